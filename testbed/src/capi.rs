@@ -1,0 +1,118 @@
+//! The real Cluster API v1.14 core manager, run against the testbed.
+//!
+//! Its webhook server cannot be turned off and some controllers rely on its defaulting, so the
+//! webhooks are registered the way envtest does it: a self-signed serving certificate, and the
+//! upstream webhook configurations rewritten to point at `https://127.0.0.1:<port>` by URL.
+
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
+
+use crate::{Error, Proc, Testbed, certs, free_port};
+
+pub async fn start(tb: &Testbed, client: &Client) -> Result<Proc, Error> {
+    let bin = tb
+        .assets
+        .capi
+        .as_ref()
+        .ok_or_else(|| Error::Start("CAPI binaries were not built".into()))?
+        .join("capi-manager");
+    let cert_dir = tb.dir.join("capi-webhook-certs");
+    std::fs::create_dir_all(&cert_dir).map_err(|e| Error::io(&cert_dir, e))?;
+    let ca = certs::webhook_serving(&cert_dir)?;
+    let (webhook, health, diag) = (free_port()?, free_port()?, free_port()?);
+
+    // Register the webhooks first: the manager's own start-up writes objects that they default.
+    register_webhooks(tb, client, webhook, &ca).await?;
+
+    let log = tb.dir.join("capi-manager.log");
+    let proc = Proc::spawn_with_env(
+        "capi-manager",
+        &bin,
+        &[
+            format!("--kubeconfig={}", tb.kubeconfig.display()),
+            format!("--webhook-port={webhook}"),
+            format!("--webhook-cert-dir={}", cert_dir.display()),
+            format!("--health-addr=127.0.0.1:{health}"),
+            format!("--diagnostics-address=127.0.0.1:{diag}"),
+            "--insecure-diagnostics=true".into(),
+            "--leader-elect=false".into(),
+            "--feature-gates=ClusterTopology=true".into(),
+            "--v=2".into(),
+        ],
+        &log,
+        &[("KUBECONFIG", tb.kubeconfig.display().to_string())],
+    )?;
+    // Ready when the health endpoint answers and the webhook server accepts TLS connections.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        if crate::http_get_ok(health, "/readyz")
+            && std::net::TcpStream::connect(("127.0.0.1", webhook)).is_ok()
+        {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(Error::Start(format!(
+                "capi-manager not ready after 90s; last lines of {}:\n{}",
+                log.display(),
+                crate::log_tail(&log)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(proc)
+}
+
+async fn register_webhooks(
+    tb: &Testbed,
+    client: &Client,
+    port: u16,
+    ca: &str,
+) -> Result<(), Error> {
+    use base64::Engine;
+    let path = tb.assets.crds.join("capi-webhooks.yaml");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&text).map_err(|e| Error::Crd {
+            file: path.display().to_string(),
+            msg: e.to_string(),
+        })?;
+    let ca_b64 = base64::engine::general_purpose::STANDARD.encode(ca.as_bytes());
+    for mut doc in docs.into_iter().filter(|d| !d.is_null()) {
+        let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+        let name = format!(
+            "capi-{}",
+            doc["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        doc["metadata"]["name"] = name.clone().into();
+        if let Some(hooks) = doc["webhooks"].as_array_mut() {
+            for h in hooks {
+                let p = h["clientConfig"]["service"]["path"]
+                    .as_str()
+                    .unwrap_or("/")
+                    .to_string();
+                h["clientConfig"] = serde_json::json!({
+                    "url": format!("https://127.0.0.1:{port}{p}"),
+                    "caBundle": ca_b64,
+                });
+            }
+        }
+        let ar = ApiResource {
+            group: "admissionregistration.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "admissionregistration.k8s.io/v1".into(),
+            kind: kind.clone(),
+            plural: format!("{}s", kind.to_lowercase()),
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        api.patch(
+            &name,
+            &PatchParams::apply("capi-testbed").force(),
+            &Patch::Apply(&doc),
+        )
+        .await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! The testbed's PKI, as envtest builds it: a serving CA and certificate (with the IP SAN
+//! 127.0.0.1 that rustls insists on), a client CA and an admin client certificate in
+//! `system:masters`, and a service-account signing key.
+
+use std::path::Path;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+
+use crate::Error;
+
+pub struct Pki {
+    pub serving_ca_pem: String,
+    pub admin_cert_pem: String,
+    pub admin_key_pem: String,
+}
+
+fn ca(cn: &str) -> Result<(CertificateParams, KeyPair, String), Error> {
+    let mut p = CertificateParams::new(Vec::<String>::new()).map_err(Error::pki)?;
+    p.distinguished_name.push(DnType::CommonName, cn);
+    p.distinguished_name
+        .push(DnType::OrganizationName, "capi-kamaji-testbed");
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::CrlSign,
+    ];
+    let key = KeyPair::generate().map_err(Error::pki)?;
+    let cert = p.self_signed(&key).map_err(Error::pki)?;
+    Ok((p, key, cert.pem()))
+}
+
+/// A leaf certificate signed by `issuer`.
+pub fn leaf(
+    issuer: &Issuer<'_, KeyPair>,
+    cn: &str,
+    orgs: &[&str],
+    sans: &[&str],
+    usage: ExtendedKeyUsagePurpose,
+) -> Result<(String, String), Error> {
+    let mut p = CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        .map_err(Error::pki)?;
+    p.distinguished_name.push(DnType::CommonName, cn);
+    for o in orgs {
+        p.distinguished_name.push(DnType::OrganizationName, *o);
+    }
+    p.extended_key_usages = vec![usage];
+    p.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    let key = KeyPair::generate().map_err(Error::pki)?;
+    let cert = p.signed_by(&key, issuer).map_err(Error::pki)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// A self-signed serving certificate for a local webhook server, with its CA bundle.
+pub fn webhook_serving(dir: &Path) -> Result<String, Error> {
+    let (ca_params, ca_key, ca_pem) = ca("testbed-webhook-ca")?;
+    let issuer = Issuer::new(ca_params, ca_key);
+    let (crt, key) = leaf(
+        &issuer,
+        "localhost",
+        &[],
+        &["localhost", "127.0.0.1"],
+        ExtendedKeyUsagePurpose::ServerAuth,
+    )?;
+    write(dir, "tls.crt", &crt)?;
+    write(dir, "tls.key", &key)?;
+    write(dir, "ca.crt", &ca_pem)?;
+    Ok(ca_pem)
+}
+
+fn write(dir: &Path, name: &str, data: &str) -> Result<(), Error> {
+    let p = dir.join(name);
+    std::fs::write(&p, data).map_err(|e| Error::io(&p, e))
+}
+
+impl Pki {
+    pub fn generate(dir: &Path) -> Result<Pki, Error> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let (serving_params, serving_key, serving_ca_pem) = ca("testbed-serving-ca")?;
+        let serving = Issuer::new(serving_params, serving_key);
+        let (crt, key) = leaf(
+            &serving,
+            "kube-apiserver",
+            &[],
+            &["localhost", "127.0.0.1", "kubernetes", "kubernetes.default"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )?;
+        write(dir, "apiserver.crt", &crt)?;
+        write(dir, "apiserver.key", &key)?;
+        write(dir, "serving-ca.crt", &serving_ca_pem)?;
+
+        let (client_params, client_key, client_ca_pem) = ca("testbed-client-ca")?;
+        let client = Issuer::new(client_params, client_key);
+        write(dir, "client-ca.crt", &client_ca_pem)?;
+        let (admin_cert_pem, admin_key_pem) = leaf(
+            &client,
+            "admin",
+            &["system:masters"],
+            &[],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )?;
+
+        let sa = KeyPair::generate().map_err(Error::pki)?;
+        write(dir, "sa.key", &sa.serialize_pem())?;
+        write(dir, "sa.pub", &sa.public_key_pem())?;
+
+        Ok(Pki {
+            serving_ca_pem,
+            admin_cert_pem,
+            admin_key_pem,
+        })
+    }
+}

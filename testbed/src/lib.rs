@@ -1,0 +1,619 @@
+//! A real Kubernetes management-cluster API for tests, the sandbox and the demo.
+//!
+//! It runs the upstream etcd, kube-apiserver and kube-controller-manager (garbage collector and
+//! namespace controllers) as plain processes, installs the upstream CAPI, Kamaji and BYOH CRDs,
+//! and optionally the real Cluster API core manager with its webhooks. Nothing here is a mock:
+//! schema validation, server-side apply, subresources, watches, finalizers and garbage
+//! collection are the API server's own.
+//!
+//! The binaries and CRDs come from `testbed/build-bins.sh`, which builds them from the Go module
+//! proxy into a version-keyed cache outside the repository and skips work already done.
+//!
+//! ```no_run
+//! # async fn t() {
+//! let tb = testbed::shared();              // one per test binary
+//! let (client, ns) = tb.namespace("hosts").await;  // each test gets its own namespace
+//! # }
+//! ```
+
+mod assets;
+mod capi;
+mod certs;
+mod crds;
+mod process;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+pub use assets::Assets;
+pub use process::Proc;
+
+/// Which upstream CRDs the API server gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// CAPI v1.14 (v1beta1 and v1beta2 served, no conversion webhook), Kamaji, BYOH.
+    Full,
+    /// CAPI v1.10 (v1beta1 only): the shape of a CAPI 1.10 management cluster. Kamaji, BYOH.
+    V1Beta1,
+    /// No CRDs at all: a cluster without Cluster API.
+    Bare,
+}
+
+impl Profile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Full => "full",
+            Profile::V1Beta1 => "v1beta1",
+            Profile::Bare => "bare",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Profile> {
+        match s {
+            "full" => Some(Profile::Full),
+            "v1beta1" => Some(Profile::V1Beta1),
+            "bare" => Some(Profile::Bare),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub profile: Profile,
+    /// Run kube-controller-manager (garbage collector and namespace controllers).
+    pub controller_manager: bool,
+    /// Run the real Cluster API core manager, with its webhooks registered by URL.
+    pub capi_manager: bool,
+    /// Where to keep certificates, etcd data, logs and the kubeconfig. A fresh temporary
+    /// directory (removed on drop) when `None`.
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            profile: Profile::Full,
+            controller_manager: true,
+            capi_manager: false,
+            dir: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("building the testbed binaries failed: {0}")]
+    Assets(String),
+    #[error("certificate generation failed: {0}")]
+    Pki(String),
+    #[error("{0}")]
+    Start(String),
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("CRD {file}: {msg}")]
+    Crd { file: String, msg: String },
+}
+
+impl Error {
+    fn io(path: &Path, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+    fn pki(e: rcgen::Error) -> Error {
+        Error::Pki(e.to_string())
+    }
+}
+
+/// Tokens accepted by the API server besides the admin client certificate.
+pub const ADMIN_TOKEN: &str = "testbed-admin-token";
+/// A user with no RBAC grants at all (user `limited`, group `testbed:limited`).
+pub const LIMITED_TOKEN: &str = "testbed-limited-token";
+
+/// A running management-cluster API. Dropping it stops every process and removes its
+/// temporary directory.
+pub struct Testbed {
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub server: String,
+    pub profile: Profile,
+    pub assets: Assets,
+    procs: Mutex<Vec<Proc>>,
+    remove_dir: bool,
+    ns_counter: AtomicUsize,
+}
+
+fn free_port() -> Result<u16, Error> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io(Path::new("127.0.0.1:0"), e))?;
+    let port = l
+        .local_addr()
+        .map_err(|e| Error::io(Path::new("127.0.0.1:0"), e))?
+        .port();
+    Ok(port)
+}
+
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+/// Removes testbed directories left by processes that no longer exist (a test binary killed
+/// with SIGKILL cannot clean up after itself; its children died with it).
+fn sweep_stale_dirs(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(rest) = name.strip_prefix("capi-testbed-") else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// A raw HTTP/1.0 GET on loopback, enough for etcd's plain-HTTP `/health`.
+fn http_get_ok(port: u16, path: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .is_err()
+    {
+        return false;
+    }
+    let mut buf = String::new();
+    let _ = s.read_to_string(&mut buf);
+    buf.starts_with("HTTP/1.0 200") || buf.starts_with("HTTP/1.1 200")
+}
+
+impl Testbed {
+    /// Starts a testbed and waits until it is ready for clients.
+    pub async fn start(opts: Options) -> Result<Testbed, Error> {
+        let t0 = Instant::now();
+        let assets = Assets::ensure(opts.capi_manager)?;
+        let (dir, remove_dir) = match &opts.dir {
+            Some(d) => {
+                std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+                (d.clone(), false)
+            }
+            None => {
+                let root = std::env::temp_dir();
+                sweep_stale_dirs(&root);
+                static N: AtomicUsize = AtomicUsize::new(0);
+                let d = root.join(format!(
+                    "capi-testbed-{}-{}",
+                    std::process::id(),
+                    N.fetch_add(1, Ordering::SeqCst)
+                ));
+                let _ = std::fs::remove_dir_all(&d);
+                std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+                process::remove_at_exit(&d);
+                (d, true)
+            }
+        };
+        let pki = certs::Pki::generate(&dir.join("pki"))?;
+        let mut tb = Testbed {
+            kubeconfig: dir.join("kubeconfig"),
+            dir: dir.clone(),
+            server: String::new(),
+            profile: opts.profile,
+            assets,
+            procs: Mutex::new(Vec::new()),
+            remove_dir,
+            ns_counter: AtomicUsize::new(0),
+        };
+
+        // etcd
+        let (client_port, peer_port) = (free_port()?, free_port()?);
+        let etcd_url = format!("http://127.0.0.1:{client_port}");
+        let etcd = Proc::spawn(
+            "etcd",
+            &tb.assets.etcd(),
+            &[
+                format!("--data-dir={}", dir.join("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
+                format!("--initial-cluster=default=http://127.0.0.1:{peer_port}"),
+                "--unsafe-no-fsync=true".into(),
+                "--quota-backend-bytes=8589934592".into(),
+                "--log-level=warn".into(),
+            ],
+            &dir.join("etcd.log"),
+        )?;
+        tb.push(etcd);
+        tb.wait_until(
+            "etcd",
+            &dir.join("etcd.log"),
+            Duration::from_secs(30),
+            || async { http_get_ok(client_port, "/health") },
+        )
+        .await?;
+
+        // kube-apiserver
+        let port = free_port()?;
+        tb.server = format!("https://127.0.0.1:{port}");
+        let tokens = dir.join("pki/tokens.csv");
+        std::fs::write(
+            &tokens,
+            format!(
+                "{ADMIN_TOKEN},admin-token-user,100,\"system:masters\"\n{LIMITED_TOKEN},limited,101,\"testbed:limited\"\n"
+            ),
+        )
+        .map_err(|e| Error::io(&tokens, e))?;
+        let p = |f: &str| dir.join("pki").join(f).display().to_string();
+        let apiserver = Proc::spawn(
+            "kube-apiserver",
+            &tb.assets.kube_apiserver(),
+            &[
+                format!("--etcd-servers={etcd_url}"),
+                format!("--secure-port={port}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                "--endpoint-reconciler-type=none".into(),
+                "--service-cluster-ip-range=10.0.0.0/24".into(),
+                "--allow-privileged=true".into(),
+                "--disable-admission-plugins=ServiceAccount".into(),
+                "--authorization-mode=RBAC".into(),
+                format!("--cert-dir={}", p("")),
+                format!("--tls-cert-file={}", p("apiserver.crt")),
+                format!("--tls-private-key-file={}", p("apiserver.key")),
+                format!("--client-ca-file={}", p("client-ca.crt")),
+                format!("--token-auth-file={}", tokens.display()),
+                format!("--service-account-issuer=https://127.0.0.1:{port}/"),
+                format!("--service-account-key-file={}", p("sa.pub")),
+                format!("--service-account-signing-key-file={}", p("sa.key")),
+                "--v=1".into(),
+            ],
+            &dir.join("kube-apiserver.log"),
+        )?;
+        tb.push(apiserver);
+        tb.write_kubeconfig(&pki)?;
+
+        let kubeconfig = tb.kubeconfig.clone();
+        tb.wait_until(
+            "kube-apiserver",
+            &dir.join("kube-apiserver.log"),
+            Duration::from_secs(90),
+            || {
+                let kubeconfig = kubeconfig.clone();
+                async move {
+                    let Ok(client) = client_for(&kubeconfig).await else {
+                        return false;
+                    };
+                    let req = http::Request::get("/readyz").body(Vec::new());
+                    let Ok(req) = req else { return false };
+                    matches!(client.request_text(req).await, Ok(t) if t.trim() == "ok")
+                        && Api::<Namespace>::all(client)
+                            .get_opt("default")
+                            .await
+                            .ok()
+                            .flatten()
+                            .is_some()
+                }
+            },
+        )
+        .await?;
+        tracing::info!(
+            "kube-apiserver ready at {} after {:?}",
+            tb.server,
+            t0.elapsed()
+        );
+
+        // CRDs before the controller manager, whose garbage collector only rediscovers every 30 s.
+        let client = tb.client().await;
+        match opts.profile {
+            Profile::Full => crds::install_dir(&client, &tb.assets.crds.join("full")).await?,
+            Profile::V1Beta1 => crds::install_dir(&client, &tb.assets.crds.join("v1beta1")).await?,
+            Profile::Bare => {}
+        }
+        tracing::info!("CRDs installed after {:?}", t0.elapsed());
+
+        if opts.controller_manager {
+            let kcm = Proc::spawn(
+                "kube-controller-manager",
+                &tb.assets.kube_controller_manager(),
+                &[
+                    format!("--kubeconfig={}", tb.kubeconfig.display()),
+                    "--controllers=garbagecollector,namespace".into(),
+                    "--leader-elect=false".into(),
+                    "--use-service-account-credentials=false".into(),
+                    "--secure-port=0".into(),
+                    "--concurrent-gc-syncs=5".into(),
+                    "--v=1".into(),
+                ],
+                &dir.join("kube-controller-manager.log"),
+            )?;
+            tb.push(kcm);
+        }
+        if opts.capi_manager {
+            if opts.profile != Profile::Full {
+                return Err(Error::Start(
+                    "the CAPI v1.14 manager needs the full profile".into(),
+                ));
+            }
+            let proc = capi::start(&tb, &client).await?;
+            tb.push(proc);
+        }
+        tracing::info!("testbed ready after {:?}", t0.elapsed());
+        Ok(tb)
+    }
+
+    fn push(&self, p: Proc) {
+        if let Ok(mut v) = self.procs.lock() {
+            v.push(p);
+        }
+    }
+
+    /// Polls `ready` every 100 ms until it returns true, failing early with the log tail when
+    /// the last spawned process has died, and after `timeout`.
+    async fn wait_until<F, Fut>(
+        &self,
+        what: &str,
+        log: &Path,
+        timeout: Duration,
+        ready: F,
+    ) -> Result<(), Error>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if ready().await {
+                return Ok(());
+            }
+            let exited = self
+                .procs
+                .lock()
+                .ok()
+                .and_then(|mut v| v.last_mut().and_then(|p| p.exited()));
+            if let Some(status) = exited {
+                return Err(Error::Start(format!(
+                    "{what} exited ({status}); last lines of {}:\n{}",
+                    log.display(),
+                    log_tail(log)
+                )));
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Start(format!(
+                    "{what} not ready after {timeout:?}; last lines of {}:\n{}",
+                    log.display(),
+                    log_tail(log)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn write_kubeconfig(&self, pki: &certs::Pki) -> Result<(), Error> {
+        use base64::Engine;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: testbed\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: testbed-admin\n  user:\n    client-certificate-data: {crt}\n    client-key-data: {key}\ncontexts:\n- name: testbed\n  context:\n    cluster: testbed\n    user: testbed-admin\n    namespace: default\ncurrent-context: testbed\n",
+            server = self.server,
+            ca = b64(&pki.serving_ca_pem),
+            crt = b64(&pki.admin_cert_pem),
+            key = b64(&pki.admin_key_pem),
+        );
+        write_private(&self.kubeconfig, &text)
+    }
+
+    /// Writes a kubeconfig for a bearer-token user (for example [`LIMITED_TOKEN`], or a token
+    /// the API server does not know) next to the admin kubeconfig, and returns its path.
+    pub fn kubeconfig_with_token(&self, name: &str, token: &str) -> Result<PathBuf, Error> {
+        let admin = std::fs::read_to_string(&self.kubeconfig)
+            .map_err(|e| Error::io(&self.kubeconfig, e))?;
+        let ca = admin
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
+            .unwrap_or_default()
+            .to_string();
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: testbed\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: {name}\n  context:\n    cluster: testbed\n    user: {name}\n    namespace: default\ncurrent-context: {name}\n",
+            server = self.server
+        );
+        let path = self.dir.join(format!("kubeconfig-{name}"));
+        write_private(&path, &text)?;
+        Ok(path)
+    }
+
+    /// A client for the admin user, bound to the calling tokio runtime.
+    pub async fn client(&self) -> Client {
+        client_for(&self.kubeconfig)
+            .await
+            .unwrap_or_else(|e| panic!("testbed client: {e}"))
+    }
+
+    /// Creates a fresh namespace for one test and returns an admin client and its name.
+    pub async fn namespace(&self, prefix: &str) -> (Client, String) {
+        let client = self.client().await;
+        let n = self.ns_counter.fetch_add(1, Ordering::SeqCst);
+        let prefix: String = prefix
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
+            .take(40)
+            .collect();
+        let name = format!("{}-{}-{n}", prefix.trim_matches('-'), std::process::id());
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"testbed.capi-kamaji.io/test": "true"}}
+        }))
+        .unwrap_or_default();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
+        (client, name)
+    }
+
+    /// Deletes a namespace (the namespace controller finishes the job).
+    pub async fn delete_namespace(&self, client: &Client, name: &str) {
+        let _ = Api::<Namespace>::all(client.clone())
+            .delete(name, &DeleteParams::default())
+            .await;
+    }
+
+    /// PIDs of the running processes, by name.
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        self.procs
+            .lock()
+            .map(|v| v.iter().map(|p| (p.name.clone(), p.pid())).collect())
+            .unwrap_or_default()
+    }
+
+    /// Stops every process (last started first).
+    pub fn stop(&self) {
+        if let Ok(mut v) = self.procs.lock() {
+            while let Some(mut p) = v.pop() {
+                p.kill();
+            }
+        }
+    }
+
+    /// Stops one process by name, for fault-injection tests (for example a stopped server).
+    pub fn stop_process(&self, name: &str) {
+        if let Ok(mut v) = self.procs.lock() {
+            if let Some(i) = v.iter().position(|p| p.name == name) {
+                let mut p = v.remove(i);
+                p.kill();
+            }
+        }
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        self.stop();
+        if self.remove_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Writes a file readable by its owner only, atomically.
+fn write_private(path: &Path, text: &str) -> Result<(), Error> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| Error::io(&tmp, e))?;
+        f.write_all(text.as_bytes())
+            .map_err(|e| Error::io(&tmp, e))?;
+    }
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+/// A client from a kubeconfig file, with generous rate limits for tests.
+pub async fn client_for(kubeconfig: &Path) -> Result<Client, Error> {
+    let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| Error::Start(e.to_string()))?;
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error::Start(e.to_string()))?;
+    Ok(Client::try_from(config)?)
+}
+
+fn start_blocking(opts: Options) -> Result<Testbed, String> {
+    // The shared testbed outlives any one test's runtime, so it starts on a runtime of its own,
+    // on a thread of its own (a test may already be inside a runtime).
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(Testbed::start(opts)).map_err(|e| e.to_string())
+    })
+    .join()
+    .map_err(|_| "testbed start panicked".to_string())?
+}
+
+fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TESTBED_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_test_writer()
+        .try_init();
+}
+
+macro_rules! shared_testbed {
+    ($(#[$m:meta])* $name:ident, $opts:expr) => {
+        $(#[$m])*
+        pub fn $name() -> &'static Testbed {
+            static TB: OnceLock<Result<Testbed, String>> = OnceLock::new();
+            init_logging();
+            match TB.get_or_init(|| start_blocking($opts)) {
+                Ok(tb) => tb,
+                Err(e) => panic!("testbed failed to start: {e}"),
+            }
+        }
+    };
+}
+
+shared_testbed!(
+    /// The full-profile testbed shared by every test of this binary.
+    shared,
+    Options::default()
+);
+shared_testbed!(
+    /// The v1beta1-only (CAPI 1.10 shaped) testbed shared by every test of this binary.
+    shared_v1beta1,
+    Options {
+        profile: Profile::V1Beta1,
+        ..Options::default()
+    }
+);
+shared_testbed!(
+    /// A testbed with no CRDs at all, shared by every test of this binary.
+    shared_bare,
+    Options {
+        profile: Profile::Bare,
+        controller_manager: false,
+        ..Options::default()
+    }
+);
+shared_testbed!(
+    /// A full-profile testbed running the real CAPI v1.14 core manager.
+    shared_with_capi,
+    Options {
+        capi_manager: true,
+        ..Options::default()
+    }
+);

@@ -1,0 +1,156 @@
+//! `capi-testbed`: runs the testbed as a sandbox for people (and `make sandbox` / `make demo`).
+//!
+//! ```text
+//! capi-testbed up   --dir .sandbox [--profile full|v1beta1|bare] [--capi]   # foreground
+//! capi-testbed down --dir .sandbox
+//! capi-testbed build [--capi]                                               # assets only
+//! ```
+//! `up` writes `<dir>/kubeconfig`, then `<dir>/ready`, and runs until SIGINT or SIGTERM, when it
+//! stops every process it started.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use testbed::{Options, Profile, Testbed};
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi]\n       capi-testbed down --dir DIR\n       capi-testbed build [--capi]"
+    );
+    ExitCode::from(2)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TESTBED_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(cmd) = args.first().cloned() else {
+        return usage();
+    };
+    let mut dir = PathBuf::from(".sandbox");
+    let mut profile = Profile::Full;
+    let mut capi = false;
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--dir" => match it.next() {
+                Some(d) => dir = PathBuf::from(d),
+                None => return usage(),
+            },
+            "--profile" => match it.next().and_then(|p| Profile::parse(p)) {
+                Some(p) => profile = p,
+                None => return usage(),
+            },
+            "--capi" => capi = true,
+            _ => return usage(),
+        }
+    }
+    match cmd.as_str() {
+        "build" => match testbed::Assets::ensure(capi) {
+            Ok(a) => {
+                println!("{}", a.k8s.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        "up" => up(dir, profile, capi).await,
+        "down" => down(dir),
+        _ => usage(),
+    }
+}
+
+async fn up(dir: PathBuf, profile: Profile, capi: bool) -> ExitCode {
+    let dir = match std::path::absolute(&dir) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {}: {e}", dir.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let _ = std::fs::remove_file(dir.join("ready"));
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join("pid"), std::process::id().to_string());
+    let tb = match Testbed::start(Options {
+        profile,
+        controller_manager: true,
+        capi_manager: capi,
+        dir: Some(dir.clone()),
+    })
+    .await
+    {
+        Ok(tb) => tb,
+        Err(e) => {
+            eprintln!("error: the sandbox did not start: {e}");
+            let _ = std::fs::write(dir.join("failed"), e.to_string());
+            return ExitCode::FAILURE;
+        }
+    };
+    let _ = std::fs::write(dir.join("ready"), tb.server.as_bytes());
+    eprintln!(
+        "sandbox ready: {} ({} profile{})",
+        tb.server,
+        profile.as_str(),
+        if capi {
+            ", real CAPI v1.14 core manager"
+        } else {
+            ""
+        }
+    );
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot watch SIGTERM: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+    tb.stop();
+    let _ = std::fs::remove_file(dir.join("ready"));
+    let _ = std::fs::remove_file(dir.join("pid"));
+    eprintln!("sandbox stopped");
+    ExitCode::SUCCESS
+}
+
+fn down(dir: PathBuf) -> ExitCode {
+    let pid_file = dir.join("pid");
+    let Ok(pid) = std::fs::read_to_string(&pid_file) else {
+        eprintln!("no sandbox is running in {}", dir.display());
+        return ExitCode::SUCCESS;
+    };
+    let Ok(pid) = pid.trim().parse::<i32>() else {
+        let _ = std::fs::remove_file(&pid_file);
+        return ExitCode::SUCCESS;
+    };
+    // SAFETY: plain syscalls on a pid we wrote ourselves.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    for _ in 0..100 {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(&pid_file);
+            eprintln!("sandbox stopped");
+            return ExitCode::SUCCESS;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let _ = std::fs::remove_file(&pid_file);
+    eprintln!("sandbox killed");
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,275 @@
+//! Proves the testbed is a real API server: schema validation, garbage collection, status
+//! subresources and namespace deletion all come from upstream code, not from us.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::json;
+
+fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+async fn eventually<F, Fut>(what: &str, timeout: Duration, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + timeout;
+    while !f().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test]
+async fn invalid_v1beta2_cluster_is_rejected_by_the_crd_schema() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("schema").await;
+    let clusters: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        &ns,
+        &ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
+    );
+    // clusterNetwork.apiServerPort must be an integer within 1..65535.
+    let bad: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "bad"},
+        "spec": {"clusterNetwork": {"apiServerPort": "not-a-port"}}
+    }))
+    .unwrap();
+    let err = clusters
+        .create(&PostParams::default(), &bad)
+        .await
+        .expect_err("an invalid Cluster must be rejected");
+    let msg = err.to_string();
+    assert!(msg.contains("apiServerPort"), "unexpected error: {msg}");
+
+    let good: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "good"},
+        "spec": {"clusterNetwork": {"apiServerPort": 6443}}
+    }))
+    .unwrap();
+    clusters
+        .create(&PostParams::default(), &good)
+        .await
+        .expect("a valid Cluster is accepted");
+}
+
+#[tokio::test]
+async fn owned_object_is_garbage_collected_after_its_owner_is_deleted() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("gc").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let owner = cms
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let uid = owner.metadata.uid.clone().unwrap();
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "child", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}
+        ]}}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    // A custom resource owned by the same owner: the GC must know CRD kinds too.
+    let hosts: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &ar(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "ByoHost",
+            "byohosts",
+        ),
+    );
+    hosts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoHost",
+                "metadata": {"name": "owned-host", "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}
+                ]},
+                "spec": {}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    cms.delete("owner", &DeleteParams::default()).await.unwrap();
+    eventually(
+        "the child ConfigMap to be collected",
+        Duration::from_secs(60),
+        || {
+            let cms = cms.clone();
+            async move { cms.get_opt("child").await.unwrap().is_none() }
+        },
+    )
+    .await;
+    eventually(
+        "the owned ByoHost to be collected",
+        Duration::from_secs(60),
+        || {
+            let hosts = hosts.clone();
+            async move { hosts.get_opt("owned-host").await.unwrap().is_none() }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn byohost_status_is_written_through_the_status_subresource() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("status").await;
+    let hosts: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        &ns,
+        &ar(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "ByoHost",
+            "byohosts",
+        ),
+    );
+    hosts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoHost",
+                "metadata": {"name": "host-1"}, "spec": {},
+                // Status in a create is dropped by the status subresource.
+                "status": {"hostinfo": {"osname": "dropped"}}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let created = hosts.get("host-1").await.unwrap();
+    assert!(
+        created
+            .data
+            .get("status")
+            .and_then(|s| s.get("hostinfo"))
+            .is_none(),
+        "status must be ignored on create: {:?}",
+        created.data.get("status")
+    );
+    let status = json!({"status": {
+        "hostinfo": {"osname": "linux", "osimage": "Ubuntu 22.04.4 LTS", "architecture": "amd64"},
+        "network": [{"networkInterfaceName": "eth0", "macAddr": "52:54:00:12:34:56", "ipAddrs": ["192.0.2.10/24"], "isDefault": true}]
+    }});
+    hosts
+        .patch_status("host-1", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let got = hosts.get("host-1").await.unwrap();
+    assert_eq!(
+        got.data["status"]["hostinfo"]["osimage"],
+        "Ubuntu 22.04.4 LTS"
+    );
+    // A spec write does not touch status.
+    hosts
+        .patch(
+            "host-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"role": "worker"}}, "status": {"hostinfo": {"osname": "nope"}}})),
+        )
+        .await
+        .unwrap();
+    let got = hosts.get("host-1").await.unwrap();
+    assert_eq!(got.data["status"]["hostinfo"]["osname"], "linux");
+}
+
+#[tokio::test]
+async fn namespace_deletion_completes() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("nsdel").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "content"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    tb.delete_namespace(&client, &ns).await;
+    let nss: Api<Namespace> = Api::all(client);
+    eventually("the namespace to be gone", Duration::from_secs(60), || {
+        let nss = nss.clone();
+        let ns = ns.clone();
+        async move { nss.get_opt(&ns).await.unwrap().is_none() }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn discovery_lists_the_upstream_kinds_with_contract_labels() {
+    let tb = testbed::shared();
+    let client = tb.client().await;
+    for (gv, plural) in [
+        ("cluster.x-k8s.io/v1beta2", "clusters"),
+        ("cluster.x-k8s.io/v1beta1", "machines"),
+        ("infrastructure.cluster.x-k8s.io/v1beta1", "byohosts"),
+        ("kamaji.clastix.io/v1alpha1", "tenantcontrolplanes"),
+        (
+            "bootstrap.cluster.x-k8s.io/v1beta2",
+            "kubeadmconfigtemplates",
+        ),
+    ] {
+        let list = client.list_api_group_resources(gv).await.unwrap();
+        assert!(
+            list.resources.iter().any(|r| r.name == plural),
+            "{plural} missing from {gv}"
+        );
+    }
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client);
+    let byoh = crds
+        .get("byohosts.infrastructure.cluster.x-k8s.io")
+        .await
+        .unwrap();
+    assert_eq!(
+        byoh.metadata
+            .labels
+            .unwrap()
+            .get("cluster.x-k8s.io/v1beta1")
+            .map(String::as_str),
+        Some("v1beta1")
+    );
+}
+
+#[tokio::test]
+async fn v1beta1_profile_serves_capi_v1beta1_only() {
+    let tb = testbed::shared_v1beta1();
+    let client = tb.client().await;
+    let groups = client.list_api_groups().await.unwrap();
+    let capi = groups
+        .groups
+        .iter()
+        .find(|g| g.name == "cluster.x-k8s.io")
+        .expect("cluster.x-k8s.io is served");
+    let versions: Vec<&str> = capi.versions.iter().map(|v| v.version.as_str()).collect();
+    assert_eq!(versions, vec!["v1beta1"]);
+}
