@@ -502,11 +502,11 @@ impl Testbed {
 
     /// Stops one process by name, for fault-injection tests (for example a stopped server).
     pub fn stop_process(&self, name: &str) {
-        if let Ok(mut v) = self.procs.lock() {
-            if let Some(i) = v.iter().position(|p| p.name == name) {
-                let mut p = v.remove(i);
-                p.kill();
-            }
+        if let Ok(mut v) = self.procs.lock()
+            && let Some(i) = v.iter().position(|p| p.name == name)
+        {
+            let mut p = v.remove(i);
+            p.kill();
         }
     }
 }
@@ -566,7 +566,7 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TESTBED_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,kube_client=off")),
         )
         .with_writer(std::io::stderr)
         .with_test_writer()

@@ -273,3 +273,116 @@ async fn v1beta1_profile_serves_capi_v1beta1_only() {
     let versions: Vec<&str> = capi.versions.iter().map(|v| v.version.as_str()).collect();
     assert_eq!(versions, vec!["v1beta1"]);
 }
+
+/// The real CAPI v1.14 core manager, with its webhooks registered by URL, turns a
+/// MachineDeployment into a MachineSet and Machines.
+#[tokio::test]
+async fn capi_manager_turns_a_machinedeployment_into_machines() {
+    let tb = testbed::shared_with_capi();
+    let (client, ns) = tb.namespace("capi-md").await;
+    let apply = |ar: ApiResource, obj: serde_json::Value| {
+        let client = client.clone();
+        let ns = ns.clone();
+        async move {
+            let api: Api<DynamicObject> = Api::namespaced_with(client, &ns, &ar);
+            let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+            api.patch(
+                &name,
+                &PatchParams::apply("testbed-test"),
+                &Patch::Apply(&obj),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("applying {} {name}: {e}", ar.kind));
+        }
+    };
+    apply(
+        ar(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "ByoCluster",
+            "byoclusters",
+        ),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoCluster",
+               "metadata": {"name": "md-test"},
+               "spec": {"controlPlaneEndpoint": {"host": "192.0.2.1", "port": 6443}}}),
+    )
+    .await;
+    apply(
+        ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+               "metadata": {"name": "md-test"},
+               "spec": {"clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]}},
+                 "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ByoCluster", "name": "md-test"}}}),
+    )
+    .await;
+    apply(
+        ar("bootstrap.cluster.x-k8s.io", "v1beta2", "KubeadmConfigTemplate", "kubeadmconfigtemplates"),
+        json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
+               "metadata": {"name": "md-test-workers"},
+               "spec": {"template": {"spec": {"joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": [{"name": "node-labels", "value": "role=worker"}]}}}}}}),
+    )
+    .await;
+    apply(
+        ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoMachineTemplate", "byomachinetemplates"),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoMachineTemplate",
+               "metadata": {"name": "md-test-workers"},
+               "spec": {"template": {"spec": {"selector": {"matchLabels": {"role": "worker"}}}}}}),
+    )
+    .await;
+    apply(
+        ar("cluster.x-k8s.io", "v1beta2", "MachineDeployment", "machinedeployments"),
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+               "metadata": {"name": "md-test-workers"},
+               "spec": {"clusterName": "md-test", "replicas": 2,
+                 "template": {"spec": {"clusterName": "md-test", "version": "v1.34.2",
+                   "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": "md-test-workers"}},
+                   "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ByoMachineTemplate", "name": "md-test-workers"}}}}}),
+    )
+    .await;
+    let machines: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &ar("cluster.x-k8s.io", "v1beta2", "Machine", "machines"),
+    );
+    eventually(
+        "2 Machines from the MachineDeployment",
+        Duration::from_secs(90),
+        || {
+            let machines = machines.clone();
+            async move {
+                let list = machines.list(&Default::default()).await.unwrap();
+                list.items.len() == 2
+                    && list.items.iter().all(|m| {
+                        m.metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get("cluster.x-k8s.io/deployment-name"))
+                            == Some(&"md-test-workers".to_string())
+                    })
+            }
+        },
+    )
+    .await;
+    // The MachineSet exists and the machines' infrastructure was cloned from the template.
+    let sets: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &ar("cluster.x-k8s.io", "v1beta2", "MachineSet", "machinesets"),
+    );
+    assert_eq!(sets.list(&Default::default()).await.unwrap().items.len(), 1);
+    let byomachines: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        &ns,
+        &ar(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "ByoMachine",
+            "byomachines",
+        ),
+    );
+    eventually("2 cloned ByoMachines", Duration::from_secs(30), || {
+        let b = byomachines.clone();
+        async move { b.list(&Default::default()).await.unwrap().items.len() == 2 }
+    })
+    .await;
+}
