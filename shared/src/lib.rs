@@ -1,1 +1,2 @@
 //! The shared library.
+pub mod plan;
