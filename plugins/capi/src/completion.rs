@@ -1,0 +1,2 @@
+//! `kubectl capi completion bash|zsh|fish`.
+pub use shared::verbs::completion::{Args, run};

@@ -1,0 +1,2 @@
+//! `kubectl capi version`.
+pub use shared::verbs::version::{Args, run};

@@ -1,0 +1,2 @@
+//! `kubectl kamaji version`.
+pub use shared::verbs::version::{Args, run};

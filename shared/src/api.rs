@@ -1,0 +1,64 @@
+//! Thin API helpers that turn failures into typed errors.
+
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::discovery::ApiResource;
+
+use crate::cli::Conn;
+use crate::error::{Error, Op, closest_names};
+
+/// A dynamic API for `ar` in `namespace` (all namespaces when `None`).
+pub fn dynamic(conn: &Conn, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(conn.client.clone(), ns, ar),
+        None => Api::all_with(conn.client.clone(), ar),
+    }
+}
+
+/// Names of the objects of `ar` in `namespace` (all namespaces when `None`), sorted and
+/// de-duplicated, from a metadata-only list.
+pub async fn list_names(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+) -> Result<Vec<String>, Error> {
+    let api = dynamic(conn, ar, namespace);
+    let list = api
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(|e| conn.error(e, &Op::on("list", ar).in_namespace(namespace)))?;
+    let mut names: Vec<String> = list
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// Gets one object; when it does not exist, the error offers the closest existing names.
+pub async fn get_or_suggest(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: &str,
+    name: &str,
+) -> Result<DynamicObject, Error> {
+    let api = dynamic(conn, ar, Some(namespace));
+    let op = Op::on("get", ar).in_namespace(Some(namespace)).named(name);
+    match api.get_opt(name).await {
+        Ok(Some(obj)) => Ok(obj),
+        Ok(None) => {
+            // Listing may be forbidden where getting is not: then just say "not found".
+            let names = list_names(conn, ar, Some(namespace))
+                .await
+                .unwrap_or_default();
+            Err(Error::NotFound {
+                kind: ar.kind.clone(),
+                name: name.to_string(),
+                namespace: Some(namespace.to_string()),
+                suggestions: closest_names(name, names.iter().map(String::as_str)),
+            })
+        }
+        Err(e) => Err(conn.error(e, &op)),
+    }
+}

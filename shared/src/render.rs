@@ -1,0 +1,708 @@
+//! The only place that prints.
+//!
+//! - [`Printer::print`] writes anything implementing [`Render`] as a kubectl-looking table
+//!   (`-o table|wide`), key/value fields, JSON, YAML or `kind.group/name` lines (`-o name`).
+//! - [`line`], [`warn`], [`error`] and [`raw`] write messages; [`completions`] writes kubectl's
+//!   plugin-completion answer.
+//! - [`Progress`] and [`wait_until`] show spinners and bars on stderr when it is a terminal, and
+//!   plain lines otherwise.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use owo_colors::OwoColorize;
+use serde::Serialize;
+
+use crate::cli::{OutputFlags, OutputFormat, color_enabled};
+use crate::error::Error;
+
+/// How a cell is coloured when colour is on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Tone {
+    #[default]
+    Plain,
+    /// Healthy: green.
+    Good,
+    /// Failed: red.
+    Bad,
+    /// Unknown or in progress: yellow.
+    Warn,
+    /// Unimportant: dimmed.
+    Dim,
+    /// Emphasis: bold.
+    Bold,
+}
+
+/// One table cell: text and tone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cell {
+    pub text: String,
+    pub tone: Tone,
+}
+
+impl Cell {
+    pub fn new(text: impl Into<String>, tone: Tone) -> Cell {
+        Cell {
+            text: text.into(),
+            tone,
+        }
+    }
+    /// A `True`/`False`/`Unknown` cell coloured by polarity.
+    pub fn status(status: &str) -> Cell {
+        let tone = match status {
+            "True" => Tone::Good,
+            "False" => Tone::Bad,
+            _ => Tone::Warn,
+        };
+        Cell::new(status, tone)
+    }
+    fn styled(&self, color: bool) -> String {
+        if !color {
+            return self.text.clone();
+        }
+        match self.tone {
+            Tone::Plain => self.text.clone(),
+            Tone::Good => self.text.green().to_string(),
+            Tone::Bad => self.text.red().to_string(),
+            Tone::Warn => self.text.yellow().to_string(),
+            Tone::Dim => self.text.dimmed().to_string(),
+            Tone::Bold => self.text.bold().to_string(),
+        }
+    }
+}
+
+impl From<&str> for Cell {
+    fn from(s: &str) -> Cell {
+        Cell::new(s, Tone::Plain)
+    }
+}
+impl From<String> for Cell {
+    fn from(s: String) -> Cell {
+        Cell::new(s, Tone::Plain)
+    }
+}
+impl From<&String> for Cell {
+    fn from(s: &String) -> Cell {
+        Cell::new(s.clone(), Tone::Plain)
+    }
+}
+
+/// A borderless table like `kubectl get`: upper-case headers, columns three spaces apart.
+/// Columns added with [`Table::wide`] appear only with `-o wide`.
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    headers: Vec<String>,
+    wide_from: usize,
+    rows: Vec<Vec<Cell>>,
+}
+
+impl Table {
+    /// Columns shown in every table format.
+    pub fn new<I: IntoIterator<Item = S>, S: AsRef<str>>(headers: I) -> Table {
+        let headers: Vec<String> = headers
+            .into_iter()
+            .map(|h| h.as_ref().to_uppercase())
+            .collect();
+        Table {
+            wide_from: headers.len(),
+            headers,
+            rows: Vec::new(),
+        }
+    }
+    /// Extra columns shown only with `-o wide`, after the others.
+    pub fn wide<I: IntoIterator<Item = S>, S: AsRef<str>>(mut self, headers: I) -> Table {
+        self.headers
+            .extend(headers.into_iter().map(|h| h.as_ref().to_uppercase()));
+        self
+    }
+    /// Adds a row: one cell per column (normal and wide); missing cells print as empty.
+    pub fn row<I: IntoIterator<Item = C>, C: Into<Cell>>(&mut self, cells: I) -> &mut Table {
+        self.rows.push(cells.into_iter().map(Into::into).collect());
+        self
+    }
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// The table as text, one line per row, without trailing spaces.
+    pub fn render(&self, wide: bool, headers: bool, color: bool) -> String {
+        use comfy_table::{ContentArrangement, presets};
+        let ncols = if wide {
+            self.headers.len()
+        } else {
+            self.wide_from
+        };
+        if ncols == 0 {
+            return String::new();
+        }
+        let mut t = comfy_table::Table::new();
+        t.load_style(presets::NOTHING)
+            .set_content_arrangement(ContentArrangement::Disabled)
+            .force_no_tty();
+        if headers {
+            t.set_header(self.headers[..ncols].iter().map(comfy_table::Cell::new));
+        }
+        for r in &self.rows {
+            t.add_row((0..ncols).map(|i| {
+                let text = r.get(i).map(|c| c.styled(color)).unwrap_or_default();
+                comfy_table::Cell::new(text)
+            }));
+        }
+        for (i, col) in t.column_iter_mut().enumerate() {
+            col.set_padding((0, if i + 1 == ncols { 0 } else { 3 }));
+        }
+        let mut out = String::new();
+        for line in t.lines() {
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Key/value lines (`Key:   value`), aligned, for single-object summaries like `version`.
+#[derive(Clone, Debug, Default)]
+pub struct Fields {
+    rows: Vec<(String, Cell)>,
+}
+
+impl Fields {
+    pub fn new() -> Fields {
+        Fields::default()
+    }
+    pub fn add(&mut self, key: impl Into<String>, value: impl Into<Cell>) -> &mut Fields {
+        self.rows.push((key.into(), value.into()));
+        self
+    }
+    pub fn render(&self, color: bool) -> String {
+        let width = self
+            .rows
+            .iter()
+            .map(|(k, _)| k.chars().count() + 1)
+            .max()
+            .unwrap_or(0);
+        let mut out = String::new();
+        for (k, v) in &self.rows {
+            let key = format!("{k}:");
+            out.push_str(&format!("{key:<width$}   {}", v.styled(color)));
+            let trimmed = out.trim_end().len();
+            out.truncate(trimmed);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// The human form of a result.
+pub enum Human {
+    Table(Table),
+    Fields(Fields),
+    Text(String),
+}
+
+/// Implemented by every verb's result. JSON and YAML come from `Serialize`: give results
+/// plain structs with fixed field order so scripts can rely on them.
+pub trait Render: Serialize {
+    /// The table or fields shown for `-o table` and `-o wide`.
+    fn human(&self) -> Human;
+    /// `kind.group/name` lines for `-o name`; `None` when a result has no objects.
+    fn names(&self) -> Option<Vec<String>> {
+        None
+    }
+}
+
+/// `kind.group/name`, as `kubectl get -o name` prints it (`kind/name` for the core group).
+pub fn object_name(kind: &str, group: &str, name: &str) -> String {
+    if group.is_empty() {
+        format!("{}/{name}", kind.to_lowercase())
+    } else {
+        format!("{}.{group}/{name}", kind.to_lowercase())
+    }
+}
+
+/// Serialises to JSON the way every verb prints it (pretty, trailing newline).
+pub fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String, Error> {
+    let mut s = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::other(format!("cannot serialise the result as JSON: {e}")))?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// Serialises to YAML (serde-saphyr) the way every verb prints it.
+pub fn to_yaml<T: Serialize>(value: &T) -> Result<String, Error> {
+    let mut s = serde_saphyr::to_string(value)
+        .map_err(|e| Error::other(format!("cannot serialise the result as YAML: {e}")))?;
+    if !s.ends_with('\n') {
+        s.push('\n');
+    }
+    Ok(s)
+}
+
+/// Prints results in the format of the output flags.
+#[derive(Clone, Debug)]
+pub struct Printer {
+    pub format: OutputFormat,
+    pub headers: bool,
+    pub color: bool,
+}
+
+impl Printer {
+    /// From `-o`, `--no-headers`, `--color`, `NO_COLOR` and whether stdout is a terminal.
+    pub fn new(flags: &OutputFlags) -> Printer {
+        let no_color = std::env::var("NO_COLOR").ok();
+        Printer {
+            format: flags.output,
+            headers: !flags.no_headers,
+            color: color_enabled(
+                flags.color,
+                no_color.as_deref(),
+                std::io::stdout().is_terminal(),
+            ),
+        }
+    }
+
+    /// The text `value` prints as.
+    pub fn format<T: Render>(&self, value: &T) -> Result<String, Error> {
+        match self.format {
+            OutputFormat::Json => to_json(value),
+            OutputFormat::Yaml => to_yaml(value),
+            OutputFormat::Name => match value.names() {
+                Some(names) => Ok(names.iter().map(|n| format!("{n}\n")).collect()),
+                None => Err(Error::usage(
+                    "-o name is not supported here; use -o table, wide, json or yaml",
+                )),
+            },
+            OutputFormat::Table | OutputFormat::Wide => Ok(match value.human() {
+                Human::Table(t) => {
+                    t.render(self.format == OutputFormat::Wide, self.headers, self.color)
+                }
+                Human::Fields(f) => f.render(self.color),
+                Human::Text(mut s) => {
+                    if !s.is_empty() && !s.ends_with('\n') {
+                        s.push('\n');
+                    }
+                    s
+                }
+            }),
+        }
+    }
+
+    /// Prints `value` on stdout.
+    pub fn print<T: Render>(&self, value: &T) -> Result<(), Error> {
+        let text = self.format(value)?;
+        raw(text.as_bytes());
+        Ok(())
+    }
+}
+
+/// Writes bytes to stdout as they are (completion scripts, kubeconfigs). A closed pipe
+/// (`| head`) is not an error.
+pub fn raw(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(bytes).and_then(|_| out.flush());
+}
+
+/// Writes one line to stdout (`cluster.cluster.x-k8s.io/foo created`).
+pub fn line(msg: &str) {
+    raw(format!("{msg}\n").as_bytes());
+}
+
+fn stderr_color() -> bool {
+    let no_color = std::env::var("NO_COLOR").ok();
+    color_enabled(
+        crate::cli::ColorWhen::Auto,
+        no_color.as_deref(),
+        std::io::stderr().is_terminal(),
+    )
+}
+
+fn eprint(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes()).and_then(|_| err.flush());
+}
+
+/// A note on stderr (progress without a terminal, what a command is about to do).
+pub fn info(msg: &str) {
+    eprint(&format!("{msg}\n"));
+}
+
+/// `Warning: ...` on stderr, as kubectl prints warnings.
+pub fn warn(msg: &str) {
+    let head = if stderr_color() {
+        "Warning:".yellow().to_string()
+    } else {
+        "Warning:".to_string()
+    };
+    eprint(&format!("{head} {msg}\n"));
+}
+
+/// The text of an error as it is printed: `error: <line>` and, if any, `hint: <hint>`.
+pub fn error_text(e: &Error, color: bool) -> String {
+    let (head, hint) = if color {
+        (
+            "error:".red().bold().to_string(),
+            "hint:".cyan().to_string(),
+        )
+    } else {
+        ("error:".to_string(), "hint:".to_string())
+    };
+    let mut s = format!("{head} {e}\n");
+    if let Some(h) = e.hint() {
+        s.push_str(&format!("{hint} {h}\n"));
+    }
+    s
+}
+
+/// Prints an error on stderr: one line, plus a hint line.
+pub fn error(e: &Error) {
+    eprint(&error_text(e, stderr_color()));
+}
+
+/// kubectl's plugin-completion answer: one candidate per line, then `:<directive>`.
+pub fn completions_text(candidates: &[String], directive: u32) -> String {
+    let mut s = String::new();
+    for c in candidates {
+        s.push_str(c);
+        s.push('\n');
+    }
+    s.push_str(&format!(":{directive}\n"));
+    s
+}
+
+/// Prints kubectl's plugin-completion answer on stdout.
+pub fn completions(candidates: &[String], directive: u32) {
+    raw(completions_text(candidates, directive).as_bytes());
+}
+
+/// A spinner or bar on stderr when it is a terminal; plain lines (printed when the message
+/// changes) otherwise.
+pub struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    last: String,
+    started: Instant,
+}
+
+impl Progress {
+    fn tty() -> bool {
+        std::io::stderr().is_terminal()
+    }
+    /// A spinner with a message.
+    pub fn spinner(msg: &str) -> Progress {
+        Progress::spinner_on(msg, Progress::tty())
+    }
+    /// A spinner forced on or off (for tests and `--quiet`-like flags).
+    pub fn spinner_on(msg: &str, tty: bool) -> Progress {
+        let bar = if tty {
+            let b = indicatif::ProgressBar::new_spinner();
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+            {
+                b.set_style(style);
+            }
+            b.enable_steady_tick(Duration::from_millis(100));
+            b.set_message(msg.to_string());
+            Some(b)
+        } else {
+            info(msg);
+            None
+        };
+        Progress {
+            bar,
+            last: msg.to_string(),
+            started: Instant::now(),
+        }
+    }
+    /// A bar of `total` steps with a message.
+    pub fn bar(total: u64, msg: &str) -> Progress {
+        let bar = if Progress::tty() {
+            let b = indicatif::ProgressBar::new(total);
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
+            {
+                b.set_style(style);
+            }
+            b.set_message(msg.to_string());
+            Some(b)
+        } else {
+            info(&format!("{msg} (0/{total})"));
+            None
+        };
+        Progress {
+            bar,
+            last: msg.to_string(),
+            started: Instant::now(),
+        }
+    }
+    /// Changes the message; without a terminal, prints it once per change.
+    pub fn set_message(&mut self, msg: &str) {
+        if msg == self.last {
+            return;
+        }
+        self.last = msg.to_string();
+        match &self.bar {
+            Some(b) => b.set_message(msg.to_string()),
+            None => info(msg),
+        }
+    }
+    /// Sets the bar's position.
+    pub fn set_position(&mut self, pos: u64) {
+        if let Some(b) = &self.bar {
+            b.set_position(pos);
+        }
+    }
+    /// Time since the progress started.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+    /// Ends with a final message (kept on screen).
+    pub fn finish(self, msg: &str) {
+        match &self.bar {
+            Some(b) => b.finish_with_message(msg.to_string()),
+            None => info(msg),
+        }
+    }
+    /// Removes the spinner without a message (the caller reports the outcome).
+    pub fn clear(self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// One poll of [`wait_until`].
+pub enum Poll<T> {
+    /// Done, with a result.
+    Ready(T),
+    /// Not yet; the message says where things stand.
+    Pending(String),
+}
+
+/// Polls every `interval` until `poll` is ready, showing progress, and fails with
+/// [`Error::Timeout`] after `timeout`.
+pub async fn wait_until<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    interval: Duration,
+    mut poll: F,
+) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Poll<T>, Error>>,
+{
+    let mut progress = Progress::spinner(what);
+    let deadline = Instant::now() + timeout;
+    let mut last: String;
+    loop {
+        match poll().await {
+            Ok(Poll::Ready(v)) => {
+                progress.clear();
+                return Ok(v);
+            }
+            Ok(Poll::Pending(msg)) => {
+                if !msg.is_empty() {
+                    progress.set_message(&format!("{what}: {msg}"));
+                }
+                last = msg;
+            }
+            Err(e) => {
+                progress.clear();
+                return Err(e);
+            }
+        }
+        if Instant::now() >= deadline {
+            progress.clear();
+            let what = if last.is_empty() {
+                what.to_string()
+            } else {
+                format!("{what} (last seen: {last})")
+            };
+            return Err(Error::Timeout {
+                what: format!("while {what}"),
+                after: timeout,
+            });
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Table {
+        let mut t = Table::new(["name", "ready", "age"]).wide(["node"]);
+        t.row(["web-1", "True", "5m", "node-a"]);
+        t.row([
+            Cell::from("database-primary"),
+            Cell::status("False"),
+            Cell::from("12d"),
+            Cell::from("node-b"),
+        ]);
+        t
+    }
+
+    #[test]
+    fn table_looks_like_kubectl_get() {
+        let t = sample();
+        assert_eq!(
+            t.render(false, true, false),
+            "NAME               READY   AGE\nweb-1              True    5m\ndatabase-primary   False   12d\n"
+        );
+        assert_eq!(
+            t.render(true, false, false),
+            "web-1              True    5m    node-a\ndatabase-primary   False   12d   node-b\n"
+        );
+    }
+
+    #[test]
+    fn coloured_cells_keep_columns_aligned() {
+        let t = sample();
+        let plain = t.render(false, true, false);
+        let coloured = t.render(false, true, true);
+        assert!(
+            coloured.contains("\u{1b}[31mFalse\u{1b}[39m"),
+            "{coloured:?}"
+        );
+        let strip = |s: &str| {
+            let mut out = String::new();
+            let mut in_esc = false;
+            for c in s.chars() {
+                match (in_esc, c) {
+                    (false, '\u{1b}') => in_esc = true,
+                    (true, 'm') => in_esc = false,
+                    (true, _) => {}
+                    (false, c) => out.push(c),
+                }
+            }
+            out
+        };
+        assert_eq!(strip(&coloured), plain);
+    }
+
+    #[test]
+    fn fields_align_keys() {
+        let mut f = Fields::new();
+        f.add("Client Version", "v0.1.0")
+            .add("Cluster API", "v1beta2");
+        assert_eq!(
+            f.render(false),
+            "Client Version:   v0.1.0\nCluster API:      v1beta2\n"
+        );
+    }
+
+    #[derive(Serialize)]
+    struct Items {
+        items: Vec<String>,
+        #[serde(rename = "apiVersion")]
+        api_version: String,
+    }
+    impl Render for Items {
+        fn human(&self) -> Human {
+            let mut t = Table::new(["name"]);
+            for i in &self.items {
+                t.row([i.as_str()]);
+            }
+            Human::Table(t)
+        }
+        fn names(&self) -> Option<Vec<String>> {
+            Some(
+                self.items
+                    .iter()
+                    .map(|i| object_name("Cluster", "cluster.x-k8s.io", i))
+                    .collect(),
+            )
+        }
+    }
+
+    fn printer(format: OutputFormat) -> Printer {
+        Printer {
+            format,
+            headers: true,
+            color: false,
+        }
+    }
+
+    #[test]
+    fn json_yaml_and_name_outputs_are_stable() {
+        let v = Items {
+            items: vec!["a".into(), "b".into()],
+            api_version: "v1".into(),
+        };
+        assert_eq!(
+            printer(OutputFormat::Json).format(&v).unwrap(),
+            "{\n  \"items\": [\n    \"a\",\n    \"b\"\n  ],\n  \"apiVersion\": \"v1\"\n}\n"
+        );
+        let y = printer(OutputFormat::Yaml).format(&v).unwrap();
+        let back: serde_json::Value = serde_saphyr::from_str(&y).unwrap();
+        assert_eq!(
+            back,
+            serde_json::json!({"items": ["a", "b"], "apiVersion": "v1"})
+        );
+        assert_eq!(
+            printer(OutputFormat::Name).format(&v).unwrap(),
+            "cluster.cluster.x-k8s.io/a\ncluster.cluster.x-k8s.io/b\n"
+        );
+        assert_eq!(
+            printer(OutputFormat::Table).format(&v).unwrap(),
+            "NAME\na\nb\n"
+        );
+    }
+
+    #[test]
+    fn errors_print_one_line_and_a_hint() {
+        let e = Error::NotInstalled {
+            product: "Cluster API".into(),
+            group: "cluster.x-k8s.io".into(),
+            install: "install it with clusterctl init".into(),
+            context: "kind-mgmt".into(),
+        };
+        let text = error_text(&e, false);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            lines[0],
+            "error: Cluster API is not installed on this cluster (no cluster.x-k8s.io API); install it with clusterctl init"
+        );
+        assert!(lines[1].starts_with("hint: context \"kind-mgmt\""));
+    }
+
+    #[test]
+    fn completion_answer_ends_with_directive() {
+        assert_eq!(completions_text(&["a".into(), "b".into()], 4), "a\nb\n:4\n");
+        assert_eq!(completions_text(&[], 0), ":0\n");
+    }
+
+    #[tokio::test]
+    async fn wait_until_times_out_with_last_status() {
+        let mut n = 0;
+        let r: Result<(), Error> = wait_until(
+            "waiting for x",
+            Duration::from_millis(50),
+            Duration::from_millis(10),
+            || {
+                n += 1;
+                let k = n;
+                async move { Ok(Poll::Pending(format!("step {k}"))) }
+            },
+        )
+        .await;
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::Timeout { .. }));
+        assert!(
+            e.to_string()
+                .starts_with("timed out after 50ms while waiting for x (last seen: step"),
+            "{e}"
+        );
+        let r = wait_until(
+            "y",
+            Duration::from_secs(5),
+            Duration::from_millis(1),
+            || async { Ok(Poll::Ready(7)) },
+        )
+        .await;
+        assert_eq!(r.unwrap(), 7);
+    }
+}
