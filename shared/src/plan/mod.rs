@@ -4,6 +4,7 @@
 //! contract version and BYOH fork works), outputs are plain `Serialize` structs that the render
 //! code prints as tables, JSON or YAML.
 
+pub mod hosts;
 pub mod selector;
 pub mod template;
 

@@ -1,0 +1,706 @@
+//! The ByoHost inventory behind `kubectl capi hosts` and `kubectl capi hosts describe`.
+//!
+//! Pure: the verb LISTs each kind once (ByoHosts, ByoMachines, Machines, Clusters, in all
+//! namespaces) and hands the items here; the lists are taken as complete (a host claimed by a
+//! ByoMachine missing from its list is Releasing). [`Inventory::build`] indexes them in hash maps, so the
+//! join host → ByoMachine → Machine → Cluster is O(n) in the number of objects.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::selector::LabelSelector;
+use super::util::{self, Condition, find_condition, str_at};
+
+/// `cluster.x-k8s.io/cluster-name`: set on a host while a machine uses it.
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+/// `<namespace>.<byomachine>` of the ByoMachine that claimed the host.
+pub const BYOMACHINE_NAME_LABEL: &str = "byoh.infrastructure.cluster.x-k8s.io/byomachine-name";
+/// Set by the ByoMachine delete path; the host agent removes it once it has cleaned up.
+pub const UNREGISTERING_ANNOTATION: &str = "byoh.infrastructure.cluster.x-k8s.io/unregistering";
+/// The Kubernetes version of the machine on the host.
+pub const K8S_VERSION_ANNOTATION: &str = "byoh.infrastructure.cluster.x-k8s.io/k8sversion";
+/// Mirrors a paused Cluster or ByoMachine; the agent skips paused hosts.
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+/// ByoHost condition: the node bootstrapped (kubeadm join/init ran).
+pub const BOOTSTRAP_CONDITION: &str = "K8sNodeBootstrapSucceeded";
+/// ByoHost condition: the Kubernetes components were installed.
+pub const INSTALL_CONDITION: &str = "K8sComponentsInstallationSucceeded";
+
+/// Condition reasons that mean the agent failed on the host.
+const FAILURE_REASONS: [&str; 3] = [
+    "CloudInitExecutionFailed",
+    "K8sComponentsInstallationFailed",
+    "CleanK8sDirectoriesFailed",
+];
+
+/// The state of a host, derived from its labels, annotations, `status.machineRef` and conditions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum HostState {
+    /// In the pool: no machine claims it.
+    Available,
+    /// Claimed by a ByoMachine, the agent has not started (no bootstrap data yet).
+    Reserved,
+    /// The agent is installing Kubernetes or joining the node.
+    Provisioning,
+    /// The node bootstrapped.
+    Running,
+    /// Its machine is gone or being deleted; the agent has not cleaned up yet.
+    Releasing,
+    /// The agent reported an install, bootstrap or cleanup failure.
+    Failed,
+    /// Paused with its cluster or ByoMachine; the agent skips it.
+    Paused,
+}
+
+impl HostState {
+    /// Every state, in summary order.
+    pub const ALL: [HostState; 7] = [
+        HostState::Available,
+        HostState::Reserved,
+        HostState::Provisioning,
+        HostState::Running,
+        HostState::Releasing,
+        HostState::Failed,
+        HostState::Paused,
+    ];
+
+    /// The name shown in the STATE column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostState::Available => "Available",
+            HostState::Reserved => "Reserved",
+            HostState::Provisioning => "Provisioning",
+            HostState::Running => "Running",
+            HostState::Releasing => "Releasing",
+            HostState::Failed => "Failed",
+            HostState::Paused => "Paused",
+        }
+    }
+
+    /// Parse a `--state` value, case-insensitively.
+    pub fn parse(s: &str) -> Result<Self, HostsError> {
+        HostState::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| HostsError::UnknownState(s.to_string()))
+    }
+}
+
+impl fmt::Display for HostState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Bad filter input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostsError {
+    #[error(
+        "unknown host state {0:?}: use one of Available, Reserved, Provisioning, Running, Releasing, Failed, Paused"
+    )]
+    UnknownState(String),
+}
+
+/// One row of `kubectl capi hosts` (table columns first, `-o wide` fields after).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostRow {
+    pub name: String,
+    pub namespace: String,
+    pub state: HostState,
+    /// The cluster using the host (label, else the Machine's cluster).
+    pub cluster: Option<String>,
+    /// `<namespace>/<name>` of the ByoMachine that claimed the host.
+    pub byo_machine: Option<String>,
+    /// The CAPI Machine owning that ByoMachine.
+    pub machine: Option<String>,
+    /// The Machine's phase (`Running`, `Provisioning`, ...).
+    pub machine_phase: Option<String>,
+    /// The workload Node (Machine `status.nodeRef.name`).
+    pub node: Option<String>,
+    /// Kubernetes version: the host's k8sversion annotation, else the Machine's.
+    pub version: Option<String>,
+    /// `status.hostinfo.osname`.
+    pub os: Option<String>,
+    /// `status.hostinfo.architecture`.
+    pub arch: Option<String>,
+    /// First address of the default interface (without prefix length).
+    pub ip: Option<String>,
+    /// `metadata.creationTimestamp`.
+    pub created: Option<String>,
+    /// Seconds since creation at the `now` given to [`Inventory::build`].
+    pub age_seconds: Option<i64>,
+    /// `status.hostinfo.osimage` (wide).
+    pub os_image: Option<String>,
+    /// Machine or ByoMachine `spec.providerID` (wide).
+    pub provider_id: Option<String>,
+    /// The most telling condition reason (wide).
+    pub reason: Option<String>,
+    /// That condition's message.
+    pub message: Option<String>,
+    /// The host's labels (wide).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Filters of `kubectl capi hosts`.
+#[derive(Debug, Clone, Default)]
+pub struct HostFilter {
+    /// `--cluster`: hosts used by this cluster.
+    pub cluster: Option<String>,
+    /// `--state` (any of).
+    pub states: Vec<HostState>,
+    /// `--available`: only Available hosts.
+    pub available: bool,
+    /// `-l`: a selector over host labels.
+    pub selector: Option<LabelSelector>,
+    /// `-n`: only hosts in this namespace.
+    pub namespace: Option<String>,
+}
+
+impl HostFilter {
+    /// Whether a row passes every filter.
+    pub fn matches(&self, row: &HostRow) -> bool {
+        if let Some(c) = &self.cluster
+            && row.cluster.as_deref() != Some(c.as_str())
+        {
+            return false;
+        }
+        if !self.states.is_empty() && !self.states.contains(&row.state) {
+            return false;
+        }
+        if self.available && row.state != HostState::Available {
+            return false;
+        }
+        if let Some(ns) = &self.namespace
+            && &row.namespace != ns
+        {
+            return false;
+        }
+        if let Some(sel) = &self.selector
+            && !sel.matches(&row.labels)
+        {
+            return false;
+        }
+        true
+    }
+
+    /// Keep the rows that pass.
+    pub fn apply(&self, rows: Vec<HostRow>) -> Vec<HostRow> {
+        rows.into_iter().filter(|r| self.matches(r)).collect()
+    }
+}
+
+/// Counts per state: "40 hosts: 12 available, 25 running, 2 releasing, 1 failed".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HostSummary {
+    pub total: usize,
+    pub available: usize,
+    pub reserved: usize,
+    pub provisioning: usize,
+    pub running: usize,
+    pub releasing: usize,
+    pub failed: usize,
+    pub paused: usize,
+}
+
+impl HostSummary {
+    /// Count the rows.
+    pub fn of(rows: &[HostRow]) -> Self {
+        let mut s = HostSummary {
+            total: rows.len(),
+            ..Default::default()
+        };
+        for r in rows {
+            *s.slot(r.state) += 1;
+        }
+        s
+    }
+
+    fn slot(&mut self, st: HostState) -> &mut usize {
+        match st {
+            HostState::Available => &mut self.available,
+            HostState::Reserved => &mut self.reserved,
+            HostState::Provisioning => &mut self.provisioning,
+            HostState::Running => &mut self.running,
+            HostState::Releasing => &mut self.releasing,
+            HostState::Failed => &mut self.failed,
+            HostState::Paused => &mut self.paused,
+        }
+    }
+
+    /// The count of one state.
+    pub fn count(&self, st: HostState) -> usize {
+        let mut c = self.clone();
+        *c.slot(st)
+    }
+}
+
+impl fmt::Display for HostSummary {
+    /// Zero counts are left out, except `available`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let noun = if self.total == 1 { "host" } else { "hosts" };
+        write!(f, "{} {noun}: {} available", self.total, self.available)?;
+        for st in &HostState::ALL[1..] {
+            let n = self.count(*st);
+            if n > 0 {
+                write!(f, ", {n} {}", st.as_str().to_lowercase())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+type Key<'a> = (&'a str, &'a str);
+
+/// The four lists, indexed for the join.
+pub struct Inventory<'a> {
+    hosts: &'a [Value],
+    byomachines: HashMap<Key<'a>, &'a Value>,
+    machines: HashMap<Key<'a>, &'a Value>,
+    /// Machines by the ByoMachine they point at (`spec.infrastructureRef`), for ByoMachines without owner refs.
+    machines_by_infra: HashMap<Key<'a>, &'a Value>,
+    /// Machines by the host name in their `byoh://<host>/<id>` providerID.
+    machines_by_host: HashMap<&'a str, &'a Value>,
+    clusters: HashMap<Key<'a>, &'a Value>,
+    now: Option<jiff::Timestamp>,
+}
+
+/// The host's ByoMachine reference: `status.machineRef`, else the byomachine-name label.
+fn byomachine_ref(host: &Value) -> Option<(&str, &str)> {
+    if let Some(name) = str_at(host, &["status", "machineRef", "name"]) {
+        let ns = str_at(host, &["status", "machineRef", "namespace"])
+            .unwrap_or_else(|| util::namespace(host));
+        return Some((ns, name));
+    }
+    util::label(host, BYOMACHINE_NAME_LABEL).and_then(|l| l.split_once('.'))
+}
+
+/// The host name in a `byoh://<host>/<id>` provider ID.
+pub fn host_from_provider_id(provider_id: &str) -> Option<&str> {
+    provider_id
+        .strip_prefix("byoh://")
+        .map(|r| r.split('/').next().unwrap_or(r))
+        .filter(|h| !h.is_empty())
+}
+
+impl<'a> Inventory<'a> {
+    /// Index the lists. `now` turns creation timestamps into ages; pass `None` to skip ages.
+    pub fn build(
+        hosts: &'a [Value],
+        byomachines: &'a [Value],
+        machines: &'a [Value],
+        clusters: &'a [Value],
+        now: Option<jiff::Timestamp>,
+    ) -> Self {
+        let key = |v: &'a Value| (util::namespace(v), util::name(v));
+        let mut machines_by_infra = HashMap::with_capacity(machines.len());
+        let mut machines_by_host = HashMap::new();
+        for m in machines {
+            let infra_kind = str_at(m, &["spec", "infrastructureRef", "kind"]);
+            if infra_kind == Some("ByoMachine")
+                && let Some(n) = str_at(m, &["spec", "infrastructureRef", "name"])
+            {
+                machines_by_infra.insert((util::namespace(m), n), m);
+            }
+            if let Some(h) = str_at(m, &["spec", "providerID"]).and_then(host_from_provider_id) {
+                machines_by_host.insert(h, m);
+            }
+        }
+        Inventory {
+            hosts,
+            byomachines: byomachines.iter().map(|v| (key(v), v)).collect(),
+            machines: machines.iter().map(|v| (key(v), v)).collect(),
+            machines_by_infra,
+            machines_by_host,
+            clusters: clusters.iter().map(|v| (key(v), v)).collect(),
+            now,
+        }
+    }
+
+    /// The ByoMachine of a host, if it still exists.
+    pub fn byomachine_of(&self, host: &Value) -> Option<&'a Value> {
+        byomachine_ref(host).and_then(|k| self.byomachines.get(&k).copied())
+    }
+
+    /// The CAPI Machine of a host: the ByoMachine's owner, else the Machine pointing at the
+    /// ByoMachine, else the Machine whose providerID names the host.
+    pub fn machine_of(&self, host: &Value) -> Option<&'a Value> {
+        if let Some(bm) = self.byomachine_of(host) {
+            let ns = util::namespace(bm);
+            if let Some(owner) = util::owner_of_kind(bm, "Machine")
+                && let Some(m) = self.machines.get(&(ns, owner))
+            {
+                return Some(m);
+            }
+            if let Some(m) = self.machines_by_infra.get(&(ns, util::name(bm))) {
+                return Some(m);
+            }
+        }
+        // Only trust the providerID link while the host is still claimed.
+        if byomachine_ref(host).is_some() || util::label(host, CLUSTER_NAME_LABEL).is_some() {
+            return self.machines_by_host.get(util::name(host)).copied();
+        }
+        None
+    }
+
+    /// The Cluster object of a host, if it exists.
+    pub fn cluster_of(&self, host: &Value) -> Option<&'a Value> {
+        let m = self.machine_of(host);
+        let name = util::label(host, CLUSTER_NAME_LABEL)
+            .or_else(|| m.and_then(|m| str_at(m, &["spec", "clusterName"])))?;
+        let ns = m
+            .map(util::namespace)
+            .or_else(|| byomachine_ref(host).map(|(ns, _)| ns))
+            .unwrap_or_else(|| util::namespace(host));
+        self.clusters.get(&(ns, name)).copied()
+    }
+
+    /// Derive the state of one host.
+    pub fn state(&self, host: &Value) -> HostState {
+        let conds = util::conditions_at(host, &["status", "conditions"]);
+        let claimed =
+            byomachine_ref(host).is_some() || util::label(host, CLUSTER_NAME_LABEL).is_some();
+        if util::has_annotation(host, UNREGISTERING_ANNOTATION) {
+            return HostState::Releasing;
+        }
+        if failure(&conds).is_some() {
+            return HostState::Failed;
+        }
+        if util::has_annotation(host, PAUSED_ANNOTATION) {
+            return HostState::Paused;
+        }
+        if !claimed {
+            return HostState::Available;
+        }
+        // Claimed by a ByoMachine that no longer exists: the controller released it (or the
+        // machine was force-deleted) and the agent has not cleaned up.
+        if let Some(k) = byomachine_ref(host)
+            && !self.byomachines.contains_key(&k)
+        {
+            return HostState::Releasing;
+        }
+        if find_condition(&conds, BOOTSTRAP_CONDITION).is_some_and(Condition::is_true) {
+            return HostState::Running;
+        }
+        let has_machine_ref = str_at(host, &["status", "machineRef", "name"]).is_some();
+        let has_bootstrap = str_at(host, &["spec", "bootstrapSecret", "name"]).is_some();
+        let installing = find_condition(&conds, INSTALL_CONDITION).is_some();
+        if has_machine_ref && (has_bootstrap || installing) {
+            HostState::Provisioning
+        } else {
+            HostState::Reserved
+        }
+    }
+
+    /// One row per host, in list order.
+    pub fn rows(&self) -> Vec<HostRow> {
+        self.hosts.iter().map(|h| self.row(h)).collect()
+    }
+
+    /// Rows passing a filter.
+    pub fn rows_filtered(&self, filter: &HostFilter) -> Vec<HostRow> {
+        self.hosts
+            .iter()
+            .map(|h| self.row(h))
+            .filter(|r| filter.matches(r))
+            .collect()
+    }
+
+    /// The row of one host.
+    pub fn row(&self, host: &Value) -> HostRow {
+        let state = self.state(host);
+        let machine = self.machine_of(host);
+        let bm = self.byomachine_of(host);
+        let conds = util::conditions_at(host, &["status", "conditions"]);
+        let s = |v: Option<&str>| v.map(str::to_string);
+        let reason_cond = failure(&conds)
+            .or_else(|| conds.iter().find(|c| !c.is_true() && c.reason.is_some()))
+            .or_else(|| find_condition(&conds, BOOTSTRAP_CONDITION));
+        HostRow {
+            name: util::name(host).to_string(),
+            namespace: util::namespace(host).to_string(),
+            state,
+            cluster: s(util::label(host, CLUSTER_NAME_LABEL)
+                .or_else(|| machine.and_then(|m| str_at(m, &["spec", "clusterName"])))),
+            byo_machine: byomachine_ref(host).map(|(ns, n)| format!("{ns}/{n}")),
+            machine: machine.map(|m| util::name(m).to_string()),
+            machine_phase: s(machine.and_then(|m| str_at(m, &["status", "phase"]))),
+            node: s(machine.and_then(|m| str_at(m, &["status", "nodeRef", "name"]))),
+            version: s(util::annotation(host, K8S_VERSION_ANNOTATION)
+                .filter(|v| !v.is_empty())
+                .or_else(|| machine.and_then(|m| str_at(m, &["spec", "version"])))),
+            os: s(str_at(host, &["status", "hostinfo", "osname"])),
+            arch: s(str_at(host, &["status", "hostinfo", "architecture"])),
+            ip: default_ip(host),
+            created: s(str_at(host, &["metadata", "creationTimestamp"])),
+            age_seconds: self.now.and_then(|now| {
+                str_at(host, &["metadata", "creationTimestamp"])
+                    .and_then(|t| util::seconds_since(t, now))
+            }),
+            os_image: s(str_at(host, &["status", "hostinfo", "osimage"])),
+            provider_id: s(machine
+                .and_then(|m| str_at(m, &["spec", "providerID"]))
+                .or_else(|| bm.and_then(|b| str_at(b, &["spec", "providerID"])))),
+            reason: reason_cond.and_then(|c| c.reason.clone()),
+            message: reason_cond.and_then(|c| c.message.clone()),
+            labels: util::labels(host),
+        }
+    }
+
+    /// Plain-words diagnosis of one host for `hosts describe`.
+    pub fn diagnose(&self, host: &Value) -> Diagnosis {
+        let row = self.row(host);
+        let conds = util::conditions_at(host, &["status", "conditions"]);
+        let cluster = row.cluster.clone().unwrap_or_default();
+        let mut hints = Vec::new();
+        let summary = match row.state {
+            HostState::Releasing if util::has_annotation(host, UNREGISTERING_ANNOTATION) => {
+                hints.push(
+                    "the agent resets the node, runs the uninstall script and clears machineRef; until then the host cannot be deleted or reused"
+                        .to_string(),
+                );
+                "released but the agent has not cleaned up: is the host agent running?".to_string()
+            }
+            HostState::Releasing => format!(
+                "its ByoMachine {} is gone but the host still references it: the agent has not cleaned up; is the host agent running?",
+                row.byo_machine.clone().unwrap_or_default()
+            ),
+            HostState::Failed => {
+                let c = failure(&conds);
+                let what = match c.and_then(|c| c.reason.as_deref()) {
+                    Some("K8sComponentsInstallationFailed") => "install script error",
+                    Some("CloudInitExecutionFailed") => "bootstrap (cloud-init / kubeadm) error",
+                    Some("CleanK8sDirectoriesFailed") => {
+                        "could not clean the Kubernetes directories"
+                    }
+                    _ => "error",
+                };
+                hints.push(
+                    "see the agent's log on the host and `kubectl get events` for the ByoHost"
+                        .to_string(),
+                );
+                match c.and_then(|c| c.message.as_deref()) {
+                    Some(m) => format!("failed: {what}: {m}"),
+                    None => format!("failed: {what}"),
+                }
+            }
+            HostState::Paused => {
+                if cluster.is_empty() {
+                    "paused: the agent skips this host until its ByoMachine is resumed".to_string()
+                } else {
+                    format!(
+                        "paused: cluster {cluster} (or its ByoMachine) is paused; the agent skips this host until it is resumed"
+                    )
+                }
+            }
+            HostState::Available => "available: in the pool, no machine has claimed it".to_string(),
+            HostState::Reserved => {
+                let bm = row.byo_machine.clone().unwrap_or_default();
+                if str_at(host, &["status", "machineRef", "name"]).is_none() {
+                    format!("reserved for cluster {cluster}, but no ByoMachine is attached yet")
+                } else {
+                    format!(
+                        "reserved by ByoMachine {bm}: waiting for the machine's bootstrap data (is the control plane initialized?)"
+                    )
+                }
+            }
+            HostState::Provisioning => {
+                let install = find_condition(&conds, INSTALL_CONDITION);
+                let boot = find_condition(&conds, BOOTSTRAP_CONDITION);
+                match (install, boot.and_then(|b| b.reason.as_deref())) {
+                    (Some(i), _) if i.reason.as_deref() == Some("K8sInstallationSecretUnavailable") => {
+                        "provisioning: waiting for the installation secret (the K8sInstallerConfig is not ready)".to_string()
+                    }
+                    (_, Some("BootstrapDataSecretUnavailable")) => {
+                        "provisioning: waiting for the bootstrap data secret".to_string()
+                    }
+                    (Some(i), _) if i.is_true() => {
+                        "provisioning: Kubernetes installed, bootstrapping the node (kubeadm)".to_string()
+                    }
+                    _ => "provisioning: the agent is installing Kubernetes and bootstrapping the node".to_string(),
+                }
+            }
+            HostState::Running => match (&row.node, &row.machine) {
+                (Some(n), Some(m)) => {
+                    format!("running: node {n} of cluster {cluster} (machine {m})")
+                }
+                _ => format!("running: bootstrapped into cluster {cluster}"),
+            },
+        };
+        if row.state != HostState::Available
+            && !cluster.is_empty()
+            && self.cluster_of(host).is_none()
+        {
+            hints.push(format!("cluster {cluster} no longer exists"));
+        }
+        if matches!(
+            row.state,
+            HostState::Reserved | HostState::Provisioning | HostState::Running
+        ) && row.byo_machine.is_some()
+            && self.machine_of(host).is_none()
+        {
+            hints.push("no CAPI Machine owns its ByoMachine".to_string());
+        }
+        if str_at(host, &["status", "hostinfo", "osname"]).is_none()
+            && str_at(host, &["status", "network"]).is_none()
+        {
+            hints.push(
+                "the agent never reported host facts (hostinfo, network): has it ever run?"
+                    .to_string(),
+            );
+        }
+        Diagnosis {
+            host: row.name.clone(),
+            state: row.state,
+            summary,
+            hints,
+        }
+    }
+
+    /// Why ByoMachines wait for a host: one finding per ByoMachine whose `BYOHostReady` is False
+    /// with reason `BYOHostsUnavailable`, with the free hosts matching its selector.
+    pub fn pending_machines(&self, byomachines: &[Value]) -> Vec<PendingMachine> {
+        let free: Vec<&Value> = self
+            .hosts
+            .iter()
+            .filter(|h| self.state(h) == HostState::Available)
+            .collect();
+        let mut out = Vec::new();
+        for bm in byomachines {
+            let conds = util::v1beta1_conditions(bm);
+            let waiting = find_condition(&conds, "BYOHostReady").is_some_and(|c| {
+                !c.is_true() && c.reason.as_deref() == Some("BYOHostsUnavailable")
+            });
+            if !waiting {
+                continue;
+            }
+            let sel = match LabelSelector::from_json(
+                util::at(bm, &["spec", "selector"]).unwrap_or(&Value::Null),
+            ) {
+                Ok(s) => s,
+                Err(e) => {
+                    out.push(PendingMachine {
+                        byo_machine: format!("{}/{}", util::namespace(bm), util::name(bm)),
+                        selector: String::new(),
+                        matching_free_hosts: 0,
+                        message: format!("its host selector is invalid: {e}"),
+                    });
+                    continue;
+                }
+            };
+            let n = free.iter().filter(|h| sel.matches_object(h)).count();
+            let message = if n == 0 {
+                format!(
+                    "no host matches selector {}: {} free hosts in total; add hosts or relabel the template",
+                    sel.braced(),
+                    free.len()
+                )
+            } else {
+                format!(
+                    "{n} free hosts match selector {} but none was picked yet: the controller retries with backoff",
+                    sel.braced()
+                )
+            };
+            out.push(PendingMachine {
+                byo_machine: format!("{}/{}", util::namespace(bm), util::name(bm)),
+                selector: sel.to_string(),
+                matching_free_hosts: n,
+                message,
+            });
+        }
+        out
+    }
+}
+
+/// The first failed condition (reason in the failure set, status not True).
+fn failure(conds: &[Condition]) -> Option<&Condition> {
+    conds.iter().find(|c| {
+        !c.is_true()
+            && c.reason
+                .as_deref()
+                .is_some_and(|r| FAILURE_REASONS.contains(&r))
+    })
+}
+
+/// The first IP of the default interface (else of the first interface with an address), without `/prefix`.
+pub fn default_ip(host: &Value) -> Option<String> {
+    let nets = util::at(host, &["status", "network"])?.as_array()?;
+    let first_ip = |n: &Value| {
+        n.get("ipAddrs")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().filter_map(Value::as_str).find(|s| !s.is_empty()))
+            .map(|ip| ip.split('/').next().unwrap_or(ip).to_string())
+    };
+    nets.iter()
+        .filter(|n| n.get("isDefault").and_then(Value::as_bool) == Some(true))
+        .find_map(first_ip)
+        .or_else(|| nets.iter().find_map(first_ip))
+}
+
+/// The network interfaces of a host for `hosts describe`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Interface {
+    pub name: String,
+    pub mac: Option<String>,
+    pub addresses: Vec<String>,
+    pub is_default: bool,
+    pub connected: bool,
+}
+
+/// Read `status.network`.
+pub fn interfaces(host: &Value) -> Vec<Interface> {
+    util::at(host, &["status", "network"])
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|n| Interface {
+                    name: str_at(n, &["networkInterfaceName"])
+                        .unwrap_or("")
+                        .to_string(),
+                    mac: str_at(n, &["macAddr"]).map(str::to_string),
+                    addresses: n
+                        .get("ipAddrs")
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(Value::as_str)
+                                .map(str::to_string)
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    is_default: n.get("isDefault").and_then(Value::as_bool).unwrap_or(false),
+                    connected: n.get("connected").and_then(Value::as_bool).unwrap_or(false),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The plain-words diagnosis of `hosts describe`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnosis {
+    pub host: String,
+    pub state: HostState,
+    /// One line: what is going on and what to check.
+    pub summary: String,
+    /// Further findings.
+    pub hints: Vec<String>,
+}
+
+/// A ByoMachine waiting for a host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingMachine {
+    pub byo_machine: String,
+    /// The selector in kubectl syntax (empty: any host).
+    pub selector: String,
+    pub matching_free_hosts: usize,
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests;

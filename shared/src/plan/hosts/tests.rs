@@ -1,0 +1,521 @@
+use super::*;
+use serde_json::json;
+
+const NOW: &str = "2026-11-30T08:00:00Z";
+
+fn now() -> jiff::Timestamp {
+    NOW.parse().unwrap()
+}
+
+/// A ByoHost as the agent registers it (status.hostinfo, status.network), in `default`.
+fn host(name: &str) -> Value {
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "ByoHost",
+        "metadata": {
+            "name": name, "namespace": "default", "uid": format!("uid-{name}"),
+            "creationTimestamp": "2026-11-28T08:00:00Z",
+            "labels": {"role": "worker", "site": "rack-1"}
+        },
+        "spec": {},
+        "status": {
+            "conditions": [{"type": "K8sNodeBootstrapSucceeded", "status": "False",
+                "reason": "WaitingForMachineRefToBeAssigned", "severity": "Info",
+                "lastTransitionTime": "2026-11-28T08:00:05Z"}],
+            "hostinfo": {"osname": "linux", "osimage": "Ubuntu 20.04.6 LTS", "architecture": "amd64"},
+            "network": [
+                {"connected": true, "ipAddrs": ["172.17.0.1/16"], "macAddr": "02:42:ac:11:00:01",
+                 "networkInterfaceName": "docker0", "isDefault": false},
+                {"connected": true, "ipAddrs": ["10.0.0.11/24", "fe80::1/64"], "macAddr": "52:54:00:12:34:56",
+                 "networkInterfaceName": "eth0", "isDefault": true}
+            ]
+        }
+    })
+}
+
+/// Attach a host to ByoMachine `ns/bm` of cluster `cluster`, as the ByoMachine controller does.
+fn attach(mut h: Value, ns: &str, bm: &str, cluster: &str) -> Value {
+    let labels = h["metadata"]["labels"].as_object_mut().unwrap();
+    labels.insert(CLUSTER_NAME_LABEL.into(), json!(cluster));
+    labels.insert(BYOMACHINE_NAME_LABEL.into(), json!(format!("{ns}.{bm}")));
+    h["metadata"]["annotations"] = json!({
+        K8S_VERSION_ANNOTATION: "v1.33.1",
+        "byoh.infrastructure.cluster.x-k8s.io/endpointip": "10.0.0.100",
+        "byoh.infrastructure.cluster.x-k8s.io/bundle-registry": "projects.registry.vmware.com/cluster_api_provider_bringyourownhost"
+    });
+    h["status"]["machineRef"] = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "ByoMachine", "namespace": ns, "name": bm, "uid": format!("uid-{bm}")});
+    h
+}
+
+fn with_bootstrap_secret(mut h: Value) -> Value {
+    h["spec"]["bootstrapSecret"] =
+        json!({"kind": "Secret", "namespace": "team-a", "name": "c1-md-0-abcde"});
+    h
+}
+
+fn set_conditions(mut h: Value, conds: Value) -> Value {
+    h["status"]["conditions"] = conds;
+    h
+}
+
+fn running(h: Value) -> Value {
+    set_conditions(
+        with_bootstrap_secret(h),
+        json!([
+            {"type": "K8sComponentsInstallationSucceeded", "status": "True", "lastTransitionTime": "2026-11-29T08:00:00Z"},
+            {"type": "K8sNodeBootstrapSucceeded", "status": "True", "lastTransitionTime": "2026-11-29T08:05:00Z"}
+        ]),
+    )
+}
+
+fn byomachine(ns: &str, name: &str, machine: &str) -> Value {
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoMachine",
+        "metadata": {"name": name, "namespace": ns, "labels": {CLUSTER_NAME_LABEL: "c1"},
+            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": machine,
+                "uid": "u", "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"providerID": format!("byoh://{name}/abc123"), "selector": {"matchLabels": {"role": "worker"}}},
+        "status": {"ready": true, "conditions": [{"type": "BYOHostReady", "status": "True"}]}
+    })
+}
+
+fn machine(ns: &str, name: &str, cluster: &str, host: &str) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": {"name": name, "namespace": ns, "labels": {CLUSTER_NAME_LABEL: cluster}},
+        "spec": {"clusterName": cluster, "version": "v1.33.1", "providerID": format!("byoh://{host}/abc123"),
+            "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": name}},
+            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ByoMachine", "name": format!("bm-{name}")}},
+        "status": {"phase": "Running", "nodeRef": {"name": host}}
+    })
+}
+
+fn cluster(ns: &str, name: &str) -> Value {
+    json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": name, "namespace": ns}})
+}
+
+#[test]
+fn free_host_is_available_with_facts() {
+    let hosts = vec![host("node001")];
+    let inv = Inventory::build(&hosts, &[], &[], &[], Some(now()));
+    let r = inv.row(&hosts[0]);
+    assert_eq!(r.state, HostState::Available);
+    assert_eq!(r.ip.as_deref(), Some("10.0.0.11"));
+    assert_eq!(r.os.as_deref(), Some("linux"));
+    assert_eq!(r.arch.as_deref(), Some("amd64"));
+    assert_eq!(r.os_image.as_deref(), Some("Ubuntu 20.04.6 LTS"));
+    assert_eq!(r.age_seconds, Some(2 * 86400));
+    assert_eq!(r.cluster, None);
+    assert_eq!(r.machine, None);
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("WaitingForMachineRefToBeAssigned")
+    );
+    assert_eq!(r.labels.get("site").map(String::as_str), Some("rack-1"));
+}
+
+#[test]
+fn running_host_joins_byomachine_machine_cluster() {
+    let hosts = vec![running(attach(host("node002"), "team-a", "bm-m1", "c1"))];
+    let bms = vec![byomachine("team-a", "bm-m1", "m1")];
+    let ms = vec![machine("team-a", "m1", "c1", "node002")];
+    let cs = vec![cluster("team-a", "c1")];
+    let inv = Inventory::build(&hosts, &bms, &ms, &cs, Some(now()));
+    let r = inv.row(&hosts[0]);
+    assert_eq!(r.state, HostState::Running);
+    assert_eq!(r.cluster.as_deref(), Some("c1"));
+    assert_eq!(r.byo_machine.as_deref(), Some("team-a/bm-m1"));
+    assert_eq!(r.machine.as_deref(), Some("m1"));
+    assert_eq!(r.machine_phase.as_deref(), Some("Running"));
+    assert_eq!(r.node.as_deref(), Some("node002"));
+    assert_eq!(r.version.as_deref(), Some("v1.33.1"));
+    assert_eq!(r.provider_id.as_deref(), Some("byoh://node002/abc123"));
+    assert!(inv.cluster_of(&hosts[0]).is_some());
+    let d = inv.diagnose(&hosts[0]);
+    assert_eq!(
+        d.summary,
+        "running: node node002 of cluster c1 (machine m1)"
+    );
+    assert!(d.hints.is_empty(), "{:?}", d.hints);
+}
+
+#[test]
+fn machine_found_without_owner_refs() {
+    // A ByoMachine whose ownerReferences were not (yet) set: the Machine's infrastructureRef links it.
+    let hosts = vec![running(attach(host("node003"), "team-a", "bm-m2", "c1"))];
+    let mut bm = byomachine("team-a", "bm-m2", "m2");
+    bm["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("ownerReferences");
+    let bms = vec![bm];
+    let ms = vec![machine("team-a", "m2", "c1", "elsewhere")];
+    let inv = Inventory::build(&hosts, &bms, &ms, &[], None);
+    assert_eq!(inv.row(&hosts[0]).machine.as_deref(), Some("m2"));
+    assert_eq!(inv.row(&hosts[0]).age_seconds, None);
+}
+
+#[test]
+fn states_from_labels_annotations_conditions() {
+    let claimed = attach(host("h"), "team-a", "bm-m1", "c1");
+    let bms = vec![byomachine("team-a", "bm-m1", "m1")];
+    let cases: Vec<(Value, HostState)> = vec![
+        (host("h"), HostState::Available),
+        // machineRef set, no bootstrap data yet
+        (claimed.clone(), HostState::Reserved),
+        // cluster label without machineRef (attach half-done)
+        (
+            {
+                let mut h = host("h");
+                h["metadata"]["labels"][CLUSTER_NAME_LABEL] = json!("c1");
+                h
+            },
+            HostState::Reserved,
+        ),
+        (
+            with_bootstrap_secret(claimed.clone()),
+            HostState::Provisioning,
+        ),
+        (
+            set_conditions(
+                claimed.clone(),
+                json!([{"type": "K8sComponentsInstallationSucceeded", "status": "False", "reason": "K8sInstallationSecretUnavailable"}]),
+            ),
+            HostState::Provisioning,
+        ),
+        (running(claimed.clone()), HostState::Running),
+        (
+            {
+                let mut h = running(claimed.clone());
+                h["metadata"]["annotations"][UNREGISTERING_ANNOTATION] = json!("");
+                h
+            },
+            HostState::Releasing,
+        ),
+        (
+            set_conditions(
+                with_bootstrap_secret(claimed.clone()),
+                json!([{"type": "K8sComponentsInstallationSucceeded", "status": "False", "reason": "K8sComponentsInstallationFailed",
+                    "severity": "Error", "message": "dpkg: error processing package kubelet"}]),
+            ),
+            HostState::Failed,
+        ),
+        (
+            set_conditions(
+                with_bootstrap_secret(claimed.clone()),
+                json!([{"type": "K8sNodeBootstrapSucceeded", "status": "False", "reason": "CloudInitExecutionFailed", "severity": "Error"}]),
+            ),
+            HostState::Failed,
+        ),
+        (
+            set_conditions(
+                claimed.clone(),
+                json!([{"type": "K8sNodeBootstrapSucceeded", "status": "False", "reason": "CleanK8sDirectoriesFailed"}]),
+            ),
+            HostState::Failed,
+        ),
+        (
+            {
+                let mut h = running(claimed.clone());
+                h["metadata"]["annotations"][PAUSED_ANNOTATION] = json!("");
+                h
+            },
+            HostState::Paused,
+        ),
+        // cleaned-up host: K8sNodeAbsent and no claim
+        (
+            set_conditions(
+                host("h"),
+                json!([{"type": "K8sNodeBootstrapSucceeded", "status": "False", "reason": "K8sNodeAbsent"}]),
+            ),
+            HostState::Available,
+        ),
+    ];
+    for (i, (h, want)) in cases.iter().enumerate() {
+        let hosts = vec![h.clone()];
+        let inv = Inventory::build(&hosts, &bms, &[], &[], None);
+        assert_eq!(inv.state(h), *want, "case {i}: {h}");
+    }
+}
+
+#[test]
+fn host_whose_byomachine_is_gone_is_releasing() {
+    let hosts = vec![running(attach(host("node009"), "team-a", "bm-gone", "c1"))];
+    let bms = vec![byomachine("team-a", "bm-other", "m1")];
+    let inv = Inventory::build(&hosts, &bms, &[], &[], None);
+    assert_eq!(inv.state(&hosts[0]), HostState::Releasing);
+    let d = inv.diagnose(&hosts[0]);
+    assert!(
+        d.summary.contains("team-a/bm-gone is gone"),
+        "{}",
+        d.summary
+    );
+    assert!(d.summary.ends_with("is the host agent running?"));
+    assert!(
+        d.hints.iter().any(|h| h == "cluster c1 no longer exists"),
+        "{:?}",
+        d.hints
+    );
+}
+
+#[test]
+fn byomachine_label_alone_links_the_host() {
+    let mut h = running(host("n"));
+    h["metadata"]["labels"][BYOMACHINE_NAME_LABEL] = json!("team-a.bm.with.dots");
+    h["metadata"]["labels"][CLUSTER_NAME_LABEL] = json!("c1");
+    let hosts = vec![h];
+    let bms = vec![byomachine("team-a", "bm.with.dots", "m1")];
+    let ms = vec![machine("team-a", "m1", "c1", "n")];
+    let inv = Inventory::build(&hosts, &bms, &ms, &[], None);
+    let r = inv.row(&hosts[0]);
+    assert_eq!(r.byo_machine.as_deref(), Some("team-a/bm.with.dots"));
+    assert_eq!(r.machine.as_deref(), Some("m1"));
+    assert_eq!(r.state, HostState::Running);
+}
+
+#[test]
+fn diagnosis_in_plain_words() {
+    let claimed = attach(host("h"), "team-a", "bm-m1", "c1");
+    let bms = vec![byomachine("team-a", "bm-m1", "m1")];
+    let ms = vec![machine("team-a", "m1", "c1", "h")];
+    let cs = vec![cluster("team-a", "c1")];
+    let diag = |h: Value| {
+        let hosts = vec![h];
+        Inventory::build(&hosts, &bms, &ms, &cs, None).diagnose(&hosts[0])
+    };
+    let mut rel = running(claimed.clone());
+    rel["metadata"]["annotations"][UNREGISTERING_ANNOTATION] = json!("");
+    assert_eq!(
+        diag(rel).summary,
+        "released but the agent has not cleaned up: is the host agent running?"
+    );
+    let failed = set_conditions(
+        with_bootstrap_secret(claimed.clone()),
+        json!([{"type": "K8sComponentsInstallationSucceeded", "status": "False", "reason": "K8sComponentsInstallationFailed",
+            "severity": "Error", "message": "exit status 100"}]),
+    );
+    assert_eq!(
+        diag(failed).summary,
+        "failed: install script error: exit status 100"
+    );
+    let cloud = set_conditions(
+        claimed.clone(),
+        json!([{"type": "K8sNodeBootstrapSucceeded", "status": "False", "reason": "CloudInitExecutionFailed"}]),
+    );
+    assert_eq!(
+        diag(cloud).summary,
+        "failed: bootstrap (cloud-init / kubeadm) error"
+    );
+    assert!(
+        diag(claimed.clone())
+            .summary
+            .starts_with("reserved by ByoMachine team-a/bm-m1")
+    );
+    assert!(diag(host("h")).summary.starts_with("available"));
+    let mut paused = running(claimed.clone());
+    paused["metadata"]["annotations"][PAUSED_ANNOTATION] = json!("");
+    assert!(
+        diag(paused)
+            .summary
+            .contains("cluster c1 (or its ByoMachine) is paused")
+    );
+    let inst = set_conditions(
+        claimed.clone(),
+        json!([{"type": "K8sComponentsInstallationSucceeded", "status": "False", "reason": "K8sInstallationSecretUnavailable"}]),
+    );
+    assert!(diag(inst).summary.contains("installation secret"));
+    let mut bare = host("h");
+    bare["status"] = json!({});
+    assert!(
+        diag(bare)
+            .hints
+            .iter()
+            .any(|h| h.contains("never reported host facts"))
+    );
+}
+
+#[test]
+fn pending_machines_name_the_selector() {
+    let hosts = vec![
+        host("a"),
+        running(attach(host("b"), "team-a", "bm-1", "c1")),
+        {
+            let mut h = host("c");
+            h["metadata"]["labels"]["role"] = json!("cp");
+            h
+        },
+    ];
+    let mut waiting = byomachine("team-a", "bm-2", "m2");
+    waiting["status"] = json!({"conditions": [{"type": "BYOHostReady", "status": "False", "reason": "BYOHostsUnavailable", "severity": "Info"}]});
+    waiting["spec"]["selector"] = json!({"matchLabels": {"role": "gpu"}});
+    let mut waiting2 = waiting.clone();
+    waiting2["metadata"]["name"] = json!("bm-3");
+    waiting2["spec"]["selector"] = json!({"matchLabels": {"role": "worker"}});
+    let bms = vec![byomachine("team-a", "bm-1", "m1"), waiting, waiting2];
+    let inv = Inventory::build(&hosts, &bms, &[], &[], None);
+    let p = inv.pending_machines(&bms);
+    assert_eq!(p.len(), 2);
+    assert_eq!(p[0].byo_machine, "team-a/bm-2");
+    assert_eq!(p[0].matching_free_hosts, 0);
+    assert_eq!(
+        p[0].message,
+        "no host matches selector {role=gpu}: 2 free hosts in total; add hosts or relabel the template"
+    );
+    assert_eq!(p[1].matching_free_hosts, 1);
+}
+
+#[test]
+fn filters_and_summary() {
+    let mut hosts = Vec::new();
+    let mut bms = Vec::new();
+    for i in 0..12 {
+        hosts.push(host(&format!("free-{i}")));
+    }
+    for i in 0..25 {
+        let bm = format!("bm-{i}");
+        hosts.push(running(attach(
+            host(&format!("run-{i}")),
+            "team-a",
+            &bm,
+            if i < 20 { "c1" } else { "c2" },
+        )));
+        bms.push(byomachine("team-a", &bm, &format!("m-{i}")));
+    }
+    for i in 0..2 {
+        let mut h = running(attach(
+            host(&format!("rel-{i}")),
+            "team-a",
+            &format!("gone-{i}"),
+            "c1",
+        ));
+        h["metadata"]["annotations"][UNREGISTERING_ANNOTATION] = json!("");
+        hosts.push(h);
+    }
+    hosts.push(set_conditions(
+        attach(host("bad"), "team-a", "bm-0", "c1"),
+        json!([{"type": "K8sNodeBootstrapSucceeded", "status": "False", "reason": "CloudInitExecutionFailed"}]),
+    ));
+    let inv = Inventory::build(&hosts, &bms, &[], &[], None);
+    let rows = inv.rows();
+    let s = HostSummary::of(&rows);
+    assert_eq!(
+        s.to_string(),
+        "40 hosts: 12 available, 25 running, 2 releasing, 1 failed"
+    );
+    assert_eq!(s.count(HostState::Running), 25);
+
+    let f = HostFilter {
+        cluster: Some("c2".into()),
+        ..Default::default()
+    };
+    assert_eq!(inv.rows_filtered(&f).len(), 5);
+    let f = HostFilter {
+        available: true,
+        ..Default::default()
+    };
+    assert_eq!(f.apply(rows.clone()).len(), 12);
+    let f = HostFilter {
+        states: vec![HostState::Releasing, HostState::Failed],
+        ..Default::default()
+    };
+    assert_eq!(f.apply(rows.clone()).len(), 3);
+    let f = HostFilter {
+        selector: Some(
+            LabelSelector::parse("role=worker,cluster.x-k8s.io/cluster-name=c1").unwrap(),
+        ),
+        ..Default::default()
+    };
+    assert_eq!(f.apply(rows.clone()).len(), 23);
+    let f = HostFilter {
+        namespace: Some("other".into()),
+        ..Default::default()
+    };
+    assert!(f.apply(rows).is_empty());
+
+    assert_eq!(HostSummary::of(&[]).to_string(), "0 hosts: 0 available");
+    let one = vec![inv.row(&hosts[0])];
+    assert_eq!(HostSummary::of(&one).to_string(), "1 host: 1 available");
+}
+
+#[test]
+fn state_parse() {
+    assert_eq!(HostState::parse("running").unwrap(), HostState::Running);
+    assert_eq!(
+        HostState::parse(" Releasing ").unwrap(),
+        HostState::Releasing
+    );
+    let e = HostState::parse("busy").unwrap_err().to_string();
+    assert!(e.contains("busy") && e.contains("Available"), "{e}");
+}
+
+#[test]
+fn tolerates_fork_fields_and_sparse_objects() {
+    // Platform9 fork: extra status fields and labels; and a host with nothing but a name.
+    let mut h = running(attach(host("pf9"), "team-a", "bm-1", "c1"));
+    h["status"]["lastHeartbeatTime"] = json!("2026-11-30T07:59:00Z");
+    h["status"]["agentVersion"] = json!("v0.5.86");
+    h["spec"]["uninstallationSecret"] = json!({"name": "x"});
+    h["metadata"]["labels"]["byoh.infrastructure.cluster.x-k8s.io/os-family"] = json!("ubuntu");
+    let sparse = json!({"metadata": {"name": "bare"}});
+    let hosts = vec![
+        h,
+        sparse,
+        json!({"metadata": {"name": "weird", "labels": {"x": 1}}, "status": {"network": "nope", "conditions": {}}}),
+    ];
+    let bms = vec![byomachine("team-a", "bm-1", "m1")];
+    let inv = Inventory::build(&hosts, &bms, &[], &[], Some(now()));
+    let rows = inv.rows();
+    assert_eq!(rows[0].state, HostState::Running);
+    assert_eq!(rows[1].state, HostState::Available);
+    assert_eq!(rows[1].ip, None);
+    assert_eq!(rows[1].age_seconds, None);
+    assert_eq!(rows[2].state, HostState::Available);
+    assert!(rows[2].labels.is_empty());
+}
+
+#[test]
+fn interfaces_and_default_ip() {
+    let h = host("n");
+    let ifs = interfaces(&h);
+    assert_eq!(ifs.len(), 2);
+    assert!(ifs[1].is_default && ifs[1].connected);
+    assert_eq!(ifs[1].addresses, vec!["10.0.0.11/24", "fe80::1/64"]);
+    let mut nodefault = host("n");
+    nodefault["status"]["network"] = json!([{"networkInterfaceName": "lo", "ipAddrs": []}, {"networkInterfaceName": "eth1", "ipAddrs": ["192.168.1.5/24"]}]);
+    assert_eq!(default_ip(&nodefault).as_deref(), Some("192.168.1.5"));
+    assert_eq!(
+        host_from_provider_id("byoh://node005/gije0o"),
+        Some("node005")
+    );
+    assert_eq!(host_from_provider_id("openstack:///abc"), None);
+}
+
+#[test]
+fn five_thousand_hosts_join_in_linear_time() {
+    // Correctness at scale (speed itself is measured by `make bench`, not asserted here).
+    let n = 5000;
+    let mut hosts = Vec::with_capacity(n);
+    let mut bms = Vec::with_capacity(n);
+    let mut ms = Vec::with_capacity(n);
+    for i in 0..n {
+        let hn = format!("node{i:05}");
+        if i % 2 == 0 {
+            let bm = format!("bm-{i}");
+            hosts.push(running(attach(host(&hn), "team-a", &bm, "big")));
+            bms.push(byomachine("team-a", &bm, &format!("m-{i}")));
+            ms.push(machine("team-a", &format!("m-{i}"), "big", &hn));
+        } else {
+            hosts.push(host(&hn));
+        }
+    }
+    let cs = vec![cluster("team-a", "big")];
+    let inv = Inventory::build(&hosts, &bms, &ms, &cs, Some(now()));
+    let rows = inv.rows();
+    assert_eq!(rows.len(), n);
+    assert_eq!(rows[4998].machine.as_deref(), Some("m-4998"));
+    assert_eq!(
+        HostSummary::of(&rows).to_string(),
+        "5000 hosts: 2500 available, 2500 running"
+    );
+}
