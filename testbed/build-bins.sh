@@ -46,14 +46,17 @@ build_capi() {
   local capi_version
   capi_version=$(grep -oE 'sigs.k8s.io/cluster-api v[0-9.]+' "$here/capi/go.mod" | head -1 | awk '{print $2}')
   local out="$cache_root/capi-$capi_version"
-  if [ -x "$out/capi-manager" ] && [ -x "$out/clusterctl" ]; then
+  if [ -x "$out/capi-manager" ] && [ -x "$out/clusterctl" ] && [ -x "$out/kubeadm-bootstrap-manager" ]; then
     echo "$out"; return
   fi
   mkdir -p "$out.tmp"
-  echo "building the Cluster API $capi_version core manager and clusterctl (first time only)" >&2
+  echo "building the Cluster API $capi_version core manager, kubeadm bootstrap manager and clusterctl (first time only)" >&2
+  # Keep what an earlier build of this version produced.
+  [ -d "$out" ] && cp -a "$out"/. "$out.tmp"/
   local ldf="-s -w -X 'sigs.k8s.io/cluster-api/version.gitVersion=$capi_version' -X 'sigs.k8s.io/cluster-api/version.gitMajor=1' -X 'sigs.k8s.io/cluster-api/version.gitTreeState=clean'"
   (cd "$here/capi" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/capi-manager" sigs.k8s.io/cluster-api/core)
   (cd "$here/capi" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl)
+  (cd "$here/capi" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/kubeadm-bootstrap-manager" sigs.k8s.io/cluster-api/bootstrap/kubeadm)
   rm -rf "$out" && mv "$out.tmp" "$out"
   echo "$out"
 }
@@ -67,7 +70,7 @@ build_crds() {
   # shellcheck disable=SC1091
   . "$here/versions.env"
   local out="$cache_root/crds-capi-$CAPI_VERSION-capi-$CAPI_V1BETA1_VERSION-kamaji-$KAMAJI_VERSION-byoh-$BYOH_VERSION-cacppk-$CACPPK_VERSION"
-  if [ -d "$out/full" ] && [ -d "$out/v1beta1" ] && [ -f "$out/capi-webhooks.yaml" ]; then echo "$out"; return; fi
+  if [ -d "$out/full" ] && [ -d "$out/v1beta1" ] && [ -f "$out/kubeadm-bootstrap-webhooks.yaml" ]; then echo "$out"; return; fi
   rm -rf "$out.tmp"; mkdir -p "$out.tmp/full" "$out.tmp/v1beta1" "$out.tmp/extra"
   local capi capi_old kamaji byoh cacppk
   capi=$(mod_dir "sigs.k8s.io/cluster-api@$CAPI_VERSION")
@@ -85,6 +88,7 @@ build_crds() {
   done
   cp "$cacppk"/config/crd/bases/*.yaml "$out.tmp/extra/"
   cp "$capi"/core/config/webhook/manifests.yaml "$out.tmp/capi-webhooks.yaml"
+  cp "$capi"/bootstrap/kubeadm/config/webhook/manifests.yaml "$out.tmp/kubeadm-bootstrap-webhooks.yaml"
   chmod -R u+w "$out.tmp"
   rm -rf "$out" && mv "$out.tmp" "$out"
   echo "$out"

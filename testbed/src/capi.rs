@@ -1,4 +1,4 @@
-//! The real Cluster API v1.14 core manager, run against the testbed.
+//! The real Cluster API v1.14 core manager and kubeadm bootstrap manager, run against the testbed.
 //!
 //! Its webhook server cannot be turned off and some controllers rely on its defaulting, so the
 //! webhooks are registered the way envtest does it: a self-signed serving certificate, and the
@@ -12,40 +12,71 @@ use kube::discovery::ApiResource;
 
 use crate::{Error, Proc, Testbed, certs, free_port};
 
-pub async fn start(tb: &Testbed, client: &Client) -> Result<Proc, Error> {
-    let bin = tb
+/// Starts the CAPI core manager and the kubeadm bootstrap manager (both real, v1.14).
+pub async fn start(tb: &Testbed, client: &Client) -> Result<Vec<Proc>, Error> {
+    let dir = tb
         .assets
         .capi
         .as_ref()
         .ok_or_else(|| Error::Start("CAPI binaries were not built".into()))?
-        .join("capi-manager");
-    let cert_dir = tb.dir.join("capi-webhook-certs");
+        .clone();
+    let core = start_one(
+        tb,
+        client,
+        "capi-manager",
+        &dir.join("capi-manager"),
+        "capi-webhooks.yaml",
+        &["--feature-gates=ClusterTopology=true".into()],
+    )
+    .await?;
+    let bootstrap = start_one(
+        tb,
+        client,
+        "kubeadm-bootstrap-manager",
+        &dir.join("kubeadm-bootstrap-manager"),
+        "kubeadm-bootstrap-webhooks.yaml",
+        &[],
+    )
+    .await?;
+    Ok(vec![core, bootstrap])
+}
+
+async fn start_one(
+    tb: &Testbed,
+    client: &Client,
+    name: &str,
+    bin: &std::path::Path,
+    webhooks: &str,
+    extra: &[String],
+) -> Result<Proc, Error> {
+    let cert_dir = tb.dir.join(format!("{name}-certs"));
     std::fs::create_dir_all(&cert_dir).map_err(|e| Error::io(&cert_dir, e))?;
     let ca = certs::webhook_serving(&cert_dir)?;
     let (webhook, health, diag) = (free_port()?, free_port()?, free_port()?);
 
     // Register the webhooks first: the manager's own start-up writes objects that they default.
-    register_webhooks(tb, client, webhook, &ca).await?;
+    register_webhooks(tb, client, name, webhooks, webhook, &ca).await?;
 
-    let log = tb.dir.join("capi-manager.log");
+    let log = tb.dir.join(format!("{name}.log"));
+    let mut args = vec![
+        format!("--kubeconfig={}", tb.kubeconfig.display()),
+        format!("--webhook-port={webhook}"),
+        format!("--webhook-cert-dir={}", cert_dir.display()),
+        format!("--health-addr=127.0.0.1:{health}"),
+        format!("--diagnostics-address=127.0.0.1:{diag}"),
+        "--insecure-diagnostics=true".into(),
+        "--leader-elect=false".into(),
+        "--v=2".into(),
+    ];
+    args.extend_from_slice(extra);
     let proc = Proc::spawn_with_env(
-        "capi-manager",
-        &bin,
-        &[
-            format!("--kubeconfig={}", tb.kubeconfig.display()),
-            format!("--webhook-port={webhook}"),
-            format!("--webhook-cert-dir={}", cert_dir.display()),
-            format!("--health-addr=127.0.0.1:{health}"),
-            format!("--diagnostics-address=127.0.0.1:{diag}"),
-            "--insecure-diagnostics=true".into(),
-            "--leader-elect=false".into(),
-            "--feature-gates=ClusterTopology=true".into(),
-            "--v=2".into(),
-        ],
+        name,
+        bin,
+        &args,
         &log,
         &[("KUBECONFIG", tb.kubeconfig.display().to_string())],
     )?;
-    // Ready when the health endpoint answers and the webhook server accepts TLS connections.
+    // Ready when the health endpoint answers and the webhook server accepts connections.
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
     loop {
         if crate::http_get_ok(health, "/readyz")
@@ -55,7 +86,7 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<Proc, Error> {
         }
         if std::time::Instant::now() > deadline {
             return Err(Error::Start(format!(
-                "capi-manager not ready after 90s; last lines of {}:\n{}",
+                "{name} not ready after 90s; last lines of {}:\n{}",
                 log.display(),
                 crate::log_tail(&log)
             )));
@@ -68,11 +99,13 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<Proc, Error> {
 async fn register_webhooks(
     tb: &Testbed,
     client: &Client,
+    prefix: &str,
+    file: &str,
     port: u16,
     ca: &str,
 ) -> Result<(), Error> {
     use base64::Engine;
-    let path = tb.assets.crds.join("capi-webhooks.yaml");
+    let path = tb.assets.crds.join(file);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
     let docs: Vec<serde_json::Value> =
         serde_saphyr::from_multiple(&text).map_err(|e| Error::Crd {
@@ -83,7 +116,7 @@ async fn register_webhooks(
     for mut doc in docs.into_iter().filter(|d| !d.is_null()) {
         let kind = doc["kind"].as_str().unwrap_or_default().to_string();
         let name = format!(
-            "capi-{}",
+            "{prefix}-{}",
             doc["metadata"]["name"].as_str().unwrap_or_default()
         );
         doc["metadata"]["name"] = name.clone().into();

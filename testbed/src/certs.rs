@@ -83,6 +83,8 @@ impl Pki {
     pub fn generate(dir: &Path) -> Result<Pki, Error> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let (serving_params, serving_key, serving_ca_pem) = ca("testbed-serving-ca")?;
+        // Kept so that simulated tenant control planes can publish a complete CA secret.
+        write(dir, "serving-ca.key", &serving_key.serialize_pem())?;
         let serving = Issuer::new(serving_params, serving_key);
         let (crt, key) = leaf(
             &serving,

@@ -21,6 +21,7 @@ mod capi;
 mod certs;
 mod crds;
 mod process;
+pub mod sim;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -356,8 +357,9 @@ impl Testbed {
                     "the CAPI v1.14 manager needs the full profile".into(),
                 ));
             }
-            let proc = capi::start(&tb, &client).await?;
-            tb.push(proc);
+            for proc in capi::start(&tb, &client).await? {
+                tb.push(proc);
+            }
         }
         tracing::info!("testbed ready after {:?}", t0.elapsed());
         Ok(tb)

@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! capi-testbed up   --dir .sandbox [--profile full|v1beta1|bare] [--capi]   # foreground
+//!                   [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v]
+//!                    [--delay-ms MS] [--failure-rate F]]
 //! capi-testbed down --dir .sandbox
 //! capi-testbed build [--capi]                                               # assets only
 //! ```
@@ -16,7 +18,7 @@ use testbed::{Options, Profile, Testbed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi]\n       capi-testbed down --dir DIR\n       capi-testbed build [--capi]"
+        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v] [--delay-ms MS] [--failure-rate F]]\n       capi-testbed down --dir DIR\n       capi-testbed build [--capi]"
     );
     ExitCode::from(2)
 }
@@ -37,6 +39,14 @@ async fn main() -> ExitCode {
     let mut dir = PathBuf::from(".sandbox");
     let mut profile = Profile::Full;
     let mut capi = false;
+    let mut sim: Option<Sim> = None;
+    let mut sim_opts = testbed::sim::SimOptions::default();
+    let mut pool = testbed::sim::byoh::Pool {
+        namespace: "byoh-hosts".into(),
+        count: 8,
+        labels: vec![],
+        name_prefix: "host-".into(),
+    };
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -49,6 +59,27 @@ async fn main() -> ExitCode {
                 None => return usage(),
             },
             "--capi" => capi = true,
+            "--simulate" => sim = Some(Sim),
+            "--hosts" => match it.next().and_then(|n| n.parse().ok()) {
+                Some(n) => pool.count = n,
+                None => return usage(),
+            },
+            "--hosts-namespace" => match it.next() {
+                Some(n) => pool.namespace = n.clone(),
+                None => return usage(),
+            },
+            "--host-label" => match it.next().and_then(|l| l.split_once('=')) {
+                Some((k, v)) => pool.labels.push((k.to_string(), v.to_string())),
+                None => return usage(),
+            },
+            "--delay-ms" => match it.next().and_then(|n| n.parse().ok()) {
+                Some(n) => sim_opts.delay = Duration::from_millis(n),
+                None => return usage(),
+            },
+            "--failure-rate" => match it.next().and_then(|n| n.parse::<f64>().ok()) {
+                Some(f) if (0.0..=1.0).contains(&f) => sim_opts.failure_rate = f,
+                _ => return usage(),
+            },
             _ => return usage(),
         }
     }
@@ -63,13 +94,21 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        "up" => up(dir, profile, capi).await,
+        "up" => up(dir, profile, capi, sim.map(|_| (pool, sim_opts))).await,
         "down" => down(dir),
         _ => usage(),
     }
 }
 
-async fn up(dir: PathBuf, profile: Profile, capi: bool) -> ExitCode {
+/// Marker: run the simulators.
+struct Sim;
+
+async fn up(
+    dir: PathBuf,
+    profile: Profile,
+    capi: bool,
+    sim: Option<(testbed::sim::byoh::Pool, testbed::sim::SimOptions)>,
+) -> ExitCode {
     let dir = match std::path::absolute(&dir) {
         Ok(d) => d,
         Err(e) => {
@@ -95,6 +134,44 @@ async fn up(dir: PathBuf, profile: Profile, capi: bool) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let mut sims = Vec::new();
+    if let Some((pool, opts)) = sim {
+        let client = tb.client().await;
+        let sandbox = match testbed::sim::kamaji::Sandbox::from_dir(&dir, &tb.server) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: reading the sandbox PKI: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let ns: k8s_openapi::api::core::v1::Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": pool.namespace}}))
+                .unwrap_or_default();
+        let _ = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .create(&Default::default(), &ns)
+            .await;
+        if let Err(e) = testbed::sim::byoh::register(&client, &pool).await {
+            eprintln!("error: registering simulated hosts: {e}");
+            return ExitCode::FAILURE;
+        }
+        eprintln!(
+            "SIMULATED: Kamaji, {} BYOH host agents in namespace {}, and the BYOH controller (delay {:?}, failure rate {})",
+            pool.count, pool.namespace, opts.delay, opts.failure_rate
+        );
+        sims.push(tokio::spawn(testbed::sim::kamaji::run(
+            client.clone(),
+            sandbox,
+            opts.clone(),
+        )));
+        sims.push(tokio::spawn(testbed::sim::byoh::run_agents(
+            client.clone(),
+            pool,
+            opts.clone(),
+        )));
+        sims.push(tokio::spawn(testbed::sim::byoh::run_controller(
+            client, opts,
+        )));
+    }
     let _ = std::fs::write(dir.join("ready"), tb.server.as_bytes());
     eprintln!(
         "sandbox ready: {} ({} profile{})",
@@ -116,6 +193,9 @@ async fn up(dir: PathBuf, profile: Profile, capi: bool) -> ExitCode {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {},
         _ = term.recv() => {},
+    }
+    for s in sims {
+        s.abort();
     }
     tb.stop();
     let _ = std::fs::remove_file(dir.join("ready"));

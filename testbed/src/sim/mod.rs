@@ -1,0 +1,99 @@
+//! SIMULATED controllers, for the sandbox and the demo, of the parts that cannot run here:
+//! Kamaji (it would run tenant control-plane pods), BYOH host agents (they would run kubeadm on
+//! bare metal) and the BYOH controller's host selection and attach step.
+//!
+//! Each simulator writes exactly what the real controller would write (status fields,
+//! conditions, labels, annotations, secrets and Nodes), so that the real CAPI controllers and our
+//! plugins and reconciler see the same API traffic as on a real management cluster. Every log
+//! line says `simulated`.
+//!
+//! They poll with one LIST per kind per tick: simple and adequate for a sandbox of a few dozen
+//! objects. (The product's reconciler is watch-driven; these are not the product.)
+
+pub mod byoh;
+pub mod kamaji;
+
+use std::time::Duration;
+
+use kube::api::{ApiResource, DynamicObject};
+
+/// Shared knobs.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    /// How long a simulated action (control plane start, host bootstrap, host cleanup) takes.
+    pub delay: Duration,
+    /// Probability (0.0 to 1.0) that a host bootstrap fails, as a bad install script would.
+    pub failure_rate: f64,
+    /// How often each simulator looks at the API.
+    pub tick: Duration,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            delay: Duration::from_secs(2),
+            failure_rate: 0.0,
+            tick: Duration::from_millis(500),
+        }
+    }
+}
+
+pub(crate) fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+pub(crate) fn name(o: &DynamicObject) -> String {
+    o.metadata.name.clone().unwrap_or_default()
+}
+
+pub(crate) fn namespace(o: &DynamicObject) -> String {
+    o.metadata.namespace.clone().unwrap_or_default()
+}
+
+pub(crate) fn label<'a>(o: &'a DynamicObject, key: &str) -> Option<&'a str> {
+    o.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+}
+
+pub(crate) fn annotation<'a>(o: &'a DynamicObject, key: &str) -> Option<&'a str> {
+    o.metadata
+        .annotations
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+}
+
+pub(crate) fn now() -> String {
+    // RFC 3339 without sub-second digits, as metav1.Time serialises.
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let t = k8s_openapi::jiff::Timestamp::from_second(secs as i64)
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// A cheap deterministic pseudo-random number in [0, 1) from a string (no rand dependency;
+/// failures are reproducible per host and attempt).
+pub(crate) fn unit_hash(s: &str) -> f64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in s.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    (h % 1_000_000) as f64 / 1_000_000.0
+}
