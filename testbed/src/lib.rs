@@ -73,6 +73,9 @@ pub struct Options {
     pub controller_manager: bool,
     /// Run the real Cluster API core manager, with its webhooks registered by URL.
     pub capi_manager: bool,
+    /// Write an audit log (`<dir>/audit.log`, one JSON event per request, metadata level), so
+    /// benchmarks can count the requests each user makes.
+    pub audit: bool,
     /// Where to keep certificates, etcd data, logs and the kubeconfig. A fresh temporary
     /// directory (removed on drop) when `None`.
     pub dir: Option<PathBuf>,
@@ -84,6 +87,7 @@ impl Default for Options {
             profile: Profile::Full,
             controller_manager: true,
             capi_manager: false,
+            audit: false,
             dir: None,
         }
     }
@@ -124,6 +128,9 @@ impl Error {
 pub const ADMIN_TOKEN: &str = "testbed-admin-token";
 /// A user with no RBAC grants at all (user `limited`, group `testbed:limited`).
 pub const LIMITED_TOKEN: &str = "testbed-limited-token";
+/// A cluster admin of its own (user `reconciler`), so the audit log can single out a
+/// controller's requests.
+pub const RECONCILER_TOKEN: &str = "testbed-reconciler-token";
 
 /// A running management-cluster API. Dropping it stops every process and removes its
 /// temporary directory.
@@ -262,11 +269,26 @@ impl Testbed {
         std::fs::write(
             &tokens,
             format!(
-                "{ADMIN_TOKEN},admin-token-user,100,\"system:masters\"\n{LIMITED_TOKEN},limited,101,\"testbed:limited\"\n"
+                "{ADMIN_TOKEN},admin-token-user,100,\"system:masters\"\n{LIMITED_TOKEN},limited,101,\"testbed:limited\"\n{RECONCILER_TOKEN},reconciler,102,\"system:masters\"\n"
             ),
         )
         .map_err(|e| Error::io(&tokens, e))?;
         let p = |f: &str| dir.join("pki").join(f).display().to_string();
+        let mut audit_args = Vec::new();
+        if opts.audit {
+            let policy = dir.join("audit-policy.yaml");
+            std::fs::write(
+                &policy,
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n",
+            )
+            .map_err(|e| Error::io(&policy, e))?;
+            audit_args.push(format!("--audit-policy-file={}", policy.display()));
+            audit_args.push(format!(
+                "--audit-log-path={}",
+                dir.join("audit.log").display()
+            ));
+            audit_args.push("--audit-log-maxsize=0".into());
+        }
         let apiserver = Proc::spawn(
             "kube-apiserver",
             &tb.assets.kube_apiserver(),
@@ -289,7 +311,10 @@ impl Testbed {
                 format!("--service-account-key-file={}", p("sa.pub")),
                 format!("--service-account-signing-key-file={}", p("sa.key")),
                 "--v=1".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(audit_args)
+            .collect::<Vec<_>>(),
             &dir.join("kube-apiserver.log"),
         )?;
         tb.push(apiserver);

@@ -18,7 +18,7 @@ use testbed::{Options, Profile, Testbed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v] [--delay-ms MS] [--failure-rate F]]\n       capi-testbed down --dir DIR\n       capi-testbed build [--capi]"
+        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--audit] [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v] [--delay-ms MS] [--failure-rate F]]\n       capi-testbed down --dir DIR\n       capi-testbed build [--capi]"
     );
     ExitCode::from(2)
 }
@@ -39,6 +39,7 @@ async fn main() -> ExitCode {
     let mut dir = PathBuf::from(".sandbox");
     let mut profile = Profile::Full;
     let mut capi = false;
+    let mut audit = false;
     let mut sim: Option<Sim> = None;
     let mut sim_opts = testbed::sim::SimOptions::default();
     let mut pool = testbed::sim::byoh::Pool {
@@ -59,6 +60,7 @@ async fn main() -> ExitCode {
                 None => return usage(),
             },
             "--capi" => capi = true,
+            "--audit" => audit = true,
             "--simulate" => sim = Some(Sim),
             "--hosts" => match it.next().and_then(|n| n.parse().ok()) {
                 Some(n) => pool.count = n,
@@ -94,7 +96,7 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        "up" => up(dir, profile, capi, sim.map(|_| (pool, sim_opts))).await,
+        "up" => up(dir, profile, capi, audit, sim.map(|_| (pool, sim_opts))).await,
         "down" => down(dir),
         _ => usage(),
     }
@@ -107,6 +109,7 @@ async fn up(
     dir: PathBuf,
     profile: Profile,
     capi: bool,
+    audit: bool,
     sim: Option<(testbed::sim::byoh::Pool, testbed::sim::SimOptions)>,
 ) -> ExitCode {
     let dir = match std::path::absolute(&dir) {
@@ -123,6 +126,7 @@ async fn up(
         profile,
         controller_manager: true,
         capi_manager: capi,
+        audit,
         dir: Some(dir.clone()),
     })
     .await
