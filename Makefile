@@ -47,6 +47,12 @@ sandbox-down: ## stop the sandbox and every process it started
 	@if [ -x target/debug/capi-testbed ]; then target/debug/capi-testbed down --dir "$(SANDBOX_DIR)"; \
 	 elif [ -f "$(SANDBOX_DIR)/pid" ]; then kill $$(cat "$(SANDBOX_DIR)/pid") 2>/dev/null || true; fi
 
+demo: ## the whole story on the local sandbox (KEEP=1 leaves it running)
+	KEEP=$(KEEP) bash scripts/demo.sh
+
+bench: testbed ## every benchmark, side by side with kubectl and clusterctl, as one table
+	python3 bench/bench.py
+
 clean: sandbox-down ## remove build output (the testbed cache in ~/.cache stays)
 	$(CARGO) clean
 	rm -rf "$(SANDBOX_DIR)"
