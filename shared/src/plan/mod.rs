@@ -5,7 +5,92 @@
 //! code prints as tables, JSON or YAML.
 
 pub mod hosts;
+pub mod scale;
 pub mod selector;
 pub mod template;
 
 pub mod util;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// How serious a preflight finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Severity {
+    Info,
+    Warning,
+    /// Blocks the plan unless forced (where forcing is allowed).
+    Error,
+}
+
+/// One preflight finding, in plain words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub severity: Severity,
+    pub message: String,
+}
+
+impl Finding {
+    pub fn info(message: impl Into<String>) -> Self {
+        Finding {
+            severity: Severity::Info,
+            message: message.into(),
+        }
+    }
+    pub fn warning(message: impl Into<String>) -> Self {
+        Finding {
+            severity: Severity::Warning,
+            message: message.into(),
+        }
+    }
+    pub fn error(message: impl Into<String>) -> Self {
+        Finding {
+            severity: Severity::Error,
+            message: message.into(),
+        }
+    }
+}
+
+/// The objects of one cluster that scale and upgrade plans read, as the API server returns them.
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterObjects<'a> {
+    /// The `Cluster`.
+    pub cluster: &'a Value,
+    /// The object `spec.controlPlaneRef` points at (KubeadmControlPlane, KamajiControlPlane, ...).
+    pub control_plane: Option<&'a Value>,
+    /// The cluster's MachineDeployments (label `cluster.x-k8s.io/cluster-name`).
+    pub machine_deployments: &'a [Value],
+    /// Infrastructure machine templates the control plane and deployments reference
+    /// (e.g. ByoMachineTemplates, for host selectors and template cloning).
+    pub infra_templates: &'a [Value],
+}
+
+/// A change to one object: an RFC 6902 JSON patch (always) and the equivalent merge patch
+/// (when one exists; list items cannot be addressed by a merge patch).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectPatch {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// `Some("scale")` when the change goes through the scale subresource.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subresource: Option<String>,
+    /// The fields that change, as `path: from -> to` records.
+    pub changes: Vec<FieldChange>,
+    /// RFC 6902 operations (with `test` guards where a list index is addressed).
+    pub json_patch: Value,
+    /// The same change as a JSON merge patch, when expressible.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_patch: Option<Value>,
+}
+
+/// One field change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldChange {
+    /// A JSON pointer, e.g. `/spec/replicas`.
+    pub path: String,
+    pub from: Value,
+    pub to: Value,
+}

@@ -1,0 +1,518 @@
+use super::*;
+use crate::plan::Severity;
+use serde_json::json;
+
+fn cluster(topology: Option<Value>) -> Value {
+    let mut c = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "c1", "namespace": "team-a"},
+        "spec": {
+            "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": "c1-control-plane"},
+            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ByoCluster", "name": "c1"}
+        }
+    });
+    if let Some(t) = topology {
+        c["spec"]["topology"] = t;
+    }
+    c
+}
+
+/// A v1beta2 KubeadmControlPlane on BYOH.
+fn kcp(replicas: i64) -> Value {
+    json!({
+        "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+        "metadata": {"name": "c1-control-plane", "namespace": "team-a"},
+        "spec": {
+            "replicas": replicas, "version": "v1.33.1",
+            "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ByoMachineTemplate", "name": "c1-control-plane"}}},
+            "kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"local": {"dataDir": "/var/lib/etcd"}}}}
+        }
+    })
+}
+
+/// A v1beta1 KubeadmControlPlane (CAPI 1.10 shape) with external etcd.
+fn kcp_v1beta1_external(replicas: i64) -> Value {
+    json!({
+        "apiVersion": "controlplane.cluster.x-k8s.io/v1beta1", "kind": "KubeadmControlPlane",
+        "metadata": {"name": "c1-control-plane", "namespace": "team-a"},
+        "spec": {
+            "replicas": replicas, "version": "v1.30.4",
+            "machineTemplate": {"infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoMachineTemplate", "name": "c1-control-plane"}},
+            "kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"external": {"endpoints": ["https://etcd:2379"], "caFile": "/x", "certFile": "/y", "keyFile": "/z"}}}},
+            "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}
+        }
+    })
+}
+
+fn kamaji(replicas: i64) -> Value {
+    json!({
+        "apiVersion": "controlplane.cluster.x-k8s.io/v1alpha2", "kind": "KamajiControlPlane",
+        "metadata": {"name": "c1", "namespace": "team-a"},
+        "spec": {"replicas": replicas, "version": "v1.33.1", "dataStoreName": "default"}
+    })
+}
+
+fn md(name: &str, replicas: i64, template: &str) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+        "metadata": {"name": name, "namespace": "team-a", "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
+        "spec": {"clusterName": "c1", "replicas": replicas,
+            "selector": {"matchLabels": {"cluster.x-k8s.io/deployment-name": name}},
+            "template": {"spec": {"clusterName": "c1", "version": "v1.33.1",
+                "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": name}},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ByoMachineTemplate", "name": template}}}}
+    })
+}
+
+fn byo_template(name: &str, selector: Value) -> Value {
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoMachineTemplate",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {"template": {"spec": {"selector": selector,
+            "installerRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "K8sInstallerConfigTemplate", "name": name, "namespace": "team-a"}}}}
+    })
+}
+
+fn free_host(name: &str, role: &str) -> Value {
+    json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoHost",
+        "metadata": {"name": name, "namespace": "default", "labels": {"role": role}}, "status": {}})
+}
+
+fn templates() -> Vec<Value> {
+    vec![
+        byo_template("c1-control-plane", json!({"matchLabels": {"role": "cp"}})),
+        byo_template("c1-md-0", json!({"matchLabels": {"role": "worker"}})),
+        byo_template(
+            "c1-md-1",
+            json!({"matchExpressions": [{"key": "role", "operator": "In", "values": ["worker", "gpu"]}]}),
+        ),
+    ]
+}
+
+fn req_workers(n: i64) -> ScaleRequest {
+    ScaleRequest {
+        workers: Some(n),
+        ..Default::default()
+    }
+}
+
+fn req_cp(n: i64) -> ScaleRequest {
+    ScaleRequest {
+        control_plane: Some(n),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn kcp_odd_rule_with_stacked_etcd() {
+    let c = cluster(None);
+    let cp = kcp(1);
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: Some(&cp),
+        machine_deployments: &[],
+        infra_templates: &[],
+    };
+    let e = plan_scale(&objs, &req_cp(2), None).unwrap_err();
+    assert!(matches!(
+        e,
+        ScaleError::EvenWithStackedEtcd { requested: 2, .. }
+    ));
+    assert!(e.to_string().contains("must be odd"), "{e}");
+    let p = plan_scale(&objs, &req_cp(3), None).unwrap();
+    assert_eq!(p.steps[0].from, Some(1));
+    assert_eq!(p.steps[0].to, 3);
+    assert_eq!(p.steps[0].patch.kind, "KubeadmControlPlane");
+    assert_eq!(
+        p.steps[0].patch.merge_patch,
+        Some(json!({"spec": {"replicas": 3}}))
+    );
+    assert_eq!(p.steps[0].patch.subresource, None);
+    assert!(matches!(
+        plan_scale(&objs, &req_cp(0), None),
+        Err(ScaleError::ZeroControlPlane { .. })
+    ));
+}
+
+#[test]
+fn external_etcd_is_exempt_from_odd_rule() {
+    let c = cluster(None);
+    let cp = kcp_v1beta1_external(3);
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: Some(&cp),
+        machine_deployments: &[],
+        infra_templates: &[],
+    };
+    let p = plan_scale(&objs, &req_cp(4), None).unwrap();
+    assert_eq!(p.steps[0].to, 4);
+    assert_eq!(
+        p.steps[0].patch.api_version,
+        "controlplane.cluster.x-k8s.io/v1beta1"
+    );
+}
+
+#[test]
+fn kcp_max_surge_zero_needs_three() {
+    let c = cluster(None);
+    let mut cp = kcp(3);
+    cp["spec"]["rollout"] =
+        json!({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0}}});
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: Some(&cp),
+        machine_deployments: &[],
+        infra_templates: &[],
+    };
+    assert!(matches!(
+        plan_scale(&objs, &req_cp(1), None),
+        Err(ScaleError::MaxSurgeZeroNeedsThree { .. })
+    ));
+    assert!(plan_scale(&objs, &req_cp(5), None).is_ok());
+}
+
+#[test]
+fn kamaji_and_other_control_planes() {
+    let c = cluster(None);
+    let cp = kamaji(2);
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: Some(&cp),
+        machine_deployments: &[],
+        infra_templates: &[],
+    };
+    // even counts are fine: control-plane pods with an external datastore
+    let p = plan_scale(&objs, &req_cp(2), None).unwrap();
+    assert!(p.is_noop());
+    let p = plan_scale(&objs, &req_cp(0), None).unwrap();
+    assert_eq!(p.findings[0].severity, Severity::Warning);
+    assert_eq!(p.steps[0].patch.subresource, None);
+
+    let other = json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta1", "kind": "K0smotronControlPlane",
+        "metadata": {"name": "c1", "namespace": "team-a"}, "spec": {"replicas": 1}});
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: Some(&other),
+        machine_deployments: &[],
+        infra_templates: &[],
+    };
+    let p = plan_scale(&objs, &req_cp(2), None).unwrap();
+    assert_eq!(p.steps[0].patch.subresource.as_deref(), Some("scale"));
+    assert_eq!(p.steps[0].target, "K0smotronControlPlane/c1");
+
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: None,
+        machine_deployments: &[],
+        infra_templates: &[],
+    };
+    assert!(matches!(
+        plan_scale(&objs, &req_cp(1), None),
+        Err(ScaleError::NoControlPlane(_))
+    ));
+}
+
+#[test]
+fn byoh_refuses_when_hosts_are_short() {
+    let c = cluster(None);
+    let cp = kcp(1);
+    let mds = vec![md("c1-md-0", 1, "c1-md-0")];
+    let t = templates();
+    let hosts = [free_host("h1", "worker"), free_host("h2", "cp")];
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: Some(&cp),
+        machine_deployments: &mds,
+        infra_templates: &t,
+    };
+    let mut pool = HostPool::from_free(hosts.iter().collect());
+    let e = plan_scale(&objs, &req_workers(3), Some(&mut pool)).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("needs 2 free hosts matching {role=worker}; 1 available"),
+        "{msg}"
+    );
+    assert!(msg.starts_with("MachineDeployment/c1-md-0 needs"), "{msg}");
+
+    // --force: planned, with a warning
+    let mut pool = HostPool::from_free(hosts.iter().collect());
+    let p = plan_scale(
+        &objs,
+        &ScaleRequest {
+            force: true,
+            ..req_workers(3)
+        },
+        Some(&mut pool),
+    )
+    .unwrap();
+    let h = p.steps[0].hosts.as_ref().unwrap();
+    assert_eq!((h.needed, h.available, h.ok), (2, 1, false));
+    assert!(
+        p.findings
+            .iter()
+            .any(|f| f.severity == Severity::Warning && f.message.contains("--force"))
+    );
+
+    // enough hosts
+    let mut pool = HostPool::from_free(hosts.iter().collect());
+    let p = plan_scale(&objs, &req_workers(2), Some(&mut pool)).unwrap();
+    assert!(p.steps[0].hosts.as_ref().unwrap().ok);
+}
+
+#[test]
+fn byoh_scale_down_needs_no_host() {
+    let c = cluster(None);
+    let mds = vec![md("c1-md-0", 3, "c1-md-0")];
+    let t = templates();
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: None,
+        machine_deployments: &mds,
+        infra_templates: &t,
+    };
+    let mut pool = HostPool::from_free(vec![]);
+    let p = plan_scale(&objs, &req_workers(1), Some(&mut pool)).unwrap();
+    assert_eq!(p.steps[0].hosts.as_ref().unwrap().needed, 0);
+    assert!(
+        p.findings
+            .iter()
+            .any(|f| f.message.contains("2 hosts are released"))
+    );
+}
+
+#[test]
+fn hosts_are_not_counted_twice_across_steps() {
+    let c = cluster(None);
+    let cp = kcp(1);
+    let mds = vec![md("c1-md-1", 0, "c1-md-1")];
+    let t = vec![
+        byo_template("c1-control-plane", json!({})), // any host
+        byo_template(
+            "c1-md-1",
+            json!({"matchExpressions": [{"key": "role", "operator": "In", "values": ["worker", "gpu"]}]}),
+        ),
+    ];
+    let hosts = [
+        free_host("h1", "worker"),
+        free_host("h2", "worker"),
+        free_host("h3", "gpu"),
+    ];
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: Some(&cp),
+        machine_deployments: &mds,
+        infra_templates: &t,
+    };
+    // the control plane takes 2 of the 3 (first matches: h1, h2), leaving 1 for 2 workers
+    let mut pool = HostPool::from_free(hosts.iter().collect());
+    let req = ScaleRequest {
+        control_plane: Some(3),
+        workers: Some(2),
+        ..Default::default()
+    };
+    let e = plan_scale(&objs, &req, Some(&mut pool)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("needs 2 free hosts matching {role in (worker,gpu)}; 1 available"),
+        "{e}"
+    );
+}
+
+#[test]
+fn pool_from_inventory_counts_only_available_hosts() {
+    let mut busy = free_host("busy", "worker");
+    busy["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"] = json!("other");
+    let hosts = vec![free_host("a", "worker"), busy];
+    let inv = Inventory::build(&hosts, &[], &[], &[], None);
+    let mut pool = HostPool::from_inventory(&inv, &hosts);
+    assert_eq!(
+        pool.claim(&LabelSelector::parse("role=worker").unwrap(), 5),
+        1
+    );
+}
+
+#[test]
+fn deployment_selection() {
+    let c = cluster(None);
+    let mds = vec![md("c1-md-0", 1, "c1-md-0"), md("c1-md-1", 2, "c1-md-1")];
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: None,
+        machine_deployments: &mds,
+        infra_templates: &[],
+    };
+    let e = plan_scale(&objs, &req_workers(2), None).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "cluster c1 has 2 MachineDeployments (c1-md-0, c1-md-1): pick one with --deployment"
+    );
+    let p = plan_scale(
+        &objs,
+        &ScaleRequest {
+            deployment: Some("c1-md-1".into()),
+            ..req_workers(5)
+        },
+        None,
+    )
+    .unwrap();
+    assert_eq!(p.steps[0].from, Some(2));
+    assert_eq!(p.steps[0].patch.name, "c1-md-1");
+    let e = plan_scale(
+        &objs,
+        &ScaleRequest {
+            deployment: Some("nope".into()),
+            ..req_workers(5)
+        },
+        None,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("it has: c1-md-0, c1-md-1"), "{e}");
+    let none = ClusterObjects {
+        machine_deployments: &[],
+        ..objs
+    };
+    assert!(matches!(
+        plan_scale(&none, &req_workers(1), None),
+        Err(ScaleError::NoDeployments(_))
+    ));
+}
+
+#[test]
+fn clusterclass_patches_topology() {
+    let c = cluster(Some(json!({
+        "classRef": {"name": "quickstart"}, "version": "v1.33.1",
+        "controlPlane": {"replicas": 1},
+        "workers": {"machineDeployments": [
+            {"class": "default-worker", "name": "md-0", "replicas": 2},
+            {"class": "default-worker", "name": "md-1", "replicas": 1}
+        ]}
+    })));
+    let mut gen0 = md("c1-md-0-x7k2p", 2, "c1-md-0-tpl");
+    gen0["metadata"]["labels"][TOPOLOGY_DEPLOYMENT_LABEL] = json!("md-0");
+    let mut gen1 = md("c1-md-1-a8d9c", 1, "c1-md-1-tpl");
+    gen1["metadata"]["labels"][TOPOLOGY_DEPLOYMENT_LABEL] = json!("md-1");
+    let mds = vec![gen0, gen1];
+    let cp = kcp(1);
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: Some(&cp),
+        machine_deployments: &mds,
+        infra_templates: &[],
+    };
+
+    let p = plan_scale(
+        &objs,
+        &ScaleRequest {
+            deployment: Some("md-1".into()),
+            ..req_workers(4)
+        },
+        None,
+    )
+    .unwrap();
+    let s = &p.steps[0];
+    assert_eq!(s.patch.kind, "Cluster");
+    assert_eq!(s.from, Some(1));
+    assert_eq!(s.target, "MachineDeployment/c1-md-1-a8d9c");
+    assert_eq!(
+        s.patch.json_patch,
+        json!([{"op": "test", "path": "/spec/topology/workers/machineDeployments/1/name", "value": "md-1"},
+               {"op": "add", "path": "/spec/topology/workers/machineDeployments/1/replicas", "value": 4}])
+    );
+    assert_eq!(s.patch.merge_patch, None);
+    // the generated MD's own name also selects the topology entry
+    let p = plan_scale(
+        &objs,
+        &ScaleRequest {
+            deployment: Some("c1-md-0-x7k2p".into()),
+            ..req_workers(3)
+        },
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        p.steps[0].patch.changes[0].path,
+        "/spec/topology/workers/machineDeployments/0/replicas"
+    );
+
+    let p = plan_scale(&objs, &req_cp(3), None).unwrap();
+    assert_eq!(p.steps[0].patch.kind, "Cluster");
+    assert_eq!(
+        p.steps[0].patch.merge_patch,
+        Some(json!({"spec": {"topology": {"controlPlane": {"replicas": 3}}}}))
+    );
+    // the odd rule still applies through the topology
+    assert!(matches!(
+        plan_scale(&objs, &req_cp(2), None),
+        Err(ScaleError::EvenWithStackedEtcd { .. })
+    ));
+    assert!(matches!(
+        plan_scale(&objs, &req_workers(2), None),
+        Err(ScaleError::AmbiguousDeployment { .. })
+    ));
+}
+
+#[test]
+fn bad_requests() {
+    let c = cluster(None);
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: None,
+        machine_deployments: &[],
+        infra_templates: &[],
+    };
+    assert_eq!(
+        plan_scale(&objs, &ScaleRequest::default(), None),
+        Err(ScaleError::NothingRequested)
+    );
+    assert_eq!(
+        plan_scale(&objs, &req_workers(-1), None),
+        Err(ScaleError::Negative(-1))
+    );
+}
+
+#[test]
+fn missing_template_is_a_warning_not_a_block() {
+    let c = cluster(None);
+    let mds = vec![md("c1-md-0", 1, "does-not-exist")];
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: None,
+        machine_deployments: &mds,
+        infra_templates: &[],
+    };
+    let mut pool = HostPool::from_free(vec![]);
+    let p = plan_scale(&objs, &req_workers(3), Some(&mut pool)).unwrap();
+    assert!(p.findings[0].message.contains("was not found"));
+    assert!(p.steps[0].hosts.is_none());
+}
+
+#[test]
+fn strategies_resolve_percentages() {
+    let mut m = md("x", 10, "t");
+    assert_eq!(
+        deployment_strategy(&m),
+        Strategy {
+            type_: "RollingUpdate".into(),
+            max_surge: 1,
+            max_unavailable: 0
+        }
+    );
+    m["spec"]["rollout"] = json!({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}});
+    assert_eq!(
+        deployment_strategy(&m),
+        Strategy {
+            type_: "RollingUpdate".into(),
+            max_surge: 3,
+            max_unavailable: 2
+        }
+    );
+    let v1 = json!({"spec": {"replicas": 3, "strategy": {"type": "OnDelete"}}});
+    assert_eq!(deployment_strategy(&v1).type_, "OnDelete");
+    assert_eq!(kcp_max_surge(&kcp_v1beta1_external(3)), 1);
+    assert!(!kcp_stacked_etcd(&kcp_v1beta1_external(3)));
+    assert!(kcp_stacked_etcd(&kcp(3)));
+    assert_eq!(
+        control_plane_infra_ref(&kcp_v1beta1_external(1)),
+        Some(("ByoMachineTemplate", "c1-control-plane"))
+    );
+}
