@@ -325,18 +325,19 @@ async fn live_names(live: Live, flags: &KubeFlags) -> Result<Vec<String>, Error>
     crate::api::list_names(&conn, &ar, conn.list_namespace()).await
 }
 
-/// Answers one `__complete` call: prints candidates and the directive line.
-pub async fn run(root: &Command, args: &CompleteArgs) -> Result<(), Error> {
+/// The answer to one `__complete` call on `root`: candidates and directive. Live lookups
+/// that fail answer no candidates with the error directive (the shell shows nothing).
+pub async fn answer(root: &Command, words: &[String]) -> (Vec<String>, u32) {
     let mut root = root.clone();
     root.build();
-    let words = if args.words.is_empty() {
+    let words: Vec<String> = if words.is_empty() {
         vec![String::new()]
     } else {
-        args.words.clone()
+        words.to_vec()
     };
     match plan(&root, &words) {
-        Plan::Static(c, d) => crate::render::completions(&c, d),
-        Plan::Files => crate::render::completions(&[], DIRECTIVE_DEFAULT),
+        Plan::Static(c, d) => (c, d),
+        Plan::Files => (Vec::new(), DIRECTIVE_DEFAULT),
         Plan::Live {
             live,
             prefix,
@@ -344,21 +345,27 @@ pub async fn run(root: &Command, args: &CompleteArgs) -> Result<(), Error> {
         } => {
             let flags = kube_flags(&words[..words.len().saturating_sub(1)]);
             match live_names(live, &flags).await {
-                Ok(names) => {
-                    let c: Vec<String> = names
+                Ok(names) => (
+                    names
                         .into_iter()
                         .filter(|n| n.starts_with(&prefix))
                         .map(|n| format!("{insert}{n}"))
-                        .collect();
-                    crate::render::completions(&c, DIRECTIVE_NO_FILE_COMP);
-                }
+                        .collect(),
+                    DIRECTIVE_NO_FILE_COMP,
+                ),
                 Err(e) => {
                     tracing::debug!("completion failed: {e}");
-                    crate::render::completions(&[], DIRECTIVE_ERROR);
+                    (Vec::new(), DIRECTIVE_ERROR)
                 }
             }
         }
     }
+}
+
+/// Runs the hidden `__complete` verb: prints the [`answer`].
+pub async fn run(root: &Command, args: &CompleteArgs) -> Result<(), Error> {
+    let (candidates, directive) = answer(root, &args.words).await;
+    crate::render::completions(&candidates, directive);
     Ok(())
 }
 

@@ -486,12 +486,15 @@ pub fn admission_denial(message: &str) -> Option<(String, String)> {
 }
 
 fn from_status(s: &kube::core::Status, target: &Target, op: &Op) -> Error {
-    let kind = s
-        .details
-        .as_ref()
-        .map(|d| d.kind.clone())
-        .filter(|k| !k.is_empty())
-        .unwrap_or_else(|| op.kind.clone());
+    // The status names the resource (`clusters`); the caller knows the kind.
+    let kind = if op.kind.is_empty() {
+        s.details
+            .as_ref()
+            .map(|d| d.kind.clone())
+            .unwrap_or_default()
+    } else {
+        op.kind.clone()
+    };
     let name = s
         .details
         .as_ref()

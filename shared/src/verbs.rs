@@ -185,7 +185,10 @@ planes) from the current context."
 
     /// Prints the completion script for `program`'s executable.
     pub fn run(program: &Program, root: &clap::Command, args: &Args) -> Result<(), Error> {
-        let mut cmd = root.clone();
+        // The scripts offer only the visible verbs (clap_complete would include hidden ones).
+        let mut cmd = clap::Command::new(program.executable())
+            .args(root.get_arguments().cloned())
+            .subcommands(root.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
         let bin = program.executable();
         let mut buf: Vec<u8> = Vec::new();
         clap_complete::generate(args.shell, &mut cmd, bin, &mut buf);

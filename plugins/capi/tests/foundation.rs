@@ -1,0 +1,695 @@
+//! Issue 3 acceptance for `kubectl-capi`, on the real testbed: version discovery on both CAPI
+//! API versions, every error class produced for real, the completion shim with live names,
+//! and the binary run through the real `kubectl` and as a clusterctl plugin.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(BIN);
+    c.args(args).env_remove("KUBECONFIG").env("NO_COLOR", "1");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run kubectl-capi")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+fn kc(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+fn cluster_ar(version: &str) -> ApiResource {
+    ApiResource {
+        group: "cluster.x-k8s.io".into(),
+        version: version.into(),
+        api_version: format!("cluster.x-k8s.io/{version}"),
+        kind: "Cluster".into(),
+        plural: "clusters".into(),
+    }
+}
+
+async fn create_cluster(client: &kube::Client, ns: &str, version: &str, name: &str) {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &cluster_ar(version));
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("cluster.x-k8s.io/{version}"), "kind": "Cluster",
+        "metadata": {"name": name},
+        "spec": {"clusterNetwork": {"services": {"cidrBlocks": ["10.96.0.0/12"]}}}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("create cluster {name}: {e}"));
+}
+
+async fn conn_for(kubeconfig: &Path, ns: &str) -> shared::cli::Conn {
+    shared::cli::KubeFlags {
+        kubeconfig: Some(kubeconfig.to_path_buf()),
+        namespace: Some(ns.to_string()),
+        ..Default::default()
+    }
+    .connect()
+    .await
+    .expect("connect")
+}
+
+// ------------------------------------------------------------------ version and discovery
+
+#[tokio::test]
+async fn version_reports_v1beta2_on_the_full_profile() {
+    let tb = testbed::shared();
+    let o = run(
+        &["version", "-o", "json", "--kubeconfig", kc(&tb.kubeconfig)],
+        &[],
+    );
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["clientVersion"]["name"], "kubectl-capi");
+    let capi = &v["server"]["clusterAPI"];
+    assert_eq!(capi["version"], "v1beta2");
+    assert_eq!(capi["served"], json!(["v1beta2", "v1beta1"]));
+    assert_eq!(capi["contract"], "v1beta2");
+    assert_eq!(v["server"]["byoh"]["version"], "v1beta1");
+    assert_eq!(v["server"]["byoh"]["contract"], "v1beta1");
+    assert_eq!(v["server"]["kamaji"]["version"], "v1alpha1");
+    assert_eq!(v["server"]["url"], tb.server.as_str());
+    assert_eq!(v["server"]["context"], "testbed");
+
+    // The table form, and YAML through KUBECONFIG.
+    let o = run(&["version", "--kubeconfig", kc(&tb.kubeconfig)], &[]);
+    let text = stdout(&o);
+    assert!(
+        text.lines().any(|l| l.starts_with("Cluster API:")
+            && l.contains("cluster.x-k8s.io/v1beta2 (served: v1beta2, v1beta1; contract v1beta2)")),
+        "{text}"
+    );
+    let o = run(
+        &["version", "-o", "yaml"],
+        &[("KUBECONFIG", kc(&tb.kubeconfig))],
+    );
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let y: Value = serde_saphyr::from_str(&stdout(&o)).expect("YAML");
+    assert_eq!(y["server"]["clusterAPI"]["version"], "v1beta2");
+}
+
+#[tokio::test]
+async fn version_reports_v1beta1_on_the_capi_1_10_profile() {
+    let tb = testbed::shared_v1beta1();
+    let o = run(
+        &["version", "-o", "json", "--kubeconfig", kc(&tb.kubeconfig)],
+        &[],
+    );
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["server"]["clusterAPI"]["version"], "v1beta1");
+    assert_eq!(v["server"]["clusterAPI"]["served"], json!(["v1beta1"]));
+    assert_eq!(v["server"]["clusterAPI"]["contract"], "v1beta1");
+}
+
+#[tokio::test]
+async fn kubeconfig_env_with_several_files_is_merged() {
+    let tb = testbed::shared();
+    let dir = tempfile::tempdir().unwrap();
+    // The first file sets current-context to a context defined only in the second.
+    let first = dir.path().join("first");
+    std::fs::write(
+        &first,
+        "apiVersion: v1\nkind: Config\ncurrent-context: testbed\nclusters: []\nusers: []\ncontexts: []\n",
+    )
+    .unwrap();
+    let joined = format!("{}:{}", first.display(), tb.kubeconfig.display());
+    let o = run(&["version", "-o", "json"], &[("KUBECONFIG", &joined)]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["server"]["clusterAPI"]["version"], "v1beta2");
+}
+
+// ------------------------------------------------------------------ errors, for real
+
+fn assert_error(o: &Output, line: &str, hint_contains: &str) {
+    let err = stderr(o);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(o.status.code(), Some(1), "stderr: {err}");
+    assert!(lines.contains(&line), "expected line {line:?} in:\n{err}");
+    let hint = lines
+        .iter()
+        .find(|l| l.starts_with("hint: "))
+        .unwrap_or_else(|| panic!("no hint line in:\n{err}"));
+    assert!(
+        hint.contains(hint_contains),
+        "hint {hint:?} lacks {hint_contains:?}"
+    );
+}
+
+#[tokio::test]
+async fn stopped_server_is_unreachable_naming_context_and_server() {
+    let tb = testbed::Testbed::start(testbed::Options {
+        profile: testbed::Profile::Bare,
+        controller_manager: false,
+        ..Default::default()
+    })
+    .await
+    .expect("start a testbed");
+    tb.stop();
+    let o = run(&["version", "--kubeconfig", kc(&tb.kubeconfig)], &[]);
+    assert_error(
+        &o,
+        &format!(
+            "error: cannot reach the API server {} of context \"testbed\": connection refused",
+            tb.server
+        ),
+        "context \"testbed\"",
+    );
+    // The client version is still printed, like kubectl version.
+    assert!(stdout(&o).starts_with("Client Version:"));
+}
+
+#[tokio::test]
+async fn bad_token_is_rejected_credentials() {
+    let tb = testbed::shared();
+    let bad = tb.kubeconfig_with_token("bad", "nope").unwrap();
+    let o = run(&["version", "--kubeconfig", kc(&bad)], &[]);
+    assert_error(
+        &o,
+        &format!(
+            "error: the API server {} rejected the credentials of context \"bad\" (401 Unauthorized)",
+            tb.server
+        ),
+        "wrong or expired",
+    );
+}
+
+#[tokio::test]
+async fn rbac_limited_user_is_forbidden_with_can_i_hint() {
+    let tb = testbed::shared();
+    let limited = tb
+        .kubeconfig_with_token("limited", testbed::LIMITED_TOKEN)
+        .unwrap();
+    let o = run(&["version", "--kubeconfig", kc(&limited)], &[]);
+    assert_error(
+        &o,
+        "error: user \"limited\" cannot list customresourcedefinitions.apiextensions.k8s.io",
+        "kubectl auth can-i list customresourcedefinitions.apiextensions.k8s.io",
+    );
+    // What discovery could see is still reported.
+    assert!(
+        stdout(&o).contains("cluster.x-k8s.io/v1beta2"),
+        "{}",
+        stdout(&o)
+    );
+
+    // A namespaced list names the namespace in the line and in the can-i hint.
+    let conn = conn_for(&limited, "team-a").await;
+    let err = shared::api::list_names(&conn, &cluster_ar("v1beta2"), Some("team-a"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        shared::render::error_text(&err, false),
+        "error: user \"limited\" cannot list clusters.cluster.x-k8s.io in namespace \"team-a\"\nhint: check with `kubectl auth can-i list clusters.cluster.x-k8s.io -n team-a` and ask a cluster admin for that permission\n"
+    );
+    assert_eq!(err.exit_code(), 1);
+}
+
+#[tokio::test]
+async fn cluster_without_capi_says_install_it() {
+    let tb = testbed::shared_bare();
+    let o = run(&["version", "--kubeconfig", kc(&tb.kubeconfig)], &[]);
+    assert_error(
+        &o,
+        "error: Cluster API is not installed on this cluster (no cluster.x-k8s.io API); install it with clusterctl init",
+        "pick another with --context",
+    );
+}
+
+#[tokio::test]
+async fn unanswered_request_times_out() {
+    let tb = testbed::shared();
+    // A server that accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let text = std::fs::read_to_string(&tb.kubeconfig)
+        .unwrap()
+        .replace(&tb.server, &format!("https://127.0.0.1:{port}"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kubeconfig");
+    std::fs::write(&path, text).unwrap();
+    let started = std::time::Instant::now();
+    let o = run(
+        &[
+            "version",
+            "--kubeconfig",
+            kc(&path),
+            "--request-timeout",
+            "1s",
+        ],
+        &[],
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.lines().any(|l| l.starts_with(&format!(
+            "error: timed out after 1s waiting for the API server https://127.0.0.1:{port}"
+        ))),
+        "{err}"
+    );
+    drop(listener);
+}
+
+#[tokio::test]
+async fn usage_errors_exit_2() {
+    let o = run(&["nope"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unrecognized subcommand 'nope'"));
+    let o = run(&["version", "--request-timeout", "soon"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&["version", "--kubeconfig", "/nonexistent/kc"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).starts_with("error: cannot read the kubeconfig: /nonexistent/kc"));
+    let o = run(
+        &["version", "--context", "nope"],
+        &[("KUBECONFIG", kc(&testbed::shared().kubeconfig))],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).starts_with("error: context \"nope\" not found in the kubeconfig"));
+}
+
+#[tokio::test]
+async fn not_found_offers_the_closest_names() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("notfound").await;
+    for name in ["prod-east", "prod-west", "staging"] {
+        create_cluster(&client, &ns, "v1beta2", name).await;
+    }
+    let conn = conn_for(&tb.kubeconfig, &ns).await;
+    let apis = shared::discovery::ServerApis::discover(&conn)
+        .await
+        .unwrap();
+    let ar = apis.cluster().unwrap();
+    assert_eq!(ar.version, "v1beta2");
+    let found = shared::api::get_or_suggest(&conn, &ar, &ns, "prod-east")
+        .await
+        .unwrap();
+    assert_eq!(found.metadata.name.as_deref(), Some("prod-east"));
+    let err = shared::api::get_or_suggest(&conn, &ar, &ns, "prod-eats")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "Cluster \"prod-eats\" not found in namespace \"{ns}\"; did you mean one of \"prod-east\", \"prod-west\"?"
+        )
+    );
+    let err = shared::api::get_or_suggest(&conn, &ar, &ns, "nothing-like-it")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        shared::render::error_text(&err, false),
+        format!(
+            "error: Cluster \"nothing-like-it\" not found in namespace \"{ns}\"\nhint: check the name and the namespace (looked in \"{ns}\"; use -n or -A)\n"
+        )
+    );
+}
+
+#[tokio::test]
+async fn admission_denial_is_quoted() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("denial").await;
+    // A ValidatingAdmissionPolicy is a real admission denial produced by the API server.
+    let policy_name = format!("deny-forbidden-names-{ns}");
+    let vap = ApiResource {
+        group: "admissionregistration.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "admissionregistration.k8s.io/v1".into(),
+        kind: "ValidatingAdmissionPolicy".into(),
+        plural: "validatingadmissionpolicies".into(),
+    };
+    let binding = ApiResource {
+        kind: "ValidatingAdmissionPolicyBinding".into(),
+        plural: "validatingadmissionpolicybindings".into(),
+        ..vap.clone()
+    };
+    let pp = PatchParams::apply("foundation-test").force();
+    Api::<DynamicObject>::all_with(client.clone(), &vap)
+        .patch(
+            &policy_name,
+            &pp,
+            &Patch::Apply(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": policy_name},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [{
+                        "apiGroups": ["cluster.x-k8s.io"], "apiVersions": ["*"],
+                        "operations": ["CREATE"], "resources": ["clusters"]}]},
+                    "validations": [{"expression": "!object.metadata.name.startsWith('forbidden-')",
+                                     "message": "cluster names must not start with forbidden-"}]
+                }
+            })),
+        )
+        .await
+        .expect("policy");
+    Api::<DynamicObject>::all_with(client.clone(), &binding)
+        .patch(
+            &policy_name,
+            &pp,
+            &Patch::Apply(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": policy_name},
+                "spec": {
+                    "policyName": policy_name,
+                    "validationActions": ["Deny"],
+                    "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}
+                }
+            })),
+        )
+        .await
+        .expect("binding");
+
+    let conn = conn_for(&tb.kubeconfig, &ns).await;
+    let ar = cluster_ar("v1beta2");
+    let api = shared::api::dynamic(&conn, &ar, Some(&ns));
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "forbidden-one"},
+        "spec": {"clusterNetwork": {"apiServerPort": 6443}}
+    }))
+    .unwrap();
+    // The policy takes effect within a few seconds of its creation.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let err = loop {
+        match api.create(&PostParams::default(), &obj).await {
+            Err(e) => break e,
+            Ok(_) => {
+                api.delete("forbidden-one", &Default::default()).await.ok();
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the policy never denied"
+                );
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    };
+    let op = shared::error::Op::on("create", &ar)
+        .in_namespace(Some(&ns))
+        .named("forbidden-one");
+    let err = conn.error(err, &op);
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "ValidatingAdmissionPolicy '{policy_name}' with binding '{policy_name}' denied the request: \"cluster names must not start with forbidden-\""
+        )
+    );
+    assert_eq!(err.exit_code(), 1);
+    Api::<DynamicObject>::all_with(client.clone(), &binding)
+        .delete(&policy_name, &Default::default())
+        .await
+        .ok();
+    Api::<DynamicObject>::all_with(client, &vap)
+        .delete(&policy_name, &Default::default())
+        .await
+        .ok();
+}
+
+#[tokio::test]
+async fn conflicts_are_typed_and_retried_where_safe() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("conflict").await;
+    create_cluster(&client, &ns, "v1beta2", "c1").await;
+    let conn = conn_for(&tb.kubeconfig, &ns).await;
+    let ar = cluster_ar("v1beta2");
+    let api = shared::api::dynamic(&conn, &ar, Some(&ns));
+    let stale = api.get("c1").await.unwrap();
+    // Someone else changes the object.
+    let mut fresh = api.get("c1").await.unwrap();
+    fresh.metadata.labels = Some([("by".to_string(), "someone".to_string())].into());
+    api.replace("c1", &PostParams::default(), &fresh)
+        .await
+        .unwrap();
+
+    let e = api
+        .replace("c1", &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
+    let op = shared::error::Op::on("update", &ar)
+        .in_namespace(Some(&ns))
+        .named("c1");
+    let err = conn.error(e, &op);
+    assert_eq!(
+        err.to_string(),
+        "Cluster \"c1\" was changed by someone else while we updated it"
+    );
+
+    // The retry helper re-reads on every attempt: the first uses the stale copy and conflicts.
+    let mut attempts = Vec::new();
+    let updated = shared::error::retry_on_conflict(5, |attempt| {
+        attempts.push(attempt);
+        let api = api.clone();
+        let stale = stale.clone();
+        async move {
+            let mut obj = if attempt == 0 {
+                stale
+            } else {
+                api.get("c1").await?
+            };
+            let mut labels = obj.metadata.labels.clone().unwrap_or_default();
+            labels.insert("by".into(), "us".into());
+            obj.metadata.labels = Some(labels);
+            api.replace("c1", &PostParams::default(), &obj).await
+        }
+    })
+    .await
+    .expect("retried update");
+    assert_eq!(attempts, vec![0, 1]);
+    assert_eq!(updated.metadata.labels.unwrap()["by"], "us");
+}
+
+// ------------------------------------------------------------------ completion
+
+/// A directory holding only links to our binaries and the completion shims.
+fn plugin_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    for b in ["kubectl-capi", "kubectl-kamaji"] {
+        let target = bin_dir.join(b);
+        if target.exists() {
+            std::os::unix::fs::symlink(&target, dir.path().join(b)).unwrap();
+        }
+    }
+    let completions = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../completions");
+    for shim in ["kubectl_complete-capi", "kubectl_complete-kamaji"] {
+        std::fs::copy(completions.join(shim), dir.path().join(shim)).unwrap();
+    }
+    dir
+}
+
+fn path_with(dir: &Path) -> String {
+    // Only our directory and the system directories (for sh, env and kubectl).
+    format!("{}:/usr/bin:/bin", dir.display())
+}
+
+#[tokio::test]
+async fn completion_shim_returns_live_names() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("complete-shim").await;
+    create_cluster(&client, &ns, "v1beta2", "alpha").await;
+    let dir = plugin_dir();
+    let shim = dir.path().join("kubectl_complete-capi");
+    let complete = |args: &[&str]| {
+        let o = Command::new(&shim)
+            .args(args)
+            .env("PATH", path_with(dir.path()))
+            .env("KUBECONFIG", &tb.kubeconfig)
+            .output()
+            .expect("run the shim");
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    // Verbs, then flags, then live namespaces from the current context.
+    assert_eq!(complete(&[""]), "completion\nversion\n:4\n");
+    assert_eq!(complete(&["version", "--out"]), "--output\n:4\n");
+    let prefix = &ns[..ns.len() - 2];
+    let out = complete(&["version", "-n", prefix]);
+    assert!(out.lines().any(|l| l == ns), "{out}");
+    assert!(out.ends_with("\n:4\n"), "{out}");
+    assert!(!out.contains("kube-system"));
+
+    // Through the real kubectl, which finds the shim by name.
+    let o = Command::new("/usr/bin/kubectl")
+        .args(["__complete", "capi", "version", "--namespace", prefix])
+        .env("PATH", path_with(dir.path()))
+        .env("KUBECONFIG", &tb.kubeconfig)
+        .output()
+        .expect("kubectl");
+    assert!(
+        stdout(&o).lines().any(|l| l == ns),
+        "{}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
+
+    // Live Cluster names for any positional named CLUSTER, at the served version.
+    let root = clap::Command::new("kubectl-capi").subcommand(
+        <shared::cli::KubeFlags as clap::Args>::augment_args(
+            clap::Command::new("describe").arg(clap::Arg::new("name").value_name("CLUSTER")),
+        ),
+    );
+    let words: Vec<String> = [
+        "describe",
+        "--kubeconfig",
+        kc(&tb.kubeconfig),
+        "-n",
+        &ns,
+        "al",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (names, directive) = shared::complete::answer(&root, &words).await;
+    assert_eq!((names, directive), (vec!["alpha".to_string()], 4));
+}
+
+#[tokio::test]
+async fn completion_lists_v1beta1_clusters_too() {
+    let tb = testbed::shared_v1beta1();
+    let (client, ns) = tb.namespace("complete-v1beta1").await;
+    create_cluster(&client, &ns, "v1beta1", "old-one").await;
+    let root = clap::Command::new("kubectl-capi").subcommand(
+        <shared::cli::KubeFlags as clap::Args>::augment_args(
+            clap::Command::new("describe").arg(clap::Arg::new("name").value_name("CLUSTER")),
+        ),
+    );
+    let words: Vec<String> = [
+        "describe",
+        "--kubeconfig",
+        kc(&tb.kubeconfig),
+        "-n",
+        &ns,
+        "",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(
+        shared::complete::answer(&root, &words).await,
+        (vec!["old-one".to_string()], 4)
+    );
+    // An unreachable server answers nothing, with the error directive.
+    let words: Vec<String> = [
+        "describe",
+        "--server",
+        "https://127.0.0.1:1",
+        "--kubeconfig",
+        kc(&tb.kubeconfig),
+        "",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(shared::complete::answer(&root, &words).await, (vec![], 1));
+}
+
+#[test]
+fn completion_scripts_are_generated_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = run(&["completion", shell], &[]);
+        assert!(o.status.success());
+        let s = stdout(&o);
+        assert!(s.contains("kubectl-capi"), "{shell}: {s}");
+        assert!(s.contains("version"), "{shell}");
+        assert!(
+            !s.contains("__complete"),
+            "{shell} script must not offer the hidden verb"
+        );
+    }
+}
+
+// ------------------------------------------------------------------ kubectl and clusterctl
+
+fn kubectl(dir: &Path, args: &[&str]) -> Output {
+    Command::new("/usr/bin/kubectl")
+        .args(args)
+        .env("PATH", path_with(dir))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("kubectl")
+}
+
+#[test]
+fn through_kubectl_usage_reads_kubectl_capi_and_plugin_list_is_clean() {
+    let dir = plugin_dir();
+    let o = kubectl(dir.path(), &["capi", "--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let help = stdout(&o);
+    assert!(
+        help.contains("Usage: kubectl capi [OPTIONS] <COMMAND>"),
+        "{help}"
+    );
+    assert!(help.contains("Exit status:"), "{help}");
+    assert!(help.contains("  2  usage error"), "{help}");
+    // Only real verbs are listed.
+    assert!(!help.contains("__complete"));
+    assert!(!help.contains("\n  help"));
+    let o = kubectl(dir.path(), &["capi", "version", "--help"]);
+    assert!(stdout(&o).contains("Usage: kubectl capi version [OPTIONS]"));
+    let o = kubectl(dir.path(), &["capi", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("Usage: kubectl capi"));
+
+    // A PATH with only our binaries and kubectl's directory: no warnings, exit 0.
+    let plugin_list = tempfile::tempdir().unwrap();
+    for b in ["kubectl-capi", "kubectl-kamaji"] {
+        let t = dir.path().join(b);
+        if t.exists() {
+            std::os::unix::fs::symlink(std::fs::read_link(&t).unwrap(), plugin_list.path().join(b))
+                .unwrap();
+        }
+    }
+    let o = Command::new("/usr/bin/kubectl")
+        .args(["plugin", "list"])
+        .env("PATH", format!("{}:/usr/bin", plugin_list.path().display()))
+        .output()
+        .unwrap();
+    let all = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "{all}");
+    assert!(!all.to_lowercase().contains("warning"), "{all}");
+    assert!(all.contains("kubectl-capi"), "{all}");
+}
+
+#[test]
+fn as_clusterctl_plugin_usage_reads_clusterctl_capi() {
+    let dir = tempfile::tempdir().unwrap();
+    let link: PathBuf = dir.path().join("clusterctl-capi");
+    std::os::unix::fs::symlink(BIN, &link).unwrap();
+    let o = Command::new(&link).arg("--help").output().unwrap();
+    assert!(o.status.success());
+    assert!(
+        stdout(&o).contains("Usage: clusterctl capi [OPTIONS] <COMMAND>"),
+        "{}",
+        stdout(&o)
+    );
+    let o = Command::new(&link)
+        .args(["version", "--help"])
+        .output()
+        .unwrap();
+    assert!(stdout(&o).contains("Usage: clusterctl capi version [OPTIONS]"));
+    let o = Command::new(&link)
+        .args(["version", "--client", "-o", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["clientVersion"]["name"], "clusterctl-capi");
+}
