@@ -519,7 +519,18 @@ async fn completion_shim_returns_live_names() {
         stdout(&o)
     };
     // Verbs, then flags, then live namespaces from the current context.
-    assert_eq!(complete(&[""]), "completion\nversion\n:4\n");
+    let verbs = complete(&[""]);
+    let verb_lines: Vec<&str> = verbs.lines().collect();
+    assert!(
+        verb_lines.contains(&"completion") && verb_lines.contains(&"version"),
+        "{verbs}"
+    );
+    assert!(!verbs.contains("__complete"), "{verbs}");
+    assert_eq!(verb_lines.last(), Some(&":4"));
+    let mut sorted = verb_lines[..verb_lines.len() - 1].to_vec();
+    sorted.sort();
+    assert_eq!(sorted, verb_lines[..verb_lines.len() - 1].to_vec());
+    assert_eq!(complete(&["vers"]), "version\n:4\n");
     assert_eq!(complete(&["version", "--out"]), "--output\n:4\n");
     let prefix = &ns[..ns.len() - 2];
     let out = complete(&["version", "-n", prefix]);

@@ -1,0 +1,321 @@
+//! The krew manifests (`krew/plugins/*.yaml`) pass krew's own validation rules
+//! (`internal/index/validation/validate.go`, krew v0.5.0) and the index's review practice, and
+//! `krew/fill-manifests.sh` fills them from release archives.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Deserialize;
+
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Plugin {
+    api_version: String,
+    kind: String,
+    metadata: Metadata,
+    spec: Spec,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct Metadata {
+    name: String,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Spec {
+    version: String,
+    homepage: Option<String>,
+    short_description: String,
+    description: Option<String>,
+    caveats: Option<String>,
+    platforms: Vec<Platform>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct Platform {
+    selector: Selector,
+    uri: String,
+    sha256: String,
+    bin: String,
+    files: Option<Vec<FileOp>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Selector {
+    match_labels: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct FileOp {
+    from: String,
+    to: String,
+}
+
+fn manifests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../krew/plugins")
+}
+
+const WINDOWS_DEVICES: [&str; 22] = [
+    "con", "prn", "aux", "nul", "com1", "com2", "com3", "com4", "com5", "com6", "com7", "com8",
+    "com9", "lpt1", "lpt2", "lpt3", "lpt4", "lpt5", "lpt6", "lpt7", "lpt8", "lpt9",
+];
+
+fn is_sha256(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// krew's checks plus ours; returns the parsed manifest.
+fn validate(path: &Path) -> Plugin {
+    let text = std::fs::read_to_string(path).unwrap();
+    let p: Plugin = serde_saphyr::from_str(&text)
+        .unwrap_or_else(|e| panic!("{}: not a krew manifest: {e}", path.display()));
+    let file_stem = path.file_stem().unwrap().to_str().unwrap();
+    assert_eq!(
+        p.api_version,
+        "krew.googlecontainertools.github.com/v1alpha2"
+    );
+    assert_eq!(p.kind, "Plugin");
+    let name = &p.metadata.name;
+    assert!(
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '-'),
+        "name {name:?} must match ^[\\w-]+$"
+    );
+    assert!(!WINDOWS_DEVICES.contains(&name.to_lowercase().as_str()));
+    assert_eq!(name, file_stem, "metadata.name must equal the file name");
+    let short = &p.spec.short_description;
+    assert!(
+        !short.trim().is_empty() && !short.contains('\n'),
+        "shortDescription: one line"
+    );
+    assert!(
+        short.len() <= 50,
+        "reviewers ask for a shortDescription of at most 50 characters"
+    );
+    let v = p
+        .spec
+        .version
+        .strip_prefix('v')
+        .unwrap_or_else(|| panic!("version {:?} needs a leading v", p.spec.version));
+    semver::Version::parse(v).expect("semver version");
+    assert!(
+        p.spec
+            .homepage
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("https://")
+    );
+    let description = p.spec.description.as_deref().unwrap_or("");
+    assert!(!description.is_empty());
+    assert!(
+        description.lines().all(|l| l.len() <= 80),
+        "description wrapped at 80 columns"
+    );
+    assert!(
+        p.spec
+            .caveats
+            .as_deref()
+            .is_some_and(|c| c.contains(&p.spec.version))
+    );
+    assert!(!p.spec.platforms.is_empty(), "at least one platform");
+    let mut seen = BTreeSet::new();
+    for pl in &p.spec.platforms {
+        let os = pl
+            .selector
+            .match_labels
+            .get("os")
+            .expect("os label")
+            .clone();
+        let arch = pl
+            .selector
+            .match_labels
+            .get("arch")
+            .expect("arch label")
+            .clone();
+        assert!(
+            seen.insert((os.clone(), arch.clone())),
+            "duplicate platform {os}/{arch}"
+        );
+        assert!(pl.uri.starts_with("https://"), "uri {}", pl.uri);
+        assert!(pl.uri.ends_with(".tar.gz") || pl.uri.ends_with(".zip"));
+        assert!(
+            pl.uri.contains(&p.spec.version),
+            "uri names the version: {}",
+            pl.uri
+        );
+        assert!(
+            pl.uri.contains(&format!("_{os}_{arch}.")),
+            "uri names the platform: {}",
+            pl.uri
+        );
+        assert!(
+            is_sha256(&pl.sha256),
+            "sha256 must match ^[a-f0-9]{{64}}$: {:?}",
+            pl.sha256
+        );
+        // krew links the bin as kubectl-<name with - as _>.
+        assert_eq!(pl.bin, format!("kubectl-{}", name.replace('-', "_")));
+        let files = pl.files.as_ref().expect("files");
+        assert!(!files.is_empty());
+        for f in files {
+            assert!(!f.from.is_empty() && !f.to.is_empty());
+        }
+        assert!(
+            files.iter().any(|f| f.from == pl.bin),
+            "the bin is extracted"
+        );
+        assert!(
+            files.iter().any(|f| f.from == "LICENSE"),
+            "the licence is extracted"
+        );
+    }
+    let want: BTreeSet<(String, String)> = [
+        ("darwin", "amd64"),
+        ("darwin", "arm64"),
+        ("linux", "amd64"),
+        ("linux", "arm64"),
+    ]
+    .iter()
+    .map(|(o, a)| (o.to_string(), a.to_string()))
+    .collect();
+    assert_eq!(seen, want, "linux and darwin, amd64 and arm64");
+    p
+}
+
+#[test]
+fn manifests_pass_krews_validation() {
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(manifests_dir()).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "yaml") {
+            names.push(validate(&path).metadata.name);
+        }
+    }
+    names.sort();
+    assert_eq!(names, vec!["capi", "kamaji"]);
+}
+
+#[test]
+fn invalid_manifests_are_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(manifests_dir().join("capi.yaml")).unwrap();
+    let upper = good.replacen("sha256: 0", "sha256: A", 1);
+    let p = dir.path().join("capi.yaml");
+    std::fs::write(&p, upper).unwrap();
+    assert!(
+        std::panic::catch_unwind(|| validate(&p)).is_err(),
+        "upper-case sha256"
+    );
+    std::fs::write(&p, good.replace("version: v0.1.0", "version: 0.1.0")).unwrap();
+    assert!(
+        std::panic::catch_unwind(|| validate(&p)).is_err(),
+        "version without v"
+    );
+    let other = dir.path().join("other.yaml");
+    std::fs::write(&other, &good).unwrap();
+    assert!(
+        std::panic::catch_unwind(|| validate(&other)).is_err(),
+        "name != file name"
+    );
+}
+
+fn sha256sum(path: &Path) -> String {
+    let o = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum");
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn fill_script_sets_version_uris_and_sums_from_archives() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../krew/fill-manifests.sh");
+    let work = tempfile::tempdir().unwrap();
+    let manifests = work.path().join("plugins");
+    std::fs::create_dir(&manifests).unwrap();
+    for m in ["capi.yaml", "kamaji.yaml"] {
+        std::fs::copy(manifests_dir().join(m), manifests.join(m)).unwrap();
+    }
+    let dist = work.path().join("dist");
+    std::fs::create_dir(&dist).unwrap();
+    let version = "v1.2.3";
+    for plugin in ["capi", "kamaji"] {
+        for os in ["linux", "darwin"] {
+            for arch in ["amd64", "arm64"] {
+                let f = dist.join(format!("kubectl-{plugin}_{version}_{os}_{arch}.tar.gz"));
+                std::fs::write(&f, format!("archive of {plugin} for {os}/{arch}")).unwrap();
+            }
+        }
+    }
+    // A missing archive fails and changes nothing.
+    let missing = dist.join(format!("kubectl-kamaji_{version}_darwin_arm64.tar.gz"));
+    let saved = std::fs::read(&missing).unwrap();
+    std::fs::remove_file(&missing).unwrap();
+    let before = std::fs::read_to_string(manifests.join("capi.yaml")).unwrap();
+    let o = Command::new("sh")
+        .arg(&script)
+        .args([version, dist.to_str().unwrap(), manifests.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("missing archive"));
+    assert_eq!(
+        std::fs::read_to_string(manifests.join("capi.yaml")).unwrap(),
+        before
+    );
+    std::fs::write(&missing, saved).unwrap();
+
+    let o = Command::new("sh")
+        .arg(&script)
+        .args(["1.2.3", dist.to_str().unwrap(), manifests.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "a version without v is a usage error"
+    );
+
+    let o = Command::new("sh")
+        .arg(&script)
+        .args([version, dist.to_str().unwrap(), manifests.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for plugin in ["capi", "kamaji"] {
+        let p = validate(&manifests.join(format!("{plugin}.yaml")));
+        assert_eq!(p.spec.version, version);
+        assert!(
+            p.spec
+                .caveats
+                .unwrap()
+                .contains(&format!("store/{plugin}/{version}/"))
+        );
+        for pl in &p.spec.platforms {
+            let os = &pl.selector.match_labels["os"];
+            let arch = &pl.selector.match_labels["arch"];
+            let file = format!("kubectl-{plugin}_{version}_{os}_{arch}.tar.gz");
+            assert_eq!(
+                pl.uri,
+                format!(
+                    "https://github.com/capi-kamaji/kubectl-plugins/releases/download/{version}/{file}"
+                )
+            );
+            assert_eq!(pl.sha256, sha256sum(&dist.join(&file)));
+        }
+    }
+}
