@@ -1,1 +1,233 @@
-fn main() {}
+//! `kamaji-reconciler`: the KamajiControlPlane provider process.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use kamaji_reconciler::controller::{self, Config};
+use kamaji_reconciler::metrics::Metrics;
+use kamaji_reconciler::{leader, server};
+
+/// The KamajiControlPlane provider for Cluster API: turns KamajiControlPlanes into Kamaji
+/// TenantControlPlanes, publishes their endpoint and kubeconfig, and steps upgrades one minor
+/// at a time. Watch-driven: idle, it makes no API requests.
+#[derive(Parser, Debug)]
+#[command(name = "kamaji-reconciler", version)]
+struct Args {
+    /// Kubeconfig to use (out of cluster); in-cluster config or $KUBECONFIG otherwise.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context.
+    #[arg(long)]
+    context: Option<String>,
+    /// Reconcile KamajiControlPlanes of this namespace only (default: all namespaces).
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Elect a leader through a coordination.k8s.io Lease before reconciling.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kamaji-system")]
+    leader_election_namespace: String,
+    /// Address of /healthz, /readyz and /metrics ("0" disables).
+    #[arg(long, default_value = ":8080")]
+    metrics_bind_address: String,
+    /// A second address for /healthz and /readyz (upstream's flag; "0" disables).
+    #[arg(long, default_value = "0")]
+    health_probe_bind_address: String,
+    /// More infrastructure-cluster kinds whose spec.controlPlaneEndpoint is set (comma-separated
+    /// kinds of group infrastructure.cluster.x-k8s.io; grant RBAC for them yourself).
+    #[arg(long, value_delimiter = ',')]
+    dynamic_infrastructure_clusters: Vec<String>,
+    /// Do not patch or check infrastructure clusters.
+    #[arg(long)]
+    skip_infra_cluster_patch: bool,
+    /// Allow deployment.externalClusterReference (TenantControlPlane in another cluster).
+    #[arg(long)]
+    external_cluster_reference: bool,
+    /// Allow the external kubeconfig Secret in another namespace than the KamajiControlPlane's.
+    #[arg(long)]
+    external_cluster_reference_cross_namespace: bool,
+    /// Concurrent reconciles.
+    #[arg(long, default_value_t = 4)]
+    max_concurrent_reconciles: u16,
+    /// Print the CRDs as YAML and exit.
+    #[arg(long)]
+    print_crds: bool,
+    /// Benchmark aid: stop after this many seconds and print the reconcile count and peak RSS.
+    #[arg(long, value_name = "SECONDS")]
+    exit_after: Option<u64>,
+    /// More logging (-v info, -vv debug, -vvv trace).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+fn parse_addr(s: &str) -> Result<Option<SocketAddr>> {
+    if s == "0" || s.is_empty() {
+        return Ok(None);
+    }
+    let s = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_string()
+    };
+    Ok(Some(s.parse().with_context(|| {
+        format!("invalid bind address {s:?}; use host:port or :port")
+    })?))
+}
+
+fn peak_rss_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+async fn client(args: &Args) -> Result<kube::Client> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let opts = KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
+    let cfg = match &args.kubeconfig {
+        Some(p) => {
+            let kc = Kubeconfig::read_from(p)
+                .with_context(|| format!("reading kubeconfig {}", p.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &opts).await?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run in a cluster")?,
+    };
+    Ok(kube::Client::try_from(cfg)?)
+}
+
+async fn real_main(args: Args) -> Result<()> {
+    if args.print_crds {
+        for c in kamaji_reconciler::try_crds()? {
+            let mut v = serde_json::to_value(&c)?;
+            v["apiVersion"] = "apiextensions.k8s.io/v1".into();
+            v["kind"] = "CustomResourceDefinition".into();
+            print!("---\n{}", serde_saphyr::to_string(&v)?);
+        }
+        return Ok(());
+    }
+    let client = client(&args).await?;
+    let metrics = Arc::new(Metrics::default());
+    let ready = Arc::new(AtomicBool::new(false));
+    let mut addrs = Vec::new();
+    for a in [&args.metrics_bind_address, &args.health_probe_bind_address] {
+        if let Some(a) = parse_addr(a)?
+            && !addrs.contains(&a)
+        {
+            addrs.push(a);
+        }
+    }
+    for a in addrs {
+        let (m, r) = (metrics.clone(), ready.clone());
+        tokio::spawn(async move {
+            if let Err(e) = server::serve(a, m, r).await {
+                tracing::error!("HTTP server on {a}: {e}");
+            }
+        });
+    }
+    let lost = if args.leader_elect {
+        let id = std::env::var("POD_NAME").unwrap_or_else(|_| {
+            format!(
+                "{}-{}",
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "kamaji-reconciler".into()),
+                std::process::id()
+            )
+        });
+        Some(leader::acquire(client.clone(), &args.leader_election_namespace, id).await?)
+    } else {
+        None
+    };
+    let cfg = Config {
+        namespace: args.namespace.clone(),
+        extra_infra_kinds: args.dynamic_infrastructure_clusters.clone(),
+        skip_infra_patch: args.skip_infra_cluster_patch,
+        external_cluster_reference: args.external_cluster_reference,
+        external_cluster_reference_cross_namespace: args.external_cluster_reference_cross_namespace,
+        concurrency: args.max_concurrent_reconciles,
+    };
+    let run = controller::run(client, cfg, metrics.clone(), ready.clone());
+    let lost = async move {
+        match lost {
+            Some(h) => {
+                let _ = h.await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    let timer = async {
+        match args.exit_after {
+            Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        r = run => r?,
+        _ = lost => anyhow::bail!("lost the leader-election Lease; exiting so that another replica takes over"),
+        _ = timer => {
+            eprintln!(
+                "kamaji-reconciler: reconciles={} errors={} peak_rss_kib={}",
+                metrics.reconciles.load(Ordering::Relaxed),
+                metrics.reconcile_errors.load(Ordering::Relaxed),
+                peak_rss_kib().unwrap_or(0)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let level = match args.verbose {
+        0 => "warn,kamaji_reconciler=info",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kamaji-reconciler: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(real_main(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kamaji-reconciler: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

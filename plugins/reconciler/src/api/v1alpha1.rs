@@ -1,0 +1,150 @@
+//! `controlplane.cluster.x-k8s.io/v1alpha1`: the CAPI v1beta1 contract (CACPPK v0.19 and earlier).
+
+// The CustomResource derive takes one `printcolumn(...)` per column; clippy reads two columns
+// of the same type as a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::{KamajiControlPlaneFields, TemplateMeta};
+
+/// CAPI v1beta1 `APIEndpoint`. Never sent empty: the whole field is an `Option`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ApiEndpoint {
+    pub host: String,
+    pub port: i32,
+}
+
+/// The desired state of a KamajiControlPlane.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "controlplane.cluster.x-k8s.io",
+    version = "v1alpha1",
+    kind = "KamajiControlPlane",
+    namespaced,
+    status = "KamajiControlPlaneStatus",
+    shortname = "ktcp",
+    category = "cluster-api",
+    category = "kamaji",
+    derive = "Default",
+    derive = "PartialEq",
+    doc = "KamajiControlPlane is the Schema for the kamajicontrolplanes API.",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".spec.version",
+        description = "The desired Kubernetes version"
+    ),
+    printcolumn(
+        name = "Initialized",
+        type_ = "boolean",
+        json_path = ".status.initialized",
+        description = "Check if the Kamaji Control Plane has been initialized"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "boolean",
+        json_path = ".status.ready",
+        description = "Check if the Kamaji Control Plane is up and running"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Age"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KamajiControlPlaneSpec {
+    #[serde(flatten)]
+    pub fields: KamajiControlPlaneFields,
+    /// The endpoint of the Kubernetes API server managed by Kamaji; written by the controller.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minProperties" = 1))]
+    pub control_plane_endpoint: Option<ApiEndpoint>,
+    /// Number of desired replicas for the TenantControlPlane Deployment. Defaults to 2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = 2))]
+    pub replicas: Option<i32>,
+    /// The desired Kubernetes version.
+    pub version: String,
+}
+
+/// A CAPI v1beta1 condition.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct V1Beta1Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub severity: String,
+    pub last_transition_time: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// The observed state (CAPI v1beta1 contract).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KamajiControlPlaneStatus {
+    #[serde(default)]
+    pub initialized: bool,
+    pub ready: bool,
+    #[serde(default)]
+    pub replicas: i32,
+    #[serde(default)]
+    pub ready_replicas: i32,
+    #[serde(default)]
+    pub unavailable_replicas: i32,
+    #[serde(default)]
+    pub updated_replicas: i32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub selector: String,
+    /// Always `true`: the control plane is managed by Kamaji, without Machines.
+    #[schemars(required, extend("default" = true))]
+    pub external_managed_control_plane: Option<bool>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub failure_reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub failure_message: String,
+    pub version: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<V1Beta1Condition>,
+}
+
+/// The desired state of a KamajiControlPlaneTemplate.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "controlplane.cluster.x-k8s.io",
+    version = "v1alpha1",
+    kind = "KamajiControlPlaneTemplate",
+    namespaced,
+    shortname = "ktcpt",
+    category = "cluster-api",
+    category = "kamaji",
+    derive = "Default",
+    derive = "PartialEq",
+    doc = "KamajiControlPlaneTemplate is the Schema for the kamajicontrolplanetemplates API."
+)]
+pub struct KamajiControlPlaneTemplateSpec {
+    pub template: KamajiControlPlaneTemplateResource,
+}
+
+/// The data needed to create a KamajiControlPlane from a template.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct KamajiControlPlaneTemplateResource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minProperties" = 1))]
+    pub metadata: Option<TemplateMeta>,
+    pub spec: KamajiControlPlaneFields,
+}

@@ -1,0 +1,203 @@
+//! The infrastructure-cluster patch table (pure: decides the patch, the controller applies it).
+
+use serde_json::{Value, json};
+
+use crate::endpoint::Endpoint;
+
+/// What is done to an infrastructure cluster of a given kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Set `spec.controlPlaneEndpoint`.
+    Endpoint,
+    /// Set `spec.controlPlaneEndpoint` and `status.ready = true` (externally managed infra).
+    EndpointAndReady,
+    /// Only check that `spec.controlPlaneEndpoint` already equals the TCP's.
+    CheckOnly,
+    /// Check; set when the host is empty.
+    CheckOrSetWhenEmpty,
+    /// `spec.apiServerFixedIP` and `spec.apiServerPort` (OpenStack).
+    OpenStack,
+    /// Kinds added with `--dynamic-infrastructure-clusters`: generic `spec.controlPlaneEndpoint`.
+    Generic,
+}
+
+/// The built-in table (group `infrastructure.cluster.x-k8s.io`).
+pub const TABLE: &[(&str, Action)] = &[
+    ("AWSCluster", Action::Endpoint),
+    ("AzureCluster", Action::Endpoint),
+    ("HetznerCluster", Action::Endpoint),
+    ("IonosCloudCluster", Action::Endpoint),
+    ("ByoCluster", Action::Endpoint),
+    ("KubevirtCluster", Action::EndpointAndReady),
+    ("NutanixCluster", Action::EndpointAndReady),
+    ("PacketCluster", Action::EndpointAndReady),
+    ("Metal3Cluster", Action::CheckOnly),
+    ("MetalStackCluster", Action::CheckOnly),
+    ("ProxmoxCluster", Action::CheckOrSetWhenEmpty),
+    ("TinkerbellCluster", Action::CheckOrSetWhenEmpty),
+    ("VSphereCluster", Action::CheckOrSetWhenEmpty),
+    ("OpenStackCluster", Action::OpenStack),
+    ("OscCluster", Action::Generic),
+];
+
+/// The action for `kind`, from the table or the extra kinds.
+pub fn action_for(kind: &str, extra: &[String]) -> Option<Action> {
+    TABLE
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map(|(_, a)| *a)
+        .or_else(|| extra.iter().any(|k| k == kind).then_some(Action::Generic))
+}
+
+/// The decision for one infrastructure object.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Plan {
+    /// Nothing to change.
+    UpToDate,
+    /// Merge-patch `spec` with this value; `status_ready` also sets `status.ready`.
+    Patch { spec: Value, status_ready: bool },
+    /// The object disagrees with Kamaji and this provider may not change it.
+    Mismatch(String),
+}
+
+fn current_endpoint(obj: &Value) -> (String, i64) {
+    let ep = &obj["spec"]["controlPlaneEndpoint"];
+    (
+        ep["host"].as_str().unwrap_or_default().to_string(),
+        ep["port"].as_i64().unwrap_or_default(),
+    )
+}
+
+/// Decides what to do with infrastructure object `obj` for endpoint `ep`.
+pub fn plan(action: Action, kind: &str, obj: &Value, ep: &Endpoint) -> Plan {
+    let (host, port) = current_endpoint(obj);
+    let same = host == ep.host && port == i64::from(ep.port);
+    let set_ep = json!({"controlPlaneEndpoint": {"host": ep.host, "port": ep.port}});
+    match action {
+        Action::Endpoint | Action::Generic => {
+            if same {
+                Plan::UpToDate
+            } else {
+                Plan::Patch {
+                    spec: set_ep,
+                    status_ready: false,
+                }
+            }
+        }
+        Action::EndpointAndReady => {
+            let ready = obj["status"]["ready"] == json!(true);
+            if same && ready {
+                Plan::UpToDate
+            } else {
+                Plan::Patch {
+                    spec: if same { json!({}) } else { set_ep },
+                    status_ready: !ready,
+                }
+            }
+        }
+        Action::OpenStack => {
+            let ip = obj["spec"]["apiServerFixedIP"].as_str().unwrap_or_default();
+            let p = obj["spec"]["apiServerPort"].as_i64().unwrap_or_default();
+            if ip == ep.host && p == i64::from(ep.port) {
+                Plan::UpToDate
+            } else {
+                Plan::Patch {
+                    spec: json!({"apiServerFixedIP": ep.host, "apiServerPort": ep.port}),
+                    status_ready: false,
+                }
+            }
+        }
+        Action::CheckOnly | Action::CheckOrSetWhenEmpty => {
+            if same {
+                Plan::UpToDate
+            } else if host.is_empty() && action == Action::CheckOrSetWhenEmpty {
+                Plan::Patch {
+                    spec: set_ep,
+                    status_ready: false,
+                }
+            } else if host.is_empty() {
+                Plan::Mismatch(format!(
+                    "{kind} has no spec.controlPlaneEndpoint, and this provider does not set it for {kind}: set it to {ep} (pre-assign the address with the KamajiControlPlane's network.serviceAddress)"
+                ))
+            } else {
+                Plan::Mismatch(format!(
+                    "{kind} spec.controlPlaneEndpoint is {host}:{port} but the TenantControlPlane serves {ep}: make them equal (pre-assign the address with the KamajiControlPlane's network.serviceAddress, or fix the {kind})"
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep() -> Endpoint {
+        Endpoint {
+            host: "10.0.0.5".into(),
+            port: 6443,
+        }
+    }
+
+    #[test]
+    fn table_lookup_and_extra_kinds() {
+        assert_eq!(action_for("OpenStackCluster", &[]), Some(Action::OpenStack));
+        assert_eq!(action_for("DockerCluster", &[]), None);
+        assert_eq!(
+            action_for("DockerCluster", &["DockerCluster".into()]),
+            Some(Action::Generic)
+        );
+    }
+
+    #[test]
+    fn openstack_sets_fixed_ip_and_port_once() {
+        let o = json!({"spec": {"apiServerFixedIP": ""}});
+        assert_eq!(
+            plan(Action::OpenStack, "OpenStackCluster", &o, &ep()),
+            Plan::Patch {
+                spec: json!({"apiServerFixedIP": "10.0.0.5", "apiServerPort": 6443}),
+                status_ready: false
+            }
+        );
+        let o = json!({"spec": {"apiServerFixedIP": "10.0.0.5", "apiServerPort": 6443}});
+        assert_eq!(
+            plan(Action::OpenStack, "OpenStackCluster", &o, &ep()),
+            Plan::UpToDate
+        );
+    }
+
+    #[test]
+    fn kubevirt_gets_endpoint_and_ready() {
+        let o = json!({"spec": {}});
+        assert!(matches!(
+            plan(Action::EndpointAndReady, "KubevirtCluster", &o, &ep()),
+            Plan::Patch {
+                status_ready: true,
+                ..
+            }
+        ));
+        let o = json!({"spec": {"controlPlaneEndpoint": {"host": "10.0.0.5", "port": 6443}}, "status": {"ready": true}});
+        assert_eq!(
+            plan(Action::EndpointAndReady, "KubevirtCluster", &o, &ep()),
+            Plan::UpToDate
+        );
+    }
+
+    #[test]
+    fn metal3_is_checked_only() {
+        let o = json!({"spec": {"controlPlaneEndpoint": {"host": "10.9.9.9", "port": 6443}}});
+        assert!(
+            matches!(plan(Action::CheckOnly, "Metal3Cluster", &o, &ep()), Plan::Mismatch(m) if m.contains("10.9.9.9:6443"))
+        );
+        let o = json!({"spec": {"controlPlaneEndpoint": {"host": "10.0.0.5", "port": 6443}}});
+        assert_eq!(
+            plan(Action::CheckOnly, "Metal3Cluster", &o, &ep()),
+            Plan::UpToDate
+        );
+        let o = json!({"spec": {}});
+        assert!(matches!(
+            plan(Action::CheckOrSetWhenEmpty, "VSphereCluster", &o, &ep()),
+            Plan::Patch { .. }
+        ));
+    }
+}

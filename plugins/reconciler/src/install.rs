@@ -1,0 +1,196 @@
+//! What `kubectl kamaji install` applies: CRDs, RBAC and a hardened Deployment.
+
+use serde_json::{Value, json};
+
+use crate::infra::TABLE;
+
+/// Name of the Deployment, ServiceAccount, ClusterRole and bindings.
+pub const NAME: &str = "kamaji-reconciler";
+/// The default image.
+pub const DEFAULT_IMAGE: &str = "ghcr.io/capi-kamaji/kamaji-reconciler:latest";
+/// The default namespace.
+pub const DEFAULT_NAMESPACE: &str = "kamaji-system";
+/// CAPI's kubeadm bootstrap controller, which reads KamajiControlPlanes (CAPI v1.14).
+pub const KUBEADM_BOOTSTRAP_SA: (&str, &str) = (
+    "capi-kubeadm-bootstrap-system",
+    "capi-kubeadm-bootstrap-manager",
+);
+
+fn labels() -> Value {
+    json!({
+        "app.kubernetes.io/name": NAME,
+        "app.kubernetes.io/part-of": "kubectl-kamaji",
+        "app.kubernetes.io/managed-by": "kubectl-kamaji",
+        "cluster.x-k8s.io/provider": "control-plane-kamaji",
+    })
+}
+
+fn plural(kind: &str) -> String {
+    format!("{}s", kind.to_lowercase())
+}
+
+/// The least-privilege ClusterRole of the reconciler.
+pub fn cluster_role() -> Value {
+    let infra: Vec<String> = TABLE.iter().map(|(k, _)| plural(k)).collect();
+    let infra_status: Vec<String> = TABLE
+        .iter()
+        .filter(|(_, a)| *a == crate::infra::Action::EndpointAndReady)
+        .map(|(k, _)| format!("{}/status", plural(k)))
+        .collect();
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": NAME, "labels": labels()},
+        "rules": [
+            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes"], "verbs": ["get", "list", "watch", "patch", "update"]},
+            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/status"], "verbs": ["get", "patch", "update"]},
+            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/finalizers"], "verbs": ["update"]},
+            {"apiGroups": ["kamaji.clastix.io"], "resources": ["tenantcontrolplanes"], "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+            {"apiGroups": ["cluster.x-k8s.io"], "resources": ["clusters"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "patch", "update"]},
+            {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra, "verbs": ["get", "list", "watch", "patch"]},
+            {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra_status, "verbs": ["patch"]},
+            {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "resourceNames": ["tenantcontrolplanes.kamaji.clastix.io"], "verbs": ["get"]},
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}
+        ]
+    })
+}
+
+/// Every object `kubectl kamaji install` applies, in apply order.
+pub fn install_manifests(image: &str, namespace: &str) -> Vec<Value> {
+    let mut out: Vec<Value> = crate::crds()
+        .into_iter()
+        .map(|c| {
+            let mut v = serde_json::to_value(&c).unwrap_or(Value::Null);
+            v["apiVersion"] = json!("apiextensions.k8s.io/v1");
+            v["kind"] = json!("CustomResourceDefinition");
+            v
+        })
+        .collect();
+    let sa_ref = json!({"kind": "ServiceAccount", "name": NAME, "namespace": namespace});
+    out.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels()}}));
+    out.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": namespace, "labels": labels()}}));
+    out.push(cluster_role());
+    out.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": NAME, "labels": labels()},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+        "subjects": [sa_ref.clone()]
+    }));
+    // Leader election, in the reconciler's own namespace only.
+    out.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": format!("{NAME}-leader-election"), "namespace": namespace, "labels": labels()},
+        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}]
+    }));
+    out.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": format!("{NAME}-leader-election"), "namespace": namespace, "labels": labels()},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{NAME}-leader-election")},
+        "subjects": [sa_ref]
+    }));
+    // CAPI core aggregates roles with this label into its manager role; the kubeadm bootstrap
+    // controller of CAPI v1.14 reads KamajiControlPlanes too and gets an explicit binding.
+    out.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": format!("{NAME}-capi"), "labels": {"cluster.x-k8s.io/aggregate-to-manager": "true", "app.kubernetes.io/name": NAME}},
+        "rules": [
+            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes", "kamajicontrolplanetemplates"], "verbs": ["get", "list", "watch", "patch", "update"]},
+            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/status"], "verbs": ["get", "patch", "update"]}
+        ]
+    }));
+    out.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": format!("{NAME}-kubeadm-bootstrap-reader"), "labels": labels()},
+        "rules": [{"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes"], "verbs": ["get", "list", "watch"]}]
+    }));
+    out.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": format!("{NAME}-kubeadm-bootstrap-reader"), "labels": labels()},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{NAME}-kubeadm-bootstrap-reader")},
+        "subjects": [{"kind": "ServiceAccount", "name": KUBEADM_BOOTSTRAP_SA.1, "namespace": KUBEADM_BOOTSTRAP_SA.0}]
+    }));
+    out.push(deployment(image, namespace));
+    out
+}
+
+/// The hardened Deployment: non-root, read-only root filesystem, no capabilities, limits.
+pub fn deployment(image: &str, namespace: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": namespace, "labels": labels()},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "template": {
+                "metadata": {"labels": labels()},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "automountServiceAccountToken": true,
+                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": "reconciler",
+                        "image": image,
+                        "args": ["--leader-elect", format!("--leader-election-namespace={namespace}"), "--metrics-bind-address=:8080"],
+                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "initialDelaySeconds": 5, "periodSeconds": 20},
+                        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 10},
+                        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}},
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "readOnlyRootFilesystem": true,
+                            "runAsNonRoot": true,
+                            "capabilities": {"drop": ["ALL"]}
+                        }
+                    }]
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifests_are_hardened_and_least_privilege() {
+        let m = install_manifests("img:1", "ns1");
+        let kinds: Vec<&str> = m.iter().filter_map(|o| o["kind"].as_str()).collect();
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|k| **k == "CustomResourceDefinition")
+                .count(),
+            2
+        );
+        let dep = m.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let c = &dep["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(c["image"], "img:1");
+        assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+        assert_eq!(
+            dep["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"],
+            true
+        );
+        assert!(c["resources"]["limits"]["memory"].is_string());
+        let role = cluster_role();
+        for r in role["rules"].as_array().unwrap() {
+            for v in r["verbs"].as_array().unwrap() {
+                assert_ne!(v, "*");
+            }
+            assert!(!r["resources"].as_array().unwrap().iter().any(|x| x == "*"));
+        }
+        let reader = m
+            .iter()
+            .find(|o| {
+                o["metadata"]["name"] == "kamaji-reconciler-kubeadm-bootstrap-reader"
+                    && o["kind"] == "ClusterRoleBinding"
+            })
+            .unwrap();
+        assert_eq!(
+            reader["subjects"][0]["namespace"],
+            "capi-kubeadm-bootstrap-system"
+        );
+    }
+}

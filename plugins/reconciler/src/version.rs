@@ -1,0 +1,173 @@
+//! Kubernetes version stepping: Kamaji refuses to skip a minor, so a KamajiControlPlane whose
+//! `spec.version` is more than one minor ahead is walked there one minor at a time.
+
+/// A parsed `vMAJOR.MINOR.PATCH` (pre-release and build suffixes kept verbatim).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Version {
+    pub major: u64,
+    pub minor: u64,
+    pub patch: u64,
+    pub rest: String,
+}
+
+impl Version {
+    pub fn parse(s: &str) -> Option<Version> {
+        let s = s.trim().trim_start_matches('v');
+        let (core, rest) = match s.find(['-', '+']) {
+            Some(i) => (&s[..i], s[i..].to_string()),
+            None => (s, String::new()),
+        };
+        let mut it = core.split('.');
+        let major = it.next()?.parse().ok()?;
+        let minor = it.next()?.parse().ok()?;
+        let patch = it.next().map(|p| p.parse().ok()).unwrap_or(Some(0))?;
+        if it.next().is_some() {
+            return None;
+        }
+        Some(Version {
+            major,
+            minor,
+            patch,
+            rest,
+        })
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "v{}.{}.{}{}",
+            self.major, self.minor, self.patch, self.rest
+        )
+    }
+}
+
+/// What to write into the TenantControlPlane's `spec.kubernetes.version` now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Write the desired version (creation, a patch change, or the last minor step).
+    Desired(String),
+    /// A multi-minor upgrade: write this intermediate version; `remaining` minors to go after it.
+    Intermediate { version: String, remaining: u64 },
+    /// The current version is still rolling out: keep it; `remaining` minors to go.
+    Wait { version: String, remaining: u64 },
+    /// Refused: a downgrade of the minor, or a different major.
+    Refused(String),
+}
+
+/// Decides the next version. `current` is the TCP's `spec.kubernetes.version` (None before it
+/// exists), `ready_at_current` whether the TCP reports that version Ready.
+pub fn next_step(desired: &str, current: Option<&str>, ready_at_current: bool) -> Step {
+    let want = crate::tcp::v_prefixed(desired);
+    let Some(cur_s) = current else {
+        return Step::Desired(want);
+    };
+    let (Some(d), Some(c)) = (Version::parse(&want), Version::parse(cur_s)) else {
+        return Step::Desired(want);
+    };
+    if d.major != c.major {
+        return Step::Refused(format!(
+            "changing the major version ({c} to {d}) is not supported"
+        ));
+    }
+    if d.minor < c.minor {
+        return Step::Refused(format!(
+            "downgrading the minor version ({c} to {d}) is not supported by Kamaji; set spec.version to v{}.{} or later",
+            c.major, c.minor
+        ));
+    }
+    if d.minor == c.minor {
+        return Step::Desired(want);
+    }
+    let remaining = d.minor - c.minor;
+    if !ready_at_current {
+        return Step::Wait {
+            version: cur_s.to_string(),
+            remaining,
+        };
+    }
+    if remaining == 1 {
+        return Step::Desired(want);
+    }
+    Step::Intermediate {
+        version: format!("v{}.{}.0", c.major, c.minor + 1),
+        remaining: remaining - 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_display() {
+        assert_eq!(Version::parse("1.33.2").unwrap().to_string(), "v1.33.2");
+        assert_eq!(Version::parse("v1.34").unwrap().to_string(), "v1.34.0");
+        assert_eq!(Version::parse("v1.35.0-rc.1").unwrap().rest, "-rc.1");
+        assert!(Version::parse("latest").is_none());
+    }
+
+    #[test]
+    fn creation_patch_and_single_minor_go_straight() {
+        assert_eq!(
+            next_step("1.33.1", None, false),
+            Step::Desired("v1.33.1".into())
+        );
+        assert_eq!(
+            next_step("v1.33.4", Some("v1.33.1"), false),
+            Step::Desired("v1.33.4".into())
+        );
+        assert_eq!(
+            next_step("v1.34.2", Some("v1.33.1"), true),
+            Step::Desired("v1.34.2".into())
+        );
+    }
+
+    #[test]
+    fn two_minors_are_stepped_and_each_step_waits_for_ready() {
+        assert_eq!(
+            next_step("v1.35.0", Some("v1.33.1"), true),
+            Step::Intermediate {
+                version: "v1.34.0".into(),
+                remaining: 1
+            }
+        );
+        assert_eq!(
+            next_step("v1.35.0", Some("v1.33.1"), false),
+            Step::Wait {
+                version: "v1.33.1".into(),
+                remaining: 2
+            }
+        );
+        // At the intermediate step, not yet Ready: keep it.
+        assert_eq!(
+            next_step("v1.35.0", Some("v1.34.0"), false),
+            Step::Wait {
+                version: "v1.34.0".into(),
+                remaining: 1
+            }
+        );
+        // Intermediate Ready: the final version.
+        assert_eq!(
+            next_step("v1.35.0", Some("v1.34.0"), true),
+            Step::Desired("v1.35.0".into())
+        );
+        // Already at the final version, rolling out: keep writing it.
+        assert_eq!(
+            next_step("v1.35.0", Some("v1.35.0"), false),
+            Step::Desired("v1.35.0".into())
+        );
+    }
+
+    #[test]
+    fn downgrades_and_major_changes_are_refused() {
+        assert!(
+            matches!(next_step("v1.32.0", Some("v1.33.0"), true), Step::Refused(m) if m.contains("downgrading"))
+        );
+        assert!(matches!(
+            next_step("v2.0.0", Some("v1.33.0"), true),
+            Step::Refused(_)
+        ));
+    }
+}
