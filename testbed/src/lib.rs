@@ -20,6 +20,7 @@ mod assets;
 mod capi;
 mod certs;
 mod crds;
+pub mod fixtures;
 mod process;
 pub mod sim;
 
@@ -35,6 +36,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 pub use assets::Assets;
+/// Installs every CRD of a folder (server-side apply) and waits until they are served.
+pub use crds::install_dir as install_crds;
 pub use process::Proc;
 
 /// Which upstream CRDs the API server gets.

@@ -6,7 +6,13 @@
 //!                    [--delay-ms MS] [--failure-rate F]]
 //! capi-testbed down --dir .sandbox
 //! capi-testbed build [--capi]                                               # assets only
+//! capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N]
+//!                   [--clusters N] [--deployments N]                          # fixtures
 //! ```
+//! `seed` writes a fixture fleet (`testbed::fixtures::fleet`) into a running sandbox: ByoHosts in
+//! every state, Machines, ByoMachines, MachineDeployments, clusters (one Kamaji) with status, as
+//! the real controllers would have written them. Defaults: `--namespace bench`, 30 hosts, 20
+//! machines, 3 clusters, 2 MachineDeployments.
 //! `up` writes `<dir>/kubeconfig`, then `<dir>/ready`, and runs until SIGINT or SIGTERM, when it
 //! stops every process it started.
 
@@ -18,7 +24,7 @@ use testbed::{Options, Profile, Testbed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--audit] [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v] [--delay-ms MS] [--failure-rate F]]\n       capi-testbed down --dir DIR\n       capi-testbed build [--capi]"
+        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--audit] [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v] [--delay-ms MS] [--failure-rate F]]\n       capi-testbed down --dir DIR\n       capi-testbed build [--capi]\n       capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N] [--clusters N] [--deployments N]"
     );
     ExitCode::from(2)
 }
@@ -48,6 +54,10 @@ async fn main() -> ExitCode {
         labels: vec![],
         name_prefix: "host-".into(),
     };
+    let mut seed = testbed::fixtures::FleetSpec::small();
+    let mut seed_ns = "bench".to_string();
+    let mut kubeconfig: Option<PathBuf> = None;
+    let mut hosts_given: Option<usize> = None;
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -63,7 +73,30 @@ async fn main() -> ExitCode {
             "--audit" => audit = true,
             "--simulate" => sim = Some(Sim),
             "--hosts" => match it.next().and_then(|n| n.parse().ok()) {
-                Some(n) => pool.count = n,
+                Some(n) => {
+                    pool.count = n;
+                    hosts_given = Some(n);
+                }
+                None => return usage(),
+            },
+            "--machines" => match it.next().and_then(|n| n.parse().ok()) {
+                Some(n) => seed.machines = n,
+                None => return usage(),
+            },
+            "--clusters" => match it.next().and_then(|n| n.parse().ok()) {
+                Some(n) if n > 0 => seed.clusters = n,
+                _ => return usage(),
+            },
+            "--deployments" => match it.next().and_then(|n| n.parse().ok()) {
+                Some(n) => seed.machine_deployments = n,
+                None => return usage(),
+            },
+            "--namespace" => match it.next() {
+                Some(n) => seed_ns = n.clone(),
+                None => return usage(),
+            },
+            "--kubeconfig" => match it.next() {
+                Some(k) => kubeconfig = Some(PathBuf::from(k)),
                 None => return usage(),
             },
             "--hosts-namespace" => match it.next() {
@@ -98,7 +131,53 @@ async fn main() -> ExitCode {
         },
         "up" => up(dir, profile, capi, audit, sim.map(|_| (pool, sim_opts))).await,
         "down" => down(dir),
+        "seed" => {
+            if let Some(n) = hosts_given {
+                seed.hosts = n;
+            }
+            // Big fleets skip the per-host events.
+            seed.events = seed.hosts <= 1000;
+            let kubeconfig = kubeconfig.unwrap_or_else(|| dir.join("kubeconfig"));
+            seed_fleet(&kubeconfig, &seed_ns, &seed).await
+        }
         _ => usage(),
+    }
+}
+
+async fn seed_fleet(
+    kubeconfig: &std::path::Path,
+    ns: &str,
+    spec: &testbed::fixtures::FleetSpec,
+) -> ExitCode {
+    let t0 = std::time::Instant::now();
+    let client = match testbed::client_for(kubeconfig).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {}: {e}", kubeconfig.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = testbed::fixtures::ensure_namespace(&client, ns).await {
+        eprintln!("error: creating namespace {ns}: {e}");
+        return ExitCode::FAILURE;
+    }
+    match testbed::fixtures::fleet(&client, ns, spec).await {
+        Ok(f) => {
+            eprintln!(
+                "seeded namespace {ns} ({}): {} clusters, {} MachineDeployments, {} Machines, {} ByoHosts in {:.1?}",
+                f.capi_version,
+                f.clusters.len(),
+                f.machine_deployments.len(),
+                f.machines.len(),
+                f.hosts.len(),
+                t0.elapsed()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: seeding namespace {ns}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
