@@ -14,10 +14,12 @@
 //! Errors are [`error::Error`]: one line plus a hint, exit code 1 (2 for usage).
 
 pub mod api;
+pub mod build;
 pub mod cli;
 pub mod complete;
 pub mod discovery;
 pub mod error;
+pub mod kubeconfig;
 pub mod plan;
 pub mod render;
 pub mod verbs;

@@ -1,0 +1,4 @@
+//! Pure builders: the API objects a verb creates, from its flags. No I/O; unit tested.
+
+pub mod kamaji;
+pub mod pki;
