@@ -121,7 +121,10 @@ impl Target {
 
     /// Reads the Cluster again.
     pub async fn refresh(&mut self) -> Result<bool, Error> {
-        match self.get_opt(&self.cluster_ar.clone(), &self.name.clone()).await? {
+        match self
+            .get_opt(&self.cluster_ar.clone(), &self.name.clone())
+            .await?
+        {
             Some(v) => {
                 self.cluster = v;
                 Ok(true)

@@ -4,6 +4,11 @@
 //! and a match arm calling its `run`.
 
 mod completion;
+mod day2;
+mod generate;
+mod pause;
+mod restart;
+mod resume;
 mod version;
 
 use std::process::ExitCode;
@@ -33,6 +38,14 @@ struct Cli {
 enum Verb {
     /// Print the client version and the Cluster API, Kamaji and BYOH versions the cluster serves
     Version(version::Args),
+    /// Render a clusterctl-compatible cluster template (generate cluster NAME --from FILE)
+    Generate(generate::Args),
+    /// Pause reconciliation of a cluster (spec.paused)
+    Pause(pause::Args),
+    /// Resume reconciliation of a paused cluster
+    Resume(resume::Args),
+    /// Roll a cluster's machines (all MachineDeployments and a KubeadmControlPlane, or one deployment)
+    Restart(restart::Args),
     /// Print a shell completion script (bash, zsh, fish)
     Completion(completion::Args),
     /// kubectl's plugin completion protocol (used by kubectl_complete-capi)
@@ -47,6 +60,10 @@ fn main() -> ExitCode {
         |cli, program, root| async move {
             match cli.verb {
                 Verb::Version(a) => version::run(&program, &a).await,
+                Verb::Generate(a) => generate::run(&a).await,
+                Verb::Pause(a) => pause::run(&a, true).await,
+                Verb::Resume(a) => resume::run(&a).await,
+                Verb::Restart(a) => restart::run(&a).await,
                 Verb::Completion(a) => completion::run(&program, &root, &a),
                 Verb::Complete(a) => shared::complete::run(&root, &a).await,
             }

@@ -1,0 +1,414 @@
+//! `kubectl capi generate cluster NAME --from FILE|URL|-`: clusterctl-compatible cluster
+//! templates. Variables come from the flags, then the environment, then the clusterctl config
+//! file (`--config`, else `~/.config/cluster-api/clusterctl.yaml`, else
+//! `~/.cluster-api/clusterctl.yaml`). As clusterctl does, every object gets the target namespace
+//! and the output is the objects as YAML documents.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use clap::{Args as ClapArgs, Subcommand};
+use serde::Serialize;
+use serde_json::Value;
+use shared::cli::{KubeFlags, OutputFlags};
+use shared::error::Error;
+use shared::plan::template::{self, Source, TemplateError, VariableStatus, Variables};
+use shared::render::{Human, Printer, Render};
+
+#[derive(ClapArgs, Clone, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub what: What,
+}
+
+#[derive(Subcommand, Clone, Debug)]
+pub enum What {
+    /// Render a cluster template (clusterctl generate cluster)
+    Cluster(ClusterArgs),
+}
+
+#[derive(ClapArgs, Clone, Debug)]
+#[command(after_help = "Examples:
+  CONTROL_PLANE_ENDPOINT_IP=10.141.168.1 kubectl capi generate cluster byoh-cluster \\
+      --from cluster-template.yaml --kubernetes-version v1.34.2 \\
+      --control-plane-machine-count 1 --worker-machine-count 1 > cluster.yaml
+  kubectl capi generate cluster c1 --from templates/ --flavor kamaji --list-variables
+  curl -fsSL https://example.com/cluster-template.yaml | kubectl capi generate cluster c1 --from -")]
+pub struct ClusterArgs {
+    /// The cluster name (CLUSTER_NAME)
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The template: a file, a directory holding cluster-template[-FLAVOR].yaml, or - for stdin
+    #[arg(long, value_name = "FILE|DIR|-", value_hint = clap::ValueHint::AnyPath)]
+    pub from: String,
+    /// KUBERNETES_VERSION, e.g. v1.34.2
+    #[arg(long, value_name = "VERSION")]
+    pub kubernetes_version: Option<String>,
+    /// CONTROL_PLANE_MACHINE_COUNT (default: the environment or config file, else 1)
+    #[arg(long, value_name = "N")]
+    pub control_plane_machine_count: Option<u32>,
+    /// WORKER_MACHINE_COUNT (default: the environment or config file, else 0)
+    #[arg(long, value_name = "N")]
+    pub worker_machine_count: Option<u32>,
+    /// NAMESPACE, and the namespace of every object (default: -n, else the context's namespace)
+    #[arg(long, value_name = "NAMESPACE")]
+    pub target_namespace: Option<String>,
+    /// Pick cluster-template-FLAVOR.yaml in the directory given to --from
+    #[arg(long, value_name = "FLAVOR")]
+    pub flavor: Option<String>,
+    /// List the template's variables and where their values come from, instead of rendering
+    #[arg(long)]
+    pub list_variables: bool,
+    /// The clusterctl config file (default: ~/.config/cluster-api/clusterctl.yaml, else ~/.cluster-api/clusterctl.yaml)
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputFlags,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    match &args.what {
+        What::Cluster(a) => cluster(a),
+    }
+}
+
+/// Reads the template text and says where it came from.
+fn read_template(from: &str, flavor: Option<&str>) -> Result<(String, String), Error> {
+    if from.starts_with("http://") || from.starts_with("https://") {
+        return Err(Error::Usage {
+            message: format!(
+                "--from {from}: fetching templates over HTTP is not supported (this build has no HTTP client)"
+            ),
+            hint: Some(format!(
+                "download it and pipe it in: curl -fsSL {from} | kubectl capi generate cluster NAME --from -"
+            )),
+        });
+    }
+    if from == "-" {
+        if flavor.is_some() {
+            return Err(Error::usage(
+                "--flavor picks cluster-template-FLAVOR.yaml in a directory; it cannot apply to --from -",
+            ));
+        }
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| Error::other(format!("cannot read the template from stdin: {e}")))?;
+        return Ok((s, "stdin".into()));
+    }
+    let p = Path::new(from);
+    let file = if p.is_dir() {
+        let n = match flavor {
+            Some(f) => format!("cluster-template-{f}.yaml"),
+            None => "cluster-template.yaml".into(),
+        };
+        p.join(n)
+    } else {
+        if let Some(f) = flavor {
+            return Err(Error::Usage {
+                message: format!(
+                    "--flavor {f} picks cluster-template-{f}.yaml in a directory, but --from {from} is a file"
+                ),
+                hint: Some("pass the directory to --from, or drop --flavor".into()),
+            });
+        }
+        p.to_path_buf()
+    };
+    let text = std::fs::read_to_string(&file).map_err(|e| Error::Other {
+        message: format!("cannot read the template {}: {e}", file.display()),
+        hint: match flavor {
+            Some(_) if p.is_dir() => Some(format!(
+                "flavors found in {from}: {}",
+                flavors_in(p).join(", ")
+            )),
+            _ => None,
+        },
+    })?;
+    Ok((text, file.display().to_string()))
+}
+
+/// The flavors of the templates in a directory (`cluster-template-<flavor>.yaml`).
+fn flavors_in(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let n = e.file_name().to_string_lossy().to_string();
+                    n.strip_prefix("cluster-template-")
+                        .and_then(|r| r.strip_suffix(".yaml"))
+                        .map(str::to_string)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    if out.is_empty() {
+        out.push("none".into());
+    }
+    out
+}
+
+/// The clusterctl config file to read: `--config`, else the XDG path, else the legacy one.
+fn config_path(flag: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = flag {
+        return Some(p.to_path_buf());
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from)?;
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".config"));
+    [
+        xdg.join("cluster-api").join("clusterctl.yaml"),
+        home.join(".cluster-api").join("clusterctl.yaml"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+}
+
+/// The scalar top-level keys of a clusterctl config file (lists like `providers` are skipped).
+fn read_config(path: &Path, explicit: bool) -> Result<BTreeMap<String, String>, Error> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(BTreeMap::new());
+        }
+        Err(e) => {
+            return Err(Error::other(format!(
+                "cannot read the clusterctl config {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    if text.trim().is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let v: Value = serde_saphyr::from_str(&text).map_err(|e| Error::Other {
+        message: format!(
+            "the clusterctl config {} is not valid YAML: {e}",
+            path.display()
+        ),
+        hint: Some("it is a flat map of VARIABLE: value".into()),
+    })?;
+    let mut out = BTreeMap::new();
+    if let Value::Object(m) = v {
+        for (k, v) in m {
+            let s = match v {
+                Value::String(s) => s,
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                _ => continue,
+            };
+            out.insert(k, s);
+        }
+    }
+    Ok(out)
+}
+
+/// `vMAJOR.MINOR.PATCH[-pre][+build]`.
+pub fn check_version(flag: &str, v: &str) -> Result<(), Error> {
+    let ok = v.strip_prefix('v').is_some_and(|rest| semver_ok(rest));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Usage {
+            message: format!("{flag} {v:?} is not a Kubernetes version"),
+            hint: Some("write it as v<major>.<minor>.<patch>, for example v1.34.2".into()),
+        })
+    }
+}
+
+fn semver_ok(s: &str) -> bool {
+    let core = s.split(['-', '+']).next().unwrap_or("");
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// The namespace for the objects: --target-namespace, -n, the context's, else `default`.
+fn target_namespace(a: &ClusterArgs) -> String {
+    if let Some(n) = &a.target_namespace {
+        return n.clone();
+    }
+    if let Some(n) = &a.kube.namespace {
+        return n.clone();
+    }
+    let from_context = a.kube.load_kubeconfig().ok().flatten().and_then(|kc| {
+        let ctx = a.kube.context.clone().or(kc.current_context.clone())?;
+        kc.contexts
+            .iter()
+            .find(|c| c.name == ctx)
+            .and_then(|c| c.context.as_ref())
+            .and_then(|c| c.namespace.clone())
+    });
+    from_context.unwrap_or_else(|| "default".into())
+}
+
+fn variables(a: &ClusterArgs, namespace: &str) -> Result<Variables, Error> {
+    let mut vars = Variables {
+        env: std::env::vars().collect(),
+        ..Default::default()
+    };
+    let path = config_path(a.config.as_deref());
+    if let Some(p) = &path {
+        vars.config = read_config(p, a.config.is_some())?;
+    }
+    vars.overrides.insert("CLUSTER_NAME".into(), a.name.clone());
+    vars.overrides
+        .insert("NAMESPACE".into(), namespace.to_string());
+    if let Some(v) = &a.kubernetes_version {
+        check_version("--kubernetes-version", v)?;
+        vars.overrides
+            .insert("KUBERNETES_VERSION".into(), v.clone());
+    } else if let Some(v) = vars.lookup("KUBERNETES_VERSION").map(str::to_string) {
+        check_version("KUBERNETES_VERSION", &v)?;
+    }
+    for (key, flag, default) in [
+        (
+            "CONTROL_PLANE_MACHINE_COUNT",
+            a.control_plane_machine_count,
+            "1",
+        ),
+        ("WORKER_MACHINE_COUNT", a.worker_machine_count, "0"),
+    ] {
+        match flag {
+            Some(n) => {
+                vars.overrides.insert(key.into(), n.to_string());
+            }
+            None => {
+                if vars.lookup(key).is_none() {
+                    vars.overrides.insert(key.into(), default.into());
+                }
+            }
+        }
+    }
+    Ok(vars)
+}
+
+fn template_error(e: TemplateError, source: &str, config: Option<&Path>) -> Error {
+    match e {
+        TemplateError::MissingVariables(names) => Error::Other {
+            message: format!(
+                "the template {source} needs variables that are not set: {}",
+                names.join(", ")
+            ),
+            hint: Some(format!(
+                "export them (e.g. export {}=...) or add them to {}; --list-variables shows every variable",
+                names.first().map(String::as_str).unwrap_or("NAME"),
+                config
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "~/.config/cluster-api/clusterctl.yaml".into())
+            )),
+        },
+        TemplateError::Parse { .. } => Error::Other {
+            message: format!("the template {source}: {e}"),
+            hint: Some(
+                "variables are written ${NAME} or ${NAME:=default}; a literal $ is $$".into(),
+            ),
+        },
+    }
+}
+
+/// `--list-variables`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VariableList {
+    template: String,
+    variables: Vec<VariableStatus>,
+}
+
+impl Render for VariableList {
+    fn human(&self) -> Human {
+        let width = self
+            .variables
+            .iter()
+            .map(|v| v.name.len())
+            .max()
+            .unwrap_or(0)
+            + 2;
+        let source = |v: &VariableStatus| match v.source {
+            Some(Source::Flag) => "set by a flag".to_string(),
+            Some(Source::Env) => "set in the environment".to_string(),
+            Some(Source::Config) => "set in the config file".to_string(),
+            None if v.missing => "NOT SET".to_string(),
+            None => format!("defaults to {:?}", v.default.clone().unwrap_or_default()),
+        };
+        let mut s = String::from("Required Variables:\n");
+        for v in self.variables.iter().filter(|v| v.required) {
+            s.push_str(&format!("  - {:<width$}({})\n", v.name, source(v)));
+        }
+        s.push_str("\nOptional Variables:\n");
+        for v in self.variables.iter().filter(|v| !v.required) {
+            s.push_str(&format!("  - {:<width$}({})\n", v.name, source(v)));
+        }
+        Human::Text(s)
+    }
+}
+
+/// Kinds that have no namespace, left alone when the target namespace is set.
+const CLUSTER_SCOPED: [&str; 9] = [
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "StorageClass",
+    "PriorityClass",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "IngressClass",
+];
+
+fn cluster(a: &ClusterArgs) -> Result<(), Error> {
+    crate::day2::check_name(&a.name)?;
+    if a.name.len() > 63 {
+        return Err(Error::usage(format!(
+            "cluster name {:?} is longer than 63 characters (it is used in labels)",
+            a.name
+        )));
+    }
+    let namespace = target_namespace(a);
+    let config = config_path(a.config.as_deref());
+    let (text, source) = read_template(&a.from, a.flavor.as_deref())?;
+    let vars = variables(a, &namespace)?;
+    if a.list_variables {
+        let variables = template::variable_status(&text, &vars)
+            .map_err(|e| template_error(e, &source, config.as_deref()))?;
+        return Printer::new(&a.output).print(&VariableList {
+            template: source,
+            variables,
+        });
+    }
+    let rendered = template::substitute(&text, &vars)
+        .map_err(|e| template_error(e, &source, config.as_deref()))?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&rendered).map_err(|e| Error::Other {
+        message: format!("the template {source} does not render to valid YAML: {e}"),
+        hint: Some("check the template around that line, and the values of its variables".into()),
+    })?;
+    let mut out = String::new();
+    for mut d in docs.into_iter().filter(|d| !d.is_null()) {
+        let kind = d.get("kind").and_then(Value::as_str).unwrap_or("");
+        if kind.is_empty() || d.get("apiVersion").is_none() {
+            return Err(Error::other(format!(
+                "the template {source} holds a document without apiVersion and kind"
+            )));
+        }
+        if !CLUSTER_SCOPED.contains(&kind)
+            && let Some(meta) = d.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            meta.insert("namespace".into(), Value::String(namespace.clone()));
+        }
+        out.push_str("---\n");
+        out.push_str(&shared::render::to_yaml(&d)?);
+    }
+    if out.is_empty() {
+        return Err(Error::other(format!(
+            "the template {source} holds no objects"
+        )));
+    }
+    shared::render::raw(out.as_bytes());
+    Ok(())
+}

@@ -1,0 +1,50 @@
+//! `kubectl capi pause CLUSTER` and `kubectl capi resume CLUSTER`: set or clear the Cluster's
+//! `spec.paused`, which stops (or restarts) reconciliation of the cluster and everything in it.
+
+use clap::Args as ClapArgs;
+use serde_json::{Value, json};
+use shared::cli::KubeFlags;
+use shared::discovery::fields;
+use shared::error::Error;
+
+use crate::day2::{DryRun, Target, display_name};
+
+#[derive(ClapArgs, Clone, Debug)]
+pub struct Args {
+    /// The cluster
+    #[arg(value_name = "CLUSTER")]
+    pub cluster: String,
+    /// Only print (client) or validate on the server (server) what would change
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, default_value = "none", default_missing_value = "client")]
+    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+}
+
+/// Sets `spec.paused` to `paused`.
+pub async fn run(args: &Args, paused: bool) -> Result<(), Error> {
+    let t = Target::load(&args.kube, &args.cluster).await?;
+    let now = fields::at(&t.cluster, &["spec", "paused"])
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let what = if paused { "paused" } else { "resumed" };
+    let shown = display_name(&t.cluster_ar.kind, &t.cluster_ar.api_version, &t.name);
+    if now == paused {
+        let state = if paused { "paused" } else { "not paused" };
+        shared::render::line(&format!("{shown} is already {state}"));
+        return Ok(());
+    }
+    let obj = t
+        .apply(
+            &t.cluster_ar,
+            &t.name,
+            json!({"spec": {"paused": paused}}),
+            args.dry_run,
+        )
+        .await?;
+    if args.dry_run == DryRun::Client {
+        shared::render::raw(shared::render::to_yaml(&obj)?.as_bytes());
+    }
+    shared::render::line(&format!("{shown} {what}{}", args.dry_run.suffix()));
+    Ok(())
+}

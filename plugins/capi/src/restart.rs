@@ -1,0 +1,118 @@
+//! `kubectl capi restart CLUSTER [--deployment NAME]`: roll the cluster's machines, as
+//! `clusterctl alpha rollout restart` does, by setting the rollout time to now: v1beta2
+//! `spec.rollout.after`, v1beta1 `spec.rolloutAfter`. Without `--deployment` it rolls every
+//! MachineDeployment and a machine-based control plane (KubeadmControlPlane); control planes
+//! that run as pods (KamajiControlPlane) have no machines to roll.
+
+use clap::Args as ClapArgs;
+use shared::cli::KubeFlags;
+use shared::discovery::{CapiVersion, fields};
+use shared::error::Error;
+
+use crate::day2::{DryRun, Target, display_name, name_of, nest, now_rfc3339};
+
+#[derive(ClapArgs, Clone, Debug)]
+pub struct Args {
+    /// The cluster
+    #[arg(value_name = "CLUSTER")]
+    pub cluster: String,
+    /// Roll only this MachineDeployment (its name, or its ClusterClass topology name)
+    #[arg(long, value_name = "NAME")]
+    pub deployment: Option<String>,
+    /// Only print (client) or validate on the server (server) what would change
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, default_value = "none", default_missing_value = "client")]
+    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+}
+
+const TOPOLOGY_DEPLOYMENT_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    let t = Target::load(&args.kube, &args.cluster).await?;
+    let md_ar = t.core("MachineDeployment")?;
+    let mds = t.machine_deployments().await?;
+    let chosen: Vec<&serde_json::Value> = match &args.deployment {
+        Some(d) => {
+            let found: Vec<_> = mds
+                .iter()
+                .filter(|m| {
+                    name_of(m) == d
+                        || m.pointer(&format!(
+                            "/metadata/labels/{}",
+                            TOPOLOGY_DEPLOYMENT_LABEL.replace('/', "~1")
+                        ))
+                        .and_then(serde_json::Value::as_str)
+                            == Some(d.as_str())
+                })
+                .collect();
+            if found.is_empty() {
+                let names: Vec<&str> = mds.iter().map(name_of).collect();
+                return Err(Error::NotFound {
+                    kind: format!("MachineDeployment of cluster {}", t.name),
+                    name: d.clone(),
+                    namespace: Some(t.namespace.clone()),
+                    suggestions: shared::error::closest_names(d, names.iter().copied()),
+                });
+            }
+            found
+        }
+        None => mds.iter().collect(),
+    };
+    let at = now_rfc3339();
+    let mut done = 0;
+    if args.deployment.is_none()
+        && let Some((ar, cp)) = t.control_plane().await?
+    {
+        if ar.kind == "KubeadmControlPlane" {
+            let level = CapiVersion::of_api_version(&ar.api_version).unwrap_or(t.level);
+            let paths = fields::rollout_paths(&ar.kind, level);
+            restart_one(&t, &ar, name_of(&cp), paths.after, &at, args.dry_run).await?;
+            done += 1;
+        } else {
+            shared::render::info(&format!(
+                "{} {} runs no machines of its own; nothing to roll there",
+                ar.kind,
+                name_of(&cp)
+            ));
+        }
+    }
+    for md in chosen {
+        let level = fields::api_level(md).unwrap_or(t.level);
+        let paths = fields::rollout_paths("MachineDeployment", level);
+        restart_one(&t, &md_ar, name_of(md), paths.after, &at, args.dry_run).await?;
+        done += 1;
+    }
+    if done == 0 {
+        return Err(Error::Other {
+            message: format!(
+                "cluster {} has no MachineDeployments or machine-based control plane to restart",
+                t.name
+            ),
+            hint: None,
+        });
+    }
+    Ok(())
+}
+
+async fn restart_one(
+    t: &Target,
+    ar: &kube::discovery::ApiResource,
+    name: &str,
+    path: &[&str],
+    at: &str,
+    dry: DryRun,
+) -> Result<(), Error> {
+    let obj = t
+        .apply(ar, name, nest(path, serde_json::json!(at)), dry)
+        .await?;
+    if dry == DryRun::Client {
+        shared::render::raw(format!("---\n{}", shared::render::to_yaml(&obj)?).as_bytes());
+    }
+    shared::render::line(&format!(
+        "{} restarted{}",
+        display_name(&ar.kind, &ar.api_version, name),
+        dry.suffix()
+    ));
+    Ok(())
+}
