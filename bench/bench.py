@@ -127,10 +127,10 @@ def main():
 
         log(f"seeding a cluster with {DESCRIBE_MACHINES} machines")
         subprocess.run([os.path.join(REL, "capi-testbed"), "seed", "--kubeconfig", env["KUBECONFIG"],
-                        "--namespace", "bench-describe", "--cluster", "big",
+                        "--namespace", "bench-describe", "--clusters", "1",
                         "--machines", str(DESCRIBE_MACHINES), "--hosts", "0"], check=True, env=env)
-        ours, ours_rss = measure([kubectl, "capi", "describe", "big", "-n", "bench-describe"], env)
-        ref, ref_rss = measure([clusterctl, "describe", "cluster", "big", "-n", "bench-describe"], env)
+        ours, ours_rss = measure([kubectl, "capi", "describe", "cluster-0", "-n", "bench-describe"], env)
+        ref, ref_rss = measure([clusterctl, "describe", "cluster", "cluster-0", "-n", "bench-describe"], env)
         add(f"kubectl capi describe, {DESCRIBE_MACHINES} machines (vs clusterctl describe cluster)",
             ours, ref, ours_rss, ref_rss)
 
