@@ -23,50 +23,69 @@ Flags go after the verb, as kubectl requires for plugins: `kubectl capi version 
 Colours follow --color (auto: only on a terminal, and not when NO_COLOR is set).";
 
 /// kubectl's connection flags. Flatten into every verb that talks to the API server.
+///
+/// Argument ids carry a `kube-` prefix (`out-` in [`OutputFlags`]) so that a verb may name its
+/// own arguments `cluster`, `context` or `output` without clashing.
 #[derive(Args, Clone, Debug, Default)]
 #[command(next_help_heading = "Kubernetes connection")]
 pub struct KubeFlags {
     /// Path to the kubeconfig file (default: $KUBECONFIG, merged by kubectl's rules, then ~/.kube/config, then in-cluster)
-    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    #[arg(id = "kube-kubeconfig", long = "kubeconfig", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use
-    #[arg(long, value_name = "CONTEXT")]
+    #[arg(id = "kube-context", long = "context", value_name = "CONTEXT")]
     pub context: Option<String>,
     /// The kubeconfig cluster to use
-    #[arg(long, value_name = "KUBECONFIG_CLUSTER")]
+    #[arg(
+        id = "kube-cluster",
+        long = "cluster",
+        value_name = "KUBECONFIG_CLUSTER"
+    )]
     pub cluster: Option<String>,
     /// The kubeconfig user to use
-    #[arg(long, value_name = "KUBECONFIG_USER")]
+    #[arg(id = "kube-user", long = "user", value_name = "KUBECONFIG_USER")]
     pub user: Option<String>,
     /// The namespace (default: the context's namespace)
-    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    #[arg(
+        id = "kube-namespace",
+        short = 'n',
+        long = "namespace",
+        value_name = "NAMESPACE"
+    )]
     pub namespace: Option<String>,
     /// Act on all namespaces
-    #[arg(short = 'A', long)]
+    #[arg(id = "kube-all_namespaces", short = 'A', long = "all-namespaces")]
     pub all_namespaces: bool,
     /// The API server URL (overrides the kubeconfig)
-    #[arg(short = 's', long, value_name = "URL")]
+    #[arg(id = "kube-server", short = 's', long = "server", value_name = "URL")]
     pub server: Option<String>,
     /// Bearer token for authentication to the API server
-    #[arg(long, value_name = "TOKEN")]
+    #[arg(id = "kube-token", long = "token", value_name = "TOKEN")]
     pub token: Option<String>,
     /// User to impersonate
-    #[arg(long = "as", value_name = "USER")]
+    #[arg(id = "kube-as_user", long = "as", value_name = "USER")]
     pub as_user: Option<String>,
     /// Group to impersonate (repeatable)
-    #[arg(long = "as-group", value_name = "GROUP")]
+    #[arg(id = "kube-as_group", long = "as-group", value_name = "GROUP")]
     pub as_group: Vec<String>,
     /// UID to impersonate
-    #[arg(long = "as-uid", value_name = "UID")]
+    #[arg(id = "kube-as_uid", long = "as-uid", value_name = "UID")]
     pub as_uid: Option<String>,
     /// Time to wait for one server request (e.g. 1s, 2m, 1h; 0 = no limit)
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(id = "kube-request_timeout", long = "request-timeout", value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
     /// Do not check the server's certificate (insecure)
-    #[arg(long)]
+    #[arg(
+        id = "kube-insecure_skip_tls_verify",
+        long = "insecure-skip-tls-verify"
+    )]
     pub insecure_skip_tls_verify: bool,
     /// Server name for certificate validation
-    #[arg(long, value_name = "NAME")]
+    #[arg(
+        id = "kube-tls_server_name",
+        long = "tls-server-name",
+        value_name = "NAME"
+    )]
     pub tls_server_name: Option<String>,
 }
 
@@ -186,13 +205,13 @@ pub enum ColorWhen {
 #[command(next_help_heading = "Output")]
 pub struct OutputFlags {
     /// Output format
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table, value_name = "FORMAT")]
+    #[arg(id = "out-output", short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table, value_name = "FORMAT")]
     pub output: OutputFormat,
     /// Do not print table headers
-    #[arg(long)]
+    #[arg(id = "out-no_headers", long = "no-headers")]
     pub no_headers: bool,
     /// When to colour the output
-    #[arg(long, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
+    #[arg(id = "out-color", long = "color", value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
     pub color: ColorWhen,
 }
 
@@ -469,6 +488,92 @@ impl Program {
     }
 }
 
+/// Executables on `PATH` named `<host>-<plugin>-<verb>` (`kubectl-capi-foo`): verbs added by
+/// other plugins, which kubectl runs for `kubectl capi foo`. Verbs we implement ourselves are
+/// left out (kubectl would still prefer the external binary; `kubectl plugin list` shows it).
+pub fn external_verbs(program: &Program, cmd: &clap::Command) -> Vec<(String, PathBuf)> {
+    let mut prefixes = vec![format!("{}-", program.executable())];
+    if program.host != "kubectl" {
+        prefixes.push(format!("kubectl-{}-", program.plugin));
+    }
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    let Some(path) = std::env::var_os("PATH") else {
+        return found;
+    };
+    for dir in std::env::split_paths(&path) {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let Some(verb) = prefixes.iter().find_map(|p| name.strip_prefix(p.as_str())) else {
+                continue;
+            };
+            let verb = verb.replace('_', "-");
+            if verb.is_empty()
+                || cmd.find_subcommand(&verb).is_some()
+                || found.iter().any(|(v, _)| *v == verb)
+                || !is_executable(&e.path())
+            {
+                continue;
+            }
+            found.push((verb, e.path()));
+        }
+    }
+    found.sort();
+    found
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The external executable for the leading non-flag words, longest name first, when the
+/// first word is not one of our verbs; with the number of words it consumes.
+fn find_external(
+    program: &Program,
+    cmd: &clap::Command,
+    words: &[String],
+) -> Option<(PathBuf, usize)> {
+    let first = words.first()?;
+    if first.starts_with('-') || cmd.find_subcommand(first).is_some() {
+        return None;
+    }
+    let verbs: Vec<String> = words
+        .iter()
+        .take_while(|w| !w.starts_with('-'))
+        .map(|w| w.replace('-', "_"))
+        .collect();
+    let path = std::env::var_os("PATH")?;
+    let mut hosts = vec![program.executable()];
+    if program.host != "kubectl" {
+        hosts.push(format!("kubectl-{}", program.plugin));
+    }
+    for n in (1..=verbs.len()).rev() {
+        for host in &hosts {
+            let name = format!("{host}-{}", verbs[..n].join("-"));
+            for dir in std::env::split_paths(&path) {
+                let candidate = dir.join(&name);
+                if is_executable(&candidate) {
+                    return Some((candidate, n));
+                }
+            }
+        }
+    }
+    None
+}
+
+fn exec_external(exe: &Path, rest: &[OsString]) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let err = std::process::Command::new(exe).args(rest).exec();
+    crate::render::error(&Error::other(format!(
+        "cannot run {}: {err}",
+        exe.display()
+    )));
+    ExitCode::from(crate::error::EXIT_FAILURE)
+}
+
 /// The clap command of `C`, named after how the program was run.
 pub fn command_for<C: CommandFactory>(program: &Program) -> clap::Command {
     let display = program.display();
@@ -489,7 +594,34 @@ where
 {
     let args: Vec<OsString> = std::env::args_os().collect();
     let program = Program::from_argv0(args.first().and_then(|a| a.to_str()), plugin);
-    let cmd = command_for::<C>(&program);
+    let mut cmd = command_for::<C>(&program);
+    let words: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().to_string())
+        .collect();
+    // kubectl's longest-name rule, for direct and clusterctl runs too: an unknown verb with a
+    // `<host>-<plugin>-<verb>` executable on PATH runs that executable.
+    if let Some((exe, consumed)) = find_external(&program, &cmd, &words) {
+        return exec_external(&exe, &args[1 + consumed..]);
+    }
+    if words.is_empty() || words.iter().any(|w| w == "-h" || w == "--help") {
+        let external = external_verbs(&program, &cmd);
+        if !external.is_empty() {
+            let list: Vec<String> = external
+                .iter()
+                .map(|(verb, exe)| format!("  {verb:<12}{}", exe.display()))
+                .collect();
+            let after = cmd
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            cmd = cmd.after_help(format!(
+                "Verbs from other plugins on PATH (kubectl's longest-name rule):\n{}\n\n{after}",
+                list.join("\n")
+            ));
+        }
+    }
     let matches: ArgMatches = match cmd.clone().try_get_matches_from(&args) {
         Ok(m) => m,
         // clap prints help, versions and usage errors itself; usage errors exit 2.
@@ -522,6 +654,42 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flags_do_not_clash_with_verb_arguments() {
+        #[derive(clap::Parser)]
+        struct Verb {
+            #[arg(value_name = "CLUSTER")]
+            cluster: String,
+            context: Option<String>,
+            output: Option<String>,
+            #[command(flatten)]
+            kube: KubeFlags,
+            #[command(flatten)]
+            out: OutputFlags,
+        }
+        use clap::Parser;
+        Verb::command().debug_assert();
+        let v = Verb::try_parse_from([
+            "x",
+            "c1",
+            "--cluster",
+            "kc",
+            "-n",
+            "ns",
+            "--request-timeout",
+            "2s",
+            "-o",
+            "json",
+        ])
+        .unwrap();
+        assert_eq!(v.cluster, "c1");
+        assert_eq!(v.kube.cluster.as_deref(), Some("kc"));
+        assert_eq!(v.kube.namespace.as_deref(), Some("ns"));
+        assert_eq!(v.kube.request_timeout, Some(Duration::from_secs(2)));
+        assert_eq!(v.out.output, OutputFormat::Json);
+        assert!(v.context.is_none() && v.output.is_none());
+    }
 
     #[test]
     fn durations_parse_like_kubectl() {

@@ -704,3 +704,42 @@ fn as_clusterctl_plugin_usage_reads_clusterctl_capi() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["clientVersion"]["name"], "clusterctl-capi");
 }
+
+#[test]
+fn other_plugins_verbs_are_never_hidden() {
+    let dir = plugin_dir();
+    let ext = dir.path().join("kubectl-capi-hello_world");
+    std::fs::write(&ext, "#!/bin/sh\necho \"hello from the outside: $*\"\n").unwrap();
+    let mut perms = std::fs::metadata(&ext).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&ext, perms).unwrap();
+    // Through kubectl (its own longest-name rule) and directly (ours).
+    let o = kubectl(dir.path(), &["capi", "hello-world", "-n", "x"]);
+    assert_eq!(
+        stdout(&o),
+        "hello from the outside: -n x\n",
+        "{}",
+        stderr(&o)
+    );
+    let o = Command::new(BIN)
+        .args(["hello-world", "--flag"])
+        .env("PATH", path_with(dir.path()))
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o), "hello from the outside: --flag\n");
+    // --help lists it; an unknown verb without such a binary is still a usage error.
+    let o = Command::new(BIN)
+        .arg("--help")
+        .env("PATH", path_with(dir.path()))
+        .output()
+        .unwrap();
+    let help = stdout(&o);
+    assert!(help.contains("Verbs from other plugins on PATH"), "{help}");
+    assert!(help.contains("  hello-world "), "{help}");
+    let o = Command::new(BIN)
+        .arg("goodbye")
+        .env("PATH", path_with(dir.path()))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
