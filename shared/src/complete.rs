@@ -382,6 +382,7 @@ mod tests {
         #[command(subcommand)]
         verb: Verb,
     }
+    #[allow(clippy::large_enum_variant)] // parsed once per test
     #[derive(Subcommand)]
     enum Verb {
         Describe {
