@@ -344,6 +344,11 @@ pub fn error_text(e: &Error, color: bool) -> String {
     let (head, hint) = if color {
         (
             "error:".red().bold().to_string(),
+/// A question on stderr, without a newline (the answer is typed after it).
+pub fn prompt(msg: &str) {
+    eprint(msg);
+}
+
             "hint:".cyan().to_string(),
         )
     } else {

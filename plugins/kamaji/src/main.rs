@@ -3,7 +3,9 @@
 //! One module per verb. To add a verb: `mod <verb>;`, a `Verb` variant holding its `Args`,
 //! and a match arm calling its `run`.
 
+mod common;
 mod completion;
+mod create;
 mod version;
 
 use std::process::ExitCode;
@@ -31,6 +33,8 @@ struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Verb {
+    /// Create a cluster with a Kamaji control plane (Cluster, KamajiControlPlane, infrastructure, workers)
+    Create(create::Args),
     /// Print the client version and the Cluster API, Kamaji and BYOH versions the cluster serves
     Version(version::Args),
     /// Print a shell completion script (bash, zsh, fish)
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
         |cli| cli.log.clone(),
         |cli, program, root| async move {
             match cli.verb {
+                Verb::Create(a) => create::run(&a).await,
                 Verb::Version(a) => version::run(&program, &a).await,
                 Verb::Completion(a) => completion::run(&program, &root, &a),
                 Verb::Complete(a) => shared::complete::run(&root, &a).await,

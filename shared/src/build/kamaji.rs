@@ -1027,11 +1027,11 @@ pub fn build(spec: &CreateSpec, versions: &Versions) -> Result<Built, Error> {
                 .map(|(k, v)| (k.to_string(), json!(v)))
                 .collect::<Map<String, Value>>()}),
         };
-        let kct_spec = if node_registration.as_object().is_some_and(Map::is_empty) {
-            json!({})
-        } else {
-            json!({"joinConfiguration": {"nodeRegistration": node_registration}})
-        };
+        // `format` (the default, cloud-config) keeps the spec non-empty, as CABPK's schema needs.
+        let mut kct_spec = json!({"format": "cloud-config"});
+        if !node_registration.as_object().is_some_and(Map::is_empty) {
+            kct_spec["joinConfiguration"] = json!({"nodeRegistration": node_registration});
+        }
         let kct = json!({
             "apiVersion": api_version(BOOTSTRAP_GROUP, &versions.bootstrap),
             "kind": "KubeadmConfigTemplate",

@@ -1,0 +1,337 @@
+//! What the verbs share: finding KamajiControlPlanes, TenantControlPlanes and their Secrets,
+//! server-side apply, and a few flags.
+
+use std::collections::BTreeMap;
+
+use clap::ValueEnum;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::Value;
+use shared::build::kamaji::FIELD_MANAGER;
+use shared::cli::Conn;
+use shared::discovery::fields::{self, object_json};
+use shared::discovery::{CONTROLPLANE_GROUP, KAMAJI_GROUP, ServerApis};
+use shared::error::{Error, Op};
+
+/// `--dry-run`.
+#[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DryRun {
+    /// Change the cluster
+    #[default]
+    None,
+    /// Print what would be sent, without contacting the server for changes
+    Client,
+    /// Send the changes for validation only
+    Server,
+}
+
+/// KamajiControlPlane at its served version, or "not installed".
+pub fn kcp_resource(apis: &ServerApis) -> Result<ApiResource, Error> {
+    apis.kamaji_control_plane().ok_or_else(|| {
+        apis.not_installed(
+            "The KamajiControlPlane provider",
+            CONTROLPLANE_GROUP,
+            "install it with kubectl kamaji install",
+        )
+    })
+}
+
+/// TenantControlPlane, or "not installed".
+pub fn tcp_resource(apis: &ServerApis) -> Result<ApiResource, Error> {
+    apis.tenant_control_plane().ok_or_else(|| {
+        apis.not_installed(
+            "Kamaji",
+            KAMAJI_GROUP,
+            "install Kamaji (helm install kamaji clastix/kamaji)",
+        )
+    })
+}
+
+/// The ApiResource of an object to apply (from its apiVersion and kind); the kind must be
+/// served.
+pub fn resource_of(apis: &ServerApis, obj: &Value) -> Result<ApiResource, Error> {
+    let av = obj["apiVersion"].as_str().unwrap_or_default();
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+    let k = apis.kind(group, kind).ok_or_else(|| {
+        apis.not_installed(
+            &format!("The provider of {kind}"),
+            group,
+            "install it with clusterctl init (e.g. --infrastructure openstack)",
+        )
+    })?;
+    Ok(k.resource(version))
+}
+
+/// Server-side applies one object with field manager `kubectl-kamaji`.
+pub async fn apply(
+    conn: &Conn,
+    apis: &ServerApis,
+    obj: &Value,
+    dry_run: bool,
+    force: bool,
+) -> Result<DynamicObject, Error> {
+    let ar = resource_of(apis, obj)?;
+    let ns = obj["metadata"]["namespace"].as_str();
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let api = shared::api::dynamic(conn, &ar, ns);
+    let mut pp = PatchParams::apply(FIELD_MANAGER);
+    pp.dry_run = dry_run;
+    pp.force = force;
+    api.patch(name, &pp, &Patch::Apply(obj))
+        .await
+        .map_err(|e| {
+            let err = conn.error(e, &Op::on("patch", &ar).in_namespace(ns).named(name));
+            match err {
+                Error::Api { code: 409, message, .. } | Error::Other { message, .. }
+                    if message.contains("conflict") =>
+                {
+                    Error::Other {
+                        message: format!("{} {name}: {message}", ar.kind),
+                        hint: Some("another manager owns these fields; pass --force-conflicts to take them over".into()),
+                    }
+                }
+                other => other,
+            }
+        })
+}
+
+/// A merge patch with field manager `kubectl-kamaji`.
+pub async fn merge_patch(
+    conn: &Conn,
+    ar: &ApiResource,
+    ns: &str,
+    name: &str,
+    patch: &Value,
+) -> Result<DynamicObject, Error> {
+    let api = shared::api::dynamic(conn, ar, Some(ns));
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    api.patch(name, &pp, &Patch::Merge(patch))
+        .await
+        .map_err(|e| conn.error(e, &Op::on("patch", ar).in_namespace(Some(ns)).named(name)))
+}
+
+/// Gets an object, `None` when it does not exist.
+pub async fn get_opt(
+    conn: &Conn,
+    ar: &ApiResource,
+    ns: Option<&str>,
+    name: &str,
+) -> Result<Option<DynamicObject>, Error> {
+    shared::api::dynamic(conn, ar, ns)
+        .get_opt(name)
+        .await
+        .map_err(|e| conn.error(e, &Op::on("get", ar).in_namespace(ns).named(name)))
+}
+
+/// Lists objects (`ns` None = all namespaces), optionally by label selector.
+pub async fn list(
+    conn: &Conn,
+    ar: &ApiResource,
+    ns: Option<&str>,
+    selector: Option<&str>,
+) -> Result<Vec<DynamicObject>, Error> {
+    let mut lp = ListParams::default();
+    if let Some(s) = selector {
+        lp = lp.labels(s);
+    }
+    shared::api::dynamic(conn, ar, ns)
+        .list(&lp)
+        .await
+        .map(|l| l.items)
+        .map_err(|e| conn.error(e, &Op::on("list", ar).in_namespace(ns)))
+}
+
+/// A control plane: the KamajiControlPlane (absent for a standalone TenantControlPlane) and its
+/// TenantControlPlane (absent until the reconciler creates it).
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub namespace: String,
+    pub name: String,
+    pub kcp: Option<Value>,
+    pub tcp: Option<Value>,
+}
+
+impl Target {
+    /// The TenantControlPlane's name: its own, else the KamajiControlPlane's.
+    pub fn tcp_name(&self) -> String {
+        self.tcp
+            .as_ref()
+            .and_then(|t| t["metadata"]["name"].as_str())
+            .unwrap_or(&self.name)
+            .to_string()
+    }
+    /// The owning Cluster's name, from the ownerReferences (kind Cluster, group cluster.x-k8s.io).
+    pub fn cluster_name(&self) -> Option<String> {
+        let kcp = self.kcp.as_ref()?;
+        kcp["metadata"]["ownerReferences"]
+            .as_array()?
+            .iter()
+            .find(|o| {
+                o["kind"] == "Cluster"
+                    && o["apiVersion"]
+                        .as_str()
+                        .is_some_and(|a| a.starts_with("cluster.x-k8s.io/"))
+            })
+            .and_then(|o| o["name"].as_str())
+            .map(str::to_string)
+    }
+}
+
+/// Finds the TenantControlPlane of a KamajiControlPlane: owned by it (by UID), else same name.
+pub fn tcp_of<'a>(kcp: &Value, tcps: &'a [DynamicObject]) -> Option<&'a DynamicObject> {
+    let uid = kcp["metadata"]["uid"].as_str().unwrap_or_default();
+    let name = kcp["metadata"]["name"].as_str().unwrap_or_default();
+    tcps.iter()
+        .find(|t| {
+            t.metadata
+                .owner_references
+                .as_ref()
+                .is_some_and(|o| o.iter().any(|r| r.uid == uid && !uid.is_empty()))
+        })
+        .or_else(|| {
+            tcps.iter()
+                .find(|t| t.metadata.name.as_deref() == Some(name))
+        })
+}
+
+/// True when a TenantControlPlane is owned by a KamajiControlPlane.
+pub fn owned_by_kcp(tcp: &DynamicObject) -> bool {
+    tcp.metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|r| r.kind == "KamajiControlPlane"))
+}
+
+/// Resolves NAME: a KamajiControlPlane, else a standalone TenantControlPlane. Not found
+/// offers close names of both.
+pub async fn resolve(conn: &Conn, apis: &ServerApis, name: &str) -> Result<Target, Error> {
+    let ns = conn.namespace.clone();
+    let tcp_ar = tcp_resource(apis)?;
+    let tcps = list(conn, &tcp_ar, Some(&ns), None).await?;
+    if let Some(kcp_ar) = apis.kamaji_control_plane()
+        && let Some(kcp) = get_opt(conn, &kcp_ar, Some(&ns), name).await?
+    {
+        let kcp = object_json(&kcp);
+        let tcp = tcp_of(&kcp, &tcps).map(object_json);
+        return Ok(Target {
+            namespace: ns,
+            name: name.into(),
+            kcp: Some(kcp),
+            tcp,
+        });
+    }
+    if let Some(t) = tcps
+        .iter()
+        .find(|t| t.metadata.name.as_deref() == Some(name))
+    {
+        return Ok(Target {
+            namespace: ns,
+            name: name.into(),
+            kcp: None,
+            tcp: Some(object_json(t)),
+        });
+    }
+    let mut names: Vec<String> = tcps
+        .iter()
+        .filter_map(|t| t.metadata.name.clone())
+        .collect();
+    if let Some(kcp_ar) = apis.kamaji_control_plane() {
+        names.extend(
+            shared::api::list_names(conn, &kcp_ar, Some(&ns))
+                .await
+                .unwrap_or_default(),
+        );
+    }
+    names.sort();
+    names.dedup();
+    Err(Error::NotFound {
+        kind: "KamajiControlPlane".into(),
+        name: name.into(),
+        namespace: Some(ns),
+        suggestions: shared::error::closest_names(name, names.iter().map(String::as_str)),
+    })
+}
+
+/// Reads a Secret's data as bytes by key; `None` when the Secret does not exist.
+pub async fn secret_data(
+    conn: &Conn,
+    ns: &str,
+    name: &str,
+) -> Result<Option<(Secret, BTreeMap<String, Vec<u8>>)>, Error> {
+    let api: Api<Secret> = Api::namespaced(conn.client.clone(), ns);
+    let s = api.get_opt(name).await.map_err(|e| {
+        conn.error(
+            e,
+            &Op::new("get", "", "secrets", "Secret")
+                .in_namespace(Some(ns))
+                .named(name),
+        )
+    })?;
+    Ok(s.map(|s| {
+        let data = s
+            .data
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
+        (s, data)
+    }))
+}
+
+/// The admin kubeconfig Secret of a TenantControlPlane: from its status, else `<tcp>-admin-kubeconfig`.
+pub fn admin_secret_name(t: &Target) -> String {
+    t.tcp
+        .as_ref()
+        .and_then(|tcp| fields::at(tcp, &["status", "kubeconfig", "admin", "secretName"]))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{}-admin-kubeconfig", t.tcp_name()))
+}
+
+/// A TenantControlPlane's `status.kubernetesResources.version.status`.
+pub fn tcp_phase(tcp: &Value) -> Option<String> {
+    fields::at(tcp, &["status", "kubernetesResources", "version", "status"])
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// The endpoint Kamaji announced: the KamajiControlPlane's `spec.controlPlaneEndpoint`, else
+/// the TenantControlPlane's `status.controlPlaneEndpoint`.
+pub fn endpoint(t: &Target) -> Option<(String, u16)> {
+    if let Some(kcp) = &t.kcp {
+        let host = kcp["spec"]["controlPlaneEndpoint"]["host"]
+            .as_str()
+            .unwrap_or_default();
+        if !host.is_empty() {
+            let port = kcp["spec"]["controlPlaneEndpoint"]["port"]
+                .as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .unwrap_or(shared::build::kamaji::DEFAULT_PORT);
+            return Some((host.to_string(), port));
+        }
+    }
+    let tcp = t.tcp.as_ref()?;
+    tcp["status"]["controlPlaneEndpoint"]
+        .as_str()
+        .and_then(shared::build::kamaji::split_endpoint)
+}
+
+/// Whether stdin is a terminal (to ask before destroying).
+pub fn stdin_is_tty() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stdin())
+}
+
+/// Asks a yes/no question on the terminal.
+pub fn confirm(question: &str) -> bool {
+    shared::render::prompt(&format!("{question} [y/N]: "));
+    let mut line = String::new();
+    if std::io::stdin().read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}

@@ -1,0 +1,516 @@
+//! `kubectl kamaji create NAME`: a Kamaji-hosted cluster in one command.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args as ClapArgs;
+use serde_json::Value;
+use shared::build::kamaji::{
+    self, Addon, CreateSpec, Infrastructure, Versions, display_name, fill_openstack_endpoint,
+};
+use shared::cli::{KubeFlags, OutputFlags, OutputFormat, parse_duration};
+use shared::discovery::fields::{self, object_json};
+use shared::discovery::{
+    BOOTSTRAP_GROUP, CapiVersion, INFRASTRUCTURE_GROUP, KAMAJI_GROUP, ServerApis,
+};
+use shared::error::Error;
+use shared::render::{self, Poll};
+
+use crate::common::{self, DryRun, Target};
+
+#[derive(ClapArgs, Clone, Debug)]
+#[command(after_help = "Examples:
+  kubectl kamaji create prod --infrastructure byoh --kubernetes-version v1.35.0 --workers 3 --host-selector site=ams
+  kubectl kamaji create edge --infrastructure openstack --kubernetes-version v1.35.0 --flavor m1.large --image ubuntu-2404-kube-v1.35.0 --network tenant-net
+  kubectl kamaji create lab --infrastructure none --kubernetes-version v1.34.2 --dry-run=client -o yaml | kubectl apply -f -
+Re-running with the same name converges the objects to the flags (server-side apply).")]
+pub struct Args {
+    /// The cluster name (also the KamajiControlPlane's)
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Where the workers run: byoh, openstack, kubevirt, metal3, aws, or none (control plane only)
+    #[arg(long, value_name = "INFRA")]
+    pub infrastructure: Option<String>,
+    /// Kubernetes version of the control plane and workers (e.g. v1.35.0)
+    #[arg(long, value_name = "VERSION")]
+    pub kubernetes_version: Option<String>,
+    /// Control-plane replicas (pods); 0 = asleep (default 2)
+    #[arg(long, value_name = "N")]
+    pub replicas: Option<i64>,
+    /// Worker machines (default 1; not with --infrastructure none)
+    #[arg(long, value_name = "N")]
+    pub workers: Option<i64>,
+    /// Kamaji DataStore holding the control plane's state (default: Kamaji's default)
+    #[arg(long, value_name = "DATASTORE")]
+    pub datastore: Option<String>,
+    /// How the API server is exposed: ClusterIP, NodePort or LoadBalancer (default)
+    #[arg(long, value_name = "TYPE")]
+    pub service_type: Option<String>,
+    /// A pre-assigned IP (VIP) for the API server
+    #[arg(long, value_name = "IP")]
+    pub service_address: Option<String>,
+    /// Extra subject alternative names of the API server certificate (repeatable, comma separated)
+    #[arg(long = "cert-san", value_name = "SAN", value_delimiter = ',')]
+    pub cert_sans: Vec<String>,
+    /// Pod CIDR(s), two for dual-stack (default 10.244.0.0/16)
+    #[arg(long = "pod-cidr", value_name = "CIDR", value_delimiter = ',')]
+    pub pod_cidrs: Vec<String>,
+    /// Service CIDR(s), two for dual-stack (default 10.96.0.0/16)
+    #[arg(long = "service-cidr", value_name = "CIDR", value_delimiter = ',')]
+    pub service_cidrs: Vec<String>,
+    /// API server port (default 6443)
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+    /// Addons Kamaji installs: coredns,kube-proxy,konnectivity (default all), or none
+    #[arg(long, value_name = "LIST")]
+    pub addons: Option<String>,
+    /// Admission controllers to enable (comma separated, e.g. NodeRestriction,PodSecurity)
+    #[arg(
+        long = "admission-controllers",
+        value_name = "LIST",
+        value_delimiter = ','
+    )]
+    pub admission_controllers: Vec<String>,
+    /// Extra kube-apiserver argument KEY=VALUE (repeatable)
+    #[arg(long = "apiserver-arg", value_name = "KEY=VALUE")]
+    pub apiserver_args: Vec<String>,
+    /// Extra kube-controller-manager argument KEY=VALUE (repeatable)
+    #[arg(long = "controller-manager-arg", value_name = "KEY=VALUE")]
+    pub controller_manager_args: Vec<String>,
+    /// Extra kube-scheduler argument KEY=VALUE (repeatable)
+    #[arg(long = "scheduler-arg", value_name = "KEY=VALUE")]
+    pub scheduler_args: Vec<String>,
+    /// KamajiControlPlane fields from a YAML file (flags win); `-` reads stdin
+    #[arg(long = "from-file", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub from_file: Option<PathBuf>,
+    /// Workers: OpenStack flavor, AWS instance type, KubeVirt CORESxMEMORY (e.g. 2x4Gi)
+    #[arg(long, value_name = "FLAVOR", help_heading = "Infrastructure")]
+    pub flavor: Option<String>,
+    /// Workers: OpenStack image name, AWS AMI id, KubeVirt container disk, Metal3 image URL
+    #[arg(long, value_name = "IMAGE", help_heading = "Infrastructure")]
+    pub image: Option<String>,
+    /// Metal3: image checksum (URL or SHA-256)
+    #[arg(long, value_name = "CHECKSUM", help_heading = "Infrastructure")]
+    pub image_checksum: Option<String>,
+    /// OpenStack: network name of the workers
+    #[arg(long, value_name = "NETWORK", help_heading = "Infrastructure")]
+    pub network: Option<String>,
+    /// OpenStack, AWS: SSH key name for the workers
+    #[arg(long, value_name = "KEY", help_heading = "Infrastructure")]
+    pub ssh_key: Option<String>,
+    /// AWS: region
+    #[arg(long, value_name = "REGION", help_heading = "Infrastructure")]
+    pub region: Option<String>,
+    /// OpenStack: cloud name in clouds.yaml (default openstack)
+    #[arg(long, value_name = "CLOUD", help_heading = "Infrastructure")]
+    pub cloud_name: Option<String>,
+    /// OpenStack: Secret with clouds.yaml (default NAME-cloud-config)
+    #[arg(long, value_name = "SECRET", help_heading = "Infrastructure")]
+    pub identity_secret: Option<String>,
+    /// BYOH: labels a host needs to become a worker (KEY=VALUE, comma separated)
+    #[arg(
+        long = "host-selector",
+        value_name = "KEY=VALUE",
+        value_delimiter = ',',
+        help_heading = "Infrastructure"
+    )]
+    pub host_selector: Vec<String>,
+    /// Print (client) or validate on the server (server) without changing anything
+    #[arg(long, value_enum, default_value_t = DryRun::None, value_name = "MODE")]
+    pub dry_run: DryRun,
+    /// Take over fields another field manager owns
+    #[arg(long)]
+    pub force_conflicts: bool,
+    /// Wait until the control plane is ready and the workers joined
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait (and the OpenStack endpoint wait) may take
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+fn read_values(path: &PathBuf) -> Result<Value, Error> {
+    let text = if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(path)
+    }
+    .map_err(|e| Error::Usage {
+        message: format!("cannot read --from-file {}: {e}", path.display()),
+        hint: Some("check the path".into()),
+    })?;
+    serde_saphyr::from_str::<Value>(&text).map_err(|e| Error::Usage {
+        message: format!(
+            "--from-file {} is not valid YAML: {}",
+            path.display(),
+            e.to_string().lines().next().unwrap_or_default()
+        ),
+        hint: Some("fix the YAML and run again".into()),
+    })
+}
+
+fn parse_selector(pairs: &[String]) -> Result<BTreeMap<String, String>, Error> {
+    let mut out = BTreeMap::new();
+    for p in pairs {
+        let (k, v) = p.split_once('=').ok_or_else(|| Error::Usage {
+            message: format!("invalid --host-selector {p:?}"),
+            hint: Some("use KEY=VALUE, e.g. --host-selector site=ams".into()),
+        })?;
+        out.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    Ok(out)
+}
+
+/// The create spec from the flags (no I/O but the values file).
+pub fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Error> {
+    let infrastructure = args
+        .infrastructure
+        .as_deref()
+        .map(Infrastructure::parse)
+        .transpose()?;
+    let addons = args.addons.as_deref().map(Addon::parse_list).transpose()?;
+    let values = args.from_file.as_ref().map(read_values).transpose()?;
+    Ok(CreateSpec {
+        name: args.name.clone(),
+        namespace: namespace.to_string(),
+        infrastructure,
+        kubernetes_version: args.kubernetes_version.clone(),
+        replicas: args.replicas,
+        workers: args.workers,
+        datastore: args.datastore.clone(),
+        service_type: args.service_type.clone(),
+        service_address: args.service_address.clone(),
+        cert_sans: args.cert_sans.clone(),
+        pod_cidrs: args.pod_cidrs.clone(),
+        service_cidrs: args.service_cidrs.clone(),
+        port: args.port,
+        addons,
+        admission_controllers: args.admission_controllers.clone(),
+        apiserver_args: args.apiserver_args.clone(),
+        controller_manager_args: args.controller_manager_args.clone(),
+        scheduler_args: args.scheduler_args.clone(),
+        flavor: args.flavor.clone(),
+        image: args.image.clone(),
+        image_checksum: args.image_checksum.clone(),
+        network: args.network.clone(),
+        ssh_key: args.ssh_key.clone(),
+        region: args.region.clone(),
+        cloud_name: args.cloud_name.clone(),
+        identity_secret: args.identity_secret.clone(),
+        host_selector: parse_selector(&args.host_selector)?,
+        values,
+    })
+}
+
+/// The versions to write, from discovery. Kinds not served fall back to the newest shape
+/// for `--dry-run=client` only; otherwise they are "not installed".
+fn versions(
+    apis: &ServerApis,
+    infra: Infrastructure,
+    client_only: bool,
+) -> Result<Versions, Error> {
+    let capi = apis.require_capi()?;
+    let kcp = match apis.kamaji_control_plane() {
+        Some(ar) => ar.version,
+        None if client_only => match capi {
+            CapiVersion::V1Beta2 => "v1alpha2".into(),
+            CapiVersion::V1Beta1 => "v1alpha1".into(),
+        },
+        None => common::kcp_resource(apis)?.version,
+    };
+    if apis.tenant_control_plane().is_none() && !client_only {
+        common::tcp_resource(apis)?;
+    }
+    let infra_version = |kind: Option<&str>| -> Result<String, Error> {
+        let Some(kind) = kind else {
+            return Ok(String::new());
+        };
+        match apis.provider_kind(INFRASTRUCTURE_GROUP, kind) {
+            Some(ar) => Ok(ar.version),
+            None if client_only => Ok(infra.default_version().into()),
+            None => Err(apis.not_installed(
+                &format!("The {} infrastructure provider ({kind})", infra.as_str()),
+                INFRASTRUCTURE_GROUP,
+                &format!(
+                    "install it with clusterctl init --infrastructure {}",
+                    infra.provider_name()
+                ),
+            )),
+        }
+    };
+    let bootstrap = match apis.provider_kind(BOOTSTRAP_GROUP, "KubeadmConfigTemplate") {
+        Some(ar) => ar.version,
+        None if client_only || infra == Infrastructure::None => capi.as_str().into(),
+        None => {
+            return Err(apis.not_installed(
+                "The kubeadm bootstrap provider",
+                BOOTSTRAP_GROUP,
+                "install it with clusterctl init --bootstrap kubeadm",
+            ));
+        }
+    };
+    Ok(Versions {
+        capi,
+        kcp,
+        infra_cluster: infra_version(infra.cluster_kind())?,
+        infra_template: infra_version(infra.template_kind())?,
+        bootstrap,
+    })
+}
+
+async fn check_datastore(
+    conn: &shared::cli::Conn,
+    apis: &ServerApis,
+    name: &str,
+) -> Result<(), Error> {
+    let Some(k) = apis.kind(KAMAJI_GROUP, "DataStore") else {
+        return Err(apis.not_installed(
+            "Kamaji",
+            KAMAJI_GROUP,
+            "install Kamaji (helm install kamaji clastix/kamaji)",
+        ));
+    };
+    let ar = k.resource(k.version());
+    if common::get_opt(conn, &ar, None, name).await?.is_some() {
+        return Ok(());
+    }
+    let names = shared::api::list_names(conn, &ar, None)
+        .await
+        .unwrap_or_default();
+    let close = shared::error::closest_names(name, names.iter().map(String::as_str));
+    Err(Error::Other {
+        message: format!("DataStore \"{name}\" not found"),
+        hint: Some(if close.is_empty() {
+            if names.is_empty() {
+                "there is no DataStore; create one (see kubectl kamaji datastores) or omit --datastore to use Kamaji's default".into()
+            } else {
+                format!(
+                    "existing DataStores: {} (kubectl kamaji datastores)",
+                    names.join(", ")
+                )
+            }
+        } else {
+            format!("did you mean \"{}\"? (kubectl kamaji datastores)", close[0])
+        }),
+    })
+}
+
+fn print_objects(output: &OutputFlags, objects: &[Value], suffix: &str) -> Result<(), Error> {
+    match output.output {
+        OutputFormat::Yaml => render::raw(kamaji::yaml_stream(objects)?.as_bytes()),
+        OutputFormat::Json => render::raw(render::to_json(&kamaji::json_list(objects))?.as_bytes()),
+        OutputFormat::Name => {
+            for o in objects {
+                render::line(&display_name(o));
+            }
+        }
+        OutputFormat::Table | OutputFormat::Wide => {
+            for o in objects {
+                render::line(&format!("{} {suffix}", display_name(o)));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    if args.wait && args.dry_run != DryRun::None {
+        return Err(Error::Usage {
+            message: "--wait and --dry-run cannot be used together".into(),
+            hint: Some("drop one of them".into()),
+        });
+    }
+    // Flags are checked before connecting: a typo fails fast and offline.
+    let offline = spec_from(args, "default")?;
+    let infra_hint = offline.infrastructure;
+    shared::build::kamaji::build(
+        &offline,
+        &Versions::latest(infra_hint.unwrap_or(Infrastructure::None)),
+    )?;
+
+    let conn = args.kube.connect().await?;
+    let spec = spec_from(args, &conn.namespace)?;
+    let infra = spec.infrastructure.unwrap_or(Infrastructure::None);
+    let apis = ServerApis::discover(&conn).await?;
+    let client_only = args.dry_run == DryRun::Client;
+    let versions = versions(&apis, infra, client_only)?;
+    if let Some(ds) = &spec.datastore
+        && !client_only
+    {
+        check_datastore(&conn, &apis, ds).await?;
+    }
+    let mut built = shared::build::kamaji::build(&spec, &versions)?;
+
+    // OpenStack without an address: use Kamaji's endpoint if it is already known (a re-run).
+    if let Some(osc) = built.deferred.as_mut()
+        && !client_only
+        && let Ok(t) = common::resolve(&conn, &apis, &spec.name).await
+        && let Some((host, port)) = common::endpoint(&t)
+    {
+        fill_openstack_endpoint(osc, &host, port);
+        built.objects.insert(1, osc.clone());
+        built.deferred = None;
+    }
+
+    if client_only {
+        if built.deferred.is_some() {
+            render::info(&format!(
+                "note: OpenStackCluster {} is created once Kamaji announces the endpoint; its apiServerFixedIP is empty here",
+                spec.name
+            ));
+        }
+        return print_objects(&args.output, &built.all(), "created (dry run)");
+    }
+    let server_dry = args.dry_run == DryRun::Server;
+    let to_apply = if server_dry {
+        built.all()
+    } else {
+        built.objects.clone()
+    };
+    let mut applied = Vec::new();
+    for o in &to_apply {
+        let r = common::apply(&conn, &apis, o, server_dry, args.force_conflicts).await?;
+        applied.push(object_json(&r));
+    }
+    let suffix = if server_dry {
+        "serverside-applied (server dry run)"
+    } else {
+        "serverside-applied"
+    };
+    let human = matches!(args.output.output, OutputFormat::Table | OutputFormat::Wide);
+    if human {
+        print_objects(&args.output, &to_apply, suffix)?;
+    }
+    if server_dry {
+        if !human {
+            print_objects(&args.output, &applied, suffix)?;
+        }
+        return Ok(());
+    }
+
+    if let Some(mut osc) = built.deferred.clone() {
+        let (host, port) = wait_endpoint(&conn, &apis, &spec.name, args.timeout).await?;
+        fill_openstack_endpoint(&mut osc, &host, port);
+        let r = common::apply(&conn, &apis, &osc, false, args.force_conflicts).await?;
+        applied.push(object_json(&r));
+        if human {
+            print_objects(
+                &args.output,
+                std::slice::from_ref(&osc),
+                &format!("serverside-applied (apiServerFixedIP {host}, port {port})"),
+            )?;
+        }
+    }
+    if !human {
+        print_objects(&args.output, &applied, suffix)?;
+    }
+    if args.wait {
+        let summary = wait_ready(&conn, &apis, &spec.name, args.timeout).await?;
+        render::info(&summary);
+    }
+    Ok(())
+}
+
+async fn wait_endpoint(
+    conn: &shared::cli::Conn,
+    apis: &ServerApis,
+    name: &str,
+    timeout: Duration,
+) -> Result<(String, u16), Error> {
+    render::wait_until(
+        &format!("waiting for Kamaji's endpoint of {name} before creating the OpenStackCluster"),
+        timeout,
+        Duration::from_millis(500),
+        || async move {
+            let t = match common::resolve(conn, apis, name).await {
+                Ok(t) => t,
+                Err(Error::NotFound { .. }) => {
+                    return Ok(Poll::Pending("KamajiControlPlane not found yet".into()));
+                }
+                Err(e) => return Err(e),
+            };
+            Ok(match common::endpoint(&t) {
+                Some(ep) => Poll::Ready(ep),
+                None => Poll::Pending(phase_text(&t)),
+            })
+        },
+    )
+    .await
+}
+
+fn phase_text(t: &Target) -> String {
+    match &t.tcp {
+        None => "control plane provisioning: no TenantControlPlane yet (is the reconciler running? kubectl kamaji install)".into(),
+        Some(tcp) => format!(
+            "control plane provisioning: TenantControlPlane {}",
+            common::tcp_phase(tcp).unwrap_or_else(|| "has no status yet (is Kamaji running?)".into())
+        ),
+    }
+}
+
+/// The four phases of `--wait`; `Ready` with a one-line summary.
+pub async fn wait_ready(
+    conn: &shared::cli::Conn,
+    apis: &ServerApis,
+    name: &str,
+    timeout: Duration,
+) -> Result<String, Error> {
+    let md_ar = apis.capi_kind("MachineDeployment").ok();
+    render::wait_until(
+        &format!("waiting for cluster {name}"),
+        timeout,
+        Duration::from_millis(500),
+        || {
+            let md_ar = md_ar.clone();
+            async move {
+                let t = match common::resolve(conn, apis, name).await {
+                    Ok(t) => t,
+                    Err(Error::NotFound { .. }) => {
+                        return Ok(Poll::Pending("1/4 control plane provisioning: KamajiControlPlane not found".into()));
+                    }
+                    Err(e) => return Err(e),
+                };
+                let Some((host, port)) = common::endpoint(&t) else {
+                    return Ok(Poll::Pending(format!("1/4 {}", phase_text(&t))));
+                };
+                let kcp = t.kcp.clone().unwrap_or(Value::Null);
+                let ready = match &t.kcp {
+                    Some(k) => fields::control_plane_ready(k),
+                    None => t.tcp.as_ref().and_then(common::tcp_phase).as_deref() == Some("Ready"),
+                };
+                if !ready {
+                    let why = fields::conditions(&kcp)
+                        .into_iter()
+                        .find(|c| c.is_false())
+                        .map(|c| format!("{} {}", c.type_, c.message.or(c.reason).unwrap_or_default()))
+                        .or_else(|| t.tcp.as_ref().and_then(common::tcp_phase).map(|p| format!("TenantControlPlane {p}")))
+                        .unwrap_or_default();
+                    return Ok(Poll::Pending(format!("3/4 control plane ready (endpoint {host}:{port} assigned): {why}")));
+                }
+                let mut want = 0;
+                let mut have = 0;
+                if let Some(ar) = md_ar {
+                    let sel = format!("{}={name}", kamaji::CLUSTER_NAME_LABEL);
+                    for md in common::list(conn, &ar, Some(&t.namespace), Some(&sel)).await? {
+                        let r = fields::replicas(&object_json(&md));
+                        want += r.desired.unwrap_or(0);
+                        have += r.ready.unwrap_or(0);
+                    }
+                }
+                if have < want {
+                    return Ok(Poll::Pending(format!("4/4 workers joined: {have}/{want} ready")));
+                }
+                let version = kcp["status"]["version"].as_str().unwrap_or_default().to_string();
+                Ok(Poll::Ready(format!(
+                    "cluster {name} is ready: control plane {version} at {host}:{port}, {have}/{want} workers"
+                )))
+            }
+        },
+    )
+    .await
+}

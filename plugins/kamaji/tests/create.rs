@@ -1,0 +1,401 @@
+//! `kubectl kamaji create`: every `--dry-run=client` output is accepted by
+//! `kubectl apply --dry-run=server`, `--dry-run=server` validates, re-running converges, and
+//! bad input gives one clear line with exit code 2 (usage) or 1 (the cluster says no).
+
+mod common;
+
+use common::*;
+
+const V: &str = "v1.35.0";
+
+fn infra_flags(infra: &str) -> Vec<&'static str> {
+    match infra {
+        "byoh" => vec!["--workers", "2", "--host-selector", "site=ams,rack=r1"],
+        "openstack" => vec![
+            "--flavor",
+            "m1.large",
+            "--image",
+            "ubuntu-2404-kube-v1.35.0",
+            "--network",
+            "tenant-net",
+            "--ssh-key",
+            "ops",
+        ],
+        "kubevirt" => vec![
+            "--image",
+            "quay.io/capk/ubuntu-2404-container-disk:v1.35.0",
+            "--flavor",
+            "2x4Gi",
+        ],
+        "metal3" => vec![
+            "--service-address",
+            "192.0.2.20",
+            "--image",
+            "http://images/ubuntu.img",
+            "--image-checksum",
+            "http://images/ubuntu.img.sha256sum",
+        ],
+        "aws" => vec![
+            "--region",
+            "eu-west-1",
+            "--flavor",
+            "t3.large",
+            "--ssh-key",
+            "ops",
+        ],
+        _ => vec![],
+    }
+}
+
+#[tokio::test]
+async fn every_client_dry_run_is_accepted_by_kubectl_apply_server_dry_run() {
+    let tb = testbed().await;
+    let (_c, ns) = tb.namespace("kamaji-dry").await;
+    for infra in ["byoh", "openstack", "kubevirt", "metal3", "aws", "none"] {
+        let name = format!("dry-{infra}");
+        let mut args = vec![
+            "create",
+            name.as_str(),
+            "--infrastructure",
+            infra,
+            "--kubernetes-version",
+            V,
+            "--datastore",
+            "default",
+            "--cert-san",
+            "api.example.com",
+            "--admission-controllers",
+            "NodeRestriction,PodSecurity",
+            "--apiserver-arg",
+            "audit-log-maxage=30",
+            "--pod-cidr",
+            "10.200.0.0/16",
+            "--port",
+            "6443",
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ];
+        args.extend(infra_flags(infra));
+        let yaml = ok(&kamaji(tb, &ns, &args));
+        let kinds = yaml.matches("\nkind: ").count() + usize::from(yaml.starts_with("kind: "));
+        let want = if infra == "none" { 2 } else { 6 };
+        assert_eq!(yaml.matches("---\n").count(), want, "{infra}:\n{yaml}");
+        assert!(kinds >= 1);
+        let out = kubectl_apply_server_dry_run(tb, &ns, &yaml);
+        assert!(
+            out.status.success(),
+            "kubectl rejected the {infra} stream:\n{}\n{}\n{yaml}",
+            stdout(&out),
+            stderr(&out)
+        );
+        let text = stdout(&out);
+        assert!(
+            text.contains(&format!(
+                "kamajicontrolplane.controlplane.cluster.x-k8s.io/{name}"
+            )),
+            "{text}"
+        );
+        assert!(text.contains("(server dry run)"), "{text}");
+        // JSON output is a v1 List kubectl accepts too.
+        let mut jargs = args.clone();
+        let pos = jargs.iter().position(|a| *a == "yaml").unwrap();
+        jargs[pos] = "json";
+        let json = ok(&kamaji(tb, &ns, &jargs));
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["kind"], "List");
+        let out = kubectl_apply_server_dry_run(tb, &ns, &json);
+        assert!(out.status.success(), "{infra} json: {}", stderr(&out));
+    }
+    // Nothing was created.
+    let c = tb.client().await;
+    assert!(
+        get(
+            &c,
+            &ns,
+            &ar("cluster.x-k8s.io", "v1beta2", "Cluster"),
+            "dry-byoh"
+        )
+        .await
+        .is_none()
+    );
+}
+
+#[tokio::test]
+async fn server_dry_run_validates_and_rerunning_converges() {
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-conv").await;
+    let base = [
+        "create",
+        "conv",
+        "--infrastructure",
+        "byoh",
+        "--kubernetes-version",
+        V,
+        "--workers",
+        "0",
+    ];
+    let out = ok(&kamaji(
+        tb,
+        &ns,
+        &[&base[..], &["--dry-run=server"]].concat(),
+    ));
+    assert!(
+        out.contains("cluster.cluster.x-k8s.io/conv serverside-applied (server dry run)"),
+        "{out}"
+    );
+    let cluster = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
+    assert!(
+        get(&c, &ns, &cluster, "conv").await.is_none(),
+        "server dry run created objects"
+    );
+
+    let out = ok(&kamaji(tb, &ns, &base));
+    for line in [
+        "kamajicontrolplane.controlplane.cluster.x-k8s.io/conv serverside-applied",
+        "bycluster.infrastructure.cluster.x-k8s.io/conv serverside-applied",
+        "cluster.cluster.x-k8s.io/conv serverside-applied",
+        "kubeadmconfigtemplate.bootstrap.cluster.x-k8s.io/conv-md-0 serverside-applied",
+        "byomachinetemplate.infrastructure.cluster.x-k8s.io/conv-md-0 serverside-applied",
+        "machinedeployment.cluster.x-k8s.io/conv-md-0 serverside-applied",
+    ] {
+        let line = line.replace("bycluster", "byocluster");
+        assert!(out.contains(&line), "missing {line:?} in\n{out}");
+    }
+    let kcp = ar(
+        "controlplane.cluster.x-k8s.io",
+        "v1alpha2",
+        "KamajiControlPlane",
+    );
+    let k = get(&c, &ns, &kcp, "conv").await.unwrap();
+    assert_eq!(k["spec"]["version"], V);
+    assert_eq!(k["spec"]["replicas"], 2);
+    let cl = get(&c, &ns, &cluster, "conv").await.unwrap();
+    assert_eq!(cl["spec"]["controlPlaneRef"]["kind"], "KamajiControlPlane");
+    assert_eq!(cl["spec"]["infrastructureRef"]["kind"], "ByoCluster");
+    let gen1 = k["metadata"]["generation"].as_i64().unwrap();
+
+    // Same flags again: nothing changes. New flags: the objects follow.
+    ok(&kamaji(tb, &ns, &base));
+    let k = get(&c, &ns, &kcp, "conv").await.unwrap();
+    assert_eq!(k["metadata"]["generation"].as_i64().unwrap(), gen1);
+    ok(&kamaji(
+        tb,
+        &ns,
+        &[
+            &base[..],
+            &["--replicas", "3", "--cert-san", "conv.example.com"],
+        ]
+        .concat(),
+    ));
+    let k = get(&c, &ns, &kcp, "conv").await.unwrap();
+    assert_eq!(k["spec"]["replicas"], 3);
+    assert_eq!(
+        k["spec"]["network"]["certSANs"],
+        serde_json::json!(["conv.example.com"])
+    );
+
+    // --from-file sets any KamajiControlPlane field; flags still win.
+    let dir = tempfile::tempdir().unwrap();
+    let values = dir.path().join("values.yaml");
+    std::fs::write(&values, "deployment:\n  nodeSelector:\n    kubernetes.io/os: linux\nreplicas: 1\nkubelet:\n  cgroupfs: systemd\n").unwrap();
+    ok(&kamaji(
+        tb,
+        &ns,
+        &[
+            &base[..],
+            &["--replicas", "3", "--from-file", values.to_str().unwrap()],
+        ]
+        .concat(),
+    ));
+    let k = get(&c, &ns, &kcp, "conv").await.unwrap();
+    assert_eq!(k["spec"]["replicas"], 3);
+    assert_eq!(
+        k["spec"]["deployment"]["nodeSelector"]["kubernetes.io/os"],
+        "linux"
+    );
+    assert_eq!(k["spec"]["kubelet"]["cgroupfs"], "systemd");
+}
+
+#[tokio::test]
+async fn bad_input_gives_one_clear_line() {
+    let tb = testbed().await;
+    let (_c, ns) = tb.namespace("kamaji-bad").await;
+    let run = |args: &[&str]| kamaji(tb, &ns, args);
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (
+            vec![
+                "create",
+                "Bad_Name",
+                "--infrastructure",
+                "none",
+                "--kubernetes-version",
+                V,
+            ],
+            2,
+            "error: invalid name \"Bad_Name\"",
+        ),
+        (
+            vec![
+                "create",
+                "ok",
+                "--infrastructure",
+                "none",
+                "--kubernetes-version",
+                "1.35",
+            ],
+            2,
+            "error: invalid Kubernetes version \"1.35\"",
+        ),
+        (
+            vec![
+                "create",
+                "ok",
+                "--infrastructure",
+                "none",
+                "--kubernetes-version",
+                "latest",
+            ],
+            2,
+            "error: invalid Kubernetes version \"latest\"",
+        ),
+        (
+            vec![
+                "create",
+                "ok",
+                "--infrastructure",
+                "docker",
+                "--kubernetes-version",
+                V,
+            ],
+            2,
+            "error: unknown infrastructure \"docker\"",
+        ),
+        (
+            vec![
+                "create",
+                "ok",
+                "--infrastructure",
+                "none",
+                "--kubernetes-version",
+                V,
+                "--datastore",
+                "missing",
+            ],
+            1,
+            "error: DataStore \"missing\" not found",
+        ),
+        (
+            vec![
+                "create",
+                "ok",
+                "--infrastructure",
+                "none",
+                "--kubernetes-version",
+                V,
+                "--workers",
+                "2",
+            ],
+            2,
+            "error: --workers does not apply to --infrastructure none",
+        ),
+        (
+            vec![
+                "create",
+                "ok",
+                "--infrastructure",
+                "byoh",
+                "--kubernetes-version",
+                V,
+                "--flavor",
+                "m1",
+            ],
+            2,
+            "error: --flavor does not apply to --infrastructure byoh",
+        ),
+        (
+            vec![
+                "create",
+                "ok",
+                "--infrastructure",
+                "none",
+                "--kubernetes-version",
+                V,
+                "--wait",
+                "--dry-run=client",
+            ],
+            2,
+            "error: --wait and --dry-run cannot be used together",
+        ),
+        (
+            vec![
+                "create",
+                "ok",
+                "--infrastructure",
+                "none",
+                "--kubernetes-version",
+                V,
+                "--service-type",
+                "NodePort",
+            ],
+            2,
+            "error: --service-type NodePort needs --service-address",
+        ),
+        (
+            vec![
+                "create",
+                "ok",
+                "--infrastructure",
+                "openstack",
+                "--kubernetes-version",
+                V,
+            ],
+            2,
+            "error: --infrastructure openstack needs --flavor",
+        ),
+        (
+            vec!["create", "ok", "--kubernetes-version", V],
+            2,
+            "error: --infrastructure is required",
+        ),
+    ];
+    for (args, code, want) in cases {
+        let line = fails(&run(&args), code);
+        assert!(
+            line.starts_with(want),
+            "{args:?}: got {line:?}, want {want:?}"
+        );
+    }
+    // The datastore hint names the existing ones.
+    let o = run(&[
+        "create",
+        "ok",
+        "--infrastructure",
+        "none",
+        "--kubernetes-version",
+        V,
+        "--datastore",
+        "defualt",
+    ]);
+    assert!(
+        stderr(&o).contains("did you mean \"default\"?"),
+        "{}",
+        stderr(&o)
+    );
+    // Nothing was half-created.
+    let c = tb.client().await;
+    assert!(
+        get(
+            &c,
+            &ns,
+            &ar(
+                "controlplane.cluster.x-k8s.io",
+                "v1alpha2",
+                "KamajiControlPlane"
+            ),
+            "ok"
+        )
+        .await
+        .is_none()
+    );
+}
