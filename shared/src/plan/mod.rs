@@ -8,6 +8,7 @@ pub mod hosts;
 pub mod scale;
 pub mod selector;
 pub mod template;
+pub mod tree;
 pub mod upgrade;
 
 pub mod util;
