@@ -22,6 +22,9 @@ pub const EXIT_CODES_HELP: &str = "Exit status:
 Flags go after the verb, as kubectl requires for plugins: `kubectl capi version --context prod`.
 Colours follow --color (auto: only on a terminal, and not when NO_COLOR is set).";
 
+/// The short exit-code note appended to every verb's `--help`.
+pub const VERB_EXIT_CODES_HELP: &str = "Exit status: 0 success, 1 failure, 2 usage error.";
+
 /// kubectl's connection flags. Flatten into every verb that talks to the API server.
 ///
 /// Argument ids carry a `kube-` prefix (`out-` in [`OutputFlags`]) so that a verb may name its
@@ -595,6 +598,20 @@ where
     let args: Vec<OsString> = std::env::args_os().collect();
     let program = Program::from_argv0(args.first().and_then(|a| a.to_str()), plugin);
     let mut cmd = command_for::<C>(&program);
+    // Every verb's --help ends with the exit codes too.
+    let verbs: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    for v in verbs {
+        cmd = cmd.mut_subcommand(v, |s| {
+            let before = s
+                .get_after_help()
+                .map(|h| format!("{h}\n\n"))
+                .unwrap_or_default();
+            s.after_help(format!("{before}{VERB_EXIT_CODES_HELP}"))
+        });
+    }
     let words: Vec<String> = args
         .iter()
         .skip(1)

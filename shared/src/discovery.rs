@@ -386,6 +386,37 @@ impl ServerApis {
             .ok_or_else(|| self.not_installed(product, group, install))
     }
 
+    /// Kamaji's TenantControlPlane, or the "not installed" error.
+    pub fn require_kamaji(&self) -> Result<ApiResource, Error> {
+        self.tenant_control_plane().ok_or_else(|| {
+            self.not_installed(
+                "Kamaji",
+                KAMAJI_GROUP,
+                "install it with helm install kamaji clastix/kamaji -n kamaji-system --create-namespace",
+            )
+        })
+    }
+    /// KamajiControlPlane, or the "not installed" error.
+    pub fn require_kamaji_control_plane(&self) -> Result<ApiResource, Error> {
+        self.kamaji_control_plane().ok_or_else(|| {
+            self.not_installed(
+                "The KamajiControlPlane provider",
+                "controlplane.cluster.x-k8s.io KamajiControlPlane",
+                "install it with clusterctl init --control-plane kamaji",
+            )
+        })
+    }
+    /// ByoHost, or the "not installed" error.
+    pub fn require_byoh(&self) -> Result<ApiResource, Error> {
+        self.byo_host().ok_or_else(|| {
+            self.not_installed(
+                "BYOH (Bring Your Own Host)",
+                "infrastructure.cluster.x-k8s.io ByoHost",
+                "install it with clusterctl init --infrastructure byoh",
+            )
+        })
+    }
+
     /// KamajiControlPlane (controlplane.cluster.x-k8s.io), if installed.
     pub fn kamaji_control_plane(&self) -> Option<ApiResource> {
         self.provider_kind(CONTROLPLANE_GROUP, "KamajiControlPlane")
@@ -630,5 +661,15 @@ mod tests {
             e.to_string(),
             "Cluster API is not installed on this cluster (no cluster.x-k8s.io API); install it with clusterctl init"
         );
+        assert_eq!(
+            a.require_byoh().unwrap_err().to_string(),
+            "BYOH (Bring Your Own Host) is not installed on this cluster (no infrastructure.cluster.x-k8s.io ByoHost API); install it with clusterctl init --infrastructure byoh"
+        );
+        assert!(matches!(
+            a.require_kamaji(),
+            Err(Error::NotInstalled { .. })
+        ));
+        assert!(apis().require_kamaji_control_plane().is_ok());
+        assert!(apis().require_kamaji().is_err());
     }
 }
