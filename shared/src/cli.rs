@@ -153,15 +153,17 @@ impl LogFlags {
             2 => "debug",
             _ => "trace",
         };
+        // Libraries log failed requests and TLS errors themselves; we report those as typed
+        // errors, so their logs only show from -v on.
         let deps = match self.verbose {
-            0..=2 => "warn",
+            0 => "off",
+            1 | 2 => "warn",
             3 => "debug",
             _ => "trace",
         };
-        // kube-client logs failed requests as errors; we report them ourselves.
         let kube = if self.verbose >= 2 { ours } else { "off" };
         let default = format!(
-            "{deps},shared={ours},kubectl_capi={ours},kubectl_kamaji={ours},kube_client={kube},kube={kube}"
+            "{deps},shared={ours},kubectl_capi={ours},kubectl_kamaji={ours},kamaji_reconciler={ours},kube_client={kube},kube={kube}"
         );
         let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
