@@ -145,6 +145,15 @@ pub struct HostRow {
     pub labels: BTreeMap<String, String>,
 }
 
+impl HostRow {
+    /// The AGE cell, kubectl style (`5d`, `3h2m`), or `<unknown>`.
+    pub fn age(&self) -> String {
+        self.age_seconds
+            .map(util::human_duration)
+            .unwrap_or_else(|| "<unknown>".to_string())
+    }
+}
+
 /// Filters of `kubectl capi hosts`.
 #[derive(Debug, Clone, Default)]
 pub struct HostFilter {

@@ -34,6 +34,8 @@ pub enum TemplateError {
         .0.join(", ")
     )]
     MissingVariables(Vec<String>),
+    #[error("{0}")]
+    InvalidOption(String),
 }
 
 /// Where variable values come from, in priority order: `overrides` (values set by flags such as
@@ -79,6 +81,105 @@ impl Variables {
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| (v.as_str(), Source::Config))
+    }
+}
+
+/// The flags of `generate cluster` that become variables, as clusterctl sets them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GenerateOptions {
+    /// `NAME`: `CLUSTER_NAME` (a DNS-1123 subdomain).
+    pub cluster_name: String,
+    /// `--target-namespace` (or the current namespace): `NAMESPACE` (a DNS-1123 label).
+    pub target_namespace: String,
+    /// `--kubernetes-version`: `KUBERNETES_VERSION` when given (else env/config apply).
+    pub kubernetes_version: Option<String>,
+    /// `--control-plane-machine-count`: else env/config, else 1; at least 1.
+    pub control_plane_machine_count: Option<i64>,
+    /// `--worker-machine-count`: else env/config, else 0; at least 0.
+    pub worker_machine_count: Option<i64>,
+}
+
+/// The template file clusterctl looks for: `cluster-template.yaml` or `cluster-template-<flavor>.yaml`.
+pub fn template_file_name(flavor: Option<&str>) -> String {
+    match flavor.filter(|f| !f.is_empty()) {
+        Some(f) => format!("cluster-template-{f}.yaml"),
+        None => "cluster-template.yaml".to_string(),
+    }
+}
+
+fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+impl Variables {
+    /// Set `CLUSTER_NAME`, `NAMESPACE`, `KUBERNETES_VERSION`, `CONTROL_PLANE_MACHINE_COUNT` and
+    /// `WORKER_MACHINE_COUNT` from the `generate cluster` flags, validating them as clusterctl does
+    /// (counts not given fall back to the environment or config, then 1 and 0).
+    pub fn apply_generate_options(&mut self, o: &GenerateOptions) -> Result<(), TemplateError> {
+        let bad = |m: String| Err(TemplateError::InvalidOption(m));
+        if !is_dns1123_label(&o.target_namespace) {
+            return bad(format!(
+                "invalid target namespace {:?}: use lowercase letters, digits and '-', at most 63 characters",
+                o.target_namespace
+            ));
+        }
+        let name = &o.cluster_name;
+        if name.is_empty() || name.len() > 253 || !name.split('.').all(is_dns1123_label) {
+            return bad(format!(
+                "invalid cluster name {name:?}: use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+            ));
+        }
+        self.overrides
+            .insert("NAMESPACE".into(), o.target_namespace.clone());
+        self.overrides.insert("CLUSTER_NAME".into(), name.clone());
+        if let Some(v) = &o.kubernetes_version {
+            if semver::Version::parse(v.strip_prefix('v').unwrap_or(v)).is_err() {
+                return bad(format!(
+                    "invalid Kubernetes version {v:?}: use a semantic version such as v1.33.1"
+                ));
+            }
+            self.overrides
+                .insert("KUBERNETES_VERSION".into(), v.clone());
+        }
+        let count = |flag: Option<i64>, var: &str, default: i64| -> Result<i64, TemplateError> {
+            match flag {
+                Some(n) => Ok(n),
+                None => match self.lookup(var) {
+                    None => Ok(default),
+                    Some(v) => v.trim().parse::<i64>().map_err(|_| {
+                        TemplateError::InvalidOption(format!(
+                            "invalid value {v:?} for {var}: use a whole number"
+                        ))
+                    }),
+                },
+            }
+        };
+        let cp = count(
+            o.control_plane_machine_count,
+            "CONTROL_PLANE_MACHINE_COUNT",
+            1,
+        )?;
+        if cp < 1 {
+            return bad(format!(
+                "invalid control-plane machine count {cp}: use 1 or more"
+            ));
+        }
+        let workers = count(o.worker_machine_count, "WORKER_MACHINE_COUNT", 0)?;
+        if workers < 0 {
+            return bad(format!(
+                "invalid worker machine count {workers}: use 0 or more"
+            ));
+        }
+        self.overrides
+            .insert("CONTROL_PLANE_MACHINE_COUNT".into(), cp.to_string());
+        self.overrides
+            .insert("WORKER_MACHINE_COUNT".into(), workers.to_string());
+        Ok(())
     }
 }
 
@@ -847,5 +948,78 @@ spec:
         assert!(out.contains("replicas: 1\n"));
         assert!(out.contains("vip_address=10.0.0.10\n        echo $HOME\n"));
         assert!(!out.contains("${"));
+    }
+
+    #[test]
+    fn generate_options_become_variables() {
+        let mut v = vars(&[("WORKER_MACHINE_COUNT", "3")], &[]);
+        let o = GenerateOptions {
+            cluster_name: "byoh-1".into(),
+            target_namespace: "team-a".into(),
+            kubernetes_version: Some("v1.33.1".into()),
+            ..Default::default()
+        };
+        v.apply_generate_options(&o).unwrap();
+        assert_eq!(v.lookup("CLUSTER_NAME"), Some("byoh-1"));
+        assert_eq!(v.lookup("NAMESPACE"), Some("team-a"));
+        assert_eq!(v.lookup("KUBERNETES_VERSION"), Some("v1.33.1"));
+        assert_eq!(v.lookup("CONTROL_PLANE_MACHINE_COUNT"), Some("1"));
+        // not given on the command line: the environment's value is kept
+        assert_eq!(v.lookup("WORKER_MACHINE_COUNT"), Some("3"));
+        let mut v2 = Variables::default();
+        v2.apply_generate_options(&GenerateOptions {
+            worker_machine_count: Some(2),
+            control_plane_machine_count: Some(3),
+            ..o.clone()
+        })
+        .unwrap();
+        assert_eq!(v2.lookup("WORKER_MACHINE_COUNT"), Some("2"));
+        assert_eq!(v2.lookup("CONTROL_PLANE_MACHINE_COUNT"), Some("3"));
+        assert_eq!(
+            Variables::default().apply_generate_options(&GenerateOptions {
+                kubernetes_version: None,
+                ..o.clone()
+            }),
+            Ok(())
+        );
+
+        for bad in [
+            GenerateOptions {
+                cluster_name: "Bad_Name".into(),
+                ..o.clone()
+            },
+            GenerateOptions {
+                target_namespace: "a.b".into(),
+                ..o.clone()
+            },
+            GenerateOptions {
+                kubernetes_version: Some("latest".into()),
+                ..o.clone()
+            },
+            GenerateOptions {
+                control_plane_machine_count: Some(0),
+                ..o.clone()
+            },
+            GenerateOptions {
+                worker_machine_count: Some(-1),
+                ..o.clone()
+            },
+        ] {
+            assert!(
+                matches!(
+                    Variables::default().apply_generate_options(&bad),
+                    Err(TemplateError::InvalidOption(_))
+                ),
+                "{bad:?}"
+            );
+        }
+        let mut v3 = vars(&[("CONTROL_PLANE_MACHINE_COUNT", "three")], &[]);
+        let e = v3.apply_generate_options(&o).unwrap_err().to_string();
+        assert!(e.contains("CONTROL_PLANE_MACHINE_COUNT"), "{e}");
+        assert_eq!(template_file_name(None), "cluster-template.yaml");
+        assert_eq!(
+            template_file_name(Some("docker")),
+            "cluster-template-docker.yaml"
+        );
     }
 }
