@@ -140,7 +140,8 @@ async fn discover_infra(client: &Client, cfg: &Config) -> HashMap<String, ApiRes
     let Ok(g) = kube::discovery::group(client, "infrastructure.cluster.x-k8s.io").await else {
         return out;
     };
-    for (res, _caps) in g.recommended_resources() {
+    // Kinds of this group come in different versions: each at its most stable served one.
+    for (res, _caps) in g.resources_by_stability() {
         if infra::action_for(&res.kind, &cfg.extra_infra_kinds).is_some() {
             out.insert(res.kind.clone(), res);
         }
@@ -493,18 +494,32 @@ async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Action, 
     let desired = tcp::v_prefixed(&kcp.spec.version);
     let target = match version::next_step(&desired, cur_version.as_deref(), ready_at_current) {
         Step::Desired(v) => {
-            conds.push(no("VersionUpgrade", "UpToDate", ""));
+            let reported = existing_v.as_ref().map(|t| {
+                let r = &t["status"]["kubernetesResources"]["version"];
+                (
+                    r["version"].as_str().unwrap_or_default().to_string(),
+                    r["status"].as_str().unwrap_or_default().to_string(),
+                )
+            });
+            match reported {
+                Some((rv, rs)) if !rv.is_empty() && (rv != v || rs != "Ready") => {
+                    conds.push(yes("VersionUpgrade", "RollingOut").with_message(format!(
+                        "Kamaji is rolling out {v} (it reports {rv}, {rs})"
+                    )));
+                }
+                _ => conds.push(no("VersionUpgrade", "UpToDate", "")),
+            }
             v
         }
         Step::Intermediate { version, remaining } => {
-            conds.push(no("VersionUpgrade", "SteppingMinor", "").with_ok(true).with_message(format!(
+            conds.push(yes("VersionUpgrade", "SteppingMinor").with_message(format!(
                 "upgrading {} to {desired} one minor at a time: step {version} in progress ({remaining} more after it)",
                 cur_version.clone().unwrap_or_default()
             )));
             version
         }
         Step::Wait { version, remaining } => {
-            conds.push(no("VersionUpgrade", "WaitingForStep", "").with_ok(true).with_message(format!(
+            conds.push(yes("VersionUpgrade", "WaitingForStep").with_message(format!(
                 "upgrading to {desired} one minor at a time: waiting for {version} to be Ready ({remaining} minor(s) to go)"
             )));
             version
@@ -545,12 +560,15 @@ async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Action, 
             return Ok(Action::await_change());
         }
     };
-    let mut meta = json!({
-        "name": tcp_name,
-        "namespace": tcp_ns,
-        "labels": kcp.labels(),
-        "annotations": tcp::tcp_annotations(kcp.annotations()),
-    });
+    // Empty maps are left out: an empty map in an apply changes the object every time.
+    let mut meta = json!({"name": tcp_name, "namespace": tcp_ns});
+    if !kcp.labels().is_empty() {
+        meta["labels"] = json!(kcp.labels());
+    }
+    let annotations = tcp::tcp_annotations(kcp.annotations());
+    if !annotations.is_empty() {
+        meta["annotations"] = json!(annotations);
+    }
     if !remote && let Some(oref) = kcp.controller_owner_ref(&()) {
         meta["ownerReferences"] = json!([oref]);
     }
@@ -658,10 +676,6 @@ async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Action, 
 }
 
 impl Cond {
-    fn with_ok(mut self, ok: bool) -> Cond {
-        self.ok = ok;
-        self
-    }
     fn with_message(mut self, m: String) -> Cond {
         self.message = m;
         self
@@ -957,7 +971,12 @@ async fn infra_step(ctx: &Ctx, cluster: &Value, ns: &str, ep: &Endpoint) -> Resu
             let found = kube::discovery::group(&ctx.client, &group)
                 .await
                 .ok()
-                .and_then(|g| g.recommended_kind(kind).map(|(a, _)| a));
+                .and_then(|g| {
+                    g.resources_by_stability()
+                        .into_iter()
+                        .find(|(a, _)| a.kind == kind)
+                        .map(|(a, _)| a)
+                });
             match found {
                 Some(a) => a,
                 None => {

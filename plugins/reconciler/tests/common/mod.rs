@@ -1,0 +1,471 @@
+//! Test fixture: runs the reconciler as a real process against the testbed and plays the
+//! controllers the testbed cannot run (Kamaji, Cluster API core, infrastructure providers) by
+//! writing the objects and status they would write.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+pub const FIXTURE: &str = "test-fixture";
+
+/// The reconciler process; killed (SIGKILL) on drop.
+pub struct Reconciler {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Reconciler {
+    pub fn start(kubeconfig: &Path, ns: &str, extra: &[&str]) -> Reconciler {
+        let log = std::env::temp_dir().join(format!(
+            "kamaji-reconciler-{ns}-{}.log",
+            Instant::now().elapsed().as_nanos() + u128::from(std::process::id())
+        ));
+        let f = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_kamaji-reconciler"))
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args([
+                "--namespace",
+                ns,
+                "--metrics-bind-address",
+                "127.0.0.1:0",
+                "-vv",
+            ])
+            .args(extra)
+            .env("RUST_LOG", "kamaji_reconciler=debug")
+            .stdout(Stdio::null())
+            .stderr(f)
+            .spawn()
+            .expect("spawning kamaji-reconciler");
+        Reconciler { child, log }
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn log_tail(&self) -> String {
+        let t = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let l: Vec<&str> = t.lines().collect();
+        l[l.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+impl Drop for Reconciler {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `f` every 200 ms until it yields `Some`, or panics after `secs` with `what` and the
+/// reconciler's log.
+pub async fn wait_for<T, F, Fut>(secs: u64, what: &str, r: Option<&Reconciler>, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "timed out after {secs}s waiting for {what}\n--- reconciler log ---\n{}",
+                r.map(|r| r.log_tail()).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub fn ar(group: &str, version: &str, kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind))
+}
+pub fn kcp_ar(version: &str) -> ApiResource {
+    ar(
+        "controlplane.cluster.x-k8s.io",
+        version,
+        "KamajiControlPlane",
+    )
+}
+pub fn tcp_ar() -> ApiResource {
+    ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane")
+}
+pub fn cluster_ar(version: &str) -> ApiResource {
+    ar("cluster.x-k8s.io", version, "Cluster")
+}
+
+pub fn dyn_api(c: &Client, ns: &str, r: &ApiResource) -> Api<DynamicObject> {
+    Api::namespaced_with(c.clone(), ns, r)
+}
+
+pub async fn get(c: &Client, ns: &str, r: &ApiResource, name: &str) -> Option<Value> {
+    dyn_api(c, ns, r)
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .map(|o| serde_json::to_value(o).unwrap())
+}
+
+pub async fn apply(c: &Client, ns: &str, r: &ApiResource, body: Value) -> Value {
+    let name = body["metadata"]["name"].as_str().unwrap().to_string();
+    let o = dyn_api(c, ns, r)
+        .patch(
+            &name,
+            &PatchParams::apply(FIXTURE).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying {} {name}: {e}", r.kind));
+    serde_json::to_value(o).unwrap()
+}
+
+pub async fn merge(c: &Client, ns: &str, r: &ApiResource, name: &str, body: Value) {
+    dyn_api(c, ns, r)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .unwrap_or_else(|e| panic!("patching {} {name}: {e}", r.kind));
+}
+
+pub async fn merge_status(c: &Client, ns: &str, r: &ApiResource, name: &str, body: Value) {
+    dyn_api(c, ns, r)
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .unwrap_or_else(|e| panic!("patching status of {} {name}: {e}", r.kind));
+}
+
+/// Applies CRDs (server-side) and waits until discovery serves every version.
+pub async fn install_crds(c: &Client, crds: &[Value]) {
+    let api: Api<CustomResourceDefinition> = Api::all(c.clone());
+    for crd in crds {
+        let name = crd["metadata"]["name"].as_str().unwrap();
+        let mut body = crd.clone();
+        body["apiVersion"] = json!("apiextensions.k8s.io/v1");
+        body["kind"] = json!("CustomResourceDefinition");
+        if let Some(o) = body.as_object_mut() {
+            o.remove("status");
+        }
+        api.patch(
+            name,
+            &PatchParams::apply(FIXTURE).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
+    }
+    for crd in crds {
+        let group = crd["spec"]["group"].as_str().unwrap().to_string();
+        let plural = crd["spec"]["names"]["plural"].as_str().unwrap().to_string();
+        for v in crd["spec"]["versions"].as_array().unwrap() {
+            if v["served"] != json!(true) {
+                continue;
+            }
+            let gv = format!("{group}/{}", v["name"].as_str().unwrap());
+            let (c2, plural) = (c.clone(), plural.clone());
+            wait_for(60, &format!("{plural}.{gv} served"), None, || {
+                let (c2, gv, plural) = (c2.clone(), gv.clone(), plural.clone());
+                async move {
+                    c2.list_api_group_resources(&gv)
+                        .await
+                        .ok()
+                        .filter(|l| l.resources.iter().any(|r| r.name == plural))
+                        .map(|_| ())
+                }
+            })
+            .await;
+        }
+    }
+}
+
+/// Our own CRDs, generated from the Rust types.
+pub async fn install_our_crds(c: &Client) {
+    let crds: Vec<Value> = kamaji_reconciler::crds()
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    install_crds(c, &crds).await;
+}
+
+/// The Cluster in the shape of the served contract.
+pub fn cluster_body(
+    contract: &str,
+    name: &str,
+    kcp: &str,
+    infra: Option<(&str, &str, &str)>,
+    net: Value,
+) -> Value {
+    let mut spec = json!({"clusterNetwork": net});
+    match contract {
+        "v1beta2" => {
+            spec["controlPlaneRef"] = json!({"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KamajiControlPlane", "name": kcp});
+            if let Some((g, v, k)) = infra {
+                let _ = v;
+                spec["infrastructureRef"] = json!({"apiGroup": g, "kind": k, "name": name});
+            }
+        }
+        _ => {
+            spec["controlPlaneRef"] = json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1alpha1", "kind": "KamajiControlPlane", "name": kcp});
+            if let Some((g, v, k)) = infra {
+                spec["infrastructureRef"] =
+                    json!({"apiVersion": format!("{g}/{v}"), "kind": k, "name": name});
+            }
+        }
+    }
+    json!({"apiVersion": format!("cluster.x-k8s.io/{contract}"), "kind": "Cluster", "metadata": {"name": name}, "spec": spec})
+}
+
+/// Creates a Cluster and plays Cluster API: a KamajiControlPlane owned by it.
+pub async fn cluster_with_kcp(
+    c: &Client,
+    ns: &str,
+    contract: &str,
+    cluster: &str,
+    kcp: &str,
+    infra: Option<(&str, &str, &str)>,
+    net: Value,
+    kcp_spec: Value,
+) -> (Value, Value) {
+    let cl = apply(
+        c,
+        ns,
+        &cluster_ar(contract),
+        cluster_body(contract, cluster, kcp, infra, net),
+    )
+    .await;
+    let kcp_version = if contract == "v1beta2" {
+        "v1alpha2"
+    } else {
+        "v1alpha1"
+    };
+    let owner = json!({"apiVersion": format!("cluster.x-k8s.io/{contract}"), "kind": "Cluster", "name": cluster, "uid": cl["metadata"]["uid"]});
+    let k = apply(
+        c,
+        ns,
+        &kcp_ar(kcp_version),
+        json!({
+            "apiVersion": format!("controlplane.cluster.x-k8s.io/{kcp_version}"), "kind": "KamajiControlPlane",
+            "metadata": {"name": kcp, "ownerReferences": [owner]},
+            "spec": kcp_spec
+        }),
+    )
+    .await;
+    (cl, k)
+}
+
+/// Plays Kamaji: the admin kubeconfig and CA Secrets (owned by the TCP) and the TCP status.
+pub async fn kamaji_publish(
+    c: &Client,
+    ns: &str,
+    tcp: &str,
+    endpoint: &str,
+    version: &str,
+    version_status: &str,
+    available: i64,
+) {
+    let t = get(c, ns, &tcp_ar(), tcp).await.expect("the TCP exists");
+    let owner = json!({"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane", "name": tcp, "uid": t["metadata"]["uid"], "controller": true});
+    let secrets: Api<Secret> = Api::namespaced(c.clone(), ns);
+    let kc = |server: &str| {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {tcp}\n  cluster:\n    server: https://{server}\ncontexts:\n- name: admin\n  context: {{cluster: {tcp}, user: admin}}\ncurrent-context: admin\nusers:\n- name: admin\n  user: {{token: x}}\n"
+        )
+    };
+    let sec = |name: String, data: Vec<(&str, String)>| {
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "labels": {"kamaji.clastix.io/name": tcp}, "ownerReferences": [owner.clone()]},
+            "data": data.into_iter().map(|(k, v)| (k.to_string(), json!(base64(&v)))).collect::<serde_json::Map<_, _>>()
+        })
+    };
+    for s in [
+        sec(
+            format!("{tcp}-admin-kubeconfig"),
+            vec![
+                ("admin.conf", kc(endpoint)),
+                ("admin.svc", kc(&format!("{tcp}.{ns}.svc:6443"))),
+                ("super-admin.conf", kc(endpoint) + "# super\n"),
+                (
+                    "super-admin.svc",
+                    kc(&format!("{tcp}.{ns}.svc:6443")) + "# super\n",
+                ),
+            ],
+        ),
+        sec(
+            format!("{tcp}-ca"),
+            vec![
+                ("ca.crt", "CERT".into()),
+                ("ca.key", "KEY".into()),
+                ("tls.crt", "CERT".into()),
+                ("tls.key", "KEY".into()),
+            ],
+        ),
+    ] {
+        let name = s["metadata"]["name"].as_str().unwrap().to_string();
+        secrets
+            .patch(
+                &name,
+                &PatchParams::apply(FIXTURE).force(),
+                &Patch::Apply(&s),
+            )
+            .await
+            .unwrap();
+    }
+    merge_status(
+        c,
+        ns,
+        &tcp_ar(),
+        tcp,
+        json!({"status": {
+            "controlPlaneEndpoint": endpoint,
+            "kubernetesResources": {
+                "version": {"version": version, "status": version_status},
+                "deployment": {"replicas": 2, "readyReplicas": available, "availableReplicas": available, "updatedReplicas": 2,
+                    "selector": format!("kamaji.clastix.io/name={tcp}"), "name": tcp, "namespace": ns}
+            },
+            "kubeconfig": {"admin": {"secretName": format!("{tcp}-admin-kubeconfig")}},
+            "certificates": {"ca": {"secretName": format!("{tcp}-ca")}}
+        }}),
+    )
+    .await;
+}
+
+/// Plays Kamaji reporting a version rollout without touching Secrets.
+pub async fn kamaji_version(c: &Client, ns: &str, tcp: &str, version: &str, status: &str) {
+    merge_status(c, ns, &tcp_ar(), tcp, json!({"status": {"kubernetesResources": {"version": {"version": version, "status": status}}}})).await;
+}
+
+pub fn base64(s: &str) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let b = s.as_bytes();
+    let mut out = String::new();
+    for ch in b.chunks(3) {
+        let n = (u32::from(ch[0]) << 16)
+            | (u32::from(*ch.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*ch.get(2).unwrap_or(&0));
+        out.push(T[(n >> 18) as usize & 63] as char);
+        out.push(T[(n >> 12) as usize & 63] as char);
+        out.push(if ch.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if ch.len() > 2 {
+            T[n as usize & 63] as char
+        } else {
+            '='
+        });
+    }
+    out
+}
+
+pub async fn secret(c: &Client, ns: &str, name: &str) -> Option<Secret> {
+    Api::<Secret>::namespaced(c.clone(), ns)
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+}
+
+pub fn data(s: &Secret, key: &str) -> Option<String> {
+    s.data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b: &ByteString| String::from_utf8_lossy(&b.0).to_string())
+}
+
+/// The condition `type_` of a KCP (any version) as (status, reason, message).
+pub fn condition(kcp: &Value, type_: &str) -> Option<(String, String, String)> {
+    kcp["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["reason"].as_str().unwrap_or_default().to_string(),
+                c["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+}
+
+/// Waits for a condition with the given status and reason, and returns its message.
+pub async fn wait_condition(
+    c: &Client,
+    ns: &str,
+    kcp_version: &str,
+    kcp: &str,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    r: &Reconciler,
+) -> String {
+    wait_for(
+        60,
+        &format!("{kcp} condition {type_}={status}/{reason}"),
+        Some(r),
+        || async {
+            let k = get(c, ns, &kcp_ar(kcp_version), kcp).await?;
+            let (s, re, m) = condition(&k, type_)?;
+            (s == status && re == reason).then_some(m)
+        },
+    )
+    .await
+}
+
+pub fn name_of(v: &Value) -> String {
+    v["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+pub async fn create(c: &Client, ns: &str, r: &ApiResource, body: Value) -> Value {
+    let obj: DynamicObject = serde_json::from_value(body).unwrap();
+    let o = dyn_api(c, ns, r)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating {} {}: {e}", r.kind, obj.name_any()));
+    serde_json::to_value(o).unwrap()
+}
+
+/// The CACPPK v0.20.0 module directory (downloaded by the testbed's CRD build).
+pub fn cacppk_dir() -> Option<PathBuf> {
+    go_mod_dir("github.com/clastix/cluster-api-control-plane-provider-kamaji@v0.20.0")
+}
+
+/// `go mod download -json <module@version>` → its directory, if the Go proxy serves it.
+pub fn go_mod_dir(module: &str) -> Option<PathBuf> {
+    let out = Command::new("go")
+        .args(["mod", "download", "-json", module])
+        .env("GOFLAGS", "-mod=mod")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .ok()?;
+    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    v["Dir"].as_str().map(PathBuf::from).filter(|p| p.is_dir())
+}
+
+pub fn read_yaml_docs(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+pub async fn get_tcp(c: &Client, ns: &str, name: &str) -> Option<Value> {
+    get(c, ns, &tcp_ar(), name).await
+}

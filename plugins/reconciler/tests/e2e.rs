@@ -1,0 +1,642 @@
+//! End-to-end tests of the reconciler on the full-profile testbed (CAPI v1beta2 contract).
+//! The reconciler runs as a process; the fixture plays Kamaji, CAPI core and the
+//! infrastructure providers.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use kube::api::{Api, DeleteParams};
+use serde_json::{Value, json};
+
+const V: &str = "v1alpha2";
+
+fn net() -> Value {
+    json!({"apiServerPort": 7443, "serviceDomain": "cluster.local",
+           "services": {"cidrBlocks": ["10.96.0.0/16"]}, "pods": {"cidrBlocks": ["10.244.0.0/16"]}})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn create_ready_secrets_byo_annotations_and_readiness() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-create").await;
+    install_our_crds(&c).await;
+    let byo = ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster");
+    apply(&c, &ns, &byo, json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoCluster",
+        "metadata": {"name": "prod"}, "spec": {"bundleLookupBaseRegistry": "projects.registry.vmware.com/cluster_api_provider_bringyourownhost"}})).await;
+    let (_cl, _k) = cluster_with_kcp(
+        &c,
+        &ns,
+        "v1beta2",
+        "prod",
+        "prod-cp",
+        Some(("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster")),
+        net(),
+        json!({"version": "1.33.0", "replicas": 2, "dataStoreName": "default",
+               "network": {"serviceType": "LoadBalancer", "certSANs": ["prod.example.com"]},
+               "apiServer": {"extraArgs": ["--v=2"]}}),
+    )
+    .await;
+    let mut r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+
+    // The TenantControlPlane, mapped field by field.
+    let tcp = wait_for(60, "the TenantControlPlane", Some(&r), || {
+        get_tcp(&c, &ns, "prod-cp")
+    })
+    .await;
+    assert_eq!(tcp["spec"]["kubernetes"]["version"], "v1.33.0");
+    assert_eq!(tcp["spec"]["networkProfile"]["port"], 7443);
+    // Kamaji v1.0.0's CRD has only the singular CIDR fields: a single stack fits.
+    assert_eq!(tcp["spec"]["networkProfile"]["serviceCidr"], "10.96.0.0/16");
+    assert_eq!(tcp["spec"]["networkProfile"]["podCidr"], "10.244.0.0/16");
+    assert_eq!(
+        tcp["spec"]["networkProfile"]["certSANs"],
+        json!(["prod.example.com"])
+    );
+    assert_eq!(tcp["spec"]["dataStore"], "default");
+    assert_eq!(tcp["spec"]["controlPlane"]["deployment"]["replicas"], 2);
+    assert_eq!(
+        tcp["spec"]["controlPlane"]["deployment"]["extraArgs"]["apiServer"],
+        json!(["--v=2"])
+    );
+    assert_eq!(
+        tcp["spec"]["controlPlane"]["service"]["serviceType"],
+        "LoadBalancer"
+    );
+    let owner = &tcp["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (owner["kind"].as_str(), owner["controller"].as_bool()),
+        (Some("KamajiControlPlane"), Some(true))
+    );
+    let m = wait_condition(
+        &c,
+        &ns,
+        V,
+        "prod-cp",
+        "TenantControlPlaneAddressReady",
+        "False",
+        "WaitingForKamaji",
+        &r,
+    )
+    .await;
+    assert!(m.contains("controlPlaneEndpoint"), "{m}");
+
+    // Kamaji reports the address, version and a running deployment.
+    kamaji_publish(&c, &ns, "prod-cp", "10.0.0.5:7443", "v1.33.0", "Ready", 2).await;
+    let kcp = wait_for(60, "KCP ready", Some(&r), || async {
+        let k = get(&c, &ns, &kcp_ar(V), "prod-cp").await?;
+        (k["status"]["ready"] == json!(true)).then_some(k)
+    })
+    .await;
+    assert_eq!(
+        kcp["spec"]["controlPlaneEndpoint"],
+        json!({"host": "10.0.0.5", "port": 7443})
+    );
+    assert_eq!(
+        kcp["status"]["initialization"]["controlPlaneInitialized"],
+        true
+    );
+    assert_eq!(kcp["status"]["version"], "v1.33.0");
+    assert_eq!(kcp["status"]["replicas"], 2);
+    assert_eq!(kcp["status"]["availableReplicas"], 2);
+    assert_eq!(kcp["status"]["upToDateReplicas"], 2);
+    assert_eq!(kcp["status"]["selector"], "kamaji.clastix.io/name=prod-cp");
+    assert_eq!(kcp["status"]["externalManagedControlPlane"], true);
+    for t in [
+        "TenantControlPlaneCreated",
+        "ControlPlaneEndpointPatched",
+        "InfrastructureClusterPatched",
+        "KubeadmResourcesCreated",
+        "KamajiControlPlaneIsReady",
+        "Available",
+    ] {
+        assert_eq!(
+            condition(&kcp, t).map(|c| c.0),
+            Some("True".into()),
+            "{t}: {:?}",
+            kcp["status"]
+        );
+    }
+    assert_eq!(
+        kcp["status"]["conditions"][0]["observedGeneration"],
+        kcp["metadata"]["generation"]
+    );
+
+    // ByoCluster: spec.controlPlaneEndpoint.
+    let b = get(&c, &ns, &byo, "prod").await.unwrap();
+    assert_eq!(
+        b["spec"]["controlPlaneEndpoint"],
+        json!({"host": "10.0.0.5", "port": 7443})
+    );
+
+    // The CAPI Secrets, in the shape clusterctl and CABPK read.
+    let kc = secret(&c, &ns, "prod-kubeconfig")
+        .await
+        .expect("prod-kubeconfig");
+    assert_eq!(kc.type_.as_deref(), Some("cluster.x-k8s.io/secret"));
+    assert_eq!(
+        kc.metadata.labels.as_ref().unwrap()["cluster.x-k8s.io/cluster-name"],
+        "prod"
+    );
+    let v = data(&kc, "value").unwrap();
+    assert!(
+        v.contains("server: https://10.0.0.5:7443") && !v.contains("# super"),
+        "{v}"
+    );
+    assert_eq!(
+        kc.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "KamajiControlPlane"
+    );
+    let ca = secret(&c, &ns, "prod-ca").await.expect("prod-ca");
+    assert_eq!(data(&ca, "tls.crt").as_deref(), Some("CERT"));
+    assert_eq!(data(&ca, "tls.key").as_deref(), Some("KEY"));
+    assert_eq!(ca.type_.as_deref(), Some("cluster.x-k8s.io/secret"));
+    assert_eq!(
+        ca.metadata.labels.as_ref().unwrap()["kamaji.clastix.io/secret"],
+        "ca"
+    );
+
+    // The kubeconfig key annotation, and an annotation that must follow its removal.
+    merge(&c, &ns, &kcp_ar(V), "prod-cp", json!({"metadata": {"annotations": {
+        "kamaji.clastix.io/kubeconfig-secret-key": "super-admin.svc", "example.com/team": "blue"}}})).await;
+    wait_for(60, "super-admin.svc copied", Some(&r), || async {
+        let s = secret(&c, &ns, "prod-kubeconfig").await?;
+        data(&s, "value").filter(|v| v.contains("# super") && v.contains(".svc:6443"))
+    })
+    .await;
+    wait_for(60, "annotations on the TCP", Some(&r), || async {
+        let t = get_tcp(&c, &ns, "prod-cp").await?;
+        (t["metadata"]["annotations"]["example.com/team"] == "blue"
+            && t["metadata"]["annotations"]["kamaji.clastix.io/kubeconfig-secret-key"]
+                == "super-admin.svc")
+            .then_some(())
+    })
+    .await;
+    merge(
+        &c,
+        &ns,
+        &kcp_ar(V),
+        "prod-cp",
+        json!({"metadata": {"annotations": {"example.com/team": null}}}),
+    )
+    .await;
+    wait_for(
+        60,
+        "the removed annotation gone from the TCP",
+        Some(&r),
+        || async {
+            let t = get_tcp(&c, &ns, "prod-cp").await?;
+            t["metadata"]["annotations"]
+                .get("example.com/team")
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+
+    // Readiness also needs the deployment: no available replica → not ready (CACPPK#71).
+    merge_status(&c, &ns, &tcp_ar(), "prod-cp", json!({"status": {"kubernetesResources": {"deployment": {"availableReplicas": 0, "readyReplicas": 0}}}})).await;
+    let kcp = wait_for(60, "KCP not ready", Some(&r), || async {
+        let k = get(&c, &ns, &kcp_ar(V), "prod-cp").await?;
+        (k["status"]["ready"] == json!(false)).then_some(k)
+    })
+    .await;
+    assert_eq!(condition(&kcp, "Available").unwrap().1, "NotAvailable");
+    // Initialized is never reset.
+    assert_eq!(
+        kcp["status"]["initialization"]["controlPlaneInitialized"],
+        true
+    );
+    r.kill();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_samples_apply_unchanged() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-samples").await;
+    install_our_crds(&c).await;
+    let dir = cacppk_dir()
+        .expect("CACPPK v0.20.0 from the Go module proxy")
+        .join("config/samples");
+    for f in [
+        "controlplane_v1alpha2_kamajicontrolplane.yaml",
+        "controlplane_v1alpha2_kamajicontrolplanetemplate.yaml",
+    ] {
+        for doc in read_yaml_docs(&dir.join(f)) {
+            let kind = doc["kind"].as_str().unwrap().to_string();
+            let o = create(&c, &ns, &kcp_ar(V).clone_with_kind(&kind), doc.clone()).await;
+            // Nothing the sample says was dropped.
+            let spec_in = if kind == "KamajiControlPlane" {
+                &doc["spec"]
+            } else {
+                &doc["spec"]["template"]["spec"]
+            };
+            let spec_out = if kind == "KamajiControlPlane" {
+                &o["spec"]
+            } else {
+                &o["spec"]["template"]["spec"]
+            };
+            assert_subset(spec_in, spec_out, &kind);
+        }
+    }
+    // The CRD's CEL rules hold: loadBalancerClass needs a LoadBalancer Service.
+    let bad = kube::api::PostParams::default();
+    let obj: kube::api::DynamicObject = serde_json::from_value(json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1alpha2", "kind": "KamajiControlPlane",
+        "metadata": {"name": "bad"}, "spec": {"version": "1.33.0", "network": {"serviceType": "ClusterIP", "loadBalancerConfig": {"loadBalancerClass": "x"}}}})).unwrap();
+    let e = dyn_api(&c, &ns, &kcp_ar(V))
+        .create(&bad, &obj)
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("LoadBalancerClass is supported only with LoadBalancer service type"),
+        "{e}"
+    );
+    // An empty controlPlaneEndpoint is refused by the schema, which is why we never send one.
+    let obj: kube::api::DynamicObject = serde_json::from_value(json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1alpha2", "kind": "KamajiControlPlane",
+        "metadata": {"name": "empty-ep"}, "spec": {"version": "1.33.0", "controlPlaneEndpoint": {}}})).unwrap();
+    assert!(
+        dyn_api(&c, &ns, &kcp_ar(V))
+            .create(&bad, &obj)
+            .await
+            .is_err()
+    );
+}
+
+trait WithKind {
+    fn clone_with_kind(&self, kind: &str) -> kube::api::ApiResource;
+}
+impl WithKind for kube::api::ApiResource {
+    fn clone_with_kind(&self, kind: &str) -> kube::api::ApiResource {
+        ar(&self.group, &self.version, kind)
+    }
+}
+
+fn assert_subset(want: &Value, have: &Value, path: &str) {
+    match want {
+        Value::Object(m) => {
+            for (k, v) in m {
+                // Empty lists and objects may be normalised away.
+                if matches!(v, Value::Array(a) if a.is_empty())
+                    || matches!(v, Value::Object(o) if o.is_empty())
+                {
+                    continue;
+                }
+                assert_subset(v, &have[k], &format!("{path}.{k}"));
+            }
+        }
+        _ => assert_eq!(want, have, "{path}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_owner_and_pause() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-pause").await;
+    install_our_crds(&c).await;
+    apply(
+        &c,
+        &ns,
+        &kcp_ar(V),
+        json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1alpha2", "kind": "KamajiControlPlane",
+        "metadata": {"name": "orphan"}, "spec": {"version": "1.33.0"}}),
+    )
+    .await;
+    let (cl, _) = cluster_with_kcp(
+        &c,
+        &ns,
+        "v1beta2",
+        "paused",
+        "paused-cp",
+        None,
+        net(),
+        json!({"version": "1.33.0"}),
+    )
+    .await;
+    merge(
+        &c,
+        &ns,
+        &cluster_ar("v1beta2"),
+        &name_of(&cl),
+        json!({"spec": {"paused": true}}),
+    )
+    .await;
+    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+
+    // Without a Cluster owner: a condition and an Event that say why nothing happens.
+    let m = wait_condition(
+        &c,
+        &ns,
+        V,
+        "orphan",
+        "TenantControlPlaneCreated",
+        "False",
+        "WaitingForClusterOwner",
+        &r,
+    )
+    .await;
+    assert!(m.contains("ownerReference") && m.contains("Cluster"), "{m}");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), &ns);
+    let ev = wait_for(30, "the Event", Some(&r), || async {
+        let l = events.list(&Default::default()).await.ok()?;
+        l.items
+            .into_iter()
+            .find(|e| e.regarding.as_ref().and_then(|o| o.name.as_deref()) == Some("orphan"))
+    })
+    .await;
+    assert_eq!(ev.reason.as_deref(), Some("WaitingForClusterOwner"));
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    assert!(get_tcp(&c, &ns, "orphan").await.is_none());
+
+    // Paused Cluster: Paused=True and nothing created.
+    wait_condition(&c, &ns, V, "paused-cp", "Paused", "True", "Paused", &r).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(get_tcp(&c, &ns, "paused-cp").await.is_none());
+    // Unpaused, but the KCP carries the paused annotation: still paused.
+    merge(
+        &c,
+        &ns,
+        &kcp_ar(V),
+        "paused-cp",
+        json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}}),
+    )
+    .await;
+    merge(
+        &c,
+        &ns,
+        &cluster_ar("v1beta2"),
+        "paused",
+        json!({"spec": {"paused": false}}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(get_tcp(&c, &ns, "paused-cp").await.is_none());
+    // Annotation removed: reconciliation resumes (watch-driven, no polling).
+    merge(
+        &c,
+        &ns,
+        &kcp_ar(V),
+        "paused-cp",
+        json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": null}}}),
+    )
+    .await;
+    wait_for(60, "the TCP after unpausing", Some(&r), || {
+        get_tcp(&c, &ns, "paused-cp")
+    })
+    .await;
+    wait_condition(&c, &ns, V, "paused-cp", "Paused", "False", "NotPaused", &r).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deletion_garbage_collects_and_releases_the_finalizer() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-delete").await;
+    install_our_crds(&c).await;
+    cluster_with_kcp(
+        &c,
+        &ns,
+        "v1beta2",
+        "gone",
+        "gone-cp",
+        None,
+        net(),
+        json!({"version": "1.33.0"}),
+    )
+    .await;
+    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "gone-cp")).await;
+    kamaji_publish(&c, &ns, "gone-cp", "10.0.0.9:6443", "v1.33.0", "Ready", 1).await;
+    wait_for(60, "the secrets", Some(&r), || async {
+        secret(&c, &ns, "gone-kubeconfig").await?;
+        secret(&c, &ns, "gone-ca").await
+    })
+    .await;
+    // A leftover external-reference finalizer must not block deletion.
+    merge(
+        &c,
+        &ns,
+        &kcp_ar(V),
+        "gone-cp",
+        json!({"metadata": {"finalizers": ["ecr.kamaji.clastix.io/finalizer"]}}),
+    )
+    .await;
+    dyn_api(&c, &ns, &kcp_ar(V))
+        .delete("gone-cp", &DeleteParams::background())
+        .await
+        .unwrap();
+    wait_for(60, "the KCP gone", Some(&r), || async {
+        get(&c, &ns, &kcp_ar(V), "gone-cp")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    // Garbage collection (kube-controller-manager) removes what the KCP owned.
+    wait_for(90, "TCP and CAPI secrets collected", Some(&r), || async {
+        let t = get_tcp(&c, &ns, "gone-cp").await;
+        let k = secret(&c, &ns, "gone-kubeconfig").await;
+        let a = secret(&c, &ns, "gone-ca").await;
+        (t.is_none() && k.is_none() && a.is_none()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upgrade_1_33_to_1_35_steps_through_1_34() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-upgrade").await;
+    install_our_crds(&c).await;
+    cluster_with_kcp(
+        &c,
+        &ns,
+        "v1beta2",
+        "up",
+        "up-cp",
+        None,
+        net(),
+        json!({"version": "v1.33.0"}),
+    )
+    .await;
+    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "up-cp")).await;
+    kamaji_publish(&c, &ns, "up-cp", "10.0.0.7:6443", "v1.33.0", "Ready", 2).await;
+    wait_for(60, "ready at v1.33.0", Some(&r), || async {
+        let k = get(&c, &ns, &kcp_ar(V), "up-cp").await?;
+        (k["status"]["ready"] == json!(true)).then_some(())
+    })
+    .await;
+
+    merge(
+        &c,
+        &ns,
+        &kcp_ar(V),
+        "up-cp",
+        json!({"spec": {"version": "v1.35.0"}}),
+    )
+    .await;
+    let spec_version = |c: kube::Client, ns: String| async move {
+        get_tcp(&c, &ns, "up-cp").await.map(|t| {
+            t["spec"]["kubernetes"]["version"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+    };
+    wait_for(60, "step v1.34.0 written", Some(&r), || async {
+        (spec_version(c.clone(), ns.clone()).await? == "v1.34.0").then_some(())
+    })
+    .await;
+    // Kamaji is rolling v1.34.0 out: the reconciler waits.
+    kamaji_version(&c, &ns, "up-cp", "v1.33.0", "Upgrading").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        spec_version(c.clone(), ns.clone()).await.as_deref(),
+        Some("v1.34.0")
+    );
+    let m = wait_condition(
+        &c,
+        &ns,
+        V,
+        "up-cp",
+        "VersionUpgrade",
+        "True",
+        "WaitingForStep",
+        &r,
+    )
+    .await;
+    assert!(m.contains("v1.34.0") && m.contains("v1.35.0"), "{m}");
+    // v1.34.0 Ready: the last step.
+    kamaji_version(&c, &ns, "up-cp", "v1.34.0", "Ready").await;
+    wait_for(60, "v1.35.0 written", Some(&r), || async {
+        (spec_version(c.clone(), ns.clone()).await? == "v1.35.0").then_some(())
+    })
+    .await;
+    kamaji_version(&c, &ns, "up-cp", "v1.35.0", "Ready").await;
+    wait_condition(
+        &c,
+        &ns,
+        V,
+        "up-cp",
+        "VersionUpgrade",
+        "False",
+        "UpToDate",
+        &r,
+    )
+    .await;
+    let k = get(&c, &ns, &kcp_ar(V), "up-cp").await.unwrap();
+    assert_eq!(k["status"]["version"], "v1.35.0");
+
+    // A downgrade of the minor is refused early, with a clear condition.
+    merge(
+        &c,
+        &ns,
+        &kcp_ar(V),
+        "up-cp",
+        json!({"spec": {"version": "v1.34.0"}}),
+    )
+    .await;
+    let m = wait_condition(
+        &c,
+        &ns,
+        V,
+        "up-cp",
+        "TenantControlPlaneCreated",
+        "False",
+        "VersionRefused",
+        &r,
+    )
+    .await;
+    assert!(m.contains("downgrading"), "{m}");
+    assert_eq!(
+        spec_version(c.clone(), ns.clone()).await.as_deref(),
+        Some("v1.35.0")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_mid_way_converges_after_restart() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-restart").await;
+    install_our_crds(&c).await;
+    cluster_with_kcp(
+        &c,
+        &ns,
+        "v1beta2",
+        "phoenix",
+        "phoenix-cp",
+        None,
+        net(),
+        json!({"version": "1.34.1"}),
+    )
+    .await;
+    let mut r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "phoenix-cp")).await;
+    r.kill();
+    // While it is down, Kamaji finishes its part and the user changes the spec.
+    kamaji_publish(
+        &c,
+        &ns,
+        "phoenix-cp",
+        "10.0.0.8:6443",
+        "v1.34.1",
+        "Ready",
+        2,
+    )
+    .await;
+    merge(
+        &c,
+        &ns,
+        &kcp_ar(V),
+        "phoenix-cp",
+        json!({"spec": {"replicas": 3}}),
+    )
+    .await;
+    let r2 = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    wait_for(60, "converged after restart", Some(&r2), || async {
+        let k = get(&c, &ns, &kcp_ar(V), "phoenix-cp").await?;
+        let t = get_tcp(&c, &ns, "phoenix-cp").await?;
+        secret(&c, &ns, "phoenix-kubeconfig").await?;
+        (k["status"]["ready"] == json!(true)
+            && k["spec"]["controlPlaneEndpoint"]["host"] == "10.0.0.8"
+            && t["spec"]["controlPlane"]["deployment"]["replicas"] == 3)
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dual_stack_on_a_kamaji_without_plural_cidrs_is_reported() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-dual").await;
+    install_our_crds(&c).await;
+    let net = json!({"services": {"cidrBlocks": ["10.96.0.0/16", "fd00:10:96::/108"]}, "pods": {"cidrBlocks": ["10.244.0.0/16", "fd00:10:244::/56"]}});
+    cluster_with_kcp(
+        &c,
+        &ns,
+        "v1beta2",
+        "dual",
+        "dual-cp",
+        None,
+        net,
+        json!({"version": "1.33.0"}),
+    )
+    .await;
+    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let m = wait_condition(
+        &c,
+        &ns,
+        V,
+        "dual-cp",
+        "TenantControlPlaneCreated",
+        "False",
+        "UnsupportedByInstalledKamaji",
+        &r,
+    )
+    .await;
+    assert!(
+        m.contains("dual stack") && m.contains("serviceCidrs") && m.contains("podCidrs"),
+        "{m}"
+    );
+    assert!(get_tcp(&c, &ns, "dual-cp").await.is_none());
+}
