@@ -156,10 +156,34 @@ users: [{{name: reconciler, user: {{token: testbed-reconciler-token}}}}]
 contexts: [{{name: s, context: {{cluster: s, user: reconciler}}}}]
 current-context: s
 """)
-    subprocess.run([os.path.join(REL, "capi-testbed"), "seed", "--kubeconfig", env["KUBECONFIG"],
-                    "--namespace", "bench-kcp", "--kamaji-control-planes", str(KCPS),
-                    "--hosts", "0", "--machines", "0"], check=True, env=env)
-    rec = subprocess.Popen([os.path.join(REL, "kamaji-reconciler"), "--kubeconfig", token_kc],
+    # Our CRDs, then KCPS Clusters, each owning a KamajiControlPlane (as CAPI would set it).
+    crds = subprocess.run([os.path.join(REL, "kamaji-reconciler"), "--print-crds"], check=True,
+                          capture_output=True, text=True).stdout
+    subprocess.run([shutil.which("kubectl"), "apply", "--server-side", "--force-conflicts", "-f", "-"],
+                   input=crds, text=True, check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run([shutil.which("kubectl"), "create", "namespace", "bench-kcp"], env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kubectl_apply_list(env, [{
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": f"k{i:03d}", "namespace": "bench-kcp"},
+        "spec": {"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io",
+                                     "kind": "KamajiControlPlane", "name": f"k{i:03d}"},
+                 "clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]},
+                                    "services": {"cidrBlocks": ["10.96.0.0/16"]}}},
+    } for i in range(KCPS)])
+    uids = {c["metadata"]["name"]: c["metadata"]["uid"] for c in json.loads(subprocess.run(
+        [shutil.which("kubectl"), "get", "clusters.cluster.x-k8s.io", "-n", "bench-kcp", "-o", "json"],
+        env=env, check=True, capture_output=True, text=True).stdout)["items"]}
+    kubectl_apply_list(env, [{
+        "apiVersion": "controlplane.cluster.x-k8s.io/v1alpha2", "kind": "KamajiControlPlane",
+        "metadata": {"name": f"k{i:03d}", "namespace": "bench-kcp", "ownerReferences": [{
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": f"k{i:03d}",
+            "uid": uids[f"k{i:03d}"], "controller": True, "blockOwnerDeletion": True}]},
+        "spec": {"version": "v1.34.2", "replicas": 2, "dataStoreName": "default",
+                 "network": {"serviceType": "ClusterIP"}},
+    } for i in range(KCPS)])
+    rec = subprocess.Popen([os.path.join(REL, "kamaji-reconciler"), "--kubeconfig", token_kc,
+                            "--metrics-bind-address", "0"],
                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "reconciler.log"), "w"))
     procs.append(rec)
     # Settle: wait until every KCP has been seen (its TCP exists), then until the audit log is quiet.
@@ -193,6 +217,12 @@ current-context: s
     rows[-1] = rows[-1][:3] + (f"{hwm / 1024 / 40:.2f}x",) + rows[-1][4:]
     rows.append((f"kamaji-reconciler API requests in {IDLE_SECONDS} idle s (target 0)", str(idle), "0",
                  "-", "-", "-"))
+
+
+def kubectl_apply_list(env, items):
+    body = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    subprocess.run([shutil.which("kubectl"), "apply", "--server-side", "--field-manager", "bench", "-f", "-"],
+                   input=body, text=True, check=True, env=env, stdout=subprocess.DEVNULL)
 
 
 if __name__ == "__main__":
