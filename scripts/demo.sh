@@ -52,8 +52,8 @@ grep -h "SIMULATED" "$dir/sandbox.log" || true
 export KUBECONFIG=$dir/kubeconfig PATH=$bin:$PATH
 
 say "Installing our KamajiControlPlane CRDs and running the reconciler (out of cluster)"
-kubectl kamaji install --crds-only >/dev/null
-"$bin/kamaji-reconciler" --kubeconfig "$KUBECONFIG" >"$dir/reconciler.log" 2>&1 &
+"$bin/kamaji-reconciler" --print-crds | kubectl apply --server-side -f - >/dev/null
+"$bin/kamaji-reconciler" --kubeconfig "$KUBECONFIG" --metrics-bind-address 0 -v >"$dir/reconciler.log" 2>&1 &
 reconciler_pid=$!
 
 say "1. The host pool: 8 bare-metal hosts (SIMULATED agents), all free"
