@@ -41,7 +41,8 @@ const FAILURE_REASONS: [&str; 3] = [
 pub enum HostState {
     /// In the pool: no machine claims it.
     Available,
-    /// Claimed by a ByoMachine, the agent has not started (no bootstrap data yet).
+    /// Claimed by a ByoMachine; the agent has not started on it yet (no bootstrap data, or the
+    /// agent has not reported since the claim).
     Reserved,
     /// The agent is installing Kubernetes or joining the node.
     Provisioning,
@@ -395,9 +396,7 @@ impl<'a> Inventory<'a> {
             return HostState::Running;
         }
         let has_machine_ref = str_at(host, &["status", "machineRef", "name"]).is_some();
-        let has_bootstrap = str_at(host, &["spec", "bootstrapSecret", "name"]).is_some();
-        let installing = find_condition(&conds, INSTALL_CONDITION).is_some();
-        if has_machine_ref && (has_bootstrap || installing) {
+        if has_machine_ref && agent_started(&conds) {
             HostState::Provisioning
         } else {
             HostState::Reserved
@@ -510,9 +509,13 @@ impl<'a> Inventory<'a> {
                 let bm = row.byo_machine.clone().unwrap_or_default();
                 if str_at(host, &["status", "machineRef", "name"]).is_none() {
                     format!("reserved for cluster {cluster}, but no ByoMachine is attached yet")
-                } else {
+                } else if str_at(host, &["spec", "bootstrapSecret", "name"]).is_none() {
                     format!(
                         "reserved by ByoMachine {bm}: waiting for the machine's bootstrap data (is the control plane initialized?)"
+                    )
+                } else {
+                    format!(
+                        "reserved by ByoMachine {bm}, but the agent has not started on it: is the host agent running?"
                     )
                 }
             }
@@ -622,6 +625,21 @@ impl<'a> Inventory<'a> {
         }
         out
     }
+}
+
+/// Whether the agent reported progress on the current claim: a condition other than the idle
+/// or cleaned-up ones (`WaitingForMachineRefToBeAssigned`, `K8sNodeAbsent`), which may be left
+/// over from an earlier claim.
+fn agent_started(conds: &[Condition]) -> bool {
+    [BOOTSTRAP_CONDITION, INSTALL_CONDITION].iter().any(|t| {
+        find_condition(conds, t).is_some_and(|c| {
+            c.is_true()
+                || !matches!(
+                    c.reason.as_deref(),
+                    None | Some("WaitingForMachineRefToBeAssigned" | "K8sNodeAbsent")
+                )
+        })
+    })
 }
 
 /// The first failed condition (reason in the failure set, status not True).

@@ -64,6 +64,10 @@ pub enum UpgradeError {
     WorkersAheadOfControlPlane { cp: String, to: String },
     #[error("--control-plane-only and --workers-only exclude each other")]
     ConflictingScope,
+    #[error(
+        "cluster {0} uses a ClusterClass: spec.topology.version moves the control plane, then the workers; --control-plane-only and --workers-only do not apply"
+    )]
+    ScopeWithTopology(String),
 }
 
 /// Parse a Kubernetes version: semver with a leading `v` (`v1.33.1`, `v1.33.1-rc.0`, `v1.30.4+rke2r1`).
@@ -358,6 +362,9 @@ pub fn plan_upgrade(
     let cluster = objs.cluster;
     let cname = util::name(cluster).to_string();
     let topology = at(cluster, &["spec", "topology"]).filter(|t| !t.is_null());
+    if topology.is_some() && (req.control_plane_only || req.workers_only) {
+        return Err(UpgradeError::ScopeWithTopology(cname));
+    }
     let mut p = Planner {
         objs,
         req,
@@ -441,7 +448,7 @@ pub fn plan_upgrade(
                 format_version(v),
                 format_version(&cp_version)
             )));
-        } else if cp_version.minor - v.minor > MAX_KUBELET_SKEW {
+        } else if cp_version.minor.saturating_sub(v.minor) > MAX_KUBELET_SKEW {
             p.findings.push(Finding::warning(format!(
                 "{} at {} is already more than {MAX_KUBELET_SKEW} minors behind the control plane ({}): outside the version-skew policy",
                 key(m),

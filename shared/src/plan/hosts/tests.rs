@@ -174,8 +174,31 @@ fn states_from_labels_annotations_conditions() {
             },
             HostState::Reserved,
         ),
+        // bootstrap data delivered, but the agent has not reported since the claim
+        (with_bootstrap_secret(claimed.clone()), HostState::Reserved),
         (
-            with_bootstrap_secret(claimed.clone()),
+            set_conditions(
+                with_bootstrap_secret(claimed.clone()),
+                json!([{"type": "K8sNodeBootstrapSucceeded", "status": "False", "reason": "BootstrapDataSecretUnavailable"}]),
+            ),
+            HostState::Provisioning,
+        ),
+        // stale conditions from an earlier claim do not count as progress
+        (
+            set_conditions(
+                with_bootstrap_secret(claimed.clone()),
+                json!([{"type": "K8sComponentsInstallationSucceeded", "status": "False", "reason": "K8sNodeAbsent"},
+                       {"type": "K8sNodeBootstrapSucceeded", "status": "False", "reason": "K8sNodeAbsent"}]),
+            ),
+            HostState::Reserved,
+        ),
+        // --skip-installation hosts: installed by hand, bootstrapping
+        (
+            set_conditions(
+                with_bootstrap_secret(claimed.clone()),
+                json!([{"type": "K8sComponentsInstallationSucceeded", "status": "True"},
+                       {"type": "K8sNodeBootstrapSucceeded", "status": "False", "reason": "K8sNodeAbsent"}]),
+            ),
             HostState::Provisioning,
         ),
         (
@@ -308,10 +331,12 @@ fn diagnosis_in_plain_words() {
         diag(cloud).summary,
         "failed: bootstrap (cloud-init / kubeadm) error"
     );
-    assert!(
-        diag(claimed.clone())
-            .summary
-            .starts_with("reserved by ByoMachine team-a/bm-m1")
+    assert!(diag(claimed.clone()).summary.starts_with(
+        "reserved by ByoMachine team-a/bm-m1: waiting for the machine's bootstrap data"
+    ));
+    assert_eq!(
+        diag(with_bootstrap_secret(claimed.clone())).summary,
+        "reserved by ByoMachine team-a/bm-m1, but the agent has not started on it: is the host agent running?"
     );
     assert!(diag(host("h")).summary.starts_with("available"));
     let mut paused = running(claimed.clone());

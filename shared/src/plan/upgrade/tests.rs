@@ -721,6 +721,14 @@ fn clusterclass_patches_topology_version_each_minor() {
         p.steps[1].patch.merge_patch,
         Some(json!({"spec": {"topology": {"version": "v1.32.2"}}}))
     );
+    let scoped = UpgradeRequest {
+        workers_only: true,
+        ..req("v1.32.2")
+    };
+    assert!(matches!(
+        plan_upgrade(&objs, &scoped, &Observed::default(), None),
+        Err(UpgradeError::ScopeWithTopology(_))
+    ));
 }
 
 #[test]
