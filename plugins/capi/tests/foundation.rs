@@ -211,6 +211,25 @@ async fn rbac_limited_user_is_forbidden_with_can_i_hint() {
         stdout(&o)
     );
 
+    // --as impersonates: the admin acting as "limited" gets the same answer.
+    let o = run(
+        &[
+            "version",
+            "--kubeconfig",
+            kc(&tb.kubeconfig),
+            "--as",
+            "limited",
+            "--as-group",
+            "testbed:limited",
+        ],
+        &[],
+    );
+    assert_error(
+        &o,
+        "error: user \"limited\" cannot list customresourcedefinitions.apiextensions.k8s.io",
+        "kubectl auth can-i",
+    );
+
     // A namespaced list names the namespace in the line and in the can-i hint.
     let conn = conn_for(&limited, "team-a").await;
     let err = shared::api::list_names(&conn, &cluster_ar("v1beta2"), Some("team-a"))
