@@ -7,6 +7,7 @@
 pub mod hosts;
 pub mod scale;
 pub mod selector;
+pub mod teardown;
 pub mod template;
 pub mod tree;
 pub mod upgrade;

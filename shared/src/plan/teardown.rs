@@ -1,0 +1,410 @@
+//! Pure parts of `kubectl capi delete CLUSTER`: what will go (preview), what is left while
+//! CAPI cascades (progress: objects stuck on finalizers, hosts still Releasing), and which
+//! BootstrapKubeconfigs no host needs any more.
+//!
+//! The verb deletes only the `Cluster` and lets CAPI cascade (the BCM guide's six manual steps
+//! become one); BYOH hosts are released by their agents, so a host whose agent is down stays
+//! Releasing and is reported by name.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::hosts::{CLUSTER_NAME_LABEL, HostState, Inventory};
+use super::util::{self, at, str_at};
+
+/// Lifetime of the bootstrap token in a BootstrapKubeconfig (generated once, at creation).
+pub const BOOTSTRAP_TOKEN_TTL_SECONDS: i64 = 30 * 60;
+
+/// One Machine that will be deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineToDelete {
+    pub name: String,
+    /// `control-plane` or `worker`.
+    pub role: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+/// What `delete` shows before asking.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletePreview {
+    pub cluster: String,
+    pub namespace: String,
+    /// `Kind/name`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub infrastructure: Option<String>,
+    /// `Kind/name`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<String>,
+    pub machine_deployments: Vec<String>,
+    pub machines: Vec<MachineToDelete>,
+    /// ByoHosts serving the cluster; their agents release them back to the pool.
+    pub hosts_to_release: Vec<String>,
+    /// Already being deleted (`metadata.deletionTimestamp` on the Cluster).
+    pub already_deleting: bool,
+}
+
+fn ref_name(v: &Value, path: &[&str]) -> Option<String> {
+    let r = at(v, path)?;
+    Some(format!(
+        "{}/{}",
+        str_at(r, &["kind"])?,
+        str_at(r, &["name"])?
+    ))
+}
+
+/// Build the preview. `machines` are the cluster's Machines; `inventory` joins its hosts.
+pub fn preview(
+    cluster: &Value,
+    machine_deployments: &[Value],
+    machines: &[Value],
+    inventory: Option<&Inventory<'_>>,
+) -> DeletePreview {
+    let name = util::name(cluster).to_string();
+    let ns = util::namespace(cluster).to_string();
+    let mut mds: Vec<String> = machine_deployments
+        .iter()
+        .map(|m| util::name(m).to_string())
+        .collect();
+    mds.sort();
+    let mut ms: Vec<MachineToDelete> = machines
+        .iter()
+        .map(|m| MachineToDelete {
+            name: util::name(m).to_string(),
+            role: if util::label(m, "cluster.x-k8s.io/control-plane").is_some() {
+                "control-plane"
+            } else {
+                "worker"
+            }
+            .into(),
+            node: str_at(m, &["status", "nodeRef", "name"]).map(str::to_string),
+            host: str_at(m, &["spec", "providerID"])
+                .and_then(super::hosts::host_from_provider_id)
+                .map(str::to_string),
+        })
+        .collect();
+    ms.sort_by(|a, b| {
+        (a.role != "control-plane", &a.name).cmp(&(b.role != "control-plane", &b.name))
+    });
+    let mut hosts: Vec<String> = inventory
+        .map(|inv| {
+            inv.rows()
+                .into_iter()
+                .filter(|r| r.cluster.as_deref() == Some(name.as_str()))
+                .map(|r| r.name)
+                .collect()
+        })
+        .unwrap_or_default();
+    hosts.sort();
+    DeletePreview {
+        infrastructure: ref_name(cluster, &["spec", "infrastructureRef"]),
+        control_plane: ref_name(cluster, &["spec", "controlPlaneRef"]),
+        machine_deployments: mds,
+        machines: ms,
+        hosts_to_release: hosts,
+        already_deleting: at(cluster, &["metadata", "deletionTimestamp"])
+            .is_some_and(|d| !d.is_null()),
+        cluster: name,
+        namespace: ns,
+    }
+}
+
+/// An object still present while the cluster is deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StuckObject {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub finalizers: Vec<String>,
+    /// Seconds since `deletionTimestamp` (None: not marked for deletion yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deleting_for_seconds: Option<i64>,
+}
+
+/// A host its agent has not cleaned up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleasingHost {
+    pub name: String,
+    pub namespace: String,
+    pub diagnosis: String,
+}
+
+/// Where a delete stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteProgress {
+    /// Objects of the cluster still present, sorted by kind and name.
+    pub remaining: Vec<StuckObject>,
+    /// Hosts of the cluster still Releasing (or still claimed by it).
+    pub releasing_hosts: Vec<ReleasingHost>,
+    /// Nothing of the cluster is left and every host is back in the pool.
+    pub done: bool,
+}
+
+impl DeleteProgress {
+    /// One line per problem for the final report, e.g.
+    /// `host node004 is still Releasing: released but the agent has not cleaned up: is the host agent running?`.
+    pub fn report_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for o in &self.remaining {
+            if o.finalizers.is_empty() {
+                out.push(format!(
+                    "{} {}/{} is still present",
+                    o.kind, o.namespace, o.name
+                ));
+            } else {
+                out.push(format!(
+                    "{} {}/{} is stuck on finalizers {}",
+                    o.kind,
+                    o.namespace,
+                    o.name,
+                    o.finalizers.join(", ")
+                ));
+            }
+        }
+        for h in &self.releasing_hosts {
+            out.push(format!(
+                "host {} is still Releasing: {}",
+                h.name, h.diagnosis
+            ));
+        }
+        out
+    }
+}
+
+/// Compute the progress of a delete. `remaining` are the cluster's objects still listed (any
+/// kinds: Cluster, control plane, Machines, infra objects...); `inventory` joins the ByoHosts.
+pub fn progress(
+    cluster_name: &str,
+    remaining: &[Value],
+    hosts: &[Value],
+    inventory: Option<&Inventory<'_>>,
+    now: Option<jiff::Timestamp>,
+) -> DeleteProgress {
+    let mut rem: Vec<StuckObject> = remaining
+        .iter()
+        .map(|o| StuckObject {
+            kind: util::kind(o).to_string(),
+            namespace: util::namespace(o).to_string(),
+            name: util::name(o).to_string(),
+            finalizers: at(o, &["metadata", "finalizers"])
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            deleting_for_seconds: str_at(o, &["metadata", "deletionTimestamp"])
+                .and_then(|t| now.and_then(|n| util::seconds_since(t, n))),
+        })
+        .collect();
+    rem.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
+    let mut releasing: Vec<ReleasingHost> = match inventory {
+        Some(inv) => hosts
+            .iter()
+            .filter(|h| {
+                let st = inv.state(h);
+                st == HostState::Releasing
+                    && util::label(h, CLUSTER_NAME_LABEL).is_none_or(|c| c == cluster_name)
+                    || (st != HostState::Available
+                        && util::label(h, CLUSTER_NAME_LABEL) == Some(cluster_name))
+            })
+            .map(|h| ReleasingHost {
+                name: util::name(h).to_string(),
+                namespace: util::namespace(h).to_string(),
+                diagnosis: inv.diagnose(h).summary,
+            })
+            .collect(),
+        None => vec![],
+    };
+    releasing.sort_by(|a, b| a.name.cmp(&b.name));
+    DeleteProgress {
+        done: rem.is_empty() && releasing.is_empty(),
+        remaining: rem,
+        releasing_hosts: releasing,
+    }
+}
+
+/// Why a BootstrapKubeconfig can go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnusedBootstrapKubeconfig {
+    pub namespace: String,
+    pub name: String,
+    pub reason: String,
+}
+
+/// BootstrapKubeconfigs no host needs any more: their bootstrap token expired (it lives 30
+/// minutes and is generated once), or the host they were made for (named in the object's name,
+/// as in `bootstrap-kubeconfig-<host>`) has registered, after which the agent uses its own
+/// certificate. With `now` unknown only the second rule applies.
+pub fn unused_bootstrap_kubeconfigs(
+    bootstrap_kubeconfigs: &[Value],
+    hosts: &[Value],
+    now: Option<jiff::Timestamp>,
+) -> Vec<UnusedBootstrapKubeconfig> {
+    let host_names: std::collections::HashSet<&str> = hosts.iter().map(util::name).collect();
+    let mut out = Vec::new();
+    for b in bootstrap_kubeconfigs {
+        let name = util::name(b);
+        let registered = host_names
+            .iter()
+            .find(|h| name == **h || name.ends_with(&format!("-{h}")));
+        let age = now.and_then(|n| {
+            str_at(b, &["metadata", "creationTimestamp"]).and_then(|t| util::seconds_since(t, n))
+        });
+        let reason = if let Some(h) = registered {
+            Some(format!("host {h} has registered"))
+        } else if age.is_some_and(|a| a > BOOTSTRAP_TOKEN_TTL_SECONDS) {
+            Some("its bootstrap token has expired (30 minutes)".to_string())
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            out.push(UnusedBootstrapKubeconfig {
+                namespace: util::namespace(b).to_string(),
+                name: name.to_string(),
+                reason,
+            });
+        }
+    }
+    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::hosts::{BYOMACHINE_NAME_LABEL, UNREGISTERING_ANNOTATION};
+    use serde_json::json;
+
+    fn host(name: &str, cluster: Option<&str>, unregistering: bool) -> Value {
+        let mut h = json!({"kind": "ByoHost", "metadata": {"name": name, "namespace": "default", "labels": {}}, "status": {}});
+        if let Some(c) = cluster {
+            h["metadata"]["labels"][CLUSTER_NAME_LABEL] = json!(c);
+            h["metadata"]["labels"][BYOMACHINE_NAME_LABEL] = json!(format!("team-a.bm-{name}"));
+            h["status"]["machineRef"] =
+                json!({"kind": "ByoMachine", "namespace": "team-a", "name": format!("bm-{name}")});
+            h["status"]["conditions"] =
+                json!([{"type": "K8sNodeBootstrapSucceeded", "status": "True"}]);
+        }
+        if unregistering {
+            h["metadata"]["annotations"] = json!({UNREGISTERING_ANNOTATION: ""});
+        }
+        h
+    }
+
+    fn machine(name: &str, cp: bool, host: &str) -> Value {
+        let mut labels = json!({"cluster.x-k8s.io/cluster-name": "c1"});
+        if cp {
+            labels["cluster.x-k8s.io/control-plane"] = json!("");
+        }
+        json!({"kind": "Machine", "metadata": {"name": name, "namespace": "team-a", "labels": labels,
+            "finalizers": ["machine.cluster.x-k8s.io"]},
+            "spec": {"providerID": format!("byoh://{host}/abc")}, "status": {"nodeRef": {"name": host}}})
+    }
+
+    #[test]
+    fn preview_lists_what_goes() {
+        let c = json!({"kind": "Cluster", "metadata": {"name": "c1", "namespace": "team-a"},
+            "spec": {"controlPlaneRef": {"kind": "KubeadmControlPlane", "name": "c1-cp"}, "infrastructureRef": {"kind": "ByoCluster", "name": "c1"}}});
+        let mds = vec![json!({"kind": "MachineDeployment", "metadata": {"name": "c1-md-0"}})];
+        let ms = vec![
+            machine("w1", false, "node003"),
+            machine("cp1", true, "node001"),
+        ];
+        let hosts = vec![
+            host("node001", Some("c1"), false),
+            host("node003", Some("c1"), false),
+            host("node009", Some("c2"), false),
+            host("free", None, false),
+        ];
+        let bms: Vec<Value> = ["node001", "node003", "node009"]
+            .iter()
+            .map(|h| json!({"kind": "ByoMachine", "metadata": {"name": format!("bm-{h}"), "namespace": "team-a"}}))
+            .collect();
+        let inv = Inventory::build(&hosts, &bms, &[], &[], None);
+        let p = preview(&c, &mds, &ms, Some(&inv));
+        assert_eq!(
+            p.control_plane.as_deref(),
+            Some("KubeadmControlPlane/c1-cp")
+        );
+        assert_eq!(p.infrastructure.as_deref(), Some("ByoCluster/c1"));
+        assert_eq!(p.machines[0].name, "cp1");
+        assert_eq!(p.machines[0].role, "control-plane");
+        assert_eq!(p.machines[1].host.as_deref(), Some("node003"));
+        assert_eq!(p.hosts_to_release, ["node001", "node003"]);
+        assert!(!p.already_deleting);
+        assert_eq!(p.machine_deployments, ["c1-md-0"]);
+    }
+
+    #[test]
+    fn progress_reports_stuck_objects_and_releasing_hosts() {
+        let now: jiff::Timestamp = "2026-11-30T08:00:00Z".parse().unwrap();
+        let mut m = machine("w1", false, "node003");
+        m["metadata"]["deletionTimestamp"] = json!("2026-11-30T07:50:00Z");
+        let remaining = vec![
+            m,
+            json!({"kind": "ByoCluster", "metadata": {"name": "c1", "namespace": "team-a",
+            "finalizers": ["byocluster.infrastructure.cluster.x-k8s.io"], "deletionTimestamp": "2026-11-30T07:55:00Z"}}),
+        ];
+        // node003's ByoMachine is gone and the agent has not cleaned up; node004 is back in the pool
+        let hosts = vec![
+            host("node003", Some("c1"), true),
+            host("node004", None, false),
+            host("node009", Some("c2"), false),
+        ];
+        let bms = vec![
+            json!({"kind": "ByoMachine", "metadata": {"name": "bm-node009", "namespace": "team-a"}}),
+        ];
+        let inv = Inventory::build(&hosts, &bms, &[], &[], None);
+        let p = progress("c1", &remaining, &hosts, Some(&inv), Some(now));
+        assert!(!p.done);
+        assert_eq!(p.remaining[0].kind, "ByoCluster");
+        assert_eq!(p.remaining[1].deleting_for_seconds, Some(600));
+        assert_eq!(p.releasing_hosts.len(), 1);
+        assert_eq!(p.releasing_hosts[0].name, "node003");
+        let lines = p.report_lines();
+        assert_eq!(
+            lines[0],
+            "ByoCluster team-a/c1 is stuck on finalizers byocluster.infrastructure.cluster.x-k8s.io"
+        );
+        assert_eq!(
+            lines[2],
+            "host node003 is still Releasing: released but the agent has not cleaned up: is the host agent running?"
+        );
+
+        let clean = vec![host("node003", None, false)];
+        let inv = Inventory::build(&clean, &[], &[], &[], None);
+        let p = progress("c1", &[], &clean, Some(&inv), Some(now));
+        assert!(p.done);
+        assert!(p.report_lines().is_empty());
+    }
+
+    #[test]
+    fn bootstrap_kubeconfigs_no_host_needs() {
+        let now: jiff::Timestamp = "2026-11-30T08:00:00Z".parse().unwrap();
+        let bkc = |name: &str, created: &str| json!({"kind": "BootstrapKubeconfig", "metadata": {"name": name, "namespace": "default", "creationTimestamp": created}});
+        let bkcs = vec![
+            bkc("bootstrap-kubeconfig-node001", "2026-11-30T07:59:00Z"),
+            bkc("bootstrap-kubeconfig-node002", "2026-11-30T07:59:00Z"),
+            bkc("bootstrap-kubeconfig-node005", "2026-11-29T07:00:00Z"),
+        ];
+        let hosts = vec![host("node001", None, false)];
+        let u = unused_bootstrap_kubeconfigs(&bkcs, &hosts, Some(now));
+        assert_eq!(u.len(), 2);
+        assert_eq!(u[0].name, "bootstrap-kubeconfig-node001");
+        assert_eq!(u[0].reason, "host node001 has registered");
+        assert_eq!(u[1].name, "bootstrap-kubeconfig-node005");
+        assert!(u[1].reason.contains("expired"));
+        assert_eq!(unused_bootstrap_kubeconfigs(&bkcs, &hosts, None).len(), 1);
+    }
+}
