@@ -2,6 +2,8 @@
 
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::discovery::ApiResource;
+use serde::Deserialize;
+use serde_json::Value;
 
 use crate::cli::Conn;
 use crate::error::{Error, Op, closest_names};
@@ -61,4 +63,57 @@ pub async fn get_or_suggest(
         }
         Err(e) => Err(conn.error(e, &op)),
     }
+}
+
+/// Items per page of [`list_json`] (kubectl's `--chunk-size` default).
+pub const PAGE_SIZE: u32 = 500;
+
+#[derive(Deserialize)]
+struct RawList {
+    #[serde(default)]
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
+    #[serde(default)]
+    items: Vec<Value>,
+}
+
+/// Lists every object of `ar` in `namespace` (all namespaces when `None`) as plain JSON, in
+/// pages of [`PAGE_SIZE`] (`limit` + `continue`): one paginated LIST, whatever the fleet size.
+/// `lp` carries selectors; its `limit` and `continue_token` are managed here. Items keep any
+/// field the server returns (forks' extra fields included). A kind whose API is not served
+/// lists as an error; callers decide whether that matters.
+pub async fn list_json(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    lp: &ListParams,
+) -> Result<Vec<Value>, Error> {
+    use kube::Resource;
+    let url = DynamicObject::url_path(ar, namespace);
+    let op = Op::on("list", ar).in_namespace(namespace);
+    let mut lp = lp.clone();
+    lp.limit = Some(PAGE_SIZE);
+    lp.continue_token = None;
+    let mut items = Vec::new();
+    loop {
+        let req = kube::core::Request::new(url.as_str())
+            .list(&lp)
+            .map_err(|e| Error::other(format!("cannot build the list request: {e}")))?;
+        let page: RawList = conn
+            .client
+            .request(req)
+            .await
+            .map_err(|e| conn.error(e, &op))?;
+        // managedFields are often the bulk of an object and nobody here reads them.
+        items.extend(page.items.into_iter().map(|mut v| {
+            if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("managedFields");
+            }
+            v
+        }));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => lp.continue_token = Some(c),
+            None => break,
+        }
+    }
+    Ok(items)
 }

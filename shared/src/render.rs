@@ -212,6 +212,11 @@ pub trait Render: Serialize {
     fn names(&self) -> Option<Vec<String>> {
         None
     }
+    /// A line printed after the table (`-o table|wide`, not with `--no-headers`), such as a
+    /// summary: "40 hosts: 12 available, 25 running".
+    fn footer(&self) -> Option<String> {
+        None
+    }
 }
 
 /// `kind.group/name`, as `kubectl get -o name` prints it (`kind/name` for the core group).
@@ -277,7 +282,17 @@ impl Printer {
             },
             OutputFormat::Table | OutputFormat::Wide => Ok(match value.human() {
                 Human::Table(t) => {
-                    t.render(self.format == OutputFormat::Wide, self.headers, self.color)
+                    let mut s =
+                        t.render(self.format == OutputFormat::Wide, self.headers, self.color);
+                    if self.headers
+                        && let Some(f) = value.footer()
+                    {
+                        s.push_str(&f);
+                        if !f.ends_with('\n') {
+                            s.push('\n');
+                        }
+                    }
+                    s
                 }
                 Human::Fields(f) => f.render(self.color),
                 Human::Text(mut s) => {
@@ -329,6 +344,11 @@ pub fn info(msg: &str) {
     eprint(&format!("{msg}\n"));
 }
 
+/// A question on stderr, without a newline (the answer is typed after it).
+pub fn prompt(msg: &str) {
+    eprint(msg);
+}
+
 /// `Warning: ...` on stderr, as kubectl prints warnings.
 pub fn warn(msg: &str) {
     let head = if stderr_color() {
@@ -344,11 +364,6 @@ pub fn error_text(e: &Error, color: bool) -> String {
     let (head, hint) = if color {
         (
             "error:".red().bold().to_string(),
-/// A question on stderr, without a newline (the answer is typed after it).
-pub fn prompt(msg: &str) {
-    eprint(msg);
-}
-
             "hint:".cyan().to_string(),
         )
     } else {

@@ -28,7 +28,8 @@
 //!   [`MachineState::for_index`]`(k)`, and the first `hosts - hosts/10` hosts are attached to
 //!   the first Machines, in the matching host state. Of the rest, two are Releasing (claimed by
 //!   a ByoMachine that is gone) and the others Available.
-//! - hosts are `host-<nnnn>` in [`FleetSpec::hosts_namespace`] (default: the fleet namespace).
+//! - hosts are `<namespace>-host-<nnnn>` ([`FleetSpec::host_prefix`]) in
+//!   [`FleetSpec::hosts_namespace`] (default: the fleet namespace).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -126,6 +127,9 @@ pub struct FleetSpec {
     pub hosts: usize,
     /// Where the ByoHosts live (agents register in their own namespace); default: the fleet's.
     pub hosts_namespace: Option<String>,
+    /// Host names are `<prefix><nnnn>`; default `<namespace>-host-` (ByoHost names are host
+    /// names, unique across namespaces in practice, and the BYOH providerID names only the host).
+    pub host_prefix: Option<String>,
     /// Extra labels every host registers with (as `--label` on the agent).
     pub host_labels: BTreeMap<String, String>,
     /// The Kubernetes version of the fleet.
@@ -146,6 +150,7 @@ impl FleetSpec {
             machines: 20,
             hosts: 30,
             hosts_namespace: None,
+            host_prefix: None,
             host_labels: BTreeMap::from([("site".to_string(), "rack-1".to_string())]),
             version: "v1.33.1".into(),
             events: true,
@@ -414,6 +419,10 @@ fn plan(level: &str, ns: &str, spec: &FleetSpec) -> Plan {
         .hosts_namespace
         .clone()
         .unwrap_or_else(|| ns.to_string());
+    let prefix = spec
+        .host_prefix
+        .clone()
+        .unwrap_or_else(|| format!("{ns}-host-"));
     let mut states = Vec::with_capacity(machines.len());
     let mut hosts = Vec::with_capacity(spec.hosts);
     let mut host_of_machine = Vec::with_capacity(spec.hosts);
@@ -431,7 +440,7 @@ fn plan(level: &str, ns: &str, spec: &FleetSpec) -> Plan {
             .into()
         };
         if k < attached {
-            let h = format!("host-{k:04}");
+            let h = format!("{prefix}{k:04}");
             m.host = Some(h.clone());
             hosts.push(FixtureHost {
                 name: h,
@@ -446,7 +455,7 @@ fn plan(level: &str, ns: &str, spec: &FleetSpec) -> Plan {
     for i in attached..spec.hosts {
         let releasing = i < attached + 2;
         hosts.push(FixtureHost {
-            name: format!("host-{i:04}"),
+            name: format!("{prefix}{i:04}"),
             namespace: hosts_ns.clone(),
             state: if releasing {
                 HostState::Releasing
@@ -1193,15 +1202,8 @@ async fn put_host(client: &Client, p: &Plan, i: usize) -> Result<String, Error> 
                 &mut status,
             );
             match state {
-                HostState::Reserved => {
-                    status["conditions"] = json!([cond1(
-                        "K8sNodeBootstrapSucceeded",
-                        false,
-                        "BootstrapDataSecretUnavailable",
-                        "Info",
-                        ""
-                    )])
-                }
+                // Claimed; the agent has not reported on the claim yet.
+                HostState::Reserved => status["conditions"] = json!([waiting]),
                 HostState::Provisioning => {
                     bootstrap_secret(&mut spec, &m.name);
                     status["conditions"] = json!([
@@ -1229,7 +1231,7 @@ async fn put_host(client: &Client, p: &Plan, i: usize) -> Result<String, Error> 
                             false,
                             "K8sComponentsInstallationFailed",
                             "Error",
-                            "install script error: apt-get install kubelet=1.33.1-1.1 exited with status 100"
+                            "apt-get install kubelet=1.33.1-1.1 exited with status 100"
                         ),
                         cond1(
                             "K8sNodeBootstrapSucceeded",
@@ -1282,7 +1284,7 @@ async fn put_events(client: &Client, p: &Plan) -> Result<(), Error> {
             async move {
                 let (type_, reason, message, source) = match h.state {
                     HostState::Failed => ("Warning", "InstallScriptExecutionFailed",
-                        "install script error: apt-get install kubelet=1.33.1-1.1 exited with status 100", "hostagent-controller"),
+                        "apt-get install kubelet=1.33.1-1.1 exited with status 100", "hostagent-controller"),
                     HostState::Releasing => ("Normal", "ByoHostReleaseSucceeded", "Released ByoHost", "byomachine-controller"),
                     HostState::Running | HostState::Paused => ("Normal", "BootstrapK8sNodeSucceeded", "k8s Node Bootstrapped", "hostagent-controller"),
                     _ => ("Normal", "ByoHostAttachSucceeded", "Attached to ByoMachine", "byomachine-controller"),

@@ -5,7 +5,13 @@
 
 mod completion;
 mod day2;
+mod describe;
+mod fleet;
 mod generate;
+mod hosts;
+mod kubeconfig;
+mod list;
+mod machines;
 mod pause;
 mod restart;
 mod resume;
@@ -46,6 +52,16 @@ enum Verb {
     Resume(resume::Args),
     /// Roll a cluster's machines (all MachineDeployments and a KubeadmControlPlane, or one deployment)
     Restart(restart::Args),
+    /// The clusters: phase, control plane, workers, version, endpoint
+    List(list::Args),
+    /// A cluster's object tree with conditions, as clusterctl describe cluster (-o json|yaml too)
+    Describe(describe::Args),
+    /// The ByoHost inventory: state, cluster, machine and version of every host
+    Hosts(hosts::Args),
+    /// The Machines of a cluster (or all): role, phase, readiness, node and host; --watch streams changes
+    Machines(machines::Args),
+    /// Print a cluster's kubeconfig, write it to a file, or merge it into yours
+    Kubeconfig(kubeconfig::Args),
     /// Print a shell completion script (bash, zsh, fish)
     Completion(completion::Args),
     /// kubectl's plugin completion protocol (used by kubectl_complete-capi)
@@ -64,6 +80,11 @@ fn main() -> ExitCode {
                 Verb::Pause(a) => pause::run(&a, true).await,
                 Verb::Resume(a) => resume::run(&a).await,
                 Verb::Restart(a) => restart::run(&a).await,
+                Verb::List(a) => list::run(&a).await,
+                Verb::Describe(a) => describe::run(&a).await,
+                Verb::Hosts(a) => hosts::run(&a).await,
+                Verb::Machines(a) => machines::run(&a).await,
+                Verb::Kubeconfig(a) => kubeconfig::run(&a).await,
                 Verb::Completion(a) => completion::run(&program, &root, &a),
                 Verb::Complete(a) => shared::complete::run(&root, &a).await,
             }

@@ -1,0 +1,376 @@
+//! `kubectl capi describe CLUSTER`: the object tree, as `clusterctl describe cluster` builds
+//! it (v1beta2 columns, or the v1beta1 layout on v1beta1 management clusters). Unlike
+//! clusterctl, `-o json|yaml` prints the same tree as data.
+
+use std::collections::BTreeSet;
+
+use clap::{ArgAction, Args as ClapArgs};
+use kube::api::ListParams;
+use kube::discovery::ApiResource;
+use serde::Serialize;
+use serde_json::Value;
+use shared::cli::{Conn, KubeFlags, OutputFlags};
+use shared::discovery::fields::{self, ObjectRef};
+use shared::discovery::{CapiVersion, ServerApis};
+use shared::error::Error;
+use shared::plan::tree::{
+    ConditionView, Layout, ObjectTree, TreeInput, TreeNode, TreeOptions, build_tree,
+};
+use shared::plan::util;
+use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
+
+use crate::fleet;
+
+const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
+
+#[derive(ClapArgs, Clone, Debug)]
+#[command(
+    after_help = "Examples:\n  kubectl capi describe prod\n  kubectl capi describe prod --show-conditions all --grouping=false --echo\n  kubectl capi describe prod --show-conditions KamajiControlPlane,Machine+\n  kubectl capi describe prod -o json"
+)]
+pub struct Args {
+    /// The cluster
+    #[arg(value_name = "CLUSTER")]
+    pub cluster: String,
+    /// Show conditions of these objects: all, Kind or Kind/name, comma-separated; a trailing + shows only those not in their good state
+    #[arg(long, value_name = "KINDS", default_value = "")]
+    pub show_conditions: String,
+    /// Show MachineSets under their MachineDeployments
+    #[arg(long)]
+    pub show_machinesets: bool,
+    /// Group machines whose Available, Ready and UpToDate conditions match (--grouping=false lists each)
+    #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub grouping: bool,
+    /// Show infrastructure machines and bootstrap configs even when they add nothing
+    #[arg(long)]
+    pub echo: bool,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// The result: the tree, plus what it describes.
+#[derive(Serialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct Description {
+    pub cluster: String,
+    pub namespace: String,
+    /// The CAPI core version the tree was read at.
+    pub api_version: String,
+    #[serde(flatten)]
+    pub tree: ObjectTree,
+}
+
+fn since(c: &ConditionView) -> String {
+    c.since_seconds
+        .map(util::human_duration)
+        .unwrap_or_default()
+}
+
+fn status_cell(c: &ConditionView) -> Cell {
+    let tone = if c.is_good() {
+        Tone::Good
+    } else if c.status == "Unknown" {
+        Tone::Warn
+    } else {
+        Tone::Bad
+    };
+    Cell::new(c.status.clone(), tone)
+}
+
+fn first_line(s: &str) -> String {
+    let l = s.lines().next().unwrap_or("").trim();
+    let more = s.lines().count() > 1;
+    let mut out: String = l.chars().take(100).collect();
+    if more || l.chars().count() > 100 {
+        out.push_str(" ...");
+    }
+    out
+}
+
+fn opt(v: Option<i64>) -> String {
+    v.map(|n| n.to_string()).unwrap_or_default()
+}
+
+fn name_cell(n: &TreeNode) -> String {
+    let mut s = match &n.meta_name {
+        Some(meta) if !n.virtual_node => format!("{meta} - {}", n.display_name),
+        _ => n.display_name.clone(),
+    };
+    if let Some(p) = &n.control_plane_pods {
+        s.push_str(&format!(
+            " ({}/{} pods ready)",
+            opt(p.ready.or(Some(0))),
+            opt(p.desired.or(p.current))
+        ));
+    }
+    if let Some(h) = &n.host {
+        s.push_str(&format!(" @ {h}"));
+    }
+    if let Some(g) = &n.group
+        && !g.hosts.is_empty()
+    {
+        s.push_str(&format!(" @ {}", g.hosts.join(",")));
+    }
+    s
+}
+
+fn add_rows(t: &mut Table, n: &TreeNode, prefix: &str, last: bool, root: bool, layout: Layout) {
+    let (branch, child_prefix) = if root {
+        (String::new(), String::new())
+    } else if last {
+        (format!("{prefix}└─"), format!("{prefix}  "))
+    } else {
+        (format!("{prefix}├─"), format!("{prefix}│ "))
+    };
+    let name = format!("{branch}{}", name_cell(n));
+    let message = n
+        .message
+        .clone()
+        .or_else(|| n.status.as_ref().and_then(|s| s.message.clone()))
+        .map(|m| first_line(&m))
+        .unwrap_or_default();
+    let st = n.status.as_ref();
+    match layout {
+        Layout::V1Beta2 => {
+            let c = n.counters.clone().unwrap_or_default();
+            t.row([
+                Cell::from(name),
+                Cell::from(c.replicas_cell()),
+                Cell::from(opt(c.available)),
+                Cell::from(opt(c.ready)),
+                Cell::from(opt(c.up_to_date)),
+                st.map(status_cell).unwrap_or_default(),
+                Cell::from(st.and_then(|s| s.reason.clone()).unwrap_or_default()),
+                Cell::from(st.map(since).unwrap_or_default()),
+                Cell::from(message),
+            ]);
+        }
+        Layout::V1Beta1 => {
+            t.row([
+                Cell::from(name),
+                st.map(status_cell).unwrap_or_default(),
+                Cell::from(st.and_then(|s| s.severity.clone()).unwrap_or_default()),
+                Cell::from(st.and_then(|s| s.reason.clone()).unwrap_or_default()),
+                Cell::from(st.map(since).unwrap_or_default()),
+                Cell::from(message),
+            ]);
+        }
+    }
+    // Conditions, one row each, under the object.
+    let cond_prefix = if n.children.is_empty() {
+        format!("{child_prefix}  ")
+    } else {
+        format!("{child_prefix}│ ")
+    };
+    for c in &n.conditions {
+        let msg = c.message.as_deref().map(first_line).unwrap_or_default();
+        let label = format!("{cond_prefix}{}", c.type_);
+        match layout {
+            Layout::V1Beta2 => t.row([
+                Cell::new(label, Tone::Dim),
+                Cell::default(),
+                Cell::default(),
+                Cell::default(),
+                Cell::default(),
+                status_cell(c),
+                Cell::from(c.reason.clone().unwrap_or_default()),
+                Cell::from(since(c)),
+                Cell::from(msg),
+            ]),
+            Layout::V1Beta1 => t.row([
+                Cell::new(label, Tone::Dim),
+                status_cell(c),
+                Cell::from(c.severity.clone().unwrap_or_default()),
+                Cell::from(c.reason.clone().unwrap_or_default()),
+                Cell::from(since(c)),
+                Cell::from(msg),
+            ]),
+        };
+    }
+    let count = n.children.len();
+    for (i, c) in n.children.iter().enumerate() {
+        add_rows(t, c, &child_prefix, i + 1 == count, false, layout);
+    }
+}
+
+impl Render for Description {
+    fn human(&self) -> Human {
+        let mut t = match self.tree.layout {
+            Layout::V1Beta2 => Table::new([
+                "NAME",
+                "REPLICAS",
+                "AVAILABLE",
+                "READY",
+                "UP TO DATE",
+                "STATUS",
+                "REASON",
+                "SINCE",
+                "MESSAGE",
+            ]),
+            Layout::V1Beta1 => {
+                Table::new(["NAME", "READY", "SEVERITY", "REASON", "SINCE", "MESSAGE"])
+            }
+        };
+        add_rows(&mut t, &self.tree.root, "", true, true, self.tree.layout);
+        Human::Table(t)
+    }
+    fn names(&self) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        for (_, n) in self.tree.walk() {
+            if n.virtual_node || n.group.is_some() {
+                continue;
+            }
+            let group = match n.kind.as_str() {
+                "Cluster" | "Machine" | "MachineDeployment" | "MachineSet" | "MachinePool" => {
+                    shared::discovery::CAPI_GROUP
+                }
+                k if k.ends_with("ControlPlane") => shared::discovery::CONTROLPLANE_GROUP,
+                k if k.starts_with("Kubeadm") => shared::discovery::BOOTSTRAP_GROUP,
+                _ => shared::discovery::INFRASTRUCTURE_GROUP,
+            };
+            out.push(object_name(&n.kind, group, &n.name));
+        }
+        Some(out)
+    }
+}
+
+/// GETs the object a reference points at; `None` when it is missing or its kind is not served
+/// (the tree simply shows less).
+async fn get_ref(conn: &Conn, apis: &ServerApis, r: &ObjectRef, ns: &str) -> Option<Value> {
+    let ar = apis.resolve_ref(r).ok()?;
+    let api = shared::api::dynamic(conn, &ar, Some(r.namespace.as_deref().unwrap_or(ns)));
+    match api.get_opt(&r.name).await {
+        Ok(o) => o.map(|o| fields::object_json(&o)),
+        Err(e) => {
+            tracing::info!("get {} {}: {e}", r.kind, r.name);
+            None
+        }
+    }
+}
+
+/// One LIST (in `ns`) per kind among `refs`.
+async fn list_kinds(conn: &Conn, apis: &ServerApis, refs: &[ObjectRef], ns: &str) -> Vec<Value> {
+    let kinds: BTreeSet<(String, String)> = refs
+        .iter()
+        .map(|r| (r.api_group.clone(), r.kind.clone()))
+        .collect();
+    let mut out = Vec::new();
+    for (group, kind) in kinds {
+        let r = ObjectRef {
+            api_group: group,
+            kind: kind.clone(),
+            ..Default::default()
+        };
+        let Ok(ar) = apis.resolve_ref(&r) else {
+            continue;
+        };
+        match shared::api::list_json(conn, &ar, Some(ns), &ListParams::default()).await {
+            Ok(items) => out.extend(items),
+            Err(e) => tracing::info!("list {kind}: {e}"),
+        }
+    }
+    out
+}
+
+async fn list_labelled(
+    conn: &Conn,
+    ar: Option<ApiResource>,
+    ns: &str,
+    cluster: &str,
+) -> Result<Vec<Value>, Error> {
+    let lp = ListParams::default().labels(&format!("{CLUSTER_NAME}={cluster}"));
+    fleet::list_opt(conn, ar.as_ref(), Some(ns), &lp).await
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    let printer = Printer::new(&args.output);
+    let layout_probe = TreeOptions {
+        show_conditions: args.show_conditions.clone(),
+        ..Default::default()
+    };
+    layout_probe
+        .validate()
+        .map_err(|e| Error::usage(e.to_string()))?;
+    let conn = args.kube.connect().await?;
+    let ns = conn.namespace.clone();
+    let apis = ServerApis::discover(&conn).await?;
+    let version = apis.require_capi()?;
+    let cluster_ar = apis.cluster()?;
+    let cluster = shared::api::get_or_suggest(&conn, &cluster_ar, &ns, &args.cluster).await?;
+    let cluster = fields::object_json(&cluster);
+    let name = args.cluster.as_str();
+    let infra_ref = fields::cluster_infrastructure_ref(&cluster);
+    let cp_ref = fields::cluster_control_plane_ref(&cluster);
+    let (infra, cp, machines, mds, mss, mps) = tokio::join!(
+        async {
+            match &infra_ref {
+                Some(r) => get_ref(&conn, &apis, r, &ns).await,
+                None => None,
+            }
+        },
+        async {
+            match &cp_ref {
+                Some(r) => get_ref(&conn, &apis, r, &ns).await,
+                None => None,
+            }
+        },
+        list_labelled(&conn, apis.capi_kind("Machine").ok(), &ns, name),
+        list_labelled(&conn, apis.capi_kind("MachineDeployment").ok(), &ns, name),
+        list_labelled(&conn, apis.capi_kind("MachineSet").ok(), &ns, name),
+        list_labelled(&conn, apis.capi_kind("MachinePool").ok(), &ns, name),
+    );
+    let (machines, mds, mss, mps) = (machines?, mds?, mss?, mps?);
+    let infra_refs: Vec<ObjectRef> = machines
+        .iter()
+        .filter_map(fields::machine_infrastructure_ref)
+        .collect();
+    let boot_refs: Vec<ObjectRef> = machines
+        .iter()
+        .filter_map(fields::machine_bootstrap_ref)
+        .collect();
+    let byoh = infra_refs.iter().any(|r| r.kind == "ByoMachine");
+    let host_ar = if byoh {
+        fleet::byoh(&apis).ok().map(|(h, _)| h)
+    } else {
+        None
+    };
+    let all = ListParams::default();
+    let (infra_machines, bootstrap_configs, hosts) = tokio::join!(
+        list_kinds(&conn, &apis, &infra_refs, &ns),
+        list_kinds(&conn, &apis, &boot_refs, &ns),
+        fleet::list_opt(&conn, host_ar.as_ref(), None, &all),
+    );
+    // Host names are a bonus: a user who cannot list hosts still gets the tree.
+    let hosts = hosts.unwrap_or_default();
+    let opts = TreeOptions {
+        show_conditions: args.show_conditions.clone(),
+        show_machinesets: args.show_machinesets,
+        echo: args.echo,
+        grouping: args.grouping,
+        layout: match version {
+            CapiVersion::V1Beta2 => Layout::V1Beta2,
+            CapiVersion::V1Beta1 => Layout::V1Beta1,
+        },
+    };
+    let input = TreeInput {
+        cluster: &cluster,
+        infrastructure_cluster: infra.as_ref(),
+        control_plane: cp.as_ref(),
+        machines: &machines,
+        machine_deployments: &mds,
+        machine_sets: &mss,
+        machine_pools: &mps,
+        infrastructure_machines: &infra_machines,
+        bootstrap_configs: &bootstrap_configs,
+        byo_hosts: &hosts,
+        now: Some(fleet::now()),
+    };
+    let tree = build_tree(input, &opts).map_err(|e| Error::usage(e.to_string()))?;
+    printer.print(&Description {
+        cluster: name.to_string(),
+        namespace: ns,
+        api_version: version.as_str().to_string(),
+        tree,
+    })
+}

@@ -1,0 +1,103 @@
+//! Reading the fleet: one paginated LIST per kind, run concurrently, at the versions discovery
+//! found (v1beta2 or v1beta1 core, whatever the providers serve). Not a verb: `hosts`,
+//! `machines`, `list` and `describe` share it.
+
+use kube::api::ListParams;
+use kube::discovery::ApiResource;
+use serde_json::Value;
+use shared::cli::Conn;
+use shared::discovery::{INFRASTRUCTURE_GROUP, ServerApis};
+use shared::error::Error;
+
+/// How BYOH is installed, in the message of a missing ByoHost API.
+pub const BYOH_INSTALL: &str = "install BYOH with clusterctl init --infrastructure byoh";
+
+/// The served ByoHost and ByoMachine resources (ByoMachine may be missing on odd installs).
+pub fn byoh(apis: &ServerApis) -> Result<(ApiResource, Option<ApiResource>), Error> {
+    let host = apis.require_provider_kind(
+        INFRASTRUCTURE_GROUP,
+        "ByoHost",
+        "BYOH (Cluster API Provider Bring Your Own Host)",
+        BYOH_INSTALL,
+    )?;
+    Ok((host, apis.provider_kind(INFRASTRUCTURE_GROUP, "ByoMachine")))
+}
+
+/// Lists `ar` (all namespaces when `namespace` is `None`); an absent resource lists as empty.
+pub async fn list_opt(
+    conn: &Conn,
+    ar: Option<&ApiResource>,
+    namespace: Option<&str>,
+    lp: &ListParams,
+) -> Result<Vec<Value>, Error> {
+    match ar {
+        Some(ar) => shared::api::list_json(conn, ar, namespace, lp).await,
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The four lists behind the host inventory.
+pub struct HostLists {
+    pub hosts: Vec<Value>,
+    pub byomachines: Vec<Value>,
+    pub machines: Vec<Value>,
+    pub clusters: Vec<Value>,
+}
+
+/// Lists ByoHosts (in `host_namespace`, else everywhere, narrowed by `host_selector`), and
+/// ByoMachines, Machines and Clusters in all namespaces (any namespace's machines may claim a
+/// host): four paginated LISTs, concurrently.
+pub async fn host_lists(
+    conn: &Conn,
+    apis: &ServerApis,
+    host_namespace: Option<&str>,
+    host_selector: Option<&str>,
+) -> Result<HostLists, Error> {
+    let (host_ar, bm_ar) = byoh(apis)?;
+    let machine_ar = apis.capi_kind("Machine").ok();
+    let cluster_ar = apis.cluster().ok();
+    let mut host_lp = ListParams::default();
+    if let Some(s) = host_selector {
+        host_lp = host_lp.labels(s);
+    }
+    let lp = ListParams::default();
+    let (hosts, byomachines, machines, clusters) = tokio::try_join!(
+        shared::api::list_json(conn, &host_ar, host_namespace, &host_lp),
+        list_opt(conn, bm_ar.as_ref(), None, &lp),
+        list_opt(conn, machine_ar.as_ref(), None, &lp),
+        list_opt(conn, cluster_ar.as_ref(), None, &lp),
+    )?;
+    Ok(HostLists {
+        hosts,
+        byomachines,
+        machines,
+        clusters,
+    })
+}
+
+/// Now, for ages.
+pub fn now() -> jiff::Timestamp {
+    jiff::Timestamp::now()
+}
+
+/// `5m`, `3d`: the AGE column, or `<unknown>`.
+pub fn age(seconds: Option<i64>) -> String {
+    match seconds {
+        Some(s) => shared::plan::util::human_duration(s),
+        None => "<unknown>".into(),
+    }
+}
+
+/// The age of an object at `now`.
+pub fn age_of(obj: &Value, now: jiff::Timestamp) -> Option<i64> {
+    shared::plan::util::str_at(obj, &["metadata", "creationTimestamp"])
+        .and_then(|t| shared::plan::util::seconds_since(t, now))
+}
+
+/// `<none>` for empty cells, as kubectl prints them.
+pub fn or_none(s: Option<&str>) -> String {
+    match s {
+        Some(s) if !s.is_empty() => s.to_string(),
+        _ => "<none>".into(),
+    }
+}

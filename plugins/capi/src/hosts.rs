@@ -1,0 +1,559 @@
+//! `kubectl capi hosts`: the ByoHost inventory, joined host → ByoMachine → Machine → Cluster,
+//! and `kubectl capi hosts describe HOST`.
+
+use clap::{Args as ClapArgs, Subcommand};
+use serde::Serialize;
+use serde_json::Value;
+use shared::cli::{KubeFlags, OutputFlags};
+use shared::discovery::ServerApis;
+use shared::error::Error;
+use shared::plan::hosts::{
+    Diagnosis, HostFilter, HostRow, HostState, HostSummary, Interface, Inventory, PendingMachine,
+};
+use shared::plan::selector::LabelSelector;
+use shared::plan::util::{self, Condition};
+use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
+
+use crate::fleet;
+
+#[derive(ClapArgs, Clone, Debug)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    // --cluster filters by CAPI cluster here; the kubeconfig cluster is --kubeconfig-cluster.
+    mut_arg("kube-cluster", |a| a.long("kubeconfig-cluster")),
+    after_help = "Hosts of every namespace are listed unless -n is given: any namespace's machines may claim a host.\n\nExamples:\n  kubectl capi hosts\n  kubectl capi hosts --available\n  kubectl capi hosts --cluster prod -o wide\n  kubectl capi hosts --state failed,releasing\n  kubectl capi hosts describe host-07"
+)]
+pub struct Args {
+    #[command(subcommand)]
+    pub cmd: Option<Cmd>,
+    /// Only hosts used by this cluster
+    #[arg(long, value_name = "CLUSTER")]
+    pub cluster: Option<String>,
+    /// Only hosts in these states (Available, Reserved, Provisioning, Running, Releasing, Failed, Paused; comma-separated or repeated)
+    #[arg(long, value_name = "STATE", value_delimiter = ',')]
+    pub state: Vec<String>,
+    /// Only free hosts (same as --state Available)
+    #[arg(long)]
+    pub available: bool,
+    /// Label selector over host labels (kubectl syntax: k=v, k!=v, k in (a,b), !k)
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+#[derive(Subcommand, Clone, Debug)]
+pub enum Cmd {
+    /// Show one host: conditions, events, host → ByoMachine → Machine → Node, interfaces and a diagnosis
+    Describe(DescribeArgs),
+}
+
+#[derive(ClapArgs, Clone, Debug)]
+pub struct DescribeArgs {
+    /// The ByoHost name
+    #[arg(value_name = "HOST")]
+    pub host: String,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// The result of `hosts`: the rows and the summary of what is shown.
+#[derive(Serialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct HostList {
+    pub summary: HostSummary,
+    pub items: Vec<HostRow>,
+}
+
+pub fn state_tone(s: HostState) -> Tone {
+    match s {
+        HostState::Available | HostState::Running => Tone::Good,
+        HostState::Failed => Tone::Bad,
+        HostState::Paused => Tone::Dim,
+        HostState::Reserved | HostState::Provisioning | HostState::Releasing => Tone::Warn,
+    }
+}
+
+fn labels_text(labels: &std::collections::BTreeMap<String, String>) -> String {
+    if labels.is_empty() {
+        return "<none>".into();
+    }
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The MACHINE column: the CAPI Machine, else the ByoMachine that claimed the host.
+fn machine_cell(r: &HostRow) -> String {
+    match (&r.machine, &r.byo_machine) {
+        (Some(m), _) => m.clone(),
+        (None, Some(bm)) => format!("byomachine/{}", bm.rsplit('/').next().unwrap_or(bm)),
+        (None, None) => "<none>".into(),
+    }
+}
+
+impl Render for HostList {
+    fn human(&self) -> Human {
+        let mut t = Table::new([
+            "NAME", "STATE", "CLUSTER", "MACHINE", "VERSION", "OS", "ARCH", "IP", "AGE",
+        ])
+        .wide(["OS-IMAGE", "PROVIDER-ID", "REASON", "LABELS", "NAMESPACE"]);
+        for r in &self.items {
+            t.row([
+                Cell::from(&r.name),
+                Cell::new(r.state.as_str(), state_tone(r.state)),
+                Cell::from(fleet::or_none(r.cluster.as_deref())),
+                Cell::from(machine_cell(r)),
+                Cell::from(fleet::or_none(r.version.as_deref())),
+                Cell::from(fleet::or_none(r.os.as_deref())),
+                Cell::from(fleet::or_none(r.arch.as_deref())),
+                Cell::from(fleet::or_none(r.ip.as_deref())),
+                Cell::from(fleet::age(r.age_seconds)),
+                Cell::from(fleet::or_none(r.os_image.as_deref())),
+                Cell::from(fleet::or_none(r.provider_id.as_deref())),
+                Cell::from(fleet::or_none(r.reason.as_deref())),
+                Cell::from(labels_text(&r.labels)),
+                Cell::from(&r.namespace),
+            ]);
+        }
+        Human::Table(t)
+    }
+    fn names(&self) -> Option<Vec<String>> {
+        Some(
+            self.items
+                .iter()
+                .map(|r| object_name("ByoHost", shared::discovery::INFRASTRUCTURE_GROUP, &r.name))
+                .collect(),
+        )
+    }
+    fn footer(&self) -> Option<String> {
+        Some(format!("\n{}", self.summary))
+    }
+}
+
+/// Builds the filter from the flags (bad states or selectors are usage errors).
+pub fn filter(args: &Args, namespace: Option<String>) -> Result<HostFilter, Error> {
+    let mut states = Vec::new();
+    for s in args.state.iter().filter(|s| !s.trim().is_empty()) {
+        states.push(HostState::parse(s).map_err(|e| Error::usage(e.to_string()))?);
+    }
+    let selector = match &args.selector {
+        Some(s) => Some(LabelSelector::parse(s).map_err(|e| Error::Usage {
+            message: e.to_string(),
+            hint: Some("use kubectl's syntax: -l 'role=worker,zone in (a,b),!gpu'".into()),
+        })?),
+        None => None,
+    };
+    Ok(HostFilter {
+        cluster: args.cluster.clone(),
+        states,
+        available: args.available,
+        selector,
+        namespace,
+    })
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    if let Some(Cmd::Describe(d)) = &args.cmd {
+        return describe(d).await;
+    }
+    let printer = Printer::new(&args.output);
+    let conn = args.kube.connect().await?;
+    // All namespaces unless -n: any namespace's machines may claim a host.
+    let namespace =
+        (conn.namespace_explicit && !conn.all_namespaces).then(|| conn.namespace.clone());
+    let filter = filter(args, namespace.clone())?;
+    let apis = ServerApis::discover(&conn).await?;
+    // The selector also narrows the LIST on the server.
+    let lists = fleet::host_lists(
+        &conn,
+        &apis,
+        namespace.as_deref(),
+        args.selector.as_deref().filter(|s| !s.trim().is_empty()),
+    )
+    .await?;
+    let inv = Inventory::build(
+        &lists.hosts,
+        &lists.byomachines,
+        &lists.machines,
+        &lists.clusters,
+        Some(fleet::now()),
+    );
+    let mut items = inv.rows_filtered(&filter);
+    items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    let summary = HostSummary::of(&items);
+    if items.is_empty()
+        && !matches!(
+            args.output.output,
+            shared::cli::OutputFormat::Json | shared::cli::OutputFormat::Yaml
+        )
+    {
+        let where_ = match &namespace {
+            Some(ns) => format!(" in namespace {ns}"),
+            None => String::new(),
+        };
+        shared::render::info(&format!("No hosts found{where_}."));
+        return Ok(());
+    }
+    printer.print(&HostList { summary, items })
+}
+
+// ------------------------------------------------------------------ describe
+
+/// One event about the host.
+#[derive(Serialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct EventRow {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub reason: String,
+    pub message: String,
+    pub source: String,
+    pub count: i64,
+    pub last_seen: Option<String>,
+}
+
+/// The chain host → ByoMachine → Machine → Node → Cluster.
+#[derive(Serialize, Debug, Clone, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Chain {
+    /// `namespace/name`, and whether it still exists.
+    pub byo_machine: Option<String>,
+    pub byo_machine_exists: bool,
+    pub byo_machine_ready: Option<bool>,
+    pub machine: Option<String>,
+    pub machine_phase: Option<String>,
+    pub node: Option<String>,
+    pub cluster: Option<String>,
+    pub cluster_exists: bool,
+    pub provider_id: Option<String>,
+}
+
+/// `hosts describe`.
+#[derive(Serialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct HostDescription {
+    pub name: String,
+    pub namespace: String,
+    pub state: HostState,
+    pub diagnosis: Diagnosis,
+    pub host: HostRow,
+    pub chain: Chain,
+    pub conditions: Vec<Condition>,
+    pub interfaces: Vec<Interface>,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub annotations: std::collections::BTreeMap<String, String>,
+    pub events: Vec<EventRow>,
+    /// ByoMachines of the host's cluster waiting for a host, when the host is free.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending_machines: Vec<PendingMachine>,
+}
+
+fn section(out: &mut String, title: &str) {
+    out.push_str(title);
+    out.push_str(":\n");
+}
+
+fn kv(out: &mut String, key: &str, value: &str) {
+    out.push_str(&format!("  {:<14}{value}\n", format!("{key}:")));
+}
+
+impl Render for HostDescription {
+    fn human(&self) -> Human {
+        let mut o = String::new();
+        let h = &self.host;
+        o.push_str(&format!("Name:         {}\n", self.name));
+        o.push_str(&format!("Namespace:    {}\n", self.namespace));
+        o.push_str(&format!("State:        {}\n", self.state));
+        o.push_str(&format!("Diagnosis:    {}\n", self.diagnosis.summary));
+        for hint in &self.diagnosis.hints {
+            o.push_str(&format!("              - {hint}\n"));
+        }
+        o.push_str(&format!(
+            "Host:         {} {} ({}), Kubernetes {}\n",
+            fleet::or_none(h.os.as_deref()),
+            fleet::or_none(h.arch.as_deref()),
+            fleet::or_none(h.os_image.as_deref()),
+            fleet::or_none(h.version.as_deref())
+        ));
+        o.push_str(&format!("Age:          {}\n", fleet::age(h.age_seconds)));
+        section(&mut o, "Chain");
+        let c = &self.chain;
+        let bm = match (&c.byo_machine, c.byo_machine_exists) {
+            (Some(b), true) => format!(
+                "{b}{}",
+                match c.byo_machine_ready {
+                    Some(true) => " (ready)",
+                    Some(false) => " (not ready)",
+                    None => "",
+                }
+            ),
+            (Some(b), false) => format!("{b} (gone)"),
+            (None, _) => "<none>".into(),
+        };
+        kv(&mut o, "ByoMachine", &bm);
+        let m = match (&c.machine, &c.machine_phase) {
+            (Some(m), Some(p)) => format!("{m} ({p})"),
+            (Some(m), None) => m.clone(),
+            _ => "<none>".into(),
+        };
+        kv(&mut o, "Machine", &m);
+        kv(&mut o, "Node", &fleet::or_none(c.node.as_deref()));
+        let cl = match (&c.cluster, c.cluster_exists) {
+            (Some(n), true) => n.clone(),
+            (Some(n), false) => format!("{n} (not found)"),
+            (None, _) => "<none>".into(),
+        };
+        kv(&mut o, "Cluster", &cl);
+        kv(
+            &mut o,
+            "Provider ID",
+            &fleet::or_none(c.provider_id.as_deref()),
+        );
+        section(&mut o, "Conditions");
+        if self.conditions.is_empty() {
+            o.push_str("  <none>\n");
+        } else {
+            let mut t = Table::new(["TYPE", "STATUS", "SEVERITY", "REASON", "MESSAGE"]);
+            for c in &self.conditions {
+                t.row([
+                    c.type_.clone(),
+                    c.status.clone(),
+                    c.severity.clone().unwrap_or_default(),
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default(),
+                ]);
+            }
+            indent(&mut o, &t.render(false, true, false));
+        }
+        section(&mut o, "Network");
+        if self.interfaces.is_empty() {
+            o.push_str("  <none>\n");
+        } else {
+            let mut t = Table::new(["INTERFACE", "DEFAULT", "CONNECTED", "MAC", "ADDRESSES"]);
+            for i in &self.interfaces {
+                t.row([
+                    i.name.clone(),
+                    if i.is_default { "yes" } else { "" }.to_string(),
+                    if i.connected { "yes" } else { "no" }.to_string(),
+                    i.mac.clone().unwrap_or_default(),
+                    if i.addresses.is_empty() {
+                        "<none>".to_string()
+                    } else {
+                        i.addresses.join(",")
+                    },
+                ]);
+            }
+            indent(&mut o, &t.render(false, true, false));
+        }
+        section(&mut o, "Labels");
+        map_lines(&mut o, &self.labels);
+        section(&mut o, "Annotations");
+        map_lines(&mut o, &self.annotations);
+        if !self.pending_machines.is_empty() {
+            section(&mut o, "Machines waiting for a host");
+            for p in &self.pending_machines {
+                o.push_str(&format!("  {}: {}\n", p.byo_machine, p.message));
+            }
+        }
+        section(&mut o, "Events");
+        if self.events.is_empty() {
+            o.push_str("  <none>\n");
+        } else {
+            let mut t = Table::new(["TYPE", "REASON", "AGE", "FROM", "MESSAGE"]);
+            let now = fleet::now();
+            for e in &self.events {
+                let age = e
+                    .last_seen
+                    .as_deref()
+                    .and_then(|t| util::seconds_since(t, now));
+                let age = match (age, e.count) {
+                    (a, n) if n > 1 => format!("{} (x{n})", fleet::age(a)),
+                    (a, _) => fleet::age(a),
+                };
+                t.row([
+                    e.type_.clone(),
+                    e.reason.clone(),
+                    age,
+                    e.source.clone(),
+                    e.message.clone(),
+                ]);
+            }
+            indent(&mut o, &t.render(false, true, false));
+        }
+        Human::Text(o)
+    }
+    fn names(&self) -> Option<Vec<String>> {
+        Some(vec![object_name(
+            "ByoHost",
+            shared::discovery::INFRASTRUCTURE_GROUP,
+            &self.name,
+        )])
+    }
+}
+
+fn indent(out: &mut String, text: &str) {
+    for l in text.lines() {
+        out.push_str("  ");
+        out.push_str(l);
+        out.push('\n');
+    }
+}
+
+fn map_lines(out: &mut String, m: &std::collections::BTreeMap<String, String>) {
+    if m.is_empty() {
+        out.push_str("  <none>\n");
+    }
+    for (k, v) in m {
+        out.push_str(&format!("  {k}={v}\n"));
+    }
+}
+
+fn string_map(v: Option<&Value>) -> std::collections::BTreeMap<String, String> {
+    v.and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    let s = match v {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    (k.clone(), s)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn describe(args: &DescribeArgs) -> Result<(), Error> {
+    let printer = Printer::new(&args.output);
+    let conn = args.kube.connect().await?;
+    let namespace =
+        (conn.namespace_explicit && !conn.all_namespaces).then(|| conn.namespace.clone());
+    let apis = ServerApis::discover(&conn).await?;
+    let lists = fleet::host_lists(&conn, &apis, namespace.as_deref(), None).await?;
+    let matching: Vec<&Value> = lists
+        .hosts
+        .iter()
+        .filter(|h| util::name(h) == args.host)
+        .collect();
+    let host = match matching.as_slice() {
+        [one] => *one,
+        [] => {
+            let names = lists.hosts.iter().map(util::name);
+            return Err(Error::NotFound {
+                kind: "ByoHost".into(),
+                name: args.host.clone(),
+                namespace: namespace.clone(),
+                suggestions: shared::error::closest_names(&args.host, names),
+            });
+        }
+        many => {
+            let nss: Vec<&str> = many.iter().map(|h| util::namespace(h)).collect();
+            return Err(Error::Usage {
+                message: format!(
+                    "ByoHost \"{}\" exists in several namespaces: {}",
+                    args.host,
+                    nss.join(", ")
+                ),
+                hint: Some(format!("pick one with -n, e.g. -n {}", nss[0])),
+            });
+        }
+    };
+    let inv = Inventory::build(
+        &lists.hosts,
+        &lists.byomachines,
+        &lists.machines,
+        &lists.clusters,
+        Some(fleet::now()),
+    );
+    let row = inv.row(host);
+    let diagnosis = inv.diagnose(host);
+    let bm = inv.byomachine_of(host);
+    let machine = inv.machine_of(host);
+    let cluster = inv.cluster_of(host);
+    let chain = Chain {
+        byo_machine: row.byo_machine.clone(),
+        byo_machine_exists: bm.is_some(),
+        byo_machine_ready: bm.and_then(|b| util::bool_at(b, &["status", "ready"])),
+        machine: row.machine.clone(),
+        machine_phase: machine
+            .and_then(|m| util::str_at(m, &["status", "phase"]).map(str::to_string)),
+        node: row.node.clone(),
+        cluster: row.cluster.clone(),
+        cluster_exists: cluster.is_some(),
+        provider_id: row.provider_id.clone(),
+    };
+    let pending_machines = if row.state == HostState::Available {
+        inv.pending_machines(&lists.byomachines)
+    } else {
+        Vec::new()
+    };
+    let events = host_events(&conn, util::namespace(host), &args.host).await;
+    let desc = HostDescription {
+        name: row.name.clone(),
+        namespace: row.namespace.clone(),
+        state: row.state,
+        diagnosis,
+        chain,
+        conditions: util::conditions_at(host, &["status", "conditions"]),
+        interfaces: shared::plan::hosts::interfaces(host),
+        labels: row.labels.clone(),
+        annotations: string_map(util::at(host, &["metadata", "annotations"])),
+        events,
+        pending_machines,
+        host: row,
+    };
+    printer.print(&desc)
+}
+
+/// Recent events about the host (newest last). Events are best effort: a user who may read
+/// hosts but not events still gets the rest.
+async fn host_events(conn: &Conn, namespace: &str, host: &str) -> Vec<EventRow> {
+    let ar = kube::discovery::ApiResource {
+        group: String::new(),
+        version: "v1".into(),
+        api_version: "v1".into(),
+        kind: "Event".into(),
+        plural: "events".into(),
+    };
+    let lp = kube::api::ListParams::default().fields(&format!(
+        "involvedObject.kind=ByoHost,involvedObject.name={host}"
+    ));
+    let items = match shared::api::list_json(conn, &ar, Some(namespace), &lp).await {
+        Ok(items) => items,
+        Err(e) => {
+            tracing::info!("events of ByoHost {host}: {e}");
+            return Vec::new();
+        }
+    };
+    let mut events: Vec<EventRow> = items
+        .iter()
+        .map(|e| {
+            let s = |p: &[&str]| util::str_at(e, p).map(str::to_string);
+            EventRow {
+                type_: s(&["type"]).unwrap_or_default(),
+                reason: s(&["reason"]).unwrap_or_default(),
+                message: s(&["message"]).unwrap_or_default(),
+                source: s(&["source", "component"])
+                    .or_else(|| s(&["reportingComponent"]))
+                    .unwrap_or_default(),
+                count: util::i64_at(e, &["count"]).unwrap_or(1),
+                last_seen: s(&["lastTimestamp"])
+                    .or_else(|| s(&["eventTime"]))
+                    .or_else(|| s(&["metadata", "creationTimestamp"])),
+            }
+        })
+        .collect();
+    events.sort_by(|a, b| a.last_seen.cmp(&b.last_seen));
+    let n = events.len();
+    events.split_off(n.saturating_sub(20))
+}
+
+use shared::cli::Conn;

@@ -1,0 +1,384 @@
+//! `kubectl capi machines [CLUSTER] [--watch]`: CAPI Machines with their role, readiness, node
+//! and BYOH host.
+
+use std::collections::{BTreeMap, HashMap};
+
+use clap::Args as ClapArgs;
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::runtime::watcher;
+use serde::Serialize;
+use serde_json::Value;
+use shared::cli::{KubeFlags, OutputFlags, OutputFormat};
+use shared::discovery::ServerApis;
+use shared::discovery::fields;
+use shared::error::{Error, Op};
+use shared::plan::hosts::{BYOMACHINE_NAME_LABEL, host_from_provider_id};
+use shared::plan::util;
+use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
+
+use crate::fleet;
+
+const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
+const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+
+#[derive(ClapArgs, Clone, Debug)]
+#[command(
+    after_help = "Examples:\n  kubectl capi machines\n  kubectl capi machines prod -n team-a -o wide\n  kubectl capi machines -A --watch"
+)]
+pub struct Args {
+    /// Only the machines of this cluster
+    #[arg(value_name = "CLUSTER")]
+    pub cluster: Option<String>,
+    /// After listing, stream changes as they happen (one line per change; Ctrl-C stops)
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// Label selector over Machine labels
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// One row of `machines`.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineRow {
+    pub name: String,
+    pub namespace: String,
+    pub cluster: String,
+    /// `control-plane` or `worker`.
+    pub role: String,
+    pub phase: Option<String>,
+    /// Status of the Ready, Available and UpToDate conditions (`True`, `False`, `Unknown`).
+    pub ready: String,
+    pub available: String,
+    pub up_to_date: String,
+    pub version: Option<String>,
+    pub node: Option<String>,
+    /// The BYOH host behind the machine (providerID, else the host claimed by its ByoMachine).
+    pub host: Option<String>,
+    pub deployment: Option<String>,
+    pub provider_id: Option<String>,
+    /// Why it is not ready, when it is not.
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    pub created: Option<String>,
+    pub age_seconds: Option<i64>,
+    /// Set on watch lines of deleted machines.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
+}
+
+fn status_of(m: &Value, type_: &str) -> String {
+    fields::condition(m, type_)
+        .map(|c| c.status)
+        .unwrap_or_else(|| "Unknown".into())
+}
+
+/// Host name by ByoMachine `namespace/name`, from the hosts' byomachine-name labels.
+pub fn hosts_by_byomachine(hosts: &[Value]) -> HashMap<String, String> {
+    let mut m = HashMap::new();
+    for h in hosts {
+        if let Some(v) = util::label(h, BYOMACHINE_NAME_LABEL)
+            && let Some((ns, bm)) = v.split_once('.')
+        {
+            m.insert(format!("{ns}/{bm}"), util::name(h).to_string());
+        }
+        if let (Some(ns), Some(n)) = (
+            util::str_at(h, &["status", "machineRef", "namespace"]),
+            util::str_at(h, &["status", "machineRef", "name"]),
+        ) {
+            m.insert(format!("{ns}/{n}"), util::name(h).to_string());
+        }
+    }
+    m
+}
+
+/// The row of one Machine (pure).
+pub fn row(m: &Value, hosts: &HashMap<String, String>, now: jiff::Timestamp) -> MachineRow {
+    let ns = util::namespace(m);
+    let s = |p: &[&str]| util::str_at(m, p).map(str::to_string);
+    let provider_id = s(&["spec", "providerID"]);
+    let infra = fields::machine_infrastructure_ref(m);
+    let host = provider_id
+        .as_deref()
+        .and_then(host_from_provider_id)
+        .map(str::to_string)
+        .or_else(|| {
+            infra
+                .as_ref()
+                .filter(|r| r.kind == "ByoMachine")
+                .and_then(|r| hosts.get(&format!("{ns}/{}", r.name)).cloned())
+        });
+    let ready = fields::condition(m, "Ready");
+    let not_ready = ready.as_ref().filter(|c| !c.is_true());
+    MachineRow {
+        name: util::name(m).to_string(),
+        namespace: ns.to_string(),
+        cluster: s(&["spec", "clusterName"])
+            .or_else(|| util::label(m, CLUSTER_NAME).map(str::to_string))
+            .unwrap_or_default(),
+        role: if util::label(m, CONTROL_PLANE_LABEL).is_some() {
+            "control-plane".into()
+        } else {
+            "worker".into()
+        },
+        phase: s(&["status", "phase"]),
+        ready: ready
+            .as_ref()
+            .map(|c| c.status.clone())
+            .unwrap_or_else(|| "Unknown".into()),
+        available: status_of(m, "Available"),
+        up_to_date: status_of(m, "UpToDate"),
+        version: s(&["spec", "version"]),
+        node: s(&["status", "nodeRef", "name"]),
+        host,
+        deployment: util::label(m, "cluster.x-k8s.io/deployment-name").map(str::to_string),
+        provider_id,
+        reason: not_ready.and_then(|c| c.reason.clone()),
+        message: not_ready.and_then(|c| c.message.clone()),
+        created: s(&["metadata", "creationTimestamp"]),
+        age_seconds: fleet::age_of(m, now),
+        deleted: false,
+    }
+}
+
+/// The result of `machines`.
+#[derive(Serialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineList {
+    pub items: Vec<MachineRow>,
+}
+
+fn phase_tone(p: Option<&str>) -> Tone {
+    match p {
+        Some("Running") => Tone::Good,
+        Some("Failed") | Some("Deleted") => Tone::Bad,
+        Some("Deleting") => Tone::Dim,
+        _ => Tone::Warn,
+    }
+}
+
+impl Render for MachineList {
+    fn human(&self) -> Human {
+        let mut t = Table::new([
+            "NAME",
+            "CLUSTER",
+            "ROLE",
+            "PHASE",
+            "READY",
+            "AVAILABLE",
+            "UP-TO-DATE",
+            "VERSION",
+            "NODE",
+            "HOST",
+            "AGE",
+        ])
+        .wide(["NAMESPACE", "DEPLOYMENT", "PROVIDER-ID", "REASON"]);
+        for r in &self.items {
+            let phase = if r.deleted {
+                Some("Deleted")
+            } else {
+                r.phase.as_deref()
+            };
+            t.row([
+                Cell::from(&r.name),
+                Cell::from(&r.cluster),
+                Cell::from(&r.role),
+                Cell::new(fleet::or_none(phase), phase_tone(phase)),
+                Cell::status(&r.ready),
+                Cell::status(&r.available),
+                Cell::status(&r.up_to_date),
+                Cell::from(fleet::or_none(r.version.as_deref())),
+                Cell::from(fleet::or_none(r.node.as_deref())),
+                Cell::from(fleet::or_none(r.host.as_deref())),
+                Cell::from(fleet::age(r.age_seconds)),
+                Cell::from(&r.namespace),
+                Cell::from(fleet::or_none(r.deployment.as_deref())),
+                Cell::from(fleet::or_none(r.provider_id.as_deref())),
+                Cell::from(fleet::or_none(r.reason.as_deref())),
+            ]);
+        }
+        Human::Table(t)
+    }
+    fn names(&self) -> Option<Vec<String>> {
+        Some(
+            self.items
+                .iter()
+                .map(|r| object_name("Machine", shared::discovery::CAPI_GROUP, &r.name))
+                .collect(),
+        )
+    }
+}
+
+fn selector(args: &Args) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(c) = &args.cluster {
+        parts.push(format!("{CLUSTER_NAME}={c}"));
+    }
+    if let Some(s) = args.selector.as_deref().filter(|s| !s.trim().is_empty()) {
+        parts.push(s.to_string());
+    }
+    (!parts.is_empty()).then(|| parts.join(","))
+}
+
+fn sort(rows: &mut [MachineRow]) {
+    rows.sort_by(|a, b| {
+        (&a.namespace, &a.cluster, &a.role, &a.name).cmp(&(
+            &b.namespace,
+            &b.cluster,
+            &b.role,
+            &b.name,
+        ))
+    });
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    let printer = Printer::new(&args.output);
+    let conn = args.kube.connect().await?;
+    let namespace = conn.list_namespace().map(str::to_string);
+    let apis = ServerApis::discover(&conn).await?;
+    let machine_ar = apis.capi_kind("Machine")?;
+    let mut lp = ListParams::default();
+    if let Some(s) = selector(args) {
+        lp = lp.labels(&s);
+    }
+    // Hosts of every namespace may serve these machines; without BYOH there are none.
+    let host_ar = fleet::byoh(&apis).ok().map(|(h, _)| h);
+    let all = ListParams::default();
+    let (machines, hosts) = tokio::try_join!(
+        shared::api::list_json(&conn, &machine_ar, namespace.as_deref(), &lp),
+        fleet::list_opt(&conn, host_ar.as_ref(), None, &all),
+    )?;
+    let host_map = hosts_by_byomachine(&hosts);
+    let now = fleet::now();
+    let mut items: Vec<MachineRow> = machines.iter().map(|m| row(m, &host_map, now)).collect();
+    sort(&mut items);
+    if let Some(c) = &args.cluster
+        && items.is_empty()
+    {
+        // Say whether the cluster itself exists.
+        let cluster_ar = apis.cluster()?;
+        let ns = conn.namespace.clone();
+        shared::api::get_or_suggest(&conn, &cluster_ar, &ns, c).await?;
+    }
+    let structured = matches!(args.output.output, OutputFormat::Json | OutputFormat::Yaml);
+    if items.is_empty() && !structured {
+        let where_ = match &namespace {
+            Some(ns) => format!(" in namespace {ns}"),
+            None => String::new(),
+        };
+        shared::render::info(&format!("No machines found{where_}."));
+    } else if args.watch && structured {
+        for r in &items {
+            print_one(&printer, r)?;
+        }
+    } else {
+        printer.print(&MachineList {
+            items: items.clone(),
+        })?;
+    }
+    if !args.watch {
+        return Ok(());
+    }
+    watch(
+        &conn,
+        &printer,
+        &machine_ar,
+        namespace.as_deref(),
+        &lp,
+        &host_map,
+        items,
+    )
+    .await
+}
+
+/// One line (or one JSON/YAML document) for a changed machine.
+fn print_one(printer: &Printer, r: &MachineRow) -> Result<(), Error> {
+    match printer.format {
+        OutputFormat::Json => {
+            let s = serde_json::to_string(r)
+                .map_err(|e| Error::other(format!("cannot serialise the result as JSON: {e}")))?;
+            shared::render::line(&s);
+            Ok(())
+        }
+        OutputFormat::Yaml => {
+            let s = shared::render::to_yaml(r)?;
+            shared::render::raw(format!("---\n{s}").as_bytes());
+            Ok(())
+        }
+        _ => {
+            let p = Printer {
+                headers: false,
+                ..printer.clone()
+            };
+            p.print(&MachineList {
+                items: vec![r.clone()],
+            })
+        }
+    }
+}
+
+/// Streams changes: one line whenever a machine's row changes, appears or is deleted.
+async fn watch(
+    conn: &shared::cli::Conn,
+    printer: &Printer,
+    ar: &kube::discovery::ApiResource,
+    namespace: Option<&str>,
+    lp: &ListParams,
+    host_map: &HashMap<String, String>,
+    initial: Vec<MachineRow>,
+) -> Result<(), Error> {
+    let api: Api<DynamicObject> = shared::api::dynamic(conn, ar, namespace);
+    let mut cfg = watcher::Config::default();
+    if let Some(l) = &lp.label_selector {
+        cfg = cfg.labels(l);
+    }
+    let key = |r: &MachineRow| format!("{}/{}", r.namespace, r.name);
+    // What was printed last, without the age (which changes all the time).
+    let comparable = |r: &MachineRow| MachineRow {
+        age_seconds: None,
+        ..r.clone()
+    };
+    let mut shown: BTreeMap<String, MachineRow> =
+        initial.iter().map(|r| (key(r), comparable(r))).collect();
+    let mut stream = watcher(api, cfg).boxed();
+    let op = Op::on("watch", ar).in_namespace(namespace);
+    while let Some(ev) = stream.next().await {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(watcher::Error::WatchError(s)) if s.code == 403 => {
+                return Err(conn.error(kube::Error::Api(s), &op));
+            }
+            Err(e) => {
+                // The watcher re-lists and resumes by itself; say so once per failure.
+                tracing::info!("watch interrupted, resuming: {e}");
+                continue;
+            }
+        };
+        let (obj, deleted) = match ev {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => (o, false),
+            watcher::Event::Delete(o) => (o, true),
+            watcher::Event::Init | watcher::Event::InitDone => continue,
+        };
+        let v = fields::object_json(&obj);
+        let mut r = row(&v, host_map, fleet::now());
+        r.deleted = deleted;
+        let k = key(&r);
+        let c = comparable(&r);
+        if deleted {
+            if shown.remove(&k).is_none() {
+                continue;
+            }
+        } else if shown.get(&k) == Some(&c) {
+            continue;
+        } else {
+            shown.insert(k, c);
+        }
+        print_one(printer, &r)?;
+    }
+    Ok(())
+}

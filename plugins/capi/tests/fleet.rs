@@ -1,0 +1,473 @@
+//! Issue 4 acceptance on a v1beta2 (CAPI v1.14) management cluster: `hosts`, `hosts describe`,
+//! `machines` (with `--watch`), `list`, `describe` and `kubeconfig` (print, `--output`,
+//! `--merge`), every output format, against fixtures that write what the controllers write.
+
+mod fleet_common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fleet_common::*;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+fn tb() -> &'static testbed::Testbed {
+    testbed::shared()
+}
+
+#[tokio::test]
+async fn hosts_table_wide_json_yaml_name() {
+    let fleet = seed(tb(), "hosts").await;
+    assert_eq!(fleet.capi_version, "v1beta2");
+    hosts_in_every_format(tb(), &fleet).await;
+}
+
+#[tokio::test]
+async fn hosts_filters_and_scope() {
+    let fleet = seed(tb(), "hosts-filters").await;
+    hosts_filters(tb(), &fleet).await;
+}
+
+#[tokio::test]
+async fn hosts_describe_diagnoses() {
+    let fleet = seed(tb(), "hosts-describe").await;
+    hosts_describe(tb(), &fleet).await;
+}
+
+#[tokio::test]
+async fn machines_table_wide_json_yaml_name() {
+    let fleet = seed(tb(), "machines").await;
+    machines_in_every_format(tb(), &fleet).await;
+}
+
+#[tokio::test]
+async fn list_table_wide_json_yaml_name() {
+    let fleet = seed(tb(), "list").await;
+    list_in_every_format(tb(), &fleet).await;
+}
+
+#[tokio::test]
+async fn kubeconfig_prints_and_writes_0600() {
+    let fleet = seed(tb(), "kubeconfig").await;
+    kubeconfig_print_and_output(tb(), &fleet).await;
+}
+
+fn machine_ar() -> ApiResource {
+    ApiResource {
+        group: "cluster.x-k8s.io".into(),
+        version: "v1beta2".into(),
+        api_version: "cluster.x-k8s.io/v1beta2".into(),
+        kind: "Machine".into(),
+        plural: "machines".into(),
+    }
+}
+
+/// `machines --watch` prints the table, then one line per change, as it happens.
+#[tokio::test]
+async fn machines_watch_streams_a_change() {
+    let fleet = seed(tb(), "watch").await;
+    let ns = fleet.namespace.clone();
+    let mut child = Command::new(BIN)
+        .args(["machines", "cluster-1", "-n", &ns, "--watch"])
+        .arg("--kubeconfig")
+        .arg(&tb().kubeconfig)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn kubectl-capi machines --watch");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |deadline: Instant| -> Option<String> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        rx.recv_timeout(left).ok()
+    };
+    // The initial table: header plus one row per machine of cluster-1.
+    let want = fleet.machines_of("cluster-1").len();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut initial = Vec::new();
+    while initial.len() < want + 1 {
+        match next(deadline) {
+            Some(l) => initial.push(l),
+            None => {
+                let _ = child.kill();
+                panic!("initial table incomplete: {initial:?}");
+            }
+        }
+    }
+    assert!(initial[0].starts_with("NAME"), "{initial:?}");
+    // Change one machine the way CAPI would: it starts deleting.
+    let client = tb().client().await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &machine_ar());
+    api.patch_status(
+        "cluster-1-cp-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Deleting"}})),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    let line = loop {
+        match next(deadline) {
+            Some(l) if l.starts_with("cluster-1-cp-0 ") => break l,
+            Some(l) => seen.push(l),
+            None => {
+                let _ = child.kill();
+                panic!("no line for the changed machine; saw {seen:?}");
+            }
+        }
+    };
+    assert!(line.contains("Deleting"), "{line}");
+    assert!(!line.starts_with("NAME"), "{line}");
+    // A machine of another cluster does not show up.
+    // And a deletion is streamed too.
+    api.delete("cluster-1-md-0-0000", &Default::default())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let line = loop {
+        match next(deadline) {
+            Some(l) if l.starts_with("cluster-1-md-0-0000 ") => break l,
+            Some(_) => {}
+            None => {
+                let _ = child.kill();
+                panic!("no line for the deleted machine");
+            }
+        }
+    };
+    assert!(line.contains("Deleted"), "{line}");
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+/// Secret errors: a cluster whose control plane is not initialized (no secret yet), a
+/// malformed secret, a cluster that does not exist.
+#[tokio::test]
+async fn kubeconfig_missing_and_malformed_secrets() {
+    let (client, ns) = tb().namespace("kubeconfig-errors").await;
+    let clusters: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "Cluster".into(),
+            plural: "clusters".into(),
+        },
+    );
+    for name in ["young", "broken", "nokey"] {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": name}, "spec": {"clusterNetwork": {"services": {"cidrBlocks": ["10.96.0.0/12"]}}}
+        }))
+        .unwrap();
+        clusters.create(&PostParams::default(), &obj).await.unwrap();
+    }
+    let o = run(tb(), &["kubeconfig", "young", "-n", &ns]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = err(&o);
+    assert!(
+        e.starts_with(
+            "error: cluster \"young\" has no kubeconfig yet: its control plane is not initialized"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("hint: wait for the control plane"), "{e}");
+    assert_eq!(e.lines().count(), 2, "{e}");
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let secret = |name: &str, data: Value| -> Secret {
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap()
+    };
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    secrets
+        .create(
+            &PostParams::default(),
+            &secret(
+                "broken-kubeconfig",
+                json!({"value": b64("clusters: [unclosed")}),
+            ),
+        )
+        .await
+        .unwrap();
+    secrets
+        .create(
+            &PostParams::default(),
+            &secret("nokey-kubeconfig", json!({"other": b64("x")})),
+        )
+        .await
+        .unwrap();
+    let o = run(tb(), &["kubeconfig", "broken", "-n", &ns]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).starts_with(&format!(
+            "error: Secret {ns}/broken-kubeconfig is malformed: \"value\" is not a kubeconfig"
+        )),
+        "{}",
+        err(&o)
+    );
+    let o = run(tb(), &["kubeconfig", "nokey", "-n", &ns]);
+    assert!(
+        err(&o).contains("is malformed: it has no key \"value\""),
+        "{}",
+        err(&o)
+    );
+    assert!(out(&o).is_empty());
+    let o = run(tb(), &["kubeconfig", "yuong", "-n", &ns]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("Cluster \"yuong\" not found") && err(&o).contains("\"young\""),
+        "{}",
+        err(&o)
+    );
+}
+
+fn entries(v: &Value, key: &str) -> BTreeMap<String, Value> {
+    v[key]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|e| (e["name"].as_str().unwrap().to_string(), e.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn generated_kubeconfig(i: usize) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: gen-{i:02}\n  cluster:\n    server: https://gen-{i:02}.example:{port}\n    certificate-authority-data: {ca}\ncontexts:\n- name: gen-{i:02}-admin@gen-{i:02}\n  context:\n    cluster: gen-{i:02}\n    user: gen-{i:02}-admin\n    namespace: ns-{i}\ncurrent-context: gen-{i:02}-admin@gen-{i:02}\nusers:\n- name: gen-{i:02}-admin\n  user:\n    client-certificate-data: Y2VydC17aX0=\n    client-key-data: a2V5LXtpfQ==\n",
+        port = 6443 + i,
+        ca = "Q0EtZGF0YQ==",
+    )
+}
+
+/// The user's kubeconfig: entries of their own, preferences and extensions.
+const USER_KUBECONFIG: &str = "apiVersion: v1\nkind: Config\npreferences:\n  colors: true\ncurrent-context: home\nclusters:\n- name: home\n  cluster:\n    server: https://home.example:6443\n    extensions:\n    - name: client.authentication.k8s.io/exec\n      extension:\n        audience: home\n- name: cluster-1\n  cluster:\n    server: https://somewhere-else.example:6443\ncontexts:\n- name: home\n  context:\n    cluster: home\n    user: me\n    namespace: work\nusers:\n- name: me\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: my-login\n      args: [--tenant, acme]\n      interactiveMode: IfAvailable\n";
+
+/// Merging many generated kubeconfigs: nothing existing is lost or altered, mode 0600, a
+/// backup of the previous file each time, conflicts refused unless --force, --switch, and an
+/// interrupted write leaves the old file intact.
+#[tokio::test]
+async fn kubeconfig_merge_many() {
+    let (client, ns) = tb().namespace("kubeconfig-merge").await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    const N: usize = 24;
+    for i in 0..N {
+        let s: Secret = serde_json::from_value(json!({
+            "metadata": {"name": format!("gen-{i:02}-kubeconfig"), "labels": {"cluster.x-k8s.io/cluster-name": format!("gen-{i:02}")}},
+            "type": "cluster.x-k8s.io/secret",
+            "data": {"value": b64(&generated_kubeconfig(i))}
+        }))
+        .unwrap();
+        secrets.create(&PostParams::default(), &s).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("config");
+    std::fs::write(&target, USER_KUBECONFIG).unwrap();
+    // A stale temporary file from an earlier crash must not matter.
+    let stale = dir.path().join(".config.stale1.tmp");
+    std::fs::write(&stale, "garbage from a crash").unwrap();
+    let t = target.to_str().unwrap().to_string();
+
+    let mut previous_text = std::fs::read_to_string(&target).unwrap();
+    let mut expected: Value = serde_saphyr::from_str(USER_KUBECONFIG).unwrap();
+    for i in 0..N {
+        let cluster = format!("gen-{i:02}");
+        let switch = i % 5 == 0;
+        let mut args = vec![
+            "kubeconfig",
+            cluster.as_str(),
+            "-n",
+            &ns,
+            "--merge",
+            "--merge-into",
+            &t,
+        ];
+        if switch {
+            args.push("--switch");
+        }
+        let o = run(tb(), &args);
+        assert!(o.status.success(), "merge {cluster}: {}", err(&o));
+        assert!(
+            err(&o).contains(&format!("merged context \"{cluster}-admin@{cluster}\"")),
+            "{}",
+            err(&o)
+        );
+        assert!(out(&o).is_empty(), "a merge prints nothing on stdout");
+        let text = std::fs::read_to_string(&target).unwrap();
+        let now: Value = serde_saphyr::from_str(&text).unwrap();
+        // Everything that was there is still there, unchanged.
+        for key in ["clusters", "users", "contexts"] {
+            let before = entries(&expected, key);
+            let after = entries(&now, key);
+            for (name, e) in &before {
+                assert_eq!(
+                    after.get(name),
+                    Some(e),
+                    "{key} {name} altered by merge {i}"
+                );
+            }
+            assert_eq!(after.len(), before.len() + 1, "{key} after merge {i}");
+        }
+        assert_eq!(now["preferences"], json!({"colors": true}));
+        let generated: Value = serde_saphyr::from_str(&generated_kubeconfig(i)).unwrap();
+        assert_eq!(
+            entries(&now, "clusters")[&cluster],
+            generated["clusters"][0],
+            "the new cluster entry is the secret's"
+        );
+        let want_current = if switch {
+            format!("{cluster}-admin@{cluster}")
+        } else {
+            expected["current-context"].as_str().unwrap().to_string()
+        };
+        assert_eq!(now["current-context"], want_current.as_str());
+        assert_eq!(mode(&target), 0o600);
+        // The previous file is kept, byte for byte.
+        let bak = dir.path().join("config.bak");
+        assert_eq!(std::fs::read_to_string(&bak).unwrap(), previous_text);
+        assert_eq!(mode(&bak), 0o600);
+        previous_text = text;
+        expected = now;
+    }
+    // Only the target, its backup and the stale file: no temporary files left behind.
+    let mut files: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    files.sort();
+    assert_eq!(files, [".config.stale1.tmp", "config", "config.bak"]);
+
+    // Re-running a merge is a no-op (idempotent), the file is untouched.
+    let o = run(
+        tb(),
+        &[
+            "kubeconfig",
+            "gen-03",
+            "-n",
+            &ns,
+            "--merge",
+            "--merge-into",
+            &t,
+        ],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(err(&o).contains("already up to date"), "{}", err(&o));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), previous_text);
+
+    // A name that exists with other settings is refused, nothing changes; --force replaces.
+    let fleet_ns = seed(tb(), "kubeconfig-merge-fleet").await.namespace;
+    let o = run(
+        tb(),
+        &[
+            "kubeconfig",
+            "cluster-1",
+            "-n",
+            &fleet_ns,
+            "--merge",
+            "--merge-into",
+            &t,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o)
+            .contains("already has cluster \"cluster-1\" with other settings; nothing was changed"),
+        "{}",
+        err(&o)
+    );
+    assert!(err(&o).contains("--force"), "{}", err(&o));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), previous_text);
+
+    // An interrupted write (failure after the temporary file, before the rename) leaves the
+    // old file intact and no temporary file behind.
+    let o = run_env(
+        tb(),
+        &[
+            "kubeconfig",
+            "cluster-1",
+            "-n",
+            &fleet_ns,
+            "--merge",
+            "--force",
+            "--merge-into",
+            &t,
+        ],
+        &[("KUBECTL_CAPI_TEST_FAIL_BEFORE_RENAME", "1")],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(err(&o).contains("simulated failure"), "{}", err(&o));
+    let now = std::fs::read_to_string(&target).unwrap();
+    assert_eq!(now, previous_text, "the old file is intact");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+
+    let o = run(
+        tb(),
+        &[
+            "kubeconfig",
+            "cluster-1",
+            "-n",
+            &fleet_ns,
+            "--merge",
+            "--force",
+            "--switch",
+            "--merge-into",
+            &t,
+        ],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        err(&o).contains("replaced cluster \"cluster-1\""),
+        "{}",
+        err(&o)
+    );
+    let now: Value = serde_saphyr::from_str(&std::fs::read_to_string(&target).unwrap()).unwrap();
+    assert_eq!(
+        entries(&now, "clusters")["cluster-1"]["cluster"]["server"],
+        "https://10.10.1.100:6443"
+    );
+    assert_eq!(now["current-context"], "cluster-1-admin@cluster-1");
+    assert_eq!(
+        entries(&now, "users")["me"],
+        entries(&expected, "users")["me"]
+    );
+
+    // Without --merge-into: the first file of KUBECONFIG.
+    let first = dir.path().join("first");
+    let second = dir.path().join("second");
+    std::fs::write(&second, USER_KUBECONFIG).unwrap();
+    let joined = std::env::join_paths([&first, &second]).unwrap();
+    let o = run_env(
+        tb(),
+        &["kubeconfig", "cluster-2", "-n", &fleet_ns, "--merge"],
+        &[("KUBECONFIG", joined.to_str().unwrap())],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let v: Value = serde_saphyr::from_str(&std::fs::read_to_string(&first).unwrap()).unwrap();
+    assert_eq!(entries(&v, "contexts").len(), 1);
+    assert!(entries(&v, "contexts").contains_key("cluster-2-admin@cluster-2"));
+    assert_eq!(mode(&first), 0o600);
+    assert_eq!(std::fs::read_to_string(&second).unwrap(), USER_KUBECONFIG);
+}
+
+#[tokio::test]
+async fn describe_tree_table_json_yaml_name() {
+    let fleet = seed(tb(), "describe").await;
+    describe_in_every_format(tb(), &fleet).await;
+}
