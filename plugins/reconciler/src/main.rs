@@ -89,7 +89,7 @@ fn peak_rss_kib() -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
-async fn client(args: &Args) -> Result<kube::Client> {
+async fn client(args: &Args, metrics: Arc<Metrics>) -> Result<kube::Client> {
     use kube::config::{KubeConfigOptions, Kubeconfig};
     let opts = KubeConfigOptions {
         context: args.context.clone(),
@@ -105,7 +105,7 @@ async fn client(args: &Args) -> Result<kube::Client> {
             .await
             .context("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run in a cluster")?,
     };
-    Ok(kube::Client::try_from(cfg)?)
+    Ok(kamaji_reconciler::metrics::counting_client(cfg, metrics)?)
 }
 
 async fn real_main(args: Args) -> Result<()> {
@@ -118,8 +118,8 @@ async fn real_main(args: Args) -> Result<()> {
         }
         return Ok(());
     }
-    let client = client(&args).await?;
     let metrics = Arc::new(Metrics::default());
+    let client = client(&args, metrics.clone()).await?;
     let ready = Arc::new(AtomicBool::new(false));
     let mut addrs = Vec::new();
     for a in [&args.metrics_bind_address, &args.health_probe_bind_address] {
@@ -177,9 +177,10 @@ async fn real_main(args: Args) -> Result<()> {
         _ = lost => anyhow::bail!("lost the leader-election Lease; exiting so that another replica takes over"),
         _ = timer => {
             eprintln!(
-                "kamaji-reconciler: reconciles={} errors={} peak_rss_kib={}",
+                "kamaji-reconciler: reconciles={} errors={} api_requests={} peak_rss_kib={}",
                 metrics.reconciles.load(Ordering::Relaxed),
                 metrics.reconcile_errors.load(Ordering::Relaxed),
+                metrics.api_requests.load(Ordering::Relaxed),
                 peak_rss_kib().unwrap_or(0)
             );
         }

@@ -7,15 +7,32 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct Metrics {
     pub reconciles: AtomicU64,
     pub reconcile_errors: AtomicU64,
+    /// Requests sent to the API server (watches count once per (re)connection).
+    pub api_requests: AtomicU64,
 }
 
 impl Metrics {
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         format!(
-            "# HELP kamaji_reconciler_reconciles_total Reconciliations run.\n# TYPE kamaji_reconciler_reconciles_total counter\nkamaji_reconciler_reconciles_total {}\n# HELP kamaji_reconciler_reconcile_errors_total Reconciliations that failed.\n# TYPE kamaji_reconciler_reconcile_errors_total counter\nkamaji_reconciler_reconcile_errors_total {}\n",
+            "# HELP kamaji_reconciler_reconciles_total Reconciliations run.\n# TYPE kamaji_reconciler_reconciles_total counter\nkamaji_reconciler_reconciles_total {}\n# HELP kamaji_reconciler_reconcile_errors_total Reconciliations that failed.\n# TYPE kamaji_reconciler_reconcile_errors_total counter\nkamaji_reconciler_reconcile_errors_total {}\n# HELP kamaji_reconciler_api_requests_total Requests sent to the Kubernetes API server.\n# TYPE kamaji_reconciler_api_requests_total counter\nkamaji_reconciler_api_requests_total {}\n",
             self.reconciles.load(Ordering::Relaxed),
-            self.reconcile_errors.load(Ordering::Relaxed)
+            self.reconcile_errors.load(Ordering::Relaxed),
+            self.api_requests.load(Ordering::Relaxed)
         )
     }
+}
+
+/// A client whose every API request is counted in `metrics.api_requests`.
+pub fn counting_client(
+    config: kube::Config,
+    metrics: std::sync::Arc<Metrics>,
+) -> Result<kube::Client, kube::Error> {
+    let layer = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
+        metrics.api_requests.fetch_add(1, Ordering::Relaxed);
+        req
+    });
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&layer)
+        .build())
 }

@@ -640,3 +640,59 @@ async fn dual_stack_on_a_kamaji_without_plural_cidrs_is_reported() {
     );
     assert!(get_tcp(&c, &ns, "dual-cp").await.is_none());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_reconciler_makes_no_api_requests() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-idle").await;
+    install_our_crds(&c).await;
+    cluster_with_kcp(
+        &c,
+        &ns,
+        "v1beta2",
+        "idle",
+        "idle-cp",
+        None,
+        net(),
+        json!({"version": "1.33.0"}),
+    )
+    .await;
+    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "idle-cp")).await;
+    kamaji_publish(&c, &ns, "idle-cp", "10.0.0.20:6443", "v1.33.0", "Ready", 2).await;
+    wait_for(60, "ready", Some(&r), || async {
+        let k = get(&c, &ns, &kcp_ar(V), "idle-cp").await?;
+        (k["status"]["ready"] == json!(true)).then_some(())
+    })
+    .await;
+    let health = r.http_get("/healthz").unwrap_or_default();
+    assert!(
+        health.starts_with("HTTP/1.1 200") && health.ends_with("ok\n"),
+        "{health}"
+    );
+    assert!(
+        r.http_get("/readyz")
+            .unwrap_or_default()
+            .starts_with("HTTP/1.1 200")
+    );
+    // Let the last status write's own watch event settle, then count.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = r
+        .counter("kamaji_reconciler_api_requests_total")
+        .expect("metrics");
+    let reconciles = r
+        .counter("kamaji_reconciler_reconciles_total")
+        .expect("metrics");
+    assert!(before > 0 && reconciles > 0);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        r.counter("kamaji_reconciler_api_requests_total"),
+        Some(before),
+        "requests while idle"
+    );
+    assert_eq!(
+        r.counter("kamaji_reconciler_reconciles_total"),
+        Some(reconciles),
+        "reconciles while idle"
+    );
+}

@@ -1,7 +1,7 @@
 //! Test fixture: runs the reconciler as a real process against the testbed and plays the
 //! controllers the testbed cannot run (Kamaji, Cluster API core, infrastructure providers) by
 //! writing the objects and status they would write.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::too_many_arguments)]
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -468,4 +468,53 @@ pub fn read_yaml_docs(path: &Path) -> Vec<Value> {
 
 pub async fn get_tcp(c: &Client, ns: &str, name: &str) -> Option<Value> {
     get(c, ns, &tcp_ar(), name).await
+}
+
+impl Reconciler {
+    /// The address of /metrics, from the log line the reconciler prints at start-up.
+    pub fn metrics_addr(&self) -> Option<String> {
+        let t = std::fs::read_to_string(&self.log).ok()?;
+        let line = t
+            .lines()
+            .find(|l| l.contains("serving /healthz, /readyz and /metrics on"))?;
+        let clean: String = strip_ansi(line);
+        clean.rsplit(' ').next().map(str::to_string)
+    }
+
+    /// GETs a path of the reconciler's HTTP server.
+    pub fn http_get(&self, path: &str) -> Option<String> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(self.metrics_addr()?).ok()?;
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        Some(out)
+    }
+
+    /// A counter from /metrics.
+    pub fn counter(&self, name: &str) -> Option<u64> {
+        let body = self.http_get("/metrics")?;
+        body.lines()
+            .find(|l| l.starts_with(name) && !l.starts_with('#'))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+    }
+}
+
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::new();
+    let mut esc = false;
+    for ch in s.chars() {
+        if esc {
+            if ch.is_ascii_alphabetic() {
+                esc = false;
+            }
+        } else if ch == '\x1b' {
+            esc = true;
+        } else {
+            out.push(ch);
+        }
+    }
+    out
 }
