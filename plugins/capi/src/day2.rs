@@ -2,8 +2,6 @@
 //! cluster and its parts at the versions the server serves, `--dry-run`, and writes through the
 //! API with the `kubectl-capi` field manager.
 
-use std::time::Duration;
-
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
@@ -213,11 +211,6 @@ impl Target {
         Ok(k.resource(version))
     }
 
-    /// True when the cluster is built from a ClusterClass (`spec.topology`).
-    pub fn has_topology(&self) -> bool {
-        fields::at(&self.cluster, &["spec", "topology"]).is_some_and(|t| !t.is_null())
-    }
-
     /// Server-side apply of `fields` (a partial object body under the top level) to one object.
     pub async fn apply(
         &self,
@@ -314,9 +307,4 @@ pub fn now_rfc3339() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
-}
-
-/// Parses `--timeout`.
-pub fn parse_timeout(s: &str) -> Result<Duration, String> {
-    shared::cli::parse_duration(s)
 }

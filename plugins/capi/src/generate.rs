@@ -13,7 +13,9 @@ use serde::Serialize;
 use serde_json::Value;
 use shared::cli::{KubeFlags, OutputFlags};
 use shared::error::Error;
-use shared::plan::template::{self, Source, TemplateError, VariableStatus, Variables};
+use shared::plan::template::{
+    self, GenerateOptions, Source, TemplateError, VariableStatus, Variables,
+};
 use shared::render::{Human, Printer, Render};
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -101,11 +103,7 @@ fn read_template(from: &str, flavor: Option<&str>) -> Result<(String, String), E
     }
     let p = Path::new(from);
     let file = if p.is_dir() {
-        let n = match flavor {
-            Some(f) => format!("cluster-template-{f}.yaml"),
-            None => "cluster-template.yaml".into(),
-        };
-        p.join(n)
+        p.join(template::template_file_name(flavor))
     } else {
         if let Some(f) = flavor {
             return Err(Error::Usage {
@@ -209,7 +207,7 @@ fn read_config(path: &Path, explicit: bool) -> Result<BTreeMap<String, String>, 
 
 /// `vMAJOR.MINOR.PATCH[-pre][+build]`.
 pub fn check_version(flag: &str, v: &str) -> Result<(), Error> {
-    let ok = v.strip_prefix('v').is_some_and(|rest| semver_ok(rest));
+    let ok = v.strip_prefix('v').is_some_and(semver_ok);
     if ok {
         Ok(())
     } else {
@@ -257,35 +255,19 @@ fn variables(a: &ClusterArgs, namespace: &str) -> Result<Variables, Error> {
     if let Some(p) = &path {
         vars.config = read_config(p, a.config.is_some())?;
     }
-    vars.overrides.insert("CLUSTER_NAME".into(), a.name.clone());
-    vars.overrides
-        .insert("NAMESPACE".into(), namespace.to_string());
-    if let Some(v) = &a.kubernetes_version {
-        check_version("--kubernetes-version", v)?;
-        vars.overrides
-            .insert("KUBERNETES_VERSION".into(), v.clone());
-    } else if let Some(v) = vars.lookup("KUBERNETES_VERSION").map(str::to_string) {
+    if a.kubernetes_version.is_none()
+        && let Some(v) = vars.lookup("KUBERNETES_VERSION").map(str::to_string)
+    {
         check_version("KUBERNETES_VERSION", &v)?;
     }
-    for (key, flag, default) in [
-        (
-            "CONTROL_PLANE_MACHINE_COUNT",
-            a.control_plane_machine_count,
-            "1",
-        ),
-        ("WORKER_MACHINE_COUNT", a.worker_machine_count, "0"),
-    ] {
-        match flag {
-            Some(n) => {
-                vars.overrides.insert(key.into(), n.to_string());
-            }
-            None => {
-                if vars.lookup(key).is_none() {
-                    vars.overrides.insert(key.into(), default.into());
-                }
-            }
-        }
-    }
+    vars.apply_generate_options(&GenerateOptions {
+        cluster_name: a.name.clone(),
+        target_namespace: namespace.to_string(),
+        kubernetes_version: a.kubernetes_version.clone(),
+        control_plane_machine_count: a.control_plane_machine_count.map(i64::from),
+        worker_machine_count: a.worker_machine_count.map(i64::from),
+    })
+    .map_err(|e| Error::usage(e.to_string()))?;
     Ok(vars)
 }
 
@@ -304,6 +286,7 @@ fn template_error(e: TemplateError, source: &str, config: Option<&Path>) -> Erro
                     .unwrap_or_else(|| "~/.config/cluster-api/clusterctl.yaml".into())
             )),
         },
+        TemplateError::InvalidOption(m) => Error::usage(m),
         TemplateError::Parse { .. } => Error::Other {
             message: format!("the template {source}: {e}"),
             hint: Some(

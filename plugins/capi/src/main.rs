@@ -5,6 +5,7 @@
 
 mod completion;
 mod day2;
+mod delete;
 mod describe;
 mod fleet;
 mod generate;
@@ -15,6 +16,8 @@ mod machines;
 mod pause;
 mod restart;
 mod resume;
+mod scale;
+mod upgrade;
 mod version;
 
 use std::process::ExitCode;
@@ -46,6 +49,12 @@ enum Verb {
     Version(version::Args),
     /// Render a clusterctl-compatible cluster template (generate cluster NAME --from FILE)
     Generate(generate::Args),
+    /// Scale the control plane or workers of a cluster, with a free-host preflight on BYOH
+    Scale(scale::Args),
+    /// Upgrade a cluster minor by minor, control plane first (--plan shows the steps); resumable
+    Upgrade(upgrade::Args),
+    /// Delete a cluster (Cluster API cascades), release its hosts, remove its merged context
+    Delete(delete::Args),
     /// Pause reconciliation of a cluster (spec.paused)
     Pause(pause::Args),
     /// Resume reconciliation of a paused cluster
@@ -77,6 +86,9 @@ fn main() -> ExitCode {
             match cli.verb {
                 Verb::Version(a) => version::run(&program, &a).await,
                 Verb::Generate(a) => generate::run(&a).await,
+                Verb::Scale(a) => scale::run(&a).await,
+                Verb::Upgrade(a) => upgrade::run(&a).await,
+                Verb::Delete(a) => delete::run(&a).await,
                 Verb::Pause(a) => pause::run(&a, true).await,
                 Verb::Resume(a) => resume::run(&a).await,
                 Verb::Restart(a) => restart::run(&a).await,

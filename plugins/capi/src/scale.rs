@@ -1,0 +1,265 @@
+//! `kubectl capi scale CLUSTER --control-plane N | --workers N [--deployment NAME]`.
+//!
+//! Reads the cluster, its control plane, MachineDeployments and infrastructure machine
+//! templates (and, on BYOH, the host inventory), plans with `shared::plan::scale` (KCP odd-count
+//! rule, free hosts matching each template's selector, ClusterClass topology fields), then
+//! patches with the `kubectl-capi` field manager and, with `--wait`, follows the replicas until
+//! they are ready.
+
+use std::time::Duration;
+
+use clap::Args as ClapArgs;
+use serde_json::Value;
+use shared::cli::KubeFlags;
+use shared::discovery::fields::{self, ObjectRef};
+use shared::error::Error;
+use shared::plan::hosts::Inventory;
+use shared::plan::scale::{HostPool, ScaleError, ScalePlan, ScaleRequest, plan_scale};
+use shared::plan::{ClusterObjects, Severity};
+use shared::render::Poll;
+
+use crate::day2::{DryRun, Target, display_name};
+
+#[derive(ClapArgs, Clone, Debug)]
+#[command(
+    group(clap::ArgGroup::new("what").required(true).multiple(true).args(["control_plane", "workers"])),
+    after_help = "Examples:
+  kubectl capi scale prod --workers 5
+  kubectl capi scale prod --control-plane 3 --wait
+  kubectl capi scale prod --workers 2 --deployment prod-md-gpu --dry-run"
+)]
+pub struct Args {
+    /// The cluster
+    #[arg(value_name = "CLUSTER")]
+    pub cluster: String,
+    /// Control-plane replicas
+    #[arg(long, value_name = "N")]
+    pub control_plane: Option<i64>,
+    /// Worker replicas of one MachineDeployment (--deployment when the cluster has several)
+    #[arg(long, value_name = "N")]
+    pub workers: Option<i64>,
+    /// The MachineDeployment to scale (its name, or its ClusterClass topology name)
+    #[arg(long, value_name = "NAME")]
+    pub deployment: Option<String>,
+    /// Scale even when too few free BYOH hosts match (the new machines wait for hosts)
+    #[arg(long)]
+    pub force: bool,
+    /// Only print (client) or validate on the server (server) what would change
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, default_value = "none", default_missing_value = "client")]
+    pub dry_run: DryRun,
+    /// Wait until the new replica counts are ready
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = shared::cli::parse_duration)]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+}
+
+/// Everything the plans read, fetched once.
+pub struct Objects {
+    pub control_plane: Option<Value>,
+    pub machine_deployments: Vec<Value>,
+    pub infra_templates: Vec<Value>,
+    /// The BYOH inventory lists: hosts, ByoMachines, Machines, Clusters (all namespaces).
+    pub inventory: Option<[Vec<Value>; 4]>,
+}
+
+impl Objects {
+    pub fn cluster_objects<'a>(&'a self, t: &'a Target) -> ClusterObjects<'a> {
+        ClusterObjects {
+            cluster: &t.cluster,
+            control_plane: self.control_plane.as_ref(),
+            machine_deployments: &self.machine_deployments,
+            infra_templates: &self.infra_templates,
+        }
+    }
+}
+
+/// Reads the control plane, deployments, their infrastructure templates and, when any template
+/// is a ByoMachineTemplate, the host inventory.
+pub async fn fetch(t: &Target) -> Result<Objects, Error> {
+    let control_plane = t.control_plane().await?.map(|(_, v)| v);
+    let machine_deployments = t.machine_deployments().await?;
+    let mut refs: Vec<ObjectRef> = Vec::new();
+    if let Some(cp) = &control_plane
+        && let Some(r) = fields::control_plane_machine_template_ref(cp)
+    {
+        refs.push(r);
+    }
+    for md in &machine_deployments {
+        if let Some(r) = fields::template_infrastructure_ref(md) {
+            refs.push(r);
+        }
+    }
+    refs.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
+    refs.dedup_by(|a, b| a.kind == b.kind && a.name == b.name);
+    let mut infra_templates = Vec::new();
+    for r in &refs {
+        let ar = t.apis.resolve_ref(r)?;
+        if let Some(v) = t.get_opt(&ar, &r.name).await? {
+            infra_templates.push(v);
+        }
+    }
+    let byoh = infra_templates
+        .iter()
+        .any(|v| v.get("kind").and_then(Value::as_str) == Some("ByoMachineTemplate"));
+    let inventory = match (byoh, t.apis.byo_host()) {
+        (true, Some(host_ar)) => Some(inventory_lists(t, &host_ar).await?),
+        _ => None,
+    };
+    Ok(Objects {
+        control_plane,
+        machine_deployments,
+        infra_templates,
+        inventory,
+    })
+}
+
+/// Hosts, ByoMachines, Machines and Clusters in all namespaces (BYOH picks hosts anywhere).
+pub async fn inventory_lists(
+    t: &Target,
+    host_ar: &kube::discovery::ApiResource,
+) -> Result<[Vec<Value>; 4], Error> {
+    let hosts = t.list_all(host_ar, None).await?;
+    let byomachines = match t
+        .apis
+        .provider_kind(shared::discovery::INFRASTRUCTURE_GROUP, "ByoMachine")
+    {
+        Some(ar) => t.list_all(&ar, None).await?,
+        None => Vec::new(),
+    };
+    let machines = t.list_all(&t.core("Machine")?, None).await?;
+    let clusters = t.list_all(&t.cluster_ar, None).await?;
+    Ok([hosts, byomachines, machines, clusters])
+}
+
+fn scale_error(e: ScaleError) -> Error {
+    match e {
+        ScaleError::NothingRequested | ScaleError::Negative(_) => Error::usage(e.to_string()),
+        other => Error::other(other.to_string()),
+    }
+}
+
+/// Prints the plan's findings: warnings as `Warning:`, the rest as notes.
+pub fn show_findings(findings: &[shared::plan::Finding]) {
+    for f in findings {
+        match f.severity {
+            Severity::Info => shared::render::info(&f.message),
+            Severity::Warning | Severity::Error => shared::render::warn(&f.message),
+        }
+    }
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    let t = Target::load(&args.kube, &args.cluster).await?;
+    let objs = fetch(&t).await?;
+    let co = objs.cluster_objects(&t);
+    let req = ScaleRequest {
+        control_plane: args.control_plane,
+        workers: args.workers,
+        deployment: args.deployment.clone(),
+        force: args.force,
+    };
+    let plan = match &objs.inventory {
+        Some([hosts, bms, machines, clusters]) => {
+            let inv = Inventory::build(hosts, bms, machines, clusters, None);
+            let mut pool = HostPool::from_inventory(&inv, hosts);
+            plan_scale(&co, &req, Some(&mut pool))
+        }
+        None => plan_scale(&co, &req, None),
+    }
+    .map_err(scale_error)?;
+    show_findings(&plan.findings);
+    if args.dry_run == DryRun::Client {
+        shared::render::raw(shared::render::to_yaml(&plan)?.as_bytes());
+    }
+    for s in &plan.steps {
+        let p = &s.patch;
+        let shown = display_name(&p.kind, &p.api_version, &p.name);
+        let what = if p.kind == "Cluster" {
+            format!("{shown} ({})", s.target)
+        } else {
+            shown
+        };
+        if s.from == Some(s.to) {
+            shared::render::line(&format!("{what} already at {} replicas", s.to));
+            continue;
+        }
+        let ar = t.resource_of(&p.api_version, &p.kind)?;
+        t.patch(&ar, &p.name, p, args.dry_run).await?;
+        let from = s.from.map(|f| f.to_string()).unwrap_or_else(|| "?".into());
+        shared::render::line(&format!(
+            "{what} scaled from {from} to {}{}",
+            s.to,
+            args.dry_run.suffix()
+        ));
+    }
+    if args.wait && !args.dry_run.is_dry() && !plan.is_noop() {
+        wait_ready(&t, &plan, args.timeout).await?;
+    }
+    Ok(())
+}
+
+/// Waits until every step's object reports `to` replicas, all ready and up to date.
+async fn wait_ready(t: &Target, plan: &ScalePlan, timeout: Duration) -> Result<(), Error> {
+    let what = format!("waiting for cluster {} to reach its replica counts", t.name);
+    shared::render::wait_until(&what, timeout, Duration::from_secs(1), || async {
+        let mut pending = Vec::new();
+        let cp = t.control_plane().await?.map(|(_, v)| v);
+        let mds = t.machine_deployments().await?;
+        for s in &plan.steps {
+            let obj = match s.role {
+                shared::plan::scale::Role::ControlPlane => cp.clone(),
+                shared::plan::scale::Role::Workers => {
+                    let name = s.target.split_once('/').map(|(_, n)| n).unwrap_or("");
+                    mds.iter()
+                        .find(|m| crate::day2::name_of(m) == name)
+                        .or_else(|| {
+                            // topology: the generated MachineDeployment carries the topology name
+                            let tname = s
+                                .target
+                                .strip_prefix("MachineDeployment (topology ")
+                                .and_then(|r| r.strip_suffix(')'));
+                            mds.iter().find(|m| {
+                                tname.is_some()
+                                    && m.pointer(
+                                        "/metadata/labels/topology.cluster.x-k8s.io~1deployment-name",
+                                    )
+                                    .and_then(Value::as_str)
+                                        == tname
+                            })
+                        })
+                        .cloned()
+                }
+            };
+            let Some(obj) = obj else {
+                pending.push(format!("{} not found yet", s.target));
+                continue;
+            };
+            let r = fields::replicas(&obj);
+            let done = r.desired == Some(s.to)
+                && r.current.unwrap_or(0) == s.to
+                && r.ready.unwrap_or(0) == s.to
+                && r.up_to_date.unwrap_or(s.to) == s.to;
+            if !done {
+                pending.push(format!(
+                    "{}: {}/{} ready, {} current",
+                    s.target,
+                    r.ready.unwrap_or(0),
+                    s.to,
+                    r.current.unwrap_or(0)
+                ));
+            }
+        }
+        Ok(if pending.is_empty() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending(pending.join("; "))
+        })
+    })
+    .await?;
+    shared::render::line(&format!("cluster {} scaled: replicas ready", t.name));
+    Ok(())
+}

@@ -1,0 +1,510 @@
+//! `kubectl capi upgrade CLUSTER --to VERSION [--plan]`.
+//!
+//! Plans with `shared::plan::upgrade` from what the cluster runs now (minor by minor, control
+//! plane first, then each MachineDeployment; template clones where templates name the version;
+//! skew, downgrade and BYOH spare-host preflight; ClusterClass clusters move
+//! `spec.topology.version`; Kamaji control planes are stepped by the reconciler in one step).
+//! `--plan` prints it. Otherwise every remaining step is applied and waited for, with progress.
+//! Because the plan is computed from observed versions, running the command again after an
+//! interruption resumes at the first step not done.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use clap::Args as ClapArgs;
+use serde::Serialize;
+use serde_json::Value;
+use shared::cli::{KubeFlags, OutputFlags};
+use shared::discovery::fields;
+use shared::error::Error;
+use shared::plan::hosts::{HostState, Inventory};
+use shared::plan::upgrade::{
+    Observed, StepRole, UpgradeError, UpgradePlan, UpgradeRequest, UpgradeStep, parse_version,
+    plan_upgrade,
+};
+use shared::plan::{ClusterObjects, Severity};
+use shared::render::{Human, Printer, Render};
+
+use crate::day2::{DryRun, Target, display_name, name_of};
+use crate::scale::{Objects, fetch, show_findings};
+
+#[derive(ClapArgs, Clone, Debug)]
+#[command(after_help = "Examples:
+  kubectl capi upgrade prod --to v1.34.2 --plan     # the steps, the patches, the preflight
+  kubectl capi upgrade prod --to v1.34.2 --yes      # apply, waiting for each step
+  kubectl capi upgrade prod --to v1.34.2 --yes      # again after an interruption: resumes")]
+pub struct Args {
+    /// The cluster
+    #[arg(value_name = "CLUSTER")]
+    pub cluster: String,
+    /// The Kubernetes version to reach, e.g. v1.34.2
+    #[arg(long, value_name = "VERSION")]
+    pub to: String,
+    /// Print the plan (steps, patches, template clones, preflight) and change nothing
+    #[arg(long)]
+    pub plan: bool,
+    /// Upgrade only the control plane
+    #[arg(long, conflicts_with = "workers_only")]
+    pub control_plane_only: bool,
+    /// Upgrade only the MachineDeployments (up to the control plane's version)
+    #[arg(long)]
+    pub workers_only: bool,
+    /// Do not ask (required when stdin is not a terminal)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// Go ahead despite blocking preflight findings (too few spare hosts)
+    #[arg(long)]
+    pub force: bool,
+    /// How long to wait for each step
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = shared::cli::parse_duration)]
+    pub timeout: Duration,
+    /// Only print (client) or validate the next step on the server (server)
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, default_value = "none", default_missing_value = "client")]
+    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub output: OutputFlags,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+}
+
+fn upgrade_error(e: UpgradeError) -> Error {
+    match e {
+        UpgradeError::MissingV(_)
+        | UpgradeError::Malformed { .. }
+        | UpgradeError::ConflictingScope
+        | UpgradeError::ScopeWithTopology(_) => Error::usage(e.to_string()),
+        other => Error::other(other.to_string()),
+    }
+}
+
+/// The plan with which steps are already done.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PlanView {
+    #[serde(flatten)]
+    plan: UpgradePlan,
+    /// Numbers of the steps already done (what a re-run skips).
+    done_steps: Vec<usize>,
+}
+
+impl Render for PlanView {
+    fn human(&self) -> Human {
+        let p = &self.plan;
+        let mut s = format!(
+            "Upgrade plan for cluster {}/{}: {} -> {} (path: {})\n",
+            p.namespace,
+            p.cluster,
+            p.from_version,
+            p.to_version,
+            p.path.join(", ")
+        );
+        if p.steps.is_empty() {
+            s.push_str("Nothing to do: the cluster already runs that version.\n");
+        }
+        for st in &p.steps {
+            let state = if self.done_steps.contains(&st.number) {
+                "done"
+            } else {
+                "to do"
+            };
+            s.push_str(&format!(
+                "\nStep {}/{} [{state}]: {} {} -> {}{}\n",
+                st.number,
+                p.steps.len(),
+                st.target,
+                st.from_version,
+                st.to_version,
+                if st.stepped_by_reconciler && !st.via.is_empty() {
+                    format!(" (the reconciler steps through {})", st.via.join(", "))
+                } else {
+                    String::new()
+                }
+            ));
+            for c in &st.clone_templates {
+                s.push_str(&format!(
+                    "  clone {} {} -> {} (templates are immutable)\n",
+                    c.kind, c.source_name, c.new_name
+                ));
+                for ch in &c.changes {
+                    s.push_str(&format!("    {}: {} -> {}\n", ch.path, ch.from, ch.to));
+                }
+            }
+            s.push_str(&format!(
+                "  patch {}:\n",
+                display_name(&st.patch.kind, &st.patch.api_version, &st.patch.name)
+            ));
+            for ch in &st.patch.changes {
+                s.push_str(&format!("    {}: {} -> {}\n", ch.path, ch.from, ch.to));
+            }
+            for h in &st.spare_hosts {
+                s.push_str(&format!(
+                    "  spare hosts: needs {} matching {{{}}}; {} available{}\n",
+                    h.needed,
+                    h.selector,
+                    h.available,
+                    if h.ok { "" } else { " - SHORT" }
+                ));
+                if !h.ok {
+                    for w in &h.ways_out {
+                        s.push_str(&format!("    way out: {w}\n"));
+                    }
+                }
+            }
+            s.push_str(&format!("  wait for: {}\n", st.wait_for));
+        }
+        if !p.findings.is_empty() {
+            s.push_str("\nPreflight:\n");
+            for f in &p.findings {
+                let sev = match f.severity {
+                    Severity::Info => "info",
+                    Severity::Warning => "warning",
+                    Severity::Error => "BLOCKING",
+                };
+                s.push_str(&format!("  {sev}: {}\n", f.message));
+            }
+        }
+        Human::Text(s)
+    }
+}
+
+/// Everything read for one planning round.
+struct Snapshot {
+    objs: Objects,
+    machines: Vec<Value>,
+}
+
+impl Snapshot {
+    async fn read(t: &Target) -> Result<Snapshot, Error> {
+        Ok(Snapshot {
+            objs: fetch(t).await?,
+            machines: t.machines().await?,
+        })
+    }
+    fn observed(&self, t: &Target) -> Observed {
+        Observed::from_objects(&self.objs.cluster_objects(t), &self.machines)
+    }
+}
+
+fn plan(t: &Target, snap: &Snapshot, args: &Args) -> Result<(UpgradePlan, Vec<usize>), Error> {
+    let co: ClusterObjects<'_> = snap.objs.cluster_objects(t);
+    let observed = snap.observed(t);
+    let req = UpgradeRequest {
+        to: args.to.clone(),
+        control_plane_only: args.control_plane_only,
+        workers_only: args.workers_only,
+        force: args.force,
+        available_versions: topology_versions(t),
+        ..Default::default()
+    };
+    let free: Option<Vec<&Value>> = snap.objs.inventory.as_ref().map(|[h, b, m, c]| {
+        let inv = Inventory::build(h, b, m, c, None);
+        h.iter()
+            .filter(|x| inv.state(x) == HostState::Available)
+            .collect()
+    });
+    let plan = plan_upgrade(&co, &req, &observed, free.as_deref()).map_err(upgrade_error)?;
+    let remaining: Vec<usize> = plan.remaining(&observed).iter().map(|s| s.number).collect();
+    let done = plan
+        .steps
+        .iter()
+        .map(|s| s.number)
+        .filter(|n| !remaining.contains(n))
+        .collect();
+    Ok((plan, done))
+}
+
+/// ClusterClass clusters may list the versions their class supports.
+fn topology_versions(t: &Target) -> Vec<String> {
+    fields::at(&t.cluster, &["status", "kubernetesVersions"])
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn confirm(question: &str) -> Result<bool, Error> {
+    shared::render::info(&format!("{question} [y/N]"));
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| Error::other(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    // A malformed version is a usage error before anything is read.
+    parse_version(&args.to).map_err(upgrade_error)?;
+    let mut t = Target::load(&args.kube, &args.cluster).await?;
+    let snap = Snapshot::read(&t).await?;
+    let (plan0, done) = plan(&t, &snap, args)?;
+    let view = PlanView {
+        plan: plan0,
+        done_steps: done,
+    };
+    if args.plan || args.dry_run == DryRun::Client {
+        Printer::new(&args.output).print(&view)?;
+        return Ok(());
+    }
+    let PlanView {
+        plan: plan0,
+        done_steps: done,
+    } = view;
+    show_findings(
+        &plan0
+            .findings
+            .iter()
+            .filter(|f| f.severity != Severity::Error)
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    if plan0.blocked {
+        let blocking: Vec<&str> = plan0
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .map(|f| f.message.as_str())
+            .collect();
+        return Err(Error::Other {
+            message: format!("the upgrade preflight failed: {}", blocking.join("; ")),
+            hint: Some(format!(
+                "see kubectl capi upgrade {} --to {} --plan for the ways out, or pass --force",
+                t.name, args.to
+            )),
+        });
+    }
+    let total = plan0.steps.len();
+    if done.len() == total {
+        shared::render::line(&format!(
+            "cluster {} already runs {}; nothing to do",
+            t.name, plan0.to_version
+        ));
+        return Ok(());
+    }
+    if let Some(note) = resume_note(&t, &snap, &plan0, &done) {
+        shared::render::line(&format!("resuming: {note}"));
+    }
+    if !args.yes && !args.dry_run.is_dry() {
+        if !std::io::stdin().is_terminal() {
+            return Err(Error::Usage {
+                message: format!(
+                    "refusing to upgrade cluster {} without confirmation: stdin is not a terminal",
+                    t.name
+                ),
+                hint: Some(format!(
+                    "review it with --plan, then pass --yes (kubectl capi upgrade {} --to {} --yes)",
+                    t.name, args.to
+                )),
+            });
+        }
+        Printer::new(&args.output).print(&PlanView {
+            plan: plan0.clone(),
+            done_steps: done.clone(),
+        })?;
+        if !confirm(&format!(
+            "Upgrade cluster {}/{} to {}?",
+            t.namespace, t.name, plan0.to_version
+        ))? {
+            shared::render::line("cancelled; nothing was changed");
+            return Ok(());
+        }
+    }
+
+    // Apply step by step. Each round re-reads the cluster and re-plans, so what another actor
+    // (or an earlier, interrupted run) did is taken into account.
+    let mut progress = shared::render::Progress::bar(total as u64, "upgrading");
+    let mut completed = done.len();
+    progress.set_position(completed as u64);
+    loop {
+        t.refresh().await?;
+        let snap = Snapshot::read(&t).await?;
+        let (plan, _) = plan(&t, &snap, args)?;
+        let observed = snap.observed(&t);
+        let Some(step) = plan.resume_point(&observed).cloned() else {
+            break;
+        };
+        // Numbered against the plan shown at the start (re-planning renumbers from what runs).
+        let n = completed + 1;
+        let label = format!(
+            "step {n}/{}: {} {} -> {}",
+            total.max(n),
+            step.target,
+            step.from_version,
+            step.to_version
+        );
+        progress.set_message(&label);
+        apply_step(&t, &step, args.dry_run).await?;
+        if args.dry_run == DryRun::Server {
+            progress.clear();
+            shared::render::line(&format!(
+                "{label}: accepted by the server (server dry run; later steps depend on this one and were not sent)"
+            ));
+            return Ok(());
+        }
+        shared::render::line(&format!("{label}: applied, waiting: {}", step.wait_for));
+        wait_step(&t, &step, args.timeout, &mut progress, &label).await?;
+        completed += 1;
+        progress.set_position(completed as u64);
+        shared::render::line(&format!("{label}: done"));
+    }
+    progress.finish(&format!("cluster {} upgraded", t.name));
+    shared::render::line(&format!(
+        "cluster {} upgraded to {}",
+        t.name, plan0.to_version
+    ));
+    Ok(())
+}
+
+/// Why this run is a resumption, if it is: steps of the plan already done, or the first step's
+/// object already set to its version by an earlier, interrupted run.
+fn resume_note(t: &Target, snap: &Snapshot, plan: &UpgradePlan, done: &[usize]) -> Option<String> {
+    if !done.is_empty() {
+        return Some(format!(
+            "{} of {} steps already done; continuing at step {}",
+            done.len(),
+            plan.steps.len(),
+            done.len() + 1
+        ));
+    }
+    let first = plan.steps.first()?;
+    let obj = match first.role {
+        StepRole::ControlPlane => snap.objs.control_plane.as_ref(),
+        StepRole::Workers => snap
+            .objs
+            .machine_deployments
+            .iter()
+            .find(|m| format!("MachineDeployment/{}", name_of(m)) == first.target),
+        StepRole::Topology => Some(&t.cluster),
+    }?;
+    let spec = first
+        .patch
+        .changes
+        .iter()
+        .find(|c| c.path.ends_with("/version"))
+        .and_then(|c| obj.pointer(&c.path))
+        .and_then(Value::as_str)?;
+    (spec == first.to_version).then(|| {
+        format!(
+            "{} was already set to {} by an earlier run and is still rolling out ({} runs {})",
+            first.target, first.to_version, first.target, first.from_version
+        )
+    })
+}
+
+/// Creates the step's template clones (server-side apply: idempotent) and patches the version.
+async fn apply_step(t: &Target, step: &UpgradeStep, dry: DryRun) -> Result<(), Error> {
+    for c in &step.clone_templates {
+        let av = c
+            .object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let ar = t.resource_of(av, &c.kind)?;
+        let mut body = c.object.clone();
+        if let Some(m) = body.as_object_mut() {
+            m.remove("apiVersion");
+            m.remove("kind");
+        }
+        if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("name");
+            meta.remove("namespace");
+        }
+        t.apply(&ar, &c.new_name, body, dry).await?;
+        shared::render::line(&format!(
+            "{} created from {}{}",
+            display_name(&c.kind, av, &c.new_name),
+            c.source_name,
+            dry.suffix()
+        ));
+    }
+    let p = &step.patch;
+    let ar = t.resource_of(&p.api_version, &p.kind)?;
+    t.patch(&ar, &p.name, p, dry).await
+}
+
+/// Waits until the step's object runs the new version everywhere and is ready.
+async fn wait_step(
+    t: &Target,
+    step: &UpgradeStep,
+    timeout: Duration,
+    progress: &mut shared::render::Progress,
+    label: &str,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + timeout;
+    let to = parse_version(&step.to_version).map_err(upgrade_error)?;
+    loop {
+        let snap = Snapshot::read(t).await?;
+        let observed = snap.observed(t);
+        let obj: Option<Value> = match step.role {
+            StepRole::ControlPlane => snap.objs.control_plane.clone(),
+            StepRole::Workers => snap
+                .objs
+                .machine_deployments
+                .iter()
+                .find(|m| format!("MachineDeployment/{}", name_of(m)) == step.target)
+                .cloned(),
+            StepRole::Topology => Some(t.cluster.clone()),
+        };
+        let obs = observed
+            .versions
+            .get(&step.target)
+            .and_then(|v| parse_version(v).ok());
+        let (reached, status) = match &obj {
+            None => (false, format!("{} not found", step.target)),
+            Some(o) => {
+                let r = if step.role == StepRole::Topology {
+                    let cp = fields::cluster_control_plane_replicas(o);
+                    let w = fields::cluster_worker_replicas(o);
+                    fields::Replicas {
+                        desired: Some(cp.desired.unwrap_or(0) + w.desired.unwrap_or(0)),
+                        current: Some(cp.current.unwrap_or(0) + w.current.unwrap_or(0)),
+                        ready: Some(cp.ready.unwrap_or(0) + w.ready.unwrap_or(0)),
+                        available: None,
+                        up_to_date: Some(cp.up_to_date.unwrap_or(0) + w.up_to_date.unwrap_or(0)),
+                    }
+                } else {
+                    fields::replicas(o)
+                };
+                let desired = r.desired.unwrap_or(0);
+                let version_ok = match &obs {
+                    Some(v) => *v >= to,
+                    None => desired == 0,
+                };
+                let settled = r.current.unwrap_or(desired) == desired
+                    && r.ready.unwrap_or(desired) == desired
+                    && r.up_to_date.unwrap_or(desired) == desired;
+                (
+                    version_ok && settled,
+                    format!(
+                        "runs {}, {}/{desired} up to date, {} ready",
+                        obs.as_ref()
+                            .map(|v| format!("v{v}"))
+                            .unwrap_or_else(|| "?".into()),
+                        r.up_to_date.unwrap_or(0),
+                        r.ready.unwrap_or(0)
+                    ),
+                )
+            }
+        };
+        if reached {
+            return Ok(());
+        }
+        progress.set_message(&format!("{label}: {status}"));
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: format!(
+                    "waiting for {} (last seen: {status}); run the same command again to resume",
+                    step.wait_for
+                ),
+                after: timeout,
+            });
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}

@@ -1,0 +1,972 @@
+//! Day-2 verbs end to end, against the real CAPI v1.14 core manager (MachineDeployments really
+//! get MachineSets and Machines, deleting a Cluster really cascades) with the SIMULATED BYOH
+//! host agents and controller. The test plays the KubeadmControlPlane provider (no KCP
+//! controller runs in the testbed): it mirrors `spec` into `status` as the provider would.
+//!
+//! The simulated BYOH controller acts on every namespace, so the tests of this file take turns.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+use testbed::sim::{SimOptions, byoh};
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+fn cluster_ar() -> ApiResource {
+    ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters")
+}
+fn md_ar() -> ApiResource {
+    ar(
+        "cluster.x-k8s.io",
+        "v1beta2",
+        "MachineDeployment",
+        "machinedeployments",
+    )
+}
+fn machine_ar() -> ApiResource {
+    ar("cluster.x-k8s.io", "v1beta2", "Machine", "machines")
+}
+fn ms_ar() -> ApiResource {
+    ar("cluster.x-k8s.io", "v1beta2", "MachineSet", "machinesets")
+}
+fn kcp_ar() -> ApiResource {
+    ar(
+        "controlplane.cluster.x-k8s.io",
+        "v1beta2",
+        "KubeadmControlPlane",
+        "kubeadmcontrolplanes",
+    )
+}
+fn host_ar() -> ApiResource {
+    ar(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "ByoHost",
+        "byohosts",
+    )
+}
+fn bmt_ar() -> ApiResource {
+    ar(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "ByoMachineTemplate",
+        "byomachinetemplates",
+    )
+}
+
+fn api(client: &Client, ns: &str, r: &ApiResource) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, r)
+}
+
+async fn apply(client: &Client, ns: &str, r: ApiResource, obj: Value) {
+    let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+    api(client, ns, &r)
+        .patch(&name, &PatchParams::apply("day2-test"), &Patch::Apply(&obj))
+        .await
+        .unwrap_or_else(|e| panic!("applying {} {name}: {e}", r.kind));
+}
+
+fn run(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "-n", ns])
+        .env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run kubectl-capi")
+}
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+async fn eventually<F, Fut>(what: &str, timeout: Duration, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + timeout;
+    while !f().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn sim_opts() -> SimOptions {
+    SimOptions {
+        delay: Duration::from_millis(300),
+        failure_rate: 0.0,
+        tick: Duration::from_millis(150),
+    }
+}
+
+fn pool(ns: &str, suffix: &str, count: usize, role: &str) -> byoh::Pool {
+    byoh::Pool {
+        namespace: ns.into(),
+        count,
+        labels: vec![("pool".into(), ns.into()), ("role".into(), role.into())],
+        name_prefix: format!("{ns}-{suffix}"),
+    }
+}
+
+/// A BYOH cluster: ByoCluster, a KubeadmControlPlane (played by the test), ByoMachineTemplates
+/// selecting this test's hosts, and one MachineDeployment whose machines are bootstrap-ready
+/// (a data secret instead of a KubeadmConfig, since no control plane really runs).
+async fn make_cluster(client: &Client, ns: &str, name: &str, workers: i64, kubeconfig: &Path) {
+    let infra = "infrastructure.cluster.x-k8s.io";
+    apply(
+        client,
+        ns,
+        ar(infra, "v1beta1", "ByoCluster", "byoclusters"),
+        json!({"apiVersion": format!("{infra}/v1beta1"), "kind": "ByoCluster",
+               "metadata": {"name": name},
+               "spec": {"controlPlaneEndpoint": {"host": "192.0.2.1", "port": 6443}}}),
+    )
+    .await;
+    for (tname, role) in [
+        (format!("{name}-control-plane"), "control-plane"),
+        (format!("{name}-md-0"), "worker"),
+    ] {
+        apply(
+            client,
+            ns,
+            bmt_ar(),
+            json!({"apiVersion": format!("{infra}/v1beta1"), "kind": "ByoMachineTemplate",
+                   "metadata": {"name": tname},
+                   "spec": {"template": {"spec": {"selector": {"matchLabels": {"pool": ns, "role": role}}}}}}),
+        )
+        .await;
+    }
+    apply(
+        client,
+        ns,
+        kcp_ar(),
+        json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+               "metadata": {"name": format!("{name}-control-plane")},
+               "spec": {"replicas": 1, "version": "v1.33.4",
+                 "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": infra, "kind": "ByoMachineTemplate", "name": format!("{name}-control-plane")}}},
+                 "kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"local": {"dataDir": "/var/lib/etcd"}}}}}}),
+    )
+    .await;
+    // The workload cluster is the testbed itself, as in the sandbox.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
+    let kc = std::fs::read_to_string(kubeconfig).unwrap();
+    secrets
+        .patch(
+            &format!("{name}-kubeconfig"),
+            &PatchParams::apply("day2-test"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": format!("{name}-kubeconfig"), "labels": {"cluster.x-k8s.io/cluster-name": name}},
+                "type": "cluster.x-k8s.io/secret", "stringData": {"value": kc}})),
+        )
+        .await
+        .unwrap();
+    apply(
+        client,
+        ns,
+        cluster_ar(),
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+               "metadata": {"name": name},
+               "spec": {"clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]}},
+                 "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": format!("{name}-control-plane")},
+                 "infrastructureRef": {"apiGroup": infra, "kind": "ByoCluster", "name": name}}}),
+    )
+    .await;
+    apply(
+        client,
+        ns,
+        md_ar(),
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+               "metadata": {"name": format!("{name}-md-0")},
+               "spec": {"clusterName": name, "replicas": workers,
+                 "template": {"spec": {"clusterName": name, "version": "v1.33.4",
+                   "bootstrap": {"dataSecretName": format!("{name}-md-0-bootstrap")},
+                   "infrastructureRef": {"apiGroup": infra, "kind": "ByoMachineTemplate", "name": format!("{name}-md-0")}}}}}),
+    )
+    .await;
+}
+
+/// Plays the KubeadmControlPlane provider: status mirrors spec (version, replicas, initialized).
+async fn play_kcp(client: Client, ns: String) {
+    let kcps = api(&client, &ns, &kcp_ar());
+    loop {
+        if let Ok(list) = kcps.list(&ListParams::default()).await {
+            for k in list.items {
+                let n = k.data["spec"]["replicas"].as_i64().unwrap_or(1);
+                let v = k.data["spec"]["version"].clone();
+                let status = json!({"status": {
+                    "version": v, "replicas": n, "readyReplicas": n, "availableReplicas": n, "upToDateReplicas": n,
+                    "observedGeneration": k.metadata.generation,
+                    "initialization": {"controlPlaneInitialized": true},
+                    "conditions": [{"type": "Available", "status": "True", "reason": "Available",
+                                    "message": "", "lastTransitionTime": "2026-11-30T00:00:00Z"}],
+                }});
+                let _ = kcps
+                    .patch_status(
+                        k.metadata.name.as_deref().unwrap_or(""),
+                        &PatchParams::default(),
+                        &Patch::Merge(status),
+                    )
+                    .await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Plays the kubelets of the simulated hosts' Nodes: reports the pressure conditions CAPI's
+/// NodeHealthy check reads (the simulator writes only Ready).
+async fn play_kubelets(client: Client) {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
+    let cond = |t: &str, reason: &str| {
+        json!({"type": t, "status": "False", "reason": reason, "message": "played by the test",
+               "lastHeartbeatTime": "2026-11-30T00:00:00Z", "lastTransitionTime": "2026-11-30T00:00:00Z"})
+    };
+    loop {
+        if let Ok(list) = nodes
+            .list(&ListParams::default().labels("testbed.capi-kamaji.io/simulated=true"))
+            .await
+        {
+            for n in list.items {
+                let has = n
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "MemoryPressure"));
+                if has {
+                    continue;
+                }
+                let patch = json!({"status": {"conditions": [
+                    cond("MemoryPressure", "KubeletHasSufficientMemory"),
+                    cond("DiskPressure", "KubeletHasNoDiskPressure"),
+                    cond("PIDPressure", "KubeletHasSufficientPID"),
+                ]}});
+                let _ = nodes
+                    .patch_status(
+                        n.metadata.name.as_deref().unwrap_or(""),
+                        &PatchParams::default(),
+                        &Patch::Strategic(patch),
+                    )
+                    .await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+async fn count_machines(client: &Client, ns: &str, cluster: &str) -> usize {
+    api(client, ns, &machine_ar())
+        .list(&ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={cluster}")))
+        .await
+        .unwrap()
+        .items
+        .len()
+}
+
+async fn claimed_hosts(client: &Client, ns: &str) -> Vec<String> {
+    api(client, ns, &host_ar())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|h| h.data["status"]["machineRef"]["name"].is_string())
+        .filter_map(|h| h.metadata.name)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_workers_and_control_plane_with_a_host_preflight() {
+    let _turn = TURN.lock().await;
+    let tb = testbed::shared_with_capi();
+    let (client, ns) = tb.namespace("scale").await;
+    let workers = pool(&ns, "w", 3, "worker");
+    let cps = pool(&ns, "c", 2, "control-plane");
+    byoh::register(&client, &cps).await.unwrap();
+    let agents = tokio::spawn(byoh::run_agents(client.clone(), workers, sim_opts()));
+    let controller = tokio::spawn(byoh::run_controller(client.clone(), sim_opts()));
+    let kcp = tokio::spawn(play_kcp(client.clone(), ns.clone()));
+    let kubelets = tokio::spawn(play_kubelets(client.clone()));
+    make_cluster(&client, &ns, "c1", 1, &tb.kubeconfig).await;
+    eventually("one worker host claimed", Duration::from_secs(90), || {
+        let (c, n) = (client.clone(), ns.clone());
+        async move { claimed_hosts(&c, &n).await.len() == 1 }
+    })
+    .await;
+
+    // Up: 1 -> 3 workers, waiting until they are ready.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &[
+            "scale",
+            "c1",
+            "--workers",
+            "3",
+            "--wait",
+            "--timeout",
+            "150s",
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "stdout: {}\nstderr: {}",
+        out(&o),
+        err(&o)
+    );
+    assert!(
+        out(&o).contains("machinedeployment.cluster.x-k8s.io/c1-md-0 scaled from 1 to 3"),
+        "{}",
+        out(&o)
+    );
+    assert_eq!(count_machines(&client, &ns, "c1").await, 3);
+    assert_eq!(claimed_hosts(&client, &ns).await.len(), 3);
+    let md = api(&client, &ns, &md_ar()).get("c1-md-0").await.unwrap();
+    assert_eq!(md.data["spec"]["replicas"], 3);
+    // The field manager is ours.
+    let managers: Vec<String> = md
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(managers.iter().any(|m| m == "kubectl-capi"), "{managers:?}");
+
+    // No free worker host left: refused, nothing changes.
+    let o = run(&tb.kubeconfig, &ns, &["scale", "c1", "--workers", "5"]);
+    assert_eq!(o.status.code(), Some(1), "stderr: {}", err(&o));
+    let first = err(&o).lines().next().unwrap_or("").to_string();
+    assert!(
+        first.contains(&format!(
+            "needs 2 free hosts matching {{pool={ns},role=worker}}; 0 available"
+        )),
+        "{first}"
+    );
+    assert!(
+        first.starts_with("error: MachineDeployment/c1-md-0 needs 2 free hosts"),
+        "{first}"
+    );
+    let md = api(&client, &ns, &md_ar()).get("c1-md-0").await.unwrap();
+    assert_eq!(md.data["spec"]["replicas"], 3);
+
+    // Down: 3 -> 1; the agents release the hosts.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &[
+            "scale",
+            "c1",
+            "--workers",
+            "1",
+            "--wait",
+            "--timeout",
+            "120s",
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "stdout: {}\nstderr: {}",
+        out(&o),
+        err(&o)
+    );
+    eventually("2 hosts released", Duration::from_secs(60), || {
+        let (c, n) = (client.clone(), ns.clone());
+        async move { claimed_hosts(&c, &n).await.len() == 1 }
+    })
+    .await;
+    assert_eq!(count_machines(&client, &ns, "c1").await, 1);
+
+    // Control plane: even counts refused with stacked etcd; 1 -> 3 with 2 free hosts.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["scale", "c1", "--control-plane", "2"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("replicas must be odd"), "{}", err(&o));
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["scale", "c1", "--control-plane", "3", "--dry-run=server"],
+    );
+    assert!(o.status.success(), "stderr: {}", err(&o));
+    assert!(
+        out(&o).contains("scaled from 1 to 3 (server dry run)"),
+        "{}",
+        out(&o)
+    );
+    let kcp_obj = api(&client, &ns, &kcp_ar())
+        .get("c1-control-plane")
+        .await
+        .unwrap();
+    assert_eq!(
+        kcp_obj.data["spec"]["replicas"], 1,
+        "a dry run changes nothing"
+    );
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &[
+            "scale",
+            "c1",
+            "--control-plane",
+            "3",
+            "--wait",
+            "--timeout",
+            "60s",
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "stdout: {}\nstderr: {}",
+        out(&o),
+        err(&o)
+    );
+    assert!(
+        out(&o).contains(
+            "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/c1-control-plane scaled from 1 to 3"
+        ),
+        "{}",
+        out(&o)
+    );
+    let kcp_obj = api(&client, &ns, &kcp_ar())
+        .get("c1-control-plane")
+        .await
+        .unwrap();
+    assert_eq!(kcp_obj.data["spec"]["replicas"], 3);
+    // 3 -> 7 needs 4 control-plane hosts; only 2 are registered (the played control plane
+    // claims none), so it is refused unless forced.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["scale", "c1", "--control-plane", "7"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains(&format!(
+            "KubeadmControlPlane c1-control-plane needs 4 free hosts matching {{pool={ns},role=control-plane}}; 2 available"
+        )),
+        "{}",
+        err(&o)
+    );
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &[
+            "scale",
+            "c1",
+            "--control-plane",
+            "7",
+            "--force",
+            "--dry-run=server",
+        ],
+    );
+    assert!(o.status.success(), "stderr: {}", err(&o));
+    assert!(err(&o).contains("Warning: --force:"), "{}", err(&o));
+
+    // Bad input: an unknown cluster gets the closest names; no flag is a usage error.
+    let o = run(&tb.kubeconfig, &ns, &["scale", "c2", "--workers", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        err(&o).lines().next().unwrap(),
+        format!("error: Cluster \"c2\" not found in namespace \"{ns}\"; did you mean \"c1\"?")
+    );
+    let o = run(&tb.kubeconfig, &ns, &["scale", "c1"]);
+    assert_eq!(o.status.code(), Some(2));
+
+    agents.abort();
+    controller.abort();
+    kcp.abort();
+    kubelets.abort();
+}
+
+/// A kubeconfig with the testbed's admin context plus the context `kubeconfig --merge` would
+/// have added for `cluster`.
+fn kubeconfig_with_merged_context(tb: &testbed::Testbed, dir: &Path, cluster: &str) -> PathBuf {
+    let mut doc: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(&tb.kubeconfig).unwrap()).unwrap();
+    doc["clusters"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": cluster, "cluster": {"server": "https://192.0.2.1:6443"}}));
+    doc["users"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": format!("{cluster}-admin"), "user": {"token": "t"}}));
+    doc["contexts"].as_array_mut().unwrap().push(json!({
+        "name": format!("{cluster}-admin@{cluster}"),
+        "context": {"cluster": cluster, "user": format!("{cluster}-admin")}
+    }));
+    let p = dir.join("kubeconfig");
+    std::fs::write(&p, serde_json::to_string(&doc).unwrap()).unwrap();
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_cascades_and_names_a_host_stuck_releasing() {
+    let _turn = TURN.lock().await;
+    let tb = testbed::shared_with_capi();
+    let (client, ns) = tb.namespace("delete").await;
+    // Pool "a" has running agents; pool "b" registered its host but its agent is down.
+    let a = pool(&ns, "a", 1, "worker");
+    let b = pool(&ns, "b", 1, "worker");
+    byoh::register(&client, &b).await.unwrap();
+    let agents = tokio::spawn(byoh::run_agents(client.clone(), a, sim_opts()));
+    let controller = tokio::spawn(byoh::run_controller(client.clone(), sim_opts()));
+    let kcp = tokio::spawn(play_kcp(client.clone(), ns.clone()));
+    make_cluster(&client, &ns, "doomed", 2, &tb.kubeconfig).await;
+    eventually("both hosts claimed", Duration::from_secs(90), || {
+        let (c, n) = (client.clone(), ns.clone());
+        async move { claimed_hosts(&c, &n).await.len() == 2 }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = kubeconfig_with_merged_context(tb, dir.path(), "doomed");
+    let stuck_host = format!("{ns}-b01");
+
+    // Without a terminal and without --yes: nothing happens, exit 2.
+    let o = run(&kc, &ns, &["delete", "doomed"]);
+    assert_eq!(o.status.code(), Some(2), "stderr: {}", err(&o));
+    assert!(out(&o).contains("Hosts released:     2"), "{}", out(&o));
+    assert!(out(&o).contains(&stuck_host), "{}", out(&o));
+    assert!(
+        out(&o)
+            .contains("Control plane:      KubeadmControlPlane doomed-control-plane (1 replicas)"),
+        "{}",
+        out(&o)
+    );
+    assert_eq!(
+        err(&o).lines().next().unwrap(),
+        "error: refusing to delete cluster doomed without confirmation: stdin is not a terminal"
+    );
+    assert!(
+        api(&client, &ns, &cluster_ar())
+            .get_opt("doomed")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // --yes --wait: the cascade runs; the host whose agent is down stays Releasing, by name.
+    let o = run(
+        &kc,
+        &ns,
+        &["delete", "doomed", "--yes", "--wait", "--timeout", "40s"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "stdout: {}\nstderr: {}",
+        out(&o),
+        err(&o)
+    );
+    let stdout = out(&o);
+    assert!(
+        stdout.contains("cluster.cluster.x-k8s.io/doomed deleted"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "Hosts still Releasing (the host agent has not cleaned up; a ByoHost cannot be deleted while a machine is referenced):\n  {ns}/{stuck_host}\n"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(": byomachine.infrastructure.cluster.x-k8s.io"),
+        "the ByoMachine is named with its finalizer: {stdout}"
+    );
+    assert!(
+        stdout.contains("Objects stuck on finalizers:\n"),
+        "{stdout}"
+    );
+    let first = err(&o)
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        first,
+        format!(
+            "error: cluster doomed is not torn down after 40s: 1 host still Releasing ({stuck_host}); {}",
+            first.rsplit("; ").next().unwrap()
+        )
+    );
+    assert!(first.ends_with("objects stuck on finalizers"), "{first}");
+    // The merged context is gone; the admin context stays.
+    let after = std::fs::read_to_string(&kc).unwrap();
+    assert!(!after.contains("doomed-admin@doomed"), "{after}");
+    assert!(after.contains("name: testbed"), "{after}");
+    assert!(
+        stdout.contains("deleted context doomed-admin@doomed"),
+        "{stdout}"
+    );
+
+    // The agent comes back: the teardown finishes.
+    let agents_b = tokio::spawn(byoh::run_agents(client.clone(), b, sim_opts()));
+    eventually("the cluster to be gone", Duration::from_secs(90), || {
+        let (c, n) = (client.clone(), ns.clone());
+        async move {
+            api(&c, &n, &cluster_ar())
+                .get_opt("doomed")
+                .await
+                .unwrap()
+                .is_none()
+        }
+    })
+    .await;
+    assert!(claimed_hosts(&client, &ns).await.is_empty());
+    let o = run(&kc, &ns, &["delete", "doomed", "--yes"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("Cluster \"doomed\" not found"),
+        "{}",
+        err(&o)
+    );
+
+    agents.abort();
+    agents_b.abort();
+    controller.abort();
+    kcp.abort();
+}
+
+async fn md_ready(client: &Client, ns: &str, name: &str, replicas: i64) -> bool {
+    let md = api(client, ns, &md_ar()).get(name).await.unwrap();
+    md.data["status"]["readyReplicas"].as_i64() == Some(replicas)
+        && md.data["status"]["replicas"].as_i64() == Some(replicas)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
+    let _turn = TURN.lock().await;
+    let tb = testbed::shared_with_capi();
+    let (client, ns) = tb.namespace("upgrade").await;
+    let workers = pool(&ns, "w", 3, "worker");
+    let cps = pool(&ns, "c", 2, "control-plane");
+    byoh::register(&client, &cps).await.unwrap();
+    let agents = tokio::spawn(byoh::run_agents(client.clone(), workers, sim_opts()));
+    let controller = tokio::spawn(byoh::run_controller(client.clone(), sim_opts()));
+    let kcp = tokio::spawn(play_kcp(client.clone(), ns.clone()));
+    let kubelets = tokio::spawn(play_kubelets(client.clone()));
+    make_cluster(&client, &ns, "up", 1, &tb.kubeconfig).await;
+    eventually("the worker ready", Duration::from_secs(120), || {
+        let (c, n) = (client.clone(), ns.clone());
+        async move { md_ready(&c, &n, "up-md-0", 1).await }
+    })
+    .await;
+
+    // The plan: minor by minor, control plane first, then the deployment.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["upgrade", "up", "--to", "v1.35.2", "--plan"],
+    );
+    assert!(o.status.success(), "stderr: {}", err(&o));
+    let plan = out(&o);
+    for line in [
+        "Upgrade plan for cluster NS/up: v1.33.4 -> v1.35.2 (path: v1.34.0, v1.35.2)",
+        "Step 1/4 [to do]: KubeadmControlPlane/up-control-plane v1.33.4 -> v1.34.0",
+        "Step 2/4 [to do]: MachineDeployment/up-md-0 v1.33.4 -> v1.34.0",
+        "Step 3/4 [to do]: KubeadmControlPlane/up-control-plane v1.34.0 -> v1.35.2",
+        "Step 4/4 [to do]: MachineDeployment/up-md-0 v1.34.0 -> v1.35.2",
+    ] {
+        let line = line.replace("NS", &ns);
+        assert!(plan.contains(&line), "missing {line:?} in:\n{plan}");
+    }
+    assert!(
+        plan.contains("/spec/version: \"v1.33.4\" -> \"v1.34.0\""),
+        "{plan}"
+    );
+    assert!(plan.contains("spare hosts: needs 1 matching"), "{plan}");
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["upgrade", "up", "--to", "v1.35.2", "--plan", "-o", "json"],
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["steps"].as_array().unwrap().len(), 4);
+    assert_eq!(v["doneSteps"], json!([]));
+
+    // Bad input: one clear line each.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["upgrade", "up", "--to", "1.35.2", "--plan"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        err(&o).lines().next().unwrap(),
+        "error: version \"1.35.2\" must start with v, e.g. v1.35.2"
+    );
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["upgrade", "up", "--to", "v1.35", "--plan"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err(&o).starts_with("error: version \"v1.35\" is not semver"),
+        "{}",
+        err(&o)
+    );
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["upgrade", "up", "--to", "v1.32.9", "--plan"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        err(&o).lines().next().unwrap(),
+        "error: KubeadmControlPlane/up-control-plane is at v1.33.4; v1.32.9 would be a downgrade, which Kubernetes does not support"
+    );
+    let o = run(&tb.kubeconfig, &ns, &["upgrade", "upp", "--to", "v1.34.0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("did you mean \"up\"?"), "{}", err(&o));
+    let o = run(&tb.kubeconfig, &ns, &["upgrade", "up", "--to", "v1.34.0"]);
+    assert_eq!(o.status.code(), Some(2), "no terminal, no --yes");
+    assert!(err(&o).contains("pass --yes"), "{}", err(&o));
+
+    // Apply, and kill the command once the second step (the workers to v1.34.0) has started.
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "upgrade",
+            "up",
+            "--to",
+            "v1.35.2",
+            "--yes",
+            "--timeout",
+            "150s",
+        ])
+        .args(["--kubeconfig", tb.kubeconfig.to_str().unwrap(), "-n", &ns])
+        .env_remove("KUBECONFIG")
+        .stdout(log.reopen().unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually(
+        "the workers' upgrade to v1.34.0 to start",
+        Duration::from_secs(120),
+        || {
+            let (c, n) = (client.clone(), ns.clone());
+            async move {
+                let md = api(&c, &n, &md_ar()).get("up-md-0").await.unwrap();
+                md.data["spec"]["template"]["spec"]["version"] == "v1.34.0"
+            }
+        },
+    )
+    .await;
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the first run was interrupted");
+    let first = std::fs::read_to_string(log.path()).unwrap();
+    assert!(
+        first.contains("step 1/4: KubeadmControlPlane/up-control-plane v1.33.4 -> v1.34.0: done"),
+        "{first}"
+    );
+    assert!(!first.contains("upgraded to"), "{first}");
+    let kcp_obj = api(&client, &ns, &kcp_ar())
+        .get("up-control-plane")
+        .await
+        .unwrap();
+    assert_eq!(kcp_obj.data["spec"]["version"], "v1.34.0");
+
+    // Run it again: it resumes (step 1 is not redone) and finishes.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &[
+            "upgrade",
+            "up",
+            "--to",
+            "v1.35.2",
+            "--yes",
+            "--timeout",
+            "150s",
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "stdout: {}\nstderr: {}",
+        out(&o),
+        err(&o)
+    );
+    let second = out(&o);
+    assert!(second.contains("resuming: "), "{second}");
+    assert!(
+        !second.contains("KubeadmControlPlane/up-control-plane v1.33.4 -> v1.34.0"),
+        "the control-plane step is not redone: {second}"
+    );
+    assert!(
+        second.contains("KubeadmControlPlane/up-control-plane v1.34.0 -> v1.35.2: done"),
+        "{second}"
+    );
+    assert!(
+        second.contains("MachineDeployment/up-md-0 v1.34.0 -> v1.35.2: done"),
+        "{second}"
+    );
+    assert!(
+        second.contains("cluster up upgraded to v1.35.2"),
+        "{second}"
+    );
+    let kcp_obj = api(&client, &ns, &kcp_ar())
+        .get("up-control-plane")
+        .await
+        .unwrap();
+    assert_eq!(kcp_obj.data["spec"]["version"], "v1.35.2");
+    let machines = api(&client, &ns, &machine_ar())
+        .list(&ListParams::default().labels("cluster.x-k8s.io/cluster-name=up"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(machines.len(), 1);
+    assert_eq!(machines[0].data["spec"]["version"], "v1.35.2");
+    // A third run has nothing to do.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["upgrade", "up", "--to", "v1.35.2", "--yes"],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        out(&o).contains("already runs v1.35.2; nothing to do"),
+        "{}",
+        out(&o)
+    );
+
+    agents.abort();
+    controller.abort();
+    kcp.abort();
+    kubelets.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_resume_and_restart() {
+    let _turn = TURN.lock().await;
+    let tb = testbed::shared_with_capi();
+    let (client, ns) = tb.namespace("pause").await;
+    let kcp = tokio::spawn(play_kcp(client.clone(), ns.clone()));
+    make_cluster(&client, &ns, "p1", 1, &tb.kubeconfig).await;
+    let clusters = api(&client, &ns, &cluster_ar());
+
+    let o = run(&tb.kubeconfig, &ns, &["pause", "p1"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(out(&o), "cluster.cluster.x-k8s.io/p1 paused\n");
+    assert_eq!(
+        clusters.get("p1").await.unwrap().data["spec"]["paused"],
+        true
+    );
+    let o = run(&tb.kubeconfig, &ns, &["pause", "p1"]);
+    assert_eq!(out(&o), "cluster.cluster.x-k8s.io/p1 is already paused\n");
+    let o = run(&tb.kubeconfig, &ns, &["resume", "p1", "--dry-run=server"]);
+    assert!(out(&o).contains("resumed (server dry run)"), "{}", out(&o));
+    assert_eq!(
+        clusters.get("p1").await.unwrap().data["spec"]["paused"],
+        true
+    );
+    let o = run(&tb.kubeconfig, &ns, &["resume", "p1"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(out(&o), "cluster.cluster.x-k8s.io/p1 resumed\n");
+    assert_eq!(
+        clusters.get("p1").await.unwrap().data["spec"]["paused"],
+        false
+    );
+
+    // restart: the rollout time is set, and the real MachineDeployment controller rolls a new
+    // MachineSet.
+    eventually("the first MachineSet", Duration::from_secs(60), || {
+        let (c, n) = (client.clone(), ns.clone());
+        async move {
+            api(&c, &n, &ms_ar())
+                .list(&ListParams::default().labels("cluster.x-k8s.io/cluster-name=p1"))
+                .await
+                .unwrap()
+                .items
+                .len()
+                == 1
+        }
+    })
+    .await;
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["restart", "p1", "--deployment", "p1-md-0"],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(
+        out(&o),
+        "machinedeployment.cluster.x-k8s.io/p1-md-0 restarted\n"
+    );
+    let md = api(&client, &ns, &md_ar()).get("p1-md-0").await.unwrap();
+    assert!(
+        md.data["spec"]["rollout"]["after"].is_string(),
+        "{}",
+        md.data
+    );
+    eventually(
+        "a second MachineSet from the rollout",
+        Duration::from_secs(60),
+        || {
+            let (c, n) = (client.clone(), ns.clone());
+            async move {
+                api(&c, &n, &ms_ar())
+                    .list(&ListParams::default().labels("cluster.x-k8s.io/cluster-name=p1"))
+                    .await
+                    .unwrap()
+                    .items
+                    .len()
+                    == 2
+            }
+        },
+    )
+    .await;
+    // Without --deployment: the KubeadmControlPlane too (spec.rollout.after).
+    let o = run(&tb.kubeconfig, &ns, &["restart", "p1"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        out(&o).contains(
+            "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/p1-control-plane restarted"
+        ),
+        "{}",
+        out(&o)
+    );
+    let k = api(&client, &ns, &kcp_ar())
+        .get("p1-control-plane")
+        .await
+        .unwrap();
+    assert!(k.data["spec"]["rollout"]["after"].is_string(), "{}", k.data);
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["restart", "p1", "--deployment", "p1-md-9"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("did you mean \"p1-md-0\"?"), "{}", err(&o));
+    kcp.abort();
+}
