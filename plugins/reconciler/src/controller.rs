@@ -374,7 +374,20 @@ fn error_policy(kcp: Arc<KamajiControlPlane>, err: &Error, ctx: Arc<Ctx>) -> Act
 
 async fn reconcile(kcp: Arc<KamajiControlPlane>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     ctx.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
-    let r = reconcile_inner(&kcp, &ctx).await;
+    let mut r = reconcile_inner(&kcp, &ctx).await;
+    // A TenantControlPlane in another cluster is not watched: KamajiControlPlanes with an
+    // external cluster reference are looked at again every 30 s (only those).
+    let remote = ctx.cfg.external_cluster_reference
+        && kcp.meta().deletion_timestamp.is_none()
+        && kcp
+            .spec
+            .fields
+            .deployment
+            .as_ref()
+            .is_some_and(|d| d.external_cluster_reference.is_some());
+    if remote && r.is_ok() {
+        r = Ok(Action::requeue(Duration::from_secs(30)));
+    }
     if r.is_ok()
         && let Ok(mut m) = ctx.failures.lock()
     {
@@ -664,14 +677,6 @@ async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Action, 
         conds.push(no("Available", "NotAvailable", why));
     }
     write_status_obs(kcp, ctx, &observed, &conds).await?;
-    if remote {
-        // The remote cluster is not watched: look again, slowly, while it converges.
-        return Ok(if observed.ready {
-            Action::await_change()
-        } else {
-            Action::requeue(Duration::from_secs(30))
-        });
-    }
     Ok(Action::await_change())
 }
 

@@ -114,6 +114,15 @@ pub fn install_manifests(image: &str, namespace: &str) -> Vec<Value> {
     out
 }
 
+/// What `kubectl kamaji uninstall` deletes, in delete order (the Deployment first, the CRDs
+/// last; deleting the CRDs deletes every KamajiControlPlane, so the verb must refuse while any
+/// exists unless forced). Objects are the same as [`install_manifests`], reversed.
+pub fn uninstall_manifests(namespace: &str) -> Vec<Value> {
+    let mut v = install_manifests(DEFAULT_IMAGE, namespace);
+    v.reverse();
+    v
+}
+
 /// The hardened Deployment: non-root, read-only root filesystem, no capabilities, limits.
 pub fn deployment(image: &str, namespace: &str) -> Value {
     json!({

@@ -19,7 +19,7 @@ pub mod tcp;
 pub mod version;
 
 pub use crd::{contract_labels, crds, try_crds};
-pub use install::{DEFAULT_IMAGE, DEFAULT_NAMESPACE, install_manifests};
+pub use install::{DEFAULT_IMAGE, DEFAULT_NAMESPACE, install_manifests, uninstall_manifests};
 
 /// Errors of the reconciler library.
 #[derive(Debug, thiserror::Error)]

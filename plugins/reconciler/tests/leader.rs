@@ -1,0 +1,140 @@
+//! Leader election on a Lease, and the external cluster reference behind its flag.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::json;
+
+fn ready(r: &Reconciler) -> bool {
+    r.http_get("/readyz")
+        .is_some_and(|s| s.starts_with("HTTP/1.1 200"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_leader_at_a_time_and_failover() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-leader").await;
+    install_our_crds(&c).await;
+    let args = ["--leader-elect", "--leader-election-namespace", ns.as_str()];
+    let mut a = Reconciler::start(&tb.kubeconfig, &ns, &args);
+    wait_for(30, "A leads", Some(&a), || async {
+        ready(&a).then_some(())
+    })
+    .await;
+    let b = Reconciler::start(&tb.kubeconfig, &ns, &args);
+    wait_for(30, "B serves HTTP", Some(&b), || async {
+        b.http_get("/healthz").map(|_| ())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!ready(&b), "B must wait for the Lease");
+    let lease = Api::<Lease>::namespaced(c.clone(), &ns)
+        .get("kamaji.controlplane.cluster.x-k8s.io")
+        .await
+        .unwrap();
+    let holder = lease.spec.unwrap().holder_identity.unwrap();
+    assert!(holder.ends_with(&a.child.id().to_string()), "{holder}");
+    a.kill();
+    wait_for(
+        40,
+        "B takes over after the Lease expires",
+        Some(&b),
+        || async { ready(&b).then_some(()) },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn external_cluster_reference_needs_its_flag_and_cleans_up() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-ecr").await;
+    let (_, remote_ns) = tb.namespace("kr-ecr-remote").await;
+    install_our_crds(&c).await;
+    // The "remote" cluster is the testbed itself, reached through a kubeconfig Secret.
+    let kubeconfig = std::fs::read_to_string(&tb.kubeconfig).unwrap();
+    let s: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "remote"}, "stringData": {"kubeconfig": kubeconfig}}),
+    )
+    .unwrap();
+    Api::<Secret>::namespaced(c.clone(), &ns)
+        .patch(
+            "remote",
+            &PatchParams::apply(FIXTURE),
+            &Patch::Apply(&{
+                let mut v = serde_json::to_value(&s).unwrap();
+                v["apiVersion"] = json!("v1");
+                v["kind"] = json!("Secret");
+                v
+            }),
+        )
+        .await
+        .unwrap();
+    cluster_with_kcp(&c, &ns, "v1beta2", "far", "far-cp", None,
+        json!({"services": {"cidrBlocks": ["10.96.0.0/16"]}}),
+        json!({"version": "1.33.0", "deployment": {"externalClusterReference": {
+            "kubeconfigSecretName": "remote", "kubeconfigSecretKey": "kubeconfig", "deploymentNamespace": remote_ns}}})).await;
+
+    // Without the flag: a condition says why nothing happens.
+    let mut r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let m = wait_condition(
+        &c,
+        &ns,
+        "v1alpha2",
+        "far-cp",
+        "FoundExternalReferenceClient",
+        "False",
+        "FeatureDisabled",
+        &r,
+    )
+    .await;
+    assert!(m.contains("--external-cluster-reference"), "{m}");
+    r.kill();
+
+    // With it: the TCP lives in the remote namespace as kcp-<uid>, with the finalizer.
+    let r = Reconciler::start(&tb.kubeconfig, &ns, &["--external-cluster-reference"]);
+    let kcp = get(&c, &ns, &kcp_ar("v1alpha2"), "far-cp").await.unwrap();
+    let tcp_name = format!("kcp-{}", kcp["metadata"]["uid"].as_str().unwrap());
+    wait_for(60, "the remote TCP", Some(&r), || {
+        get_tcp(&c, &remote_ns, &tcp_name)
+    })
+    .await;
+    wait_for(30, "the finalizer", Some(&r), || async {
+        let k = get(&c, &ns, &kcp_ar("v1alpha2"), "far-cp").await?;
+        (k["metadata"]["finalizers"] == json!(["ecr.kamaji.clastix.io/finalizer"])).then_some(())
+    })
+    .await;
+    kamaji_publish(
+        &c,
+        &remote_ns,
+        &tcp_name,
+        "10.2.0.1:6443",
+        "v1.33.0",
+        "Ready",
+        1,
+    )
+    .await;
+    wait_for(60, "ready through the remote cluster", Some(&r), || async {
+        let k = get(&c, &ns, &kcp_ar("v1alpha2"), "far-cp").await?;
+        let kc = secret(&c, &ns, "far-kubeconfig").await?;
+        (k["status"]["ready"] == json!(true) && data(&kc, "value")?.contains("10.2.0.1"))
+            .then_some(())
+    })
+    .await;
+
+    // Deletion removes the remote TCP and releases the finalizer.
+    dyn_api(&c, &ns, &kcp_ar("v1alpha2"))
+        .delete("far-cp", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(60, "KCP and remote TCP gone", Some(&r), || async {
+        let k = get(&c, &ns, &kcp_ar("v1alpha2"), "far-cp").await;
+        let t = get_tcp(&c, &remote_ns, &tcp_name).await;
+        (k.is_none() && t.is_none()).then_some(())
+    })
+    .await;
+}
