@@ -571,6 +571,20 @@ async fn completion_shim_returns_live_names() {
         stderr(&o)
     );
 
+    // Through the shim, verbs whose positional is a CLUSTER offer live Cluster names.
+    let mut checked = 0;
+    for verb in ["describe", "pause", "resume", "restart", "scale", "delete"] {
+        if verb_lines.contains(&verb) {
+            assert_eq!(
+                complete(&[verb, "-n", &ns, ""]),
+                "alpha\n:4\n",
+                "kubectl capi {verb} <TAB>"
+            );
+            checked += 1;
+        }
+    }
+    eprintln!("live Cluster names checked through {checked} verbs");
+
     // Live Cluster names for any positional named CLUSTER, at the served version.
     let root = clap::Command::new("kubectl-capi").subcommand(
         <shared::cli::KubeFlags as clap::Args>::augment_args(
