@@ -335,3 +335,12 @@ pub fn confirm(question: &str) -> bool {
     }
     matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
+
+/// kubectl's AGE of an object.
+pub fn age(obj: &Value) -> String {
+    obj["metadata"]["creationTimestamp"]
+        .as_str()
+        .and_then(|t| shared::plan::util::seconds_since(t, jiff::Timestamp::now()))
+        .map(shared::plan::util::human_duration)
+        .unwrap_or_else(|| "<unknown>".into())
+}

@@ -3,9 +3,16 @@
 //! One module per verb. To add a verb: `mod <verb>;`, a `Verb` variant holding its `Args`,
 //! and a match arm calling its `run`.
 
+mod certificates;
 mod common;
 mod completion;
 mod create;
+mod datastores;
+mod kubeconfig;
+mod list;
+mod ops;
+mod status;
+mod token;
 mod version;
 
 use std::process::ExitCode;
@@ -35,6 +42,24 @@ struct Cli {
 enum Verb {
     /// Create a cluster with a Kamaji control plane (Cluster, KamajiControlPlane, infrastructure, workers)
     Create(create::Args),
+    /// List KamajiControlPlanes and standalone TenantControlPlanes
+    List(list::Args),
+    /// Show one control plane: summary, pods, conditions, addons, certificates, workers, hints
+    Status(status::Args),
+    /// List Kamaji DataStores: driver, endpoints, readiness and the control planes using them
+    Datastores(datastores::Args),
+    /// Scale the control plane (0 = asleep) and the workers
+    Scale(ops::ScaleArgs),
+    /// Upgrade one minor at a time, waiting for each step (--plan shows the steps)
+    Upgrade(ops::UpgradeArgs),
+    /// Delete a cluster and its Kamaji control plane (asks first; --yes without a terminal)
+    Delete(ops::DeleteArgs),
+    /// Get (or merge) and rotate a tenant's kubeconfigs
+    Kubeconfig(kubeconfig::Args),
+    /// Rotate a tenant's certificates
+    Certificates(certificates::Args),
+    /// Print a worker join command with a fresh bootstrap token
+    Token(token::Args),
     /// Print the client version and the Cluster API, Kamaji and BYOH versions the cluster serves
     Version(version::Args),
     /// Print a shell completion script (bash, zsh, fish)
@@ -51,6 +76,15 @@ fn main() -> ExitCode {
         |cli, program, root| async move {
             match cli.verb {
                 Verb::Create(a) => create::run(&a).await,
+                Verb::List(a) => list::run(&a).await,
+                Verb::Status(a) => status::run(&a).await,
+                Verb::Datastores(a) => datastores::run(&a).await,
+                Verb::Scale(a) => ops::scale(&a).await,
+                Verb::Upgrade(a) => ops::upgrade(&a).await,
+                Verb::Delete(a) => ops::delete(&a).await,
+                Verb::Kubeconfig(a) => kubeconfig::run(&a).await,
+                Verb::Certificates(a) => certificates::run(&a).await,
+                Verb::Token(a) => token::run(&a).await,
                 Verb::Version(a) => version::run(&program, &a).await,
                 Verb::Completion(a) => completion::run(&program, &root, &a),
                 Verb::Complete(a) => shared::complete::run(&root, &a).await,

@@ -128,8 +128,17 @@ async fn install_crds(client: &Client) {
 
 /// The full-profile testbed with our CRDs; set up once per test binary.
 pub async fn testbed() -> &'static Testbed {
+    prepare(testbed::shared()).await
+}
+
+/// The testbed running the real CAPI core manager (it sets the Cluster's ownerReferences on
+/// the KamajiControlPlane, which the reconciler waits for), with our CRDs.
+pub async fn testbed_with_capi() -> &'static Testbed {
+    prepare(testbed::shared_with_capi()).await
+}
+
+async fn prepare(tb: &'static Testbed) -> &'static Testbed {
     static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
-    let tb = testbed::shared();
     READY
         .get_or_init(|| async {
             let client = tb.client().await;

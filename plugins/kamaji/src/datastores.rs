@@ -1,0 +1,152 @@
+//! `kubectl kamaji datastores`: Kamaji DataStores, their driver, endpoints, readiness and use.
+
+use clap::Args as ClapArgs;
+use serde::Serialize;
+use shared::cli::{KubeFlags, OutputFlags};
+use shared::discovery::fields::object_json;
+use shared::discovery::{KAMAJI_GROUP, ServerApis};
+use shared::error::Error;
+use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
+
+use crate::common;
+
+#[derive(ClapArgs, Clone, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+#[derive(Serialize, Clone, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct DataStoreRow {
+    pub name: String,
+    pub driver: String,
+    pub endpoints: Vec<String>,
+    pub ready: Option<bool>,
+    /// TenantControlPlanes using it (`namespace/name`).
+    pub used_by: Vec<String>,
+    pub age: String,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct DataStores {
+    pub items: Vec<DataStoreRow>,
+}
+
+impl Render for DataStores {
+    fn human(&self) -> Human {
+        let mut t = Table::new([
+            "name",
+            "driver",
+            "endpoints",
+            "ready",
+            "control planes",
+            "age",
+        ])
+        .wide(["used by"]);
+        for d in &self.items {
+            let ready = match d.ready {
+                Some(true) => Cell::new("True", Tone::Good),
+                Some(false) => Cell::new("False", Tone::Bad),
+                None => Cell::new("Unknown", Tone::Warn),
+            };
+            t.row([
+                Cell::from(d.name.as_str()),
+                Cell::from(d.driver.as_str()),
+                Cell::from(d.endpoints.join(",")),
+                ready,
+                Cell::from(d.used_by.len().to_string()),
+                Cell::from(d.age.as_str()),
+                Cell::from(d.used_by.join(",")),
+            ]);
+        }
+        Human::Table(t)
+    }
+    fn names(&self) -> Option<Vec<String>> {
+        Some(
+            self.items
+                .iter()
+                .map(|d| object_name("DataStore", KAMAJI_GROUP, &d.name))
+                .collect(),
+        )
+    }
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    let conn = args.kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    let k = apis.kind(KAMAJI_GROUP, "DataStore").ok_or_else(|| {
+        apis.not_installed(
+            "Kamaji",
+            KAMAJI_GROUP,
+            "install Kamaji (helm install kamaji clastix/kamaji)",
+        )
+    })?;
+    let ar = k.resource(k.version());
+    let tcp_ar = common::tcp_resource(&apis)?;
+    let stores = common::list(&conn, &ar, None, None).await?;
+    let tcps: Vec<serde_json::Value> = common::list(&conn, &tcp_ar, None, None)
+        .await?
+        .iter()
+        .map(object_json)
+        .collect();
+    let mut items = Vec::new();
+    for d in &stores {
+        let v = object_json(d);
+        let name = v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let mut used_by: Vec<String> = tcps
+            .iter()
+            .filter(|t| {
+                let ds = t["status"]["storage"]["dataStoreName"]
+                    .as_str()
+                    .or_else(|| t["spec"]["dataStore"].as_str())
+                    .unwrap_or_default();
+                ds == name
+            })
+            .map(|t| {
+                format!(
+                    "{}/{}",
+                    t["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    t["metadata"]["name"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        for u in v["status"]["usedBy"].as_array().into_iter().flatten() {
+            if let Some(s) = u.as_str()
+                && !used_by.iter().any(|x| x == s)
+            {
+                used_by.push(s.to_string());
+            }
+        }
+        used_by.sort();
+        items.push(DataStoreRow {
+            name,
+            driver: v["spec"]["driver"].as_str().unwrap_or_default().into(),
+            endpoints: v["spec"]["endpoints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.as_str().map(str::to_string))
+                .collect(),
+            ready: v["status"]["ready"].as_bool(),
+            used_by,
+            age: common::age(&v),
+        });
+    }
+    items.sort_by(|a, b| a.name.cmp(&b.name));
+    if items.is_empty()
+        && matches!(
+            args.output.output,
+            shared::cli::OutputFormat::Table | shared::cli::OutputFormat::Wide
+        )
+    {
+        shared::render::info("No DataStores found.");
+        return Ok(());
+    }
+    Printer::new(&args.output).print(&DataStores { items })
+}

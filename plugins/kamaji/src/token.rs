@@ -1,0 +1,234 @@
+//! `kubectl kamaji token join NAME --flavour kubeadm|yaki`: a worker join command, with a
+//! bootstrap token created in the tenant cluster and the CA public-key hash.
+
+use std::time::Duration;
+
+use base64::Engine;
+use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use shared::build::pki;
+use shared::cli::{KubeFlags, parse_duration};
+use shared::discovery::ServerApis;
+use shared::discovery::fields;
+use shared::error::{Error, Op, Target};
+use shared::render;
+
+use crate::common;
+
+#[derive(ClapArgs, Clone, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub verb: Verb,
+}
+
+#[derive(Subcommand, Clone, Debug)]
+pub enum Verb {
+    /// Print a command that joins a worker to the tenant cluster
+    Join(JoinArgs),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Flavour {
+    /// kubeadm join ...
+    #[default]
+    Kubeadm,
+    /// Clastix's yaki script (goyaki.clastix.io)
+    Yaki,
+}
+
+#[derive(ClapArgs, Clone, Debug)]
+pub struct JoinArgs {
+    /// The KamajiControlPlane (or TenantControlPlane)
+    #[arg(value_name = "CONTROL_PLANE")]
+    pub name: String,
+    /// The join command's style
+    #[arg(long, alias = "flavor", value_enum, default_value_t = Flavour::Kubeadm)]
+    pub flavour: Flavour,
+    /// Lifetime of a new token
+    #[arg(long, value_parser = parse_duration, default_value = "24h", value_name = "DURATION")]
+    pub ttl: Duration,
+    /// Ignore expired tokens when looking for one to reuse (always on; kept for clastix's plugin)
+    #[arg(long, default_value_t = true)]
+    pub skip_expired: bool,
+    /// Create a new token even if a valid one exists
+    #[arg(long)]
+    pub new_token: bool,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    let Verb::Join(a) = &args.verb;
+    let conn = a.kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    let t = common::resolve(&conn, &apis, &a.name).await?;
+    let tcp = t.tcp.clone().ok_or_else(|| Error::Other {
+        message: format!("{} has no TenantControlPlane yet", t.name),
+        hint: Some(format!(
+            "wait until it is ready (kubectl kamaji status {})",
+            t.name
+        )),
+    })?;
+    let phase_done = fields::at(
+        &tcp,
+        &["status", "kubeadmPhase", "bootstrapToken", "checksum"],
+    )
+    .and_then(|v| v.as_str())
+    .is_some_and(|s| !s.is_empty());
+    if !phase_done {
+        return Err(Error::Other {
+            message: format!(
+                "the bootstrap-token phase of {} has not run yet",
+                t.tcp_name()
+            ),
+            hint: Some(format!(
+                "wait until the control plane is ready (kubectl kamaji status {})",
+                t.name
+            )),
+        });
+    }
+    let text = crate::kubeconfig::admin_kubeconfig(&conn, &t, "admin.conf").await?;
+    let kc_value = shared::kubeconfig::parse(&text, "the tenant admin kubeconfig")?;
+    let current = kc_value["current-context"].as_str().unwrap_or_default();
+    let ctx = kc_value["contexts"]
+        .as_array()
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c["name"] == current)
+                .or_else(|| cs.first())
+        })
+        .cloned()
+        .unwrap_or_default();
+    let cluster = kc_value["clusters"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == ctx["context"]["cluster"]))
+        .cloned()
+        .unwrap_or_default();
+    let server = cluster["cluster"]["server"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ca_b64 = cluster["cluster"]["certificate-authority-data"]
+        .as_str()
+        .unwrap_or_default();
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(ca_b64)
+        .map_err(|_| Error::Other {
+            message: "the tenant admin kubeconfig has no readable certificate-authority-data"
+                .into(),
+            hint: Some(format!(
+                "check Secret {} (kubectl kamaji kubeconfig get {})",
+                common::admin_secret_name(&t),
+                t.name
+            )),
+        })?;
+    let hash = pki::ca_cert_hash(&ca)?;
+    let endpoint = server
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .to_string();
+
+    // The tenant cluster's API.
+    let kc = Kubeconfig::from_yaml(&text).map_err(|e| Error::Other {
+        message: format!("the tenant admin kubeconfig is not valid: {e}"),
+        hint: None,
+    })?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error::Other {
+            message: format!("the tenant admin kubeconfig: {e}"),
+            hint: None,
+        })?;
+    let tenant_target = Target {
+        context: format!("tenant {}", t.name),
+        server: server.clone(),
+    };
+    let client = kube::Client::try_from(config)
+        .map_err(|e| shared::error::from_kube(e, &tenant_target, &Op::default()))?;
+    let secrets: Api<Secret> = Api::namespaced(client, "kube-system");
+    let op = Op::new("list", "", "secrets", "Secret").in_namespace(Some("kube-system"));
+    let now = jiff::Timestamp::now();
+    let mut token = None;
+    if !a.new_token {
+        let list = secrets
+            .list(&ListParams::default().fields("type=bootstrap.kubernetes.io/token"))
+            .await
+            .map_err(|e| shared::error::from_kube(e, &tenant_target, &op))?;
+        // Reuse the one that lives longest.
+        let mut found: Vec<(String, String)> = list
+            .items
+            .iter()
+            .filter_map(|s| {
+                let v = serde_json::to_value(s).ok()?;
+                let tok = pki::usable_token(&v, now)?;
+                let exp = v["data"]["expiration"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                Some((exp, tok))
+            })
+            .collect();
+        found.sort();
+        token = found.pop().map(|(_, t)| t);
+    }
+    let token = match token {
+        Some(t) => t,
+        None => {
+            let (id, secret) = pki::new_token()?;
+            let ttl = jiff::SignedDuration::try_from(a.ttl)
+                .unwrap_or(jiff::SignedDuration::from_hours(24));
+            let exp = now
+                .checked_add(ttl)
+                .unwrap_or(now)
+                .strftime("%Y-%m-%dT%H:%M:%SZ")
+                .to_string();
+            let body: Secret = serde_json::from_value(pki::bootstrap_token_secret(
+                &id,
+                &secret,
+                &exp,
+                "created by kubectl kamaji token join",
+            ))
+            .map_err(|e| Error::other(format!("building the token Secret: {e}")))?;
+            secrets
+                .create(
+                    &PostParams {
+                        field_manager: Some(shared::build::kamaji::FIELD_MANAGER.into()),
+                        ..Default::default()
+                    },
+                    &body,
+                )
+                .await
+                .map_err(|e| {
+                    shared::error::from_kube(
+                        e,
+                        &tenant_target,
+                        &Op::new("create", "", "secrets", "Secret")
+                            .in_namespace(Some("kube-system")),
+                    )
+                })?;
+            format!("{id}.{secret}")
+        }
+    };
+    let line = match a.flavour {
+        Flavour::Kubeadm => {
+            format!("kubeadm join {endpoint} --token {token} --discovery-token-ca-cert-hash {hash}")
+        }
+        Flavour::Yaki => {
+            let version = fields::at(
+                &tcp,
+                &["status", "kubernetesResources", "version", "version"],
+            )
+            .or_else(|| fields::at(&tcp, &["spec", "kubernetes", "version"]))
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string();
+            format!(
+                "wget -O- https://goyaki.clastix.io | sudo JOIN_URL={endpoint} JOIN_TOKEN={token} JOIN_TOKEN_CACERT_HASH={hash} KUBERNETES_VERSION={version} bash -s join"
+            )
+        }
+    };
+    render::line(&line);
+    Ok(())
+}
