@@ -4,12 +4,13 @@
 //! deletes the Cluster object only and lets Cluster API cascade. `--wait` follows the teardown
 //! until every machine is gone and every host is back in the pool, and otherwise names what is
 //! stuck: hosts still Releasing (their agent has not cleaned up) and objects held by finalizers.
-//! It removes the context `kubeconfig --merge` added (`<cluster>-admin@<cluster>`, clusterctl's
-//! convention) and, with `--cleanup-bootstrap-kubeconfigs`, the BootstrapKubeconfigs of hosts
-//! that registered and no longer serve another cluster.
+//! It removes the context `kubeconfig --merge` added (`<cluster>-admin@<cluster>`, the name CAPI
+//! gives it in `<cluster>-kubeconfig`) and, with `--cleanup-bootstrap-kubeconfigs`, the
+//! BootstrapKubeconfigs no host needs any more. The preview, the progress report and the
+//! BootstrapKubeconfig rule are `shared::plan::teardown`.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
@@ -19,9 +20,10 @@ use serde_json::Value;
 use shared::cli::KubeFlags;
 use shared::discovery::{INFRASTRUCTURE_GROUP, fields};
 use shared::error::{Error, Op};
-use shared::plan::hosts::{HostState, Inventory};
+use shared::plan::hosts::Inventory;
+use shared::plan::teardown;
 
-use crate::day2::{CLUSTER_NAME_LABEL, DryRun, Target, display_name, name_of};
+use crate::day2::{DryRun, Target, display_name, name_of};
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(after_help = "Examples:
@@ -55,59 +57,28 @@ pub fn context_name(cluster: &str) -> String {
     format!("{cluster}-admin@{cluster}")
 }
 
-/// A host of the cluster: name, namespace, state.
-struct HostOf {
-    name: String,
-    namespace: String,
-    state: HostState,
-}
-
-/// Hosts claimed by machines of `t` (by the cluster-name label, in the cluster's namespace).
-async fn hosts_of(t: &Target) -> Result<Option<Vec<HostOf>>, Error> {
-    let Some(host_ar) = t.apis.byo_host() else {
-        return Ok(None);
-    };
-    let [hosts, bms, machines, clusters] = crate::scale::inventory_lists(t, &host_ar).await?;
-    let inv = Inventory::build(&hosts, &bms, &machines, &clusters, None);
-    let prefix = format!("{}/", t.namespace);
-    let mut out: Vec<HostOf> = inv
-        .rows()
-        .into_iter()
-        .filter(|r| r.cluster.as_deref() == Some(t.name.as_str()))
-        .filter(|r| {
-            r.byo_machine
-                .as_deref()
-                .is_none_or(|b| b.starts_with(&prefix))
-        })
-        .map(|r| HostOf {
-            name: r.name,
-            namespace: r.namespace,
-            state: r.state,
-        })
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Some(out))
-}
-
-fn names(v: &[Value]) -> String {
-    v.iter().map(name_of).collect::<Vec<_>>().join(", ")
+/// The BYOH lists (hosts, ByoMachines, Machines, Clusters), when BYOH is installed.
+async fn byoh_lists(t: &Target) -> Result<Option<[Vec<Value>; 4]>, Error> {
+    match t.apis.byo_host() {
+        Some(host_ar) => Ok(Some(crate::scale::inventory_lists(t, &host_ar).await?)),
+        None => Ok(None),
+    }
 }
 
 /// The kubeconfig files to look for the merged context in.
+/// `--kubeconfig`, and where `kubeconfig --merge` writes by default (the files of KUBECONFIG,
+/// else `~/.kube/config`).
 fn kubeconfig_files(kube: &KubeFlags) -> Vec<PathBuf> {
-    if let Some(p) = &kube.kubeconfig {
-        return vec![p.clone()];
+    let mut out: Vec<PathBuf> = kube.kubeconfig.iter().cloned().collect();
+    match std::env::var_os("KUBECONFIG") {
+        Some(v) if std::env::split_paths(&v).any(|p| !p.as_os_str().is_empty()) => out
+            .extend(std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty() && p.exists())),
+        _ => out.extend(
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube").join("config")),
+        ),
     }
-    if let Some(v) = std::env::var_os("KUBECONFIG")
-        && std::env::split_paths(&v).any(|p| !p.as_os_str().is_empty())
-    {
-        return std::env::split_paths(&v)
-            .filter(|p| !p.as_os_str().is_empty() && p.exists())
-            .collect();
-    }
-    std::env::var_os("HOME")
-        .map(|h| vec![PathBuf::from(h).join(".kube").join("config")])
-        .unwrap_or_default()
+    out.dedup();
+    out
 }
 
 /// Removes `context` from a kubeconfig document, with its cluster and user when no other context
@@ -140,41 +111,6 @@ pub fn remove_context(doc: &mut Value, context: &str) -> (bool, bool) {
     (true, was_current)
 }
 
-/// Writes `text` next to `path` and renames it over `path` (mode 0600).
-fn write_atomic(path: &Path, text: &str) -> Result<(), Error> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        path.file_name()
-            .map(|f| f.to_string_lossy().to_string())
-            .unwrap_or_else(|| "kubeconfig".into()),
-        std::process::id()
-    ));
-    let res = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    res.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::Other {
-            message: format!("cannot write {}: {e}", path.display()),
-            hint: Some("check the path and its permissions".into()),
-        }
-    })
-}
-
 /// Removes the cluster's merged context from the kubeconfig files that hold it.
 fn remove_merged_context(kube: &KubeFlags, cluster: &str) -> Result<(), Error> {
     let ctx = context_name(cluster);
@@ -182,9 +118,9 @@ fn remove_merged_context(kube: &KubeFlags, cluster: &str) -> Result<(), Error> {
         let Ok(text) = std::fs::read_to_string(&path) else {
             continue;
         };
-        let Ok(mut doc) = serde_saphyr::from_str::<Value>(&text) else {
+        let Ok(mut doc) = shared::kubeconfig::parse(&text, &path.display().to_string()) else {
             shared::render::warn(&format!(
-                "{} is not valid YAML; context {ctx} was not removed from it",
+                "{} is not a valid kubeconfig; context {ctx} was not removed from it",
                 path.display()
             ));
             continue;
@@ -193,7 +129,8 @@ fn remove_merged_context(kube: &KubeFlags, cluster: &str) -> Result<(), Error> {
         if !found {
             continue;
         }
-        write_atomic(&path, &shared::render::to_yaml(&doc)?)?;
+        // Atomic, mode 0600, the previous file kept as <file>.bak.
+        shared::kubeconfig::write_atomic(&path, &shared::render::to_yaml(&doc)?)?;
         shared::render::line(&format!("deleted context {ctx} from {}", path.display()));
         if was_current {
             shared::render::warn(&format!(
@@ -204,8 +141,9 @@ fn remove_merged_context(kube: &KubeFlags, cluster: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Objects of the cluster that are being deleted but held by finalizers: `(what, finalizers)`.
-async fn stuck_objects(t: &Target) -> Result<Vec<(String, Vec<String>)>, Error> {
+/// The cluster's objects still present: the Cluster, its control plane and infrastructure, and
+/// everything labelled with its name (deployments, sets, machines, infra machines, configs).
+async fn remaining_objects(t: &Target) -> Result<Vec<Value>, Error> {
     let mut kinds: Vec<ApiResource> = Vec::new();
     for k in ["Cluster", "MachineDeployment", "MachineSet", "Machine"] {
         if let Ok(ar) = t.core(k) {
@@ -225,40 +163,43 @@ async fn stuck_objects(t: &Target) -> Result<Vec<(String, Vec<String>)>, Error> 
     }
     let mut out = Vec::new();
     for ar in &kinds {
-        let items = if ar.kind == "Cluster" {
-            t.get_opt(ar, &t.name).await?.into_iter().collect()
-        } else {
-            let mut v = t.list_of_cluster(ar).await?;
-            // Providers do not always label their cluster-level objects.
-            if let Some(r) = fields::cluster_control_plane_ref(&t.cluster)
-                .into_iter()
-                .chain(fields::cluster_infrastructure_ref(&t.cluster))
-                .find(|r| r.kind == ar.kind)
-                && !v.iter().any(|o| name_of(o) == r.name)
-                && let Some(o) = t.get_opt(ar, &r.name).await?
-            {
-                v.push(o);
-            }
-            v
-        };
-        for o in items {
-            let deleting = o.pointer("/metadata/deletionTimestamp").is_some();
-            let finalizers: Vec<String> = o
-                .pointer("/metadata/finalizers")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            if deleting && !finalizers.is_empty() {
-                out.push((format!("{} {}", ar.kind, name_of(&o)), finalizers));
-            }
+        if ar.kind == "Cluster" {
+            out.extend(t.get_opt(ar, &t.name).await?);
+            continue;
         }
+        let mut v = t.list_of_cluster(ar).await?;
+        // Providers do not always label their cluster-level objects.
+        if let Some(r) = fields::cluster_control_plane_ref(&t.cluster)
+            .into_iter()
+            .chain(fields::cluster_infrastructure_ref(&t.cluster))
+            .find(|r| r.kind == ar.kind)
+            && !v.iter().any(|o| name_of(o) == r.name)
+            && let Some(o) = t.get_opt(ar, &r.name).await?
+        {
+            v.push(o);
+        }
+        out.extend(v);
     }
     Ok(out)
+}
+
+/// Where the teardown stands.
+async fn progress(t: &Target) -> Result<teardown::DeleteProgress, Error> {
+    let remaining = remaining_objects(t).await?;
+    let lists = byoh_lists(t).await?;
+    Ok(match &lists {
+        Some([hosts, bms, machines, clusters]) => {
+            let inv = Inventory::build(hosts, bms, machines, clusters, None);
+            teardown::progress(
+                &t.name,
+                &remaining,
+                hosts,
+                Some(&inv),
+                Some(jiff::Timestamp::now()),
+            )
+        }
+        None => teardown::progress(&t.name, &remaining, &[], None, Some(jiff::Timestamp::now())),
+    })
 }
 
 /// Asks on the terminal; anything but y/yes is no.
@@ -279,53 +220,70 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let cp = t.control_plane().await?;
     let mds = t.machine_deployments().await?;
     let machines = t.machines().await?;
-    let hosts = hosts_of(&t).await?;
+    let lists = byoh_lists(&t).await?;
+    let preview = match &lists {
+        Some([hosts, bms, all_machines, clusters]) => {
+            let inv = Inventory::build(hosts, bms, all_machines, clusters, None);
+            teardown::preview(&t.cluster, &mds, &machines, Some(&inv))
+        }
+        None => teardown::preview(&t.cluster, &mds, &machines, None),
+    };
 
     // What goes.
     let mut s = format!(
         "Deleting cluster {}/{} deletes (Cluster API cascades from the Cluster):\n",
-        t.namespace, t.name
+        preview.namespace, preview.cluster
     );
-    s.push_str(&format!("  Cluster:            {}\n", t.name));
-    if let Some((ar, v)) = &cp {
-        let r = fields::replicas(v);
+    if preview.already_deleting {
+        s.push_str("  (the Cluster is already being deleted)\n");
+    }
+    s.push_str(&format!("  Cluster:            {}\n", preview.cluster));
+    if let Some(c) = &preview.control_plane {
+        let replicas = cp
+            .as_ref()
+            .and_then(|(_, v)| fields::replicas(v).desired)
+            .map(|n| format!(" ({n} replicas)"))
+            .unwrap_or_default();
         s.push_str(&format!(
-            "  Control plane:      {} {}{}\n",
-            ar.kind,
-            name_of(v),
-            r.desired
-                .map(|n| format!(" ({n} replicas)"))
-                .unwrap_or_default()
+            "  Control plane:      {}{replicas}\n",
+            c.replacen('/', " ", 1)
         ));
     }
-    if let Some(r) = fields::cluster_infrastructure_ref(&t.cluster) {
-        s.push_str(&format!("  Infrastructure:     {} {}\n", r.kind, r.name));
+    if let Some(i) = &preview.infrastructure {
+        s.push_str(&format!(
+            "  Infrastructure:     {}\n",
+            i.replacen('/', " ", 1)
+        ));
     }
-    if !mds.is_empty() {
+    if !preview.machine_deployments.is_empty() {
         s.push_str(&format!(
             "  MachineDeployments: {} ({})\n",
-            mds.len(),
-            names(&mds)
+            preview.machine_deployments.len(),
+            preview.machine_deployments.join(", ")
         ));
     }
     s.push_str(&format!(
-        "  Machines:           {}{}\n",
-        machines.len(),
-        if machines.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", names(&machines))
-        }
+        "  Machines:           {}\n",
+        preview.machines.len()
     ));
-    if let Some(h) = &hosts {
-        let list: Vec<&str> = h.iter().map(|h| h.name.as_str()).collect();
+    for m in &preview.machines {
+        let mut extra = vec![m.role.clone()];
+        if let Some(n) = &m.node {
+            extra.push(format!("node {n}"));
+        }
+        if let Some(h) = &m.host {
+            extra.push(format!("host {h}"));
+        }
+        s.push_str(&format!("    {} ({})\n", m.name, extra.join(", ")));
+    }
+    if lists.is_some() {
         s.push_str(&format!(
             "  Hosts released:     {}{}\n",
-            list.len(),
-            if list.is_empty() {
+            preview.hosts_to_release.len(),
+            if preview.hosts_to_release.is_empty() {
                 String::new()
             } else {
-                format!(" ({})", list.join(", "))
+                format!(" ({})", preview.hosts_to_release.join(", "))
             }
         ));
     }
@@ -385,109 +343,80 @@ pub async fn run(args: &Args) -> Result<(), Error> {
 /// Follows the teardown; on timeout names the hosts still Releasing and the stuck objects.
 async fn wait_gone(t: &Target, timeout: Duration) -> Result<(), Error> {
     let what = format!("waiting for cluster {} to be torn down", t.name);
-    let mut progress = shared::render::Progress::spinner(&what);
+    let mut bar = shared::render::Progress::spinner(&what);
     let deadline = Instant::now() + timeout;
-    let machine_ar = t.core("Machine")?;
     loop {
-        let cluster_left = t.get_opt(&t.cluster_ar, &t.name).await?.is_some();
-        let machines = t.list_of_cluster(&machine_ar).await?.len();
-        let hosts = hosts_of(t).await?.unwrap_or_default();
-        if !cluster_left && machines == 0 && hosts.is_empty() {
-            progress.clear();
+        let p = progress(t).await?;
+        if p.done {
+            bar.clear();
             shared::render::line(&format!(
                 "cluster {} is gone; its machines are deleted and its hosts released",
                 t.name
             ));
             return Ok(());
         }
-        let releasing = hosts
-            .iter()
-            .filter(|h| h.state == HostState::Releasing)
-            .count();
-        progress.set_message(&format!(
-            "{what}: {machines} machines, {} hosts claimed, {releasing} releasing{}",
-            hosts.len(),
-            if cluster_left { "" } else { "; Cluster gone" }
+        let machines = p.remaining.iter().filter(|o| o.kind == "Machine").count();
+        bar.set_message(&format!(
+            "{what}: {} objects left ({machines} machines), {} hosts not yet released",
+            p.remaining.len(),
+            p.releasing_hosts.len()
         ));
         if Instant::now() >= deadline {
-            progress.clear();
-            return Err(stuck_report(t, &hosts, timeout).await?);
+            bar.clear();
+            return Err(stuck_report(t, &p, timeout));
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
-async fn stuck_report(t: &Target, hosts: &[HostOf], timeout: Duration) -> Result<Error, Error> {
-    let stuck = stuck_objects(t).await?;
-    let releasing: Vec<&HostOf> = hosts
-        .iter()
-        .filter(|h| h.state == HostState::Releasing)
-        .collect();
-    let mut s = String::new();
-    if !releasing.is_empty() {
-        s.push_str("Hosts still Releasing (the host agent has not cleaned up; a ByoHost cannot be deleted while a machine is referenced):\n");
-        for h in &releasing {
-            s.push_str(&format!("  {}/{}\n", h.namespace, h.name));
-        }
-    }
-    let other: Vec<&HostOf> = hosts
-        .iter()
-        .filter(|h| h.state != HostState::Releasing)
-        .collect();
-    if !other.is_empty() {
-        s.push_str("Hosts still claimed:\n");
-        for h in &other {
-            s.push_str(&format!("  {}/{} ({})\n", h.namespace, h.name, h.state));
-        }
-    }
-    if !stuck.is_empty() {
-        s.push_str("Objects stuck on finalizers:\n");
-        for (what, f) in &stuck {
-            s.push_str(&format!("  {what}: {}\n", f.join(", ")));
-        }
+fn stuck_report(t: &Target, p: &teardown::DeleteProgress, timeout: Duration) -> Error {
+    let mut s = String::from("Still there:\n");
+    for l in p.report_lines() {
+        s.push_str(&format!("  {l}\n"));
     }
     shared::render::raw(s.as_bytes());
+    let stuck = p
+        .remaining
+        .iter()
+        .filter(|o| !o.finalizers.is_empty())
+        .count();
     let mut parts = Vec::new();
-    if !releasing.is_empty() {
+    if !p.releasing_hosts.is_empty() {
         parts.push(format!(
             "{} host{} still Releasing ({})",
-            releasing.len(),
-            if releasing.len() == 1 { "" } else { "s" },
-            releasing
+            p.releasing_hosts.len(),
+            if p.releasing_hosts.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            p.releasing_hosts
                 .iter()
                 .map(|h| h.name.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
     }
-    if !stuck.is_empty() {
-        parts.push(format!("{} objects stuck on finalizers", stuck.len()));
+    if stuck > 0 {
+        parts.push(format!("{stuck} objects stuck on finalizers"));
     }
     if parts.is_empty() {
         parts.push("still deleting".into());
     }
-    Ok(Error::Other {
+    Error::Other {
         message: format!(
             "cluster {} is not torn down after {}: {}",
             t.name,
             shared::error::human_duration(timeout),
             parts.join("; ")
         ),
-        hint: Some(if releasing.is_empty() {
+        hint: Some(if p.releasing_hosts.is_empty() {
             "check the controllers' logs; run the command again with --wait to keep following"
                 .into()
         } else {
             "start the BYOH host agent on those hosts so it can clean up (kubeadm reset), then run the command again with --wait".into()
         }),
-    })
-}
-
-/// The host a BootstrapKubeconfig was made for: `<host>` or `...-<host>` for a registered host.
-fn bootstrap_host<'a>(name: &str, hosts: &'a [Value]) -> Option<&'a Value> {
-    hosts.iter().find(|h| {
-        let hn = name_of(h);
-        !hn.is_empty() && (name == hn || name.ends_with(&format!("-{hn}")))
-    })
+    }
 }
 
 async fn cleanup_bootstrap_kubeconfigs(t: &Target) -> Result<(), Error> {
@@ -498,51 +427,35 @@ async fn cleanup_bootstrap_kubeconfigs(t: &Target) -> Result<(), Error> {
         shared::render::info("no BootstrapKubeconfig API on this cluster; nothing to clean up");
         return Ok(());
     };
-    let Some(host_ar) = t.apis.byo_host() else {
-        return Ok(());
+    let hosts = match t.apis.byo_host() {
+        Some(ar) => t.list_all(&ar, None).await?,
+        None => Vec::new(),
     };
-    let hosts = t.list_all(&host_ar, None).await?;
     let bks = t.list_all(&bk_ar, Some(&t.namespace)).await?;
-    let (mut deleted, mut kept) = (0, Vec::new());
-    for bk in &bks {
-        let name = name_of(bk);
-        let other_cluster = bootstrap_host(name, &hosts).and_then(|h| {
-            h.pointer(&format!(
-                "/metadata/labels/{}",
-                CLUSTER_NAME_LABEL.replace('/', "~1")
-            ))
-            .and_then(Value::as_str)
-            .filter(|c| *c != t.name)
-        });
-        match (bootstrap_host(name, &hosts), other_cluster) {
-            (Some(_), None) => {
-                let op = Op::on("delete", &bk_ar)
-                    .in_namespace(Some(&t.namespace))
-                    .named(name);
-                match t.api(&bk_ar).delete(name, &DeleteParams::default()).await {
-                    Ok(_) => {
-                        deleted += 1;
-                        shared::render::line(&format!(
-                            "{} deleted",
-                            display_name(&bk_ar.kind, &bk_ar.api_version, name)
-                        ));
-                    }
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => return Err(t.conn.error(e, &op)),
-                }
+    let unused = teardown::unused_bootstrap_kubeconfigs(&bks, &hosts, Some(jiff::Timestamp::now()));
+    for u in &unused {
+        let op = Op::on("delete", &bk_ar)
+            .in_namespace(Some(&u.namespace))
+            .named(&u.name);
+        match shared::api::dynamic(&t.conn, &bk_ar, Some(&u.namespace))
+            .delete(&u.name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {
+                shared::render::line(&format!(
+                    "{} deleted ({})",
+                    display_name(&bk_ar.kind, &bk_ar.api_version, &u.name),
+                    u.reason
+                ));
             }
-            (Some(_), Some(c)) => kept.push(format!("{name} (its host serves cluster {c})")),
-            (None, _) => kept.push(format!("{name} (no registered host by that name)")),
+            Err(kube::Error::Api(st)) if st.code == 404 => {}
+            Err(e) => return Err(t.conn.error(e, &op)),
         }
     }
     shared::render::info(&format!(
-        "BootstrapKubeconfigs: {deleted} deleted, {} kept{}",
-        kept.len(),
-        if kept.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", kept.join(", "))
-        }
+        "BootstrapKubeconfigs: {} deleted, {} kept (their host has not registered and the token is still valid)",
+        unused.len(),
+        bks.len() - unused.len()
     ));
     Ok(())
 }
@@ -579,22 +492,5 @@ mod tests {
         assert_eq!(remove_context(&mut doc, "c2-admin@c2"), (true, false));
         assert_eq!(doc["users"].as_array().unwrap().len(), 1);
         assert_eq!(doc["clusters"], json!([{"name": "x"}]));
-    }
-
-    #[test]
-    fn bootstrap_kubeconfigs_are_matched_to_hosts_by_name() {
-        let hosts = vec![
-            json!({"metadata": {"name": "node001"}}),
-            json!({"metadata": {"name": "node01"}}),
-        ];
-        assert_eq!(
-            bootstrap_host("bootstrap-kubeconfig-node001", &hosts).map(name_of),
-            Some("node001")
-        );
-        assert_eq!(
-            bootstrap_host("node01", &hosts).map(name_of),
-            Some("node01")
-        );
-        assert!(bootstrap_host("bootstrap-kubeconfig-node002", &hosts).is_none());
     }
 }
