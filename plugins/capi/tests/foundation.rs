@@ -12,6 +12,35 @@ use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
 
+/// The real kubectl: the first on PATH (CI may install it anywhere), else /usr/bin/kubectl.
+fn kubectl_bin() -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("kubectl"))
+                .find(|k| k.is_file())
+        })
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/kubectl"))
+}
+
+/// kubectl's directory, then the system directories (for sh and env).
+fn system_path() -> String {
+    let k = kubectl_bin();
+    let dir = k
+        .parent()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    format!("{dir}:/usr/bin:/bin")
+}
+
+/// Only kubectl's directory, so that unrelated plugins do not interfere.
+fn kubectl_dir() -> String {
+    kubectl_bin()
+        .parent()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default()
+}
+
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(BIN);
     c.args(args).env_remove("KUBECONFIG").env("NO_COLOR", "1");
@@ -517,7 +546,7 @@ fn plugin_dir() -> tempfile::TempDir {
 
 fn path_with(dir: &Path) -> String {
     // Only our directory and the system directories (for sh, env and kubectl).
-    format!("{}:/usr/bin:/bin", dir.display())
+    format!("{}:{}", dir.display(), system_path())
 }
 
 #[tokio::test]
@@ -558,7 +587,7 @@ async fn completion_shim_returns_live_names() {
     assert!(!out.contains("kube-system"));
 
     // Through the real kubectl, which finds the shim by name.
-    let o = Command::new("/usr/bin/kubectl")
+    let o = Command::new(kubectl_bin())
         .args(["__complete", "capi", "version", "--namespace", prefix])
         .env("PATH", path_with(dir.path()))
         .env("KUBECONFIG", &tb.kubeconfig)
@@ -664,7 +693,7 @@ fn completion_scripts_are_generated_for_each_shell() {
 // ------------------------------------------------------------------ kubectl and clusterctl
 
 fn kubectl(dir: &Path, args: &[&str]) -> Output {
-    Command::new("/usr/bin/kubectl")
+    Command::new(kubectl_bin())
         .args(args)
         .env("PATH", path_with(dir))
         .env("NO_COLOR", "1")
@@ -702,9 +731,12 @@ fn through_kubectl_usage_reads_kubectl_capi_and_plugin_list_is_clean() {
                 .unwrap();
         }
     }
-    let o = Command::new("/usr/bin/kubectl")
+    let o = Command::new(kubectl_bin())
         .args(["plugin", "list"])
-        .env("PATH", format!("{}:/usr/bin", plugin_list.path().display()))
+        .env(
+            "PATH",
+            format!("{}:{}", plugin_list.path().display(), kubectl_dir()),
+        )
         .output()
         .unwrap();
     let all = format!("{}{}", stdout(&o), stderr(&o));

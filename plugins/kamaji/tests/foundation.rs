@@ -2,7 +2,7 @@
 //! the completion shim with live names, and the binary run through the real `kubectl` and as
 //! a clusterctl plugin.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use kube::api::{Api, DynamicObject, PostParams};
@@ -10,6 +10,35 @@ use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-kamaji");
+
+/// The real kubectl: the first on PATH (CI may install it anywhere), else /usr/bin/kubectl.
+fn kubectl_bin() -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("kubectl"))
+                .find(|k| k.is_file())
+        })
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/kubectl"))
+}
+
+/// kubectl's directory, then the system directories (for sh and env).
+fn system_path() -> String {
+    let k = kubectl_bin();
+    let dir = k
+        .parent()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    format!("{dir}:/usr/bin:/bin")
+}
+
+/// Only kubectl's directory, so that unrelated plugins do not interfere.
+fn kubectl_dir() -> String {
+    kubectl_bin()
+        .parent()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default()
+}
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(BIN);
@@ -124,7 +153,10 @@ async fn completion_shim_returns_live_names() {
     let dir = plugin_dir();
     let o = Command::new(dir.path().join("kubectl_complete-kamaji"))
         .args(["version", "--namespace", &ns[..ns.len() - 1]])
-        .env("PATH", format!("{}:/usr/bin:/bin", dir.path().display()))
+        .env(
+            "PATH",
+            format!("{}:{}", dir.path().display(), system_path()),
+        )
         .env("KUBECONFIG", &tb.kubeconfig)
         .output()
         .unwrap();
@@ -158,9 +190,12 @@ async fn completion_shim_returns_live_names() {
 #[test]
 fn usage_follows_the_name_it_was_run_by() {
     let dir = plugin_dir();
-    let o = Command::new("/usr/bin/kubectl")
+    let o = Command::new(kubectl_bin())
         .args(["kamaji", "--help"])
-        .env("PATH", format!("{}:/usr/bin", dir.path().display()))
+        .env(
+            "PATH",
+            format!("{}:{}", dir.path().display(), kubectl_dir()),
+        )
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
@@ -169,9 +204,12 @@ fn usage_follows_the_name_it_was_run_by() {
         "{}",
         stdout(&o)
     );
-    let o = Command::new("/usr/bin/kubectl")
+    let o = Command::new(kubectl_bin())
         .args(["plugin", "list"])
-        .env("PATH", format!("{}:/usr/bin", dir.path().display()))
+        .env(
+            "PATH",
+            format!("{}:{}", dir.path().display(), kubectl_dir()),
+        )
         .output()
         .unwrap();
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
