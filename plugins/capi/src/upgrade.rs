@@ -474,7 +474,9 @@ async fn wait_step(
                 let desired = r.desired.unwrap_or(0);
                 let version_ok = match &obs {
                     Some(v) => *v >= to,
-                    None => desired == 0,
+                    // Nothing runs to observe: only an empty deployment is trivially done; a
+                    // ClusterClass cluster must report its versions first.
+                    None => desired == 0 && step.role != StepRole::Topology,
                 };
                 let settled = r.current.unwrap_or(desired) == desired
                     && r.ready.unwrap_or(desired) == desired

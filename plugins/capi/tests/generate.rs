@@ -35,8 +35,19 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).to_string()
 }
 
+/// The real kubectl: the first on PATH, else /usr/bin/kubectl.
+fn kubectl() -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("kubectl"))
+                .find(|k| k.is_file())
+        })
+        .unwrap_or_else(|| "/usr/bin/kubectl".into())
+}
+
 fn kubectl_apply_server_dry_run(kubeconfig: &Path, yaml: &[u8]) -> Output {
-    let mut child = Command::new("/usr/bin/kubectl")
+    let mut child = Command::new(kubectl())
         .args(["apply", "--dry-run=server", "-f", "-"])
         .env("KUBECONFIG", kubeconfig)
         .stdin(Stdio::piped())
