@@ -87,6 +87,18 @@ pub async fn list_json(
     namespace: Option<&str>,
     lp: &ListParams,
 ) -> Result<Vec<Value>, Error> {
+    list_json_map(conn, ar, namespace, lp, |v| v).await
+}
+
+/// Like [`list_json`], passing every item through `keep` as each page arrives (to drop the
+/// fields a caller never reads, which bounds memory on big fleets).
+pub async fn list_json_map(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    lp: &ListParams,
+    keep: impl Fn(Value) -> Value,
+) -> Result<Vec<Value>, Error> {
     use kube::Resource;
     let url = DynamicObject::url_path(ar, namespace);
     let op = Op::on("list", ar).in_namespace(namespace);
@@ -108,7 +120,7 @@ pub async fn list_json(
             if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
                 m.remove("managedFields");
             }
-            v
+            keep(v)
         }));
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(c) => lp.continue_token = Some(c),

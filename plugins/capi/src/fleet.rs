@@ -61,10 +61,30 @@ pub async fn host_lists(
         host_lp = host_lp.labels(s);
     }
     let lp = ListParams::default();
+    // Machines and ByoMachines are only joined on: keep what the join reads, so that memory
+    // stays close to the hosts' own size on big fleets.
+    let list_pruned = |ar: Option<ApiResource>,
+                       spec: &'static [&'static str],
+                       status: &'static [&'static str]| {
+        let lp = &lp;
+        async move {
+            match ar {
+                Some(ar) => {
+                    shared::api::list_json_map(conn, &ar, None, lp, |v| prune(v, spec, status))
+                        .await
+                }
+                None => Ok(Vec::new()),
+            }
+        }
+    };
     let (hosts, byomachines, machines, clusters) = tokio::try_join!(
         shared::api::list_json(conn, &host_ar, host_namespace, &host_lp),
-        list_opt(conn, bm_ar.as_ref(), None, &lp),
-        list_opt(conn, machine_ar.as_ref(), None, &lp),
+        list_pruned(bm_ar, &["providerID", "selector"], &["ready", "conditions"]),
+        list_pruned(
+            machine_ar,
+            &["clusterName", "version", "providerID", "infrastructureRef"],
+            &["phase", "nodeRef"]
+        ),
         list_opt(conn, cluster_ar.as_ref(), None, &lp),
     )?;
     Ok(HostLists {
@@ -73,6 +93,29 @@ pub async fn host_lists(
         machines,
         clusters,
     })
+}
+
+/// Keeps `apiVersion`, `kind`, `metadata` and the named keys of `spec` and `status`.
+pub fn prune(v: Value, spec: &[&str], status: &[&str]) -> Value {
+    let Value::Object(mut m) = v else {
+        return v;
+    };
+    let mut out = serde_json::Map::new();
+    for k in ["apiVersion", "kind", "metadata"] {
+        if let Some(x) = m.remove(k) {
+            out.insert(k.to_string(), x);
+        }
+    }
+    for (part, keys) in [("spec", spec), ("status", status)] {
+        if let Some(Value::Object(mut p)) = m.remove(part) {
+            let kept: serde_json::Map<String, Value> = keys
+                .iter()
+                .filter_map(|k| p.remove(*k).map(|x| (k.to_string(), x)))
+                .collect();
+            out.insert(part.to_string(), Value::Object(kept));
+        }
+    }
+    Value::Object(out)
 }
 
 /// Now, for ages.
