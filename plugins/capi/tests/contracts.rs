@@ -322,3 +322,65 @@ async fn clusterclass_clusters_patch_spec_topology() {
     let c = get(&client, &ns, &cluster_ar, "cc").await;
     assert_eq!(c["spec"]["topology"]["version"], "v1.34.1");
 }
+
+#[tokio::test]
+async fn kamaji_control_planes_scale_without_hosts_and_upgrade_in_one_reconciler_step() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("kamaji").await;
+    testbed::fixtures::ensure_kamaji_control_plane_crd(&client)
+        .await
+        .unwrap();
+    let kcp_ar = ar(
+        "controlplane.cluster.x-k8s.io",
+        "v1alpha2",
+        "KamajiControlPlane",
+        "kamajicontrolplanes",
+    );
+    let cluster_ar = ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters");
+    apply(
+        &client,
+        &ns,
+        &kcp_ar,
+        json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1alpha2", "kind": "KamajiControlPlane",
+               "metadata": {"name": "tenant"},
+               "spec": {"dataStoreName": "default", "replicas": 2, "version": "v1.31.2"}}),
+    )
+    .await;
+    apply(
+        &client,
+        &ns,
+        &cluster_ar,
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+               "metadata": {"name": "tenant"},
+               "spec": {"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KamajiControlPlane", "name": "tenant"}}}),
+    )
+    .await;
+    let kc = &tb.kubeconfig;
+    // Control-plane pods: any count, no hosts, no odd rule.
+    let o = run(kc, &ns, &["scale", "tenant", "--control-plane", "4"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        out(&o)
+            .contains("kamajicontrolplane.controlplane.cluster.x-k8s.io/tenant scaled from 2 to 4"),
+        "{}",
+        out(&o)
+    );
+    assert_eq!(
+        get(&client, &ns, &kcp_ar, "tenant").await["spec"]["replicas"],
+        4
+    );
+    // One step: the reconciler walks the minors itself.
+    let o = run(kc, &ns, &["upgrade", "tenant", "--to", "v1.33.1", "--plan"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let plan = out(&o);
+    assert!(
+        plan.contains(
+            "Step 1/1 [to do]: KamajiControlPlane/tenant v1.31.2 -> v1.33.1 (the reconciler steps through v1.32.0, v1.33.1)"
+        ),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("wait for: KamajiControlPlane/tenant: the reconciler reaches v1.33.1"),
+        "{plan}"
+    );
+}
