@@ -471,3 +471,36 @@ async fn describe_tree_table_json_yaml_name() {
     let fleet = seed(tb(), "describe").await;
     describe_in_every_format(tb(), &fleet).await;
 }
+
+/// Without Cluster API or BYOH: one clear line, exit 1, for every fleet verb.
+#[tokio::test]
+async fn fleet_verbs_without_capi_or_byoh() {
+    let bare = testbed::shared_bare();
+    for (args, want) in [
+        (
+            vec!["hosts"],
+            "BYOH (Cluster API Provider Bring Your Own Host) is not installed",
+        ),
+        (
+            vec!["hosts", "describe", "h1"],
+            "BYOH (Cluster API Provider Bring Your Own Host) is not installed",
+        ),
+        (vec!["machines"], "Cluster API is not installed"),
+        (vec!["list"], "Cluster API is not installed"),
+        (vec!["describe", "c1"], "Cluster API is not installed"),
+    ] {
+        let o = run(bare, &args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", err(&o));
+        let e = err(&o);
+        assert!(e.starts_with(&format!("error: {want}")), "{args:?}: {e}");
+        assert!(out(&o).is_empty(), "{args:?}");
+    }
+    // kubeconfig reads only the secret: a missing secret and no Cluster API is still clear.
+    let o = run(bare, &["kubeconfig", "c1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).starts_with("error: Cluster API is not installed"),
+        "{}",
+        err(&o)
+    );
+}
