@@ -8,6 +8,7 @@ mod common;
 mod completion;
 mod create;
 mod datastores;
+mod install;
 mod kubeconfig;
 mod list;
 mod ops;
@@ -60,6 +61,10 @@ enum Verb {
     Certificates(certificates::Args),
     /// Print a worker join command with a fresh bootstrap token
     Token(token::Args),
+    /// Install (or upgrade) the KamajiControlPlane provider: CRDs, RBAC, kamaji-reconciler
+    Install(install::InstallArgs),
+    /// Remove the KamajiControlPlane provider (refuses while KamajiControlPlanes exist unless --force)
+    Uninstall(install::UninstallArgs),
     /// Print the client version and the Cluster API, Kamaji and BYOH versions the cluster serves
     Version(version::Args),
     /// Print a shell completion script (bash, zsh, fish)
@@ -85,6 +90,8 @@ fn main() -> ExitCode {
                 Verb::Kubeconfig(a) => kubeconfig::run(&a).await,
                 Verb::Certificates(a) => certificates::run(&a).await,
                 Verb::Token(a) => token::run(&a).await,
+                Verb::Install(a) => install::install(&a).await,
+                Verb::Uninstall(a) => install::uninstall(&a).await,
                 Verb::Version(a) => version::run(&program, &a).await,
                 Verb::Completion(a) => completion::run(&program, &root, &a),
                 Verb::Complete(a) => shared::complete::run(&root, &a).await,

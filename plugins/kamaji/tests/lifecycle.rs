@@ -437,3 +437,143 @@ async fn lifecycle_openstack() {
 async fn lifecycle_none() {
     lifecycle("none", &[]).await;
 }
+
+/// The KamajiControlPlane of the seed discussion, translated to v1alpha2, applied with a
+/// Cluster that points at it: the reconciler's TenantControlPlane, checked field by field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_kamaji_control_plane_becomes_this_tenant_control_plane() {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    let tb = testbed_with_capi().await;
+    let (client, ns) = tb.namespace("seed").await;
+    let rec = Reconciler::start(tb, &ns);
+    let name = "kamajicontrolplane-sample";
+    let kcp: Value = serde_saphyr::from_str(include_str!("data/seed-kcp-v1alpha2.yaml")).unwrap();
+    let kcp_ar = ar(
+        "controlplane.cluster.x-k8s.io",
+        "v1alpha2",
+        "KamajiControlPlane",
+    );
+    let cluster_ar = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
+    let pp = PatchParams::apply("seed-test").force();
+    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &kcp_ar)
+        .patch(name, &pp, &Patch::Apply(&kcp))
+        .await
+        .unwrap();
+    let cluster = serde_json::json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "capi-quickstart", "namespace": ns},
+        "spec": {
+            "clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}, "services": {"cidrBlocks": ["10.128.0.0/12"]}, "apiServerPort": 6443, "serviceDomain": "cluster.local"},
+            "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KamajiControlPlane", "name": name},
+        },
+    });
+    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &cluster_ar)
+        .patch("capi-quickstart", &pp, &Patch::Apply(&cluster))
+        .await
+        .unwrap();
+    let tcp_ar = ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane");
+    let mut tcp = None;
+    for _ in 0..300 {
+        tcp = get(&client, &ns, &tcp_ar, name).await;
+        if tcp.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let tcp = tcp.unwrap_or_else(|| panic!("no TenantControlPlane\n{}", rec.log_tail()));
+    let s = &tcp["spec"];
+    let d = &s["controlPlane"]["deployment"];
+    let k = &kcp["spec"];
+    // Owned by the KamajiControlPlane (garbage collection deletes it with it).
+    assert_eq!(
+        tcp["metadata"]["ownerReferences"][0]["kind"],
+        "KamajiControlPlane"
+    );
+    assert_eq!(s["dataStore"], "default");
+    assert_eq!(s["kubernetes"]["version"], "v1.33.0");
+    assert_eq!(
+        s["kubernetes"]["admissionControllers"],
+        k["admissionControllers"]
+    );
+    assert_eq!(
+        s["kubernetes"]["kubelet"]["preferredAddressTypes"],
+        k["kubelet"]["preferredAddressTypes"]
+    );
+    assert_eq!(s["kubernetes"]["kubelet"]["cgroupfs"], "systemd");
+    assert_eq!(d["replicas"], 2);
+    assert_eq!(d["registrySettings"]["registry"], "registry.k8s.io");
+    assert_eq!(d["registrySettings"]["apiServerImage"], "kube-apiserver");
+    assert_eq!(
+        d["registrySettings"]["controllerManagerImage"],
+        "kube-controller-manager"
+    );
+    assert_eq!(d["registrySettings"]["schedulerImage"], "kube-scheduler");
+    assert_eq!(d["extraArgs"]["apiServer"], k["apiServer"]["extraArgs"]);
+    assert_eq!(
+        d["extraArgs"]["controllerManager"],
+        k["controllerManager"]["extraArgs"]
+    );
+    assert_eq!(
+        d["additionalVolumeMounts"]["apiServer"],
+        k["apiServer"]["extraVolumeMounts"]
+    );
+    assert_eq!(
+        d["additionalVolumeMounts"]["controllerManager"],
+        k["controllerManager"]["extraVolumeMounts"]
+    );
+    assert_eq!(d["resources"]["apiServer"]["requests"]["cpu"], "750m");
+    assert_eq!(d["resources"]["apiServer"]["requests"]["memory"], "256Mi");
+    assert_eq!(d["resources"]["controllerManager"]["limits"]["cpu"], "500m");
+    assert_eq!(d["resources"]["scheduler"]["limits"]["memory"], "128Mi");
+    assert_eq!(d["nodeSelector"], k["deployment"]["nodeSelector"]);
+    assert_eq!(d["runtimeClassName"], "runc");
+    assert_eq!(d["strategy"]["rollingUpdate"]["maxSurge"], "100%");
+    assert_eq!(d["strategy"]["rollingUpdate"]["maxUnavailable"], 0);
+    assert_eq!(d["affinity"], k["deployment"]["affinity"]);
+    assert_eq!(d["tolerations"], k["deployment"]["tolerations"]);
+    assert_eq!(
+        d["topologySpreadConstraints"],
+        k["deployment"]["topologySpreadConstraints"]
+    );
+    assert_eq!(d["additionalVolumes"], k["deployment"]["extraVolumes"]);
+    assert_eq!(s["controlPlane"]["service"]["serviceType"], "LoadBalancer");
+    assert_eq!(
+        s["controlPlane"]["service"]["additionalMetadata"]["labels"],
+        k["network"]["serviceLabels"]
+    );
+    assert_eq!(
+        s["controlPlane"]["service"]["additionalMetadata"]["annotations"],
+        k["network"]["serviceAnnotations"]
+    );
+    let sans = s["networkProfile"]["certSANs"].as_array().unwrap();
+    assert!(
+        sans.contains(&Value::from(
+            "kamajicontrolplane-sample.eu-west-01.cloudapp.azure.com"
+        )),
+        "{sans:?}"
+    );
+    // From the Cluster's clusterNetwork.
+    assert_eq!(s["networkProfile"]["port"], 6443);
+    let pods = s["networkProfile"]
+        .get("podCidrs")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!([s["networkProfile"]["podCidr"]]));
+    let services = s["networkProfile"]
+        .get("serviceCidrs")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!([s["networkProfile"]["serviceCidr"]]));
+    assert_eq!(pods, serde_json::json!(["192.168.0.0/16"]));
+    assert_eq!(services, serde_json::json!(["10.128.0.0/12"]));
+    for addon in ["coreDNS", "kubeProxy", "konnectivity"] {
+        assert!(
+            s["addons"].get(addon).is_some(),
+            "addon {addon} missing: {}",
+            s["addons"]
+        );
+    }
+    // And kubectl kamaji sees it.
+    let status: Value =
+        serde_json::from_str(&ok(&kamaji(tb, &ns, &["status", name, "-o", "json"]))).unwrap();
+    assert_eq!(status["summary"]["cluster"], "capi-quickstart");
+    assert_eq!(status["summary"]["tenantControlPlane"], name);
+}

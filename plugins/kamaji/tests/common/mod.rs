@@ -223,9 +223,16 @@ pub fn fails(o: &Output, code: i32) -> String {
 
 /// `kubectl apply --dry-run=server -f -` of `yaml`, in `ns`.
 pub fn kubectl_apply_server_dry_run(tb: &Testbed, ns: &str, yaml: &str) -> Output {
+    kubectl_apply(tb, ns, yaml, &["--dry-run=server"])
+}
+
+/// `kubectl apply <extra> -n ns -f -` of `yaml`.
+pub fn kubectl_apply(tb: &Testbed, ns: &str, yaml: &str, extra: &[&str]) -> Output {
     use std::io::Write;
     let mut child = Command::new(KUBECTL)
-        .args(["apply", "--dry-run=server", "-n", ns, "-f", "-"])
+        .arg("apply")
+        .args(extra)
+        .args(["-n", ns, "-f", "-"])
         .env("KUBECONFIG", &tb.kubeconfig)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,0 +1,212 @@
+//! `kubectl kamaji install|uninstall`: the KamajiControlPlane provider (kamaji-reconciler):
+//! its CRDs, RBAC and Deployment, from the reconciler's own manifests.
+
+use clap::Args as ClapArgs;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::Scope;
+use serde_json::Value;
+use shared::build::kamaji::{FIELD_MANAGER, display_name, json_list, yaml_stream};
+use shared::cli::{Conn, KubeFlags, OutputFlags, OutputFormat};
+use shared::discovery::ServerApis;
+use shared::error::{Error, Op};
+use shared::render;
+
+use kamaji_reconciler::install as manifests;
+
+use crate::common::{self, DryRun};
+
+#[derive(ClapArgs, Clone, Debug)]
+#[command(
+    after_help = "The provider goes to namespace kamaji-system unless -n names another.
+Applied with server-side apply (field manager kubectl-kamaji), taking over conflicting fields,
+so re-running upgrades it in place."
+)]
+pub struct InstallArgs {
+    /// The reconciler image
+    #[arg(long, default_value = manifests::DEFAULT_IMAGE, value_name = "IMAGE")]
+    pub image: String,
+    /// Print (client) or validate on the server (server) without changing anything
+    #[arg(long, value_enum, default_value_t = DryRun::None, value_name = "MODE")]
+    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+#[derive(ClapArgs, Clone, Debug)]
+pub struct UninstallArgs {
+    /// Uninstall even though KamajiControlPlanes exist (deleting the CRD deletes them all)
+    #[arg(long)]
+    pub force: bool,
+    /// Do not ask (needed without a terminal)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+}
+
+fn namespace(conn: &Conn) -> String {
+    if conn.namespace_explicit {
+        conn.namespace.clone()
+    } else {
+        manifests::DEFAULT_NAMESPACE.to_string()
+    }
+}
+
+async fn resource(conn: &Conn, obj: &Value) -> Result<(kube::api::ApiResource, bool), Error> {
+    let av = obj["apiVersion"].as_str().unwrap_or_default();
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (ar, caps) = kube::discovery::pinned_kind(&conn.client, &gvk)
+        .await
+        .map_err(|e| conn.error(e, &Op::discovery()))?;
+    Ok((ar, caps.scope == Scope::Namespaced))
+}
+
+pub async fn install(args: &InstallArgs) -> Result<(), Error> {
+    if args.image.trim().is_empty() {
+        return Err(Error::Usage {
+            message: "--image is empty".into(),
+            hint: Some(format!("e.g. --image {}", manifests::DEFAULT_IMAGE)),
+        });
+    }
+    let conn = args.kube.connect().await?;
+    let ns = namespace(&conn);
+    let objects = manifests::install_manifests(&args.image, &ns);
+    if objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .count()
+        == 0
+    {
+        return Err(Error::other(
+            "the reconciler's CRDs could not be generated (a build defect)",
+        ));
+    }
+    if args.dry_run == DryRun::Client {
+        if matches!(args.output.output, OutputFormat::Yaml | OutputFormat::Json) {
+            render::info(
+                "note: apply with kubectl apply --server-side -f - (the CRDs are too large for client-side apply)",
+            );
+        }
+        match args.output.output {
+            OutputFormat::Json => render::raw(render::to_json(&json_list(&objects))?.as_bytes()),
+            OutputFormat::Yaml => render::raw(yaml_stream(&objects)?.as_bytes()),
+            OutputFormat::Name => objects.iter().for_each(|o| render::line(&display_name(o))),
+            _ => objects
+                .iter()
+                .for_each(|o| render::line(&format!("{} created (dry run)", display_name(o)))),
+        }
+        return Ok(());
+    }
+    let server_dry = args.dry_run == DryRun::Server;
+    let mut pp = PatchParams::apply(FIELD_MANAGER).force();
+    pp.dry_run = server_dry;
+    for o in &objects {
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        let (ar, namespaced) = match resource(&conn, o).await {
+            Ok(r) => r,
+            // A CRD applied moments ago may not be discoverable in a server dry run.
+            Err(e) if server_dry => {
+                render::info(&format!(
+                    "{}: skipped in server dry run ({e})",
+                    display_name(o)
+                ));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let ns_opt = if namespaced {
+            o["metadata"]["namespace"].as_str()
+        } else {
+            None
+        };
+        let api = shared::api::dynamic(&conn, &ar, ns_opt);
+        api.patch(name, &pp, &Patch::Apply(o))
+            .await
+            .map_err(|e| conn.error(e, &Op::on("patch", &ar).in_namespace(ns_opt).named(name)))?;
+        let suffix = if server_dry {
+            "serverside-applied (server dry run)"
+        } else {
+            "serverside-applied"
+        };
+        render::line(&format!("{} {suffix}", display_name(o)));
+    }
+    if !server_dry {
+        render::info(&format!(
+            "the KamajiControlPlane provider runs in namespace {ns} (kubectl -n {ns} rollout status deployment/{})",
+            manifests::NAME
+        ));
+    }
+    Ok(())
+}
+
+pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
+    if !args.yes && !common::stdin_is_tty() {
+        return Err(Error::Usage {
+            message: "refusing to uninstall without confirmation: stdin is not a terminal".into(),
+            hint: Some("pass --yes".into()),
+        });
+    }
+    let conn = args.kube.connect().await?;
+    let ns = namespace(&conn);
+    let apis = ServerApis::discover(&conn).await?;
+    if let Some(ar) = apis.kamaji_control_plane() {
+        let kcps = common::list(&conn, &ar, None, None).await?;
+        if !kcps.is_empty() && !args.force {
+            let names: Vec<String> = kcps
+                .iter()
+                .take(5)
+                .map(|k| {
+                    format!(
+                        "{}/{}",
+                        k.metadata.namespace.clone().unwrap_or_default(),
+                        k.metadata.name.clone().unwrap_or_default()
+                    )
+                })
+                .collect();
+            return Err(Error::Other {
+                message: format!(
+                    "{} KamajiControlPlane(s) exist ({}{}); uninstalling deletes the CRD and with it all of them",
+                    kcps.len(),
+                    names.join(", "),
+                    if kcps.len() > 5 { ", ..." } else { "" }
+                ),
+                hint: Some(
+                    "delete them first (kubectl kamaji delete NAME), or pass --force".into(),
+                ),
+            });
+        }
+    }
+    let objects = manifests::uninstall_manifests(&ns);
+    if !args.yes
+        && !common::confirm(&format!(
+            "Uninstall the KamajiControlPlane provider from namespace {ns}?"
+        ))
+    {
+        return Err(Error::other("aborted: nothing was deleted"));
+    }
+    for o in &objects {
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        let Ok((ar, namespaced)) = resource(&conn, o).await else {
+            continue;
+        };
+        let ns_opt = if namespaced {
+            o["metadata"]["namespace"].as_str()
+        } else {
+            None
+        };
+        let api = shared::api::dynamic(&conn, &ar, ns_opt);
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => render::line(&format!("{} deleted", display_name(o))),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                return Err(conn.error(e, &Op::on("delete", &ar).in_namespace(ns_opt).named(name)));
+            }
+        }
+    }
+    Ok(())
+}
