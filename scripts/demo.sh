@@ -53,6 +53,9 @@ export KUBECONFIG=$dir/kubeconfig PATH=$bin:$PATH
 
 say "Installing our KamajiControlPlane CRDs and running the reconciler (out of cluster)"
 "$bin/kamaji-reconciler" --print-crds | kubectl apply --server-side -f - >/dev/null
+kubectl wait --for condition=established --timeout 60s \
+  crd/kamajicontrolplanes.controlplane.cluster.x-k8s.io crd/kamajicontrolplanetemplates.controlplane.cluster.x-k8s.io >/dev/null
+for _ in $(seq 1 50); do kubectl api-resources --api-group controlplane.cluster.x-k8s.io 2>/dev/null | grep -q kamajicontrolplanes && break; sleep 0.2; done
 "$bin/kamaji-reconciler" --kubeconfig "$KUBECONFIG" --metrics-bind-address 0 -v >"$dir/reconciler.log" 2>&1 &
 reconciler_pid=$!
 

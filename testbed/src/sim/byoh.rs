@@ -594,8 +594,22 @@ async fn machine_step(
         "spec": {"providerID": provider_id},
     }))
     .map_err(kube::Error::SerdeError)?;
-    if nodes.get_opt(&host).await?.is_none() {
-        nodes.create(&PostParams::default(), &node).await?;
+    match nodes.get_opt(&host).await? {
+        None => {
+            nodes.create(&PostParams::default(), &node).await?;
+        }
+        Some(existing)
+            if existing
+                .spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                != Some(provider_id.as_str()) =>
+        {
+            // A Node left from the host's previous machine: the kubelet re-registers.
+            nodes.delete(&host, &DeleteParams::default()).await?;
+            return Ok(());
+        }
+        Some(_) => {}
     }
     let ip = h.data["status"]["network"]
         .as_array()
@@ -608,7 +622,12 @@ async fn machine_step(
         .to_string();
     nodes
         .patch_status(&host, &PatchParams::default(), &Patch::Merge(json!({"status": {
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status (simulated)", "lastHeartbeatTime": now(), "lastTransitionTime": now()}],
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status (simulated)", "lastHeartbeatTime": now(), "lastTransitionTime": now()},
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory", "message": "kubelet has sufficient memory available", "lastHeartbeatTime": now(), "lastTransitionTime": now()},
+                {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure", "message": "kubelet has no disk pressure", "lastHeartbeatTime": now(), "lastTransitionTime": now()},
+                {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID", "message": "kubelet has sufficient PID available", "lastHeartbeatTime": now(), "lastTransitionTime": now()},
+            ],
             "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": host}],
             "nodeInfo": {"kubeletVersion": version, "osImage": "Ubuntu 22.04.4 LTS", "architecture": "amd64", "operatingSystem": "linux",
                           "containerRuntimeVersion": "containerd://1.7.27", "kernelVersion": "5.15.0-simulated", "kubeProxyVersion": version,
