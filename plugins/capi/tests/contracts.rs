@@ -216,6 +216,64 @@ async fn v1beta1_contract_fields() {
     assert!(o.status.success(), "{}", err(&o));
     assert!(out(&o).contains("cluster.cluster.x-k8s.io/old deleted (server dry run)"));
     let _ = get(&client, &ns, &cluster_ar, "old").await;
+
+    // delete --cleanup-bootstrap-kubeconfigs: the BootstrapKubeconfig of a host that has
+    // registered goes; the one of a host that has not registered yet stays.
+    let host = format!("{ns}-node001");
+    apply(
+        &client,
+        &ns,
+        &ar(infra, "v1beta1", "ByoHost", "byohosts"),
+        json!({"apiVersion": format!("{infra}/v1beta1"), "kind": "ByoHost",
+               "metadata": {"name": host}, "spec": {}}),
+    )
+    .await;
+    let bk_ar = ar(
+        infra,
+        "v1beta1",
+        "BootstrapKubeconfig",
+        "bootstrapkubeconfigs",
+    );
+    for n in [
+        format!("bootstrap-kubeconfig-{host}"),
+        format!("bootstrap-kubeconfig-{ns}-node002"),
+    ] {
+        apply(
+            &client,
+            &ns,
+            &bk_ar,
+            json!({"apiVersion": format!("{infra}/v1beta1"), "kind": "BootstrapKubeconfig",
+                   "metadata": {"name": n},
+                   "spec": {"apiserver": "https://192.0.2.1:6443", "certificate-authority-data": "Y2E="}}),
+        )
+        .await;
+    }
+    let o = run(
+        kc,
+        &ns,
+        &["delete", "old", "--yes", "--cleanup-bootstrap-kubeconfigs"],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        out(&o).contains(&format!(
+            "bootstrapkubeconfig.infrastructure.cluster.x-k8s.io/bootstrap-kubeconfig-{host} deleted (host {host} has registered)"
+        )),
+        "{}",
+        out(&o)
+    );
+    let bks = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &bk_ar);
+    assert!(
+        bks.get_opt(&format!("bootstrap-kubeconfig-{host}"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        bks.get_opt(&format!("bootstrap-kubeconfig-{ns}-node002"))
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[tokio::test]
