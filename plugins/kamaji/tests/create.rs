@@ -399,3 +399,68 @@ async fn bad_input_gives_one_clear_line() {
         .is_none()
     );
 }
+
+#[tokio::test]
+async fn wait_times_out_saying_where_it_is_stuck() {
+    // No reconciler runs for this namespace: nothing turns the KamajiControlPlane into a
+    // TenantControlPlane, so --wait stops at the first phase and says so.
+    let tb = testbed().await;
+    let (_c, ns) = tb.namespace("kamaji-stuck").await;
+    let out = kamaji(
+        tb,
+        &ns,
+        &[
+            "create",
+            "stuck",
+            "--infrastructure",
+            "none",
+            "--kubernetes-version",
+            V,
+            "--wait",
+            "--timeout",
+            "3s",
+        ],
+    );
+    // Progress lines (stderr is not a terminal), then one error line and a hint.
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    let tail: Vec<&str> = err
+        .lines()
+        .skip_while(|l| !l.starts_with("error: "))
+        .collect();
+    assert_eq!(tail.len(), 2, "{err}");
+    assert!(tail[1].starts_with("hint: "), "{err}");
+    let line = tail[0];
+    assert!(
+        err.contains("waiting for cluster stuck: 1/4 control plane provisioning"),
+        "{err}"
+    );
+    assert!(
+        line.starts_with("error: timed out after 3s while waiting for cluster stuck (last seen: 1/4 control plane provisioning: no TenantControlPlane yet"),
+        "{line}"
+    );
+    // What was applied stays, and a re-run converges.
+    assert!(
+        stdout(&out)
+            .contains("kamajicontrolplane.controlplane.cluster.x-k8s.io/stuck serverside-applied")
+    );
+    ok(&kamaji(
+        tb,
+        &ns,
+        &[
+            "create",
+            "stuck",
+            "--infrastructure",
+            "none",
+            "--kubernetes-version",
+            V,
+        ],
+    ));
+    // status explains it.
+    let text = ok(&kamaji(tb, &ns, &["status", "stuck"]));
+    assert!(text.contains("no TenantControlPlane yet"), "{text}");
+    assert!(
+        text.contains("no Cluster owns this KamajiControlPlane"),
+        "{text}"
+    );
+}

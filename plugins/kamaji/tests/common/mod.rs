@@ -137,6 +137,11 @@ pub async fn testbed_with_capi() -> &'static Testbed {
     prepare(testbed::shared_with_capi()).await
 }
 
+/// The v1beta1-only (CAPI 1.10 shaped) testbed, with our CRDs.
+pub async fn prepare_v1beta1() -> &'static Testbed {
+    prepare(testbed::shared_v1beta1()).await
+}
+
 async fn prepare(tb: &'static Testbed) -> &'static Testbed {
     static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     READY
