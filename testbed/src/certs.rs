@@ -17,8 +17,35 @@ pub struct Pki {
     pub admin_key_pem: String,
 }
 
+/// Today's date as (year, month, day), from the system clock (civil-from-days, proleptic
+/// Gregorian), so certificates have kubeadm-like validity periods instead of rcgen's default.
+fn today() -> (i32, u8, u8) {
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() / 86_400)
+        .unwrap_or(0) as i64;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u8;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+    let y = (yoe + era * 400 + i64::from(m <= 2)) as i32;
+    (y, m, d.min(28))
+}
+
+/// Valid from today for `years` (kubeadm: CAs 10 years, leaves 1 year).
+fn validity(p: &mut CertificateParams, years: i32) {
+    let (y, m, d) = today();
+    p.not_before = rcgen::date_time_ymd(y, m, d);
+    p.not_after = rcgen::date_time_ymd(y + years, m, d);
+}
+
 fn ca(cn: &str) -> Result<(CertificateParams, KeyPair, String), Error> {
     let mut p = CertificateParams::new(Vec::<String>::new()).map_err(Error::pki)?;
+    validity(&mut p, 10);
     p.distinguished_name.push(DnType::CommonName, cn);
     p.distinguished_name
         .push(DnType::OrganizationName, "capi-kamaji-testbed");
@@ -44,6 +71,7 @@ pub fn leaf(
     let mut p = CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
         .map_err(Error::pki)?;
     p.distinguished_name.push(DnType::CommonName, cn);
+    validity(&mut p, 1);
     for o in orgs {
         p.distinguished_name.push(DnType::OrganizationName, *o);
     }

@@ -24,6 +24,8 @@ pub struct Sandbox {
     /// PEM of the serving CA and its key (each tenant's CA secret).
     pub ca_crt: String,
     pub ca_key: String,
+    /// PEM of the sandbox API server's serving certificate (the tenant "API server" certificate).
+    pub apiserver_crt: String,
 }
 
 impl Sandbox {
@@ -34,6 +36,7 @@ impl Sandbox {
             admin_kubeconfig: std::fs::read_to_string(dir.join("kubeconfig"))?,
             ca_crt: std::fs::read_to_string(dir.join("pki/serving-ca.crt"))?,
             ca_key: std::fs::read_to_string(dir.join("pki/serving-ca.key"))?,
+            apiserver_crt: std::fs::read_to_string(dir.join("pki/apiserver.crt"))?,
         })
     }
 }
@@ -147,6 +150,7 @@ async fn step(
         return Ok(());
     }
     ensure_secrets(client, tcp, sandbox).await?;
+    ensure_pods(client, tcp, &version, replicas).await?;
     write_status(tcps, tcp, sandbox, &version, want_status, replicas, true).await?;
     tracing::info!("simulated Kamaji: {ns}/{tcp_name}: {want_status} at {version}");
     progress.remove(&uid);
@@ -213,6 +217,82 @@ async fn write_status(
     Ok(())
 }
 
+/// The control-plane pods Kamaji's Deployment would run, with the status a kubelet would
+/// report: one pod per replica at the current version, replaced on upgrade (blue/green).
+async fn ensure_pods(
+    client: &Client,
+    tcp: &DynamicObject,
+    version: &str,
+    replicas: i64,
+) -> Result<(), kube::Error> {
+    use k8s_openapi::api::core::v1::Pod;
+    let (ns, n) = (namespace(tcp), name(tcp));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let selector = format!("kamaji.clastix.io/name={n}");
+    let existing = pods
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    let tag = version.replace(['.', '+'], "-");
+    let wanted: Vec<String> = (0..replicas.max(0))
+        .map(|i| format!("{n}-{tag}-{i}"))
+        .collect();
+    for p in &existing {
+        let pname = p.metadata.name.clone().unwrap_or_default();
+        if !wanted.contains(&pname) {
+            pods.delete(&pname, &Default::default()).await?;
+        }
+    }
+    let owner = json!([{
+        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+        "name": n, "uid": tcp.metadata.uid, "controller": false, "blockOwnerDeletion": true,
+    }]);
+    for pname in wanted {
+        if existing
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(pname.as_str()))
+        {
+            continue;
+        }
+        let containers: Vec<serde_json::Value> = [
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        ]
+        .iter()
+        .map(|c| json!({"name": c, "image": format!("registry.k8s.io/{c}:{version}")}))
+        .collect();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": pname, "labels": {"kamaji.clastix.io/name": n, "kamaji.clastix.io/simulated": "true"},
+                         "ownerReferences": owner},
+            "spec": {"containers": containers},
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        pods.create(&Default::default(), &pod).await?;
+        let ts = now();
+        let statuses: Vec<serde_json::Value> = [
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        ]
+        .iter()
+        .map(|c| {
+            json!({"name": c, "ready": true, "restartCount": 0, "started": true,
+                            "image": format!("registry.k8s.io/{c}:{version}"), "imageID": "",
+                            "state": {"running": {"startedAt": ts}}})
+        })
+        .collect();
+        pods.patch_status(&pname, &PatchParams::default(), &Patch::Merge(json!({"status": {
+            "phase": "Running", "podIP": "10.244.0.10", "startTime": ts,
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": ts},
+                           {"type": "ContainersReady", "status": "True", "lastTransitionTime": ts}],
+            "containerStatuses": statuses,
+        }})))
+        .await?;
+    }
+    Ok(())
+}
+
 async fn ensure_secrets(
     client: &Client,
     tcp: &DynamicObject,
@@ -260,7 +340,7 @@ async fn ensure_secrets(
     }
     secrets.push((
         format!("{n}-api-server-certificate"),
-        BTreeMap::from([("apiserver.crt", b64(&sandbox.ca_crt))]),
+        BTreeMap::from([("apiserver.crt", b64(&sandbox.apiserver_crt))]),
     ));
     let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
     for (secret_name, data) in secrets {
