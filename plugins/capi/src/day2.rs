@@ -302,9 +302,14 @@ pub fn merge(into: &mut Value, from: Value) {
     }
 }
 
-/// Now, RFC 3339 in seconds as metav1.Time writes it.
-pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now()
+/// The rollout time for a restart: the next whole second, RFC 3339 as metav1.Time writes it.
+/// metav1.Time has second precision and CAPI rolls machines created strictly before the rollout
+/// time, so "now" truncated could miss a machine created in this very second; rounding up
+/// cannot.
+pub fn rollout_time() -> String {
+    let next = jiff::Timestamp::now().as_second().saturating_add(1);
+    jiff::Timestamp::from_second(next)
+        .unwrap_or_else(|_| jiff::Timestamp::now())
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }

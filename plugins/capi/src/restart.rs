@@ -9,7 +9,7 @@ use shared::cli::KubeFlags;
 use shared::discovery::{CapiVersion, fields};
 use shared::error::Error;
 
-use crate::day2::{DryRun, Target, display_name, name_of, nest, now_rfc3339};
+use crate::day2::{DryRun, Target, display_name, name_of, nest, rollout_time};
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
@@ -59,7 +59,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         }
         None => mds.iter().collect(),
     };
-    let at = now_rfc3339();
+    let at = rollout_time();
     let mut done = 0;
     if args.deployment.is_none()
         && let Some((ar, cp)) = t.control_plane().await?
