@@ -171,11 +171,17 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let filter = filter(args, namespace.clone())?;
     let apis = ServerApis::discover(&conn).await?;
     // The selector also narrows the LIST on the server.
+    // The table needs names only from the joined kinds; wide, JSON and YAML need more.
+    let metadata_only = matches!(
+        args.output.output,
+        shared::cli::OutputFormat::Table | shared::cli::OutputFormat::Name
+    );
     let lists = fleet::host_lists(
         &conn,
         &apis,
         namespace.as_deref(),
         args.selector.as_deref().filter(|s| !s.trim().is_empty()),
+        metadata_only,
     )
     .await?;
     let inv = Inventory::build(
@@ -437,7 +443,7 @@ async fn describe(args: &DescribeArgs) -> Result<(), Error> {
     let namespace =
         (conn.namespace_explicit && !conn.all_namespaces).then(|| conn.namespace.clone());
     let apis = ServerApis::discover(&conn).await?;
-    let lists = fleet::host_lists(&conn, &apis, namespace.as_deref(), None).await?;
+    let lists = fleet::host_lists(&conn, &apis, namespace.as_deref(), None, false).await?;
     let matching: Vec<&Value> = lists
         .hosts
         .iter()
