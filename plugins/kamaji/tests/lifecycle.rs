@@ -577,3 +577,62 @@ async fn seed_kamaji_control_plane_becomes_this_tenant_control_plane() {
     assert_eq!(status["summary"]["cluster"], "capi-quickstart");
     assert_eq!(status["summary"]["tenantControlPlane"], name);
 }
+
+/// BYOH workers: `create --workers 1 --host-selector ... --wait` passes the fourth phase once a
+/// matching host joined (SIMULATED BYOH agents and controller; real CAPI core and kubeadm
+/// bootstrap managers; the reconciler; SIMULATED Kamaji).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byoh_workers_join() {
+    use testbed::sim::{SimOptions, byoh};
+    let tb = testbed_with_capi().await;
+    let (client, ns) = tb.namespace("life-byoh-workers").await;
+    let _rec = Reconciler::start(tb, &ns);
+    simulate_kamaji(tb, client.clone());
+    let opts = SimOptions {
+        delay: std::time::Duration::from_millis(300),
+        failure_rate: 0.0,
+        tick: std::time::Duration::from_millis(200),
+    };
+    let pool = byoh::Pool {
+        namespace: ns.clone(),
+        count: 2,
+        labels: vec![("site".into(), "ams".into())],
+        name_prefix: format!("{ns}-h"),
+    };
+    tokio::spawn(byoh::run_agents(client.clone(), pool, opts.clone()));
+    tokio::spawn(byoh::run_controller(client.clone(), opts));
+    let out = kamaji(
+        tb,
+        &ns,
+        &[
+            "create",
+            "w",
+            "--infrastructure",
+            "byoh",
+            "--kubernetes-version",
+            "v1.33.0",
+            "--workers",
+            "1",
+            "--host-selector",
+            "site=ams",
+            "--wait",
+            "--timeout",
+            "150s",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{}\n--- reconciler ---\n{}",
+        stdout(&out),
+        stderr(&out),
+        _rec.log_tail()
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("cluster w is ready") && err.contains("1/1 workers"),
+        "{err}"
+    );
+    let status: Value =
+        serde_json::from_str(&ok(&kamaji(tb, &ns, &["status", "w", "-o", "json"]))).unwrap();
+    assert_eq!(status["workers"][0]["ready"], 1, "{status}");
+}
