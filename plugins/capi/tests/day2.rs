@@ -240,8 +240,8 @@ async fn play_kcp(client: Client, ns: String) {
     }
 }
 
-/// Plays the kubelets of the simulated hosts' Nodes: reports the pressure conditions CAPI's
-/// NodeHealthy check reads (the simulator writes only Ready).
+/// Plays the kubelets of the simulated hosts' Nodes: makes sure they report the pressure
+/// conditions CAPI's NodeHealthy check reads (newer simulators write them too; then this is idle).
 async fn play_kubelets(client: Client) {
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
     let cond = |t: &str, reason: &str| {
