@@ -80,19 +80,18 @@ pub async fn apply(
     pp.force = force;
     api.patch(name, &pp, &Patch::Apply(obj))
         .await
-        .map_err(|e| {
-            let err = conn.error(e, &Op::on("patch", &ar).in_namespace(ns).named(name));
-            match err {
-                Error::Api { code: 409, message, .. } | Error::Other { message, .. }
-                    if message.contains("conflict") =>
-                {
-                    Error::Other {
-                        message: format!("{} {name}: {message}", ar.kind),
-                        hint: Some("another manager owns these fields; pass --force-conflicts to take them over".into()),
-                    }
+        .map_err(|e| match e {
+            // Server-side apply conflicts: another field manager owns a field we set.
+            kube::Error::Api(s) if s.code == 409 && s.message.contains("Apply failed") => {
+                Error::Other {
+                    message: format!("{} {name}: {}", ar.kind, s.message),
+                    hint: Some(
+                        "another field manager owns these fields; pass --force-conflicts to take them over"
+                            .into(),
+                    ),
                 }
-                other => other,
             }
+            e => conn.error(e, &Op::on("patch", &ar).in_namespace(ns).named(name)),
         })
 }
 

@@ -218,6 +218,44 @@ async fn server_dry_run_validates_and_rerunning_converges() {
 }
 
 #[tokio::test]
+async fn rerun_after_scale_reports_the_conflict_and_force_takes_over() {
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-conflict").await;
+    let base = [
+        "create",
+        "cf",
+        "--infrastructure",
+        "none",
+        "--kubernetes-version",
+        V,
+    ];
+    ok(&kamaji(tb, &ns, &base));
+    ok(&kamaji(tb, &ns, &["scale", "cf", "--replicas", "3"]));
+    // create's default (2 replicas) would undo the scale: server-side apply says so.
+    let line = fails(&kamaji(tb, &ns, &base), 1);
+    assert!(
+        line.contains("KamajiControlPlane cf: Apply failed") && line.contains(".spec.replicas"),
+        "{line}"
+    );
+    let o = kamaji(tb, &ns, &base);
+    assert!(stderr(&o).contains("--force-conflicts"), "{}", stderr(&o));
+    ok(&kamaji(
+        tb,
+        &ns,
+        &[&base[..], &["--force-conflicts"]].concat(),
+    ));
+    let kcp = ar(
+        "controlplane.cluster.x-k8s.io",
+        "v1alpha2",
+        "KamajiControlPlane",
+    );
+    assert_eq!(
+        get(&c, &ns, &kcp, "cf").await.unwrap()["spec"]["replicas"],
+        2
+    );
+}
+
+#[tokio::test]
 async fn bad_input_gives_one_clear_line() {
     let tb = testbed().await;
     let (_c, ns) = tb.namespace("kamaji-bad").await;
