@@ -48,9 +48,10 @@ pub struct HostLists {
 /// ByoMachines, Machines and Clusters in all namespaces (any namespace's machines may claim a
 /// host): four paginated LISTs, concurrently.
 ///
-/// With `metadata_only`, ByoMachines, Machines and Clusters come as metadata (names, labels,
-/// owner references): enough for the table's CLUSTER and MACHINE columns, and much cheaper
-/// for the server on big fleets. Machine phase, node and provider ID need the full lists.
+/// With `metadata_only`, only ByoMachines are listed, as metadata (names, labels, owner
+/// references): enough for the table's CLUSTER and MACHINE columns (the Machine is the
+/// ByoMachine's owner), and much cheaper for the server on big fleets. Machine phase, node and
+/// provider ID need the full lists.
 pub async fn host_lists(
     conn: &Conn,
     apis: &ServerApis,
@@ -59,8 +60,6 @@ pub async fn host_lists(
     metadata_only: bool,
 ) -> Result<HostLists, Error> {
     let (host_ar, bm_ar) = byoh(apis)?;
-    let machine_ar = apis.capi_kind("Machine").ok();
-    let cluster_ar = apis.cluster().ok();
     let mut host_lp = ListParams::default();
     if let Some(s) = host_selector {
         host_lp = host_lp.labels(s);
@@ -78,12 +77,14 @@ pub async fn host_lists(
                 }
             }
         };
-        let (hosts, byomachines, machines, clusters) = tokio::try_join!(
+        let (hosts, byomachines) = tokio::try_join!(
             shared::api::list_json(conn, &host_ar, host_namespace, &host_lp),
             meta(bm_ar),
-            meta(machine_ar),
-            meta(cluster_ar),
         )?;
+        // The Machine of a ByoMachine is its controller owner (CAPI sets it, the garbage
+        // collector removes ByoMachines whose Machine is gone): its name needs no Machine LIST.
+        let machines = machines_from_owners(&byomachines);
+        let clusters = Vec::new();
         return Ok(HostLists {
             hosts,
             byomachines,
@@ -91,6 +92,8 @@ pub async fn host_lists(
             clusters,
         });
     }
+    let machine_ar = apis.capi_kind("Machine").ok();
+    let cluster_ar = apis.cluster().ok();
     let list_pruned = |ar: Option<ApiResource>,
                        spec: &'static [&'static str],
                        status: &'static [&'static str]| {
@@ -121,6 +124,18 @@ pub async fn host_lists(
         machines,
         clusters,
     })
+}
+
+/// Minimal Machines (namespace and name) named by the ByoMachines' Machine owner references.
+pub fn machines_from_owners(byomachines: &[Value]) -> Vec<Value> {
+    byomachines
+        .iter()
+        .filter_map(|bm| {
+            let owner = shared::plan::util::owner_of_kind(bm, "Machine")?;
+            Some(serde_json::json!({"kind": "Machine", "metadata": {
+                "name": owner, "namespace": shared::plan::util::namespace(bm)}}))
+        })
+        .collect()
 }
 
 /// Keeps `apiVersion`, `kind`, `metadata` and the named keys of `spec` and `status`.
