@@ -124,6 +124,10 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     assert_eq!(status["summary"]["ready"], true);
     assert_eq!(status["summary"]["version"], "v1.33.0");
     assert_eq!(status["summary"]["endpoint"], endpoint);
+    // The control-plane pods (SIMULATED Kamaji runs them with Kamaji's labels).
+    let pods = status["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 2, "{pods:?}");
+    assert!(pods.iter().all(|p| p["ready"] == "3/3"), "{pods:?}");
     assert!(!status["conditions"].as_array().unwrap().is_empty());
     let certs = status["certificates"].as_array().unwrap();
     assert!(
