@@ -370,7 +370,23 @@ pub fn build_spec(
     }
     spec.insert("controlPlane".into(), Value::Object(cp));
     let mut v = Value::Object(spec);
+    // For Kamaji an empty addon block means "enabled, with defaults": keep the blocks the
+    // KamajiControlPlane has, even when empty, while pruning empty fields inside them.
+    let addons: Vec<String> = v["addons"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(_, a)| a.is_object())
+                .map(|(k, _)| k.clone())
+                .collect()
+        })
+        .unwrap_or_default();
     prune_empty(&mut v);
+    for addon in addons {
+        if v["addons"].get(&addon).is_none() {
+            v["addons"][&addon] = json!({});
+        }
+    }
     // `controlPlane.service` and `kubernetes.kubelet` are required; keep them even if empty.
     if v["kubernetes"].get("kubelet").is_none() {
         v["kubernetes"]["kubelet"] = json!({});
@@ -580,6 +596,24 @@ mod tests {
             build_spec(&k, &ClusterNetwork::default(), "v1.33.0"),
             Err(BuildError::IngressAndGateway)
         );
+    }
+
+    #[test]
+    fn empty_addon_blocks_mean_enabled_and_are_kept() {
+        let k: KamajiControlPlaneSpec = serde_json::from_value(json!({
+            "version": "1.34.1",
+            "addons": {"coreDNS": {}, "kubeProxy": {}, "konnectivity": {"server": {"port": 8132}}}
+        }))
+        .unwrap();
+        let s = build_spec(&k, &ClusterNetwork::default(), "v1.34.1").unwrap();
+        assert_eq!(s["addons"]["coreDNS"], json!({}));
+        assert_eq!(s["addons"]["kubeProxy"], json!({}));
+        assert!(s["addons"]["konnectivity"].is_object());
+        // Without addon blocks, none is sent.
+        let k: KamajiControlPlaneSpec =
+            serde_json::from_value(json!({"version": "1.34.1"})).unwrap();
+        let s = build_spec(&k, &ClusterNetwork::default(), "v1.34.1").unwrap();
+        assert!(s.get("addons").is_none());
     }
 
     #[test]

@@ -59,12 +59,29 @@ pub async fn run(client: Client, sandbox: Sandbox, opts: SimOptions) {
         ),
     );
     let mut progress: HashMap<String, Progress> = HashMap::new();
-    tracing::info!("simulated Kamaji: watching TenantControlPlanes");
+    let sleeping = supports_sleeping(&client).await;
+    tracing::info!(
+        "simulated Kamaji: watching TenantControlPlanes (0 replicas report {})",
+        if sleeping {
+            "Sleeping"
+        } else {
+            "Ready, as Kamaji v1.0.0 has no Sleeping state"
+        }
+    );
     loop {
         match tcps.list(&ListParams::default()).await {
             Ok(list) => {
                 for tcp in list.items {
-                    if let Err(e) = step(&client, &tcps, &sandbox, &opts, &mut progress, &tcp).await
+                    if let Err(e) = step(
+                        &client,
+                        &tcps,
+                        &sandbox,
+                        &opts,
+                        sleeping,
+                        &mut progress,
+                        &tcp,
+                    )
+                    .await
                     {
                         tracing::warn!("simulated Kamaji: {}/{}: {e}", namespace(&tcp), name(&tcp));
                     }
@@ -81,6 +98,7 @@ async fn step(
     tcps: &Api<DynamicObject>,
     sandbox: &Sandbox,
     opts: &SimOptions,
+    sleeping: bool,
     progress: &mut HashMap<String, Progress>,
     tcp: &DynamicObject,
 ) -> Result<(), kube::Error> {
@@ -108,7 +126,11 @@ async fn step(
         .as_str()
         .unwrap_or("");
     let cur_replicas = status["kubernetesResources"]["deployment"]["replicas"].as_i64();
-    let want_status = if replicas == 0 { "Sleeping" } else { "Ready" };
+    let want_status = if replicas == 0 && sleeping {
+        "Sleeping"
+    } else {
+        "Ready"
+    };
     if cur_version == version && cur_status == want_status && cur_replicas == Some(replicas) {
         progress.remove(&uid);
         return Ok(());
@@ -155,6 +177,17 @@ async fn step(
     tracing::info!("simulated Kamaji: {ns}/{tcp_name}: {want_status} at {version}");
     progress.remove(&uid);
     Ok(())
+}
+
+/// Whether the installed TenantControlPlane CRD knows the `Sleeping` version status (newer
+/// Kamaji releases put 0-replica control planes to sleep; v1.0.0 does not).
+async fn supports_sleeping(client: &Client) -> bool {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let Ok(crd) = crds.get("tenantcontrolplanes.kamaji.clastix.io").await else {
+        return false;
+    };
+    serde_json::to_string(&crd.spec).is_ok_and(|s| s.contains("\"Sleeping\""))
 }
 
 async fn write_status(
