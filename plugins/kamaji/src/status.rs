@@ -374,7 +374,8 @@ pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Statu
         conditions = fields::conditions(&tcp);
     }
     for c in &conditions {
-        if c.is_false() && c.type_ != "Paused" {
+        // Paused and VersionUpgrade are "negative polarity": False is the healthy state.
+        if c.is_false() && !matches!(c.type_.as_str(), "Paused" | "VersionUpgrade") {
             hints.push(format!(
                 "{} is False{}",
                 c.type_,
