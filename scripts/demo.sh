@@ -25,8 +25,11 @@ cleanup() {
     echo "  stop it with: $bin/capi-testbed down --dir $dir; kill $reconciler_pid"
     return
   fi
-  [ -n "$reconciler_pid" ] && kill "$reconciler_pid" 2>/dev/null || true
-  [ -n "$reconciler_pid" ] && wait "$reconciler_pid" 2>/dev/null || true
+  if [ -n "$reconciler_pid" ]; then
+    kill "$reconciler_pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$reconciler_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$reconciler_pid" 2>/dev/null || true
+  fi
   "$bin/capi-testbed" down --dir "$dir" >/dev/null 2>&1 || true
   exit "$status"
 }

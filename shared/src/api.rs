@@ -72,8 +72,13 @@ pub const PAGE_SIZE: u32 = 500;
 struct RawList {
     #[serde(default)]
     metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
-    #[serde(default)]
+    /// An empty metadata-only list (PartialObjectMetadataList) comes back as `"items": null`.
+    #[serde(default, deserialize_with = "null_as_empty")]
     items: Vec<Value>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Value>, D::Error> {
+    Ok(Option::<Vec<Value>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// Lists every object of `ar` in `namespace` (all namespaces when `None`) as plain JSON, in
@@ -155,4 +160,20 @@ async fn list_pages(
         }
     }
     Ok(items)
+}
+
+#[cfg(test)]
+mod raw_list_tests {
+    use super::RawList;
+
+    #[test]
+    fn empty_metadata_lists_have_null_items() {
+        let l: RawList = serde_json::from_str(
+            r#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"1"},"items":null}"#,
+        )
+        .unwrap();
+        assert!(l.items.is_empty());
+        let l: RawList = serde_json::from_str(r#"{"metadata":{},"items":[{"a":1}]}"#).unwrap();
+        assert_eq!(l.items.len(), 1);
+    }
 }

@@ -172,8 +172,25 @@ async fn real_main(args: Args) -> Result<()> {
             None => std::future::pending::<()>().await,
         }
     };
+    // kube-runtime shuts the controller down gracefully on SIGINT/SIGTERM; should a reconcile
+    // hang there, exit anyway after a grace period, as a Deployment's pod must.
+    let signalled = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {},
+                    _ = term.recv() => {},
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    };
     tokio::select! {
         r = run => r?,
+        _ = signalled => tracing::warn!("shutdown grace period over; exiting"),
         _ = lost => anyhow::bail!("lost the leader-election Lease; exiting so that another replica takes over"),
         _ = timer => {
             eprintln!(
