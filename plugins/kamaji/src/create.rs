@@ -486,7 +486,7 @@ pub async fn wait_ready(
                 if !ready {
                     let why = fields::conditions(&kcp)
                         .into_iter()
-                        .find(|c| c.is_false())
+                        .find(|c| c.is_problem())
                         .map(|c| format!("{} {}", c.type_, c.message.or(c.reason).unwrap_or_default()))
                         .or_else(|| t.tcp.as_ref().and_then(common::tcp_phase).map(|p| format!("TenantControlPlane {p}")))
                         .unwrap_or_default();

@@ -349,7 +349,7 @@ pub async fn upgrade(args: &UpgradeArgs) -> Result<(), Error> {
                     }
                     let why = fields::conditions(&kcp)
                         .into_iter()
-                        .find(|c| c.is_false())
+                        .find(|c| c.is_problem())
                         .and_then(|c| c.message)
                         .unwrap_or_default();
                     Ok(Poll::Pending(

@@ -374,8 +374,7 @@ pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Statu
         conditions = fields::conditions(&tcp);
     }
     for c in &conditions {
-        // Paused and VersionUpgrade are "negative polarity": False is the healthy state.
-        if c.is_false() && !matches!(c.type_.as_str(), "Paused" | "VersionUpgrade") {
+        if c.is_problem() {
             hints.push(format!(
                 "{} is False{}",
                 c.type_,

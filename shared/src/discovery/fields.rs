@@ -378,6 +378,23 @@ impl Condition {
     pub fn is_true(&self) -> bool {
         self.status == "True"
     }
+    /// False on a condition where False is the healthy state is not a problem: CAPI's and our
+    /// "negative polarity" conditions (Paused, Deleting, VersionUpgrade, ...).
+    pub fn is_problem(&self) -> bool {
+        const NEGATIVE: [&str; 9] = [
+            "Paused",
+            "Deleting",
+            "Updating",
+            "RollingOut",
+            "ScalingUp",
+            "ScalingDown",
+            "Remediating",
+            "VersionUpgrade",
+            "MachinesUpdating",
+        ];
+        self.is_false() && !NEGATIVE.contains(&self.type_.as_str())
+    }
+
     pub fn is_false(&self) -> bool {
         self.status == "False"
     }
@@ -670,5 +687,27 @@ mod tests {
         let m1 = json!({"status": {"infrastructureReady": false, "bootstrapReady": true}});
         assert!(!machine_infrastructure_provisioned(&m1));
         assert!(machine_bootstrap_ready(&m1));
+    }
+}
+
+#[cfg(test)]
+mod polarity_tests {
+    use super::Condition;
+
+    fn cond(t: &str, s: &str) -> Condition {
+        Condition {
+            type_: t.into(),
+            status: s.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn false_is_a_problem_except_on_negative_polarity_conditions() {
+        assert!(cond("Available", "False").is_problem());
+        assert!(cond("TenantControlPlaneCreated", "False").is_problem());
+        assert!(!cond("Paused", "False").is_problem());
+        assert!(!cond("VersionUpgrade", "False").is_problem());
+        assert!(!cond("Available", "True").is_problem());
     }
 }
