@@ -4,6 +4,9 @@
 #
 #   testbed/build-bins.sh k8s     kube-apiserver, kube-controller-manager, etcd (Kubernetes' pin)
 #   testbed/build-bins.sh capi    the Cluster API core manager and clusterctl
+#   testbed/build-bins.sh kamaji  the Kamaji operator (github.com/clastix/kamaji)
+#   testbed/build-bins.sh k8s-prev  an older kube-apiserver, -controller-manager, -scheduler for tenants
+#   testbed/build-bins.sh byoh    the BYOH controller manager (cluster-api-provider-bringyourownhost)
 #   testbed/build-bins.sh all
 #
 # Prints the cache directory of each set on stdout.
@@ -30,14 +33,65 @@ stamp_flags() { # $1 = version like v1.36.3
 
 build_k8s() {
   local out="$cache_root/k8s-$k8s_version-etcd-$etcd_version"
-  if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/etcd" ]; then
+  local missing=()
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+    [ -x "$out/$b" ] || missing+=("k8s.io/kubernetes/cmd/$b")
+  done
+  if [ ${#missing[@]} -eq 0 ] && [ -x "$out/etcd" ]; then
     echo "$out"; return
   fi
-  mkdir -p "$out.tmp"
-  echo "building kube-apiserver, kube-controller-manager $k8s_version and etcd $etcd_version (first time only; about 10 minutes)" >&2
-  (cd "$here/k8s" && go build -trimpath -ldflags "$(stamp_flags "$k8s_version")" -o "$out.tmp/" \
-      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager)
-  (cd "$here/k8s" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3)
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  # Keep what an earlier build of this version produced (kube-scheduler came later).
+  [ -d "$out" ] && cp -a "$out"/. "$out.tmp"/
+  echo "building ${missing[*]:-} $k8s_version and etcd $etcd_version (first time only; about 10 minutes)" >&2
+  if [ ${#missing[@]} -gt 0 ]; then
+    (cd "$here/k8s" && go build -trimpath -ldflags "$(stamp_flags "$k8s_version")" -o "$out.tmp/" "${missing[@]}")
+  fi
+  [ -x "$out.tmp/etcd" ] || (cd "$here/k8s" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3)
+  rm -rf "$out" && mv "$out.tmp" "$out"
+  echo "$out"
+}
+
+# A second Kubernetes release (testbed/k8s-prev) for tenant control planes: a tenant created at
+# this version and upgraded to the pinned one runs real binaries of both minors.
+build_k8s_prev() {
+  local v
+  v=$(awk '$1=="require" && $2=="k8s.io/kubernetes"{print $3; exit}' "$here/k8s-prev/go.mod")
+  local out="$cache_root/k8s-$v"
+  if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ]; then
+    echo "$out"; return
+  fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  echo "building kube-apiserver, kube-controller-manager and kube-scheduler $v for tenant control planes (first time only)" >&2
+  (cd "$here/k8s-prev" && go build -trimpath -ldflags "$(stamp_flags "$v")" -o "$out.tmp/" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler)
+  rm -rf "$out" && mv "$out.tmp" "$out"
+  echo "$out"
+}
+
+# The upstream Kamaji operator and BYOH controller manager, each from its own tools module
+# (testbed/kamaji, testbed/byoh) whose go.mod copies upstream's requires and replaces.
+build_kamaji() {
+  # shellcheck disable=SC1091
+  . "$here/versions.env"
+  local out="$cache_root/kamaji-$KAMAJI_VERSION"
+  if [ -x "$out/kamaji" ]; then echo "$out"; return; fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  echo "building the Kamaji $KAMAJI_VERSION operator (first time only; about 3 minutes)" >&2
+  local ldf="-s -w -X 'github.com/clastix/kamaji/internal.GitTag=$KAMAJI_VERSION' -X 'github.com/clastix/kamaji/internal.GitRepo=github.com/clastix/kamaji' -X 'github.com/clastix/kamaji/internal.GitDirty='"
+  (cd "$here/kamaji" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/kamaji" github.com/clastix/kamaji)
+  rm -rf "$out" && mv "$out.tmp" "$out"
+  echo "$out"
+}
+
+build_byoh() {
+  # shellcheck disable=SC1091
+  . "$here/versions.env"
+  local out="$cache_root/byoh-$BYOH_VERSION"
+  if [ -x "$out/byoh-manager" ]; then echo "$out"; return; fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  echo "building the BYOH $BYOH_VERSION controller manager (first time only; about 90 seconds)" >&2
+  (cd "$here/byoh" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/byoh-manager" github.com/vmware-tanzu/cluster-api-provider-bringyourownhost)
   rm -rf "$out" && mv "$out.tmp" "$out"
   echo "$out"
 }
@@ -70,7 +124,7 @@ build_crds() {
   # shellcheck disable=SC1091
   . "$here/versions.env"
   local out="$cache_root/crds-capi-$CAPI_VERSION-capi-$CAPI_V1BETA1_VERSION-kamaji-$KAMAJI_VERSION-byoh-$BYOH_VERSION-cacppk-$CACPPK_VERSION"
-  if [ -d "$out/full" ] && [ -d "$out/v1beta1" ] && [ -f "$out/kubeadm-bootstrap-webhooks.yaml" ]; then echo "$out"; return; fi
+  if [ -d "$out/full" ] && [ -d "$out/v1beta1" ] && [ -f "$out/byoh-webhooks.yaml" ]; then echo "$out"; return; fi
   rm -rf "$out.tmp"; mkdir -p "$out.tmp/full" "$out.tmp/v1beta1" "$out.tmp/extra"
   local capi capi_old kamaji byoh cacppk
   capi=$(mod_dir "sigs.k8s.io/cluster-api@$CAPI_VERSION")
@@ -89,6 +143,8 @@ build_crds() {
   cp "$cacppk"/config/crd/bases/*.yaml "$out.tmp/extra/"
   cp "$capi"/core/config/webhook/manifests.yaml "$out.tmp/capi-webhooks.yaml"
   cp "$capi"/bootstrap/kubeadm/config/webhook/manifests.yaml "$out.tmp/kubeadm-bootstrap-webhooks.yaml"
+  cp "$kamaji"/config/webhook/manifests.yaml "$out.tmp/kamaji-webhooks.yaml"
+  cp "$byoh"/config/webhook/manifests.yaml "$out.tmp/byoh-webhooks.yaml"
   chmod -R u+w "$out.tmp"
   rm -rf "$out" && mv "$out.tmp" "$out"
   echo "$out"
@@ -98,6 +154,10 @@ case "${1:-all}" in
   k8s) build_k8s ;;
   capi) build_capi ;;
   crds) build_crds ;;
-  all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)" ;;
-  *) echo "usage: $0 k8s|capi|crds|all" >&2; exit 2 ;;
+  kamaji) build_kamaji ;;
+  k8s-prev) build_k8s_prev ;;
+  byoh) build_byoh ;;
+  all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)"
+       echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)" ;;
+  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|all" >&2; exit 2 ;;
 esac
