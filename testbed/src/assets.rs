@@ -14,6 +14,13 @@ pub struct Assets {
     pub crds: PathBuf,
     /// capi-manager and clusterctl, when they were asked for.
     pub capi: Option<PathBuf>,
+    /// The Kamaji operator, and the older Kubernetes release for tenants, when asked for.
+    pub kamaji: Option<PathBuf>,
+    /// The BYOH controller manager, when asked for.
+    pub byoh: Option<PathBuf>,
+    /// Directories holding kube-apiserver, kube-controller-manager and kube-scheduler, by the
+    /// Kubernetes version they report (`v1.36.3`): what a tenant control plane can run here.
+    pub tenant_releases: Vec<(String, PathBuf)>,
 }
 
 fn script() -> PathBuf {
@@ -48,15 +55,65 @@ pub fn build(what: &str) -> Result<PathBuf, Error> {
 impl Assets {
     /// Builds what is missing (minutes the first time, milliseconds afterwards).
     pub fn ensure(with_capi: bool) -> Result<Assets, Error> {
+        Assets::ensure_for(with_capi, false, false)
+    }
+
+    /// Like [`Assets::ensure`], with the Kamaji operator (and the tenant releases) and the BYOH
+    /// controller manager when asked for.
+    pub fn ensure_for(
+        with_capi: bool,
+        with_kamaji: bool,
+        with_byoh: bool,
+    ) -> Result<Assets, Error> {
+        let k8s = build("k8s")?;
+        let mut tenant_releases = Vec::new();
+        let kamaji = if with_kamaji {
+            let prev = build("k8s-prev")?;
+            for dir in [&prev, &k8s] {
+                if let Some(v) = release_of(dir) {
+                    tenant_releases.push((v, dir.clone()));
+                }
+            }
+            Some(build("kamaji")?)
+        } else {
+            None
+        };
         Ok(Assets {
-            k8s: build("k8s")?,
             crds: build("crds")?,
             capi: if with_capi {
                 Some(build("capi")?)
             } else {
                 None
             },
+            byoh: if with_byoh {
+                Some(build("byoh")?)
+            } else {
+                None
+            },
+            kamaji,
+            tenant_releases,
+            k8s,
         })
+    }
+
+    /// The directory with the tenant binaries of exactly `version` (`v1.36.3` or `1.36.3`).
+    pub fn tenant_release(&self, version: &str) -> Option<&Path> {
+        let want = format!("v{}", version.trim_start_matches('v'));
+        self.tenant_releases
+            .iter()
+            .find(|(v, _)| *v == want)
+            .map(|(_, d)| d.as_path())
+    }
+
+    /// The versions a tenant control plane can run here, newest last.
+    pub fn tenant_versions(&self) -> Vec<String> {
+        self.tenant_releases
+            .iter()
+            .map(|(v, _)| v.clone())
+            .collect()
+    }
+    pub fn kube_scheduler(&self) -> PathBuf {
+        self.k8s.join("kube-scheduler")
     }
     pub fn etcd(&self) -> PathBuf {
         self.k8s.join("etcd")
@@ -66,5 +123,30 @@ impl Assets {
     }
     pub fn kube_controller_manager(&self) -> PathBuf {
         self.k8s.join("kube-controller-manager")
+    }
+}
+
+/// The Kubernetes version of a cache directory named by build-bins.sh (`k8s-v1.36.3-etcd-…`,
+/// `k8s-v1.35.4`).
+fn release_of(dir: &Path) -> Option<String> {
+    let name = dir.file_name()?.to_str()?;
+    let v = name.strip_prefix("k8s-")?.split("-etcd-").next()?;
+    v.starts_with('v').then(|| v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn release_of_cache_dirs() {
+        use std::path::Path;
+        assert_eq!(
+            super::release_of(Path::new("/c/k8s-v1.36.3-etcd-v3.6.8")).as_deref(),
+            Some("v1.36.3")
+        );
+        assert_eq!(
+            super::release_of(Path::new("/c/k8s-v1.35.4")).as_deref(),
+            Some("v1.35.4")
+        );
+        assert_eq!(super::release_of(Path::new("/c/capi-v1.14.2")), None);
     }
 }

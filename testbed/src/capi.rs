@@ -3,6 +3,11 @@
 //! Its webhook server cannot be turned off and some controllers rely on its defaulting, so the
 //! webhooks are registered the way envtest does it: a self-signed serving certificate, and the
 //! upstream webhook configurations rewritten to point at `https://127.0.0.1:<port>` by URL.
+//!
+//! The CRDs of the groups each manager owns get its conversion webhook too, as clusterctl's
+//! provider components wire it (`spec.conversion.strategy: Webhook`, path `/convert`), so that a
+//! v1beta1 client (BYOH v0.5.0, clusterctl 1.10, CAPI 1.10 era tooling) reads v1beta2-stored
+//! objects in real v1beta1 shapes.
 
 use std::time::Duration;
 
@@ -20,7 +25,7 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<Vec<Proc>, Error> {
         .as_ref()
         .ok_or_else(|| Error::Start("CAPI binaries were not built".into()))?
         .clone();
-    let core = start_one(
+    let (core, port, ca) = start_one(
         tb,
         client,
         "capi-manager",
@@ -29,7 +34,14 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<Vec<Proc>, Error> {
         &["--feature-gates=ClusterTopology=true".into()],
     )
     .await?;
-    let bootstrap = start_one(
+    let core_groups = [
+        "cluster.x-k8s.io",
+        "addons.cluster.x-k8s.io",
+        "ipam.cluster.x-k8s.io",
+        "runtime.cluster.x-k8s.io",
+    ];
+    convert_through(client, &core_groups, port, &ca).await?;
+    let (bootstrap, port, ca) = start_one(
         tb,
         client,
         "kubeadm-bootstrap-manager",
@@ -38,7 +50,37 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<Vec<Proc>, Error> {
         &[],
     )
     .await?;
+    convert_through(client, &["bootstrap.cluster.x-k8s.io"], port, &ca).await?;
     Ok(vec![core, bootstrap])
+}
+
+/// Points the conversion of every multi-version CRD of `groups` at a manager's webhook server.
+async fn convert_through(
+    client: &Client,
+    groups: &[&str],
+    port: u16,
+    ca: &str,
+) -> Result<(), Error> {
+    use base64::Engine;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let ca_b64 = base64::engine::general_purpose::STANDARD.encode(ca.as_bytes());
+    for crd in crds.list(&Default::default()).await?.items {
+        let served = crd.spec.versions.iter().filter(|v| v.served).count();
+        if !groups.contains(&crd.spec.group.as_str()) || served < 2 {
+            continue;
+        }
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let patch = serde_json::json!({"spec": {"conversion": {
+        "strategy": "Webhook",
+        "webhook": {
+            "clientConfig": {"url": format!("https://127.0.0.1:{port}/convert"), "caBundle": ca_b64},
+            "conversionReviewVersions": ["v1", "v1beta1"],
+        }}}});
+        crds.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    Ok(())
 }
 
 async fn start_one(
@@ -48,7 +90,7 @@ async fn start_one(
     bin: &std::path::Path,
     webhooks: &str,
     extra: &[String],
-) -> Result<Proc, Error> {
+) -> Result<(Proc, u16, String), Error> {
     let cert_dir = tb.dir.join(format!("{name}-certs"));
     std::fs::create_dir_all(&cert_dir).map_err(|e| Error::io(&cert_dir, e))?;
     let ca = certs::webhook_serving(&cert_dir)?;
@@ -93,10 +135,10 @@ async fn start_one(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    Ok(proc)
+    Ok((proc, webhook, ca))
 }
 
-async fn register_webhooks(
+pub(crate) async fn register_webhooks(
     tb: &Testbed,
     client: &Client,
     prefix: &str,
@@ -104,9 +146,19 @@ async fn register_webhooks(
     port: u16,
     ca: &str,
 ) -> Result<(), Error> {
+    register_webhooks_from(client, prefix, &tb.assets.crds.join(file), port, ca).await
+}
+
+/// Like [`register_webhooks`], from a manifest file anywhere.
+pub(crate) async fn register_webhooks_from(
+    client: &Client,
+    prefix: &str,
+    path: &std::path::Path,
+    port: u16,
+    ca: &str,
+) -> Result<(), Error> {
     use base64::Engine;
-    let path = tb.assets.crds.join(file);
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let docs: Vec<serde_json::Value> =
         serde_saphyr::from_multiple(&text).map_err(|e| Error::Crd {
             file: path.display().to_string(),

@@ -17,10 +17,15 @@
 //! ```
 
 mod assets;
+mod byoh;
 mod capi;
 mod certs;
 mod crds;
+mod datastore;
 pub mod fixtures;
+mod kamaji;
+mod netns;
+pub mod pods;
 mod process;
 pub mod sim;
 
@@ -76,6 +81,11 @@ pub struct Options {
     pub controller_manager: bool,
     /// Run the real Cluster API core manager, with its webhooks registered by URL.
     pub capi_manager: bool,
+    /// Run the real Kamaji operator, its datastore etcd, and the SIMULATED kubelet that runs
+    /// tenant control-plane pods with real Kubernetes binaries.
+    pub kamaji: bool,
+    /// Run the real BYOH controller manager with its webhooks (needs `capi_manager`).
+    pub byoh: bool,
     /// Write an audit log (`<dir>/audit.log`, one JSON event per request, metadata level), so
     /// benchmarks can count the requests each user makes.
     pub audit: bool,
@@ -90,6 +100,8 @@ impl Default for Options {
             profile: Profile::Full,
             controller_manager: true,
             capi_manager: false,
+            kamaji: false,
+            byoh: false,
             audit: false,
             dir: None,
         }
@@ -134,6 +146,9 @@ pub const LIMITED_TOKEN: &str = "testbed-limited-token";
 /// A cluster admin of its own (user `reconciler`), so the audit log can single out a
 /// controller's requests.
 pub const RECONCILER_TOKEN: &str = "testbed-reconciler-token";
+/// The BYOH controller manager's service-account user, the only user besides host agents that
+/// BYOH's ByoHost webhook lets update hosts.
+pub const BYOH_MANAGER_TOKEN: &str = "testbed-byoh-manager-token";
 
 /// A running management-cluster API. Dropping it stops every process and removes its
 /// temporary directory.
@@ -144,6 +159,10 @@ pub struct Testbed {
     pub profile: Profile,
     pub assets: Assets,
     procs: Mutex<Vec<Proc>>,
+    /// Background tasks (tenant pod runner, forwarders) to abort when the testbed stops.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Things that must live as long as the testbed (the Kamaji namespace holder).
+    kept: Mutex<Vec<std::sync::Arc<dyn std::any::Any + Send + Sync>>>,
     remove_dir: bool,
     ns_counter: AtomicUsize,
 }
@@ -204,7 +223,12 @@ impl Testbed {
     /// Starts a testbed and waits until it is ready for clients.
     pub async fn start(opts: Options) -> Result<Testbed, Error> {
         let t0 = Instant::now();
-        let assets = Assets::ensure(opts.capi_manager)?;
+        if opts.byoh && !opts.capi_manager {
+            return Err(Error::Start(
+                "the BYOH controller needs the CAPI manager (its conversion webhook)".into(),
+            ));
+        }
+        let assets = Assets::ensure_for(opts.capi_manager, opts.kamaji, opts.byoh)?;
         let (dir, remove_dir) = match &opts.dir {
             Some(d) => {
                 std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
@@ -233,6 +257,8 @@ impl Testbed {
             profile: opts.profile,
             assets,
             procs: Mutex::new(Vec::new()),
+            tasks: Mutex::new(Vec::new()),
+            kept: Mutex::new(Vec::new()),
             remove_dir,
             ns_counter: AtomicUsize::new(0),
         };
@@ -272,7 +298,7 @@ impl Testbed {
         std::fs::write(
             &tokens,
             format!(
-                "{ADMIN_TOKEN},admin-token-user,100,\"system:masters\"\n{LIMITED_TOKEN},limited,101,\"testbed:limited\"\n{RECONCILER_TOKEN},reconciler,102,\"system:masters\"\n"
+                "{ADMIN_TOKEN},admin-token-user,100,\"system:masters\"\n{LIMITED_TOKEN},limited,101,\"testbed:limited\"\n{RECONCILER_TOKEN},reconciler,102,\"system:masters\"\n{BYOH_MANAGER_TOKEN},system:serviceaccount:byoh-system:byoh-controller-manager,103,\"system:serviceaccounts,system:masters\"\n"
             ),
         )
         .map_err(|e| Error::io(&tokens, e))?;
@@ -368,7 +394,12 @@ impl Testbed {
                 &tb.assets.kube_controller_manager(),
                 &[
                     format!("--kubeconfig={}", tb.kubeconfig.display()),
-                    "--controllers=garbagecollector,namespace".into(),
+                    if opts.kamaji {
+                        // Kamaji's tenant control planes are Deployments.
+                        "--controllers=garbagecollector,namespace,deployment,replicaset".into()
+                    } else {
+                        "--controllers=garbagecollector,namespace".into()
+                    },
                     "--leader-elect=false".into(),
                     "--use-service-account-credentials=false".into(),
                     "--secure-port=0".into(),
@@ -389,6 +420,12 @@ impl Testbed {
                 tb.push(proc);
             }
         }
+        if opts.kamaji {
+            kamaji::start(&tb, &client).await?;
+        }
+        if opts.byoh {
+            byoh::start(&tb, &client).await?;
+        }
         tracing::info!("testbed ready after {:?}", t0.elapsed());
         Ok(tb)
     }
@@ -396,6 +433,18 @@ impl Testbed {
     fn push(&self, p: Proc) {
         if let Ok(mut v) = self.procs.lock() {
             v.push(p);
+        }
+    }
+
+    fn push_task(&self, t: tokio::task::AbortHandle) {
+        if let Ok(mut v) = self.tasks.lock() {
+            v.push(t);
+        }
+    }
+
+    fn keep(&self, x: std::sync::Arc<dyn std::any::Any + Send + Sync>) {
+        if let Ok(mut v) = self.kept.lock() {
+            v.push(x);
         }
     }
 
@@ -523,6 +572,14 @@ impl Testbed {
 
     /// Stops every process (last started first).
     pub fn stop(&self) {
+        if let Ok(mut v) = self.tasks.lock() {
+            for t in v.drain(..) {
+                t.abort();
+            }
+        }
+        if let Ok(mut v) = self.kept.lock() {
+            v.clear();
+        }
         if let Ok(mut v) = self.procs.lock() {
             while let Some(mut p) = v.pop() {
                 p.kill();
@@ -548,6 +605,37 @@ impl Drop for Testbed {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// The runtime of the testbed's background tasks. A shared testbed starts on a runtime that
+/// ends when the start does, so work that must outlive it runs here, on threads of its own.
+pub(crate) fn background() -> Result<&'static tokio::runtime::Handle, Error> {
+    static RT: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    match RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("testbed-background")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+    }) {
+        Ok(rt) => Ok(rt.handle()),
+        Err(e) => Err(Error::Start(format!("background runtime: {e}"))),
+    }
+}
+
+/// Writes bytes readable by their owner only (a pod's secret volume file).
+pub(crate) fn write_private_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    f.write_all(bytes).map_err(|e| Error::io(path, e))
 }
 
 /// Writes a file readable by its owner only, atomically.
@@ -644,6 +732,18 @@ shared_testbed!(
     shared_with_capi,
     Options {
         capi_manager: true,
+        ..Options::default()
+    }
+);
+shared_testbed!(
+    /// A full-profile testbed running every real controller that can run here: the CAPI core and
+    /// kubeadm bootstrap managers, the Kamaji operator (tenant control planes run for real) and
+    /// the BYOH controller manager.
+    shared_real,
+    Options {
+        capi_manager: true,
+        kamaji: true,
+        byoh: true,
         ..Options::default()
     }
 );

@@ -24,7 +24,7 @@ use testbed::{Options, Profile, Testbed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--audit] [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v] [--delay-ms MS] [--failure-rate F]]\n       capi-testbed down --dir DIR\n       capi-testbed build [--capi]\n       capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N] [--clusters N] [--deployments N]"
+        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--real] [--audit] [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v] [--delay-ms MS] [--failure-rate F]]\n       capi-testbed down --dir DIR\n       capi-testbed build [--capi]\n       capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N] [--clusters N] [--deployments N]"
     );
     ExitCode::from(2)
 }
@@ -45,6 +45,7 @@ async fn main() -> ExitCode {
     let mut dir = PathBuf::from(".sandbox");
     let mut profile = Profile::Full;
     let mut capi = false;
+    let mut real = false;
     let mut audit = false;
     let mut sim: Option<Sim> = None;
     let mut sim_opts = testbed::sim::SimOptions::default();
@@ -70,6 +71,11 @@ async fn main() -> ExitCode {
                 None => return usage(),
             },
             "--capi" => capi = true,
+            // The real Kamaji operator and BYOH controller (and so the CAPI manager too).
+            "--real" => {
+                capi = true;
+                real = true;
+            }
             "--audit" => audit = true,
             "--simulate" => sim = Some(Sim),
             "--hosts" => match it.next().and_then(|n| n.parse().ok()) {
@@ -119,7 +125,7 @@ async fn main() -> ExitCode {
         }
     }
     match cmd.as_str() {
-        "build" => match testbed::Assets::ensure(capi) {
+        "build" => match testbed::Assets::ensure_for(capi, real, real) {
             Ok(a) => {
                 println!("{}", a.k8s.display());
                 ExitCode::SUCCESS
@@ -129,7 +135,17 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        "up" => up(dir, profile, capi, audit, sim.map(|_| (pool, sim_opts))).await,
+        "up" => {
+            up(
+                dir,
+                profile,
+                capi,
+                real,
+                audit,
+                sim.map(|_| (pool, sim_opts)),
+            )
+            .await
+        }
         "down" => down(dir),
         "seed" => {
             if let Some(n) = hosts_given {
@@ -188,6 +204,7 @@ async fn up(
     dir: PathBuf,
     profile: Profile,
     capi: bool,
+    real: bool,
     audit: bool,
     sim: Option<(testbed::sim::byoh::Pool, testbed::sim::SimOptions)>,
 ) -> ExitCode {
@@ -205,6 +222,8 @@ async fn up(
         profile,
         controller_manager: true,
         capi_manager: capi,
+        kamaji: real,
+        byoh: real,
         audit,
         dir: Some(dir.clone()),
     })
@@ -237,22 +256,28 @@ async fn up(
             eprintln!("error: registering simulated hosts: {e}");
             return ExitCode::FAILURE;
         }
-        eprintln!(
-            "SIMULATED: Kamaji, {} BYOH host agents in namespace {}, and the BYOH controller (delay {:?}, failure rate {})",
-            pool.count, pool.namespace, opts.delay, opts.failure_rate
-        );
-        sims.push(tokio::spawn(testbed::sim::kamaji::run(
-            client.clone(),
-            sandbox,
-            opts.clone(),
-        )));
+        if real {
+            eprintln!(
+                "SIMULATED: {} BYOH host agents in namespace {} (delay {:?}, failure rate {}); the Kamaji operator and the BYOH controller are real, and tenant control-plane pods run real Kubernetes binaries under a SIMULATED kubelet",
+                pool.count, pool.namespace, opts.delay, opts.failure_rate
+            );
+        } else {
+            eprintln!(
+                "SIMULATED: Kamaji, {} BYOH host agents in namespace {}, and the BYOH controller (delay {:?}, failure rate {})",
+                pool.count, pool.namespace, opts.delay, opts.failure_rate
+            );
+            sims.push(tokio::spawn(testbed::sim::kamaji::run(
+                client.clone(),
+                sandbox,
+                opts.clone(),
+            )));
+            sims.push(tokio::spawn(testbed::sim::byoh::run_controller(
+                client.clone(),
+                opts.clone(),
+            )));
+        }
         sims.push(tokio::spawn(testbed::sim::byoh::run_agents(
-            client.clone(),
-            pool,
-            opts.clone(),
-        )));
-        sims.push(tokio::spawn(testbed::sim::byoh::run_controller(
-            client, opts,
+            client, pool, opts,
         )));
     }
     let _ = std::fs::write(dir.join("ready"), tb.server.as_bytes());
@@ -260,7 +285,9 @@ async fn up(
         "sandbox ready: {} ({} profile{})",
         tb.server,
         profile.as_str(),
-        if capi {
+        if real {
+            ", real CAPI v1.14, Kamaji and BYOH controllers"
+        } else if capi {
             ", real CAPI v1.14 core manager"
         } else {
             ""

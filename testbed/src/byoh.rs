@@ -1,0 +1,74 @@
+//! The real BYOH controller manager (cluster-api-provider-bringyourownhost, the version in
+//! `versions.env`), run out of cluster against the testbed with its admission webhooks
+//! registered.
+//!
+//! BYOH v0.5.0 is a CAPI v1beta1 client, so it needs the CAPI manager's conversion webhook on
+//! the CAPI CRDs ([`crate::capi`] sets that up). Its ByoHost webhook lets only
+//! `system:serviceaccount:byoh-system:byoh-controller-manager` and `byoh:host:<name>` users
+//! change hosts (`apis/infrastructure/v1beta1/byohost_webhook.go`), so the manager runs as that
+//! service-account user (a token of the testbed's), and the SIMULATED host agents impersonate
+//! their `byoh:host:<name>` users. Its webhook port, 9443, is hard-coded upstream.
+
+use std::time::Duration;
+
+use kube::Client;
+
+use crate::{BYOH_MANAGER_TOKEN, Error, Proc, Testbed, certs, free_port};
+
+/// The port BYOH's webhook server listens on (`main.go` upstream: `Port: 9443`).
+pub const WEBHOOK_PORT: u16 = 9443;
+
+pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
+    let bin = tb
+        .assets
+        .byoh
+        .as_ref()
+        .ok_or_else(|| Error::Start("the BYOH controller manager was not built".into()))?
+        .join("byoh-manager");
+    if std::net::TcpListener::bind(("0.0.0.0", WEBHOOK_PORT)).is_err() {
+        return Err(Error::Start(format!(
+            "port {WEBHOOK_PORT} is taken, and BYOH's webhook server cannot use another; stop what listens there (another sandbox?)"
+        )));
+    }
+    // controller-runtime v0.14 reads the serving certificate from $TMPDIR.
+    let tmp = tb.dir.join("byoh-tmp");
+    let certs_dir = tmp.join("k8s-webhook-server/serving-certs");
+    std::fs::create_dir_all(&certs_dir).map_err(|e| Error::io(&certs_dir, e))?;
+    let ca = certs::webhook_serving(&certs_dir)?;
+    crate::capi::register_webhooks(tb, client, "byoh", "byoh-webhooks.yaml", WEBHOOK_PORT, &ca)
+        .await?;
+    let kubeconfig = tb.kubeconfig_with_token("byoh-controller-manager", BYOH_MANAGER_TOKEN)?;
+    let (metrics, health) = (free_port()?, free_port()?);
+    let log = tb.dir.join("byoh-manager.log");
+    let proc = Proc::spawn_with_env(
+        "byoh-manager",
+        &bin,
+        &[
+            format!("-metrics-addr=127.0.0.1:{metrics}"),
+            format!("-health-probe-bind-address=127.0.0.1:{health}"),
+            format!("-kubeconfig={}", kubeconfig.display()),
+            "-v=2".into(),
+        ],
+        &log,
+        &[("TMPDIR", tmp.display().to_string())],
+    )?;
+    tb.push(proc);
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        if crate::http_get_ok(health, "/readyz")
+            && std::net::TcpStream::connect(("127.0.0.1", WEBHOOK_PORT)).is_ok()
+        {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(Error::Start(format!(
+                "the BYOH manager is not ready after 90s; last lines of {}:\n{}",
+                log.display(),
+                crate::log_tail(&log)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tracing::info!("BYOH controller manager ready (webhooks on :{WEBHOOK_PORT})");
+    Ok(())
+}

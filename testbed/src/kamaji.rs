@@ -1,0 +1,283 @@
+//! The real Kamaji operator (github.com/clastix/kamaji, the version in `versions.env`), run out
+//! of cluster against the testbed, with a `default` DataStore on an etcd of the testbed's own.
+//!
+//! Kamaji runs in a network and mount namespace of its own ([`crate::netns`]); see there why.
+//! Its mutating webhooks are registered (reached through a port exposed from that namespace):
+//! the defaulting one fills in `spec.dataStore`, which Kamaji's reconciler needs. Its validating
+//! webhooks are not: Kamaji v1.0.0's version check refuses any Kubernetes newer than v1.30.2,
+//! while the testbed runs tenants on the releases it builds (see [`crate::pods`]), so tenant
+//! versions are what those binaries really are, above what Kamaji v1.0.0 validates.
+//!
+//! Tenant control planes really run: the SIMULATED kubelet in [`crate::pods`] runs their pods,
+//! and every tenant's port and `<name>.<namespace>.svc` name are made reachable inside Kamaji's
+//! namespace as soon as a TenantControlPlane names them.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::discovery::ApiResource;
+use serde_json::json;
+
+use crate::netns::NetSandbox;
+use crate::{Error, Proc, Testbed, certs, datastore, free_port};
+
+/// The namespace Kamaji's own objects live in (as the upstream Helm chart installs it).
+pub const NAMESPACE: &str = "kamaji-system";
+const MANAGER: &str = "capi-testbed";
+
+fn tcp_resource() -> ApiResource {
+    crate::sim::ar(
+        "kamaji.clastix.io",
+        "v1alpha1",
+        "TenantControlPlane",
+        "tenantcontrolplanes",
+    )
+}
+
+async fn apply(
+    client: &Client,
+    ar: &ApiResource,
+    ns: Option<&str>,
+    obj: serde_json::Value,
+) -> Result<(), Error> {
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    };
+    api.patch(
+        &name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&obj),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Starts the datastore etcd, Kamaji, the tenant pod runner and the tenant name/port plumbing;
+/// the testbed keeps (and stops) all of them.
+pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
+    let bin = tb
+        .assets
+        .kamaji
+        .as_ref()
+        .ok_or_else(|| Error::Start("the Kamaji operator was not built".into()))?
+        .join("kamaji");
+    let datastore::DataStore {
+        proc: ds_proc,
+        port: ds_port,
+        ca_crt,
+        ca_key,
+        client_crt,
+        client_key,
+    } = datastore::start(&tb.dir, &tb.assets.etcd())?;
+    tb.push(ds_proc);
+
+    let v1 = |kind: &str, plural: &str| crate::sim::ar("", "v1", kind, plural);
+    apply(
+        client,
+        &v1("Namespace", "namespaces"),
+        None,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+    )
+    .await?;
+    let b64 = |s: &str| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
+    };
+    apply(
+        client,
+        &v1("Secret", "secrets"),
+        Some(NAMESPACE),
+        json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "kamaji-datastore-ca", "namespace": NAMESPACE},
+        "data": {"ca.crt": b64(&ca_crt), "ca.key": b64(&ca_key)}}),
+    )
+    .await?;
+    apply(
+        client,
+        &v1("Secret", "secrets"),
+        Some(NAMESPACE),
+        json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "kamaji-datastore-client", "namespace": NAMESPACE},
+        "data": {"tls.crt": b64(&client_crt), "tls.key": b64(&client_key)}}),
+    )
+    .await?;
+    let sref = |name: &str, key: &str| json!({"secretReference": {"name": name, "namespace": NAMESPACE, "keyPath": key}});
+    apply(client, &crate::sim::ar("kamaji.clastix.io", "v1alpha1", "DataStore", "datastores"), None, json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "DataStore",
+        "metadata": {"name": "default"},
+        "spec": {"driver": "etcd", "endpoints": [format!("127.0.0.1:{}", ds_port)],
+                 "tlsConfig": {
+                    "certificateAuthority": {"certificate": sref("kamaji-datastore-ca", "ca.crt"),
+                                             "privateKey": sref("kamaji-datastore-ca", "ca.key")},
+                    "clientCertificate": {"certificate": sref("kamaji-datastore-client", "tls.crt"),
+                                          "privateKey": sref("kamaji-datastore-client", "tls.key")}}}})).await?;
+
+    // controller-runtime reads its webhook serving certificate from $TMPDIR.
+    let tmp = tb.dir.join("kamaji-tmp");
+    let certs_dir = tmp.join("k8s-webhook-server/serving-certs");
+    std::fs::create_dir_all(&certs_dir).map_err(|e| Error::io(&certs_dir, e))?;
+    let webhook_ca = certs::webhook_serving(&certs_dir)?;
+    let work = tb.dir.join("kamaji-work");
+    std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
+
+    let sandbox = Arc::new(NetSandbox::start(&tb.dir, "kamaji")?);
+    tb.keep(sandbox.clone());
+    let api_port: u16 = tb
+        .server
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| Error::Start(format!("no port in {}", tb.server)))?;
+    sandbox.forward(api_port)?;
+    sandbox.forward(ds_port)?;
+    let webhook = sandbox.expose(9443)?;
+    register_mutating_webhooks(tb, client, webhook, &webhook_ca).await?;
+
+    let health = free_port()?;
+    let mut args = sandbox.enter_args();
+    args.push(bin.display().to_string());
+    args.extend([
+        "manager".to_string(),
+        "--datastore=default".into(),
+        "--disable-telemetry".into(),
+        "--leader-elect=false".into(),
+        format!("--pod-namespace={NAMESPACE}"),
+        "--serviceaccount-name=kamaji".into(),
+        format!("--webhook-ca-path={}", certs_dir.join("ca.crt").display()),
+        format!("--tmp-directory={}", work.display()),
+        "--metrics-bind-address=0".into(),
+        format!("--health-probe-bind-address=127.0.0.1:{health}"),
+        "--zap-log-level=info".into(),
+        "--zap-devel=false".into(),
+        "--max-concurrent-tcp-reconciles=4".into(),
+    ]);
+    let log = tb.dir.join("kamaji.log");
+    let proc = Proc::spawn_with_env(
+        "kamaji",
+        Path::new("nsenter"),
+        &args,
+        &log,
+        &[
+            ("TMPDIR", tmp.display().to_string()),
+            ("KUBECONFIG", tb.kubeconfig.display().to_string()),
+        ],
+    )?;
+    tb.push(proc);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("Starting workers") {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(Error::Start(format!(
+                "Kamaji did not start its controllers within 60s; {}:\n{}",
+                log.display(),
+                crate::log_tail(&log)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let kubeconfig = tb.kubeconfig.clone();
+    let pod_cfg = crate::pods::Config {
+        dir: tb.dir.join("tenant-pods"),
+        releases: tb.assets.tenant_releases.clone(),
+        node_name: "testbed-tenant-node".into(),
+        tick: Duration::from_millis(500),
+    };
+    let sb = sandbox.clone();
+    let task = crate::background()?.spawn(async move {
+        let Ok(client) = crate::client_for(&kubeconfig).await else {
+            tracing::warn!("tenant plumbing: no client");
+            return;
+        };
+        // One task: aborting it stops the pod runner too, which kills the tenant processes.
+        tokio::join!(
+            crate::pods::run(client.clone(), pod_cfg),
+            plumb_tenants(client, sb)
+        );
+    });
+    tb.push_task(task.abort_handle());
+    tracing::info!(
+        "Kamaji running (namespace-isolated, webhooks not registered); tenants run Kubernetes {}",
+        tb.assets.tenant_versions().join(", ")
+    );
+    Ok(())
+}
+
+/// Makes each TenantControlPlane's port and service names reachable inside Kamaji's namespace.
+async fn plumb_tenants(client: Client, sandbox: Arc<NetSandbox>) {
+    let api: Api<DynamicObject> = Api::all_with(client, &tcp_resource());
+    loop {
+        if let Ok(list) = api.list(&ListParams::default()).await {
+            for tcp in list.items {
+                let (Some(name), Some(ns)) = (
+                    tcp.metadata.name.as_deref(),
+                    tcp.metadata.namespace.as_deref(),
+                ) else {
+                    continue;
+                };
+                let port = tcp.data["spec"]["networkProfile"]["port"]
+                    .as_u64()
+                    .unwrap_or(6443);
+                let Ok(port) = u16::try_from(port) else {
+                    continue;
+                };
+                for host in [
+                    format!("{name}.{ns}.svc"),
+                    format!("{name}.{ns}.svc.cluster.local"),
+                ] {
+                    if let Err(e) = sandbox.add_host(&host) {
+                        tracing::warn!("tenant plumbing: {e}");
+                    }
+                }
+                if let Err(e) = sandbox.forward(port) {
+                    tracing::warn!("tenant plumbing: {e}");
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Registers Kamaji's MutatingWebhookConfiguration (upstream `config/webhook/manifests.yaml`)
+/// by URL; the validating one stays out (see the module documentation).
+async fn register_mutating_webhooks(
+    tb: &Testbed,
+    client: &Client,
+    port: u16,
+    ca: &str,
+) -> Result<(), Error> {
+    let src = tb.assets.crds.join("kamaji-webhooks.yaml");
+    let text = std::fs::read_to_string(&src).map_err(|e| Error::io(&src, e))?;
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&text).map_err(|e| Error::Crd {
+            file: src.display().to_string(),
+            msg: e.to_string(),
+        })?;
+    let mutating: Vec<serde_json::Value> = docs
+        .into_iter()
+        .filter(|d| d["kind"] == "MutatingWebhookConfiguration")
+        .collect();
+    let dir = tb.dir.join("kamaji-tmp");
+    let file = dir.join("kamaji-mutating-webhooks.yaml");
+    let mut out = String::new();
+    for d in &mutating {
+        out.push_str("---\n");
+        out.push_str(&serde_json::to_string(d).unwrap_or_default());
+        out.push('\n');
+    }
+    std::fs::write(&file, out).map_err(|e| Error::io(&file, e))?;
+    crate::capi::register_webhooks_from(client, "kamaji", &file, port, ca).await
+}

@@ -1,0 +1,223 @@
+//! A private network and mount namespace for one upstream process, reached through loopback
+//! forwarders.
+//!
+//! Kamaji v1.0.0 and BYOH v0.5.0 both hard-code their webhook server to port 9443 on every
+//! interface (`cmd/manager/cmd.go` and `main.go` upstream), so the two cannot share one network
+//! namespace. Kamaji also reaches each tenant API server as `https://<tcp>.<namespace>.svc:<port>`
+//! (`internal/utilities/tenant_client.go`), a name only cluster DNS resolves. So Kamaji runs in a
+//! namespace of its own, as it would in its own pod: its `/etc/hosts` is a file of ours
+//! (bind-mounted in a private mount namespace, the machine's stays untouched) and every port it
+//! must reach on the host's loopback (the API server, the datastore, each tenant) is forwarded
+//! from the same port on the namespace's loopback. Needs root (as the testbed's CI runs).
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::{Error, Proc};
+
+pub struct NetSandbox {
+    /// `sleep infinity`, holding the namespaces open.
+    holder: Proc,
+    netns: File,
+    hosts: PathBuf,
+    names: Mutex<BTreeSet<String>>,
+    forwarded: Mutex<BTreeSet<u16>>,
+}
+
+impl NetSandbox {
+    pub fn start(dir: &Path, name: &str) -> Result<NetSandbox, Error> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let hosts = dir.join(format!("{name}-hosts"));
+        let ready = dir.join(format!("{name}-netns-ready"));
+        let _ = std::fs::remove_file(&ready);
+        std::fs::write(&hosts, "127.0.0.1 localhost\n::1 localhost\n")
+            .map_err(|e| Error::io(&hosts, e))?;
+        // `unshare` without --fork execs sh in the new namespaces; sh brings loopback up,
+        // mounts our hosts file and becomes `sleep`.
+        let script = r#"set -e; ip link set lo up; mount --bind "$1" /etc/hosts; : > "$2"; exec sleep infinity"#;
+        let log = dir.join(format!("{name}-netns.log"));
+        let holder = Proc::spawn(
+            &format!("{name}-netns"),
+            Path::new("unshare"),
+            &[
+                "--net".into(),
+                "--mount".into(),
+                "--propagation".into(),
+                "private".into(),
+                "sh".into(),
+                "-c".into(),
+                script.into(),
+                "sh".into(),
+                hosts.display().to_string(),
+                ready.display().to_string(),
+            ],
+            &log,
+        )?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ready.exists() {
+            if Instant::now() > deadline {
+                return Err(Error::Start(format!(
+                    "the {name} network namespace did not come up (needs root, unshare and ip); {}:\n{}",
+                    log.display(),
+                    crate::log_tail(&log)
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let ns_path = PathBuf::from(format!("/proc/{}/ns/net", holder.pid()));
+        let netns = File::open(&ns_path).map_err(|e| Error::io(&ns_path, e))?;
+        Ok(NetSandbox {
+            holder,
+            netns,
+            hosts,
+            names: Mutex::new(BTreeSet::new()),
+            forwarded: Mutex::new(BTreeSet::new()),
+        })
+    }
+
+    /// `nsenter` arguments that run a program inside (append the program and its arguments).
+    pub fn enter_args(&self) -> Vec<String> {
+        vec![
+            "--target".into(),
+            self.holder.pid().to_string(),
+            "--net".into(),
+            "--mount".into(),
+            "--".into(),
+        ]
+    }
+
+    /// Makes `name` resolve to 127.0.0.1 inside (idempotent). The file is rewritten in place:
+    /// the bind mount follows the inode, and Go's resolver rereads it when its mtime changes.
+    pub fn add_host(&self, name: &str) -> Result<(), Error> {
+        let Ok(mut names) = self.names.lock() else {
+            return Err(Error::Start("hosts lock poisoned".into()));
+        };
+        if !names.insert(name.to_string()) {
+            return Ok(());
+        }
+        let mut text = String::from("127.0.0.1 localhost\n::1 localhost\n");
+        for n in names.iter() {
+            text.push_str(&format!("127.0.0.1 {n}\n"));
+        }
+        std::fs::write(&self.hosts, text).map_err(|e| Error::io(&self.hosts, e))
+    }
+
+    /// Forwards `127.0.0.1:port` inside to `127.0.0.1:port` on the host (idempotent).
+    pub fn forward(&self, port: u16) -> Result<(), Error> {
+        let Ok(mut done) = self.forwarded.lock() else {
+            return Err(Error::Start("forwarder lock poisoned".into()));
+        };
+        if done.contains(&port) {
+            return Ok(());
+        }
+        let listener = listen_in(&self.netns, port)?;
+        crate::background()?.spawn(async move {
+            let listener = match tokio::net::TcpListener::from_std(listener) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!("forwarder {port}: {e}");
+                    return;
+                }
+            };
+            loop {
+                let Ok((mut inside, _)) = listener.accept().await else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                tokio::spawn(async move {
+                    if let Ok(mut host) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await
+                    {
+                        let _ = tokio::io::copy_bidirectional(&mut inside, &mut host).await;
+                    }
+                });
+            }
+        });
+        done.insert(port);
+        Ok(())
+    }
+}
+
+impl NetSandbox {
+    /// Exposes `127.0.0.1:inner` inside on a free port of the host's loopback (for a webhook
+    /// server inside that the API server must call). Returns the host port.
+    pub fn expose(&self, inner: u16) -> Result<u16, Error> {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+            .map_err(|e| Error::Start(format!("exposing port {inner}: {e}")))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| Error::Start(format!("exposing port {inner}: {e}")))?
+            .port();
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| Error::Start(format!("exposing port {inner}: {e}")))?;
+        let fd = self
+            .netns
+            .try_clone()
+            .map_err(|e| Error::Start(format!("exposing port {inner}: {e}")))?;
+        let fd = std::sync::Arc::new(fd);
+        crate::background()?.spawn(async move {
+            let listener = match tokio::net::TcpListener::from_std(listener) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!("exposing {inner}: {e}");
+                    return;
+                }
+            };
+            loop {
+                let Ok((mut outside, _)) = listener.accept().await else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let fd = fd.clone();
+                tokio::spawn(async move {
+                    // A fresh thread enters the namespace to connect (never a pooled one:
+                    // setns would stick to it).
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    std::thread::spawn(move || {
+                        let _ = tx.send(connect_in(&fd, inner));
+                    });
+                    let Ok(Ok(stream)) = rx.await else { return };
+                    let Ok(mut inside) = tokio::net::TcpStream::from_std(stream) else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut outside, &mut inside).await;
+                });
+            }
+        });
+        Ok(port)
+    }
+}
+
+/// Connects to `127.0.0.1:port` inside `netns`; call on a thread of its own.
+fn connect_in(netns: &File, port: u16) -> std::io::Result<std::net::TcpStream> {
+    // SAFETY: setns on a namespace file descriptor we hold open; affects this thread only.
+    if unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+/// Binds `127.0.0.1:port` inside `netns`. `setns` moves only the calling thread, so a
+/// short-lived thread enters the namespace, binds, and ends; the socket stays in the namespace
+/// it was created in.
+fn listen_in(netns: &File, port: u16) -> Result<std::net::TcpListener, Error> {
+    let fd = netns.as_raw_fd();
+    let joined = std::thread::spawn(move || -> std::io::Result<std::net::TcpListener> {
+        // SAFETY: setns on a namespace file descriptor we hold open; affects this thread only.
+        if unsafe { libc::setns(fd, libc::CLONE_NEWNET) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let l = std::net::TcpListener::bind(("127.0.0.1", port))?;
+        l.set_nonblocking(true)?;
+        Ok(l)
+    })
+    .join()
+    .map_err(|_| Error::Start(format!("forwarder thread for port {port} panicked")))?;
+    joined.map_err(|e| Error::Start(format!("forwarding port {port} into a namespace: {e}")))
+}

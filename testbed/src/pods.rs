@@ -1,0 +1,602 @@
+//! SIMULATED kubelet, for Kamaji's tenant control-plane pods only.
+//!
+//! There is no container runtime here, so this stands in for the kubelet of the node that would
+//! run a TenantControlPlane's Deployment: it binds each pod of a Kamaji Deployment (label
+//! `kamaji.clastix.io/name`) to a node name, writes the pod's Secret, ConfigMap, projected and
+//! emptyDir volumes into a private directory, starts the upstream binary each container names
+//! (kube-apiserver, kube-controller-manager, kube-scheduler, built from the pinned Kubernetes
+//! modules) with the container's command and arguments (mount paths remapped to that
+//! directory), restarts it when it exits (with a capped back-off, as a kubelet does), and reports
+//! the pod's status from the processes' real health. The Deployment and ReplicaSet controllers
+//! of the management cluster's kube-controller-manager do the rest, exactly as on a real node.
+//!
+//! What differs from a kubelet, and why:
+//! - The image is not pulled: its tag selects a Kubernetes release the testbed has built. A
+//!   version the testbed cannot run leaves the container waiting with reason `ErrImagePull` and
+//!   a message naming the versions it has; nothing pretends to run it.
+//! - Pods share the host's network namespace. On a node each pod has its own, so two pods of one
+//!   tenant (replicas, or the old and new pod of Kamaji's blue/green rollout) can both listen on
+//!   the tenant's API server port. Here kube-apiserver gets `--permit-port-sharing` (the kernel
+//!   spreads connections over both, as the tenant's Service would), and kube-controller-manager
+//!   and kube-scheduler get a port of their own on 127.0.0.1 instead of 10257 and 10259.
+//! - Volumes are written once when the pod starts (Kamaji rolls its Deployment when a secret it
+//!   mounts changes, so a new pod sees new content).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::{Proc, free_port};
+
+/// Which tenant pods to run, and with what.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Where pod directories go.
+    pub dir: PathBuf,
+    /// Kubernetes releases the testbed has built: version (`v1.36.3`) and directory.
+    pub releases: Vec<(String, PathBuf)>,
+    /// The node name pods are bound to.
+    pub node_name: String,
+    pub tick: Duration,
+}
+
+/// The label Kamaji puts on every pod of a TenantControlPlane's Deployment
+/// (`internal/builders/controlplane/deployment.go`, `templateLabels`).
+pub const TENANT_POD_LABEL: &str = "kamaji.clastix.io/name";
+
+struct Container {
+    name: String,
+    image: String,
+    program: Option<PathBuf>,
+    args: Vec<String>,
+    /// `waiting` reason and message when the container cannot run at all.
+    unavailable: Option<(String, String)>,
+    /// Where readiness is checked: an https `/readyz` (kube-apiserver) or a listening port.
+    probe: Probe,
+    proc: Option<Proc>,
+    started_at: String,
+    restarts: i32,
+    next_start: Instant,
+    last_exit: Option<Value>,
+    ready: bool,
+    log: PathBuf,
+}
+
+enum Probe {
+    ApiServer(u16),
+    Listening(u16),
+    None,
+}
+
+struct RunningPod {
+    dir: PathBuf,
+    containers: Vec<Container>,
+    started: String,
+    reported: Value,
+}
+
+/// Runs until the future is dropped.
+pub async fn run(client: Client, cfg: Config) {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let mut running: HashMap<String, RunningPod> = HashMap::new();
+    tracing::info!(
+        "SIMULATED kubelet: running Kamaji tenant control-plane pods with Kubernetes {}",
+        cfg.releases
+            .iter()
+            .map(|(v, _)| v.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    loop {
+        match pods
+            .list(&ListParams::default().labels(TENANT_POD_LABEL))
+            .await
+        {
+            Ok(list) => {
+                let mut seen = HashSet::new();
+                for pod in list.items {
+                    let uid = pod.metadata.uid.clone().unwrap_or_default();
+                    seen.insert(uid.clone());
+                    if let Err(e) = step(&client, &cfg, &mut running, &uid, &pod).await {
+                        tracing::warn!(
+                            "SIMULATED kubelet: pod {}/{}: {e}",
+                            pod.metadata.namespace.as_deref().unwrap_or_default(),
+                            pod.metadata.name.as_deref().unwrap_or_default()
+                        );
+                    }
+                }
+                let gone: Vec<String> = running
+                    .keys()
+                    .filter(|u| !seen.contains(*u))
+                    .cloned()
+                    .collect();
+                for uid in gone {
+                    if let Some(p) = running.remove(&uid) {
+                        stop(p);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("SIMULATED kubelet: listing pods: {e}"),
+        }
+        tokio::time::sleep(cfg.tick).await;
+    }
+}
+
+fn stop(p: RunningPod) {
+    for mut c in p.containers {
+        if let Some(mut proc) = c.proc.take() {
+            proc.kill();
+        }
+    }
+    let _ = std::fs::remove_dir_all(&p.dir);
+}
+
+async fn step(
+    client: &Client,
+    cfg: &Config,
+    running: &mut HashMap<String, RunningPod>,
+    uid: &str,
+    pod: &Pod,
+) -> Result<(), String> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    if pod.metadata.deletion_timestamp.is_some() {
+        // A kubelet stops the containers, then confirms the deletion with a zero grace period.
+        if let Some(p) = running.remove(uid) {
+            stop(p);
+        }
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        };
+        let _ = pods.delete(&name, &dp).await;
+        return Ok(());
+    }
+    if !running.contains_key(uid) {
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        if node.is_none() {
+            let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                                 "target": {"apiVersion": "v1", "kind": "Node", "name": cfg.node_name}});
+            pods.create_subresource::<Value, Value>(
+                "binding",
+                &name,
+                &PostParams::default(),
+                &binding,
+            )
+            .await
+            .map_err(|e| format!("binding: {e}"))?;
+        }
+        let p = prepare(client, cfg, &ns, &name, uid, pod).await?;
+        tracing::info!("SIMULATED kubelet: pod {ns}/{name} admitted");
+        running.insert(uid.to_string(), p);
+    }
+    let Some(p) = running.get_mut(uid) else {
+        return Ok(());
+    };
+    supervise(p).await;
+    let status = status_of(p);
+    if status != p.reported {
+        pods.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .map_err(|e| format!("status: {e}"))?;
+        p.reported = status;
+    }
+    Ok(())
+}
+
+/// Writes the pod's volumes and works out each container's program and arguments.
+async fn prepare(
+    client: &Client,
+    cfg: &Config,
+    ns: &str,
+    name: &str,
+    uid: &str,
+    pod: &Pod,
+) -> Result<RunningPod, String> {
+    let dir = cfg
+        .dir
+        .join(format!("{ns}_{name}_{}", &uid[..uid.len().min(8)]));
+    let _ = std::fs::remove_dir_all(&dir);
+    let vol_root = dir.join("volumes");
+    std::fs::create_dir_all(&vol_root).map_err(|e| format!("{}: {e}", vol_root.display()))?;
+    let spec = pod.spec.clone().unwrap_or_default();
+    for v in spec.volumes.unwrap_or_default() {
+        let vdir = vol_root.join(&v.name);
+        std::fs::create_dir_all(&vdir).map_err(|e| format!("{}: {e}", vdir.display()))?;
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        if let Some(s) = &v.secret {
+            let secret =
+                secret_data(client, ns, s.secret_name.as_deref().unwrap_or_default()).await?;
+            files.extend(project(&secret, s.items.as_deref()));
+        } else if let Some(c) = &v.config_map {
+            let data = config_map_data(client, ns, &c.name).await?;
+            files.extend(project(&data, c.items.as_deref()));
+        } else if let Some(pr) = &v.projected {
+            for src in pr.sources.clone().unwrap_or_default() {
+                if let Some(s) = &src.secret {
+                    let secret = secret_data(client, ns, &s.name).await?;
+                    files.extend(project(&secret, s.items.as_deref()));
+                }
+                if let Some(c) = &src.config_map {
+                    let data = config_map_data(client, ns, &c.name).await?;
+                    files.extend(project(&data, c.items.as_deref()));
+                }
+            }
+        }
+        for (path, bytes) in files {
+            let target = safe_join(&vdir, &path)?;
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("{}: {e}", parent.display()))?;
+            }
+            crate::write_private_bytes(&target, &bytes).map_err(|e| e.to_string())?;
+        }
+    }
+    let mut containers = Vec::new();
+    for c in spec.containers {
+        let mounts: Vec<(String, PathBuf)> = c
+            .volume_mounts
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| {
+                let mut local = vol_root.join(&m.name);
+                if let Some(sp) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+                    local = local.join(sp);
+                }
+                (m.mount_path, local)
+            })
+            .collect();
+        let mut words: Vec<String> = c.command.clone().unwrap_or_default();
+        words.extend(c.args.clone().unwrap_or_default());
+        let image = c.image.clone().unwrap_or_default();
+        let version = image
+            .rsplit_once(':')
+            .map(|(_, t)| t.to_string())
+            .unwrap_or_default();
+        let binary = words.first().cloned().unwrap_or_default();
+        let release = cfg.releases.iter().find(|(v, _)| *v == version);
+        let known = [
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        ];
+        let (program, unavailable) = match release {
+            _ if !known.contains(&binary.as_str()) => (
+                None,
+                Some((
+                    "ErrImagePull".to_string(),
+                    format!(
+                        "SIMULATED kubelet: no container runtime here, and {binary:?} ({image}) is not a binary the testbed builds"
+                    ),
+                )),
+            ),
+            Some((_, d)) => (Some(d.join(&binary)), None),
+            None => (
+                None,
+                Some((
+                    "ErrImagePull".to_string(),
+                    format!(
+                        "SIMULATED kubelet: the testbed has no {binary} {version}; it runs {}",
+                        cfg.releases
+                            .iter()
+                            .map(|(v, _)| v.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )),
+            ),
+        };
+        let mut args: Vec<String> = words.iter().skip(1).map(|a| remap(a, &mounts)).collect();
+        let probe = match binary.as_str() {
+            "kube-apiserver" => {
+                args.push("--permit-port-sharing=true".into());
+                let port = flag(&args, "--secure-port")
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(6443);
+                Probe::ApiServer(port)
+            }
+            "kube-controller-manager" | "kube-scheduler" => {
+                let port = free_port().map_err(|e| e.to_string())?;
+                args.retain(|a| {
+                    !a.starts_with("--bind-address=") && !a.starts_with("--secure-port=")
+                });
+                args.push("--bind-address=127.0.0.1".into());
+                args.push(format!("--secure-port={port}"));
+                Probe::Listening(port)
+            }
+            _ => Probe::None,
+        };
+        containers.push(Container {
+            log: dir.join(format!("{}.log", c.name)),
+            name: c.name,
+            image,
+            program,
+            args,
+            unavailable,
+            probe,
+            proc: None,
+            started_at: String::new(),
+            restarts: 0,
+            next_start: Instant::now(),
+            last_exit: None,
+            ready: false,
+        });
+    }
+    Ok(RunningPod {
+        dir,
+        containers,
+        started: crate::sim::now(),
+        reported: Value::Null,
+    })
+}
+
+/// The value of `--name=value` in `args`.
+fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter()
+        .find_map(|a| a.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
+}
+
+/// Rewrites every absolute path under a mount point in `arg` (after `=` or `,`, or the whole
+/// word) to the volume's local directory. The longest mount point wins.
+fn remap(arg: &str, mounts: &[(String, PathBuf)]) -> String {
+    let (head, value) = match arg.split_once('=') {
+        Some((h, v)) if h.starts_with('-') => (Some(h), v),
+        _ => (None, arg),
+    };
+    let mapped: Vec<String> = value
+        .split(',')
+        .map(|item| {
+            let best = mounts
+                .iter()
+                .filter(|(mp, _)| {
+                    let mp = mp.trim_end_matches('/');
+                    item == mp || item.starts_with(&format!("{mp}/"))
+                })
+                .max_by_key(|(mp, _)| mp.len());
+            match best {
+                Some((mp, local)) => {
+                    let rest = item[mp.trim_end_matches('/').len()..].trim_start_matches('/');
+                    if rest.is_empty() {
+                        local.display().to_string()
+                    } else {
+                        local.join(rest).display().to_string()
+                    }
+                }
+                None => item.to_string(),
+            }
+        })
+        .collect();
+    let value = mapped.join(",");
+    match head {
+        Some(h) => format!("{h}={value}"),
+        None => value,
+    }
+}
+
+/// Joins a relative volume path, refusing `..` and absolute paths (a kubelet refuses them too).
+fn safe_join(base: &Path, rel: &str) -> Result<PathBuf, String> {
+    let p = Path::new(rel);
+    if p.is_absolute()
+        || p.components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(format!("volume path {rel:?} leaves the volume"));
+    }
+    Ok(base.join(p))
+}
+
+fn project(
+    data: &BTreeMap<String, Vec<u8>>,
+    items: Option<&[k8s_openapi::api::core::v1::KeyToPath]>,
+) -> Vec<(String, Vec<u8>)> {
+    match items {
+        Some(items) => items
+            .iter()
+            .filter_map(|i| data.get(&i.key).map(|b| (i.path.clone(), b.clone())))
+            .collect(),
+        None => data.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+    }
+}
+
+async fn secret_data(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    let s = Api::<Secret>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .map_err(|e| format!("secret {ns}/{name}: {e}"))?;
+    Ok(s.data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect())
+}
+
+async fn config_map_data(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    let c = Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .map_err(|e| format!("configmap {ns}/{name}: {e}"))?;
+    let mut out: BTreeMap<String, Vec<u8>> = c
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.into_bytes()))
+        .collect();
+    for (k, v) in c.binary_data.unwrap_or_default() {
+        out.insert(k, v.0);
+    }
+    Ok(out)
+}
+
+/// Starts what should run, notices what exited, and probes readiness.
+async fn supervise(p: &mut RunningPod) {
+    for c in p.containers.iter_mut() {
+        if c.unavailable.is_some() {
+            continue;
+        }
+        if let Some(proc) = c.proc.as_mut()
+            && let Some(status) = proc.exited()
+        {
+            let code = status.code().unwrap_or(137);
+            c.last_exit = Some(json!({"terminated": {"exitCode": code,
+                "reason": if code == 0 {"Completed"} else {"Error"},
+                "startedAt": c.started_at, "finishedAt": crate::sim::now()}}));
+            tracing::warn!(
+                "SIMULATED kubelet: container {} exited ({status}); see {}",
+                c.name,
+                c.log.display()
+            );
+            c.proc = None;
+            c.ready = false;
+            c.restarts = c.restarts.saturating_add(1);
+            // A kubelet backs off 10 s doubling to 5 min; shorter here, the same shape.
+            let backoff = 1u64 << (c.restarts.clamp(1, 5) as u32);
+            c.next_start = Instant::now() + Duration::from_secs(backoff);
+        }
+        if c.proc.is_none() && Instant::now() >= c.next_start {
+            let Some(program) = c.program.clone() else {
+                continue;
+            };
+            if c.log.exists() {
+                let _ = std::fs::rename(&c.log, c.log.with_extension("previous.log"));
+            }
+            match Proc::spawn(&c.name, &program, &c.args, &c.log) {
+                Ok(proc) => {
+                    tracing::info!(
+                        "SIMULATED kubelet: started {} ({})",
+                        c.name,
+                        program.display()
+                    );
+                    c.proc = Some(proc);
+                    c.started_at = crate::sim::now();
+                }
+                Err(e) => {
+                    c.unavailable = Some(("RunContainerError".into(), e.to_string()));
+                }
+            }
+        }
+        if c.proc.is_some() {
+            c.ready = match c.probe {
+                Probe::ApiServer(port) => apiserver_ready(port).await,
+                Probe::Listening(port) => std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+                Probe::None => true,
+            };
+        }
+    }
+}
+
+/// `GET https://127.0.0.1:<port>/readyz`, anonymously, as the kubelet's HTTPS probe does (it
+/// does not verify the serving certificate either).
+async fn apiserver_ready(port: u16) -> bool {
+    let Ok(url) = format!("https://127.0.0.1:{port}").parse::<http::Uri>() else {
+        return false;
+    };
+    let mut config = kube::Config::new(url);
+    config.accept_invalid_certs = true;
+    config.connect_timeout = Some(Duration::from_secs(1));
+    config.read_timeout = Some(Duration::from_secs(2));
+    let Ok(client) = Client::try_from(config) else {
+        return false;
+    };
+    let Ok(req) = http::Request::get("/readyz").body(Vec::new()) else {
+        return false;
+    };
+    matches!(client.request_text(req).await, Ok(t) if t.trim() == "ok")
+}
+
+fn status_of(p: &RunningPod) -> Value {
+    let all_ready = p.containers.iter().all(|c| c.ready);
+    let statuses: Vec<Value> = p
+        .containers
+        .iter()
+        .map(|c| {
+            let state = if let Some((reason, message)) = &c.unavailable {
+                json!({"waiting": {"reason": reason, "message": message}})
+            } else if c.proc.is_some() {
+                json!({"running": {"startedAt": c.started_at}})
+            } else {
+                json!({"waiting": {"reason": "CrashLoopBackOff",
+                    "message": format!("SIMULATED kubelet: back-off restarting {}; see {}", c.name, c.log.display())}})
+            };
+            let mut s = json!({"name": c.name, "image": c.image, "imageID": "", "ready": c.ready,
+                "started": c.proc.is_some(), "restartCount": c.restarts, "state": state});
+            if let Some(last) = &c.last_exit {
+                s["lastState"] = last.clone();
+            }
+            s
+        })
+        .collect();
+    let ready = if all_ready { "True" } else { "False" };
+    json!({
+        "phase": "Running",
+        "hostIP": "127.0.0.1",
+        "podIP": "127.0.0.1",
+        "podIPs": [{"ip": "127.0.0.1"}],
+        "startTime": p.started,
+        "conditions": [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Initialized", "status": "True"},
+            {"type": "ContainersReady", "status": ready},
+            {"type": "Ready", "status": ready},
+        ],
+        "containerStatuses": statuses,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remap_rewrites_mounted_paths_only() {
+        let mounts = vec![
+            ("/etc/kubernetes/pki".to_string(), PathBuf::from("/r/pki")),
+            ("/etc/kubernetes".to_string(), PathBuf::from("/r/kc")),
+        ];
+        assert_eq!(
+            remap("--tls-cert-file=/etc/kubernetes/pki/apiserver.crt", &mounts),
+            "--tls-cert-file=/r/pki/apiserver.crt"
+        );
+        assert_eq!(
+            remap("--kubeconfig=/etc/kubernetes/scheduler.conf", &mounts),
+            "--kubeconfig=/r/kc/scheduler.conf"
+        );
+        assert_eq!(
+            remap("--etcd-servers=https://127.0.0.1:2379", &mounts),
+            "--etcd-servers=https://127.0.0.1:2379"
+        );
+        assert_eq!(
+            remap("--x=/etc/kubernetes/pki/a,/etc/kubernetes/b", &mounts),
+            "--x=/r/pki/a,/r/kc/b"
+        );
+        assert_eq!(
+            remap("--y=/etc/kubernetesX/a", &mounts),
+            "--y=/etc/kubernetesX/a"
+        );
+    }
+
+    #[test]
+    fn volume_paths_stay_inside() {
+        assert!(safe_join(Path::new("/v"), "etcd/ca.crt").is_ok());
+        assert!(safe_join(Path::new("/v"), "../x").is_err());
+        assert!(safe_join(Path::new("/v"), "/etc/passwd").is_err());
+    }
+}
