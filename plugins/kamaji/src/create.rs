@@ -116,6 +116,15 @@ pub struct Args {
         help_heading = "Infrastructure"
     )]
     pub host_selector: Vec<String>,
+    /// BYOH: OCI repository of the Kubernetes installer bundles, written to the K8sInstallerConfigTemplate (default projects.registry.vmware.com/cluster_api_provider_bringyourownhost)
+    #[arg(long, value_name = "REPO", help_heading = "Infrastructure")]
+    pub bundle_repo: Option<String>,
+    /// BYOH: installer bundle type (default k8s)
+    #[arg(long, value_name = "TYPE", help_heading = "Infrastructure")]
+    pub bundle_type: Option<String>,
+    /// BYOH: the hosts have Kubernetes pre-installed (agents run with --skip-installation): no installer template
+    #[arg(long, help_heading = "Infrastructure")]
+    pub preinstalled_hosts: bool,
     /// Print (client) or validate on the server (server) without changing anything
     #[arg(long, value_enum, default_value_t = DryRun::None, value_name = "MODE")]
     pub dry_run: DryRun,
@@ -203,17 +212,17 @@ pub fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Error> {
         cloud_name: args.cloud_name.clone(),
         identity_secret: args.identity_secret.clone(),
         host_selector: parse_selector(&args.host_selector)?,
+        bundle_repo: args.bundle_repo.clone(),
+        bundle_type: args.bundle_type.clone(),
+        preinstalled_hosts: args.preinstalled_hosts,
         values,
     })
 }
 
 /// The versions to write, from discovery. Kinds not served fall back to the newest shape
 /// for `--dry-run=client` only; otherwise they are "not installed".
-fn versions(
-    apis: &ServerApis,
-    infra: Infrastructure,
-    client_only: bool,
-) -> Result<Versions, Error> {
+fn versions(apis: &ServerApis, spec: &CreateSpec, client_only: bool) -> Result<Versions, Error> {
+    let infra = spec.infrastructure.unwrap_or(Infrastructure::None);
     let capi = apis.require_capi()?;
     let kcp = match apis.kamaji_control_plane() {
         Some(ar) => ar.version,
@@ -254,12 +263,28 @@ fn versions(
             ));
         }
     };
+    let installer = if infra == Infrastructure::Byoh && !spec.preinstalled_hosts {
+        match apis.provider_kind(INFRASTRUCTURE_GROUP, kamaji::INSTALLER_TEMPLATE_KIND) {
+            Some(ar) => ar.version,
+            None if client_only => "v1beta1".into(),
+            None => {
+                return Err(apis.not_installed(
+                    "BYOH's K8sInstallerConfigTemplate",
+                    INFRASTRUCTURE_GROUP,
+                    "install BYOH v0.3.0 or later (clusterctl init --infrastructure byoh), or pass --preinstalled-hosts if the hosts have Kubernetes installed",
+                ));
+            }
+        }
+    } else {
+        String::new()
+    };
     Ok(Versions {
         capi,
         kcp,
         infra_cluster: infra_version(infra.cluster_kind())?,
         infra_template: infra_version(infra.template_kind())?,
         bootstrap,
+        installer,
     })
 }
 
@@ -335,10 +360,9 @@ pub async fn run(args: &Args) -> Result<(), Error> {
 
     let conn = args.kube.connect().await?;
     let spec = spec_from(args, &conn.namespace)?;
-    let infra = spec.infrastructure.unwrap_or(Infrastructure::None);
     let apis = ServerApis::discover(&conn).await?;
     let client_only = args.dry_run == DryRun::Client;
-    let versions = versions(&apis, infra, client_only)?;
+    let versions = versions(&apis, &spec, client_only)?;
     if let Some(ds) = &spec.datastore
         && !client_only
     {
@@ -357,6 +381,9 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         built.deferred = None;
     }
 
+    for note in &built.notes {
+        render::info(&format!("note: {note}"));
+    }
     if client_only {
         if built.deferred.is_some() {
             render::info(&format!(
@@ -373,8 +400,21 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         built.objects.clone()
     };
     let mut applied = Vec::new();
+    let mut cluster_owner: Option<(String, String)> = None;
     for o in &to_apply {
-        let r = common::apply(&conn, &apis, o, server_dry, args.force_conflicts).await?;
+        let mut o = o.clone();
+        if let Some((api_version, uid)) = &cluster_owner {
+            kamaji::own_by_cluster(&mut o, api_version, &spec.name, uid);
+        }
+        let r = common::apply(&conn, &apis, &o, server_dry, args.force_conflicts).await?;
+        if o["kind"] == "Cluster" {
+            cluster_owner = r.metadata.uid.clone().map(|uid| {
+                (
+                    o["apiVersion"].as_str().unwrap_or_default().to_string(),
+                    uid,
+                )
+            });
+        }
         applied.push(object_json(&r));
     }
     let suffix = if server_dry {

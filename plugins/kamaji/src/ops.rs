@@ -406,11 +406,15 @@ struct Doomed {
     name: String,
 }
 
-async fn what_goes(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Vec<Doomed>, Error> {
+/// What `delete` removes, and the templates it keeps because something else uses them.
+async fn what_goes(
+    conn: &Conn,
+    apis: &ServerApis,
+    t: &Target,
+) -> Result<(Vec<Doomed>, Vec<String>), Error> {
     let ns = t.namespace.as_str();
     let cluster_name = t.cluster_name().unwrap_or_else(|| t.name.clone());
     let mut out = Vec::new();
-    let sel = format!("{CLUSTER_NAME_LABEL}={cluster_name}");
     if let Ok(ar) = apis.cluster()
         && let Some(c) = common::get_opt(conn, &ar, Some(ns), &cluster_name).await?
     {
@@ -428,26 +432,49 @@ async fn what_goes(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Vec<Doo
             });
         }
     }
+    let mut all_mds: Vec<Value> = Vec::new();
     if let Ok(ar) = apis.capi_kind("MachineDeployment") {
-        for md in common::list(conn, &ar, Some(ns), Some(&sel)).await? {
-            let v = object_json(&md);
+        all_mds = common::list(conn, &ar, Some(ns), None)
+            .await?
+            .iter()
+            .map(object_json)
+            .collect();
+        for v in all_mds.iter().filter(|m| {
+            m["metadata"]["labels"][CLUSTER_NAME_LABEL].as_str() == Some(cluster_name.as_str())
+        }) {
             let name = v["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
             for r in [
-                fields::template_infrastructure_ref(&v),
-                fields::object_ref(&v, &["spec", "template", "spec", "bootstrap", "configRef"]),
+                fields::template_infrastructure_ref(v),
+                fields::object_ref(v, &["spec", "template", "spec", "bootstrap", "configRef"]),
             ]
             .into_iter()
             .flatten()
             {
-                if let Ok(rar) = apis.resolve_ref(&r) {
+                let Ok(rar) = apis.resolve_ref(&r) else {
+                    continue;
+                };
+                // BYOH: the installer template the machine template points at.
+                if r.kind == "ByoMachineTemplate"
+                    && let Some(bmt) = common::get_opt(conn, &rar, Some(ns), &r.name).await?
+                    && let Some(ir) = fields::object_ref(
+                        &object_json(&bmt),
+                        &["spec", "template", "spec", "installerRef"],
+                    )
+                    && ir.namespace.as_deref().is_none_or(|n| n == ns)
+                    && let Ok(iar) = apis.resolve_ref(&ir)
+                {
                     out.push(Doomed {
-                        ar: rar,
-                        name: r.name,
+                        ar: iar,
+                        name: ir.name,
                     });
                 }
+                out.push(Doomed {
+                    ar: rar,
+                    name: r.name,
+                });
             }
             out.insert(
                 1.min(out.len()),
@@ -485,7 +512,36 @@ async fn what_goes(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Vec<Doo
             true
         }
     });
-    Ok(out)
+    // Keep the templates another cluster still uses.
+    let machine_templates = match apis.provider_kind(
+        shared::discovery::INFRASTRUCTURE_GROUP,
+        "ByoMachineTemplate",
+    ) {
+        Some(ar) => common::list(conn, &ar, Some(ns), None)
+            .await?
+            .iter()
+            .map(object_json)
+            .collect(),
+        None => Vec::new(),
+    };
+    let in_use = shared::plan::teardown::templates_in_use(
+        &cluster_name,
+        &all_mds,
+        &machine_templates,
+        &seen,
+    );
+    let mut kept = Vec::new();
+    out.retain(|d| match in_use.get(&(d.ar.kind.clone(), d.name.clone())) {
+        Some(user) => {
+            kept.push(format!(
+                "{} (still used by {user})",
+                render::object_name(&d.ar.kind, &d.ar.group, &d.name)
+            ));
+            false
+        }
+        None => true,
+    });
+    Ok((out, kept))
 }
 
 pub async fn delete(args: &DeleteArgs) -> Result<(), Error> {
@@ -501,7 +557,7 @@ pub async fn delete(args: &DeleteArgs) -> Result<(), Error> {
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let t = common::resolve(&conn, &apis, &args.name).await?;
-    let doomed = what_goes(&conn, &apis, &t).await?;
+    let (doomed, kept) = what_goes(&conn, &apis, &t).await?;
     let datastore = crate::list::row(t.kcp.as_ref(), t.tcp.as_ref()).datastore;
     render::info(&format!("This deletes, in namespace {}:", t.namespace));
     for d in &doomed {
@@ -514,6 +570,9 @@ pub async fn delete(args: &DeleteArgs) -> Result<(), Error> {
         "and Kamaji removes the control plane's data from DataStore {}.",
         datastore.clone().unwrap_or_else(|| "<default>".into())
     ));
+    for k in &kept {
+        render::info(&format!("It keeps {k}."));
+    }
     if !args.yes && !common::confirm(&format!("Delete {} and its cluster?", t.name)) {
         return Err(Error::other("aborted: nothing was deleted"));
     }

@@ -79,7 +79,12 @@ async fn every_client_dry_run_is_accepted_by_kubectl_apply_server_dry_run() {
         args.extend(infra_flags(infra));
         let yaml = ok(&kamaji(tb, &ns, &args));
         let kinds = yaml.matches("\nkind: ").count() + usize::from(yaml.starts_with("kind: "));
-        let want = if infra == "none" { 2 } else { 6 };
+        // BYOH adds the K8sInstallerConfigTemplate its ByoMachineTemplate's installerRef names.
+        let want = match infra {
+            "none" => 2,
+            "byoh" => 7,
+            _ => 6,
+        };
         assert_eq!(yaml.matches("---\n").count(), want, "{infra}:\n{yaml}");
         assert!(kinds >= 1);
         let out = kubectl_apply_server_dry_run(tb, &ns, &yaml);
@@ -156,6 +161,7 @@ async fn server_dry_run_validates_and_rerunning_converges() {
         "bycluster.infrastructure.cluster.x-k8s.io/conv serverside-applied",
         "cluster.cluster.x-k8s.io/conv serverside-applied",
         "kubeadmconfigtemplate.bootstrap.cluster.x-k8s.io/conv-md-0 serverside-applied",
+        "k8sinstallerconfigtemplate.infrastructure.cluster.x-k8s.io/conv-md-0 serverside-applied",
         "byomachinetemplate.infrastructure.cluster.x-k8s.io/conv-md-0 serverside-applied",
         "machinedeployment.cluster.x-k8s.io/conv-md-0 serverside-applied",
     ] {
@@ -173,6 +179,39 @@ async fn server_dry_run_validates_and_rerunning_converges() {
     let cl = get(&c, &ns, &cluster, "conv").await.unwrap();
     assert_eq!(cl["spec"]["controlPlaneRef"]["kind"], "KamajiControlPlane");
     assert_eq!(cl["spec"]["infrastructureRef"]["kind"], "ByoCluster");
+    // BYOH v0.5.0's CRDs: the installer template, the installerRef to it (with the namespace
+    // BYOH reads it from), and the Cluster owns the template (CAPI does not adopt it).
+    let infra = "infrastructure.cluster.x-k8s.io";
+    let ict = get(
+        &c,
+        &ns,
+        &ar(infra, "v1beta1", "K8sInstallerConfigTemplate"),
+        "conv-md-0",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        ict["spec"]["template"]["spec"],
+        serde_json::json!({"bundleRepo": "projects.registry.vmware.com/cluster_api_provider_bringyourownhost", "bundleType": "k8s"})
+    );
+    assert_eq!(ict["metadata"]["ownerReferences"][0]["kind"], "Cluster");
+    assert_eq!(
+        ict["metadata"]["ownerReferences"][0]["uid"],
+        cl["metadata"]["uid"]
+    );
+    let bmt = get(
+        &c,
+        &ns,
+        &ar(infra, "v1beta1", "ByoMachineTemplate"),
+        "conv-md-0",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        bmt["spec"]["template"]["spec"]["installerRef"],
+        serde_json::json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "K8sInstallerConfigTemplate", "name": "conv-md-0", "namespace": ns})
+    );
     let gen1 = k["metadata"]["generation"].as_i64().unwrap();
 
     // Same flags again: nothing changes. New flags: the objects follow.
@@ -436,6 +475,140 @@ async fn bad_input_gives_one_clear_line() {
         .await
         .is_none()
     );
+}
+
+/// BYOH installer: `--preinstalled-hosts` renders neither the template nor the installerRef
+/// and says so; `delete` removes the installer template it created but keeps one another
+/// ByoMachineTemplate still uses; deleting the Cluster any other way leaves it to the garbage
+/// collector (the Cluster owns it).
+#[tokio::test]
+async fn byoh_installer_template_lives_and_goes_with_the_cluster() {
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-installer").await;
+    let infra = "infrastructure.cluster.x-k8s.io";
+    let ict_ar = ar(infra, "v1beta1", "K8sInstallerConfigTemplate");
+    let bmt_ar = ar(infra, "v1beta1", "ByoMachineTemplate");
+    let create = |name: &str, extra: &[&str]| {
+        let mut a = vec![
+            "create",
+            name,
+            "--infrastructure",
+            "byoh",
+            "--kubernetes-version",
+            V,
+        ];
+        a.extend_from_slice(extra);
+        kamaji(tb, &ns, &a)
+    };
+
+    // Pre-installed hosts: the preview says so, nothing installer-related is written.
+    let out = create("pre", &["--preinstalled-hosts"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "note: --preinstalled-hosts: no K8sInstallerConfigTemplate and no installerRef"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert!(get(&c, &ns, &ict_ar, "pre-md-0").await.is_none());
+    let bmt = get(&c, &ns, &bmt_ar, "pre-md-0").await.unwrap();
+    assert!(
+        bmt["spec"]["template"]["spec"]
+            .get("installerRef")
+            .is_none(),
+        "{bmt}"
+    );
+
+    // Custom bundles: the preview names where the agents pull from.
+    let out = create(
+        "inst",
+        &["--bundle-repo", "registry.example.com/byoh/bundles"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("note: BYOH agents install Kubernetes v1.35.0 from registry.example.com/byoh/bundles/byoh-bundle-<os>_k8s:v1.35.0"),
+        "{}",
+        stderr(&out)
+    );
+    let ict = get(&c, &ns, &ict_ar, "inst-md-0").await.unwrap();
+    assert_eq!(
+        ict["spec"]["template"]["spec"]["bundleRepo"],
+        "registry.example.com/byoh/bundles"
+    );
+    let line = fails(
+        &create(
+            "bad",
+            &["--preinstalled-hosts", "--bundle-repo", "r.example.com/b"],
+        ),
+        2,
+    );
+    assert_eq!(
+        line,
+        "error: --preinstalled-hosts and --bundle-repo/--bundle-type cannot be used together"
+    );
+
+    // Another pool's ByoMachineTemplate reuses inst's installer template: delete keeps it.
+    let shared_user = serde_json::json!({
+        "apiVersion": format!("{infra}/v1beta1"), "kind": "ByoMachineTemplate",
+        "metadata": {"name": "other-md-0", "namespace": ns},
+        "spec": {"template": {"spec": {"installerRef": {"apiVersion": format!("{infra}/v1beta1"),
+            "kind": "K8sInstallerConfigTemplate", "name": "inst-md-0", "namespace": ns}}}}});
+    kube::Api::<kube::api::DynamicObject>::namespaced_with(c.clone(), &ns, &bmt_ar)
+        .patch(
+            "other-md-0",
+            &kube::api::PatchParams::apply("test"),
+            &kube::api::Patch::Apply(&shared_user),
+        )
+        .await
+        .unwrap();
+    let out = kamaji(tb, &ns, &["delete", "inst", "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("It keeps k8sinstallerconfigtemplate.infrastructure.cluster.x-k8s.io/inst-md-0 (still used by ByoMachineTemplate other-md-0)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(get(&c, &ns, &ict_ar, "inst-md-0").await.is_some());
+
+    // Without another user, delete removes it.
+    let out = create("solo", &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(get(&c, &ns, &ict_ar, "solo-md-0").await.is_some());
+    let out = kamaji(tb, &ns, &["delete", "solo", "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(
+            "k8sinstallerconfigtemplate.infrastructure.cluster.x-k8s.io/solo-md-0 deleted"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    // (foreground deletion: the garbage collector finishes it)
+    wait_gone(&c, &ns, &ict_ar, "solo-md-0").await;
+
+    // Deleting only the Cluster (kubectl delete, kubectl capi delete): the garbage collector
+    // removes the installer template the Cluster owns.
+    let out = create("gc", &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let cluster_ar = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
+    kube::Api::<kube::api::DynamicObject>::namespaced_with(c.clone(), &ns, &cluster_ar)
+        .delete("gc", &Default::default())
+        .await
+        .unwrap();
+    wait_gone(&c, &ns, &ict_ar, "gc-md-0").await;
+}
+
+async fn wait_gone(c: &kube::Client, ns: &str, r: &kube::api::ApiResource, name: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while get(c, ns, r, name).await.is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} {name} is still there after 60s",
+            r.kind
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
 }
 
 #[tokio::test]

@@ -28,6 +28,15 @@ const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
 const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
 const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";
 const CONTROLPLANE_GROUP: &str = "controlplane.cluster.x-k8s.io";
+/// BYOH's installer template kind: the BYOH controller makes one K8sInstallerConfig per
+/// ByoMachine from it, whose installation secret the host agent runs to install Kubernetes.
+pub const INSTALLER_TEMPLATE_KIND: &str = "K8sInstallerConfigTemplate";
+/// The installer bundle repository of BYOH's own cluster templates and docs
+/// (vmware-tanzu/cluster-api-provider-bringyourownhost).
+pub const DEFAULT_BUNDLE_REPO: &str =
+    "projects.registry.vmware.com/cluster_api_provider_bringyourownhost";
+/// The only bundle type BYOH's installer knows.
+pub const DEFAULT_BUNDLE_TYPE: &str = "k8s";
 /// Kamaji's default API server port.
 pub const DEFAULT_PORT: u16 = 6443;
 /// Kamaji's TenantControlPlane defaults, written on the Cluster so they are visible.
@@ -228,6 +237,8 @@ pub struct Versions {
     pub infra_template: String,
     /// Version of the kubeadm bootstrap kinds (KubeadmConfigTemplate).
     pub bootstrap: String,
+    /// Version of BYOH's K8sInstallerConfigTemplate; `v1beta1` if empty.
+    pub installer: String,
 }
 
 impl Versions {
@@ -239,6 +250,7 @@ impl Versions {
             infra_cluster: infra.default_version().into(),
             infra_template: infra.default_version().into(),
             bootstrap: "v1beta2".into(),
+            installer: "v1beta1".into(),
         }
     }
 }
@@ -282,6 +294,14 @@ pub struct CreateSpec {
     pub identity_secret: Option<String>,
     /// BYOH: labels a host needs to be picked for a worker.
     pub host_selector: BTreeMap<String, String>,
+    /// BYOH: the OCI repository of the Kubernetes installer bundles (default
+    /// [`DEFAULT_BUNDLE_REPO`]).
+    pub bundle_repo: Option<String>,
+    /// BYOH: the bundle type (default [`DEFAULT_BUNDLE_TYPE`]).
+    pub bundle_type: Option<String>,
+    /// BYOH: the hosts have Kubernetes pre-installed (agents started with
+    /// `--skip-installation`): no installer template, no `installerRef`.
+    pub preinstalled_hosts: bool,
     /// `--from-file`: KamajiControlPlane spec fields (a `spec:` map or the fields themselves).
     pub values: Option<Value>,
 }
@@ -296,6 +316,8 @@ pub struct Built {
     pub deferred: Option<Value>,
     /// The normalised Kubernetes version.
     pub version: String,
+    /// What the objects imply that the YAML does not say, one line each, for the preview.
+    pub notes: Vec<String>,
 }
 
 impl Built {
@@ -638,6 +660,35 @@ pub fn build(spec: &CreateSpec, versions: &Versions) -> Result<Built, Error> {
         !spec.host_selector.is_empty(),
         &[Infrastructure::Byoh],
     )?;
+    ensure_only_for(
+        infra,
+        "--bundle-repo/--bundle-type",
+        spec.bundle_repo.is_some() || spec.bundle_type.is_some(),
+        &[Infrastructure::Byoh],
+    )?;
+    ensure_only_for(
+        infra,
+        "--preinstalled-hosts",
+        spec.preinstalled_hosts,
+        &[Infrastructure::Byoh],
+    )?;
+    if spec.preinstalled_hosts && (spec.bundle_repo.is_some() || spec.bundle_type.is_some()) {
+        return Err(usage(
+            "--preinstalled-hosts and --bundle-repo/--bundle-type cannot be used together",
+            "hosts with Kubernetes pre-installed need no installer bundle: drop one of them",
+        ));
+    }
+    if let Some(r) = &spec.bundle_repo {
+        validate_bundle_repo(r)?;
+    }
+    if let Some(t) = &spec.bundle_type
+        && t != DEFAULT_BUNDLE_TYPE
+    {
+        return Err(usage(
+            format!("invalid --bundle-type {t:?}"),
+            format!("BYOH's installer knows one bundle type: {DEFAULT_BUNDLE_TYPE}"),
+        ));
+    }
     let workers = match infra {
         Infrastructure::None => 0,
         _ => spec.workers.unwrap_or(1),
@@ -832,6 +883,8 @@ pub fn build(spec: &CreateSpec, versions: &Versions) -> Result<Built, Error> {
     let mut deferred: Option<Value> = None;
     let mut template: Option<Value> = None;
     let mut kubelet_args: Vec<(&str, &str)> = Vec::new();
+    let mut installer_template: Option<Value> = None;
+    let mut notes: Vec<String> = Vec::new();
     match infra {
         Infrastructure::None => {}
         Infrastructure::Byoh => {
@@ -846,6 +899,42 @@ pub fn build(spec: &CreateSpec, versions: &Versions) -> Result<Built, Error> {
             let mut ts = json!({});
             if !spec.host_selector.is_empty() {
                 ts["selector"] = json!({"matchLabels": spec.host_selector});
+            }
+            if spec.preinstalled_hosts {
+                notes.push(format!(
+                    "--preinstalled-hosts: no K8sInstallerConfigTemplate and no installerRef; the hosts must have Kubernetes {version} installed and their agents run with --skip-installation"
+                ));
+            } else {
+                let iv = if versions.installer.is_empty() {
+                    "v1beta1"
+                } else {
+                    versions.installer.as_str()
+                };
+                let repo = spec
+                    .bundle_repo
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_BUNDLE_REPO.to_string());
+                let btype = spec
+                    .bundle_type
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_BUNDLE_TYPE.to_string());
+                // BYOH reads the template at installerRef.namespace: it must be set.
+                ts["installerRef"] = json!({
+                    "apiVersion": api_version(INFRA_GROUP, iv),
+                    "kind": INSTALLER_TEMPLATE_KIND,
+                    "name": md_name,
+                    "namespace": ns,
+                });
+                installer_template = Some(json!({
+                    "apiVersion": api_version(INFRA_GROUP, iv), "kind": INSTALLER_TEMPLATE_KIND,
+                    "metadata": meta(&md_name),
+                    "spec": {"template": {"spec": {"bundleRepo": repo, "bundleType": btype}}},
+                }));
+                if workers > 0 {
+                    notes.push(format!(
+                        "BYOH agents install Kubernetes {version} from {repo}/byoh-bundle-<os>_k8s:{version} (K8sInstallerConfigTemplate {md_name}); the bundle must exist there, or pass --preinstalled-hosts for hosts with Kubernetes pre-installed"
+                    ));
+                }
             }
             template = Some(json!({
                 "apiVersion": api_version(INFRA_GROUP, &itv), "kind": "ByoMachineTemplate",
@@ -1059,6 +1148,7 @@ pub fn build(spec: &CreateSpec, versions: &Versions) -> Result<Built, Error> {
             },
         });
         objects.push(kct);
+        objects.extend(installer_template);
         objects.push(template);
         objects.push(md);
     }
@@ -1066,7 +1156,51 @@ pub fn build(spec: &CreateSpec, versions: &Versions) -> Result<Built, Error> {
         objects,
         deferred,
         version,
+        notes,
     })
+}
+
+/// Kinds `create` writes that no Cluster API controller adopts (CAPI gives the Cluster's
+/// ownership to the machine templates it uses, not to these): `create` makes the Cluster their
+/// owner so that the garbage collector removes them with it, whoever deletes the Cluster.
+pub const OWNED_BY_CLUSTER: [&str; 4] = [
+    INSTALLER_TEMPLATE_KIND,
+    "ClusterResourceSet",
+    "ConfigMap",
+    "Secret",
+];
+
+/// Makes the Cluster (`apiVersion`, `name`, `uid`) a non-controller owner of `obj`, when its
+/// kind is one of [`OWNED_BY_CLUSTER`]. Returns whether it did.
+pub fn own_by_cluster(obj: &mut Value, cluster_api_version: &str, name: &str, uid: &str) -> bool {
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    if !OWNED_BY_CLUSTER.contains(&kind) || uid.is_empty() {
+        return false;
+    }
+    obj["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": cluster_api_version, "kind": "Cluster", "name": name, "uid": uid,
+    }]);
+    true
+}
+
+/// An OCI repository as BYOH's installer joins it (`<repo>/byoh-bundle-<os>_k8s:<version>`):
+/// `registry[/path]`, without scheme, tag or trailing `/`.
+fn validate_bundle_repo(s: &str) -> Result<(), Error> {
+    let last = s.rsplit('/').next().unwrap_or(s);
+    let ok = s.contains('/')
+        && !s.contains("://")
+        && !s.contains(char::is_whitespace)
+        && !s.starts_with('/')
+        && !s.ends_with('/')
+        && !last.contains([':', '@']);
+    if ok {
+        Ok(())
+    } else {
+        Err(usage(
+            format!("invalid --bundle-repo {s:?}: not an OCI repository"),
+            format!("use REGISTRY/PATH without scheme or tag, e.g. {DEFAULT_BUNDLE_REPO}"),
+        ))
+    }
 }
 
 fn validate_dns_subdomain(flag: &str, s: &str) -> Result<(), Error> {
@@ -1219,6 +1353,7 @@ mod tests {
             infra_cluster: "v1beta1".into(),
             infra_template: "v1beta1".into(),
             bootstrap: "v1beta1".into(),
+            installer: "v1beta1".into(),
         };
         let b = build(&s, &v).unwrap();
         assert_eq!(
@@ -1228,6 +1363,7 @@ mod tests {
                 "ByoCluster",
                 "Cluster",
                 "KubeadmConfigTemplate",
+                "K8sInstallerConfigTemplate",
                 "ByoMachineTemplate",
                 "MachineDeployment"
             ]
@@ -1238,7 +1374,7 @@ mod tests {
             c["spec"]["controlPlaneRef"],
             json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1alpha1", "kind": "KamajiControlPlane", "name": "prod", "namespace": "team"})
         );
-        let md = &b.objects[5];
+        let md = &b.objects[6];
         assert_eq!(md["spec"]["replicas"], 3);
         assert_eq!(md["spec"]["template"]["spec"]["version"], "v1.35.0");
         assert_eq!(
@@ -1246,8 +1382,154 @@ mod tests {
             json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoMachineTemplate", "name": "prod-md-0"})
         );
         assert_eq!(
-            b.objects[4]["spec"]["template"]["spec"]["selector"]["matchLabels"]["site"],
+            b.objects[5]["spec"]["template"]["spec"]["selector"]["matchLabels"]["site"],
             "ams"
+        );
+    }
+
+    #[test]
+    fn the_cluster_owns_what_capi_does_not_adopt() {
+        let b = build(
+            &spec(Infrastructure::Byoh),
+            &Versions::latest(Infrastructure::Byoh),
+        )
+        .unwrap();
+        let mut owned = Vec::new();
+        for o in b.all() {
+            let mut o = o.clone();
+            if own_by_cluster(&mut o, "cluster.x-k8s.io/v1beta2", "prod", "u-1") {
+                assert_eq!(
+                    o["metadata"]["ownerReferences"],
+                    json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "prod", "uid": "u-1"}])
+                );
+                owned.push(o["kind"].as_str().unwrap().to_string());
+            }
+        }
+        assert_eq!(owned, ["K8sInstallerConfigTemplate"]);
+        let mut cm = json!({"kind": "ConfigMap", "metadata": {"name": "x"}});
+        assert!(!own_by_cluster(
+            &mut cm,
+            "cluster.x-k8s.io/v1beta2",
+            "prod",
+            ""
+        ));
+    }
+
+    #[test]
+    fn byoh_bundle_flags_and_preinstalled_hosts() {
+        let mut s = spec(Infrastructure::Byoh);
+        s.bundle_repo = Some("registry.example.com/byoh/bundles".into());
+        let b = build(&s, &Versions::latest(Infrastructure::Byoh)).unwrap();
+        let ict = b
+            .objects
+            .iter()
+            .find(|o| o["kind"] == "K8sInstallerConfigTemplate")
+            .unwrap();
+        assert_eq!(
+            ict["spec"]["template"]["spec"]["bundleRepo"],
+            "registry.example.com/byoh/bundles"
+        );
+        assert_eq!(ict["spec"]["template"]["spec"]["bundleType"], "k8s");
+        assert!(
+            b.notes[0].contains("registry.example.com/byoh/bundles/byoh-bundle-<os>_k8s:v1.35.0"),
+            "{:?}",
+            b.notes
+        );
+
+        // Pre-installed hosts: no installer template, no installerRef, and the preview says so.
+        let mut s = spec(Infrastructure::Byoh);
+        s.preinstalled_hosts = true;
+        let b = build(&s, &Versions::latest(Infrastructure::Byoh)).unwrap();
+        assert!(!kinds(&b).contains(&"K8sInstallerConfigTemplate".to_string()));
+        let bmt = b
+            .objects
+            .iter()
+            .find(|o| o["kind"] == "ByoMachineTemplate")
+            .unwrap();
+        assert!(
+            bmt["spec"]["template"]["spec"]
+                .get("installerRef")
+                .is_none()
+        );
+        assert_eq!(
+            b.notes,
+            [
+                "--preinstalled-hosts: no K8sInstallerConfigTemplate and no installerRef; the hosts must have Kubernetes v1.35.0 installed and their agents run with --skip-installation"
+            ]
+        );
+
+        // With 0 workers the templates are still rendered (to scale later), without the note.
+        let mut s = spec(Infrastructure::Byoh);
+        s.workers = Some(0);
+        let b = build(&s, &Versions::latest(Infrastructure::Byoh)).unwrap();
+        assert!(kinds(&b).contains(&"K8sInstallerConfigTemplate".to_string()));
+        assert!(b.notes.is_empty(), "{:?}", b.notes);
+
+        let err = |s: &CreateSpec| {
+            let e = build(s, &Versions::latest(Infrastructure::Byoh)).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{e}");
+            e.to_string()
+        };
+        let mut s = spec(Infrastructure::Byoh);
+        s.preinstalled_hosts = true;
+        s.bundle_type = Some("k8s".into());
+        assert_eq!(
+            err(&s),
+            "--preinstalled-hosts and --bundle-repo/--bundle-type cannot be used together"
+        );
+        for bad in [
+            "https://registry.example.com/b",
+            "registry.example.com",
+            "r.example.com/b:v1",
+            "r.example.com/b/",
+        ] {
+            let mut s = spec(Infrastructure::Byoh);
+            s.bundle_repo = Some(bad.into());
+            assert!(err(&s).starts_with("invalid --bundle-repo"), "{bad}");
+        }
+        let mut s = spec(Infrastructure::Byoh);
+        s.bundle_type = Some("rpm".into());
+        assert_eq!(err(&s), "invalid --bundle-type \"rpm\"");
+        let mut s = spec(Infrastructure::Openstack);
+        s.preinstalled_hosts = true;
+        assert_eq!(
+            err(&s),
+            "--preinstalled-hosts does not apply to --infrastructure openstack"
+        );
+    }
+
+    #[test]
+    fn byoh_workers_get_an_installer_template_and_an_installer_ref() {
+        let mut s = spec(Infrastructure::Byoh);
+        s.workers = Some(2);
+        let b = build(&s, &Versions::latest(Infrastructure::Byoh)).unwrap();
+        assert_eq!(
+            kinds(&b),
+            [
+                "KamajiControlPlane",
+                "ByoCluster",
+                "Cluster",
+                "KubeadmConfigTemplate",
+                "K8sInstallerConfigTemplate",
+                "ByoMachineTemplate",
+                "MachineDeployment"
+            ]
+        );
+        let ict = &b.objects[4];
+        assert_eq!(ict["apiVersion"], "infrastructure.cluster.x-k8s.io/v1beta1");
+        assert_eq!(ict["metadata"]["name"], "prod-md-0");
+        assert_eq!(ict["metadata"]["namespace"], "team");
+        assert_eq!(
+            ict["spec"],
+            json!({"template": {"spec": {
+                "bundleRepo": "projects.registry.vmware.com/cluster_api_provider_bringyourownhost",
+                "bundleType": "k8s"}}})
+        );
+        // BYOH reads the template from installerRef.namespace: it must be set.
+        assert_eq!(
+            b.objects[5]["spec"]["template"]["spec"]["installerRef"],
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                   "kind": "K8sInstallerConfigTemplate", "name": "prod-md-0", "namespace": "team"})
         );
     }
 

@@ -280,6 +280,54 @@ pub fn unused_bootstrap_kubeconfigs(
     out
 }
 
+/// Templates a teardown would delete that something outside it still uses: `(kind, name)` →
+/// the user, e.g. `MachineDeployment other-md-0`. `machine_deployments` are the namespace's
+/// MachineDeployments (those of `cluster` are skipped: they go too); `machine_templates` are
+/// the namespace's ByoMachineTemplates (those in `doomed` are skipped), whose
+/// `spec.template.spec.installerRef` names a K8sInstallerConfigTemplate. `doomed` holds
+/// `(kind, name)` pairs.
+pub fn templates_in_use(
+    cluster: &str,
+    machine_deployments: &[Value],
+    machine_templates: &[Value],
+    doomed: &[(String, String)],
+) -> std::collections::BTreeMap<(String, String), String> {
+    use crate::discovery::fields;
+    let mut out = std::collections::BTreeMap::new();
+    let mut used = |r: Option<fields::ObjectRef>, user: String| {
+        if let Some(r) = r {
+            let k = (r.kind, r.name);
+            if doomed.contains(&k) {
+                out.entry(k).or_insert(user);
+            }
+        }
+    };
+    for md in machine_deployments {
+        let of_cluster = util::label(md, CLUSTER_NAME_LABEL) == Some(cluster)
+            || str_at(md, &["spec", "clusterName"]) == Some(cluster);
+        if of_cluster {
+            continue;
+        }
+        let user = format!("MachineDeployment {}", util::name(md));
+        used(fields::template_infrastructure_ref(md), user.clone());
+        used(
+            fields::object_ref(md, &["spec", "template", "spec", "bootstrap", "configRef"]),
+            user,
+        );
+    }
+    for t in machine_templates {
+        let me = (util::kind(t).to_string(), util::name(t).to_string());
+        if doomed.contains(&me) {
+            continue;
+        }
+        used(
+            fields::object_ref(t, &["spec", "template", "spec", "installerRef"]),
+            format!("{} {}", me.0, me.1),
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,6 +435,52 @@ mod tests {
         let p = progress("c1", &[], &clean, Some(&inv), Some(now));
         assert!(p.done);
         assert!(p.report_lines().is_empty());
+    }
+
+    #[test]
+    fn templates_another_cluster_still_uses_are_kept() {
+        let md = |name: &str, cluster: &str, infra: &str, boot: &str| {
+            json!({"kind": "MachineDeployment", "metadata": {"name": name, "labels": {CLUSTER_NAME_LABEL: cluster}},
+                "spec": {"clusterName": cluster, "template": {"spec": {
+                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ByoMachineTemplate", "name": infra},
+                    "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": boot}}}}}})
+        };
+        let bmt = |name: &str, installer: &str| {
+            json!({"kind": "ByoMachineTemplate", "metadata": {"name": name},
+                "spec": {"template": {"spec": {"installerRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                    "kind": "K8sInstallerConfigTemplate", "name": installer, "namespace": "team-a"}}}}})
+        };
+        let k = |kind: &str, name: &str| (kind.to_string(), name.to_string());
+        let doomed = vec![
+            k("ByoMachineTemplate", "c1-md-0"),
+            k("KubeadmConfigTemplate", "c1-md-0"),
+            k("K8sInstallerConfigTemplate", "c1-md-0"),
+        ];
+        let mds = vec![
+            md("c1-md-0", "c1", "c1-md-0", "c1-md-0"),
+            md("c2-md-0", "c2", "c2-md-0", "c1-md-0"),
+        ];
+        let bmts = vec![
+            bmt("c1-md-0", "c1-md-0"),
+            bmt("c2-md-0", "c1-md-0"),
+            bmt("c3-md-0", "c3-md-0"),
+        ];
+        let used = templates_in_use("c1", &mds, &bmts, &doomed);
+        assert_eq!(
+            used.into_iter().collect::<Vec<_>>(),
+            [
+                (
+                    k("K8sInstallerConfigTemplate", "c1-md-0"),
+                    "ByoMachineTemplate c2-md-0".to_string()
+                ),
+                (
+                    k("KubeadmConfigTemplate", "c1-md-0"),
+                    "MachineDeployment c2-md-0".to_string()
+                ),
+            ]
+        );
+        // Nobody else: everything goes.
+        assert!(templates_in_use("c1", &mds[..1], &bmts[..1], &doomed).is_empty());
     }
 
     #[test]
