@@ -524,7 +524,10 @@ impl<'a> Inventory<'a> {
                 let boot = find_condition(&conds, BOOTSTRAP_CONDITION);
                 match (install, boot.and_then(|b| b.reason.as_deref())) {
                     (Some(i), _) if i.reason.as_deref() == Some("K8sInstallationSecretUnavailable") => {
-                        "provisioning: waiting for the installation secret (the K8sInstallerConfig is not ready)".to_string()
+                        let bm = self.byomachine_of(host);
+                        let (summary, hint) = installation_secret_wait(bm);
+                        hints.extend(hint);
+                        summary
                     }
                     (_, Some("BootstrapDataSecretUnavailable")) => {
                         "provisioning: waiting for the bootstrap data secret".to_string()
@@ -625,6 +628,50 @@ impl<'a> Inventory<'a> {
         }
         out
     }
+}
+
+/// Why an agent still waits for its installation secret, from its ByoMachine: BYOH makes a
+/// K8sInstallerConfig (named after the ByoMachine, in its namespace; the kind is the
+/// installerRef's without `Template`) only when `spec.installerRef` is set, and copies the
+/// config's secret to the host once the config is ready. Returns the summary and a hint.
+fn installation_secret_wait(byomachine: Option<&Value>) -> (String, Option<String>) {
+    let generic = (
+        "provisioning: waiting for the installation secret (the K8sInstallerConfig is not ready)"
+            .to_string(),
+        None,
+    );
+    // A metadata-only ByoMachine (or none) says nothing about installerRef.
+    let Some(bm) = byomachine.filter(|b| b.get("spec").is_some()) else {
+        return generic;
+    };
+    let (ns, name) = (util::namespace(bm), util::name(bm));
+    let Some(r) = util::at(bm, &["spec", "installerRef"]).filter(|r| !r.is_null()) else {
+        return (
+            format!(
+                "provisioning: the agent waits for an installation secret, but ByoMachine {ns}/{name} has no installerRef, so BYOH makes no K8sInstallerConfig"
+            ),
+            Some(
+                "if the host has Kubernetes pre-installed, run its agent with --skip-installation; otherwise re-create the workers from a ByoMachineTemplate whose installerRef names a K8sInstallerConfigTemplate (kubectl kamaji create does, unless --preinstalled-hosts)"
+                    .to_string(),
+            ),
+        );
+    };
+    let template_kind = str_at(r, &["kind"]).unwrap_or("K8sInstallerConfigTemplate");
+    let config_kind = template_kind.replace("Template", "");
+    let template = match (str_at(r, &["namespace"]), str_at(r, &["name"])) {
+        (Some(tns), Some(t)) => format!(" (from {template_kind} {tns}/{t})"),
+        (None, Some(t)) => format!(" (from {template_kind} {t})"),
+        _ => String::new(),
+    };
+    (
+        format!(
+            "provisioning: waiting for the installation secret: {config_kind} {ns}/{name}{template} is not ready"
+        ),
+        Some(format!(
+            "BYOH's controller fills it for operating systems its installer supports (v0.5.0: Ubuntu 20.04 amd64); see kubectl describe {} -n {ns} {name} and the BYOH controller's log",
+            config_kind.to_ascii_lowercase()
+        )),
+    )
 }
 
 /// Whether the agent reported progress on the current claim: a condition other than the idle

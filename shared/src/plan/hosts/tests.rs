@@ -362,6 +362,64 @@ fn diagnosis_in_plain_words() {
 }
 
 #[test]
+fn waiting_for_the_installation_secret_names_the_missing_object() {
+    let waiting = set_conditions(
+        with_bootstrap_secret(attach(host("h"), "team-a", "bm-m1", "c1")),
+        json!([{"type": "K8sComponentsInstallationSucceeded", "status": "False", "reason": "K8sInstallationSecretUnavailable"}]),
+    );
+    let ms = vec![machine("team-a", "m1", "c1", "h")];
+    let cs = vec![cluster("team-a", "c1")];
+    let diag = |bms: Vec<Value>| {
+        let hosts = vec![waiting.clone()];
+        Inventory::build(&hosts, &bms, &ms, &cs, None).diagnose(&hosts[0])
+    };
+
+    // No installerRef: BYOH never makes a K8sInstallerConfig, so no secret ever comes.
+    let d = diag(vec![byomachine("team-a", "bm-m1", "m1")]);
+    assert_eq!(d.state, HostState::Provisioning);
+    assert_eq!(
+        d.summary,
+        "provisioning: the agent waits for an installation secret, but ByoMachine team-a/bm-m1 has no installerRef, so BYOH makes no K8sInstallerConfig"
+    );
+    assert!(
+        d.hints.iter().any(|h| h
+            == "if the host has Kubernetes pre-installed, run its agent with --skip-installation; otherwise re-create the workers from a ByoMachineTemplate whose installerRef names a K8sInstallerConfigTemplate (kubectl kamaji create does, unless --preinstalled-hosts)"),
+        "{:?}",
+        d.hints
+    );
+
+    // With one: name the K8sInstallerConfig that is not ready (BYOH names it after the
+    // ByoMachine, in its namespace).
+    let mut bm = byomachine("team-a", "bm-m1", "m1");
+    bm["spec"]["installerRef"] = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "K8sInstallerConfigTemplate", "name": "c1-md-0", "namespace": "team-a"});
+    let d = diag(vec![bm]);
+    assert_eq!(
+        d.summary,
+        "provisioning: waiting for the installation secret: K8sInstallerConfig team-a/bm-m1 (from K8sInstallerConfigTemplate team-a/c1-md-0) is not ready"
+    );
+    assert!(
+        d.hints
+            .iter()
+            .any(|h| h.contains("kubectl describe k8sinstallerconfig -n team-a bm-m1")),
+        "{:?}",
+        d.hints
+    );
+
+    // ByoMachine listed as metadata only (no spec to read): say what is known.
+    let mut meta_only = byomachine("team-a", "bm-m1", "m1");
+    meta_only.as_object_mut().unwrap().remove("spec");
+    meta_only.as_object_mut().unwrap().remove("status");
+    let d = diag(vec![meta_only]);
+    assert!(
+        d.summary
+            .starts_with("provisioning: waiting for the installation secret"),
+        "{}",
+        d.summary
+    );
+}
+
+#[test]
 fn pending_machines_name_the_selector() {
     let hosts = vec![
         host("a"),
