@@ -3,7 +3,7 @@
 //! ```text
 //! capi-testbed up   --dir .sandbox [--profile full|v1beta1|bare] [--capi]   # foreground
 //!                   [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v]
-//!                    [--delay-ms MS] [--failure-rate F]]
+//!                    [--delay-ms MS] [--failure-rate F] [--agents-install]]
 //! capi-testbed down --dir .sandbox
 //! capi-testbed build [--capi]                                               # assets only
 //! capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N]
@@ -24,7 +24,7 @@ use testbed::{Options, Profile, Testbed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--real] [--audit] [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v] [--delay-ms MS] [--failure-rate F]]\n       capi-testbed down --dir DIR\n       capi-testbed build [--capi]\n       capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N] [--clusters N] [--deployments N]"
+        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--real] [--audit] [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v] [--delay-ms MS] [--failure-rate F] [--agents-install]]\n       capi-testbed down --dir DIR\n       capi-testbed build [--capi]\n       capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N] [--clusters N] [--deployments N]"
     );
     ExitCode::from(2)
 }
@@ -46,6 +46,7 @@ async fn main() -> ExitCode {
     let mut profile = Profile::Full;
     let mut capi = false;
     let mut real = false;
+    let mut install = false;
     let mut audit = false;
     let mut sim: Option<Sim> = None;
     let mut sim_opts = testbed::sim::SimOptions::default();
@@ -77,6 +78,7 @@ async fn main() -> ExitCode {
                 real = true;
             }
             "--audit" => audit = true,
+            "--agents-install" => install = true,
             "--simulate" => sim = Some(Sim),
             "--hosts" => match it.next().and_then(|n| n.parse().ok()) {
                 Some(n) => {
@@ -136,6 +138,7 @@ async fn main() -> ExitCode {
             }
         },
         "up" => {
+            sim_opts.install = install;
             up(
                 dir,
                 profile,
@@ -252,7 +255,14 @@ async fn up(
         let _ = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
             .create(&Default::default(), &ns)
             .await;
-        if let Err(e) = testbed::sim::byoh::register(&client, &pool).await {
+        let mut opts = opts;
+        if real {
+            // Agents act as their byoh:host:<name> users (BYOH's webhook allows nothing else)
+            // and join the live tenant API servers; with --agents-install they wait for the
+            // installer step, as agents without --skip-installation do.
+            opts.host_kubeconfig = Some(tb.kubeconfig.clone());
+            opts.join = true;
+        } else if let Err(e) = testbed::sim::byoh::register(&client, &pool).await {
             eprintln!("error: registering simulated hosts: {e}");
             return ExitCode::FAILURE;
         }

@@ -42,6 +42,7 @@ async fn byoh_simulators_attach_bootstrap_and_release_a_host() {
         delay: Duration::from_millis(300),
         failure_rate: 0.0,
         tick: Duration::from_millis(100),
+        ..SimOptions::default()
     };
     let pool = byoh::Pool {
         namespace: ns.clone(),

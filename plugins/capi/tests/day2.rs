@@ -123,6 +123,7 @@ fn sim_opts() -> SimOptions {
         delay: Duration::from_millis(300),
         failure_rate: 0.0,
         tick: Duration::from_millis(150),
+        ..SimOptions::default()
     }
 }
 

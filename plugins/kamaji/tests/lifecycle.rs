@@ -601,6 +601,7 @@ async fn byoh_workers_join() {
         delay: std::time::Duration::from_millis(300),
         failure_rate: 0.0,
         tick: std::time::Duration::from_millis(200),
+        ..SimOptions::default()
     };
     let pool = byoh::Pool {
         namespace: ns.clone(),

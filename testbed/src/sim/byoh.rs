@@ -13,7 +13,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{SimOptions, annotation, ar, label, name, namespace, now, unit_hash};
+use super::{SimOptions, annotation, ar, join, label, name, namespace, now, unit_hash};
 
 const GROUP: &str = "infrastructure.cluster.x-k8s.io";
 const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
@@ -58,9 +58,111 @@ pub struct Pool {
 
 /// Registers the pool's ByoHosts (idempotent), as agents do at start-up.
 pub async fn register(client: &Client, pool: &Pool) -> Result<(), kube::Error> {
-    let api = hosts_api(client, Some(&pool.namespace));
+    register_with(client, pool, None).await
+}
+
+/// Grants the `byoh:hosts` group what an agent does with its host (the agents' RBAC).
+async fn agent_rbac(admin: &Client) -> Result<(), kube::Error> {
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "capi-testbed:byoh-host-agent"},
+        "rules": [
+            {"apiGroups": [GROUP], "resources": ["byohosts", "byohosts/status"], "verbs": ["*"]},
+            {"apiGroups": [GROUP], "resources": ["byomachines", "k8sinstallerconfigs"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]});
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "capi-testbed:byoh-host-agent"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "capi-testbed:byoh-host-agent"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "byoh:hosts"}]});
+    let pp = PatchParams::apply("capi-testbed").force();
+    let roles: Api<DynamicObject> = Api::all_with(
+        admin.clone(),
+        &ar(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+        ),
+    );
+    roles
+        .patch("capi-testbed:byoh-host-agent", &pp, &Patch::Apply(&role))
+        .await?;
+    let bindings: Api<DynamicObject> = Api::all_with(
+        admin.clone(),
+        &ar(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+        ),
+    );
+    bindings
+        .patch("capi-testbed:byoh-host-agent", &pp, &Patch::Apply(&binding))
+        .await?;
+    Ok(())
+}
+
+/// A client acting as host `host`'s agent: the user `byoh:host:<host>` in group `byoh:hosts`,
+/// as the upstream agent's certificate from its BootstrapKubeconfig says (impersonated here).
+async fn host_client(kubeconfig: &std::path::Path, host: &str) -> Result<Client, kube::Error> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let kc = Kubeconfig::read_from(kubeconfig)
+        .map_err(|e| kube::Error::Service(e.to_string().into()))?;
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| kube::Error::Service(e.to_string().into()))?;
+    config.auth_info.impersonate = Some(format!("byoh:host:{host}"));
+    config.auth_info.impersonate_groups =
+        Some(vec!["byoh:hosts".into(), "system:authenticated".into()]);
+    Client::try_from(config)
+}
+
+struct Agents {
+    admin: Client,
+    kubeconfig: Option<std::path::PathBuf>,
+    clients: HashMap<String, Client>,
+    /// Hosts whose (SIMULATED) kubelet has joined a workload cluster, and its last heartbeat.
+    nodes: HashMap<String, (join::Joined, Option<Instant>)>,
+}
+
+impl Agents {
+    async fn client(&mut self, host: &str) -> Result<Client, kube::Error> {
+        let Some(kc) = self.kubeconfig.clone() else {
+            return Ok(self.admin.clone());
+        };
+        if let Some(c) = self.clients.get(host) {
+            return Ok(c.clone());
+        }
+        let c = host_client(&kc, host).await?;
+        self.clients.insert(host.to_string(), c.clone());
+        Ok(c)
+    }
+}
+
+async fn register_with(
+    client: &Client,
+    pool: &Pool,
+    agents: Option<&mut Agents>,
+) -> Result<(), kube::Error> {
+    let mut local;
+    let agents = match agents {
+        Some(a) => a,
+        None => {
+            local = Agents {
+                admin: client.clone(),
+                kubeconfig: None,
+                clients: HashMap::new(),
+                nodes: HashMap::new(),
+            };
+            &mut local
+        }
+    };
+    if agents.kubeconfig.is_some() {
+        agent_rbac(client).await?;
+    }
     for i in 1..=pool.count {
         let host = format!("{}{i:02}", pool.name_prefix);
+        let api = hosts_api(&agents.client(&host).await?, Some(&pool.namespace));
         if api.get_opt(&host).await?.is_none() {
             let labels: serde_json::Map<String, Value> = pool
                 .labels
@@ -93,8 +195,13 @@ pub async fn register(client: &Client, pool: &Pool) -> Result<(), kube::Error> {
 
 /// Runs the host agents of `pool` until dropped.
 pub async fn run_agents(client: Client, pool: Pool, opts: SimOptions) {
-    let api = hosts_api(&client, Some(&pool.namespace));
-    if let Err(e) = register(&client, &pool).await {
+    let mut agents = Agents {
+        admin: client.clone(),
+        kubeconfig: opts.host_kubeconfig.clone(),
+        clients: HashMap::new(),
+        nodes: HashMap::new(),
+    };
+    if let Err(e) = register_with(&client, &pool, Some(&mut agents)).await {
         tracing::warn!("simulated BYOH agents: registering hosts: {e}");
     }
     tracing::info!(
@@ -102,6 +209,7 @@ pub async fn run_agents(client: Client, pool: Pool, opts: SimOptions) {
         pool.count,
         pool.namespace
     );
+    let api = hosts_api(&client, Some(&pool.namespace));
     // When each host started its current action.
     let mut started: HashMap<String, (String, Instant)> = HashMap::new();
     let mut attempts: HashMap<String, u32> = HashMap::new();
@@ -113,9 +221,19 @@ pub async fn run_agents(client: Client, pool: Pool, opts: SimOptions) {
                     .iter()
                     .filter(|h| name(h).starts_with(&pool.name_prefix))
                 {
-                    if let Err(e) = agent_step(&api, &opts, &mut started, &mut attempts, host).await
+                    let h = name(host);
+                    let hapi = match agents.client(&h).await {
+                        Ok(c) => hosts_api(&c, Some(&pool.namespace)),
+                        Err(e) => {
+                            tracing::warn!("simulated BYOH agent {h}: {e}");
+                            continue;
+                        }
+                    };
+                    if let Err(e) =
+                        agent_step(&hapi, &opts, &mut agents, &mut started, &mut attempts, host)
+                            .await
                     {
-                        tracing::warn!("simulated BYOH agent {}: {e}", name(host));
+                        tracing::warn!("simulated BYOH agent {h}: {e}");
                     }
                 }
             }
@@ -139,23 +257,84 @@ fn condition_status(host: &DynamicObject, type_: &str) -> Option<(String, String
         })
 }
 
+/// Sets conditions by type, keeping the host's others (as CAPI's `conditions.Set` does).
 async fn set_conditions(
     api: &Api<DynamicObject>,
-    host: &str,
+    host: &DynamicObject,
     conds: Vec<Value>,
 ) -> Result<(), kube::Error> {
+    let mut all: Vec<Value> = host.data["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for c in conds {
+        match all.iter_mut().find(|x| x["type"] == c["type"]) {
+            Some(x) => *x = c,
+            None => all.push(c),
+        }
+    }
     api.patch_status(
-        host,
+        &name(host),
         &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"conditions": conds}})),
+        &Patch::Merge(json!({"status": {"conditions": all}})),
     )
     .await?;
     Ok(())
 }
 
+fn is_true(host: &DynamicObject, type_: &str) -> bool {
+    condition_status(host, type_).is_some_and(|c| c.0 == "True")
+}
+
+fn host_ip(h: &DynamicObject) -> String {
+    h.data["status"]["network"]
+        .as_array()
+        .and_then(|n| n.iter().find(|i| i["isDefault"] == json!(true)))
+        .and_then(|i| i["ipAddrs"][0].as_str())
+        .unwrap_or("")
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+async fn secret_value(admin: &Client, ns: &str, name: &str, key: &str) -> Result<String, String> {
+    let s = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), ns)
+        .get(name)
+        .await
+        .map_err(|e| format!("secret {ns}/{name}: {e}"))?;
+    s.data
+        .and_then(|d| {
+            d.get(key)
+                .map(|b| String::from_utf8_lossy(&b.0).to_string())
+        })
+        .ok_or_else(|| format!("secret {ns}/{name} has no {key}"))
+}
+
+/// An admin client of the workload cluster the host serves (`<cluster>-kubeconfig`), for the
+/// SIMULATED check of whether a network add-on runs there.
+async fn tenant_admin(admin: &Client, h: &DynamicObject) -> Option<Client> {
+    let cluster = label(h, CLUSTER_NAME)?;
+    let ns = h.data["status"]["machineRef"]["namespace"].as_str()?;
+    let text = secret_value(admin, ns, &format!("{cluster}-kubeconfig"), "value")
+        .await
+        .ok()?;
+    let kc = kube::config::Kubeconfig::from_yaml(&text).ok()?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .ok()?;
+    Client::try_from(config).ok()
+}
+
+/// One pass of a host agent, following the upstream agent's `HostReconciler`
+/// (`agent/reconciler/host_reconciler.go`, BYOH v0.5.0): the same conditions, reasons and
+/// severities, in the same order. The OS work (installer script, `kubeadm join`/`reset`) is
+/// SIMULATED; a join, when `opts.join`, is real API traffic ([`join`]).
 async fn agent_step(
     api: &Api<DynamicObject>,
     opts: &SimOptions,
+    agents: &mut Agents,
     started: &mut HashMap<String, (String, Instant)>,
     attempts: &mut HashMap<String, u32>,
     host: &DynamicObject,
@@ -164,38 +343,32 @@ async fn agent_step(
     if annotation(host, "cluster.x-k8s.io/paused").is_some() {
         return Ok(());
     }
-    let machine_ref = &host.data["status"]["machineRef"];
-    let attached = machine_ref.get("name").is_some();
-    let bootstrap = condition_status(host, "K8sNodeBootstrapSucceeded");
+    // The kubelet keeps heartbeating while the host serves a cluster.
+    if let Some((joined, last)) = agents.nodes.get_mut(&h)
+        && annotation(host, UNREGISTERING).is_none()
+        && last.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(10))
+    {
+        let joined = joined.clone();
+        *last = Some(Instant::now());
+        let cni = match tenant_admin(&agents.admin, host).await {
+            Some(c) => join::cni_present(&c).await,
+            None => false,
+        };
+        let version = annotation(host, K8S_VERSION).unwrap_or("").to_string();
+        if let Err(e) = join::heartbeat(&joined, &h, &version, &host_ip(host), cni).await {
+            tracing::warn!("simulated kubelet on {h}: {e}");
+        }
+    }
+    let attached = host.data["status"]["machineRef"].get("name").is_some();
     let action = if annotation(host, UNREGISTERING).is_some() {
         "cleanup"
-    } else if attached && host.data["spec"]["bootstrapSecret"].get("name").is_some() {
-        match &bootstrap {
-            Some((s, _)) if s == "True" => return Ok(()),
-            Some((_, r)) if r == "CloudInitExecutionFailed" => return Ok(()),
-            _ => "bootstrap",
-        }
-    } else if attached {
-        if bootstrap.as_ref().map(|b| b.1.as_str()) != Some("BootstrapDataSecretUnavailable") {
+    } else if !attached {
+        if condition_status(host, "K8sNodeBootstrapSucceeded").map(|b| b.1)
+            != Some("WaitingForMachineRefToBeAssigned".into())
+        {
             set_conditions(
                 api,
-                &h,
-                vec![cond(
-                    "K8sNodeBootstrapSucceeded",
-                    false,
-                    "BootstrapDataSecretUnavailable",
-                    "Info",
-                    "",
-                )],
-            )
-            .await?;
-        }
-        return Ok(());
-    } else {
-        if bootstrap.as_ref().map(|b| b.1.as_str()) != Some("WaitingForMachineRefToBeAssigned") {
-            set_conditions(
-                api,
-                &h,
+                host,
                 vec![cond(
                     "K8sNodeBootstrapSucceeded",
                     false,
@@ -207,6 +380,58 @@ async fn agent_step(
             .await?;
         }
         return Ok(());
+    } else if host.data["spec"]["bootstrapSecret"].get("name").is_none() {
+        if condition_status(host, "K8sNodeBootstrapSucceeded").map(|b| b.1)
+            != Some("BootstrapDataSecretUnavailable".into())
+        {
+            set_conditions(
+                api,
+                host,
+                vec![cond(
+                    "K8sNodeBootstrapSucceeded",
+                    false,
+                    "BootstrapDataSecretUnavailable",
+                    "Info",
+                    "",
+                )],
+            )
+            .await?;
+        }
+        return Ok(());
+    } else if is_true(host, "K8sNodeBootstrapSucceeded") {
+        return Ok(());
+    } else if condition_status(host, "K8sNodeBootstrapSucceeded").map(|b| b.1)
+        == Some("CloudInitExecutionFailed".into())
+    {
+        // The upstream agent retries on its next reconcile; a host left failed shows the
+        // failure (as `kubectl capi hosts` reports it) until someone acts.
+        return Ok(());
+    } else if opts.install && !is_true(host, "K8sComponentsInstallationSucceeded") {
+        if host.data["spec"]["installationSecret"]
+            .get("name")
+            .is_none()
+        {
+            if condition_status(host, "K8sComponentsInstallationSucceeded").map(|b| b.1)
+                != Some("K8sInstallationSecretUnavailable".into())
+            {
+                set_conditions(
+                    api,
+                    host,
+                    vec![cond(
+                        "K8sComponentsInstallationSucceeded",
+                        false,
+                        "K8sInstallationSecretUnavailable",
+                        "Info",
+                        "",
+                    )],
+                )
+                .await?;
+            }
+            return Ok(());
+        }
+        "install"
+    } else {
+        "bootstrap"
     };
     let since = match started.get(&h) {
         Some((a, t)) if a == action => *t,
@@ -221,35 +446,93 @@ async fn agent_step(
     }
     started.remove(&h);
     match action {
+        "install" => {
+            // SIMULATED install script; the uninstall script is kept on the host, as upstream.
+            let sec = &host.data["spec"]["installationSecret"];
+            let (sns, sname) = (
+                sec["namespace"].as_str().unwrap_or_default(),
+                sec["name"].as_str().unwrap_or_default(),
+            );
+            let uninstall = secret_value(&agents.admin, sns, sname, "uninstall")
+                .await
+                .unwrap_or_default();
+            api.patch(
+                &h,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"uninstallationScript": uninstall}})),
+            )
+            .await?;
+            tracing::info!("simulated BYOH agent {h}: install script done (SIMULATED)");
+            set_conditions(
+                api,
+                host,
+                vec![cond("K8sComponentsInstallationSucceeded", true, "", "", "")],
+            )
+            .await?;
+        }
         "bootstrap" => {
             let n = attempts.entry(h.clone()).or_insert(0);
             *n += 1;
-            let fail = unit_hash(&format!("{h}/{n}")) < opts.failure_rate;
-            if fail {
-                tracing::info!("simulated BYOH agent {h}: install script failed");
-                set_conditions(
-                    api,
-                    &h,
-                    vec![cond(
-                        "K8sNodeBootstrapSucceeded",
-                        false,
-                        "CloudInitExecutionFailed",
-                        "Error",
-                        "install script error: kubeadm join exited with status 1 (simulated)",
-                    )],
-                )
-                .await?;
-            } else {
-                tracing::info!("simulated BYOH agent {h}: kubeadm join done, node bootstrapped");
-                set_conditions(
-                    api,
-                    &h,
-                    vec![cond("K8sNodeBootstrapSucceeded", true, "", "", "")],
-                )
-                .await?;
+            let mut failure = (unit_hash(&format!("{h}/{n}")) < opts.failure_rate).then(|| {
+                "install script error: kubeadm join exited with status 1 (simulated)".to_string()
+            });
+            if failure.is_none() && opts.join {
+                let sec = &host.data["spec"]["bootstrapSecret"];
+                let joined = async {
+                    let value = secret_value(
+                        &agents.admin,
+                        sec["namespace"].as_str().unwrap_or_default(),
+                        sec["name"].as_str().unwrap_or_default(),
+                        "value",
+                    )
+                    .await?;
+                    let cfg = join::parse_bootstrap(&value)
+                        .ok_or("the bootstrap data has no kubeadm JoinConfiguration")?;
+                    join::join(&cfg, &h).await
+                }
+                .await;
+                match joined {
+                    Ok(j) => {
+                        agents.nodes.insert(h.clone(), (j, None));
+                    }
+                    Err(e) => {
+                        failure = Some(format!("kubeadm join (SIMULATED, real API traffic): {e}"))
+                    }
+                }
+            }
+            match failure {
+                Some(msg) => {
+                    tracing::info!("simulated BYOH agent {h}: bootstrap failed: {msg}");
+                    set_conditions(
+                        api,
+                        host,
+                        vec![cond(
+                            "K8sNodeBootstrapSucceeded",
+                            false,
+                            "CloudInitExecutionFailed",
+                            "Error",
+                            &msg,
+                        )],
+                    )
+                    .await?;
+                }
+                None => {
+                    tracing::info!(
+                        "simulated BYOH agent {h}: kubeadm join done, node bootstrapped"
+                    );
+                    set_conditions(
+                        api,
+                        host,
+                        vec![cond("K8sNodeBootstrapSucceeded", true, "", "", "")],
+                    )
+                    .await?;
+                }
             }
         }
         _ => {
+            // hostCleanUp: kubeadm reset and the uninstall script (SIMULATED), then the
+            // annotations, labels and references removed as `removeAnnotations` does.
+            agents.nodes.remove(&h);
             tracing::info!("simulated BYOH agent {h}: kubeadm reset done, host released");
             let mut labels = serde_json::Map::new();
             labels.insert(CLUSTER_NAME.into(), Value::Null);
@@ -263,10 +546,40 @@ async fn agent_step(
                 "spec": {"bootstrapSecret": null, "installationSecret": null, "uninstallationScript": null},
             })))
             .await?;
-            api.patch_status(&h, &PatchParams::default(), &Patch::Merge(json!({"status": {
-                "machineRef": null,
-                "conditions": [cond("K8sNodeBootstrapSucceeded", false, "K8sNodeAbsent", "Info", "")],
-            }})))
+            let mut conds = vec![cond(
+                "K8sNodeBootstrapSucceeded",
+                false,
+                "K8sNodeAbsent",
+                "Info",
+                "",
+            )];
+            if is_true(host, "K8sComponentsInstallationSucceeded") {
+                conds.push(cond(
+                    "K8sComponentsInstallationSucceeded",
+                    false,
+                    "K8sNodeAbsent",
+                    "Info",
+                    "",
+                ));
+            }
+            let mut all: Vec<Value> = host.data["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for c in conds {
+                match all.iter_mut().find(|x| x["type"] == c["type"]) {
+                    Some(x) => *x = c,
+                    None => all.push(c),
+                }
+            }
+            api.patch_status(
+                &h,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {
+                    "machineRef": null,
+                    "conditions": all,
+                }})),
+            )
             .await?;
         }
     }

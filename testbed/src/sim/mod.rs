@@ -11,6 +11,7 @@
 //! objects. (The product's reconciler is watch-driven; these are not the product.)
 
 pub mod byoh;
+pub mod join;
 pub mod kamaji;
 
 use std::time::Duration;
@@ -26,6 +27,16 @@ pub struct SimOptions {
     pub failure_rate: f64,
     /// How often each simulator looks at the API.
     pub tick: Duration,
+    /// Host agents act as their own `byoh:host:<name>` users (impersonated through this admin
+    /// kubeconfig), as BYOH's ByoHost webhook requires. `None`: they use the client given.
+    pub host_kubeconfig: Option<std::path::PathBuf>,
+    /// Agents run the installer step (the real agent without `--skip-installation`): they wait
+    /// for the installation secret the BYOH controller derives from the ByoMachine's
+    /// `installerRef`. When false they behave as agents on hosts with Kubernetes pre-installed.
+    pub install: bool,
+    /// Agents join the workload cluster for real (TLS bootstrap, Node, heartbeats; see
+    /// [`join`]). When false, the SIMULATED BYOH controller registers Nodes in the sandbox.
+    pub join: bool,
 }
 
 impl Default for SimOptions {
@@ -34,6 +45,9 @@ impl Default for SimOptions {
             delay: Duration::from_secs(2),
             failure_rate: 0.0,
             tick: Duration::from_millis(500),
+            host_kubeconfig: None,
+            install: false,
+            join: false,
         }
     }
 }
@@ -85,6 +99,13 @@ pub(crate) fn now() -> String {
     let t = k8s_openapi::jiff::Timestamp::from_second(secs as i64)
         .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// Now as a metav1.MicroTime (RFC 3339 with microseconds), as Lease renew times serialise.
+pub(crate) fn now_micro() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string()
 }
 
 /// A cheap deterministic pseudo-random number in [0, 1) from a string (no rand dependency;
