@@ -28,16 +28,19 @@ pub const CONTROLPLANE_GROUP: &str = "controlplane.cluster.x-k8s.io";
 pub const INFRASTRUCTURE_GROUP: &str = "infrastructure.cluster.x-k8s.io";
 pub const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";
 pub const KAMAJI_GROUP: &str = "kamaji.clastix.io";
+/// Cluster API's addons group (ClusterResourceSet).
+pub const ADDONS_GROUP: &str = "addons.cluster.x-k8s.io";
 /// The label prefix of contract labels on provider CRDs (`cluster.x-k8s.io/v1beta2: v1alpha2`).
 pub const CONTRACT_LABEL_PREFIX: &str = "cluster.x-k8s.io/";
 
 /// The groups discovery looks at.
-pub const GROUPS: [&str; 5] = [
+pub const GROUPS: [&str; 6] = [
     CAPI_GROUP,
     CONTROLPLANE_GROUP,
     INFRASTRUCTURE_GROUP,
     BOOTSTRAP_GROUP,
     KAMAJI_GROUP,
+    ADDONS_GROUP,
 ];
 
 /// The CAPI core API version a management cluster serves.

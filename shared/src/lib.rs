@@ -19,6 +19,7 @@ pub mod cli;
 pub mod complete;
 pub mod discovery;
 pub mod error;
+pub mod fetch;
 pub mod kubeconfig;
 pub mod plan;
 pub mod render;

@@ -53,6 +53,18 @@ pub fn resource_of(apis: &ServerApis, obj: &Value) -> Result<ApiResource, Error>
     let av = obj["apiVersion"].as_str().unwrap_or_default();
     let kind = obj["kind"].as_str().unwrap_or_default();
     let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+    // Core kinds are always served (discovery only looks at the Cluster API groups).
+    match (av, kind) {
+        ("v1", "ConfigMap") => {
+            return Ok(ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
+                &(),
+            ));
+        }
+        ("v1", "Secret") => {
+            return Ok(ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()));
+        }
+        _ => {}
+    }
     let k = apis.kind(group, kind).ok_or_else(|| {
         apis.not_installed(
             &format!("The provider of {kind}"),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use serde_json::Value;
+use shared::build::cni::{self, CniKind, CniManifest};
 use shared::build::kamaji::{
     self, Addon, CreateSpec, Infrastructure, Versions, display_name, fill_openstack_endpoint,
 };
@@ -21,7 +22,8 @@ use crate::common::{self, DryRun, Target};
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(after_help = "Examples:
-  kubectl kamaji create prod --infrastructure byoh --kubernetes-version v1.35.0 --workers 3 --host-selector site=ams
+  kubectl kamaji create prod --infrastructure byoh --kubernetes-version v1.35.0 --workers 3 --host-selector site=ams --cni calico
+  kubectl kamaji create lab2 --infrastructure byoh --kubernetes-version v1.35.0 --preinstalled-hosts --cni-manifest cilium.yaml
   kubectl kamaji create edge --infrastructure openstack --kubernetes-version v1.35.0 --flavor m1.large --image ubuntu-2404-kube-v1.35.0 --network tenant-net
   kubectl kamaji create lab --infrastructure none --kubernetes-version v1.34.2 --dry-run=client -o yaml | kubectl apply -f -
 Re-running with the same name converges the objects to the flags (server-side apply).")]
@@ -125,6 +127,12 @@ pub struct Args {
     /// BYOH: the hosts have Kubernetes pre-installed (agents run with --skip-installation): no installer template
     #[arg(long, help_heading = "Infrastructure")]
     pub preinstalled_hosts: bool,
+    /// Network plugin for the workload cluster: calico (Calico's release manifest, downloaded at create time; KUBECTL_KAMAJI_CALICO_URL names a mirror) or none (install one yourself). Cluster API applies it through a ClusterResourceSet [default: none]
+    #[arg(long, value_name = "CNI", help_heading = "Network plugin")]
+    pub cni: Option<String>,
+    /// Network plugin manifest to install instead of --cni (YAML, at most 8 MiB; kept in ConfigMaps, or Secrets if it holds Secrets)
+    #[arg(long = "cni-manifest", value_name = "FILE", value_hint = clap::ValueHint::FilePath, help_heading = "Network plugin")]
+    pub cni_manifest: Option<PathBuf>,
     /// Print (client) or validate on the server (server) without changing anything
     #[arg(long, value_enum, default_value_t = DryRun::None, value_name = "MODE")]
     pub dry_run: DryRun,
@@ -163,6 +171,74 @@ fn read_values(path: &PathBuf) -> Result<Value, Error> {
     })
 }
 
+/// Reads `--cni-manifest FILE`, refusing files above the size `create` accepts.
+fn read_cni_manifest(path: &PathBuf) -> Result<CniManifest, Error> {
+    let unreadable = |e: std::io::Error| Error::Usage {
+        message: format!("cannot read --cni-manifest {}: {e}", path.display()),
+        hint: Some("check the path".into()),
+    };
+    let len = std::fs::metadata(path).map_err(unreadable)?.len();
+    if len > cni::MAX_MANIFEST_BYTES as u64 {
+        return Err(Error::Usage {
+            message: format!(
+                "--cni-manifest {} is {}; at most {} is accepted",
+                path.display(),
+                cni::human_bytes(usize::try_from(len).unwrap_or(usize::MAX)),
+                cni::human_bytes(cni::MAX_MANIFEST_BYTES)
+            ),
+            hint: Some(
+                "install a network plugin this large by hand in the workload cluster (kubectl capi kubeconfig NAME)".into(),
+            ),
+        });
+    }
+    let text = std::fs::read_to_string(path).map_err(unreadable)?;
+    Ok(CniManifest {
+        kind: CniKind::Custom,
+        source: path.display().to_string(),
+        text,
+    })
+}
+
+/// The `--cni` choice: `Some(Calico)` to download, `None` for none; `--cni-manifest` is read
+/// by [`spec_from`].
+fn cni_choice(args: &Args) -> Result<Option<CniKind>, Error> {
+    if args.cni.is_some() && args.cni_manifest.is_some() {
+        return Err(Error::Usage {
+            message: "--cni and --cni-manifest cannot be used together".into(),
+            hint: Some(
+                "--cni calico downloads Calico's manifest, --cni-manifest FILE installs that file: pick one".into(),
+            ),
+        });
+    }
+    args.cni
+        .as_deref()
+        .map(cni::parse_cni)
+        .transpose()
+        .map(Option::flatten)
+}
+
+/// How long `--cni calico` may take to download Calico's manifest.
+const CALICO_DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Downloads Calico's release manifest (bounded in size and time).
+async fn download_calico() -> Result<CniManifest, Error> {
+    let url = cni::calico_manifest_url();
+    let text = shared::fetch::fetch_text(&url, cni::MAX_MANIFEST_BYTES, CALICO_DOWNLOAD_TIMEOUT)
+        .await
+        .map_err(|e| Error::Other {
+            message: format!("cannot download Calico's manifest from {url}: {e}"),
+            hint: Some(format!(
+                "offline or behind a proxy? fetch that file another way and pass --cni-manifest FILE (or set {} to a mirror)",
+                cni::CALICO_URL_ENV
+            )),
+        })?;
+    Ok(CniManifest {
+        kind: CniKind::Calico,
+        source: url,
+        text,
+    })
+}
+
 fn parse_selector(pairs: &[String]) -> Result<BTreeMap<String, String>, Error> {
     let mut out = BTreeMap::new();
     for p in pairs {
@@ -184,6 +260,12 @@ pub fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Error> {
         .transpose()?;
     let addons = args.addons.as_deref().map(Addon::parse_list).transpose()?;
     let values = args.from_file.as_ref().map(read_values).transpose()?;
+    cni_choice(args)?;
+    let cni = args
+        .cni_manifest
+        .as_ref()
+        .map(read_cni_manifest)
+        .transpose()?;
     Ok(CreateSpec {
         name: args.name.clone(),
         namespace: namespace.to_string(),
@@ -215,13 +297,20 @@ pub fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Error> {
         bundle_repo: args.bundle_repo.clone(),
         bundle_type: args.bundle_type.clone(),
         preinstalled_hosts: args.preinstalled_hosts,
+        cni,
+        cni_none_explicit: args.cni.as_deref().map(str::trim) == Some("none"),
         values,
     })
 }
 
 /// The versions to write, from discovery. Kinds not served fall back to the newest shape
 /// for `--dry-run=client` only; otherwise they are "not installed".
-fn versions(apis: &ServerApis, spec: &CreateSpec, client_only: bool) -> Result<Versions, Error> {
+fn versions(
+    apis: &ServerApis,
+    spec: &CreateSpec,
+    cni_choice_calico: bool,
+    client_only: bool,
+) -> Result<Versions, Error> {
     let infra = spec.infrastructure.unwrap_or(Infrastructure::None);
     let capi = apis.require_capi()?;
     let kcp = match apis.kamaji_control_plane() {
@@ -278,6 +367,20 @@ fn versions(apis: &ServerApis, spec: &CreateSpec, client_only: bool) -> Result<V
     } else {
         String::new()
     };
+    let wants_cni = spec.cni.is_some() || cni_choice_calico;
+    let addons = match apis.kind(cni::ADDONS_GROUP, "ClusterResourceSet") {
+        _ if !wants_cni => String::new(),
+        Some(k) if k.versions.iter().any(|v| v == "v1beta2") => "v1beta2".into(),
+        Some(k) if k.versions.iter().any(|v| v == "v1beta1") => "v1beta1".into(),
+        _ if client_only => capi.as_str().into(),
+        _ => {
+            return Err(apis.not_installed(
+                "Cluster API's ClusterResourceSet (v1beta1 or v1beta2)",
+                cni::ADDONS_GROUP,
+                "upgrade Cluster API (clusterctl upgrade), or drop --cni/--cni-manifest and install the network plugin by hand",
+            ));
+        }
+    };
     Ok(Versions {
         capi,
         kcp,
@@ -285,6 +388,7 @@ fn versions(apis: &ServerApis, spec: &CreateSpec, client_only: bool) -> Result<V
         infra_template: infra_version(infra.template_kind())?,
         bootstrap,
         installer,
+        addons,
     })
 }
 
@@ -359,14 +463,18 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     )?;
 
     let conn = args.kube.connect().await?;
-    let spec = spec_from(args, &conn.namespace)?;
+    let mut spec = spec_from(args, &conn.namespace)?;
+    let calico = cni_choice(args)? == Some(CniKind::Calico);
     let apis = ServerApis::discover(&conn).await?;
     let client_only = args.dry_run == DryRun::Client;
-    let versions = versions(&apis, &spec, client_only)?;
+    let versions = versions(&apis, &spec, calico, client_only)?;
     if let Some(ds) = &spec.datastore
         && !client_only
     {
         check_datastore(&conn, &apis, ds).await?;
+    }
+    if calico {
+        spec.cni = Some(download_calico().await?);
     }
     let mut built = shared::build::kamaji::build(&spec, &versions)?;
 

@@ -406,12 +406,20 @@ struct Doomed {
     name: String,
 }
 
+/// A template `delete` keeps because something outside the cluster still uses it.
+struct Kept {
+    ar: ApiResource,
+    name: String,
+    /// Who uses it, e.g. `ByoMachineTemplate other-md-0`.
+    user: String,
+}
+
 /// What `delete` removes, and the templates it keeps because something else uses them.
 async fn what_goes(
     conn: &Conn,
     apis: &ServerApis,
     t: &Target,
-) -> Result<(Vec<Doomed>, Vec<String>), Error> {
+) -> Result<(Vec<Doomed>, Vec<Kept>), Error> {
     let ns = t.namespace.as_str();
     let cluster_name = t.cluster_name().unwrap_or_else(|| t.name.clone());
     let mut out = Vec::new();
@@ -485,6 +493,29 @@ async fn what_goes(
             );
         }
     }
+    // What `create --cni`/`--cni-manifest` handed to Cluster API: the ClusterResourceSet and
+    // the ConfigMaps (or Secrets) holding the manifest, labelled by create.
+    let ours = format!(
+        "{CLUSTER_NAME_LABEL}={cluster_name},{}={}",
+        kamaji::MANAGED_BY.0,
+        kamaji::MANAGED_BY.1
+    );
+    let mut extra: Vec<ApiResource> = Vec::new();
+    if let Some(k) = apis.kind(shared::discovery::ADDONS_GROUP, "ClusterResourceSet") {
+        extra.push(k.resource(k.version()));
+    }
+    extra.push(ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
+        &(),
+    ));
+    extra.push(ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()));
+    for ar in extra {
+        for o in common::list(conn, &ar, Some(ns), Some(&ours)).await? {
+            out.push(Doomed {
+                ar: ar.clone(),
+                name: o.metadata.name.clone().unwrap_or_default(),
+            });
+        }
+    }
     if let Some(kar) = apis.kamaji_control_plane()
         && t.kcp.is_some()
     {
@@ -533,10 +564,11 @@ async fn what_goes(
     let mut kept = Vec::new();
     out.retain(|d| match in_use.get(&(d.ar.kind.clone(), d.name.clone())) {
         Some(user) => {
-            kept.push(format!(
-                "{} (still used by {user})",
-                render::object_name(&d.ar.kind, &d.ar.group, &d.name)
-            ));
+            kept.push(Kept {
+                ar: d.ar.clone(),
+                name: d.name.clone(),
+                user: user.clone(),
+            });
             false
         }
         None => true,
@@ -571,10 +603,30 @@ pub async fn delete(args: &DeleteArgs) -> Result<(), Error> {
         datastore.clone().unwrap_or_else(|| "<default>".into())
     ));
     for k in &kept {
-        render::info(&format!("It keeps {k}."));
+        render::info(&format!(
+            "It keeps {} (still used by {}).",
+            render::object_name(&k.ar.kind, &k.ar.group, &k.name),
+            k.user
+        ));
     }
     if !args.yes && !common::confirm(&format!("Delete {} and its cluster?", t.name)) {
         return Err(Error::other("aborted: nothing was deleted"));
+    }
+    // A kept object the Cluster owns would go with it (garbage collection): release it first.
+    let cluster_name = t.cluster_name().unwrap_or_else(|| t.name.clone());
+    for k in &kept {
+        if let Some(o) = common::get_opt(&conn, &k.ar, Some(&t.namespace), &k.name).await?
+            && let Some(refs) = kamaji::disowned_by_cluster(&object_json(&o), &cluster_name)
+        {
+            common::merge_patch(
+                &conn,
+                &k.ar,
+                &t.namespace,
+                &k.name,
+                &json!({"metadata": {"ownerReferences": refs, "resourceVersion": o.metadata.resource_version}}),
+            )
+            .await?;
+        }
     }
     let dp = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Foreground),

@@ -569,7 +569,16 @@ async fn byoh_installer_template_lives_and_goes_with_the_cluster() {
         "{}",
         stderr(&out)
     );
-    assert!(get(&c, &ns, &ict_ar, "inst-md-0").await.is_some());
+    // Released from the Cluster first, so the garbage collector leaves it once the Cluster is gone.
+    let cluster_ar = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
+    wait_gone(&c, &ns, &cluster_ar, "inst").await;
+    let kept = get(&c, &ns, &ict_ar, "inst-md-0").await.unwrap();
+    assert!(
+        kept["metadata"]["ownerReferences"]
+            .as_array()
+            .is_none_or(|r| r.is_empty()),
+        "{kept}"
+    );
 
     // Without another user, delete removes it.
     let out = create("solo", &[]);
@@ -577,12 +586,13 @@ async fn byoh_installer_template_lives_and_goes_with_the_cluster() {
     assert!(get(&c, &ns, &ict_ar, "solo-md-0").await.is_some());
     let out = kamaji(tb, &ns, &["delete", "solo", "--yes"]);
     assert!(out.status.success(), "{}", stderr(&out));
+    // Listed in what goes; deleted by delete or, as the Cluster owns it, by the garbage
+    // collector that foreground deletion of the Cluster runs first.
     assert!(
-        stdout(&out).contains(
-            "k8sinstallerconfigtemplate.infrastructure.cluster.x-k8s.io/solo-md-0 deleted"
-        ),
+        stderr(&out)
+            .contains("  k8sinstallerconfigtemplate.infrastructure.cluster.x-k8s.io/solo-md-0\n"),
         "{}",
-        stdout(&out)
+        stderr(&out)
     );
     // (foreground deletion: the garbage collector finishes it)
     wait_gone(&c, &ns, &ict_ar, "solo-md-0").await;
@@ -591,12 +601,220 @@ async fn byoh_installer_template_lives_and_goes_with_the_cluster() {
     // removes the installer template the Cluster owns.
     let out = create("gc", &[]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let cluster_ar = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
     kube::Api::<kube::api::DynamicObject>::namespaced_with(c.clone(), &ns, &cluster_ar)
         .delete("gc", &Default::default())
         .await
         .unwrap();
     wait_gone(&c, &ns, &ict_ar, "gc-md-0").await;
+}
+
+/// A stand-in for Calico's release manifest, served over HTTP on 127.0.0.1 (the suite runs
+/// offline and vendors no third-party manifest): what `--cni calico` reads through
+/// KUBECTL_KAMAJI_CALICO_URL, the mirror setting.
+const FAKE_CALICO: &str = "---\n# Source: calico/templates/calico-node.yaml\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: calico-node\n  namespace: kube-system\n---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: calico-node\n  namespace: kube-system\nspec:\n  selector:\n    matchLabels: {k8s-app: calico-node}\n  template:\n    metadata:\n      labels: {k8s-app: calico-node}\n    spec:\n      containers:\n        - name: calico-node\n          image: docker.io/calico/node:v3.31.4\n          env:\n            # - name: CALICO_IPV4POOL_CIDR\n            #   value: \"192.168.0.0/16\"\n            - name: CALICO_DISABLE_FILE_LOGGING\n              value: \"true\"\n";
+
+/// Serves `body` to every request (HTTP/1.1, one answer per connection), from a thread: the
+/// test runtime is blocked while the binary runs.
+fn serve_http(body: &'static str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut sock in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = sock.read(&mut buf);
+            let _ = write!(
+                sock,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}/projectcalico/calico/v3.31.4/manifests/calico.yaml")
+}
+
+/// `--cni calico` and `--cni-manifest FILE`: the manifest lands in a ConfigMap (a Secret when
+/// it holds Secrets) and a ClusterResourceSet (v1beta2 here; CAPI v1.14's real CRD validates
+/// it) that selects the labelled Cluster; dry runs show them; offline `--cni calico` says to
+/// use `--cni-manifest`; `delete` removes them.
+#[tokio::test]
+async fn cni_reaches_cluster_api_through_a_cluster_resource_set() {
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-cni").await;
+    let dir = tempfile::tempdir().unwrap();
+    let with_secret = dir.path().join("my-cni.yaml");
+    std::fs::write(
+        &with_secret,
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: cni-token\n  namespace: kube-system\nstringData:\n  token: abc\n---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: my-cni\n  namespace: kube-system\n",
+    )
+    .unwrap();
+    let plain = dir.path().join("plain.yaml");
+    std::fs::write(&plain, &FAKE_CALICO[4..]).unwrap();
+    let base = |name: &'static str| {
+        vec![
+            "create",
+            name,
+            "--infrastructure",
+            "none",
+            "--kubernetes-version",
+            V,
+        ]
+    };
+    let crs_ar = ar("addons.cluster.x-k8s.io", "v1beta2", "ClusterResourceSet");
+    let cm_ar = ar("", "v1", "ConfigMap");
+    let secret_ar = ar("", "v1", "Secret");
+    let cluster_ar = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
+
+    // Dry run: the stream shows the CNI objects, and the API server accepts it.
+    let mut a = base("dry");
+    a.extend([
+        "--cni-manifest",
+        plain.to_str().unwrap(),
+        "--dry-run=client",
+        "-o",
+        "yaml",
+    ]);
+    let yaml = ok(&kamaji(tb, &ns, &a));
+    assert!(yaml.contains("kind: ClusterResourceSet"), "{yaml}");
+    assert!(yaml.contains("kind: ConfigMap"), "{yaml}");
+    let out = kubectl_apply_server_dry_run(tb, &ns, &yaml);
+    assert!(out.status.success(), "{}\n{yaml}", stderr(&out));
+    assert!(
+        stdout(&out).contains("clusterresourceset.addons.cluster.x-k8s.io/dry-cni"),
+        "{}",
+        stdout(&out)
+    );
+
+    // A manifest with a Secret: a resource-set Secret, the CRS, the labelled Cluster owning both.
+    let mut a = base("sec");
+    a.extend(["--cni-manifest", with_secret.to_str().unwrap()]);
+    let out = kamaji(tb, &ns, &a);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("secret/sec-cni serverside-applied"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).contains(&format!(
+            "note: network plugin {}: in Secret sec-cni and ClusterResourceSet sec-cni",
+            with_secret.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let cluster = get(&c, &ns, &cluster_ar, "sec").await.unwrap();
+    assert_eq!(cluster["metadata"]["labels"]["cni"], "custom");
+    let secret = get(&c, &ns, &secret_ar, "sec-cni").await.unwrap();
+    assert_eq!(secret["type"], "addons.cluster.x-k8s.io/resource-set");
+    assert!(secret["data"]["my-cni.yaml"].is_string(), "{secret}");
+    assert_eq!(
+        secret["metadata"]["ownerReferences"][0]["uid"],
+        cluster["metadata"]["uid"]
+    );
+    let crs = get(&c, &ns, &crs_ar, "sec-cni").await.unwrap();
+    assert_eq!(
+        crs["spec"],
+        serde_json::json!({"strategy": "ApplyOnce",
+            "clusterSelector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": "sec", "cni": "custom"}},
+            "resources": [{"kind": "Secret", "name": "sec-cni"}]})
+    );
+
+    // --cni calico: downloaded (here from the stand-in), the pod CIDR filled in.
+    let url = serve_http(FAKE_CALICO);
+    let mut a = base("cal");
+    a.extend(["--cni", "calico"]);
+    let out = kamaji_env(
+        tb,
+        &ns,
+        &a,
+        &[("KUBECTL_KAMAJI_CALICO_URL", std::path::Path::new(&url))],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let cm = get(&c, &ns, &cm_ar, "cal-cni").await.unwrap();
+    let data = cm["data"]["calico.yaml"].as_str().unwrap();
+    assert!(
+        data.contains("- name: CALICO_IPV4POOL_CIDR\n              value: \"10.244.0.0/16\""),
+        "{data}"
+    );
+    assert_eq!(
+        get(&c, &ns, &cluster_ar, "cal").await.unwrap()["metadata"]["labels"]["cni"],
+        "calico"
+    );
+    assert_eq!(
+        get(&c, &ns, &crs_ar, "cal-cni").await.unwrap()["spec"]["resources"],
+        serde_json::json!([{"kind": "ConfigMap", "name": "cal-cni"}])
+    );
+
+    // Offline: one line, and the way out.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!(
+            "http://127.0.0.1:{}/calico.yaml",
+            l.local_addr().unwrap().port()
+        )
+    };
+    let mut a = base("off");
+    a.extend(["--cni", "calico"]);
+    let out = kamaji_env(
+        tb,
+        &ns,
+        &a,
+        &[("KUBECTL_KAMAJI_CALICO_URL", std::path::Path::new(&closed))],
+    );
+    let line = fails(&out, 1);
+    assert!(
+        line.starts_with(&format!(
+            "error: cannot download Calico's manifest from {closed}: "
+        )),
+        "{line}"
+    );
+    assert!(
+        stderr(&out).contains("--cni-manifest FILE"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(get(&c, &ns, &cluster_ar, "off").await.is_none());
+
+    // Bad flags fail before anything is written.
+    let mut a = base("bad");
+    a.extend(["--cni", "calico", "--cni-manifest", plain.to_str().unwrap()]);
+    assert_eq!(
+        fails(&kamaji(tb, &ns, &a), 2),
+        "error: --cni and --cni-manifest cannot be used together"
+    );
+    let mut a = base("bad");
+    a.extend(["--cni", "flannel"]);
+    assert_eq!(
+        fails(&kamaji(tb, &ns, &a), 2),
+        "error: unknown --cni \"flannel\""
+    );
+    let not_yaml = dir.path().join("notes.txt");
+    std::fs::write(&not_yaml, "just: text\n").unwrap();
+    let mut a = base("bad");
+    a.extend(["--cni-manifest", not_yaml.to_str().unwrap()]);
+    assert_eq!(
+        fails(&kamaji(tb, &ns, &a), 2),
+        format!(
+            "error: --cni-manifest {}: document 1 is not a Kubernetes object (no apiVersion or kind)",
+            not_yaml.display()
+        )
+    );
+
+    // delete removes what create handed to Cluster API.
+    let out = kamaji(tb, &ns, &["delete", "sec", "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Listed in what goes (the garbage collector may remove them first: the Cluster owns them).
+    for line in [
+        "  clusterresourceset.addons.cluster.x-k8s.io/sec-cni\n",
+        "  secret/sec-cni\n",
+    ] {
+        assert!(stderr(&out).contains(line), "{line}: {}", stderr(&out));
+    }
+    wait_gone(&c, &ns, &crs_ar, "sec-cni").await;
+    wait_gone(&c, &ns, &secret_ar, "sec-cni").await;
+    // cal's are untouched.
+    assert!(get(&c, &ns, &cm_ar, "cal-cni").await.is_some());
 }
 
 async fn wait_gone(c: &kube::Client, ns: &str, r: &kube::api::ApiResource, name: &str) {

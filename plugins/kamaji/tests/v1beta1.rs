@@ -10,6 +10,13 @@ use common::*;
 async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
     let tb = prepare_v1beta1().await;
     let (c, ns) = tb.namespace("kamaji-v1b1").await;
+    let dir = tempfile::tempdir().unwrap();
+    let cni = dir.path().join("cni.yaml");
+    std::fs::write(
+        &cni,
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: my-cni\n  namespace: kube-system\n",
+    )
+    .unwrap();
     let args = [
         "create",
         "old",
@@ -19,6 +26,8 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
         "v1.33.0",
         "--workers",
         "2",
+        "--cni-manifest",
+        cni.to_str().unwrap(),
     ];
     let yaml = ok(&kamaji(
         tb,
@@ -37,6 +46,12 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
         !yaml.contains("apiGroup:"),
         "v1beta2 references in a v1beta1 stream:\n{yaml}"
     );
+    // CAPI 1.10 serves ClusterResourceSet v1beta1 only; BYOH's installer template is there too.
+    assert!(
+        yaml.contains("apiVersion: addons.cluster.x-k8s.io/v1beta1\nkind: ClusterResourceSet"),
+        "{yaml}"
+    );
+    assert!(yaml.contains("kind: K8sInstallerConfigTemplate"), "{yaml}");
     let out = kubectl_apply_server_dry_run(tb, &ns, &yaml);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     ok(&kamaji(tb, &ns, &args));
@@ -69,4 +84,17 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
         "bootstrap.cluster.x-k8s.io/v1beta1"
     );
     assert_eq!(md["spec"]["replicas"], 2);
+    let crs = get(
+        &c,
+        &ns,
+        &ar("addons.cluster.x-k8s.io", "v1beta1", "ClusterResourceSet"),
+        "old-cni",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        crs["spec"]["clusterSelector"]["matchLabels"]["cluster.x-k8s.io/cluster-name"],
+        "old"
+    );
+    assert_eq!(cl["metadata"]["labels"]["cni"], "custom");
 }

@@ -239,6 +239,8 @@ pub struct Versions {
     pub bootstrap: String,
     /// Version of BYOH's K8sInstallerConfigTemplate; `v1beta1` if empty.
     pub installer: String,
+    /// Version of CAPI's ClusterResourceSet (`v1beta2` or `v1beta1`); `v1beta2` if empty.
+    pub addons: String,
 }
 
 impl Versions {
@@ -251,6 +253,7 @@ impl Versions {
             infra_template: infra.default_version().into(),
             bootstrap: "v1beta2".into(),
             installer: "v1beta1".into(),
+            addons: "v1beta2".into(),
         }
     }
 }
@@ -302,6 +305,11 @@ pub struct CreateSpec {
     /// BYOH: the hosts have Kubernetes pre-installed (agents started with
     /// `--skip-installation`): no installer template, no `installerRef`.
     pub preinstalled_hosts: bool,
+    /// The network plugin to install through a ClusterResourceSet (`--cni calico`, already
+    /// downloaded, or `--cni-manifest FILE`, already read); `None`: none.
+    pub cni: Option<super::cni::CniManifest>,
+    /// `--cni none` was given explicitly (no note about the missing network plugin).
+    pub cni_none_explicit: bool,
     /// `--from-file`: KamajiControlPlane spec fields (a `spec:` map or the fields themselves).
     pub values: Option<Value>,
 }
@@ -1092,16 +1100,62 @@ pub fn build(spec: &CreateSpec, versions: &Versions) -> Result<Built, Error> {
         cluster_spec["infrastructureRef"] =
             reference(level, INFRA_GROUP, &icv, kind, name, Some(ns));
     }
+    let mut cluster_meta = meta(name);
+    let mut cni_objects = Vec::new();
+    match &spec.cni {
+        Some(m) => {
+            cluster_meta["labels"][super::cni::CNI_LABEL] = json!(m.kind.label());
+            let mut m = m.clone();
+            if m.kind == super::cni::CniKind::Calico
+                && let Some(v4) = pods.iter().find(|c| c.contains('.'))
+            {
+                m.text = super::cni::calico_with_pod_cidr(&m.text, v4);
+            }
+            let av = if versions.addons.is_empty() {
+                "v1beta2"
+            } else {
+                versions.addons.as_str()
+            };
+            cni_objects = super::cni::objects(name, ns, &labels, av, &m)?;
+            let holders: Vec<String> = cni_objects
+                .iter()
+                .filter(|o| o["kind"] != "ClusterResourceSet")
+                .map(|o| {
+                    format!(
+                        "{} {}",
+                        o["kind"].as_str().unwrap_or_default(),
+                        o["metadata"]["name"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect();
+            let what = match m.kind {
+                super::cni::CniKind::Calico => {
+                    format!("Calico {} ({})", super::cni::CALICO_VERSION, m.source)
+                }
+                super::cni::CniKind::Custom => m.source.clone(),
+            };
+            notes.push(format!(
+                "network plugin {what}: in {} and ClusterResourceSet {}, which Cluster API applies in the workload cluster once its API server answers",
+                holders.join(", "),
+                super::cni::resource_set_name(name)
+            ));
+        }
+        None if workers > 0 && !spec.cni_none_explicit => notes.push(
+            "no network plugin (--cni none): the workers stay NotReady until one runs; pass --cni calico or --cni-manifest FILE, or install one by hand".to_string(),
+        ),
+        None => {}
+    }
     let cluster = json!({
         "apiVersion": api_version(crate::discovery::CAPI_GROUP, capi_v),
         "kind": "Cluster",
-        "metadata": meta(name),
+        "metadata": cluster_meta,
         "spec": cluster_spec,
     });
 
     let mut objects = vec![kcp];
     objects.extend(infra_cluster);
     objects.push(cluster);
+    objects.extend(cni_objects);
 
     // ---- workers
     if let (Some(template), Some(tkind)) = (template, infra.template_kind()) {
@@ -1181,6 +1235,19 @@ pub fn own_by_cluster(obj: &mut Value, cluster_api_version: &str, name: &str, ui
         "apiVersion": cluster_api_version, "kind": "Cluster", "name": name, "uid": uid,
     }]);
     true
+}
+
+/// The ownerReferences of `obj` without Cluster `cluster`, when it had that owner: what an
+/// object kept past its Cluster's deletion must carry so the garbage collector leaves it.
+pub fn disowned_by_cluster(obj: &Value, cluster: &str) -> Option<Value> {
+    let refs = obj["metadata"]["ownerReferences"].as_array()?;
+    let is_it = |r: &Value| r["kind"] == "Cluster" && r["name"] == cluster;
+    if !refs.iter().any(is_it) {
+        return None;
+    }
+    Some(Value::Array(
+        refs.iter().filter(|r| !is_it(r)).cloned().collect(),
+    ))
 }
 
 /// An OCI repository as BYOH's installer joins it (`<repo>/byoh-bundle-<os>_k8s:<version>`):
@@ -1354,6 +1421,7 @@ mod tests {
             infra_template: "v1beta1".into(),
             bootstrap: "v1beta1".into(),
             installer: "v1beta1".into(),
+            addons: "v1beta1".into(),
         };
         let b = build(&s, &v).unwrap();
         assert_eq!(
@@ -1388,6 +1456,91 @@ mod tests {
     }
 
     #[test]
+    fn a_cni_is_a_labelled_cluster_a_configmap_and_a_resource_set() {
+        use crate::build::cni::{CniKind, CniManifest};
+        let calico = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: calico-node\nspec:\n  template:\n    spec:\n      containers:\n        - env:\n            # - name: CALICO_IPV4POOL_CIDR\n            #   value: \"192.168.0.0/16\"\n";
+        let mut s = spec(Infrastructure::Byoh);
+        s.pod_cidrs = vec!["10.200.0.0/16".into()];
+        s.cni = Some(CniManifest {
+            kind: CniKind::Calico,
+            source: "https://example.com/calico.yaml".into(),
+            text: calico.into(),
+        });
+        let b = build(&s, &Versions::latest(Infrastructure::Byoh)).unwrap();
+        assert_eq!(
+            kinds(&b)[..5],
+            [
+                "KamajiControlPlane",
+                "ByoCluster",
+                "Cluster",
+                "ConfigMap",
+                "ClusterResourceSet"
+            ]
+        );
+        assert_eq!(b.objects[2]["metadata"]["labels"]["cni"], "calico");
+        let data = b.objects[3]["data"]["calico.yaml"].as_str().unwrap();
+        assert!(
+            data.contains("- name: CALICO_IPV4POOL_CIDR\n              value: \"10.200.0.0/16\""),
+            "{data}"
+        );
+        let crs = &b.objects[4];
+        assert_eq!(crs["apiVersion"], "addons.cluster.x-k8s.io/v1beta2");
+        // It selects this Cluster: every label it matches is on the Cluster.
+        for (k, v) in crs["spec"]["clusterSelector"]["matchLabels"]
+            .as_object()
+            .unwrap()
+        {
+            assert_eq!(&b.objects[2]["metadata"]["labels"][k], v, "{k}");
+        }
+        assert!(
+            b.notes.iter().any(|n| n
+                == "network plugin Calico v3.31.4 (https://example.com/calico.yaml): in ConfigMap prod-cni and ClusterResourceSet prod-cni, which Cluster API applies in the workload cluster once its API server answers"),
+            "{:?}",
+            b.notes
+        );
+        // The Cluster owns them, as it owns the installer template.
+        let mut cm = b.objects[3].clone();
+        assert!(own_by_cluster(
+            &mut cm,
+            "cluster.x-k8s.io/v1beta2",
+            "prod",
+            "u"
+        ));
+
+        // None: the Cluster carries no cni label and the preview warns about NotReady nodes.
+        let b = build(
+            &spec(Infrastructure::Byoh),
+            &Versions::latest(Infrastructure::Byoh),
+        )
+        .unwrap();
+        assert!(b.objects[2]["metadata"]["labels"].get("cni").is_none());
+        assert!(
+            b.notes
+                .iter()
+                .any(|n| n.starts_with("no network plugin (--cni none)")),
+            "{:?}",
+            b.notes
+        );
+        let mut s = spec(Infrastructure::Byoh);
+        s.cni_none_explicit = true;
+        let b = build(&s, &Versions::latest(Infrastructure::Byoh)).unwrap();
+        assert!(!b.notes.iter().any(|n| n.contains("network plugin")));
+
+        // A bad manifest fails the build with its one line.
+        let mut s = spec(Infrastructure::None);
+        s.cni = Some(CniManifest {
+            kind: CniKind::Custom,
+            source: "cni.yaml".into(),
+            text: "hello: world\n".into(),
+        });
+        let e = build(&s, &Versions::latest(Infrastructure::None)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--cni-manifest cni.yaml: document 1 is not a Kubernetes object (no apiVersion or kind)"
+        );
+    }
+
+    #[test]
     fn the_cluster_owns_what_capi_does_not_adopt() {
         let b = build(
             &spec(Infrastructure::Byoh),
@@ -1413,6 +1566,18 @@ mod tests {
             "prod",
             ""
         ));
+        // Kept past the Cluster's deletion: only that owner goes.
+        let shared = json!({"metadata": {"ownerReferences": [
+            {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "prod", "uid": "u-1"},
+            {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "other", "uid": "u-2"}]}});
+        assert_eq!(
+            disowned_by_cluster(&shared, "prod"),
+            Some(
+                json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "other", "uid": "u-2"}])
+            )
+        );
+        assert_eq!(disowned_by_cluster(&shared, "gone"), None);
+        assert_eq!(disowned_by_cluster(&cm, "prod"), None);
     }
 
     #[test]
@@ -1452,10 +1617,8 @@ mod tests {
                 .is_none()
         );
         assert_eq!(
-            b.notes,
-            [
-                "--preinstalled-hosts: no K8sInstallerConfigTemplate and no installerRef; the hosts must have Kubernetes v1.35.0 installed and their agents run with --skip-installation"
-            ]
+            b.notes[0],
+            "--preinstalled-hosts: no K8sInstallerConfigTemplate and no installerRef; the hosts must have Kubernetes v1.35.0 installed and their agents run with --skip-installation"
         );
 
         // With 0 workers the templates are still rendered (to scale later), without the note.

@@ -1,4 +1,5 @@
 //! Pure builders: the API objects a verb creates, from its flags. No I/O; unit tested.
 
+pub mod cni;
 pub mod kamaji;
 pub mod pki;
