@@ -317,7 +317,7 @@ pub fn simulate_kamaji(tb: &Testbed, client: Client) {
     let opts = testbed::sim::SimOptions {
         delay: Duration::from_millis(500),
         tick: Duration::from_millis(200),
-        ..Default::default()..testbed::sim::SimOptions::default()
+        ..Default::default()
     };
     tokio::spawn(testbed::sim::kamaji::run(client, sandbox, opts));
 }
