@@ -16,6 +16,7 @@ use shared::discovery::{
     BOOTSTRAP_GROUP, CapiVersion, INFRASTRUCTURE_GROUP, KAMAJI_GROUP, ServerApis,
 };
 use shared::error::Error;
+use shared::plan::workers::WorkerProgress;
 use shared::render::{self, Poll};
 
 use crate::common::{self, DryRun, Target};
@@ -609,12 +610,17 @@ pub async fn wait_ready(
     timeout: Duration,
 ) -> Result<String, Error> {
     let md_ar = apis.capi_kind("MachineDeployment").ok();
-    render::wait_until(
+    let machine_ar = apis.capi_kind("Machine").ok();
+    // The workers as last seen, to explain a timeout.
+    let last_workers: std::sync::Mutex<Option<WorkerProgress>> = std::sync::Mutex::new(None);
+    let result = render::wait_until(
         &format!("waiting for cluster {name}"),
         timeout,
         Duration::from_millis(500),
         || {
             let md_ar = md_ar.clone();
+            let machine_ar = machine_ar.clone();
+            let last_workers = &last_workers;
             async move {
                 let t = match common::resolve(conn, apis, name).await {
                     Ok(t) => t,
@@ -641,24 +647,54 @@ pub async fn wait_ready(
                     return Ok(Poll::Pending(format!("3/4 control plane ready (endpoint {host}:{port} assigned): {why}")));
                 }
                 let mut want = 0;
-                let mut have = 0;
+                let mut md_ready = 0;
+                let sel = format!("{}={name}", kamaji::CLUSTER_NAME_LABEL);
                 if let Some(ar) = md_ar {
-                    let sel = format!("{}={name}", kamaji::CLUSTER_NAME_LABEL);
                     for md in common::list(conn, &ar, Some(&t.namespace), Some(&sel)).await? {
                         let r = fields::replicas(&object_json(&md));
                         want += r.desired.unwrap_or(0);
-                        have += r.ready.unwrap_or(0);
+                        md_ready += r.ready.unwrap_or(0);
                     }
                 }
-                if have < want {
-                    return Ok(Poll::Pending(format!("4/4 workers joined: {have}/{want} ready")));
+                // The MachineDeployments' Machines: joined (nodeRef) and Ready (NodeReady).
+                let mut machines = Vec::new();
+                if let Some(ar) = machine_ar.filter(|_| want > 0) {
+                    let sel = format!("{sel},{DEPLOYMENT_NAME_LABEL}");
+                    machines = common::list(conn, &ar, Some(&t.namespace), Some(&sel))
+                        .await?
+                        .iter()
+                        .map(object_json)
+                        .collect();
+                }
+                let workers = WorkerProgress::of(want, &machines, md_ready);
+                if !workers.done() {
+                    let text = format!("4/4 {}", workers.pending());
+                    if let Ok(mut l) = last_workers.lock() {
+                        *l = Some(workers);
+                    }
+                    return Ok(Poll::Pending(text));
                 }
                 let version = kcp["status"]["version"].as_str().unwrap_or_default().to_string();
                 Ok(Poll::Ready(format!(
-                    "cluster {name} is ready: control plane {version} at {host}:{port}, {have}/{want} workers"
+                    "cluster {name} is ready: control plane {version} at {host}:{port}, {}/{want} workers",
+                    workers.ready.min(want)
                 )))
             }
         },
     )
-    .await
+    .await;
+    match result {
+        // Nodes NotReady for want of a network plugin: say that, not "the controllers are slow".
+        Err(Error::Timeout { .. }) => {
+            let last = last_workers.lock().ok().and_then(|l| l.clone());
+            match last.and_then(|w| w.timeout_error(name, timeout)) {
+                Some(e) => Err(e),
+                None => result,
+            }
+        }
+        r => r,
+    }
 }
+
+/// CAPI's MachineDeployment label on its Machines.
+const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";

@@ -11,6 +11,7 @@ pub mod teardown;
 pub mod template;
 pub mod tree;
 pub mod upgrade;
+pub mod workers;
 
 pub mod util;
 
