@@ -1,5 +1,5 @@
-//! `kubectl kamaji certificates rotate NAME --all|--certificates ...`: Kamaji regenerates the
-//! certificates whose Secrets carry `certs.kamaji.clastix.io/rotate`.
+//! `kubectl kamaji certificates rotate NAME --all|--certificates ...`: Kamaji re-issues the
+//! certificates whose Secrets are deleted (see `kubeconfig::rotate_secrets`).
 
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use shared::cli::KubeFlags;
@@ -16,7 +16,7 @@ pub struct Args {
 
 #[derive(Subcommand, Clone, Debug)]
 pub enum Verb {
-    /// Mark certificate Secrets for rotation
+    /// Have Kamaji re-issue certificates (their Secrets are deleted and re-created)
     Rotate(RotateArgs),
 }
 
@@ -99,5 +99,5 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         .iter()
         .map(|c| format!("{}-{}", t.tcp_name(), c.suffix()))
         .collect();
-    crate::kubeconfig::annotate_secrets(&conn, &t, &names, !a.all).await
+    crate::kubeconfig::rotate_secrets(&conn, &t, &names, !a.all).await
 }

@@ -125,6 +125,16 @@ pub async fn merge_patch(
         .map_err(|e| conn.error(e, &Op::on("patch", ar).in_namespace(Some(ns)).named(name)))
 }
 
+/// Deletes an object; one already gone is not an error (a re-run finishes the job).
+pub async fn delete(conn: &Conn, ar: &ApiResource, ns: &str, name: &str) -> Result<(), Error> {
+    let api = shared::api::dynamic(conn, ar, Some(ns));
+    match api.delete(name, &kube::api::DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(conn.error(e, &Op::on("delete", ar).in_namespace(Some(ns)).named(name))),
+    }
+}
+
 /// Gets an object, `None` when it does not exist.
 pub async fn get_opt(
     conn: &Conn,

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
-use serde_json::json;
 use shared::cli::KubeFlags;
 use shared::discovery::ServerApis;
 use shared::error::Error;
@@ -22,7 +21,7 @@ pub struct Args {
 pub enum Verb {
     /// Print (or --merge) the admin kubeconfig of a tenant control plane
     Get(GetArgs),
-    /// Have Kamaji regenerate kubeconfigs (annotation certs.kamaji.clastix.io/rotate)
+    /// Have Kamaji regenerate kubeconfigs (their Secrets are deleted; Kamaji re-issues them)
     Rotate(RotateArgs),
 }
 
@@ -96,9 +95,6 @@ pub struct RotateArgs {
     #[command(flatten)]
     pub kube: KubeFlags,
 }
-
-/// Kamaji's rotation trigger.
-pub const ROTATE_ANNOTATION: &str = "certs.kamaji.clastix.io/rotate";
 
 pub async fn run(args: &Args) -> Result<(), Error> {
     match &args.verb {
@@ -222,19 +218,20 @@ async fn rotate(args: &RotateArgs) -> Result<(), Error> {
         .iter()
         .map(|k| format!("{}-{}", t.tcp_name(), k.suffix()))
         .collect();
-    annotate_secrets(&conn, &t, &names, !args.all).await
+    rotate_secrets(&conn, &t, &names, !args.all).await
 }
 
 /// Puts Kamaji's rotation annotation on Secrets. Missing ones fail when `strict`, else are
 /// reported and skipped.
-pub async fn annotate_secrets(
+pub async fn rotate_secrets(
     conn: &shared::cli::Conn,
     t: &common::Target,
     names: &[String],
     strict: bool,
 ) -> Result<(), Error> {
     let ar = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&());
-    let mut done = 0;
+    // Check every Secret first, so a strict run changes nothing when one is missing.
+    let mut present = Vec::new();
     for name in names {
         if common::secret_data(conn, &t.namespace, name)
             .await?
@@ -255,23 +252,21 @@ pub async fn annotate_secrets(
             render::info(&format!("secret/{name} not found, skipped"));
             continue;
         }
-        // An empty value requests the rotation, as Kamaji's docs do with kubectl annotate; Kamaji
-        // rewrites it once the Secret is regenerated.
-        common::merge_patch(
-            conn,
-            &ar,
-            &t.namespace,
-            name,
-            &json!({"metadata": {"annotations": {ROTATE_ANNOTATION: ""}}}),
-        )
-        .await?;
-        render::line(&format!(
-            "secret/{name} marked for rotation ({ROTATE_ANNOTATION})"
-        ));
-        done += 1;
+        present.push(name);
     }
-    if done == 0 {
+    if present.is_empty() {
         return Err(Error::other("nothing to rotate: none of the Secrets exist"));
+    }
+    for name in present {
+        // Deleting is the trigger every Kamaji release honours: Kamaji re-issues a missing
+        // certificate or kubeconfig Secret on its next reconcile (the Secrets are owned by the
+        // TenantControlPlane, so the deletion itself triggers it) and rolls the control plane
+        // onto it. The `certs.kamaji.clastix.io/rotate` annotation only exists in newer Kamaji
+        // releases; v1.0.0 ignores it (see its `internal/resources/*_certificate.go`).
+        common::delete(conn, &ar, &t.namespace, name).await?;
+        render::line(&format!(
+            "secret/{name} deleted: Kamaji re-issues it and rolls the control plane"
+        ));
     }
     Ok(())
 }

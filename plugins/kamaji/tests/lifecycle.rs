@@ -246,15 +246,8 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         "{yaki}"
     );
 
-    // rotation marks Kamaji's Secrets
-    let out = ok(&kamaji(tb, &ns, &["certificates", "rotate", name, "--all"]));
-    assert!(
-        out.contains(&format!(
-            "secret/{name}-api-server-certificate marked for rotation"
-        )),
-        "{out}"
-    );
-    let s = get(
+    // rotation deletes Kamaji's Secrets, which Kamaji re-issues
+    let before = get(
         &client,
         &ns,
         &ar("", "v1", "Secret"),
@@ -262,10 +255,23 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     )
     .await
     .unwrap();
+    let out = ok(&kamaji(tb, &ns, &["certificates", "rotate", name, "--all"]));
     assert!(
-        s["metadata"]["annotations"]
-            .get("certs.kamaji.clastix.io/rotate")
-            .is_some()
+        out.contains(&format!(
+            "secret/{name}-api-server-certificate deleted: Kamaji re-issues it"
+        )),
+        "{out}"
+    );
+    let after = get(
+        &client,
+        &ns,
+        &ar("", "v1", "Secret"),
+        &format!("{name}-api-server-certificate"),
+    )
+    .await;
+    assert!(
+        after.is_none_or(|a| a["metadata"]["uid"] != before["metadata"]["uid"]),
+        "the Secret was not deleted"
     );
     let line = fails(
         &kamaji(
