@@ -39,6 +39,9 @@ pub struct WorkerProgress {
     pub no_network: i64,
     /// The first other reason a joined Node is NotReady (the kubelet's message).
     pub other: Option<String>,
+    /// Ready replicas the MachineDeployments report (they follow the Machines' Ready, which
+    /// lags the Node's).
+    pub md_ready: i64,
 }
 
 impl WorkerProgress {
@@ -48,6 +51,7 @@ impl WorkerProgress {
     pub fn of(desired: i64, machines: &[Value], md_ready: i64) -> WorkerProgress {
         let mut p = WorkerProgress {
             desired,
+            md_ready,
             ..Default::default()
         };
         let mut mirrored = false;
@@ -84,9 +88,9 @@ impl WorkerProgress {
         p
     }
 
-    /// Every wanted worker is Ready.
+    /// Every wanted worker's Node is Ready and the MachineDeployments say so too.
     pub fn done(&self) -> bool {
-        self.ready >= self.desired
+        self.ready >= self.desired && self.md_ready >= self.desired
     }
 
     fn network_text(&self) -> String {
@@ -103,11 +107,16 @@ impl WorkerProgress {
                 "workers joining: {}/{} joined, {} Ready",
                 self.joined, self.desired, self.ready
             )
-        } else {
+        } else if self.ready < self.desired {
             format!(
                 "workers joined: {}/{} Ready",
                 self.ready.min(self.desired),
                 self.desired
+            )
+        } else {
+            format!(
+                "workers Ready: the MachineDeployments report {}/{} ready",
+                self.md_ready, self.desired
             )
         };
         if self.no_network > 0 {
@@ -202,6 +211,13 @@ mod tests {
         let ms = vec![machine(true, Some(("True", ""))), machine(false, None)];
         let p = WorkerProgress::of(2, &ms, 1);
         assert_eq!(p.pending(), "workers joining: 1/2 joined, 1 Ready");
+        // Nodes Ready before the MachineDeployment counts them: not done yet.
+        let p = WorkerProgress::of(1, &[machine(true, Some(("True", "")))], 0);
+        assert!(!p.done());
+        assert_eq!(
+            p.pending(),
+            "workers Ready: the MachineDeployments report 0/1 ready"
+        );
         assert!(p.timeout_error("prod", Duration::from_secs(5)).is_none());
         // Another NotReady reason is passed on as the kubelet says it.
         let ms = vec![machine(
@@ -215,7 +231,7 @@ mod tests {
         );
         assert!(p.timeout_error("prod", Duration::from_secs(5)).is_none());
         // All Ready.
-        let p = WorkerProgress::of(1, &[machine(true, Some(("True", "")))], 0);
+        let p = WorkerProgress::of(1, &[machine(true, Some(("True", "")))], 1);
         assert!(p.done());
         // Nothing wanted: done at once.
         assert!(WorkerProgress::of(0, &[], 0).done());
