@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # make demo: the whole story on a laptop. Builds the plugins, starts the sandbox (real etcd,
-# kube-apiserver, kube-controller-manager, CAPI v1.14 core and kubeadm bootstrap managers), the
-# SIMULATED parts (Kamaji, 8 BYOH host agents, the BYOH controller) and our reconciler, then runs
-# a narrated tour through the real kubectl binary. Stops everything at the end or on Ctrl-C;
-# KEEP=1 leaves the sandbox up.
+# kube-apiserver, kube-controller-manager, CAPI v1.14 core and kubeadm bootstrap managers, the
+# Kamaji v1.0.0 operator and the BYOH v0.5.0 controller manager), 8 SIMULATED BYOH host agents and
+# our reconciler, then runs a narrated tour through the real kubectl binary. Tenant control
+# planes run real kube-apiserver, kube-controller-manager and kube-scheduler processes (under a
+# SIMULATED kubelet: no container runtime here). Stops everything at the end or on Ctrl-C;
+# KEEP=1 leaves the sandbox up. Needs root (Kamaji runs in a network namespace of its own).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -40,10 +42,11 @@ say "Building the plugins, the reconciler and the sandbox runner"
 bash testbed/build-bins.sh all >/dev/null
 cargo build -q --workspace --bins
 
-say "Starting the sandbox: real kube-apiserver, etcd, kube-controller-manager, CAPI v1.14 core and kubeadm bootstrap managers"
+say "Starting the sandbox: real kube-apiserver, etcd, kube-controller-manager, CAPI v1.14 core and kubeadm bootstrap managers, Kamaji v1.0.0 and the BYOH v0.5.0 controller"
 "$bin/capi-testbed" down --dir "$dir" >/dev/null 2>&1 || true
 rm -rf "$dir"; mkdir -p "$dir"
-nohup "$bin/capi-testbed" up --dir "$dir" --capi --simulate --hosts 8 --host-label role=worker \
+t0=$(date +%s)
+nohup "$bin/capi-testbed" up --dir "$dir" --real --simulate --hosts 8 --host-label role=worker \
   --delay-ms "${DEMO_DELAY_MS:-1500}" >"$dir/sandbox.log" 2>&1 </dev/null &
 for _ in $(seq 1 900); do
   [ -f "$dir/ready" ] && break
@@ -51,6 +54,7 @@ for _ in $(seq 1 900); do
   sleep 0.2
 done
 [ -f "$dir/ready" ] || { echo "the sandbox did not start; see $dir/sandbox.log" >&2; exit 1; }
+echo "sandbox up in $(( $(date +%s) - t0 ))s"
 grep -h "SIMULATED" "$dir/sandbox.log" || true
 export KUBECONFIG=$dir/kubeconfig PATH=$bin:$PATH
 
@@ -65,9 +69,22 @@ reconciler_pid=$!
 say "1. The host pool: 8 bare-metal hosts (SIMULATED agents), all free"
 run kubectl capi hosts
 
-say "2. One command creates a cluster: a Kamaji control plane and 2 BYOH workers"
-run kubectl kamaji create demo --infrastructure byoh --workers 2 --kubernetes-version v1.33.4 \
-  --host-selector role=worker --wait --timeout 5m
+# The tenant API server listens on the sandbox's loopback (a pre-assigned address, as a VIP
+# would be); the hosts have Kubernetes pre-installed (BYOH v0.5.0's own installer only knows
+# Ubuntu 20.04 with Kubernetes v1.24-v1.26); the network add-on is a stand-in whose image
+# cannot run here, applied by Cluster API's ClusterResourceSet into the live tenant.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+say "2. One command creates a cluster: a Kamaji control plane (real kube-apiserver), 2 BYOH workers, a network add-on"
+run kubectl kamaji create demo --infrastructure byoh --workers 2 --kubernetes-version v1.35.4 \
+  --host-selector role=worker --preinstalled-hosts --cni-manifest scripts/demo-cni.yaml \
+  --replicas 1 --service-type ClusterIP --service-address 127.0.0.1 --port "$port" --addons none \
+  --wait --timeout 6m
+
+say "2b. The workload cluster answers: its own API server, its joined nodes"
+run kubectl capi kubeconfig demo --output "$dir/demo.kubeconfig"
+run kubectl --kubeconfig "$dir/demo.kubeconfig" get --raw /version
+echo
+run kubectl --kubeconfig "$dir/demo.kubeconfig" get nodes
 
 say "3. The object tree, as clusterctl describe would draw it"
 run kubectl capi describe demo
@@ -79,8 +96,9 @@ say "5. Scale the workers to 3 (preflight: free hosts matching the selector)"
 run kubectl capi scale demo --workers 3 --wait
 
 say "6. Plan an upgrade to the next minor, then apply it"
-run kubectl capi upgrade demo --to v1.34.1 --plan
-run kubectl capi upgrade demo --to v1.34.1 --yes
+run kubectl capi upgrade demo --to v1.36.3 --plan
+run kubectl capi upgrade demo --to v1.36.3 --yes
+run kubectl --kubeconfig "$dir/demo.kubeconfig" get --raw /version
 
 say "7. The control plane, in sections"
 run kubectl kamaji status demo
@@ -90,3 +108,5 @@ run kubectl capi delete demo --yes --wait
 
 say "9. Every host is free again"
 run kubectl capi hosts
+
+say "Done in $(( $(date +%s) - t0 ))s (sandbox start included)"

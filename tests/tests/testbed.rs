@@ -386,3 +386,42 @@ async fn capi_manager_turns_a_machinedeployment_into_machines() {
     })
     .await;
 }
+
+/// The CAPI CRDs convert through the real CAPI manager's webhook (as clusterctl installs them):
+/// a v1beta1 client such as BYOH v0.5.0 reads a v1beta2-stored Cluster in v1beta1 shapes.
+#[tokio::test]
+async fn v1beta1_reads_of_v1beta2_clusters_are_converted_by_the_capi_manager() {
+    let tb = testbed::shared_with_capi();
+    let (client, ns) = tb.namespace("conversion").await;
+    let v2: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
+    );
+    let c: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "conv"},
+        "spec": {"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io",
+                                     "kind": "KubeadmControlPlane", "name": "conv"},
+                 "clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]}}},
+    }))
+    .unwrap();
+    v2.create(&PostParams::default(), &c).await.unwrap();
+    let v1: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        &ns,
+        &ar("cluster.x-k8s.io", "v1beta1", "Cluster", "clusters"),
+    );
+    let got = v1.get("conv").await.unwrap();
+    // v1beta2's ContractVersionedObjectReference (apiGroup) becomes v1beta1's ObjectReference
+    // (apiVersion); without conversion the stored v1beta2 shape would come back unchanged.
+    let cp = &got.data["spec"]["controlPlaneRef"];
+    assert_eq!(
+        cp["apiVersion"]
+            .as_str()
+            .map(|v| v.starts_with("controlplane.cluster.x-k8s.io/")),
+        Some(true),
+        "{cp}"
+    );
+    assert!(cp.get("apiGroup").is_none(), "{cp}");
+}

@@ -66,6 +66,12 @@ fn minimal_crd(kind: &str, plural: &str, version: &str) -> CustomResourceDefinit
 }
 
 async fn install_crds(client: &Client) {
+    install_crds_with(client, true).await
+}
+
+/// Our CRDs and the extra infrastructure CRDs; with `fake_datastore`, a `default` DataStore
+/// whose content is never used (SIMULATED Kamaji ignores it; the real one has its own).
+async fn install_crds_with(client: &Client, fake_datastore: bool) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut crds = kamaji_reconciler::crds();
     assert!(!crds.is_empty(), "kamaji_reconciler::crds() is empty");
@@ -105,6 +111,9 @@ async fn install_crds(client: &Client) {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+    if !fake_datastore {
+        return;
+    }
     // The default DataStore (cluster-scoped).
     let ds = ar("kamaji.clastix.io", "v1alpha1", "DataStore");
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ds);
@@ -135,6 +144,20 @@ pub async fn testbed() -> &'static Testbed {
 /// the KamajiControlPlane, which the reconciler waits for), with our CRDs.
 pub async fn testbed_with_capi() -> &'static Testbed {
     prepare(testbed::shared_with_capi()).await
+}
+
+/// The testbed running every real controller (CAPI, Kamaji, BYOH), with our CRDs; Kamaji's
+/// `default` DataStore is the testbed's real one.
+pub async fn testbed_real() -> &'static Testbed {
+    let tb = testbed::shared_real();
+    static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    READY
+        .get_or_init(|| async {
+            let client = tb.client().await;
+            install_crds_with(&client, false).await;
+        })
+        .await;
+    tb
 }
 
 /// The v1beta1-only (CAPI 1.10 shaped) testbed, with our CRDs.

@@ -1,0 +1,424 @@
+//! kubectl-kamaji end to end on the real controllers: the Kamaji v1.0.0 operator (tenant control
+//! planes run real kube-apiserver, kube-controller-manager and kube-scheduler processes under the
+//! testbed's SIMULATED kubelet), the BYOH v0.5.0 controller manager with its webhooks, the CAPI
+//! v1.14 core and kubeadm bootstrap managers, and our reconciler. Only the BYOH host agents'
+//! OS work is SIMULATED; their kubelets join the live tenant through the bootstrap token.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use kube::Client;
+use serde_json::Value;
+use testbed::Testbed;
+use testbed::sim::{SimOptions, byoh};
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// `target/debug/kubectl-capi`, next to our binary (built if missing).
+fn capi_binary() -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_kubectl-kamaji")).with_file_name("kubectl-capi");
+    if !bin.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "kubectl-capi", "--bin", "kubectl-capi"])
+            .status()
+            .unwrap();
+        assert!(status.success(), "building kubectl-capi failed");
+    }
+    bin
+}
+
+fn capi(tb: &Testbed, ns: &str, args: &[&str]) -> Output {
+    Command::new(capi_binary())
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&tb.kubeconfig)
+        .args(["-n", ns])
+        .env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new(KUBECTL)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// SIMULATED host agents acting as their `byoh:host:<name>` users, joining tenants for real.
+fn agents(tb: &Testbed, client: &Client, ns: &str, prefix: &str, count: usize, role: &str) {
+    let opts = SimOptions {
+        delay: Duration::from_millis(300),
+        tick: Duration::from_millis(250),
+        host_kubeconfig: Some(tb.kubeconfig.clone()),
+        install: false,
+        join: true,
+        ..SimOptions::default()
+    };
+    let pool = byoh::Pool {
+        namespace: ns.to_string(),
+        count,
+        labels: vec![("role".into(), role.into())],
+        name_prefix: prefix.to_string(),
+    };
+    tokio::spawn(byoh::run_agents(client.clone(), pool, opts));
+}
+
+async fn hosts(client: &Client, ns: &str) -> Vec<Value> {
+    let r = ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoHost");
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), ns, &r);
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|o| serde_json::to_value(o).unwrap())
+        .collect()
+}
+
+/// The serial number of the certificate the tenant API server presents right now.
+fn served_serial(port: u16) -> String {
+    let mut s_client = Command::new("openssl")
+        .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pem = s_client.stdout.take().unwrap();
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-serial"])
+        .stdin(pem)
+        .output()
+        .unwrap();
+    let _ = s_client.kill();
+    let _ = s_client.wait();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// One cluster through its life on the real controllers: BYOH attaches the hosts the selector
+/// picks, the workers join the live tenant, the tenant answers with the requested version, a
+/// join token exists there, a certificate rotation re-issues the serving certificate while the
+/// tenant keeps answering, and `kubectl capi delete` releases the hosts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byoh_cluster_on_the_real_controllers() {
+    let tb = testbed_real().await;
+    let (client, ns) = tb.namespace("real-byoh").await;
+    let rec = Reconciler::start(tb, &ns);
+    let role = format!("w-{ns}");
+    agents(tb, &client, &ns, &format!("{ns}-a"), 2, &role);
+    agents(tb, &client, &ns, &format!("{ns}-b"), 1, "elsewhere");
+    let cni = tb.dir.join(format!("{ns}-cni.yaml"));
+    std::fs::write(&cni, include_str!("../../../scripts/demo-cni.yaml")).unwrap();
+    let port = free_port();
+    let port_s = port.to_string();
+    let out = kamaji(
+        tb,
+        &ns,
+        &[
+            "create",
+            "c1",
+            "--infrastructure",
+            "byoh",
+            "--workers",
+            "2",
+            "--kubernetes-version",
+            "v1.35.4",
+            "--host-selector",
+            &format!("role={role}"),
+            "--preinstalled-hosts",
+            "--cni-manifest",
+            cni.to_str().unwrap(),
+            "--replicas",
+            "1",
+            "--service-type",
+            "ClusterIP",
+            "--service-address",
+            "127.0.0.1",
+            "--port",
+            &port_s,
+            "--addons",
+            "none",
+            "--wait",
+            "--timeout",
+            "300s",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{}\n--- reconciler ---\n{}",
+        stdout(&out),
+        stderr(&out),
+        rec.log_tail()
+    );
+
+    // The live tenant API server, with the requested version, lists the joined workers.
+    let kc = tb.dir.join(format!("{ns}-c1.kubeconfig"));
+    std::fs::write(&kc, ok(&kamaji(tb, &ns, &["kubeconfig", "get", "c1"]))).unwrap();
+    let version: Value =
+        serde_json::from_slice(&kubectl(&kc, &["get", "--raw", "/version"]).stdout).unwrap();
+    assert_eq!(version["gitVersion"], "v1.35.4", "{version}");
+    let nodes =
+        String::from_utf8_lossy(&kubectl(&kc, &["get", "nodes", "-o", "name"]).stdout).to_string();
+    let mut want: Vec<String> = (1..=2).map(|i| format!("node/{ns}-a{i:02}")).collect();
+    want.sort();
+    let mut got: Vec<String> = nodes.lines().map(str::to_string).collect();
+    got.sort();
+    assert_eq!(got, want, "the selector's hosts joined, and only they");
+
+    // The real BYOH controller attached exactly the selected hosts.
+    for h in hosts(&client, &ns).await {
+        let name = h["metadata"]["name"].as_str().unwrap().to_string();
+        let attached = h["status"]["machineRef"]["name"].is_string();
+        assert_eq!(
+            attached,
+            name.starts_with(&format!("{ns}-a")),
+            "{name}: {h}"
+        );
+        if attached {
+            assert_eq!(
+                h["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"],
+                "c1"
+            );
+        }
+    }
+
+    // token join prints a bootstrap token that exists in the tenant's kube-system.
+    let join = ok(&kamaji(tb, &ns, &["token", "join", "c1"]));
+    let token = join
+        .split_whitespace()
+        .skip_while(|w| *w != "--token")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no --token in {join}"))
+        .to_string();
+    let id = token.split('.').next().unwrap();
+    let secret = kubectl(
+        &kc,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "secret",
+            &format!("bootstrap-token-{id}"),
+            "-o",
+            "json",
+        ],
+    );
+    assert!(
+        secret.status.success(),
+        "{}",
+        String::from_utf8_lossy(&secret.stderr)
+    );
+
+    // certificates rotate: Kamaji issues a new serving certificate; the tenant keeps answering.
+    let before = served_serial(port);
+    assert!(before.starts_with("serial="), "{before}");
+    ok(&kamaji(
+        tb,
+        &ns,
+        &[
+            "certificates",
+            "rotate",
+            "c1",
+            "--certificates",
+            "api-server",
+        ],
+    ));
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut failures = Vec::new();
+    loop {
+        let r = kubectl(&kc, &["get", "--raw", "/readyz"]);
+        if !r.status.success() {
+            failures.push(String::from_utf8_lossy(&r.stderr).to_string());
+        }
+        let now = served_serial(port);
+        if now.starts_with("serial=") && now != before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the serving certificate is still {before}"
+        );
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+    }
+    assert!(
+        failures.is_empty(),
+        "the tenant stopped answering: {failures:?}"
+    );
+
+    // kubectl capi delete releases the hosts (the real BYOH controller marks them for cleanup).
+    let out = capi(
+        tb,
+        &ns,
+        &["delete", "c1", "--yes", "--wait", "--timeout", "180s"],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let all = hosts(&client, &ns).await;
+        if all.iter().all(|h| {
+            h["status"]["machineRef"].is_null()
+                && h["metadata"]["labels"]
+                    .get("cluster.x-k8s.io/cluster-name")
+                    .is_none()
+        }) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "hosts not released: {all:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Without --preinstalled-hosts, create renders the installer pieces: the real BYOH webhooks
+/// admit them, the ByoMachineTemplate carries an installerRef, and the real BYOH controller
+/// derives a K8sInstallerConfig from it for the machine it attaches (agents here wait for the
+/// installation secret, as agents without --skip-installation do).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byoh_installer_pieces_on_the_real_controller() {
+    let tb = testbed_real().await;
+    let (client, ns) = tb.namespace("real-installer").await;
+    let _rec = Reconciler::start(tb, &ns);
+    let role = format!("i-{ns}");
+    let opts = SimOptions {
+        delay: Duration::from_millis(300),
+        tick: Duration::from_millis(250),
+        host_kubeconfig: Some(tb.kubeconfig.clone()),
+        install: true,
+        join: true,
+        ..SimOptions::default()
+    };
+    let pool = byoh::Pool {
+        namespace: ns.clone(),
+        count: 1,
+        labels: vec![("role".into(), role.clone())],
+        name_prefix: format!("{ns}-h"),
+    };
+    tokio::spawn(byoh::run_agents(client.clone(), pool, opts));
+    let port = free_port().to_string();
+    let out = kamaji(
+        tb,
+        &ns,
+        &[
+            "create",
+            "c2",
+            "--infrastructure",
+            "byoh",
+            "--workers",
+            "1",
+            "--kubernetes-version",
+            "v1.36.3",
+            "--host-selector",
+            &format!("role={role}"),
+            "--replicas",
+            "1",
+            "--service-type",
+            "ClusterIP",
+            "--service-address",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--addons",
+            "none",
+        ],
+    );
+    ok(&out);
+    let tmpl = get(
+        &client,
+        &ns,
+        &ar(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "ByoMachineTemplate",
+        ),
+        "c2-md-0",
+    )
+    .await
+    .expect("ByoMachineTemplate c2-md-0");
+    let iref = &tmpl["spec"]["template"]["spec"]["installerRef"];
+    assert_eq!(iref["kind"], "K8sInstallerConfigTemplate", "{tmpl}");
+    let name = iref["name"].as_str().unwrap();
+    assert!(
+        get(
+            &client,
+            &ns,
+            &ar(
+                "infrastructure.cluster.x-k8s.io",
+                "v1beta1",
+                "K8sInstallerConfigTemplate"
+            ),
+            name
+        )
+        .await
+        .is_some()
+    );
+    // The real controller creates a K8sInstallerConfig named after the ByoMachine.
+    let r = ar(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "K8sInstallerConfig",
+    );
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), &ns, &r);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        if !api
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no K8sInstallerConfig from the real BYOH controller"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The host waits for the installation secret, with upstream's reason.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let h = hosts(&client, &ns).await;
+        let waiting = h.iter().any(|h| {
+            h["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c["type"] == "K8sComponentsInstallationSucceeded"
+                        && c["reason"] == "K8sInstallationSecretUnavailable"
+                })
+            })
+        });
+        if waiting {
+            break;
+        }
+        assert!(Instant::now() < deadline, "hosts: {h:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let out = capi(
+        tb,
+        &ns,
+        &["delete", "c2", "--yes", "--wait", "--timeout", "180s"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
