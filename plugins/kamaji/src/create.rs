@@ -299,7 +299,10 @@ pub fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Error> {
         bundle_type: args.bundle_type.clone(),
         preinstalled_hosts: args.preinstalled_hosts,
         cni,
-        cni_none_explicit: args.cni.as_deref().map(str::trim) == Some("none"),
+        cni_none_explicit: args
+            .cni
+            .as_deref()
+            .is_some_and(|c| c.trim().eq_ignore_ascii_case("none")),
         values,
     })
 }
