@@ -16,9 +16,12 @@
 //!   a message naming the versions it has; nothing pretends to run it.
 //! - Pods share the host's network namespace. On a node each pod has its own, so two pods of one
 //!   tenant (replicas, or the old and new pod of Kamaji's blue/green rollout) can both listen on
-//!   the tenant's API server port. Here kube-apiserver gets `--permit-port-sharing` (the kernel
-//!   spreads connections over both, as the tenant's Service would), and kube-controller-manager
-//!   and kube-scheduler get a port of their own on 127.0.0.1 instead of 10257 and 10259.
+//!   the tenant's API server port. Here each kube-apiserver listens on a port of its own, and the
+//!   tenant's port is served by a SIMULATED Service: a TCP proxy that forwards to the API servers
+//!   of Ready pods only, as kube-proxy does to a Service's ready endpoints (so a new pod gets no
+//!   traffic before its `/readyz` passes, and a terminating one none after). kube-controller-
+//!   manager and kube-scheduler likewise get a port of their own on 127.0.0.1 instead of 10257
+//!   and 10259.
 //! - Volumes are written once when the pod starts (Kamaji rolls its Deployment when a secret it
 //!   mounts changes, so a new pod sees new content).
 
@@ -73,7 +76,12 @@ enum Probe {
     None,
 }
 
+/// The API servers behind each tenant port: pod uid, private port, ready.
+type Endpoints = std::sync::Arc<std::sync::Mutex<HashMap<u16, Vec<(String, u16, bool)>>>>;
+
 struct RunningPod {
+    /// The tenant port this pod's API server serves through the SIMULATED Service.
+    service_port: Option<u16>,
     dir: PathBuf,
     containers: Vec<Container>,
     started: String,
@@ -84,6 +92,8 @@ struct RunningPod {
 pub async fn run(client: Client, cfg: Config) {
     let pods: Api<Pod> = Api::all(client.clone());
     let mut running: HashMap<String, RunningPod> = HashMap::new();
+    let endpoints: Endpoints = Default::default();
+    let mut services: HashSet<u16> = HashSet::new();
     tracing::info!(
         "SIMULATED kubelet: running Kamaji tenant control-plane pods with Kubernetes {}",
         cfg.releases
@@ -102,7 +112,8 @@ pub async fn run(client: Client, cfg: Config) {
                 for pod in list.items {
                     let uid = pod.metadata.uid.clone().unwrap_or_default();
                     seen.insert(uid.clone());
-                    if let Err(e) = step(&client, &cfg, &mut running, &uid, &pod).await {
+                    if let Err(e) = step(&client, &cfg, &mut running, &endpoints, &uid, &pod).await
+                    {
                         tracing::warn!(
                             "SIMULATED kubelet: pod {}/{}: {e}",
                             pod.metadata.namespace.as_deref().unwrap_or_default(),
@@ -116,8 +127,21 @@ pub async fn run(client: Client, cfg: Config) {
                     .cloned()
                     .collect();
                 for uid in gone {
+                    unroute(&endpoints, &uid);
                     if let Some(p) = running.remove(&uid) {
                         stop(p);
+                    }
+                }
+                for p in running.values() {
+                    if let Some(port) = p.service_port
+                        && !services.contains(&port)
+                    {
+                        match service(port, endpoints.clone()) {
+                            Ok(()) => {
+                                services.insert(port);
+                            }
+                            Err(e) => tracing::warn!("SIMULATED Service on port {port}: {e}"),
+                        }
                     }
                 }
             }
@@ -140,6 +164,7 @@ async fn step(
     client: &Client,
     cfg: &Config,
     running: &mut HashMap<String, RunningPod>,
+    endpoints: &Endpoints,
     uid: &str,
     pod: &Pod,
 ) -> Result<(), String> {
@@ -147,7 +172,11 @@ async fn step(
     let name = pod.metadata.name.clone().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     if pod.metadata.deletion_timestamp.is_some() {
-        // A kubelet stops the containers, then confirms the deletion with a zero grace period.
+        // The endpoint leaves the Service first; in-flight requests get a moment; then a kubelet
+        // stops the containers and confirms the deletion with a zero grace period.
+        if unroute(endpoints, uid) {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
         if let Some(p) = running.remove(uid) {
             stop(p);
         }
@@ -180,6 +209,17 @@ async fn step(
         return Ok(());
     };
     supervise(p).await;
+    if let Some(sp) = p.service_port {
+        let backend = p.containers.iter().find_map(|c| match c.probe {
+            Probe::ApiServer(port) => Some((port, c.ready)),
+            _ => None,
+        });
+        if let (Some((port, ready)), Ok(mut eps)) = (backend, endpoints.lock()) {
+            let list = eps.entry(sp).or_default();
+            list.retain(|(u, _, _)| u != uid);
+            list.push((uid.to_string(), port, ready));
+        }
+    }
     let status = status_of(p);
     if status != p.reported {
         pods.patch_status(
@@ -243,6 +283,7 @@ async fn prepare(
         }
     }
     let mut containers = Vec::new();
+    let mut service_port = None;
     for c in spec.containers {
         let mounts: Vec<(String, PathBuf)> = c
             .volume_mounts
@@ -300,10 +341,14 @@ async fn prepare(
         let mut args: Vec<String> = words.iter().skip(1).map(|a| remap(a, &mounts)).collect();
         let probe = match binary.as_str() {
             "kube-apiserver" => {
-                args.push("--permit-port-sharing=true".into());
-                let port = flag(&args, "--secure-port")
-                    .and_then(|p| p.parse().ok())
-                    .unwrap_or(6443);
+                service_port = Some(
+                    flag(&args, "--secure-port")
+                        .and_then(|p| p.parse().ok())
+                        .unwrap_or(6443),
+                );
+                let port = free_port().map_err(|e| e.to_string())?;
+                args.retain(|a| !a.starts_with("--secure-port="));
+                args.push(format!("--secure-port={port}"));
                 Probe::ApiServer(port)
             }
             "kube-controller-manager" | "kube-scheduler" => {
@@ -334,11 +379,63 @@ async fn prepare(
         });
     }
     Ok(RunningPod {
+        service_port,
         dir,
         containers,
         started: crate::sim::now(),
         reported: Value::Null,
     })
+}
+
+/// Takes a pod's API server out of its Service; whether it was in one.
+fn unroute(endpoints: &Endpoints, uid: &str) -> bool {
+    let Ok(mut eps) = endpoints.lock() else {
+        return false;
+    };
+    let mut found = false;
+    for list in eps.values_mut() {
+        let before = list.len();
+        list.retain(|(u, _, _)| u != uid);
+        found |= list.len() != before;
+    }
+    found
+}
+
+/// The SIMULATED Service of a tenant port: accepts on 127.0.0.1:`port` and forwards each
+/// connection to a ready API server behind it (round robin), or closes it when none is ready,
+/// as a Service without ready endpoints refuses.
+fn service(port: u16, endpoints: Endpoints) -> Result<(), String> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let mut next = 0usize;
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            let ready: Vec<u16> = endpoints
+                .lock()
+                .map(|eps| {
+                    eps.get(&port)
+                        .map(|l| l.iter().filter(|e| e.2).map(|e| e.1).collect())
+                        .unwrap_or_default()
+                })
+                .unwrap_or_default();
+            if ready.is_empty() {
+                continue;
+            }
+            next = next.wrapping_add(1);
+            let backend = ready[next % ready.len()];
+            tokio::spawn(async move {
+                if let Ok(mut out) = tokio::net::TcpStream::connect(("127.0.0.1", backend)).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                }
+            });
+        }
+    });
+    Ok(())
 }
 
 /// The value of `--name=value` in `args`.
