@@ -7,7 +7,10 @@
 //! `system:serviceaccount:byoh-system:byoh-controller-manager` and `byoh:host:<name>` users
 //! change hosts (`apis/infrastructure/v1beta1/byohost_webhook.go`), so the manager runs as that
 //! service-account user (a token of the testbed's), and the SIMULATED host agents impersonate
-//! their `byoh:host:<name>` users. Its webhook port, 9443, is hard-coded upstream.
+//! their `byoh:host:<name>` users. Its webhook port, 9443, is hard-coded upstream, so it runs in
+//! a network namespace of its own ([`crate::netns`]), with its webhook and health ports exposed
+//! on free host ports and the API server's and every tenant's port forwarded in: several
+//! testbeds (tests, the demo) can then run at once.
 
 use std::time::Duration;
 
@@ -25,38 +28,48 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
         .as_ref()
         .ok_or_else(|| Error::Start("the BYOH controller manager was not built".into()))?
         .join("byoh-manager");
-    if std::net::TcpListener::bind(("0.0.0.0", WEBHOOK_PORT)).is_err() {
-        return Err(Error::Start(format!(
-            "port {WEBHOOK_PORT} is taken, and BYOH's webhook server cannot use another; stop what listens there (another sandbox?)"
-        )));
-    }
     // controller-runtime v0.14 reads the serving certificate from $TMPDIR.
     let tmp = tb.dir.join("byoh-tmp");
     let certs_dir = tmp.join("k8s-webhook-server/serving-certs");
     std::fs::create_dir_all(&certs_dir).map_err(|e| Error::io(&certs_dir, e))?;
     let ca = certs::webhook_serving(&certs_dir)?;
-    crate::capi::register_webhooks(tb, client, "byoh", "byoh-webhooks.yaml", WEBHOOK_PORT, &ca)
-        .await?;
+    let sandbox = std::sync::Arc::new(crate::netns::NetSandbox::start(&tb.dir, "byoh")?);
+    let api_port: u16 = tb
+        .server
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| Error::Start(format!("no port in {}", tb.server)))?;
+    sandbox.forward(api_port)?;
+    let webhook = sandbox.expose(WEBHOOK_PORT)?;
+    crate::capi::register_webhooks(tb, client, "byoh", "byoh-webhooks.yaml", webhook, &ca).await?;
     let kubeconfig = tb.kubeconfig_with_token("byoh-controller-manager", BYOH_MANAGER_TOKEN)?;
     let (metrics, health) = (free_port()?, free_port()?);
     let log = tb.dir.join("byoh-manager.log");
+    let health_outside = sandbox.expose(health)?;
+    let mut args = sandbox.enter_args();
+    args.extend([
+        bin.display().to_string(),
+        format!("-metrics-addr=127.0.0.1:{metrics}"),
+        format!("-health-probe-bind-address=127.0.0.1:{health}"),
+        format!("-kubeconfig={}", kubeconfig.display()),
+        "-v=2".into(),
+    ]);
     let proc = Proc::spawn_with_env(
         "byoh-manager",
-        &bin,
-        &[
-            format!("-metrics-addr=127.0.0.1:{metrics}"),
-            format!("-health-probe-bind-address=127.0.0.1:{health}"),
-            format!("-kubeconfig={}", kubeconfig.display()),
-            "-v=2".into(),
-        ],
+        std::path::Path::new("nsenter"),
+        &args,
         &log,
         &[("TMPDIR", tmp.display().to_string())],
     )?;
     tb.push(proc);
+    if let Ok(mut v) = tb.sandboxes.lock() {
+        v.push(sandbox);
+    }
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
     loop {
-        if crate::http_get_ok(health, "/readyz")
-            && std::net::TcpStream::connect(("127.0.0.1", WEBHOOK_PORT)).is_ok()
+        if crate::http_get_ok(health_outside, "/readyz")
+            && std::fs::read_to_string(&log).is_ok_and(|t| t.contains("Serving webhook server"))
         {
             break;
         }
@@ -69,6 +82,6 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    tracing::info!("BYOH controller manager ready (webhooks on :{WEBHOOK_PORT})");
+    tracing::info!("BYOH controller manager ready (namespace-isolated; webhooks on :{webhook})");
     Ok(())
 }

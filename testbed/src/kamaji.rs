@@ -131,7 +131,9 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
 
     let sandbox = Arc::new(NetSandbox::start(&tb.dir, "kamaji")?);
-    tb.keep(sandbox.clone());
+    if let Ok(mut v) = tb.sandboxes.lock() {
+        v.push(sandbox.clone());
+    }
     let api_port: u16 = tb
         .server
         .rsplit(':')
@@ -196,7 +198,7 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
         node_name: "testbed-tenant-node".into(),
         tick: Duration::from_millis(500),
     };
-    let sb = sandbox.clone();
+    let sb = tb.sandboxes.clone();
     let task = crate::background()?.spawn(async move {
         let Ok(client) = crate::client_for(&kubeconfig).await else {
             tracing::warn!("tenant plumbing: no client");
@@ -216,11 +218,13 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     Ok(())
 }
 
-/// Makes each TenantControlPlane's port and service names reachable inside Kamaji's namespace.
-async fn plumb_tenants(client: Client, sandbox: Arc<NetSandbox>) {
+/// Makes each TenantControlPlane's port and service names reachable inside the namespaces of
+/// the controllers that talk to tenants (Kamaji, BYOH).
+async fn plumb_tenants(client: Client, sandboxes: Arc<std::sync::Mutex<Vec<Arc<NetSandbox>>>>) {
     let api: Api<DynamicObject> = Api::all_with(client, &tcp_resource());
     loop {
         if let Ok(list) = api.list(&ListParams::default()).await {
+            let all: Vec<Arc<NetSandbox>> = sandboxes.lock().map(|v| v.clone()).unwrap_or_default();
             for tcp in list.items {
                 let (Some(name), Some(ns)) = (
                     tcp.metadata.name.as_deref(),
@@ -234,16 +238,18 @@ async fn plumb_tenants(client: Client, sandbox: Arc<NetSandbox>) {
                 let Ok(port) = u16::try_from(port) else {
                     continue;
                 };
-                for host in [
-                    format!("{name}.{ns}.svc"),
-                    format!("{name}.{ns}.svc.cluster.local"),
-                ] {
-                    if let Err(e) = sandbox.add_host(&host) {
+                for sandbox in &all {
+                    for host in [
+                        format!("{name}.{ns}.svc"),
+                        format!("{name}.{ns}.svc.cluster.local"),
+                    ] {
+                        if let Err(e) = sandbox.add_host(&host) {
+                            tracing::warn!("tenant plumbing: {e}");
+                        }
+                    }
+                    if let Err(e) = sandbox.forward(port) {
                         tracing::warn!("tenant plumbing: {e}");
                     }
-                }
-                if let Err(e) = sandbox.forward(port) {
-                    tracing::warn!("tenant plumbing: {e}");
                 }
             }
         }

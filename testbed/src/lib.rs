@@ -161,8 +161,9 @@ pub struct Testbed {
     procs: Mutex<Vec<Proc>>,
     /// Background tasks (tenant pod runner, forwarders) to abort when the testbed stops.
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
-    /// Things that must live as long as the testbed (the Kamaji namespace holder).
-    kept: Mutex<Vec<std::sync::Arc<dyn std::any::Any + Send + Sync>>>,
+    /// The network namespaces of controllers that must reach tenant API servers (Kamaji, BYOH):
+    /// every tenant port is forwarded into each of them.
+    sandboxes: std::sync::Arc<Mutex<Vec<std::sync::Arc<netns::NetSandbox>>>>,
     remove_dir: bool,
     ns_counter: AtomicUsize,
 }
@@ -258,7 +259,7 @@ impl Testbed {
             assets,
             procs: Mutex::new(Vec::new()),
             tasks: Mutex::new(Vec::new()),
-            kept: Mutex::new(Vec::new()),
+            sandboxes: Default::default(),
             remove_dir,
             ns_counter: AtomicUsize::new(0),
         };
@@ -442,12 +443,6 @@ impl Testbed {
         }
     }
 
-    fn keep(&self, x: std::sync::Arc<dyn std::any::Any + Send + Sync>) {
-        if let Ok(mut v) = self.kept.lock() {
-            v.push(x);
-        }
-    }
-
     /// Polls `ready` every 100 ms until it returns true, failing early with the log tail when
     /// the last spawned process has died, and after `timeout`.
     async fn wait_until<F, Fut>(
@@ -577,7 +572,7 @@ impl Testbed {
                 t.abort();
             }
         }
-        if let Ok(mut v) = self.kept.lock() {
+        if let Ok(mut v) = self.sandboxes.lock() {
             v.clear();
         }
         if let Ok(mut v) = self.procs.lock() {
