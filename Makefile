@@ -31,7 +31,7 @@ sandbox: testbed ## start a management-cluster API in the background; prints the
 	  echo "sandbox already running at $$(cat $(SANDBOX_DIR)/ready)"; \
 	else \
 	  mkdir -p "$(SANDBOX_DIR)"; rm -f "$(SANDBOX_DIR)/ready" "$(SANDBOX_DIR)/failed"; \
-	  nohup target/debug/capi-testbed up --dir "$(SANDBOX_DIR)" --profile $(PROFILE) $(if $(CAPI),--capi) \
+	  nohup target/debug/capi-testbed up --dir "$(SANDBOX_DIR)" --profile $(PROFILE) $(if $(CAPI),--capi) $(if $(REAL),--real) \
 	    > "$(SANDBOX_DIR)/sandbox.log" 2>&1 < /dev/null & \
 	  for i in $$(seq 1 600); do \
 	    [ -f "$(SANDBOX_DIR)/ready" ] && break; \
