@@ -203,6 +203,10 @@ async fn byoh_cluster_on_the_real_controllers() {
         .nth(1)
         .unwrap_or_else(|| panic!("no --token in {join}"))
         .to_string();
+    // Kamaji v1.0.0 leaves kubeadm's well-known placeholder token (abcdef.0123456789abcdef,
+    // from kubeadm's defaults) in every tenant; handing it out would let anyone who read
+    // kubeadm's docs join a node.
+    assert_ne!(token, "abcdef.0123456789abcdef", "{join}");
     let id = token.split('.').next().unwrap();
     let secret = kubectl(
         &kc,

@@ -119,6 +119,11 @@ pub fn bootstrap_token_secret(
 
 /// A usable join token (`id.secret`) of a bootstrap-token Secret as the API returns it
 /// (base64 `data`): for authentication, in the node group, and not expired at `now`.
+/// kubeadm's documented placeholder token (`kubeadm config print init-defaults`). Kamaji v1.0.0's
+/// bootstrap-token phase creates it in every tenant, so anyone can read it: never hand it out.
+pub const PLACEHOLDER_TOKEN: &str = "abcdef.0123456789abcdef";
+
+/// A valid node-join token held by `secret`, `None` for anything else, expired, or well known.
 pub fn usable_token(secret: &Value, now: jiff::Timestamp) -> Option<String> {
     use base64::Engine;
     if secret["type"] != "bootstrap.kubernetes.io/token" {
@@ -142,7 +147,8 @@ pub fn usable_token(secret: &Value, now: jiff::Timestamp) -> Option<String> {
             return None;
         }
     }
-    Some(format!("{}.{}", get("token-id")?, get("token-secret")?))
+    let token = format!("{}.{}", get("token-id")?, get("token-secret")?);
+    (token != PLACEHOLDER_TOKEN).then_some(token)
 }
 
 #[cfg(test)]
@@ -173,22 +179,28 @@ MFowETEPMA0GA1UEAwwGdGVzdGNhMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE
     #[test]
     fn token_secrets_round_trip_and_expire() {
         use base64::Engine;
-        let s = bootstrap_token_secret("abcdef", "0123456789abcdef", "2030-01-01T00:00:00Z", "x");
-        let enc = |v: &Value| base64::engine::general_purpose::STANDARD.encode(v.as_str().unwrap());
-        let data: serde_json::Map<String, Value> = s["stringData"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), json!(enc(v))))
-            .collect();
-        let api = json!({"type": s["type"], "data": data});
+        let api_of = |id: &str, secret: &str| {
+            let s = bootstrap_token_secret(id, secret, "2030-01-01T00:00:00Z", "x");
+            let enc =
+                |v: &Value| base64::engine::general_purpose::STANDARD.encode(v.as_str().unwrap());
+            let data: serde_json::Map<String, Value> = s["stringData"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(enc(v))))
+                .collect();
+            json!({"type": s["type"], "data": data})
+        };
+        let api = api_of("k3x9qa", "7hd0sl2mzq8c1v4b");
         let now: jiff::Timestamp = "2029-01-01T00:00:00Z".parse().unwrap();
         assert_eq!(
             usable_token(&api, now).as_deref(),
-            Some("abcdef.0123456789abcdef")
+            Some("k3x9qa.7hd0sl2mzq8c1v4b")
         );
         let later: jiff::Timestamp = "2031-01-01T00:00:00Z".parse().unwrap();
         assert_eq!(usable_token(&api, later), None);
+        // kubeadm's placeholder, which Kamaji v1.0.0 creates in every tenant, is never reused.
+        assert_eq!(usable_token(&api_of("abcdef", "0123456789abcdef"), now), None);
     }
 
     #[test]
