@@ -135,8 +135,12 @@ pub async fn scale(args: &ScaleArgs) -> Result<(), Error> {
                         .and_then(common::tcp_phase)
                         .unwrap_or_default();
                     let row = crate::list::row(t.kcp.as_ref(), t.tcp.as_ref());
+                    // Kamaji inlines the Deployment's status, whose counts are `omitempty`
+                    // (k8s.io/api apps/v1 DeploymentStatus): a scaled-down Deployment has no
+                    // `replicas` field at all.
                     let tcp_replicas = t.tcp.as_ref().and_then(|x| {
-                        x["status"]["kubernetesResources"]["deployment"]["replicas"].as_i64()
+                        let d = &x["status"]["kubernetesResources"]["deployment"];
+                        d.is_object().then(|| d["replicas"].as_i64().unwrap_or(0))
                     });
                     // Kamaji before "Sleeping" existed shows a scaled-down Deployment only.
                     let asleep =

@@ -691,7 +691,11 @@ fn observe(tcp: &Value, kcp: &KamajiControlPlane, contract: Contract) -> Observe
     let kr = &tcp["status"]["kubernetesResources"];
     let vs = kr["version"]["status"].as_str().unwrap_or_default();
     let dep = &kr["deployment"];
-    let available = dep["availableReplicas"].as_i64();
+    // Kamaji inlines the Deployment's status, whose counts are `omitempty` (k8s.io/api apps/v1
+    // DeploymentStatus): once the Deployment's status is there, a missing count is 0 (a
+    // scaled-down control plane has none at all), or a merge patch would keep the old counts.
+    let count = |k: &str| dep.is_object().then(|| dep[k].as_i64().unwrap_or(0));
+    let available = count("availableReplicas");
     let prev_init = kcp.status.as_ref().is_some_and(|s| match contract {
         Contract::V1Beta2 => s
             .initialization
@@ -707,11 +711,11 @@ fn observe(tcp: &Value, kcp: &KamajiControlPlane, contract: Contract) -> Observe
             .as_str()
             .unwrap_or_default()
             .to_string(),
-        replicas: dep["replicas"].as_i64(),
-        ready_replicas: dep["readyReplicas"].as_i64(),
+        replicas: count("replicas"),
+        ready_replicas: count("readyReplicas"),
         available_replicas: available,
-        updated_replicas: dep["updatedReplicas"].as_i64(),
-        unavailable_replicas: dep["unavailableReplicas"].as_i64(),
+        updated_replicas: count("updatedReplicas"),
+        unavailable_replicas: count("unavailableReplicas"),
         selector: dep["selector"].as_str().map(str::to_string),
     }
 }
