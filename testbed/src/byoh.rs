@@ -33,14 +33,7 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     let certs_dir = tmp.join("k8s-webhook-server/serving-certs");
     std::fs::create_dir_all(&certs_dir).map_err(|e| Error::io(&certs_dir, e))?;
     let ca = certs::webhook_serving(&certs_dir)?;
-    let sandbox = std::sync::Arc::new(crate::netns::NetSandbox::start(&tb.dir, "byoh")?);
-    let api_port: u16 = tb
-        .server
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .ok_or_else(|| Error::Start(format!("no port in {}", tb.server)))?;
-    sandbox.forward(api_port)?;
+    let sandbox = std::sync::Arc::new(crate::netns::NetSandbox::for_controller(tb, "byoh")?);
     let webhook = sandbox.expose(WEBHOOK_PORT)?;
     crate::capi::register_webhooks(tb, client, "byoh", "byoh-webhooks.yaml", webhook, &ca).await?;
     let kubeconfig = tb.kubeconfig_with_token("byoh-controller-manager", BYOH_MANAGER_TOKEN)?;

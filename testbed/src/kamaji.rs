@@ -130,17 +130,10 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     let work = tb.dir.join("kamaji-work");
     std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
 
-    let sandbox = Arc::new(NetSandbox::start(&tb.dir, "kamaji")?);
+    let sandbox = Arc::new(NetSandbox::for_controller(tb, "kamaji")?);
     if let Ok(mut v) = tb.sandboxes.lock() {
         v.push(sandbox.clone());
     }
-    let api_port: u16 = tb
-        .server
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .ok_or_else(|| Error::Start(format!("no port in {}", tb.server)))?;
-    sandbox.forward(api_port)?;
     sandbox.forward(ds_port)?;
     let webhook = sandbox.expose(9443)?;
     register_mutating_webhooks(tb, client, webhook, &webhook_ca).await?;

@@ -437,6 +437,15 @@ impl Testbed {
         }
     }
 
+    /// The API server's port on 127.0.0.1.
+    pub fn api_port(&self) -> Result<u16, Error> {
+        self.server
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| Error::Start(format!("no port in {}", self.server)))
+    }
+
     fn push_task(&self, t: tokio::task::AbortHandle) {
         if let Ok(mut v) = self.tasks.lock() {
             v.push(t);

@@ -79,6 +79,13 @@ impl NetSandbox {
         })
     }
 
+    /// A namespace for a controller of `tb`, with the testbed's API server port forwarded in.
+    pub fn for_controller(tb: &crate::Testbed, name: &str) -> Result<NetSandbox, Error> {
+        let sandbox = NetSandbox::start(&tb.dir, name)?;
+        sandbox.forward(tb.api_port()?)?;
+        Ok(sandbox)
+    }
+
     /// `nsenter` arguments that run a program inside (append the program and its arguments).
     pub fn enter_args(&self) -> Vec<String> {
         vec![
