@@ -1,7 +1,7 @@
 //! `capi-testbed`: runs the testbed as a sandbox for people (and `make sandbox` / `make demo`).
 //!
 //! ```text
-//! capi-testbed up   --dir .sandbox [--profile full|v1beta1|bare] [--capi]   # foreground
+//! capi-testbed up   --dir .sandbox [--profile full|v1beta1|bare] [--capi] [--real]  # foreground
 //!                   [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v]
 //!                    [--delay-ms MS] [--failure-rate F] [--agents-install]]
 //! capi-testbed down --dir .sandbox
@@ -14,7 +14,8 @@
 //! the real controllers would have written them. Defaults: `--namespace bench`, 30 hosts, 20
 //! machines, 3 clusters, 2 MachineDeployments.
 //! `up` writes `<dir>/kubeconfig`, then `<dir>/ready`, and runs until SIGINT or SIGTERM, when it
-//! stops every process it started.
+//! stops every process it started. `--simulate` runs SIMULATED BYOH host agents next to the real
+//! controllers, so it needs `--real` (Kamaji and the BYOH controller run for real only).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -138,6 +139,12 @@ async fn main() -> ExitCode {
             }
         },
         "up" => {
+            if sim.is_some() && !real {
+                eprintln!(
+                    "error: --simulate needs --real: the SIMULATED host agents work with the real Kamaji operator and BYOH controller"
+                );
+                return usage();
+            }
             sim_opts.install = install;
             up(
                 dir,
@@ -242,50 +249,22 @@ async fn up(
     let mut sims = Vec::new();
     if let Some((pool, opts)) = sim {
         let client = tb.client().await;
-        let sandbox = match testbed::sim::kamaji::Sandbox::from_dir(&dir, &tb.server) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: reading the sandbox PKI: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
         let ns: k8s_openapi::api::core::v1::Namespace =
             serde_json::from_value(serde_json::json!({"metadata": {"name": pool.namespace}}))
                 .unwrap_or_default();
         let _ = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
             .create(&Default::default(), &ns)
             .await;
+        // Agents act as their byoh:host:<name> users (BYOH's webhook allows nothing else) and
+        // join the live tenant API servers; with --agents-install they wait for the installer
+        // step, as agents without --skip-installation do.
         let mut opts = opts;
-        if real {
-            // Agents act as their byoh:host:<name> users (BYOH's webhook allows nothing else)
-            // and join the live tenant API servers; with --agents-install they wait for the
-            // installer step, as agents without --skip-installation do.
-            opts.host_kubeconfig = Some(tb.kubeconfig.clone());
-            opts.join = true;
-        } else if let Err(e) = testbed::sim::byoh::register(&client, &pool).await {
-            eprintln!("error: registering simulated hosts: {e}");
-            return ExitCode::FAILURE;
-        }
-        if real {
-            eprintln!(
-                "SIMULATED: {} BYOH host agents in namespace {} (delay {:?}, failure rate {}); the Kamaji operator and the BYOH controller are real, and tenant control-plane pods run real Kubernetes binaries under a SIMULATED kubelet",
-                pool.count, pool.namespace, opts.delay, opts.failure_rate
-            );
-        } else {
-            eprintln!(
-                "SIMULATED: Kamaji, {} BYOH host agents in namespace {}, and the BYOH controller (delay {:?}, failure rate {})",
-                pool.count, pool.namespace, opts.delay, opts.failure_rate
-            );
-            sims.push(tokio::spawn(testbed::sim::kamaji::run(
-                client.clone(),
-                sandbox,
-                opts.clone(),
-            )));
-            sims.push(tokio::spawn(testbed::sim::byoh::run_controller(
-                client.clone(),
-                opts.clone(),
-            )));
-        }
+        opts.host_kubeconfig = Some(tb.kubeconfig.clone());
+        opts.join = true;
+        eprintln!(
+            "SIMULATED: {} BYOH host agents in namespace {} (delay {:?}, failure rate {}); the Kamaji operator and the BYOH controller are real, and tenant control-plane pods run real Kubernetes binaries under a SIMULATED kubelet",
+            pool.count, pool.namespace, opts.delay, opts.failure_rate
+        );
         sims.push(tokio::spawn(testbed::sim::byoh::run_agents(
             client, pool, opts,
         )));

@@ -1,19 +1,17 @@
-//! SIMULATED BYOH: a pool of host agents, and the BYOH controller's cluster, attach and release
-//! steps (byoh.md §6). The agents register ByoHosts with realistic host facts, bootstrap when a
-//! machine is attached (or fail, at a configurable rate, as a broken install script would), and
-//! clean up when released. The controller picks the first free host matching a ByoMachine's
-//! selector across all namespaces, as upstream does, and registers a Node with the BYOH provider
-//! ID in the workload cluster (the sandbox itself) once the host has bootstrapped.
+//! SIMULATED BYOH host agents (byoh.md §6), next to the real BYOH controller manager
+//! (`testbed/src/byoh.rs`): the agents register ByoHosts with realistic host facts as their
+//! `byoh:host:<name>` users, bootstrap when the controller attaches a machine (or fail, at a
+//! configurable rate, as a broken install script would), join the workload cluster for real
+//! when [`SimOptions::join`] is set ([`join`]) and clean up when released.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{SimOptions, annotation, ar, join, label, name, namespace, now, unit_hash};
+use super::{SimOptions, annotation, ar, join, label, name, now, unit_hash};
 
 const GROUP: &str = "infrastructure.cluster.x-k8s.io";
 const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
@@ -22,8 +20,6 @@ const UNREGISTERING: &str = "byoh.infrastructure.cluster.x-k8s.io/unregistering"
 const ENDPOINT_IP: &str = "byoh.infrastructure.cluster.x-k8s.io/endpointip";
 const K8S_VERSION: &str = "byoh.infrastructure.cluster.x-k8s.io/k8sversion";
 const BUNDLE_REGISTRY: &str = "byoh.infrastructure.cluster.x-k8s.io/bundle-registry";
-const MACHINE_FINALIZER: &str = "byomachine.infrastructure.cluster.x-k8s.io";
-const CLUSTER_FINALIZER: &str = "byocluster.infrastructure.cluster.x-k8s.io";
 
 fn hosts_api(client: &Client, ns: Option<&str>) -> Api<DynamicObject> {
     let r = ar(GROUP, "v1beta1", "ByoHost", "byohosts");
@@ -54,11 +50,6 @@ pub struct Pool {
     /// Labels every host registers with (`--label` on the real agent), e.g. `role=worker`.
     pub labels: Vec<(String, String)>,
     pub name_prefix: String,
-}
-
-/// Registers the pool's ByoHosts (idempotent), as agents do at start-up.
-pub async fn register(client: &Client, pool: &Pool) -> Result<(), kube::Error> {
-    register_with(client, pool, None).await
 }
 
 /// Grants the `byoh:hosts` group what an agent does with its host (the agents' RBAC).
@@ -139,24 +130,8 @@ impl Agents {
     }
 }
 
-async fn register_with(
-    client: &Client,
-    pool: &Pool,
-    agents: Option<&mut Agents>,
-) -> Result<(), kube::Error> {
-    let mut local;
-    let agents = match agents {
-        Some(a) => a,
-        None => {
-            local = Agents {
-                admin: client.clone(),
-                kubeconfig: None,
-                clients: HashMap::new(),
-                nodes: HashMap::new(),
-            };
-            &mut local
-        }
-    };
+/// Registers the pool's ByoHosts (idempotent), as agents do at start-up.
+async fn register(client: &Client, pool: &Pool, agents: &mut Agents) -> Result<(), kube::Error> {
     if agents.kubeconfig.is_some() {
         agent_rbac(client).await?;
     }
@@ -201,7 +176,7 @@ pub async fn run_agents(client: Client, pool: Pool, opts: SimOptions) {
         clients: HashMap::new(),
         nodes: HashMap::new(),
     };
-    if let Err(e) = register_with(&client, &pool, Some(&mut agents)).await {
+    if let Err(e) = register(&client, &pool, &mut agents).await {
         tracing::warn!("simulated BYOH agents: registering hosts: {e}");
     }
     tracing::info!(
@@ -583,401 +558,5 @@ async fn agent_step(
             .await?;
         }
     }
-    Ok(())
-}
-
-/// Runs the BYOH controller's ByoCluster and ByoMachine steps until dropped.
-pub async fn run_controller(client: Client, opts: SimOptions) {
-    tracing::info!("simulated BYOH controller: watching ByoClusters and ByoMachines");
-    loop {
-        if let Err(e) = controller_tick(&client).await {
-            tracing::warn!("simulated BYOH controller: {e}");
-        }
-        tokio::time::sleep(opts.tick).await;
-    }
-}
-
-async fn controller_tick(client: &Client) -> Result<(), kube::Error> {
-    let clusters: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ar(GROUP, "v1beta1", "ByoCluster", "byoclusters"),
-    );
-    let machines: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ar(GROUP, "v1beta1", "ByoMachine", "byomachines"),
-    );
-    let byo_machines = machines.list(&ListParams::default()).await?.items;
-    for c in clusters.list(&ListParams::default()).await?.items {
-        if let Err(e) = cluster_step(client, &c, &byo_machines).await {
-            tracing::warn!(
-                "simulated BYOH controller: ByoCluster {}/{}: {e}",
-                namespace(&c),
-                name(&c)
-            );
-        }
-    }
-    if byo_machines.is_empty() {
-        return Ok(());
-    }
-    let mut hosts = hosts_api(client, None)
-        .list(&ListParams::default())
-        .await?
-        .items;
-    hosts.sort_by_key(name);
-    for m in &byo_machines {
-        if let Err(e) = machine_step(client, m, &mut hosts).await {
-            tracing::warn!(
-                "simulated BYOH controller: ByoMachine {}/{}: {e}",
-                namespace(m),
-                name(m)
-            );
-        }
-    }
-    Ok(())
-}
-
-fn has_finalizer(o: &DynamicObject, f: &str) -> bool {
-    o.metadata
-        .finalizers
-        .as_ref()
-        .is_some_and(|v| v.iter().any(|x| x == f))
-}
-
-async fn set_finalizers(
-    api: &Api<DynamicObject>,
-    o: &DynamicObject,
-    finalizers: Vec<String>,
-) -> Result<(), kube::Error> {
-    api.patch(
-        &name(o),
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {
-            "finalizers": finalizers, "resourceVersion": o.metadata.resource_version,
-        }})),
-    )
-    .await?;
-    Ok(())
-}
-
-async fn cluster_step(
-    client: &Client,
-    c: &DynamicObject,
-    machines: &[DynamicObject],
-) -> Result<(), kube::Error> {
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &namespace(c),
-        &ar(GROUP, "v1beta1", "ByoCluster", "byoclusters"),
-    );
-    let finals: Vec<String> = c.metadata.finalizers.clone().unwrap_or_default();
-    if c.metadata.deletion_timestamp.is_some() {
-        let cluster = label(c, CLUSTER_NAME).unwrap_or("");
-        let remaining = machines
-            .iter()
-            .any(|m| namespace(m) == namespace(c) && label(m, CLUSTER_NAME) == Some(cluster));
-        if !remaining && has_finalizer(c, CLUSTER_FINALIZER) {
-            tracing::info!("simulated BYOH controller: ByoCluster {} released", name(c));
-            set_finalizers(
-                &api,
-                c,
-                finals
-                    .into_iter()
-                    .filter(|f| f != CLUSTER_FINALIZER)
-                    .collect(),
-            )
-            .await?;
-        }
-        return Ok(());
-    }
-    if !has_finalizer(c, CLUSTER_FINALIZER) {
-        let mut f = finals;
-        f.push(CLUSTER_FINALIZER.into());
-        set_finalizers(&api, c, f).await?;
-    }
-    if c.data["status"]["ready"] != json!(true) {
-        api.patch_status(
-            &name(c),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "ready": true,
-                "conditions": [cond("Ready", true, "", "", "")],
-            }})),
-        )
-        .await?;
-        tracing::info!(
-            "simulated BYOH controller: ByoCluster {}/{} ready",
-            namespace(c),
-            name(c)
-        );
-    }
-    Ok(())
-}
-
-fn selector_matches(selector: &Value, host: &DynamicObject) -> bool {
-    let labels = host.metadata.labels.clone().unwrap_or_default();
-    if let Some(ml) = selector["matchLabels"].as_object() {
-        for (k, v) in ml {
-            if labels.get(k).map(String::as_str) != v.as_str() {
-                return false;
-            }
-        }
-    }
-    if let Some(exprs) = selector["matchExpressions"].as_array() {
-        for e in exprs {
-            let key = e["key"].as_str().unwrap_or("");
-            let values: Vec<&str> = e["values"]
-                .as_array()
-                .map(|v| v.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            let have = labels.get(key).map(String::as_str);
-            let ok = match e["operator"].as_str().unwrap_or("") {
-                "In" => have.is_some_and(|h| values.contains(&h)),
-                "NotIn" => !have.is_some_and(|h| values.contains(&h)),
-                "Exists" => have.is_some(),
-                "DoesNotExist" => have.is_none(),
-                _ => false,
-            };
-            if !ok {
-                return false;
-            }
-        }
-    }
-    true
-}
-
-async fn machine_step(
-    client: &Client,
-    m: &DynamicObject,
-    hosts: &mut [DynamicObject],
-) -> Result<(), kube::Error> {
-    let ns = namespace(m);
-    let mname = name(m);
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &ns,
-        &ar(GROUP, "v1beta1", "ByoMachine", "byomachines"),
-    );
-    let marker = format!("{ns}.{mname}");
-    let host_idx = hosts
-        .iter()
-        .position(|h| label(h, BYOMACHINE_NAME) == Some(marker.as_str()));
-    let finals: Vec<String> = m.metadata.finalizers.clone().unwrap_or_default();
-
-    if m.metadata.deletion_timestamp.is_some() {
-        match host_idx {
-            Some(i) => {
-                let h = &hosts[i];
-                if annotation(h, UNREGISTERING).is_none() {
-                    tracing::info!(
-                        "simulated BYOH controller: releasing host {} from {marker}",
-                        name(h)
-                    );
-                    hosts_api(client, Some(&namespace(h)))
-                        .patch(
-                            &name(h),
-                            &PatchParams::default(),
-                            &Patch::Merge(
-                                json!({"metadata": {"annotations": {UNREGISTERING: ""}}}),
-                            ),
-                        )
-                        .await?;
-                }
-                // The agent finishes the release; the finalizer stays until then.
-            }
-            None => {
-                if has_finalizer(m, MACHINE_FINALIZER) {
-                    let node = m.data["spec"]["providerID"]
-                        .as_str()
-                        .and_then(|p| p.strip_prefix("byoh://"))
-                        .and_then(|p| p.split('/').next())
-                        .map(str::to_string);
-                    if let Some(node) = node {
-                        let _ = Api::<Node>::all(client.clone())
-                            .delete(&node, &DeleteParams::default())
-                            .await;
-                    }
-                    set_finalizers(
-                        &api,
-                        m,
-                        finals
-                            .into_iter()
-                            .filter(|f| f != MACHINE_FINALIZER)
-                            .collect(),
-                    )
-                    .await?;
-                    tracing::info!("simulated BYOH controller: ByoMachine {marker} released");
-                }
-            }
-        }
-        return Ok(());
-    }
-    if !has_finalizer(m, MACHINE_FINALIZER) {
-        let mut f = finals;
-        f.push(MACHINE_FINALIZER.into());
-        set_finalizers(&api, m, f).await?;
-        return Ok(());
-    }
-    if m.data["status"]["ready"] == json!(true) {
-        return Ok(());
-    }
-    // The owning CAPI Machine, for its bootstrap data and version.
-    let Some(owner) = m
-        .metadata
-        .owner_references
-        .as_ref()
-        .and_then(|o| o.iter().find(|r| r.kind == "Machine"))
-    else {
-        return Ok(());
-    };
-    let capi_version = owner
-        .api_version
-        .rsplit('/')
-        .next()
-        .unwrap_or("v1beta2")
-        .to_string();
-    let machines: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &ns,
-        &ar("cluster.x-k8s.io", &capi_version, "Machine", "machines"),
-    );
-    let Some(machine) = machines.get_opt(&owner.name).await? else {
-        return Ok(());
-    };
-    let Some(secret) = machine.data["spec"]["bootstrap"]["dataSecretName"].as_str() else {
-        set_machine_condition(&api, &mname, "WaitingForBootstrapDataSecret").await?;
-        return Ok(());
-    };
-    let version = machine.data["spec"]["version"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
-    let i = match host_idx {
-        Some(i) => i,
-        None => {
-            let selector = &m.data["spec"]["selector"];
-            let Some(i) = hosts.iter().position(|h| {
-                label(h, CLUSTER_NAME).is_none()
-                    && h.metadata.deletion_timestamp.is_none()
-                    && selector_matches(selector, h)
-            }) else {
-                set_machine_condition(&api, &mname, "BYOHostsUnavailable").await?;
-                return Ok(());
-            };
-            let h = hosts[i].clone();
-            let cluster = label(m, CLUSTER_NAME).unwrap_or("").to_string();
-            tracing::info!(
-                "simulated BYOH controller: attaching host {} to {marker} (cluster {cluster})",
-                name(&h)
-            );
-            let hapi = hosts_api(client, Some(&namespace(&h)));
-            let patched = hapi.patch(&name(&h), &PatchParams::default(), &Patch::Merge(json!({
-                "metadata": {
-                    "labels": {CLUSTER_NAME: cluster, BYOMACHINE_NAME: marker},
-                    "annotations": {K8S_VERSION: version, BUNDLE_REGISTRY: "projects.registry.vmware.com/cluster_api_provider_bringyourownhost"},
-                    "resourceVersion": h.metadata.resource_version,
-                },
-                "spec": {"bootstrapSecret": {"name": secret, "namespace": ns}},
-            })))
-            .await?;
-            hapi.patch_status(&name(&h), &PatchParams::default(), &Patch::Merge(json!({"status": {"machineRef": {
-                "apiVersion": format!("{GROUP}/v1beta1"), "kind": "ByoMachine", "namespace": ns, "name": mname, "uid": m.metadata.uid,
-            }}})))
-            .await?;
-            hosts[i] = patched;
-            api.patch_status(&mname, &PatchParams::default(), &Patch::Merge(json!({"status": {
-                "hostinfo": h.data["status"]["hostinfo"],
-                "conditions": [cond("BYOHostReady", false, "InstallationSecretNotAvailable", "Info", "")],
-            }})))
-            .await?;
-            return Ok(());
-        }
-    };
-    let h = &hosts[i];
-    if condition_status(h, "K8sNodeBootstrapSucceeded").map(|c| c.0) != Some("True".into()) {
-        return Ok(());
-    }
-    // The host joined: register its Node in the workload cluster (the sandbox) with the BYOH
-    // provider ID, then mark the ByoMachine ready.
-    let host = name(h);
-    let suffix: String = format!("{:06}", (unit_hash(&marker) * 1_000_000.0) as u64);
-    let provider_id = format!("byoh://{host}/{suffix}");
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": host, "labels": {"kubernetes.io/hostname": host, "testbed.capi-kamaji.io/simulated": "true"}},
-        "spec": {"providerID": provider_id},
-    }))
-    .map_err(kube::Error::SerdeError)?;
-    match nodes.get_opt(&host).await? {
-        None => {
-            nodes.create(&PostParams::default(), &node).await?;
-        }
-        Some(existing)
-            if existing
-                .spec
-                .as_ref()
-                .and_then(|s| s.provider_id.as_deref())
-                != Some(provider_id.as_str()) =>
-        {
-            // A Node left from the host's previous machine: the kubelet re-registers.
-            nodes.delete(&host, &DeleteParams::default()).await?;
-            return Ok(());
-        }
-        Some(_) => {}
-    }
-    let ip = h.data["status"]["network"]
-        .as_array()
-        .and_then(|n| n.iter().find(|i| i["isDefault"] == json!(true)))
-        .and_then(|i| i["ipAddrs"][0].as_str())
-        .unwrap_or("")
-        .split('/')
-        .next()
-        .unwrap_or("")
-        .to_string();
-    nodes
-        .patch_status(&host, &PatchParams::default(), &Patch::Merge(json!({"status": {
-            "conditions": [
-                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status (simulated)", "lastHeartbeatTime": now(), "lastTransitionTime": now()},
-                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory", "message": "kubelet has sufficient memory available", "lastHeartbeatTime": now(), "lastTransitionTime": now()},
-                {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure", "message": "kubelet has no disk pressure", "lastHeartbeatTime": now(), "lastTransitionTime": now()},
-                {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID", "message": "kubelet has sufficient PID available", "lastHeartbeatTime": now(), "lastTransitionTime": now()},
-            ],
-            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": host}],
-            "nodeInfo": {"kubeletVersion": version, "osImage": "Ubuntu 22.04.4 LTS", "architecture": "amd64", "operatingSystem": "linux",
-                          "containerRuntimeVersion": "containerd://1.7.27", "kernelVersion": "5.15.0-simulated", "kubeProxyVersion": version,
-                          "bootID": "", "machineID": "", "systemUUID": ""},
-        }})))
-        .await?;
-    api.patch(
-        &mname,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"providerID": provider_id}})),
-    )
-    .await?;
-    api.patch_status(
-        &mname,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {
-            "ready": true,
-            "conditions": [cond("BYOHostReady", true, "", "", ""), cond("Ready", true, "", "", "")],
-        }})),
-    )
-    .await?;
-    tracing::info!("simulated BYOH controller: {marker} ready on host {host} ({provider_id})");
-    Ok(())
-}
-
-async fn set_machine_condition(
-    api: &Api<DynamicObject>,
-    m: &str,
-    reason: &str,
-) -> Result<(), kube::Error> {
-    api.patch_status(
-        m,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {
-            "conditions": [cond("BYOHostReady", false, reason, "Info", "")],
-        }})),
-    )
-    .await?;
     Ok(())
 }

@@ -1,18 +1,17 @@
-//! SIMULATED controllers, for the sandbox and the demo, of the parts that cannot run here:
-//! Kamaji (it would run tenant control-plane pods), BYOH host agents (they would run kubeadm on
-//! bare metal) and the BYOH controller's host selection and attach step.
+//! SIMULATED parts, for the tests, the sandbox and the demo, of what cannot run here: the BYOH
+//! host agents (they would run kubeadm on bare metal) and their kubelets. Kamaji and the BYOH
+//! controller run for real (`testbed::shared_real()`, `capi-testbed up --real`).
 //!
-//! Each simulator writes exactly what the real controller would write (status fields,
-//! conditions, labels, annotations, secrets and Nodes), so that the real CAPI controllers and our
-//! plugins and reconciler see the same API traffic as on a real management cluster. Every log
-//! line says `simulated`.
+//! The agents write exactly what the upstream agent would write (status fields, conditions,
+//! labels, annotations), as their own `byoh:host:<name>` users, and their kubelets join the live
+//! tenant API servers, so the real controllers, our plugins and our reconciler see the same API
+//! traffic as on a real management cluster. Every log line says `simulated`.
 //!
-//! They poll with one LIST per kind per tick: simple and adequate for a sandbox of a few dozen
-//! objects. (The product's reconciler is watch-driven; these are not the product.)
+//! They poll with one LIST per tick: simple and adequate for a sandbox of a few dozen objects.
+//! (The product's reconciler is watch-driven; these are not the product.)
 
 pub mod byoh;
 pub mod join;
-pub mod kamaji;
 
 use std::time::Duration;
 
@@ -35,7 +34,9 @@ pub struct SimOptions {
     /// `installerRef`. When false they behave as agents on hosts with Kubernetes pre-installed.
     pub install: bool,
     /// Agents join the workload cluster for real (TLS bootstrap, Node, heartbeats; see
-    /// [`join`]). When false, the SIMULATED BYOH controller registers Nodes in the sandbox.
+    /// [`join`]). When false, no Node appears: whoever uses the agents plays the kubelet (a
+    /// test whose workload cluster cannot take a real join), or the real BYOH controller never
+    /// marks the machine ready.
     pub join: bool,
 }
 
@@ -68,10 +69,6 @@ pub(crate) fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiRes
 
 pub(crate) fn name(o: &DynamicObject) -> String {
     o.metadata.name.clone().unwrap_or_default()
-}
-
-pub(crate) fn namespace(o: &DynamicObject) -> String {
-    o.metadata.namespace.clone().unwrap_or_default()
 }
 
 pub(crate) fn label<'a>(o: &'a DynamicObject, key: &str) -> Option<&'a str> {
