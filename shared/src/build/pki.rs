@@ -200,7 +200,10 @@ MFowETEPMA0GA1UEAwwGdGVzdGNhMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE
         let later: jiff::Timestamp = "2031-01-01T00:00:00Z".parse().unwrap();
         assert_eq!(usable_token(&api, later), None);
         // kubeadm's placeholder, which Kamaji v1.0.0 creates in every tenant, is never reused.
-        assert_eq!(usable_token(&api_of("abcdef", "0123456789abcdef"), now), None);
+        assert_eq!(
+            usable_token(&api_of("abcdef", "0123456789abcdef"), now),
+            None
+        );
     }
 
     #[test]
