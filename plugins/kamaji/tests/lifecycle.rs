@@ -13,8 +13,6 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -22,39 +20,6 @@ use serde_json::Value;
 
 /// One real tenant at a time (see the module comment).
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(KUBECTL)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// The `create` flags a tenant needs on the testbed: one replica (each is three real
-/// processes), its API server on a free port of the testbed's loopback (a pre-assigned
-/// address, as a VIP would be), and no addons (Konnectivity's server is not a binary the
-/// SIMULATED kubelet can run).
-fn tenant_flags(port: &str) -> Vec<&str> {
-    vec![
-        "--replicas",
-        "1",
-        "--service-type",
-        "ClusterIP",
-        "--service-address",
-        "127.0.0.1",
-        "--port",
-        port,
-        "--addons",
-        "none",
-    ]
-}
 
 async fn lifecycle(infra: &str, extra: &[&str]) {
     let _turn = TURN.lock().await;
@@ -767,30 +732,22 @@ async fn seed_kamaji_control_plane_becomes_this_tenant_control_plane() {
 /// Kamaji).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn byoh_workers_join() {
-    use testbed::sim::{SimOptions, byoh};
     let _turn = TURN.lock().await;
     let tb = testbed_real().await;
     let (client, ns) = tb.namespace("life-byoh-workers").await;
     let rec = Reconciler::start(tb, &ns);
-    let opts = SimOptions {
-        delay: Duration::from_millis(300),
-        failure_rate: 0.0,
-        tick: Duration::from_millis(250),
-        host_kubeconfig: Some(tb.kubeconfig.clone()),
-        install: false,
-        join: true,
-    };
     // The real controller selects hosts across all namespaces: the label is this test's own.
     let site = format!("ams-{ns}");
-    let pool = byoh::Pool {
-        namespace: ns.clone(),
-        count: 2,
-        labels: vec![("site".into(), site.clone())],
-        name_prefix: format!("{ns}-h"),
-    };
-    tokio::spawn(byoh::run_agents(client.clone(), pool, opts));
-    let cni = tb.dir.join(format!("{ns}-cni.yaml"));
-    std::fs::write(&cni, include_str!("../../../scripts/demo-cni.yaml")).unwrap();
+    host_agents(
+        tb,
+        &client,
+        &ns,
+        &format!("{ns}-h"),
+        2,
+        ("site", &site),
+        false,
+    );
+    let cni = cni_manifest(tb, &ns);
     let port = free_port().to_string();
     let selector = format!("site={site}");
     let mut args = vec![

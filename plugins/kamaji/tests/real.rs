@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,12 +14,6 @@ use common::*;
 use kube::Client;
 use serde_json::Value;
 use testbed::Testbed;
-use testbed::sim::{SimOptions, byoh};
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
 
 /// `target/debug/kubectl-capi`, next to our binary (built if missing).
 fn capi_binary() -> PathBuf {
@@ -45,34 +39,6 @@ fn capi(tb: &Testbed, ns: &str, args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .unwrap()
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new(KUBECTL)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// SIMULATED host agents acting as their `byoh:host:<name>` users, joining tenants for real.
-fn agents(tb: &Testbed, client: &Client, ns: &str, prefix: &str, count: usize, role: &str) {
-    let opts = SimOptions {
-        delay: Duration::from_millis(300),
-        tick: Duration::from_millis(250),
-        host_kubeconfig: Some(tb.kubeconfig.clone()),
-        install: false,
-        join: true,
-        ..SimOptions::default()
-    };
-    let pool = byoh::Pool {
-        namespace: ns.to_string(),
-        count,
-        labels: vec![("role".into(), role.into())],
-        name_prefix: prefix.to_string(),
-    };
-    tokio::spawn(byoh::run_agents(client.clone(), pool, opts));
 }
 
 async fn hosts(client: &Client, ns: &str) -> Vec<Value> {
@@ -118,10 +84,25 @@ async fn byoh_cluster_on_the_real_controllers() {
     let (client, ns) = tb.namespace("real-byoh").await;
     let rec = Reconciler::start(tb, &ns);
     let role = format!("w-{ns}");
-    agents(tb, &client, &ns, &format!("{ns}-a"), 2, &role);
-    agents(tb, &client, &ns, &format!("{ns}-b"), 1, "elsewhere");
-    let cni = tb.dir.join(format!("{ns}-cni.yaml"));
-    std::fs::write(&cni, include_str!("../../../scripts/demo-cni.yaml")).unwrap();
+    host_agents(
+        tb,
+        &client,
+        &ns,
+        &format!("{ns}-a"),
+        2,
+        ("role", &role),
+        false,
+    );
+    host_agents(
+        tb,
+        &client,
+        &ns,
+        &format!("{ns}-b"),
+        1,
+        ("role", "elsewhere"),
+        false,
+    );
+    let cni = cni_manifest(tb, &ns);
     let port = free_port();
     let port_s = port.to_string();
     let out = kamaji(
@@ -300,21 +281,15 @@ async fn byoh_installer_pieces_on_the_real_controller() {
     let (client, ns) = tb.namespace("real-installer").await;
     let _rec = Reconciler::start(tb, &ns);
     let role = format!("i-{ns}");
-    let opts = SimOptions {
-        delay: Duration::from_millis(300),
-        tick: Duration::from_millis(250),
-        host_kubeconfig: Some(tb.kubeconfig.clone()),
-        install: true,
-        join: true,
-        ..SimOptions::default()
-    };
-    let pool = byoh::Pool {
-        namespace: ns.clone(),
-        count: 1,
-        labels: vec![("role".into(), role.clone())],
-        name_prefix: format!("{ns}-h"),
-    };
-    tokio::spawn(byoh::run_agents(client.clone(), pool, opts));
+    host_agents(
+        tb,
+        &client,
+        &ns,
+        &format!("{ns}-h"),
+        1,
+        ("role", &role),
+        true,
+    );
     let port = free_port().to_string();
     let out = kamaji(
         tb,

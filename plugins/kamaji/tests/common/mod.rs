@@ -333,3 +333,74 @@ impl Drop for Reconciler {
         let _ = self.child.wait();
     }
 }
+
+/// A free port on 127.0.0.1 (for a tenant's API server).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new(KUBECTL)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The `create` flags a tenant needs on the testbed: one replica (each is three real
+/// processes), its API server on a free port of the testbed's loopback (a pre-assigned
+/// address, as a VIP would be), and no addons (Konnectivity's server is not a binary the
+/// SIMULATED kubelet can run).
+pub fn tenant_flags(port: &str) -> Vec<&str> {
+    vec![
+        "--replicas",
+        "1",
+        "--service-type",
+        "ClusterIP",
+        "--service-address",
+        "127.0.0.1",
+        "--port",
+        port,
+        "--addons",
+        "none",
+    ]
+}
+
+/// SIMULATED host agents (`count` hosts named `<prefix>NN`, labelled `role=<role>`, in `ns`)
+/// acting as their `byoh:host:<name>` users; their kubelets join live tenants for real. With
+/// `install`, they wait for the installation secret as agents without --skip-installation do.
+pub fn host_agents(
+    tb: &Testbed,
+    client: &Client,
+    ns: &str,
+    prefix: &str,
+    count: usize,
+    label: (&str, &str),
+    install: bool,
+) {
+    use testbed::sim::{SimOptions, byoh};
+    let opts = SimOptions {
+        delay: Duration::from_millis(300),
+        tick: Duration::from_millis(250),
+        host_kubeconfig: Some(tb.kubeconfig.clone()),
+        install,
+        join: true,
+        ..SimOptions::default()
+    };
+    let pool = byoh::Pool {
+        namespace: ns.to_string(),
+        count,
+        labels: vec![(label.0.to_string(), label.1.to_string())],
+        name_prefix: prefix.to_string(),
+    };
+    tokio::spawn(byoh::run_agents(client.clone(), pool, opts));
+}
+
+/// The demo's stand-in network add-on, written for `ns` (nodes become Ready once it lands).
+pub fn cni_manifest(tb: &Testbed, ns: &str) -> PathBuf {
+    let cni = tb.dir.join(format!("{ns}-cni.yaml"));
+    std::fs::write(&cni, include_str!("../../../../scripts/demo-cni.yaml")).unwrap();
+    cni
+}
