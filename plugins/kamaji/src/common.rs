@@ -315,6 +315,18 @@ pub fn admin_secret_name(t: &Target) -> String {
 }
 
 /// A TenantControlPlane's `status.kubernetesResources.version.status`.
+/// Whether Kamaji ran its bootstrap-token kubeadm phase in the tenant (the only phase with a
+/// status in Kamaji v1.0.0, `status.kubeadmPhase.bootstrapToken`). Kamaji reports a tenant Ready
+/// before these phases run (they run in its per-tenant "soot" manager).
+pub fn bootstrap_token_phase_done(tcp: &Value) -> bool {
+    fields::at(
+        tcp,
+        &["status", "kubeadmPhase", "bootstrapToken", "checksum"],
+    )
+    .and_then(|v| v.as_str())
+    .is_some_and(|s| !s.is_empty())
+}
+
 pub fn tcp_phase(tcp: &Value) -> Option<String> {
     fields::at(tcp, &["status", "kubernetesResources", "version", "status"])
         .and_then(Value::as_str)

@@ -616,6 +616,8 @@ pub async fn wait_ready(
     let machine_ar = apis.capi_kind("Machine").ok();
     // The workers as last seen, to explain a timeout.
     let last_workers: std::sync::Mutex<Option<WorkerProgress>> = std::sync::Mutex::new(None);
+    // Whether the tenant admin kubeconfig answered once (checked until it does).
+    let admin_ok = std::sync::atomic::AtomicBool::new(false);
     let result = render::wait_until(
         &format!("waiting for cluster {name}"),
         timeout,
@@ -624,6 +626,7 @@ pub async fn wait_ready(
             let md_ar = md_ar.clone();
             let machine_ar = machine_ar.clone();
             let last_workers = &last_workers;
+            let admin_ok = &admin_ok;
             async move {
                 let t = match common::resolve(conn, apis, name).await {
                     Ok(t) => t,
@@ -648,6 +651,34 @@ pub async fn wait_ready(
                         .or_else(|| t.tcp.as_ref().and_then(common::tcp_phase).map(|p| format!("TenantControlPlane {p}")))
                         .unwrap_or_default();
                     return Ok(Poll::Pending(format!("3/4 control plane ready (endpoint {host}:{port} assigned): {why}")));
+                }
+                // Kamaji reports Ready before its kubeadm phases have run in the tenant (the
+                // bootstrap token, then admin.conf's cluster-admin binding); until then a join
+                // token cannot be made and the admin kubeconfig is Forbidden.
+                if let Some(tcp) = t.tcp.as_ref() {
+                    if !common::bootstrap_token_phase_done(tcp) {
+                        return Ok(Poll::Pending(format!("3/4 control plane ready (endpoint {host}:{port} assigned): Kamaji is running its kubeadm phases in the tenant (bootstrap token)")));
+                    }
+                    if !admin_ok.load(std::sync::atomic::Ordering::Relaxed) {
+                        let check = async {
+                            let a = crate::token::tenant_admin(conn, &t).await.ok()?;
+                            kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(a.client)
+                                .get("kube-system")
+                                .await
+                                .ok()
+                        };
+                        // One poll never blocks the wait: a tenant that does not answer is
+                        // asked again on the next one.
+                        let usable = tokio::time::timeout(Duration::from_secs(10), check)
+                            .await
+                            .ok()
+                            .flatten()
+                            .is_some();
+                        if !usable {
+                            return Ok(Poll::Pending(format!("3/4 control plane ready (endpoint {host}:{port} assigned): Kamaji is running its kubeadm phases in the tenant (cluster-admin binding)")));
+                        }
+                        admin_ok.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
                 }
                 let mut want = 0;
                 let mut md_ready = 0;

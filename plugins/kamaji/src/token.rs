@@ -71,13 +71,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             t.name
         )),
     })?;
-    let phase_done = fields::at(
-        &tcp,
-        &["status", "kubeadmPhase", "bootstrapToken", "checksum"],
-    )
-    .and_then(|v| v.as_str())
-    .is_some_and(|s| !s.is_empty());
-    if !phase_done {
+    if !common::bootstrap_token_phase_done(&tcp) {
         return Err(Error::Other {
             message: format!(
                 "the bootstrap-token phase of {} has not run yet",
@@ -89,64 +83,17 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             )),
         });
     }
-    let text = crate::kubeconfig::admin_kubeconfig(&conn, &t, "admin.conf").await?;
-    let kc_value = shared::kubeconfig::parse(&text, "the tenant admin kubeconfig")?;
-    let current = kc_value["current-context"].as_str().unwrap_or_default();
-    let ctx = kc_value["contexts"]
-        .as_array()
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| c["name"] == current)
-                .or_else(|| cs.first())
-        })
-        .cloned()
-        .unwrap_or_default();
-    let cluster = kc_value["clusters"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["name"] == ctx["context"]["cluster"]))
-        .cloned()
-        .unwrap_or_default();
-    let server = cluster["cluster"]["server"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let ca_b64 = cluster["cluster"]["certificate-authority-data"]
-        .as_str()
-        .unwrap_or_default();
-    let ca = base64::engine::general_purpose::STANDARD
-        .decode(ca_b64)
-        .map_err(|_| Error::Other {
-            message: "the tenant admin kubeconfig has no readable certificate-authority-data"
-                .into(),
-            hint: Some(format!(
-                "check Secret {} (kubectl kamaji kubeconfig get {})",
-                common::admin_secret_name(&t),
-                t.name
-            )),
-        })?;
+    let TenantAdmin {
+        client,
+        target: tenant_target,
+        server,
+        ca,
+    } = tenant_admin(&conn, &t).await?;
     let hash = pki::ca_cert_hash(&ca)?;
     let endpoint = server
         .trim_start_matches("https://")
         .trim_end_matches('/')
         .to_string();
-
-    // The tenant cluster's API.
-    let kc = Kubeconfig::from_yaml(&text).map_err(|e| Error::Other {
-        message: format!("the tenant admin kubeconfig is not valid: {e}"),
-        hint: None,
-    })?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| Error::Other {
-            message: format!("the tenant admin kubeconfig: {e}"),
-            hint: None,
-        })?;
-    let tenant_target = Target {
-        context: format!("tenant {}", t.name),
-        server: server.clone(),
-    };
-    let client = kube::Client::try_from(config)
-        .map_err(|e| shared::error::from_kube(e, &tenant_target, &Op::default()))?;
     let secrets: Api<Secret> = Api::namespaced(client, "kube-system");
     let op = Op::new("list", "", "secrets", "Secret").in_namespace(Some("kube-system"));
     let now = jiff::Timestamp::now();
@@ -231,4 +178,81 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     };
     render::line(&line);
     Ok(())
+}
+
+/// A client of the tenant cluster as its admin (Kamaji's `admin.conf`), with the server URL and
+/// the CA it names.
+pub struct TenantAdmin {
+    pub client: kube::Client,
+    pub target: Target,
+    pub server: String,
+    pub ca: Vec<u8>,
+}
+
+pub async fn tenant_admin(
+    conn: &shared::cli::Conn,
+    t: &common::Target,
+) -> Result<TenantAdmin, Error> {
+    let text = crate::kubeconfig::admin_kubeconfig(conn, t, "admin.conf").await?;
+    let kc_value = shared::kubeconfig::parse(&text, "the tenant admin kubeconfig")?;
+    let current = kc_value["current-context"].as_str().unwrap_or_default();
+    let ctx = kc_value["contexts"]
+        .as_array()
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c["name"] == current)
+                .or_else(|| cs.first())
+        })
+        .cloned()
+        .unwrap_or_default();
+    let cluster = kc_value["clusters"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == ctx["context"]["cluster"]))
+        .cloned()
+        .unwrap_or_default();
+    let server = cluster["cluster"]["server"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ca_b64 = cluster["cluster"]["certificate-authority-data"]
+        .as_str()
+        .unwrap_or_default();
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(ca_b64)
+        .map_err(|_| Error::Other {
+            message: "the tenant admin kubeconfig has no readable certificate-authority-data"
+                .into(),
+            hint: Some(format!(
+                "check Secret {} (kubectl kamaji kubeconfig get {})",
+                common::admin_secret_name(t),
+                t.name
+            )),
+        })?;
+
+    // The tenant cluster's API.
+    let kc = Kubeconfig::from_yaml(&text).map_err(|e| Error::Other {
+        message: format!("the tenant admin kubeconfig is not valid: {e}"),
+        hint: None,
+    })?;
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error::Other {
+            message: format!("the tenant admin kubeconfig: {e}"),
+            hint: None,
+        })?;
+    // A tenant that accepts connections but does not answer must not hang a command.
+    config.connect_timeout = Some(Duration::from_secs(10));
+    config.read_timeout = Some(Duration::from_secs(30));
+    let tenant_target = Target {
+        context: format!("tenant {}", t.name),
+        server: server.clone(),
+    };
+    let client = kube::Client::try_from(config)
+        .map_err(|e| shared::error::from_kube(e, &tenant_target, &Op::default()))?;
+    Ok(TenantAdmin {
+        client,
+        target: tenant_target,
+        server,
+        ca,
+    })
 }

@@ -72,34 +72,31 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     // tenant's "soot" manager, started once the TenantControlPlane is Ready
     // (controllers/soot/manager.go), among them the bootstrap-token phase and the one that binds
     // admin.conf's kubeadm:cluster-admins group to cluster-admin
-    // (internal/resources/kubeadm_phases.go, PhaseClusterAdminRBAC). Until then the admin
-    // kubeconfig is Forbidden and `token join` says the phase has not run; wait for both.
+    // (internal/resources/kubeadm_phases.go, PhaseClusterAdminRBAC). `create --wait` waits for
+    // both, so right after it the admin kubeconfig works and a join token can be made.
     let tenant_kc = tb.dir.join(format!("{ns}-{name}.kubeconfig"));
     std::fs::write(
         &tenant_kc,
         ok(&kamaji(tb, &ns, &["kubeconfig", "get", name])),
     )
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let tcp = get(&client, &ns, &tcp_ar, name).await.unwrap();
-        let token_phase = tcp["status"]["kubeadmPhase"]["bootstrapToken"]["checksum"]
+    let tcp = get(&client, &ns, &tcp_ar, name).await.unwrap();
+    assert!(
+        tcp["status"]["kubeadmPhase"]["bootstrapToken"]["checksum"]
             .as_str()
-            .is_some_and(|c| !c.is_empty());
-        let admin = kubectl(
-            &tenant_kc,
-            &["get", "namespace", "kube-system", "-o", "name"],
-        );
-        if token_phase && admin.status.success() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "Kamaji's kubeadm phases did not run: bootstrap token {token_phase}, admin: {}",
-            String::from_utf8_lossy(&admin.stderr)
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+            .is_some_and(|c| !c.is_empty()),
+        "create --wait returned before Kamaji's bootstrap-token phase: {}",
+        tcp["status"]
+    );
+    let admin = kubectl(
+        &tenant_kc,
+        &["get", "namespace", "kube-system", "-o", "name"],
+    );
+    assert!(
+        admin.status.success(),
+        "create --wait returned before admin.conf may read the tenant: {}",
+        String::from_utf8_lossy(&admin.stderr)
+    );
     let (host, port_str) = endpoint.rsplit_once(':').unwrap();
     if infra == "openstack" {
         // Pre-filled with the endpoint. The tenants here have a pre-assigned address (the
