@@ -21,6 +21,7 @@ pub mod discovery;
 pub mod error;
 pub mod fetch;
 pub mod kubeconfig;
+pub mod labels;
 pub mod plan;
 pub mod render;
 pub mod verbs;

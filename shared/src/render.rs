@@ -349,6 +349,20 @@ pub fn prompt(msg: &str) {
     eprint(msg);
 }
 
+/// Asks a yes/no question on the terminal (stderr), as kubectl does; anything but y/yes is no.
+/// Callers ask only when stdin is a terminal and `--yes` was not given.
+pub fn confirm(question: &str) -> Result<bool, Error> {
+    prompt(&format!("{question} [y/N]: "));
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| Error::other(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
 /// `Warning: ...` on stderr, as kubectl prints warnings.
 pub fn warn(msg: &str) {
     let head = if stderr_color() {

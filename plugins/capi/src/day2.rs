@@ -12,7 +12,7 @@ use shared::error::{Error, Op};
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "kubectl-capi";
 /// The label CAPI puts on every object of a cluster.
-pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+pub use shared::labels::CLUSTER_NAME_LABEL;
 
 /// `--dry-run`, as kubectl spells it.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -202,19 +202,6 @@ async fn progress(t: &Target) -> Result<teardown::DeleteProgress, Error> {
     })
 }
 
-/// Asks on the terminal; anything but y/yes is no.
-fn confirm(question: &str) -> Result<bool, Error> {
-    shared::render::info(&format!("{question} [y/N]"));
-    let mut answer = String::new();
-    std::io::stdin()
-        .read_line(&mut answer)
-        .map_err(|e| Error::other(format!("cannot read the answer: {e}")))?;
-    Ok(matches!(
-        answer.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
-}
-
 pub async fn run(args: &Args) -> Result<(), Error> {
     let t = Target::load(&args.kube, &args.cluster).await?;
     let cp = t.control_plane().await?;
@@ -303,7 +290,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
                 hint: Some("pass --yes to delete without asking".into()),
             });
         }
-        if !confirm(&format!("Delete cluster {}/{}?", t.namespace, t.name))? {
+        if !shared::render::confirm(&format!("Delete cluster {}/{}?", t.namespace, t.name))? {
             shared::render::line("cancelled; nothing was deleted");
             return Ok(());
         }

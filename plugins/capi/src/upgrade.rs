@@ -226,18 +226,6 @@ fn topology_versions(t: &Target) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn confirm(question: &str) -> Result<bool, Error> {
-    shared::render::info(&format!("{question} [y/N]"));
-    let mut answer = String::new();
-    std::io::stdin()
-        .read_line(&mut answer)
-        .map_err(|e| Error::other(format!("cannot read the answer: {e}")))?;
-    Ok(matches!(
-        answer.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
-}
-
 pub async fn run(args: &Args) -> Result<(), Error> {
     // A malformed version is a usage error before anything is read.
     parse_version(&args.to).map_err(upgrade_error)?;
@@ -307,7 +295,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             plan: plan0.clone(),
             done_steps: done.clone(),
         })?;
-        if !confirm(&format!(
+        if !shared::render::confirm(&format!(
             "Upgrade cluster {}/{} to {}?",
             t.namespace, t.name, plan0.to_version
         ))? {

@@ -359,16 +359,6 @@ pub fn stdin_is_tty() -> bool {
     std::io::IsTerminal::is_terminal(&std::io::stdin())
 }
 
-/// Asks a yes/no question on the terminal.
-pub fn confirm(question: &str) -> bool {
-    shared::render::prompt(&format!("{question} [y/N]: "));
-    let mut line = String::new();
-    if std::io::stdin().read_line(&mut line).is_err() {
-        return false;
-    }
-    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
-}
-
 /// kubectl's AGE of an object.
 pub fn age(obj: &Value) -> String {
     obj["metadata"]["creationTimestamp"]

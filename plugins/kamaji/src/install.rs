@@ -183,9 +183,9 @@ pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
     }
     let objects = manifests::uninstall_manifests(&ns);
     if !args.yes
-        && !common::confirm(&format!(
+        && !shared::render::confirm(&format!(
             "Uninstall the KamajiControlPlane provider from namespace {ns}?"
-        ))
+        ))?
     {
         return Err(Error::other("aborted: nothing was deleted"));
     }

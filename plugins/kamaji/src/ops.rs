@@ -613,7 +613,7 @@ pub async fn delete(args: &DeleteArgs) -> Result<(), Error> {
             k.user
         ));
     }
-    if !args.yes && !common::confirm(&format!("Delete {} and its cluster?", t.name)) {
+    if !args.yes && !shared::render::confirm(&format!("Delete {} and its cluster?", t.name))? {
         return Err(Error::other("aborted: nothing was deleted"));
     }
     // A kept object the Cluster owns would go with it (garbage collection): release it first.

@@ -23,7 +23,7 @@ pub const FIELD_MANAGER: &str = "kubectl-kamaji";
 /// Label on every object `create` writes.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "kubectl-kamaji");
 /// CAPI's cluster-name label.
-pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+pub use crate::labels::CLUSTER_NAME_LABEL;
 const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
 const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
 const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";

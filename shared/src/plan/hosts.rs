@@ -15,7 +15,7 @@ use super::selector::LabelSelector;
 use super::util::{self, Condition, find_condition, str_at};
 
 /// `cluster.x-k8s.io/cluster-name`: set on a host while a machine uses it.
-pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+pub use crate::labels::CLUSTER_NAME_LABEL;
 /// `<namespace>.<byomachine>` of the ByoMachine that claimed the host.
 pub const BYOMACHINE_NAME_LABEL: &str = "byoh.infrastructure.cluster.x-k8s.io/byomachine-name";
 /// Set by the ByoMachine delete path; the host agent removes it once it has cleaned up.
