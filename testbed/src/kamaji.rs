@@ -91,26 +91,20 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
         use base64::Engine;
         base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
     };
-    apply(
-        client,
-        &v1("Secret", "secrets"),
-        Some(NAMESPACE),
-        json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "kamaji-datastore-ca", "namespace": NAMESPACE},
-        "data": {"ca.crt": b64(&ca_crt), "ca.key": b64(&ca_key)}}),
-    )
-    .await?;
-    apply(
-        client,
-        &v1("Secret", "secrets"),
-        Some(NAMESPACE),
-        json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "kamaji-datastore-client", "namespace": NAMESPACE},
-        "data": {"tls.crt": b64(&client_crt), "tls.key": b64(&client_key)}}),
-    )
-    .await?;
+    for (name, data) in [
+        (
+            "kamaji-datastore-ca",
+            json!({"ca.crt": b64(&ca_crt), "ca.key": b64(&ca_key)}),
+        ),
+        (
+            "kamaji-datastore-client",
+            json!({"tls.crt": b64(&client_crt), "tls.key": b64(&client_key)}),
+        ),
+    ] {
+        let secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": NAMESPACE}, "data": data});
+        apply(client, &v1("Secret", "secrets"), Some(NAMESPACE), secret).await?;
+    }
     let sref = |name: &str, key: &str| json!({"secretReference": {"name": name, "namespace": NAMESPACE, "keyPath": key}});
     apply(client, &crate::sim::ar("kamaji.clastix.io", "v1alpha1", "DataStore", "datastores"), None, json!({
         "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "DataStore",

@@ -66,30 +66,17 @@ async fn agent_rbac(admin: &Client) -> Result<(), kube::Error> {
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "capi-testbed:byoh-host-agent"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "byoh:hosts"}]});
     let pp = PatchParams::apply("capi-testbed").force();
-    let roles: Api<DynamicObject> = Api::all_with(
-        admin.clone(),
-        &ar(
-            "rbac.authorization.k8s.io",
-            "v1",
-            "ClusterRole",
-            "clusterroles",
-        ),
-    );
-    roles
-        .patch("capi-testbed:byoh-host-agent", &pp, &Patch::Apply(&role))
-        .await?;
-    let bindings: Api<DynamicObject> = Api::all_with(
-        admin.clone(),
-        &ar(
-            "rbac.authorization.k8s.io",
-            "v1",
-            "ClusterRoleBinding",
-            "clusterrolebindings",
-        ),
-    );
-    bindings
-        .patch("capi-testbed:byoh-host-agent", &pp, &Patch::Apply(&binding))
-        .await?;
+    for (kind, plural, obj) in [
+        ("ClusterRole", "clusterroles", role),
+        ("ClusterRoleBinding", "clusterrolebindings", binding),
+    ] {
+        let api: Api<DynamicObject> = Api::all_with(
+            admin.clone(),
+            &ar("rbac.authorization.k8s.io", "v1", kind, plural),
+        );
+        api.patch("capi-testbed:byoh-host-agent", &pp, &Patch::Apply(&obj))
+            .await?;
+    }
     Ok(())
 }
 
