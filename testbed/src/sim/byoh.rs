@@ -1,8 +1,9 @@
-//! SIMULATED BYOH host agents (byoh.md §6), next to the real BYOH controller manager
-//! (`testbed/src/byoh.rs`): the agents register ByoHosts with realistic host facts as their
-//! `byoh:host:<name>` users, bootstrap when the controller attaches a machine (or fail, at a
-//! configurable rate, as a broken install script would), join the workload cluster for real
-//! when [`SimOptions::join`] is set ([`join`]) and clean up when released.
+//! SIMULATED BYOH host agents (the host agent of cluster-api-provider-bringyourownhost v0.5.0,
+//! its `agent/` directory), next to the real BYOH controller manager (`testbed/src/byoh.rs`):
+//! the agents register ByoHosts with realistic host facts as their `byoh:host:<name>` users,
+//! bootstrap when the controller attaches a machine (or fail, at a configurable rate, as a
+//! broken install script would), join the workload cluster for real when [`SimOptions::join`]
+//! is set ([`join`]) and clean up when released.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -225,6 +226,18 @@ async fn set_conditions(
     host: &DynamicObject,
     conds: Vec<Value>,
 ) -> Result<(), kube::Error> {
+    let all = merged_conditions(host, conds);
+    api.patch_status(
+        &name(host),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditions": all}})),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The host's conditions with `conds` set by type, the others kept.
+fn merged_conditions(host: &DynamicObject, conds: Vec<Value>) -> Vec<Value> {
     let mut all: Vec<Value> = host.data["status"]["conditions"]
         .as_array()
         .cloned()
@@ -235,13 +248,7 @@ async fn set_conditions(
             None => all.push(c),
         }
     }
-    api.patch_status(
-        &name(host),
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"conditions": all}})),
-    )
-    .await?;
-    Ok(())
+    all
 }
 
 fn is_true(host: &DynamicObject, type_: &str) -> bool {
@@ -289,6 +296,27 @@ async fn tenant_admin(admin: &Client, h: &DynamicObject) -> Option<Client> {
     Client::try_from(config).ok()
 }
 
+/// What a host agent does next with an attached host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    /// Run the installer script from the installation secret.
+    Install,
+    /// Run the bootstrap data (`kubeadm join`).
+    Bootstrap,
+    /// Reset the host and drop its claim (the host carries the unregistering annotation).
+    Cleanup,
+}
+
+impl Action {
+    fn as_str(self) -> &'static str {
+        match self {
+            Action::Install => "install",
+            Action::Bootstrap => "bootstrap",
+            Action::Cleanup => "cleanup",
+        }
+    }
+}
+
 /// One pass of a host agent, following the upstream agent's `HostReconciler`
 /// (`agent/reconciler/host_reconciler.go`, BYOH v0.5.0): the same conditions, reasons and
 /// severities, in the same order. The OS work (installer script, `kubeadm join`/`reset`) is
@@ -305,245 +333,254 @@ async fn agent_step(
     if annotation(host, "cluster.x-k8s.io/paused").is_some() {
         return Ok(());
     }
-    // The kubelet keeps heartbeating while the host serves a cluster.
-    if let Some((joined, last)) = agents.nodes.get_mut(&h)
-        && annotation(host, UNREGISTERING).is_none()
-        && last.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(10))
-    {
-        let joined = joined.clone();
-        *last = Some(Instant::now());
-        let cni = match tenant_admin(&agents.admin, host).await {
-            Some(c) => join::cni_present(&c).await,
-            None => false,
-        };
-        let version = annotation(host, K8S_VERSION).unwrap_or("").to_string();
-        if let Err(e) = join::heartbeat(&joined, &h, &version, &host_ip(host), cni).await {
-            tracing::warn!("simulated kubelet on {h}: {e}");
-        }
+    heartbeat(agents, host, &h).await;
+    let Some(action) = next_action(api, opts, host).await? else {
+        return Ok(());
+    };
+    if !action_due(started, &h, action, opts) {
+        return Ok(());
     }
-    let attached = host.data["status"]["machineRef"].get("name").is_some();
-    let action = if annotation(host, UNREGISTERING).is_some() {
-        "cleanup"
-    } else if !attached {
-        if condition_status(host, "K8sNodeBootstrapSucceeded").map(|b| b.1)
-            != Some("WaitingForMachineRefToBeAssigned".into())
-        {
-            set_conditions(
-                api,
-                host,
-                vec![cond(
-                    "K8sNodeBootstrapSucceeded",
-                    false,
-                    "WaitingForMachineRefToBeAssigned",
-                    "Info",
-                    "",
-                )],
-            )
-            .await?;
-        }
-        return Ok(());
-    } else if host.data["spec"]["bootstrapSecret"].get("name").is_none() {
-        if condition_status(host, "K8sNodeBootstrapSucceeded").map(|b| b.1)
-            != Some("BootstrapDataSecretUnavailable".into())
-        {
-            set_conditions(
-                api,
-                host,
-                vec![cond(
-                    "K8sNodeBootstrapSucceeded",
-                    false,
-                    "BootstrapDataSecretUnavailable",
-                    "Info",
-                    "",
-                )],
-            )
-            .await?;
-        }
-        return Ok(());
-    } else if is_true(host, "K8sNodeBootstrapSucceeded") {
-        return Ok(());
-    } else if condition_status(host, "K8sNodeBootstrapSucceeded").map(|b| b.1)
-        == Some("CloudInitExecutionFailed".into())
+    match action {
+        Action::Install => install(api, agents, host, &h).await,
+        Action::Bootstrap => bootstrap(api, opts, agents, attempts, host, &h).await,
+        Action::Cleanup => clean_up(api, agents, host, &h).await,
+    }
+}
+
+/// The kubelet keeps heartbeating (every 10 s) while the host serves a cluster.
+async fn heartbeat(agents: &mut Agents, host: &DynamicObject, h: &str) {
+    let Some((joined, last)) = agents.nodes.get_mut(h) else {
+        return;
+    };
+    if annotation(host, UNREGISTERING).is_some()
+        || last.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(10))
     {
+        return;
+    }
+    let joined = joined.clone();
+    *last = Some(Instant::now());
+    let cni = match tenant_admin(&agents.admin, host).await {
+        Some(c) => join::cni_present(&c).await,
+        None => false,
+    };
+    let version = annotation(host, K8S_VERSION).unwrap_or("").to_string();
+    if let Err(e) = join::heartbeat(&joined, h, &version, &host_ip(host), cni).await {
+        tracing::warn!("simulated kubelet on {h}: {e}");
+    }
+}
+
+/// What the agent does with the host now, if anything. A host still waiting for something
+/// (a machine, the bootstrap or installation secret) gets the upstream waiting condition
+/// instead, written only when it changes so an idle agent does not rewrite its status.
+async fn next_action(
+    api: &Api<DynamicObject>,
+    opts: &SimOptions,
+    host: &DynamicObject,
+) -> Result<Option<Action>, kube::Error> {
+    const BOOTSTRAPPED: &str = "K8sNodeBootstrapSucceeded";
+    const INSTALLED: &str = "K8sComponentsInstallationSucceeded";
+    if annotation(host, UNREGISTERING).is_some() {
+        return Ok(Some(Action::Cleanup));
+    }
+    if host.data["status"]["machineRef"].get("name").is_none() {
+        mark_waiting(api, host, BOOTSTRAPPED, "WaitingForMachineRefToBeAssigned").await?;
+        return Ok(None);
+    }
+    if host.data["spec"]["bootstrapSecret"].get("name").is_none() {
+        mark_waiting(api, host, BOOTSTRAPPED, "BootstrapDataSecretUnavailable").await?;
+        return Ok(None);
+    }
+    if is_true(host, BOOTSTRAPPED) {
+        return Ok(None);
+    }
+    if condition_status(host, BOOTSTRAPPED).is_some_and(|c| c.1 == "CloudInitExecutionFailed") {
         // The upstream agent retries on its next reconcile; a host left failed shows the
         // failure (as `kubectl capi hosts` reports it) until someone acts.
-        return Ok(());
-    } else if opts.install && !is_true(host, "K8sComponentsInstallationSucceeded") {
+        return Ok(None);
+    }
+    if opts.install && !is_true(host, INSTALLED) {
         if host.data["spec"]["installationSecret"]
             .get("name")
             .is_none()
         {
-            if condition_status(host, "K8sComponentsInstallationSucceeded").map(|b| b.1)
-                != Some("K8sInstallationSecretUnavailable".into())
-            {
-                set_conditions(
-                    api,
-                    host,
-                    vec![cond(
-                        "K8sComponentsInstallationSucceeded",
-                        false,
-                        "K8sInstallationSecretUnavailable",
-                        "Info",
-                        "",
-                    )],
-                )
-                .await?;
-            }
-            return Ok(());
+            mark_waiting(api, host, INSTALLED, "K8sInstallationSecretUnavailable").await?;
+            return Ok(None);
         }
-        "install"
-    } else {
-        "bootstrap"
-    };
-    let since = match started.get(&h) {
+        return Ok(Some(Action::Install));
+    }
+    Ok(Some(Action::Bootstrap))
+}
+
+/// Sets condition `type_` to False with `reason` (severity Info) unless it already has it.
+async fn mark_waiting(
+    api: &Api<DynamicObject>,
+    host: &DynamicObject,
+    type_: &str,
+    reason: &str,
+) -> Result<(), kube::Error> {
+    if condition_status(host, type_).map(|b| b.1) != Some(reason.into()) {
+        set_conditions(api, host, vec![cond(type_, false, reason, "Info", "")]).await?;
+    }
+    Ok(())
+}
+
+/// Whether the SIMULATED `action` has taken its time (`opts.delay`) and is done now. The first
+/// call for an action only notes when it started.
+fn action_due(
+    started: &mut HashMap<String, (String, Instant)>,
+    h: &str,
+    action: Action,
+    opts: &SimOptions,
+) -> bool {
+    let action = action.as_str();
+    let since = match started.get(h) {
         Some((a, t)) if a == action => *t,
         _ => {
             tracing::info!("simulated BYOH agent {h}: {action} started");
-            started.insert(h.clone(), (action.to_string(), Instant::now()));
-            return Ok(());
+            started.insert(h.to_string(), (action.to_string(), Instant::now()));
+            return false;
         }
     };
     if since.elapsed() < opts.delay {
-        return Ok(());
+        return false;
     }
-    started.remove(&h);
-    match action {
-        "install" => {
-            // SIMULATED install script; the uninstall script is kept on the host, as upstream.
-            let sec = &host.data["spec"]["installationSecret"];
-            let (sns, sname) = (
-                sec["namespace"].as_str().unwrap_or_default(),
-                sec["name"].as_str().unwrap_or_default(),
-            );
-            let uninstall = secret_value(&agents.admin, sns, sname, "uninstall")
-                .await
-                .unwrap_or_default();
-            api.patch(
-                &h,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"uninstallationScript": uninstall}})),
-            )
-            .await?;
-            tracing::info!("simulated BYOH agent {h}: install script done (SIMULATED)");
-            set_conditions(
-                api,
-                host,
-                vec![cond("K8sComponentsInstallationSucceeded", true, "", "", "")],
-            )
-            .await?;
+    started.remove(h);
+    true
+}
+
+/// The SIMULATED install script; the uninstall script is kept on the host, as upstream.
+async fn install(
+    api: &Api<DynamicObject>,
+    agents: &Agents,
+    host: &DynamicObject,
+    h: &str,
+) -> Result<(), kube::Error> {
+    let sec = &host.data["spec"]["installationSecret"];
+    let (sns, sname) = (
+        sec["namespace"].as_str().unwrap_or_default(),
+        sec["name"].as_str().unwrap_or_default(),
+    );
+    let uninstall = secret_value(&agents.admin, sns, sname, "uninstall")
+        .await
+        .unwrap_or_default();
+    api.patch(
+        h,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"uninstallationScript": uninstall}})),
+    )
+    .await?;
+    tracing::info!("simulated BYOH agent {h}: install script done (SIMULATED)");
+    set_conditions(
+        api,
+        host,
+        vec![cond("K8sComponentsInstallationSucceeded", true, "", "", "")],
+    )
+    .await
+}
+
+/// The SIMULATED bootstrap: fails at `opts.failure_rate` (reproducibly per host and attempt),
+/// otherwise joins the workload cluster for real when `opts.join`, and reports the outcome.
+async fn bootstrap(
+    api: &Api<DynamicObject>,
+    opts: &SimOptions,
+    agents: &mut Agents,
+    attempts: &mut HashMap<String, u32>,
+    host: &DynamicObject,
+    h: &str,
+) -> Result<(), kube::Error> {
+    let n = attempts.entry(h.to_string()).or_insert(0);
+    *n += 1;
+    let mut failure = (unit_hash(&format!("{h}/{n}")) < opts.failure_rate)
+        .then(|| "install script error: kubeadm join exited with status 1 (simulated)".to_string());
+    if failure.is_none() && opts.join {
+        match join_host(&agents.admin, host, h).await {
+            Ok(j) => {
+                agents.nodes.insert(h.to_string(), (j, None));
+            }
+            Err(e) => failure = Some(format!("kubeadm join (SIMULATED, real API traffic): {e}")),
         }
-        "bootstrap" => {
-            let n = attempts.entry(h.clone()).or_insert(0);
-            *n += 1;
-            let mut failure = (unit_hash(&format!("{h}/{n}")) < opts.failure_rate).then(|| {
-                "install script error: kubeadm join exited with status 1 (simulated)".to_string()
-            });
-            if failure.is_none() && opts.join {
-                let sec = &host.data["spec"]["bootstrapSecret"];
-                let joined = async {
-                    let value = secret_value(
-                        &agents.admin,
-                        sec["namespace"].as_str().unwrap_or_default(),
-                        sec["name"].as_str().unwrap_or_default(),
-                        "value",
-                    )
-                    .await?;
-                    let cfg = join::parse_bootstrap(&value)
-                        .ok_or("the bootstrap data has no kubeadm JoinConfiguration")?;
-                    join::join(&cfg, &h).await
-                }
-                .await;
-                match joined {
-                    Ok(j) => {
-                        agents.nodes.insert(h.clone(), (j, None));
-                    }
-                    Err(e) => {
-                        failure = Some(format!("kubeadm join (SIMULATED, real API traffic): {e}"))
-                    }
-                }
-            }
-            match failure {
-                Some(msg) => {
-                    tracing::info!("simulated BYOH agent {h}: bootstrap failed: {msg}");
-                    set_conditions(
-                        api,
-                        host,
-                        vec![cond(
-                            "K8sNodeBootstrapSucceeded",
-                            false,
-                            "CloudInitExecutionFailed",
-                            "Error",
-                            &msg,
-                        )],
-                    )
-                    .await?;
-                }
-                None => {
-                    tracing::info!(
-                        "simulated BYOH agent {h}: kubeadm join done, node bootstrapped"
-                    );
-                    set_conditions(
-                        api,
-                        host,
-                        vec![cond("K8sNodeBootstrapSucceeded", true, "", "", "")],
-                    )
-                    .await?;
-                }
-            }
-        }
-        _ => {
-            // hostCleanUp: kubeadm reset and the uninstall script (SIMULATED), then the
-            // annotations, labels and references removed as `removeAnnotations` does.
-            agents.nodes.remove(&h);
-            tracing::info!("simulated BYOH agent {h}: kubeadm reset done, host released");
-            let mut labels = serde_json::Map::new();
-            labels.insert(CLUSTER_NAME.into(), Value::Null);
-            labels.insert(BYOMACHINE_NAME.into(), Value::Null);
-            let mut annotations = serde_json::Map::new();
-            for k in [UNREGISTERING, ENDPOINT_IP, K8S_VERSION, BUNDLE_REGISTRY] {
-                annotations.insert(k.into(), Value::Null);
-            }
-            api.patch(&h, &PatchParams::default(), &Patch::Merge(json!({
-                "metadata": {"labels": labels, "annotations": annotations},
-                "spec": {"bootstrapSecret": null, "installationSecret": null, "uninstallationScript": null},
-            })))
-            .await?;
-            let mut conds = vec![cond(
+    }
+    let outcome = match failure {
+        Some(msg) => {
+            tracing::info!("simulated BYOH agent {h}: bootstrap failed: {msg}");
+            cond(
                 "K8sNodeBootstrapSucceeded",
                 false,
-                "K8sNodeAbsent",
-                "Info",
-                "",
-            )];
-            if is_true(host, "K8sComponentsInstallationSucceeded") {
-                conds.push(cond(
-                    "K8sComponentsInstallationSucceeded",
-                    false,
-                    "K8sNodeAbsent",
-                    "Info",
-                    "",
-                ));
-            }
-            let mut all: Vec<Value> = host.data["status"]["conditions"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            for c in conds {
-                match all.iter_mut().find(|x| x["type"] == c["type"]) {
-                    Some(x) => *x = c,
-                    None => all.push(c),
-                }
-            }
-            api.patch_status(
-                &h,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": {
-                    "machineRef": null,
-                    "conditions": all,
-                }})),
+                "CloudInitExecutionFailed",
+                "Error",
+                &msg,
             )
-            .await?;
         }
+        None => {
+            tracing::info!("simulated BYOH agent {h}: kubeadm join done, node bootstrapped");
+            cond("K8sNodeBootstrapSucceeded", true, "", "", "")
+        }
+    };
+    set_conditions(api, host, vec![outcome]).await
+}
+
+/// `kubeadm join` with the host's bootstrap data ([`join`]).
+async fn join_host(admin: &Client, host: &DynamicObject, h: &str) -> Result<join::Joined, String> {
+    let sec = &host.data["spec"]["bootstrapSecret"];
+    let value = secret_value(
+        admin,
+        sec["namespace"].as_str().unwrap_or_default(),
+        sec["name"].as_str().unwrap_or_default(),
+        "value",
+    )
+    .await?;
+    let cfg = join::parse_bootstrap(&value)
+        .ok_or("the bootstrap data has no kubeadm JoinConfiguration")?;
+    join::join(&cfg, h).await
+}
+
+/// `hostCleanUp`: kubeadm reset and the uninstall script (SIMULATED), then the annotations,
+/// labels and references removed as `removeAnnotations` does, and the conditions reset.
+async fn clean_up(
+    api: &Api<DynamicObject>,
+    agents: &mut Agents,
+    host: &DynamicObject,
+    h: &str,
+) -> Result<(), kube::Error> {
+    agents.nodes.remove(h);
+    tracing::info!("simulated BYOH agent {h}: kubeadm reset done, host released");
+    let mut labels = serde_json::Map::new();
+    labels.insert(CLUSTER_NAME.into(), Value::Null);
+    labels.insert(BYOMACHINE_NAME.into(), Value::Null);
+    let mut annotations = serde_json::Map::new();
+    for k in [UNREGISTERING, ENDPOINT_IP, K8S_VERSION, BUNDLE_REGISTRY] {
+        annotations.insert(k.into(), Value::Null);
     }
+    api.patch(h, &PatchParams::default(), &Patch::Merge(json!({
+        "metadata": {"labels": labels, "annotations": annotations},
+        "spec": {"bootstrapSecret": null, "installationSecret": null, "uninstallationScript": null},
+    })))
+    .await?;
+    let mut conds = vec![cond(
+        "K8sNodeBootstrapSucceeded",
+        false,
+        "K8sNodeAbsent",
+        "Info",
+        "",
+    )];
+    if is_true(host, "K8sComponentsInstallationSucceeded") {
+        conds.push(cond(
+            "K8sComponentsInstallationSucceeded",
+            false,
+            "K8sNodeAbsent",
+            "Info",
+            "",
+        ));
+    }
+    // One patch: the machine reference goes with the conditions.
+    api.patch_status(
+        h,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "machineRef": null,
+            "conditions": merged_conditions(host, conds),
+        }})),
+    )
+    .await?;
     Ok(())
 }
