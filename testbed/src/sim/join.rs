@@ -90,7 +90,21 @@ fn client(c: Config) -> Result<Client, String> {
 
 /// Steps 2 to 4 up to the Node's creation. Takes a few seconds on a live tenant.
 pub async fn join(cfg: &JoinConfig, host: &str) -> Result<Joined, String> {
-    // 2. cluster-info, anonymously (kubeadm's discovery reads it before trusting the server).
+    let ca_pem = cluster_ca(cfg).await?;
+    let (cert_pem, key_pem) = tls_bootstrap(cfg, &ca_pem, host).await?;
+    let joined = Joined {
+        endpoint: cfg.endpoint.clone(),
+        ca_pem,
+        cert_pem,
+        key_pem,
+    };
+    register_node(&joined, host).await?;
+    Ok(joined)
+}
+
+/// Step 2: the cluster CA from `kube-public/cluster-info`, read anonymously (kubeadm's
+/// discovery reads it before trusting the server).
+async fn cluster_ca(cfg: &JoinConfig) -> Result<String, String> {
     let mut anon = base_config(&cfg.endpoint)?;
     anon.accept_invalid_certs = true;
     let info = Api::<ConfigMap>::namespaced(client(anon)?, "kube-public")
@@ -106,18 +120,44 @@ pub async fn join(cfg: &JoinConfig, host: &str) -> Result<Joined, String> {
     let ca_b64 = kc["clusters"][0]["cluster"]["certificate-authority-data"]
         .as_str()
         .ok_or("cluster-info has no CA")?;
-    let ca_pem = String::from_utf8(
+    String::from_utf8(
         base64::engine::general_purpose::STANDARD
             .decode(ca_b64)
             .map_err(|e| format!("cluster-info CA: {e}"))?,
     )
-    .map_err(|e| format!("cluster-info CA: {e}"))?;
+    .map_err(|e| format!("cluster-info CA: {e}"))
+}
 
-    // 3. TLS bootstrap with the bootstrap token.
+/// Step 3: the TLS bootstrap with the bootstrap token: posts a kubelet client CSR and waits
+/// for it to be signed. Returns the certificate and the private key, as PEM.
+async fn tls_bootstrap(
+    cfg: &JoinConfig,
+    ca_pem: &str,
+    host: &str,
+) -> Result<(String, String), String> {
     let mut boot = base_config(&cfg.endpoint)?;
-    boot.root_cert = Some(vec![pem_der(&ca_pem)?]);
+    boot.root_cert = Some(vec![pem_der(ca_pem)?]);
     boot.auth_info.token = Some(cfg.token.clone().into());
     let boot = client(boot)?;
+    let (key, csr_pem) = node_csr(host)?;
+    let csrs: Api<CertificateSigningRequest> = Api::all(boot);
+    let csr: CertificateSigningRequest = serde_json::from_value(json!({
+        "metadata": {"generateName": "node-csr-"},
+        "spec": {"request": base64::engine::general_purpose::STANDARD.encode(csr_pem.as_bytes()),
+                 "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
+                 "usages": ["digital signature", "client auth"]}}))
+    .map_err(|e| e.to_string())?;
+    let created = csrs
+        .create(&PostParams::default(), &csr)
+        .await
+        .map_err(|e| format!("posting the kubelet CSR: {e}"))?;
+    let csr_name = created.metadata.name.unwrap_or_default();
+    let cert_pem = signed_certificate(&csrs, &csr_name).await?;
+    Ok((cert_pem, key.serialize_pem()))
+}
+
+/// A fresh key and a certificate request for `system:node:<host>` in group `system:nodes`.
+fn node_csr(host: &str) -> Result<(rcgen::KeyPair, String), String> {
     let key = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
     let mut params =
         rcgen::CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
@@ -133,26 +173,22 @@ pub async fn join(cfg: &JoinConfig, host: &str) -> Result<Joined, String> {
         .map_err(|e| e.to_string())?
         .pem()
         .map_err(|e| e.to_string())?;
-    let csrs: Api<CertificateSigningRequest> = Api::all(boot);
-    let csr: CertificateSigningRequest = serde_json::from_value(json!({
-        "metadata": {"generateName": "node-csr-"},
-        "spec": {"request": base64::engine::general_purpose::STANDARD.encode(csr_pem.as_bytes()),
-                 "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
-                 "usages": ["digital signature", "client auth"]}}))
-    .map_err(|e| e.to_string())?;
-    let created = csrs
-        .create(&PostParams::default(), &csr)
-        .await
-        .map_err(|e| format!("posting the kubelet CSR: {e}"))?;
-    let csr_name = created.metadata.name.unwrap_or_default();
+    Ok((key, csr_pem))
+}
+
+/// Waits (up to 60 s) for the CSR's certificate.
+async fn signed_certificate(
+    csrs: &Api<CertificateSigningRequest>,
+    csr_name: &str,
+) -> Result<String, String> {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let cert_pem = loop {
+    loop {
         let c = csrs
-            .get(&csr_name)
+            .get(csr_name)
             .await
             .map_err(|e| format!("CSR {csr_name}: {e}"))?;
         if let Some(cert) = c.status.and_then(|s| s.certificate) {
-            break String::from_utf8(cert.0).map_err(|e| e.to_string())?;
+            return String::from_utf8(cert.0).map_err(|e| e.to_string());
         }
         if std::time::Instant::now() > deadline {
             return Err(format!(
@@ -160,26 +196,21 @@ pub async fn join(cfg: &JoinConfig, host: &str) -> Result<Joined, String> {
             ));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-    };
-    let joined = Joined {
-        endpoint: cfg.endpoint.clone(),
-        ca_pem,
-        cert_pem,
-        key_pem: key.serialize_pem(),
-    };
+    }
+}
 
-    // 4. The kubelet registers its Node.
-    let nodes: Api<Node> = Api::all(node_client(&joined).await?);
+/// Step 4: the kubelet registers its Node (one left from an earlier join is fine).
+async fn register_node(joined: &Joined, host: &str) -> Result<(), String> {
+    let nodes: Api<Node> = Api::all(node_client(joined).await?);
     let node: Node = serde_json::from_value(json!({"metadata": {"name": host, "labels": {
         "kubernetes.io/hostname": host, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
         "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}}}))
     .map_err(|e| e.to_string())?;
     match nodes.create(&PostParams::default(), &node).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => return Err(format!("registering Node {host}: {e}")),
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(format!("registering Node {host}: {e}")),
     }
-    Ok(joined)
 }
 
 /// A client as `system:node:<host>`.
