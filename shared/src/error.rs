@@ -74,6 +74,8 @@ impl Op {
     }
 }
 
+pub use kcore::text::{closest_names, human_duration};
+
 /// Every way a verb can fail, each with one line and a hint.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -204,31 +206,14 @@ fn did_you_mean(s: &[String]) -> String {
     }
 }
 
-/// `1.5s`, `30s`, `2m`, `1h5m`: how kubectl prints durations in messages.
-pub fn human_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    let secs = d.as_secs();
-    if secs < 60 {
-        if ms.is_multiple_of(1000) {
-            return format!("{secs}s");
+impl From<kcore::Error> for Error {
+    /// A refusal of the pure layer keeps its line, hint and exit code (usage stays usage).
+    fn from(e: kcore::Error) -> Error {
+        match e {
+            kcore::Error::Usage { message, hint } => Error::Usage { message, hint },
+            kcore::Error::Other { message, hint } => Error::Other { message, hint },
         }
-        return format!("{:.1}s", d.as_secs_f64());
     }
-    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if s > 0 {
-        out.push_str(&format!("{s}s"));
-    }
-    out
 }
 
 impl Error {
@@ -561,37 +546,6 @@ fn from_status(s: &kube::core::Status, target: &Target, op: &Op) -> Error {
         reason: s.reason.clone(),
         message: s.message.clone(),
     }
-}
-
-/// Up to three names from `candidates` closest to `wanted`, best first (prefix and substring
-/// matches, then small edit distances).
-pub fn closest_names<'a>(
-    wanted: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Vec<String> {
-    let mut scored: Vec<(f64, &str)> = candidates
-        .into_iter()
-        .filter(|c| *c != wanted)
-        .filter_map(|c| {
-            let jw = strsim::jaro_winkler(wanted, c);
-            let lev = strsim::levenshtein(wanted, c);
-            let close_edit = lev <= (wanted.len() / 3).max(1);
-            let contains = !wanted.is_empty() && (c.contains(wanted) || wanted.contains(c));
-            if close_edit || contains || jw >= 0.85 {
-                let bonus = if contains { 0.2 } else { 0.0 };
-                Some((jw + bonus - lev as f64 * 0.01, c))
-            } else {
-                None
-            }
-        })
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    scored.dedup_by(|a, b| a.1 == b.1);
-    scored
-        .into_iter()
-        .take(3)
-        .map(|(_, c)| c.to_string())
-        .collect()
 }
 
 /// Runs `f` again (up to `attempts` times in all) while it fails with a 409 Conflict. Only for

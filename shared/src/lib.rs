@@ -14,14 +14,15 @@
 //! Errors are [`error::Error`]: one line plus a hint, exit code 1 (2 for usage).
 
 pub mod api;
-pub mod build;
 pub mod cli;
 pub mod complete;
 pub mod discovery;
 pub mod error;
 pub mod fetch;
 pub mod kubeconfig;
-pub mod labels;
-pub mod plan;
 pub mod render;
 pub mod verbs;
+
+// The pure layer, re-exported so a verb reads `shared::plan::…` as before (as kube re-exports
+// kube-core).
+pub use kcore::{build, labels, plan};

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use owo_colors::OwoColorize;
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::cli::{OutputFlags, OutputFormat, color_enabled};
 use crate::error::Error;
@@ -226,6 +227,27 @@ pub fn object_name(kind: &str, group: &str, name: &str) -> String {
     } else {
         format!("{}.{group}/{name}", kind.to_lowercase())
     }
+}
+
+/// `kind.group/name` of an object, as `kubectl apply` prints it.
+pub fn display_name(obj: &Value) -> String {
+    let av = obj["apiVersion"].as_str().unwrap_or_default();
+    let group = av.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    object_name(
+        obj["kind"].as_str().unwrap_or_default(),
+        group,
+        obj["metadata"]["name"].as_str().unwrap_or_default(),
+    )
+}
+
+/// A stream of YAML documents that `kubectl apply -f -` accepts.
+pub fn yaml_stream(objects: &[Value]) -> Result<String, Error> {
+    let mut out = String::new();
+    for o in objects {
+        out.push_str("---\n");
+        out.push_str(&to_yaml(o)?);
+    }
+    Ok(out)
 }
 
 /// Serialises to JSON the way every verb prints it (pretty, trailing newline).
@@ -565,6 +587,20 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn yaml_stream_round_trips() {
+        let objects = [
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}),
+            serde_json::json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                "metadata": {"name": "prod"}}),
+        ];
+        let y = yaml_stream(&objects).unwrap();
+        assert_eq!(y.matches("---\n").count(), 2);
+        assert!(y.contains("name: prod"), "{y}");
+        assert_eq!(display_name(&objects[0]), "namespace/a");
+        assert_eq!(display_name(&objects[1]), "cluster.cluster.x-k8s.io/prod");
+    }
 
     fn sample() -> Table {
         let mut t = Table::new(["name", "ready", "age"]).wide(["node"]);

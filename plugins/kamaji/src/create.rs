@@ -8,7 +8,7 @@ use clap::Args as ClapArgs;
 use serde_json::Value;
 use shared::build::cni::{self, CniKind, CniManifest};
 use shared::build::kamaji::{
-    self, Addon, CreateSpec, Infrastructure, Versions, display_name, fill_openstack_endpoint,
+    self, Addon, CreateSpec, Infrastructure, Versions, fill_openstack_endpoint,
 };
 use shared::cli::{KubeFlags, OutputFlags, OutputFormat, parse_duration};
 use shared::discovery::fields::{self, object_json};
@@ -17,6 +17,7 @@ use shared::discovery::{
 };
 use shared::error::Error;
 use shared::plan::workers::WorkerProgress;
+use shared::render::display_name;
 use shared::render::{self, Poll};
 
 use crate::common::{self, DryRun, Target};
@@ -216,6 +217,7 @@ fn cni_choice(args: &Args) -> Result<Option<CniKind>, Error> {
         .map(cni::parse_cni)
         .transpose()
         .map(Option::flatten)
+        .map_err(Error::from)
 }
 
 /// How long `--cni calico` may take to download Calico's manifest.
@@ -435,7 +437,7 @@ async fn check_datastore(
 
 fn print_objects(output: &OutputFlags, objects: &[Value], suffix: &str) -> Result<(), Error> {
     match output.output {
-        OutputFormat::Yaml => render::raw(kamaji::yaml_stream(objects)?.as_bytes()),
+        OutputFormat::Yaml => render::raw(render::yaml_stream(objects)?.as_bytes()),
         OutputFormat::Json => render::raw(render::to_json(&kamaji::json_list(objects))?.as_bytes()),
         OutputFormat::Name => {
             for o in objects {
@@ -722,7 +724,7 @@ pub async fn wait_ready(
         Err(Error::Timeout { .. }) => {
             let last = last_workers.lock().ok().and_then(|l| l.clone());
             match last.and_then(|w| w.timeout_error(name, timeout)) {
-                Some(e) => Err(e),
+                Some(e) => Err(e.into()),
                 None => result,
             }
         }

@@ -6,11 +6,12 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde_json::Value;
-use shared::build::kamaji::{FIELD_MANAGER, display_name, json_list, yaml_stream};
+use shared::build::kamaji::{FIELD_MANAGER, json_list};
 use shared::cli::{Conn, KubeFlags, OutputFlags, OutputFormat};
 use shared::discovery::ServerApis;
 use shared::error::{Error, Op};
 use shared::render;
+use shared::render::{display_name, yaml_stream};
 
 use kamaji_reconciler::install as manifests;
 

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::error::Error;
+use crate::Error;
 
 /// One certificate found in a Secret.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

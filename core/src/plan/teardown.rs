@@ -292,7 +292,7 @@ pub fn templates_in_use(
     machine_templates: &[Value],
     doomed: &[(String, String)],
 ) -> std::collections::BTreeMap<(String, String), String> {
-    use crate::discovery::fields;
+    use crate::fields;
     let mut out = std::collections::BTreeMap::new();
     let mut used = |r: Option<fields::ObjectRef>, user: String| {
         if let Some(r) = r {

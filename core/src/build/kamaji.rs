@@ -15,8 +15,8 @@ use std::net::IpAddr;
 
 use serde_json::{Map, Value, json};
 
-use crate::discovery::CapiVersion;
-use crate::error::Error;
+use crate::Error;
+use crate::groups::CapiVersion;
 
 /// Field manager of everything `kubectl kamaji` applies.
 pub const FIELD_MANAGER: &str = "kubectl-kamaji";
@@ -784,7 +784,7 @@ pub fn build(spec: &CreateSpec, versions: &Versions) -> Result<Built, Error> {
     }
     for a in &spec.admission_controllers {
         if !ADMISSION_CONTROLLERS.contains(&a.as_str()) {
-            let close = crate::error::closest_names(a, ADMISSION_CONTROLLERS.iter().copied());
+            let close = crate::text::closest_names(a, ADMISSION_CONTROLLERS.iter().copied());
             let hint = match close.first() {
                 Some(c) => format!("did you mean {c}? Kamaji accepts the kube-apiserver plugin names"),
                 None => "Kamaji accepts the kube-apiserver plugin names, e.g. NodeRestriction,PodSecurity".into(),
@@ -1146,7 +1146,7 @@ pub fn build(spec: &CreateSpec, versions: &Versions) -> Result<Built, Error> {
         None => {}
     }
     let cluster = json!({
-        "apiVersion": api_version(crate::discovery::CAPI_GROUP, capi_v),
+        "apiVersion": api_version(crate::groups::CAPI_GROUP, capi_v),
         "kind": "Cluster",
         "metadata": cluster_meta,
         "spec": cluster_spec,
@@ -1183,7 +1183,7 @@ pub fn build(spec: &CreateSpec, versions: &Versions) -> Result<Built, Error> {
         });
         let sel = json!({CLUSTER_NAME_LABEL: name, DEPLOYMENT_NAME_LABEL: md_name});
         let md = json!({
-            "apiVersion": api_version(crate::discovery::CAPI_GROUP, capi_v),
+            "apiVersion": api_version(crate::groups::CAPI_GROUP, capi_v),
             "kind": "MachineDeployment",
             "metadata": meta(&md_name),
             "spec": {
@@ -1330,27 +1330,6 @@ pub fn split_endpoint(s: &str) -> Option<(String, u16)> {
         Some((h, p)) if !h.contains(':') => Some((h.to_string(), p.parse().ok()?)),
         _ => Some((s.to_string(), DEFAULT_PORT)),
     }
-}
-
-/// `kind.group/name` of an object, as `kubectl apply` prints it.
-pub fn display_name(obj: &Value) -> String {
-    let av = obj["apiVersion"].as_str().unwrap_or_default();
-    let group = av.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
-    crate::render::object_name(
-        obj["kind"].as_str().unwrap_or_default(),
-        group,
-        obj["metadata"]["name"].as_str().unwrap_or_default(),
-    )
-}
-
-/// A stream of YAML documents that `kubectl apply -f -` accepts.
-pub fn yaml_stream(objects: &[Value]) -> Result<String, Error> {
-    let mut out = String::new();
-    for o in objects {
-        out.push_str("---\n");
-        out.push_str(&crate::render::to_yaml(o)?);
-    }
-    Ok(out)
 }
 
 /// A `v1/List` (JSON output), which `kubectl apply -f -` accepts too.
@@ -1836,17 +1815,5 @@ mod tests {
             Some(("api.example.com".into(), 6443))
         );
         assert_eq!(split_endpoint(""), None);
-    }
-
-    #[test]
-    fn yaml_stream_round_trips() {
-        let b = build(
-            &spec(Infrastructure::None),
-            &Versions::latest(Infrastructure::None),
-        )
-        .unwrap();
-        let y = yaml_stream(&b.all()).unwrap();
-        assert_eq!(y.matches("---\n").count(), 2);
-        assert_eq!(display_name(&b.objects[1]), "cluster.cluster.x-k8s.io/prod");
     }
 }

@@ -16,9 +16,9 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::error::Error;
+use crate::Error;
 
-pub use crate::discovery::ADDONS_GROUP;
+pub use crate::groups::ADDONS_GROUP;
 /// The Calico release `--cni calico` installs.
 pub const CALICO_VERSION: &str = "v3.31.4";
 /// Environment variable naming another URL for Calico's manifest (a mirror).

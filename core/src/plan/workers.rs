@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::discovery::fields;
-use crate::error::Error;
+use crate::Error;
+use crate::fields;
 
 /// Whether a NotReady message is the kubelet's "no network plugin" one.
 pub fn is_network_plugin_message(message: &str) -> bool {
@@ -136,7 +136,7 @@ impl WorkerProgress {
         Some(Error::Other {
             message: format!(
                 "cluster {cluster} is not ready after {}: {}/{} workers joined, {} Ready, {} NotReady because no network plugin runs",
-                crate::error::human_duration(after),
+                crate::text::human_duration(after),
                 self.joined,
                 self.desired,
                 self.ready,

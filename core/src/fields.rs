@@ -19,10 +19,10 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::CapiVersion;
+use crate::groups::CapiVersion;
 
 /// The whole object of a `DynamicObject` as JSON (metadata, types and data).
-pub fn object_json(obj: &kube::api::DynamicObject) -> Value {
+pub fn object_json(obj: &kube::core::DynamicObject) -> Value {
     serde_json::to_value(obj).unwrap_or(Value::Null)
 }
 

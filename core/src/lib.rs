@@ -1,0 +1,22 @@
+//! The pure core of `kubectl capi`, `kubectl kamaji` and the KamajiControlPlane reconciler.
+//!
+//! Everything here is a function of its inputs: API objects as the server returns them
+//! (`serde_json::Value`, so both CAPI contracts, v1beta1 and v1beta2, and every provider fork
+//! work), flags already parsed into plain values, and the current time passed in. Nothing here
+//! talks to a server, parses flags or prints; `cargo tree -p capi-kamaji-core` shows no tokio,
+//! kube client, hyper or clap, and a test keeps it that way.
+//!
+//! - [`groups`], [`labels`]: API groups, contract levels, well-known labels;
+//! - [`json`], [`fields`]: reading objects, including fields that moved between contracts;
+//! - [`condition`]: the one condition model; [`version`]: the one Kubernetes version type;
+//! - [`plan`]: every plan a verb shows before it acts; [`build`]: the objects a verb creates.
+
+pub mod build;
+pub mod error;
+pub mod fields;
+pub mod groups;
+pub mod labels;
+pub mod plan;
+pub mod text;
+
+pub use error::Error;
