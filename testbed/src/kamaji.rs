@@ -12,7 +12,7 @@
 //! and every tenant's port and `<name>.<namespace>.svc` name are made reachable inside Kamaji's
 //! namespace as soon as a TenantControlPlane names them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -78,43 +78,13 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
         client_key,
     } = datastore::start(&tb.dir, &tb.assets.etcd())?;
     tb.push(ds_proc);
-
-    let v1 = |kind: &str, plural: &str| crate::sim::ar("", "v1", kind, plural);
-    apply(
+    apply_datastore(
         client,
-        &v1("Namespace", "namespaces"),
-        None,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+        ds_port,
+        (&ca_crt, &ca_key),
+        (&client_crt, &client_key),
     )
     .await?;
-    let b64 = |s: &str| {
-        use base64::Engine;
-        base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
-    };
-    for (name, data) in [
-        (
-            "kamaji-datastore-ca",
-            json!({"ca.crt": b64(&ca_crt), "ca.key": b64(&ca_key)}),
-        ),
-        (
-            "kamaji-datastore-client",
-            json!({"tls.crt": b64(&client_crt), "tls.key": b64(&client_key)}),
-        ),
-    ] {
-        let secret = json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": NAMESPACE}, "data": data});
-        apply(client, &v1("Secret", "secrets"), Some(NAMESPACE), secret).await?;
-    }
-    let sref = |name: &str, key: &str| json!({"secretReference": {"name": name, "namespace": NAMESPACE, "keyPath": key}});
-    apply(client, &crate::sim::ar("kamaji.clastix.io", "v1alpha1", "DataStore", "datastores"), None, json!({
-        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "DataStore",
-        "metadata": {"name": "default"},
-        "spec": {"driver": "etcd", "endpoints": [format!("127.0.0.1:{}", ds_port)],
-                 "tlsConfig": {
-                    "certificateAuthority": {"certificate": sref("kamaji-datastore-ca", "ca.crt"),
-                                             "privateKey": sref("kamaji-datastore-ca", "ca.key")},
-                    "clientCertificate": {"certificate": sref("kamaji-datastore-client", "tls.crt"),
-                                          "privateKey": sref("kamaji-datastore-client", "tls.key")}}}})).await?;
 
     // controller-runtime reads its webhook serving certificate from $TMPDIR.
     let tmp = tb.dir.join("kamaji-tmp");
@@ -132,6 +102,72 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     let webhook = sandbox.expose(9443)?;
     register_mutating_webhooks(tb, client, webhook, &webhook_ca).await?;
 
+    let log = spawn_manager(tb, &bin, &sandbox, &tmp, &certs_dir, &work)?;
+    wait_for_workers(&log).await?;
+    start_tenant_runner(tb)?;
+    tracing::info!(
+        "Kamaji running (namespace-isolated, webhooks not registered); tenants run Kubernetes {}",
+        tb.assets.tenant_versions().join(", ")
+    );
+    Ok(())
+}
+
+/// Kamaji's namespace, the datastore's CA and client certificate Secrets, and the `default`
+/// DataStore (the one `kamaji manager --datastore=default` uses) on the etcd at `port`.
+async fn apply_datastore(
+    client: &Client,
+    port: u16,
+    (ca_crt, ca_key): (&str, &str),
+    (client_crt, client_key): (&str, &str),
+) -> Result<(), Error> {
+    let v1 = |kind: &str, plural: &str| crate::sim::ar("", "v1", kind, plural);
+    apply(
+        client,
+        &v1("Namespace", "namespaces"),
+        None,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+    )
+    .await?;
+    let b64 = |s: &str| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
+    };
+    for (name, data) in [
+        (
+            "kamaji-datastore-ca",
+            json!({"ca.crt": b64(ca_crt), "ca.key": b64(ca_key)}),
+        ),
+        (
+            "kamaji-datastore-client",
+            json!({"tls.crt": b64(client_crt), "tls.key": b64(client_key)}),
+        ),
+    ] {
+        let secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": NAMESPACE}, "data": data});
+        apply(client, &v1("Secret", "secrets"), Some(NAMESPACE), secret).await?;
+    }
+    let sref = |name: &str, key: &str| json!({"secretReference": {"name": name, "namespace": NAMESPACE, "keyPath": key}});
+    apply(client, &crate::sim::ar("kamaji.clastix.io", "v1alpha1", "DataStore", "datastores"), None, json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "DataStore",
+        "metadata": {"name": "default"},
+        "spec": {"driver": "etcd", "endpoints": [format!("127.0.0.1:{}", port)],
+                 "tlsConfig": {
+                    "certificateAuthority": {"certificate": sref("kamaji-datastore-ca", "ca.crt"),
+                                             "privateKey": sref("kamaji-datastore-ca", "ca.key")},
+                    "clientCertificate": {"certificate": sref("kamaji-datastore-client", "tls.crt"),
+                                          "privateKey": sref("kamaji-datastore-client", "tls.key")}}}})).await
+}
+
+/// Spawns `kamaji manager` inside its network namespace (`tmp` is its `$TMPDIR`, `work` its
+/// `--tmp-directory`); returns its log's path.
+fn spawn_manager(
+    tb: &Testbed,
+    bin: &Path,
+    sandbox: &NetSandbox,
+    tmp: &Path,
+    certs_dir: &Path,
+    work: &Path,
+) -> Result<PathBuf, Error> {
     let health = free_port()?;
     let mut args = sandbox.enter_args();
     args.push(bin.display().to_string());
@@ -162,22 +198,31 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
         ],
     )?;
     tb.push(proc);
+    Ok(log)
+}
+
+/// Waits (up to 60 s) until Kamaji's log says its controllers started.
+async fn wait_for_workers(log: &Path) -> Result<(), Error> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let text = std::fs::read_to_string(log).unwrap_or_default();
         if text.contains("Starting workers") {
-            break;
+            return Ok(());
         }
         if Instant::now() > deadline {
             return Err(Error::Start(format!(
                 "Kamaji did not start its controllers within 60s; {}:\n{}",
                 log.display(),
-                crate::log_tail(&log)
+                crate::log_tail(log)
             )));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
 
+/// Runs the SIMULATED kubelet of tenant pods ([`crate::pods`]) and [`plumb_tenants`] in the
+/// background, as one task the testbed aborts when it stops.
+fn start_tenant_runner(tb: &Testbed) -> Result<(), Error> {
     let kubeconfig = tb.kubeconfig.clone();
     let pod_cfg = crate::pods::Config {
         dir: tb.dir.join("tenant-pods"),
@@ -198,10 +243,6 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
         );
     });
     tb.push_task(task.abort_handle());
-    tracing::info!(
-        "Kamaji running (namespace-isolated, webhooks not registered); tenants run Kubernetes {}",
-        tb.assets.tenant_versions().join(", ")
-    );
     Ok(())
 }
 
