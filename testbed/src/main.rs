@@ -40,95 +40,11 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .try_init();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(cmd) = args.first().cloned() else {
+    let Some(mut cli) = Cli::parse(&args) else {
         return usage();
     };
-    let mut dir = PathBuf::from(".sandbox");
-    let mut profile = Profile::Full;
-    let mut capi = false;
-    let mut real = false;
-    let mut install = false;
-    let mut audit = false;
-    let mut sim: Option<Sim> = None;
-    let mut sim_opts = testbed::sim::SimOptions::default();
-    let mut pool = testbed::sim::byoh::Pool {
-        namespace: "byoh-hosts".into(),
-        count: 8,
-        labels: vec![],
-        name_prefix: "host-".into(),
-    };
-    let mut seed = testbed::fixtures::FleetSpec::small();
-    let mut seed_ns = "bench".to_string();
-    let mut kubeconfig: Option<PathBuf> = None;
-    let mut hosts_given: Option<usize> = None;
-    let mut it = args.iter().skip(1);
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--dir" => match it.next() {
-                Some(d) => dir = PathBuf::from(d),
-                None => return usage(),
-            },
-            "--profile" => match it.next().and_then(|p| Profile::parse(p)) {
-                Some(p) => profile = p,
-                None => return usage(),
-            },
-            "--capi" => capi = true,
-            // The real Kamaji operator and BYOH controller (and so the CAPI manager too).
-            "--real" => {
-                capi = true;
-                real = true;
-            }
-            "--audit" => audit = true,
-            "--agents-install" => install = true,
-            "--simulate" => sim = Some(Sim),
-            "--hosts" => match it.next().and_then(|n| n.parse().ok()) {
-                Some(n) => {
-                    pool.count = n;
-                    hosts_given = Some(n);
-                }
-                None => return usage(),
-            },
-            "--machines" => match it.next().and_then(|n| n.parse().ok()) {
-                Some(n) => seed.machines = n,
-                None => return usage(),
-            },
-            "--clusters" => match it.next().and_then(|n| n.parse().ok()) {
-                Some(n) if n > 0 => seed.clusters = n,
-                _ => return usage(),
-            },
-            "--deployments" => match it.next().and_then(|n| n.parse().ok()) {
-                Some(n) => seed.machine_deployments = n,
-                None => return usage(),
-            },
-            "--namespace" => match it.next() {
-                Some(n) => seed_ns = n.clone(),
-                None => return usage(),
-            },
-            "--kubeconfig" => match it.next() {
-                Some(k) => kubeconfig = Some(PathBuf::from(k)),
-                None => return usage(),
-            },
-            "--hosts-namespace" => match it.next() {
-                Some(n) => pool.namespace = n.clone(),
-                None => return usage(),
-            },
-            "--host-label" => match it.next().and_then(|l| l.split_once('=')) {
-                Some((k, v)) => pool.labels.push((k.to_string(), v.to_string())),
-                None => return usage(),
-            },
-            "--delay-ms" => match it.next().and_then(|n| n.parse().ok()) {
-                Some(n) => sim_opts.delay = Duration::from_millis(n),
-                None => return usage(),
-            },
-            "--failure-rate" => match it.next().and_then(|n| n.parse::<f64>().ok()) {
-                Some(f) if (0.0..=1.0).contains(&f) => sim_opts.failure_rate = f,
-                _ => return usage(),
-            },
-            _ => return usage(),
-        }
-    }
-    match cmd.as_str() {
-        "build" => match testbed::Assets::ensure_for(capi, real, real) {
+    match cli.cmd.as_str() {
+        "build" => match testbed::Assets::ensure_for(cli.capi, cli.real, cli.real) {
             Ok(a) => {
                 println!("{}", a.k8s.display());
                 ExitCode::SUCCESS
@@ -139,34 +55,130 @@ async fn main() -> ExitCode {
             }
         },
         "up" => {
-            if sim.is_some() && !real {
+            if cli.simulate && !cli.real {
                 eprintln!(
                     "error: --simulate needs --real: the SIMULATED host agents work with the real Kamaji operator and BYOH controller"
                 );
                 return usage();
             }
-            sim_opts.install = install;
+            cli.sim_opts.install = cli.install;
             up(
-                dir,
-                profile,
-                capi,
-                real,
-                audit,
-                sim.map(|_| (pool, sim_opts)),
+                cli.dir,
+                cli.profile,
+                cli.capi,
+                cli.real,
+                cli.audit,
+                cli.simulate.then_some((cli.pool, cli.sim_opts)),
             )
             .await
         }
-        "down" => down(dir),
+        "down" => down(cli.dir),
         "seed" => {
-            if let Some(n) = hosts_given {
-                seed.hosts = n;
+            if let Some(n) = cli.hosts_given {
+                cli.seed.hosts = n;
             }
             // Big fleets skip the per-host events.
-            seed.events = seed.hosts <= 1000;
-            let kubeconfig = kubeconfig.unwrap_or_else(|| dir.join("kubeconfig"));
-            seed_fleet(&kubeconfig, &seed_ns, &seed).await
+            cli.seed.events = cli.seed.hosts <= 1000;
+            let kubeconfig = cli.kubeconfig.unwrap_or_else(|| cli.dir.join("kubeconfig"));
+            seed_fleet(&kubeconfig, &cli.seed_ns, &cli.seed).await
         }
         _ => usage(),
+    }
+}
+
+/// The command line: the command and every flag (each command reads the ones it takes).
+struct Cli {
+    cmd: String,
+    dir: PathBuf,
+    profile: Profile,
+    capi: bool,
+    real: bool,
+    /// `--agents-install`.
+    install: bool,
+    audit: bool,
+    /// `--simulate`: run the SIMULATED host agents.
+    simulate: bool,
+    sim_opts: testbed::sim::SimOptions,
+    pool: testbed::sim::byoh::Pool,
+    seed: testbed::fixtures::FleetSpec,
+    seed_ns: String,
+    kubeconfig: Option<PathBuf>,
+    /// `--hosts`: the agents' pool size for `up`, the fleet's host count for `seed`.
+    hosts_given: Option<usize>,
+}
+
+impl Cli {
+    /// `None` when the command line is not one [`usage`] shows.
+    fn parse(args: &[String]) -> Option<Cli> {
+        let mut cli = Cli {
+            cmd: args.first()?.clone(),
+            dir: PathBuf::from(".sandbox"),
+            profile: Profile::Full,
+            capi: false,
+            real: false,
+            install: false,
+            audit: false,
+            simulate: false,
+            sim_opts: testbed::sim::SimOptions::default(),
+            pool: testbed::sim::byoh::Pool {
+                namespace: "byoh-hosts".into(),
+                count: 8,
+                labels: vec![],
+                name_prefix: "host-".into(),
+            },
+            seed: testbed::fixtures::FleetSpec::small(),
+            seed_ns: "bench".to_string(),
+            kubeconfig: None,
+            hosts_given: None,
+        };
+        let mut it = args.iter().skip(1);
+        while let Some(a) = it.next() {
+            cli.flag(a, &mut it)?;
+        }
+        Some(cli)
+    }
+
+    /// Applies flag `a`, taking its value from `it`; `None` for an unknown flag or a missing or
+    /// bad value.
+    fn flag<'a>(&mut self, a: &str, it: &mut impl Iterator<Item = &'a String>) -> Option<()> {
+        match a {
+            "--dir" => self.dir = PathBuf::from(it.next()?),
+            "--profile" => self.profile = Profile::parse(it.next()?)?,
+            "--capi" => self.capi = true,
+            // The real Kamaji operator and BYOH controller (and so the CAPI manager too).
+            "--real" => {
+                self.capi = true;
+                self.real = true;
+            }
+            "--audit" => self.audit = true,
+            "--agents-install" => self.install = true,
+            "--simulate" => self.simulate = true,
+            "--hosts" => {
+                let n = it.next()?.parse().ok()?;
+                self.pool.count = n;
+                self.hosts_given = Some(n);
+            }
+            "--machines" => self.seed.machines = it.next()?.parse().ok()?,
+            "--clusters" => self.seed.clusters = it.next()?.parse().ok().filter(|n| *n > 0)?,
+            "--deployments" => self.seed.machine_deployments = it.next()?.parse().ok()?,
+            "--namespace" => self.seed_ns = it.next()?.clone(),
+            "--kubeconfig" => self.kubeconfig = Some(PathBuf::from(it.next()?)),
+            "--hosts-namespace" => self.pool.namespace = it.next()?.clone(),
+            "--host-label" => {
+                let (k, v) = it.next()?.split_once('=')?;
+                self.pool.labels.push((k.to_string(), v.to_string()));
+            }
+            "--delay-ms" => self.sim_opts.delay = Duration::from_millis(it.next()?.parse().ok()?),
+            "--failure-rate" => {
+                let f = it.next()?.parse::<f64>().ok()?;
+                if !(0.0..=1.0).contains(&f) {
+                    return None;
+                }
+                self.sim_opts.failure_rate = f;
+            }
+            _ => return None,
+        }
+        Some(())
     }
 }
 
@@ -207,9 +219,6 @@ async fn seed_fleet(
     }
 }
 
-/// Marker: run the simulators.
-struct Sim;
-
 async fn up(
     dir: PathBuf,
     profile: Profile,
@@ -248,26 +257,7 @@ async fn up(
     };
     let mut sims = Vec::new();
     if let Some((pool, opts)) = sim {
-        let client = tb.client().await;
-        let ns: k8s_openapi::api::core::v1::Namespace =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": pool.namespace}}))
-                .unwrap_or_default();
-        let _ = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
-            .create(&Default::default(), &ns)
-            .await;
-        // Agents act as their byoh:host:<name> users (BYOH's webhook allows nothing else) and
-        // join the live tenant API servers; with --agents-install they wait for the installer
-        // step, as agents without --skip-installation do.
-        let mut opts = opts;
-        opts.host_kubeconfig = Some(tb.kubeconfig.clone());
-        opts.join = true;
-        eprintln!(
-            "SIMULATED: {} BYOH host agents in namespace {} (delay {:?}, failure rate {}); the Kamaji operator and the BYOH controller are real, and tenant control-plane pods run real Kubernetes binaries under a SIMULATED kubelet",
-            pool.count, pool.namespace, opts.delay, opts.failure_rate
-        );
-        sims.push(tokio::spawn(testbed::sim::byoh::run_agents(
-            client, pool, opts,
-        )));
+        sims.push(start_agents(&tb, pool, opts).await);
     }
     let _ = std::fs::write(dir.join("ready"), tb.server.as_bytes());
     eprintln!(
@@ -282,16 +272,9 @@ async fn up(
             ""
         }
     );
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: cannot watch SIGTERM: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term.recv() => {},
+    if let Err(e) = stop_signal().await {
+        eprintln!("error: cannot watch SIGTERM: {e}");
+        return ExitCode::FAILURE;
     }
     for s in sims {
         s.abort();
@@ -301,6 +284,41 @@ async fn up(
     let _ = std::fs::remove_file(dir.join("pid"));
     eprintln!("sandbox stopped");
     ExitCode::SUCCESS
+}
+
+/// Starts the SIMULATED BYOH host agents of `pool` (creating its namespace) in the background.
+async fn start_agents(
+    tb: &Testbed,
+    pool: testbed::sim::byoh::Pool,
+    mut opts: testbed::sim::SimOptions,
+) -> tokio::task::JoinHandle<()> {
+    let client = tb.client().await;
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": pool.namespace}}))
+            .unwrap_or_default();
+    let _ = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&Default::default(), &ns)
+        .await;
+    // Agents act as their byoh:host:<name> users (BYOH's webhook allows nothing else) and
+    // join the live tenant API servers; with --agents-install they wait for the installer
+    // step, as agents without --skip-installation do.
+    opts.host_kubeconfig = Some(tb.kubeconfig.clone());
+    opts.join = true;
+    eprintln!(
+        "SIMULATED: {} BYOH host agents in namespace {} (delay {:?}, failure rate {}); the Kamaji operator and the BYOH controller are real, and tenant control-plane pods run real Kubernetes binaries under a SIMULATED kubelet",
+        pool.count, pool.namespace, opts.delay, opts.failure_rate
+    );
+    tokio::spawn(testbed::sim::byoh::run_agents(client, pool, opts))
+}
+
+/// Returns on SIGINT or SIGTERM.
+async fn stop_signal() -> std::io::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+    Ok(())
 }
 
 fn down(dir: PathBuf) -> ExitCode {
