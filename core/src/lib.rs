@@ -15,6 +15,7 @@ pub mod build;
 pub mod error;
 pub mod fields;
 pub mod groups;
+pub mod kcp;
 pub mod labels;
 pub mod plan;
 pub mod text;

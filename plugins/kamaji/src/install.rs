@@ -13,7 +13,7 @@ use shared::error::{Error, Op};
 use shared::render;
 use shared::render::{display_name, yaml_stream};
 
-use kamaji_reconciler::install as manifests;
+use kcore::kcp::install as manifests;
 
 use crate::common::{self, DryRun};
 

@@ -6,26 +6,22 @@
 //! - [`install_manifests`]: everything `kubectl kamaji install` applies;
 //! - [`controller::run`]: the controller itself (the binary is a thin wrapper around it).
 
-pub mod api;
 pub mod controller;
-pub mod crd;
-pub mod endpoint;
-pub mod infra;
-pub mod install;
 pub mod leader;
 pub mod metrics;
 pub mod server;
-pub mod tcp;
-pub mod version;
 
-pub use crd::{contract_labels, crds, try_crds};
-pub use install::{DEFAULT_IMAGE, DEFAULT_NAMESPACE, install_manifests, uninstall_manifests};
+// The API, its CRDs and install manifests, and the pure TenantControlPlane logic live in the core
+// crate (kubectl-kamaji installs them without linking this controller).
+pub use kcore::kcp::{
+    DEFAULT_IMAGE, DEFAULT_NAMESPACE, contract_labels, crds, install_manifests, try_crds,
+    uninstall_manifests,
+};
+pub use kcore::kcp::{api, crd, endpoint, infra, install, tcp, version};
 
 /// Errors of the reconciler library.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("generating the CRDs failed: {0}")]
-    Crd(String),
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     /// Waiting for another controller; not a failure.

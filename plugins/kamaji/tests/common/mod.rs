@@ -73,8 +73,8 @@ async fn install_crds(client: &Client) {
 /// whose content is never used (no Kamaji runs on those testbeds; the real one has its own).
 async fn install_crds_with(client: &Client, fake_datastore: bool) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut crds = kamaji_reconciler::crds();
-    assert!(!crds.is_empty(), "kamaji_reconciler::crds() is empty");
+    let mut crds = kcore::kcp::crds();
+    assert!(!crds.is_empty(), "kcore::kcp::crds() is empty");
     for (k, p, v) in EXTRA_INFRA {
         crds.push(minimal_crd(k, p, v));
     }

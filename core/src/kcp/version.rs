@@ -59,7 +59,7 @@ pub enum Step {
 /// Decides the next version. `current` is the TCP's `spec.kubernetes.version` (None before it
 /// exists), `ready_at_current` whether the TCP reports that version Ready.
 pub fn next_step(desired: &str, current: Option<&str>, ready_at_current: bool) -> Step {
-    let want = crate::tcp::v_prefixed(desired);
+    let want = crate::kcp::tcp::v_prefixed(desired);
     let Some(cur_s) = current else {
         return Step::Desired(want);
     };

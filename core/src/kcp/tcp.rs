@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use crate::api::v1alpha2::KamajiControlPlaneSpec;
-use crate::api::{ControlPlaneComponent, NetworkComponent};
+use crate::kcp::api::v1alpha2::KamajiControlPlaneSpec;
+use crate::kcp::api::{ControlPlaneComponent, NetworkComponent};
 
 /// Annotation selecting the admin-kubeconfig key copied to `<cluster>-kubeconfig`.
 pub const KUBECONFIG_KEY_ANNOTATION: &str = "kamaji.clastix.io/kubeconfig-secret-key";
@@ -520,7 +520,7 @@ pub fn fit_to_schema(spec: &Value, spec_schema: &Value) -> Fit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{GatewayComponent, IngressComponent, KamajiControlPlaneFields};
+    use crate::kcp::api::{GatewayComponent, IngressComponent, KamajiControlPlaneFields};
 
     fn kcp(version: &str) -> KamajiControlPlaneSpec {
         KamajiControlPlaneSpec {

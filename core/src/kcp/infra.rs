@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::endpoint::Endpoint;
+use crate::kcp::endpoint::Endpoint;
 
 /// What is done to an infrastructure cluster of a given kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::infra::TABLE;
+use crate::kcp::infra::TABLE;
 
 /// Name of the Deployment, ServiceAccount, ClusterRole and bindings.
 pub const NAME: &str = "kamaji-reconciler";
@@ -34,7 +34,7 @@ pub fn cluster_role() -> Value {
     let infra: Vec<String> = TABLE.iter().map(|(k, _)| plural(k)).collect();
     let infra_status: Vec<String> = TABLE
         .iter()
-        .filter(|(_, a)| *a == crate::infra::Action::EndpointAndReady)
+        .filter(|(_, a)| *a == crate::kcp::infra::Action::EndpointAndReady)
         .map(|(k, _)| format!("{}/status", plural(k)))
         .collect();
     json!({
@@ -58,7 +58,7 @@ pub fn cluster_role() -> Value {
 
 /// Every object `kubectl kamaji install` applies, in apply order.
 pub fn install_manifests(image: &str, namespace: &str) -> Vec<Value> {
-    let mut out: Vec<Value> = crate::crds()
+    let mut out: Vec<Value> = crate::kcp::crd::crds()
         .into_iter()
         .map(|c| {
             let mut v = serde_json::to_value(&c).unwrap_or(Value::Null);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::api::{v1alpha1, v1alpha2};
+use crate::kcp::api::{v1alpha1, v1alpha2};
 
 /// Labels every CRD of ours carries: the CAPI contract labels (clusterctl and CAPI read
 /// `cluster.x-k8s.io/<contract>: <versions>`) and the provider label.
@@ -31,8 +31,11 @@ fn merge(
     storage: CustomResourceDefinition,
     other: CustomResourceDefinition,
 ) -> Result<CustomResourceDefinition, crate::Error> {
-    let mut crd = kube::core::crd::merge_crds(vec![storage, other], "v1alpha2")
-        .map_err(|e| crate::Error::Crd(e.to_string()))?;
+    let mut crd = kube::core::crd::merge_crds(vec![storage, other], "v1alpha2").map_err(|e| {
+        crate::Error::other(format!(
+            "generating the KamajiControlPlane CRDs failed: {e}"
+        ))
+    })?;
     crd.metadata.labels = Some(contract_labels());
     Ok(crd)
 }

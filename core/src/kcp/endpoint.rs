@@ -1,6 +1,6 @@
 //! Derivation of the control-plane endpoint from the TenantControlPlane status.
 
-use crate::api::NetworkComponent;
+use crate::kcp::api::NetworkComponent;
 
 /// A host and port pair.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,7 +64,7 @@ pub fn derive(tcp_status_endpoint: &str, network: Option<&NetworkComponent>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{GatewayComponent, IngressComponent};
+    use crate::kcp::api::{GatewayComponent, IngressComponent};
 
     #[test]
     fn plain_status_endpoint() {
