@@ -25,16 +25,21 @@
 //! - Volumes are written once when the pod starts (Kamaji rolls its Deployment when a secret it
 //!   mounts changes, so a new pod sees new content).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::{Proc, free_port};
+
+mod service;
+mod volumes;
+
+use service::{Endpoints, service, unroute};
 
 /// Which tenant pods to run, and with what.
 #[derive(Clone, Debug)]
@@ -75,9 +80,6 @@ enum Probe {
     Listening(u16),
     None,
 }
-
-/// The API servers behind each tenant port: pod uid, private port, ready.
-type Endpoints = std::sync::Arc<std::sync::Mutex<HashMap<u16, Vec<(String, u16, bool)>>>>;
 
 struct RunningPod {
     /// The tenant port this pod's API server serves through the SIMULATED Service.
@@ -250,133 +252,15 @@ async fn prepare(
     let vol_root = dir.join("volumes");
     std::fs::create_dir_all(&vol_root).map_err(|e| format!("{}: {e}", vol_root.display()))?;
     let spec = pod.spec.clone().unwrap_or_default();
-    for v in spec.volumes.unwrap_or_default() {
-        let vdir = vol_root.join(&v.name);
-        std::fs::create_dir_all(&vdir).map_err(|e| format!("{}: {e}", vdir.display()))?;
-        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-        if let Some(s) = &v.secret {
-            let secret =
-                secret_data(client, ns, s.secret_name.as_deref().unwrap_or_default()).await?;
-            files.extend(project(&secret, s.items.as_deref()));
-        } else if let Some(c) = &v.config_map {
-            let data = config_map_data(client, ns, &c.name).await?;
-            files.extend(project(&data, c.items.as_deref()));
-        } else if let Some(pr) = &v.projected {
-            for src in pr.sources.clone().unwrap_or_default() {
-                if let Some(s) = &src.secret {
-                    let secret = secret_data(client, ns, &s.name).await?;
-                    files.extend(project(&secret, s.items.as_deref()));
-                }
-                if let Some(c) = &src.config_map {
-                    let data = config_map_data(client, ns, &c.name).await?;
-                    files.extend(project(&data, c.items.as_deref()));
-                }
-            }
-        }
-        for (path, bytes) in files {
-            let target = safe_join(&vdir, &path)?;
-            if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("{}: {e}", parent.display()))?;
-            }
-            crate::write_private_bytes(&target, &bytes).map_err(|e| e.to_string())?;
-        }
-    }
+    volumes::write_all(client, ns, &vol_root, spec.volumes.unwrap_or_default()).await?;
     let mut containers = Vec::new();
     let mut service_port = None;
     for c in spec.containers {
-        let mounts: Vec<(String, PathBuf)> = c
-            .volume_mounts
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|m| {
-                let mut local = vol_root.join(&m.name);
-                if let Some(sp) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
-                    local = local.join(sp);
-                }
-                (m.mount_path, local)
-            })
-            .collect();
-        let mut words: Vec<String> = c.command.clone().unwrap_or_default();
-        words.extend(c.args.clone().unwrap_or_default());
-        let image = c.image.clone().unwrap_or_default();
-        let version = image
-            .rsplit_once(':')
-            .map(|(_, t)| t.to_string())
-            .unwrap_or_default();
-        let binary = words.first().cloned().unwrap_or_default();
-        let release = cfg.releases.iter().find(|(v, _)| *v == version);
-        let known = [
-            "kube-apiserver",
-            "kube-controller-manager",
-            "kube-scheduler",
-        ];
-        let (program, unavailable) = match release {
-            _ if !known.contains(&binary.as_str()) => (
-                None,
-                Some((
-                    "ErrImagePull".to_string(),
-                    format!(
-                        "SIMULATED kubelet: no container runtime here, and {binary:?} ({image}) is not a binary the testbed builds"
-                    ),
-                )),
-            ),
-            Some((_, d)) => (Some(d.join(&binary)), None),
-            None => (
-                None,
-                Some((
-                    "ErrImagePull".to_string(),
-                    format!(
-                        "SIMULATED kubelet: the testbed has no {binary} {version}; it runs {}",
-                        cfg.releases
-                            .iter()
-                            .map(|(v, _)| v.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                )),
-            ),
-        };
-        let mut args: Vec<String> = words.iter().skip(1).map(|a| remap(a, &mounts)).collect();
-        let probe = match binary.as_str() {
-            "kube-apiserver" => {
-                service_port = Some(
-                    flag(&args, "--secure-port")
-                        .and_then(|p| p.parse().ok())
-                        .unwrap_or(6443),
-                );
-                let port = free_port().map_err(|e| e.to_string())?;
-                args.retain(|a| !a.starts_with("--secure-port="));
-                args.push(format!("--secure-port={port}"));
-                Probe::ApiServer(port)
-            }
-            "kube-controller-manager" | "kube-scheduler" => {
-                let port = free_port().map_err(|e| e.to_string())?;
-                args.retain(|a| {
-                    !a.starts_with("--bind-address=") && !a.starts_with("--secure-port=")
-                });
-                args.push("--bind-address=127.0.0.1".into());
-                args.push(format!("--secure-port={port}"));
-                Probe::Listening(port)
-            }
-            _ => Probe::None,
-        };
-        containers.push(Container {
-            log: dir.join(format!("{}.log", c.name)),
-            name: c.name,
-            image,
-            program,
-            args,
-            unavailable,
-            probe,
-            proc: None,
-            started_at: String::new(),
-            restarts: 0,
-            next_start: Instant::now(),
-            last_exit: None,
-            ready: false,
-        });
+        let (container, port) = container(cfg, &dir, &vol_root, c)?;
+        if port.is_some() {
+            service_port = port;
+        }
+        containers.push(container);
     }
     Ok(RunningPod {
         service_port,
@@ -387,55 +271,116 @@ async fn prepare(
     })
 }
 
-/// Takes a pod's API server out of its Service; whether it was in one.
-fn unroute(endpoints: &Endpoints, uid: &str) -> bool {
-    let Ok(mut eps) = endpoints.lock() else {
-        return false;
+/// A container of the pod as this kubelet runs it, and, for a kube-apiserver, the tenant port
+/// its SIMULATED Service serves (the port the container asked for).
+fn container(
+    cfg: &Config,
+    dir: &Path,
+    vol_root: &Path,
+    c: k8s_openapi::api::core::v1::Container,
+) -> Result<(Container, Option<u16>), String> {
+    let mounts: Vec<(String, PathBuf)> = c
+        .volume_mounts
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| {
+            let mut local = vol_root.join(&m.name);
+            if let Some(sp) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+                local = local.join(sp);
+            }
+            (m.mount_path, local)
+        })
+        .collect();
+    let mut words: Vec<String> = c.command.clone().unwrap_or_default();
+    words.extend(c.args.clone().unwrap_or_default());
+    let image = c.image.clone().unwrap_or_default();
+    let binary = words.first().cloned().unwrap_or_default();
+    let (program, unavailable) = program(cfg, &binary, &image);
+    let mut args: Vec<String> = words.iter().skip(1).map(|a| remap(a, &mounts)).collect();
+    let (probe, service_port) = own_ports(&binary, &mut args)?;
+    let container = Container {
+        log: dir.join(format!("{}.log", c.name)),
+        name: c.name,
+        image,
+        program,
+        args,
+        unavailable,
+        probe,
+        proc: None,
+        started_at: String::new(),
+        restarts: 0,
+        next_start: Instant::now(),
+        last_exit: None,
+        ready: false,
     };
-    let mut found = false;
-    for list in eps.values_mut() {
-        let before = list.len();
-        list.retain(|(u, _, _)| u != uid);
-        found |= list.len() != before;
-    }
-    found
+    Ok((container, service_port))
 }
 
-/// The SIMULATED Service of a tenant port: accepts on 127.0.0.1:`port` and forwards each
-/// connection to a ready API server behind it (round robin), or closes it when none is ready,
-/// as a Service without ready endpoints refuses.
-fn service(port: u16, endpoints: Endpoints) -> Result<(), String> {
-    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        let mut next = 0usize;
-        loop {
-            let Ok((mut inbound, _)) = listener.accept().await else {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            };
-            let ready: Vec<u16> = endpoints
-                .lock()
-                .map(|eps| {
-                    eps.get(&port)
-                        .map(|l| l.iter().filter(|e| e.2).map(|e| e.1).collect())
-                        .unwrap_or_default()
-                })
-                .unwrap_or_default();
-            if ready.is_empty() {
-                continue;
-            }
-            next = next.wrapping_add(1);
-            let backend = ready[next % ready.len()];
-            tokio::spawn(async move {
-                if let Ok(mut out) = tokio::net::TcpStream::connect(("127.0.0.1", backend)).await {
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
-                }
-            });
+/// The binary that stands in for `image` (its tag picks the Kubernetes release), or the
+/// `waiting` reason and message when there is none.
+fn program(cfg: &Config, binary: &str, image: &str) -> (Option<PathBuf>, Option<(String, String)>) {
+    let version = image
+        .rsplit_once(':')
+        .map(|(_, t)| t.to_string())
+        .unwrap_or_default();
+    let release = cfg.releases.iter().find(|(v, _)| *v == version);
+    let known = [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ];
+    match release {
+        _ if !known.contains(&binary) => (
+            None,
+            Some((
+                "ErrImagePull".to_string(),
+                format!(
+                    "SIMULATED kubelet: no container runtime here, and {binary:?} ({image}) is not a binary the testbed builds"
+                ),
+            )),
+        ),
+        Some((_, d)) => (Some(d.join(binary)), None),
+        None => (
+            None,
+            Some((
+                "ErrImagePull".to_string(),
+                format!(
+                    "SIMULATED kubelet: the testbed has no {binary} {version}; it runs {}",
+                    cfg.releases
+                        .iter()
+                        .map(|(v, _)| v.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        ),
+    }
+}
+
+/// Pods share the host's network here (see the module documentation), so each control-plane
+/// container gets free ports of its own in `args`. Returns how to probe it, and for a
+/// kube-apiserver the port it asked for (`--secure-port`, default 6443): the tenant port.
+fn own_ports(binary: &str, args: &mut Vec<String>) -> Result<(Probe, Option<u16>), String> {
+    match binary {
+        "kube-apiserver" => {
+            let service_port = flag(args, "--secure-port")
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(6443);
+            let port = free_port().map_err(|e| e.to_string())?;
+            args.retain(|a| !a.starts_with("--secure-port="));
+            args.push(format!("--secure-port={port}"));
+            Ok((Probe::ApiServer(port), Some(service_port)))
         }
-    });
-    Ok(())
+        "kube-controller-manager" | "kube-scheduler" => {
+            let port = free_port().map_err(|e| e.to_string())?;
+            args.retain(|a| !a.starts_with("--bind-address=") && !a.starts_with("--secure-port="));
+            args.push("--bind-address=127.0.0.1".into());
+            args.push(format!("--secure-port={port}"));
+            Ok((Probe::Listening(port), None))
+        }
+        _ => Ok((Probe::None, None)),
+    }
 }
 
 /// The value of `--name=value` in `args`.
@@ -479,68 +424,6 @@ fn remap(arg: &str, mounts: &[(String, PathBuf)]) -> String {
         Some(h) => format!("{h}={value}"),
         None => value,
     }
-}
-
-/// Joins a relative volume path, refusing `..` and absolute paths (a kubelet refuses them too).
-fn safe_join(base: &Path, rel: &str) -> Result<PathBuf, String> {
-    let p = Path::new(rel);
-    if p.is_absolute()
-        || p.components()
-            .any(|c| matches!(c, std::path::Component::ParentDir))
-    {
-        return Err(format!("volume path {rel:?} leaves the volume"));
-    }
-    Ok(base.join(p))
-}
-
-fn project(
-    data: &BTreeMap<String, Vec<u8>>,
-    items: Option<&[k8s_openapi::api::core::v1::KeyToPath]>,
-) -> Vec<(String, Vec<u8>)> {
-    match items {
-        Some(items) => items
-            .iter()
-            .filter_map(|i| data.get(&i.key).map(|b| (i.path.clone(), b.clone())))
-            .collect(),
-        None => data.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-    }
-}
-
-async fn secret_data(
-    client: &Client,
-    ns: &str,
-    name: &str,
-) -> Result<BTreeMap<String, Vec<u8>>, String> {
-    let s = Api::<Secret>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .map_err(|e| format!("secret {ns}/{name}: {e}"))?;
-    Ok(s.data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.0))
-        .collect())
-}
-
-async fn config_map_data(
-    client: &Client,
-    ns: &str,
-    name: &str,
-) -> Result<BTreeMap<String, Vec<u8>>, String> {
-    let c = Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .map_err(|e| format!("configmap {ns}/{name}: {e}"))?;
-    let mut out: BTreeMap<String, Vec<u8>> = c
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.into_bytes()))
-        .collect();
-    for (k, v) in c.binary_data.unwrap_or_default() {
-        out.insert(k, v.0);
-    }
-    Ok(out)
 }
 
 /// Starts what should run, notices what exited, and probes readiness.
@@ -688,12 +571,5 @@ mod tests {
             remap("--y=/etc/kubernetesX/a", &mounts),
             "--y=/etc/kubernetesX/a"
         );
-    }
-
-    #[test]
-    fn volume_paths_stay_inside() {
-        assert!(safe_join(Path::new("/v"), "etcd/ca.crt").is_ok());
-        assert!(safe_join(Path::new("/v"), "../x").is_err());
-        assert!(safe_join(Path::new("/v"), "/etc/passwd").is_err());
     }
 }
