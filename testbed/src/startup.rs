@@ -1,0 +1,350 @@
+//! [`Testbed::start`]: the testbed's directory, then etcd, kube-apiserver, the profile's CRDs,
+//! kube-controller-manager and the optional real controllers, each waited for in that order.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::Api;
+
+use crate::{
+    ADMIN_TOKEN, Assets, BYOH_MANAGER_TOKEN, Error, LIMITED_TOKEN, Options, Proc, Profile,
+    RECONCILER_TOKEN, Testbed, byoh, capi, certs, client_for, crds, free_port, http_get_ok, kamaji,
+    log_tail, process, write_private,
+};
+
+/// Removes testbed directories left by processes that no longer exist (a test binary killed
+/// with SIGKILL cannot clean up after itself; its children died with it).
+fn sweep_stale_dirs(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(rest) = name.strip_prefix("capi-testbed-") else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// The testbed's directory: `dir` when given (kept afterwards), otherwise a fresh temporary
+/// one (removed on drop, and at exit). Returns it and whether to remove it.
+fn testbed_dir(dir: Option<&Path>) -> Result<(PathBuf, bool), Error> {
+    if let Some(d) = dir {
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+        return Ok((d.to_path_buf(), false));
+    }
+    let root = std::env::temp_dir();
+    sweep_stale_dirs(&root);
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let d = root.join(format!(
+        "capi-testbed-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+    process::remove_at_exit(&d);
+    Ok((d, true))
+}
+
+/// The API server's static token file: the admin, limited, reconciler and BYOH manager tokens.
+fn write_token_file(dir: &Path) -> Result<PathBuf, Error> {
+    let tokens = dir.join("pki/tokens.csv");
+    std::fs::write(
+        &tokens,
+        format!(
+            "{ADMIN_TOKEN},admin-token-user,100,\"system:masters\"\n{LIMITED_TOKEN},limited,101,\"testbed:limited\"\n{RECONCILER_TOKEN},reconciler,102,\"system:masters\"\n{BYOH_MANAGER_TOKEN},system:serviceaccount:byoh-system:byoh-controller-manager,103,\"system:serviceaccounts,system:masters\"\n"
+        ),
+    )
+    .map_err(|e| Error::io(&tokens, e))?;
+    Ok(tokens)
+}
+
+/// The API server's audit flags (and its policy file) when `audit` is set: every request at
+/// metadata level into `<dir>/audit.log`.
+fn audit_args(dir: &Path, audit: bool) -> Result<Vec<String>, Error> {
+    let mut args = Vec::new();
+    if audit {
+        let policy = dir.join("audit-policy.yaml");
+        std::fs::write(
+            &policy,
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n",
+        )
+        .map_err(|e| Error::io(&policy, e))?;
+        args.push(format!("--audit-policy-file={}", policy.display()));
+        args.push(format!(
+            "--audit-log-path={}",
+            dir.join("audit.log").display()
+        ));
+        args.push("--audit-log-maxsize=0".into());
+    }
+    Ok(args)
+}
+
+impl Testbed {
+    /// Starts a testbed and waits until it is ready for clients.
+    pub async fn start(opts: Options) -> Result<Testbed, Error> {
+        let t0 = Instant::now();
+        if opts.byoh && !opts.capi_manager {
+            return Err(Error::Start(
+                "the BYOH controller needs the CAPI manager (its conversion webhook)".into(),
+            ));
+        }
+        let assets = Assets::ensure_for(opts.capi_manager, opts.kamaji, opts.byoh)?;
+        let (dir, remove_dir) = testbed_dir(opts.dir.as_deref())?;
+        let pki = certs::Pki::generate(&dir.join("pki"))?;
+        let mut tb = Testbed {
+            kubeconfig: dir.join("kubeconfig"),
+            dir: dir.clone(),
+            server: String::new(),
+            profile: opts.profile,
+            assets,
+            procs: Mutex::new(Vec::new()),
+            tasks: Mutex::new(Vec::new()),
+            sandboxes: Default::default(),
+            remove_dir,
+            ns_counter: AtomicUsize::new(0),
+        };
+        let etcd_url = tb.start_etcd().await?;
+        tb.start_apiserver(&etcd_url, opts.audit, &pki).await?;
+        tracing::info!(
+            "kube-apiserver ready at {} after {:?}",
+            tb.server,
+            t0.elapsed()
+        );
+
+        // CRDs before the controller manager, whose garbage collector only rediscovers every 30 s.
+        let client = tb.client().await;
+        match opts.profile {
+            Profile::Full => crds::install_dir(&client, &tb.assets.crds.join("full")).await?,
+            Profile::V1Beta1 => crds::install_dir(&client, &tb.assets.crds.join("v1beta1")).await?,
+            Profile::Bare => {}
+        }
+        tracing::info!("CRDs installed after {:?}", t0.elapsed());
+
+        if opts.controller_manager {
+            tb.start_controller_manager(opts.kamaji)?;
+        }
+        tb.start_controllers(&opts, &client).await?;
+        tracing::info!("testbed ready after {:?}", t0.elapsed());
+        Ok(tb)
+    }
+
+    /// Starts etcd on free ports and waits for its `/health`; returns its client URL.
+    async fn start_etcd(&self) -> Result<String, Error> {
+        let dir = &self.dir;
+        let (client_port, peer_port) = (free_port()?, free_port()?);
+        let etcd_url = format!("http://127.0.0.1:{client_port}");
+        let etcd = Proc::spawn(
+            "etcd",
+            &self.assets.etcd(),
+            &[
+                format!("--data-dir={}", dir.join("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
+                format!("--initial-cluster=default=http://127.0.0.1:{peer_port}"),
+                "--unsafe-no-fsync=true".into(),
+                "--quota-backend-bytes=8589934592".into(),
+                "--log-level=warn".into(),
+            ],
+            &dir.join("etcd.log"),
+        )?;
+        self.push(etcd);
+        self.wait_until(
+            "etcd",
+            &dir.join("etcd.log"),
+            Duration::from_secs(30),
+            || async { http_get_ok(client_port, "/health") },
+        )
+        .await?;
+        Ok(etcd_url)
+    }
+
+    /// Starts kube-apiserver on a free port (setting [`Testbed::server`]), writes the admin
+    /// kubeconfig and waits until the API server is ready.
+    async fn start_apiserver(
+        &mut self,
+        etcd_url: &str,
+        audit: bool,
+        pki: &certs::Pki,
+    ) -> Result<(), Error> {
+        let dir = self.dir.clone();
+        let port = free_port()?;
+        self.server = format!("https://127.0.0.1:{port}");
+        let tokens = write_token_file(&dir)?;
+        let p = |f: &str| dir.join("pki").join(f).display().to_string();
+        let audit_args = audit_args(&dir, audit)?;
+        let apiserver = Proc::spawn(
+            "kube-apiserver",
+            &self.assets.kube_apiserver(),
+            &[
+                format!("--etcd-servers={etcd_url}"),
+                format!("--secure-port={port}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                "--endpoint-reconciler-type=none".into(),
+                "--service-cluster-ip-range=10.0.0.0/24".into(),
+                "--allow-privileged=true".into(),
+                "--disable-admission-plugins=ServiceAccount".into(),
+                "--authorization-mode=RBAC".into(),
+                format!("--cert-dir={}", p("")),
+                format!("--tls-cert-file={}", p("apiserver.crt")),
+                format!("--tls-private-key-file={}", p("apiserver.key")),
+                format!("--client-ca-file={}", p("client-ca.crt")),
+                format!("--token-auth-file={}", tokens.display()),
+                format!("--service-account-issuer=https://127.0.0.1:{port}/"),
+                format!("--service-account-key-file={}", p("sa.pub")),
+                format!("--service-account-signing-key-file={}", p("sa.key")),
+                "--v=1".into(),
+            ]
+            .into_iter()
+            .chain(audit_args)
+            .collect::<Vec<_>>(),
+            &dir.join("kube-apiserver.log"),
+        )?;
+        self.push(apiserver);
+        self.write_kubeconfig(pki)?;
+        self.wait_for_apiserver().await
+    }
+
+    /// Waits (up to 90 s) until `/readyz` says ok and the `default` namespace exists.
+    async fn wait_for_apiserver(&self) -> Result<(), Error> {
+        let kubeconfig = self.kubeconfig.clone();
+        self.wait_until(
+            "kube-apiserver",
+            &self.dir.join("kube-apiserver.log"),
+            Duration::from_secs(90),
+            || {
+                let kubeconfig = kubeconfig.clone();
+                async move {
+                    let Ok(client) = client_for(&kubeconfig).await else {
+                        return false;
+                    };
+                    let req = http::Request::get("/readyz").body(Vec::new());
+                    let Ok(req) = req else { return false };
+                    matches!(client.request_text(req).await, Ok(t) if t.trim() == "ok")
+                        && Api::<Namespace>::all(client)
+                            .get_opt("default")
+                            .await
+                            .ok()
+                            .flatten()
+                            .is_some()
+                }
+            },
+        )
+        .await
+    }
+
+    /// Starts kube-controller-manager: the garbage collector and namespace controllers, and
+    /// with `kamaji` the Deployment and ReplicaSet ones (tenant control planes are Deployments).
+    fn start_controller_manager(&self, kamaji: bool) -> Result<(), Error> {
+        let kcm = Proc::spawn(
+            "kube-controller-manager",
+            &self.assets.kube_controller_manager(),
+            &[
+                format!("--kubeconfig={}", self.kubeconfig.display()),
+                if kamaji {
+                    // Kamaji's tenant control planes are Deployments.
+                    "--controllers=garbagecollector,namespace,deployment,replicaset".into()
+                } else {
+                    "--controllers=garbagecollector,namespace".into()
+                },
+                "--leader-elect=false".into(),
+                "--use-service-account-credentials=false".into(),
+                "--secure-port=0".into(),
+                "--concurrent-gc-syncs=5".into(),
+                "--v=1".into(),
+            ],
+            &self.dir.join("kube-controller-manager.log"),
+        )?;
+        self.push(kcm);
+        Ok(())
+    }
+
+    /// Starts the real controllers `opts` asks for: the CAPI managers, then Kamaji, then BYOH.
+    async fn start_controllers(&self, opts: &Options, client: &Client) -> Result<(), Error> {
+        if opts.capi_manager {
+            if opts.profile != Profile::Full {
+                return Err(Error::Start(
+                    "the CAPI v1.14 manager needs the full profile".into(),
+                ));
+            }
+            for proc in capi::start(self, client).await? {
+                self.push(proc);
+            }
+        }
+        if opts.kamaji {
+            kamaji::start(self, client).await?;
+        }
+        if opts.byoh {
+            byoh::start(self, client).await?;
+        }
+        Ok(())
+    }
+
+    /// Polls `ready` every 100 ms until it returns true, failing early with the log tail when
+    /// the last spawned process has died, and after `timeout`.
+    async fn wait_until<F, Fut>(
+        &self,
+        what: &str,
+        log: &Path,
+        timeout: Duration,
+        ready: F,
+    ) -> Result<(), Error>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if ready().await {
+                return Ok(());
+            }
+            let exited = self
+                .procs
+                .lock()
+                .ok()
+                .and_then(|mut v| v.last_mut().and_then(|p| p.exited()));
+            if let Some(status) = exited {
+                return Err(Error::Start(format!(
+                    "{what} exited ({status}); last lines of {}:\n{}",
+                    log.display(),
+                    log_tail(log)
+                )));
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Start(format!(
+                    "{what} not ready after {timeout:?}; last lines of {}:\n{}",
+                    log.display(),
+                    log_tail(log)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn write_kubeconfig(&self, pki: &certs::Pki) -> Result<(), Error> {
+        use base64::Engine;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: testbed\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: testbed-admin\n  user:\n    client-certificate-data: {crt}\n    client-key-data: {key}\ncontexts:\n- name: testbed\n  context:\n    cluster: testbed\n    user: testbed-admin\n    namespace: default\ncurrent-context: testbed\n",
+            server = self.server,
+            ca = b64(&pki.serving_ca_pem),
+            crt = b64(&pki.admin_cert_pem),
+            key = b64(&pki.admin_key_pem),
+        );
+        write_private(&self.kubeconfig, &text)
+    }
+}
