@@ -59,3 +59,64 @@ pub fn closest_names<'a>(
         .map(|(_, c)| c.to_string())
         .collect()
 }
+
+/// Parses kubectl/Go durations: `30` (seconds), `500ms`, `10s`, `2m`, `1h30m`, `0`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    if let Ok(n) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(n));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("invalid duration {s:?}: missing unit (use s, m or h)"))?;
+        if num_len == 0 {
+            return Err(format!("invalid duration {s:?} (examples: 30s, 2m, 1h30m)"));
+        }
+        let n: f64 = rest[..num_len]
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}"))?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let secs = match &rest[..unit_len] {
+            "ns" => n / 1e9,
+            "us" | "µs" => n / 1e6,
+            "ms" => n / 1e3,
+            "s" => n,
+            "m" => n * 60.0,
+            "h" => n * 3600.0,
+            u => {
+                return Err(format!(
+                    "invalid duration {s:?}: unknown unit {u:?} (use ms, s, m or h)"
+                ));
+            }
+        };
+        total += Duration::from_secs_f64(secs);
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_kubectl() {
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("10x").is_err());
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

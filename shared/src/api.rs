@@ -5,7 +5,7 @@ use kube::discovery::ApiResource;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cli::Conn;
+use crate::conn::Conn;
 use crate::error::{Error, Op, closest_names};
 
 /// A dynamic API for `ar` in `namespace` (all namespaces when `None`).

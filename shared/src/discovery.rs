@@ -3,7 +3,7 @@
 //! metadata-only list of CustomResourceDefinitions for the contract labels.
 //!
 //! ```no_run
-//! # async fn f(conn: &shared::cli::Conn) -> Result<(), shared::error::Error> {
+//! # async fn f(conn: &shared::conn::Conn) -> Result<(), shared::error::Error> {
 //! let apis = shared::discovery::ServerApis::discover(conn).await?;
 //! let clusters = apis.cluster()?;          // ApiResource of Cluster, v1beta2 or v1beta1
 //! # Ok(()) }
@@ -21,7 +21,7 @@ use kube::api::{Api, ListParams};
 use kube::discovery::{ApiResource, Discovery};
 use serde::Serialize;
 
-use crate::cli::Conn;
+use crate::conn::Conn;
 use crate::error::{Error, Op, Target};
 
 /// One served kind: its group, kind, plural and served versions, best first.

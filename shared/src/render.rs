@@ -14,10 +14,112 @@ use owo_colors::OwoColorize;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cli::{OutputFlags, OutputFormat, color_enabled};
 use crate::error::Error;
 
 /// How a cell is coloured when colour is on.
+/// `-o` values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// kubectl-looking table
+    #[default]
+    Table,
+    /// table with extra columns
+    Wide,
+    /// JSON, stable for scripts
+    Json,
+    /// YAML, stable for scripts
+    Yaml,
+    /// kind.group/name, one a line
+    Name,
+}
+
+/// `--color` values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ColorWhen {
+    /// colour on a terminal unless NO_COLOR is set
+    #[default]
+    Auto,
+    /// always colour (overrides NO_COLOR)
+    Always,
+    /// never colour
+    Never,
+}
+
+/// Whether to colour, given the flag, `NO_COLOR` and whether the stream is a terminal.
+pub fn color_enabled(when: ColorWhen, no_color_env: Option<&str>, is_tty: bool) -> bool {
+    match when {
+        ColorWhen::Always => true,
+        ColorWhen::Never => false,
+        ColorWhen::Auto => is_tty && no_color_env.is_none_or(str::is_empty),
+    }
+}
+
+impl OutputFormat {
+    /// Every `-o` value: the value, its name and what it prints.
+    pub const ALL: [(OutputFormat, &'static str, &'static str); 5] = [
+        (OutputFormat::Table, "table", "kubectl-looking table"),
+        (OutputFormat::Wide, "wide", "table with extra columns"),
+        (OutputFormat::Json, "json", "JSON, stable for scripts"),
+        (OutputFormat::Yaml, "yaml", "YAML, stable for scripts"),
+        (OutputFormat::Name, "name", "kind.group/name, one a line"),
+    ];
+}
+
+impl ColorWhen {
+    /// Every `--color` value: the value, its name and what it means.
+    pub const ALL: [(ColorWhen, &'static str, &'static str); 3] = [
+        (
+            ColorWhen::Auto,
+            "auto",
+            "colour on a terminal unless NO_COLOR is set",
+        ),
+        (
+            ColorWhen::Always,
+            "always",
+            "always colour (overrides NO_COLOR)",
+        ),
+        (ColorWhen::Never, "never", "never colour"),
+    ];
+}
+
+/// Display and FromStr over an `ALL` table, so flags parse and print the one list of names.
+macro_rules! named_values {
+    ($t:ty, $what:literal) => {
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let name = <$t>::ALL
+                    .iter()
+                    .find(|(v, _, _)| v == self)
+                    .map(|(_, n, _)| *n);
+                f.write_str(name.unwrap_or_default())
+            }
+        }
+        impl std::str::FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<$t, String> {
+                <$t>::ALL
+                    .iter()
+                    .find(|(_, n, _)| *n == s)
+                    .map(|(v, _, _)| *v)
+                    .ok_or_else(|| {
+                        let names: Vec<&str> = <$t>::ALL.iter().map(|(_, n, _)| *n).collect();
+                        format!("invalid {} {s:?} (use one of: {})", $what, names.join(", "))
+                    })
+            }
+        }
+    };
+}
+named_values!(OutputFormat, "output format");
+named_values!(ColorWhen, "--color value");
+
+/// How to print: `-o`, `--no-headers` and `--color`, as parsed by the CLI layer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutputOptions {
+    pub output: OutputFormat,
+    pub no_headers: bool,
+    pub color: ColorWhen,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Tone {
     #[default]
@@ -278,7 +380,8 @@ pub struct Printer {
 
 impl Printer {
     /// From `-o`, `--no-headers`, `--color`, `NO_COLOR` and whether stdout is a terminal.
-    pub fn new(flags: &OutputFlags) -> Printer {
+    pub fn new(flags: impl Into<OutputOptions>) -> Printer {
+        let flags: OutputOptions = flags.into();
         let no_color = std::env::var("NO_COLOR").ok();
         Printer {
             format: flags.output,
@@ -350,7 +453,7 @@ pub fn line(msg: &str) {
 fn stderr_color() -> bool {
     let no_color = std::env::var("NO_COLOR").ok();
     color_enabled(
-        crate::cli::ColorWhen::Auto,
+        ColorWhen::Auto,
         no_color.as_deref(),
         std::io::stderr().is_terminal(),
     )
@@ -587,6 +690,33 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn color_rules() {
+        assert!(color_enabled(ColorWhen::Auto, None, true));
+        assert!(!color_enabled(ColorWhen::Auto, Some("1"), true));
+        assert!(color_enabled(ColorWhen::Auto, Some(""), true));
+        assert!(!color_enabled(ColorWhen::Auto, None, false));
+        assert!(color_enabled(ColorWhen::Always, Some("1"), false));
+        assert!(!color_enabled(ColorWhen::Never, None, true));
+    }
+
+    #[test]
+    fn value_names_round_trip() {
+        for (v, name, _) in OutputFormat::ALL {
+            assert_eq!(v.to_string(), name);
+            assert_eq!(name.parse::<OutputFormat>(), Ok(v));
+        }
+        for (v, name, _) in ColorWhen::ALL {
+            assert_eq!(name.parse::<ColorWhen>(), Ok(v));
+        }
+        assert!(
+            "tabel"
+                .parse::<OutputFormat>()
+                .unwrap_err()
+                .contains("table, wide")
+        );
+    }
 
     #[test]
     fn yaml_stream_round_trips() {

@@ -1,2 +1,2 @@
 //! `kubectl capi completion bash|zsh|fish`.
-pub use shared::verbs::completion::{Args, run};
+pub use cli::verbs::completion::{Args, run};

@@ -2,10 +2,10 @@
 //! cluster and its parts at the versions the server serves, `--dry-run`, and writes through the
 //! API with the `kubectl-capi` field manager.
 
+use cli::{Conn, KubeFlags};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-use shared::cli::{Conn, KubeFlags};
 use shared::discovery::{CapiVersion, ServerApis, fields};
 use shared::error::{Error, Op};
 

@@ -14,10 +14,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
+use cli::KubeFlags;
 use kube::api::DeleteParams;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use shared::cli::KubeFlags;
 use shared::discovery::{INFRASTRUCTURE_GROUP, fields};
 use shared::error::{Error, Op};
 use shared::plan::hosts::Inventory;
@@ -40,7 +40,7 @@ pub struct Args {
     #[arg(long)]
     pub wait: bool,
     /// How long --wait waits
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = shared::cli::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = cli::parse_duration)]
     pub timeout: Duration,
     /// Also delete the BootstrapKubeconfigs of registered hosts no other cluster uses
     #[arg(long)]

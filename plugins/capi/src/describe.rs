@@ -5,11 +5,11 @@
 use std::collections::BTreeSet;
 
 use clap::{ArgAction, Args as ClapArgs};
+use cli::{Conn, KubeFlags, OutputFlags};
 use kube::api::ListParams;
 use kube::discovery::ApiResource;
 use serde::Serialize;
 use serde_json::Value;
-use shared::cli::{Conn, KubeFlags, OutputFlags};
 use shared::discovery::fields::{self, ObjectRef};
 use shared::discovery::{CapiVersion, ServerApis};
 use shared::error::Error;

@@ -2,10 +2,10 @@
 //! found (v1beta2 or v1beta1 core, whatever the providers serve). Not a verb: `hosts`,
 //! `machines`, `list` and `describe` share it.
 
+use cli::Conn;
 use kube::api::ListParams;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use shared::cli::Conn;
 use shared::discovery::{INFRASTRUCTURE_GROUP, ServerApis};
 use shared::error::Error;
 

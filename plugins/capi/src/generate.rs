@@ -9,9 +9,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use clap::{Args as ClapArgs, Subcommand};
+use cli::{KubeFlags, OutputFlags};
 use serde::Serialize;
 use serde_json::Value;
-use shared::cli::{KubeFlags, OutputFlags};
 use shared::error::Error;
 use shared::plan::template::{
     self, GenerateOptions, Source, TemplateError, VariableStatus, Variables,

@@ -2,9 +2,9 @@
 //! and `kubectl capi hosts describe HOST`.
 
 use clap::{Args as ClapArgs, Subcommand};
+use cli::{KubeFlags, OutputFlags};
 use serde::Serialize;
 use serde_json::Value;
-use shared::cli::{KubeFlags, OutputFlags};
 use shared::discovery::ServerApis;
 use shared::error::Error;
 use shared::plan::hosts::{
@@ -174,7 +174,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     // The table needs names only from the joined kinds; wide, JSON and YAML need more.
     let metadata_only = matches!(
         args.output.output,
-        shared::cli::OutputFormat::Table | shared::cli::OutputFormat::Name
+        cli::OutputFormat::Table | cli::OutputFormat::Name
     );
     let lists = fleet::host_lists(
         &conn,
@@ -197,7 +197,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     if items.is_empty()
         && !matches!(
             args.output.output,
-            shared::cli::OutputFormat::Json | shared::cli::OutputFormat::Yaml
+            cli::OutputFormat::Json | cli::OutputFormat::Yaml
         )
     {
         let where_ = match &namespace {
@@ -562,4 +562,4 @@ async fn host_events(conn: &Conn, namespace: &str, host: &str) -> Vec<EventRow> 
     events.split_off(n.saturating_sub(20))
 }
 
-use shared::cli::Conn;
+use cli::Conn;

@@ -6,10 +6,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args as ClapArgs;
+use cli::KubeFlags;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use serde_json::{Value, json};
-use shared::cli::KubeFlags;
 use shared::discovery::ServerApis;
 use shared::error::{Error, Op};
 

@@ -3,10 +3,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use clap::Args as ClapArgs;
+use cli::{KubeFlags, OutputFlags, OutputFormat};
 use kube::api::ListParams;
 use serde::Serialize;
 use serde_json::Value;
-use shared::cli::{KubeFlags, OutputFlags, OutputFormat};
 use shared::discovery::ServerApis;
 use shared::discovery::fields::{self, Replicas};
 use shared::error::Error;

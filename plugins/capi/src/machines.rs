@@ -4,12 +4,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use clap::Args as ClapArgs;
+use cli::{KubeFlags, OutputFlags, OutputFormat};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::watcher;
 use serde::Serialize;
 use serde_json::Value;
-use shared::cli::{KubeFlags, OutputFlags, OutputFormat};
 use shared::discovery::ServerApis;
 use shared::discovery::fields;
 use shared::error::{Error, Op};
@@ -324,7 +324,7 @@ fn print_one(printer: &Printer, r: &MachineRow) -> Result<(), Error> {
 
 /// Streams changes: one line whenever a machine's row changes, appears or is deleted.
 async fn watch(
-    conn: &shared::cli::Conn,
+    conn: &cli::Conn,
     printer: &Printer,
     ar: &kube::discovery::ApiResource,
     namespace: Option<&str>,

@@ -23,8 +23,8 @@ mod version;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use shared::cli::{EXIT_CODES_HELP, LogFlags};
-use shared::complete::CompleteArgs;
+use cli::complete::CompleteArgs;
+use cli::{EXIT_CODES_HELP, LogFlags};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -79,7 +79,7 @@ enum Verb {
 }
 
 fn main() -> ExitCode {
-    shared::cli::run::<Cli, _, _>(
+    cli::run::<Cli, _, _>(
         "capi",
         |cli| cli.log.clone(),
         |cli, program, root| async move {
@@ -98,7 +98,7 @@ fn main() -> ExitCode {
                 Verb::Machines(a) => machines::run(&a).await,
                 Verb::Kubeconfig(a) => kubeconfig::run(&a).await,
                 Verb::Completion(a) => completion::run(&program, &root, &a),
-                Verb::Complete(a) => shared::complete::run(&root, &a).await,
+                Verb::Complete(a) => cli::complete::run(&root, &a).await,
             }
         },
     )

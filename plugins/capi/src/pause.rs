@@ -2,8 +2,8 @@
 //! `spec.paused`, which stops (or restarts) reconciliation of the cluster and everything in it.
 
 use clap::Args as ClapArgs;
+use cli::KubeFlags;
 use serde_json::{Value, json};
-use shared::cli::KubeFlags;
 use shared::discovery::fields;
 use shared::error::Error;
 

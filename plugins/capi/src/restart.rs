@@ -5,7 +5,7 @@
 //! that run as pods (KamajiControlPlane) have no machines to roll.
 
 use clap::Args as ClapArgs;
-use shared::cli::KubeFlags;
+use cli::KubeFlags;
 use shared::discovery::{CapiVersion, fields};
 use shared::error::Error;
 

@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
+use cli::KubeFlags;
 use serde_json::Value;
-use shared::cli::KubeFlags;
 use shared::discovery::fields::{self, ObjectRef};
 use shared::error::Error;
 use shared::plan::hosts::Inventory;
@@ -51,7 +51,7 @@ pub struct Args {
     #[arg(long)]
     pub wait: bool,
     /// How long --wait waits
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = shared::cli::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = cli::parse_duration)]
     pub timeout: Duration,
     #[command(flatten)]
     pub kube: KubeFlags,

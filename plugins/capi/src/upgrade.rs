@@ -12,9 +12,9 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
+use cli::{KubeFlags, OutputFlags};
 use serde::Serialize;
 use serde_json::Value;
-use shared::cli::{KubeFlags, OutputFlags};
 use shared::discovery::fields;
 use shared::error::Error;
 use shared::plan::hosts::{HostState, Inventory};
@@ -56,7 +56,7 @@ pub struct Args {
     #[arg(long)]
     pub force: bool,
     /// How long to wait for each step
-    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = shared::cli::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = cli::parse_duration)]
     pub timeout: Duration,
     /// Only print (client) or validate the next step on the server (server)
     #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, default_value = "none", default_missing_value = "client")]

@@ -84,8 +84,8 @@ async fn create_cluster(client: &kube::Client, ns: &str, version: &str, name: &s
         .unwrap_or_else(|e| panic!("create cluster {name}: {e}"));
 }
 
-async fn conn_for(kubeconfig: &Path, ns: &str) -> shared::cli::Conn {
-    shared::cli::KubeFlags {
+async fn conn_for(kubeconfig: &Path, ns: &str) -> cli::Conn {
+    cli::KubeFlags {
         kubeconfig: Some(kubeconfig.to_path_buf()),
         namespace: Some(ns.to_string()),
         ..Default::default()
@@ -616,7 +616,7 @@ async fn completion_shim_returns_live_names() {
 
     // Live Cluster names for any positional named CLUSTER, at the served version.
     let root = clap::Command::new("kubectl-capi").subcommand(
-        <shared::cli::KubeFlags as clap::Args>::augment_args(
+        <cli::KubeFlags as clap::Args>::augment_args(
             clap::Command::new("describe").arg(clap::Arg::new("name").value_name("CLUSTER")),
         ),
     );
@@ -631,7 +631,7 @@ async fn completion_shim_returns_live_names() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let (names, directive) = shared::complete::answer(&root, &words).await;
+    let (names, directive) = cli::complete::answer(&root, &words).await;
     assert_eq!((names, directive), (vec!["alpha".to_string()], 4));
 }
 
@@ -641,7 +641,7 @@ async fn completion_lists_v1beta1_clusters_too() {
     let (client, ns) = tb.namespace("complete-v1beta1").await;
     create_cluster(&client, &ns, "v1beta1", "old-one").await;
     let root = clap::Command::new("kubectl-capi").subcommand(
-        <shared::cli::KubeFlags as clap::Args>::augment_args(
+        <cli::KubeFlags as clap::Args>::augment_args(
             clap::Command::new("describe").arg(clap::Arg::new("name").value_name("CLUSTER")),
         ),
     );
@@ -657,7 +657,7 @@ async fn completion_lists_v1beta1_clusters_too() {
     .map(|s| s.to_string())
     .collect();
     assert_eq!(
-        shared::complete::answer(&root, &words).await,
+        cli::complete::answer(&root, &words).await,
         (vec!["old-one".to_string()], 4)
     );
     // An unreachable server answers nothing, with the error directive.
@@ -672,7 +672,7 @@ async fn completion_lists_v1beta1_clusters_too() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    assert_eq!(shared::complete::answer(&root, &words).await, (vec![], 1));
+    assert_eq!(cli::complete::answer(&root, &words).await, (vec![], 1));
 }
 
 #[test]

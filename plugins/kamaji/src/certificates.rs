@@ -2,7 +2,7 @@
 //! certificates whose Secrets are deleted (see `kubeconfig::rotate_secrets`).
 
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
-use shared::cli::KubeFlags;
+use cli::KubeFlags;
 use shared::discovery::ServerApis;
 use shared::error::Error;
 

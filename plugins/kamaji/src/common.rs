@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 
 use clap::ValueEnum;
+use cli::Conn;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::Value;
 use shared::build::kamaji::FIELD_MANAGER;
-use shared::cli::Conn;
 use shared::discovery::fields::{self, object_json};
 use shared::discovery::{CONTROLPLANE_GROUP, KAMAJI_GROUP, ServerApis};
 use shared::error::{Error, Op};

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
+use cli::{KubeFlags, OutputFlags, OutputFormat, parse_duration};
 use serde_json::Value;
 use shared::build::cni::{self, CniKind, CniManifest};
 use shared::build::kamaji::{
     self, Addon, CreateSpec, Infrastructure, Versions, fill_openstack_endpoint,
 };
-use shared::cli::{KubeFlags, OutputFlags, OutputFormat, parse_duration};
 use shared::discovery::fields::{self, object_json};
 use shared::discovery::{
     BOOTSTRAP_GROUP, CapiVersion, INFRASTRUCTURE_GROUP, KAMAJI_GROUP, ServerApis,
@@ -398,11 +398,7 @@ fn versions(
     })
 }
 
-async fn check_datastore(
-    conn: &shared::cli::Conn,
-    apis: &ServerApis,
-    name: &str,
-) -> Result<(), Error> {
+async fn check_datastore(conn: &cli::Conn, apis: &ServerApis, name: &str) -> Result<(), Error> {
     let Some(k) = apis.kind(KAMAJI_GROUP, "DataStore") else {
         return Err(apis.not_installed(
             "Kamaji",
@@ -571,7 +567,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
 }
 
 async fn wait_endpoint(
-    conn: &shared::cli::Conn,
+    conn: &cli::Conn,
     apis: &ServerApis,
     name: &str,
     timeout: Duration,
@@ -609,7 +605,7 @@ fn phase_text(t: &Target) -> String {
 
 /// The four phases of `--wait`; `Ready` with a one-line summary.
 pub async fn wait_ready(
-    conn: &shared::cli::Conn,
+    conn: &cli::Conn,
     apis: &ServerApis,
     name: &str,
     timeout: Duration,

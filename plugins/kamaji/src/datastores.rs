@@ -1,8 +1,8 @@
 //! `kubectl kamaji datastores`: Kamaji DataStores, their driver, endpoints, readiness and use.
 
 use clap::Args as ClapArgs;
+use cli::{KubeFlags, OutputFlags};
 use serde::Serialize;
-use shared::cli::{KubeFlags, OutputFlags};
 use shared::discovery::fields::object_json;
 use shared::discovery::{KAMAJI_GROUP, ServerApis};
 use shared::error::Error;
@@ -142,7 +142,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     if items.is_empty()
         && matches!(
             args.output.output,
-            shared::cli::OutputFormat::Table | shared::cli::OutputFormat::Wide
+            cli::OutputFormat::Table | cli::OutputFormat::Wide
         )
     {
         shared::render::info("No DataStores found.");

@@ -2,12 +2,12 @@
 //! its CRDs, RBAC and Deployment, from the reconciler's own manifests.
 
 use clap::Args as ClapArgs;
+use cli::{Conn, KubeFlags, OutputFlags, OutputFormat};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde_json::Value;
 use shared::build::kamaji::{FIELD_MANAGER, json_list};
-use shared::cli::{Conn, KubeFlags, OutputFlags, OutputFormat};
 use shared::discovery::ServerApis;
 use shared::error::{Error, Op};
 use shared::render;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
-use shared::cli::KubeFlags;
+use cli::KubeFlags;
 use shared::discovery::ServerApis;
 use shared::error::Error;
 use shared::render;
@@ -112,7 +112,7 @@ const KEYS: [&str; 4] = [
 
 /// Reads the tenant's admin kubeconfig text.
 pub async fn admin_kubeconfig(
-    conn: &shared::cli::Conn,
+    conn: &cli::Conn,
     t: &common::Target,
     key: &str,
 ) -> Result<String, Error> {
@@ -224,7 +224,7 @@ async fn rotate(args: &RotateArgs) -> Result<(), Error> {
 /// Puts Kamaji's rotation annotation on Secrets. Missing ones fail when `strict`, else are
 /// reported and skipped.
 pub async fn rotate_secrets(
-    conn: &shared::cli::Conn,
+    conn: &cli::Conn,
     t: &common::Target,
     names: &[String],
     strict: bool,

@@ -1,9 +1,9 @@
 //! `kubectl kamaji list`: KamajiControlPlanes and standalone TenantControlPlanes.
 
 use clap::Args as ClapArgs;
+use cli::{KubeFlags, OutputFlags};
 use serde::Serialize;
 use serde_json::Value;
-use shared::cli::{KubeFlags, OutputFlags};
 use shared::discovery::ServerApis;
 use shared::discovery::fields::{self, object_json};
 use shared::error::Error;
@@ -210,7 +210,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     if items.is_empty()
         && matches!(
             args.output.output,
-            shared::cli::OutputFormat::Table | shared::cli::OutputFormat::Wide
+            cli::OutputFormat::Table | cli::OutputFormat::Wide
         )
     {
         let where_ = match &ns {

@@ -19,8 +19,8 @@ mod version;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use shared::cli::{EXIT_CODES_HELP, LogFlags};
-use shared::complete::CompleteArgs;
+use cli::complete::CompleteArgs;
+use cli::{EXIT_CODES_HELP, LogFlags};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -75,7 +75,7 @@ enum Verb {
 }
 
 fn main() -> ExitCode {
-    shared::cli::run::<Cli, _, _>(
+    cli::run::<Cli, _, _>(
         "kamaji",
         |cli| cli.log.clone(),
         |cli, program, root| async move {
@@ -94,7 +94,7 @@ fn main() -> ExitCode {
                 Verb::Uninstall(a) => install::uninstall(&a).await,
                 Verb::Version(a) => version::run(&program, &a).await,
                 Verb::Completion(a) => completion::run(&program, &root, &a),
-                Verb::Complete(a) => shared::complete::run(&root, &a).await,
+                Verb::Complete(a) => cli::complete::run(&root, &a).await,
             }
         },
     )

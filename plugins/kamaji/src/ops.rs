@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
+use cli::{Conn, KubeFlags, OutputFlags, parse_duration};
 use kube::api::{ApiResource, DeleteParams, PropagationPolicy};
 use serde::Serialize;
 use serde_json::{Value, json};
 use shared::build::kamaji::{self, CLUSTER_NAME_LABEL, upgrade_steps};
-use shared::cli::{Conn, KubeFlags, OutputFlags, parse_duration};
 use shared::discovery::ServerApis;
 use shared::discovery::fields::{self, object_json};
 use shared::error::{Error, Op};

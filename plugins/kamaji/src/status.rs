@@ -2,13 +2,13 @@
 
 use base64::Engine;
 use clap::Args as ClapArgs;
+use cli::{Conn, KubeFlags, OutputFlags};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 use serde_json::Value;
 use shared::build::kamaji::CLUSTER_NAME_LABEL;
 use shared::build::pki;
-use shared::cli::{Conn, KubeFlags, OutputFlags};
 use shared::discovery::ServerApis;
 use shared::discovery::fields::{self, Condition, object_json};
 use shared::error::{Error, Op};

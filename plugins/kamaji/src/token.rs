@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use base64::Engine;
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use cli::{KubeFlags, parse_duration};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use shared::build::pki;
-use shared::cli::{KubeFlags, parse_duration};
 use shared::discovery::ServerApis;
 use shared::discovery::fields;
 use shared::error::{Error, Op, Target};
@@ -189,10 +189,7 @@ pub struct TenantAdmin {
     pub ca: Vec<u8>,
 }
 
-pub async fn tenant_admin(
-    conn: &shared::cli::Conn,
-    t: &common::Target,
-) -> Result<TenantAdmin, Error> {
+pub async fn tenant_admin(conn: &cli::Conn, t: &common::Target) -> Result<TenantAdmin, Error> {
     let text = crate::kubeconfig::admin_kubeconfig(conn, t, "admin.conf").await?;
     let kc_value = shared::kubeconfig::parse(&text, "the tenant admin kubeconfig")?;
     let current = kc_value["current-context"].as_str().unwrap_or_default();

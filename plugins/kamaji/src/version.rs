@@ -1,2 +1,2 @@
 //! `kubectl kamaji version`.
-pub use shared::verbs::version::{Args, run};
+pub use cli::verbs::version::{Args, run};

@@ -165,7 +165,7 @@ async fn completion_shim_returns_live_names() {
     assert_eq!(out.lines().last(), Some(":4"));
 
     let root = clap::Command::new("kubectl-kamaji").subcommand(
-        <shared::cli::KubeFlags as clap::Args>::augment_args(
+        <cli::KubeFlags as clap::Args>::augment_args(
             clap::Command::new("kubeconfig")
                 .arg(clap::Arg::new("name").value_name("TENANT_CONTROL_PLANE")),
         ),
@@ -182,7 +182,7 @@ async fn completion_shim_returns_live_names() {
     .map(|s| s.to_string())
     .collect();
     assert_eq!(
-        shared::complete::answer(&root, &words).await,
+        cli::complete::answer(&root, &words).await,
         (vec!["tenant-a".to_string()], 4)
     );
 }

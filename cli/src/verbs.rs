@@ -7,12 +7,13 @@ pub mod version {
     use clap::Args as ClapArgs;
     use serde::Serialize;
 
-    use crate::cli::{KubeFlags, OutputFlags, Program};
-    use crate::discovery::{
+    use crate::flags::{KubeFlags, OutputFlags};
+    use crate::harness::Program;
+    use shared::discovery::{
         CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP, KAMAJI_GROUP, ProviderInfo, ServerApis,
     };
-    use crate::error::{Error, Op};
-    use crate::render::{Cell, Fields, Human, Printer, Render, Tone};
+    use shared::error::{Error, Op};
+    use shared::render::{Cell, Fields, Human, Printer, Render, Tone};
 
     #[derive(ClapArgs, Clone, Debug, Default)]
     pub struct Args {
@@ -141,7 +142,7 @@ pub mod version {
                 // Like kubectl version: the client part, then the error.
                 if !matches!(
                     args.output.output,
-                    crate::cli::OutputFormat::Json | crate::cli::OutputFormat::Yaml
+                    shared::render::OutputFormat::Json | shared::render::OutputFormat::Yaml
                 ) {
                     printer.print(&VersionReport {
                         client_version,
@@ -167,8 +168,8 @@ pub mod completion {
 
     use clap::Args as ClapArgs;
 
-    use crate::cli::Program;
-    use crate::error::Error;
+    use crate::harness::Program;
+    use shared::error::Error;
 
     #[derive(ClapArgs, Clone, Debug)]
     #[command(
@@ -192,7 +193,7 @@ planes) from the current context."
         let bin = program.executable();
         let mut buf: Vec<u8> = Vec::new();
         clap_complete::generate(args.shell, &mut cmd, bin, &mut buf);
-        crate::render::raw(&buf);
+        shared::render::raw(&buf);
         Ok(())
     }
 }

@@ -26,8 +26,8 @@ use clap::{Arg, Args, Command, FromArgMatches};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 
-use crate::cli::KubeFlags;
-use crate::error::Error;
+use crate::flags::KubeFlags;
+use shared::error::Error;
 
 pub const DIRECTIVE_DEFAULT: u32 = 0;
 pub const DIRECTIVE_ERROR: u32 = 1;
@@ -300,7 +300,7 @@ async fn live_names(live: Live, flags: &KubeFlags) -> Result<Vec<String>, Error>
             .map_err(|e| {
                 conn.error(
                     e,
-                    &crate::error::Op::new("list", "", "namespaces", "Namespace"),
+                    &shared::error::Op::new("list", "", "namespaces", "Namespace"),
                 )
             })?;
         return Ok(list
@@ -309,7 +309,7 @@ async fn live_names(live: Live, flags: &KubeFlags) -> Result<Vec<String>, Error>
             .filter_map(|n| n.metadata.name)
             .collect());
     }
-    let apis = crate::discovery::ServerApis::discover(&conn).await?;
+    let apis = shared::discovery::ServerApis::discover(&conn).await?;
     let ar = match live {
         Live::Clusters => apis.cluster().ok(),
         Live::MachineDeployments => apis.capi_kind("MachineDeployment").ok(),
@@ -322,7 +322,7 @@ async fn live_names(live: Live, flags: &KubeFlags) -> Result<Vec<String>, Error>
     let Some(ar) = ar else {
         return Ok(Vec::new());
     };
-    crate::api::list_names(&conn, &ar, conn.list_namespace()).await
+    shared::api::list_names(&conn, &ar, conn.list_namespace()).await
 }
 
 /// The answer to one `__complete` call on `root`: candidates and directive. Live lookups
@@ -365,7 +365,7 @@ pub async fn answer(root: &Command, words: &[String]) -> (Vec<String>, u32) {
 /// Runs the hidden `__complete` verb: prints the [`answer`].
 pub async fn run(root: &Command, args: &CompleteArgs) -> Result<(), Error> {
     let (candidates, directive) = answer(root, &args.words).await;
-    crate::render::completions(&candidates, directive);
+    shared::render::completions(&candidates, directive);
     Ok(())
 }
 
@@ -378,7 +378,7 @@ mod tests {
     #[command(disable_help_subcommand = true)]
     struct Cli {
         #[command(flatten)]
-        log: crate::cli::LogFlags,
+        log: crate::flags::LogFlags,
         #[command(subcommand)]
         verb: Verb,
     }
@@ -391,7 +391,7 @@ mod tests {
             #[command(flatten)]
             kube: KubeFlags,
             #[command(flatten)]
-            out: crate::cli::OutputFlags,
+            out: crate::flags::OutputFlags,
         },
         Completion {
             #[arg(value_enum)]

@@ -1,0 +1,245 @@
+//! The `main` of every plugin binary ([`run`]): the name it was run by ([`Program`], `kubectl capi`
+//! or `clusterctl-capi`), kubectl's plugin rule for verbs of other plugins on PATH, clap parsing
+//! (exit code 2), logging, the runtime, and one-line errors with the right exit code.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
+use shared::error::Error;
+
+use crate::flags::{LogFlags, VERB_EXIT_CODES_HELP};
+
+/// The name the program was run by: `kubectl-capi` (also through kubectl or krew) reads as
+/// `kubectl capi`, a `clusterctl-capi` link as `clusterctl capi`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    /// `kubectl` or `clusterctl`.
+    pub host: String,
+    /// The plugin name: `capi` or `kamaji`.
+    pub plugin: String,
+}
+
+impl Program {
+    /// From `argv[0]` (a path or a name).
+    pub fn from_argv0(argv0: Option<&str>, plugin: &str) -> Program {
+        let base = argv0
+            .map(|a| {
+                Path::new(a)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().to_string())
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        let host = if base.starts_with("clusterctl-") {
+            "clusterctl"
+        } else {
+            "kubectl"
+        };
+        Program {
+            host: host.into(),
+            plugin: plugin.into(),
+        }
+    }
+    /// `kubectl capi`.
+    pub fn display(&self) -> String {
+        format!("{} {}", self.host, self.plugin)
+    }
+    /// `kubectl-capi`: the executable name.
+    pub fn executable(&self) -> String {
+        format!("{}-{}", self.host, self.plugin)
+    }
+}
+
+/// Executables on `PATH` named `<host>-<plugin>-<verb>` (`kubectl-capi-foo`): verbs added by
+/// other plugins, which kubectl runs for `kubectl capi foo`. Verbs we implement ourselves are
+/// left out (kubectl would still prefer the external binary; `kubectl plugin list` shows it).
+pub fn external_verbs(program: &Program, cmd: &clap::Command) -> Vec<(String, PathBuf)> {
+    let mut prefixes = vec![format!("{}-", program.executable())];
+    if program.host != "kubectl" {
+        prefixes.push(format!("kubectl-{}-", program.plugin));
+    }
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    let Some(path) = std::env::var_os("PATH") else {
+        return found;
+    };
+    for dir in std::env::split_paths(&path) {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let Some(verb) = prefixes.iter().find_map(|p| name.strip_prefix(p.as_str())) else {
+                continue;
+            };
+            let verb = verb.replace('_', "-");
+            if verb.is_empty()
+                || cmd.find_subcommand(&verb).is_some()
+                || found.iter().any(|(v, _)| *v == verb)
+                || !is_executable(&e.path())
+            {
+                continue;
+            }
+            found.push((verb, e.path()));
+        }
+    }
+    found.sort();
+    found
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The external executable for the leading non-flag words, longest name first, when the
+/// first word is not one of our verbs; with the number of words it consumes.
+fn find_external(
+    program: &Program,
+    cmd: &clap::Command,
+    words: &[String],
+) -> Option<(PathBuf, usize)> {
+    let first = words.first()?;
+    if first.starts_with('-') || cmd.find_subcommand(first).is_some() {
+        return None;
+    }
+    let verbs: Vec<String> = words
+        .iter()
+        .take_while(|w| !w.starts_with('-'))
+        .map(|w| w.replace('-', "_"))
+        .collect();
+    let path = std::env::var_os("PATH")?;
+    let mut hosts = vec![program.executable()];
+    if program.host != "kubectl" {
+        hosts.push(format!("kubectl-{}", program.plugin));
+    }
+    for n in (1..=verbs.len()).rev() {
+        for host in &hosts {
+            let name = format!("{host}-{}", verbs[..n].join("-"));
+            for dir in std::env::split_paths(&path) {
+                let candidate = dir.join(&name);
+                if is_executable(&candidate) {
+                    return Some((candidate, n));
+                }
+            }
+        }
+    }
+    None
+}
+
+fn exec_external(exe: &Path, rest: &[OsString]) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let err = std::process::Command::new(exe).args(rest).exec();
+    shared::render::error(&Error::other(format!(
+        "cannot run {}: {err}",
+        exe.display()
+    )));
+    ExitCode::from(shared::error::EXIT_FAILURE)
+}
+
+/// The clap command of `C`, named after how the program was run.
+pub fn command_for<C: CommandFactory>(program: &Program) -> clap::Command {
+    let display = program.display();
+    C::command()
+        .name(program.executable())
+        .bin_name(display.clone())
+        .display_name(display)
+}
+
+/// The `main` of every binary: parses `argv` with usage named after `argv[0]`, starts logging
+/// and a runtime, runs the verb, reports a failure as one line plus a hint, and returns the
+/// exit code (0 success, 1 failure, 2 usage).
+pub fn run<C, F, Fut>(plugin: &str, verbose: impl Fn(&C) -> LogFlags, f: F) -> ExitCode
+where
+    C: CommandFactory + FromArgMatches,
+    F: FnOnce(C, Program, clap::Command) -> Fut,
+    Fut: std::future::Future<Output = Result<(), Error>>,
+{
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let program = Program::from_argv0(args.first().and_then(|a| a.to_str()), plugin);
+    let mut cmd = command_for::<C>(&program);
+    // Every verb's --help ends with the exit codes too.
+    let verbs: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    for v in verbs {
+        cmd = cmd.mut_subcommand(v, |s| {
+            let before = s
+                .get_after_help()
+                .map(|h| format!("{h}\n\n"))
+                .unwrap_or_default();
+            s.after_help(format!("{before}{VERB_EXIT_CODES_HELP}"))
+        });
+    }
+    let words: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().to_string())
+        .collect();
+    // kubectl's longest-name rule, for direct and clusterctl runs too: an unknown verb with a
+    // `<host>-<plugin>-<verb>` executable on PATH runs that executable.
+    if let Some((exe, consumed)) = find_external(&program, &cmd, &words) {
+        return exec_external(&exe, &args[1 + consumed..]);
+    }
+    if words.is_empty() || words.iter().any(|w| w == "-h" || w == "--help") {
+        let external = external_verbs(&program, &cmd);
+        if !external.is_empty() {
+            let list: Vec<String> = external
+                .iter()
+                .map(|(verb, exe)| format!("  {verb:<12}{}", exe.display()))
+                .collect();
+            let after = cmd
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            cmd = cmd.after_help(format!(
+                "Verbs from other plugins on PATH (kubectl's longest-name rule):\n{}\n\n{after}",
+                list.join("\n")
+            ));
+        }
+    }
+    let matches: ArgMatches = match cmd.clone().try_get_matches_from(&args) {
+        Ok(m) => m,
+        // clap prints help, versions and usage errors itself; usage errors exit 2.
+        Err(e) => e.exit(),
+    };
+    let cli = match C::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.with_cmd(&cmd).exit(),
+    };
+    verbose(&cli).init();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            shared::render::error(&Error::other(format!("cannot start the runtime: {e}")));
+            return ExitCode::from(shared::error::EXIT_FAILURE);
+        }
+    };
+    match rt.block_on(f(cli, program, cmd)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            shared::render::error(&e);
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn program_name_follows_argv0() {
+        let p = Program::from_argv0(Some("/home/u/.krew/bin/kubectl-capi"), "capi");
+        assert_eq!(p.display(), "kubectl capi");
+        let p = Program::from_argv0(Some("clusterctl-kamaji"), "kamaji");
+        assert_eq!(p.display(), "clusterctl kamaji");
+        assert_eq!(p.executable(), "clusterctl-kamaji");
+        assert_eq!(Program::from_argv0(None, "capi").display(), "kubectl capi");
+    }
+}

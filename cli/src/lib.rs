@@ -1,0 +1,23 @@
+//! The command-line layer shared by `kubectl capi` and `kubectl kamaji`, and the only library
+//! crate that depends on clap (as in ripgrep, flags stay at the edge):
+//! - [`flags`]: kubectl's connection, output and `-v` flags, parsed into the client layer's
+//!   plain options;
+//! - [`harness`]: the `main` of every binary ([`run`]);
+//! - [`complete`]: the hidden `__complete` verb (cobra's protocol, live names);
+//! - [`verbs`]: the `version` and `completion` verbs both plugins expose.
+//!
+//! A verb flattens [`KubeFlags`] and [`OutputFlags`] into its clap `Args`, connects with
+//! `args.kube.connect().await?`, plans with `kcore`, acts through `shared`, and prints with
+//! `shared::render::Printer::new(&args.output)`.
+
+pub mod complete;
+pub mod flags;
+pub mod harness;
+pub mod verbs;
+
+pub use flags::{
+    EXIT_CODES_HELP, KubeFlags, LogFlags, OutputFlags, VERB_EXIT_CODES_HELP, parse_duration,
+};
+pub use harness::{Program, command_for, external_verbs, run};
+pub use shared::conn::Conn;
+pub use shared::render::{ColorWhen, OutputFormat, color_enabled};

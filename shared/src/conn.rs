@@ -1,0 +1,348 @@
+//! Connecting the way kubectl does: the kubeconfig by kubectl's loading rules, the context,
+//! cluster and user overrides, impersonation, TLS and timeouts ([`ConnectOptions`]), and the
+//! connected client with what it resolved, for messages ([`Conn`]).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::error::{Error, Target};
+
+/// How to connect, as kubectl's connection flags say (`--kubeconfig`, `--context`, `-n`, `--as`, ...).
+#[derive(Clone, Debug, Default)]
+pub struct ConnectOptions {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, merged by kubectl's rules, then ~/.kube/config, then in-cluster)
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use
+    pub context: Option<String>,
+    /// The kubeconfig cluster to use
+    pub cluster: Option<String>,
+    /// The kubeconfig user to use
+    pub user: Option<String>,
+    /// The namespace (default: the context's namespace)
+    pub namespace: Option<String>,
+    /// Act on all namespaces
+    pub all_namespaces: bool,
+    /// The API server URL (overrides the kubeconfig)
+    pub server: Option<String>,
+    /// Bearer token for authentication to the API server
+    pub token: Option<String>,
+    /// User to impersonate
+    pub as_user: Option<String>,
+    /// Group to impersonate (repeatable)
+    pub as_group: Vec<String>,
+    /// UID to impersonate
+    pub as_uid: Option<String>,
+    /// Time to wait for one server request (e.g. 1s, 2m, 1h; 0 = no limit)
+    pub request_timeout: Option<Duration>,
+    /// Do not check the server's certificate (insecure)
+    pub insecure_skip_tls_verify: bool,
+    /// Server name for certificate validation
+    pub tls_server_name: Option<String>,
+}
+
+/// A client connected the way kubectl would, plus what it resolved (for messages).
+#[derive(Clone)]
+pub struct Conn {
+    pub client: Client,
+    /// The context name (`in-cluster` for in-cluster configuration).
+    pub context: String,
+    /// The API server URL.
+    pub server: String,
+    /// `-n`, else the context's namespace, else `default`.
+    pub namespace: String,
+    /// True when `-n` was given.
+    pub namespace_explicit: bool,
+    /// `-A`.
+    pub all_namespaces: bool,
+    /// `--request-timeout`, for timeout messages.
+    pub request_timeout: Option<Duration>,
+}
+
+impl Conn {
+    /// The connection, for error messages.
+    pub fn target(&self) -> Target {
+        Target {
+            context: self.context.clone(),
+            server: self.server.clone(),
+        }
+    }
+    /// The namespace to list in: `None` with `-A`.
+    pub fn list_namespace(&self) -> Option<&str> {
+        if self.all_namespaces {
+            None
+        } else {
+            Some(&self.namespace)
+        }
+    }
+    /// Maps a kube error of `op` on this connection.
+    pub fn error(&self, err: kube::Error, op: &crate::error::Op) -> Error {
+        match crate::error::from_kube(err, &self.target(), op) {
+            Error::Timeout { what, after } if after.is_zero() => Error::Timeout {
+                what,
+                after: self.request_timeout.unwrap_or_default(),
+            },
+            other => other,
+        }
+    }
+}
+
+fn kubeconfig_error(e: impl std::fmt::Display, path: Option<&Path>) -> Error {
+    let where_ = path
+        .map(|p| format!("{}: ", p.display()))
+        .unwrap_or_default();
+    Error::Kubeconfig {
+        message: format!("cannot read the kubeconfig: {where_}{e}"),
+        hint: "check the file (kubectl config view), KUBECONFIG and --kubeconfig".into(),
+    }
+}
+
+fn default_kubeconfig_path() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"))
+}
+
+impl ConnectOptions {
+    /// Loads the kubeconfig like kubectl: `--kubeconfig`, else `KUBECONFIG` (several paths
+    /// merged, first wins), else `~/.kube/config`. `None` when none exists (then in-cluster).
+    pub fn load_kubeconfig(&self) -> Result<Option<Kubeconfig>, Error> {
+        if let Some(p) = &self.kubeconfig {
+            return Kubeconfig::read_from(p)
+                .map(Some)
+                .map_err(|e| kubeconfig_error(e, Some(p)));
+        }
+        if let Some(v) = std::env::var_os("KUBECONFIG")
+            && std::env::split_paths(&v).any(|p| !p.as_os_str().is_empty())
+        {
+            // kubectl ignores KUBECONFIG entries that do not exist.
+            let existing: Vec<PathBuf> = std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty() && p.exists())
+                .collect();
+            if existing.is_empty() {
+                return Err(Error::Kubeconfig {
+                    message: format!(
+                        "none of the files in KUBECONFIG exist ({})",
+                        v.to_string_lossy()
+                    ),
+                    hint: "fix KUBECONFIG or pass --kubeconfig".into(),
+                });
+            }
+            let mut merged = Kubeconfig::default();
+            for p in &existing {
+                let kc = Kubeconfig::read_from(p).map_err(|e| kubeconfig_error(e, Some(p)))?;
+                merged = merged.merge(kc).map_err(|e| kubeconfig_error(e, Some(p)))?;
+            }
+            return Ok(Some(merged));
+        }
+        match default_kubeconfig_path() {
+            Some(p) if p.exists() => Kubeconfig::read_from(&p)
+                .map(Some)
+                .map_err(|e| kubeconfig_error(e, Some(&p))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Builds the client configuration and the context name it came from.
+    pub async fn config(&self) -> Result<(Config, String), Error> {
+        let (mut config, context) = match self.load_kubeconfig()? {
+            Some(kc) => {
+                let context = match self.context.clone().or_else(|| kc.current_context.clone()) {
+                    Some(c) => c,
+                    None => {
+                        return Err(Error::Kubeconfig {
+                            message: "the kubeconfig has no current context".into(),
+                            hint: "pass --context, or run kubectl config use-context <name>".into(),
+                        });
+                    }
+                };
+                if !kc.contexts.iter().any(|c| c.name == context) {
+                    let names: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+                    let close = crate::error::closest_names(&context, names.iter().copied());
+                    let hint = if close.is_empty() {
+                        format!("known contexts: {}", names.join(", "))
+                    } else {
+                        format!(
+                            "did you mean \"{}\"? (kubectl config get-contexts)",
+                            close[0]
+                        )
+                    };
+                    return Err(Error::Kubeconfig {
+                        message: format!("context \"{context}\" not found in the kubeconfig"),
+                        hint,
+                    });
+                }
+                let opts = KubeConfigOptions {
+                    context: Some(context.clone()),
+                    cluster: self.cluster.clone(),
+                    user: self.user.clone(),
+                };
+                let config = Config::from_custom_kubeconfig(kc, &opts)
+                    .await
+                    .map_err(|e| Error::Kubeconfig {
+                        message: format!("context \"{context}\": {e}"),
+                        hint: "check the context's cluster and user (kubectl config view --minify)"
+                            .into(),
+                    })?;
+                (config, context)
+            }
+            None => match Config::incluster() {
+                Ok(c) => (c, "in-cluster".to_string()),
+                Err(e) => {
+                    return Err(Error::Kubeconfig {
+                        message: format!("no kubeconfig found and not running in a cluster ({e})"),
+                        hint: "set KUBECONFIG, pass --kubeconfig, or create ~/.kube/config".into(),
+                    });
+                }
+            },
+        };
+        if let Some(server) = &self.server {
+            config.cluster_url = server.parse().map_err(|e| {
+                Error::usage(format!("--server {server:?} is not a valid URL: {e}"))
+            })?;
+        }
+        if let Some(token) = &self.token {
+            config.auth_info.token = Some(token.clone().into());
+            config.auth_info.token_file = None;
+            config.auth_info.exec = None;
+            config.auth_info.client_certificate = None;
+            config.auth_info.client_certificate_data = None;
+            config.auth_info.client_key = None;
+            config.auth_info.client_key_data = None;
+        }
+        if let Some(u) = &self.as_user {
+            config.auth_info.impersonate = Some(u.clone());
+        }
+        if !self.as_group.is_empty() {
+            config.auth_info.impersonate_groups = Some(self.as_group.clone());
+        }
+        if let Some(uid) = &self.as_uid {
+            config.auth_info.impersonate_uid = Some(uid.clone());
+        }
+        if self.insecure_skip_tls_verify {
+            config.accept_invalid_certs = true;
+            config.root_cert = None;
+        }
+        if let Some(n) = &self.tls_server_name {
+            config.tls_server_name = Some(n.clone());
+        }
+        if let Some(t) = self.request_timeout.filter(|t| !t.is_zero()) {
+            config.connect_timeout = Some(t);
+            config.read_timeout = Some(t);
+            config.write_timeout = Some(t);
+            config.reset_reader_on_write = true;
+        }
+        Ok((config, context))
+    }
+
+    /// Connects like kubectl: kubeconfig (or in-cluster), context, overrides, namespace.
+    pub async fn connect(&self) -> Result<Conn, Error> {
+        let (config, context) = self.config().await?;
+        let server = config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_string();
+        let namespace = self
+            .namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
+        let target = Target {
+            context: context.clone(),
+            server: server.clone(),
+        };
+        let client = Client::try_from(config)
+            .map_err(|e| crate::error::from_kube(e, &target, &crate::error::Op::default()))?;
+        tracing::debug!(%context, %server, %namespace, "connected");
+        Ok(Conn {
+            client,
+            context,
+            server,
+            namespace,
+            namespace_explicit: self.namespace.is_some(),
+            all_namespaces: self.all_namespaces,
+            request_timeout: self.request_timeout.filter(|t| !t.is_zero()),
+        })
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    const KC_A: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: a\n  cluster:\n    server: https://a.example:6443\ncontexts:\n- name: ctx-a\n  context:\n    cluster: a\n    user: ua\n    namespace: team-a\ncurrent-context: ctx-a\nusers:\n- name: ua\n  user:\n    token: aaa\n";
+    const KC_B: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: b\n  cluster:\n    server: https://b.example:6443\ncontexts:\n- name: ctx-b\n  context:\n    cluster: b\n    user: ub\ncurrent-context: ctx-b\nusers:\n- name: ub\n  user:\n    token: bbb\n";
+
+    #[tokio::test]
+    async fn kubeconfig_flag_context_and_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a", KC_A);
+        let flags = ConnectOptions {
+            kubeconfig: Some(a.clone()),
+            ..Default::default()
+        };
+        let (config, ctx) = flags.config().await.unwrap();
+        assert_eq!(ctx, "ctx-a");
+        assert_eq!(config.default_namespace, "team-a");
+        assert_eq!(config.cluster_url.to_string(), "https://a.example:6443/");
+
+        let flags = ConnectOptions {
+            kubeconfig: Some(a),
+            context: Some("ctx-aa".into()),
+            request_timeout: Some(Duration::from_secs(3)),
+            as_user: Some("jane".into()),
+            as_group: vec!["admins".into()],
+            insecure_skip_tls_verify: true,
+            ..Default::default()
+        };
+        let err = flags.config().await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "context \"ctx-aa\" not found in the kubeconfig"
+        );
+        assert!(err.hint().unwrap().contains("did you mean \"ctx-a\"?"));
+        let flags = ConnectOptions {
+            context: Some("ctx-a".into()),
+            ..flags
+        };
+        let (config, _) = flags.config().await.unwrap();
+        assert_eq!(config.read_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(config.auth_info.impersonate.as_deref(), Some("jane"));
+        assert_eq!(
+            config.auth_info.impersonate_groups,
+            Some(vec!["admins".to_string()])
+        );
+        assert!(config.accept_invalid_certs);
+    }
+
+    // Touches the process environment: the only test in this crate that sets KUBECONFIG.
+    #[tokio::test]
+    async fn kubeconfig_env_merges_several_files_first_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a", KC_A);
+        let b = write(dir.path(), "b", KC_B);
+        let joined = std::env::join_paths([b.clone(), dir.path().join("missing"), a]).unwrap();
+        // SAFETY: no other test of this crate reads or writes KUBECONFIG.
+        unsafe { std::env::set_var("KUBECONFIG", &joined) };
+        let flags = ConnectOptions::default();
+        let (config, ctx) = flags.config().await.unwrap();
+        assert_eq!(ctx, "ctx-b", "current-context of the first file wins");
+        assert_eq!(config.default_namespace, "default");
+        let flags = ConnectOptions {
+            context: Some("ctx-a".into()),
+            namespace: Some("x".into()),
+            ..Default::default()
+        };
+        let (config, ctx) = flags.config().await.unwrap();
+        assert_eq!(ctx, "ctx-a", "contexts of later files are merged in");
+        assert_eq!(config.cluster_url.to_string(), "https://a.example:6443/");
+        unsafe { std::env::remove_var("KUBECONFIG") };
+    }
+}
