@@ -20,31 +20,18 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::groups::CapiVersion;
+pub use crate::json::at;
+use crate::json::{bool_at, i64_at as int_at, str_at};
+
+// Conditions are read through here too (their locations moved between contracts like the fields
+// above); the model itself is [`crate::condition`].
+pub use crate::condition::{
+    Condition, condition, conditions, legacy_conditions, summary_condition,
+};
 
 /// The whole object of a `DynamicObject` as JSON (metadata, types and data).
 pub fn object_json(obj: &kube::core::DynamicObject) -> Value {
     serde_json::to_value(obj).unwrap_or(Value::Null)
-}
-
-/// The value at a dotted path of keys.
-pub fn at<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    let mut cur = obj;
-    for p in path {
-        cur = cur.get(p)?;
-    }
-    Some(cur)
-}
-
-fn bool_at(obj: &Value, path: &[&str]) -> Option<bool> {
-    at(obj, path).and_then(Value::as_bool)
-}
-
-fn int_at(obj: &Value, path: &[&str]) -> Option<i64> {
-    at(obj, path).and_then(Value::as_i64)
-}
-
-fn str_at<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a str> {
-    at(obj, path).and_then(Value::as_str)
 }
 
 /// The CAPI version of a core object from its apiVersion.
@@ -355,114 +342,6 @@ pub fn rollout(obj: &Value) -> Rollout {
     }
 }
 
-// ---------------------------------------------------------------- conditions
-
-/// A condition of either style; `severity` only in v1beta1 CAPI conditions.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Condition {
-    #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_transition_time: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub severity: Option<String>,
-}
-
-impl Condition {
-    pub fn is_true(&self) -> bool {
-        self.status == "True"
-    }
-    /// False on a condition where False is the healthy state is not a problem: CAPI's and our
-    /// "negative polarity" conditions (Paused, Deleting, VersionUpgrade, ...).
-    pub fn is_problem(&self) -> bool {
-        const NEGATIVE: [&str; 9] = [
-            "Paused",
-            "Deleting",
-            "Updating",
-            "RollingOut",
-            "ScalingUp",
-            "ScalingDown",
-            "Remediating",
-            "VersionUpgrade",
-            "MachinesUpdating",
-        ];
-        self.is_false() && !NEGATIVE.contains(&self.type_.as_str())
-    }
-
-    pub fn is_false(&self) -> bool {
-        self.status == "False"
-    }
-}
-
-fn parse_conditions(v: Option<&Value>) -> Vec<Condition> {
-    let Some(items) = v.and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    items
-        .iter()
-        .filter_map(|c| {
-            let s = |k: &str| {
-                str_at(c, &[k])
-                    .filter(|x| !x.is_empty())
-                    .map(str::to_string)
-            };
-            Some(Condition {
-                type_: s("type")?,
-                status: s("status").unwrap_or_else(|| "Unknown".into()),
-                reason: s("reason"),
-                message: s("message"),
-                last_transition_time: s("lastTransitionTime"),
-                severity: s("severity"),
-            })
-        })
-        .collect()
-}
-
-/// The current-style conditions: v1beta2 `status.conditions`, or for v1beta1 objects of
-/// CAPI ≥ 1.9 `status.v1beta2.conditions`, else the v1beta1 `status.conditions`.
-pub fn conditions(obj: &Value) -> Vec<Condition> {
-    if let Some(v) = at(obj, &["status", "v1beta2", "conditions"]) {
-        return parse_conditions(Some(v));
-    }
-    parse_conditions(at(obj, &["status", "conditions"]))
-}
-
-/// The old-style (v1beta1, with severity) conditions: `status.deprecated.v1beta1.conditions`
-/// on v1beta2 objects, `status.conditions` on v1beta1 ones.
-pub fn legacy_conditions(obj: &Value) -> Vec<Condition> {
-    if let Some(v) = at(obj, &["status", "deprecated", "v1beta1", "conditions"]) {
-        return parse_conditions(Some(v));
-    }
-    if at(obj, &["status", "v1beta2"]).is_some() || api_level(obj) == Some(CapiVersion::V1Beta1) {
-        return parse_conditions(at(obj, &["status", "conditions"]));
-    }
-    Vec::new()
-}
-
-/// One current-style condition by type, falling back to the old-style one.
-pub fn condition(obj: &Value, type_: &str) -> Option<Condition> {
-    conditions(obj)
-        .into_iter()
-        .find(|c| c.type_ == type_)
-        .or_else(|| {
-            legacy_conditions(obj)
-                .into_iter()
-                .find(|c| c.type_ == type_)
-        })
-}
-
-/// The condition that sums an object up, as clusterctl describe picks it: `Available`
-/// (v1beta2 Cluster, MachineDeployment, control planes), else `Ready`.
-pub fn summary_condition(obj: &Value) -> Option<Condition> {
-    condition(obj, "Available").or_else(|| condition(obj, "Ready"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -687,27 +566,5 @@ mod tests {
         let m1 = json!({"status": {"infrastructureReady": false, "bootstrapReady": true}});
         assert!(!machine_infrastructure_provisioned(&m1));
         assert!(machine_bootstrap_ready(&m1));
-    }
-}
-
-#[cfg(test)]
-mod polarity_tests {
-    use super::Condition;
-
-    fn cond(t: &str, s: &str) -> Condition {
-        Condition {
-            type_: t.into(),
-            status: s.into(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn false_is_a_problem_except_on_negative_polarity_conditions() {
-        assert!(cond("Available", "False").is_problem());
-        assert!(cond("TenantControlPlaneCreated", "False").is_problem());
-        assert!(!cond("Paused", "False").is_problem());
-        assert!(!cond("VersionUpgrade", "False").is_problem());
-        assert!(!cond("Available", "True").is_problem());
     }
 }

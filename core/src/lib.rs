@@ -12,9 +12,11 @@
 //! - [`plan`]: every plan a verb shows before it acts; [`build`]: the objects a verb creates.
 
 pub mod build;
+pub mod condition;
 pub mod error;
 pub mod fields;
 pub mod groups;
+pub mod json;
 pub mod kcp;
 pub mod labels;
 pub mod plan;

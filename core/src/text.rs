@@ -1,4 +1,5 @@
-//! Words for people: the closest names to a typo, durations as kubectl prints them.
+//! Words for people: the closest names to a typo, durations and ages as kubectl prints them,
+//! and kubectl's duration syntax.
 
 use std::time::Duration;
 
@@ -104,9 +105,97 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// Seconds elapsed from an RFC 3339 timestamp to `now`; `None` when it does not parse.
+pub fn seconds_since(timestamp: &str, now: jiff::Timestamp) -> Option<i64> {
+    let t: jiff::Timestamp = timestamp.parse().ok()?;
+    Some(now.as_second() - t.as_second())
+}
+
+/// kubectl's short human duration (`HumanDuration`): `45s`, `5m12s`, `3h`, `3h5m`, `2d3h`, `14d`, `2y10d`.
+pub fn age(seconds: i64) -> String {
+    if seconds < -1 {
+        return "<invalid>".to_string();
+    }
+    if seconds < 0 {
+        return "0s".to_string();
+    }
+    let s = seconds;
+    if s < 60 * 2 {
+        return format!("{s}s");
+    }
+    let m = s / 60;
+    if m < 10 {
+        let rem = s % 60;
+        return if rem == 0 {
+            format!("{m}m")
+        } else {
+            format!("{m}m{rem}s")
+        };
+    }
+    if m < 60 * 3 {
+        return format!("{m}m");
+    }
+    let h = m / 60;
+    if h < 8 {
+        let rem = m % 60;
+        return if rem == 0 {
+            format!("{h}h")
+        } else {
+            format!("{h}h{rem}m")
+        };
+    }
+    if h < 48 {
+        return format!("{h}h");
+    }
+    if h < 24 * 8 {
+        let d = h / 24;
+        let rem = h % 24;
+        return if rem == 0 {
+            format!("{d}d")
+        } else {
+            format!("{d}d{rem}h")
+        };
+    }
+    if h < 24 * 365 * 2 {
+        return format!("{}d", h / 24);
+    }
+    if h < 24 * 365 * 8 {
+        let y = h / (24 * 365);
+        let dy = (h / 24) % 365;
+        return if dy == 0 {
+            format!("{y}y")
+        } else {
+            format!("{y}y{dy}d")
+        };
+    }
+    format!("{}y", h / (24 * 365))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn human_duration_matches_kubectl() {
+        assert_eq!(age(5), "5s");
+        assert_eq!(age(119), "119s");
+        assert_eq!(age(125), "2m5s");
+        assert_eq!(age(600), "10m");
+        assert_eq!(age(3 * 3600 + 300), "3h5m");
+        assert_eq!(age(10 * 3600), "10h");
+        assert_eq!(age(3 * 86400 + 3600), "3d1h");
+        assert_eq!(age(30 * 86400), "30d");
+        assert_eq!(age(3 * 365 * 86400 + 86400), "3y1d");
+        assert_eq!(age(-1), "0s");
+        assert_eq!(age(-5), "<invalid>");
+    }
+
+    #[test]
+    fn seconds_since_parses_rfc3339() {
+        let now: jiff::Timestamp = "2026-11-30T08:00:00Z".parse().unwrap();
+        assert_eq!(seconds_since("2026-11-30T07:00:00Z", now), Some(3600));
+        assert_eq!(seconds_since("garbage", now), None);
+    }
 
     #[test]
     fn durations_parse_like_kubectl() {

@@ -12,7 +12,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::selector::LabelSelector;
-use super::util::{self, Condition, find_condition, str_at};
+use crate::condition::{self, Condition};
+use crate::json::{self, str_at};
+use crate::text;
 
 /// `cluster.x-k8s.io/cluster-name`: set on a host while a machine uses it.
 pub use crate::labels::CLUSTER_NAME_LABEL;
@@ -150,7 +152,7 @@ impl HostRow {
     /// The AGE cell, kubectl style (`5d`, `3h2m`), or `<unknown>`.
     pub fn age(&self) -> String {
         self.age_seconds
-            .map(util::human_duration)
+            .map(text::age)
             .unwrap_or_else(|| "<unknown>".to_string())
     }
 }
@@ -282,10 +284,10 @@ pub struct Inventory<'a> {
 fn byomachine_ref(host: &Value) -> Option<(&str, &str)> {
     if let Some(name) = str_at(host, &["status", "machineRef", "name"]) {
         let ns = str_at(host, &["status", "machineRef", "namespace"])
-            .unwrap_or_else(|| util::namespace(host));
+            .unwrap_or_else(|| json::namespace(host));
         return Some((ns, name));
     }
-    util::label(host, BYOMACHINE_NAME_LABEL).and_then(|l| l.split_once('.'))
+    json::label(host, BYOMACHINE_NAME_LABEL).and_then(|l| l.split_once('.'))
 }
 
 /// The host name in a `byoh://<host>/<id>` provider ID.
@@ -305,7 +307,7 @@ impl<'a> Inventory<'a> {
         clusters: &'a [Value],
         now: Option<jiff::Timestamp>,
     ) -> Self {
-        let key = |v: &'a Value| (util::namespace(v), util::name(v));
+        let key = |v: &'a Value| (json::namespace(v), json::name(v));
         let mut machines_by_infra = HashMap::with_capacity(machines.len());
         let mut machines_by_host = HashMap::new();
         for m in machines {
@@ -313,7 +315,7 @@ impl<'a> Inventory<'a> {
             if infra_kind == Some("ByoMachine")
                 && let Some(n) = str_at(m, &["spec", "infrastructureRef", "name"])
             {
-                machines_by_infra.insert((util::namespace(m), n), m);
+                machines_by_infra.insert((json::namespace(m), n), m);
             }
             if let Some(h) = str_at(m, &["spec", "providerID"]).and_then(host_from_provider_id) {
                 machines_by_host.insert(h, m);
@@ -339,19 +341,19 @@ impl<'a> Inventory<'a> {
     /// ByoMachine, else the Machine whose providerID names the host.
     pub fn machine_of(&self, host: &Value) -> Option<&'a Value> {
         if let Some(bm) = self.byomachine_of(host) {
-            let ns = util::namespace(bm);
-            if let Some(owner) = util::owner_of_kind(bm, "Machine")
+            let ns = json::namespace(bm);
+            if let Some(owner) = json::owner_of_kind(bm, "Machine")
                 && let Some(m) = self.machines.get(&(ns, owner))
             {
                 return Some(m);
             }
-            if let Some(m) = self.machines_by_infra.get(&(ns, util::name(bm))) {
+            if let Some(m) = self.machines_by_infra.get(&(ns, json::name(bm))) {
                 return Some(m);
             }
         }
         // Only trust the providerID link while the host is still claimed.
-        if byomachine_ref(host).is_some() || util::label(host, CLUSTER_NAME_LABEL).is_some() {
-            return self.machines_by_host.get(util::name(host)).copied();
+        if byomachine_ref(host).is_some() || json::label(host, CLUSTER_NAME_LABEL).is_some() {
+            return self.machines_by_host.get(json::name(host)).copied();
         }
         None
     }
@@ -359,27 +361,27 @@ impl<'a> Inventory<'a> {
     /// The Cluster object of a host, if it exists.
     pub fn cluster_of(&self, host: &Value) -> Option<&'a Value> {
         let m = self.machine_of(host);
-        let name = util::label(host, CLUSTER_NAME_LABEL)
+        let name = json::label(host, CLUSTER_NAME_LABEL)
             .or_else(|| m.and_then(|m| str_at(m, &["spec", "clusterName"])))?;
         let ns = m
-            .map(util::namespace)
+            .map(json::namespace)
             .or_else(|| byomachine_ref(host).map(|(ns, _)| ns))
-            .unwrap_or_else(|| util::namespace(host));
+            .unwrap_or_else(|| json::namespace(host));
         self.clusters.get(&(ns, name)).copied()
     }
 
     /// Derive the state of one host.
     pub fn state(&self, host: &Value) -> HostState {
-        let conds = util::conditions_at(host, &["status", "conditions"]);
+        let conds = condition::conditions_at(host, &["status", "conditions"]);
         let claimed =
-            byomachine_ref(host).is_some() || util::label(host, CLUSTER_NAME_LABEL).is_some();
-        if util::has_annotation(host, UNREGISTERING_ANNOTATION) {
+            byomachine_ref(host).is_some() || json::label(host, CLUSTER_NAME_LABEL).is_some();
+        if json::has_annotation(host, UNREGISTERING_ANNOTATION) {
             return HostState::Releasing;
         }
         if failure(&conds).is_some() {
             return HostState::Failed;
         }
-        if util::has_annotation(host, PAUSED_ANNOTATION) {
+        if json::has_annotation(host, PAUSED_ANNOTATION) {
             return HostState::Paused;
         }
         if !claimed {
@@ -392,7 +394,7 @@ impl<'a> Inventory<'a> {
         {
             return HostState::Releasing;
         }
-        if find_condition(&conds, BOOTSTRAP_CONDITION).is_some_and(Condition::is_true) {
+        if condition::find(&conds, BOOTSTRAP_CONDITION).is_some_and(Condition::is_true) {
             return HostState::Running;
         }
         let has_machine_ref = str_at(host, &["status", "machineRef", "name"]).is_some();
@@ -422,22 +424,22 @@ impl<'a> Inventory<'a> {
         let state = self.state(host);
         let machine = self.machine_of(host);
         let bm = self.byomachine_of(host);
-        let conds = util::conditions_at(host, &["status", "conditions"]);
+        let conds = condition::conditions_at(host, &["status", "conditions"]);
         let s = |v: Option<&str>| v.map(str::to_string);
         let reason_cond = failure(&conds)
             .or_else(|| conds.iter().find(|c| !c.is_true() && c.reason.is_some()))
-            .or_else(|| find_condition(&conds, BOOTSTRAP_CONDITION));
+            .or_else(|| condition::find(&conds, BOOTSTRAP_CONDITION));
         HostRow {
-            name: util::name(host).to_string(),
-            namespace: util::namespace(host).to_string(),
+            name: json::name(host).to_string(),
+            namespace: json::namespace(host).to_string(),
             state,
-            cluster: s(util::label(host, CLUSTER_NAME_LABEL)
+            cluster: s(json::label(host, CLUSTER_NAME_LABEL)
                 .or_else(|| machine.and_then(|m| str_at(m, &["spec", "clusterName"])))),
             byo_machine: byomachine_ref(host).map(|(ns, n)| format!("{ns}/{n}")),
-            machine: machine.map(|m| util::name(m).to_string()),
+            machine: machine.map(|m| json::name(m).to_string()),
             machine_phase: s(machine.and_then(|m| str_at(m, &["status", "phase"]))),
             node: s(machine.and_then(|m| str_at(m, &["status", "nodeRef", "name"]))),
-            version: s(util::annotation(host, K8S_VERSION_ANNOTATION)
+            version: s(json::annotation(host, K8S_VERSION_ANNOTATION)
                 .filter(|v| !v.is_empty())
                 .or_else(|| machine.and_then(|m| str_at(m, &["spec", "version"])))),
             os: s(str_at(host, &["status", "hostinfo", "osname"])),
@@ -446,7 +448,7 @@ impl<'a> Inventory<'a> {
             created: s(str_at(host, &["metadata", "creationTimestamp"])),
             age_seconds: self.now.and_then(|now| {
                 str_at(host, &["metadata", "creationTimestamp"])
-                    .and_then(|t| util::seconds_since(t, now))
+                    .and_then(|t| text::seconds_since(t, now))
             }),
             os_image: s(str_at(host, &["status", "hostinfo", "osimage"])),
             provider_id: s(machine
@@ -454,18 +456,18 @@ impl<'a> Inventory<'a> {
                 .or_else(|| bm.and_then(|b| str_at(b, &["spec", "providerID"])))),
             reason: reason_cond.and_then(|c| c.reason.clone()),
             message: reason_cond.and_then(|c| c.message.clone()),
-            labels: util::labels(host),
+            labels: json::labels(host),
         }
     }
 
     /// Plain-words diagnosis of one host for `hosts describe`.
     pub fn diagnose(&self, host: &Value) -> Diagnosis {
         let row = self.row(host);
-        let conds = util::conditions_at(host, &["status", "conditions"]);
+        let conds = condition::conditions_at(host, &["status", "conditions"]);
         let cluster = row.cluster.clone().unwrap_or_default();
         let mut hints = Vec::new();
         let summary = match row.state {
-            HostState::Releasing if util::has_annotation(host, UNREGISTERING_ANNOTATION) => {
+            HostState::Releasing if json::has_annotation(host, UNREGISTERING_ANNOTATION) => {
                 hints.push(
                     "the agent resets the node, runs the uninstall script and clears machineRef; until then the host cannot be deleted or reused"
                         .to_string(),
@@ -520,8 +522,8 @@ impl<'a> Inventory<'a> {
                 }
             }
             HostState::Provisioning => {
-                let install = find_condition(&conds, INSTALL_CONDITION);
-                let boot = find_condition(&conds, BOOTSTRAP_CONDITION);
+                let install = condition::find(&conds, INSTALL_CONDITION);
+                let boot = condition::find(&conds, BOOTSTRAP_CONDITION);
                 match (install, boot.and_then(|b| b.reason.as_deref())) {
                     (Some(i), _) if i.reason.as_deref() == Some("K8sInstallationSecretUnavailable") => {
                         let bm = self.byomachine_of(host);
@@ -585,20 +587,20 @@ impl<'a> Inventory<'a> {
             .collect();
         let mut out = Vec::new();
         for bm in byomachines {
-            let conds = util::v1beta1_conditions(bm);
-            let waiting = find_condition(&conds, "BYOHostReady").is_some_and(|c| {
+            let conds = condition::legacy_conditions(bm);
+            let waiting = condition::find(&conds, "BYOHostReady").is_some_and(|c| {
                 !c.is_true() && c.reason.as_deref() == Some("BYOHostsUnavailable")
             });
             if !waiting {
                 continue;
             }
             let sel = match LabelSelector::from_json(
-                util::at(bm, &["spec", "selector"]).unwrap_or(&Value::Null),
+                json::at(bm, &["spec", "selector"]).unwrap_or(&Value::Null),
             ) {
                 Ok(s) => s,
                 Err(e) => {
                     out.push(PendingMachine {
-                        byo_machine: format!("{}/{}", util::namespace(bm), util::name(bm)),
+                        byo_machine: format!("{}/{}", json::namespace(bm), json::name(bm)),
                         selector: String::new(),
                         matching_free_hosts: 0,
                         message: format!("its host selector is invalid: {e}"),
@@ -620,7 +622,7 @@ impl<'a> Inventory<'a> {
                 )
             };
             out.push(PendingMachine {
-                byo_machine: format!("{}/{}", util::namespace(bm), util::name(bm)),
+                byo_machine: format!("{}/{}", json::namespace(bm), json::name(bm)),
                 selector: sel.to_string(),
                 matching_free_hosts: n,
                 message,
@@ -644,8 +646,8 @@ fn installation_secret_wait(byomachine: Option<&Value>) -> (String, Option<Strin
     let Some(bm) = byomachine.filter(|b| b.get("spec").is_some()) else {
         return generic;
     };
-    let (ns, name) = (util::namespace(bm), util::name(bm));
-    let Some(r) = util::at(bm, &["spec", "installerRef"]).filter(|r| !r.is_null()) else {
+    let (ns, name) = (json::namespace(bm), json::name(bm));
+    let Some(r) = json::at(bm, &["spec", "installerRef"]).filter(|r| !r.is_null()) else {
         return (
             format!(
                 "provisioning: the agent waits for an installation secret, but ByoMachine {ns}/{name} has no installerRef, so BYOH makes no K8sInstallerConfig"
@@ -679,7 +681,7 @@ fn installation_secret_wait(byomachine: Option<&Value>) -> (String, Option<Strin
 /// over from an earlier claim.
 fn agent_started(conds: &[Condition]) -> bool {
     [BOOTSTRAP_CONDITION, INSTALL_CONDITION].iter().any(|t| {
-        find_condition(conds, t).is_some_and(|c| {
+        condition::find(conds, t).is_some_and(|c| {
             c.is_true()
                 || !matches!(
                     c.reason.as_deref(),
@@ -701,7 +703,7 @@ fn failure(conds: &[Condition]) -> Option<&Condition> {
 
 /// The first IP of the default interface (else of the first interface with an address), without `/prefix`.
 pub fn default_ip(host: &Value) -> Option<String> {
-    let nets = util::at(host, &["status", "network"])?.as_array()?;
+    let nets = json::at(host, &["status", "network"])?.as_array()?;
     let first_ip = |n: &Value| {
         n.get("ipAddrs")
             .and_then(Value::as_array)
@@ -727,7 +729,7 @@ pub struct Interface {
 
 /// Read `status.network`.
 pub fn interfaces(host: &Value) -> Vec<Interface> {
-    util::at(host, &["status", "network"])
+    json::at(host, &["status", "network"])
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()

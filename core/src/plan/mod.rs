@@ -13,8 +13,6 @@ pub mod tree;
 pub mod upgrade;
 pub mod workers;
 
-pub mod util;
-
 use serde::Serialize;
 use serde_json::Value;
 

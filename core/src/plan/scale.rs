@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 
 use super::hosts::{HostState, Inventory};
 use super::selector::LabelSelector;
-use super::util::{self, at, i64_at, str_at};
 use super::{ClusterObjects, FieldChange, Finding, ObjectPatch};
+use crate::json::{self, at, i64_at, str_at};
 
 /// Label on generated MachineDeployments naming their topology entry.
 pub const TOPOLOGY_DEPLOYMENT_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
@@ -251,16 +251,16 @@ fn api_version(v: &Value, fallback: &str) -> String {
 }
 
 fn kind_name(v: &Value) -> String {
-    format!("{}/{}", util::kind(v), util::name(v))
+    format!("{}/{}", json::kind(v), json::name(v))
 }
 
 /// Find the infra template by kind and name in the cluster's namespace.
 pub fn find_template<'a>(objs: &ClusterObjects<'a>, kind: &str, name: &str) -> Option<&'a Value> {
-    let ns = util::namespace(objs.cluster);
+    let ns = json::namespace(objs.cluster);
     objs.infra_templates.iter().find(|t| {
-        util::kind(t) == kind
-            && util::name(t) == name
-            && (util::namespace(t) == ns || util::namespace(t).is_empty())
+        json::kind(t) == kind
+            && json::name(t) == name
+            && (json::namespace(t) == ns || json::namespace(t).is_empty())
     })
 }
 
@@ -269,7 +269,7 @@ fn pick_deployment<'a>(
     objs: &ClusterObjects<'a>,
     wanted: Option<&str>,
 ) -> Result<(Option<usize>, Option<&'a Value>), ScaleError> {
-    let cluster = util::name(objs.cluster).to_string();
+    let cluster = json::name(objs.cluster).to_string();
     let topo: Vec<&str> = at(
         objs.cluster,
         &["spec", "topology", "workers", "machineDeployments"],
@@ -285,7 +285,7 @@ fn pick_deployment<'a>(
     let md_for_topo = |tname: &str| {
         objs.machine_deployments
             .iter()
-            .find(|m| util::label(m, TOPOLOGY_DEPLOYMENT_LABEL) == Some(tname))
+            .find(|m| json::label(m, TOPOLOGY_DEPLOYMENT_LABEL) == Some(tname))
     };
     if is_topology {
         let idx = match wanted {
@@ -293,8 +293,8 @@ fn pick_deployment<'a>(
                 // an MD object name also selects its topology entry
                 objs.machine_deployments
                     .iter()
-                    .find(|m| util::name(m) == w)
-                    .and_then(|m| util::label(m, TOPOLOGY_DEPLOYMENT_LABEL))
+                    .find(|m| json::name(m) == w)
+                    .and_then(|m| json::label(m, TOPOLOGY_DEPLOYMENT_LABEL))
                     .and_then(|t| topo.iter().position(|x| *x == t))
             }),
             None if topo.len() == 1 => Some(0),
@@ -318,11 +318,11 @@ fn pick_deployment<'a>(
     }
     let mds = objs.machine_deployments;
     let md = match wanted {
-        Some(w) => mds.iter().find(|m| util::name(m) == w).ok_or_else(|| {
+        Some(w) => mds.iter().find(|m| json::name(m) == w).ok_or_else(|| {
             ScaleError::UnknownDeployment {
                 cluster: cluster.clone(),
                 name: w.to_string(),
-                available: mds.iter().map(util::name).collect::<Vec<_>>().join(", "),
+                available: mds.iter().map(json::name).collect::<Vec<_>>().join(", "),
             }
         })?,
         None => match mds {
@@ -332,7 +332,7 @@ fn pick_deployment<'a>(
                 return Err(ScaleError::AmbiguousDeployment {
                     cluster,
                     count: mds.len(),
-                    names: mds.iter().map(util::name).collect::<Vec<_>>().join(", "),
+                    names: mds.iter().map(json::name).collect::<Vec<_>>().join(", "),
                 });
             }
         },
@@ -396,8 +396,8 @@ pub fn plan_scale(
         }
     }
     let cluster = objs.cluster;
-    let cname = util::name(cluster).to_string();
-    let ns = util::namespace(cluster).to_string();
+    let cname = json::name(cluster).to_string();
+    let ns = json::namespace(cluster).to_string();
     let topology = at(cluster, &["spec", "topology"]).filter(|t| !t.is_null());
     let mut plan = ScalePlan {
         cluster: cname.clone(),
@@ -408,8 +408,8 @@ pub fn plan_scale(
 
     if let Some(n) = req.control_plane {
         let cp = objs.control_plane;
-        let kind = cp.map(util::kind).unwrap_or("");
-        let cp_name = cp.map(util::name).unwrap_or("");
+        let kind = cp.map(json::kind).unwrap_or("");
+        let cp_name = cp.map(json::name).unwrap_or("");
         if topology.is_none() && cp.is_none() {
             return Err(ScaleError::NoControlPlane(cname));
         }
@@ -589,9 +589,9 @@ fn replicas_patch(obj: &Value, from: Option<i64>, n: i64, scale_subresource: boo
     let path = "/spec/replicas";
     ObjectPatch {
         api_version: api_version(obj, ""),
-        kind: util::kind(obj).to_string(),
-        namespace: util::namespace(obj).to_string(),
-        name: util::name(obj).to_string(),
+        kind: json::kind(obj).to_string(),
+        namespace: json::namespace(obj).to_string(),
+        name: json::name(obj).to_string(),
         subresource: scale_subresource.then(|| "scale".to_string()),
         changes: vec![FieldChange {
             path: path.into(),

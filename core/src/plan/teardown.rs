@@ -10,7 +10,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::hosts::{CLUSTER_NAME_LABEL, HostState, Inventory};
-use super::util::{self, at, str_at};
+use crate::json::{self, at, str_at};
+use crate::text;
 
 /// Lifetime of the bootstrap token in a BootstrapKubeconfig (generated once, at creation).
 pub const BOOTSTRAP_TOKEN_TTL_SECONDS: i64 = 30 * 60;
@@ -64,18 +65,18 @@ pub fn preview(
     machines: &[Value],
     inventory: Option<&Inventory<'_>>,
 ) -> DeletePreview {
-    let name = util::name(cluster).to_string();
-    let ns = util::namespace(cluster).to_string();
+    let name = json::name(cluster).to_string();
+    let ns = json::namespace(cluster).to_string();
     let mut mds: Vec<String> = machine_deployments
         .iter()
-        .map(|m| util::name(m).to_string())
+        .map(|m| json::name(m).to_string())
         .collect();
     mds.sort();
     let mut ms: Vec<MachineToDelete> = machines
         .iter()
         .map(|m| MachineToDelete {
-            name: util::name(m).to_string(),
-            role: if util::label(m, "cluster.x-k8s.io/control-plane").is_some() {
+            name: json::name(m).to_string(),
+            role: if json::label(m, "cluster.x-k8s.io/control-plane").is_some() {
                 "control-plane"
             } else {
                 "worker"
@@ -190,9 +191,9 @@ pub fn progress(
     let mut rem: Vec<StuckObject> = remaining
         .iter()
         .map(|o| StuckObject {
-            kind: util::kind(o).to_string(),
-            namespace: util::namespace(o).to_string(),
-            name: util::name(o).to_string(),
+            kind: json::kind(o).to_string(),
+            namespace: json::namespace(o).to_string(),
+            name: json::name(o).to_string(),
             finalizers: at(o, &["metadata", "finalizers"])
                 .and_then(Value::as_array)
                 .map(|a| {
@@ -203,7 +204,7 @@ pub fn progress(
                 })
                 .unwrap_or_default(),
             deleting_for_seconds: str_at(o, &["metadata", "deletionTimestamp"])
-                .and_then(|t| now.and_then(|n| util::seconds_since(t, n))),
+                .and_then(|t| now.and_then(|n| text::seconds_since(t, n))),
         })
         .collect();
     rem.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
@@ -213,13 +214,13 @@ pub fn progress(
             .filter(|h| {
                 let st = inv.state(h);
                 st == HostState::Releasing
-                    && util::label(h, CLUSTER_NAME_LABEL).is_none_or(|c| c == cluster_name)
+                    && json::label(h, CLUSTER_NAME_LABEL).is_none_or(|c| c == cluster_name)
                     || (st != HostState::Available
-                        && util::label(h, CLUSTER_NAME_LABEL) == Some(cluster_name))
+                        && json::label(h, CLUSTER_NAME_LABEL) == Some(cluster_name))
             })
             .map(|h| ReleasingHost {
-                name: util::name(h).to_string(),
-                namespace: util::namespace(h).to_string(),
+                name: json::name(h).to_string(),
+                namespace: json::namespace(h).to_string(),
                 diagnosis: inv.diagnose(h).summary,
             })
             .collect(),
@@ -251,15 +252,15 @@ pub fn unused_bootstrap_kubeconfigs(
     hosts: &[Value],
     now: Option<jiff::Timestamp>,
 ) -> Vec<UnusedBootstrapKubeconfig> {
-    let host_names: std::collections::HashSet<&str> = hosts.iter().map(util::name).collect();
+    let host_names: std::collections::HashSet<&str> = hosts.iter().map(json::name).collect();
     let mut out = Vec::new();
     for b in bootstrap_kubeconfigs {
-        let name = util::name(b);
+        let name = json::name(b);
         let registered = host_names
             .iter()
             .find(|h| name == **h || name.ends_with(&format!("-{h}")));
         let age = now.and_then(|n| {
-            str_at(b, &["metadata", "creationTimestamp"]).and_then(|t| util::seconds_since(t, n))
+            str_at(b, &["metadata", "creationTimestamp"]).and_then(|t| text::seconds_since(t, n))
         });
         let reason = if let Some(h) = registered {
             Some(format!("host {h} has registered"))
@@ -270,7 +271,7 @@ pub fn unused_bootstrap_kubeconfigs(
         };
         if let Some(reason) = reason {
             out.push(UnusedBootstrapKubeconfig {
-                namespace: util::namespace(b).to_string(),
+                namespace: json::namespace(b).to_string(),
                 name: name.to_string(),
                 reason,
             });
@@ -303,12 +304,12 @@ pub fn templates_in_use(
         }
     };
     for md in machine_deployments {
-        let of_cluster = util::label(md, CLUSTER_NAME_LABEL) == Some(cluster)
+        let of_cluster = json::label(md, CLUSTER_NAME_LABEL) == Some(cluster)
             || str_at(md, &["spec", "clusterName"]) == Some(cluster);
         if of_cluster {
             continue;
         }
-        let user = format!("MachineDeployment {}", util::name(md));
+        let user = format!("MachineDeployment {}", json::name(md));
         used(fields::template_infrastructure_ref(md), user.clone());
         used(
             fields::object_ref(md, &["spec", "template", "spec", "bootstrap", "configRef"]),
@@ -316,7 +317,7 @@ pub fn templates_in_use(
         );
     }
     for t in machine_templates {
-        let me = (util::kind(t).to_string(), util::name(t).to_string());
+        let me = (json::kind(t).to_string(), json::name(t).to_string());
         if doomed.contains(&me) {
             continue;
         }

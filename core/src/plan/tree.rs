@@ -23,18 +23,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::hosts::host_from_provider_id;
-use super::util::{self, Condition, at, find_condition, i64_at, str_at};
-
-/// Condition types whose True status is bad (clusterctl's negative polarity set).
-pub const NEGATIVE_POLARITY: [&str; 7] = [
-    "Paused",
-    "Deleting",
-    "RollingOut",
-    "ScalingUp",
-    "ScalingDown",
-    "Updating",
-    "Remediating",
-];
+use crate::condition::{self, Condition};
+use crate::json::{self, at, i64_at, str_at};
+use crate::text;
 
 /// Which columns and condition set a tree uses.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -176,9 +167,9 @@ impl ConditionView {
             since_seconds: now.and_then(|n| {
                 c.last_transition_time
                     .as_deref()
-                    .and_then(|t| util::seconds_since(t, n))
+                    .and_then(|t| text::seconds_since(t, n))
             }),
-            negative_polarity: NEGATIVE_POLARITY.contains(&c.type_.as_str()),
+            negative_polarity: c.is_negative_polarity(),
         }
     }
 
@@ -317,8 +308,8 @@ pub fn build_tree(input: TreeInput<'_>, opts: &TreeOptions) -> Result<ObjectTree
     for h in input.byo_hosts {
         if let Some(n) = str_at(h, &["status", "machineRef", "name"]) {
             let ns = str_at(h, &["status", "machineRef", "namespace"])
-                .unwrap_or_else(|| util::namespace(h));
-            hosts_by_byomachine.insert((ns, n), util::name(h));
+                .unwrap_or_else(|| json::namespace(h));
+            hosts_by_byomachine.insert((ns, n), json::name(h));
         }
     }
     let b = Builder {
@@ -327,12 +318,12 @@ pub fn build_tree(input: TreeInput<'_>, opts: &TreeOptions) -> Result<ObjectTree
         infra_machines: input
             .infrastructure_machines
             .iter()
-            .map(|v| ((util::kind(v), util::name(v)), v))
+            .map(|v| ((json::kind(v), json::name(v)), v))
             .collect(),
         bootstrap: input
             .bootstrap_configs
             .iter()
-            .map(|v| ((util::kind(v), util::name(v)), v))
+            .map(|v| ((json::kind(v), json::name(v)), v))
             .collect(),
         hosts_by_byomachine,
     };
@@ -343,7 +334,7 @@ pub fn build_tree(input: TreeInput<'_>, opts: &TreeOptions) -> Result<ObjectTree
 }
 
 fn is_cp_machine(m: &Value) -> bool {
-    util::label(m, "cluster.x-k8s.io/control-plane").is_some()
+    json::label(m, "cluster.x-k8s.io/control-plane").is_some()
 }
 
 impl<'a> Builder<'a> {
@@ -357,15 +348,15 @@ impl<'a> Builder<'a> {
 
     /// The v1beta2 conditions of an object.
     fn conds(&self, v: &Value) -> Vec<Condition> {
-        util::conditions(v)
+        condition::conditions(v)
     }
 
     fn v1beta1_ready(&self, v: &Value) -> Option<Condition> {
-        find_condition(&util::v1beta1_conditions(v), "Ready").cloned()
+        condition::find(&condition::legacy_conditions(v), "Ready").cloned()
     }
 
     fn cond(&self, v: &Value, t: &str) -> Option<Condition> {
-        find_condition(&self.conds(v), t).cloned()
+        condition::find(&self.conds(v), t).cloned()
     }
 
     fn group_key(&self, v: &Value) -> GroupKey {
@@ -398,9 +389,9 @@ impl<'a> Builder<'a> {
         counters: Option<Counters>,
         version: Option<String>,
     ) -> TreeNode {
-        let kind = util::kind(v).to_string();
-        let name = util::name(v).to_string();
-        let namespace = util::namespace(v).to_string();
+        let kind = json::kind(v).to_string();
+        let name = json::name(v).to_string();
+        let namespace = json::namespace(v).to_string();
         let status = if self.v1beta1() {
             self.v1beta1_ready(v)
         } else {
@@ -409,7 +400,7 @@ impl<'a> Builder<'a> {
         .map(|c| ConditionView::new(&c, self.now()));
         let filter = self.opts.filter_for(&kind, &name);
         let all: Vec<Condition> = if self.v1beta1() {
-            util::v1beta1_conditions(v)
+            condition::legacy_conditions(v)
         } else {
             self.conds(v)
         };
@@ -464,7 +455,7 @@ impl<'a> Builder<'a> {
         TreeNode {
             kind: kind.into(),
             name: name.into(),
-            namespace: util::namespace(self.input.cluster).to_string(),
+            namespace: json::namespace(self.input.cluster).to_string(),
             meta_name: None,
             display_name: name.into(),
             version: None,
@@ -535,9 +526,9 @@ impl<'a> Builder<'a> {
 
         let mut workers = self.virtual_node("WorkerGroup", "Workers");
         let mut mds: Vec<&Value> = self.input.machine_deployments.iter().collect();
-        mds.sort_by_key(|m| util::name(m));
+        mds.sort_by_key(|m| json::name(m));
         for md in mds {
-            let md_name = util::name(md);
+            let md_name = json::name(md);
             let mut md_node = self.node(
                 md,
                 None,
@@ -549,16 +540,16 @@ impl<'a> Builder<'a> {
                 .input
                 .machine_sets
                 .iter()
-                .filter(|ms| util::owner_of_kind(ms, "MachineDeployment") == Some(md_name))
+                .filter(|ms| json::owner_of_kind(ms, "MachineDeployment") == Some(md_name))
                 .collect();
-            sets.sort_by_key(|m| util::name(m));
+            sets.sort_by_key(|m| json::name(m));
             let mut direct: Vec<usize> = vec![];
             for ms in sets {
-                let ms_name = util::name(ms);
+                let ms_name = json::name(ms);
                 let owned: Vec<usize> = (0..machines.len())
                     .filter(|&i| {
                         !placed[i]
-                            && util::owner_of_kind(&machines[i], "MachineSet") == Some(ms_name)
+                            && json::owner_of_kind(&machines[i], "MachineSet") == Some(ms_name)
                     })
                     .collect();
                 for &i in &owned {
@@ -588,9 +579,9 @@ impl<'a> Builder<'a> {
             workers.children.push(md_node);
         }
         let mut pools: Vec<&Value> = self.input.machine_pools.iter().collect();
-        pools.sort_by_key(|m| util::name(m));
+        pools.sort_by_key(|m| json::name(m));
         for mp in pools {
-            let mp_name = util::name(mp);
+            let mp_name = json::name(mp);
             let mut mp_node = self.node(
                 mp,
                 None,
@@ -600,7 +591,7 @@ impl<'a> Builder<'a> {
             );
             let owned: Vec<usize> = (0..machines.len())
                 .filter(|&i| {
-                    !placed[i] && util::owner_of_kind(&machines[i], "MachinePool") == Some(mp_name)
+                    !placed[i] && json::owner_of_kind(&machines[i], "MachinePool") == Some(mp_name)
                 })
                 .collect();
             for &i in &owned {
@@ -644,7 +635,7 @@ impl<'a> Builder<'a> {
             Some(counters.clone()),
             version,
         );
-        if util::kind(cp) == "KamajiControlPlane" {
+        if json::kind(cp) == "KamajiControlPlane" {
             node.control_plane_pods = Some(counters);
         }
         node
@@ -700,7 +691,7 @@ impl<'a> Builder<'a> {
             return Some(h.to_string());
         }
         self.hosts_by_byomachine
-            .get(&(util::namespace(m), name))
+            .get(&(json::namespace(m), name))
             .map(|h| h.to_string())
     }
 
@@ -708,7 +699,7 @@ impl<'a> Builder<'a> {
         let conds = self.conds(m);
         let one = |t: &str| {
             Some(i64::from(
-                find_condition(&conds, t).is_some_and(Condition::is_true),
+                condition::find(&conds, t).is_some_and(Condition::is_true),
             ))
         };
         let counters = Counters {
@@ -780,7 +771,7 @@ impl<'a> Builder<'a> {
         let first = &machines[members[0]];
         let mut items: Vec<String> = members
             .iter()
-            .map(|&i| util::name(&machines[i]).to_string())
+            .map(|&i| json::name(&machines[i]).to_string())
             .collect();
         items.sort();
         let mut hosts: Vec<String> = members

@@ -27,8 +27,8 @@ use super::scale::{
     kcp_max_surge,
 };
 use super::selector::LabelSelector;
-use super::util::{self, at, i64_at, str_at};
 use super::{ClusterObjects, FieldChange, Finding, ObjectPatch, Severity};
+use crate::json::{self, at, i64_at, str_at};
 
 /// The largest number of minors a kubelet may trail the API server (KEP-3935, Kubernetes ≥ 1.28).
 pub const MAX_KUBELET_SKEW: u64 = 3;
@@ -146,7 +146,7 @@ pub struct Observed {
 }
 
 fn key(v: &Value) -> String {
-    format!("{}/{}", util::kind(v), util::name(v))
+    format!("{}/{}", json::kind(v), json::name(v))
 }
 
 fn min_version<'a>(it: impl Iterator<Item = &'a str>) -> Option<Version> {
@@ -165,12 +165,12 @@ impl Observed {
             }
         }
         if let Some(cp) = objs.control_plane {
-            let cp_name = util::name(cp);
+            let cp_name = json::name(cp);
             let from_machines = min_version(
                 machines
                     .iter()
                     .filter(|m| {
-                        util::label(m, "cluster.x-k8s.io/control-plane-name") == Some(cp_name)
+                        json::label(m, "cluster.x-k8s.io/control-plane-name") == Some(cp_name)
                     })
                     .filter_map(|m| str_at(m, &["spec", "version"])),
             );
@@ -182,11 +182,11 @@ impl Observed {
             );
         }
         for md in objs.machine_deployments {
-            let name = util::name(md);
+            let name = json::name(md);
             let from_machines = min_version(
                 machines
                     .iter()
-                    .filter(|m| util::label(m, "cluster.x-k8s.io/deployment-name") == Some(name))
+                    .filter(|m| json::label(m, "cluster.x-k8s.io/deployment-name") == Some(name))
                     .filter_map(|m| str_at(m, &["spec", "version"])),
             );
             let from_status = min_version(
@@ -360,7 +360,7 @@ pub fn plan_upgrade(
     }
     let to = parse_version(&req.to)?;
     let cluster = objs.cluster;
-    let cname = util::name(cluster).to_string();
+    let cname = json::name(cluster).to_string();
     let topology = at(cluster, &["spec", "topology"]).filter(|t| !t.is_null());
     if topology.is_some() && (req.control_plane_only || req.workers_only) {
         return Err(UpgradeError::ScopeWithTopology(cname));
@@ -381,7 +381,7 @@ pub fn plan_upgrade(
         let obs = observed.get(&key(obj));
         [spec, obs].into_iter().flatten().min()
     };
-    let cp_kind = match objs.control_plane.map(util::kind) {
+    let cp_kind = match objs.control_plane.map(json::kind) {
         Some("KubeadmControlPlane") => CpKind::Kubeadm,
         Some("KamajiControlPlane") => CpKind::Kamaji,
         _ => CpKind::Other,
@@ -584,7 +584,7 @@ pub fn plan_upgrade(
         || objs
             .infra_templates
             .iter()
-            .any(|t| util::kind(t) == "ByoMachineTemplate");
+            .any(|t| json::kind(t) == "ByoMachineTemplate");
     if is_byoh && !p.steps.is_empty() {
         let mut vs: Vec<&str> = p.steps.iter().map(|s| s.to_version.as_str()).collect();
         vs.dedup();
@@ -600,7 +600,7 @@ pub fn plan_upgrade(
     }
     Ok(UpgradePlan {
         cluster: cname,
-        namespace: util::namespace(cluster).to_string(),
+        namespace: json::namespace(cluster).to_string(),
         from_version: format_version(&cp_version),
         to_version: format_version(&to),
         path: path_strings,
@@ -744,7 +744,7 @@ pub fn clone_template(
     if changes.is_empty() && mode == CloneTemplates::Auto {
         return None;
     }
-    let source_name = util::name(template).to_string();
+    let source_name = json::name(template).to_string();
     let mut new_name = replace_version(&source_name, from, to);
     if new_name == source_name {
         new_name = format!("{source_name}-v{}-{}-{}", to.major, to.minor, to.patch);
@@ -775,12 +775,12 @@ pub fn clone_template(
     }
     let object = json!({
         "apiVersion": template.get("apiVersion").cloned().unwrap_or(Value::Null),
-        "kind": util::kind(template),
+        "kind": json::kind(template),
         "metadata": meta,
         "spec": spec,
     });
     Some(TemplateClone {
-        kind: util::kind(template).to_string(),
+        kind: json::kind(template).to_string(),
         source_name,
         new_name,
         object,
@@ -857,7 +857,7 @@ impl Planner<'_, '_> {
                     if let Some(c) = clone_template(&tpl, from, to, self.req.clone_templates) {
                         changes.push(FieldChange {
                             path: infra_name_path.to_string(),
-                            from: json!(util::name(&tpl)),
+                            from: json!(json::name(&tpl)),
                             to: json!(c.new_name),
                         });
                         ops.push(
@@ -882,9 +882,9 @@ impl Planner<'_, '_> {
         }
         let patch = ObjectPatch {
             api_version: str_at(obj, &["apiVersion"]).unwrap_or("").to_string(),
-            kind: util::kind(obj).to_string(),
-            namespace: util::namespace(obj).to_string(),
-            name: util::name(obj).to_string(),
+            kind: json::kind(obj).to_string(),
+            namespace: json::namespace(obj).to_string(),
+            name: json::name(obj).to_string(),
             subresource: None,
             changes,
             json_patch: Value::Array(ops),
@@ -999,8 +999,8 @@ impl Planner<'_, '_> {
         } else {
             st.max_surge.clamp(0, replicas) as usize
         };
-        let name = util::name(md).to_string();
-        let cluster = util::name(self.objs.cluster).to_string();
+        let name = json::name(md).to_string();
+        let cluster = json::name(self.objs.cluster).to_string();
         self.spare_check(md, infra, needed, |needed, available, sel| {
             let short = (needed - available) as i64;
             vec![
@@ -1065,7 +1065,7 @@ impl Planner<'_, '_> {
         for to in path {
             let mut spare = vec![];
             if let Some(cp) = self.objs.control_plane
-                && util::kind(cp) == "KubeadmControlPlane"
+                && json::kind(cp) == "KubeadmControlPlane"
                 && let Some(c) = self.spare_check(
                     cp,
                     control_plane_infra_ref(cp),
@@ -1091,8 +1091,8 @@ impl Planner<'_, '_> {
                     .unwrap_or("cluster.x-k8s.io/v1beta2")
                     .to_string(),
                 kind: "Cluster".into(),
-                namespace: util::namespace(cluster).to_string(),
-                name: util::name(cluster).to_string(),
+                namespace: json::namespace(cluster).to_string(),
+                name: json::name(cluster).to_string(),
                 subresource: None,
                 changes: vec![FieldChange {
                     path: path_ptr.into(),
@@ -1115,7 +1115,7 @@ impl Planner<'_, '_> {
                 spare_hosts: spare,
                 wait_for: format!(
                     "Cluster {}: control plane, then every MachineDeployment at {}, ready and up to date",
-                    util::name(cluster),
+                    json::name(cluster),
                     format_version(to)
                 ),
             });

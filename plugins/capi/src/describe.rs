@@ -16,7 +16,6 @@ use shared::error::Error;
 use shared::plan::tree::{
     ConditionView, Layout, ObjectTree, TreeInput, TreeNode, TreeOptions, build_tree,
 };
-use shared::plan::util;
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
 use crate::fleet;
@@ -62,9 +61,7 @@ pub struct Description {
 }
 
 fn since(c: &ConditionView) -> String {
-    c.since_seconds
-        .map(util::human_duration)
-        .unwrap_or_default()
+    c.since_seconds.map(kcore::text::age).unwrap_or_default()
 }
 
 fn status_cell(c: &ConditionView) -> Cell {

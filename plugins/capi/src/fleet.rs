@@ -131,9 +131,9 @@ pub fn machines_from_owners(byomachines: &[Value]) -> Vec<Value> {
     byomachines
         .iter()
         .filter_map(|bm| {
-            let owner = shared::plan::util::owner_of_kind(bm, "Machine")?;
+            let owner = kcore::json::owner_of_kind(bm, "Machine")?;
             Some(serde_json::json!({"kind": "Machine", "metadata": {
-                "name": owner, "namespace": shared::plan::util::namespace(bm)}}))
+                "name": owner, "namespace": kcore::json::namespace(bm)}}))
         })
         .collect()
 }
@@ -169,15 +169,15 @@ pub fn now() -> jiff::Timestamp {
 /// `5m`, `3d`: the AGE column, or `<unknown>`.
 pub fn age(seconds: Option<i64>) -> String {
     match seconds {
-        Some(s) => shared::plan::util::human_duration(s),
+        Some(s) => kcore::text::age(s),
         None => "<unknown>".into(),
     }
 }
 
 /// The age of an object at `now`.
 pub fn age_of(obj: &Value, now: jiff::Timestamp) -> Option<i64> {
-    shared::plan::util::str_at(obj, &["metadata", "creationTimestamp"])
-        .and_then(|t| shared::plan::util::seconds_since(t, now))
+    kcore::json::str_at(obj, &["metadata", "creationTimestamp"])
+        .and_then(|t| kcore::text::seconds_since(t, now))
 }
 
 /// `<none>` for empty cells, as kubectl prints them.

@@ -3,6 +3,8 @@
 
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{KubeFlags, OutputFlags};
+use kcore::condition::Condition;
+use kcore::json;
 use serde::Serialize;
 use serde_json::Value;
 use shared::discovery::ServerApis;
@@ -11,7 +13,6 @@ use shared::plan::hosts::{
     Diagnosis, HostFilter, HostRow, HostState, HostSummary, Interface, Inventory, PendingMachine,
 };
 use shared::plan::selector::LabelSelector;
-use shared::plan::util::{self, Condition};
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
 use crate::fleet;
@@ -378,7 +379,7 @@ impl Render for HostDescription {
                 let age = e
                     .last_seen
                     .as_deref()
-                    .and_then(|t| util::seconds_since(t, now));
+                    .and_then(|t| kcore::text::seconds_since(t, now));
                 let age = match (age, e.count) {
                     (a, n) if n > 1 => format!("{} (x{n})", fleet::age(a)),
                     (a, _) => fleet::age(a),
@@ -447,12 +448,12 @@ async fn describe(args: &DescribeArgs) -> Result<(), Error> {
     let matching: Vec<&Value> = lists
         .hosts
         .iter()
-        .filter(|h| util::name(h) == args.host)
+        .filter(|h| json::name(h) == args.host)
         .collect();
     let host = match matching.as_slice() {
         [one] => *one,
         [] => {
-            let names = lists.hosts.iter().map(util::name);
+            let names = lists.hosts.iter().map(json::name);
             return Err(Error::NotFound {
                 kind: "ByoHost".into(),
                 name: args.host.clone(),
@@ -461,7 +462,7 @@ async fn describe(args: &DescribeArgs) -> Result<(), Error> {
             });
         }
         many => {
-            let nss: Vec<&str> = many.iter().map(|h| util::namespace(h)).collect();
+            let nss: Vec<&str> = many.iter().map(|h| json::namespace(h)).collect();
             return Err(Error::Usage {
                 message: format!(
                     "ByoHost \"{}\" exists in several namespaces: {}",
@@ -487,10 +488,10 @@ async fn describe(args: &DescribeArgs) -> Result<(), Error> {
     let chain = Chain {
         byo_machine: row.byo_machine.clone(),
         byo_machine_exists: bm.is_some(),
-        byo_machine_ready: bm.and_then(|b| util::bool_at(b, &["status", "ready"])),
+        byo_machine_ready: bm.and_then(|b| json::bool_at(b, &["status", "ready"])),
         machine: row.machine.clone(),
         machine_phase: machine
-            .and_then(|m| util::str_at(m, &["status", "phase"]).map(str::to_string)),
+            .and_then(|m| json::str_at(m, &["status", "phase"]).map(str::to_string)),
         node: row.node.clone(),
         cluster: row.cluster.clone(),
         cluster_exists: cluster.is_some(),
@@ -501,17 +502,17 @@ async fn describe(args: &DescribeArgs) -> Result<(), Error> {
     } else {
         Vec::new()
     };
-    let events = host_events(&conn, util::namespace(host), &args.host).await;
+    let events = host_events(&conn, json::namespace(host), &args.host).await;
     let desc = HostDescription {
         name: row.name.clone(),
         namespace: row.namespace.clone(),
         state: row.state,
         diagnosis,
         chain,
-        conditions: util::conditions_at(host, &["status", "conditions"]),
+        conditions: kcore::condition::conditions_at(host, &["status", "conditions"]),
         interfaces: shared::plan::hosts::interfaces(host),
         labels: row.labels.clone(),
-        annotations: string_map(util::at(host, &["metadata", "annotations"])),
+        annotations: string_map(json::at(host, &["metadata", "annotations"])),
         events,
         pending_machines,
         host: row,
@@ -542,7 +543,7 @@ async fn host_events(conn: &Conn, namespace: &str, host: &str) -> Vec<EventRow> 
     let mut events: Vec<EventRow> = items
         .iter()
         .map(|e| {
-            let s = |p: &[&str]| util::str_at(e, p).map(str::to_string);
+            let s = |p: &[&str]| json::str_at(e, p).map(str::to_string);
             EventRow {
                 type_: s(&["type"]).unwrap_or_default(),
                 reason: s(&["reason"]).unwrap_or_default(),
@@ -550,7 +551,7 @@ async fn host_events(conn: &Conn, namespace: &str, host: &str) -> Vec<EventRow> 
                 source: s(&["source", "component"])
                     .or_else(|| s(&["reportingComponent"]))
                     .unwrap_or_default(),
-                count: util::i64_at(e, &["count"]).unwrap_or(1),
+                count: json::i64_at(e, &["count"]).unwrap_or(1),
                 last_seen: s(&["lastTimestamp"])
                     .or_else(|| s(&["eventTime"]))
                     .or_else(|| s(&["metadata", "creationTimestamp"])),

@@ -4,13 +4,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags, OutputFormat};
+use kcore::json;
 use kube::api::ListParams;
 use serde::Serialize;
 use serde_json::Value;
 use shared::discovery::ServerApis;
 use shared::discovery::fields::{self, Replicas};
 use shared::error::Error;
-use shared::plan::util;
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
 use crate::fleet;
@@ -152,8 +152,8 @@ pub fn row(
     deployments: &[Value],
     now: jiff::Timestamp,
 ) -> ClusterRow {
-    let ns = util::namespace(c);
-    let name = util::name(c);
+    let ns = json::namespace(c);
+    let name = json::name(c);
     let cp_ref = fields::cluster_control_plane_ref(c);
     let cp = cp_ref
         .as_ref()
@@ -164,7 +164,7 @@ pub fn row(
         let mds: Vec<&Value> = deployments
             .iter()
             .filter(|d| {
-                util::namespace(d) == ns && util::str_at(d, &["spec", "clusterName"]) == Some(name)
+                json::namespace(d) == ns && json::str_at(d, &["spec", "clusterName"]) == Some(name)
             })
             .collect();
         if mds.is_empty() {
@@ -178,12 +178,12 @@ pub fn row(
         }
         Some(sum)
     });
-    let version = util::str_at(c, &["spec", "topology", "version"])
-        .or_else(|| cp.and_then(|cp| util::str_at(cp, &["spec", "version"])))
-        .or_else(|| cp.and_then(|cp| util::str_at(cp, &["status", "version"])))
+    let version = json::str_at(c, &["spec", "topology", "version"])
+        .or_else(|| cp.and_then(|cp| json::str_at(cp, &["spec", "version"])))
+        .or_else(|| cp.and_then(|cp| json::str_at(cp, &["status", "version"])))
         .map(str::to_string);
-    let endpoint = util::str_at(c, &["spec", "controlPlaneEndpoint", "host"]).map(|h| {
-        match util::i64_at(c, &["spec", "controlPlaneEndpoint", "port"]) {
+    let endpoint = json::str_at(c, &["spec", "controlPlaneEndpoint", "host"]).map(|h| {
+        match json::i64_at(c, &["spec", "controlPlaneEndpoint", "port"]) {
             Some(p) => format!("{h}:{p}"),
             None => h.to_string(),
         }
@@ -192,7 +192,7 @@ pub fn row(
     ClusterRow {
         name: name.to_string(),
         namespace: ns.to_string(),
-        phase: util::str_at(c, &["status", "phase"]).map(str::to_string),
+        phase: json::str_at(c, &["status", "phase"]).map(str::to_string),
         control_plane_kind: cp_ref.as_ref().map(|r| r.kind.clone()),
         control_plane: cp_replicas,
         workers,
@@ -201,9 +201,9 @@ pub fn row(
         infrastructure: fields::cluster_infrastructure_ref(c).map(|r| r.kind),
         available: summary.as_ref().map(|s| s.status.clone()),
         message: summary.and_then(|s| s.message),
-        paused: util::bool_at(c, &["spec", "paused"]).unwrap_or(false)
-            || util::has_annotation(c, "cluster.x-k8s.io/paused"),
-        created: util::str_at(c, &["metadata", "creationTimestamp"]).map(str::to_string),
+        paused: json::bool_at(c, &["spec", "paused"]).unwrap_or(false)
+            || json::has_annotation(c, "cluster.x-k8s.io/paused"),
+        created: json::str_at(c, &["metadata", "creationTimestamp"]).map(str::to_string),
         age_seconds: fleet::age_of(c, now),
     }
 }
@@ -259,7 +259,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
                 .and_then(|r| cp_lists.get(&(r.api_group, r.kind)))
                 .map(|l| {
                     l.iter()
-                        .map(|o| (format!("{}/{}", util::namespace(o), util::name(o)), o))
+                        .map(|o| (format!("{}/{}", json::namespace(o), json::name(o)), o))
                         .collect()
                 })
                 .unwrap_or_default();

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags, OutputFormat};
 use futures::StreamExt;
+use kcore::json;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::watcher;
 use serde::Serialize;
@@ -14,7 +15,6 @@ use shared::discovery::ServerApis;
 use shared::discovery::fields;
 use shared::error::{Error, Op};
 use shared::plan::hosts::{BYOMACHINE_NAME_LABEL, host_from_provider_id};
-use shared::plan::util;
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
 use crate::fleet;
@@ -82,16 +82,16 @@ fn status_of(m: &Value, type_: &str) -> String {
 pub fn hosts_by_byomachine(hosts: &[Value]) -> HashMap<String, String> {
     let mut m = HashMap::new();
     for h in hosts {
-        if let Some(v) = util::label(h, BYOMACHINE_NAME_LABEL)
+        if let Some(v) = json::label(h, BYOMACHINE_NAME_LABEL)
             && let Some((ns, bm)) = v.split_once('.')
         {
-            m.insert(format!("{ns}/{bm}"), util::name(h).to_string());
+            m.insert(format!("{ns}/{bm}"), json::name(h).to_string());
         }
         if let (Some(ns), Some(n)) = (
-            util::str_at(h, &["status", "machineRef", "namespace"]),
-            util::str_at(h, &["status", "machineRef", "name"]),
+            json::str_at(h, &["status", "machineRef", "namespace"]),
+            json::str_at(h, &["status", "machineRef", "name"]),
         ) {
-            m.insert(format!("{ns}/{n}"), util::name(h).to_string());
+            m.insert(format!("{ns}/{n}"), json::name(h).to_string());
         }
     }
     m
@@ -99,8 +99,8 @@ pub fn hosts_by_byomachine(hosts: &[Value]) -> HashMap<String, String> {
 
 /// The row of one Machine (pure).
 pub fn row(m: &Value, hosts: &HashMap<String, String>, now: jiff::Timestamp) -> MachineRow {
-    let ns = util::namespace(m);
-    let s = |p: &[&str]| util::str_at(m, p).map(str::to_string);
+    let ns = json::namespace(m);
+    let s = |p: &[&str]| json::str_at(m, p).map(str::to_string);
     let provider_id = s(&["spec", "providerID"]);
     let infra = fields::machine_infrastructure_ref(m);
     let host = provider_id
@@ -116,12 +116,12 @@ pub fn row(m: &Value, hosts: &HashMap<String, String>, now: jiff::Timestamp) -> 
     let ready = fields::condition(m, "Ready");
     let not_ready = ready.as_ref().filter(|c| !c.is_true());
     MachineRow {
-        name: util::name(m).to_string(),
+        name: json::name(m).to_string(),
         namespace: ns.to_string(),
         cluster: s(&["spec", "clusterName"])
-            .or_else(|| util::label(m, CLUSTER_NAME).map(str::to_string))
+            .or_else(|| json::label(m, CLUSTER_NAME).map(str::to_string))
             .unwrap_or_default(),
-        role: if util::label(m, CONTROL_PLANE_LABEL).is_some() {
+        role: if json::label(m, CONTROL_PLANE_LABEL).is_some() {
             "control-plane".into()
         } else {
             "worker".into()
@@ -136,7 +136,7 @@ pub fn row(m: &Value, hosts: &HashMap<String, String>, now: jiff::Timestamp) -> 
         version: s(&["spec", "version"]),
         node: s(&["status", "nodeRef", "name"]),
         host,
-        deployment: util::label(m, "cluster.x-k8s.io/deployment-name").map(str::to_string),
+        deployment: json::label(m, "cluster.x-k8s.io/deployment-name").map(str::to_string),
         provider_id,
         reason: not_ready.and_then(|c| c.reason.clone()),
         message: not_ready.and_then(|c| c.message.clone()),

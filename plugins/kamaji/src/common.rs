@@ -363,7 +363,7 @@ pub fn stdin_is_tty() -> bool {
 pub fn age(obj: &Value) -> String {
     obj["metadata"]["creationTimestamp"]
         .as_str()
-        .and_then(|t| shared::plan::util::seconds_since(t, jiff::Timestamp::now()))
-        .map(shared::plan::util::human_duration)
+        .and_then(|t| kcore::text::seconds_since(t, jiff::Timestamp::now()))
+        .map(kcore::text::age)
         .unwrap_or_else(|| "<unknown>".into())
 }
