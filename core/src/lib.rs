@@ -21,5 +21,6 @@ pub mod kcp;
 pub mod labels;
 pub mod plan;
 pub mod text;
+pub mod version;
 
 pub use error::Error;

@@ -266,7 +266,6 @@ impl ConnectOptions {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

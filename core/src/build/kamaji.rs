@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 
 use crate::Error;
 use crate::groups::CapiVersion;
+use crate::version::{KubeVersion, minor_steps};
 
 /// Field manager of everything `kubectl kamaji` applies.
 pub const FIELD_MANAGER: &str = "kubectl-kamaji";
@@ -364,48 +365,18 @@ pub fn validate_name(name: &str) -> Result<(), Error> {
     }
 }
 
-/// A Kubernetes version `vMAJOR.MINOR.PATCH` (a missing `v` is added).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct KubeVersion {
-    pub major: u64,
-    pub minor: u64,
-    pub patch: u64,
-}
-
-impl std::fmt::Display for KubeVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "v{}.{}.{}", self.major, self.minor, self.patch)
-    }
-}
-
-/// Parses a Kubernetes version; the error says what is expected.
+/// Parses a Kubernetes release for Kamaji (`v1.35.0`; a missing `v` is added): Kamaji runs
+/// releases of Kubernetes 1.x, not pre-releases. The error says what is expected.
 pub fn parse_version(s: &str) -> Result<KubeVersion, Error> {
-    let bad = || {
-        usage(
-            format!("invalid Kubernetes version {s:?}"),
-            "use vMAJOR.MINOR.PATCH, e.g. v1.35.0",
-        )
-    };
-    let t = s.trim();
-    let t = t.strip_prefix('v').unwrap_or(t);
-    let parts: Vec<&str> = t.split('.').collect();
-    if parts.len() != 3
-        || parts
-            .iter()
-            .any(|p| p.is_empty() || !p.chars().all(|c| c.is_ascii_digit()) || p.len() > 6)
-    {
-        return Err(bad());
-    }
-    let n = |i: usize| parts[i].parse::<u64>().map_err(|_| bad());
-    let v = KubeVersion {
-        major: n(0)?,
-        minor: n(1)?,
-        patch: n(2)?,
-    };
+    let hint = "use vMAJOR.MINOR.PATCH, e.g. v1.35.0";
+    let v = KubeVersion::parse(s)
+        .ok()
+        .filter(KubeVersion::is_release)
+        .ok_or_else(|| usage(format!("invalid Kubernetes version {s:?}"), hint))?;
     if v.major != 1 {
         return Err(usage(
             format!("invalid Kubernetes version {s:?}: Kamaji runs Kubernetes 1.x"),
-            "use vMAJOR.MINOR.PATCH, e.g. v1.35.0",
+            hint,
         ));
     }
     Ok(v)
@@ -422,16 +393,10 @@ pub fn upgrade_steps(from: &str, to: &str) -> Result<Vec<String>, Error> {
             "Kamaji does not support downgrades; pick a version at or above the current one",
         ));
     }
-    let mut steps = Vec::new();
-    let mut minor = f.minor;
-    while t.minor > minor + 1 {
-        minor += 1;
-        steps.push(format!("v{}.{}.0", f.major, minor));
-    }
-    if t != f {
-        steps.push(t.to_string());
-    }
-    Ok(steps)
+    Ok(minor_steps(&f, &t)
+        .iter()
+        .map(ToString::to_string)
+        .collect())
 }
 
 fn validate_cidr(flag: &str, s: &str) -> Result<(), Error> {

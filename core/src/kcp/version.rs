@@ -1,47 +1,7 @@
 //! Kubernetes version stepping: Kamaji refuses to skip a minor, so a KamajiControlPlane whose
 //! `spec.version` is more than one minor ahead is walked there one minor at a time.
 
-/// A parsed `vMAJOR.MINOR.PATCH` (pre-release and build suffixes kept verbatim).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Version {
-    pub major: u64,
-    pub minor: u64,
-    pub patch: u64,
-    pub rest: String,
-}
-
-impl Version {
-    pub fn parse(s: &str) -> Option<Version> {
-        let s = s.trim().trim_start_matches('v');
-        let (core, rest) = match s.find(['-', '+']) {
-            Some(i) => (&s[..i], s[i..].to_string()),
-            None => (s, String::new()),
-        };
-        let mut it = core.split('.');
-        let major = it.next()?.parse().ok()?;
-        let minor = it.next()?.parse().ok()?;
-        let patch = it.next().map(|p| p.parse().ok()).unwrap_or(Some(0))?;
-        if it.next().is_some() {
-            return None;
-        }
-        Some(Version {
-            major,
-            minor,
-            patch,
-            rest,
-        })
-    }
-}
-
-impl std::fmt::Display for Version {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "v{}.{}.{}{}",
-            self.major, self.minor, self.patch, self.rest
-        )
-    }
-}
+use crate::version::KubeVersion;
 
 /// What to write into the TenantControlPlane's `spec.kubernetes.version` now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,7 +23,10 @@ pub fn next_step(desired: &str, current: Option<&str>, ready_at_current: bool) -
     let Some(cur_s) = current else {
         return Step::Desired(want);
     };
-    let (Some(d), Some(c)) = (Version::parse(&want), Version::parse(cur_s)) else {
+    let (Some(d), Some(c)) = (
+        KubeVersion::parse(&want).ok(),
+        KubeVersion::parse(cur_s).ok(),
+    ) else {
         return Step::Desired(want);
     };
     if d.major != c.major {
@@ -91,7 +54,7 @@ pub fn next_step(desired: &str, current: Option<&str>, ready_at_current: bool) -
         return Step::Desired(want);
     }
     Step::Intermediate {
-        version: format!("v{}.{}.0", c.major, c.minor + 1),
+        version: c.next_minor().to_string(),
         remaining: remaining - 1,
     }
 }
@@ -99,14 +62,6 @@ pub fn next_step(desired: &str, current: Option<&str>, ready_at_current: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parse_and_display() {
-        assert_eq!(Version::parse("1.33.2").unwrap().to_string(), "v1.33.2");
-        assert_eq!(Version::parse("v1.34").unwrap().to_string(), "v1.34.0");
-        assert_eq!(Version::parse("v1.35.0-rc.1").unwrap().rest, "-rc.1");
-        assert!(Version::parse("latest").is_none());
-    }
 
     #[test]
     fn creation_patch_and_single_minor_go_straight() {

@@ -138,7 +138,7 @@ impl Variables {
             .insert("NAMESPACE".into(), o.target_namespace.clone());
         self.overrides.insert("CLUSTER_NAME".into(), name.clone());
         if let Some(v) = &o.kubernetes_version {
-            if semver::Version::parse(v.strip_prefix('v').unwrap_or(v)).is_err() {
+            if crate::version::KubeVersion::parse(v).is_err() {
                 return bad(format!(
                     "invalid Kubernetes version {v:?}: use a semantic version such as v1.33.1"
                 ));

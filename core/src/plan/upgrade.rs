@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use semver::Version;
+use crate::version::{KubeVersion, VersionError};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -71,31 +71,14 @@ pub enum UpgradeError {
 }
 
 /// Parse a Kubernetes version: semver with a leading `v` (`v1.33.1`, `v1.33.1-rc.0`, `v1.30.4+rke2r1`).
-pub fn parse_version(s: &str) -> Result<Version, UpgradeError> {
-    let t = s.trim();
-    let Some(rest) = t.strip_prefix('v') else {
-        if Version::parse(t.trim_start_matches('V')).is_ok() {
-            return Err(UpgradeError::MissingV(
-                t.trim_start_matches('V').to_string(),
-            ));
-        }
-        return Err(UpgradeError::Malformed {
-            input: s.to_string(),
-            reason: "expected a leading v".into(),
-        });
-    };
-    Version::parse(rest).map_err(|e| UpgradeError::Malformed {
-        input: s.to_string(),
-        reason: e.to_string(),
+pub fn parse_version(s: &str) -> Result<KubeVersion, UpgradeError> {
+    KubeVersion::parse_v(s).map_err(|e| match e {
+        VersionError::MissingV(bare) => UpgradeError::MissingV(bare),
+        VersionError::Malformed { input, reason } => UpgradeError::Malformed { input, reason },
     })
 }
 
-/// `v` + semver.
-pub fn format_version(v: &Version) -> String {
-    format!("v{v}")
-}
-
-fn version_at(v: &Value, path: &[&str]) -> Option<Version> {
+fn version_at(v: &Value, path: &[&str]) -> Option<KubeVersion> {
     str_at(v, path).and_then(|s| parse_version(s).ok())
 }
 
@@ -149,7 +132,7 @@ fn key(v: &Value) -> String {
     format!("{}/{}", json::kind(v), json::name(v))
 }
 
-fn min_version<'a>(it: impl Iterator<Item = &'a str>) -> Option<Version> {
+fn min_version<'a>(it: impl Iterator<Item = &'a str>) -> Option<KubeVersion> {
     it.filter_map(|s| parse_version(s).ok()).min()
 }
 
@@ -159,9 +142,9 @@ impl Observed {
     /// `cluster.x-k8s.io/deployment-name`), keeping the lowest per object.
     pub fn from_objects(objs: &ClusterObjects<'_>, machines: &[Value]) -> Self {
         let mut versions = BTreeMap::new();
-        fn put(versions: &mut BTreeMap<String, String>, k: String, v: Option<Version>) {
+        fn put(versions: &mut BTreeMap<String, String>, k: String, v: Option<KubeVersion>) {
             if let Some(v) = v {
-                versions.insert(k, format_version(&v));
+                versions.insert(k, v.to_string());
             }
         }
         if let Some(cp) = objs.control_plane {
@@ -203,7 +186,7 @@ impl Observed {
             );
         }
         if at(objs.cluster, &["spec", "topology"]).is_some() {
-            let all: Vec<Version> = versions
+            let all: Vec<KubeVersion> = versions
                 .values()
                 .filter_map(|v| parse_version(v).ok())
                 .collect();
@@ -225,7 +208,7 @@ impl Observed {
         Observed { versions }
     }
 
-    fn get(&self, k: &str) -> Option<Version> {
+    fn get(&self, k: &str) -> Option<KubeVersion> {
         self.versions.get(k).and_then(|v| parse_version(v).ok())
     }
 }
@@ -376,7 +359,7 @@ pub fn plan_upgrade(
     };
 
     // Current versions: the lower of spec and observed.
-    let current = |obj: &Value, spec_path: &[&str]| -> Option<Version> {
+    let current = |obj: &Value, spec_path: &[&str]| -> Option<KubeVersion> {
         let spec = version_at(obj, spec_path);
         let obs = observed.get(&key(obj));
         [spec, obs].into_iter().flatten().min()
@@ -406,7 +389,7 @@ pub fn plan_upgrade(
     .ok_or_else(|| UpgradeError::NoControlPlane(cname.clone()))?;
 
     // MachineDeployments with their current versions.
-    let mds: Vec<(&Value, Version)> = objs
+    let mds: Vec<(&Value, KubeVersion)> = objs
         .machine_deployments
         .iter()
         .filter_map(|m| current(m, &["spec", "template", "spec", "version"]).map(|v| (m, v)))
@@ -416,50 +399,50 @@ pub fn plan_upgrade(
     if to.major != cp_version.major {
         return Err(UpgradeError::MajorChange {
             target: cp_target,
-            current: format_version(&cp_version),
-            to: format_version(&to),
+            current: cp_version.to_string(),
+            to: to.to_string(),
         });
     }
     if !req.workers_only && to < cp_version {
         return Err(UpgradeError::Downgrade {
             target: cp_target,
-            current: format_version(&cp_version),
-            to: format_version(&to),
+            current: cp_version.to_string(),
+            to: to.to_string(),
         });
     }
     if req.workers_only && to > cp_version {
         return Err(UpgradeError::WorkersAheadOfControlPlane {
-            cp: format_version(&cp_version),
-            to: format_version(&to),
+            cp: cp_version.to_string(),
+            to: to.to_string(),
         });
     }
     for (m, v) in &mds {
         if !req.control_plane_only && *v > to {
             return Err(UpgradeError::Downgrade {
                 target: key(m),
-                current: format_version(v),
-                to: format_version(&to),
+                current: v.to_string(),
+                to: to.to_string(),
             });
         }
         if *v > cp_version {
             p.findings.push(Finding::error(format!(
                 "{} runs {} but the control plane runs {}: kubelets must not be newer than the API server",
                 key(m),
-                format_version(v),
-                format_version(&cp_version)
+                v,
+                cp_version
             )));
         } else if cp_version.minor.saturating_sub(v.minor) > MAX_KUBELET_SKEW {
             p.findings.push(Finding::warning(format!(
                 "{} at {} is already more than {MAX_KUBELET_SKEW} minors behind the control plane ({}): outside the version-skew policy",
                 key(m),
-                format_version(v),
-                format_version(&cp_version)
+                v,
+                cp_version
             )));
         }
     }
 
     let path = minor_path(&cp_version, &to, &req.available_versions, &mut p.findings);
-    let path_strings: Vec<String> = path.iter().map(format_version).collect();
+    let path_strings: Vec<String> = path.iter().map(ToString::to_string).collect();
 
     if let Some(t) = topology {
         p.plan_topology(t, &cp_version, &path);
@@ -479,7 +462,7 @@ pub fn plan_upgrade(
             s => s,
         };
         let workers = !req.control_plane_only;
-        let mut md_versions: Vec<Version> = mds.iter().map(|(_, v)| v.clone()).collect();
+        let mut md_versions: Vec<KubeVersion> = mds.iter().map(|(_, v)| v.clone()).collect();
         let mut cp_now = cp_version.clone();
         if strategy == WorkerStrategy::Lockstep && workers {
             // Workers behind the control plane (e.g. an apply interrupted mid-way) catch up first.
@@ -563,9 +546,9 @@ pub fn plan_upgrade(
                     p.findings.push(Finding::error(format!(
                         "{} at {} would be {} minors behind {}: the version-skew policy allows {MAX_KUBELET_SKEW}; upgrade the workers too, or stop the control plane at v{}.{}",
                         key(m),
-                        format_version(v),
+                        v,
                         to.minor - v.minor,
-                        format_version(&to),
+                        to,
                         to.major,
                         v.minor + MAX_KUBELET_SKEW
                     )));
@@ -575,10 +558,8 @@ pub fn plan_upgrade(
     }
 
     if p.steps.is_empty() {
-        p.findings.push(Finding::info(format!(
-            "nothing to do: already at {}",
-            format_version(&to)
-        )));
+        p.findings
+            .push(Finding::info(format!("nothing to do: already at {}", to)));
     }
     let is_byoh = p.steps.iter().any(|s| !s.spare_hosts.is_empty())
         || objs
@@ -601,8 +582,8 @@ pub fn plan_upgrade(
     Ok(UpgradePlan {
         cluster: cname,
         namespace: json::namespace(cluster).to_string(),
-        from_version: format_version(&cp_version),
-        to_version: format_version(&to),
+        from_version: cp_version.to_string(),
+        to_version: to.to_string(),
         path: path_strings,
         steps,
         findings: p.findings,
@@ -612,34 +593,28 @@ pub fn plan_upgrade(
 
 /// The versions to pass through: each minor after `from` up to `to`'s minor, ending at `to`.
 fn minor_path(
-    from: &Version,
-    to: &Version,
+    from: &KubeVersion,
+    to: &KubeVersion,
     available: &[String],
     findings: &mut Vec<Finding>,
-) -> Vec<Version> {
+) -> Vec<KubeVersion> {
     if to <= from {
         return vec![];
     }
-    let avail: Vec<Version> = available
+    let avail: Vec<KubeVersion> = available
         .iter()
         .filter_map(|s| parse_version(s).ok())
         .filter(|v| v.pre.is_empty())
         .collect();
-    let mut path = Vec::new();
+    // The walk one minor at a time, each intermediate minor at its newest listed patch release
+    // when there is one, else at .0.
+    let mut path = crate::version::minor_steps(from, to);
+    path.pop();
     let mut guessed = Vec::new();
-    for minor in from.minor + 1..to.minor {
-        let best = avail
-            .iter()
-            .filter(|v| v.major == from.major && v.minor == minor)
-            .max()
-            .cloned();
-        match best {
-            Some(v) => path.push(v),
-            None => {
-                let v = Version::new(from.major, minor, 0);
-                guessed.push(format_version(&v));
-                path.push(v);
-            }
+    for step in &mut path {
+        match avail.iter().filter(|v| v.same_minor(step)).max() {
+            Some(v) => *step = v.clone(),
+            None => guessed.push(step.to_string()),
         }
     }
     if !guessed.is_empty() {
@@ -657,8 +632,8 @@ fn minor_path(
     {
         findings.push(Finding::info(format!(
             "{} is not the newest patch of its minor ({} is available): consider upgrading to it first",
-            format_version(from),
-            format_version(latest)
+            from,
+            latest
         )));
     }
     path.push(to.clone());
@@ -666,7 +641,7 @@ fn minor_path(
 }
 
 /// Replace every form of `from` (`v1.30.4`, `1.30.4`, `v1-30-4`, `1-30-4`, `v1_30_4`) with `to` in a string.
-fn replace_version(s: &str, from: &Version, to: &Version) -> String {
+fn replace_version(s: &str, from: &KubeVersion, to: &KubeVersion) -> String {
     let f = format!("{}.{}.{}", from.major, from.minor, from.patch);
     let t = format!("{}.{}.{}", to.major, to.minor, to.patch);
     let mut out = s.replace(&f, &t);
@@ -680,8 +655,8 @@ fn replace_version(s: &str, from: &Version, to: &Version) -> String {
 
 fn replace_in(
     v: &Value,
-    from: &Version,
-    to: &Version,
+    from: &KubeVersion,
+    to: &KubeVersion,
     path: &str,
     changes: &mut Vec<FieldChange>,
 ) -> Value {
@@ -726,8 +701,8 @@ fn replace_in(
 /// Clone a template for a version change, or `None` when it does not need to change.
 pub fn clone_template(
     template: &Value,
-    from: &Version,
-    to: &Version,
+    from: &KubeVersion,
+    to: &KubeVersion,
     mode: CloneTemplates,
 ) -> Option<TemplateClone> {
     if mode == CloneTemplates::Never {
@@ -833,8 +808,8 @@ impl Planner<'_, '_> {
         version_path: &str,
         infra: Option<(&str, &str)>,
         infra_name_path: &str,
-        from: &Version,
-        to: &Version,
+        from: &KubeVersion,
+        to: &KubeVersion,
     ) -> (ObjectPatch, Vec<TemplateClone>) {
         let k = key(obj);
         let mut changes = vec![FieldChange {
@@ -846,10 +821,10 @@ impl Planner<'_, '_> {
                     .split('/')
                     .collect::<Vec<_>>()
             )),
-            to: json!(format_version(to)),
+            to: json!(to.to_string()),
         }];
-        let mut ops = vec![json!({"op": "add", "path": version_path, "value": format_version(to)})];
-        let mut merge = merge_at(version_path, json!(format_version(to)));
+        let mut ops = vec![json!({"op": "add", "path": version_path, "value": to.to_string()})];
+        let mut merge = merge_at(version_path, json!(to.to_string()));
         let mut clones = vec![];
         if let Some((kind, name)) = infra {
             match self.template_for(&k, kind, name) {
@@ -893,7 +868,7 @@ impl Planner<'_, '_> {
         (patch, clones)
     }
 
-    fn cp_step(&mut self, cp: &Value, kind: CpKind, from: &Version, segment: &[Version]) {
+    fn cp_step(&mut self, cp: &Value, kind: CpKind, from: &KubeVersion, segment: &[KubeVersion]) {
         let Some(to) = segment.last() else { return };
         let infra = control_plane_infra_ref(cp);
         let infra_path = if at(
@@ -931,22 +906,19 @@ impl Planner<'_, '_> {
         let wait_for = if kind == CpKind::Kamaji {
             format!(
                 "{target}: the reconciler reaches {} and every control-plane pod is updated",
-                format_version(to)
+                to
             )
         } else {
-            format!(
-                "{target}: all replicas at {}, ready and up to date",
-                format_version(to)
-            )
+            format!("{target}: all replicas at {}, ready and up to date", to)
         };
         self.steps.push(UpgradeStep {
             number: 0,
             role: StepRole::ControlPlane,
             target,
-            from_version: format_version(from),
-            to_version: format_version(to),
+            from_version: from.to_string(),
+            to_version: to.to_string(),
             via: if kind == CpKind::Kamaji && segment.len() > 1 {
-                segment.iter().map(format_version).collect()
+                segment.iter().map(ToString::to_string).collect()
             } else {
                 vec![]
             },
@@ -958,7 +930,7 @@ impl Planner<'_, '_> {
         });
     }
 
-    fn md_step(&mut self, md: &Value, from: &Version, to: &Version) {
+    fn md_step(&mut self, md: &Value, from: &KubeVersion, to: &KubeVersion) {
         let infra = deployment_infra_ref(md);
         let (patch, clones) = self.version_patch(
             md,
@@ -976,13 +948,10 @@ impl Planner<'_, '_> {
         self.steps.push(UpgradeStep {
             number: 0,
             role: StepRole::Workers,
-            wait_for: format!(
-                "{target}: all replicas at {}, ready and up to date",
-                format_version(to)
-            ),
+            wait_for: format!("{target}: all replicas at {}, ready and up to date", to),
             target,
-            from_version: format_version(from),
-            to_version: format_version(to),
+            from_version: from.to_string(),
+            to_version: to.to_string(),
             via: vec![],
             stepped_by_reconciler: false,
             clone_templates: clones,
@@ -1059,7 +1028,7 @@ impl Planner<'_, '_> {
         Some(check)
     }
 
-    fn plan_topology(&mut self, topology: &Value, cp_version: &Version, path: &[Version]) {
+    fn plan_topology(&mut self, topology: &Value, cp_version: &KubeVersion, path: &[KubeVersion]) {
         let cluster = self.objs.cluster;
         let mut from = cp_version.clone();
         for to in path {
@@ -1097,17 +1066,17 @@ impl Planner<'_, '_> {
                 changes: vec![FieldChange {
                     path: path_ptr.into(),
                     from: json!(str_at(topology, &["version"])),
-                    to: json!(format_version(to)),
+                    to: json!(to.to_string()),
                 }],
-                json_patch: json!([{"op": "add", "path": path_ptr, "value": format_version(to)}]),
-                merge_patch: Some(json!({"spec": {"topology": {"version": format_version(to)}}})),
+                json_patch: json!([{"op": "add", "path": path_ptr, "value": to.to_string()}]),
+                merge_patch: Some(json!({"spec": {"topology": {"version": to.to_string()}}})),
             };
             self.steps.push(UpgradeStep {
                 number: 0,
                 role: StepRole::Topology,
                 target: key(cluster),
-                from_version: format_version(&from),
-                to_version: format_version(to),
+                from_version: from.to_string(),
+                to_version: to.to_string(),
                 via: vec![],
                 stepped_by_reconciler: false,
                 clone_templates: vec![],
@@ -1116,7 +1085,7 @@ impl Planner<'_, '_> {
                 wait_for: format!(
                     "Cluster {}: control plane, then every MachineDeployment at {}, ready and up to date",
                     json::name(cluster),
-                    format_version(to)
+                    to
                 ),
             });
             from = to.clone();

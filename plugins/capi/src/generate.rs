@@ -207,8 +207,7 @@ fn read_config(path: &Path, explicit: bool) -> Result<BTreeMap<String, String>, 
 
 /// `vMAJOR.MINOR.PATCH[-pre][+build]`.
 pub fn check_version(flag: &str, v: &str) -> Result<(), Error> {
-    let ok = v.strip_prefix('v').is_some_and(semver_ok);
-    if ok {
+    if kcore::version::KubeVersion::parse_v(v).is_ok() {
         Ok(())
     } else {
         Err(Error::Usage {
@@ -216,15 +215,6 @@ pub fn check_version(flag: &str, v: &str) -> Result<(), Error> {
             hint: Some("write it as v<major>.<minor>.<patch>, for example v1.34.2".into()),
         })
     }
-}
-
-fn semver_ok(s: &str) -> bool {
-    let core = s.split(['-', '+']).next().unwrap_or("");
-    let parts: Vec<&str> = core.split('.').collect();
-    parts.len() == 3
-        && parts
-            .iter()
-            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// The namespace for the objects: --target-namespace, -n, the context's, else `default`.

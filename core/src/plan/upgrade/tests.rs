@@ -75,7 +75,10 @@ fn summary(p: &UpgradePlan) -> Vec<String> {
 
 #[test]
 fn version_parsing() {
-    assert_eq!(parse_version("v1.33.1").unwrap(), Version::new(1, 33, 1));
+    assert_eq!(
+        parse_version("v1.33.1").unwrap(),
+        KubeVersion::new(1, 33, 1)
+    );
     assert!(parse_version("v1.33.1-rc.0").is_ok());
     assert!(parse_version("v1.30.4+rke2r1").is_ok());
     assert_eq!(

@@ -1,0 +1,176 @@
+//! The one Kubernetes version type: `vMAJOR.MINOR.PATCH[-pre][+build]` (semver with a leading
+//! `v`, as Kubernetes, CAPI and Kamaji write it), ordered by semver's rules, and the walk one
+//! minor at a time that Kubernetes' version skew policy and Kamaji require (a control plane
+//! never skips a minor).
+
+use std::fmt;
+use std::ops::Deref;
+use std::str::FromStr;
+
+/// The most digits one version component may have: real versions have at most three, and the
+/// bound keeps a typo like `v1.99999999999.0` from turning into a walk of billions of minors.
+const MAX_COMPONENT_DIGITS: usize = 6;
+
+/// A Kubernetes version. Derefs to [`semver::Version`] for `major`, `minor`, `patch`, `pre`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KubeVersion(semver::Version);
+
+/// Why a string is not a Kubernetes version.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VersionError {
+    /// Only the leading `v` is missing (`1.33.1`), where one is required.
+    #[error("version {0:?} must start with v, e.g. v{0}")]
+    MissingV(String),
+    #[error("version {input:?} is not semver (vMAJOR.MINOR.PATCH, e.g. v1.33.1): {reason}")]
+    Malformed { input: String, reason: String },
+}
+
+impl KubeVersion {
+    pub fn new(major: u64, minor: u64, patch: u64) -> KubeVersion {
+        KubeVersion(semver::Version::new(major, minor, patch))
+    }
+
+    /// Parses `v1.33.1` or `1.33.1` (the `v` is optional), with pre-release and build suffixes
+    /// (`v1.33.1-rc.0`, `v1.30.4+rke2r1`).
+    pub fn parse(s: &str) -> Result<KubeVersion, VersionError> {
+        let t = s.trim();
+        Self::parse_semver(s, t.strip_prefix('v').unwrap_or(t))
+    }
+
+    /// Like [`KubeVersion::parse`], but the leading `v` is required (what CAPI's fields and
+    /// clusterctl's `KUBERNETES_VERSION` take).
+    pub fn parse_v(s: &str) -> Result<KubeVersion, VersionError> {
+        let t = s.trim();
+        match t.strip_prefix('v') {
+            Some(rest) => Self::parse_semver(s, rest),
+            None => {
+                let bare = t.trim_start_matches('V');
+                if Self::parse_semver(s, bare).is_ok() {
+                    Err(VersionError::MissingV(bare.to_string()))
+                } else {
+                    Err(VersionError::Malformed {
+                        input: s.to_string(),
+                        reason: "expected a leading v".into(),
+                    })
+                }
+            }
+        }
+    }
+
+    fn parse_semver(input: &str, rest: &str) -> Result<KubeVersion, VersionError> {
+        let malformed = |reason: String| VersionError::Malformed {
+            input: input.to_string(),
+            reason,
+        };
+        let numbers = rest.split(['-', '+']).next().unwrap_or_default();
+        if numbers.split('.').any(|c| c.len() > MAX_COMPONENT_DIGITS) {
+            return Err(malformed(format!(
+                "a version number has more than {MAX_COMPONENT_DIGITS} digits"
+            )));
+        }
+        semver::Version::parse(rest)
+            .map(KubeVersion)
+            .map_err(|e| malformed(e.to_string()))
+    }
+
+    /// A release, not a pre-release or a build (`v1.33.1`, not `v1.33.1-rc.0`).
+    pub fn is_release(&self) -> bool {
+        self.0.pre.is_empty() && self.0.build.is_empty()
+    }
+
+    /// `vMAJOR.(MINOR+1).0`.
+    pub fn next_minor(&self) -> KubeVersion {
+        KubeVersion::new(self.0.major, self.0.minor.saturating_add(1), 0)
+    }
+
+    /// The same major and minor.
+    pub fn same_minor(&self, other: &KubeVersion) -> bool {
+        self.0.major == other.0.major && self.0.minor == other.0.minor
+    }
+}
+
+impl Deref for KubeVersion {
+    type Target = semver::Version;
+    fn deref(&self) -> &semver::Version {
+        &self.0
+    }
+}
+
+impl fmt::Display for KubeVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}", self.0)
+    }
+}
+
+impl FromStr for KubeVersion {
+    type Err = VersionError;
+    fn from_str(s: &str) -> Result<KubeVersion, VersionError> {
+        KubeVersion::parse(s)
+    }
+}
+
+/// The versions an upgrade from `from` to `to` passes through, one minor at a time: every
+/// intermediate minor at `.0`, then `to` itself. Empty when `to` is not newer. Callers that know
+/// better intermediate releases (the newest patch of each minor) substitute them.
+pub fn minor_steps(from: &KubeVersion, to: &KubeVersion) -> Vec<KubeVersion> {
+    if to <= from {
+        return Vec::new();
+    }
+    let mut steps = Vec::new();
+    let mut at = from.clone();
+    while at.major == to.major && at.minor.saturating_add(1) < to.minor {
+        at = at.next_minor();
+        steps.push(at.clone());
+    }
+    steps.push(to.clone());
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> KubeVersion {
+        KubeVersion::parse(s).unwrap()
+    }
+
+    #[test]
+    fn parses_with_and_without_v_and_prints_with_v() {
+        assert_eq!(v("1.33.2").to_string(), "v1.33.2");
+        assert_eq!(v("v1.35.0-rc.1").pre.as_str(), "rc.1");
+        assert!(!v("v1.35.0-rc.1").is_release());
+        assert!(v("v1.30.4+rke2r1") > v("v1.30.3"));
+        assert!(v("v1.35.0-rc.1") < v("v1.35.0"));
+        assert!(KubeVersion::parse("latest").is_err());
+        assert!(KubeVersion::parse("v1.34").is_err());
+        assert_eq!(
+            KubeVersion::parse_v("1.33.1"),
+            Err(VersionError::MissingV("1.33.1".into()))
+        );
+        assert!(matches!(
+            KubeVersion::parse_v("x1.33"),
+            Err(VersionError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn absurd_numbers_are_refused_before_any_walk() {
+        let e = KubeVersion::parse("v1.99999999999.0").unwrap_err();
+        assert!(e.to_string().contains("more than 6 digits"), "{e}");
+    }
+
+    #[test]
+    fn steps_walk_one_minor_at_a_time() {
+        let s = |from: &str, to: &str| -> Vec<String> {
+            minor_steps(&v(from), &v(to))
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert_eq!(s("v1.33.2", "v1.36.1"), ["v1.34.0", "v1.35.0", "v1.36.1"]);
+        assert_eq!(s("v1.33.2", "v1.34.1"), ["v1.34.1"]);
+        assert_eq!(s("v1.33.2", "v1.33.5"), ["v1.33.5"]);
+        assert!(s("v1.33.2", "v1.33.2").is_empty());
+        assert!(s("v1.34.0", "v1.33.2").is_empty());
+    }
+}
