@@ -44,46 +44,9 @@ pub const DEFAULT_PORT: u16 = 6443;
 pub const DEFAULT_POD_CIDR: &str = "10.244.0.0/16";
 pub const DEFAULT_SERVICE_CIDR: &str = "10.96.0.0/16";
 
-/// The admission controllers Kamaji's TenantControlPlane accepts (its CRD enum).
-pub const ADMISSION_CONTROLLERS: [&str; 37] = [
-    "AlwaysAdmit",
-    "AlwaysDeny",
-    "AlwaysPullImages",
-    "CertificateApproval",
-    "CertificateSigning",
-    "CertificateSubjectRestriction",
-    "DefaultIngressClass",
-    "DefaultStorageClass",
-    "DefaultTolerationSeconds",
-    "DenyEscalatingExec",
-    "DenyExecOnPrivileged",
-    "DenyServiceExternalIPs",
-    "EventRateLimit",
-    "ExtendedResourceToleration",
-    "ImagePolicyWebhook",
-    "LimitPodHardAntiAffinityTopology",
-    "LimitRanger",
-    "MutatingAdmissionWebhook",
-    "NamespaceAutoProvision",
-    "NamespaceExists",
-    "NamespaceLifecycle",
-    "NodeRestriction",
-    "OwnerReferencesPermissionEnforcement",
-    "PersistentVolumeClaimResize",
-    "PersistentVolumeLabel",
-    "PodNodeSelector",
-    "PodSecurity",
-    "PodSecurityPolicy",
-    "PodTolerationRestriction",
-    "Priority",
-    "ResourceQuota",
-    "RuntimeClass",
-    "SecurityContextDeny",
-    "ServiceAccount",
-    "StorageObjectInUseProtection",
-    "TaintNodesByCondition",
-    "ValidatingAdmissionWebhook",
-];
+/// The admission controllers Kamaji's TenantControlPlane accepts: the KamajiControlPlane API's
+/// list, which its CRD schema enumerates.
+pub use crate::kcp::api::ADMISSION_CONTROLLERS;
 
 /// Where the workers run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -439,7 +439,8 @@ pub struct KamajiControlPlaneFields {
     pub deployment: Option<DeploymentComponent>,
 }
 
-/// Kamaji's admission controller enum.
+/// Kamaji's admission controller enum (clastix/kamaji v1.0.0, `api/v1alpha1/types.go`,
+/// `AdmissionController`); `kubectl kamaji create --admission-controllers` validates against it too.
 pub const ADMISSION_CONTROLLERS: &[&str] = &[
     "AlwaysAdmit",
     "AlwaysDeny",
