@@ -1,30 +1,44 @@
-//! Merging a fetched kubeconfig into a kubeconfig file, safely: entries are renamed after the
-//! cluster, existing entries are never overwritten unless forced, the file is written
-//! atomically with mode 0600, and the previous file is kept as `<file>.bak`.
+//! The kubeconfig files of the user, handled the way kubectl would want them: a fetched
+//! kubeconfig merged in by name (existing entries are never overwritten unless forced), the
+//! file replaced atomically with mode 0600 (a temporary file next to it, then a rename), and
+//! the previous version kept as `<file>.bak`. Both plugins' `kubeconfig` verbs and `delete` use
+//! this module; it is the only writer of kubeconfig files.
 //!
 //! Works on the kubeconfig as JSON values, so fields this code does not know (exec plugins,
 //! extensions, preferences) survive.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
 use crate::error::Error;
 
-/// What a merge did.
+/// Fault injection for tests only: fail after the temporary file is written, before the rename.
+pub const FAIL_BEFORE_RENAME_ENV: &str = "KUBECTL_CAPI_TEST_FAIL_BEFORE_RENAME";
+
+/// The lists of a kubeconfig, with the key of an entry's body.
+const LISTS: [(&str, &str); 3] = [
+    ("clusters", "cluster"),
+    ("users", "user"),
+    ("contexts", "context"),
+];
+
+/// What a merge did. Entries read `cluster "prod"`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MergeReport {
     pub file: String,
+    /// The merged context (the fetched kubeconfig's current context, else its first).
     pub context: String,
-    /// `cluster/<name>`, `user/<name>`, `context/<name>` entries added.
     pub added: Vec<String>,
     /// Entries replaced (with `--force`).
     pub replaced: Vec<String>,
     /// Entries already identical.
     pub unchanged: Vec<String>,
-    /// The backup of the previous file, if there was one.
+    /// The backup of the previous file, if there was one and it changed.
     pub backup: Option<String>,
+    /// Whether `current-context` now names [`MergeReport::context`].
     pub current_context_set: bool,
 }
 
@@ -35,16 +49,37 @@ fn parse_error(what: &str, e: impl std::fmt::Display) -> Error {
     }
 }
 
-/// Parses kubeconfig YAML (or JSON) text.
+/// Parses kubeconfig YAML (or JSON) text; empty text is an empty kubeconfig.
 pub fn parse(text: &str, what: &str) -> Result<Value, Error> {
     if text.trim().is_empty() {
         return Ok(json!({"apiVersion": "v1", "kind": "Config"}));
     }
-    let v: Value = serde_saphyr::from_str(text).map_err(|e| parse_error(what, e))?;
+    let v: Value = serde_saphyr::from_str(text).map_err(|e| {
+        let first = e.to_string();
+        parse_error(what, first.lines().next().unwrap_or_default())
+    })?;
     if !v.is_object() {
-        return Err(parse_error(what, "not a map"));
+        return Err(parse_error(what, "not a YAML mapping"));
     }
     Ok(v)
+}
+
+/// Checks that a fetched kubeconfig can be used: non-empty clusters, users and contexts, every
+/// entry named. The error says what is missing.
+pub fn check_entries(v: &Value) -> Result<(), String> {
+    for (key, _) in LISTS {
+        match v.get(key).and_then(Value::as_array) {
+            Some(a) if !a.is_empty() => {
+                if a.iter()
+                    .any(|e| e.get("name").and_then(Value::as_str).is_none())
+                {
+                    return Err(format!("an entry of \"{key}\" has no name"));
+                }
+            }
+            _ => return Err(format!("the kubeconfig has no {key}")),
+        }
+    }
+    Ok(())
 }
 
 /// Renames the single context of `fetched` (its cluster and user too) to
@@ -85,76 +120,97 @@ pub fn rename(fetched: &Value, cluster: &str, user: &str, context: &str) -> Resu
     }))
 }
 
-/// Merges `add` (from [`rename`]) into `base`. An entry with the same name and different
-/// content is a conflict unless `force`. Returns the merged config and the report (without
-/// file details).
-pub fn merge(
-    base: &Value,
-    add: &Value,
-    force: bool,
-    set_current: bool,
-) -> Result<(Value, MergeReport), Error> {
-    let mut out = base.clone();
-    if !out.is_object() {
-        out = json!({});
+/// How to merge.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MergeOptions<'a> {
+    /// Replace entries of the same name with other content.
+    pub force: bool,
+    /// Make the merged context the current one (it also becomes current when the file has none).
+    pub set_current: bool,
+    /// What to do about a conflict, in the calling verb's flags.
+    pub conflict_hint: &'a str,
+}
+
+fn entry_name(e: &Value) -> &str {
+    e.get("name").and_then(Value::as_str).unwrap_or_default()
+}
+
+/// Merges the entries of `add` into `base` (pure). Every conflict is found before anything
+/// changes: an entry with the same name and other content fails the merge unless forced.
+pub fn merge(base: &Value, add: &Value, opts: MergeOptions) -> Result<(Value, MergeReport), Error> {
+    let mut out = if base.is_object() {
+        base.clone()
+    } else {
+        json!({"apiVersion": "v1", "kind": "Config", "preferences": {}})
+    };
+    for (k, v) in [("apiVersion", "v1"), ("kind", "Config")] {
+        if out.get(k).is_none() {
+            out[k] = json!(v);
+        }
     }
-    if out.get("apiVersion").is_none() {
-        out["apiVersion"] = json!("v1");
-    }
-    if out.get("kind").is_none() {
-        out["kind"] = json!("Config");
+    let conflicts: Vec<String> = LISTS
+        .iter()
+        .flat_map(|(key, singular)| {
+            let have = out[*key].as_array().cloned().unwrap_or_default();
+            add[*key]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(move |e| {
+                    have.iter()
+                        .any(|h| entry_name(h) == entry_name(e) && h != e)
+                })
+                .map(move |e| format!("{singular} \"{}\"", entry_name(&e)))
+        })
+        .collect();
+    if !conflicts.is_empty() && !opts.force {
+        return Err(Error::Other {
+            message: format!(
+                "your kubeconfig already has {} with other settings; nothing was changed",
+                conflicts.join(", ")
+            ),
+            hint: Some(opts.conflict_hint.to_string()),
+        });
     }
     let mut report = MergeReport::default();
-    let mut conflicts = Vec::new();
-    for list in ["clusters", "users", "contexts"] {
-        let singular = &list[..list.len() - 1];
-        for entry in add[list].as_array().cloned().unwrap_or_default() {
-            let name = entry["name"].as_str().unwrap_or_default().to_string();
-            let id = format!("{singular}/{name}");
-            if !out[list].is_array() {
-                out[list] = json!([]);
-            }
-            let Some(items) = out[list].as_array_mut() else {
-                continue;
-            };
-            match items.iter().position(|x| x["name"] == entry["name"]) {
-                None => {
-                    items.push(entry);
-                    report.added.push(id);
+    for (key, singular) in LISTS {
+        if !out[key].is_array() {
+            out[key] = json!([]);
+        }
+        let Some(items) = out[key].as_array_mut() else {
+            continue;
+        };
+        for e in add[key].as_array().into_iter().flatten() {
+            let label = format!("{singular} \"{}\"", entry_name(e));
+            match items.iter_mut().find(|h| entry_name(h) == entry_name(e)) {
+                Some(old) if old == e => report.unchanged.push(label),
+                Some(old) => {
+                    *old = e.clone();
+                    report.replaced.push(label);
                 }
-                Some(i) if items[i] == entry => report.unchanged.push(id),
-                Some(i) => {
-                    if force {
-                        items[i] = entry;
-                        report.replaced.push(id);
-                    } else {
-                        conflicts.push(id);
-                    }
+                None => {
+                    items.push(e.clone());
+                    report.added.push(label);
                 }
             }
         }
     }
-    if !conflicts.is_empty() {
-        return Err(Error::Other {
-            message: format!(
-                "the kubeconfig already has different entries named {}",
-                conflicts.join(", ")
-            ),
-            hint: Some(
-                "pass --force to replace them, or --context-name to merge under another name"
-                    .into(),
-            ),
-        });
-    }
-    report.context = add["current-context"].as_str().unwrap_or_default().into();
-    if set_current || out["current-context"].as_str().is_none_or(str::is_empty) {
+    report.context = add["current-context"]
+        .as_str()
+        .filter(|c| !c.is_empty())
+        .or_else(|| add["contexts"][0]["name"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    if opts.set_current || out["current-context"].as_str().is_none_or(str::is_empty) {
         out["current-context"] = json!(report.context);
         report.current_context_set = true;
     }
     Ok((out, report))
 }
 
-/// The file `--merge` writes to: `KUBECONFIG`'s first entry, else `~/.kube/config`.
+/// The file a merge writes to by default, as kubectl does: `KUBECONFIG`'s first entry, else
+/// `~/.kube/config`.
 pub fn default_merge_file() -> Option<PathBuf> {
     if let Some(v) = std::env::var_os("KUBECONFIG")
         && let Some(first) = std::env::split_paths(&v).find(|p| !p.as_os_str().is_empty())
@@ -164,88 +220,164 @@ pub fn default_merge_file() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"))
 }
 
-fn io_error(path: &Path, e: std::io::Error) -> Error {
-    Error::Other {
-        message: format!("cannot write {}: {e}", path.display()),
-        hint: Some("check the path and its permissions".into()),
-    }
-}
-
-/// Writes `text` to `path` atomically (a temporary file in the same directory, then a
-/// rename), with mode 0600. Keeps the previous file as `<path>.bak`; returns its path.
-pub fn write_atomic(path: &Path, text: &str) -> Result<Option<PathBuf>, Error> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
-    let backup = if path.exists() {
-        let mut b = path.as_os_str().to_owned();
-        b.push(".bak");
-        let b = PathBuf::from(b);
-        std::fs::copy(path, &b).map_err(|e| io_error(&b, e))?;
-        std::fs::set_permissions(&b, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .map_err(|e| io_error(&b, e))?;
-        Some(b)
-    } else {
-        None
-    };
-    let file_name = path
-        .file_name()
-        .map(|f| f.to_string_lossy().to_string())
-        .unwrap_or_else(|| "kubeconfig".into());
-    let tmp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io_error(path, e));
-    }
-    Ok(backup)
-}
-
-/// Reads `path` (missing = empty), merges `add` and writes it back atomically.
-pub fn merge_into_file(
-    path: &Path,
-    add: &Value,
-    force: bool,
-    set_current: bool,
-) -> Result<MergeReport, Error> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+/// Reads `path` (missing = empty), merges `add` and, when anything changed, backs up the
+/// previous file and replaces it atomically. A symlinked kubeconfig is written where it points.
+pub fn merge_into_file(path: &Path, add: &Value, opts: MergeOptions) -> Result<MergeReport, Error> {
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let old_text = match std::fs::read_to_string(&target) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => {
             return Err(Error::Other {
-                message: format!("cannot read {}: {e}", path.display()),
+                message: format!("cannot read {}: {e}", target.display()),
                 hint: Some("check the path and its permissions".into()),
             });
         }
     };
-    let base = parse(&text, &path.display().to_string())?;
-    let (merged, mut report) = merge(&base, add, force, set_current)?;
+    let base = parse(
+        old_text.as_deref().unwrap_or_default(),
+        &target.display().to_string(),
+    )?;
+    let (merged, mut report) = merge(&base, add, opts)?;
     report.file = path.display().to_string();
-    if report.added.is_empty() && report.replaced.is_empty() && !report.current_context_set {
+    let text = crate::render::to_yaml(&merged)?;
+    if old_text.as_deref() == Some(text.as_str()) {
         return Ok(report);
     }
-    let yaml = crate::render::to_yaml(&merged)?;
-    report.backup = write_atomic(path, &yaml)?.map(|b| b.display().to_string());
+    report.backup =
+        replace_file(&target, old_text.as_deref(), &text)?.map(|b| b.display().to_string());
     Ok(report)
+}
+
+/// Removes `context` from a kubeconfig document, with its cluster and user when no other context
+/// uses them. Returns whether it was there and whether it was the current context.
+pub fn remove_context(doc: &mut Value, context: &str) -> (bool, bool) {
+    let Some(contexts) = doc.get_mut("contexts").and_then(Value::as_array_mut) else {
+        return (false, false);
+    };
+    let Some(i) = contexts.iter().position(|c| c["name"] == context) else {
+        return (false, false);
+    };
+    let removed = contexts.remove(i);
+    let used = |key: &str, name: &Value, contexts: &[Value]| {
+        contexts.iter().any(|c| &c["context"][key] == name)
+    };
+    let remaining = contexts.clone();
+    for (list, key) in [("clusters", "cluster"), ("users", "user")] {
+        let name = removed["context"][key].clone();
+        if name.is_null() || used(key, &name, &remaining) {
+            continue;
+        }
+        if let Some(items) = doc.get_mut(list).and_then(Value::as_array_mut) {
+            items.retain(|x| x["name"] != name);
+        }
+    }
+    let was_current = doc["current-context"] == context;
+    if was_current && let Some(m) = doc.as_object_mut() {
+        m.insert("current-context".into(), Value::String(String::new()));
+    }
+    (true, was_current)
+}
+
+/// Removes `context` from the kubeconfig file at `path` (see [`remove_context`]), replacing the
+/// file atomically and keeping the previous one as `<file>.bak`. `None` when the file is missing
+/// or has no such context; else whether it was the current context.
+pub fn remove_context_from_file(path: &Path, context: &str) -> Result<Option<bool>, Error> {
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let Ok(old) = std::fs::read_to_string(&target) else {
+        return Ok(None);
+    };
+    let mut doc = parse(&old, &target.display().to_string())?;
+    let (found, was_current) = remove_context(&mut doc, context);
+    if !found {
+        return Ok(None);
+    }
+    replace_file(&target, Some(&old), &crate::render::to_yaml(&doc)?)?;
+    Ok(Some(was_current))
+}
+
+/// Replaces `target`'s content `old` (None: no file yet) with `new`: the previous content is
+/// kept as `<file>.bak`, then the new one is written atomically. Returns the backup.
+fn replace_file(target: &Path, old: Option<&str>, new: &str) -> Result<Option<PathBuf>, Error> {
+    let backup = match old {
+        Some(old) => {
+            let b = backup_path(target);
+            write_atomic(&b, old.as_bytes(), true)?;
+            Some(b)
+        }
+        None => None,
+    };
+    write_atomic(target, new.as_bytes(), true)?;
+    Ok(backup)
+}
+
+/// `<file>.bak`, next to the file.
+pub fn backup_path(target: &Path) -> PathBuf {
+    let mut name = target
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| "config".into());
+    name.push(".bak");
+    target.with_file_name(name)
+}
+
+/// Writes `bytes` to `path` with mode 0600 atomically: a temporary file with an unpredictable
+/// name in the same directory, flushed to disk, then renamed over `path`. On any failure `path`
+/// is left as it was and the temporary file is removed.
+pub fn write_atomic(path: &Path, bytes: &[u8], create_dir: bool) -> Result<(), Error> {
+    let io = |what: &str, e: std::io::Error| Error::Other {
+        message: format!("cannot write {}: {what}: {e}", path.display()),
+        hint: Some("check the path and its permissions".into()),
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if create_dir && !dir.exists() {
+        std::fs::create_dir_all(&dir).map_err(|e| io("creating its directory", e))?;
+    }
+    let prefix = format!(
+        ".{}.",
+        path.file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| "kubeconfig".into())
+    );
+    // NamedTempFile creates the file with O_EXCL and mode 0600, and removes it if we fail
+    // before persisting.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .tempfile_in(&dir)
+        .map_err(|e| io("creating a temporary file", e))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| io("setting mode 0600", e))?;
+    }
+    tmp.write_all(bytes).map_err(|e| io("writing", e))?;
+    tmp.as_file().sync_all().map_err(|e| io("syncing", e))?;
+    if std::env::var_os(FAIL_BEFORE_RENAME_ENV).is_some() {
+        return Err(Error::other(format!(
+            "cannot write {}: simulated failure before the rename ({FAIL_BEFORE_RENAME_ENV})",
+            path.display()
+        )));
+    }
+    tmp.persist(path).map_err(|e| io("replacing it", e.error))?;
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn opts(force: bool, set_current: bool) -> MergeOptions<'static> {
+        MergeOptions {
+            force,
+            set_current,
+            conflict_hint: "pass --force",
+        }
+    }
 
     fn fetched() -> Value {
         json!({
@@ -263,11 +395,11 @@ mod tests {
         assert_eq!(add["contexts"][0]["context"]["cluster"], "prod");
         let base = json!({"apiVersion": "v1", "kind": "Config", "current-context": "mgmt",
             "contexts": [{"name": "mgmt", "context": {"cluster": "mgmt", "user": "me"}}]});
-        let (merged, r) = merge(&base, &add, false, false).unwrap();
+        let (merged, r) = merge(&base, &add, opts(false, false)).unwrap();
         assert_eq!(r.added.len(), 3);
         assert_eq!(merged["current-context"], "mgmt");
         assert_eq!(merged["contexts"].as_array().unwrap().len(), 2);
-        let (_, r2) = merge(&merged, &add, false, false).unwrap();
+        let (_, r2) = merge(&merged, &add, opts(false, false)).unwrap();
         assert!(r2.added.is_empty());
         assert_eq!(r2.unchanged.len(), 3);
     }
@@ -275,16 +407,16 @@ mod tests {
     #[test]
     fn different_entries_conflict_unless_forced() {
         let add = rename(&fetched(), "prod", "prod-admin", "prod-admin@prod").unwrap();
-        let (merged, _) = merge(&json!({}), &add, false, false).unwrap();
+        let (merged, _) = merge(&json!({}), &add, opts(false, false)).unwrap();
         let mut other = add.clone();
         other["clusters"][0]["cluster"]["server"] = json!("https://10.9.9.9:6443");
-        let e = merge(&merged, &other, false, false).unwrap_err();
+        let e = merge(&merged, &other, opts(false, false)).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "the kubeconfig already has different entries named cluster/prod"
+            "your kubeconfig already has cluster \"prod\" with other settings; nothing was changed"
         );
-        let (m, r) = merge(&merged, &other, true, false).unwrap();
-        assert_eq!(r.replaced, ["cluster/prod"]);
+        let (m, r) = merge(&merged, &other, opts(true, false)).unwrap();
+        assert_eq!(r.replaced, ["cluster \"prod\""]);
         assert_eq!(
             m["clusters"][0]["cluster"]["server"],
             "https://10.9.9.9:6443"
@@ -298,7 +430,7 @@ mod tests {
         let path = dir.path().join("config");
         std::fs::write(&path, "apiVersion: v1\nkind: Config\ncurrent-context: mgmt\ncontexts:\n- name: mgmt\n  context: {cluster: mgmt, user: me}\n").unwrap();
         let add = rename(&fetched(), "prod", "prod-admin", "prod-admin@prod").unwrap();
-        let r = merge_into_file(&path, &add, false, true).unwrap();
+        let r = merge_into_file(&path, &add, opts(false, true)).unwrap();
         assert!(r.backup.is_some());
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
@@ -307,5 +439,101 @@ mod tests {
         assert_eq!(back["contexts"].as_array().unwrap().len(), 2);
         let bak = std::fs::read_to_string(dir.path().join("config.bak")).unwrap();
         assert!(bak.contains("current-context: mgmt"));
+    }
+
+    fn kc(name: &str, server: &str) -> Value {
+        parse(&format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}\ncontexts:\n- name: {name}-admin@{name}\n  context:\n    cluster: {name}\n    user: {name}-admin\ncurrent-context: {name}-admin@{name}\nusers:\n- name: {name}-admin\n  user:\n    token: t-{name}\n"
+        ), "test")
+        .unwrap()
+    }
+
+    #[test]
+    fn merge_adds_and_refuses_conflicts() {
+        let mut existing = kc("a", "https://a");
+        existing["preferences"] = json!({"colors": true});
+        let before = existing.clone();
+        let (merged, out) = merge(&existing, &kc("b", "https://b"), opts(false, false)).unwrap();
+        existing = merged;
+        assert_eq!(out.added.len(), 3);
+        assert_eq!(out.context, "b-admin@b");
+        assert_eq!(existing["current-context"], "a-admin@a");
+        assert_eq!(existing["preferences"], before["preferences"]);
+        assert_eq!(existing["clusters"][0], before["clusters"][0]);
+        // Same content again: nothing to do.
+        let (merged, out) = merge(&existing, &kc("b", "https://b"), opts(false, true)).unwrap();
+        existing = merged;
+        assert_eq!(out.unchanged.len(), 3);
+        assert_eq!(existing["current-context"], "b-admin@b");
+        // Other content under the same names: refused, untouched.
+        let snapshot = existing.clone();
+        let err = merge(&existing, &kc("b", "https://b2"), opts(false, false)).unwrap_err();
+        assert!(err.to_string().contains("cluster \"b\""), "{err}");
+        assert_eq!(existing, snapshot);
+        let (merged, out) = merge(&existing, &kc("b", "https://b2"), opts(true, false)).unwrap();
+        existing = merged;
+        assert_eq!(out.replaced, vec!["cluster \"b\"".to_string()]);
+        assert_eq!(existing["clusters"][1]["cluster"]["server"], "https://b2");
+    }
+
+    #[test]
+    fn malformed_kubeconfigs_are_named() {
+        let odd = parse("::: not yaml", "x");
+        assert!(odd.is_err() || check_entries(&odd.unwrap()).is_err());
+        assert!(parse("a: [", "x").is_err());
+        let empty = parse("apiVersion: v1\nclusters: []\n", "x").unwrap();
+        assert!(check_entries(&empty).unwrap_err().contains("no clusters"));
+        assert!(
+            parse("- a\n- b\n", "x")
+                .unwrap_err()
+                .to_string()
+                .contains("mapping")
+        );
+    }
+
+    #[test]
+    fn atomic_write_keeps_the_old_file_on_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("config");
+        write_atomic(&p, b"one", false).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        write_atomic(&p, b"two", false).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "two");
+        assert_eq!(backup_path(&p), dir.path().join("config.bak"));
+        // No temporary files are left behind.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn removes_the_merged_context_and_its_unshared_entries() {
+        let mut doc = json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c1-admin@c1",
+            "clusters": [{"name": "c1", "cluster": {"server": "https://a"}}, {"name": "mgmt", "cluster": {"server": "https://m"}}],
+            "users": [{"name": "c1-admin", "user": {}}, {"name": "me", "user": {}}],
+            "contexts": [{"name": "c1-admin@c1", "context": {"cluster": "c1", "user": "c1-admin"}},
+                         {"name": "mgmt", "context": {"cluster": "mgmt", "user": "me"}}]
+        });
+        assert_eq!(remove_context(&mut doc, "c1-admin@c1"), (true, true));
+        assert_eq!(doc["contexts"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            doc["clusters"],
+            json!([{"name": "mgmt", "cluster": {"server": "https://m"}}])
+        );
+        assert_eq!(doc["users"], json!([{"name": "me", "user": {}}]));
+        assert_eq!(doc["current-context"], "");
+        assert_eq!(remove_context(&mut doc, "c1-admin@c1"), (false, false));
+        // A user shared with another context stays.
+        let mut doc = json!({
+            "contexts": [{"name": "c2-admin@c2", "context": {"cluster": "c2", "user": "shared"}},
+                         {"name": "x", "context": {"cluster": "x", "user": "shared"}}],
+            "users": [{"name": "shared"}], "clusters": [{"name": "c2"}, {"name": "x"}]
+        });
+        assert_eq!(remove_context(&mut doc, "c2-admin@c2"), (true, false));
+        assert_eq!(doc["users"].as_array().unwrap().len(), 1);
+        assert_eq!(doc["clusters"], json!([{"name": "x"}]));
     }
 }

@@ -81,56 +81,21 @@ fn kubeconfig_files(kube: &KubeFlags) -> Vec<PathBuf> {
     out
 }
 
-/// Removes `context` from a kubeconfig document, with its cluster and user when no other context
-/// uses them. Returns whether it was there and whether it was the current context.
-pub fn remove_context(doc: &mut Value, context: &str) -> (bool, bool) {
-    let Some(contexts) = doc.get_mut("contexts").and_then(Value::as_array_mut) else {
-        return (false, false);
-    };
-    let Some(i) = contexts.iter().position(|c| c["name"] == context) else {
-        return (false, false);
-    };
-    let removed = contexts.remove(i);
-    let used = |key: &str, name: &Value, contexts: &[Value]| {
-        contexts.iter().any(|c| &c["context"][key] == name)
-    };
-    let remaining = contexts.clone();
-    for (list, key) in [("clusters", "cluster"), ("users", "user")] {
-        let name = removed["context"][key].clone();
-        if name.is_null() || used(key, &name, &remaining) {
-            continue;
-        }
-        if let Some(items) = doc.get_mut(list).and_then(Value::as_array_mut) {
-            items.retain(|x| x["name"] != name);
-        }
-    }
-    let was_current = doc["current-context"] == context;
-    if was_current && let Some(m) = doc.as_object_mut() {
-        m.insert("current-context".into(), Value::String(String::new()));
-    }
-    (true, was_current)
-}
-
 /// Removes the cluster's merged context from the kubeconfig files that hold it.
 fn remove_merged_context(kube: &KubeFlags, cluster: &str) -> Result<(), Error> {
     let ctx = context_name(cluster);
     for path in kubeconfig_files(kube) {
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
+        let was_current = match shared::kubeconfig::remove_context_from_file(&path, &ctx) {
+            Ok(Some(was_current)) => was_current,
+            Ok(None) => continue,
+            Err(e) => {
+                shared::render::warn(&format!(
+                    "context {ctx} was not removed from {}: {e}",
+                    path.display()
+                ));
+                continue;
+            }
         };
-        let Ok(mut doc) = shared::kubeconfig::parse(&text, &path.display().to_string()) else {
-            shared::render::warn(&format!(
-                "{} is not a valid kubeconfig; context {ctx} was not removed from it",
-                path.display()
-            ));
-            continue;
-        };
-        let (found, was_current) = remove_context(&mut doc, &ctx);
-        if !found {
-            continue;
-        }
-        // Atomic, mode 0600, the previous file kept as <file>.bak.
-        shared::kubeconfig::write_atomic(&path, &shared::render::to_yaml(&doc)?)?;
         shared::render::line(&format!("deleted context {ctx} from {}", path.display()));
         if was_current {
             shared::render::warn(&format!(
@@ -445,39 +410,4 @@ async fn cleanup_bootstrap_kubeconfigs(t: &Target) -> Result<(), Error> {
         bks.len() - unused.len()
     ));
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn removes_the_merged_context_and_its_unshared_entries() {
-        let mut doc = json!({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c1-admin@c1",
-            "clusters": [{"name": "c1", "cluster": {"server": "https://a"}}, {"name": "mgmt", "cluster": {"server": "https://m"}}],
-            "users": [{"name": "c1-admin", "user": {}}, {"name": "me", "user": {}}],
-            "contexts": [{"name": "c1-admin@c1", "context": {"cluster": "c1", "user": "c1-admin"}},
-                         {"name": "mgmt", "context": {"cluster": "mgmt", "user": "me"}}]
-        });
-        assert_eq!(remove_context(&mut doc, "c1-admin@c1"), (true, true));
-        assert_eq!(doc["contexts"].as_array().unwrap().len(), 1);
-        assert_eq!(
-            doc["clusters"],
-            json!([{"name": "mgmt", "cluster": {"server": "https://m"}}])
-        );
-        assert_eq!(doc["users"], json!([{"name": "me", "user": {}}]));
-        assert_eq!(doc["current-context"], "");
-        assert_eq!(remove_context(&mut doc, "c1-admin@c1"), (false, false));
-        // A user shared with another context stays.
-        let mut doc = json!({
-            "contexts": [{"name": "c2-admin@c2", "context": {"cluster": "c2", "user": "shared"}},
-                         {"name": "x", "context": {"cluster": "x", "user": "shared"}}],
-            "users": [{"name": "shared"}], "clusters": [{"name": "c2"}, {"name": "x"}]
-        });
-        assert_eq!(remove_context(&mut doc, "c2-admin@c2"), (true, false));
-        assert_eq!(doc["users"].as_array().unwrap().len(), 1);
-        assert_eq!(doc["clusters"], json!([{"name": "x"}]));
-    }
 }

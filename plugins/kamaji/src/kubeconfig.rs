@@ -173,8 +173,12 @@ async fn get(args: &GetArgs) -> Result<(), Error> {
             message: "no kubeconfig file to merge into".into(),
             hint: Some("pass --merge-file, or set KUBECONFIG or HOME".into()),
         })?;
-    let report =
-        shared::kubeconfig::merge_into_file(&file, &renamed, args.force, args.set_current)?;
+    let opts = shared::kubeconfig::MergeOptions {
+        force: args.force,
+        set_current: args.set_current,
+        conflict_hint: "pass --force to replace them, or --context-name to merge under another name",
+    };
+    let report = shared::kubeconfig::merge_into_file(&file, &renamed, opts)?;
     let what = if !report.added.is_empty() {
         "merged"
     } else if !report.replaced.is_empty() {

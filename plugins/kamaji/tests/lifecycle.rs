@@ -264,7 +264,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         1,
     );
     assert!(
-        line.contains("already has different entries named cluster/"),
+        line.contains("your kubeconfig already has cluster \""),
         "{line}"
     );
 
