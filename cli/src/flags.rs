@@ -215,6 +215,36 @@ fn color_when() -> impl TypedValueParser<Value = ColorWhen> {
     .map(|s| s.parse::<ColorWhen>().unwrap_or_default())
 }
 
+/// `--dry-run`, as kubectl spells it.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DryRun {
+    /// make the change
+    #[default]
+    None,
+    /// print what would change, send nothing
+    Client,
+    /// send the change with dryRun=All: the server validates it and stores nothing
+    Server,
+}
+
+impl DryRun {
+    /// The suffix kubectl prints after an action: ` (dry run)`, ` (server dry run)`.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            DryRun::None => "",
+            DryRun::Client => " (dry run)",
+            DryRun::Server => " (server dry run)",
+        }
+    }
+    pub fn is_dry(self) -> bool {
+        self != DryRun::None
+    }
+    /// Whether writes are sent with `dryRun=All`.
+    pub fn server(self) -> bool {
+        self == DryRun::Server
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

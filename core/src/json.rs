@@ -85,6 +85,25 @@ pub fn owner_of_kind<'a>(v: &'a Value, owner_kind: &str) -> Option<&'a str> {
         .and_then(|o| o.get("name").and_then(Value::as_str))
 }
 
+/// The nested object `{a: {b: {c: value}}}` for a path.
+pub fn nest(path: &[&str], value: Value) -> Value {
+    path.iter()
+        .rev()
+        .fold(value, |acc, key| serde_json::json!({ (*key): acc }))
+}
+
+/// Deep-merges `from` into `into` (objects merge, everything else replaces).
+pub fn deep_merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                deep_merge(a.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

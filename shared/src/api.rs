@@ -1,6 +1,8 @@
-//! Thin API helpers that turn failures into typed errors.
+//! Thin API helpers that turn failures into typed errors: reads (get, list, paginated JSON
+//! lists) and writes (server-side apply, merge and JSON patches, delete) with a field manager
+//! and server-side dry run. Both plugins write only through here.
 
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde::Deserialize;
 use serde_json::Value;
@@ -62,6 +64,162 @@ pub async fn get_or_suggest(
             })
         }
         Err(e) => Err(conn.error(e, &op)),
+    }
+}
+
+/// Gets an object, `None` when it does not exist.
+pub async fn get_opt(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Option<DynamicObject>, Error> {
+    dynamic(conn, ar, namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| conn.error(e, &Op::on("get", ar).in_namespace(namespace).named(name)))
+}
+
+/// Lists objects (`namespace` None = all namespaces), optionally by label selector. One
+/// request: for fleet-sized lists use [`list_json`], which pages.
+pub async fn list(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    selector: Option<&str>,
+) -> Result<Vec<DynamicObject>, Error> {
+    let mut lp = ListParams::default();
+    if let Some(s) = selector {
+        lp = lp.labels(s);
+    }
+    dynamic(conn, ar, namespace)
+        .list(&lp)
+        .await
+        .map(|l| l.items)
+        .map_err(|e| conn.error(e, &Op::on("list", ar).in_namespace(namespace)))
+}
+
+/// How a write is sent: the field manager (`kubectl-capi`, `kubectl-kamaji`), server-side dry
+/// run (`dryRun=All`: validated, not stored), and whether server-side apply takes over fields
+/// another manager owns.
+#[derive(Clone, Copy, Debug)]
+pub struct Write<'a> {
+    pub manager: &'a str,
+    pub dry_run: bool,
+    pub force: bool,
+}
+
+impl Write<'_> {
+    fn params(&self) -> PatchParams {
+        PatchParams {
+            field_manager: Some(self.manager.to_string()),
+            dry_run: self.dry_run,
+            ..Default::default()
+        }
+    }
+}
+
+/// Server-side applies `obj` (namespace and name from its metadata) as `ar`.
+pub async fn apply(
+    conn: &Conn,
+    ar: &ApiResource,
+    obj: &Value,
+    w: Write<'_>,
+) -> Result<DynamicObject, Error> {
+    let ns = obj["metadata"]["namespace"].as_str();
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let mut pp = PatchParams::apply(w.manager);
+    pp.dry_run = w.dry_run;
+    pp.force = w.force;
+    dynamic(conn, ar, ns)
+        .patch(name, &pp, &Patch::Apply(obj))
+        .await
+        .map_err(|e| match e {
+            // Server-side apply conflicts: another field manager owns a field we set.
+            kube::Error::Api(s) if s.code == 409 && s.message.contains("Apply failed") => {
+                Error::Other {
+                    message: format!("{} {name}: {}", ar.kind, s.message),
+                    hint: Some(
+                        "another field manager owns these fields; pass --force-conflicts to take them over"
+                            .into(),
+                    ),
+                }
+            }
+            e => conn.error(e, &Op::on("patch", ar).in_namespace(ns).named(name)),
+        })
+}
+
+/// A JSON merge patch.
+pub async fn merge_patch(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: &str,
+    name: &str,
+    patch: &Value,
+    w: Write<'_>,
+) -> Result<DynamicObject, Error> {
+    dynamic(conn, ar, Some(namespace))
+        .patch(name, &w.params(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| {
+            let op = Op::on("patch", ar)
+                .in_namespace(Some(namespace))
+                .named(name);
+            conn.error(e, &op)
+        })
+}
+
+/// A planned change ([`kcore::plan::ObjectPatch`]): its RFC 6902 JSON patch, or for the scale
+/// subresource its merge patch.
+pub async fn patch(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: &str,
+    p: &kcore::plan::ObjectPatch,
+    w: Write<'_>,
+) -> Result<(), Error> {
+    let op = Op::on("patch", ar)
+        .in_namespace(Some(namespace))
+        .named(&p.name);
+    let api = dynamic(conn, ar, Some(namespace));
+    let res = if p.subresource.as_deref() == Some("scale") {
+        let mp = p
+            .merge_patch
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({}));
+        api.patch_scale(&p.name, &w.params(), &Patch::Merge(mp))
+            .await
+            .map(|_| ())
+    } else {
+        // The JSON patch type is kube's own (json-patch crate), inferred from the variant.
+        let jp = serde_json::from_value(p.json_patch.clone())
+            .map_err(|e| Error::other(format!("internal: bad JSON patch: {e}")))?;
+        api.patch(&p.name, &w.params(), &Patch::<()>::Json(jp))
+            .await
+            .map(|_| ())
+    };
+    res.map_err(|e| conn.error(e, &op))
+}
+
+/// Deletes an object; one already gone is not an error (a re-run finishes the job).
+pub async fn delete(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: &str,
+    name: &str,
+) -> Result<(), Error> {
+    match dynamic(conn, ar, Some(namespace))
+        .delete(name, &DeleteParams::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => {
+            let op = Op::on("delete", ar)
+                .in_namespace(Some(namespace))
+                .named(name);
+            Err(conn.error(e, &op))
+        }
     }
 }
 

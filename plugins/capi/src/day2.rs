@@ -3,52 +3,27 @@
 //! API with the `kubectl-capi` field manager.
 
 use cli::{Conn, KubeFlags};
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use shared::discovery::{CapiVersion, ServerApis, fields};
-use shared::error::{Error, Op};
+use shared::error::Error;
 
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "kubectl-capi";
 /// The label CAPI puts on every object of a cluster.
 pub use shared::labels::CLUSTER_NAME_LABEL;
 
-/// `--dry-run`, as kubectl spells it.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum DryRun {
-    /// make the change
-    #[default]
-    None,
-    /// print what would change, send nothing
-    Client,
-    /// send the change with dryRun=All: the server validates it and stores nothing
-    Server,
-}
+/// `--dry-run` (the CLI layer's one definition).
+pub use cli::DryRun;
 
-impl DryRun {
-    /// The suffix kubectl prints after an action: ` (dry run)`, ` (server dry run)`.
-    pub fn suffix(self) -> &'static str {
-        match self {
-            DryRun::None => "",
-            DryRun::Client => " (dry run)",
-            DryRun::Server => " (server dry run)",
-        }
-    }
-    pub fn is_dry(self) -> bool {
-        self != DryRun::None
-    }
-    fn params(self) -> PatchParams {
-        let mut p = PatchParams::apply(FIELD_MANAGER).force();
-        p.dry_run = self == DryRun::Server;
-        p
-    }
-    fn patch_params(self) -> PatchParams {
-        PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            dry_run: self == DryRun::Server,
-            ..Default::default()
-        }
+/// How writes of a day-2 verb are sent: server-side apply takes over fields (these verbs own
+/// what they set), `--dry-run=server` sends `dryRun=All`.
+fn write(dry: DryRun) -> shared::api::Write<'static> {
+    shared::api::Write {
+        manager: FIELD_MANAGER,
+        dry_run: dry.server(),
+        force: true,
     }
 }
 
@@ -133,26 +108,16 @@ impl Target {
 
     /// Gets one object of the cluster's namespace as JSON, `None` when it does not exist.
     pub async fn get_opt(&self, ar: &ApiResource, name: &str) -> Result<Option<Value>, Error> {
-        let op = Op::on("get", ar)
-            .in_namespace(Some(&self.namespace))
-            .named(name);
-        self.api(ar)
-            .get_opt(name)
-            .await
-            .map(|o| o.map(|o| fields::object_json(&o)))
-            .map_err(|e| self.conn.error(e, &op))
+        let o = shared::api::get_opt(&self.conn, ar, Some(&self.namespace), name).await?;
+        Ok(o.map(|o| fields::object_json(&o)))
     }
 
     /// Lists objects of `ar` in the cluster's namespace with the cluster-name label.
     pub async fn list_of_cluster(&self, ar: &ApiResource) -> Result<Vec<Value>, Error> {
-        let lp = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={}", self.name));
-        let op = Op::on("list", ar).in_namespace(Some(&self.namespace));
-        let list = self
-            .api(ar)
-            .list(&lp)
-            .await
-            .map_err(|e| self.conn.error(e, &op))?;
-        let mut items: Vec<Value> = list.items.iter().map(fields::object_json).collect();
+        let selector = format!("{CLUSTER_NAME_LABEL}={}", self.name);
+        let list =
+            shared::api::list(&self.conn, ar, Some(&self.namespace), Some(&selector)).await?;
+        let mut items: Vec<Value> = list.iter().map(fields::object_json).collect();
         items.sort_by(|a, b| name_of(a).cmp(name_of(b)));
         Ok(items)
     }
@@ -163,13 +128,8 @@ impl Target {
         ar: &ApiResource,
         namespace: Option<&str>,
     ) -> Result<Vec<Value>, Error> {
-        let api = shared::api::dynamic(&self.conn, ar, namespace);
-        let op = Op::on("list", ar).in_namespace(namespace);
-        let list = api
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| self.conn.error(e, &op))?;
-        Ok(list.items.iter().map(fields::object_json).collect())
+        let list = shared::api::list(&self.conn, ar, namespace, None).await?;
+        Ok(list.iter().map(fields::object_json).collect())
     }
 
     /// The control-plane object and its ApiResource, when the cluster has one.
@@ -227,79 +187,30 @@ impl Target {
         if dry == DryRun::Client {
             return Ok(obj);
         }
-        let op = Op::on("patch", ar)
-            .in_namespace(Some(&self.namespace))
-            .named(name);
-        let out = self
-            .api(ar)
-            .patch(name, &dry.params(), &Patch::Apply(&obj))
-            .await
-            .map_err(|e| self.conn.error(e, &op))?;
+        let out = shared::api::apply(&self.conn, ar, &obj, write(dry)).await?;
         Ok(fields::object_json(&out))
     }
 
-    /// An RFC 6902 JSON patch (or, with `scale`, a merge patch of the scale subresource).
+    /// A planned change to an object of the cluster's namespace.
     pub async fn patch(
         &self,
         ar: &ApiResource,
-        name: &str,
         p: &shared::plan::ObjectPatch,
         dry: DryRun,
     ) -> Result<(), Error> {
         if dry == DryRun::Client {
             return Ok(());
         }
-        let op = Op::on("patch", ar)
-            .in_namespace(Some(&self.namespace))
-            .named(name);
-        let api = self.api(ar);
-        let res = if p.subresource.as_deref() == Some("scale") {
-            let mp = p.merge_patch.clone().unwrap_or_else(|| json!({}));
-            api.patch_scale(name, &dry.patch_params(), &Patch::Merge(mp))
-                .await
-                .map(|_| ())
-        } else {
-            // The JSON patch type is kube's own (json-patch crate), inferred from the variant.
-            let jp = serde_json::from_value(p.json_patch.clone())
-                .map_err(|e| Error::other(format!("internal: bad JSON patch: {e}")))?;
-            api.patch(name, &dry.patch_params(), &Patch::<()>::Json(jp))
-                .await
-                .map(|_| ())
-        };
-        res.map_err(|e| self.conn.error(e, &op))
+        shared::api::patch(&self.conn, ar, &self.namespace, p, write(dry)).await
     }
 }
 
-/// `metadata.name`.
-pub fn name_of(v: &Value) -> &str {
-    v.pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
+pub use kcore::json::{deep_merge as merge, name as name_of, nest};
 
 /// `kind.group/name`, as kubectl prints objects.
 pub fn display_name(kind: &str, api_version: &str, name: &str) -> String {
     let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
     shared::render::object_name(kind, group, name)
-}
-
-/// The nested object `{a: {b: {c: value}}}` for a path.
-pub fn nest(path: &[&str], value: Value) -> Value {
-    path.iter()
-        .rev()
-        .fold(value, |acc, key| json!({ (*key): acc }))
-}
-
-/// Deep-merges `from` into `into` (objects merge, everything else replaces).
-pub fn merge(into: &mut Value, from: Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                merge(a.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (slot, v) => *slot = v,
-    }
 }
 
 /// The rollout time for a restart: the next whole second, RFC 3339 as metav1.Time writes it.

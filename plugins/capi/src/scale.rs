@@ -188,7 +188,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             continue;
         }
         let ar = t.resource_of(&p.api_version, &p.kind)?;
-        t.patch(&ar, &p.name, p, args.dry_run).await?;
+        t.patch(&ar, p, args.dry_run).await?;
         let from = s.from.map(|f| f.to_string()).unwrap_or_else(|| "?".into());
         shared::render::line(&format!(
             "{what} scaled from {from} to {}{}",

@@ -413,7 +413,7 @@ async fn apply_step(t: &Target, step: &UpgradeStep, dry: DryRun) -> Result<(), E
     }
     let p = &step.patch;
     let ar = t.resource_of(&p.api_version, &p.kind)?;
-    t.patch(&ar, &p.name, p, dry).await
+    t.patch(&ar, p, dry).await
 }
 
 /// Waits until the step's object runs the new version everywhere and is ready.

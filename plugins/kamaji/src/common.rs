@@ -3,27 +3,19 @@
 
 use std::collections::BTreeMap;
 
-use clap::ValueEnum;
 use cli::Conn;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject};
 use serde_json::Value;
 use shared::build::kamaji::FIELD_MANAGER;
 use shared::discovery::fields::{self, object_json};
 use shared::discovery::{CONTROLPLANE_GROUP, KAMAJI_GROUP, ServerApis};
 use shared::error::{Error, Op};
 
-/// `--dry-run`.
-#[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum DryRun {
-    /// Change the cluster
-    #[default]
-    None,
-    /// Print what would be sent, without contacting the server for changes
-    Client,
-    /// Send the changes for validation only
-    Server,
-}
+/// `--dry-run` (the CLI layer's one definition).
+pub use cli::DryRun;
+/// Reads and deletes as every verb does them.
+pub use shared::api::{delete, get_opt, list};
 
 /// KamajiControlPlane at its served version, or "not installed".
 pub fn kcp_resource(apis: &ServerApis) -> Result<ApiResource, Error> {
@@ -84,27 +76,7 @@ pub async fn apply(
     force: bool,
 ) -> Result<DynamicObject, Error> {
     let ar = resource_of(apis, obj)?;
-    let ns = obj["metadata"]["namespace"].as_str();
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    let api = shared::api::dynamic(conn, &ar, ns);
-    let mut pp = PatchParams::apply(FIELD_MANAGER);
-    pp.dry_run = dry_run;
-    pp.force = force;
-    api.patch(name, &pp, &Patch::Apply(obj))
-        .await
-        .map_err(|e| match e {
-            // Server-side apply conflicts: another field manager owns a field we set.
-            kube::Error::Api(s) if s.code == 409 && s.message.contains("Apply failed") => {
-                Error::Other {
-                    message: format!("{} {name}: {}", ar.kind, s.message),
-                    hint: Some(
-                        "another field manager owns these fields; pass --force-conflicts to take them over"
-                            .into(),
-                    ),
-                }
-            }
-            e => conn.error(e, &Op::on("patch", &ar).in_namespace(ns).named(name)),
-        })
+    shared::api::apply(conn, &ar, obj, write(dry_run, force)).await
 }
 
 /// A merge patch with field manager `kubectl-kamaji`.
@@ -115,55 +87,15 @@ pub async fn merge_patch(
     name: &str,
     patch: &Value,
 ) -> Result<DynamicObject, Error> {
-    let api = shared::api::dynamic(conn, ar, Some(ns));
-    let pp = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..Default::default()
-    };
-    api.patch(name, &pp, &Patch::Merge(patch))
-        .await
-        .map_err(|e| conn.error(e, &Op::on("patch", ar).in_namespace(Some(ns)).named(name)))
+    shared::api::merge_patch(conn, ar, ns, name, patch, write(false, false)).await
 }
 
-/// Deletes an object; one already gone is not an error (a re-run finishes the job).
-pub async fn delete(conn: &Conn, ar: &ApiResource, ns: &str, name: &str) -> Result<(), Error> {
-    let api = shared::api::dynamic(conn, ar, Some(ns));
-    match api.delete(name, &kube::api::DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(conn.error(e, &Op::on("delete", ar).in_namespace(Some(ns)).named(name))),
+fn write(dry_run: bool, force: bool) -> shared::api::Write<'static> {
+    shared::api::Write {
+        manager: FIELD_MANAGER,
+        dry_run,
+        force,
     }
-}
-
-/// Gets an object, `None` when it does not exist.
-pub async fn get_opt(
-    conn: &Conn,
-    ar: &ApiResource,
-    ns: Option<&str>,
-    name: &str,
-) -> Result<Option<DynamicObject>, Error> {
-    shared::api::dynamic(conn, ar, ns)
-        .get_opt(name)
-        .await
-        .map_err(|e| conn.error(e, &Op::on("get", ar).in_namespace(ns).named(name)))
-}
-
-/// Lists objects (`ns` None = all namespaces), optionally by label selector.
-pub async fn list(
-    conn: &Conn,
-    ar: &ApiResource,
-    ns: Option<&str>,
-    selector: Option<&str>,
-) -> Result<Vec<DynamicObject>, Error> {
-    let mut lp = ListParams::default();
-    if let Some(s) = selector {
-        lp = lp.labels(s);
-    }
-    shared::api::dynamic(conn, ar, ns)
-        .list(&lp)
-        .await
-        .map(|l| l.items)
-        .map_err(|e| conn.error(e, &Op::on("list", ar).in_namespace(ns)))
 }
 
 /// A control plane: the KamajiControlPlane (absent for a standalone TenantControlPlane) and its
