@@ -103,133 +103,150 @@ fn section(out: &mut String, title: &str) {
     out.push('\n');
 }
 
+/// A section's table, or `empty` (an indented line) when it has no rows.
+fn table_or(out: &mut String, t: Option<Table>, empty: &str) {
+    match t {
+        Some(t) => out.push_str(&t.render(false, true, false)),
+        None => out.push_str(empty),
+    }
+}
+
+/// "v1.30.2", "v1.30.2 (upgrading to v1.31.0)" or "v1.31.0 (not running yet)".
+fn version_text(s: &Summary) -> String {
+    match (&s.version, &s.desired_version) {
+        (Some(v), Some(d)) if v != d => format!("{v} (upgrading to {d})"),
+        (Some(v), _) => v.clone(),
+        (None, Some(d)) => format!("{d} (not running yet)"),
+        (None, None) => String::new(),
+    }
+}
+
+fn summary_fields(s: &Summary) -> String {
+    let or = |v: &Option<String>, none: &str| v.clone().unwrap_or_else(|| none.into());
+    let mut f = Fields::new();
+    f.add("Name", format!("{}/{}", s.namespace, s.name));
+    f.add("Cluster", or(&s.cluster, "<none>"));
+    f.add(
+        "TenantControlPlane",
+        or(&s.tenant_control_plane, "<not created>"),
+    );
+    f.add("Version", version_text(s));
+    f.add("Status", or(&s.status, "Unknown"));
+    f.add(
+        "Replicas",
+        format!("{}/{} ready", s.ready_replicas, s.desired_replicas),
+    );
+    f.add("Endpoint", or(&s.endpoint, "<not assigned>"));
+    f.add("DataStore", or(&s.datastore, "<Kamaji default>"));
+    f.add("Infrastructure", or(&s.infrastructure, "<none>"));
+    f.add("Age", s.age.as_str());
+    f.render(false)
+}
+
+fn pods_table(pods: &[PodRow]) -> Option<Table> {
+    if pods.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(["name", "status", "ready", "restarts", "node"]);
+    for p in pods {
+        t.row([
+            p.name.clone(),
+            p.phase.clone(),
+            p.ready.clone(),
+            p.restarts.to_string(),
+            p.node.clone(),
+        ]);
+    }
+    Some(t)
+}
+
+fn conditions_table(conditions: &[Condition]) -> Option<Table> {
+    if conditions.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(["type", "status", "reason", "message"]);
+    for c in conditions {
+        t.row([
+            c.type_.clone(),
+            c.status.clone(),
+            c.reason.clone().unwrap_or_default(),
+            c.message.clone().unwrap_or_default(),
+        ]);
+    }
+    Some(t)
+}
+
+fn addons_table(addons: &[AddonRow]) -> Table {
+    let mut t = Table::new(["addon", "enabled", "details"]);
+    for a in addons {
+        t.row([
+            a.name.clone(),
+            if a.enabled { "yes" } else { "no" }.to_string(),
+            a.details.clone(),
+        ]);
+    }
+    t
+}
+
+fn certificates_table(certificates: &[CertRow]) -> Option<Table> {
+    if certificates.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(["secret", "key", "subject", "expires", "days left"]);
+    for c in certificates {
+        t.row([
+            c.secret.clone(),
+            c.key.clone(),
+            c.subject.clone(),
+            c.not_after.clone(),
+            c.days_left.to_string(),
+        ]);
+    }
+    Some(t)
+}
+
+fn workers_table(workers: &[WorkerRow]) -> Option<Table> {
+    if workers.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(["machinedeployment", "ready/desired", "version"]);
+    for w in workers {
+        t.row([
+            w.machine_deployment.clone(),
+            format!("{}/{}", w.ready, w.desired),
+            w.version.clone(),
+        ]);
+    }
+    Some(t)
+}
+
 impl Render for Status {
     fn human(&self) -> Human {
-        let s = &self.summary;
         let mut out = String::new();
         section(&mut out, "Control plane");
-        let mut f = Fields::new();
-        f.add("Name", format!("{}/{}", s.namespace, s.name));
-        f.add(
-            "Cluster",
-            s.cluster.clone().unwrap_or_else(|| "<none>".into()),
-        );
-        f.add(
-            "TenantControlPlane",
-            s.tenant_control_plane
-                .clone()
-                .unwrap_or_else(|| "<not created>".into()),
-        );
-        let version = match (&s.version, &s.desired_version) {
-            (Some(v), Some(d)) if v != d => format!("{v} (upgrading to {d})"),
-            (Some(v), _) => v.clone(),
-            (None, Some(d)) => format!("{d} (not running yet)"),
-            (None, None) => String::new(),
-        };
-        f.add("Version", version);
-        f.add(
-            "Status",
-            s.status.clone().unwrap_or_else(|| "Unknown".into()),
-        );
-        f.add(
-            "Replicas",
-            format!("{}/{} ready", s.ready_replicas, s.desired_replicas),
-        );
-        f.add(
-            "Endpoint",
-            s.endpoint
-                .clone()
-                .unwrap_or_else(|| "<not assigned>".into()),
-        );
-        f.add(
-            "DataStore",
-            s.datastore
-                .clone()
-                .unwrap_or_else(|| "<Kamaji default>".into()),
-        );
-        f.add(
-            "Infrastructure",
-            s.infrastructure.clone().unwrap_or_else(|| "<none>".into()),
-        );
-        f.add("Age", s.age.as_str());
-        out.push_str(&f.render(false));
-
+        out.push_str(&summary_fields(&self.summary));
         section(&mut out, "Control-plane pods");
-        if self.pods.is_empty() {
-            out.push_str("  none found\n");
-        } else {
-            let mut t = Table::new(["name", "status", "ready", "restarts", "node"]);
-            for p in &self.pods {
-                t.row([
-                    p.name.clone(),
-                    p.phase.clone(),
-                    p.ready.clone(),
-                    p.restarts.to_string(),
-                    p.node.clone(),
-                ]);
-            }
-            out.push_str(&t.render(false, true, false));
-        }
-
+        table_or(&mut out, pods_table(&self.pods), "  none found\n");
         section(&mut out, "Conditions");
-        if self.conditions.is_empty() {
-            out.push_str("  none reported\n");
-        } else {
-            let mut t = Table::new(["type", "status", "reason", "message"]);
-            for c in &self.conditions {
-                t.row([
-                    c.type_.clone(),
-                    c.status.clone(),
-                    c.reason.clone().unwrap_or_default(),
-                    c.message.clone().unwrap_or_default(),
-                ]);
-            }
-            out.push_str(&t.render(false, true, false));
-        }
-
+        table_or(
+            &mut out,
+            conditions_table(&self.conditions),
+            "  none reported\n",
+        );
         section(&mut out, "Addons");
-        let mut t = Table::new(["addon", "enabled", "details"]);
-        for a in &self.addons {
-            t.row([
-                a.name.clone(),
-                if a.enabled { "yes" } else { "no" }.to_string(),
-                a.details.clone(),
-            ]);
-        }
-        out.push_str(&t.render(false, true, false));
-
+        out.push_str(&addons_table(&self.addons).render(false, true, false));
         section(&mut out, "Certificates");
-        if self.certificates.is_empty() {
-            out.push_str("  none found\n");
-        } else {
-            let mut t = Table::new(["secret", "key", "subject", "expires", "days left"]);
-            for c in &self.certificates {
-                t.row([
-                    c.secret.clone(),
-                    c.key.clone(),
-                    c.subject.clone(),
-                    c.not_after.clone(),
-                    c.days_left.to_string(),
-                ]);
-            }
-            out.push_str(&t.render(false, true, false));
-        }
-
+        table_or(
+            &mut out,
+            certificates_table(&self.certificates),
+            "  none found\n",
+        );
         section(&mut out, "Workers");
-        if self.workers.is_empty() {
-            out.push_str("  no MachineDeployments (join workers with kubectl kamaji token join)\n");
-        } else {
-            let mut t = Table::new(["machinedeployment", "ready/desired", "version"]);
-            for w in &self.workers {
-                t.row([
-                    w.machine_deployment.clone(),
-                    format!("{}/{}", w.ready, w.desired),
-                    w.version.clone(),
-                ]);
-            }
-            out.push_str(&t.render(false, true, false));
-        }
-
+        table_or(
+            &mut out,
+            workers_table(&self.workers),
+            "  no MachineDeployments (join workers with kubectl kamaji token join)\n",
+        );
         if !self.hints.is_empty() {
             section(&mut out, "Hints");
             for h in &self.hints {
@@ -299,27 +316,28 @@ const CERT_SECRETS: [&str; 9] = [
     "sa-certificate",
 ];
 
-pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Status, Error> {
-    let ns = t.namespace.as_str();
-    let kcp = t.kcp.clone().unwrap_or(Value::Null);
-    let tcp = t.tcp.clone().unwrap_or(Value::Null);
-    let tcp_name = t.tcp_name();
-    let cluster = t.cluster_name();
-    let mut hints = Vec::new();
-    let row = crate::list::row(t.kcp.as_ref(), t.tcp.as_ref());
-
-    // Infrastructure, from the owning Cluster.
-    let mut infrastructure = None;
-    let mut cluster_obj = None;
-    if let Some(c) = &cluster
+/// The owning Cluster's infrastructure ("KIND name") and the Cluster itself, when it exists.
+async fn owning_cluster(
+    conn: &Conn,
+    apis: &ServerApis,
+    ns: &str,
+    cluster: Option<&str>,
+) -> Result<(Option<String>, Option<Value>), Error> {
+    if let Some(c) = cluster
         && let Ok(ar) = apis.cluster()
         && let Some(obj) = common::get_opt(conn, &ar, Some(ns), c).await?
     {
         let v = object_json(&obj);
-        infrastructure =
+        let infrastructure =
             fields::cluster_infrastructure_ref(&v).map(|r| format!("{} {}", r.kind, r.name));
-        cluster_obj = Some(v);
+        return Ok((infrastructure, Some(v)));
     }
+    Ok((None, None))
+}
+
+/// Hints about what is missing around the control plane: its Cluster, its TenantControlPlane.
+fn ownership_hints(t: &Target, cluster: Option<&str>) -> Vec<String> {
+    let mut hints = Vec::new();
     if t.kcp.is_some() && cluster.is_none() {
         hints.push(format!(
             "no Cluster owns this KamajiControlPlane: create one whose spec.controlPlaneRef names it (kubectl kamaji create {} ... re-applies the set)",
@@ -331,10 +349,29 @@ pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Statu
             "no TenantControlPlane yet: is the reconciler running? (kubectl kamaji install)".into(),
         );
     }
+    hints
+}
 
-    // Pods.
+fn pod_row(p: &Pod) -> PodRow {
+    let st = p.status.clone().unwrap_or_default();
+    let cs = st.container_statuses.clone().unwrap_or_default();
+    PodRow {
+        name: p.metadata.name.clone().unwrap_or_default(),
+        phase: st.phase.clone().unwrap_or_default(),
+        ready: format!("{}/{}", cs.iter().filter(|c| c.ready).count(), cs.len()),
+        restarts: cs.iter().map(|c| i64::from(c.restart_count)).sum(),
+        node: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// The control-plane pods: the TenantControlPlane's Deployment selector, else Kamaji's name label.
+async fn pods(conn: &Conn, ns: &str, tcp: &Value, tcp_name: &str) -> Result<Vec<PodRow>, Error> {
     let selector = s(fields::at(
-        &tcp,
+        tcp,
         &["status", "kubernetesResources", "deployment", "selector"],
     ))
     .unwrap_or_else(|| format!("kamaji.clastix.io/name={tcp_name}"));
@@ -348,51 +385,40 @@ pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Statu
                 &Op::new("list", "", "pods", "Pod").in_namespace(Some(ns)),
             )
         })?;
-    let pods: Vec<PodRow> = pods
-        .items
-        .iter()
-        .map(|p| {
-            let st = p.status.clone().unwrap_or_default();
-            let cs = st.container_statuses.clone().unwrap_or_default();
-            PodRow {
-                name: p.metadata.name.clone().unwrap_or_default(),
-                phase: st.phase.clone().unwrap_or_default(),
-                ready: format!("{}/{}", cs.iter().filter(|c| c.ready).count(), cs.len()),
-                restarts: cs.iter().map(|c| i64::from(c.restart_count)).sum(),
-                node: p
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.clone())
-                    .unwrap_or_default(),
-            }
-        })
-        .collect();
+    Ok(pods.items.iter().map(pod_row).collect())
+}
 
-    // Conditions: the KamajiControlPlane's, else the TenantControlPlane's.
-    let mut conditions = fields::conditions(&kcp);
+/// The KamajiControlPlane's conditions, else the TenantControlPlane's.
+fn conditions(kcp: &Value, tcp: &Value) -> Vec<Condition> {
+    let conditions = fields::conditions(kcp);
     if conditions.is_empty() {
-        conditions = fields::conditions(&tcp);
+        fields::conditions(tcp)
+    } else {
+        conditions
     }
-    for c in &conditions {
-        if c.is_problem() {
-            hints.push(format!(
-                "{} is False{}",
-                c.type_,
-                c.message
-                    .as_ref()
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default()
-            ));
-        }
-    }
+}
 
-    // Addons.
+fn condition_hints(conditions: &[Condition]) -> impl Iterator<Item = String> + '_ {
+    conditions.iter().filter(|c| c.is_problem()).map(|c| {
+        format!(
+            "{} is False{}",
+            c.type_,
+            c.message
+                .as_ref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        )
+    })
+}
+
+/// The three addons, from the KamajiControlPlane's spec.addons, else the TenantControlPlane's.
+fn addons(kcp: &Value, tcp: &Value) -> Vec<AddonRow> {
     let addons_spec = kcp["spec"]["addons"]
         .as_object()
         .cloned()
         .or_else(|| tcp["spec"]["addons"].as_object().cloned())
         .unwrap_or_default();
-    let addons = [
+    [
         ("coreDNS", "CoreDNS"),
         ("kubeProxy", "kube-proxy"),
         ("konnectivity", "Konnectivity"),
@@ -413,9 +439,11 @@ pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Statu
             details,
         }
     })
-    .collect();
+    .collect()
+}
 
-    // Certificates.
+/// Every certificate in the TenantControlPlane's Secrets that exist.
+async fn certificates(conn: &Conn, ns: &str, tcp_name: &str) -> Result<Vec<CertRow>, Error> {
     let now = jiff::Timestamp::now().as_second();
     let mut certificates = Vec::new();
     for suffix in CERT_SECRETS {
@@ -424,23 +452,40 @@ pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Statu
             certificates.extend(secret_certificates(&name, &data, now));
         }
     }
-    for c in &certificates {
-        if c.days_left < 0 {
-            hints.push(format!(
-                "{} {} expired on {}: kubectl kamaji certificates rotate {} --all",
-                c.secret, c.key, c.not_after, t.name
-            ));
-        } else if c.days_left < 30 {
-            hints.push(format!(
-                "{} {} expires in {} days: kubectl kamaji certificates rotate {}",
-                c.secret, c.key, c.days_left, t.name
-            ));
-        }
-    }
+    Ok(certificates)
+}
 
-    // Workers.
+/// A hint for each certificate expired or expiring within 30 days.
+fn certificate_hints<'a>(
+    certificates: &'a [CertRow],
+    name: &'a str,
+) -> impl Iterator<Item = String> + 'a {
+    certificates.iter().filter_map(move |c| {
+        if c.days_left < 0 {
+            Some(format!(
+                "{} {} expired on {}: kubectl kamaji certificates rotate {} --all",
+                c.secret, c.key, c.not_after, name
+            ))
+        } else if c.days_left < 30 {
+            Some(format!(
+                "{} {} expires in {} days: kubectl kamaji certificates rotate {}",
+                c.secret, c.key, c.days_left, name
+            ))
+        } else {
+            None
+        }
+    })
+}
+
+/// The Cluster's MachineDeployments.
+async fn workers(
+    conn: &Conn,
+    apis: &ServerApis,
+    ns: &str,
+    cluster: Option<&str>,
+) -> Result<Vec<WorkerRow>, Error> {
     let mut workers = Vec::new();
-    if let Some(c) = &cluster
+    if let Some(c) = cluster
         && let Ok(ar) = apis.capi_kind("MachineDeployment")
     {
         for md in common::list(
@@ -464,10 +509,16 @@ pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Statu
             });
         }
     }
+    Ok(workers)
+}
+
+/// Hints about the control plane's state: asleep at 0 replicas, its Cluster paused.
+fn state_hints(t: &Target, row: &crate::list::Row, cluster_obj: Option<&Value>) -> Vec<String> {
+    let mut hints = Vec::new();
     if row.desired_replicas == 0 {
         hints.push(format!("the control plane is asleep (0 replicas): kubectl kamaji scale {} --replicas 2 wakes it", t.name));
     }
-    if let Some(c) = &cluster_obj
+    if let Some(c) = cluster_obj
         && c["spec"]["paused"] == Value::Bool(true)
     {
         hints.push(format!(
@@ -475,32 +526,64 @@ pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Statu
             c["metadata"]["name"].as_str().unwrap_or_default()
         ));
     }
+    hints
+}
+
+fn summary(
+    t: &Target,
+    row: crate::list::Row,
+    cluster: Option<String>,
+    infrastructure: Option<String>,
+) -> Summary {
+    let kcp = t.kcp.as_ref().unwrap_or(&Value::Null);
+    let tcp = t.tcp.as_ref().unwrap_or(&Value::Null);
+    Summary {
+        name: t.name.clone(),
+        namespace: t.namespace.clone(),
+        cluster,
+        tenant_control_plane: t.tcp.as_ref().map(|_| t.tcp_name()),
+        desired_version: s(kcp["spec"].get("version"))
+            .or_else(|| s(fields::at(tcp, &["spec", "kubernetes", "version"]))),
+        version: s(fields::at(
+            tcp,
+            &["status", "kubernetesResources", "version", "version"],
+        ))
+        .or_else(|| s(kcp["status"].get("version"))),
+        ready: match &t.kcp {
+            Some(k) => fields::control_plane_ready(k),
+            None => row.status.as_deref() == Some("Ready"),
+        },
+        status: row.status,
+        ready_replicas: row.ready_replicas,
+        desired_replicas: row.desired_replicas,
+        endpoint: row.endpoint,
+        datastore: row.datastore,
+        infrastructure,
+        age: row.age,
+    }
+}
+
+pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Status, Error> {
+    let ns = t.namespace.as_str();
+    let kcp = t.kcp.as_ref().unwrap_or(&Value::Null);
+    let tcp = t.tcp.as_ref().unwrap_or(&Value::Null);
+    let tcp_name = t.tcp_name();
+    let cluster = t.cluster_name();
+    let row = crate::list::row(t.kcp.as_ref(), t.tcp.as_ref());
+
+    let (infrastructure, cluster_obj) = owning_cluster(conn, apis, ns, cluster.as_deref()).await?;
+    let mut hints = ownership_hints(t, cluster.as_deref());
+    let pods = pods(conn, ns, tcp, &tcp_name).await?;
+    let conditions = conditions(kcp, tcp);
+    hints.extend(condition_hints(&conditions));
+    let addons = addons(kcp, tcp);
+    let certificates = certificates(conn, ns, &tcp_name).await?;
+    hints.extend(certificate_hints(&certificates, &t.name));
+    let workers = workers(conn, apis, ns, cluster.as_deref()).await?;
+    hints.extend(state_hints(t, &row, cluster_obj.as_ref()));
 
     Ok(Status {
-        summary: Summary {
-            name: t.name.clone(),
-            namespace: ns.to_string(),
-            cluster,
-            tenant_control_plane: t.tcp.as_ref().map(|_| tcp_name.clone()),
-            desired_version: s(kcp["spec"].get("version"))
-                .or_else(|| s(fields::at(&tcp, &["spec", "kubernetes", "version"]))),
-            version: s(fields::at(
-                &tcp,
-                &["status", "kubernetesResources", "version", "version"],
-            ))
-            .or_else(|| s(kcp["status"].get("version"))),
-            status: row.status.clone(),
-            ready: match &t.kcp {
-                Some(k) => fields::control_plane_ready(k),
-                None => row.status.as_deref() == Some("Ready"),
-            },
-            ready_replicas: row.ready_replicas,
-            desired_replicas: row.desired_replicas,
-            endpoint: row.endpoint.clone(),
-            datastore: row.datastore.clone(),
-            infrastructure,
-            age: row.age.clone(),
-        },
+        summary: summary(t, row, cluster, infrastructure),
         pods,
         conditions,
         addons,
