@@ -2,14 +2,17 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags, OutputFormat, parse_duration};
+use kube::discovery::ApiResource;
 use serde_json::Value;
 use shared::build::cni::{self, CniKind, CniManifest};
 use shared::build::kamaji::{
-    self, Addon, CreateSpec, Infrastructure, Versions, fill_openstack_endpoint,
+    self, Addon, Built, CreateSpec, Infrastructure, Versions, fill_openstack_endpoint,
 };
 use shared::discovery::fields::{self, object_json};
 use shared::discovery::{
@@ -309,6 +312,100 @@ pub fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Error> {
     })
 }
 
+/// The KamajiControlPlane version: served, else (client dry run) the one matching Cluster API's.
+fn kcp_version(apis: &ServerApis, capi: CapiVersion, client_only: bool) -> Result<String, Error> {
+    Ok(match apis.kamaji_control_plane() {
+        Some(ar) => ar.version,
+        None if client_only => match capi {
+            CapiVersion::V1Beta2 => "v1alpha2".into(),
+            CapiVersion::V1Beta1 => "v1alpha1".into(),
+        },
+        None => common::kcp_resource(apis)?.version,
+    })
+}
+
+/// The version of one infrastructure kind (empty when the infrastructure has none).
+fn infra_version(
+    apis: &ServerApis,
+    infra: Infrastructure,
+    kind: Option<&str>,
+    client_only: bool,
+) -> Result<String, Error> {
+    let Some(kind) = kind else {
+        return Ok(String::new());
+    };
+    match apis.provider_kind(INFRASTRUCTURE_GROUP, kind) {
+        Some(ar) => Ok(ar.version),
+        None if client_only => Ok(infra.default_version().into()),
+        None => Err(apis.not_installed(
+            &format!("The {} infrastructure provider ({kind})", infra.as_str()),
+            INFRASTRUCTURE_GROUP,
+            &format!(
+                "install it with clusterctl init --infrastructure {}",
+                infra.provider_name()
+            ),
+        )),
+    }
+}
+
+fn bootstrap_version(
+    apis: &ServerApis,
+    capi: CapiVersion,
+    infra: Infrastructure,
+    client_only: bool,
+) -> Result<String, Error> {
+    match apis.provider_kind(BOOTSTRAP_GROUP, "KubeadmConfigTemplate") {
+        Some(ar) => Ok(ar.version),
+        None if client_only || infra == Infrastructure::None => Ok(capi.as_str().into()),
+        None => Err(apis.not_installed(
+            "The kubeadm bootstrap provider",
+            BOOTSTRAP_GROUP,
+            "install it with clusterctl init --bootstrap kubeadm",
+        )),
+    }
+}
+
+/// BYOH's K8sInstallerConfigTemplate version; empty when no installer template is written.
+fn installer_version(
+    apis: &ServerApis,
+    spec: &CreateSpec,
+    infra: Infrastructure,
+    client_only: bool,
+) -> Result<String, Error> {
+    if infra != Infrastructure::Byoh || spec.preinstalled_hosts {
+        return Ok(String::new());
+    }
+    match apis.provider_kind(INFRASTRUCTURE_GROUP, kamaji::INSTALLER_TEMPLATE_KIND) {
+        Some(ar) => Ok(ar.version),
+        None if client_only => Ok("v1beta1".into()),
+        None => Err(apis.not_installed(
+            "BYOH's K8sInstallerConfigTemplate",
+            INFRASTRUCTURE_GROUP,
+            "install BYOH v0.3.0 or later (clusterctl init --infrastructure byoh), or pass --preinstalled-hosts if the hosts have Kubernetes installed",
+        )),
+    }
+}
+
+/// The ClusterResourceSet version; empty when no network plugin is installed.
+fn addons_version(
+    apis: &ServerApis,
+    capi: CapiVersion,
+    wants_cni: bool,
+    client_only: bool,
+) -> Result<String, Error> {
+    match apis.kind(cni::ADDONS_GROUP, "ClusterResourceSet") {
+        _ if !wants_cni => Ok(String::new()),
+        Some(k) if k.versions.iter().any(|v| v == "v1beta2") => Ok("v1beta2".into()),
+        Some(k) if k.versions.iter().any(|v| v == "v1beta1") => Ok("v1beta1".into()),
+        _ if client_only => Ok(capi.as_str().into()),
+        _ => Err(apis.not_installed(
+            "Cluster API's ClusterResourceSet (v1beta1 or v1beta2)",
+            cni::ADDONS_GROUP,
+            "upgrade Cluster API (clusterctl upgrade), or drop --cni/--cni-manifest and install the network plugin by hand",
+        )),
+    }
+}
+
 /// The versions to write, from discovery. Kinds not served fall back to the newest shape
 /// for `--dry-run=client` only; otherwise they are "not installed".
 fn versions(
@@ -319,79 +416,19 @@ fn versions(
 ) -> Result<Versions, Error> {
     let infra = spec.infrastructure.unwrap_or(Infrastructure::None);
     let capi = apis.require_capi()?;
-    let kcp = match apis.kamaji_control_plane() {
-        Some(ar) => ar.version,
-        None if client_only => match capi {
-            CapiVersion::V1Beta2 => "v1alpha2".into(),
-            CapiVersion::V1Beta1 => "v1alpha1".into(),
-        },
-        None => common::kcp_resource(apis)?.version,
-    };
+    let kcp = kcp_version(apis, capi, client_only)?;
     if apis.tenant_control_plane().is_none() && !client_only {
         common::tcp_resource(apis)?;
     }
-    let infra_version = |kind: Option<&str>| -> Result<String, Error> {
-        let Some(kind) = kind else {
-            return Ok(String::new());
-        };
-        match apis.provider_kind(INFRASTRUCTURE_GROUP, kind) {
-            Some(ar) => Ok(ar.version),
-            None if client_only => Ok(infra.default_version().into()),
-            None => Err(apis.not_installed(
-                &format!("The {} infrastructure provider ({kind})", infra.as_str()),
-                INFRASTRUCTURE_GROUP,
-                &format!(
-                    "install it with clusterctl init --infrastructure {}",
-                    infra.provider_name()
-                ),
-            )),
-        }
-    };
-    let bootstrap = match apis.provider_kind(BOOTSTRAP_GROUP, "KubeadmConfigTemplate") {
-        Some(ar) => ar.version,
-        None if client_only || infra == Infrastructure::None => capi.as_str().into(),
-        None => {
-            return Err(apis.not_installed(
-                "The kubeadm bootstrap provider",
-                BOOTSTRAP_GROUP,
-                "install it with clusterctl init --bootstrap kubeadm",
-            ));
-        }
-    };
-    let installer = if infra == Infrastructure::Byoh && !spec.preinstalled_hosts {
-        match apis.provider_kind(INFRASTRUCTURE_GROUP, kamaji::INSTALLER_TEMPLATE_KIND) {
-            Some(ar) => ar.version,
-            None if client_only => "v1beta1".into(),
-            None => {
-                return Err(apis.not_installed(
-                    "BYOH's K8sInstallerConfigTemplate",
-                    INFRASTRUCTURE_GROUP,
-                    "install BYOH v0.3.0 or later (clusterctl init --infrastructure byoh), or pass --preinstalled-hosts if the hosts have Kubernetes installed",
-                ));
-            }
-        }
-    } else {
-        String::new()
-    };
+    let bootstrap = bootstrap_version(apis, capi, infra, client_only)?;
+    let installer = installer_version(apis, spec, infra, client_only)?;
     let wants_cni = spec.cni.is_some() || cni_choice_calico;
-    let addons = match apis.kind(cni::ADDONS_GROUP, "ClusterResourceSet") {
-        _ if !wants_cni => String::new(),
-        Some(k) if k.versions.iter().any(|v| v == "v1beta2") => "v1beta2".into(),
-        Some(k) if k.versions.iter().any(|v| v == "v1beta1") => "v1beta1".into(),
-        _ if client_only => capi.as_str().into(),
-        _ => {
-            return Err(apis.not_installed(
-                "Cluster API's ClusterResourceSet (v1beta1 or v1beta2)",
-                cni::ADDONS_GROUP,
-                "upgrade Cluster API (clusterctl upgrade), or drop --cni/--cni-manifest and install the network plugin by hand",
-            ));
-        }
-    };
+    let addons = addons_version(apis, capi, wants_cni, client_only)?;
     Ok(Versions {
         capi,
         kcp,
-        infra_cluster: infra_version(infra.cluster_kind())?,
-        infra_template: infra_version(infra.template_kind())?,
+        infra_cluster: infra_version(apis, infra, infra.cluster_kind(), client_only)?,
+        infra_template: infra_version(apis, infra, infra.template_kind(), client_only)?,
         bootstrap,
         installer,
         addons,
@@ -449,74 +486,83 @@ fn print_objects(output: &OutputFlags, objects: &[Value], suffix: &str) -> Resul
     Ok(())
 }
 
-pub async fn run(args: &Args) -> Result<(), Error> {
+/// Checks the flags before connecting: a typo fails fast and offline.
+fn check_offline(args: &Args) -> Result<(), Error> {
     if args.wait && args.dry_run != DryRun::None {
         return Err(Error::Usage {
             message: "--wait and --dry-run cannot be used together".into(),
             hint: Some("drop one of them".into()),
         });
     }
-    // Flags are checked before connecting: a typo fails fast and offline.
     let offline = spec_from(args, "default")?;
     let infra_hint = offline.infrastructure;
     shared::build::kamaji::build(
         &offline,
         &Versions::latest(infra_hint.unwrap_or(Infrastructure::None)),
     )?;
+    Ok(())
+}
 
-    let conn = args.kube.connect().await?;
-    let mut spec = spec_from(args, &conn.namespace)?;
-    let calico = cni_choice(args)? == Some(CniKind::Calico);
-    let apis = ServerApis::discover(&conn).await?;
-    let client_only = args.dry_run == DryRun::Client;
-    let versions = versions(&apis, &spec, calico, client_only)?;
+/// The objects to apply, in the versions the server serves (`--cni calico` downloaded).
+async fn plan(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    spec: &mut CreateSpec,
+    calico: bool,
+    client_only: bool,
+) -> Result<Built, Error> {
+    let versions = versions(apis, spec, calico, client_only)?;
     if let Some(ds) = &spec.datastore
         && !client_only
     {
-        check_datastore(&conn, &apis, ds).await?;
+        check_datastore(conn, apis, ds).await?;
     }
     if calico {
         spec.cni = Some(download_calico().await?);
     }
-    let mut built = shared::build::kamaji::build(&spec, &versions)?;
+    let mut built = shared::build::kamaji::build(spec, &versions)?;
 
     // OpenStack without an address: use Kamaji's endpoint if it is already known (a re-run).
     if let Some(osc) = built.deferred.as_mut()
         && !client_only
-        && let Ok(t) = common::resolve(&conn, &apis, &spec.name).await
+        && let Ok(t) = common::resolve(conn, apis, &spec.name).await
         && let Some((host, port)) = common::endpoint(&t)
     {
         fill_openstack_endpoint(osc, &host, port);
         built.objects.insert(1, osc.clone());
         built.deferred = None;
     }
+    Ok(built)
+}
 
-    for note in &built.notes {
-        render::info(&format!("note: {note}"));
+/// `--dry-run=client`: prints every object, the deferred OpenStackCluster included.
+fn print_client_dry_run(args: &Args, spec: &CreateSpec, built: &Built) -> Result<(), Error> {
+    if built.deferred.is_some() {
+        render::info(&format!(
+            "note: OpenStackCluster {} is created once Kamaji announces the endpoint; its apiServerFixedIP is empty here",
+            spec.name
+        ));
     }
-    if client_only {
-        if built.deferred.is_some() {
-            render::info(&format!(
-                "note: OpenStackCluster {} is created once Kamaji announces the endpoint; its apiServerFixedIP is empty here",
-                spec.name
-            ));
-        }
-        return print_objects(&args.output, &built.all(), "created (dry run)");
-    }
-    let server_dry = args.dry_run == DryRun::Server;
-    let to_apply = if server_dry {
-        built.all()
-    } else {
-        built.objects.clone()
-    };
+    print_objects(&args.output, &built.all(), "created (dry run)")
+}
+
+/// Applies the objects in order; once the Cluster exists, it owns the objects after it.
+async fn apply_objects(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    name: &str,
+    objects: &[Value],
+    server_dry: bool,
+    force_conflicts: bool,
+) -> Result<Vec<Value>, Error> {
     let mut applied = Vec::new();
     let mut cluster_owner: Option<(String, String)> = None;
-    for o in &to_apply {
+    for o in objects {
         let mut o = o.clone();
         if let Some((api_version, uid)) = &cluster_owner {
-            kamaji::own_by_cluster(&mut o, api_version, &spec.name, uid);
+            kamaji::own_by_cluster(&mut o, api_version, name, uid);
         }
-        let r = common::apply(&conn, &apis, &o, server_dry, args.force_conflicts).await?;
+        let r = common::apply(conn, apis, &o, server_dry, force_conflicts).await?;
         if o["kind"] == "Cluster" {
             cluster_owner = r.metadata.uid.clone().map(|uid| {
                 (
@@ -527,6 +573,33 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         }
         applied.push(object_json(&r));
     }
+    Ok(applied)
+}
+
+/// Applies the objects (server dry run: all of them, the deferred OpenStackCluster included;
+/// otherwise that one once Kamaji announces the endpoint) and prints them.
+async fn apply(
+    args: &Args,
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    spec: &CreateSpec,
+    built: &Built,
+) -> Result<(), Error> {
+    let server_dry = args.dry_run == DryRun::Server;
+    let to_apply = if server_dry {
+        built.all()
+    } else {
+        built.objects.clone()
+    };
+    let mut applied = apply_objects(
+        conn,
+        apis,
+        &spec.name,
+        &to_apply,
+        server_dry,
+        args.force_conflicts,
+    )
+    .await?;
     let suffix = if server_dry {
         "serverside-applied (server dry run)"
     } else {
@@ -544,9 +617,9 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     }
 
     if let Some(mut osc) = built.deferred.clone() {
-        let (host, port) = wait_endpoint(&conn, &apis, &spec.name, args.timeout).await?;
+        let (host, port) = wait_endpoint(conn, apis, &spec.name, args.timeout).await?;
         fill_openstack_endpoint(&mut osc, &host, port);
-        let r = common::apply(&conn, &apis, &osc, false, args.force_conflicts).await?;
+        let r = common::apply(conn, apis, &osc, false, args.force_conflicts).await?;
         applied.push(object_json(&r));
         if human {
             print_objects(
@@ -559,6 +632,24 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     if !human {
         print_objects(&args.output, &applied, suffix)?;
     }
+    Ok(())
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    check_offline(args)?;
+    let conn = args.kube.connect().await?;
+    let mut spec = spec_from(args, &conn.namespace)?;
+    let calico = cni_choice(args)? == Some(CniKind::Calico);
+    let apis = ServerApis::discover(&conn).await?;
+    let client_only = args.dry_run == DryRun::Client;
+    let built = plan(&conn, &apis, &mut spec, calico, client_only).await?;
+    for note in &built.notes {
+        render::info(&format!("note: {note}"));
+    }
+    if client_only {
+        return print_client_dry_run(args, &spec, &built);
+    }
+    apply(args, &conn, &apis, &spec, &built).await?;
     if args.wait {
         let summary = wait_ready(&conn, &apis, &spec.name, args.timeout).await?;
         render::info(&summary);
@@ -603,6 +694,161 @@ fn phase_text(t: &Target) -> String {
     }
 }
 
+/// Why a control plane with an endpoint is not ready yet (phase 3/4), or `None` when it is.
+fn control_plane_pending(t: &Target, host: &str, port: u16) -> Option<String> {
+    let kcp = t.kcp.clone().unwrap_or(Value::Null);
+    let ready = match &t.kcp {
+        Some(k) => fields::control_plane_ready(k),
+        None => t.tcp.as_ref().and_then(common::tcp_phase).as_deref() == Some("Ready"),
+    };
+    if ready {
+        return None;
+    }
+    let why = fields::conditions(&kcp)
+        .into_iter()
+        .find(|c| c.is_problem())
+        .map(|c| format!("{} {}", c.type_, c.message.or(c.reason).unwrap_or_default()))
+        .or_else(|| {
+            t.tcp
+                .as_ref()
+                .and_then(common::tcp_phase)
+                .map(|p| format!("TenantControlPlane {p}"))
+        })
+        .unwrap_or_default();
+    Some(format!(
+        "3/4 control plane ready (endpoint {host}:{port} assigned): {why}"
+    ))
+}
+
+/// Kamaji reports Ready before its kubeadm phases have run in the tenant (the bootstrap
+/// token, then admin.conf's cluster-admin binding); until then a join token cannot be made
+/// and the admin kubeconfig is Forbidden. `Some` says which phase is still running.
+async fn tenant_pending(
+    conn: &cli::Conn,
+    t: &Target,
+    admin_ok: &AtomicBool,
+    host: &str,
+    port: u16,
+) -> Option<String> {
+    let tcp = t.tcp.as_ref()?;
+    if !common::bootstrap_token_phase_done(tcp) {
+        return Some(format!(
+            "3/4 control plane ready (endpoint {host}:{port} assigned): Kamaji is running its kubeadm phases in the tenant (bootstrap token)"
+        ));
+    }
+    if admin_ok.load(Ordering::Relaxed) {
+        return None;
+    }
+    let check = async {
+        let a = crate::token::tenant_admin(conn, t).await.ok()?;
+        kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(a.client)
+            .get("kube-system")
+            .await
+            .ok()
+    };
+    // One poll never blocks the wait: a tenant that does not answer is asked again on the
+    // next one.
+    let usable = tokio::time::timeout(Duration::from_secs(10), check)
+        .await
+        .ok()
+        .flatten()
+        .is_some();
+    if !usable {
+        return Some(format!(
+            "3/4 control plane ready (endpoint {host}:{port} assigned): Kamaji is running its kubeadm phases in the tenant (cluster-admin binding)"
+        ));
+    }
+    admin_ok.store(true, Ordering::Relaxed);
+    None
+}
+
+/// The Cluster's workers: MachineDeployment replicas, and their Machines joined (nodeRef)
+/// and Ready (NodeReady).
+async fn worker_progress(
+    conn: &cli::Conn,
+    t: &Target,
+    name: &str,
+    md_ar: Option<&ApiResource>,
+    machine_ar: Option<&ApiResource>,
+) -> Result<(WorkerProgress, i64), Error> {
+    let mut want = 0;
+    let mut md_ready = 0;
+    let sel = format!("{}={name}", kamaji::CLUSTER_NAME_LABEL);
+    if let Some(ar) = md_ar {
+        for md in common::list(conn, ar, Some(&t.namespace), Some(&sel)).await? {
+            let r = fields::replicas(&object_json(&md));
+            want += r.desired.unwrap_or(0);
+            md_ready += r.ready.unwrap_or(0);
+        }
+    }
+    let mut machines = Vec::new();
+    if let Some(ar) = machine_ar.filter(|_| want > 0) {
+        let sel = format!("{sel},{DEPLOYMENT_NAME_LABEL}");
+        machines = common::list(conn, ar, Some(&t.namespace), Some(&sel))
+            .await?
+            .iter()
+            .map(object_json)
+            .collect();
+    }
+    Ok((WorkerProgress::of(want, &machines, md_ready), want))
+}
+
+/// What `--wait` polls: the kinds it lists, and what it remembers between polls.
+struct ReadyWait<'a> {
+    conn: &'a cli::Conn,
+    apis: &'a ServerApis,
+    name: &'a str,
+    md_ar: Option<ApiResource>,
+    machine_ar: Option<ApiResource>,
+    /// The workers as last seen, to explain a timeout.
+    last_workers: Mutex<Option<WorkerProgress>>,
+    /// Whether the tenant admin kubeconfig answered once (checked until it does).
+    admin_ok: AtomicBool,
+}
+
+impl ReadyWait<'_> {
+    /// One poll of the four phases.
+    async fn poll(&self) -> Result<Poll<String>, Error> {
+        let (conn, name) = (self.conn, self.name);
+        let t = match common::resolve(conn, self.apis, name).await {
+            Ok(t) => t,
+            Err(Error::NotFound { .. }) => {
+                return Ok(Poll::Pending(
+                    "1/4 control plane provisioning: KamajiControlPlane not found".into(),
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        let Some((host, port)) = common::endpoint(&t) else {
+            return Ok(Poll::Pending(format!("1/4 {}", phase_text(&t))));
+        };
+        if let Some(why) = control_plane_pending(&t, &host, port) {
+            return Ok(Poll::Pending(why));
+        }
+        if let Some(why) = tenant_pending(conn, &t, &self.admin_ok, &host, port).await {
+            return Ok(Poll::Pending(why));
+        }
+        let (md_ar, machine_ar) = (self.md_ar.as_ref(), self.machine_ar.as_ref());
+        let (workers, want) = worker_progress(conn, &t, name, md_ar, machine_ar).await?;
+        if !workers.done() {
+            let text = format!("4/4 {}", workers.pending());
+            if let Ok(mut l) = self.last_workers.lock() {
+                *l = Some(workers);
+            }
+            return Ok(Poll::Pending(text));
+        }
+        let kcp = t.kcp.clone().unwrap_or(Value::Null);
+        let version = kcp["status"]["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        Ok(Poll::Ready(format!(
+            "cluster {name} is ready: control plane {version} at {host}:{port}, {}/{want} workers",
+            workers.ready.min(want)
+        )))
+    }
+}
+
 /// The four phases of `--wait`; `Ready` with a one-line summary.
 pub async fn wait_ready(
     conn: &cli::Conn,
@@ -610,115 +856,26 @@ pub async fn wait_ready(
     name: &str,
     timeout: Duration,
 ) -> Result<String, Error> {
-    let md_ar = apis.capi_kind("MachineDeployment").ok();
-    let machine_ar = apis.capi_kind("Machine").ok();
-    // The workers as last seen, to explain a timeout.
-    let last_workers: std::sync::Mutex<Option<WorkerProgress>> = std::sync::Mutex::new(None);
-    // Whether the tenant admin kubeconfig answered once (checked until it does).
-    let admin_ok = std::sync::atomic::AtomicBool::new(false);
+    let wait = ReadyWait {
+        conn,
+        apis,
+        name,
+        md_ar: apis.capi_kind("MachineDeployment").ok(),
+        machine_ar: apis.capi_kind("Machine").ok(),
+        last_workers: Mutex::new(None),
+        admin_ok: AtomicBool::new(false),
+    };
     let result = render::wait_until(
         &format!("waiting for cluster {name}"),
         timeout,
         Duration::from_millis(500),
-        || {
-            let md_ar = md_ar.clone();
-            let machine_ar = machine_ar.clone();
-            let last_workers = &last_workers;
-            let admin_ok = &admin_ok;
-            async move {
-                let t = match common::resolve(conn, apis, name).await {
-                    Ok(t) => t,
-                    Err(Error::NotFound { .. }) => {
-                        return Ok(Poll::Pending("1/4 control plane provisioning: KamajiControlPlane not found".into()));
-                    }
-                    Err(e) => return Err(e),
-                };
-                let Some((host, port)) = common::endpoint(&t) else {
-                    return Ok(Poll::Pending(format!("1/4 {}", phase_text(&t))));
-                };
-                let kcp = t.kcp.clone().unwrap_or(Value::Null);
-                let ready = match &t.kcp {
-                    Some(k) => fields::control_plane_ready(k),
-                    None => t.tcp.as_ref().and_then(common::tcp_phase).as_deref() == Some("Ready"),
-                };
-                if !ready {
-                    let why = fields::conditions(&kcp)
-                        .into_iter()
-                        .find(|c| c.is_problem())
-                        .map(|c| format!("{} {}", c.type_, c.message.or(c.reason).unwrap_or_default()))
-                        .or_else(|| t.tcp.as_ref().and_then(common::tcp_phase).map(|p| format!("TenantControlPlane {p}")))
-                        .unwrap_or_default();
-                    return Ok(Poll::Pending(format!("3/4 control plane ready (endpoint {host}:{port} assigned): {why}")));
-                }
-                // Kamaji reports Ready before its kubeadm phases have run in the tenant (the
-                // bootstrap token, then admin.conf's cluster-admin binding); until then a join
-                // token cannot be made and the admin kubeconfig is Forbidden.
-                if let Some(tcp) = t.tcp.as_ref() {
-                    if !common::bootstrap_token_phase_done(tcp) {
-                        return Ok(Poll::Pending(format!("3/4 control plane ready (endpoint {host}:{port} assigned): Kamaji is running its kubeadm phases in the tenant (bootstrap token)")));
-                    }
-                    if !admin_ok.load(std::sync::atomic::Ordering::Relaxed) {
-                        let check = async {
-                            let a = crate::token::tenant_admin(conn, &t).await.ok()?;
-                            kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(a.client)
-                                .get("kube-system")
-                                .await
-                                .ok()
-                        };
-                        // One poll never blocks the wait: a tenant that does not answer is
-                        // asked again on the next one.
-                        let usable = tokio::time::timeout(Duration::from_secs(10), check)
-                            .await
-                            .ok()
-                            .flatten()
-                            .is_some();
-                        if !usable {
-                            return Ok(Poll::Pending(format!("3/4 control plane ready (endpoint {host}:{port} assigned): Kamaji is running its kubeadm phases in the tenant (cluster-admin binding)")));
-                        }
-                        admin_ok.store(true, std::sync::atomic::Ordering::Relaxed);
-                    }
-                }
-                let mut want = 0;
-                let mut md_ready = 0;
-                let sel = format!("{}={name}", kamaji::CLUSTER_NAME_LABEL);
-                if let Some(ar) = md_ar {
-                    for md in common::list(conn, &ar, Some(&t.namespace), Some(&sel)).await? {
-                        let r = fields::replicas(&object_json(&md));
-                        want += r.desired.unwrap_or(0);
-                        md_ready += r.ready.unwrap_or(0);
-                    }
-                }
-                // The MachineDeployments' Machines: joined (nodeRef) and Ready (NodeReady).
-                let mut machines = Vec::new();
-                if let Some(ar) = machine_ar.filter(|_| want > 0) {
-                    let sel = format!("{sel},{DEPLOYMENT_NAME_LABEL}");
-                    machines = common::list(conn, &ar, Some(&t.namespace), Some(&sel))
-                        .await?
-                        .iter()
-                        .map(object_json)
-                        .collect();
-                }
-                let workers = WorkerProgress::of(want, &machines, md_ready);
-                if !workers.done() {
-                    let text = format!("4/4 {}", workers.pending());
-                    if let Ok(mut l) = last_workers.lock() {
-                        *l = Some(workers);
-                    }
-                    return Ok(Poll::Pending(text));
-                }
-                let version = kcp["status"]["version"].as_str().unwrap_or_default().to_string();
-                Ok(Poll::Ready(format!(
-                    "cluster {name} is ready: control plane {version} at {host}:{port}, {}/{want} workers",
-                    workers.ready.min(want)
-                )))
-            }
-        },
+        || wait.poll(),
     )
     .await;
     match result {
         // Nodes NotReady for want of a network plugin: say that, not "the controllers are slow".
         Err(Error::Timeout { .. }) => {
-            let last = last_workers.lock().ok().and_then(|l| l.clone());
+            let last = wait.last_workers.lock().ok().and_then(|l| l.clone());
             match last.and_then(|w| w.timeout_error(name, timeout)) {
                 Some(e) => Err(e.into()),
                 None => result,
