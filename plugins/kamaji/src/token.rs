@@ -59,11 +59,8 @@ pub struct JoinArgs {
     pub kube: KubeFlags,
 }
 
-pub async fn run(args: &Args) -> Result<(), Error> {
-    let Verb::Join(a) = &args.verb;
-    let conn = a.kube.connect().await?;
-    let apis = ServerApis::discover(&conn).await?;
-    let t = common::resolve(&conn, &apis, &a.name).await?;
+/// The TenantControlPlane, once Kamaji has run its bootstrap-token phase.
+fn joinable_tcp(t: &common::Target) -> Result<serde_json::Value, Error> {
     let tcp = t.tcp.clone().ok_or_else(|| Error::Other {
         message: format!("{} has no TenantControlPlane yet", t.name),
         hint: Some(format!(
@@ -83,6 +80,111 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             )),
         });
     }
+    Ok(tcp)
+}
+
+/// The usable bootstrap token that lives longest, if any.
+async fn reusable_token(
+    secrets: &Api<Secret>,
+    target: &Target,
+    now: jiff::Timestamp,
+) -> Result<Option<String>, Error> {
+    let op = Op::new("list", "", "secrets", "Secret").in_namespace(Some("kube-system"));
+    let list = secrets
+        .list(&ListParams::default().fields("type=bootstrap.kubernetes.io/token"))
+        .await
+        .map_err(|e| shared::error::from_kube(e, target, &op))?;
+    let mut found: Vec<(String, String)> = list
+        .items
+        .iter()
+        .filter_map(|s| {
+            let v = serde_json::to_value(s).ok()?;
+            let tok = pki::usable_token(&v, now)?;
+            let exp = v["data"]["expiration"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            Some((exp, tok))
+        })
+        .collect();
+    found.sort();
+    Ok(found.pop().map(|(_, t)| t))
+}
+
+/// Creates a bootstrap token Secret living `ttl` and returns the token.
+async fn create_token(
+    secrets: &Api<Secret>,
+    target: &Target,
+    now: jiff::Timestamp,
+    ttl: Duration,
+) -> Result<String, Error> {
+    let (id, secret) = pki::new_token()?;
+    let ttl = jiff::SignedDuration::try_from(ttl).unwrap_or(jiff::SignedDuration::from_hours(24));
+    let exp = now
+        .checked_add(ttl)
+        .unwrap_or(now)
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let body: Secret = serde_json::from_value(pki::bootstrap_token_secret(
+        &id,
+        &secret,
+        &exp,
+        "created by kubectl kamaji token join",
+    ))
+    .map_err(|e| Error::other(format!("building the token Secret: {e}")))?;
+    secrets
+        .create(
+            &PostParams {
+                field_manager: Some(shared::build::kamaji::FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &body,
+        )
+        .await
+        .map_err(|e| {
+            shared::error::from_kube(
+                e,
+                target,
+                &Op::new("create", "", "secrets", "Secret").in_namespace(Some("kube-system")),
+            )
+        })?;
+    Ok(format!("{id}.{secret}"))
+}
+
+/// The join command in the flavour asked for.
+fn join_line(
+    flavour: Flavour,
+    tcp: &serde_json::Value,
+    endpoint: &str,
+    token: &str,
+    hash: &str,
+) -> String {
+    match flavour {
+        Flavour::Kubeadm => {
+            format!("kubeadm join {endpoint} --token {token} --discovery-token-ca-cert-hash {hash}")
+        }
+        Flavour::Yaki => {
+            let version = fields::at(
+                tcp,
+                &["status", "kubernetesResources", "version", "version"],
+            )
+            .or_else(|| fields::at(tcp, &["spec", "kubernetes", "version"]))
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string();
+            format!(
+                "wget -O- https://goyaki.clastix.io | sudo JOIN_URL={endpoint} JOIN_TOKEN={token} JOIN_TOKEN_CACERT_HASH={hash} KUBERNETES_VERSION={version} bash -s join"
+            )
+        }
+    }
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    let Verb::Join(a) = &args.verb;
+    let conn = a.kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    let t = common::resolve(&conn, &apis, &a.name).await?;
+    let tcp = joinable_tcp(&t)?;
     let TenantAdmin {
         client,
         target: tenant_target,
@@ -95,88 +197,17 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         .trim_end_matches('/')
         .to_string();
     let secrets: Api<Secret> = Api::namespaced(client, "kube-system");
-    let op = Op::new("list", "", "secrets", "Secret").in_namespace(Some("kube-system"));
     let now = jiff::Timestamp::now();
-    let mut token = None;
-    if !a.new_token {
-        let list = secrets
-            .list(&ListParams::default().fields("type=bootstrap.kubernetes.io/token"))
-            .await
-            .map_err(|e| shared::error::from_kube(e, &tenant_target, &op))?;
-        // Reuse the one that lives longest.
-        let mut found: Vec<(String, String)> = list
-            .items
-            .iter()
-            .filter_map(|s| {
-                let v = serde_json::to_value(s).ok()?;
-                let tok = pki::usable_token(&v, now)?;
-                let exp = v["data"]["expiration"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                Some((exp, tok))
-            })
-            .collect();
-        found.sort();
-        token = found.pop().map(|(_, t)| t);
-    }
-    let token = match token {
+    let reused = if a.new_token {
+        None
+    } else {
+        reusable_token(&secrets, &tenant_target, now).await?
+    };
+    let token = match reused {
         Some(t) => t,
-        None => {
-            let (id, secret) = pki::new_token()?;
-            let ttl = jiff::SignedDuration::try_from(a.ttl)
-                .unwrap_or(jiff::SignedDuration::from_hours(24));
-            let exp = now
-                .checked_add(ttl)
-                .unwrap_or(now)
-                .strftime("%Y-%m-%dT%H:%M:%SZ")
-                .to_string();
-            let body: Secret = serde_json::from_value(pki::bootstrap_token_secret(
-                &id,
-                &secret,
-                &exp,
-                "created by kubectl kamaji token join",
-            ))
-            .map_err(|e| Error::other(format!("building the token Secret: {e}")))?;
-            secrets
-                .create(
-                    &PostParams {
-                        field_manager: Some(shared::build::kamaji::FIELD_MANAGER.into()),
-                        ..Default::default()
-                    },
-                    &body,
-                )
-                .await
-                .map_err(|e| {
-                    shared::error::from_kube(
-                        e,
-                        &tenant_target,
-                        &Op::new("create", "", "secrets", "Secret")
-                            .in_namespace(Some("kube-system")),
-                    )
-                })?;
-            format!("{id}.{secret}")
-        }
+        None => create_token(&secrets, &tenant_target, now, a.ttl).await?,
     };
-    let line = match a.flavour {
-        Flavour::Kubeadm => {
-            format!("kubeadm join {endpoint} --token {token} --discovery-token-ca-cert-hash {hash}")
-        }
-        Flavour::Yaki => {
-            let version = fields::at(
-                &tcp,
-                &["status", "kubernetesResources", "version", "version"],
-            )
-            .or_else(|| fields::at(&tcp, &["spec", "kubernetes", "version"]))
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string();
-            format!(
-                "wget -O- https://goyaki.clastix.io | sudo JOIN_URL={endpoint} JOIN_TOKEN={token} JOIN_TOKEN_CACERT_HASH={hash} KUBERNETES_VERSION={version} bash -s join"
-            )
-        }
-    };
-    render::line(&line);
+    render::line(&join_line(a.flavour, &tcp, &endpoint, &token, &hash));
     Ok(())
 }
 
