@@ -271,9 +271,117 @@ fn kv(out: &mut String, key: &str, value: &str) {
     out.push_str(&format!("  {:<14}{value}\n", format!("{key}:")));
 }
 
-impl Render for HostDescription {
-    fn human(&self) -> Human {
-        let mut o = String::new();
+/// The ByoMachine line: its name, and whether it is ready or gone.
+fn byo_machine_text(c: &Chain) -> String {
+    match (&c.byo_machine, c.byo_machine_exists) {
+        (Some(b), true) => format!(
+            "{b}{}",
+            match c.byo_machine_ready {
+                Some(true) => " (ready)",
+                Some(false) => " (not ready)",
+                None => "",
+            }
+        ),
+        (Some(b), false) => format!("{b} (gone)"),
+        (None, _) => "<none>".into(),
+    }
+}
+
+fn chain_section(o: &mut String, c: &Chain) {
+    section(o, "Chain");
+    kv(o, "ByoMachine", &byo_machine_text(c));
+    let m = match (&c.machine, &c.machine_phase) {
+        (Some(m), Some(p)) => format!("{m} ({p})"),
+        (Some(m), None) => m.clone(),
+        _ => "<none>".into(),
+    };
+    kv(o, "Machine", &m);
+    kv(o, "Node", &fleet::or_none(c.node.as_deref()));
+    let cl = match (&c.cluster, c.cluster_exists) {
+        (Some(n), true) => n.clone(),
+        (Some(n), false) => format!("{n} (not found)"),
+        (None, _) => "<none>".into(),
+    };
+    kv(o, "Cluster", &cl);
+    kv(o, "Provider ID", &fleet::or_none(c.provider_id.as_deref()));
+}
+
+/// A section's table, indented, or `  <none>` when it has no rows.
+fn table_section(o: &mut String, title: &str, t: Option<Table>) {
+    section(o, title);
+    match t {
+        Some(t) => indent(o, &t.render(false, true, false)),
+        None => o.push_str("  <none>\n"),
+    }
+}
+
+fn conditions_table(conditions: &[Condition]) -> Option<Table> {
+    if conditions.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(["TYPE", "STATUS", "SEVERITY", "REASON", "MESSAGE"]);
+    for c in conditions {
+        t.row([
+            c.type_.clone(),
+            c.status.clone(),
+            c.severity.clone().unwrap_or_default(),
+            c.reason.clone().unwrap_or_default(),
+            c.message.clone().unwrap_or_default(),
+        ]);
+    }
+    Some(t)
+}
+
+fn interfaces_table(interfaces: &[Interface]) -> Option<Table> {
+    if interfaces.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(["INTERFACE", "DEFAULT", "CONNECTED", "MAC", "ADDRESSES"]);
+    for i in interfaces {
+        t.row([
+            i.name.clone(),
+            if i.is_default { "yes" } else { "" }.to_string(),
+            if i.connected { "yes" } else { "no" }.to_string(),
+            i.mac.clone().unwrap_or_default(),
+            if i.addresses.is_empty() {
+                "<none>".to_string()
+            } else {
+                i.addresses.join(",")
+            },
+        ]);
+    }
+    Some(t)
+}
+
+fn events_table(events: &[EventRow]) -> Option<Table> {
+    if events.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(["TYPE", "REASON", "AGE", "FROM", "MESSAGE"]);
+    let now = fleet::now();
+    for e in events {
+        let age = e
+            .last_seen
+            .as_deref()
+            .and_then(|t| kcore::text::seconds_since(t, now));
+        let age = match (age, e.count) {
+            (a, n) if n > 1 => format!("{} (x{n})", fleet::age(a)),
+            (a, _) => fleet::age(a),
+        };
+        t.row([
+            e.type_.clone(),
+            e.reason.clone(),
+            age,
+            e.source.clone(),
+            e.message.clone(),
+        ]);
+    }
+    Some(t)
+}
+
+impl HostDescription {
+    /// The lines above the sections: name, state, diagnosis and what the host runs.
+    fn header(&self, o: &mut String) {
         let h = &self.host;
         o.push_str(&format!("Name:         {}\n", self.name));
         o.push_str(&format!("Namespace:    {}\n", self.namespace));
@@ -290,75 +398,16 @@ impl Render for HostDescription {
             fleet::or_none(h.version.as_deref())
         ));
         o.push_str(&format!("Age:          {}\n", fleet::age(h.age_seconds)));
-        section(&mut o, "Chain");
-        let c = &self.chain;
-        let bm = match (&c.byo_machine, c.byo_machine_exists) {
-            (Some(b), true) => format!(
-                "{b}{}",
-                match c.byo_machine_ready {
-                    Some(true) => " (ready)",
-                    Some(false) => " (not ready)",
-                    None => "",
-                }
-            ),
-            (Some(b), false) => format!("{b} (gone)"),
-            (None, _) => "<none>".into(),
-        };
-        kv(&mut o, "ByoMachine", &bm);
-        let m = match (&c.machine, &c.machine_phase) {
-            (Some(m), Some(p)) => format!("{m} ({p})"),
-            (Some(m), None) => m.clone(),
-            _ => "<none>".into(),
-        };
-        kv(&mut o, "Machine", &m);
-        kv(&mut o, "Node", &fleet::or_none(c.node.as_deref()));
-        let cl = match (&c.cluster, c.cluster_exists) {
-            (Some(n), true) => n.clone(),
-            (Some(n), false) => format!("{n} (not found)"),
-            (None, _) => "<none>".into(),
-        };
-        kv(&mut o, "Cluster", &cl);
-        kv(
-            &mut o,
-            "Provider ID",
-            &fleet::or_none(c.provider_id.as_deref()),
-        );
-        section(&mut o, "Conditions");
-        if self.conditions.is_empty() {
-            o.push_str("  <none>\n");
-        } else {
-            let mut t = Table::new(["TYPE", "STATUS", "SEVERITY", "REASON", "MESSAGE"]);
-            for c in &self.conditions {
-                t.row([
-                    c.type_.clone(),
-                    c.status.clone(),
-                    c.severity.clone().unwrap_or_default(),
-                    c.reason.clone().unwrap_or_default(),
-                    c.message.clone().unwrap_or_default(),
-                ]);
-            }
-            indent(&mut o, &t.render(false, true, false));
-        }
-        section(&mut o, "Network");
-        if self.interfaces.is_empty() {
-            o.push_str("  <none>\n");
-        } else {
-            let mut t = Table::new(["INTERFACE", "DEFAULT", "CONNECTED", "MAC", "ADDRESSES"]);
-            for i in &self.interfaces {
-                t.row([
-                    i.name.clone(),
-                    if i.is_default { "yes" } else { "" }.to_string(),
-                    if i.connected { "yes" } else { "no" }.to_string(),
-                    i.mac.clone().unwrap_or_default(),
-                    if i.addresses.is_empty() {
-                        "<none>".to_string()
-                    } else {
-                        i.addresses.join(",")
-                    },
-                ]);
-            }
-            indent(&mut o, &t.render(false, true, false));
-        }
+    }
+}
+
+impl Render for HostDescription {
+    fn human(&self) -> Human {
+        let mut o = String::new();
+        self.header(&mut o);
+        chain_section(&mut o, &self.chain);
+        table_section(&mut o, "Conditions", conditions_table(&self.conditions));
+        table_section(&mut o, "Network", interfaces_table(&self.interfaces));
         section(&mut o, "Labels");
         map_lines(&mut o, &self.labels);
         section(&mut o, "Annotations");
@@ -369,31 +418,7 @@ impl Render for HostDescription {
                 o.push_str(&format!("  {}: {}\n", p.byo_machine, p.message));
             }
         }
-        section(&mut o, "Events");
-        if self.events.is_empty() {
-            o.push_str("  <none>\n");
-        } else {
-            let mut t = Table::new(["TYPE", "REASON", "AGE", "FROM", "MESSAGE"]);
-            let now = fleet::now();
-            for e in &self.events {
-                let age = e
-                    .last_seen
-                    .as_deref()
-                    .and_then(|t| kcore::text::seconds_since(t, now));
-                let age = match (age, e.count) {
-                    (a, n) if n > 1 => format!("{} (x{n})", fleet::age(a)),
-                    (a, _) => fleet::age(a),
-                };
-                t.row([
-                    e.type_.clone(),
-                    e.reason.clone(),
-                    age,
-                    e.source.clone(),
-                    e.message.clone(),
-                ]);
-            }
-            indent(&mut o, &t.render(false, true, false));
-        }
+        table_section(&mut o, "Events", events_table(&self.events));
         Human::Text(o)
     }
     fn names(&self) -> Option<Vec<String>> {
@@ -438,54 +463,44 @@ fn string_map(v: Option<&Value>) -> std::collections::BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-async fn describe(args: &DescribeArgs) -> Result<(), Error> {
-    let printer = Printer::new(&args.output);
-    let conn = args.kube.connect().await?;
-    let namespace =
-        (conn.namespace_explicit && !conn.all_namespaces).then(|| conn.namespace.clone());
-    let apis = ServerApis::discover(&conn).await?;
-    let lists = fleet::host_lists(&conn, &apis, namespace.as_deref(), None, false).await?;
-    let matching: Vec<&Value> = lists
-        .hosts
-        .iter()
-        .filter(|h| json::name(h) == args.host)
-        .collect();
-    let host = match matching.as_slice() {
-        [one] => *one,
+/// The one ByoHost named `name`: not found (with suggestions), or ambiguous across namespaces.
+fn find_host<'a>(
+    hosts: &'a [Value],
+    name: &str,
+    namespace: Option<&String>,
+) -> Result<&'a Value, Error> {
+    let matching: Vec<&Value> = hosts.iter().filter(|h| json::name(h) == name).collect();
+    match matching.as_slice() {
+        [one] => Ok(*one),
         [] => {
-            let names = lists.hosts.iter().map(json::name);
-            return Err(Error::NotFound {
+            let names = hosts.iter().map(json::name);
+            Err(Error::NotFound {
                 kind: "ByoHost".into(),
-                name: args.host.clone(),
-                namespace: namespace.clone(),
-                suggestions: shared::error::closest_names(&args.host, names),
-            });
+                name: name.to_string(),
+                namespace: namespace.cloned(),
+                suggestions: shared::error::closest_names(name, names),
+            })
         }
         many => {
             let nss: Vec<&str> = many.iter().map(|h| json::namespace(h)).collect();
-            return Err(Error::Usage {
+            Err(Error::Usage {
                 message: format!(
                     "ByoHost \"{}\" exists in several namespaces: {}",
-                    args.host,
+                    name,
                     nss.join(", ")
                 ),
                 hint: Some(format!("pick one with -n, e.g. -n {}", nss[0])),
-            });
+            })
         }
-    };
-    let inv = Inventory::build(
-        &lists.hosts,
-        &lists.byomachines,
-        &lists.machines,
-        &lists.clusters,
-        Some(fleet::now()),
-    );
-    let row = inv.row(host);
-    let diagnosis = inv.diagnose(host);
+    }
+}
+
+/// The chain host → ByoMachine → Machine → Node → Cluster, as the inventory joined it.
+fn chain(inv: &Inventory, host: &Value, row: &HostRow) -> Chain {
     let bm = inv.byomachine_of(host);
     let machine = inv.machine_of(host);
     let cluster = inv.cluster_of(host);
-    let chain = Chain {
+    Chain {
         byo_machine: row.byo_machine.clone(),
         byo_machine_exists: bm.is_some(),
         byo_machine_ready: bm.and_then(|b| json::bool_at(b, &["status", "ready"])),
@@ -496,27 +511,50 @@ async fn describe(args: &DescribeArgs) -> Result<(), Error> {
         cluster: row.cluster.clone(),
         cluster_exists: cluster.is_some(),
         provider_id: row.provider_id.clone(),
-    };
+    }
+}
+
+/// Everything `hosts describe` shows about `host` but its events (left empty).
+fn description(lists: &fleet::HostLists, host: &Value) -> HostDescription {
+    let inv = Inventory::build(
+        &lists.hosts,
+        &lists.byomachines,
+        &lists.machines,
+        &lists.clusters,
+        Some(fleet::now()),
+    );
+    let row = inv.row(host);
     let pending_machines = if row.state == HostState::Available {
         inv.pending_machines(&lists.byomachines)
     } else {
         Vec::new()
     };
-    let events = host_events(&conn, json::namespace(host), &args.host).await;
-    let desc = HostDescription {
+    HostDescription {
         name: row.name.clone(),
         namespace: row.namespace.clone(),
         state: row.state,
-        diagnosis,
-        chain,
+        diagnosis: inv.diagnose(host),
+        chain: chain(&inv, host, &row),
         conditions: kcore::condition::conditions_at(host, &["status", "conditions"]),
         interfaces: shared::plan::hosts::interfaces(host),
         labels: row.labels.clone(),
         annotations: string_map(json::at(host, &["metadata", "annotations"])),
-        events,
+        events: Vec::new(),
         pending_machines,
         host: row,
-    };
+    }
+}
+
+async fn describe(args: &DescribeArgs) -> Result<(), Error> {
+    let printer = Printer::new(&args.output);
+    let conn = args.kube.connect().await?;
+    let namespace =
+        (conn.namespace_explicit && !conn.all_namespaces).then(|| conn.namespace.clone());
+    let apis = ServerApis::discover(&conn).await?;
+    let lists = fleet::host_lists(&conn, &apis, namespace.as_deref(), None, false).await?;
+    let host = find_host(&lists.hosts, &args.host, namespace.as_ref())?;
+    let mut desc = description(&lists, host);
+    desc.events = host_events(&conn, json::namespace(host), &args.host).await;
     printer.print(&desc)
 }
 
