@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags};
+use kcore::version::KubeVersion;
 use serde::Serialize;
 use serde_json::Value;
 use shared::discovery::fields;
@@ -226,94 +227,80 @@ fn topology_versions(t: &Target) -> Vec<String> {
         .unwrap_or_default()
 }
 
-pub async fn run(args: &Args) -> Result<(), Error> {
-    // A malformed version is a usage error before anything is read.
-    parse_version(&args.to).map_err(upgrade_error)?;
-    let mut t = Target::load(&args.kube, &args.cluster).await?;
-    let snap = Snapshot::read(&t).await?;
-    let (plan0, done) = plan(&t, &snap, args)?;
-    let view = PlanView {
-        plan: plan0,
-        done_steps: done,
-    };
-    if args.plan || args.dry_run == DryRun::Client {
-        Printer::new(&args.output).print(&view)?;
-        return Ok(());
-    }
-    let PlanView {
-        plan: plan0,
-        done_steps: done,
-    } = view;
+/// Shows the preflight's warnings; blocking findings fail the command (`--force` drops them).
+fn preflight(t: &Target, args: &Args, plan: &UpgradePlan) -> Result<(), Error> {
     show_findings(
-        &plan0
+        &plan
             .findings
             .iter()
             .filter(|f| f.severity != Severity::Error)
             .cloned()
             .collect::<Vec<_>>(),
     );
-    if plan0.blocked {
-        let blocking: Vec<&str> = plan0
-            .findings
-            .iter()
-            .filter(|f| f.severity == Severity::Error)
-            .map(|f| f.message.as_str())
-            .collect();
-        return Err(Error::Other {
-            message: format!("the upgrade preflight failed: {}", blocking.join("; ")),
+    if !plan.blocked {
+        return Ok(());
+    }
+    let blocking: Vec<&str> = plan
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .map(|f| f.message.as_str())
+        .collect();
+    Err(Error::Other {
+        message: format!("the upgrade preflight failed: {}", blocking.join("; ")),
+        hint: Some(format!(
+            "see kubectl capi upgrade {} --to {} --plan for the ways out, or pass --force",
+            t.name, args.to
+        )),
+    })
+}
+
+/// Shows the plan and asks, unless `--yes` or a dry run; `false` when the user declines.
+fn confirmed(t: &Target, args: &Args, view: &PlanView) -> Result<bool, Error> {
+    if args.yes || args.dry_run.is_dry() {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::Usage {
+            message: format!(
+                "refusing to upgrade cluster {} without confirmation: stdin is not a terminal",
+                t.name
+            ),
             hint: Some(format!(
-                "see kubectl capi upgrade {} --to {} --plan for the ways out, or pass --force",
+                "review it with --plan, then pass --yes (kubectl capi upgrade {} --to {} --yes)",
                 t.name, args.to
             )),
         });
     }
-    let total = plan0.steps.len();
-    if done.len() == total {
-        shared::render::line(&format!(
-            "cluster {} already runs {}; nothing to do",
-            t.name, plan0.to_version
-        ));
-        return Ok(());
+    Printer::new(&args.output).print(view)?;
+    if !shared::render::confirm(&format!(
+        "Upgrade cluster {}/{} to {}?",
+        t.namespace, t.name, view.plan.to_version
+    ))? {
+        shared::render::line("cancelled; nothing was changed");
+        return Ok(false);
     }
-    if let Some(note) = resume_note(&t, &snap, &plan0, &done) {
-        shared::render::line(&format!("resuming: {note}"));
-    }
-    if !args.yes && !args.dry_run.is_dry() {
-        if !std::io::stdin().is_terminal() {
-            return Err(Error::Usage {
-                message: format!(
-                    "refusing to upgrade cluster {} without confirmation: stdin is not a terminal",
-                    t.name
-                ),
-                hint: Some(format!(
-                    "review it with --plan, then pass --yes (kubectl capi upgrade {} --to {} --yes)",
-                    t.name, args.to
-                )),
-            });
-        }
-        Printer::new(&args.output).print(&PlanView {
-            plan: plan0.clone(),
-            done_steps: done.clone(),
-        })?;
-        if !shared::render::confirm(&format!(
-            "Upgrade cluster {}/{} to {}?",
-            t.namespace, t.name, plan0.to_version
-        ))? {
-            shared::render::line("cancelled; nothing was changed");
-            return Ok(());
-        }
-    }
+    Ok(true)
+}
 
-    // Apply step by step. Each round re-reads the cluster and re-plans, so what another actor
-    // (or an earlier, interrupted run) did is taken into account.
+/// Applies step by step. Each round re-reads the cluster and re-plans, so what another actor
+/// (or an earlier, interrupted run) did is taken into account. `total` and `done` number the
+/// steps against the plan shown at the start.
+async fn apply_steps(
+    t: &mut Target,
+    args: &Args,
+    total: usize,
+    done: usize,
+    to_version: &str,
+) -> Result<(), Error> {
     let mut progress = shared::render::Progress::bar(total as u64, "upgrading");
-    let mut completed = done.len();
+    let mut completed = done;
     progress.set_position(completed as u64);
     loop {
         t.refresh().await?;
-        let snap = Snapshot::read(&t).await?;
-        let (plan, _) = plan(&t, &snap, args)?;
-        let observed = snap.observed(&t);
+        let snap = Snapshot::read(t).await?;
+        let (plan, _) = plan(t, &snap, args)?;
+        let observed = snap.observed(t);
         let Some(step) = plan.resume_point(&observed).cloned() else {
             break;
         };
@@ -327,7 +314,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             step.to_version
         );
         progress.set_message(&label);
-        apply_step(&t, &step, args.dry_run).await?;
+        apply_step(t, &step, args.dry_run).await?;
         if args.dry_run == DryRun::Server {
             progress.clear();
             shared::render::line(&format!(
@@ -336,17 +323,43 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             return Ok(());
         }
         shared::render::line(&format!("{label}: applied, waiting: {}", step.wait_for));
-        wait_step(&t, &step, args.timeout, &mut progress, &label).await?;
+        wait_step(t, &step, args.timeout, &mut progress, &label).await?;
         completed += 1;
         progress.set_position(completed as u64);
         shared::render::line(&format!("{label}: done"));
     }
     progress.finish(&format!("cluster {} upgraded", t.name));
-    shared::render::line(&format!(
-        "cluster {} upgraded to {}",
-        t.name, plan0.to_version
-    ));
+    shared::render::line(&format!("cluster {} upgraded to {to_version}", t.name));
     Ok(())
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    // A malformed version is a usage error before anything is read.
+    parse_version(&args.to).map_err(upgrade_error)?;
+    let mut t = Target::load(&args.kube, &args.cluster).await?;
+    let snap = Snapshot::read(&t).await?;
+    let (plan, done_steps) = plan(&t, &snap, args)?;
+    let view = PlanView { plan, done_steps };
+    if args.plan || args.dry_run == DryRun::Client {
+        Printer::new(&args.output).print(&view)?;
+        return Ok(());
+    }
+    preflight(&t, args, &view.plan)?;
+    let (total, done) = (view.plan.steps.len(), view.done_steps.len());
+    if done == total {
+        shared::render::line(&format!(
+            "cluster {} already runs {}; nothing to do",
+            t.name, view.plan.to_version
+        ));
+        return Ok(());
+    }
+    if let Some(note) = resume_note(&t, &snap, &view.plan, &view.done_steps) {
+        shared::render::line(&format!("resuming: {note}"));
+    }
+    if !confirmed(&t, args, &view)? {
+        return Ok(());
+    }
+    apply_steps(&mut t, args, total, done, &view.plan.to_version).await
 }
 
 /// Why this run is a resumption, if it is: steps of the plan already done, or the first step's
@@ -416,6 +429,69 @@ async fn apply_step(t: &Target, step: &UpgradeStep, dry: DryRun) -> Result<(), E
     t.patch(&ar, p, dry).await
 }
 
+/// The object the step changes, as last read.
+fn step_object(t: &Target, snap: &Snapshot, step: &UpgradeStep) -> Option<Value> {
+    match step.role {
+        StepRole::ControlPlane => snap.objs.control_plane.clone(),
+        StepRole::Workers => snap
+            .objs
+            .machine_deployments
+            .iter()
+            .find(|m| format!("MachineDeployment/{}", name_of(m)) == step.target)
+            .cloned(),
+        StepRole::Topology => Some(t.cluster.clone()),
+    }
+}
+
+/// The step object's replicas: a ClusterClass cluster's control plane and workers together.
+fn step_replicas(step: &UpgradeStep, o: &Value) -> fields::Replicas {
+    if step.role != StepRole::Topology {
+        return fields::replicas(o);
+    }
+    let cp = fields::cluster_control_plane_replicas(o);
+    let w = fields::cluster_worker_replicas(o);
+    fields::Replicas {
+        desired: Some(cp.desired.unwrap_or(0) + w.desired.unwrap_or(0)),
+        current: Some(cp.current.unwrap_or(0) + w.current.unwrap_or(0)),
+        ready: Some(cp.ready.unwrap_or(0) + w.ready.unwrap_or(0)),
+        available: None,
+        up_to_date: Some(cp.up_to_date.unwrap_or(0) + w.up_to_date.unwrap_or(0)),
+    }
+}
+
+/// Whether the step is reached (the observed version is at least `to`, every replica current,
+/// ready and up to date), and where it stands.
+fn step_status(
+    step: &UpgradeStep,
+    obj: Option<&Value>,
+    obs: Option<&KubeVersion>,
+    to: &KubeVersion,
+) -> (bool, String) {
+    let Some(o) = obj else {
+        return (false, format!("{} not found", step.target));
+    };
+    let r = step_replicas(step, o);
+    let desired = r.desired.unwrap_or(0);
+    let version_ok = match obs {
+        Some(v) => v >= to,
+        // Nothing runs to observe: only an empty deployment is trivially done; a
+        // ClusterClass cluster must report its versions first.
+        None => desired == 0 && step.role != StepRole::Topology,
+    };
+    let settled = r.current.unwrap_or(desired) == desired
+        && r.ready.unwrap_or(desired) == desired
+        && r.up_to_date.unwrap_or(desired) == desired;
+    (
+        version_ok && settled,
+        format!(
+            "runs {}, {}/{desired} up to date, {} ready",
+            obs.map(|v| format!("v{v}")).unwrap_or_else(|| "?".into()),
+            r.up_to_date.unwrap_or(0),
+            r.ready.unwrap_or(0)
+        ),
+    )
+}
+
 /// Waits until the step's object runs the new version everywhere and is ready.
 async fn wait_step(
     t: &Target,
@@ -429,59 +505,12 @@ async fn wait_step(
     loop {
         let snap = Snapshot::read(t).await?;
         let observed = snap.observed(t);
-        let obj: Option<Value> = match step.role {
-            StepRole::ControlPlane => snap.objs.control_plane.clone(),
-            StepRole::Workers => snap
-                .objs
-                .machine_deployments
-                .iter()
-                .find(|m| format!("MachineDeployment/{}", name_of(m)) == step.target)
-                .cloned(),
-            StepRole::Topology => Some(t.cluster.clone()),
-        };
+        let obj = step_object(t, &snap, step);
         let obs = observed
             .versions
             .get(&step.target)
             .and_then(|v| parse_version(v).ok());
-        let (reached, status) = match &obj {
-            None => (false, format!("{} not found", step.target)),
-            Some(o) => {
-                let r = if step.role == StepRole::Topology {
-                    let cp = fields::cluster_control_plane_replicas(o);
-                    let w = fields::cluster_worker_replicas(o);
-                    fields::Replicas {
-                        desired: Some(cp.desired.unwrap_or(0) + w.desired.unwrap_or(0)),
-                        current: Some(cp.current.unwrap_or(0) + w.current.unwrap_or(0)),
-                        ready: Some(cp.ready.unwrap_or(0) + w.ready.unwrap_or(0)),
-                        available: None,
-                        up_to_date: Some(cp.up_to_date.unwrap_or(0) + w.up_to_date.unwrap_or(0)),
-                    }
-                } else {
-                    fields::replicas(o)
-                };
-                let desired = r.desired.unwrap_or(0);
-                let version_ok = match &obs {
-                    Some(v) => *v >= to,
-                    // Nothing runs to observe: only an empty deployment is trivially done; a
-                    // ClusterClass cluster must report its versions first.
-                    None => desired == 0 && step.role != StepRole::Topology,
-                };
-                let settled = r.current.unwrap_or(desired) == desired
-                    && r.ready.unwrap_or(desired) == desired
-                    && r.up_to_date.unwrap_or(desired) == desired;
-                (
-                    version_ok && settled,
-                    format!(
-                        "runs {}, {}/{desired} up to date, {} ready",
-                        obs.as_ref()
-                            .map(|v| format!("v{v}"))
-                            .unwrap_or_else(|| "?".into()),
-                        r.up_to_date.unwrap_or(0),
-                        r.ready.unwrap_or(0)
-                    ),
-                )
-            }
-        };
+        let (reached, status) = step_status(step, obj.as_ref(), obs.as_ref(), &to);
         if reached {
             return Ok(());
         }
