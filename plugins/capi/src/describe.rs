@@ -280,6 +280,115 @@ async fn list_labelled(
     fleet::list_opt(conn, ar.as_ref(), Some(ns), &lp).await
 }
 
+/// Everything the tree is built from, as read.
+struct Objects {
+    cluster: Value,
+    infra: Option<Value>,
+    cp: Option<Value>,
+    machines: Vec<Value>,
+    mds: Vec<Value>,
+    mss: Vec<Value>,
+    mps: Vec<Value>,
+    infra_machines: Vec<Value>,
+    bootstrap_configs: Vec<Value>,
+    hosts: Vec<Value>,
+}
+
+/// The referenced object, if there is a reference.
+async fn get_opt_ref(
+    conn: &Conn,
+    apis: &ServerApis,
+    r: Option<&ObjectRef>,
+    ns: &str,
+) -> Option<Value> {
+    match r {
+        Some(r) => get_ref(conn, apis, r, ns).await,
+        None => None,
+    }
+}
+
+/// Reads the cluster, what it references and the objects labelled with its name, then the
+/// machines' infrastructure machines and bootstrap configs (and BYOH's hosts), concurrently
+/// where they do not depend on each other.
+async fn read(conn: &Conn, apis: &ServerApis, ns: &str, name: &str) -> Result<Objects, Error> {
+    let cluster_ar = apis.cluster()?;
+    let cluster = shared::api::get_or_suggest(conn, &cluster_ar, ns, name).await?;
+    let cluster = fields::object_json(&cluster);
+    let infra_ref = fields::cluster_infrastructure_ref(&cluster);
+    let cp_ref = fields::cluster_control_plane_ref(&cluster);
+    let (infra, cp, machines, mds, mss, mps) = tokio::join!(
+        get_opt_ref(conn, apis, infra_ref.as_ref(), ns),
+        get_opt_ref(conn, apis, cp_ref.as_ref(), ns),
+        list_labelled(conn, apis.capi_kind("Machine").ok(), ns, name),
+        list_labelled(conn, apis.capi_kind("MachineDeployment").ok(), ns, name),
+        list_labelled(conn, apis.capi_kind("MachineSet").ok(), ns, name),
+        list_labelled(conn, apis.capi_kind("MachinePool").ok(), ns, name),
+    );
+    let (machines, mds, mss, mps) = (machines?, mds?, mss?, mps?);
+    let infra_refs: Vec<ObjectRef> = machines
+        .iter()
+        .filter_map(fields::machine_infrastructure_ref)
+        .collect();
+    let boot_refs: Vec<ObjectRef> = machines
+        .iter()
+        .filter_map(fields::machine_bootstrap_ref)
+        .collect();
+    let byoh = infra_refs.iter().any(|r| r.kind == "ByoMachine");
+    let host_ar = if byoh {
+        fleet::byoh(apis).ok().map(|(h, _)| h)
+    } else {
+        None
+    };
+    let all = ListParams::default();
+    let (infra_machines, bootstrap_configs, hosts) = tokio::join!(
+        list_kinds(conn, apis, &infra_refs, ns),
+        list_kinds(conn, apis, &boot_refs, ns),
+        fleet::list_opt(conn, host_ar.as_ref(), None, &all),
+    );
+    Ok(Objects {
+        cluster,
+        infra,
+        cp,
+        machines,
+        mds,
+        mss,
+        mps,
+        infra_machines,
+        bootstrap_configs,
+        // Host names are a bonus: a user who cannot list hosts still gets the tree.
+        hosts: hosts.unwrap_or_default(),
+    })
+}
+
+fn tree_options(args: &Args, version: CapiVersion) -> TreeOptions {
+    TreeOptions {
+        show_conditions: args.show_conditions.clone(),
+        show_machinesets: args.show_machinesets,
+        echo: args.echo,
+        grouping: args.grouping,
+        layout: match version {
+            CapiVersion::V1Beta2 => Layout::V1Beta2,
+            CapiVersion::V1Beta1 => Layout::V1Beta1,
+        },
+    }
+}
+
+fn tree_input(o: &Objects) -> TreeInput<'_> {
+    TreeInput {
+        cluster: &o.cluster,
+        infrastructure_cluster: o.infra.as_ref(),
+        control_plane: o.cp.as_ref(),
+        machines: &o.machines,
+        machine_deployments: &o.mds,
+        machine_sets: &o.mss,
+        machine_pools: &o.mps,
+        infrastructure_machines: &o.infra_machines,
+        bootstrap_configs: &o.bootstrap_configs,
+        byo_hosts: &o.hosts,
+        now: Some(fleet::now()),
+    }
+}
+
 pub async fn run(args: &Args) -> Result<(), Error> {
     let printer = Printer::new(&args.output);
     let layout_probe = TreeOptions {
@@ -293,79 +402,11 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let ns = conn.namespace.clone();
     let apis = ServerApis::discover(&conn).await?;
     let version = apis.require_capi()?;
-    let cluster_ar = apis.cluster()?;
-    let cluster = shared::api::get_or_suggest(&conn, &cluster_ar, &ns, &args.cluster).await?;
-    let cluster = fields::object_json(&cluster);
-    let name = args.cluster.as_str();
-    let infra_ref = fields::cluster_infrastructure_ref(&cluster);
-    let cp_ref = fields::cluster_control_plane_ref(&cluster);
-    let (infra, cp, machines, mds, mss, mps) = tokio::join!(
-        async {
-            match &infra_ref {
-                Some(r) => get_ref(&conn, &apis, r, &ns).await,
-                None => None,
-            }
-        },
-        async {
-            match &cp_ref {
-                Some(r) => get_ref(&conn, &apis, r, &ns).await,
-                None => None,
-            }
-        },
-        list_labelled(&conn, apis.capi_kind("Machine").ok(), &ns, name),
-        list_labelled(&conn, apis.capi_kind("MachineDeployment").ok(), &ns, name),
-        list_labelled(&conn, apis.capi_kind("MachineSet").ok(), &ns, name),
-        list_labelled(&conn, apis.capi_kind("MachinePool").ok(), &ns, name),
-    );
-    let (machines, mds, mss, mps) = (machines?, mds?, mss?, mps?);
-    let infra_refs: Vec<ObjectRef> = machines
-        .iter()
-        .filter_map(fields::machine_infrastructure_ref)
-        .collect();
-    let boot_refs: Vec<ObjectRef> = machines
-        .iter()
-        .filter_map(fields::machine_bootstrap_ref)
-        .collect();
-    let byoh = infra_refs.iter().any(|r| r.kind == "ByoMachine");
-    let host_ar = if byoh {
-        fleet::byoh(&apis).ok().map(|(h, _)| h)
-    } else {
-        None
-    };
-    let all = ListParams::default();
-    let (infra_machines, bootstrap_configs, hosts) = tokio::join!(
-        list_kinds(&conn, &apis, &infra_refs, &ns),
-        list_kinds(&conn, &apis, &boot_refs, &ns),
-        fleet::list_opt(&conn, host_ar.as_ref(), None, &all),
-    );
-    // Host names are a bonus: a user who cannot list hosts still gets the tree.
-    let hosts = hosts.unwrap_or_default();
-    let opts = TreeOptions {
-        show_conditions: args.show_conditions.clone(),
-        show_machinesets: args.show_machinesets,
-        echo: args.echo,
-        grouping: args.grouping,
-        layout: match version {
-            CapiVersion::V1Beta2 => Layout::V1Beta2,
-            CapiVersion::V1Beta1 => Layout::V1Beta1,
-        },
-    };
-    let input = TreeInput {
-        cluster: &cluster,
-        infrastructure_cluster: infra.as_ref(),
-        control_plane: cp.as_ref(),
-        machines: &machines,
-        machine_deployments: &mds,
-        machine_sets: &mss,
-        machine_pools: &mps,
-        infrastructure_machines: &infra_machines,
-        bootstrap_configs: &bootstrap_configs,
-        byo_hosts: &hosts,
-        now: Some(fleet::now()),
-    };
-    let tree = build_tree(input, &opts).map_err(|e| Error::usage(e.to_string()))?;
+    let objects = read(&conn, &apis, &ns, &args.cluster).await?;
+    let tree = build_tree(tree_input(&objects), &tree_options(args, version))
+        .map_err(|e| Error::usage(e.to_string()))?;
     printer.print(&Description {
-        cluster: name.to_string(),
+        cluster: args.cluster.clone(),
         namespace: ns,
         api_version: version.as_str().to_string(),
         tree,
