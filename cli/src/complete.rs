@@ -106,95 +106,116 @@ fn find_short(cmd: &Command, c: char) -> Option<&Arg> {
     cmd.get_arguments().find(|a| a.get_short() == Some(c))
 }
 
-/// Decides the answer for `words` (the last one is being completed) on the built `root`.
-pub fn plan(root: &Command, words: &[String]) -> Plan {
-    let (cur, done) = match words.split_last() {
-        Some((cur, done)) => (cur.as_str(), done),
-        None => ("", &[][..]),
+/// Where the words before the cursor leave the command line.
+struct Position<'a> {
+    /// The (sub)command the words reached.
+    cmd: &'a Command,
+    /// How many positionals were given.
+    positional: usize,
+    /// The flag whose value is the word under the cursor.
+    pending_value: Option<&'a Arg>,
+    /// After `--`: every word is a positional.
+    only_positionals: bool,
+}
+
+/// The value-taking short flag in `-n`, `-nns` or `-vvv` that waits for the next word: the
+/// first value-taking short consumes the rest of the word, or the next word when it is last.
+fn pending_short<'a>(cmd: &'a Command, shorts: &str) -> Option<&'a Arg> {
+    for (i, c) in shorts.char_indices() {
+        if let Some(a) = find_short(cmd, c)
+            && takes_value(a)
+        {
+            return (i + c.len_utf8() == shorts.len()).then_some(a);
+        }
+    }
+    None
+}
+
+/// Walks the words before the cursor: subcommands, flags (and their values), positionals.
+fn walk<'a>(root: &'a Command, done: &[String]) -> Position<'a> {
+    let mut p = Position {
+        cmd: root,
+        positional: 0,
+        pending_value: None,
+        only_positionals: false,
     };
-    let mut cmd = root;
-    let mut positional = 0usize;
-    let mut pending_value: Option<&Arg> = None;
-    let mut only_positionals = false;
     for w in done {
-        if let Some(arg) = pending_value.take() {
-            let _ = arg;
+        if p.pending_value.take().is_some() {
             continue;
         }
-        if only_positionals {
-            positional += 1;
+        if p.only_positionals {
+            p.positional += 1;
             continue;
         }
         if w == "--" {
-            only_positionals = true;
+            p.only_positionals = true;
             continue;
         }
         if let Some(long) = w.strip_prefix("--") {
             if !long.contains('=')
-                && let Some(a) = find_long(cmd, long)
+                && let Some(a) = find_long(p.cmd, long)
                 && takes_value(a)
             {
-                pending_value = Some(a);
+                p.pending_value = Some(a);
             }
             continue;
         }
         if let Some(shorts) = w.strip_prefix('-').filter(|s| !s.is_empty()) {
-            // -n ns, -nns, -vvv: a value-taking short consumes the rest or the next word.
-            for (i, c) in shorts.char_indices() {
-                if let Some(a) = find_short(cmd, c)
-                    && takes_value(a)
-                {
-                    if i + c.len_utf8() == shorts.len() {
-                        pending_value = Some(a);
-                    }
-                    break;
-                }
-            }
+            p.pending_value = pending_short(p.cmd, shorts);
             continue;
         }
-        if positional == 0
-            && let Some(sub) = cmd.find_subcommand(w)
+        if p.positional == 0
+            && let Some(sub) = p.cmd.find_subcommand(w)
         {
-            cmd = sub;
+            p.cmd = sub;
             continue;
         }
-        positional += 1;
+        p.positional += 1;
     }
+    p
+}
 
-    if let Some(arg) = pending_value {
-        return values_of(arg, cur, "");
+/// `--flag=VALUE` completes the flag's values; `-...` completes the flag names.
+fn flag_plan(cmd: &Command, cur: &str) -> Option<Plan> {
+    if let Some(long) = cur.strip_prefix("--")
+        && let Some((name, value)) = long.split_once('=')
+    {
+        return Some(match find_long(cmd, name) {
+            Some(a) if takes_value(a) => values_of(a, value, &format!("--{name}=")),
+            _ => Plan::Static(vec![], DIRECTIVE_NO_FILE_COMP),
+        });
     }
-    if !only_positionals {
-        if let Some(long) = cur.strip_prefix("--")
-            && let Some((name, value)) = long.split_once('=')
-        {
-            return match find_long(cmd, name) {
-                Some(a) if takes_value(a) => values_of(a, value, &format!("--{name}=")),
-                _ => Plan::Static(vec![], DIRECTIVE_NO_FILE_COMP),
-            };
-        }
-        if cur.starts_with('-') {
-            let mut flags: Vec<String> = cmd
-                .get_arguments()
-                .filter(|a| !a.is_hide_set() && !a.is_positional())
-                .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
-                .filter(|f| f.starts_with(cur))
-                .collect();
-            flags.sort();
-            flags.dedup();
-            return Plan::Static(flags, DIRECTIVE_NO_FILE_COMP);
-        }
+    if !cur.starts_with('-') {
+        return None;
     }
+    let mut flags: Vec<String> = cmd
+        .get_arguments()
+        .filter(|a| !a.is_hide_set() && !a.is_positional())
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .filter(|f| f.starts_with(cur))
+        .collect();
+    flags.sort();
+    flags.dedup();
+    Some(Plan::Static(flags, DIRECTIVE_NO_FILE_COMP))
+}
+
+/// The visible subcommands starting with `cur`, when `cmd` has any.
+fn subcommand_plan(cmd: &Command, cur: &str) -> Option<Plan> {
     let subs: Vec<&Command> = cmd.get_subcommands().filter(|s| !s.is_hide_set()).collect();
-    if positional == 0 && !subs.is_empty() && !only_positionals {
-        let mut names: Vec<String> = subs
-            .iter()
-            .map(|s| s.get_name().to_string())
-            .filter(|n| n.starts_with(cur))
-            .collect();
-        names.sort();
-        return Plan::Static(names, DIRECTIVE_NO_FILE_COMP);
+    if subs.is_empty() {
+        return None;
     }
+    let mut names: Vec<String> = subs
+        .iter()
+        .map(|s| s.get_name().to_string())
+        .filter(|n| n.starts_with(cur))
+        .collect();
+    names.sort();
+    Some(Plan::Static(names, DIRECTIVE_NO_FILE_COMP))
+}
+
+/// The values of the `positional`-th positional (the last one again if it takes several).
+fn positional_plan(cmd: &Command, positional: usize, cur: &str) -> Plan {
     let mut positionals: Vec<&Arg> = cmd.get_positionals().filter(|a| !a.is_hide_set()).collect();
     positionals.sort_by_key(|a| a.get_index().unwrap_or(usize::MAX));
     let arg = positionals.get(positional).copied().or_else(|| {
@@ -207,6 +228,30 @@ pub fn plan(root: &Command, words: &[String]) -> Plan {
         Some(a) => values_of(a, cur, ""),
         None => Plan::Static(vec![], DIRECTIVE_NO_FILE_COMP),
     }
+}
+
+/// Decides the answer for `words` (the last one is being completed) on the built `root`.
+pub fn plan(root: &Command, words: &[String]) -> Plan {
+    let (cur, done) = match words.split_last() {
+        Some((cur, done)) => (cur.as_str(), done),
+        None => ("", &[][..]),
+    };
+    let p = walk(root, done);
+    if let Some(arg) = p.pending_value {
+        return values_of(arg, cur, "");
+    }
+    if p.only_positionals {
+        return positional_plan(p.cmd, p.positional, cur);
+    }
+    if let Some(plan) = flag_plan(p.cmd, cur) {
+        return plan;
+    }
+    if p.positional == 0
+        && let Some(plan) = subcommand_plan(p.cmd, cur)
+    {
+        return plan;
+    }
+    positional_plan(p.cmd, p.positional, cur)
 }
 
 fn values_of(arg: &Arg, prefix: &str, insert: &str) -> Plan {
