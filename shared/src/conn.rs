@@ -143,59 +143,53 @@ impl ConnectOptions {
         }
     }
 
-    /// Builds the client configuration and the context name it came from.
-    pub async fn config(&self) -> Result<(Config, String), Error> {
-        let (mut config, context) = match self.load_kubeconfig()? {
-            Some(kc) => {
-                let context = match self.context.clone().or_else(|| kc.current_context.clone()) {
-                    Some(c) => c,
-                    None => {
-                        return Err(Error::Kubeconfig {
-                            message: "the kubeconfig has no current context".into(),
-                            hint: "pass --context, or run kubectl config use-context <name>".into(),
-                        });
-                    }
-                };
-                if !kc.contexts.iter().any(|c| c.name == context) {
-                    let names: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
-                    let close = crate::error::closest_names(&context, names.iter().copied());
-                    let hint = if close.is_empty() {
-                        format!("known contexts: {}", names.join(", "))
-                    } else {
-                        format!(
-                            "did you mean \"{}\"? (kubectl config get-contexts)",
-                            close[0]
-                        )
-                    };
-                    return Err(Error::Kubeconfig {
-                        message: format!("context \"{context}\" not found in the kubeconfig"),
-                        hint,
-                    });
-                }
-                let opts = KubeConfigOptions {
-                    context: Some(context.clone()),
-                    cluster: self.cluster.clone(),
-                    user: self.user.clone(),
-                };
-                let config = Config::from_custom_kubeconfig(kc, &opts)
-                    .await
-                    .map_err(|e| Error::Kubeconfig {
-                        message: format!("context \"{context}\": {e}"),
-                        hint: "check the context's cluster and user (kubectl config view --minify)"
-                            .into(),
-                    })?;
-                (config, context)
-            }
-            None => match Config::incluster() {
-                Ok(c) => (c, "in-cluster".to_string()),
-                Err(e) => {
-                    return Err(Error::Kubeconfig {
-                        message: format!("no kubeconfig found and not running in a cluster ({e})"),
-                        hint: "set KUBECONFIG, pass --kubeconfig, or create ~/.kube/config".into(),
-                    });
-                }
-            },
+    /// The context to use: `--context`, else the kubeconfig's current context; it must exist.
+    fn context_name(&self, kc: &Kubeconfig) -> Result<String, Error> {
+        let Some(context) = self.context.clone().or_else(|| kc.current_context.clone()) else {
+            return Err(Error::Kubeconfig {
+                message: "the kubeconfig has no current context".into(),
+                hint: "pass --context, or run kubectl config use-context <name>".into(),
+            });
         };
+        if kc.contexts.iter().any(|c| c.name == context) {
+            return Ok(context);
+        }
+        let names: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+        let close = crate::error::closest_names(&context, names.iter().copied());
+        let hint = if close.is_empty() {
+            format!("known contexts: {}", names.join(", "))
+        } else {
+            format!(
+                "did you mean \"{}\"? (kubectl config get-contexts)",
+                close[0]
+            )
+        };
+        Err(Error::Kubeconfig {
+            message: format!("context \"{context}\" not found in the kubeconfig"),
+            hint,
+        })
+    }
+
+    /// The configuration of the context (with `--cluster` and `--user`) in `kc`.
+    async fn kubeconfig_config(&self, kc: Kubeconfig) -> Result<(Config, String), Error> {
+        let context = self.context_name(&kc)?;
+        let opts = KubeConfigOptions {
+            context: Some(context.clone()),
+            cluster: self.cluster.clone(),
+            user: self.user.clone(),
+        };
+        let config = Config::from_custom_kubeconfig(kc, &opts)
+            .await
+            .map_err(|e| Error::Kubeconfig {
+                message: format!("context \"{context}\": {e}"),
+                hint: "check the context's cluster and user (kubectl config view --minify)".into(),
+            })?;
+        Ok((config, context))
+    }
+
+    /// Applies `--server`, `--token` (which replaces the kubeconfig's credentials), `--as*`,
+    /// the TLS flags and `--request-timeout`.
+    fn apply_overrides(&self, config: &mut Config) -> Result<(), Error> {
         if let Some(server) = &self.server {
             config.cluster_url = server.parse().map_err(|e| {
                 Error::usage(format!("--server {server:?} is not a valid URL: {e}"))
@@ -232,6 +226,24 @@ impl ConnectOptions {
             config.write_timeout = Some(t);
             config.reset_reader_on_write = true;
         }
+        Ok(())
+    }
+
+    /// Builds the client configuration and the context name it came from.
+    pub async fn config(&self) -> Result<(Config, String), Error> {
+        let (mut config, context) = match self.load_kubeconfig()? {
+            Some(kc) => self.kubeconfig_config(kc).await?,
+            None => match Config::incluster() {
+                Ok(c) => (c, "in-cluster".to_string()),
+                Err(e) => {
+                    return Err(Error::Kubeconfig {
+                        message: format!("no kubeconfig found and not running in a cluster ({e})"),
+                        hint: "set KUBECONFIG, pass --kubeconfig, or create ~/.kube/config".into(),
+                    });
+                }
+            },
+        };
+        self.apply_overrides(&mut config)?;
         Ok((config, context))
     }
 
