@@ -82,84 +82,102 @@ pub struct ServerApis {
     pub target: Target,
 }
 
+/// Aggregated discovery of the [`GROUPS`], or classic discovery on servers without it.
+async fn run_discovery(conn: &Conn) -> Result<Discovery, Error> {
+    let discovery = Discovery::new(conn.client.clone()).filter(&GROUPS);
+    match discovery.run_aggregated().await {
+        Ok(d) => Ok(d),
+        Err(kube::Error::Api(s)) if matches!(s.code, 404 | 406 | 415) => {
+            tracing::debug!(
+                "no aggregated discovery ({}), using classic discovery",
+                s.code
+            );
+            Discovery::new(conn.client.clone())
+                .filter(&GROUPS)
+                .run()
+                .await
+                .map_err(|e| conn.error(e, &Op::discovery()))
+        }
+        Err(e) => Err(conn.error(e, &Op::discovery())),
+    }
+}
+
+/// The discovered kinds (subresources left out), each with its served versions best first,
+/// sorted by group and kind.
+fn kinds_of(discovery: &Discovery) -> Vec<KindInfo> {
+    let mut kinds: Vec<KindInfo> = Vec::new();
+    for group in discovery.groups() {
+        for version in group.versions() {
+            for (ar, caps) in group.versioned_resources(version) {
+                if ar.plural.contains('/') {
+                    continue;
+                }
+                match kinds
+                    .iter_mut()
+                    .find(|k| k.group == ar.group && k.kind == ar.kind)
+                {
+                    Some(k) => k.versions.push(ar.version.clone()),
+                    None => kinds.push(KindInfo {
+                        group: ar.group.clone(),
+                        kind: ar.kind.clone(),
+                        plural: ar.plural.clone(),
+                        versions: vec![ar.version.clone()],
+                        namespaced: caps.scope == kube::discovery::Scope::Namespaced,
+                    }),
+                }
+            }
+        }
+    }
+    for k in &mut kinds {
+        sort_versions(&mut k.versions);
+        k.versions.dedup();
+    }
+    kinds.sort_by(|a, b| (&a.group, &a.kind).cmp(&(&b.group, &b.kind)));
+    kinds
+}
+
+/// CRD name → contract labels, for the CRDs of the [`GROUPS`]; `(None, Some(user))` when
+/// `user` may not list CRDs.
+type Contracts = (Option<BTreeMap<String, ContractLabels>>, Option<String>);
+
+/// Lists the CRDs' metadata for their contract labels.
+async fn crd_contracts(conn: &Conn) -> Result<Contracts, Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(conn.client.clone());
+    match crds.list_metadata(&ListParams::default()).await {
+        Ok(list) => {
+            let mut m = BTreeMap::new();
+            for crd in list.items {
+                let name = crd.metadata.name.clone().unwrap_or_default();
+                if !GROUPS.iter().any(|g| name.ends_with(&format!(".{g}"))) {
+                    continue;
+                }
+                let labels = crd.metadata.labels.clone().unwrap_or_default();
+                m.insert(name, contract_labels(&labels));
+            }
+            Ok((Some(m), None))
+        }
+        Err(e) => {
+            let op = Op::new(
+                "list",
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                "CustomResourceDefinition",
+            );
+            match conn.error(e, &op) {
+                Error::Forbidden { user, .. } => Ok((None, Some(user))),
+                other => Err(other),
+            }
+        }
+    }
+}
+
 impl ServerApis {
     /// Runs discovery. Fails when the server cannot be reached or refuses discovery; a
     /// refusal to read CRDs is recorded in `crd_forbidden` (see [`ServerApis::require_contracts`]).
     pub async fn discover(conn: &Conn) -> Result<ServerApis, Error> {
         let target = conn.target();
-        let discovery = Discovery::new(conn.client.clone()).filter(&GROUPS);
-        let discovery = match discovery.run_aggregated().await {
-            Ok(d) => d,
-            Err(kube::Error::Api(s)) if matches!(s.code, 404 | 406 | 415) => {
-                tracing::debug!(
-                    "no aggregated discovery ({}), using classic discovery",
-                    s.code
-                );
-                Discovery::new(conn.client.clone())
-                    .filter(&GROUPS)
-                    .run()
-                    .await
-                    .map_err(|e| conn.error(e, &Op::discovery()))?
-            }
-            Err(e) => return Err(conn.error(e, &Op::discovery())),
-        };
-        let mut kinds: Vec<KindInfo> = Vec::new();
-        for group in discovery.groups() {
-            for version in group.versions() {
-                for (ar, caps) in group.versioned_resources(version) {
-                    if ar.plural.contains('/') {
-                        continue;
-                    }
-                    match kinds
-                        .iter_mut()
-                        .find(|k| k.group == ar.group && k.kind == ar.kind)
-                    {
-                        Some(k) => k.versions.push(ar.version.clone()),
-                        None => kinds.push(KindInfo {
-                            group: ar.group.clone(),
-                            kind: ar.kind.clone(),
-                            plural: ar.plural.clone(),
-                            versions: vec![ar.version.clone()],
-                            namespaced: caps.scope == kube::discovery::Scope::Namespaced,
-                        }),
-                    }
-                }
-            }
-        }
-        for k in &mut kinds {
-            sort_versions(&mut k.versions);
-            k.versions.dedup();
-        }
-        kinds.sort_by(|a, b| (&a.group, &a.kind).cmp(&(&b.group, &b.kind)));
-
-        let crds: Api<CustomResourceDefinition> = Api::all(conn.client.clone());
-        let (contracts, crd_forbidden) = match crds.list_metadata(&ListParams::default()).await {
-            Ok(list) => {
-                let mut m = BTreeMap::new();
-                for crd in list.items {
-                    let name = crd.metadata.name.clone().unwrap_or_default();
-                    if !GROUPS.iter().any(|g| name.ends_with(&format!(".{g}"))) {
-                        continue;
-                    }
-                    let labels = crd.metadata.labels.clone().unwrap_or_default();
-                    m.insert(name, contract_labels(&labels));
-                }
-                (Some(m), None)
-            }
-            Err(e) => {
-                let op = Op::new(
-                    "list",
-                    "apiextensions.k8s.io",
-                    "customresourcedefinitions",
-                    "CustomResourceDefinition",
-                );
-                let err = conn.error(e, &op);
-                match err {
-                    Error::Forbidden { user, .. } => (None, Some(user)),
-                    other => return Err(other),
-                }
-            }
-        };
+        let kinds = kinds_of(&run_discovery(conn).await?);
+        let (contracts, crd_forbidden) = crd_contracts(conn).await?;
         Ok(ServerApis {
             kinds,
             contracts,
