@@ -22,6 +22,7 @@ pub mod error;
 pub mod fetch;
 pub mod kubeconfig;
 pub mod render;
+pub mod teardown;
 
 // The pure layer, re-exported so a verb reads `shared::plan::…` as before (as kube re-exports
 // kube-core).

@@ -3,7 +3,6 @@
 //! API with the `kubectl-capi` field manager.
 
 use cli::{Conn, KubeFlags};
-use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use shared::discovery::{CapiVersion, ServerApis, fields};
@@ -80,11 +79,6 @@ impl Target {
             name: name.to_string(),
             namespace,
         })
-    }
-
-    /// A namespaced dynamic API in the cluster's namespace.
-    pub fn api(&self, ar: &ApiResource) -> Api<DynamicObject> {
-        Api::namespaced_with(self.conn.client.clone(), &self.namespace, ar)
     }
 
     /// The ApiResource of a CAPI core kind.

@@ -1,13 +1,16 @@
 //! `kubectl capi delete CLUSTER`: tear a cluster down the way the BCM runbook does by hand, in one
 //! command. It shows what goes (the cluster, its control plane, infrastructure, deployments,
 //! machines and the BYOH hosts that will be released), asks on a terminal (`--yes` otherwise),
-//! deletes the Cluster object only and lets Cluster API cascade. `--wait` follows the teardown
+//! and runs the teardown `kubectl kamaji delete` runs too (`shared::teardown`): the Cluster
+//! goes and Cluster API cascades; the templates (and `kamaji create`'s addons) only this
+//! cluster used are deleted after it; templates another cluster uses are released from the
+//! Cluster's ownership and kept. `--wait` follows the teardown
 //! until every machine is gone and every host is back in the pool, and otherwise names what is
 //! stuck: hosts still Releasing (their agent has not cleaned up) and objects held by finalizers.
 //! It removes the context `kubeconfig --merge` added (`<cluster>-admin@<cluster>`, the name CAPI
 //! gives it in `<cluster>-kubeconfig`) and, with `--cleanup-bootstrap-kubeconfigs`, the
 //! BootstrapKubeconfigs no host needs any more. The preview, the progress report and the
-//! BootstrapKubeconfig rule are `shared::plan::teardown`.
+//! BootstrapKubeconfig rule are `kcore::plan::teardown`.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -21,7 +24,8 @@ use serde_json::Value;
 use shared::discovery::{INFRASTRUCTURE_GROUP, fields};
 use shared::error::{Error, Op};
 use shared::plan::hosts::Inventory;
-use shared::plan::teardown;
+use shared::plan::teardown as plan;
+use shared::teardown;
 
 use crate::day2::{DryRun, Target, display_name, name_of};
 
@@ -149,13 +153,13 @@ async fn remaining_objects(t: &Target) -> Result<Vec<Value>, Error> {
 }
 
 /// Where the teardown stands.
-async fn progress(t: &Target) -> Result<teardown::DeleteProgress, Error> {
+async fn progress(t: &Target) -> Result<plan::DeleteProgress, Error> {
     let remaining = remaining_objects(t).await?;
     let lists = byoh_lists(t).await?;
     Ok(match &lists {
         Some([hosts, bms, machines, clusters]) => {
             let inv = Inventory::build(hosts, bms, machines, clusters, None);
-            teardown::progress(
+            plan::progress(
                 &t.name,
                 &remaining,
                 hosts,
@@ -163,7 +167,7 @@ async fn progress(t: &Target) -> Result<teardown::DeleteProgress, Error> {
                 Some(jiff::Timestamp::now()),
             )
         }
-        None => teardown::progress(&t.name, &remaining, &[], None, Some(jiff::Timestamp::now())),
+        None => plan::progress(&t.name, &remaining, &[], None, Some(jiff::Timestamp::now())),
     })
 }
 
@@ -176,10 +180,12 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let preview = match &lists {
         Some([hosts, bms, all_machines, clusters]) => {
             let inv = Inventory::build(hosts, bms, all_machines, clusters, None);
-            teardown::preview(&t.cluster, &mds, &machines, Some(&inv))
+            plan::preview(&t.cluster, &mds, &machines, Some(&inv))
         }
-        None => teardown::preview(&t.cluster, &mds, &machines, None),
+        None => plan::preview(&t.cluster, &mds, &machines, None),
     };
+
+    let td = teardown::plan(&t.conn, &t.apis, &t.namespace, &t.name, Vec::new()).await?;
 
     // What goes.
     let mut s = format!(
@@ -239,6 +245,23 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             }
         ));
     }
+    if !td.parts.is_empty() {
+        let names: Vec<String> = td
+            .parts
+            .iter()
+            .map(|p| format!("{} {}", p.ar.kind, p.name))
+            .collect();
+        s.push_str(&format!(
+            "  Then, not owned by the Cluster: {}\n",
+            names.join(", ")
+        ));
+    }
+    for k in &td.kept {
+        s.push_str(&format!(
+            "  Kept: {} {} (still used by {})\n",
+            k.ar.kind, k.name, k.user
+        ));
+    }
     s.push_str(&format!(
         "  Kubeconfig context: {} (if kubeconfig --merge added it)\n",
         context_name(&t.name)
@@ -261,21 +284,23 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         }
     }
 
-    let shown = display_name(&t.cluster_ar.kind, &t.cluster_ar.api_version, &t.name);
-    if args.dry_run != DryRun::Client {
-        let dp = DeleteParams {
-            dry_run: args.dry_run == DryRun::Server,
-            ..Default::default()
-        };
-        let op = Op::on("delete", &t.cluster_ar)
-            .in_namespace(Some(&t.namespace))
-            .named(&t.name);
-        t.api(&t.cluster_ar)
-            .delete(&t.name, &dp)
-            .await
-            .map_err(|e| t.conn.error(e, &op))?;
+    let write = shared::api::Write {
+        manager: crate::day2::FIELD_MANAGER,
+        dry_run: args.dry_run == DryRun::Server,
+        force: false,
+    };
+    if args.dry_run == DryRun::Client {
+        for d in td.deleted() {
+            let shown = display_name(&d.ar.kind, &d.ar.api_version, &d.name);
+            shared::render::line(&format!("{shown} deleted{}", args.dry_run.suffix()));
+        }
+        return Ok(());
     }
-    shared::render::line(&format!("{shown} deleted{}", args.dry_run.suffix()));
+    teardown::execute(&t.conn, &td, write, |d| {
+        let shown = display_name(&d.ar.kind, &d.ar.api_version, &d.name);
+        shared::render::line(&format!("{shown} deleted{}", args.dry_run.suffix()));
+    })
+    .await?;
     if args.dry_run.is_dry() {
         return Ok(());
     }
@@ -321,7 +346,7 @@ async fn wait_gone(t: &Target, timeout: Duration) -> Result<(), Error> {
     }
 }
 
-fn stuck_report(t: &Target, p: &teardown::DeleteProgress, timeout: Duration) -> Error {
+fn stuck_report(t: &Target, p: &plan::DeleteProgress, timeout: Duration) -> Error {
     let mut s = String::from("Still there:\n");
     for l in p.report_lines() {
         s.push_str(&format!("  {l}\n"));
@@ -384,7 +409,7 @@ async fn cleanup_bootstrap_kubeconfigs(t: &Target) -> Result<(), Error> {
         None => Vec::new(),
     };
     let bks = t.list_all(&bk_ar, Some(&t.namespace)).await?;
-    let unused = teardown::unused_bootstrap_kubeconfigs(&bks, &hosts, Some(jiff::Timestamp::now()));
+    let unused = plan::unused_bootstrap_kubeconfigs(&bks, &hosts, Some(jiff::Timestamp::now()));
     for u in &unused {
         let op = Op::on("delete", &bk_ar)
             .in_namespace(Some(&u.namespace))

@@ -8,12 +8,14 @@ mod common;
 mod completion;
 mod create;
 mod datastores;
+mod delete;
 mod install;
 mod kubeconfig;
 mod list;
-mod ops;
+mod scale;
 mod status;
 mod token;
+mod upgrade;
 mod version;
 
 use std::process::ExitCode;
@@ -50,11 +52,11 @@ enum Verb {
     /// List Kamaji DataStores: driver, endpoints, readiness and the control planes using them
     Datastores(datastores::Args),
     /// Scale the control plane (0 = asleep) and the workers
-    Scale(ops::ScaleArgs),
+    Scale(scale::Args),
     /// Upgrade one minor at a time, waiting for each step (--plan shows the steps)
-    Upgrade(ops::UpgradeArgs),
+    Upgrade(upgrade::Args),
     /// Delete a cluster and its Kamaji control plane (asks first; --yes without a terminal)
-    Delete(ops::DeleteArgs),
+    Delete(delete::Args),
     /// Get (or merge) and rotate a tenant's kubeconfigs
     Kubeconfig(kubeconfig::Args),
     /// Rotate a tenant's certificates
@@ -84,9 +86,9 @@ fn main() -> ExitCode {
                 Verb::List(a) => list::run(&a).await,
                 Verb::Status(a) => status::run(&a).await,
                 Verb::Datastores(a) => datastores::run(&a).await,
-                Verb::Scale(a) => ops::scale(&a).await,
-                Verb::Upgrade(a) => ops::upgrade(&a).await,
-                Verb::Delete(a) => ops::delete(&a).await,
+                Verb::Scale(a) => scale::run(&a).await,
+                Verb::Upgrade(a) => upgrade::run(&a).await,
+                Verb::Delete(a) => delete::run(&a).await,
                 Verb::Kubeconfig(a) => kubeconfig::run(&a).await,
                 Verb::Certificates(a) => certificates::run(&a).await,
                 Verb::Token(a) => token::run(&a).await,

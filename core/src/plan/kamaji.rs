@@ -1,0 +1,304 @@
+//! Plans of the `kubectl kamaji` verbs that change a KamajiControlPlane: `scale` (control-plane
+//! replicas, 0 = asleep, and the workers of the cluster's one MachineDeployment) and `upgrade`
+//! (one minor at a time, then the workers). Teardown (`delete`) is the shared teardown of
+//! `kubectl capi delete`.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::Error;
+use crate::build::kamaji::{parse_version, upgrade_steps};
+use crate::json::{self, at, str_at};
+
+/// The most control-plane replicas `scale` accepts: a tenant API server is stateless, and more
+/// than this is a typo, not a plan.
+pub const MAX_REPLICAS: i64 = 16;
+
+fn usage(message: String, hint: &str) -> Error {
+    Error::Usage {
+        message,
+        hint: Some(hint.into()),
+    }
+}
+
+/// `scale`'s flags, checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScaleRequest {
+    pub replicas: Option<i64>,
+    pub workers: Option<i64>,
+}
+
+impl ScaleRequest {
+    /// Refuses an empty request and out-of-range counts before anything is read or written.
+    pub fn new(replicas: Option<i64>, workers: Option<i64>) -> Result<ScaleRequest, Error> {
+        if replicas.is_none() && workers.is_none() {
+            return Err(usage(
+                "nothing to scale".into(),
+                "pass --replicas N and/or --workers N",
+            ));
+        }
+        if let Some(r) = replicas
+            && !(0..=MAX_REPLICAS).contains(&r)
+        {
+            return Err(usage(
+                format!("invalid --replicas {r}"),
+                "use 0 (asleep) to 16",
+            ));
+        }
+        if let Some(w) = workers
+            && w < 0
+        {
+            return Err(usage(format!("invalid --workers {w}"), "use 0 or more"));
+        }
+        Ok(ScaleRequest { replicas, workers })
+    }
+}
+
+/// One merge patch of a scale or upgrade.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Change {
+    pub kind: String,
+    pub name: String,
+    pub merge_patch: Value,
+    /// What the verb prints once it is applied.
+    pub done: String,
+}
+
+/// The control-plane patch of `scale --replicas`, with kubectl's `scaled from A to B` line.
+pub fn scale_control_plane(kcp: &Value, replicas: i64) -> Change {
+    let name = json::name(kcp);
+    // The API default of a KamajiControlPlane's spec.replicas.
+    let from = at(kcp, &["spec", "replicas"])
+        .and_then(Value::as_i64)
+        .unwrap_or(2);
+    let note = if replicas == 0 {
+        " (asleep)"
+    } else if from == 0 {
+        " (waking up)"
+    } else {
+        ""
+    };
+    Change {
+        kind: "KamajiControlPlane".into(),
+        name: name.to_string(),
+        merge_patch: json!({"spec": {"replicas": replicas}}),
+        done: format!(
+            "kamajicontrolplane.controlplane.cluster.x-k8s.io/{name} scaled from {from} to {replicas}{note}"
+        ),
+    }
+}
+
+/// The worker patch of `scale --workers`: the cluster must have exactly one MachineDeployment.
+pub fn scale_workers(cluster: &str, mds: &[Value], workers: i64) -> Result<Change, Error> {
+    match mds {
+        [md] => {
+            let n = json::name(md);
+            Ok(Change {
+                kind: "MachineDeployment".into(),
+                name: n.to_string(),
+                merge_patch: json!({"spec": {"replicas": workers}}),
+                done: format!("machinedeployment.cluster.x-k8s.io/{n} scaled to {workers}"),
+            })
+        }
+        [] => Err(Error::Other {
+            message: format!("cluster {cluster} has no MachineDeployment"),
+            hint: Some(
+                "workers of --infrastructure none are joined by hand (kubectl kamaji token join)"
+                    .into(),
+            ),
+        }),
+        _ => Err(Error::Other {
+            message: format!("cluster {cluster} has several MachineDeployments"),
+            hint: Some(
+                "scale one with kubectl capi scale or kubectl scale machinedeployment".into(),
+            ),
+        }),
+    }
+}
+
+/// What `scale --wait` sees of the control plane.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScaleObserved {
+    /// The TenantControlPlane's `status.kubernetesResources.version.status`.
+    pub phase: String,
+    pub ready_replicas: i64,
+    /// The replicas of the Deployment Kamaji inlines in the TenantControlPlane's status; `None`
+    /// before it reports one.
+    pub deployment_replicas: Option<i64>,
+}
+
+impl ScaleObserved {
+    /// Reads a TenantControlPlane. Kamaji inlines the Deployment's status, whose counts are
+    /// `omitempty` (k8s.io/api apps/v1 DeploymentStatus): a scaled-down Deployment has no
+    /// `replicas` field at all.
+    pub fn deployment_replicas(tcp: &Value) -> Option<i64> {
+        let d = at(tcp, &["status", "kubernetesResources", "deployment"])?;
+        d.is_object().then(|| d["replicas"].as_i64().unwrap_or(0))
+    }
+
+    /// Whether the control plane runs `replicas` (0: asleep; Kamaji before the `Sleeping`
+    /// phase existed shows a scaled-down Deployment only).
+    pub fn done(&self, replicas: i64) -> bool {
+        if replicas == 0 {
+            self.phase == "Sleeping"
+                || (self.deployment_replicas == Some(0) && self.ready_replicas == 0)
+        } else {
+            self.ready_replicas >= replicas
+                && self.deployment_replicas == Some(replicas)
+                && self.phase == "Ready"
+        }
+    }
+}
+
+/// `upgrade`'s plan: the control plane's minor steps, then the workers.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradePlan {
+    pub name: String,
+    pub namespace: String,
+    pub from: String,
+    pub to: String,
+    pub control_plane_steps: Vec<String>,
+    pub machine_deployments: Vec<String>,
+}
+
+/// The version a KamajiControlPlane runs: its status, else its TenantControlPlane's, else its
+/// spec.
+pub fn current_version(kcp: &Value, tcp: Option<&Value>) -> Option<String> {
+    str_at(kcp, &["status", "version"])
+        .or_else(|| {
+            tcp.and_then(|x| str_at(x, &["status", "kubernetesResources", "version", "version"]))
+        })
+        .or_else(|| str_at(kcp, &["spec", "version"]))
+        .map(str::to_string)
+}
+
+/// Plans `upgrade` of the KamajiControlPlane `kcp` to `to`. `mds` are the cluster's
+/// MachineDeployments (empty with `--control-plane-only`): those not at `to` follow the control
+/// plane.
+pub fn plan_upgrade(
+    kcp: &Value,
+    tcp: Option<&Value>,
+    mds: &[Value],
+    to: &str,
+) -> Result<UpgradePlan, Error> {
+    let target = parse_version(to)?.to_string();
+    let name = json::name(kcp).to_string();
+    let from = current_version(kcp, tcp)
+        .ok_or_else(|| Error::other(format!("{name} reports no version yet")))?;
+    let control_plane_steps = upgrade_steps(&from, &target)?;
+    let machine_deployments = mds
+        .iter()
+        .filter(|md| str_at(md, &["spec", "template", "spec", "version"]) != Some(target.as_str()))
+        .map(|md| json::name(md).to_string())
+        .collect();
+    Ok(UpgradePlan {
+        name,
+        namespace: json::namespace(kcp).to_string(),
+        from,
+        to: target,
+        control_plane_steps,
+        machine_deployments,
+    })
+}
+
+/// Kamaji cannot upgrade a sleeping control plane: the refusal, when `kcp` is asleep.
+pub fn refuse_asleep(kcp: &Value) -> Result<(), Error> {
+    if at(kcp, &["spec", "replicas"]).and_then(Value::as_i64) != Some(0) {
+        return Ok(());
+    }
+    let name = json::name(kcp);
+    Err(Error::Other {
+        message: format!(
+            "{name} is asleep (0 replicas); Kamaji cannot upgrade a sleeping control plane"
+        ),
+        hint: Some(format!(
+            "wake it first: kubectl kamaji scale {name} --replicas 2 --wait"
+        )),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kcp(replicas: i64, spec: &str, status: Option<&str>) -> Value {
+        json!({"metadata": {"name": "c1", "namespace": "ns"},
+            "spec": {"replicas": replicas, "version": spec},
+            "status": status.map(|v| json!({"version": v})).unwrap_or(json!({}))})
+    }
+
+    #[test]
+    fn scale_requests_are_checked_before_anything_happens() {
+        assert!(
+            ScaleRequest::new(None, None)
+                .unwrap_err()
+                .to_string()
+                .contains("nothing")
+        );
+        assert_eq!(
+            ScaleRequest::new(Some(17), None).unwrap_err().exit_code(),
+            2
+        );
+        assert_eq!(
+            ScaleRequest::new(None, Some(-1)).unwrap_err().exit_code(),
+            2
+        );
+        assert!(ScaleRequest::new(Some(0), Some(3)).is_ok());
+    }
+
+    #[test]
+    fn scale_lines_say_asleep_and_waking() {
+        assert!(
+            scale_control_plane(&kcp(2, "v1.35.0", None), 0)
+                .done
+                .ends_with("from 2 to 0 (asleep)")
+        );
+        assert!(
+            scale_control_plane(&kcp(0, "v1.35.0", None), 2)
+                .done
+                .ends_with("(waking up)")
+        );
+        let md = json!({"metadata": {"name": "c1-md-0"}});
+        assert_eq!(
+            scale_workers("c1", &[md.clone()], 3).unwrap().merge_patch,
+            json!({"spec": {"replicas": 3}})
+        );
+        assert!(scale_workers("c1", &[], 3).is_err());
+        assert!(scale_workers("c1", &[md.clone(), md], 3).is_err());
+    }
+
+    #[test]
+    fn scale_waits_for_ready_replicas_or_sleep() {
+        let o = |phase: &str, ready, dep| ScaleObserved {
+            phase: phase.into(),
+            ready_replicas: ready,
+            deployment_replicas: dep,
+        };
+        assert!(o("Ready", 2, Some(2)).done(2));
+        assert!(!o("Ready", 1, Some(2)).done(2));
+        assert!(o("Sleeping", 0, None).done(0));
+        assert!(o("Ready", 0, Some(0)).done(0));
+        assert_eq!(
+            ScaleObserved::deployment_replicas(
+                &json!({"status": {"kubernetesResources": {"deployment": {}}}})
+            ),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn upgrade_walks_minors_then_the_workers_not_yet_there() {
+        let mds = [
+            json!({"metadata": {"name": "a"}, "spec": {"template": {"spec": {"version": "v1.33.1"}}}}),
+            json!({"metadata": {"name": "b"}, "spec": {"template": {"spec": {"version": "v1.35.0"}}}}),
+        ];
+        let p = plan_upgrade(&kcp(2, "v1.33.1", Some("v1.33.1")), None, &mds, "v1.35.0").unwrap();
+        assert_eq!(p.control_plane_steps, ["v1.34.0", "v1.35.0"]);
+        assert_eq!(p.machine_deployments, ["a"]);
+        assert_eq!(p.from, "v1.33.1");
+        assert!(refuse_asleep(&kcp(0, "v1.33.1", None)).is_err());
+        assert!(refuse_asleep(&kcp(2, "v1.33.1", None)).is_ok());
+        assert!(plan_upgrade(&kcp(2, "v1.35.0", None), None, &[], "v1.34.0").is_err());
+    }
+}

@@ -1,0 +1,150 @@
+//! `kubectl kamaji delete CONTROL_PLANE [--yes] [--wait]`: the KamajiControlPlane and the
+//! cluster of the same name, through the teardown `kubectl capi delete` uses
+//! (`shared::teardown`): the Cluster goes and Cluster API cascades, the templates and addons
+//! only this cluster used go after it, templates other clusters use stay. Kamaji's
+//! TenantControlPlane finalizer then removes the control plane's data from its DataStore.
+
+use std::time::Duration;
+
+use clap::Args as ClapArgs;
+use cli::{KubeFlags, parse_duration};
+use shared::discovery::ServerApis;
+use shared::error::Error;
+use shared::render::{self, Poll};
+use shared::teardown::{self, Part, Teardown};
+
+use crate::common::{self, Target};
+
+#[derive(ClapArgs, Clone, Debug)]
+pub struct Args {
+    /// The KamajiControlPlane (the cluster of the same name goes with it)
+    #[arg(value_name = "CONTROL_PLANE")]
+    pub name: String,
+    /// Do not ask (needed without a terminal)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// Wait until everything is gone and the DataStore is cleaned
+    #[arg(long)]
+    pub wait: bool,
+    #[arg(long, value_parser = parse_duration, default_value = "10m", value_name = "DURATION")]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+}
+
+/// The objects of the control plane beyond its Cluster's: the KamajiControlPlane, and a
+/// TenantControlPlane no KamajiControlPlane owns (standalone).
+fn own_parts(apis: &ServerApis, t: &Target) -> Vec<Part> {
+    let mut out = Vec::new();
+    if let Some(ar) = apis.kamaji_control_plane()
+        && t.kcp.is_some()
+    {
+        out.push(Part {
+            ar,
+            name: t.name.clone(),
+        });
+    }
+    if let Some(tcp) = &t.tcp
+        && !tcp["metadata"]["ownerReferences"]
+            .as_array()
+            .is_some_and(|o| o.iter().any(|r| r["kind"] == "KamajiControlPlane"))
+        && let Ok(ar) = common::tcp_resource(apis)
+    {
+        out.push(Part {
+            ar,
+            name: t.tcp_name(),
+        });
+    }
+    out
+}
+
+/// What goes and stays, on stderr before the question.
+fn show(td: &Teardown, datastore: &Option<String>) {
+    render::info(&format!("This deletes, in namespace {}:", td.namespace));
+    for d in td.all() {
+        render::info(&format!(
+            "  {}",
+            render::object_name(&d.ar.kind, &d.ar.group, &d.name)
+        ));
+    }
+    render::info(&format!(
+        "and Kamaji removes the control plane's data from DataStore {}.",
+        datastore.as_deref().unwrap_or("<default>")
+    ));
+    for k in &td.kept {
+        render::info(&format!(
+            "It keeps {} (still used by {}).",
+            render::object_name(&k.ar.kind, &k.ar.group, &k.name),
+            k.user
+        ));
+    }
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    if !args.yes && !common::stdin_is_tty() {
+        return Err(Error::Usage {
+            message: "refusing to delete without confirmation: stdin is not a terminal".into(),
+            hint: Some(format!(
+                "pass --yes (kubectl kamaji status {} shows what goes)",
+                args.name
+            )),
+        });
+    }
+    let conn = args.kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    let t = common::resolve(&conn, &apis, &args.name).await?;
+    let cluster_name = t.cluster_name().unwrap_or_else(|| t.name.clone());
+    let td = teardown::plan(
+        &conn,
+        &apis,
+        &t.namespace,
+        &cluster_name,
+        own_parts(&apis, &t),
+    )
+    .await?;
+    let datastore = crate::list::row(t.kcp.as_ref(), t.tcp.as_ref()).datastore;
+    show(&td, &datastore);
+    if !args.yes && !render::confirm(&format!("Delete {} and its cluster?", t.name))? {
+        return Err(Error::other("aborted: nothing was deleted"));
+    }
+    let write = shared::api::Write {
+        manager: shared::build::kamaji::FIELD_MANAGER,
+        dry_run: false,
+        force: false,
+    };
+    teardown::execute(&conn, &td, write, |d| {
+        render::line(&format!(
+            "{} deleted",
+            render::object_name(&d.ar.kind, &d.ar.group, &d.name)
+        ))
+    })
+    .await?;
+    if !args.wait {
+        return Ok(());
+    }
+    let total = td.all().count();
+    render::wait_until(
+        &format!("waiting for {} to be gone", t.name),
+        args.timeout,
+        Duration::from_millis(500),
+        || async {
+            let left = teardown::remaining(&conn, &td).await?;
+            Ok(if left.is_empty() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending(format!(
+                    "{}/{total} gone; left: {}",
+                    total - left.len(),
+                    left.join(", ")
+                ))
+            })
+        },
+    )
+    .await?;
+    render::line(&format!(
+        "{} is gone; DataStore {} no longer holds its data (Kamaji's TenantControlPlane finalizer finished)",
+        t.name,
+        datastore.as_deref().unwrap_or("<default>")
+    ));
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! `kubectl kamaji scale CONTROL_PLANE [--replicas N] [--workers N] [--wait]`: control-plane
+//! replicas (0 puts it to sleep; Kamaji keeps its state in the DataStore) and the workers of
+//! the cluster's MachineDeployment. Plan: `kcore::plan::kamaji`.
+
+use std::time::Duration;
+
+use clap::Args as ClapArgs;
+use cli::{KubeFlags, parse_duration};
+use kcore::plan::kamaji::{self as plan, ScaleObserved, ScaleRequest};
+use serde_json::Value;
+use shared::build::kamaji::CLUSTER_NAME_LABEL;
+use shared::discovery::ServerApis;
+use shared::discovery::fields::object_json;
+use shared::error::Error;
+use shared::render::{self, Poll};
+
+use crate::common::{self, Target};
+
+#[derive(ClapArgs, Clone, Debug)]
+#[command(
+    after_help = "0 replicas puts the control plane to sleep (Kamaji keeps its state in the DataStore)."
+)]
+pub struct Args {
+    /// The KamajiControlPlane
+    #[arg(value_name = "CONTROL_PLANE")]
+    pub name: String,
+    /// Control-plane replicas (0 = asleep)
+    #[arg(long, value_name = "N")]
+    pub replicas: Option<i64>,
+    /// Worker replicas of the cluster's MachineDeployment
+    #[arg(long, value_name = "N")]
+    pub workers: Option<i64>,
+    /// Wait until the control plane reports the new replicas
+    #[arg(long)]
+    pub wait: bool,
+    #[arg(long, value_parser = parse_duration, default_value = "5m", value_name = "DURATION")]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+}
+
+pub fn kcp_of(t: &Target) -> Result<Value, Error> {
+    t.kcp.clone().ok_or_else(|| Error::Other {
+        message: format!("{} is a standalone TenantControlPlane, not a KamajiControlPlane", t.name),
+        hint: Some("scale, upgrade and delete act on KamajiControlPlanes; use kubectl edit tcp for a standalone one".into()),
+    })
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    let req = ScaleRequest::new(args.replicas, args.workers)?;
+    let conn = args.kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    let t = common::resolve(&conn, &apis, &args.name).await?;
+    let kcp = kcp_of(&t)?;
+    if let Some(r) = req.replicas {
+        let change = plan::scale_control_plane(&kcp, r);
+        let kcp_ar = common::kcp_resource(&apis)?;
+        common::merge_patch(&conn, &kcp_ar, &t.namespace, &t.name, &change.merge_patch).await?;
+        render::line(&change.done);
+    }
+    if let Some(w) = req.workers {
+        let cluster = t.cluster_name().unwrap_or_else(|| t.name.clone());
+        let md_ar = apis.capi_kind("MachineDeployment")?;
+        let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
+        let mds: Vec<_> = common::list(&conn, &md_ar, Some(&t.namespace), Some(&selector))
+            .await?
+            .iter()
+            .map(object_json)
+            .collect();
+        let change = plan::scale_workers(&cluster, &mds, w)?;
+        common::merge_patch(
+            &conn,
+            &md_ar,
+            &t.namespace,
+            &change.name,
+            &change.merge_patch,
+        )
+        .await?;
+        render::line(&change.done);
+    }
+    if args.wait
+        && let Some(r) = req.replicas
+    {
+        wait_replicas(&conn, &apis, &t.name, r, args.timeout).await?;
+        let asleep = if r == 0 { " (asleep)" } else { "" };
+        render::info(&format!("{} runs {r} replicas{asleep}", t.name));
+    }
+    Ok(())
+}
+
+/// Waits until the control plane runs `r` replicas (or sleeps, for 0).
+async fn wait_replicas(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    name: &str,
+    r: i64,
+    timeout: Duration,
+) -> Result<(), Error> {
+    render::wait_until(
+        &format!("waiting for {name} to run {r} replicas"),
+        timeout,
+        Duration::from_millis(500),
+        || async move {
+            let t = common::resolve(conn, apis, name).await?;
+            let row = crate::list::row(t.kcp.as_ref(), t.tcp.as_ref());
+            let seen = ScaleObserved {
+                phase: t
+                    .tcp
+                    .as_ref()
+                    .and_then(common::tcp_phase)
+                    .unwrap_or_default(),
+                ready_replicas: row.ready_replicas,
+                deployment_replicas: t.tcp.as_ref().and_then(ScaleObserved::deployment_replicas),
+            };
+            Ok(if seen.done(r) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending(format!(
+                    "{}/{r} ready, TenantControlPlane {}",
+                    seen.ready_replicas, seen.phase
+                ))
+            })
+        },
+    )
+    .await
+}

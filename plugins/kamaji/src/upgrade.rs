@@ -1,0 +1,182 @@
+//! `kubectl kamaji upgrade CONTROL_PLANE --to VERSION [--plan]`: Kamaji refuses to skip a
+//! minor, so the control plane walks one minor at a time, each step waited for; the cluster's
+//! MachineDeployments follow. Plan: `kcore::plan::kamaji::plan_upgrade`.
+
+use std::time::Duration;
+
+use clap::Args as ClapArgs;
+use cli::{Conn, KubeFlags, OutputFlags, parse_duration};
+use kcore::plan::kamaji::{self as plan, UpgradePlan};
+use serde::Serialize;
+use serde_json::{Value, json};
+use shared::build::kamaji::CLUSTER_NAME_LABEL;
+use shared::discovery::ServerApis;
+use shared::discovery::fields::{self, object_json};
+use shared::error::Error;
+use shared::render::{self, Fields, Human, Poll, Printer, Render, Table};
+
+use crate::common::{self, Target};
+use crate::scale::kcp_of;
+
+#[derive(ClapArgs, Clone, Debug)]
+#[command(
+    after_help = "Kamaji refuses to skip a minor version, so v1.33 -> v1.35 goes through v1.34.0, waiting for \
+each step to be Ready. Workers (MachineDeployments) follow once the control plane is at the target."
+)]
+pub struct Args {
+    /// The KamajiControlPlane
+    #[arg(value_name = "CONTROL_PLANE")]
+    pub name: String,
+    /// Target Kubernetes version (e.g. v1.35.0)
+    #[arg(long, value_name = "VERSION")]
+    pub to: String,
+    /// Print the steps and change nothing
+    #[arg(long)]
+    pub plan: bool,
+    /// Do not change the workers' version
+    #[arg(long)]
+    pub control_plane_only: bool,
+    /// How long each step may take
+    #[arg(long, value_parser = parse_duration, default_value = "10m", value_name = "DURATION")]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// The plan as `--plan` prints it.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Shown<'a>(&'a UpgradePlan);
+
+impl Render for Shown<'_> {
+    fn human(&self) -> Human {
+        let mut f = Fields::new();
+        f.add(
+            "Control plane",
+            format!("{}/{}", self.0.namespace, self.0.name),
+        );
+        f.add("From", self.0.from.as_str());
+        f.add("To", self.0.to.as_str());
+        let mut out = f.render(false);
+        if self.0.control_plane_steps.is_empty() {
+            out.push_str("\nAlready at the target version: nothing to do.\n");
+            return Human::Text(out);
+        }
+        let mut t = Table::new(["step", "object", "version"]);
+        for (i, s) in self.0.control_plane_steps.iter().enumerate() {
+            t.row([
+                (i + 1).to_string(),
+                format!("KamajiControlPlane {}", self.0.name),
+                s.clone(),
+            ]);
+        }
+        let n = self.0.control_plane_steps.len();
+        for (i, md) in self.0.machine_deployments.iter().enumerate() {
+            t.row([
+                (n + i + 1).to_string(),
+                format!("MachineDeployment {md}"),
+                self.0.to.clone(),
+            ]);
+        }
+        out.push('\n');
+        out.push_str(&t.render(false, true, false));
+        Human::Text(out)
+    }
+}
+
+pub async fn run(args: &Args) -> Result<(), Error> {
+    // The version is checked before anything is read.
+    shared::build::kamaji::parse_version(&args.to)?;
+    let conn = args.kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    let t = common::resolve(&conn, &apis, &args.name).await?;
+    let kcp = kcp_of(&t)?;
+    let md_ar = apis.capi_kind("MachineDeployment").ok();
+    let mds = match &md_ar {
+        Some(ar) if !args.control_plane_only => cluster_deployments(&conn, ar, &t).await?,
+        _ => Vec::new(),
+    };
+    let p = plan::plan_upgrade(&kcp, t.tcp.as_ref(), &mds, &args.to)?;
+    if args.plan {
+        return Printer::new(&args.output).print(&Shown(&p));
+    }
+    plan::refuse_asleep(&kcp)?;
+    let kcp_ar = common::kcp_resource(&apis)?;
+    let total = p.control_plane_steps.len();
+    for (i, step) in p.control_plane_steps.iter().enumerate() {
+        let patch = json!({"spec": {"version": step}});
+        common::merge_patch(&conn, &kcp_ar, &t.namespace, &t.name, &patch).await?;
+        render::info(&format!("step {}/{total}: {} set to {step}", i + 1, t.name));
+        let what = format!(
+            "step {}/{total}: waiting for {} to run {step}",
+            i + 1,
+            t.name
+        );
+        wait_step(&conn, &apis, &t.name, step, &what, args.timeout).await?;
+        render::info(&format!("step {}/{total}: {} runs {step}", i + 1, t.name));
+    }
+    if let Some(ar) = &md_ar {
+        for md in &p.machine_deployments {
+            let patch = json!({"spec": {"template": {"spec": {"version": p.to}}}});
+            common::merge_patch(&conn, ar, &t.namespace, md, &patch).await?;
+            render::info(&format!(
+                "machinedeployment.cluster.x-k8s.io/{md} set to {} (its machines roll out)",
+                p.to
+            ));
+        }
+    }
+    render::line(&format!("{} upgraded from {} to {}", t.name, p.from, p.to));
+    Ok(())
+}
+
+/// The MachineDeployments of the control plane's cluster.
+async fn cluster_deployments(
+    conn: &Conn,
+    ar: &kube::api::ApiResource,
+    t: &Target,
+) -> Result<Vec<Value>, Error> {
+    let cluster = t.cluster_name().unwrap_or_else(|| t.name.clone());
+    let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
+    Ok(common::list(conn, ar, Some(&t.namespace), Some(&selector))
+        .await?
+        .iter()
+        .map(object_json)
+        .collect())
+}
+
+/// Waits until the control plane runs `step` and is Ready.
+async fn wait_step(
+    conn: &Conn,
+    apis: &ServerApis,
+    name: &str,
+    step: &str,
+    what: &str,
+    timeout: Duration,
+) -> Result<(), Error> {
+    render::wait_until(what, timeout, Duration::from_millis(500), || async move {
+        let t = common::resolve(conn, apis, name).await?;
+        let kcp = t.kcp.clone().unwrap_or(Value::Null);
+        let running = plan::current_version(&kcp, t.tcp.as_ref()).unwrap_or_default();
+        let phase = t
+            .tcp
+            .as_ref()
+            .and_then(common::tcp_phase)
+            .unwrap_or_default();
+        if running == step && fields::control_plane_ready(&kcp) && phase == "Ready" {
+            return Ok(Poll::Ready(()));
+        }
+        let why = fields::conditions(&kcp)
+            .into_iter()
+            .find(|c| c.is_problem())
+            .and_then(|c| c.message)
+            .unwrap_or_default();
+        Ok(Poll::Pending(
+            format!("running {running}, TenantControlPlane {phase} {why}")
+                .trim()
+                .to_string(),
+        ))
+    })
+    .await
+}

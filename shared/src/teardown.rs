@@ -1,0 +1,327 @@
+//! The one teardown of a cluster, shared by `kubectl capi delete` and `kubectl kamaji delete`:
+//!
+//! 1. [`plan`] finds what goes: the Cluster; the objects Cluster API removes through owner
+//!    references once the Cluster goes (its control plane and infrastructure cluster, the
+//!    MachineDeployments with their MachineSets and Machines; a KamajiControlPlane's
+//!    TenantControlPlane through the reconciler's owner reference); and what nobody would
+//!    remove: the machine, bootstrap and BYOH installer templates the cluster's deployments
+//!    use, and what `kubectl kamaji create --cni*` added (a ClusterResourceSet and the
+//!    ConfigMaps or Secrets holding the manifest, labelled with the cluster and
+//!    `app.kubernetes.io/managed-by: kubectl-kamaji`). Templates another cluster still uses are
+//!    kept ([`kcore::plan::teardown::templates_in_use`]).
+//! 2. [`execute`] first releases the kept templates from the Cluster's ownership (else the
+//!    garbage collector would take them with it), then deletes the Cluster and lets Cluster
+//!    API cascade (machines are drained and deleted before the control plane, as CAPI orders
+//!    it), then deletes the rest; an object already gone is not an error, so a re-run finishes
+//!    an interrupted teardown.
+
+use kube::api::{ApiResource, DeleteParams};
+use serde_json::{Value, json};
+
+use crate::api::{self, Write};
+use crate::conn::Conn;
+use crate::discovery::{ADDONS_GROUP, INFRASTRUCTURE_GROUP, ServerApis, fields};
+use crate::error::{Error, Op};
+use kcore::labels::CLUSTER_NAME_LABEL;
+
+/// One object of the teardown.
+#[derive(Clone, Debug)]
+pub struct Part {
+    pub ar: ApiResource,
+    pub name: String,
+}
+
+/// A template the teardown keeps because something outside the cluster still uses it.
+#[derive(Clone, Debug)]
+pub struct Kept {
+    pub ar: ApiResource,
+    pub name: String,
+    /// Who uses it, e.g. `MachineDeployment other-md-0`.
+    pub user: String,
+}
+
+/// What a teardown deletes and keeps, in the namespace of the cluster.
+#[derive(Clone, Debug)]
+pub struct Teardown {
+    pub namespace: String,
+    pub cluster_name: String,
+    /// The Cluster, when it exists: deleted first.
+    pub cluster: Option<Part>,
+    /// What Cluster API deletes once the Cluster goes (its control plane and infrastructure
+    /// cluster, the MachineDeployments): shown and waited for, not deleted one by one, so CAPI
+    /// keeps its order (workers before the control plane, the infrastructure last).
+    pub cascaded: Vec<Part>,
+    /// What nobody else would delete, in delete order: templates, create's addons, and objects
+    /// the caller named that have no Cluster to cascade from.
+    pub parts: Vec<Part>,
+    pub kept: Vec<Kept>,
+}
+
+impl Teardown {
+    /// Every object that goes, the Cluster first.
+    pub fn all(&self) -> impl Iterator<Item = &Part> {
+        self.cluster.iter().chain(&self.cascaded).chain(&self.parts)
+    }
+    /// What [`execute`] deletes itself: the Cluster, then [`Teardown::parts`].
+    pub fn deleted(&self) -> impl Iterator<Item = &Part> {
+        self.cluster.iter().chain(&self.parts)
+    }
+}
+
+/// The label selector of what `kubectl kamaji create` added for `cluster` besides CAPI's objects.
+fn created_addons_selector(cluster: &str) -> String {
+    let (k, v) = kcore::build::kamaji::MANAGED_BY;
+    format!("{CLUSTER_NAME_LABEL}={cluster},{k}={v}")
+}
+
+/// Finds what the teardown of `cluster_name` in `namespace` deletes and keeps. `extra` are
+/// objects the caller knows of beyond the Cluster's (a KamajiControlPlane and its
+/// TenantControlPlane, which also go when there is no Cluster).
+pub async fn plan(
+    conn: &Conn,
+    apis: &ServerApis,
+    namespace: &str,
+    cluster_name: &str,
+    extra: Vec<Part>,
+) -> Result<Teardown, Error> {
+    let ns = namespace;
+    let mut cascaded = Vec::new();
+    let mut parts = Vec::new();
+    let mut cluster = None;
+    if let Ok(ar) = apis.cluster()
+        && let Some(c) = api::get_opt(conn, &ar, Some(ns), cluster_name).await?
+    {
+        let v = fields::object_json(&c);
+        for r in [
+            fields::cluster_control_plane_ref(&v),
+            fields::cluster_infrastructure_ref(&v),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let Ok(rar) = apis.resolve_ref(&r) {
+                cascaded.push(Part {
+                    ar: rar,
+                    name: r.name,
+                });
+            }
+        }
+        cluster = Some(Part {
+            ar,
+            name: cluster_name.to_string(),
+        });
+    }
+    let all_mds = deployment_parts(conn, apis, ns, cluster_name, &mut cascaded, &mut parts).await?;
+    for ar in addon_resources(apis) {
+        let selector = created_addons_selector(cluster_name);
+        for o in api::list(conn, &ar, Some(ns), Some(&selector)).await? {
+            parts.push(Part {
+                ar: ar.clone(),
+                name: o.metadata.name.clone().unwrap_or_default(),
+            });
+        }
+    }
+    parts.extend(extra);
+    // Unique, first occurrence wins (the order is the delete order).
+    let mut seen: Vec<(String, String)> = cluster
+        .iter()
+        .map(|c| (c.ar.kind.clone(), c.name.clone()))
+        .collect();
+    for list in [&mut cascaded, &mut parts] {
+        list.retain(|d| {
+            let k = (d.ar.kind.clone(), d.name.clone());
+            let new = !seen.contains(&k);
+            if new {
+                seen.push(k);
+            }
+            new
+        });
+    }
+    let kept =
+        keep_shared_templates(conn, apis, ns, cluster_name, &all_mds, &seen, &mut parts).await?;
+    Ok(Teardown {
+        namespace: ns.to_string(),
+        cluster_name: cluster_name.to_string(),
+        cluster,
+        cascaded,
+        parts,
+        kept,
+    })
+}
+
+/// The cluster's MachineDeployments into `cascaded` and the templates they use (for BYOH, with
+/// the installer template their ByoMachineTemplate names) into `parts`; returns every
+/// MachineDeployment of the namespace, for [`keep_shared_templates`].
+async fn deployment_parts(
+    conn: &Conn,
+    apis: &ServerApis,
+    ns: &str,
+    cluster_name: &str,
+    cascaded: &mut Vec<Part>,
+    parts: &mut Vec<Part>,
+) -> Result<Vec<Value>, Error> {
+    let Ok(ar) = apis.capi_kind("MachineDeployment") else {
+        return Ok(Vec::new());
+    };
+    let all_mds: Vec<Value> = api::list(conn, &ar, Some(ns), None)
+        .await?
+        .iter()
+        .map(fields::object_json)
+        .collect();
+    for v in all_mds
+        .iter()
+        .filter(|m| kcore::json::label(m, CLUSTER_NAME_LABEL) == Some(cluster_name))
+    {
+        cascaded.push(Part {
+            ar: ar.clone(),
+            name: kcore::json::name(v).to_string(),
+        });
+        for r in [
+            fields::template_infrastructure_ref(v),
+            fields::object_ref(v, &["spec", "template", "spec", "bootstrap", "configRef"]),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let Ok(rar) = apis.resolve_ref(&r) else {
+                continue;
+            };
+            if r.kind == "ByoMachineTemplate"
+                && let Some(bmt) = api::get_opt(conn, &rar, Some(ns), &r.name).await?
+                && let Some(ir) = fields::object_ref(
+                    &fields::object_json(&bmt),
+                    &["spec", "template", "spec", "installerRef"],
+                )
+                && ir.namespace.as_deref().is_none_or(|n| n == ns)
+                && let Ok(iar) = apis.resolve_ref(&ir)
+            {
+                parts.push(Part {
+                    ar: iar,
+                    name: ir.name,
+                });
+            }
+            parts.push(Part {
+                ar: rar,
+                name: r.name,
+            });
+        }
+    }
+    Ok(all_mds)
+}
+
+/// The kinds `kubectl kamaji create --cni*` adds objects of.
+fn addon_resources(apis: &ServerApis) -> Vec<ApiResource> {
+    let mut out = Vec::new();
+    if let Some(k) = apis.kind(ADDONS_GROUP, "ClusterResourceSet") {
+        out.push(k.resource(k.version()));
+    }
+    out.push(ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
+        &(),
+    ));
+    out.push(ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()));
+    out
+}
+
+/// Moves the templates another cluster still uses from `parts` to the kept list.
+async fn keep_shared_templates(
+    conn: &Conn,
+    apis: &ServerApis,
+    ns: &str,
+    cluster_name: &str,
+    all_mds: &[Value],
+    doomed: &[(String, String)],
+    parts: &mut Vec<Part>,
+) -> Result<Vec<Kept>, Error> {
+    let machine_templates: Vec<Value> =
+        match apis.provider_kind(INFRASTRUCTURE_GROUP, "ByoMachineTemplate") {
+            Some(ar) => api::list(conn, &ar, Some(ns), None)
+                .await?
+                .iter()
+                .map(fields::object_json)
+                .collect(),
+            None => Vec::new(),
+        };
+    let in_use =
+        kcore::plan::teardown::templates_in_use(cluster_name, all_mds, &machine_templates, doomed);
+    let mut kept = Vec::new();
+    parts.retain(|d| match in_use.get(&(d.ar.kind.clone(), d.name.clone())) {
+        Some(user) => {
+            kept.push(Kept {
+                ar: d.ar.clone(),
+                name: d.name.clone(),
+                user: user.clone(),
+            });
+            false
+        }
+        None => true,
+    });
+    Ok(kept)
+}
+
+/// Runs the teardown (see the module documentation). `on_deleted` is called with each object
+/// the server accepted the deletion of (not with those already gone). With `w.dry_run` the
+/// server validates every deletion and stores nothing, and kept templates are not released.
+pub async fn execute(
+    conn: &Conn,
+    t: &Teardown,
+    w: Write<'_>,
+    mut on_deleted: impl FnMut(&Part),
+) -> Result<(), Error> {
+    if !w.dry_run {
+        release_kept(conn, t, w).await?;
+    }
+    let dp = DeleteParams {
+        dry_run: w.dry_run,
+        ..Default::default()
+    };
+    for d in t.deleted() {
+        match api::dynamic(conn, &d.ar, Some(&t.namespace))
+            .delete(&d.name, &dp)
+            .await
+        {
+            Ok(_) => on_deleted(d),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                let op = Op::on("delete", &d.ar)
+                    .in_namespace(Some(&t.namespace))
+                    .named(&d.name);
+                return Err(conn.error(e, &op));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A kept template the Cluster owns would go with it (garbage collection): drop that owner
+/// reference first, guarded by the resourceVersion read.
+async fn release_kept(conn: &Conn, t: &Teardown, w: Write<'_>) -> Result<(), Error> {
+    for k in &t.kept {
+        if let Some(o) = api::get_opt(conn, &k.ar, Some(&t.namespace), &k.name).await?
+            && let Some(refs) =
+                kcore::build::kamaji::disowned_by_cluster(&fields::object_json(&o), &t.cluster_name)
+        {
+            let patch = json!({"metadata": {"ownerReferences": refs,
+                "resourceVersion": o.metadata.resource_version}});
+            api::merge_patch(conn, &k.ar, &t.namespace, &k.name, &patch, w).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The objects of the teardown still present, with their finalizers (`Kind name (finalizers
+/// a,b)`), for progress reports.
+pub async fn remaining(conn: &Conn, t: &Teardown) -> Result<Vec<String>, Error> {
+    let mut left = Vec::new();
+    for d in t.all() {
+        if let Some(o) = api::get_opt(conn, &d.ar, Some(&t.namespace), &d.name).await? {
+            let fin = o.metadata.finalizers.clone().unwrap_or_default();
+            let why = if fin.is_empty() {
+                String::new()
+            } else {
+                format!(" (finalizers {})", fin.join(","))
+            };
+            left.push(format!("{} {}{why}", d.ar.kind, d.name));
+        }
+    }
+    Ok(left)
+}
