@@ -1,0 +1,129 @@
+//! The KamajiControlPlane: Kamaji's defaults, overlaid by the values file (`--from-file`),
+//! overlaid by the flags.
+
+use serde_json::{Map, Value, json};
+
+use super::validate::{normalise_arg, usage};
+use super::versions::api_version;
+use super::{Addon, CONTROLPLANE_GROUP, CreateSpec, Ctx};
+use crate::Error;
+
+/// The KamajiControlPlane object.
+pub(super) fn kamaji_control_plane(ctx: &Ctx) -> Result<Value, Error> {
+    let spec = ctx.spec;
+    let mut kcp_spec = json!({
+        "replicas": 2,
+        "network": {"serviceType": "LoadBalancer"},
+        "addons": {"coreDNS": {}, "kubeProxy": {}, "konnectivity": {}},
+    });
+    merge(&mut kcp_spec, &Value::Object(ctx.file.clone()));
+    merge(&mut kcp_spec, &flag_fields(spec, &ctx.version)?);
+    if let Some(addons) = &spec.addons {
+        kcp_spec["addons"] = chosen_addons(&kcp_spec, addons);
+    }
+    Ok(json!({
+        "apiVersion": api_version(CONTROLPLANE_GROUP, &ctx.versions.kcp),
+        "kind": "KamajiControlPlane",
+        "metadata": ctx.meta(ctx.name()),
+        "spec": kcp_spec,
+    }))
+}
+
+/// The spec fields the flags set; what they leave out stays as the values file has it.
+fn flag_fields(spec: &CreateSpec, version: &str) -> Result<Value, Error> {
+    let mut flags = json!({"version": version});
+    if let Some(r) = spec.replicas {
+        flags["replicas"] = json!(r);
+    }
+    if let Some(ds) = &spec.datastore {
+        flags["dataStoreName"] = json!(ds);
+    }
+    let mut network = Map::new();
+    if let Some(t) = &spec.service_type {
+        network.insert("serviceType".into(), json!(t));
+    }
+    if let Some(a) = &spec.service_address {
+        network.insert("serviceAddress".into(), json!(a));
+    }
+    if !spec.cert_sans.is_empty() {
+        network.insert("certSANs".into(), json!(spec.cert_sans));
+    }
+    if !network.is_empty() {
+        flags["network"] = Value::Object(network);
+    }
+    if !spec.admission_controllers.is_empty() {
+        flags["admissionControllers"] = json!(spec.admission_controllers);
+    }
+    for (key, flag, args) in [
+        ("apiServer", "--apiserver-arg", &spec.apiserver_args),
+        (
+            "controllerManager",
+            "--controller-manager-arg",
+            &spec.controller_manager_args,
+        ),
+        ("scheduler", "--scheduler-arg", &spec.scheduler_args),
+    ] {
+        if !args.is_empty() {
+            let norm: Vec<String> = args
+                .iter()
+                .map(|a| normalise_arg(flag, a))
+                .collect::<Result<_, _>>()?;
+            flags[key] = json!({"extraArgs": norm});
+        }
+    }
+    Ok(flags)
+}
+
+/// `spec.addons` with only the `--addons` chosen, each keeping what the spec configures for it.
+fn chosen_addons(kcp_spec: &Value, addons: &[Addon]) -> Value {
+    let current = kcp_spec.get("addons").cloned().unwrap_or(json!({}));
+    let mut out = Map::new();
+    for a in addons {
+        out.insert(
+            a.key().into(),
+            current.get(a.key()).cloned().unwrap_or(json!({})),
+        );
+    }
+    Value::Object(out)
+}
+
+/// The KamajiControlPlane spec fields of a values file: its `spec:` when it is a whole object
+/// (or has a `spec` key), else the map itself.
+pub fn values_spec(values: &Value) -> Result<Map<String, Value>, Error> {
+    let bad = || {
+        usage(
+            "--from-file must hold a YAML map of KamajiControlPlane spec fields",
+            "for example:\n  network:\n    serviceType: NodePort\n  deployment:\n    nodeSelector: {kubernetes.io/os: linux}",
+        )
+    };
+    let map = values.as_object().ok_or_else(bad)?;
+    if let Some(kind) = map.get("kind").and_then(Value::as_str)
+        && kind != "KamajiControlPlane"
+    {
+        return Err(usage(
+            format!("--from-file holds a {kind}, not KamajiControlPlane fields"),
+            "put KamajiControlPlane spec fields (or a KamajiControlPlane) in the file",
+        ));
+    }
+    match map.get("spec") {
+        Some(spec) => spec.as_object().cloned().ok_or_else(bad),
+        None => Ok(map.clone()),
+    }
+}
+
+/// Deep-merges `over` into `base`: maps merge key by key, anything else replaces.
+pub fn merge(base: &mut Value, over: &Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(k) {
+                    Some(bv) if bv.is_object() && v.is_object() => merge(bv, v),
+                    _ => {
+                        b.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}

@@ -1,0 +1,204 @@
+//! What `kubectl kamaji create` takes: the flags ([`CreateSpec`]), where the workers run
+//! ([`Infrastructure`]) and the control-plane addons ([`Addon`]).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::Error;
+
+/// Where the workers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Infrastructure {
+    Byoh,
+    Openstack,
+    Kubevirt,
+    Metal3,
+    Aws,
+    /// A control plane only; workers are joined by hand (`token join`).
+    None,
+}
+
+impl Infrastructure {
+    pub const ALL: [Infrastructure; 6] = [
+        Infrastructure::Byoh,
+        Infrastructure::Openstack,
+        Infrastructure::Kubevirt,
+        Infrastructure::Metal3,
+        Infrastructure::Aws,
+        Infrastructure::None,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Infrastructure::Byoh => "byoh",
+            Infrastructure::Openstack => "openstack",
+            Infrastructure::Kubevirt => "kubevirt",
+            Infrastructure::Metal3 => "metal3",
+            Infrastructure::Aws => "aws",
+            Infrastructure::None => "none",
+        }
+    }
+    /// Parses a `--infrastructure` value; the error names the accepted ones.
+    pub fn parse(s: &str) -> Result<Infrastructure, Error> {
+        Infrastructure::ALL
+            .into_iter()
+            .find(|i| i.as_str() == s.to_ascii_lowercase())
+            .ok_or_else(|| Error::Usage {
+                message: format!("unknown infrastructure {s:?}"),
+                hint: Some(format!(
+                    "use one of: {}",
+                    Infrastructure::ALL.map(|i| i.as_str()).join(", ")
+                )),
+            })
+    }
+    /// The infrastructure cluster kind.
+    pub fn cluster_kind(self) -> Option<&'static str> {
+        match self {
+            Infrastructure::Byoh => Some("ByoCluster"),
+            Infrastructure::Openstack => Some("OpenStackCluster"),
+            Infrastructure::Kubevirt => Some("KubevirtCluster"),
+            Infrastructure::Metal3 => Some("Metal3Cluster"),
+            Infrastructure::Aws => Some("AWSCluster"),
+            Infrastructure::None => None,
+        }
+    }
+    /// The worker machine template kind.
+    pub fn template_kind(self) -> Option<&'static str> {
+        match self {
+            Infrastructure::Byoh => Some("ByoMachineTemplate"),
+            Infrastructure::Openstack => Some("OpenStackMachineTemplate"),
+            Infrastructure::Kubevirt => Some("KubevirtMachineTemplate"),
+            Infrastructure::Metal3 => Some("Metal3MachineTemplate"),
+            Infrastructure::Aws => Some("AWSMachineTemplate"),
+            Infrastructure::None => None,
+        }
+    }
+    /// The provider's current API version, used when the server does not serve the kind
+    /// (client dry-run against a cluster without that provider).
+    pub fn default_version(self) -> &'static str {
+        match self {
+            Infrastructure::Byoh | Infrastructure::Openstack | Infrastructure::Metal3 => "v1beta1",
+            Infrastructure::Kubevirt => "v1alpha1",
+            Infrastructure::Aws => "v1beta2",
+            Infrastructure::None => "",
+        }
+    }
+    /// The `clusterctl init --infrastructure` name, for hints.
+    pub fn provider_name(self) -> &'static str {
+        match self {
+            Infrastructure::Byoh => "byoh",
+            Infrastructure::Openstack => "openstack",
+            Infrastructure::Kubevirt => "kubevirt",
+            Infrastructure::Metal3 => "metal3",
+            Infrastructure::Aws => "aws",
+            Infrastructure::None => "",
+        }
+    }
+}
+
+/// The control-plane addons Kamaji installs in the tenant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Addon {
+    CoreDns,
+    KubeProxy,
+    Konnectivity,
+}
+
+impl Addon {
+    pub const ALL: [Addon; 3] = [Addon::CoreDns, Addon::KubeProxy, Addon::Konnectivity];
+    /// The flag spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Addon::CoreDns => "coredns",
+            Addon::KubeProxy => "kube-proxy",
+            Addon::Konnectivity => "konnectivity",
+        }
+    }
+    /// The key under `spec.addons`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Addon::CoreDns => "coreDNS",
+            Addon::KubeProxy => "kubeProxy",
+            Addon::Konnectivity => "konnectivity",
+        }
+    }
+    /// Parses `--addons`: a comma list, or `none`.
+    pub fn parse_list(s: &str) -> Result<Vec<Addon>, Error> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if part == "none" {
+                continue;
+            }
+            let a = Addon::ALL
+                .into_iter()
+                .find(|a| a.as_str() == part.to_ascii_lowercase() || a.key() == part)
+                .ok_or_else(|| Error::Usage {
+                    message: format!("unknown addon {part:?} in --addons"),
+                    hint: Some(
+                        "use coredns, kube-proxy, konnectivity (comma separated), or none".into(),
+                    ),
+                })?;
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+/// Everything `create` takes. `None`/empty means "not given": the values file, then the
+/// defaults, decide.
+#[derive(Clone, Debug, Default)]
+pub struct CreateSpec {
+    pub name: String,
+    pub namespace: String,
+    pub infrastructure: Option<Infrastructure>,
+    pub kubernetes_version: Option<String>,
+    pub replicas: Option<i64>,
+    pub workers: Option<i64>,
+    pub datastore: Option<String>,
+    pub service_type: Option<String>,
+    pub service_address: Option<String>,
+    pub cert_sans: Vec<String>,
+    pub pod_cidrs: Vec<String>,
+    pub service_cidrs: Vec<String>,
+    pub port: Option<u16>,
+    pub addons: Option<Vec<Addon>>,
+    pub admission_controllers: Vec<String>,
+    pub apiserver_args: Vec<String>,
+    pub controller_manager_args: Vec<String>,
+    pub scheduler_args: Vec<String>,
+    /// Machine size: OpenStack flavor, AWS instance type, KubeVirt `CORESxMEMORY`.
+    pub flavor: Option<String>,
+    /// OpenStack image name, AWS AMI id, KubeVirt container disk, Metal3 image URL.
+    pub image: Option<String>,
+    /// Metal3 image checksum (URL or hex digest).
+    pub image_checksum: Option<String>,
+    /// OpenStack network name.
+    pub network: Option<String>,
+    pub ssh_key: Option<String>,
+    /// AWS region.
+    pub region: Option<String>,
+    /// OpenStack cloud name in the clouds.yaml Secret.
+    pub cloud_name: Option<String>,
+    /// OpenStack clouds.yaml Secret (default `<name>-cloud-config`).
+    pub identity_secret: Option<String>,
+    /// BYOH: labels a host needs to be picked for a worker.
+    pub host_selector: BTreeMap<String, String>,
+    /// BYOH: the OCI repository of the Kubernetes installer bundles (default
+    /// [`DEFAULT_BUNDLE_REPO`](super::DEFAULT_BUNDLE_REPO)).
+    pub bundle_repo: Option<String>,
+    /// BYOH: the bundle type (default [`DEFAULT_BUNDLE_TYPE`](super::DEFAULT_BUNDLE_TYPE)).
+    pub bundle_type: Option<String>,
+    /// BYOH: the hosts have Kubernetes pre-installed (agents started with
+    /// `--skip-installation`): no installer template, no `installerRef`.
+    pub preinstalled_hosts: bool,
+    /// The network plugin to install through a ClusterResourceSet (`--cni calico`, already
+    /// downloaded, or `--cni-manifest FILE`, already read); `None`: none.
+    pub cni: Option<crate::build::cni::CniManifest>,
+    /// `--cni none` was given explicitly (no note about the missing network plugin).
+    pub cni_none_explicit: bool,
+    /// `--from-file`: KamajiControlPlane spec fields (a `spec:` map or the fields themselves).
+    pub values: Option<Value>,
+}

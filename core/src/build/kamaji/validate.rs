@@ -1,0 +1,297 @@
+//! The checks `create` runs on its flags before building anything: one usage error each,
+//! naming the flag and saying what to pass instead. [`check`] runs them in a fixed order, so
+//! that the first problem reported does not depend on how the builders are arranged.
+
+use serde_json::{Map, Value};
+
+use super::control_plane::values_spec;
+use super::endpoints;
+use super::versions::parse_version;
+use super::{
+    ADMISSION_CONTROLLERS, CreateSpec, DEFAULT_BUNDLE_REPO, DEFAULT_BUNDLE_TYPE, Infrastructure,
+};
+use crate::Error;
+
+/// A usage error with a hint.
+pub(super) fn usage(message: impl Into<String>, hint: impl Into<String>) -> Error {
+    Error::Usage {
+        message: message.into(),
+        hint: Some(hint.into()),
+    }
+}
+
+/// What the checks resolve, for the builders.
+pub(super) struct Checked {
+    pub infra: Infrastructure,
+    /// The values file's KamajiControlPlane spec fields.
+    pub file: Map<String, Value>,
+    /// The normalised Kubernetes version.
+    pub version: String,
+    /// MachineDeployment replicas: `--workers`, 1 by default, 0 without infrastructure.
+    pub workers: i64,
+    /// The API server address, from `--service-address` or the values file.
+    pub address: Option<String>,
+}
+
+/// Every check, in the order `create` reports them.
+pub(super) fn check(spec: &CreateSpec) -> Result<Checked, Error> {
+    validate_name(&spec.name)?;
+    let infra = required_infrastructure(spec)?;
+    let file = match &spec.values {
+        Some(v) => values_spec(v)?,
+        None => Map::new(),
+    };
+    let version = kubernetes_version(spec, &file)?;
+    check_counts(spec)?;
+    check_scoped_flags(spec, infra)?;
+    check_bundle(spec)?;
+    let workers = match infra {
+        Infrastructure::None => 0,
+        _ => spec.workers.unwrap_or(1),
+    };
+    let address = endpoints::check_service(spec, infra, &file)?;
+    endpoints::check_network(spec)?;
+    check_control_plane(spec)?;
+    check_host_selector(spec)?;
+    Ok(Checked {
+        infra,
+        file,
+        version,
+        workers,
+        address,
+    })
+}
+
+/// Checks a name the way Kamaji needs it: a DNS-1035 label (it names a Service), at most 63
+/// characters.
+pub fn validate_name(name: &str) -> Result<(), Error> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(usage(
+            format!("invalid name {name:?}: it must be a DNS-1035 label"),
+            "use at most 63 lower-case letters, digits and '-', starting with a letter and ending with a letter or digit (e.g. prod-eu-1)",
+        ))
+    }
+}
+
+fn required_infrastructure(spec: &CreateSpec) -> Result<Infrastructure, Error> {
+    spec.infrastructure.ok_or_else(|| {
+        usage(
+            "--infrastructure is required",
+            format!(
+                "use one of: {} (none = a control plane only, workers joined with `token join`)",
+                Infrastructure::ALL.map(|i| i.as_str()).join(", ")
+            ),
+        )
+    })
+}
+
+/// `--kubernetes-version`, else the values file's `version`, normalised.
+fn kubernetes_version(spec: &CreateSpec, file: &Map<String, Value>) -> Result<String, Error> {
+    let raw_version = spec
+        .kubernetes_version
+        .clone()
+        .or_else(|| {
+            file.get("version")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .ok_or_else(|| {
+            usage(
+                "--kubernetes-version is required",
+                "pass e.g. --kubernetes-version v1.35.0 (or set version: in --from-file)",
+            )
+        })?;
+    Ok(parse_version(&raw_version)?.to_string())
+}
+
+/// `--replicas` and `--workers`.
+fn check_counts(spec: &CreateSpec) -> Result<(), Error> {
+    if let Some(r) = spec.replicas
+        && !(0..=16).contains(&r)
+    {
+        return Err(usage(
+            format!("invalid --replicas {r}"),
+            "use 0 (asleep) to 16 control-plane replicas",
+        ));
+    }
+    if let Some(w) = spec.workers
+        && w < 0
+    {
+        return Err(usage(format!("invalid --workers {w}"), "use 0 or more"));
+    }
+    Ok(())
+}
+
+/// The flags that only some infrastructures take.
+fn check_scoped_flags(spec: &CreateSpec, infra: Infrastructure) -> Result<(), Error> {
+    use Infrastructure::{Aws, Byoh, Kubevirt, Metal3, Openstack};
+    let scoped: [(&str, bool, &[Infrastructure]); 11] = [
+        (
+            "--workers",
+            spec.workers.is_some(),
+            &[Byoh, Openstack, Kubevirt, Metal3, Aws],
+        ),
+        (
+            "--flavor",
+            spec.flavor.is_some(),
+            &[Openstack, Kubevirt, Aws],
+        ),
+        (
+            "--image",
+            spec.image.is_some(),
+            &[Openstack, Kubevirt, Metal3, Aws],
+        ),
+        ("--image-checksum", spec.image_checksum.is_some(), &[Metal3]),
+        ("--network", spec.network.is_some(), &[Openstack]),
+        ("--ssh-key", spec.ssh_key.is_some(), &[Openstack, Aws]),
+        ("--region", spec.region.is_some(), &[Aws]),
+        (
+            "--cloud-name/--identity-secret",
+            spec.cloud_name.is_some() || spec.identity_secret.is_some(),
+            &[Openstack],
+        ),
+        ("--host-selector", !spec.host_selector.is_empty(), &[Byoh]),
+        (
+            "--bundle-repo/--bundle-type",
+            spec.bundle_repo.is_some() || spec.bundle_type.is_some(),
+            &[Byoh],
+        ),
+        ("--preinstalled-hosts", spec.preinstalled_hosts, &[Byoh]),
+    ];
+    for (flag, given, allowed) in scoped {
+        ensure_only_for(infra, flag, given, allowed)?;
+    }
+    Ok(())
+}
+
+fn ensure_only_for(
+    spec_infra: Infrastructure,
+    flag: &str,
+    given: bool,
+    allowed: &[Infrastructure],
+) -> Result<(), Error> {
+    if given && !allowed.contains(&spec_infra) {
+        let names: Vec<&str> = allowed.iter().map(|i| i.as_str()).collect();
+        return Err(usage(
+            format!(
+                "{flag} does not apply to --infrastructure {}",
+                spec_infra.as_str()
+            ),
+            format!(
+                "{flag} is for --infrastructure {}; drop it or change --infrastructure",
+                names.join("|")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// BYOH's installer bundle flags.
+fn check_bundle(spec: &CreateSpec) -> Result<(), Error> {
+    if spec.preinstalled_hosts && (spec.bundle_repo.is_some() || spec.bundle_type.is_some()) {
+        return Err(usage(
+            "--preinstalled-hosts and --bundle-repo/--bundle-type cannot be used together",
+            "hosts with Kubernetes pre-installed need no installer bundle: drop one of them",
+        ));
+    }
+    if let Some(r) = &spec.bundle_repo {
+        validate_bundle_repo(r)?;
+    }
+    if let Some(t) = &spec.bundle_type
+        && t != DEFAULT_BUNDLE_TYPE
+    {
+        return Err(usage(
+            format!("invalid --bundle-type {t:?}"),
+            format!("BYOH's installer knows one bundle type: {DEFAULT_BUNDLE_TYPE}"),
+        ));
+    }
+    Ok(())
+}
+
+/// An OCI repository as BYOH's installer joins it (`<repo>/byoh-bundle-<os>_k8s:<version>`):
+/// `registry[/path]`, without scheme, tag or trailing `/`.
+fn validate_bundle_repo(s: &str) -> Result<(), Error> {
+    let last = s.rsplit('/').next().unwrap_or(s);
+    let ok = s.contains('/')
+        && !s.contains("://")
+        && !s.contains(char::is_whitespace)
+        && !s.starts_with('/')
+        && !s.ends_with('/')
+        && !last.contains([':', '@']);
+    if ok {
+        Ok(())
+    } else {
+        Err(usage(
+            format!("invalid --bundle-repo {s:?}: not an OCI repository"),
+            format!("use REGISTRY/PATH without scheme or tag, e.g. {DEFAULT_BUNDLE_REPO}"),
+        ))
+    }
+}
+
+/// `--admission-controller` and `--datastore`.
+fn check_control_plane(spec: &CreateSpec) -> Result<(), Error> {
+    for a in &spec.admission_controllers {
+        if !ADMISSION_CONTROLLERS.contains(&a.as_str()) {
+            let close = crate::text::closest_names(a, ADMISSION_CONTROLLERS.iter().copied());
+            let hint = match close.first() {
+                Some(c) => format!("did you mean {c}? Kamaji accepts the kube-apiserver plugin names"),
+                None => "Kamaji accepts the kube-apiserver plugin names, e.g. NodeRestriction,PodSecurity".into(),
+            };
+            return Err(usage(format!("unknown admission controller {a:?}"), hint));
+        }
+    }
+    if let Some(ds) = &spec.datastore {
+        validate_dns_subdomain("--datastore", ds)?;
+    }
+    Ok(())
+}
+
+fn validate_dns_subdomain(flag: &str, s: &str) -> Result<(), Error> {
+    let ok = !s.is_empty()
+        && s.len() <= 253
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(usage(
+            format!("invalid {flag} {s:?}: not a valid object name"),
+            "use lower-case letters, digits, '-' and '.' (kubectl get datastores lists them)",
+        ))
+    }
+}
+
+fn check_host_selector(spec: &CreateSpec) -> Result<(), Error> {
+    for (k, v) in &spec.host_selector {
+        if k.is_empty() || k.contains(char::is_whitespace) || v.contains(char::is_whitespace) {
+            return Err(usage(
+                format!("invalid --host-selector {k}={v}"),
+                "use KEY=VALUE label pairs, e.g. --host-selector site=ams,rack=r12",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Normalises an extra argument to `--key=value` (Kamaji's `extraArgs` form).
+pub fn normalise_arg(flag: &str, s: &str) -> Result<String, Error> {
+    let t = s.trim().trim_start_matches('-');
+    if t.is_empty() || t.starts_with('=') {
+        return Err(usage(
+            format!("invalid {flag} {s:?}"),
+            "use KEY=VALUE, e.g. --apiserver-arg audit-log-maxage=30",
+        ));
+    }
+    Ok(format!("--{t}"))
+}

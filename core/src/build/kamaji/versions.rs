@@ -1,0 +1,105 @@
+//! Versions: the API versions the server serves ([`Versions`]), which decide the shape of
+//! references, and the Kubernetes releases Kamaji runs ([`parse_version`], [`upgrade_steps`]).
+
+use serde_json::{Value, json};
+
+use super::Infrastructure;
+use super::validate::usage;
+use crate::Error;
+use crate::groups::CapiVersion;
+use crate::version::{KubeVersion, minor_steps};
+
+/// The API versions to write, as discovered on the server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versions {
+    /// CAPI core (Cluster, MachineDeployment) and kubeadm bootstrap.
+    pub capi: CapiVersion,
+    /// KamajiControlPlane: `v1alpha2` (v1beta2 contract) or `v1alpha1`.
+    pub kcp: String,
+    /// Version of the infrastructure cluster kind (`v1beta1`...); the provider default if empty.
+    pub infra_cluster: String,
+    /// Version of the machine template kind.
+    pub infra_template: String,
+    /// Version of the kubeadm bootstrap kinds (KubeadmConfigTemplate).
+    pub bootstrap: String,
+    /// Version of BYOH's K8sInstallerConfigTemplate; `v1beta1` if empty.
+    pub installer: String,
+    /// Version of CAPI's ClusterResourceSet (`v1beta2` or `v1beta1`); `v1beta2` if empty.
+    pub addons: String,
+}
+
+impl Versions {
+    /// The newest shapes: CAPI v1beta2, KCP v1alpha2, provider defaults.
+    pub fn latest(infra: Infrastructure) -> Versions {
+        Versions {
+            capi: CapiVersion::V1Beta2,
+            kcp: "v1alpha2".into(),
+            infra_cluster: infra.default_version().into(),
+            infra_template: infra.default_version().into(),
+            bootstrap: "v1beta2".into(),
+            installer: "v1beta1".into(),
+            addons: "v1beta2".into(),
+        }
+    }
+}
+
+/// Parses a Kubernetes release for Kamaji (`v1.35.0`; a missing `v` is added): Kamaji runs
+/// releases of Kubernetes 1.x, not pre-releases. The error says what is expected.
+pub fn parse_version(s: &str) -> Result<KubeVersion, Error> {
+    let hint = "use vMAJOR.MINOR.PATCH, e.g. v1.35.0";
+    let v = KubeVersion::parse(s)
+        .ok()
+        .filter(KubeVersion::is_release)
+        .ok_or_else(|| usage(format!("invalid Kubernetes version {s:?}"), hint))?;
+    if v.major != 1 {
+        return Err(usage(
+            format!("invalid Kubernetes version {s:?}: Kamaji runs Kubernetes 1.x"),
+            hint,
+        ));
+    }
+    Ok(v)
+}
+
+/// The versions an upgrade walks through, one minor at a time (Kamaji refuses to skip a
+/// minor): intermediate minors at `.0`, then the target. Empty when already there.
+pub fn upgrade_steps(from: &str, to: &str) -> Result<Vec<String>, Error> {
+    let f = parse_version(from)?;
+    let t = parse_version(to)?;
+    if t < f {
+        return Err(usage(
+            format!("cannot downgrade from {f} to {t}"),
+            "Kamaji does not support downgrades; pick a version at or above the current one",
+        ));
+    }
+    Ok(minor_steps(&f, &t)
+        .iter()
+        .map(ToString::to_string)
+        .collect())
+}
+
+pub(super) fn api_version(group: &str, version: &str) -> String {
+    format!("{group}/{version}")
+}
+
+/// A reference in the shape of `level`: `{apiGroup, kind, name}` (v1beta2) or
+/// `{apiVersion, kind, name[, namespace]}` (v1beta1).
+pub(super) fn reference(
+    level: CapiVersion,
+    group: &str,
+    version: &str,
+    kind: &str,
+    name: &str,
+    namespace: Option<&str>,
+) -> Value {
+    match level {
+        CapiVersion::V1Beta2 => json!({"apiGroup": group, "kind": kind, "name": name}),
+        CapiVersion::V1Beta1 => {
+            let mut v =
+                json!({"apiVersion": api_version(group, version), "kind": kind, "name": name});
+            if let Some(ns) = namespace {
+                v["namespace"] = json!(ns);
+            }
+            v
+        }
+    }
+}
