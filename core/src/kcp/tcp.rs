@@ -6,7 +6,13 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use crate::kcp::api::v1alpha2::KamajiControlPlaneSpec;
-use crate::kcp::api::{ControlPlaneComponent, NetworkComponent};
+use crate::kcp::api::{
+    AddonsSpec, ControlPlaneComponent, DeploymentComponent, GatewayComponent, IngressComponent,
+    KamajiControlPlaneFields, NetworkComponent,
+};
+
+mod fit;
+pub use fit::{Fit, fit_to_schema};
 
 /// Annotation selecting the admin-kubeconfig key copied to `<cluster>-kubeconfig`.
 pub const KUBECONFIG_KEY_ANNOTATION: &str = "kamaji.clastix.io/kubeconfig-secret-key";
@@ -126,8 +132,31 @@ fn prune_empty(v: &mut Value) {
     }
 }
 
+/// The component blocks of `controlPlane.deployment`: (key, component, image key of
+/// `registrySettings`).
+type Components<'a> = [(
+    &'static str,
+    &'a Option<ControlPlaneComponent>,
+    &'static str,
+); 3];
+
+fn components(f: &KamajiControlPlaneFields) -> Components<'_> {
+    [
+        ("apiServer", &f.api_server, "apiServerImage"),
+        (
+            "controllerManager",
+            &f.controller_manager,
+            "controllerManagerImage",
+        ),
+        ("scheduler", &f.scheduler, "schedulerImage"),
+    ]
+}
+
 /// Builds the TenantControlPlane `spec` (the newest Kamaji shape, with plural CIDR fields)
 /// for `version` (already stepped, `v`-prefixed).
+///
+/// One helper per top-level block of Kamaji's `TenantControlPlaneSpec` (dataStore*,
+/// networkProfile, kubernetes, addons, controlPlane); empty values are pruned at the end.
 pub fn build_spec(
     kcp: &KamajiControlPlaneSpec,
     net: &ClusterNetwork,
@@ -138,6 +167,26 @@ pub fn build_spec(
         service_type: "LoadBalancer".into(),
         ..Default::default()
     });
+    check_network(&network)?;
+    let mut spec = Map::new();
+    data_store(f, &mut spec);
+    spec.insert(
+        "networkProfile".into(),
+        Value::Object(network_profile(f, net, &network)),
+    );
+    spec.insert("kubernetes".into(), Value::Object(kubernetes(f, version)));
+    if let Some(a) = &f.addons {
+        spec.insert("addons".into(), Value::Object(addons(a)));
+    }
+    spec.insert(
+        "controlPlane".into(),
+        Value::Object(control_plane(kcp, &network)),
+    );
+    Ok(prune_keeping_required(Value::Object(spec)))
+}
+
+/// Refuses what Kamaji cannot express: both an Ingress and a Gateway, a certificate SAN with a port.
+fn check_network(network: &NetworkComponent) -> Result<(), BuildError> {
     if network.ingress.is_some() && network.gateway.is_some() {
         return Err(BuildError::IngressAndGateway);
     }
@@ -146,19 +195,29 @@ pub fn build_spec(
             return Err(BuildError::CertSanWithPort(san.clone()));
         }
     }
-    let mut spec = Map::new();
+    Ok(())
+}
+
+/// `dataStore`, `dataStoreSchema`, `dataStoreUsername`, `dataStoreOverrides`.
+fn data_store(f: &KamajiControlPlaneFields, spec: &mut Map<String, Value>) {
     if !f.data_store_name.is_empty() {
         spec.insert("dataStore".into(), json!(f.data_store_name));
     }
-    set(&mut spec, "dataStoreSchema", json!(f.data_store_schema));
-    set(&mut spec, "dataStoreUsername", json!(f.data_store_username));
+    set(spec, "dataStoreSchema", json!(f.data_store_schema));
+    set(spec, "dataStoreUsername", json!(f.data_store_username));
     set(
-        &mut spec,
+        spec,
         "dataStoreOverrides",
         to_value(&f.data_store_overrides),
     );
+}
 
-    // networkProfile
+/// `networkProfile`: the Cluster's network plus the KCP's addresses, SANs and load balancer.
+fn network_profile(
+    f: &KamajiControlPlaneFields,
+    net: &ClusterNetwork,
+    network: &NetworkComponent,
+) -> Map<String, Value> {
     let mut np = Map::new();
     if let Some(p) = net.api_server_port {
         np.insert("port".into(), json!(p));
@@ -172,6 +231,7 @@ pub fn build_spec(
         "advertiseAddress",
         json!(network.advertise_address),
     );
+    // The Gateway's or Ingress's host name must be in the API server certificate too.
     let mut sans = network.cert_sans.clone();
     if let Some(gw) = &network.gateway {
         sans.push(host_of(&gw.hostname));
@@ -195,9 +255,11 @@ pub fn build_spec(
             set(&mut np, "loadBalancerClass", json!(c));
         }
     }
-    spec.insert("networkProfile".into(), Value::Object(np));
+    np
+}
 
-    // kubernetes
+/// `kubernetes`: version, kubelet and admission controllers.
+fn kubernetes(f: &KamajiControlPlaneFields, version: &str) -> Map<String, Value> {
     let mut k8s = Map::new();
     k8s.insert("version".into(), json!(v_prefixed(version)));
     let kubelet = f.kubelet.clone().unwrap_or_default();
@@ -220,156 +282,191 @@ pub fn build_spec(
         "admissionControllers",
         json!(f.admission_controllers),
     );
-    spec.insert("kubernetes".into(), Value::Object(k8s));
+    k8s
+}
 
-    // addons
-    if let Some(a) = &f.addons {
-        let mut addons = Map::new();
-        if let Some(c) = &a.core_dns {
-            let mut m = Map::new();
-            set(&mut m, "imageRepository", json!(c.image_repository));
-            set(&mut m, "imageTag", json!(c.image_tag));
-            addons.insert("coreDNS".into(), Value::Object(m));
-        }
-        if let Some(k) = &a.kube_proxy {
-            addons.insert("kubeProxy".into(), to_value(k));
-        }
-        if let Some(k) = &a.konnectivity {
-            addons.insert("konnectivity".into(), to_value(k));
-        }
-        spec.insert("addons".into(), Value::Object(addons));
-    }
-
-    // controlPlane
-    let mut cp = Map::new();
-    {
-        let dep = child(&mut cp, "deployment");
-        if let Some(r) = kcp.replicas {
-            dep.insert("replicas".into(), json!(r));
-        }
-        let comps: [(&str, &Option<ControlPlaneComponent>, &str); 3] = [
-            ("apiServer", &f.api_server, "apiServerImage"),
-            (
-                "controllerManager",
-                &f.controller_manager,
-                "controllerManagerImage",
-            ),
-            ("scheduler", &f.scheduler, "schedulerImage"),
-        ];
-        {
-            let reg = child(dep, "registrySettings");
-            set(reg, "registry", json!(f.container_registry));
-            for (_, c, img) in &comps {
-                if let Some(c) = c {
-                    set(reg, img, json!(c.container_image_name));
-                }
-            }
-        }
-        for (name, c, _) in &comps {
-            let Some(c) = c else { continue };
-            set(
-                child(dep, "additionalVolumeMounts"),
-                name,
-                to_value(&c.extra_volume_mounts),
-            );
-            set(child(dep, "extraArgs"), name, json!(c.extra_args));
-            if let Some(r) = &c.resources {
-                set(child(dep, "resources"), name, to_value(r));
-            }
-        }
-        if let Some(k) = &f.kine {
-            set(child(dep, "extraArgs"), "kine", json!(k.extra_args));
-            if let Some(r) = &k.resources {
-                set(child(dep, "resources"), "kine", to_value(r));
-            }
-        }
-        // Probes: each block independently (upstream required all four).
-        let mut probes = Map::new();
-        if let Some(p) = f.deployment.as_ref().and_then(|d| d.probes.as_ref()) {
-            set(&mut probes, "liveness", to_value(&p.liveness));
-            set(&mut probes, "readiness", to_value(&p.readiness));
-            set(&mut probes, "startup", to_value(&p.startup));
-        }
-        for (name, c, _) in &comps {
-            if let Some(p) = c.as_ref().and_then(|c| c.probes.as_ref()) {
-                set(&mut probes, name, to_value(p));
-            }
-        }
-        set(dep, "probes", Value::Object(probes));
-        if let Some(d) = &f.deployment {
-            set(dep, "nodeSelector", json!(d.node_selector));
-            set(dep, "runtimeClassName", json!(d.runtime_class_name));
-            set(dep, "serviceAccountName", json!(d.service_account_name));
-            set(dep, "additionalMetadata", to_value(&d.additional_metadata));
-            set(
-                dep,
-                "podAdditionalMetadata",
-                to_value(&d.pod_additional_metadata),
-            );
-            set(dep, "strategy", to_value(&d.strategy));
-            set(dep, "affinity", to_value(&d.affinity));
-            set(dep, "tolerations", to_value(&d.tolerations));
-            set(
-                dep,
-                "topologySpreadConstraints",
-                to_value(&d.topology_spread_constraints),
-            );
-            set(
-                dep,
-                "additionalInitContainers",
-                to_value(&d.extra_init_containers),
-            );
-            set(dep, "additionalContainers", to_value(&d.extra_containers));
-            set(dep, "additionalVolumes", to_value(&d.extra_volumes));
-        }
-    }
-    {
-        let svc = child(&mut cp, "service");
-        let st = if network.service_type.is_empty() {
-            "LoadBalancer".to_string()
-        } else {
-            network.service_type.clone()
-        };
-        svc.insert("serviceType".into(), json!(st));
-        let mut md = Map::new();
-        set(&mut md, "labels", json!(network.service_labels));
-        set(&mut md, "annotations", json!(network.service_annotations));
-        set(svc, "additionalMetadata", Value::Object(md));
-        set(
-            svc,
-            "additionalPorts",
-            to_value(&network.additional_service_ports),
-        );
-    }
-    if let Some(ing) = &network.ingress {
+/// `addons`: one block per addon the KCP has.
+fn addons(a: &AddonsSpec) -> Map<String, Value> {
+    let mut addons = Map::new();
+    if let Some(c) = &a.core_dns {
         let mut m = Map::new();
-        set(&mut m, "hostname", json!(ing.hostname));
-        set(&mut m, "ingressClassName", json!(ing.class_name));
-        let mut md = Map::new();
-        set(&mut md, "labels", json!(ing.extra_labels));
-        set(&mut md, "annotations", json!(ing.extra_annotations));
-        set(&mut m, "additionalMetadata", Value::Object(md));
-        cp.insert("ingress".into(), Value::Object(m));
+        set(&mut m, "imageRepository", json!(c.image_repository));
+        set(&mut m, "imageTag", json!(c.image_tag));
+        addons.insert("coreDNS".into(), Value::Object(m));
+    }
+    if let Some(k) = &a.kube_proxy {
+        addons.insert("kubeProxy".into(), to_value(k));
+    }
+    if let Some(k) = &a.konnectivity {
+        addons.insert("konnectivity".into(), to_value(k));
+    }
+    addons
+}
+
+/// `controlPlane`: deployment, service and the optional ingress or gateway.
+fn control_plane(kcp: &KamajiControlPlaneSpec, network: &NetworkComponent) -> Map<String, Value> {
+    let mut cp = Map::new();
+    cp.insert("deployment".into(), Value::Object(deployment(kcp)));
+    cp.insert("service".into(), Value::Object(service(network)));
+    if let Some(ing) = &network.ingress {
+        cp.insert("ingress".into(), Value::Object(ingress(ing)));
     }
     if let Some(gw) = &network.gateway {
-        let mut parent = Map::new();
-        parent.insert("name".into(), json!(gw.name));
-        parent.insert("namespace".into(), json!(gw.namespace));
-        set(&mut parent, "sectionName", json!(gw.section_name));
-        if let Some(p) = gw.port {
-            parent.insert("port".into(), json!(p));
-        }
-        let mut m = Map::new();
-        m.insert("hostname".into(), json!(host_of(&gw.hostname)));
-        m.insert("parentRefs".into(), json!([Value::Object(parent)]));
-        let mut md = Map::new();
-        set(&mut md, "labels", json!(gw.extra_labels));
-        set(&mut md, "annotations", json!(gw.extra_annotations));
-        set(&mut m, "additionalMetadata", Value::Object(md));
-        cp.insert("gateway".into(), Value::Object(m));
+        cp.insert("gateway".into(), Value::Object(gateway(gw)));
     }
-    spec.insert("controlPlane".into(), Value::Object(cp));
-    let mut v = Value::Object(spec);
+    cp
+}
+
+/// `controlPlane.deployment`: replicas, images, per-component settings, probes and pod settings.
+fn deployment(kcp: &KamajiControlPlaneSpec) -> Map<String, Value> {
+    let f = &kcp.fields;
+    let mut dep = Map::new();
+    if let Some(r) = kcp.replicas {
+        dep.insert("replicas".into(), json!(r));
+    }
+    let comps = components(f);
+    {
+        let reg = child(&mut dep, "registrySettings");
+        set(reg, "registry", json!(f.container_registry));
+        for (_, c, img) in &comps {
+            if let Some(c) = c {
+                set(reg, img, json!(c.container_image_name));
+            }
+        }
+    }
+    component_settings(f, &comps, &mut dep);
+    set(&mut dep, "probes", Value::Object(probes(f, &comps)));
+    if let Some(d) = &f.deployment {
+        pod_settings(d, &mut dep);
+    }
+    dep
+}
+
+/// Volume mounts, extra arguments and resources of each component (and kine's), keyed by
+/// component under `additionalVolumeMounts`, `extraArgs` and `resources`.
+fn component_settings(
+    f: &KamajiControlPlaneFields,
+    comps: &Components<'_>,
+    dep: &mut Map<String, Value>,
+) {
+    for (name, c, _) in comps {
+        let Some(c) = c else { continue };
+        set(
+            child(dep, "additionalVolumeMounts"),
+            name,
+            to_value(&c.extra_volume_mounts),
+        );
+        set(child(dep, "extraArgs"), name, json!(c.extra_args));
+        if let Some(r) = &c.resources {
+            set(child(dep, "resources"), name, to_value(r));
+        }
+    }
+    if let Some(k) = &f.kine {
+        set(child(dep, "extraArgs"), "kine", json!(k.extra_args));
+        if let Some(r) = &k.resources {
+            set(child(dep, "resources"), "kine", to_value(r));
+        }
+    }
+}
+
+/// Probes: each block independently (upstream required all four).
+fn probes(f: &KamajiControlPlaneFields, comps: &Components<'_>) -> Map<String, Value> {
+    let mut probes = Map::new();
+    if let Some(p) = f.deployment.as_ref().and_then(|d| d.probes.as_ref()) {
+        set(&mut probes, "liveness", to_value(&p.liveness));
+        set(&mut probes, "readiness", to_value(&p.readiness));
+        set(&mut probes, "startup", to_value(&p.startup));
+    }
+    for (name, c, _) in comps {
+        if let Some(p) = c.as_ref().and_then(|c| c.probes.as_ref()) {
+            set(&mut probes, name, to_value(p));
+        }
+    }
+    probes
+}
+
+/// The pod-level settings of `deployment`, copied field by field.
+fn pod_settings(d: &DeploymentComponent, dep: &mut Map<String, Value>) {
+    set(dep, "nodeSelector", json!(d.node_selector));
+    set(dep, "runtimeClassName", json!(d.runtime_class_name));
+    set(dep, "serviceAccountName", json!(d.service_account_name));
+    set(dep, "additionalMetadata", to_value(&d.additional_metadata));
+    set(
+        dep,
+        "podAdditionalMetadata",
+        to_value(&d.pod_additional_metadata),
+    );
+    set(dep, "strategy", to_value(&d.strategy));
+    set(dep, "affinity", to_value(&d.affinity));
+    set(dep, "tolerations", to_value(&d.tolerations));
+    set(
+        dep,
+        "topologySpreadConstraints",
+        to_value(&d.topology_spread_constraints),
+    );
+    set(
+        dep,
+        "additionalInitContainers",
+        to_value(&d.extra_init_containers),
+    );
+    set(dep, "additionalContainers", to_value(&d.extra_containers));
+    set(dep, "additionalVolumes", to_value(&d.extra_volumes));
+}
+
+/// `controlPlane.service`: type (LoadBalancer unless set), metadata and extra ports.
+fn service(network: &NetworkComponent) -> Map<String, Value> {
+    let mut svc = Map::new();
+    let st = if network.service_type.is_empty() {
+        "LoadBalancer".to_string()
+    } else {
+        network.service_type.clone()
+    };
+    svc.insert("serviceType".into(), json!(st));
+    let mut md = Map::new();
+    set(&mut md, "labels", json!(network.service_labels));
+    set(&mut md, "annotations", json!(network.service_annotations));
+    set(&mut svc, "additionalMetadata", Value::Object(md));
+    set(
+        &mut svc,
+        "additionalPorts",
+        to_value(&network.additional_service_ports),
+    );
+    svc
+}
+
+/// `controlPlane.ingress`.
+fn ingress(ing: &IngressComponent) -> Map<String, Value> {
+    let mut m = Map::new();
+    set(&mut m, "hostname", json!(ing.hostname));
+    set(&mut m, "ingressClassName", json!(ing.class_name));
+    let mut md = Map::new();
+    set(&mut md, "labels", json!(ing.extra_labels));
+    set(&mut md, "annotations", json!(ing.extra_annotations));
+    set(&mut m, "additionalMetadata", Value::Object(md));
+    m
+}
+
+/// `controlPlane.gateway`: one parent reference, the host name without a port.
+fn gateway(gw: &GatewayComponent) -> Map<String, Value> {
+    let mut parent = Map::new();
+    parent.insert("name".into(), json!(gw.name));
+    parent.insert("namespace".into(), json!(gw.namespace));
+    set(&mut parent, "sectionName", json!(gw.section_name));
+    if let Some(p) = gw.port {
+        parent.insert("port".into(), json!(p));
+    }
+    let mut m = Map::new();
+    m.insert("hostname".into(), json!(host_of(&gw.hostname)));
+    m.insert("parentRefs".into(), json!([Value::Object(parent)]));
+    let mut md = Map::new();
+    set(&mut md, "labels", json!(gw.extra_labels));
+    set(&mut md, "annotations", json!(gw.extra_annotations));
+    set(&mut m, "additionalMetadata", Value::Object(md));
+    m
+}
+
+/// Prunes empty values but keeps what must be there even when empty.
+fn prune_keeping_required(mut v: Value) -> Value {
     // For Kamaji an empty addon block means "enabled, with defaults": keep the blocks the
     // KamajiControlPlane has, even when empty, while pruning empty fields inside them.
     let addons: Vec<String> = v["addons"]
@@ -391,7 +488,7 @@ pub fn build_spec(
     if v["kubernetes"].get("kubelet").is_none() {
         v["kubernetes"]["kubelet"] = json!({});
     }
-    Ok(v)
+    v
 }
 
 /// Annotations copied from the KCP to the TCP (all but kubectl's last-applied).
@@ -403,288 +500,5 @@ pub fn tcp_annotations(kcp_annotations: &BTreeMap<String, String>) -> BTreeMap<S
         .collect()
 }
 
-/// The outcome of fitting a spec to the installed TenantControlPlane CRD.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Fit {
-    /// The spec fits (after benign renames and drops).
-    Ok(Value),
-    /// The installed CRD cannot hold what the KamajiControlPlane asks for.
-    Unsupported(Vec<String>),
-}
-
-/// Values whose loss changes nothing: empty or false values, and Kamaji's own defaults.
-fn benign_drop(path: &str, v: &Value) -> bool {
-    match v {
-        Value::Null | Value::Bool(false) => true,
-        Value::String(s) if s.is_empty() => true,
-        Value::Array(a) if a.is_empty() => true,
-        Value::Object(o) if o.is_empty() => true,
-        Value::Number(n) if n.as_i64() == Some(0) && path.ends_with(".replicas") => true,
-        Value::String(s) => {
-            (path == "spec.networkProfile.clusterDomain" && s == "cluster.local")
-                || (path.ends_with("konnectivity.agent.mode") && s == "DaemonSet")
-        }
-        _ => false,
-    }
-}
-
-fn prune(v: &mut Value, schema: &Value, path: &str, dropped: &mut Vec<String>) {
-    if schema["x-kubernetes-preserve-unknown-fields"] == json!(true)
-        && schema.get("properties").is_none()
-    {
-        return;
-    }
-    match v {
-        Value::Object(m) => {
-            if let Some(props) = schema["properties"].as_object() {
-                let keys: Vec<String> = m.keys().cloned().collect();
-                for k in keys {
-                    let p = format!("{path}.{k}");
-                    match props.get(&k) {
-                        Some(s) => {
-                            if let Some(c) = m.get_mut(&k) {
-                                prune(c, s, &p, dropped);
-                            }
-                        }
-                        None => {
-                            if schema["x-kubernetes-preserve-unknown-fields"] == json!(true) {
-                                continue;
-                            }
-                            if let Some(val) = m.remove(&k)
-                                && !benign_drop(&p, &val)
-                            {
-                                dropped.push(p);
-                            }
-                        }
-                    }
-                }
-            } else if schema["additionalProperties"].is_object() {
-                for (k, c) in m.iter_mut() {
-                    prune(
-                        c,
-                        &schema["additionalProperties"],
-                        &format!("{path}.{k}"),
-                        dropped,
-                    );
-                }
-            }
-        }
-        Value::Array(a) if schema["items"].is_object() => {
-            for c in a.iter_mut() {
-                prune(c, &schema["items"], &format!("{path}[]"), dropped);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Fits a TenantControlPlane `spec` (newest shape) to the `spec` schema of the installed CRD:
-/// plural CIDR lists become the singular fields when only those exist (a second CIDR, i.e. dual
-/// stack, cannot be expressed there and is reported), and fields the CRD does not know are
-/// reported unless dropping them changes nothing.
-pub fn fit_to_schema(spec: &Value, spec_schema: &Value) -> Fit {
-    let mut v = spec.clone();
-    let mut unsupported = Vec::new();
-    let np_schema = &spec_schema["properties"]["networkProfile"]["properties"];
-    for (plural, singular) in [("serviceCidrs", "serviceCidr"), ("podCidrs", "podCidr")] {
-        if np_schema.get(plural).is_some() {
-            continue;
-        }
-        let Some(list) = v["networkProfile"]
-            .as_object_mut()
-            .and_then(|np| np.remove(plural))
-        else {
-            continue;
-        };
-        let items: Vec<Value> = list.as_array().cloned().unwrap_or_default();
-        if items.len() > 1 {
-            unsupported.push(format!(
-                "spec.networkProfile.{plural} ({} CIDR blocks, dual stack; the installed Kamaji has only {singular})",
-                items.len()
-            ));
-        }
-        if let Some(first) = items.into_iter().next()
-            && np_schema.get(singular).is_some()
-        {
-            v["networkProfile"][singular] = first;
-        }
-    }
-    prune(&mut v, spec_schema, "spec", &mut unsupported);
-    if unsupported.is_empty() {
-        Fit::Ok(v)
-    } else {
-        Fit::Unsupported(unsupported)
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::kcp::api::{GatewayComponent, IngressComponent, KamajiControlPlaneFields};
-
-    fn kcp(version: &str) -> KamajiControlPlaneSpec {
-        KamajiControlPlaneSpec {
-            version: version.into(),
-            replicas: Some(2),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn version_gets_v_prefix_and_cidrs_are_all_copied() {
-        let net = ClusterNetwork {
-            api_server_port: Some(7443),
-            service_cidrs: vec!["10.96.0.0/16".into(), "fd00::/108".into()],
-            pod_cidrs: vec!["10.244.0.0/16".into(), "fd01::/48".into()],
-            service_domain: "corp.local".into(),
-        };
-        let s = build_spec(&kcp("1.33.2"), &net, "1.33.2").unwrap();
-        assert_eq!(s["kubernetes"]["version"], "v1.33.2");
-        assert_eq!(s["networkProfile"]["port"], 7443);
-        assert_eq!(
-            s["networkProfile"]["serviceCidrs"],
-            json!(["10.96.0.0/16", "fd00::/108"])
-        );
-        assert_eq!(
-            s["networkProfile"]["podCidrs"],
-            json!(["10.244.0.0/16", "fd01::/48"])
-        );
-        assert_eq!(s["networkProfile"]["clusterDomain"], "corp.local");
-        assert_eq!(s["controlPlane"]["deployment"]["replicas"], 2);
-        assert_eq!(s["controlPlane"]["service"]["serviceType"], "LoadBalancer");
-        assert!(s["kubernetes"]["kubelet"].is_object());
-    }
-
-    #[test]
-    fn ingress_host_goes_to_sans_and_sans_with_port_are_refused() {
-        let mut k = kcp("v1.33.0");
-        k.fields = KamajiControlPlaneFields {
-            network: Some(NetworkComponent {
-                service_type: "ClusterIP".into(),
-                cert_sans: vec!["a.example".into()],
-                ingress: Some(IngressComponent {
-                    hostname: "cp.example:443".into(),
-                    class_name: "nginx".into(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let s = build_spec(&k, &ClusterNetwork::default(), "v1.33.0").unwrap();
-        assert_eq!(
-            s["networkProfile"]["certSANs"],
-            json!(["a.example", "cp.example"])
-        );
-        assert_eq!(s["controlPlane"]["ingress"]["hostname"], "cp.example:443");
-        assert_eq!(s["controlPlane"]["ingress"]["ingressClassName"], "nginx");
-        assert!(s["networkProfile"].get("clusterDomain").is_none());
-
-        k.fields.network.as_mut().unwrap().cert_sans = vec!["x.example:6443".into()];
-        assert_eq!(
-            build_spec(&k, &ClusterNetwork::default(), "v1.33.0"),
-            Err(BuildError::CertSanWithPort("x.example:6443".into()))
-        );
-        k.fields.network.as_mut().unwrap().cert_sans = vec![];
-        k.fields.network.as_mut().unwrap().gateway = Some(GatewayComponent {
-            name: "gw".into(),
-            namespace: "ns".into(),
-            hostname: "g.example".into(),
-            ..Default::default()
-        });
-        assert_eq!(
-            build_spec(&k, &ClusterNetwork::default(), "v1.33.0"),
-            Err(BuildError::IngressAndGateway)
-        );
-    }
-
-    #[test]
-    fn empty_addon_blocks_mean_enabled_and_are_kept() {
-        let k: KamajiControlPlaneSpec = serde_json::from_value(json!({
-            "version": "1.34.1",
-            "addons": {"coreDNS": {}, "kubeProxy": {}, "konnectivity": {"server": {"port": 8132}}}
-        }))
-        .unwrap();
-        let s = build_spec(&k, &ClusterNetwork::default(), "v1.34.1").unwrap();
-        assert_eq!(s["addons"]["coreDNS"], json!({}));
-        assert_eq!(s["addons"]["kubeProxy"], json!({}));
-        assert!(s["addons"]["konnectivity"].is_object());
-        // Without addon blocks, none is sent.
-        let k: KamajiControlPlaneSpec =
-            serde_json::from_value(json!({"version": "1.34.1"})).unwrap();
-        let s = build_spec(&k, &ClusterNetwork::default(), "v1.34.1").unwrap();
-        assert!(s.get("addons").is_none());
-    }
-
-    #[test]
-    fn coredns_ips_win_and_probes_are_copied_per_block() {
-        let k: KamajiControlPlaneSpec = serde_json::from_value(json!({
-            "version": "1.34.1",
-            "network": {"dnsServiceIPs": ["10.96.0.10"]},
-            "addons": {"coreDNS": {"dnsServiceIPs": ["10.96.0.53"]}},
-            "apiServer": {"probes": {"liveness": {"failureThreshold": 5}}, "extraArgs": ["--v=2"]},
-            "deployment": {"probes": {"startup": {"periodSeconds": 3}}}
-        }))
-        .unwrap();
-        let s = build_spec(&k, &ClusterNetwork::default(), "v1.34.1").unwrap();
-        assert_eq!(s["networkProfile"]["dnsServiceIPs"], json!(["10.96.0.53"]));
-        let p = &s["controlPlane"]["deployment"]["probes"];
-        assert_eq!(p["apiServer"]["liveness"]["failureThreshold"], 5);
-        assert_eq!(p["startup"]["periodSeconds"], 3);
-        assert!(p.get("scheduler").is_none());
-        assert_eq!(
-            s["controlPlane"]["deployment"]["extraArgs"]["apiServer"],
-            json!(["--v=2"])
-        );
-    }
-
-    fn old_schema() -> Value {
-        json!({"properties": {
-            "networkProfile": {"properties": {"serviceCidr": {"type": "string"}, "podCidr": {"type": "string"}, "port": {"type": "integer"}}},
-            "kubernetes": {"properties": {"version": {"type": "string"}, "kubelet": {"properties": {"cgroupfs": {"type": "string"}}}}},
-            "controlPlane": {"properties": {"service": {"properties": {"serviceType": {"type": "string"}}}}}
-        }})
-    }
-
-    #[test]
-    fn fit_maps_single_stack_to_singular_fields() {
-        let spec = json!({"networkProfile": {"serviceCidrs": ["10.96.0.0/16"], "podCidrs": ["10.244.0.0/16"], "clusterDomain": "cluster.local"},
-            "kubernetes": {"version": "v1.33.0", "kubelet": {"cgroupfs": "systemd"}},
-            "controlPlane": {"service": {"serviceType": "ClusterIP"}}});
-        let Fit::Ok(v) = fit_to_schema(&spec, &old_schema()) else {
-            panic!("should fit")
-        };
-        assert_eq!(
-            v["networkProfile"],
-            json!({"serviceCidr": "10.96.0.0/16", "podCidr": "10.244.0.0/16"})
-        );
-    }
-
-    #[test]
-    fn fit_reports_dual_stack_and_unknown_fields_on_an_old_crd() {
-        let spec = json!({"networkProfile": {"serviceCidrs": ["10.96.0.0/16", "fd00::/108"]},
-            "kubernetes": {"version": "v1.33.0", "kubelet": {}},
-            "controlPlane": {"service": {"serviceType": "ClusterIP"}, "gateway": {"hostname": "x"}}});
-        let Fit::Unsupported(why) = fit_to_schema(&spec, &old_schema()) else {
-            panic!("should not fit")
-        };
-        assert!(why[0].contains("dual stack"), "{why:?}");
-        assert!(
-            why.contains(&"spec.controlPlane.gateway".to_string()),
-            "{why:?}"
-        );
-        // A CRD with the plural fields keeps both CIDRs.
-        let mut new = old_schema();
-        new["properties"]["networkProfile"]["properties"]["serviceCidrs"] =
-            json!({"type": "array", "items": {"type": "string"}});
-        new["properties"]["controlPlane"]["properties"]["gateway"] =
-            json!({"type": "object", "properties": {"hostname": {"type": "string"}}});
-        let Fit::Ok(v) = fit_to_schema(&spec, &new) else {
-            panic!("should fit")
-        };
-        assert_eq!(
-            v["networkProfile"]["serviceCidrs"],
-            json!(["10.96.0.0/16", "fd00::/108"])
-        );
-    }
-}
+mod tests;
