@@ -44,7 +44,7 @@ pub struct MergeReport {
 
 fn parse_error(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Other {
-        message: format!("{what} is not a valid kubeconfig: {e}"),
+        message: format!("{what} is not a kubeconfig ({e})"),
         hint: Some("check the file with kubectl config view".into()),
     }
 }
