@@ -1,0 +1,111 @@
+//! What the controller learns from the API server at start-up.
+
+use std::collections::HashMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, ApiResource, GroupVersionKind};
+use serde_json::Value;
+
+use super::Config;
+use crate::Error;
+use crate::infra;
+
+/// Which CAPI contract the management cluster serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contract {
+    /// CAPI v1beta2 (1.11 and later): v1alpha2 status shape.
+    V1Beta2,
+    /// CAPI v1beta1 only (1.10 and earlier): v1alpha1 status shape.
+    V1Beta1,
+}
+
+/// What was discovered from the API server at start-up.
+#[derive(Clone, Debug)]
+pub struct Discovered {
+    pub contract: Contract,
+    pub cluster: ApiResource,
+    pub tcp: ApiResource,
+    pub tcp_spec_schema: Value,
+    pub infra: HashMap<String, ApiResource>,
+}
+
+pub(super) fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// Discovers the CAPI contract, the TenantControlPlane schema and the served infrastructure kinds.
+pub async fn discover(client: &Client, cfg: &Config) -> Result<Discovered, Error> {
+    let capi = kube::discovery::group(client, "cluster.x-k8s.io")
+        .await
+        .map_err(|e| {
+            Error::Other(format!(
+                "Cluster API is not installed (API group cluster.x-k8s.io not served: {e}); install it with clusterctl init"
+            ))
+        })?;
+    let versions: Vec<&str> = capi.versions().collect();
+    let contract = if versions.contains(&"v1beta2") {
+        Contract::V1Beta2
+    } else if versions.contains(&"v1beta1") {
+        Contract::V1Beta1
+    } else {
+        return Err(Error::Other(format!(
+            "cluster.x-k8s.io serves {versions:?}; this provider needs v1beta2 or v1beta1"
+        )));
+    };
+    let cluster = match contract {
+        Contract::V1Beta2 => ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
+        Contract::V1Beta1 => ar("cluster.x-k8s.io", "v1beta1", "Cluster", "clusters"),
+    };
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let tcp_crd = crds
+        .get_opt("tenantcontrolplanes.kamaji.clastix.io")
+        .await?
+        .ok_or_else(|| {
+            Error::Other(
+                "Kamaji is not installed: CRD tenantcontrolplanes.kamaji.clastix.io not found; install Kamaji first".into(),
+            )
+        })?;
+    let ver = tcp_crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.storage)
+        .or_else(|| tcp_crd.spec.versions.first())
+        .ok_or_else(|| Error::Other("the TenantControlPlane CRD has no versions".into()))?;
+    let schema = ver
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
+        .unwrap_or(Value::Null);
+    let tcp_spec_schema = schema["properties"]["spec"].clone();
+    let tcp = ar(
+        "kamaji.clastix.io",
+        &ver.name,
+        "TenantControlPlane",
+        "tenantcontrolplanes",
+    );
+    let infra = discover_infra(client, cfg).await;
+    Ok(Discovered {
+        contract,
+        cluster,
+        tcp,
+        tcp_spec_schema,
+        infra,
+    })
+}
+
+async fn discover_infra(client: &Client, cfg: &Config) -> HashMap<String, ApiResource> {
+    let mut out = HashMap::new();
+    let Ok(g) = kube::discovery::group(client, "infrastructure.cluster.x-k8s.io").await else {
+        return out;
+    };
+    // Kinds of this group come in different versions: each at its most stable served one.
+    for (res, _caps) in g.resources_by_stability() {
+        if infra::action_for(&res.kind, &cfg.extra_infra_kinds).is_some() {
+            out.insert(res.kind.clone(), res);
+        }
+    }
+    out
+}

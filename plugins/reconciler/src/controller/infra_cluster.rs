@@ -1,0 +1,122 @@
+//! The infrastructure cluster named by the Cluster's `spec.infrastructureRef`: its control-plane
+//! endpoint set (or checked) as its kind needs (see `kcore::kcp::infra`).
+
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::{Cond, Ctx, no, yes};
+use crate::Error;
+use crate::endpoint::Endpoint;
+use crate::infra::{self, Plan};
+
+const C: &str = "InfrastructureClusterPatched";
+
+/// The `InfrastructureClusterPatched` condition, after patching the infrastructure cluster if
+/// its kind wants the endpoint.
+pub(super) async fn infra_step(
+    ctx: &Ctx,
+    cluster: &Value,
+    ns: &str,
+    ep: &Endpoint,
+) -> Result<Cond, Error> {
+    let r = &cluster["spec"]["infrastructureRef"];
+    let kind = r["kind"].as_str().unwrap_or_default();
+    let name = r["name"].as_str().unwrap_or_default();
+    if kind.is_empty() || name.is_empty() {
+        return Ok(yes(C, "NoInfrastructureCluster"));
+    }
+    // v1beta2 references carry `apiGroup`, v1beta1 ones `apiVersion`.
+    let group = r["apiGroup"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| {
+            r["apiVersion"]
+                .as_str()
+                .map(|av| av.split_once('/').map(|(g, _)| g).unwrap_or("").to_string())
+        })
+        .unwrap_or_default();
+    let Some(action) = infra::action_for(kind, &ctx.cfg.extra_infra_kinds) else {
+        return Ok(no(
+            C,
+            "UnsupportedInfrastructureProvider",
+            format!(
+                "unsupported infrastructure provider kind {kind}; start the reconciler with --dynamic-infrastructure-clusters {kind} to set its spec.controlPlaneEndpoint"
+            ),
+        ));
+    };
+    let Some(res) = infra_resource(ctx, kind, &group).await else {
+        return Ok(no(
+            C,
+            "InfrastructureKindNotServed",
+            format!("{kind}.{group} is not served by the API server; install its provider"),
+        ));
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &res);
+    let Some(obj) = api.get_opt(name).await? else {
+        return Ok(no(
+            C,
+            "WaitingForInfrastructureCluster",
+            format!("{kind} {ns}/{name} does not exist yet"),
+        ));
+    };
+    let obj_v = serde_json::to_value(&obj).unwrap_or(Value::Null);
+    match infra::plan(action, kind, &obj_v, ep) {
+        Plan::UpToDate => Ok(yes(C, "Succeeded")),
+        Plan::Mismatch(m) => Ok(no(C, "ControlPlaneEndpointMismatch", m)),
+        Plan::Patch { spec, status_ready } => {
+            patch_infra(&api, name, action, spec, status_ready).await?;
+            Ok(yes(C, "Succeeded"))
+        }
+    }
+}
+
+/// The kind's API resource: discovered at start-up, else resolved now (a CRD installed after
+/// start-up; its changes are not watched until a restart).
+async fn infra_resource(ctx: &Ctx, kind: &str, group: &str) -> Option<ApiResource> {
+    if let Some(a) = ctx.disc.infra.get(kind).filter(|a| a.group == group) {
+        return Some(a.clone());
+    }
+    kube::discovery::group(&ctx.client, group)
+        .await
+        .ok()
+        .and_then(|g| {
+            g.resources_by_stability()
+                .into_iter()
+                .find(|(a, _)| a.kind == kind)
+                .map(|(a, _)| a)
+        })
+}
+
+/// Merge-patches the planned `spec` (if any) and `status.ready=true` (if planned).
+async fn patch_infra(
+    api: &Api<DynamicObject>,
+    name: &str,
+    action: infra::Action,
+    spec: Value,
+    status_ready: bool,
+) -> Result<(), Error> {
+    if spec.as_object().is_some_and(|o| !o.is_empty()) {
+        let mut body = json!({"spec": spec});
+        if action == infra::Action::EndpointAndReady {
+            body["metadata"] = json!({"annotations": {"cluster.x-k8s.io/managed-by": "kamaji"}});
+        }
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
+    }
+    if status_ready {
+        let body = json!({"status": {"ready": true}});
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            Ok(_) => {}
+            // No status subresource: status is part of the main resource.
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+                    .await?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,128 @@
+//! The KamajiControlPlane controller: watch-driven (no resync, no polling while it waits).
+//!
+//! - [`run`] (`watch`): discovery (`discover`), then one watch per kind whose changes can change
+//!   a KamajiControlPlane's outcome;
+//! - `reconcile`: one reconcile, as a list of steps;
+//! - `external`: where the TenantControlPlane lives (an external cluster reference) and the
+//!   finalizer that comes with it;
+//! - `infra_cluster`: the infrastructure cluster's endpoint; `secrets`: the Secrets CAPI reads;
+//! - `status`: the observed TenantControlPlane state and the status in the served contract's shape.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use kube::api::{Api, DynamicObject};
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, ResourceExt};
+
+use crate::api::v1alpha2::KamajiControlPlane;
+use crate::metrics::Metrics;
+
+mod discover;
+mod external;
+mod infra_cluster;
+mod reconcile;
+mod secrets;
+mod status;
+mod watch;
+
+pub use discover::{Contract, Discovered, discover};
+pub use watch::run;
+
+/// Field manager of everything this controller writes.
+pub const MANAGER: &str = "kamaji-reconciler";
+/// Finalizer used with an external cluster reference.
+pub const ECR_FINALIZER: &str = "ecr.kamaji.clastix.io/finalizer";
+const PAUSED: &str = "cluster.x-k8s.io/paused";
+const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+
+/// Settings of the controller.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    /// Watch one namespace only (all when `None`).
+    pub namespace: Option<String>,
+    /// More infrastructure-cluster kinds to patch generically (`spec.controlPlaneEndpoint`).
+    pub extra_infra_kinds: Vec<String>,
+    /// Do not touch infrastructure clusters at all.
+    pub skip_infra_patch: bool,
+    /// Allow `deployment.externalClusterReference` (TCP hosted in another cluster).
+    pub external_cluster_reference: bool,
+    /// Allow the external kubeconfig Secret in another namespace.
+    pub external_cluster_reference_cross_namespace: bool,
+    /// Concurrent reconciles.
+    pub concurrency: u16,
+}
+
+struct Ctx {
+    client: Client,
+    cfg: Config,
+    disc: Discovered,
+    recorder: Recorder,
+    metrics: Arc<Metrics>,
+    /// (namespace, cluster name) → KamajiControlPlane name, learnt from Cluster events.
+    clusters: Mutex<HashMap<(String, String), String>>,
+    /// Consecutive failures per object, for a bounded exponential backoff.
+    failures: Mutex<HashMap<ObjectRef<KamajiControlPlane>, u32>>,
+}
+
+/// Where a KamajiControlPlane's TenantControlPlane lives: next to it, or (`remote`) in the
+/// cluster its external cluster reference points to.
+struct TcpPlace {
+    client: Client,
+    ns: String,
+    name: String,
+    remote: bool,
+    /// TenantControlPlanes of `ns` through `client`.
+    api: Api<DynamicObject>,
+}
+
+impl TcpPlace {
+    fn new(ctx: &Ctx, client: Client, ns: String, name: String, remote: bool) -> TcpPlace {
+        let api = Api::namespaced_with(client.clone(), &ns, &ctx.disc.tcp);
+        TcpPlace {
+            client,
+            ns,
+            name,
+            remote,
+            api,
+        }
+    }
+}
+
+/// A condition as computed by one reconcile.
+#[derive(Clone, Debug, PartialEq)]
+struct Cond {
+    type_: &'static str,
+    ok: bool,
+    reason: String,
+    message: String,
+}
+
+impl Cond {
+    fn with_message(mut self, m: String) -> Cond {
+        self.message = m;
+        self
+    }
+}
+
+fn yes(type_: &'static str, reason: &str) -> Cond {
+    Cond {
+        type_,
+        ok: true,
+        reason: reason.into(),
+        message: String::new(),
+    }
+}
+fn no(type_: &'static str, reason: &str, message: impl Into<String>) -> Cond {
+    Cond {
+        type_,
+        ok: false,
+        reason: reason.into(),
+        message: message.into(),
+    }
+}
+
+fn kcp_ns(kcp: &KamajiControlPlane) -> String {
+    kcp.namespace().unwrap_or_default()
+}

@@ -1,0 +1,417 @@
+//! One reconcile of a KamajiControlPlane, as a list of steps.
+//!
+//! A step that cannot go on writes the status saying why and returns `Ok(None)` (or `false`);
+//! the reconcile then waits for a change of a watched object. A step that fails writes the status
+//! too and returns the error, which backs off ([`error_policy`]).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::external::{finalize, tcp_place};
+use super::infra_cluster::infra_step;
+use super::secrets::publish_secrets;
+use super::status::{Observed, event, has_condition, observe, write_status, write_status_obs};
+use super::{Cond, Ctx, MANAGER, PAUSED, TcpPlace, kcp_ns, no, yes};
+use crate::Error;
+use crate::api::v1alpha2::KamajiControlPlane;
+use crate::endpoint::{self, Endpoint};
+use crate::tcp::{self, ClusterNetwork, Fit};
+use crate::version::{self, Step};
+
+/// Failed reconciles are retried after 2, 4, 8 … 256 s (the exponent stops at 8 consecutive
+/// failures); a success resets the count.
+pub(super) fn error_policy(kcp: Arc<KamajiControlPlane>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    ctx.metrics.reconcile_errors.fetch_add(1, Ordering::Relaxed);
+    let n = ctx
+        .failures
+        .lock()
+        .map(|mut m| {
+            let e = m.entry(ObjectRef::from(kcp.as_ref())).or_insert(0);
+            *e = e.saturating_add(1);
+            *e
+        })
+        .unwrap_or(1);
+    let secs = (1u64 << n.min(8)).min(300);
+    tracing::warn!(kcp = %kcp.name_any(), ns = ?kcp.namespace(), "reconcile failed (retry in {secs}s): {err}");
+    Action::requeue(Duration::from_secs(secs))
+}
+
+pub(super) async fn reconcile(
+    kcp: Arc<KamajiControlPlane>,
+    ctx: Arc<Ctx>,
+) -> Result<Action, Error> {
+    ctx.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
+    let mut r = reconcile_inner(&kcp, &ctx).await;
+    // A TenantControlPlane in another cluster is not watched: KamajiControlPlanes with an
+    // external cluster reference are looked at again every 30 s (only those).
+    let remote = ctx.cfg.external_cluster_reference
+        && kcp.meta().deletion_timestamp.is_none()
+        && kcp
+            .spec
+            .fields
+            .deployment
+            .as_ref()
+            .is_some_and(|d| d.external_cluster_reference.is_some());
+    if remote && r.is_ok() {
+        r = Ok(Action::requeue(Duration::from_secs(30)));
+    }
+    if r.is_ok()
+        && let Ok(mut m) = ctx.failures.lock()
+    {
+        m.remove(&ObjectRef::from(kcp.as_ref()));
+    }
+    r
+}
+
+async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Action, Error> {
+    if kcp.meta().deletion_timestamp.is_some() {
+        return finalize(kcp, ctx).await;
+    }
+    let Some(cluster) = owning_cluster(kcp, ctx).await? else {
+        return Ok(Action::await_change());
+    };
+    let cluster_v = serde_json::to_value(&cluster).unwrap_or(Value::Null);
+    if paused(kcp, ctx, &cluster, &cluster_v).await? {
+        return Ok(Action::await_change());
+    }
+    let mut conds = vec![no("Paused", "NotPaused", "")];
+    let Some(place) = tcp_place(kcp, ctx, &mut conds).await? else {
+        return Ok(Action::await_change());
+    };
+    let existing = place
+        .api
+        .get_opt(&place.name)
+        .await?
+        .map(|t| serde_json::to_value(t).unwrap_or(Value::Null));
+    let Some(target) = version_target(kcp, ctx, existing.as_ref(), &mut conds).await? else {
+        return Ok(Action::await_change());
+    };
+    let tcp = apply_tcp(
+        kcp,
+        ctx,
+        &place,
+        &cluster_v,
+        &target,
+        existing.as_ref(),
+        &mut conds,
+    );
+    let Some(tcp) = tcp.await? else {
+        return Ok(Action::await_change());
+    };
+    let observed = observe(&tcp, kcp, ctx.disc.contract);
+    let Some(ep) = endpoint_step(kcp, ctx, &tcp, &observed, &mut conds).await? else {
+        return Ok(Action::await_change());
+    };
+    if !ctx.cfg.skip_infra_patch {
+        conds.push(infra_step(ctx, &cluster_v, &kcp_ns(kcp), &ep).await?);
+    }
+    let secrets = publish_secrets(kcp, ctx, &cluster.name_any(), &tcp, &place).await;
+    secrets_condition(kcp, ctx, secrets, &observed, &mut conds).await?;
+    readiness_conditions(&tcp, &observed, &mut conds);
+    write_status_obs(kcp, ctx, &observed, &conds).await?;
+    Ok(Action::await_change())
+}
+
+/// The owning Cluster (kind and group checked, not just the first ownerReference), remembered
+/// for the infrastructure-cluster watch.
+async fn owning_cluster(
+    kcp: &KamajiControlPlane,
+    ctx: &Ctx,
+) -> Result<Option<DynamicObject>, Error> {
+    let ns = kcp_ns(kcp);
+    let owner = kcp
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "Cluster" && o.api_version.starts_with("cluster.x-k8s.io/"));
+    let Some(owner) = owner else {
+        let msg = "no ownerReference to a cluster.x-k8s.io Cluster; Cluster API adds it once a Cluster's spec.controlPlaneRef names this KamajiControlPlane, and nothing is created until then";
+        let cond = no("TenantControlPlaneCreated", "WaitingForClusterOwner", msg);
+        let already = has_condition(kcp, &cond);
+        write_status(kcp, ctx, None, &[cond]).await?;
+        if !already {
+            event(ctx, kcp, EventType::Warning, "WaitingForClusterOwner", msg).await;
+        }
+        return Ok(None);
+    };
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &ns, &ctx.disc.cluster);
+    let Some(cluster) = clusters.get_opt(&owner.name).await? else {
+        let cond = no(
+            "TenantControlPlaneCreated",
+            "ClusterNotFound",
+            format!("the owning Cluster {ns}/{} does not exist", owner.name),
+        );
+        write_status(kcp, ctx, None, &[cond]).await?;
+        return Ok(None);
+    };
+    if let Ok(mut m) = ctx.clusters.lock() {
+        m.insert((ns, cluster.name_any()), kcp.name_any());
+    }
+    Ok(Some(cluster))
+}
+
+/// Whether reconciliation is paused (then the status says so).
+async fn paused(
+    kcp: &KamajiControlPlane,
+    ctx: &Ctx,
+    cluster: &DynamicObject,
+    cluster_v: &Value,
+) -> Result<bool, Error> {
+    let paused = cluster_v["spec"]["paused"] == json!(true)
+        || cluster.annotations().contains_key(PAUSED)
+        || kcp.annotations().contains_key(PAUSED);
+    if paused {
+        let mut c = yes("Paused", "Paused");
+        c.message = "reconciliation is paused (Cluster spec.paused or the cluster.x-k8s.io/paused annotation)".into();
+        write_status(kcp, ctx, None, &[c]).await?;
+    }
+    Ok(paused)
+}
+
+/// The version to apply now: upgrades step one minor at a time, each step waiting until Kamaji
+/// reports the previous one Ready; downgrades of the minor are refused.
+async fn version_target(
+    kcp: &KamajiControlPlane,
+    ctx: &Ctx,
+    existing: Option<&Value>,
+    conds: &mut Vec<Cond>,
+) -> Result<Option<String>, Error> {
+    let cur_version = existing.and_then(|t| {
+        t["spec"]["kubernetes"]["version"]
+            .as_str()
+            .map(str::to_string)
+    });
+    let ready_at_current = existing.is_some_and(|t| {
+        let v = &t["status"]["kubernetesResources"]["version"];
+        v["status"] == "Ready" && v["version"].as_str() == cur_version.as_deref()
+    });
+    let desired = tcp::v_prefixed(&kcp.spec.version);
+    let target = match version::next_step(&desired, cur_version.as_deref(), ready_at_current) {
+        Step::Desired(v) => {
+            conds.push(rollout_condition(existing, &v));
+            v
+        }
+        Step::Intermediate { version, remaining } => {
+            conds.push(yes("VersionUpgrade", "SteppingMinor").with_message(format!(
+                "upgrading {} to {desired} one minor at a time: step {version} in progress ({remaining} more after it)",
+                cur_version.clone().unwrap_or_default()
+            )));
+            version
+        }
+        Step::Wait { version, remaining } => {
+            conds.push(yes("VersionUpgrade", "WaitingForStep").with_message(format!(
+                "upgrading to {desired} one minor at a time: waiting for {version} to be Ready ({remaining} minor(s) to go)"
+            )));
+            version
+        }
+        Step::Refused(why) => {
+            conds.push(no("TenantControlPlaneCreated", "VersionRefused", why));
+            write_status(kcp, ctx, existing, conds).await?;
+            return Ok(None);
+        }
+    };
+    Ok(Some(target))
+}
+
+/// `VersionUpgrade` once the desired version is applied: rolling out until Kamaji reports it Ready.
+fn rollout_condition(existing: Option<&Value>, v: &str) -> Cond {
+    let reported = existing.map(|t| {
+        let r = &t["status"]["kubernetesResources"]["version"];
+        (
+            r["version"].as_str().unwrap_or_default().to_string(),
+            r["status"].as_str().unwrap_or_default().to_string(),
+        )
+    });
+    match reported {
+        Some((rv, rs)) if !rv.is_empty() && (rv != v || rs != "Ready") => {
+            yes("VersionUpgrade", "RollingOut")
+                .with_message(format!("Kamaji is rolling out {v} (it reports {rv}, {rs})"))
+        }
+        _ => no("VersionUpgrade", "UpToDate", ""),
+    }
+}
+
+/// Builds the TenantControlPlane for `target` and applies it server-side; returns it as applied.
+async fn apply_tcp(
+    kcp: &KamajiControlPlane,
+    ctx: &Ctx,
+    place: &TcpPlace,
+    cluster: &Value,
+    target: &str,
+    existing: Option<&Value>,
+    conds: &mut Vec<Cond>,
+) -> Result<Option<Value>, Error> {
+    let spec = match tcp_spec(kcp, ctx, cluster, target) {
+        Ok(s) => s,
+        Err(c) => {
+            conds.push(c);
+            write_status(kcp, ctx, existing, conds).await?;
+            return Ok(None);
+        }
+    };
+    let body = tcp_body(kcp, ctx, place, spec);
+    let pp = PatchParams::apply(MANAGER).force();
+    match place
+        .api
+        .patch(&place.name, &pp, &Patch::Apply(&body))
+        .await
+    {
+        Ok(t) => {
+            conds.push(yes("TenantControlPlaneCreated", "Succeeded"));
+            Ok(Some(serde_json::to_value(&t).unwrap_or(Value::Null)))
+        }
+        Err(e) => {
+            conds.push(no("TenantControlPlaneCreated", "Failed", e.to_string()));
+            write_status(kcp, ctx, existing, conds).await?;
+            Err(e.into())
+        }
+    }
+}
+
+/// The TenantControlPlane `spec`, fitted to the installed CRD, or the condition saying why
+/// there is none.
+fn tcp_spec(
+    kcp: &KamajiControlPlane,
+    ctx: &Ctx,
+    cluster: &Value,
+    target: &str,
+) -> Result<Value, Cond> {
+    let net = ClusterNetwork::from_cluster(cluster);
+    let spec = tcp::build_spec(&kcp.spec, &net, target)
+        .map_err(|e| no("TenantControlPlaneCreated", "InvalidSpec", e.to_string()))?;
+    match tcp::fit_to_schema(&spec, &ctx.disc.tcp_spec_schema) {
+        Fit::Ok(s) => Ok(s),
+        Fit::Unsupported(fields) => Err(no(
+            "TenantControlPlaneCreated",
+            "UnsupportedByInstalledKamaji",
+            format!(
+                "the installed TenantControlPlane CRD cannot hold: {}; upgrade Kamaji or remove these settings from the KamajiControlPlane/Cluster",
+                fields.join(", ")
+            ),
+        )),
+    }
+}
+
+/// The applied TenantControlPlane: the KCP's labels and annotations, and (when local) a
+/// controller ownerReference to the KCP.
+fn tcp_body(kcp: &KamajiControlPlane, ctx: &Ctx, place: &TcpPlace, spec: Value) -> Value {
+    // Empty maps are left out: an empty map in an apply changes the object every time.
+    let mut meta = json!({"name": place.name, "namespace": place.ns});
+    if !kcp.labels().is_empty() {
+        meta["labels"] = json!(kcp.labels());
+    }
+    let annotations = tcp::tcp_annotations(kcp.annotations());
+    if !annotations.is_empty() {
+        meta["annotations"] = json!(annotations);
+    }
+    if !place.remote
+        && let Some(oref) = kcp.controller_owner_ref(&())
+    {
+        meta["ownerReferences"] = json!([oref]);
+    }
+    json!({
+        "apiVersion": ctx.disc.tcp.api_version,
+        "kind": "TenantControlPlane",
+        "metadata": meta,
+        "spec": spec,
+    })
+}
+
+/// The endpoint Kamaji reports, written to the KCP's `spec.controlPlaneEndpoint`.
+async fn endpoint_step(
+    kcp: &KamajiControlPlane,
+    ctx: &Ctx,
+    tcp: &Value,
+    observed: &Observed,
+    conds: &mut Vec<Cond>,
+) -> Result<Option<Endpoint>, Error> {
+    let status_ep = tcp["status"]["controlPlaneEndpoint"]
+        .as_str()
+        .unwrap_or_default();
+    let Some(ep) = endpoint::derive(status_ep, kcp.spec.fields.network.as_ref()) else {
+        conds.push(no(
+            "TenantControlPlaneAddressReady",
+            "WaitingForKamaji",
+            "waiting for Kamaji to report the TenantControlPlane's status.controlPlaneEndpoint",
+        ));
+        write_status_obs(kcp, ctx, observed, conds).await?;
+        return Ok(None);
+    };
+    conds.push(yes("TenantControlPlaneAddressReady", "Succeeded"));
+    patch_endpoint(kcp, ctx, &ep).await?;
+    conds.push(yes("ControlPlaneEndpointPatched", "Succeeded"));
+    Ok(Some(ep))
+}
+
+/// Writes `spec.controlPlaneEndpoint` only when it differs.
+async fn patch_endpoint(kcp: &KamajiControlPlane, ctx: &Ctx, ep: &Endpoint) -> Result<(), Error> {
+    let cur = kcp.spec.control_plane_endpoint.as_ref();
+    if cur.is_some_and(|c| c.host == ep.host && c.port == ep.port) {
+        return Ok(());
+    }
+    let api: Api<KamajiControlPlane> = Api::namespaced(ctx.client.clone(), &kcp_ns(kcp));
+    let body = json!({"spec": {"controlPlaneEndpoint": {"host": ep.host, "port": ep.port}}});
+    api.patch(
+        &kcp.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&body),
+    )
+    .await?;
+    Ok(())
+}
+
+/// `KubeadmResourcesCreated` from publishing the Secrets: waiting for Kamaji is no failure.
+async fn secrets_condition(
+    kcp: &KamajiControlPlane,
+    ctx: &Ctx,
+    published: Result<(), Error>,
+    observed: &Observed,
+    conds: &mut Vec<Cond>,
+) -> Result<(), Error> {
+    match published {
+        Ok(()) => conds.push(yes("KubeadmResourcesCreated", "Succeeded")),
+        Err(Error::Waiting(m)) => conds.push(no("KubeadmResourcesCreated", "WaitingForKamaji", m)),
+        Err(e) => {
+            conds.push(no("KubeadmResourcesCreated", "Failed", e.to_string()));
+            write_status_obs(kcp, ctx, observed, conds).await?;
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Initialized once Ready for the first time; Ready (and Available) needs the version status
+/// `Ready` or `Upgrading` and at least one available replica.
+fn readiness_conditions(tcp: &Value, observed: &Observed, conds: &mut Vec<Cond>) {
+    if observed.initialized {
+        conds.push(yes("KamajiControlPlaneIsInitialized", "Succeeded"));
+    } else {
+        conds.push(no(
+            "KamajiControlPlaneIsInitialized",
+            "Pending",
+            "waiting for the TenantControlPlane to be Ready for the first time",
+        ));
+    }
+    if observed.ready {
+        conds.push(yes("KamajiControlPlaneIsReady", "Succeeded"));
+        conds.push(yes("Available", "Available"));
+    } else {
+        let why = format!(
+            "TenantControlPlane version status is {:?} with {} available replica(s); ready needs Ready or Upgrading and at least one available replica",
+            tcp["status"]["kubernetesResources"]["version"]["status"]
+                .as_str()
+                .unwrap_or("unknown"),
+            observed.available_replicas.unwrap_or(0)
+        );
+        conds.push(no("KamajiControlPlaneIsReady", "Pending", why.clone()));
+        conds.push(no("Available", "NotAvailable", why));
+    }
+}

@@ -1,0 +1,199 @@
+//! The Secrets CAPI reads: `<cluster>-kubeconfig` and `<cluster>-ca`, copied from Kamaji's.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::{CLUSTER_NAME_LABEL, Ctx, MANAGER, TcpPlace, kcp_ns};
+use crate::Error;
+use crate::api::v1alpha2::KamajiControlPlane;
+use crate::tcp::KUBECONFIG_KEY_ANNOTATION;
+
+fn secret_labels(cluster: &str, tcp: &str, which: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (CLUSTER_NAME_LABEL.to_string(), cluster.to_string()),
+        (
+            "kamaji.clastix.io/component".to_string(),
+            "capi".to_string(),
+        ),
+        ("kamaji.clastix.io/secret".to_string(), which.to_string()),
+        ("kamaji.clastix.io/cluster".to_string(), cluster.to_string()),
+        ("kamaji.clastix.io/tcp".to_string(), tcp.to_string()),
+    ])
+}
+
+/// Where the copies go: the KCP's namespace, owned by the KCP, labelled for the cluster.
+struct Copies<'a> {
+    api: Api<Secret>,
+    ns: String,
+    cluster: &'a str,
+    tcp_name: &'a str,
+    owner: Option<OwnerReference>,
+}
+
+impl Copies<'_> {
+    /// A `cluster.x-k8s.io/secret` named `name` holding `data`.
+    fn secret(
+        &self,
+        name: &str,
+        labels: BTreeMap<String, String>,
+        data: BTreeMap<String, ByteString>,
+    ) -> Secret {
+        let mut s = Secret::default();
+        s.metadata.name = Some(name.to_string());
+        s.metadata.namespace = Some(self.ns.clone());
+        s.metadata.labels = Some(labels);
+        s.metadata.owner_references = self.owner.clone().map(|o| vec![o]);
+        s.type_ = Some("cluster.x-k8s.io/secret".into());
+        s.data = Some(data);
+        s
+    }
+}
+
+/// Copies Kamaji's admin kubeconfig and CA into `<cluster>-kubeconfig` and `<cluster>-ca`.
+pub(super) async fn publish_secrets(
+    kcp: &KamajiControlPlane,
+    ctx: &Ctx,
+    cluster: &str,
+    tcp: &Value,
+    place: &TcpPlace,
+) -> Result<(), Error> {
+    let ns = kcp_ns(kcp);
+    let tcp_name = tcp["metadata"]["name"].as_str().unwrap_or_default();
+    let kc_name = tcp["status"]["kubeconfig"]["admin"]["secretName"]
+        .as_str()
+        .unwrap_or_default();
+    let ca_name = tcp["status"]["certificates"]["ca"]["secretName"]
+        .as_str()
+        .unwrap_or_default();
+    if kc_name.is_empty() || ca_name.is_empty() {
+        return Err(Error::Waiting(
+            "waiting for Kamaji to publish the admin kubeconfig and CA Secret names in the TenantControlPlane status".into(),
+        ));
+    }
+    let src: Api<Secret> = Api::namespaced(place.client.clone(), &place.ns);
+    let to = Copies {
+        api: Api::namespaced(ctx.client.clone(), &ns),
+        ns,
+        cluster,
+        tcp_name,
+        owner: kcp.controller_owner_ref(&()),
+    };
+    copy_kubeconfig(kcp, &src, &place.ns, kc_name, &to).await?;
+    copy_ca(&src, &place.ns, ca_name, &to, place.remote).await
+}
+
+/// The admin-kubeconfig key copied: the annotation's, else `admin.svc` when the KCP sets an
+/// advertise address, else `admin.conf`.
+fn kubeconfig_key(kcp: &KamajiControlPlane) -> String {
+    kcp.annotations()
+        .get(KUBECONFIG_KEY_ANNOTATION)
+        .cloned()
+        .unwrap_or_else(|| {
+            let adv = kcp
+                .spec
+                .fields
+                .network
+                .as_ref()
+                .is_some_and(|n| !n.advertise_address.is_empty());
+            if adv { "admin.svc" } else { "admin.conf" }.to_string()
+        })
+}
+
+/// `<cluster>-kubeconfig` from one key of Kamaji's admin-kubeconfig Secret.
+async fn copy_kubeconfig(
+    kcp: &KamajiControlPlane,
+    src: &Api<Secret>,
+    tcp_ns: &str,
+    kc_name: &str,
+    to: &Copies<'_>,
+) -> Result<(), Error> {
+    let key = kubeconfig_key(kcp);
+    let Some(kc) = src.get_opt(kc_name).await? else {
+        return Err(Error::Waiting(format!(
+            "waiting for Kamaji's Secret {tcp_ns}/{kc_name}"
+        )));
+    };
+    let Some(value) = kc.data.as_ref().and_then(|d| d.get(&key)).cloned() else {
+        return Err(Error::Other(format!(
+            "Secret {tcp_ns}/{kc_name} has no key {key:?} (chosen by the {KUBECONFIG_KEY_ANNOTATION} annotation or the default); set the annotation to one of its keys"
+        )));
+    };
+    let target = format!("{}-kubeconfig", to.cluster);
+    let labels = secret_labels(to.cluster, to.tcp_name, "kubeconfig");
+    let data = BTreeMap::from([("value".to_string(), value)]);
+    apply_secret(&to.api, &target, to.secret(&target, labels, data)).await
+}
+
+/// `<cluster>-ca` (`tls.crt`, `tls.key`) from Kamaji's CA Secret, unless that Secret already is
+/// `<cluster>-ca` or a TenantControlPlane owns the one there.
+async fn copy_ca(
+    src: &Api<Secret>,
+    tcp_ns: &str,
+    ca_name: &str,
+    to: &Copies<'_>,
+    remote: bool,
+) -> Result<(), Error> {
+    let target = format!("{}-ca", to.cluster);
+    if !remote && target == ca_name {
+        return Ok(()); // Kamaji's own `<tcp>-ca` already is `<cluster>-ca`.
+    }
+    if let Some(existing) = to.api.get_opt(&target).await?
+        && existing
+            .owner_references()
+            .first()
+            .is_some_and(|o| o.kind == "TenantControlPlane")
+    {
+        return Ok(());
+    }
+    let Some(ca) = src.get_opt(ca_name).await? else {
+        return Err(Error::Waiting(format!(
+            "waiting for Kamaji's Secret {tcp_ns}/{ca_name}"
+        )));
+    };
+    let data = ca.data.clone().unwrap_or_default();
+    let (Some(crt), Some(key)) = (data.get("ca.crt"), data.get("ca.key")) else {
+        return Err(Error::Waiting(format!(
+            "Kamaji's Secret {tcp_ns}/{ca_name} has no ca.crt/ca.key yet"
+        )));
+    };
+    let mut labels = ca.labels().clone();
+    labels.extend(secret_labels(to.cluster, to.tcp_name, "ca"));
+    let data = BTreeMap::from([
+        ("tls.crt".to_string(), ByteString(crt.0.clone())),
+        ("tls.key".to_string(), ByteString(key.0.clone())),
+    ]);
+    apply_secret(&to.api, &target, to.secret(&target, labels, data)).await
+}
+
+/// Applies `s` server-side, skipping the request when nothing would change.
+async fn apply_secret(api: &Api<Secret>, name: &str, s: Secret) -> Result<(), Error> {
+    if let Some(cur) = api.get_opt(name).await? {
+        let same_data = cur.data == s.data && cur.type_ == s.type_;
+        let labels_ok = s
+            .metadata
+            .labels
+            .iter()
+            .flatten()
+            .all(|(k, v)| cur.labels().get(k) == Some(v));
+        let owner_ok = s.metadata.owner_references.iter().flatten().all(|o| {
+            cur.owner_references()
+                .iter()
+                .any(|c| c.uid == o.uid && c.controller == Some(true))
+        });
+        if same_data && labels_ok && owner_ok {
+            return Ok(());
+        }
+    }
+    let mut v = serde_json::to_value(&s).map_err(|e| Error::Other(e.to_string()))?;
+    v["apiVersion"] = json!("v1");
+    v["kind"] = json!("Secret");
+    let pp = PatchParams::apply(MANAGER).force();
+    api.patch(name, &pp, &Patch::Apply(&v)).await?;
+    Ok(())
+}

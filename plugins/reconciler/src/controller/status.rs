@@ -1,0 +1,294 @@
+//! The KamajiControlPlane status: the observed TenantControlPlane state and the conditions of a
+//! reconcile, written in the shape of the served CAPI contract, and only when something changed.
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::discover::ar;
+use super::{Cond, Contract, Ctx, kcp_ns};
+use crate::Error;
+use crate::api::v1alpha2::{Condition, KamajiControlPlane};
+
+/// Observed TCP state copied into the KCP status.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Observed {
+    pub(super) initialized: bool,
+    pub(super) ready: bool,
+    pub(super) version: String,
+    pub(super) replicas: Option<i64>,
+    pub(super) ready_replicas: Option<i64>,
+    pub(super) available_replicas: Option<i64>,
+    pub(super) updated_replicas: Option<i64>,
+    pub(super) unavailable_replicas: Option<i64>,
+    pub(super) selector: Option<String>,
+}
+
+pub(super) fn observe(tcp: &Value, kcp: &KamajiControlPlane, contract: Contract) -> Observed {
+    let kr = &tcp["status"]["kubernetesResources"];
+    let vs = kr["version"]["status"].as_str().unwrap_or_default();
+    let dep = &kr["deployment"];
+    // Kamaji inlines the Deployment's status, whose counts are `omitempty` (k8s.io/api apps/v1
+    // DeploymentStatus): once the Deployment's status is there, a missing count is 0 (a
+    // scaled-down control plane has none at all), or a merge patch would keep the old counts.
+    let count = |k: &str| dep.is_object().then(|| dep[k].as_i64().unwrap_or(0));
+    let available = count("availableReplicas");
+    let prev_init = kcp.status.as_ref().is_some_and(|s| match contract {
+        Contract::V1Beta2 => s
+            .initialization
+            .as_ref()
+            .and_then(|i| i.control_plane_initialized)
+            .unwrap_or(false),
+        Contract::V1Beta1 => s.initialized.unwrap_or(false),
+    });
+    Observed {
+        initialized: prev_init || vs == "Ready",
+        ready: matches!(vs, "Ready" | "Upgrading") && available.unwrap_or(0) > 0,
+        version: kr["version"]["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        replicas: count("replicas"),
+        ready_replicas: count("readyReplicas"),
+        available_replicas: available,
+        updated_replicas: count("updatedReplicas"),
+        unavailable_replicas: count("unavailableReplicas"),
+        selector: dep["selector"].as_str().map(str::to_string),
+    }
+}
+
+pub(super) fn has_condition(kcp: &KamajiControlPlane, c: &Cond) -> bool {
+    kcp.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|x| x.type_ == c.type_ && x.reason == c.reason && (x.status == "True") == c.ok)
+    })
+}
+
+pub(super) async fn event(
+    ctx: &Ctx,
+    kcp: &KamajiControlPlane,
+    t: EventType,
+    reason: &str,
+    note: &str,
+) {
+    let ev = Event {
+        type_: t,
+        reason: reason.into(),
+        note: Some(note.chars().take(1000).collect()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &kcp.object_ref(&())).await {
+        tracing::warn!("publishing an event failed: {e}");
+    }
+}
+
+/// Writes the status from the TCP `existing` (if any) plus conditions.
+pub(super) async fn write_status(
+    kcp: &KamajiControlPlane,
+    ctx: &Ctx,
+    tcp: Option<&Value>,
+    conds: &[Cond],
+) -> Result<(), Error> {
+    let obs = tcp
+        .map(|t| observe(t, kcp, ctx.disc.contract))
+        .unwrap_or_else(|| Observed {
+            initialized: observe(&Value::Null, kcp, ctx.disc.contract).initialized,
+            version: kcp
+                .status
+                .as_ref()
+                .map(|s| s.version.clone())
+                .unwrap_or_default(),
+            ..Default::default()
+        });
+    write_status_obs(kcp, ctx, &obs, conds).await
+}
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Merges `conds` into the existing conditions (keeping transition times of unchanged ones) and
+/// writes the status in the shape of the served contract, only when it changed.
+pub(super) async fn write_status_obs(
+    kcp: &KamajiControlPlane,
+    ctx: &Ctx,
+    obs: &Observed,
+    conds: &[Cond],
+) -> Result<(), Error> {
+    let existing = kcp.status.clone().unwrap_or_default();
+    let contract = ctx.disc.contract;
+    let merged = merge_conditions(&existing.conditions, conds, contract, kcp.meta().generation);
+    let status = status_body(contract, obs, merged);
+    // Compare with what is there, ignoring transition times of unchanged conditions (kept).
+    let current = serde_json::to_value(&existing).unwrap_or(Value::Null);
+    if status_subset(&status, &current) {
+        return Ok(());
+    }
+    patch_status(kcp, ctx, status).await
+}
+
+/// The conditions of this reconcile (the first of each type), then the existing ones of other
+/// types. A condition keeps its transition time while its status stays the same.
+fn merge_conditions(
+    existing: &[Condition],
+    conds: &[Cond],
+    contract: Contract,
+    generation: Option<i64>,
+) -> Vec<Value> {
+    let mut merged: Vec<Value> = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    let ts = now();
+    for c in conds {
+        if seen.contains(&c.type_) {
+            continue;
+        }
+        seen.push(c.type_);
+        let status = if c.ok { "True" } else { "False" };
+        let prev = existing.iter().find(|x| x.type_ == c.type_);
+        let ltt = match prev {
+            Some(p) if p.status == status => p.last_transition_time.clone(),
+            _ => ts.clone(),
+        };
+        let mut v = json!({
+            "type": c.type_, "status": status, "reason": c.reason,
+            "message": c.message, "lastTransitionTime": ltt,
+        });
+        match contract {
+            Contract::V1Beta2 => v["observedGeneration"] = json!(generation),
+            Contract::V1Beta1 => {
+                if !c.ok {
+                    v["severity"] = json!(if c.reason == "Failed" {
+                        "Error"
+                    } else {
+                        "Info"
+                    });
+                }
+            }
+        }
+        merged.push(v);
+    }
+    for x in existing {
+        if !seen.contains(&x.type_.as_str()) {
+            merged.push(serde_json::to_value(x).unwrap_or(Value::Null));
+        }
+    }
+    merged
+}
+
+/// The status in the contract's shape: v1alpha2 (`initialization`, optional counters) or
+/// v1alpha1 (`initialized`, plain counters).
+fn status_body(contract: Contract, obs: &Observed, conditions: Vec<Value>) -> Value {
+    let mut s = match contract {
+        Contract::V1Beta2 => {
+            let mut s = json!({
+                "ready": obs.ready,
+                "version": obs.version,
+                "externalManagedControlPlane": true,
+                "conditions": conditions,
+            });
+            if obs.initialized {
+                s["initialization"] = json!({"controlPlaneInitialized": true});
+            }
+            for (k, v) in [
+                ("replicas", obs.replicas),
+                ("readyReplicas", obs.ready_replicas),
+                ("availableReplicas", obs.available_replicas),
+                ("upToDateReplicas", obs.updated_replicas),
+            ] {
+                if let Some(v) = v {
+                    s[k] = json!(v);
+                }
+            }
+            s
+        }
+        Contract::V1Beta1 => json!({
+            "initialized": obs.initialized,
+            "ready": obs.ready,
+            "version": obs.version,
+            "externalManagedControlPlane": true,
+            "replicas": obs.replicas.unwrap_or(0),
+            "readyReplicas": obs.ready_replicas.unwrap_or(0),
+            "unavailableReplicas": obs.unavailable_replicas.unwrap_or(0),
+            "updatedReplicas": obs.updated_replicas.unwrap_or(0),
+            "conditions": conditions,
+        }),
+    };
+    if let Some(sel) = &obs.selector {
+        s["selector"] = json!(sel);
+    }
+    s
+}
+
+/// Merge-patches the status subresource at the API version of the served contract (a KCP deleted
+/// meanwhile is no error).
+async fn patch_status(kcp: &KamajiControlPlane, ctx: &Ctx, status: Value) -> Result<(), Error> {
+    let (ver, api_version) = match ctx.disc.contract {
+        Contract::V1Beta2 => ("v1alpha2", "controlplane.cluster.x-k8s.io/v1alpha2"),
+        Contract::V1Beta1 => ("v1alpha1", "controlplane.cluster.x-k8s.io/v1alpha1"),
+    };
+    let r = ar(
+        "controlplane.cluster.x-k8s.io",
+        ver,
+        "KamajiControlPlane",
+        "kamajicontrolplanes",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &kcp_ns(kcp), &r);
+    let body = json!({"apiVersion": api_version, "kind": "KamajiControlPlane", "status": status});
+    match api
+        .patch_status(
+            &kcp.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether every field of `want` already has that value in `have` (conditions compared by
+/// type, status, reason and message).
+fn status_subset(want: &Value, have: &Value) -> bool {
+    let Some(w) = want.as_object() else {
+        return false;
+    };
+    for (k, v) in w {
+        let h = &have[k];
+        if k == "conditions" {
+            let (Some(wa), Some(ha)) = (v.as_array(), h.as_array()) else {
+                return false;
+            };
+            if wa.len() != ha.len() {
+                return false;
+            }
+            for c in wa {
+                let found = ha.iter().any(|x| {
+                    x["type"] == c["type"]
+                        && x["status"] == c["status"]
+                        && x["reason"] == c["reason"]
+                        && x["message"].as_str().unwrap_or_default()
+                            == c["message"].as_str().unwrap_or_default()
+                        && (c.get("observedGeneration").is_none()
+                            || x["observedGeneration"] == c["observedGeneration"])
+                });
+                if !found {
+                    return false;
+                }
+            }
+        } else if v.is_object() {
+            if !status_subset(v, h) {
+                return false;
+            }
+        } else if h != v {
+            return false;
+        }
+    }
+    true
+}

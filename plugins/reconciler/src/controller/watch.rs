@@ -1,0 +1,198 @@
+//! Start-up and the watches: each watched object is mapped back to the KamajiControlPlanes whose
+//! outcome it can change, so that nothing is polled.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::{DynamicResourceScope, NamespaceResourceScope, PartialObjectMeta};
+use kube::runtime::controller::Controller;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+
+use super::reconcile::{error_policy, reconcile};
+use super::{CLUSTER_NAME_LABEL, Config, Ctx, MANAGER, discover};
+use crate::Error;
+use crate::api::v1alpha2::KamajiControlPlane;
+use crate::metrics::Metrics;
+
+/// Runs the controller until a shutdown signal. `ready` is set once the watches are running.
+pub async fn run(
+    client: Client,
+    cfg: Config,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+) -> Result<(), Error> {
+    let disc = discover(&client, &cfg).await?;
+    tracing::info!(
+        contract = ?disc.contract,
+        tcp_version = %disc.tcp.version,
+        infra_kinds = ?disc.infra.keys().collect::<Vec<_>>(),
+        "discovered"
+    );
+    let ctx = Arc::new(Ctx {
+        recorder: Recorder::new(client.clone(), Reporter::from(MANAGER)),
+        client,
+        cfg,
+        disc,
+        metrics,
+        clusters: Mutex::new(HashMap::new()),
+        failures: Mutex::new(HashMap::new()),
+    });
+    let controller = watches(&ctx);
+    ready.store(true, Ordering::SeqCst);
+    controller
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            match r {
+                Ok((o, _)) => tracing::debug!(kcp = %o, "reconciled"),
+                Err(e) => tracing::debug!("reconcile: {e}"),
+            }
+        })
+        .await;
+    Ok(())
+}
+
+/// Every watch runs in one namespace (`--namespace`) or in all.
+struct Scope {
+    client: Client,
+    ns: Option<String>,
+}
+
+impl Scope {
+    fn typed<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        match &self.ns {
+            Some(n) => Api::namespaced(self.client.clone(), n),
+            None => Api::all(self.client.clone()),
+        }
+    }
+
+    fn dynamic<K>(&self, r: &ApiResource) -> Api<K>
+    where
+        K: Resource<Scope = DynamicResourceScope, DynamicType = ApiResource>,
+    {
+        match &self.ns {
+            Some(n) => Api::namespaced_with(self.client.clone(), n, r),
+            None => Api::all_with(self.client.clone(), r),
+        }
+    }
+}
+
+/// The KamajiControlPlane controller with its watches: TenantControlPlanes, Secrets and
+/// infrastructure clusters as metadata only, Clusters in full (their `spec.controlPlaneRef`).
+fn watches(ctx: &Arc<Ctx>) -> Controller<KamajiControlPlane> {
+    let scope = Scope {
+        client: ctx.client.clone(),
+        ns: ctx.cfg.namespace.clone(),
+    };
+    let disc = &ctx.disc;
+    let wc = watcher::Config::default().any_semantic();
+    let mut controller = Controller::new(scope.typed::<KamajiControlPlane>(), wc.clone())
+        .with_config(
+            kube::runtime::controller::Config::default().concurrency(ctx.cfg.concurrency.max(1)),
+        );
+
+    // TenantControlPlanes (owned: controller ownerReference to the KCP).
+    let tcps = scope.dynamic::<PartialObjectMeta<DynamicObject>>(&disc.tcp);
+    controller = controller.watches_with(tcps, disc.tcp.clone(), wc.clone(), |o| {
+        owner_kcp(o.meta()).into_iter()
+    });
+
+    // Secrets: our copies (owned by the KCP) and Kamaji's sources (owned by the TCP, whose name
+    // is the KCP's).
+    let secrets = scope.typed::<PartialObjectMeta<Secret>>();
+    controller = controller.watches(secrets, wc.clone(), |s| secret_kcps(s.meta()).into_iter());
+
+    // Clusters: map to the KCP named by spec.controlPlaneRef, remembering the pair.
+    let ctx_c = ctx.clone();
+    let clusters = scope.dynamic::<DynamicObject>(&disc.cluster);
+    controller = controller.watches_with(clusters, disc.cluster.clone(), wc.clone(), move |c| {
+        cluster_kcp(&ctx_c, &c).into_iter()
+    });
+
+    // Infrastructure clusters: map through their Cluster (ownerReference or label).
+    if !ctx.cfg.skip_infra_patch {
+        for res in disc.infra.values() {
+            let ctx_i = ctx.clone();
+            let objs = scope.dynamic::<PartialObjectMeta<DynamicObject>>(res);
+            controller = controller.watches_with(objs, res.clone(), wc.clone(), move |o| {
+                infra_kcp(&ctx_i, o.meta()).into_iter()
+            });
+        }
+    }
+    controller
+}
+
+fn owner_kcp(m: &kube::core::ObjectMeta) -> Vec<ObjectRef<KamajiControlPlane>> {
+    let ns = m.namespace.clone().unwrap_or_default();
+    m.owner_references
+        .iter()
+        .flatten()
+        .filter(|o| {
+            o.kind == "KamajiControlPlane"
+                && o.api_version.starts_with("controlplane.cluster.x-k8s.io/")
+        })
+        .map(|o| ObjectRef::new(&o.name).within(&ns))
+        .collect()
+}
+
+/// A Secret's KCP: its owner, or the TenantControlPlane owning it (named like its KCP).
+fn secret_kcps(m: &kube::core::ObjectMeta) -> Vec<ObjectRef<KamajiControlPlane>> {
+    let ns = m.namespace.clone().unwrap_or_default();
+    let mut out = owner_kcp(m);
+    for o in m.owner_references.iter().flatten() {
+        if o.kind == "TenantControlPlane" && o.api_version.starts_with("kamaji.clastix.io/") {
+            out.push(ObjectRef::new(&o.name).within(&ns));
+        }
+    }
+    out
+}
+
+/// A Cluster's KCP (its `spec.controlPlaneRef`), remembered for [`infra_kcp`].
+fn cluster_kcp(ctx: &Ctx, c: &DynamicObject) -> Option<ObjectRef<KamajiControlPlane>> {
+    let ns = c.namespace().unwrap_or_default();
+    let r = &c.data["spec"]["controlPlaneRef"];
+    let kind_ok = r["kind"] == "KamajiControlPlane";
+    let name = r["name"].as_str().unwrap_or_default().to_string();
+    if !kind_ok || name.is_empty() {
+        return None;
+    }
+    if let Ok(mut m) = ctx.clusters.lock() {
+        m.insert((ns.clone(), c.name_any()), name.clone());
+    }
+    Some(ObjectRef::new(&name).within(&ns))
+}
+
+/// An infrastructure cluster's KCP, through its Cluster (ownerReference, else the cluster-name
+/// label) and the Clusters seen so far.
+fn infra_kcp(ctx: &Ctx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<KamajiControlPlane>> {
+    let ns = m.namespace.clone().unwrap_or_default();
+    let cluster = m
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.kind == "Cluster" && r.api_version.starts_with("cluster.x-k8s.io/"))
+        .map(|r| r.name.clone())
+        .or_else(|| {
+            m.labels
+                .as_ref()
+                .and_then(|l| l.get(CLUSTER_NAME_LABEL).cloned())
+        });
+    let kcp = cluster.and_then(|c| {
+        ctx.clusters
+            .lock()
+            .ok()
+            .and_then(|idx| idx.get(&(ns.clone(), c)).cloned())
+    });
+    kcp.map(|k: String| ObjectRef::new(&k).within(&ns))
+}
