@@ -184,10 +184,38 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         }
         None => plan::preview(&t.cluster, &mds, &machines, None),
     };
-
     let td = teardown::plan(&t.conn, &t.apis, &t.namespace, &t.name, Vec::new()).await?;
+    let replicas = cp.as_ref().and_then(|(_, v)| fields::replicas(v).desired);
+    let text = preview_text(&preview, replicas, lists.is_some(), &td);
+    shared::render::raw(text.as_bytes());
+    if !args.yes && !args.dry_run.is_dry() && !confirmed(&t)? {
+        shared::render::line("cancelled; nothing was deleted");
+        return Ok(());
+    }
+    execute(args, &t, &td).await?;
+    if args.dry_run.is_dry() {
+        return Ok(());
+    }
+    remove_merged_context(&args.kube, &t.name)?;
+    let result = if args.wait {
+        wait_gone(&t, args.timeout).await
+    } else {
+        Ok(())
+    };
+    if args.cleanup_bootstrap_kubeconfigs {
+        cleanup_bootstrap_kubeconfigs(&t).await?;
+    }
+    result
+}
 
-    // What goes.
+/// What goes, as the question's preamble. `replicas` are the control plane's; `byoh` whether
+/// BYOH is installed (then released hosts are listed).
+fn preview_text(
+    preview: &plan::DeletePreview,
+    replicas: Option<i64>,
+    byoh: bool,
+    td: &teardown::Teardown,
+) -> String {
     let mut s = format!(
         "Deleting cluster {}/{} deletes (Cluster API cascades from the Cluster):\n",
         preview.namespace, preview.cluster
@@ -197,9 +225,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     }
     s.push_str(&format!("  Cluster:            {}\n", preview.cluster));
     if let Some(c) = &preview.control_plane {
-        let replicas = cp
-            .as_ref()
-            .and_then(|(_, v)| fields::replicas(v).desired)
+        let replicas = replicas
             .map(|n| format!(" ({n} replicas)"))
             .unwrap_or_default();
         s.push_str(&format!(
@@ -225,16 +251,9 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         preview.machines.len()
     ));
     for m in &preview.machines {
-        let mut extra = vec![m.role.clone()];
-        if let Some(n) = &m.node {
-            extra.push(format!("node {n}"));
-        }
-        if let Some(h) = &m.host {
-            extra.push(format!("host {h}"));
-        }
-        s.push_str(&format!("    {} ({})\n", m.name, extra.join(", ")));
+        s.push_str(&machine_line(m));
     }
-    if lists.is_some() {
+    if byoh {
         s.push_str(&format!(
             "  Hosts released:     {}{}\n",
             preview.hosts_to_release.len(),
@@ -264,57 +283,53 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     }
     s.push_str(&format!(
         "  Kubeconfig context: {} (if kubeconfig --merge added it)\n",
-        context_name(&t.name)
+        context_name(&preview.cluster)
     ));
-    shared::render::raw(s.as_bytes());
+    s
+}
 
-    if !args.yes && !args.dry_run.is_dry() {
-        if !std::io::stdin().is_terminal() {
-            return Err(Error::Usage {
-                message: format!(
-                    "refusing to delete cluster {} without confirmation: stdin is not a terminal",
-                    t.name
-                ),
-                hint: Some("pass --yes to delete without asking".into()),
-            });
-        }
-        if !shared::render::confirm(&format!("Delete cluster {}/{}?", t.namespace, t.name))? {
-            shared::render::line("cancelled; nothing was deleted");
-            return Ok(());
-        }
+/// `    name (role, node n, host h)`.
+fn machine_line(m: &plan::MachineToDelete) -> String {
+    let mut extra = vec![m.role.clone()];
+    if let Some(n) = &m.node {
+        extra.push(format!("node {n}"));
     }
+    if let Some(h) = &m.host {
+        extra.push(format!("host {h}"));
+    }
+    format!("    {} ({})\n", m.name, extra.join(", "))
+}
 
-    let write = shared::api::Write {
-        manager: crate::day2::FIELD_MANAGER,
-        dry_run: args.dry_run == DryRun::Server,
-        force: false,
-    };
-    if args.dry_run == DryRun::Client {
-        for d in td.deleted() {
-            let shown = display_name(&d.ar.kind, &d.ar.api_version, &d.name);
-            shared::render::line(&format!("{shown} deleted{}", args.dry_run.suffix()));
-        }
-        return Ok(());
+/// Asks on a terminal; without one, refuses (exit 2) and points at `--yes`.
+fn confirmed(t: &Target) -> Result<bool, Error> {
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::Usage {
+            message: format!(
+                "refusing to delete cluster {} without confirmation: stdin is not a terminal",
+                t.name
+            ),
+            hint: Some("pass --yes to delete without asking".into()),
+        });
     }
-    teardown::execute(&t.conn, &td, write, |d| {
+    shared::render::confirm(&format!("Delete cluster {}/{}?", t.namespace, t.name))
+}
+
+/// Runs the teardown, or with `--dry-run=client` only says what it would delete.
+async fn execute(args: &Args, t: &Target, td: &teardown::Teardown) -> Result<(), Error> {
+    let say = |d: &teardown::Part| {
         let shown = display_name(&d.ar.kind, &d.ar.api_version, &d.name);
         shared::render::line(&format!("{shown} deleted{}", args.dry_run.suffix()));
-    })
-    .await?;
-    if args.dry_run.is_dry() {
+    };
+    if args.dry_run == DryRun::Client {
+        td.deleted().for_each(say);
         return Ok(());
     }
-    remove_merged_context(&args.kube, &t.name)?;
-
-    let result = if args.wait {
-        wait_gone(&t, args.timeout).await
-    } else {
-        Ok(())
+    let write = shared::api::Write {
+        manager: crate::day2::FIELD_MANAGER,
+        dry_run: args.dry_run.server(),
+        force: false,
     };
-    if args.cleanup_bootstrap_kubeconfigs {
-        cleanup_bootstrap_kubeconfigs(&t).await?;
-    }
-    result
+    teardown::execute(&t.conn, td, write, say).await
 }
 
 /// Follows the teardown; on timeout names the hosts still Releasing and the stuck objects.
