@@ -108,19 +108,20 @@ async fn client(args: &Args, metrics: Arc<Metrics>) -> Result<kube::Client> {
     Ok(kamaji_reconciler::metrics::counting_client(cfg, metrics)?)
 }
 
-async fn real_main(args: Args) -> Result<()> {
-    if args.print_crds {
-        for c in kamaji_reconciler::try_crds()? {
-            let mut v = serde_json::to_value(&c)?;
-            v["apiVersion"] = "apiextensions.k8s.io/v1".into();
-            v["kind"] = "CustomResourceDefinition".into();
-            print!("---\n{}", serde_saphyr::to_string(&v)?);
-        }
-        return Ok(());
+/// `--print-crds`: the CRDs as a YAML stream.
+fn print_crds() -> Result<()> {
+    for c in kamaji_reconciler::try_crds()? {
+        let mut v = serde_json::to_value(&c)?;
+        v["apiVersion"] = "apiextensions.k8s.io/v1".into();
+        v["kind"] = "CustomResourceDefinition".into();
+        print!("---\n{}", serde_saphyr::to_string(&v)?);
     }
-    let metrics = Arc::new(Metrics::default());
-    let client = client(&args, metrics.clone()).await?;
-    let ready = Arc::new(AtomicBool::new(false));
+    Ok(())
+}
+
+/// Starts `/healthz`, `/readyz` and `/metrics` on each distinct bind address (both flags may
+/// name the same one).
+fn serve_http(args: &Args, metrics: &Arc<Metrics>, ready: &Arc<AtomicBool>) -> Result<()> {
     let mut addrs = Vec::new();
     for a in [&args.metrics_bind_address, &args.health_probe_bind_address] {
         if let Some(a) = parse_addr(a)?
@@ -137,62 +138,92 @@ async fn real_main(args: Args) -> Result<()> {
             }
         });
     }
-    let lost = if args.leader_elect {
-        let id = std::env::var("POD_NAME").unwrap_or_else(|_| {
-            format!(
-                "{}-{}",
-                std::env::var("HOSTNAME").unwrap_or_else(|_| "kamaji-reconciler".into()),
-                std::process::id()
-            )
-        });
-        Some(leader::acquire(client.clone(), &args.leader_election_namespace, id).await?)
-    } else {
-        None
-    };
-    let cfg = Config {
+    Ok(())
+}
+
+/// With `--leader-elect`, waits for the Lease; the handle ends when the Lease is lost.
+async fn leader_lease(
+    args: &Args,
+    client: &kube::Client,
+) -> Result<Option<tokio::task::JoinHandle<()>>> {
+    if !args.leader_elect {
+        return Ok(None);
+    }
+    let id = std::env::var("POD_NAME").unwrap_or_else(|_| {
+        format!(
+            "{}-{}",
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "kamaji-reconciler".into()),
+            std::process::id()
+        )
+    });
+    Ok(Some(
+        leader::acquire(client.clone(), &args.leader_election_namespace, id).await?,
+    ))
+}
+
+fn config(args: &Args) -> Config {
+    Config {
         namespace: args.namespace.clone(),
         extra_infra_kinds: args.dynamic_infrastructure_clusters.clone(),
         skip_infra_patch: args.skip_infra_cluster_patch,
         external_cluster_reference: args.external_cluster_reference,
         external_cluster_reference_cross_namespace: args.external_cluster_reference_cross_namespace,
         concurrency: args.max_concurrent_reconciles,
-    };
-    let run = controller::run(client, cfg, metrics.clone(), ready.clone());
-    let lost = async move {
-        match lost {
-            Some(h) => {
-                let _ = h.await;
-            }
-            None => std::future::pending::<()>().await,
+    }
+}
+
+/// Ends when the leader-election Lease is lost (never without leader election).
+async fn lease_lost(lease: Option<tokio::task::JoinHandle<()>>) {
+    match lease {
+        Some(h) => {
+            let _ = h.await;
         }
-    };
-    let timer = async {
-        match args.exit_after {
-            Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
-            None => std::future::pending::<()>().await,
-        }
-    };
-    // kube-runtime shuts the controller down gracefully on SIGINT/SIGTERM; should a reconcile
-    // hang there, exit anyway after a grace period, as a Deployment's pod must.
-    let signalled = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {},
-                    _ = term.recv() => {},
-                }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+/// Ends `seconds` after the start (`--exit-after`; never without it).
+async fn exit_timer(seconds: Option<u64>) {
+    match seconds {
+        Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
+        None => std::future::pending::<()>().await,
+    }
+}
+
+/// Ends 5 s after SIGINT or SIGTERM. kube-runtime shuts the controller down gracefully on
+/// either; should a reconcile hang there, the process exits anyway, as a Deployment's pod must.
+async fn shutdown_grace_over() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {},
+                _ = term.recv() => {},
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
         }
-        tokio::time::sleep(Duration::from_secs(5)).await;
-    };
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+}
+
+/// The process: HTTP endpoints, leader election, then the controller until it stops, the
+/// shutdown grace period ends, the Lease is lost or `--exit-after` expires.
+async fn real_main(args: Args) -> Result<()> {
+    if args.print_crds {
+        return print_crds();
+    }
+    let metrics = Arc::new(Metrics::default());
+    let client = client(&args, metrics.clone()).await?;
+    let ready = Arc::new(AtomicBool::new(false));
+    serve_http(&args, &metrics, &ready)?;
+    let lease = leader_lease(&args, &client).await?;
+    let run = controller::run(client, config(&args), metrics.clone(), ready.clone());
     tokio::select! {
         r = run => r?,
-        _ = signalled => tracing::warn!("shutdown grace period over; exiting"),
-        _ = lost => anyhow::bail!("lost the leader-election Lease; exiting so that another replica takes over"),
-        _ = timer => {
+        _ = shutdown_grace_over() => tracing::warn!("shutdown grace period over; exiting"),
+        _ = lease_lost(lease) => anyhow::bail!("lost the leader-election Lease; exiting so that another replica takes over"),
+        _ = exit_timer(args.exit_after) => {
             eprintln!(
                 "kamaji-reconciler: reconciles={} errors={} api_requests={} peak_rss_kib={}",
                 metrics.reconciles.load(Ordering::Relaxed),
