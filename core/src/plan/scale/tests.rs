@@ -1,5 +1,7 @@
 use super::*;
 use crate::plan::Severity;
+use crate::plan::hosts::Inventory;
+use crate::plan::selector::LabelSelector;
 use serde_json::json;
 
 fn cluster(topology: Option<Value>) -> Value {
