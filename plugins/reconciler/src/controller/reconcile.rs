@@ -26,8 +26,8 @@ use crate::endpoint::{self, Endpoint};
 use crate::tcp::{self, ClusterNetwork, Fit};
 use crate::version::{self, Step};
 
-/// Failed reconciles are retried after 2, 4, 8 … 256 s (the exponent stops at 8 consecutive
-/// failures); a success resets the count.
+/// Failed reconciles are retried after 2, 4, 8 … 256 s: the delay doubles with each consecutive
+/// failure of the object and stays at 256 s from the eighth on; a success resets the count.
 pub(super) fn error_policy(kcp: Arc<KamajiControlPlane>, err: &Error, ctx: Arc<Ctx>) -> Action {
     ctx.metrics.reconcile_errors.fetch_add(1, Ordering::Relaxed);
     let n = ctx
@@ -39,7 +39,7 @@ pub(super) fn error_policy(kcp: Arc<KamajiControlPlane>, err: &Error, ctx: Arc<C
             *e
         })
         .unwrap_or(1);
-    let secs = (1u64 << n.min(8)).min(300);
+    let secs = 1u64 << n.min(8);
     tracing::warn!(kcp = %kcp.name_any(), ns = ?kcp.namespace(), "reconcile failed (retry in {secs}s): {err}");
     Action::requeue(Duration::from_secs(secs))
 }
