@@ -369,7 +369,8 @@ fn component_settings(
     }
 }
 
-/// Probes: each block independently (upstream required all four).
+/// Probes: each block independently (CACPPK v0.20.0, controllers/kamajicontrolplane_controller_tcp.go,
+/// sent none unless the deployment, apiServer, controllerManager and scheduler blocks were all set).
 fn probes(f: &KamajiControlPlaneFields, comps: &Components<'_>) -> Map<String, Value> {
     let mut probes = Map::new();
     if let Some(p) = f.deployment.as_ref().and_then(|d| d.probes.as_ref()) {

@@ -10,7 +10,8 @@ use serde_json::json;
 
 use crate::Error;
 
-/// The Lease name (upstream's).
+/// The Lease name: CACPPK's `LeaderElectionID` (main.go of
+/// clastix/cluster-api-control-plane-provider-kamaji v0.20.0).
 pub const LEASE_NAME: &str = "kamaji.controlplane.cluster.x-k8s.io";
 const LEASE_SECONDS: i32 = 15;
 

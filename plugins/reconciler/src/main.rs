@@ -37,6 +37,8 @@ struct Args {
     /// Address of /healthz, /readyz and /metrics ("0" disables).
     #[arg(long, default_value = ":8080")]
     metrics_bind_address: String,
+    // The flag of CACPPK v0.20.0 (main.go of clastix/cluster-api-control-plane-provider-kamaji),
+    // whose default there is ":8081".
     /// A second address for /healthz and /readyz (upstream's flag; "0" disables).
     #[arg(long, default_value = "0")]
     health_probe_bind_address: String,

@@ -29,9 +29,10 @@ pub(super) fn observe(tcp: &Value, kcp: &KamajiControlPlane, contract: Contract)
     let kr = &tcp["status"]["kubernetesResources"];
     let vs = kr["version"]["status"].as_str().unwrap_or_default();
     let dep = &kr["deployment"];
-    // Kamaji inlines the Deployment's status, whose counts are `omitempty` (k8s.io/api apps/v1
-    // DeploymentStatus): once the Deployment's status is there, a missing count is 0 (a
-    // scaled-down control plane has none at all), or a merge patch would keep the old counts.
+    // Kamaji inlines the Deployment's status, whose counts are `omitempty` (DeploymentStatus in
+    // k8s.io/api v0.35.4 apps/v1/types.go): once the Deployment's status is there, a missing
+    // count is 0 (a scaled-down control plane has none at all), or a merge patch would keep the
+    // old counts.
     let count = |k: &str| dep.is_object().then(|| dep[k].as_i64().unwrap_or(0));
     let available = count("availableReplicas");
     let prev_init = kcp.status.as_ref().is_some_and(|s| match contract {
