@@ -71,6 +71,10 @@ pub(super) async fn reconcile(
     r
 }
 
+/// The steps: release the finalizer when deleted; find the owning Cluster; stop while paused;
+/// find where the TenantControlPlane lives; choose the version (one minor at a time); apply the
+/// TenantControlPlane; publish its endpoint; patch the infrastructure cluster; publish the Secrets;
+/// write readiness and the status.
 async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Action, Error> {
     if kcp.meta().deletion_timestamp.is_some() {
         return finalize(kcp, ctx).await;
@@ -94,16 +98,8 @@ async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Action, 
     let Some(target) = version_target(kcp, ctx, existing.as_ref(), &mut conds).await? else {
         return Ok(Action::await_change());
     };
-    let tcp = apply_tcp(
-        kcp,
-        ctx,
-        &place,
-        &cluster_v,
-        &target,
-        existing.as_ref(),
-        &mut conds,
-    );
-    let Some(tcp) = tcp.await? else {
+    let applied = apply_tcp(kcp, ctx, &place, &cluster_v, &target, existing, &mut conds);
+    let Some(tcp) = applied.await? else {
         return Ok(Action::await_change());
     };
     let observed = observe(&tcp, kcp, ctx.disc.contract);
@@ -246,9 +242,10 @@ async fn apply_tcp(
     place: &TcpPlace,
     cluster: &Value,
     target: &str,
-    existing: Option<&Value>,
+    existing: Option<Value>,
     conds: &mut Vec<Cond>,
 ) -> Result<Option<Value>, Error> {
+    let existing = existing.as_ref();
     let spec = match tcp_spec(kcp, ctx, cluster, target) {
         Ok(s) => s,
         Err(c) => {
