@@ -1,3 +1,4 @@
+use super::builder::is_cp_machine;
 use super::*;
 use serde_json::json;
 
