@@ -221,19 +221,14 @@ pub fn default_merge_file() -> Option<PathBuf> {
 }
 
 /// Reads `path` (missing = empty), merges `add` and, when anything changed, backs up the
-/// previous file and replaces it atomically. A symlinked kubeconfig is written where it points.
+/// previous file and replaces it atomically, keeping its mode. A symlinked kubeconfig is written
+/// where it points. The file is locked the way kubectl locks it (client-go's `<file>.lock`), so
+/// concurrent merges (and kubectl's own writes) all land; a read-only file is refused, as
+/// kubectl refuses it.
 pub fn merge_into_file(path: &Path, add: &Value, opts: MergeOptions) -> Result<MergeReport, Error> {
     let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let old_text = match std::fs::read_to_string(&target) {
-        Ok(t) => Some(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(Error::Other {
-                message: format!("cannot read {}: {e}", target.display()),
-                hint: Some("check the path and its permissions".into()),
-            });
-        }
-    };
+    let _lock = FileLock::acquire(&target)?;
+    let (old_text, mode) = read_writable(&target)?;
     let base = parse(
         old_text.as_deref().unwrap_or_default(),
         &target.display().to_string(),
@@ -245,8 +240,105 @@ pub fn merge_into_file(path: &Path, add: &Value, opts: MergeOptions) -> Result<M
         return Ok(report);
     }
     report.backup =
-        replace_file(&target, old_text.as_deref(), &text)?.map(|b| b.display().to_string());
+        replace_file(&target, old_text.as_deref(), &text, mode)?.map(|b| b.display().to_string());
     Ok(report)
+}
+
+/// The mode of a new kubeconfig: private, as kubectl and clusterctl write them.
+const NEW_FILE_MODE: u32 = 0o600;
+
+/// The content of `target` (None when it does not exist) and the mode to write it back with
+/// (its owner's bits).
+/// A file without the owner's write bit is refused: kubectl cannot write it either (root's
+/// write would succeed, but the user said read-only).
+fn read_writable(target: &Path) -> Result<(Option<String>, u32), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = match std::fs::metadata(target) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, NEW_FILE_MODE)),
+        Err(e) => return Err(read_error(target, e)),
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o200 == 0 {
+        return Err(Error::Other {
+            message: format!(
+                "{} is read-only (mode {mode:04o}); nothing was changed",
+                target.display()
+            ),
+            hint: Some(format!(
+                "make it writable (chmod u+w {}) or write to another kubeconfig file",
+                target.display()
+            )),
+        });
+    }
+    let text = std::fs::read_to_string(target).map_err(|e| read_error(target, e))?;
+    // The owner's bits stay; group and others lose access, since the file now holds
+    // credentials (kubectl keeps the mode as it is; clusterctl writes 0600).
+    Ok((Some(text), mode & 0o700))
+}
+
+fn read_error(path: &Path, e: std::io::Error) -> Error {
+    Error::Other {
+        message: format!("cannot read {}: {e}", path.display()),
+        hint: Some("check the path and its permissions".into()),
+    }
+}
+
+/// kubectl's lock on a kubeconfig file (client-go `tools/clientcmd/loader.go`, `lockFile`):
+/// `<file>.lock` created exclusively, removed when done. Waits up to [`LOCK_WAIT`] for another
+/// writer.
+struct FileLock(PathBuf);
+
+/// How long a writer waits for another one's lock.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl FileLock {
+    fn acquire(target: &Path) -> Result<FileLock, Error> {
+        let mut name = target.as_os_str().to_owned();
+        name.push(".lock");
+        let lock = PathBuf::from(name);
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&lock)
+            {
+                Ok(_) => return Ok(FileLock(lock)),
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::AlreadyExists
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return Err(Error::Other {
+                        message: format!(
+                            "{} is locked by another writer ({} exists)",
+                            target.display(),
+                            lock.display()
+                        ),
+                        hint: Some(format!(
+                            "wait for the other kubectl to finish; if none runs, remove {}",
+                            lock.display()
+                        )),
+                    });
+                }
+                Err(e) => {
+                    return Err(Error::Other {
+                        message: format!("cannot lock {}: {e}", target.display()),
+                        hint: Some("check the directory's permissions".into()),
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// Removes `context` from a kubeconfig document, with its cluster and user when no other context
@@ -279,35 +371,82 @@ pub fn remove_context(doc: &mut Value, context: &str) -> (bool, bool) {
     (true, was_current)
 }
 
-/// Removes `context` from the kubeconfig file at `path` (see [`remove_context`]), replacing the
-/// file atomically and keeping the previous one as `<file>.bak`. `None` when the file is missing
-/// or has no such context; else whether it was the current context.
-pub fn remove_context_from_file(path: &Path, context: &str) -> Result<Option<bool>, Error> {
+/// What [`remove_context_from_file`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// The file or the context does not exist.
+    Absent,
+    /// The context points at another server: someone else's, kept.
+    OtherServer,
+    Removed {
+        was_current: bool,
+    },
+}
+
+/// The server of `context`'s cluster in `doc`.
+fn context_server<'a>(doc: &'a Value, context: &str) -> Option<&'a str> {
+    let contexts = doc["contexts"].as_array()?;
+    let ctx = contexts.iter().find(|c| c["name"] == context)?;
+    let cluster = &ctx["context"]["cluster"];
+    doc["clusters"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == *cluster)?["cluster"]["server"]
+        .as_str()
+}
+
+/// Removes `context` from the kubeconfig file at `path` (see [`remove_context`]) when its
+/// cluster's server is one of `servers` (what was merged for it), replacing the file atomically
+/// under kubectl's lock and keeping the previous one as `<file>.bak`.
+pub fn remove_context_from_file(
+    path: &Path,
+    context: &str,
+    servers: &[String],
+) -> Result<Removal, Error> {
     let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let Ok(old) = std::fs::read_to_string(&target) else {
-        return Ok(None);
+    if !target.exists() {
+        return Ok(Removal::Absent);
+    }
+    let _lock = FileLock::acquire(&target)?;
+    let (Some(old), mode) = read_writable(&target)? else {
+        return Ok(Removal::Absent);
     };
     let mut doc = parse(&old, &target.display().to_string())?;
+    match context_server(&doc, context) {
+        Some(server)
+            if !servers
+                .iter()
+                .any(|s| s.trim_end_matches('/') == server.trim_end_matches('/')) =>
+        {
+            return Ok(Removal::OtherServer);
+        }
+        _ => {}
+    }
     let (found, was_current) = remove_context(&mut doc, context);
     if !found {
-        return Ok(None);
+        return Ok(Removal::Absent);
     }
-    replace_file(&target, Some(&old), &crate::render::to_yaml(&doc)?)?;
-    Ok(Some(was_current))
+    replace_file(&target, Some(&old), &crate::render::to_yaml(&doc)?, mode)?;
+    Ok(Removal::Removed { was_current })
 }
 
 /// Replaces `target`'s content `old` (None: no file yet) with `new`: the previous content is
 /// kept as `<file>.bak`, then the new one is written atomically. Returns the backup.
-fn replace_file(target: &Path, old: Option<&str>, new: &str) -> Result<Option<PathBuf>, Error> {
+fn replace_file(
+    target: &Path,
+    old: Option<&str>,
+    new: &str,
+    mode: u32,
+) -> Result<Option<PathBuf>, Error> {
     let backup = match old {
         Some(old) => {
             let b = backup_path(target);
-            write_atomic(&b, old.as_bytes(), true)?;
+            write_atomic_mode(&b, old.as_bytes(), true, NEW_FILE_MODE)?;
             Some(b)
         }
         None => None,
     };
-    write_atomic(target, new.as_bytes(), true)?;
+    write_atomic_mode(target, new.as_bytes(), true, mode)?;
     Ok(backup)
 }
 
@@ -325,6 +464,11 @@ pub fn backup_path(target: &Path) -> PathBuf {
 /// name in the same directory, flushed to disk, then renamed over `path`. On any failure `path`
 /// is left as it was and the temporary file is removed.
 pub fn write_atomic(path: &Path, bytes: &[u8], create_dir: bool) -> Result<(), Error> {
+    write_atomic_mode(path, bytes, create_dir, NEW_FILE_MODE)
+}
+
+/// [`write_atomic`] with the file's final mode.
+fn write_atomic_mode(path: &Path, bytes: &[u8], create_dir: bool, mode: u32) -> Result<(), Error> {
     let io = |what: &str, e: std::io::Error| Error::Other {
         message: format!("cannot write {}: {what}: {e}", path.display()),
         hint: Some("check the path and its permissions".into()),
@@ -352,8 +496,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8], create_dir: bool) -> Result<(), E
     {
         use std::os::unix::fs::PermissionsExt;
         tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| io("setting mode 0600", e))?;
+            .set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(|e| io("setting its mode", e))?;
     }
     tmp.write_all(bytes).map_err(|e| io("writing", e))?;
     tmp.as_file().sync_all().map_err(|e| io("syncing", e))?;
@@ -535,5 +679,113 @@ mod tests {
         assert_eq!(remove_context(&mut doc, "c2-admin@c2"), (true, false));
         assert_eq!(doc["users"].as_array().unwrap().len(), 1);
         assert_eq!(doc["clusters"], json!([{"name": "x"}]));
+    }
+
+    fn prod(name: &str) -> Value {
+        rename(
+            &fetched(),
+            name,
+            &format!("{name}-admin"),
+            &format!("{name}-admin@{name}"),
+        )
+        .unwrap()
+    }
+
+    // Issue 13: 20 concurrent merges kept only 11 (capi) and 7 (kamaji) of the 20 contexts.
+    #[test]
+    fn concurrent_merges_all_land() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        let threads: Vec<_> = (0..20)
+            .map(|i| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    merge_into_file(&path, &prod(&format!("c{i}")), opts(false, false))
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
+        let back = parse(&std::fs::read_to_string(&path).unwrap(), "x").unwrap();
+        assert_eq!(back["contexts"].as_array().unwrap().len(), 20);
+        // No lock or temporary file is left behind.
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        assert!(
+            names.iter().all(|n| n == "config" || n == "config.bak"),
+            "{names:?}"
+        );
+    }
+
+    // Issue 13: both plugins overwrote a read-only (0444) kubeconfig that kubectl would refuse.
+    #[test]
+    fn a_read_only_kubeconfig_is_refused_and_a_mode_is_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(&path, "apiVersion: v1\nkind: Config\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let e = merge_into_file(&path, &prod("p"), opts(false, false)).unwrap_err();
+        assert!(e.to_string().contains("read-only"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "apiVersion: v1\nkind: Config\n"
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        merge_into_file(&path, &prod("p"), opts(false, false)).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode, 0o600,
+            "owner bits kept, credentials not group-readable"
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
+        merge_into_file(&path, &prod("q"), opts(false, false)).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "the owner's bits are the owner's");
+    }
+
+    // Issue 13: a symlink planted at config.bak received the credentials.
+    #[test]
+    fn a_planted_backup_symlink_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&path, "apiVersion: v1\nkind: Config\n").unwrap();
+        std::fs::write(&elsewhere, "untouched").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join("config.bak")).unwrap();
+        merge_into_file(&path, &prod("p"), opts(false, false)).unwrap();
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "untouched");
+        assert!(
+            !std::fs::symlink_metadata(dir.path().join("config.bak"))
+                .unwrap()
+                .is_symlink()
+        );
+    }
+
+    // Issue 13: `capi delete --yes` removed a context of the same name pointing at another server.
+    #[test]
+    fn removal_needs_the_server_it_added() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        merge_into_file(&path, &prod("c1"), opts(false, true)).unwrap();
+        let before = std::fs::read_to_string(&path).unwrap();
+        let other = ["https://10.9.9.9:6443".to_string()];
+        assert_eq!(
+            remove_context_from_file(&path, "c1-admin@c1", &other).unwrap(),
+            Removal::OtherServer
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+        let ours = ["https://10.0.0.1:6443".to_string()];
+        assert_eq!(
+            remove_context_from_file(&path, "c1-admin@c1", &ours).unwrap(),
+            Removal::Removed { was_current: true }
+        );
+        assert_eq!(
+            remove_context_from_file(&path, "c1-admin@c1", &ours).unwrap(),
+            Removal::Absent
+        );
     }
 }

@@ -85,13 +85,54 @@ fn kubeconfig_files(kube: &KubeFlags) -> Vec<PathBuf> {
     out
 }
 
-/// Removes the cluster's merged context from the kubeconfig files that hold it.
-fn remove_merged_context(kube: &KubeFlags, cluster: &str) -> Result<(), Error> {
+/// The API servers a merged context of this cluster may point at: those of its kubeconfig
+/// Secret (what `kubeconfig --merge` copied), and its control-plane endpoint. Read before the
+/// teardown deletes the Secret.
+async fn cluster_servers(t: &Target) -> Vec<String> {
+    let mut out = Vec::new();
+    let ep = |k: &str| fields::at(&t.cluster, &["spec", "controlPlaneEndpoint", k]).cloned();
+    if let (Some(host), Some(port)) = (ep("host"), ep("port"))
+        && let Some(host) = host.as_str().filter(|h| !h.is_empty())
+    {
+        out.push(format!("https://{host}:{port}"));
+    }
+    let secrets = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&());
+    let name = format!("{}-kubeconfig", t.name);
+    if let Ok(Some(secret)) = t.get_opt(&secrets, &name).await
+        && let Some(text) = fields::at(&secret, &["data", "value"])
+            .and_then(Value::as_str)
+            .and_then(|b| {
+                base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b).ok()
+            })
+            .and_then(|b| String::from_utf8(b).ok())
+        && let Ok(kc) = shared::kubeconfig::parse(&text, "the kubeconfig Secret")
+    {
+        for c in kc["clusters"].as_array().into_iter().flatten() {
+            if let Some(server) = c["cluster"]["server"].as_str() {
+                out.push(server.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Removes the cluster's merged context from the kubeconfig files that hold it, when it points
+/// at one of the cluster's `servers`; a context of the same name pointing elsewhere is someone
+/// else's and stays.
+fn remove_merged_context(kube: &KubeFlags, cluster: &str, servers: &[String]) -> Result<(), Error> {
+    use shared::kubeconfig::Removal;
     let ctx = context_name(cluster);
     for path in kubeconfig_files(kube) {
-        let was_current = match shared::kubeconfig::remove_context_from_file(&path, &ctx) {
-            Ok(Some(was_current)) => was_current,
-            Ok(None) => continue,
+        let was_current = match shared::kubeconfig::remove_context_from_file(&path, &ctx, servers) {
+            Ok(Removal::Removed { was_current }) => was_current,
+            Ok(Removal::Absent) => continue,
+            Ok(Removal::OtherServer) => {
+                shared::render::warn(&format!(
+                    "kept context {ctx} in {}: it points at another server than cluster {cluster}'s",
+                    path.display()
+                ));
+                continue;
+            }
             Err(e) => {
                 shared::render::warn(&format!(
                     "context {ctx} was not removed from {}: {e}",
@@ -192,11 +233,12 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         shared::render::line("cancelled; nothing was deleted");
         return Ok(());
     }
+    let servers = cluster_servers(&t).await;
     execute(args, &t, &td).await?;
     if args.dry_run.is_dry() {
         return Ok(());
     }
-    remove_merged_context(&args.kube, &t.name)?;
+    remove_merged_context(&args.kube, &t.name, &servers)?;
     let result = if args.wait {
         wait_gone(&t, args.timeout).await
     } else {
