@@ -138,6 +138,77 @@ fn exec_external(exe: &Path, rest: &[OsString]) -> ExitCode {
     ExitCode::from(shared::error::EXIT_FAILURE)
 }
 
+/// Help and version go out as clap prints them (exit 0); a usage error becomes our one line
+/// plus a hint, exit 2.
+fn usage_exit(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit()
+    }
+    shared::render::error(&usage_error(&e.to_string()));
+    ExitCode::from(shared::error::EXIT_USAGE)
+}
+
+/// clap's multi-line usage error as one line and a hint: the first line (with the items of a
+/// list such as missing arguments folded into it) and clap's tip or possible values, else where
+/// to find help.
+pub fn usage_error(clap_text: &str) -> Error {
+    let mut message = String::new();
+    let mut hints: Vec<String> = Vec::new();
+    let mut usage_of = None;
+    for line in clap_text.lines() {
+        let t = line.trim();
+        if let Some(first) = t.strip_prefix("error: ") {
+            message = first.trim_end_matches(':').to_string();
+            if first.ends_with(':') {
+                message.push(':');
+            }
+        } else if let Some(tip) = t.strip_prefix("tip: ") {
+            hints.push(tip.to_string());
+        } else if let Some(values) = t.strip_prefix("[possible values: ") {
+            hints.push(format!("possible values: {}", values.trim_end_matches(']')));
+        } else if let Some(u) = t.strip_prefix("Usage: ") {
+            // `kubectl capi scale [OPTIONS] ...` names the verb to ask for help on.
+            let words: Vec<&str> = u
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['[', '<']))
+                .collect();
+            usage_of = Some(words.join(" "));
+        } else if !t.is_empty() && !t.starts_with("For more information") && message.ends_with(':')
+        {
+            message.push(' ');
+            message.push_str(t);
+        }
+    }
+    let message = message.trim_end_matches(':').to_string();
+    // Negative numbers read as flags: say what the value must be rather than clap's `-- -1`.
+    if message
+        .strip_prefix("unexpected argument '-")
+        .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        hints = vec!["counts and sizes must be 0 or more".into()];
+    }
+    if hints.is_empty() {
+        hints.push(match usage_of {
+            Some(u) => format!("see {u} --help"),
+            None => "see --help".into(),
+        });
+    }
+    Error::Usage {
+        message: if message.is_empty() {
+            "invalid arguments".into()
+        } else {
+            message
+        },
+        hint: Some(hints.join("; ")),
+    }
+}
+
 /// The clap command of `C`, named after how the program was run.
 pub fn command_for<C: CommandFactory>(program: &Program) -> clap::Command {
     let display = program.display();
@@ -202,12 +273,11 @@ where
     }
     let matches: ArgMatches = match cmd.clone().try_get_matches_from(&args) {
         Ok(m) => m,
-        // clap prints help, versions and usage errors itself; usage errors exit 2.
-        Err(e) => e.exit(),
+        Err(e) => return usage_exit(e),
     };
     let cli = match C::from_arg_matches(&matches) {
         Ok(c) => c,
-        Err(e) => e.with_cmd(&cmd).exit(),
+        Err(e) => return usage_exit(e.with_cmd(&cmd)),
     };
     verbose(&cli).init();
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -232,6 +302,36 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clap_errors_become_one_line_and_a_hint() {
+        let e = usage_error(
+            "error: the following required arguments were not provided:\n  <CLUSTER>\n\nUsage: kubectl capi describe <CLUSTER>\n\nFor more information, try '--help'.\n",
+        );
+        assert_eq!(
+            e.to_string(),
+            "the following required arguments were not provided: <CLUSTER>"
+        );
+        assert_eq!(
+            e.hint().as_deref(),
+            Some("see kubectl capi describe --help")
+        );
+        assert_eq!(e.exit_code(), 2);
+        let e = usage_error(
+            "error: unexpected argument '-1' found\n\n  tip: to pass '-1' as a value, use '-- -1'\n\nUsage: kubectl capi scale [OPTIONS] <CLUSTER>\n",
+        );
+        assert_eq!(
+            e.hint().as_deref(),
+            Some("counts and sizes must be 0 or more")
+        );
+        let e = usage_error(
+            "error: invalid value 'tabel' for '--output <FORMAT>'\n  [possible values: table, wide]\n\n  tip: a similar value exists: 'table'\n",
+        );
+        assert_eq!(
+            e.hint().as_deref(),
+            Some("possible values: table, wide; a similar value exists: 'table'")
+        );
+    }
 
     #[test]
     fn program_name_follows_argv0() {

@@ -19,6 +19,7 @@ pub mod groups;
 pub mod json;
 pub mod kcp;
 pub mod labels;
+pub mod names;
 pub mod plan;
 pub mod text;
 pub mod version;

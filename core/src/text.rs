@@ -61,16 +61,27 @@ pub fn closest_names<'a>(
         .collect()
 }
 
-/// Parses kubectl/Go durations: `30` (seconds), `500ms`, `10s`, `2m`, `1h30m`, `0`.
+/// The longest duration a flag takes (`--timeout`, `--request-timeout`, `--ttl`): 30 days. Longer
+/// is a typo, and bounding it keeps every `Instant + duration` far from overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Parses kubectl/Go durations: `30` (seconds), `500ms`, `10s`, `2m`, `1h30m`, `0`; at most
+/// [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
+    let too_long = || format!("duration {s:?} is too long (at most 720h)");
     if s.is_empty() {
         return Err("empty duration".into());
     }
-    if let Ok(n) = s.parse::<u64>() {
-        return Ok(Duration::from_secs(n));
+    if s.len() > 64 {
+        return Err(too_long());
     }
-    let mut total = Duration::ZERO;
+    if let Ok(n) = s.parse::<u64>() {
+        return Some(Duration::from_secs(n))
+            .filter(|d| *d <= MAX_DURATION)
+            .ok_or_else(too_long);
+    }
+    let mut total = 0f64;
     let mut rest = s;
     while !rest.is_empty() {
         let num_len = rest
@@ -99,10 +110,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
                 ));
             }
         };
-        total += Duration::from_secs_f64(secs);
+        total += secs;
         rest = &rest[unit_len..];
     }
-    Ok(total)
+    // Checked before converting: Duration::from_secs_f64 panics on overflow.
+    if !total.is_finite() || total > MAX_DURATION.as_secs_f64() {
+        return Err(too_long());
+    }
+    Ok(Duration::from_secs_f64(total))
 }
 
 /// Seconds elapsed from an RFC 3339 timestamp to `now`; `None` when it does not parse.
@@ -207,5 +222,20 @@ mod tests {
         assert!(parse_duration("10x").is_err());
         assert!(parse_duration("s").is_err());
         assert!(parse_duration("").is_err());
+        // Issue 13: these panicked in Duration::from_secs_f64 or overflowed an Instant.
+        for huge in [
+            "99999999999999999999s",
+            "99999999999999999999",
+            "721h",
+            "1e400s",
+            &"9".repeat(400),
+        ] {
+            assert!(
+                parse_duration(huge).unwrap_err().contains("too long")
+                    || parse_duration(huge).is_err(),
+                "{huge}"
+            );
+        }
+        assert_eq!(parse_duration("720h").unwrap(), MAX_DURATION);
     }
 }

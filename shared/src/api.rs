@@ -40,6 +40,12 @@ pub async fn list_names(
     Ok(names)
 }
 
+/// A name goes into the request path unescaped: refuse one the server could not hold before it
+/// bends the URL (`c2?` would get `c2`).
+fn check_name(ar: &ApiResource, name: &str) -> Result<(), Error> {
+    Ok(kcore::names::check_object_name(&ar.kind, name)?)
+}
+
 /// Gets one object; when it does not exist, the error offers the closest existing names.
 pub async fn get_or_suggest(
     conn: &Conn,
@@ -47,6 +53,7 @@ pub async fn get_or_suggest(
     namespace: &str,
     name: &str,
 ) -> Result<DynamicObject, Error> {
+    check_name(ar, name)?;
     let api = dynamic(conn, ar, Some(namespace));
     let op = Op::on("get", ar).in_namespace(Some(namespace)).named(name);
     match api.get_opt(name).await {
@@ -74,6 +81,7 @@ pub async fn get_opt(
     namespace: Option<&str>,
     name: &str,
 ) -> Result<Option<DynamicObject>, Error> {
+    check_name(ar, name)?;
     dynamic(conn, ar, namespace)
         .get_opt(name)
         .await
@@ -128,6 +136,7 @@ pub async fn apply(
 ) -> Result<DynamicObject, Error> {
     let ns = obj["metadata"]["namespace"].as_str();
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    check_name(ar, name)?;
     let mut pp = PatchParams::apply(w.manager);
     pp.dry_run = w.dry_run;
     pp.force = w.force;
@@ -158,6 +167,7 @@ pub async fn merge_patch(
     patch: &Value,
     w: Write<'_>,
 ) -> Result<DynamicObject, Error> {
+    check_name(ar, name)?;
     dynamic(conn, ar, Some(namespace))
         .patch(name, &w.params(), &Patch::Merge(patch))
         .await
@@ -208,6 +218,7 @@ pub async fn delete(
     namespace: &str,
     name: &str,
 ) -> Result<(), Error> {
+    check_name(ar, name)?;
     match dynamic(conn, ar, Some(namespace))
         .delete(name, &DeleteParams::default())
         .await

@@ -261,7 +261,9 @@ mod tests {
         );
         let md = json!({"metadata": {"name": "c1-md-0"}});
         assert_eq!(
-            scale_workers("c1", &[md.clone()], 3).unwrap().merge_patch,
+            scale_workers("c1", std::slice::from_ref(&md), 3)
+                .unwrap()
+                .merge_patch,
             json!({"spec": {"replicas": 3}})
         );
         assert!(scale_workers("c1", &[], 3).is_err());

@@ -41,23 +41,7 @@ pub struct Target {
 
 /// Validates a cluster name before asking the server (one clear line for typos like `-x`).
 pub fn check_name(name: &str) -> Result<(), Error> {
-    let ok = !name.is_empty()
-        && name.len() <= 253
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Usage {
-            message: format!(
-                "{name:?} is not a valid cluster name (lower-case letters, digits, '-' and '.', starting and ending with a letter or digit)"
-            ),
-            hint: None,
-        })
-    }
+    Ok(kcore::names::check_object_name("cluster", name)?)
 }
 
 impl Target {

@@ -43,6 +43,7 @@ pub struct Args {
 /// Reads the kubeconfig of `cluster` from its secret, with clear errors when it is missing
 /// (control plane not initialized yet) or malformed.
 async fn fetch(args: &Args) -> Result<(String, Value), Error> {
+    kcore::names::check_object_name("cluster", &args.cluster)?;
     let conn = args.kube.connect().await?;
     let ns = conn.namespace.clone();
     let secret_name = format!("{}-kubeconfig", args.cluster);

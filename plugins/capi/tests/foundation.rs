@@ -720,7 +720,9 @@ fn through_kubectl_usage_reads_kubectl_capi_and_plugin_list_is_clean() {
     assert!(stdout(&o).contains("Usage: kubectl capi version [OPTIONS]"));
     let o = kubectl(dir.path(), &["capi", "nope"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("Usage: kubectl capi"));
+    // One line and a hint naming the program as kubectl runs it.
+    assert!(stderr(&o).contains("hint: see kubectl capi --help"), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 2, "{}", stderr(&o));
 
     // A PATH with only our binaries and kubectl's directory: no warnings, exit 0.
     let plugin_list = tempfile::tempdir().unwrap();
