@@ -29,9 +29,6 @@ mod validate;
 mod versions;
 mod workers;
 
-#[cfg(test)]
-mod tests;
-
 use serde_json::{Map, Value, json};
 
 use crate::Error;
@@ -190,3 +187,6 @@ impl<'a> Ctx<'a> {
 pub fn json_list(objects: &[Value]) -> Value {
     json!({"apiVersion": "v1", "kind": "List", "items": objects})
 }
+
+#[cfg(test)]
+mod tests;
