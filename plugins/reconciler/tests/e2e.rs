@@ -84,9 +84,13 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
 
     // Kamaji reports the address, version and a running deployment.
     kamaji_publish(&c, &ns, "prod-cp", "10.0.0.5:7443", "v1.33.0", "Ready", 2).await;
+    // Ready, with conditions of the current generation: patching spec.controlPlaneEndpoint bumps
+    // the generation, and the status of that generation follows on the next reconcile.
     let kcp = wait_for(60, "KCP ready", Some(&r), || async {
         let k = get(&c, &ns, &kcp_ar(V), "prod-cp").await?;
-        (k["status"]["ready"] == json!(true)).then_some(k)
+        let current =
+            k["status"]["conditions"][0]["observedGeneration"] == k["metadata"]["generation"];
+        (k["status"]["ready"] == json!(true) && current).then_some(k)
     })
     .await;
     assert_eq!(
