@@ -19,6 +19,19 @@ pub fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
         .filter(|s| !s.is_empty())
 }
 
+/// The strings of the list at `path` (other items skipped; empty when there is no list).
+pub fn strings_at(v: &Value, path: &[&str]) -> Vec<String> {
+    at(v, path)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// An integer at `path`.
 pub fn i64_at(v: &Value, path: &[&str]) -> Option<i64> {
     at(v, path).and_then(Value::as_i64)

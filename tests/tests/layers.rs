@@ -149,9 +149,13 @@ fn one_definition_per_concept() {
     one(
         "the Kubernetes version type",
         defining(|l| {
-            ["pub struct KubeVersion", "pub struct Version {", "pub struct Version("]
-                .iter()
-                .any(|p| l.starts_with(p))
+            [
+                "pub struct KubeVersion",
+                "pub struct Version {",
+                "pub struct Version(",
+            ]
+            .iter()
+            .any(|p| l.starts_with(p))
         }),
         "core/src/version.rs",
     );
@@ -168,7 +172,7 @@ fn one_definition_per_concept() {
     one(
         "confirm",
         defining(|l| l.starts_with("pub fn confirm(")),
-        "shared/src/render.rs",
+        "shared/src/render/mod.rs",
     );
     one(
         "the cluster name label",

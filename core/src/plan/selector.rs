@@ -145,16 +145,7 @@ impl LabelSelector {
                     .ok_or_else(|| SelectorError::Object("a matchExpression has no key".into()))?;
                 validate_key(key).map_err(SelectorError::Object)?;
                 let op = e.get("operator").and_then(Value::as_str).unwrap_or("");
-                let values: Vec<String> = e
-                    .get("values")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string)
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let values = crate::json::strings_at(e, &["values"]);
                 let operator = match op {
                     "In" => Operator::In,
                     "NotIn" => Operator::NotIn,

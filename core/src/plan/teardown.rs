@@ -194,15 +194,7 @@ pub fn progress(
             kind: json::kind(o).to_string(),
             namespace: json::namespace(o).to_string(),
             name: json::name(o).to_string(),
-            finalizers: at(o, &["metadata", "finalizers"])
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default(),
+            finalizers: json::strings_at(o, &["metadata", "finalizers"]),
             deleting_for_seconds: str_at(o, &["metadata", "deletionTimestamp"])
                 .and_then(|t| now.and_then(|n| text::seconds_since(t, n))),
         })

@@ -216,15 +216,7 @@ fn plan(t: &Target, snap: &Snapshot, args: &Args) -> Result<(UpgradePlan, Vec<us
 
 /// ClusterClass clusters may list the versions their class supports.
 fn topology_versions(t: &Target) -> Vec<String> {
-    fields::at(&t.cluster, &["status", "kubernetesVersions"])
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    kcore::json::strings_at(&t.cluster, &["status", "kubernetesVersions"])
 }
 
 /// Shows the preflight's warnings; blocking findings fail the command (`--force` drops them).

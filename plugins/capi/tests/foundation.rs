@@ -721,7 +721,11 @@ fn through_kubectl_usage_reads_kubectl_capi_and_plugin_list_is_clean() {
     let o = kubectl(dir.path(), &["capi", "nope"]);
     assert_eq!(o.status.code(), Some(2));
     // One line and a hint naming the program as kubectl runs it.
-    assert!(stderr(&o).contains("hint: see kubectl capi --help"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("hint: see kubectl capi --help"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(stderr(&o).lines().count(), 2, "{}", stderr(&o));
 
     // A PATH with only our binaries and kubectl's directory: no warnings, exit 0.

@@ -1,6 +1,7 @@
 //! The KamajiControlPlane: Kamaji's defaults, overlaid by the values file (`--from-file`),
 //! overlaid by the flags.
 
+use crate::json::deep_merge;
 use serde_json::{Map, Value, json};
 
 use super::validate::{normalise_arg, usage};
@@ -16,8 +17,8 @@ pub(super) fn kamaji_control_plane(ctx: &Ctx) -> Result<Value, Error> {
         "network": {"serviceType": "LoadBalancer"},
         "addons": {"coreDNS": {}, "kubeProxy": {}, "konnectivity": {}},
     });
-    merge(&mut kcp_spec, &Value::Object(ctx.file.clone()));
-    merge(&mut kcp_spec, &flag_fields(spec, &ctx.version)?);
+    deep_merge(&mut kcp_spec, Value::Object(ctx.file.clone()));
+    deep_merge(&mut kcp_spec, flag_fields(spec, &ctx.version)?);
     if let Some(addons) = &spec.addons {
         kcp_spec["addons"] = chosen_addons(&kcp_spec, addons);
     }
@@ -108,22 +109,5 @@ pub fn values_spec(values: &Value) -> Result<Map<String, Value>, Error> {
     match map.get("spec") {
         Some(spec) => spec.as_object().cloned().ok_or_else(bad),
         None => Ok(map.clone()),
-    }
-}
-
-/// Deep-merges `over` into `base`: maps merge key by key, anything else replaces.
-pub fn merge(base: &mut Value, over: &Value) {
-    match (base, over) {
-        (Value::Object(b), Value::Object(o)) => {
-            for (k, v) in o {
-                match b.get_mut(k) {
-                    Some(bv) if bv.is_object() && v.is_object() => merge(bv, v),
-                    _ => {
-                        b.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (b, o) => *b = o.clone(),
     }
 }

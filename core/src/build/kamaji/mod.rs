@@ -34,7 +34,7 @@ use serde_json::{Map, Value, json};
 use crate::Error;
 
 pub use cluster::{OWNED_BY_CLUSTER, disowned_by_cluster, own_by_cluster};
-pub use control_plane::{merge, values_spec};
+pub use control_plane::values_spec;
 pub use endpoints::split_endpoint;
 pub use infra::fill_openstack_endpoint;
 pub use spec::{Addon, CreateSpec, Infrastructure};

@@ -42,16 +42,7 @@ pub fn interfaces(host: &Value) -> Vec<Interface> {
                         .unwrap_or("")
                         .to_string(),
                     mac: str_at(n, &["macAddr"]).map(str::to_string),
-                    addresses: n
-                        .get("ipAddrs")
-                        .and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(Value::as_str)
-                                .map(str::to_string)
-                                .collect()
-                        })
-                        .unwrap_or_default(),
+                    addresses: json::strings_at(n, &["ipAddrs"]),
                     is_default: n.get("isDefault").and_then(Value::as_bool).unwrap_or(false),
                     connected: n.get("connected").and_then(Value::as_bool).unwrap_or(false),
                 })

@@ -1,0 +1,249 @@
+//! `create --wait`: the control-plane endpoint, then Ready: Kamaji's phases in the tenant, the
+//! KamajiControlPlane's conditions and the workers (joined, Ready, or waiting for a network
+//! plugin).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kube::discovery::ApiResource;
+use serde_json::Value;
+use shared::build::kamaji;
+use shared::discovery::ServerApis;
+use shared::discovery::fields::{self, object_json};
+use shared::error::Error;
+use shared::plan::workers::WorkerProgress;
+use shared::render::{self, Poll};
+
+use crate::common::{self, Target};
+
+pub(super) async fn wait_endpoint(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    name: &str,
+    timeout: Duration,
+) -> Result<(String, u16), Error> {
+    render::wait_until(
+        &format!("waiting for Kamaji's endpoint of {name} before creating the OpenStackCluster"),
+        timeout,
+        Duration::from_millis(500),
+        || async move {
+            let t = match common::resolve(conn, apis, name).await {
+                Ok(t) => t,
+                Err(Error::NotFound { .. }) => {
+                    return Ok(Poll::Pending("KamajiControlPlane not found yet".into()));
+                }
+                Err(e) => return Err(e),
+            };
+            Ok(match common::endpoint(&t) {
+                Some(ep) => Poll::Ready(ep),
+                None => Poll::Pending(phase_text(&t)),
+            })
+        },
+    )
+    .await
+}
+
+fn phase_text(t: &Target) -> String {
+    match &t.tcp {
+        None => "control plane provisioning: no TenantControlPlane yet (is the reconciler running? kubectl kamaji install)".into(),
+        Some(tcp) => format!(
+            "control plane provisioning: TenantControlPlane {}",
+            common::tcp_phase(tcp).unwrap_or_else(|| "has no status yet (is Kamaji running?)".into())
+        ),
+    }
+}
+
+/// Why a control plane with an endpoint is not ready yet (phase 3/4), or `None` when it is.
+fn control_plane_pending(t: &Target, host: &str, port: u16) -> Option<String> {
+    let kcp = t.kcp.clone().unwrap_or(Value::Null);
+    let ready = match &t.kcp {
+        Some(k) => fields::control_plane_ready(k),
+        None => t.tcp.as_ref().and_then(common::tcp_phase).as_deref() == Some("Ready"),
+    };
+    if ready {
+        return None;
+    }
+    let why = fields::conditions(&kcp)
+        .into_iter()
+        .find(|c| c.is_problem())
+        .map(|c| format!("{} {}", c.type_, c.message.or(c.reason).unwrap_or_default()))
+        .or_else(|| {
+            t.tcp
+                .as_ref()
+                .and_then(common::tcp_phase)
+                .map(|p| format!("TenantControlPlane {p}"))
+        })
+        .unwrap_or_default();
+    Some(format!(
+        "3/4 control plane ready (endpoint {host}:{port} assigned): {why}"
+    ))
+}
+
+/// Kamaji reports Ready before its kubeadm phases have run in the tenant (the bootstrap
+/// token, then admin.conf's cluster-admin binding); until then a join token cannot be made
+/// and the admin kubeconfig is Forbidden. `Some` says which phase is still running.
+async fn tenant_pending(
+    conn: &cli::Conn,
+    t: &Target,
+    admin_ok: &AtomicBool,
+    host: &str,
+    port: u16,
+) -> Option<String> {
+    let tcp = t.tcp.as_ref()?;
+    if !common::bootstrap_token_phase_done(tcp) {
+        return Some(format!(
+            "3/4 control plane ready (endpoint {host}:{port} assigned): Kamaji is running its kubeadm phases in the tenant (bootstrap token)"
+        ));
+    }
+    if admin_ok.load(Ordering::Relaxed) {
+        return None;
+    }
+    let check = async {
+        let a = crate::token::tenant_admin(conn, t).await.ok()?;
+        kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(a.client)
+            .get("kube-system")
+            .await
+            .ok()
+    };
+    // One poll never blocks the wait: a tenant that does not answer is asked again on the
+    // next one.
+    let usable = tokio::time::timeout(Duration::from_secs(10), check)
+        .await
+        .ok()
+        .flatten()
+        .is_some();
+    if !usable {
+        return Some(format!(
+            "3/4 control plane ready (endpoint {host}:{port} assigned): Kamaji is running its kubeadm phases in the tenant (cluster-admin binding)"
+        ));
+    }
+    admin_ok.store(true, Ordering::Relaxed);
+    None
+}
+
+/// The Cluster's workers: MachineDeployment replicas, and their Machines joined (nodeRef)
+/// and Ready (NodeReady).
+async fn worker_progress(
+    conn: &cli::Conn,
+    t: &Target,
+    name: &str,
+    md_ar: Option<&ApiResource>,
+    machine_ar: Option<&ApiResource>,
+) -> Result<(WorkerProgress, i64), Error> {
+    let mut want = 0;
+    let mut md_ready = 0;
+    let sel = format!("{}={name}", kamaji::CLUSTER_NAME_LABEL);
+    if let Some(ar) = md_ar {
+        for md in common::list(conn, ar, Some(&t.namespace), Some(&sel)).await? {
+            let r = fields::replicas(&object_json(&md));
+            want += r.desired.unwrap_or(0);
+            md_ready += r.ready.unwrap_or(0);
+        }
+    }
+    let mut machines = Vec::new();
+    if let Some(ar) = machine_ar.filter(|_| want > 0) {
+        let sel = format!("{sel},{DEPLOYMENT_NAME_LABEL}");
+        machines = common::list(conn, ar, Some(&t.namespace), Some(&sel))
+            .await?
+            .iter()
+            .map(object_json)
+            .collect();
+    }
+    Ok((WorkerProgress::of(want, &machines, md_ready), want))
+}
+
+/// What `--wait` polls: the kinds it lists, and what it remembers between polls.
+struct ReadyWait<'a> {
+    conn: &'a cli::Conn,
+    apis: &'a ServerApis,
+    name: &'a str,
+    md_ar: Option<ApiResource>,
+    machine_ar: Option<ApiResource>,
+    /// The workers as last seen, to explain a timeout.
+    last_workers: Mutex<Option<WorkerProgress>>,
+    /// Whether the tenant admin kubeconfig answered once (checked until it does).
+    admin_ok: AtomicBool,
+}
+
+impl ReadyWait<'_> {
+    /// One poll of the four phases.
+    async fn poll(&self) -> Result<Poll<String>, Error> {
+        let (conn, name) = (self.conn, self.name);
+        let t = match common::resolve(conn, self.apis, name).await {
+            Ok(t) => t,
+            Err(Error::NotFound { .. }) => {
+                return Ok(Poll::Pending(
+                    "1/4 control plane provisioning: KamajiControlPlane not found".into(),
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        let Some((host, port)) = common::endpoint(&t) else {
+            return Ok(Poll::Pending(format!("1/4 {}", phase_text(&t))));
+        };
+        if let Some(why) = control_plane_pending(&t, &host, port) {
+            return Ok(Poll::Pending(why));
+        }
+        if let Some(why) = tenant_pending(conn, &t, &self.admin_ok, &host, port).await {
+            return Ok(Poll::Pending(why));
+        }
+        let (md_ar, machine_ar) = (self.md_ar.as_ref(), self.machine_ar.as_ref());
+        let (workers, want) = worker_progress(conn, &t, name, md_ar, machine_ar).await?;
+        if !workers.done() {
+            let text = format!("4/4 {}", workers.pending());
+            if let Ok(mut l) = self.last_workers.lock() {
+                *l = Some(workers);
+            }
+            return Ok(Poll::Pending(text));
+        }
+        let kcp = t.kcp.clone().unwrap_or(Value::Null);
+        let version = kcp["status"]["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        Ok(Poll::Ready(format!(
+            "cluster {name} is ready: control plane {version} at {host}:{port}, {}/{want} workers",
+            workers.ready.min(want)
+        )))
+    }
+}
+
+/// The four phases of `--wait`; `Ready` with a one-line summary.
+pub(super) async fn wait_ready(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    name: &str,
+    timeout: Duration,
+) -> Result<String, Error> {
+    let wait = ReadyWait {
+        conn,
+        apis,
+        name,
+        md_ar: apis.capi_kind("MachineDeployment").ok(),
+        machine_ar: apis.capi_kind("Machine").ok(),
+        last_workers: Mutex::new(None),
+        admin_ok: AtomicBool::new(false),
+    };
+    let result = render::wait_until(
+        &format!("waiting for cluster {name}"),
+        timeout,
+        Duration::from_millis(500),
+        || wait.poll(),
+    )
+    .await;
+    match result {
+        // Nodes NotReady for want of a network plugin: say that, not "the controllers are slow".
+        Err(Error::Timeout { .. }) => {
+            let last = wait.last_workers.lock().ok().and_then(|l| l.clone());
+            match last.and_then(|w| w.timeout_error(name, timeout)) {
+                Some(e) => Err(e.into()),
+                None => result,
+            }
+        }
+        r => r,
+    }
+}
+
+/// CAPI's MachineDeployment label on its Machines.
+const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
