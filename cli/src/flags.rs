@@ -62,7 +62,7 @@ pub struct KubeFlags {
     #[arg(id = "kube-all_namespaces", short = 'A', long = "all-namespaces")]
     pub all_namespaces: bool,
     /// The API server URL (overrides the kubeconfig)
-    #[arg(id = "kube-server", short = 's', long = "server", value_name = "URL")]
+    #[arg(id = "kube-server", short = 's', long = "server", value_name = "URL", value_parser = server_url)]
     pub server: Option<String>,
     /// Bearer token for authentication to the API server
     #[arg(id = "kube-token", long = "token", value_name = "TOKEN")]
@@ -213,6 +213,33 @@ fn color_when() -> impl TypedValueParser<Value = ColorWhen> {
             .map(|(_, name, help)| PossibleValue::new(*name).help(*help)),
     )
     .map(|s| s.parse::<ColorWhen>().unwrap_or_default())
+}
+
+/// A count flag (`--workers`, `--replicas`): 0 to `max`; clap refuses anything else before
+/// anything is read or sent. Give the flag `allow_negative_numbers = true` so `-1` is refused
+/// as a value out of range, not taken for a flag.
+pub fn count(max: i64) -> clap::builder::RangedI64ValueParser<i64> {
+    clap::value_parser!(i64).range(0..=max)
+}
+
+/// `--server`: an absolute http(s) URL, checked before the kubeconfig is read.
+fn server_url(s: &str) -> Result<String, String> {
+    match s.parse::<http::Uri>() {
+        Ok(u) if matches!(u.scheme_str(), Some("https" | "http")) && u.host().is_some() => {
+            Ok(s.to_string())
+        }
+        _ => Err(format!(
+            "{s:?} is not a valid URL (e.g. https://10.0.0.1:6443)"
+        )),
+    }
+}
+
+/// A label selector (`-l`), parsed here as the API server would parse it, so a bad one is a
+/// usage error (exit 2) and never reaches the server.
+pub fn label_selector(s: &str) -> Result<String, String> {
+    kcore::plan::selector::LabelSelector::parse(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// `--dry-run`, as kubectl spells it.

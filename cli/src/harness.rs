@@ -140,7 +140,7 @@ fn exec_external(exe: &Path, rest: &[OsString]) -> ExitCode {
 
 /// Help and version go out as clap prints them (exit 0); a usage error becomes our one line
 /// plus a hint, exit 2.
-fn usage_exit(e: clap::Error) -> ExitCode {
+fn usage_exit(e: clap::Error, help_on: &str) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(
         e.kind(),
@@ -150,62 +150,16 @@ fn usage_exit(e: clap::Error) -> ExitCode {
     ) {
         e.exit()
     }
-    shared::render::error(&usage_error(&e.to_string()));
+    shared::render::error(&usage_error(&e.to_string(), help_on));
     ExitCode::from(shared::error::EXIT_USAGE)
 }
 
-/// clap's multi-line usage error as one line and a hint: the first line (with the items of a
-/// list such as missing arguments folded into it) and clap's tip or possible values, else where
-/// to find help.
-pub fn usage_error(clap_text: &str) -> Error {
-    let mut message = String::new();
-    let mut hints: Vec<String> = Vec::new();
-    let mut usage_of = None;
-    for line in clap_text.lines() {
-        let t = line.trim();
-        if let Some(first) = t.strip_prefix("error: ") {
-            message = first.trim_end_matches(':').to_string();
-            if first.ends_with(':') {
-                message.push(':');
-            }
-        } else if let Some(tip) = t.strip_prefix("tip: ") {
-            hints.push(tip.to_string());
-        } else if let Some(values) = t.strip_prefix("[possible values: ") {
-            hints.push(format!("possible values: {}", values.trim_end_matches(']')));
-        } else if let Some(u) = t.strip_prefix("Usage: ") {
-            // `kubectl capi scale [OPTIONS] ...` names the verb to ask for help on.
-            let words: Vec<&str> = u
-                .split_whitespace()
-                .take_while(|w| !w.starts_with(['[', '<']))
-                .collect();
-            usage_of = Some(words.join(" "));
-        } else if !t.is_empty() && !t.starts_with("For more information") && message.ends_with(':')
-        {
-            message.push(' ');
-            message.push_str(t);
-        }
-    }
-    let message = message.trim_end_matches(':').to_string();
-    // Negative numbers read as flags: say what the value must be rather than clap's `-- -1`.
-    if message
-        .strip_prefix("unexpected argument '-")
-        .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
-    {
-        hints = vec!["counts and sizes must be 0 or more".into()];
-    }
-    if hints.is_empty() {
-        hints.push(match usage_of {
-            Some(u) => format!("see {u} --help"),
-            None => "see --help".into(),
-        });
-    }
+/// clap's usage error as our one line and hint ([`kcore::text::usage_line`]).
+pub fn usage_error(clap_text: &str, help_on: &str) -> Error {
+    let (message, hint) = kcore::text::usage_line(clap_text, help_on);
     Error::Usage {
-        message: if message.is_empty() {
-            "invalid arguments".into()
-        } else {
-            message
-        },
-        hint: Some(hints.join("; ")),
+        message,
+        hint: Some(hint),
     }
 }
 
@@ -271,13 +225,22 @@ where
             ));
         }
     }
+    // What to ask for help on when clap's message names no usage line: the verb typed.
+    let verb = words
+        .iter()
+        .find(|w| !w.starts_with('-'))
+        .filter(|w| cmd.find_subcommand(w.as_str()).is_some());
+    let help_on = match verb {
+        Some(v) => format!("{} {v}", program.display()),
+        None => program.display(),
+    };
     let matches: ArgMatches = match cmd.clone().try_get_matches_from(&args) {
         Ok(m) => m,
-        Err(e) => return usage_exit(e),
+        Err(e) => return usage_exit(e, &help_on),
     };
     let cli = match C::from_arg_matches(&matches) {
         Ok(c) => c,
-        Err(e) => return usage_exit(e.with_cmd(&cmd)),
+        Err(e) => return usage_exit(e.with_cmd(&cmd), &help_on),
     };
     verbose(&cli).init();
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -307,6 +270,7 @@ mod tests {
     fn clap_errors_become_one_line_and_a_hint() {
         let e = usage_error(
             "error: the following required arguments were not provided:\n  <CLUSTER>\n\nUsage: kubectl capi describe <CLUSTER>\n\nFor more information, try '--help'.\n",
+            "kubectl capi",
         );
         assert_eq!(
             e.to_string(),
@@ -319,18 +283,25 @@ mod tests {
         assert_eq!(e.exit_code(), 2);
         let e = usage_error(
             "error: unexpected argument '-1' found\n\n  tip: to pass '-1' as a value, use '-- -1'\n\nUsage: kubectl capi scale [OPTIONS] <CLUSTER>\n",
+            "kubectl capi scale",
         );
         assert_eq!(
             e.hint().as_deref(),
-            Some("counts and sizes must be 0 or more")
+            Some("counts and durations cannot be negative")
         );
         let e = usage_error(
             "error: invalid value 'tabel' for '--output <FORMAT>'\n  [possible values: table, wide]\n\n  tip: a similar value exists: 'table'\n",
+            "kubectl capi list",
         );
         assert_eq!(
             e.hint().as_deref(),
             Some("possible values: table, wide; a similar value exists: 'table'")
         );
+        let e = usage_error(
+            "error: invalid value '1000h' for '--timeout <DURATION>': duration \"1000h\" is too long\n",
+            "kubectl capi upgrade",
+        );
+        assert_eq!(e.hint().as_deref(), Some("see kubectl capi upgrade --help"));
     }
 
     #[test]

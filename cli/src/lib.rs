@@ -16,7 +16,8 @@ pub mod harness;
 pub mod verbs;
 
 pub use flags::{
-    DryRun, EXIT_CODES_HELP, KubeFlags, LogFlags, OutputFlags, VERB_EXIT_CODES_HELP, parse_duration,
+    DryRun, EXIT_CODES_HELP, KubeFlags, LogFlags, OutputFlags, VERB_EXIT_CODES_HELP, count,
+    label_selector, parse_duration,
 };
 pub use harness::{Program, command_for, external_verbs, run};
 pub use shared::conn::Conn;

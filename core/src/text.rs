@@ -186,6 +186,58 @@ pub fn age(seconds: i64) -> String {
     format!("{}y", h / (24 * 365))
 }
 
+/// A command-line parser's multi-line usage error (clap's layout: `error: …`, indented items,
+/// `tip: …`, `[possible values: …]`, `Usage: …`) as one line and a hint: the first line (with the items of a
+/// list such as missing arguments folded into it) and clap's tip or possible values, else where
+/// to find help.
+pub fn usage_line(clap_text: &str, help_on: &str) -> (String, String) {
+    let mut message = String::new();
+    let mut hints: Vec<String> = Vec::new();
+    let mut usage_of = None;
+    for line in clap_text.lines() {
+        let t = line.trim();
+        if let Some(first) = t.strip_prefix("error: ") {
+            message = first.trim_end_matches(':').to_string();
+            if first.ends_with(':') {
+                message.push(':');
+            }
+        } else if let Some(tip) = t.strip_prefix("tip: ") {
+            hints.push(tip.to_string());
+        } else if let Some(values) = t.strip_prefix("[possible values: ") {
+            hints.push(format!("possible values: {}", values.trim_end_matches(']')));
+        } else if let Some(u) = t.strip_prefix("Usage: ") {
+            // `kubectl capi scale [OPTIONS] ...` names the verb to ask for help on.
+            let words: Vec<&str> = u
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['[', '<', '-']))
+                .collect();
+            usage_of = Some(words.join(" "));
+        } else if !t.is_empty() && !t.starts_with("For more information") && message.ends_with(':')
+        {
+            message.push(' ');
+            message.push_str(t);
+        }
+    }
+    let message = message.trim_end_matches(':').to_string();
+    // Negative numbers read as flags: say what the value must be rather than clap's `-- -1`.
+    if message
+        .strip_prefix("unexpected argument '-")
+        .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        hints = vec!["counts and durations cannot be negative".into()];
+    }
+    if hints.is_empty() {
+        let on = usage_of.unwrap_or_else(|| help_on.to_string());
+        hints.push(format!("see {on} --help"));
+    }
+    let message = if message.is_empty() {
+        "invalid arguments".to_string()
+    } else {
+        message
+    };
+    (message, hints.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,11 @@ use std::str::FromStr;
 /// bound keeps a typo like `v1.99999999999.0` from turning into a walk of billions of minors.
 const MAX_COMPONENT_DIGITS: usize = 6;
 
+/// The highest minor a Kubernetes version may have: 1.36 is current (2026) and upstream
+/// releases three a year, so 99 leaves decades; `v1.999999.0` is a typo, and a walk to it would
+/// be a million steps.
+pub const MAX_MINOR: u64 = 99;
+
 /// A Kubernetes version. Derefs to [`semver::Version`] for `major`, `minor`, `patch`, `pre`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct KubeVersion(semver::Version);
@@ -68,9 +73,14 @@ impl KubeVersion {
                 "a version number has more than {MAX_COMPONENT_DIGITS} digits"
             )));
         }
-        semver::Version::parse(rest)
-            .map(KubeVersion)
-            .map_err(|e| malformed(e.to_string()))
+        let v = semver::Version::parse(rest).map_err(|e| malformed(e.to_string()))?;
+        if v.minor > MAX_MINOR {
+            return Err(malformed(format!(
+                "minor {} is beyond any Kubernetes release (at most {MAX_MINOR})",
+                v.minor
+            )));
+        }
+        Ok(KubeVersion(v))
     }
 
     /// A release, not a pre-release or a build (`v1.33.1`, not `v1.33.1-rc.0`).
@@ -157,6 +167,12 @@ mod tests {
     fn absurd_numbers_are_refused_before_any_walk() {
         let e = KubeVersion::parse("v1.99999999999.0").unwrap_err();
         assert!(e.to_string().contains("more than 6 digits"), "{e}");
+        let e = KubeVersion::parse("v1.999999.0").unwrap_err();
+        assert!(
+            e.to_string().contains("beyond any Kubernetes release"),
+            "{e}"
+        );
+        assert!(KubeVersion::parse("v1.99.0").is_ok());
     }
 
     #[test]

@@ -137,6 +137,8 @@ pub async fn plan(
             new
         });
     }
+    let unowned = not_cascading(conn, ns, cluster_name, &mut cascaded).await?;
+    parts.splice(0..0, unowned);
     let kept =
         keep_shared_templates(conn, apis, ns, cluster_name, &all_mds, &seen, &mut parts).await?;
     Ok(Teardown {
@@ -147,6 +149,36 @@ pub async fn plan(
         parts,
         kept,
     })
+}
+
+/// Takes out of `cascaded` what the Cluster does not own: Cluster API cascades through owner
+/// references (which its controllers set), so an object without one to the Cluster (its
+/// controllers not running, or an object made by hand) would stay; those are deleted explicitly
+/// right after the Cluster. Objects already gone are dropped.
+async fn not_cascading(
+    conn: &Conn,
+    ns: &str,
+    cluster_name: &str,
+    cascaded: &mut Vec<Part>,
+) -> Result<Vec<Part>, Error> {
+    let mut out = Vec::new();
+    let mut owned = Vec::new();
+    for p in cascaded.drain(..) {
+        match api::get_opt(conn, &p.ar, Some(ns), &p.name).await? {
+            Some(o)
+                if kcore::plan::teardown::owned_by_cluster(
+                    &fields::object_json(&o),
+                    cluster_name,
+                ) =>
+            {
+                owned.push(p)
+            }
+            Some(_) => out.push(p),
+            None => {}
+        }
+    }
+    *cascaded = owned;
+    Ok(out)
 }
 
 /// The cluster's MachineDeployments into `cascaded` and the templates they use (for BYOH, with

@@ -14,6 +14,13 @@ pub mod tree;
 pub mod upgrade;
 pub mod workers;
 
+/// The most workers (Machines of one MachineDeployment) a verb accepts: Kubernetes supports
+/// clusters of up to 5,000 nodes (kubernetes.io, "Considerations for large clusters").
+pub const MAX_WORKERS: i64 = 5000;
+/// The most control-plane replicas a verb accepts (kubeadm control planes run 1, 3 or 5; a
+/// Kamaji tenant's API servers are stateless pods, and more than 16 is a typo).
+pub const MAX_CONTROL_PLANE_REPLICAS: i64 = 16;
+
 use serde::Serialize;
 use serde_json::Value;
 

@@ -273,6 +273,18 @@ pub fn unused_bootstrap_kubeconfigs(
     out
 }
 
+/// Whether `obj` has an owner reference to Cluster `cluster` (so Cluster API's cascade, through
+/// the garbage collector, removes it with the Cluster).
+pub fn owned_by_cluster(obj: &Value, cluster: &str) -> bool {
+    at(obj, &["metadata", "ownerReferences"])
+        .and_then(Value::as_array)
+        .is_some_and(|refs| {
+            refs.iter().any(|r| {
+                str_at(r, &["kind"]) == Some("Cluster") && str_at(r, &["name"]) == Some(cluster)
+            })
+        })
+}
+
 /// Templates a teardown would delete that something outside it still uses: `(kind, name)` →
 /// the user, e.g. `MachineDeployment other-md-0`. `machine_deployments` are the namespace's
 /// MachineDeployments (those of `cluster` are skipped: they go too); `machine_templates` are

@@ -84,10 +84,19 @@ pub enum TreeError {
 }
 
 impl TreeOptions {
-    /// Validate `show_conditions` the way clusterctl does (no whitespace; at most one `/` per item).
+    /// Validate `show_conditions` the way clusterctl does (no whitespace; at most one `/` per
+    /// item), and refuse an empty kind or name (`Bogus/`, `/x`, `a,,b`), which would match
+    /// nothing without saying so.
     pub fn validate(&self) -> Result<(), TreeError> {
         let s = &self.show_conditions;
-        if s.chars().any(char::is_whitespace) || s.split(',').any(|f| f.split('/').count() > 2) {
+        let bad_item = |f: &str| {
+            let parts: Vec<&str> = f.trim_end_matches('+').split('/').collect();
+            parts.len() > 2 || parts.iter().any(|p| p.is_empty())
+        };
+        if s.len() > 1024
+            || s.chars().any(char::is_whitespace)
+            || (!s.is_empty() && s.split(',').any(bad_item))
+        {
             return Err(TreeError::ShowConditions(s.clone()));
         }
         Ok(())

@@ -395,9 +395,10 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         show_conditions: args.show_conditions.clone(),
         ..Default::default()
     };
-    layout_probe
-        .validate()
-        .map_err(|e| Error::usage(e.to_string()))?;
+    layout_probe.validate().map_err(|e| Error::Usage {
+        message: e.to_string(),
+        hint: Some("e.g. --show-conditions all, or KubeadmControlPlane+,Machine/m1".into()),
+    })?;
     let conn = args.kube.connect().await?;
     let ns = conn.namespace.clone();
     let apis = ServerApis::discover(&conn).await?;

@@ -48,10 +48,10 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "VERSION")]
     pub kubernetes_version: Option<String>,
     /// CONTROL_PLANE_MACHINE_COUNT (default: the environment or config file, else 1)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=kcore::plan::MAX_CONTROL_PLANE_REPLICAS), allow_negative_numbers = true)]
     pub control_plane_machine_count: Option<u32>,
     /// WORKER_MACHINE_COUNT (default: the environment or config file, else 0)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=kcore::plan::MAX_WORKERS), allow_negative_numbers = true)]
     pub worker_machine_count: Option<u32>,
     /// NAMESPACE, and the namespace of every object (default: -n, else the context's namespace)
     #[arg(long, value_name = "NAMESPACE")]

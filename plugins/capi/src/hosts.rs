@@ -37,7 +37,7 @@ pub struct Args {
     #[arg(long)]
     pub available: bool,
     /// Label selector over host labels (kubectl syntax: k=v, k!=v, k in (a,b), !k)
-    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    #[arg(short = 'l', long, value_name = "SELECTOR", value_parser = cli::label_selector)]
     pub selector: Option<String>,
     #[command(flatten)]
     pub kube: KubeFlags,
@@ -138,11 +138,31 @@ impl Render for HostList {
     }
 }
 
+/// `--cluster` naming no Cluster is a typo, not an empty pool: say so, with the closest names.
+fn unknown_cluster(name: &str, clusters: &[Value], namespace: Option<&str>) -> Result<(), Error> {
+    let names: Vec<&str> = clusters.iter().map(kcore::json::name).collect();
+    if names.contains(&name) {
+        return Ok(());
+    }
+    Err(Error::NotFound {
+        kind: "Cluster".into(),
+        name: name.to_string(),
+        namespace: namespace.map(str::to_string),
+        suggestions: shared::error::closest_names(name, names.iter().copied()),
+    })
+}
+
 /// Builds the filter from the flags (bad states or selectors are usage errors).
 pub fn filter(args: &Args, namespace: Option<String>) -> Result<HostFilter, Error> {
     let mut states = Vec::new();
     for s in args.state.iter().filter(|s| !s.trim().is_empty()) {
-        states.push(HostState::parse(s).map_err(|e| Error::usage(e.to_string()))?);
+        states.push(HostState::parse(s).map_err(|e| {
+            let names: Vec<&str> = HostState::ALL.iter().map(|s| s.as_str()).collect();
+            Error::Usage {
+                message: e.to_string(),
+                hint: Some(format!("use one of: {}", names.join(", "))),
+            }
+        })?);
     }
     let selector = match &args.selector {
         Some(s) => Some(LabelSelector::parse(s).map_err(|e| Error::Usage {
@@ -165,6 +185,11 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         return describe(d).await;
     }
     let printer = Printer::new(&args.output);
+    // Every flag is checked before anything is read.
+    filter(args, None)?;
+    if let Some(c) = &args.cluster {
+        kcore::names::check_object_name("cluster", c)?;
+    }
     let conn = args.kube.connect().await?;
     // All namespaces unless -n: any namespace's machines may claim a host.
     let namespace =
@@ -194,6 +219,11 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     );
     let mut items = inv.rows_filtered(&filter);
     items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    if items.is_empty()
+        && let Some(c) = &args.cluster
+    {
+        unknown_cluster(c, &lists.clusters, namespace.as_deref())?;
+    }
     let summary = HostSummary::of(&items);
     if items.is_empty()
         && !matches!(

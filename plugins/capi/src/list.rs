@@ -21,7 +21,7 @@ use crate::fleet;
 )]
 pub struct Args {
     /// Label selector over Cluster labels
-    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    #[arg(short = 'l', long, value_name = "SELECTOR", value_parser = cli::label_selector)]
     pub selector: Option<String>,
     #[command(flatten)]
     pub kube: KubeFlags,

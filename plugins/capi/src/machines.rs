@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(short = 'w', long)]
     pub watch: bool,
     /// Label selector over Machine labels
-    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    #[arg(short = 'l', long, value_name = "SELECTOR", value_parser = cli::label_selector)]
     pub selector: Option<String>,
     #[command(flatten)]
     pub kube: KubeFlags,
@@ -238,6 +238,9 @@ fn sort(rows: &mut [MachineRow]) {
 
 pub async fn run(args: &Args) -> Result<(), Error> {
     let printer = Printer::new(&args.output);
+    if let Some(c) = &args.cluster {
+        kcore::names::check_object_name("Cluster", c)?;
+    }
     let conn = args.kube.connect().await?;
     let namespace = conn.list_namespace().map(str::to_string);
     let apis = ServerApis::discover(&conn).await?;

@@ -33,10 +33,10 @@ pub struct Args {
     #[arg(value_name = "CLUSTER")]
     pub cluster: String,
     /// Control-plane replicas
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = cli::count(kcore::plan::MAX_CONTROL_PLANE_REPLICAS), allow_negative_numbers = true)]
     pub control_plane: Option<i64>,
     /// Worker replicas of one MachineDeployment (--deployment when the cluster has several)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = cli::count(kcore::plan::MAX_WORKERS), allow_negative_numbers = true)]
     pub workers: Option<i64>,
     /// The MachineDeployment to scale (its name, or its ClusterClass topology name)
     #[arg(long, value_name = "NAME")]
@@ -137,7 +137,10 @@ pub async fn inventory_lists(
 
 fn scale_error(e: ScaleError) -> Error {
     match e {
-        ScaleError::NothingRequested | ScaleError::Negative(_) => Error::usage(e.to_string()),
+        ScaleError::NothingRequested | ScaleError::Negative(_) => Error::Usage {
+            message: e.to_string(),
+            hint: Some("pass --control-plane N and/or --workers N (0 or more)".into()),
+        },
         other => Error::other(other.to_string()),
     }
 }

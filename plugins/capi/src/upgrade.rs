@@ -69,11 +69,20 @@ pub struct Args {
 }
 
 fn upgrade_error(e: UpgradeError) -> Error {
+    let usage = |hint: &str| Error::Usage {
+        message: e.to_string(),
+        hint: Some(hint.into()),
+    };
     match e {
-        UpgradeError::MissingV(_)
-        | UpgradeError::Malformed { .. }
-        | UpgradeError::ConflictingScope
-        | UpgradeError::ScopeWithTopology(_) => Error::usage(e.to_string()),
+        UpgradeError::MissingV(_) | UpgradeError::Malformed { .. } => {
+            usage("write the version as vMAJOR.MINOR.PATCH, e.g. --to v1.35.0")
+        }
+        UpgradeError::ConflictingScope => {
+            usage("pass one of them, or neither for the whole cluster")
+        }
+        UpgradeError::ScopeWithTopology(_) => usage(
+            "drop --control-plane-only/--workers-only; the topology controller orders the rollout",
+        ),
         other => Error::other(other.to_string()),
     }
 }

@@ -162,6 +162,7 @@ pub fn owned_by_kcp(tcp: &DynamicObject) -> bool {
 /// Resolves NAME: a KamajiControlPlane, else a standalone TenantControlPlane. Not found
 /// offers close names of both.
 pub async fn resolve(conn: &Conn, apis: &ServerApis, name: &str) -> Result<Target, Error> {
+    kcore::names::check_object_name("KamajiControlPlane", name)?;
     let ns = conn.namespace.clone();
     let tcp_ar = tcp_resource(apis)?;
     let tcps = list(conn, &tcp_ar, Some(&ns), None).await?;

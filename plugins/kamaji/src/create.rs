@@ -42,10 +42,10 @@ pub struct Args {
     #[arg(long, value_name = "VERSION")]
     pub kubernetes_version: Option<String>,
     /// Control-plane replicas (pods); 0 = asleep (default 2)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = cli::count(kcore::plan::MAX_CONTROL_PLANE_REPLICAS), allow_negative_numbers = true)]
     pub replicas: Option<i64>,
     /// Worker machines (default 1; not with --infrastructure none)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = cli::count(kcore::plan::MAX_WORKERS), allow_negative_numbers = true)]
     pub workers: Option<i64>,
     /// Kamaji DataStore holding the control plane's state (default: Kamaji's default)
     #[arg(long, value_name = "DATASTORE")]

@@ -25,10 +25,10 @@ pub struct Args {
     #[arg(value_name = "CONTROL_PLANE")]
     pub name: String,
     /// Control-plane replicas (0 = asleep)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = cli::count(kcore::plan::MAX_CONTROL_PLANE_REPLICAS), allow_negative_numbers = true)]
     pub replicas: Option<i64>,
     /// Worker replicas of the cluster's MachineDeployment
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = cli::count(kcore::plan::MAX_WORKERS), allow_negative_numbers = true)]
     pub workers: Option<i64>,
     /// Wait until the control plane reports the new replicas
     #[arg(long)]

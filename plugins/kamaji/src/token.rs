@@ -46,8 +46,8 @@ pub struct JoinArgs {
     /// The join command's style
     #[arg(long, alias = "flavor", value_enum, default_value_t = Flavour::Kubeadm)]
     pub flavour: Flavour,
-    /// Lifetime of a new token
-    #[arg(long, value_parser = parse_duration, default_value = "24h", value_name = "DURATION")]
+    /// Lifetime of a new token (1m to 720h)
+    #[arg(long, value_parser = token_ttl, default_value = "24h", value_name = "DURATION")]
     pub ttl: Duration,
     /// Ignore expired tokens when looking for one to reuse (always on; kept for clastix's plugin)
     #[arg(long, default_value_t = true)]
@@ -109,6 +109,19 @@ async fn reusable_token(
         .collect();
     found.sort();
     Ok(found.pop().map(|(_, t)| t))
+}
+
+/// `--ttl`: a kubectl duration of at least a minute. kubeadm reads 0 as "never expires"; a join
+/// token that never expires is not offered here, and a shorter one would be stale before a
+/// host could use it.
+fn token_ttl(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_secs(60) {
+        return Err(format!(
+            "a token living {s} expires before a host can join; use at least 1m"
+        ));
+    }
+    Ok(d)
 }
 
 /// Creates a bootstrap token Secret living `ttl` and returns the token.

@@ -35,12 +35,12 @@ struct Args {
     #[arg(long, env = "POD_NAMESPACE", default_value = "kamaji-system")]
     leader_election_namespace: String,
     /// Address of /healthz, /readyz and /metrics ("0" disables).
-    #[arg(long, default_value = ":8080")]
+    #[arg(long, default_value = ":8080", value_parser = bind_address)]
     metrics_bind_address: String,
     // The flag of CACPPK v0.20.0 (main.go of clastix/cluster-api-control-plane-provider-kamaji),
     // whose default there is ":8081".
     /// A second address for /healthz and /readyz (upstream's flag; "0" disables).
-    #[arg(long, default_value = "0")]
+    #[arg(long, default_value = "0", value_parser = bind_address)]
     health_probe_bind_address: String,
     /// More infrastructure-cluster kinds whose spec.controlPlaneEndpoint is set (comma-separated
     /// kinds of group infrastructure.cluster.x-k8s.io; grant RBAC for them yourself).
@@ -56,7 +56,7 @@ struct Args {
     #[arg(long)]
     external_cluster_reference_cross_namespace: bool,
     /// Concurrent reconciles.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     max_concurrent_reconciles: u16,
     /// Print the CRDs as YAML and exit.
     #[arg(long)]
@@ -67,6 +67,13 @@ struct Args {
     /// More logging (-v info, -vv debug, -vvv trace).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
+}
+
+/// A bind address flag, checked when the flags are parsed (exit 2) rather than at start-up.
+fn bind_address(s: &str) -> std::result::Result<String, String> {
+    parse_addr(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 fn parse_addr(s: &str) -> Result<Option<SocketAddr>> {
@@ -241,13 +248,15 @@ async fn real_main(args: Args) -> Result<()> {
 fn main() -> ExitCode {
     let args = match Args::try_parse() {
         Ok(a) => a,
-        Err(e) => {
+        Err(e) if !e.use_stderr() => {
+            // --help and --version.
             let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let (message, hint) = kcore::text::usage_line(&e.to_string(), "kamaji-reconciler");
+            eprintln!("error: {message}\nhint: {hint}");
+            return ExitCode::from(2);
         }
     };
     let level = match args.verbose {
@@ -270,14 +279,27 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("kamaji-reconciler: cannot start the runtime: {e}");
+            eprintln!("error: cannot start the runtime: {e}\nhint: check the process limits");
             return ExitCode::FAILURE;
         }
     };
     match rt.block_on(real_main(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("kamaji-reconciler: {e:#}");
+            // One line: the chain without the repeats some errors carry of their source.
+            let mut line = String::new();
+            for cause in e.chain() {
+                let c = cause.to_string();
+                if !line.contains(&c) {
+                    if !line.is_empty() {
+                        line.push_str(": ");
+                    }
+                    line.push_str(&c);
+                }
+            }
+            eprintln!(
+                "error: {line}\nhint: check the flags (kamaji-reconciler --help) and the kubeconfig or service account it runs with"
+            );
             ExitCode::FAILURE
         }
     }

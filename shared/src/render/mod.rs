@@ -329,7 +329,12 @@ pub fn error_text(e: &Error, color: bool) -> String {
         ("error:".to_string(), "hint:".to_string())
     };
     let mut s = format!("{head} {e}\n");
-    if let Some(h) = e.hint() {
+    // Every error gets its second line: a usage error without a specific hint points at help.
+    let h = e.hint().or_else(|| {
+        (e.exit_code() == crate::error::EXIT_USAGE)
+            .then(|| "see --help for the accepted forms".to_string())
+    });
+    if let Some(h) = h {
         s.push_str(&format!("{hint} {h}\n"));
     }
     s

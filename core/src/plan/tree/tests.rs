@@ -339,7 +339,7 @@ fn show_conditions_filters() {
         .filter_for("Machine", "x"),
         ConditionFilter::All
     );
-    for bad in ["Machine, Cluster", "a/b/c"] {
+    for bad in ["Machine, Cluster", "a/b/c", "Bogus/", "/x", "a,,b"] {
         assert!(
             build_tree(
                 input(&f),

@@ -1,0 +1,311 @@
+//! Bad input, table-driven (issue 13): every case exits with its exact code, says what is wrong
+//! in one line (`error: …`) and what to do in a second (`hint: …`), prints nothing on stdout,
+//! never panics, and leaves the namespace as it was (nothing half-applied).
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
+
+/// One bad input: the arguments (after the verb's `-n <ns>` is added), the exit code, and a
+/// piece of the error line.
+struct Case {
+    args: &'static [&'static str],
+    code: i32,
+    says: &'static str,
+}
+
+const fn case(args: &'static [&'static str], code: i32, says: &'static str) -> Case {
+    Case { args, code, says }
+}
+
+/// Local refusals: no server is needed to find these wrong, and none is asked.
+const LOCAL: &[Case] = &[
+    case(&["nope"], 2, "unrecognized subcommand 'nope'"),
+    case(&["list", "--bogus"], 2, "unexpected argument '--bogus'"),
+    case(&["list", "-o", "tabel"], 2, "invalid value 'tabel'"),
+    case(&["list", "-o", "jsonpath"], 2, "invalid value 'jsonpath'"),
+    case(
+        &["list", "--color", "sometimes"],
+        2,
+        "invalid value 'sometimes'",
+    ),
+    case(&["list", "-l", "a in (b"], 2, "invalid value 'a in (b'"),
+    case(&["list", "-l", "=x"], 2, "invalid value '=x'"),
+    case(&["machines", "-l", "!!"], 2, "invalid value '!!'"),
+    case(&["hosts", "-l", "a==="], 2, "invalid value 'a==='"),
+    case(
+        &["list", "--request-timeout", "99999999999999999999s"],
+        2,
+        "too long",
+    ),
+    case(&["list", "--request-timeout", "10x"], 2, "unknown unit"),
+    case(
+        &["list", "--request-timeout", "-5s"],
+        2,
+        "unexpected argument '-5'",
+    ),
+    case(&["list", "--server", "not a url"], 2, "not a valid URL"),
+    case(
+        &["describe"],
+        2,
+        "required arguments were not provided: <CLUSTER>",
+    ),
+    case(
+        &["describe", "c1", "--show-conditions", "Bogus/"],
+        2,
+        "invalid --show-conditions",
+    ),
+    case(
+        &["describe", "c1", "--show-conditions", "/x"],
+        2,
+        "invalid --show-conditions",
+    ),
+    case(
+        &["describe", "c1", "--show-conditions", "Machine, Cluster"],
+        2,
+        "invalid --show-conditions",
+    ),
+    case(
+        &["describe", "c1", "--show-conditions", "a/b/c"],
+        2,
+        "invalid --show-conditions",
+    ),
+    case(
+        &["kubeconfig", "c1-kubeconfig?"],
+        2,
+        "\"c1-kubeconfig?\" is not a valid cluster name",
+    ),
+    case(&["kubeconfig", "a/b"], 2, "not a valid cluster name"),
+    case(&["kubeconfig", "c1", "--merge-into", "x"], 2, "--merge"),
+    case(
+        &["kubeconfig", "c1", "--output", "x", "--merge"],
+        2,
+        "cannot be used with",
+    ),
+    case(&["scale", "c1"], 2, "required arguments were not provided"),
+    case(
+        &["scale", "c1", "--workers", "-1"],
+        2,
+        "-1 is not in 0..=5000",
+    ),
+    case(
+        &["scale", "c1", "--workers", "99999999999"],
+        2,
+        "99999999999 is not in 0..=5000",
+    ),
+    case(&["scale", "c1", "--workers", "5001"], 2, "not in 0..=5000"),
+    case(
+        &["scale", "c1", "--control-plane", "17"],
+        2,
+        "17 is not in 0..=16",
+    ),
+    case(
+        &["scale", "c1", "--control-plane", "-3"],
+        2,
+        "-3 is not in 0..=16",
+    ),
+    case(
+        &["scale", "c1", "--workers", "abc"],
+        2,
+        "invalid value 'abc'",
+    ),
+    case(
+        &["scale", "c1", "--workers", "1", "--timeout", "1000h"],
+        2,
+        "too long",
+    ),
+    case(
+        &["scale", "c1", "--workers", "1", "--dry-run=sometimes"],
+        2,
+        "invalid value 'sometimes'",
+    ),
+    case(&["upgrade", "c1"], 2, "--to <VERSION>"),
+    case(&["upgrade", "c1", "--to", "1.35.0"], 2, "must start with v"),
+    case(
+        &["upgrade", "c1", "--to", "v1.99999999999.0", "--plan"],
+        2,
+        "more than 6 digits",
+    ),
+    case(&["upgrade", "c1", "--to", "latest"], 2, "not semver"),
+    case(&["upgrade", "c1", "--to", "v1.35"], 2, "not semver"),
+    case(
+        &["upgrade", "c1", "--to", "v1.35.0", "--timeout", "0.5.5s"],
+        2,
+        "invalid duration",
+    ),
+    case(&["pause"], 2, "required arguments were not provided"),
+    case(
+        &["resume", "--bogus", "c1"],
+        2,
+        "unexpected argument '--bogus'",
+    ),
+    case(&["restart"], 2, "required arguments were not provided"),
+    case(&["delete"], 2, "required arguments were not provided"),
+    case(&["hosts", "--state", "Bogus"], 2, "Bogus"),
+    case(
+        &["hosts", "describe"],
+        2,
+        "required arguments were not provided",
+    ),
+    case(
+        &["generate", "cluster"],
+        2,
+        "required arguments were not provided",
+    ),
+    case(
+        &["generate", "cluster", "c1", "--worker-machine-count", "-1"],
+        2,
+        "-1 is not in 0..=5000",
+    ),
+    case(
+        &[
+            "generate",
+            "cluster",
+            "c1",
+            "--worker-machine-count",
+            "99999999",
+        ],
+        2,
+        "not in 0..=5000",
+    ),
+    case(
+        &[
+            "generate",
+            "cluster",
+            "c1",
+            "--control-plane-machine-count",
+            "17",
+        ],
+        2,
+        "not in 0..=16",
+    ),
+    case(&["completion", "tcsh"], 2, "invalid value 'tcsh'"),
+    case(&["version", "--bogus"], 2, "unexpected argument '--bogus'"),
+];
+
+/// Refusals that need the API server only to resolve the connection: the name or input is
+/// still refused before any object is read or written.
+const WITH_SERVER: &[Case] = &[
+    case(
+        &["describe", "c1?"],
+        2,
+        "\"c1?\" is not a valid Cluster name",
+    ),
+    case(&["describe", "UPPER"], 2, "not a valid Cluster name"),
+    case(&["machines", "c1?"], 2, "not a valid Cluster name"),
+    case(
+        &["scale", "c1?", "--workers", "1"],
+        2,
+        "\"c1?\" is not a valid cluster name",
+    ),
+    case(
+        &["upgrade", "c1?", "--to", "v1.35.0"],
+        2,
+        "not a valid cluster name",
+    ),
+    case(&["pause", "c1?"], 2, "not a valid cluster name"),
+    case(&["resume", "Bad"], 2, "not a valid cluster name"),
+    case(&["restart", "c1%2F"], 2, "not a valid cluster name"),
+    case(&["delete", "c1?", "--yes"], 2, "not a valid cluster name"),
+    case(
+        &["hosts", "--cluster", "typo"],
+        1,
+        "Cluster \"typo\" not found",
+    ),
+    case(&["describe", "absent"], 1, "Cluster \"absent\" not found"),
+    case(
+        &["scale", "absent", "--workers", "1"],
+        1,
+        "Cluster \"absent\" not found",
+    ),
+    case(
+        &["list", "--context", "nope"],
+        1,
+        "context \"nope\" not found",
+    ),
+    case(
+        &["list", "--kubeconfig", "/nonexistent/kubeconfig"],
+        1,
+        "cannot read the kubeconfig",
+    ),
+];
+
+fn check(c: &Case, kubeconfig: &str, ns: &str) -> Result<(), String> {
+    let mut cmd = Command::new(BIN);
+    cmd.args(c.args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("NO_COLOR", "1")
+        .env("POD_NAMESPACE", ns);
+    // Verbs take -n; `nope` and `completion` have no namespace to take.
+    if !matches!(
+        c.args.first(),
+        Some(&"nope") | Some(&"completion") | Some(&"version")
+    ) {
+        cmd.args(["-n", ns]);
+    }
+    let o = cmd.output().expect("run kubectl-capi");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    let what = format!("kubectl capi {}\n{stderr}", c.args.join(" "));
+    let fail = |why: &str| Err(format!("{why}: {what}"));
+    if stderr.contains("panicked") {
+        return fail("panic");
+    }
+    if o.status.code() != Some(c.code) {
+        return fail(&format!("exit code {:?}, not {}", o.status.code(), c.code));
+    }
+    if lines.len() != 2 || !lines[0].starts_with("error: ") || !lines[1].starts_with("hint: ") {
+        return fail("not one error line and one hint");
+    }
+    if !lines[0].contains(c.says) {
+        return fail(&format!("the error does not say {:?}", c.says));
+    }
+    if !o.stdout.is_empty() {
+        return fail("stdout is not empty");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_input_is_one_line_the_right_code_and_changes_nothing() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("capi-bad-input").await;
+    let kubeconfig = tb.kubeconfig.display().to_string();
+    // Local refusals happen even without a reachable kubeconfig.
+    let failures: Vec<String> = LOCAL
+        .iter()
+        .map(|c| check(c, "/nonexistent/kubeconfig", &ns))
+        .chain(WITH_SERVER.iter().map(|c| check(c, &kubeconfig, &ns)))
+        .filter_map(Result::err)
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases:\n{}",
+        failures.len(),
+        LOCAL.len() + WITH_SERVER.len(),
+        failures.join("\n")
+    );
+    assert!(LOCAL.len() + WITH_SERVER.len() >= 60);
+    // Nothing was created in the namespace.
+    let clusters: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &kube::discovery::ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "Cluster".into(),
+            plural: "clusters".into(),
+        },
+    );
+    let list = clusters
+        .list(&Default::default())
+        .await
+        .expect("list clusters");
+    assert!(
+        list.items.is_empty(),
+        "objects were created: {:?}",
+        list.items
+    );
+    tb.delete_namespace(&client, &ns).await;
+}
