@@ -47,7 +47,16 @@ pub enum TemplateError {
     MissingVariables(Vec<String>),
     #[error("{0}")]
     InvalidOption(String),
+    /// Past [`MAX_TEMPLATE_BYTES`] or [`MAX_OUTPUT_BYTES`].
+    #[error("{0}")]
+    TooLarge(String),
 }
+
+/// The largest template read: clusterctl's templates are tens of kilobytes; anything near this
+/// is not a cluster template, and parsing holds four bytes per character.
+pub const MAX_TEMPLATE_BYTES: usize = 8 << 20;
+/// The largest rendered output (defaults and substitutions can only grow a template so far).
+pub const MAX_OUTPUT_BYTES: usize = 32 << 20;
 
 /// The template file clusterctl looks for: `cluster-template.yaml` or `cluster-template-<flavor>.yaml`.
 pub fn template_file_name(flavor: Option<&str>) -> String {
@@ -138,6 +147,12 @@ pub fn substitute(template: &str, vars: &Variables) -> Result<String, TemplateEr
     let mut out = String::with_capacity(template.len());
     for n in &nodes {
         eval(n, vars, &mut out);
+        if out.len() > MAX_OUTPUT_BYTES {
+            return Err(TemplateError::TooLarge(format!(
+                "the template renders to more than {} MiB",
+                MAX_OUTPUT_BYTES >> 20
+            )));
+        }
     }
     Ok(out)
 }

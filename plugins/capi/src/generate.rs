@@ -277,6 +277,10 @@ fn template_error(e: TemplateError, source: &str, config: Option<&Path>) -> Erro
             )),
         },
         TemplateError::InvalidOption(m) => Error::usage(m),
+        TemplateError::TooLarge(m) => Error::Other {
+            message: m,
+            hint: Some("check that --from names a cluster template".into()),
+        },
         TemplateError::Parse { .. } => Error::Other {
             message: format!("the template {source}: {e}"),
             hint: Some(

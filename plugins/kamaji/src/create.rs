@@ -467,6 +467,19 @@ async fn apply(
     } else {
         built.objects.clone()
     };
+    if !server_dry {
+        // The server validates every object first (a dry run of the same applies, webhooks and
+        // admission policies included), so a refusal of the last one leaves nothing behind.
+        apply_objects(
+            conn,
+            apis,
+            &spec.name,
+            &to_apply,
+            true,
+            args.force_conflicts,
+        )
+        .await?;
+    }
     let mut applied = apply_objects(
         conn,
         apis,

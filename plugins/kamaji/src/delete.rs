@@ -58,6 +58,16 @@ fn own_parts(apis: &ServerApis, t: &Target) -> Vec<Part> {
     out
 }
 
+/// The error `resolve` gives for a name with nothing of it left.
+async fn not_found(conn: &cli::Conn, apis: &ServerApis, name: &str) -> Error {
+    match common::resolve(conn, apis, name).await {
+        Err(e) => e,
+        Ok(_) => Error::other(format!(
+            "{name} appeared while it was being looked up; run again"
+        )),
+    }
+}
+
 /// What goes and stays, on stderr before the question.
 fn show(td: &Teardown, datastore: &Option<String>) {
     render::info(&format!("This deletes, in namespace {}:", td.namespace));
@@ -92,7 +102,18 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     }
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
-    let t = common::resolve(&conn, &apis, &args.name).await?;
+    let t = match common::resolve(&conn, &apis, &args.name).await {
+        Ok(t) => t,
+        // The control plane is gone already: an interrupted delete whose Cluster (or leftovers)
+        // may still be there. Finish that teardown rather than say "not found".
+        Err(Error::NotFound { .. }) => Target {
+            namespace: conn.namespace.clone(),
+            name: args.name.clone(),
+            kcp: None,
+            tcp: None,
+        },
+        Err(e) => return Err(e),
+    };
     let cluster_name = t.cluster_name().unwrap_or_else(|| t.name.clone());
     let td = teardown::plan(
         &conn,
@@ -102,6 +123,9 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         own_parts(&apis, &t),
     )
     .await?;
+    if t.kcp.is_none() && t.tcp.is_none() && td.all().next().is_none() {
+        return Err(not_found(&conn, &apis, &args.name).await);
+    }
     let datastore = crate::list::row(t.kcp.as_ref(), t.tcp.as_ref()).datastore;
     show(&td, &datastore);
     if !args.yes && !render::confirm(&format!("Delete {} and its cluster?", t.name))? {

@@ -893,3 +893,182 @@ async fn wait_times_out_saying_where_it_is_stuck() {
         "{text}"
     );
 }
+
+/// Issue 13: `create` applied the Cluster, the KamajiControlPlane, the ByoCluster and the
+/// templates before the server refused the MachineDeployment, and left them. A
+/// ValidatingAdmissionPolicy of the real API server refuses MachineDeployments in this
+/// namespace only (a fault the server injects, not a mock): nothing may be created.
+#[tokio::test]
+async fn a_refusal_of_the_last_object_creates_nothing() {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-half").await;
+    let policy_ar = ar(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicy",
+    );
+    let binding_ar = ar(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+    );
+    let name = format!("deny-md-{ns}");
+    let policy = serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["cluster.x-k8s.io"], "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["machinedeployments"]}]},
+            "validations": [{"expression": "false", "message": "MachineDeployments are not allowed here"}]}});
+    let binding = serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}}});
+    let pp = PatchParams::apply("test").force();
+    let policies: Api<DynamicObject> = Api::all_with(c.clone(), &policy_ar);
+    let bindings: Api<DynamicObject> = Api::all_with(c.clone(), &binding_ar);
+    policies
+        .patch(&name, &pp, &Patch::Apply(&policy))
+        .await
+        .unwrap();
+    bindings
+        .patch(&name, &pp, &Patch::Apply(&binding))
+        .await
+        .unwrap();
+    // The policy takes effect once the API server has loaded it: a direct dry-run probe says when.
+    let mds = Api::<DynamicObject>::namespaced_with(
+        c.clone(),
+        &ns,
+        &ar("cluster.x-k8s.io", "v1beta2", "MachineDeployment"),
+    );
+    let probe = serde_json::json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+        "metadata": {"name": "probe"}, "spec": {"clusterName": "x", "selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"clusterName": "x",
+        "bootstrap": {"dataSecretName": "x"}, "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ByoMachineTemplate", "name": "x"}}}}});
+    let mut dry = PatchParams::apply("test").force();
+    dry.dry_run = true;
+    let mut last = String::new();
+    for _ in 0..100 {
+        match mds.patch("probe", &dry, &Patch::Apply(&probe)).await {
+            Err(kube::Error::Api(s)) if s.message.contains("not allowed here") => {
+                last.clear();
+                break;
+            }
+            r => last = format!("{r:?}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(last.is_empty(), "the admission policy never took effect: {last}");
+
+    let o = kamaji(
+        tb,
+        &ns,
+        &[
+            "create",
+            "half",
+            "--infrastructure",
+            "byoh",
+            "--kubernetes-version",
+            V,
+            "--workers",
+            "1",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not allowed here"), "{}", stderr(&o));
+    for (group, version, kind) in [
+        ("cluster.x-k8s.io", "v1beta2", "Cluster"),
+        (
+            "controlplane.cluster.x-k8s.io",
+            "v1alpha2",
+            "KamajiControlPlane",
+        ),
+        ("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster"),
+        (
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "ByoMachineTemplate",
+        ),
+        (
+            "bootstrap.cluster.x-k8s.io",
+            "v1beta2",
+            "KubeadmConfigTemplate",
+        ),
+    ] {
+        let list = Api::<DynamicObject>::namespaced_with(c.clone(), &ns, &ar(group, version, kind))
+            .list(&Default::default())
+            .await
+            .unwrap();
+        assert!(
+            list.items.is_empty(),
+            "{kind} was created although the MachineDeployment was refused"
+        );
+    }
+    let _ = bindings.delete(&name, &Default::default()).await;
+    let _ = policies.delete(&name, &Default::default()).await;
+}
+
+/// Issue 13: an interrupted `kamaji delete --wait` could not be resumed: once the control plane
+/// was gone the re-run said "not found" while the Cluster was still terminating. A finalizer
+/// nobody removes holds the Cluster here, as a slow CAPI would.
+#[tokio::test]
+async fn an_interrupted_delete_resumes() {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-resume").await;
+    let clusters = Api::<DynamicObject>::namespaced_with(
+        c.clone(),
+        &ns,
+        &ar("cluster.x-k8s.io", "v1beta2", "Cluster"),
+    );
+    let cluster = serde_json::json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "gone", "finalizers": ["test.example.com/hold"]},
+        "spec": {"clusterNetwork": {"apiServerPort": 6443}}});
+    clusters
+        .patch(
+            "gone",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&cluster),
+        )
+        .await
+        .unwrap();
+    // No KamajiControlPlane: the first delete got that far and was interrupted; the Cluster
+    // is terminating. The re-run finds it and waits where the first one stopped.
+    let o = kamaji(
+        tb,
+        &ns,
+        &["delete", "gone", "--yes", "--wait", "--timeout", "2s"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("left: Cluster gone (finalizers test.example.com/hold)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("not found"), "{}", stderr(&o));
+    // Resumed again; the holder lets go while it waits, and it finishes.
+    let (tb2, ns2) = (tb, ns.clone());
+    let resumed = tokio::task::spawn_blocking(move || {
+        kamaji(
+            tb2,
+            &ns2,
+            &["delete", "gone", "--yes", "--wait", "--timeout", "60s"],
+        )
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    clusters
+        .patch(
+            "gone",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    let out = ok(&resumed.await.unwrap());
+    assert!(out.contains("gone is gone"), "{out}");
+    // With nothing left at all, the name is simply not found.
+    let line = fails(&kamaji(tb, &ns, &["delete", "gone", "--yes"]), 1);
+    assert!(line.contains("\"gone\" not found"), "{line}");
+}

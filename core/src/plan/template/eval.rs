@@ -119,37 +119,95 @@ fn substring(v: &str, pos: Option<&str>, len: Option<&str>) -> String {
     chars[p as usize..end as usize].iter().collect()
 }
 
-/// Shell-style glob: `*` any run, `?` one character, `\x` a literal `x`.
-fn glob(pattern: &[char], s: &[char]) -> bool {
-    match pattern.split_first() {
-        None => s.is_empty(),
-        Some(('*', rest)) => (0..=s.len()).any(|i| glob(rest, &s[i..])),
-        Some(('?', rest)) => !s.is_empty() && glob(rest, &s[1..]),
-        Some(('\\', rest)) if !rest.is_empty() => {
-            s.first() == Some(&rest[0]) && glob(&rest[1..], &s[1..])
-        }
-        Some((c, rest)) => s.first() == Some(c) && glob(rest, &s[1..]),
-    }
+/// One element of a shell-style glob: `*` any run, `?` one character, anything else (or `\x`)
+/// a literal.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Glob {
+    Star,
+    Any,
+    Lit(char),
 }
 
+fn glob_tokens(pattern: &str) -> Vec<Glob> {
+    let mut out = Vec::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        out.push(match c {
+            '*' => Glob::Star,
+            '?' => Glob::Any,
+            '\\' => Glob::Lit(chars.next().unwrap_or('\\')),
+            c => Glob::Lit(c),
+        });
+    }
+    out
+}
+
+/// For every prefix length `l` of `s`, whether `pattern` matches `s[..l]`: the pattern run as
+/// an automaton over `s` once, O(|s|·|pattern|). (A backtracking matcher is exponential in the
+/// number of `*`: `${X##*a*a*a…*b}` ran for minutes.)
+fn prefix_matches(pattern: &[Glob], s: &[char]) -> Vec<bool> {
+    let m = pattern.len();
+    // Active pattern positions; a `*` also lets the next position start (it matches nothing).
+    let close = |active: &mut Vec<bool>| {
+        for i in 0..m {
+            if active[i] && pattern[i] == Glob::Star {
+                active[i + 1] = true;
+            }
+        }
+    };
+    let mut active = vec![false; m + 1];
+    active[0] = true;
+    close(&mut active);
+    let mut out = Vec::with_capacity(s.len() + 1);
+    out.push(active[m]);
+    for &c in s {
+        let mut next = vec![false; m + 1];
+        for i in (0..m).filter(|&i| active[i]) {
+            match pattern[i] {
+                Glob::Star => next[i] = true,
+                Glob::Any => next[i + 1] = true,
+                Glob::Lit(x) if x == c => next[i + 1] = true,
+                Glob::Lit(_) => {}
+            }
+        }
+        close(&mut next);
+        out.push(next[m]);
+        if !next.iter().any(|a| *a) {
+            // Nothing can match a longer prefix.
+            out.resize(s.len() + 1, false);
+            break;
+        }
+        active = next;
+    }
+    out
+}
+
+/// `${v#pattern}` (shortest) and `${v##pattern}` (longest): `v` without the matching prefix.
 fn trim_prefix(v: &str, pattern: &str, longest: bool) -> String {
     let chars: Vec<char> = v.chars().collect();
-    let pat: Vec<char> = pattern.chars().collect();
-    let lens: Vec<usize> = if longest {
-        (1..=chars.len()).rev().collect()
-    } else {
-        (1..=chars.len()).collect()
-    };
-    for l in lens {
-        if glob(&pat, &chars[..l]) {
-            return chars[l..].iter().collect();
-        }
-    }
-    v.to_string()
+    trim_chars(&chars, &glob_tokens(pattern), longest)
+        .iter()
+        .collect()
 }
 
+fn trim_chars(chars: &[char], pattern: &[Glob], longest: bool) -> Vec<char> {
+    let hits = prefix_matches(pattern, chars);
+    // A match of the empty prefix removes nothing, as in the shell.
+    let mut lens = (1..=chars.len()).filter(|&l| hits[l]);
+    let l = if longest {
+        lens.next_back()
+    } else {
+        lens.next()
+    };
+    chars[l.unwrap_or(0)..].to_vec()
+}
+
+/// `${v%pattern}` and `${v%%pattern}`: the same on the reversed string and pattern.
 fn trim_suffix(v: &str, pattern: &str, longest: bool) -> String {
-    let rev: String = v.chars().rev().collect();
-    let rpat: String = pattern.chars().rev().collect();
-    trim_prefix(&rev, &rpat, longest).chars().rev().collect()
+    let rev: Vec<char> = v.chars().rev().collect();
+    let mut rpat = glob_tokens(pattern);
+    rpat.reverse();
+    let mut out = trim_chars(&rev, &rpat, longest);
+    out.reverse();
+    out.iter().collect()
 }

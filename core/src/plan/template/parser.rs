@@ -44,11 +44,23 @@ fn convert_legacy(input: &str) -> String {
     out
 }
 
+/// How deep `${...}` may nest inside one another (`${A:=${B:=${C}}}` is 3): the parser and the
+/// evaluator recurse once per level, and thousands of levels overflowed the stack.
+pub const MAX_NESTING: usize = 32;
+
 pub(super) fn parse(template: &str) -> Result<Vec<Node>, TemplateError> {
+    if template.len() > super::MAX_TEMPLATE_BYTES {
+        return Err(TemplateError::TooLarge(format!(
+            "the template is {} bytes; templates of more than {} MiB are refused",
+            template.len(),
+            super::MAX_TEMPLATE_BYTES >> 20
+        )));
+    }
     let converted = convert_legacy(template);
     let mut p = Parser {
         s: converted.chars().collect(),
         pos: 0,
+        depth: 0,
     };
     p.parse_top().map_err(|(pos, message)| {
         let (line, column) = p.line_col(pos);
@@ -65,6 +77,8 @@ type PResult<T> = Result<T, (usize, &'static str)>;
 struct Parser {
     s: Vec<char>,
     pos: usize,
+    /// How many `${` are open.
+    depth: usize,
 }
 
 impl Parser {
@@ -135,8 +149,18 @@ impl Parser {
         }
     }
 
-    /// After `${`.
+    /// After `${`: one substitution, at most [`MAX_NESTING`] deep.
     fn parse_func(&mut self) -> PResult<Func> {
+        if self.depth >= MAX_NESTING {
+            return Err((self.pos, "substitutions nested more than 32 deep"));
+        }
+        self.depth += 1;
+        let f = self.parse_func_inner();
+        self.depth -= 1;
+        f
+    }
+
+    fn parse_func_inner(&mut self) -> PResult<Func> {
         let start = self.pos;
         if self.peek() == Some('#') {
             return self.parse_length();

@@ -310,3 +310,46 @@ fn generate_options_become_variables() {
         "cluster-template-docker.yaml"
     );
 }
+
+// Issue 13: 2,000 nested `${A:=…}` overflowed the stack.
+#[test]
+fn deep_nesting_is_refused_not_a_crash() {
+    let deep = format!("{}x{}", "${A:=".repeat(2000), "}".repeat(2000));
+    let e = substitute(&deep, &vars(&[], &[])).unwrap_err();
+    assert!(e.to_string().contains("nested more than 32 deep"), "{e}");
+    let ok = format!("{}x{}", "${A:=".repeat(32), "}".repeat(32));
+    assert_eq!(substitute(&ok, &vars(&[], &[])).unwrap(), "x");
+}
+
+// Issue 13: `${X##*a*a…*b}` was exponential (25 characters: 9 s; 60: more than 39 minutes).
+#[test]
+fn glob_trims_are_not_exponential() {
+    let pattern = format!("{}b", "*a".repeat(30));
+    let x = "a".repeat(60);
+    let t = std::time::Instant::now();
+    assert_eq!(sub(&format!("${{X##{pattern}}}"), &[("X", &x)]), x);
+    assert_eq!(sub(&format!("${{X%%{pattern}}}"), &[("X", &x)]), x);
+    // Generous: the automaton takes microseconds; the backtracking matcher took minutes.
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        t.elapsed()
+    );
+    // Matches still behave like the shell's, escapes included, from either end.
+    assert_eq!(sub("${X#*a}", &[("X", "banana")]), "nana");
+    assert_eq!(sub("${X##*a}", &[("X", "banana")]), "");
+    assert_eq!(sub("${X%a*}", &[("X", "banana")]), "banan");
+    assert_eq!(sub("${X%%a*}", &[("X", "banana")]), "b");
+    assert_eq!(sub("${X%\\*}", &[("X", "ab*")]), "ab");
+    assert_eq!(sub("${X#?}", &[("X", "ab")]), "b");
+    assert_eq!(sub("${X#z}", &[("X", "ab")]), "ab");
+}
+
+// Issue 13: a 100 MB template grew past 1 GB.
+#[test]
+fn oversized_templates_are_refused() {
+    let big = "a".repeat(MAX_TEMPLATE_BYTES + 1);
+    let e = substitute(&big, &vars(&[], &[])).unwrap_err();
+    assert!(matches!(e, TemplateError::TooLarge(_)), "{e}");
+    assert!(list_variables(&big).is_err());
+}
