@@ -788,4 +788,58 @@ mod tests {
             Removal::Absent
         );
     }
+
+    // Issue 13: on a full disk kamaji's writer left a 0-byte config.bak. A 64 KiB tmpfs filled
+    // to the last byte stands in for the full disk (mounting needs root, as the testbed does).
+    #[test]
+    fn a_full_disk_leaves_the_old_file_and_no_empty_backup() {
+        let dir = tempfile::tempdir().unwrap();
+        let mount = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("run mount");
+        assert!(
+            mount.success(),
+            "mounting a tmpfs needs root, as the rest of the suite does"
+        );
+        let path = dir.path().join("config");
+        let result = std::panic::catch_unwind(|| {
+            let before = "apiVersion: v1\nkind: Config\ncurrent-context: mgmt\n";
+            std::fs::write(&path, before).unwrap();
+            // Fill the rest of the file system.
+            let filler = dir.path().join("filler");
+            let mut f = std::fs::File::create(&filler).unwrap();
+            let chunk = vec![0u8; 4096];
+            while f.write_all(&chunk).is_ok() {}
+            let _ = f.write_all(&[0u8]);
+            drop(f);
+            let e = merge_into_file(&path, &prod("p"), opts(false, false)).unwrap_err();
+            assert!(e.to_string().contains("cannot write"), "{e}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+            let names: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+                .collect();
+            // The backup is written whole or not at all, and no temporary or lock file stays.
+            for n in &names {
+                assert!(
+                    n == "config" || n == "filler" || n == "config.bak",
+                    "{names:?}"
+                );
+            }
+            if names.iter().any(|n| n == "config.bak") {
+                assert_eq!(
+                    std::fs::read_to_string(dir.path().join("config.bak")).unwrap(),
+                    before
+                );
+            }
+        });
+        let _ = std::process::Command::new("umount")
+            .arg(dir.path())
+            .status();
+        if let Err(p) = result {
+            std::panic::resume_unwind(p);
+        }
+    }
 }
