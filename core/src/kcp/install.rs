@@ -41,13 +41,20 @@ pub fn cluster_role() -> Value {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": NAME, "labels": labels()},
+        // Exactly what the controller calls (audited by the reconciler's rbac test, which runs
+        // it as this service account): the KamajiControlPlane controller lists and watches and
+        // patches (finalizers, status); the TenantControlPlane is read and server-side applied
+        // (an apply that creates needs create); Secrets are read, watched (metadata) and
+        // applied. Kubernetes RBAC cannot scope list/watch by label, so Secrets stay
+        // cluster-wide for watching (CAPI's contract names Secrets by cluster, not by label).
+        // Events: kube-runtime's Recorder creates an event and patches its series on repeats.
         "rules": [
-            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes"], "verbs": ["get", "list", "watch", "patch", "update"]},
-            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/status"], "verbs": ["get", "patch", "update"]},
+            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes"], "verbs": ["list", "watch", "patch"]},
+            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/status"], "verbs": ["patch"]},
             {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/finalizers"], "verbs": ["update"]},
-            {"apiGroups": ["kamaji.clastix.io"], "resources": ["tenantcontrolplanes"], "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+            {"apiGroups": ["kamaji.clastix.io"], "resources": ["tenantcontrolplanes"], "verbs": ["get", "list", "watch", "create", "patch"]},
             {"apiGroups": ["cluster.x-k8s.io"], "resources": ["clusters"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "patch", "update"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "patch"]},
             {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra, "verbs": ["get", "list", "watch", "patch"]},
             {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra_status, "verbs": ["patch"]},
             {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "resourceNames": ["tenantcontrolplanes.kamaji.clastix.io"], "verbs": ["get"]},

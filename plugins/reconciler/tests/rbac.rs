@@ -1,0 +1,201 @@
+//! The reconciler under the ClusterRole `kubectl kamaji install` gives it (issue 13): it runs as
+//! its service account (impersonated: the testbed's admin may impersonate), through a
+//! KamajiControlPlane's create, ready, upgrade and delete, and the API server refuses nothing;
+//! the role holds exactly the audited set of verbs.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+const V: &str = "v1alpha2";
+
+/// The ClusterRole's rules as `group/resource` → sorted verbs.
+fn rules(role: &Value) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for r in role["rules"].as_array().unwrap() {
+        for g in r["apiGroups"].as_array().unwrap() {
+            for res in r["resources"].as_array().unwrap() {
+                let mut verbs: Vec<String> = r["verbs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_string())
+                    .collect();
+                verbs.sort();
+                out.insert(
+                    format!("{}/{}", g.as_str().unwrap(), res.as_str().unwrap()),
+                    verbs,
+                );
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_role_is_the_audited_set() {
+    let role = kamaji_reconciler::install::cluster_role();
+    let r = rules(&role);
+    let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    // What the reconciler calls (plugins/reconciler/src/controller): the KamajiControlPlane
+    // controller lists and watches, patches finalizers and status; the TenantControlPlane is
+    // read and server-side applied (apply may create); Secrets are read, watched (metadata) and
+    // applied; Clusters are read and watched; infrastructure clusters are patched.
+    assert_eq!(
+        r["controlplane.cluster.x-k8s.io/kamajicontrolplanes"],
+        v(&["list", "patch", "watch"])
+    );
+    assert_eq!(
+        r["controlplane.cluster.x-k8s.io/kamajicontrolplanes/status"],
+        v(&["patch"])
+    );
+    assert_eq!(
+        r["controlplane.cluster.x-k8s.io/kamajicontrolplanes/finalizers"],
+        v(&["update"])
+    );
+    assert_eq!(
+        r["kamaji.clastix.io/tenantcontrolplanes"],
+        v(&["create", "get", "list", "patch", "watch"])
+    );
+    assert_eq!(r["cluster.x-k8s.io/clusters"], v(&["get", "list", "watch"]));
+    assert_eq!(
+        r["/secrets"],
+        v(&["create", "get", "list", "patch", "watch"])
+    );
+    assert_eq!(r["events.k8s.io/events"], v(&["create", "patch"]));
+    assert!(r.keys().all(|k| !k.contains('*')), "{r:?}");
+    assert!(
+        r.values()
+            .flatten()
+            .all(|verb| verb != "*" && verb != "delete" && verb != "update"
+                || r.iter()
+                    .any(|(k, vs)| k.ends_with("/finalizers") && vs.contains(verb))),
+        "{r:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn create_ready_upgrade_delete_under_its_own_role() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-rbac").await;
+    install_our_crds(&c).await;
+    // The RBAC `kubectl kamaji install` applies (ClusterRole, bindings, service account) for a
+    // reconciler living in this namespace.
+    let pp = PatchParams::apply("test").force();
+    for o in kamaji_reconciler::install_manifests("example.com/kamaji-reconciler:test", &ns) {
+        let kind = o["kind"].as_str().unwrap_or_default();
+        if ![
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+        ]
+        .contains(&kind)
+            || o["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("-capi") || n.contains("kubeadm-bootstrap"))
+        {
+            continue;
+        }
+        let av = o["apiVersion"].as_str().unwrap();
+        let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+        let r = ar(group, version, kind);
+        let api: kube::Api<kube::api::DynamicObject> = match o["metadata"]["namespace"].as_str() {
+            Some(n) => kube::Api::namespaced_with(c.clone(), n, &r),
+            None => kube::Api::all_with(c.clone(), &r),
+        };
+        api.patch(
+            o["metadata"]["name"].as_str().unwrap(),
+            &pp,
+            &Patch::Apply(&o),
+        )
+        .await
+        .unwrap();
+    }
+    // A kubeconfig that acts as the service account.
+    let admin = std::fs::read_to_string(&tb.kubeconfig).unwrap();
+    let mut kc: Value = serde_saphyr::from_str(&admin).unwrap();
+    for u in kc["users"].as_array_mut().unwrap() {
+        u["user"]["as"] = json!(format!("system:serviceaccount:{ns}:kamaji-reconciler"));
+        u["user"]["as-groups"] = json!([
+            "system:serviceaccounts",
+            format!("system:serviceaccounts:{ns}"),
+            "system:authenticated"
+        ]);
+    }
+    let sa_kubeconfig = std::env::temp_dir().join(format!("kr-rbac-{ns}.kubeconfig"));
+    std::fs::write(&sa_kubeconfig, serde_json::to_string(&kc).unwrap()).unwrap();
+
+    let net = json!({"apiServerPort": 6443, "services": {"cidrBlocks": ["10.96.0.0/16"]},
+        "pods": {"cidrBlocks": ["10.244.0.0/16"]}});
+    cluster_with_kcp(
+        &c,
+        &ns,
+        "v1beta2",
+        "rb",
+        "rb-cp",
+        None,
+        net,
+        json!({"version": "1.33.0", "replicas": 1}),
+    )
+    .await;
+    let r = Reconciler::start(&sa_kubeconfig, &ns, &[]);
+    // Create.
+    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "rb-cp")).await;
+    // Ready: Kamaji publishes; the reconciler copies the Secrets and reports.
+    kamaji_publish(&c, &ns, "rb-cp", "10.0.0.7:6443", "v1.33.0", "Ready", 1).await;
+    wait_for(60, "ready with secrets", Some(&r), || async {
+        secret(&c, &ns, "rb-kubeconfig").await?;
+        let k = get(&c, &ns, &kcp_ar(V), "rb-cp").await?;
+        (k["status"]["ready"] == json!(true)).then_some(())
+    })
+    .await;
+    // Upgrade one minor.
+    merge(
+        &c,
+        &ns,
+        &kcp_ar(V),
+        "rb-cp",
+        json!({"spec": {"version": "v1.34.0"}}),
+    )
+    .await;
+    wait_for(60, "the TCP at v1.34.0", Some(&r), || async {
+        let t = get_tcp(&c, &ns, "rb-cp").await?;
+        (t["spec"]["kubernetes"]["version"] == "v1.34.0").then_some(())
+    })
+    .await;
+    // Delete: the finalizer is released.
+    dyn_api(&c, &ns, &kcp_ar(V))
+        .delete("rb-cp", &DeleteParams::background())
+        .await
+        .unwrap();
+    wait_for(60, "the KCP gone", Some(&r), || async {
+        get(&c, &ns, &kcp_ar(V), "rb-cp")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    // The kubeconfig really acts as the service account: what the role leaves out is refused.
+    let sa = testbed::client_for(&sa_kubeconfig).await.unwrap();
+    let refused = dyn_api(&sa, &ns, &tcp_ar())
+        .delete("rb-cp", &DeleteParams::background())
+        .await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 403),
+        "deleting a TenantControlPlane as the reconciler: {refused:?}"
+    );
+    let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+    for bad in ["forbidden", "Forbidden", "403"] {
+        assert!(
+            !log.contains(bad),
+            "the API server refused the reconciler something:\n{}",
+            r.log_tail()
+        );
+    }
+}
