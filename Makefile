@@ -4,7 +4,7 @@ SANDBOX_DIR ?= $(CURDIR)/.sandbox
 CARGO ?= cargo
 PROFILE ?= full
 
-.PHONY: help build release testbed test lint sandbox sandbox-down demo bench clean
+.PHONY: help build release testbed test lint fuzz sandbox sandbox-down demo bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -24,6 +24,12 @@ test: testbed ## run every test against the real testbed
 lint: ## rustfmt and clippy, as CI expects them
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+FUZZ_SECONDS ?= 60
+fuzz: ## fuzz the parsers, the template engine and the kubeconfig merge (needs nightly and cargo-fuzz)
+	cd fuzz && for t in parsers template kubeconfig; do \
+	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 || exit 1; \
+	done
 
 sandbox: testbed ## start a management-cluster API in the background; prints the KUBECONFIG to use
 	@$(CARGO) build -q -p capi-kamaji-testbed --bin capi-testbed

@@ -309,6 +309,30 @@ impl Testbed {
     }
 
     /// Stops one process by name, for fault-injection tests (for example a stopped server).
+    /// Stops `name` (SIGKILL, as a crash would) and starts it again with the same flags; for
+    /// `kube-apiserver`, waits until it serves again. Fault injection for the tests that prove
+    /// `--wait` verbs and the reconciler's watches recover from a restart.
+    pub async fn restart_process(&self, name: &str) -> Result<(), Error> {
+        let again = {
+            let mut v = self
+                .procs
+                .lock()
+                .map_err(|_| Error::Start("process list lock poisoned".into()))?;
+            let Some(p) = v.iter_mut().find(|p| p.name == name) else {
+                return Err(Error::Start(format!("no process {name} to restart")));
+            };
+            p.kill();
+            let again = p.respawn()?;
+            *p = again;
+            p.pid()
+        };
+        tracing::info!(name, pid = again, "restarted");
+        if name == "kube-apiserver" {
+            self.wait_for_apiserver().await?;
+        }
+        Ok(())
+    }
+
     pub fn stop_process(&self, name: &str) {
         if let Ok(mut v) = self.procs.lock()
             && let Some(i) = v.iter().position(|p| p.name == name)

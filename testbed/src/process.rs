@@ -7,7 +7,6 @@
 //! lives as long as the process. When the process ends, for any reason, the kernel kills the
 //! children. `Drop` of a [`Proc`] still kills eagerly for non-static owners (the sandbox).
 
-use std::fs::File;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -79,6 +78,16 @@ fn spawner() -> &'static Mutex<mpsc::Sender<SpawnRequest>> {
 pub struct Proc {
     pub name: String,
     child: Child,
+    /// How it was started, to start it again ([`Proc::respawn`]).
+    spec: Spec,
+}
+
+#[derive(Clone)]
+struct Spec {
+    program: std::path::PathBuf,
+    args: Vec<String>,
+    log: std::path::PathBuf,
+    env: Vec<(String, String)>,
 }
 
 impl Proc {
@@ -95,14 +104,40 @@ impl Proc {
         log: &Path,
         env: &[(&str, String)],
     ) -> Result<Proc, Error> {
-        let out = File::create(log).map_err(|e| Error::io(log, e))?;
+        let spec = Spec {
+            program: program.to_path_buf(),
+            args: args.to_vec(),
+            log: log.to_path_buf(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        };
+        Proc::start(name, spec, false)
+    }
+
+    /// Starts the same process again (after [`Proc::kill`]): same program, arguments and
+    /// environment; its log is appended to.
+    pub fn respawn(&self) -> Result<Proc, Error> {
+        Proc::start(&self.name, self.spec.clone(), true)
+    }
+
+    fn start(name: &str, spec: Spec, append: bool) -> Result<Proc, Error> {
+        let (program, args, log) = (&spec.program, &spec.args, &spec.log);
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(log)
+            .map_err(|e| Error::io(log, e))?;
         let err = out.try_clone().map_err(|e| Error::io(log, e))?;
         let mut cmd = Command::new(program);
         cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err));
-        for (k, v) in env {
+        for (k, v) in &spec.env {
             cmd.env(k, v);
         }
         // SAFETY: prctl and setpgid are async-signal-safe and touch no Rust state.
@@ -133,6 +168,7 @@ impl Proc {
         Ok(Proc {
             name: name.to_string(),
             child,
+            spec,
         })
     }
 

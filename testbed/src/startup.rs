@@ -157,6 +157,10 @@ impl Testbed {
                 format!("--initial-cluster=default=http://127.0.0.1:{peer_port}"),
                 "--unsafe-no-fsync=true".into(),
                 "--quota-backend-bytes=8589934592".into(),
+                // As kubeadm runs etcd (kubernetes/cmd/kubeadm, etcd static pod): progress
+                // notifications let a restarted API server's watch cache reach the current
+                // revision, so watches resumed after a restart do not end in 410 forever.
+                "--watch-progress-notify-interval=5s".into(),
                 "--log-level=warn".into(),
             ],
             &dir.join("etcd.log"),
@@ -220,7 +224,7 @@ impl Testbed {
     }
 
     /// Waits (up to 90 s) until `/readyz` says ok and the `default` namespace exists.
-    async fn wait_for_apiserver(&self) -> Result<(), Error> {
+    pub(crate) async fn wait_for_apiserver(&self) -> Result<(), Error> {
         let kubeconfig = self.kubeconfig.clone();
         self.wait_until(
             "kube-apiserver",

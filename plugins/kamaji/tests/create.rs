@@ -960,7 +960,10 @@ async fn a_refusal_of_the_last_object_creates_nothing() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    assert!(last.is_empty(), "the admission policy never took effect: {last}");
+    assert!(
+        last.is_empty(),
+        "the admission policy never took effect: {last}"
+    );
 
     let o = kamaji(
         tb,

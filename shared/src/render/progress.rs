@@ -137,6 +137,12 @@ where
                 }
                 last = msg;
             }
+            // The API server restarting (or a request timing out) is weather, not an answer:
+            // keep polling until the deadline, saying so.
+            Err(e) if transient(&e) && Instant::now() < deadline => {
+                last = format!("the API server did not answer ({e})");
+                progress.set_message(&format!("{what}: {last}"));
+            }
             Err(e) => {
                 progress.clear();
                 return Err(e);
@@ -155,5 +161,15 @@ where
             });
         }
         tokio::time::sleep(interval).await;
+    }
+}
+
+/// An error a wait rides out: the server unreachable (restarting), a request timing out, or the
+/// server saying it cannot answer now (429, 5xx while it starts).
+fn transient(e: &Error) -> bool {
+    match e {
+        Error::Unreachable { .. } | Error::Timeout { .. } => true,
+        Error::Api { code, .. } => *code == 429 || *code >= 500,
+        _ => false,
     }
 }

@@ -1,6 +1,8 @@
 //! Start-up and the watches: each watched object is mapped back to the KamajiControlPlanes whose
 //! outcome it can change, so that nothing is polled.
 
+use std::time::Duration;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -100,7 +102,11 @@ fn watches(ctx: &Arc<Ctx>) -> Controller<KamajiControlPlane> {
     let mut controller = Controller::new(scope.typed::<KamajiControlPlane>(), wc.clone())
         .with_config(
             kube::runtime::controller::Config::default().concurrency(ctx.cfg.concurrency.max(1)),
-        );
+        )
+        .trigger_backoff(kube::runtime::utils::ResetTimerBackoff::new(
+            WatchBackoff::default(),
+            Duration::from_secs(30),
+        ));
 
     // TenantControlPlanes (owned: controller ownerReference to the KCP).
     let tcps = scope.dynamic::<PartialObjectMeta<DynamicObject>>(&disc.tcp);
@@ -195,4 +201,38 @@ fn infra_kcp(ctx: &Ctx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<KamajiCo
             .and_then(|idx| idx.get(&(ns.clone(), c)).cloned())
     });
     kcp.map(|k: String| ObjectRef::new(&k).within(&ns))
+}
+
+/// How the watches retry after an error: 0.5 s doubling to at most 8 s, reset after 30 s
+/// without one. kube-runtime's default (client-go's: 0.8 s to 30 s, reset after 120 s) left the
+/// reconciler blind for minutes after an API server restart, as every watch ends at once and
+/// each resumed one may meet a 410 before it relists (issue 13, tests/restart.rs).
+struct WatchBackoff {
+    next: Duration,
+}
+
+const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(500);
+const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(8);
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        WatchBackoff {
+            next: WATCH_BACKOFF_MIN,
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.next;
+        self.next = (self.next * 2).min(WATCH_BACKOFF_MAX);
+        Some(now)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = WATCH_BACKOFF_MIN;
+    }
 }

@@ -43,7 +43,10 @@ impl Reconciler {
                 "-vv",
             ])
             .args(extra)
-            .env("RUST_LOG", "kamaji_reconciler=debug")
+            .env(
+                "RUST_LOG",
+                std::env::var("KR_TEST_LOG").unwrap_or_else(|_| "kamaji_reconciler=debug".into()),
+            )
             .stdout(Stdio::null())
             .stderr(f)
             .spawn()

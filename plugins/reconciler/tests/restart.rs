@@ -1,0 +1,56 @@
+//! Faults (issue 13): the reconciler's watches recover from an API server restart without help.
+//! This binary has a testbed of its own: restarting its API server disturbs everything on it.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+const V: &str = "v1alpha2";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watches_recover_from_an_api_server_restart() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-restart").await;
+    install_our_crds(&c).await;
+    let net = json!({"apiServerPort": 6443, "services": {"cidrBlocks": ["10.96.0.0/16"]},
+        "pods": {"cidrBlocks": ["10.244.0.0/16"]}});
+    cluster_with_kcp(
+        &c,
+        &ns,
+        "v1beta2",
+        "rs",
+        "rs-cp",
+        None,
+        net,
+        json!({"version": "1.33.0"}),
+    )
+    .await;
+    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "rs-cp")).await;
+
+    for round in 0..1 {
+        tb.restart_process("kube-apiserver").await.unwrap();
+        let c = tb.client().await;
+        // A change after the restart reaches the reconciler through its re-established watch.
+        let want = format!("v1.33.{}", round + 1);
+        merge(
+            &c,
+            &ns,
+            &kcp_ar(V),
+            "rs-cp",
+            json!({"spec": {"version": want}}),
+        )
+        .await;
+        wait_for(
+            90,
+            "the TCP to follow the KCP after a restart",
+            Some(&r),
+            || async {
+                let t = get_tcp(&c, &ns, "rs-cp").await?;
+                (t["spec"]["kubernetes"]["version"] == want.as_str()).then_some(())
+            },
+        )
+        .await;
+    }
+}
