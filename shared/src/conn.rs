@@ -170,9 +170,47 @@ impl ConnectOptions {
         })
     }
 
+    /// The user and cluster the context (or `--user`, `--cluster`) names must be defined: a
+    /// missing user would silently connect as `system:anonymous`, as kubectl would not.
+    fn check_references(&self, kc: &Kubeconfig, context: &str) -> Result<(), Error> {
+        let ctx = kc
+            .contexts
+            .iter()
+            .find(|c| c.name == context)
+            .and_then(|c| c.context.as_ref());
+        let user = self
+            .user
+            .clone()
+            .or_else(|| ctx.map(|c| c.user.clone()).flatten());
+        let cluster = self
+            .cluster
+            .clone()
+            .or_else(|| ctx.map(|c| c.cluster.clone()));
+        if let Some(u) = user.filter(|u| !u.is_empty())
+            && self.token.is_none()
+            && !kc.auth_infos.iter().any(|a| a.name == u)
+        {
+            return Err(Error::Kubeconfig {
+                message: format!("context \"{context}\" uses user \"{u}\", which the kubeconfig does not define"),
+                hint: "add the user (kubectl config set-credentials), fix the context, or pass --user or --token".into(),
+            });
+        }
+        if let Some(c) = cluster.filter(|c| !c.is_empty())
+            && self.server.is_none()
+            && !kc.clusters.iter().any(|x| x.name == c)
+        {
+            return Err(Error::Kubeconfig {
+                message: format!("context \"{context}\" uses cluster \"{c}\", which the kubeconfig does not define"),
+                hint: "add the cluster (kubectl config set-cluster), fix the context, or pass --cluster or --server".into(),
+            });
+        }
+        Ok(())
+    }
+
     /// The configuration of the context (with `--cluster` and `--user`) in `kc`.
     async fn kubeconfig_config(&self, kc: Kubeconfig) -> Result<(Config, String), Error> {
         let context = self.context_name(&kc)?;
+        self.check_references(&kc, &context)?;
         let opts = KubeConfigOptions {
             context: Some(context.clone()),
             cluster: self.cluster.clone(),

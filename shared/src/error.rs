@@ -321,6 +321,22 @@ impl Error {
 /// Maps a kube error, raised while doing `op` against `target`, to a typed error.
 pub fn from_kube(err: kube::Error, target: &Target, op: &Op) -> Error {
     match err {
+        // A body that is not a Kubernetes Status: the URL serves something else (a web server,
+        // a proxy's error page). Say so in one line instead of printing its HTML.
+        kube::Error::Api(status)
+            if status.message.starts_with("Failed to parse error data")
+                || status.reason.starts_with("Failed to parse error data") =>
+        {
+            Error::Other {
+                message: format!(
+                    "{} of context \"{}\" is not a Kubernetes API server (it answered {} with a page, not an API status)",
+                    target.server, target.context, status.code
+                ),
+                hint: Some(
+                    "check the server URL of the context (kubectl config view --minify) or pass --server".into(),
+                ),
+            }
+        }
         kube::Error::Api(status) => from_status(&status, target, op),
         kube::Error::Auth(e) => Error::Credentials {
             context: target.context.clone(),

@@ -309,3 +309,59 @@ async fn bad_input_is_one_line_the_right_code_and_changes_nothing() {
     );
     tb.delete_namespace(&client, &ns).await;
 }
+
+/// A tiny web server that is not Kubernetes: every request gets a 404 HTML page.
+fn not_kubernetes() -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let mut s = s;
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let body = "<!DOCTYPE HTML><html><body><h1>404 Not Found</h1></body></html>";
+            let _ = write!(
+                s,
+                "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Issue 13: a kubeconfig whose context names an undefined user connected as
+/// `system:anonymous`; a URL that is not a Kubernetes API server printed its HTML.
+#[test]
+fn broken_kubeconfigs_and_wrong_servers_say_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = not_kubernetes();
+    let kc = |users: &str| {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\ncontexts:\n- name: x\n  context: {{cluster: c, user: ghost}}\ncurrent-context: x\n{users}\n"
+        )
+    };
+    let path = dir.path().join("config");
+    let cases = [
+        (
+            kc("users: []"),
+            "context \"x\" uses user \"ghost\", which the kubeconfig does not define",
+        ),
+        (
+            kc("users:\n- name: ghost\n  user: {token: abc}"),
+            "is not a Kubernetes API server",
+        ),
+    ];
+    for (text, says) in cases {
+        std::fs::write(&path, text).unwrap();
+        let c = Case {
+            args: &["list"],
+            code: 1,
+            says,
+        };
+        if let Err(e) = check(&c, path.to_str().unwrap(), "default") {
+            panic!("{e}");
+        }
+    }
+}
