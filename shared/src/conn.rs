@@ -181,7 +181,7 @@ impl ConnectOptions {
         let user = self
             .user
             .clone()
-            .or_else(|| ctx.map(|c| c.user.clone()).flatten());
+            .or_else(|| ctx.and_then(|c| c.user.clone()));
         let cluster = self
             .cluster
             .clone()
