@@ -4,7 +4,7 @@ SANDBOX_DIR ?= $(CURDIR)/.sandbox
 CARGO ?= cargo
 PROFILE ?= full
 
-.PHONY: help build release testbed test lint fuzz sandbox sandbox-down demo bench clean
+.PHONY: help build release testbed test lint chaos fuzz sandbox sandbox-down demo bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -24,6 +24,10 @@ test: testbed ## run every test against the real testbed
 lint: ## rustfmt and clippy, as CI expects them
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+CHAOS_CYCLES ?= 100
+chaos: testbed ## kill the reconciler at random over CHAOS_CYCLES create/upgrade/delete cycles (make test runs 10)
+	CHAOS_CYCLES=$(CHAOS_CYCLES) $(CARGO) test -p kamaji-reconciler --test chaos -- --nocapture
 
 FUZZ_SECONDS ?= 60
 fuzz: ## fuzz the parsers, the template engine and the kubeconfig merge (needs nightly and cargo-fuzz)

@@ -1,0 +1,140 @@
+//! Chaos (issue 13): the reconciler is killed (SIGKILL) at a random moment of each phase of
+//! create → ready → upgrade (two minors) → delete, over `CHAOS_CYCLES` cycles (10 in `make test`,
+//! 100 with `make chaos`), and restarted; every cycle converges and leaves no orphan
+//! (TenantControlPlane or Secret of a deleted KamajiControlPlane). The seed is printed, and
+//! `CHAOS_SEED` replays one.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use kube::api::DeleteParams;
+use serde_json::json;
+
+const V: &str = "v1alpha2";
+
+/// A small deterministic generator (xorshift64*): the schedule of kills, replayable by seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Milliseconds in `0..max`.
+    fn ms(&mut self, max: u64) -> Duration {
+        Duration::from_millis(self.next() % max)
+    }
+}
+
+/// Kills the running reconciler after a random delay and starts a fresh one.
+async fn kill_at_random(r: &mut Reconciler, rng: &mut Rng, tb: &testbed::Testbed, ns: &str) {
+    tokio::time::sleep(rng.ms(1500)).await;
+    r.kill();
+    *r = Reconciler::start(&tb.kubeconfig, ns, &[]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_at_random_every_cycle_converges_without_orphans() {
+    let cycles: usize = std::env::var("CHAOS_CYCLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let seed: u64 = std::env::var("CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+                | 1
+        });
+    eprintln!("chaos: {cycles} cycles, CHAOS_SEED={seed}");
+    let mut rng = Rng(seed);
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-chaos").await;
+    install_our_crds(&c).await;
+    let net = json!({"apiServerPort": 6443, "services": {"cidrBlocks": ["10.96.0.0/16"]},
+        "pods": {"cidrBlocks": ["10.244.0.0/16"]}});
+    let mut r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let mut kills = 0;
+    for i in 0..cycles {
+        let (cl, kcp) = (format!("c{i}"), format!("c{i}-cp"));
+        // Create, killed somewhere along the way.
+        cluster_with_kcp(
+            &c,
+            &ns,
+            "v1beta2",
+            &cl,
+            &kcp,
+            None,
+            net.clone(),
+            json!({"version": "v1.33.0"}),
+        )
+        .await;
+        kill_at_random(&mut r, &mut rng, tb, &ns).await;
+        kills += 1;
+        wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, &kcp)).await;
+        kamaji_publish(&c, &ns, &kcp, "10.0.0.5:6443", "v1.33.0", "Ready", 1).await;
+        kill_at_random(&mut r, &mut rng, tb, &ns).await;
+        kills += 1;
+        wait_for(60, "ready", Some(&r), || async {
+            secret(&c, &ns, &format!("{cl}-kubeconfig")).await?;
+            let k = get(&c, &ns, &kcp_ar(V), &kcp).await?;
+            (k["status"]["ready"] == json!(true)).then_some(())
+        })
+        .await;
+        // Upgrade two minors: the reconciler steps through v1.34.0, killed in between.
+        merge(
+            &c,
+            &ns,
+            &kcp_ar(V),
+            &kcp,
+            json!({"spec": {"version": "v1.35.0"}}),
+        )
+        .await;
+        kill_at_random(&mut r, &mut rng, tb, &ns).await;
+        kills += 1;
+        for step in ["v1.34.0", "v1.35.0"] {
+            wait_for(60, "the next step written", Some(&r), || async {
+                let t = get_tcp(&c, &ns, &kcp).await?;
+                (t["spec"]["kubernetes"]["version"] == step).then_some(())
+            })
+            .await;
+            kamaji_version(&c, &ns, &kcp, step, "Ready").await;
+        }
+        // Delete, killed somewhere along the way.
+        dyn_api(&c, &ns, &kcp_ar(V))
+            .delete(&kcp, &DeleteParams::background())
+            .await
+            .unwrap();
+        kill_at_random(&mut r, &mut rng, tb, &ns).await;
+        kills += 1;
+        wait_for(90, "deleted and collected", Some(&r), || async {
+            let gone = get(&c, &ns, &kcp_ar(V), &kcp).await.is_none()
+                && get_tcp(&c, &ns, &kcp).await.is_none()
+                && secret(&c, &ns, &format!("{cl}-kubeconfig")).await.is_none()
+                && secret(&c, &ns, &format!("{cl}-ca")).await.is_none();
+            gone.then_some(())
+        })
+        .await;
+    }
+    // No orphan at all: no TenantControlPlane is left in the namespace.
+    let left = dyn_api(&c, &ns, &tcp_ar())
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert!(
+        left.items.is_empty(),
+        "orphaned TenantControlPlanes: {:?}",
+        left.items
+            .iter()
+            .map(|t| t.metadata.name.clone())
+            .collect::<Vec<_>>()
+    );
+    eprintln!("chaos: {cycles} cycles, {kills} kills, 0 orphans");
+}
