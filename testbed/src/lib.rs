@@ -22,6 +22,7 @@ mod capi;
 mod certs;
 mod crds;
 mod datastore;
+pub mod expect;
 pub mod fixtures;
 mod kamaji;
 mod netns;

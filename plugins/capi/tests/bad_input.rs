@@ -244,26 +244,12 @@ fn check(c: &Case, kubeconfig: &str, ns: &str) -> Result<(), String> {
         cmd.args(["-n", ns]);
     }
     let o = cmd.output().expect("run kubectl-capi");
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    let lines: Vec<&str> = stderr.lines().collect();
-    let what = format!("kubectl capi {}\n{stderr}", c.args.join(" "));
-    let fail = |why: &str| Err(format!("{why}: {what}"));
-    if stderr.contains("panicked") {
-        return fail("panic");
-    }
-    if o.status.code() != Some(c.code) {
-        return fail(&format!("exit code {:?}, not {}", o.status.code(), c.code));
-    }
-    if lines.len() != 2 || !lines[0].starts_with("error: ") || !lines[1].starts_with("hint: ") {
-        return fail("not one error line and one hint");
-    }
-    if !lines[0].contains(c.says) {
-        return fail(&format!("the error does not say {:?}", c.says));
-    }
-    if !o.stdout.is_empty() {
-        return fail("stdout is not empty");
-    }
-    Ok(())
+    testbed::expect::one_line_refusal(
+        &o,
+        c.code,
+        c.says,
+        &format!("kubectl capi {}", c.args.join(" ")),
+    )
 }
 
 #[tokio::test]
