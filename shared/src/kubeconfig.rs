@@ -376,8 +376,8 @@ pub fn remove_context(doc: &mut Value, context: &str) -> (bool, bool) {
 pub enum Removal {
     /// The file or the context does not exist.
     Absent,
-    /// The context points at another server: someone else's, kept.
-    OtherServer,
+    /// The context points at another server, or holds other credentials: someone else's, kept.
+    NotOurs,
     Removed {
         was_current: bool,
     },
@@ -395,14 +395,38 @@ fn context_server<'a>(doc: &'a Value, context: &str) -> Option<&'a str> {
         .as_str()
 }
 
-/// Removes `context` from the kubeconfig file at `path` (see [`remove_context`]) when its
-/// cluster's server is one of `servers` (what was merged for it), replacing the file atomically
-/// under kubectl's lock and keeping the previous one as `<file>.bak`.
+/// What a merge added for a cluster, to recognise it when it is removed: the API servers, and
+/// the user entries (credentials) when they are known (empty: the server alone decides).
+#[derive(Clone, Debug, Default)]
+pub struct Added {
+    pub servers: Vec<String>,
+    pub users: Vec<Value>,
+}
+
+/// The user entry (`user:` body) of `context` in `doc`.
+fn context_user<'a>(doc: &'a Value, context: &str) -> Option<&'a Value> {
+    let ctx = doc["contexts"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == context)?;
+    let user = &ctx["context"]["user"];
+    doc["users"]
+        .as_array()?
+        .iter()
+        .find(|u| u["name"] == *user)
+        .map(|u| &u["user"])
+}
+
+/// Removes `context` from the kubeconfig file at `path` (see [`remove_context`]) when it is what
+/// a merge added ([`Added`]: its cluster's server, and its user's credentials when known),
+/// replacing the file atomically under kubectl's lock and keeping the previous one as
+/// `<file>.bak`.
 pub fn remove_context_from_file(
     path: &Path,
     context: &str,
-    servers: &[String],
+    added: &Added,
 ) -> Result<Removal, Error> {
+    let servers = &added.servers;
     let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     if !target.exists() {
         return Ok(Removal::Absent);
@@ -418,9 +442,15 @@ pub fn remove_context_from_file(
                 .iter()
                 .any(|s| s.trim_end_matches('/') == server.trim_end_matches('/')) =>
         {
-            return Ok(Removal::OtherServer);
+            return Ok(Removal::NotOurs);
         }
         _ => {}
+    }
+    if !added.users.is_empty()
+        && let Some(user) = context_user(&doc, context)
+        && !added.users.contains(user)
+    {
+        return Ok(Removal::NotOurs);
     }
     let (found, was_current) = remove_context(&mut doc, context);
     if !found {
@@ -765,6 +795,28 @@ mod tests {
         );
     }
 
+    // Issue 13: kamaji's writer used a predictable `.config.tmp-<pid>`: a symlink planted there
+    // received the credentials (mode 0644) and `config` itself became a symlink.
+    #[test]
+    fn a_planted_temporary_symlink_receives_nothing() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "untouched").unwrap();
+        for name in [
+            format!(".config.tmp-{}", std::process::id()),
+            ".config.tmp".into(),
+        ] {
+            std::os::unix::fs::symlink(&elsewhere, dir.path().join(name)).unwrap();
+        }
+        merge_into_file(&path, &prod("p"), opts(false, false)).unwrap();
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "untouched");
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.is_file() && !meta.is_symlink());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    }
+
     // Issue 13: `capi delete --yes` removed a context of the same name pointing at another server.
     #[test]
     fn removal_needs_the_server_it_added() {
@@ -772,13 +824,34 @@ mod tests {
         let path = dir.path().join("config");
         merge_into_file(&path, &prod("c1"), opts(false, true)).unwrap();
         let before = std::fs::read_to_string(&path).unwrap();
-        let other = ["https://10.9.9.9:6443".to_string()];
+        let other = Added {
+            servers: vec!["https://10.9.9.9:6443".to_string()],
+            users: vec![],
+        };
         assert_eq!(
             remove_context_from_file(&path, "c1-admin@c1", &other).unwrap(),
-            Removal::OtherServer
+            Removal::NotOurs
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
-        let ours = ["https://10.0.0.1:6443".to_string()];
+        // The same server, other credentials: someone else's context of that name.
+        let other_user = Added {
+            servers: vec!["https://10.0.0.1:6443".to_string()],
+            users: vec![json!({"token": "someone-else"})],
+        };
+        assert_eq!(
+            remove_context_from_file(&path, "c1-admin@c1", &other_user).unwrap(),
+            Removal::NotOurs
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+        let ours = Added {
+            servers: vec!["https://10.0.0.1:6443".to_string()],
+            users: fetched()["users"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|u| u["user"].clone())
+                .collect(),
+        };
         assert_eq!(
             remove_context_from_file(&path, "c1-admin@c1", &ours).unwrap(),
             Removal::Removed { was_current: true }

@@ -85,16 +85,16 @@ fn kubeconfig_files(kube: &KubeFlags) -> Vec<PathBuf> {
     out
 }
 
-/// The API servers a merged context of this cluster may point at: those of its kubeconfig
+/// What `kubeconfig --merge` added for this cluster: the API servers and user credentials of its kubeconfig
 /// Secret (what `kubeconfig --merge` copied), and its control-plane endpoint. Read before the
 /// teardown deletes the Secret.
-async fn cluster_servers(t: &Target) -> Vec<String> {
-    let mut out = Vec::new();
+async fn cluster_servers(t: &Target) -> shared::kubeconfig::Added {
+    let mut out = shared::kubeconfig::Added::default();
     let ep = |k: &str| fields::at(&t.cluster, &["spec", "controlPlaneEndpoint", k]).cloned();
     if let (Some(host), Some(port)) = (ep("host"), ep("port"))
         && let Some(host) = host.as_str().filter(|h| !h.is_empty())
     {
-        out.push(format!("https://{host}:{port}"));
+        out.servers.push(format!("https://{host}:{port}"));
     }
     let secrets = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&());
     let name = format!("{}-kubeconfig", t.name);
@@ -109,26 +109,36 @@ async fn cluster_servers(t: &Target) -> Vec<String> {
     {
         for c in kc["clusters"].as_array().into_iter().flatten() {
             if let Some(server) = c["cluster"]["server"].as_str() {
-                out.push(server.to_string());
+                out.servers.push(server.to_string());
             }
         }
+        out.users = kc["users"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|u| u["user"].clone())
+            .collect();
     }
     out
 }
 
 /// Removes the cluster's merged context from the kubeconfig files that hold it, when it points
-/// at one of the cluster's `servers`; a context of the same name pointing elsewhere is someone
+/// at one of the cluster's servers with its credentials; a context of the same name that does not is someone
 /// else's and stays.
-fn remove_merged_context(kube: &KubeFlags, cluster: &str, servers: &[String]) -> Result<(), Error> {
+fn remove_merged_context(
+    kube: &KubeFlags,
+    cluster: &str,
+    added: &shared::kubeconfig::Added,
+) -> Result<(), Error> {
     use shared::kubeconfig::Removal;
     let ctx = context_name(cluster);
     for path in kubeconfig_files(kube) {
-        let was_current = match shared::kubeconfig::remove_context_from_file(&path, &ctx, servers) {
+        let was_current = match shared::kubeconfig::remove_context_from_file(&path, &ctx, added) {
             Ok(Removal::Removed { was_current }) => was_current,
             Ok(Removal::Absent) => continue,
-            Ok(Removal::OtherServer) => {
+            Ok(Removal::NotOurs) => {
                 shared::render::warn(&format!(
-                    "kept context {ctx} in {}: it points at another server than cluster {cluster}'s",
+                    "kept context {ctx} in {}: its server or credentials are not cluster {cluster}'s",
                     path.display()
                 ));
                 continue;
@@ -233,12 +243,12 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         shared::render::line("cancelled; nothing was deleted");
         return Ok(());
     }
-    let servers = cluster_servers(&t).await;
+    let added = cluster_servers(&t).await;
     execute(args, &t, &td).await?;
     if args.dry_run.is_dry() {
         return Ok(());
     }
-    remove_merged_context(&args.kube, &t.name, &servers)?;
+    remove_merged_context(&args.kube, &t.name, &added)?;
     let result = if args.wait {
         wait_gone(&t, args.timeout).await
     } else {

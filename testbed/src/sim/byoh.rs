@@ -6,7 +6,7 @@
 //! is set ([`join`]) and clean up when released.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -164,8 +164,17 @@ pub async fn run_agents(client: Client, pool: Pool, opts: SimOptions) {
         clients: HashMap::new(),
         nodes: HashMap::new(),
     };
-    if let Err(e) = register(&client, &pool, &mut agents).await {
-        tracing::warn!("simulated BYOH agents: registering hosts: {e}");
+    // Registration is idempotent; a real agent retries it until the management cluster takes
+    // it (the BYOH webhook may not serve yet, a request may time out under load): one failure
+    // used to leave the pool empty for good.
+    for attempt in 1..=120 {
+        match register(&client, &pool, &mut agents).await {
+            Ok(()) => break,
+            Err(e) => {
+                tracing::warn!("simulated BYOH agents: registering hosts (attempt {attempt}): {e}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
     }
     tracing::info!(
         "simulated BYOH agents: {} hosts registered in namespace {}",
@@ -353,7 +362,7 @@ async fn heartbeat(agents: &mut Agents, host: &DynamicObject, h: &str) {
         return;
     };
     if annotation(host, UNREGISTERING).is_some()
-        || last.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(10))
+        || last.is_some_and(|t| t.elapsed() < Duration::from_secs(10))
     {
         return;
     }
