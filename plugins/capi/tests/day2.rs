@@ -597,10 +597,13 @@ fn kubeconfig_with_merged_context(tb: &testbed::Testbed, dir: &Path, cluster: &s
         .as_array_mut()
         .unwrap()
         .push(json!({"name": cluster, "cluster": {"server": "https://192.0.2.1:6443"}}));
+    // The credentials `kubeconfig --merge` copies from the cluster's kubeconfig Secret, which
+    // make_cluster fills with the testbed's own kubeconfig.
+    let creds = doc["users"][0]["user"].clone();
     doc["users"]
         .as_array_mut()
         .unwrap()
-        .push(json!({"name": format!("{cluster}-admin"), "user": {"token": "t"}}));
+        .push(json!({"name": format!("{cluster}-admin"), "user": creds}));
     doc["contexts"].as_array_mut().unwrap().push(json!({
         "name": format!("{cluster}-admin@{cluster}"),
         "context": {"cluster": cluster, "user": format!("{cluster}-admin")}
