@@ -26,7 +26,7 @@ lint: ## rustfmt and clippy, as CI expects them
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 CHAOS_CYCLES ?= 100
-chaos: testbed ## kill the reconciler at random over CHAOS_CYCLES create/upgrade/delete cycles (make test runs 10)
+chaos: testbed ## only the chaos test: the reconciler killed at random over CHAOS_CYCLES cycles (make test runs 100)
 	CHAOS_CYCLES=$(CHAOS_CYCLES) $(CARGO) test -p kamaji-reconciler --test chaos -- --nocapture
 
 FUZZ_SECONDS ?= 60
