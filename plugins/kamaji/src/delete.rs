@@ -45,9 +45,7 @@ fn own_parts(apis: &ServerApis, t: &Target) -> Vec<Part> {
         });
     }
     if let Some(tcp) = &t.tcp
-        && !tcp["metadata"]["ownerReferences"]
-            .as_array()
-            .is_some_and(|o| o.iter().any(|r| r["kind"] == "KamajiControlPlane"))
+        && kcore::json::owner_of_kind(tcp, "KamajiControlPlane").is_none()
         && let Ok(ar) = common::tcp_resource(apis)
     {
         out.push(Part {
