@@ -1,0 +1,632 @@
+//! kubectl's JSONPath templates (`-o jsonpath=…`) and custom columns (`-o custom-columns=…`),
+//! evaluated over the JSON a verb prints with `-o json`.
+//!
+//! kubectl's dialect (`k8s.io/client-go/util/jsonpath`, documented at
+//! kubernetes.io/docs/reference/kubectl/jsonpath) is not RFC 9535: expressions sit in `{…}`
+//! inside literal text, start with `.` (relative to the current object), may use
+//! `{range …}…{end}`, quoted literals such as `{"\n"}`, and `\.` for a dot inside a key
+//! (`{.metadata.labels.app\.kubernetes\.io/name}`). We parse the template ourselves and
+//! translate each expression to RFC 9535 for `jsonpath-rust` (already in the tree through
+//! kube's exec-credential support), writing every member name in bracket form so keys with
+//! `-` or `/` work as they do in kubectl.
+//!
+//! As `kubectl get` does by default (`--allow-missing-template-keys=true`), a path that
+//! matches nothing prints nothing; several matches print separated by a space; strings print
+//! as they are and other values as compact JSON.
+
+use jsonpath_rust::JsonPath;
+use serde_json::Value;
+
+/// The longest template accepted (kubectl has no limit; ours keeps a typo'd file argument from
+/// being parsed as a template).
+pub const MAX_TEMPLATE_BYTES: usize = 64 * 1024;
+/// How deep `{range}` blocks may nest.
+pub const MAX_RANGE_DEPTH: usize = 16;
+/// The most text a template may produce (a `range` inside a `range` multiplies).
+pub const MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
+
+/// What is wrong with a template or column list, as one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TemplateError(pub String);
+
+fn err(msg: impl Into<String>) -> TemplateError {
+    TemplateError(msg.into())
+}
+
+/// Where an expression starts: the document (`$`) or the current object (`.`, `@`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Base {
+    Root,
+    Current,
+}
+
+/// An expression translated to RFC 9535 (`$…`), evaluated on the root or the current object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Expr {
+    base: Base,
+    rfc: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Node {
+    Text(String),
+    Expr(Expr),
+    Range(Expr, Vec<Node>),
+}
+
+/// A parsed kubectl JSONPath template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    nodes: Vec<Node>,
+}
+
+/// The text of the next `{…}` action starting after the `{` at `start`, and the index after
+/// its `}`. Braces inside quotes and brackets (filters) do not end the action.
+fn action_end(src: &str, start: usize) -> Result<(String, usize), TemplateError> {
+    let mut quote: Option<char> = None;
+    let mut brackets = 0usize;
+    let mut escaped = false;
+    for (i, c) in src[start..].char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match (quote, c) {
+            (_, '\\') => escaped = true,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[') => brackets = brackets.saturating_add(1),
+            (None, ']') => brackets = brackets.saturating_sub(1),
+            (None, '}') if brackets == 0 => {
+                return Ok((src[start..start + i].to_string(), start + i + 1));
+            }
+            _ => {}
+        }
+    }
+    Err(err(format!(
+        "unclosed action in JSONPath template at byte {}",
+        start.saturating_sub(1)
+    )))
+}
+
+/// `"\n"` or `'x'`: the literal's text, with kubectl's escapes.
+fn literal(action: &str) -> Option<String> {
+    let a = action.trim();
+    let q = a.chars().next()?;
+    if !(q == '"' || q == '\'') || a.len() < 2 || !a.ends_with(q) {
+        return None;
+    }
+    let inner = &a[1..a.len() - 1];
+    let mut out = String::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some(o) => out.push(o),
+            None => out.push('\\'),
+        }
+    }
+    Some(out)
+}
+
+fn quote_member(name: &str) -> String {
+    let escaped = name.replace('\\', "\\\\").replace('\'', "\\'");
+    format!("['{escaped}']")
+}
+
+/// The end of a `[...]` selector starting at `start` (the `[`), quotes respected.
+fn bracket_end(s: &[char], start: usize) -> Result<usize, TemplateError> {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    let mut i = start;
+    while i < s.len() {
+        let c = s[i];
+        match quote {
+            Some(_) if c == '\\' => i += 1,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '"' | '\'' => quote = Some(c),
+                '[' => depth += 1,
+                ']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Ok(i);
+                    }
+                }
+                _ => {}
+            },
+        }
+        i += 1;
+    }
+    Err(err("unclosed [ in JSONPath expression"))
+}
+
+/// A member name after `.`: up to the next unescaped `.`, `[` or blank, with `\.` meaning a dot.
+fn member(s: &[char], mut i: usize) -> (String, usize) {
+    let mut name = String::new();
+    while i < s.len() {
+        match s[i] {
+            '\\' if i + 1 < s.len() => {
+                name.push(s[i + 1]);
+                i += 2;
+            }
+            '.' | '[' => break,
+            c if c.is_whitespace() => break,
+            c => {
+                name.push(c);
+                i += 1;
+            }
+        }
+    }
+    (name, i)
+}
+
+/// Translates one kubectl expression (`.items[*].metadata.name`, `$.kind`, `@`) to RFC 9535.
+fn translate(expr: &str) -> Result<Expr, TemplateError> {
+    let e = expr.trim();
+    let (base, rest) = if let Some(r) = e.strip_prefix('$') {
+        (Base::Root, r)
+    } else if let Some(r) = e.strip_prefix('@') {
+        (Base::Current, r)
+    } else if e.starts_with('.') || e.starts_with('[') {
+        (Base::Current, e)
+    } else {
+        // kubectl's relaxed form for custom columns: `metadata.name`.
+        return translate(&format!(".{e}"));
+    };
+    let s: Vec<char> = rest.chars().collect();
+    let mut out = String::from("$");
+    let mut i = 0;
+    while i < s.len() {
+        match s[i] {
+            '.' if s.get(i + 1) == Some(&'.') => {
+                out.push_str("..");
+                i += 2;
+                if s.get(i) == Some(&'[') {
+                    continue;
+                }
+                let (name, next) = member(&s, i);
+                out.push_str(&if name == "*" {
+                    "*".to_string()
+                } else {
+                    quote_member(&name)
+                });
+                i = next;
+            }
+            '.' => {
+                let (name, next) = member(&s, i + 1);
+                i = next;
+                match name.as_str() {
+                    "" => {}
+                    "*" => out.push_str("[*]"),
+                    n => out.push_str(&quote_member(n)),
+                }
+            }
+            '[' => {
+                let end = bracket_end(&s, i)?;
+                let inner: String = s[i + 1..end].iter().collect();
+                out.push('[');
+                out.push_str(&filter(&inner));
+                out.push(']');
+                i = end + 1;
+            }
+            c => {
+                return Err(err(format!(
+                    "unexpected {c:?} in JSONPath expression {expr:?} (paths look like .items[*].metadata.name)"
+                )));
+            }
+        }
+    }
+    // Validate now, so a bad template fails before any request.
+    if let Err(e) = Value::Null.query(&out) {
+        return Err(err(format!("invalid JSONPath expression {expr:?}: {e}")));
+    }
+    Ok(Expr { base, rfc: out })
+}
+
+/// A member name inside a filter: letters, digits, `_`, `-`, `/` and `\.` (an escaped dot).
+fn filter_member(s: &[char], mut i: usize) -> (String, usize) {
+    let mut name = String::new();
+    while i < s.len() {
+        match s[i] {
+            '\\' if s.get(i + 1) == Some(&'.') => {
+                name.push('.');
+                i += 2;
+            }
+            c if c.is_alphanumeric() || "_-/".contains(c) => {
+                name.push(c);
+                i += 1;
+            }
+            _ => break,
+        }
+    }
+    (name, i)
+}
+
+/// kubectl filters use `?(@.a == "x")`; RFC 9535 takes the same with the parentheses, but
+/// `@.a-b` needs bracket form there too. Rewrite `@.name` paths inside filters.
+fn filter(inner: &str) -> String {
+    let t = inner.trim();
+    if !t.starts_with('?') {
+        return t.to_string();
+    }
+    let s: Vec<char> = t.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    let mut quote: Option<char> = None;
+    while i < s.len() {
+        let c = s[i];
+        if let Some(q) = quote {
+            out.push(c);
+            if c == q {
+                quote = None;
+            }
+            i += 1;
+            continue;
+        }
+        match c {
+            '"' | '\'' => {
+                quote = Some(c);
+                out.push(c);
+                i += 1;
+            }
+            '@' | '$' => {
+                out.push(c);
+                i += 1;
+                while s.get(i) == Some(&'.') && s.get(i + 1) != Some(&'.') {
+                    let (name, next) = filter_member(&s, i + 1);
+                    if name.is_empty() {
+                        break;
+                    }
+                    out.push_str(&quote_member(&name));
+                    i = next;
+                }
+            }
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+impl Template {
+    /// Parses a kubectl JSONPath template (`{.items[*].metadata.name}`, with `range`/`end`).
+    pub fn parse(src: &str) -> Result<Template, TemplateError> {
+        if src.len() > MAX_TEMPLATE_BYTES {
+            return Err(err(format!(
+                "the JSONPath template is {} bytes; the limit is {MAX_TEMPLATE_BYTES}",
+                src.len()
+            )));
+        }
+        // Stack of open ranges: (expression, nodes so far); the bottom is the template.
+        let mut stack: Vec<(Option<Expr>, Vec<Node>)> = vec![(None, Vec::new())];
+        let mut i = 0;
+        while i < src.len() {
+            let Some(open) = src[i..].find('{').map(|o| i + o) else {
+                top(&mut stack).push(Node::Text(src[i..].to_string()));
+                break;
+            };
+            if open > i {
+                top(&mut stack).push(Node::Text(src[i..open].to_string()));
+            }
+            let (action, next) = action_end(src, open + 1)?;
+            i = next;
+            let a = action.trim();
+            if let Some(text) = literal(a) {
+                top(&mut stack).push(Node::Text(text));
+            } else if a == "end" {
+                if stack.len() < 2 {
+                    return Err(err("{end} without a {range} in the JSONPath template"));
+                }
+                let (expr, body) = stack.pop().unwrap_or((None, Vec::new()));
+                if let Some(expr) = expr {
+                    top(&mut stack).push(Node::Range(expr, body));
+                }
+            } else if let Some(r) = a
+                .strip_prefix("range ")
+                .or_else(|| a.strip_prefix("range\t"))
+            {
+                if stack.len() > MAX_RANGE_DEPTH {
+                    return Err(err(format!(
+                        "{{range}} nests deeper than {MAX_RANGE_DEPTH} in the JSONPath template"
+                    )));
+                }
+                stack.push((Some(translate(r)?), Vec::new()));
+            } else if a.is_empty() {
+                return Err(err("empty {} in the JSONPath template"));
+            } else {
+                top(&mut stack).push(Node::Expr(translate(a)?));
+            }
+        }
+        if stack.len() != 1 {
+            return Err(err("{range} without {end} in the JSONPath template"));
+        }
+        let nodes = stack.pop().map(|(_, n)| n).unwrap_or_default();
+        Ok(Template { nodes })
+    }
+
+    /// The template's text for `root`.
+    pub fn render(&self, root: &Value) -> Result<String, TemplateError> {
+        let mut out = String::new();
+        render_nodes(&self.nodes, root, root, &mut out)?;
+        Ok(out)
+    }
+}
+
+fn top(stack: &mut [(Option<Expr>, Vec<Node>)]) -> &mut Vec<Node> {
+    // The stack always holds the template itself at the bottom (parse starts with it and
+    // `end` pops only above it), so `last_mut` is `Some`; the fallback is unreachable.
+    match stack.last_mut() {
+        Some((_, nodes)) => nodes,
+        None => unreachable!("the template frame is never popped"),
+    }
+}
+
+fn query<'a>(e: &Expr, root: &'a Value, current: &'a Value) -> Vec<&'a Value> {
+    let doc = match e.base {
+        Base::Root => root,
+        Base::Current => current,
+    };
+    // Expressions were validated at parse time; a failure here can only be a path that
+    // does not apply, which kubectl prints as nothing.
+    doc.query(&e.rfc).unwrap_or_default()
+}
+
+/// How kubectl prints one value: strings bare, the rest as compact JSON.
+pub fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn push_bounded(out: &mut String, s: &str) -> Result<(), TemplateError> {
+    if out.len().saturating_add(s.len()) > MAX_OUTPUT_BYTES {
+        return Err(err(format!(
+            "the JSONPath template produces more than {} MiB",
+            MAX_OUTPUT_BYTES / (1024 * 1024)
+        )));
+    }
+    out.push_str(s);
+    Ok(())
+}
+
+fn render_nodes(
+    nodes: &[Node],
+    root: &Value,
+    current: &Value,
+    out: &mut String,
+) -> Result<(), TemplateError> {
+    for n in nodes {
+        match n {
+            Node::Text(t) => push_bounded(out, t)?,
+            Node::Expr(e) => {
+                let vals: Vec<String> = query(e, root, current)
+                    .into_iter()
+                    .map(value_text)
+                    .collect();
+                push_bounded(out, &vals.join(" "))?;
+            }
+            Node::Range(e, body) => {
+                let vals = query(e, root, current);
+                // `{range .items}` over one array iterates its elements, as kubectl does.
+                let items: Vec<&Value> = match vals.as_slice() {
+                    [Value::Array(a)] => a.iter().collect(),
+                    _ => vals,
+                };
+                for item in items {
+                    render_nodes(body, root, item, out)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `-o custom-columns=HEADER:.path,…`: the column headers and their expressions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Columns {
+    pub headers: Vec<String>,
+    exprs: Vec<Expr>,
+}
+
+/// The most columns a custom-columns spec may name.
+pub const MAX_COLUMNS: usize = 64;
+
+impl Columns {
+    /// Parses kubectl's inline form: `NAME:.metadata.name,STATE:.state`.
+    pub fn parse(spec: &str) -> Result<Columns, TemplateError> {
+        if spec.len() > MAX_TEMPLATE_BYTES {
+            return Err(err("the custom-columns spec is too long"));
+        }
+        let mut pairs = Vec::new();
+        for part in spec.split(',') {
+            let Some((h, p)) = part.split_once(':') else {
+                return Err(err(format!(
+                    "custom-columns {part:?} is not HEADER:JSONPATH (e.g. NAME:.metadata.name)"
+                )));
+            };
+            pairs.push((h.to_string(), p.to_string()));
+        }
+        Columns::from_pairs(pairs)
+    }
+
+    /// Parses kubectl's file form: a line of headers, then a line of paths, whitespace-separated.
+    pub fn parse_file(text: &str) -> Result<Columns, TemplateError> {
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+        let (Some(h), Some(p)) = (lines.next(), lines.next()) else {
+            return Err(err(
+                "a custom-columns file holds two lines: the headers, then the JSONPath of each",
+            ));
+        };
+        let headers: Vec<&str> = h.split_whitespace().collect();
+        let paths: Vec<&str> = p.split_whitespace().collect();
+        if headers.len() != paths.len() {
+            return Err(err(format!(
+                "the custom-columns file names {} headers and {} paths",
+                headers.len(),
+                paths.len()
+            )));
+        }
+        Columns::from_pairs(
+            headers
+                .into_iter()
+                .zip(paths)
+                .map(|(h, p)| (h.to_string(), p.to_string()))
+                .collect(),
+        )
+    }
+
+    fn from_pairs(pairs: Vec<(String, String)>) -> Result<Columns, TemplateError> {
+        if pairs.len() > MAX_COLUMNS {
+            return Err(err(format!("more than {MAX_COLUMNS} custom columns")));
+        }
+        let mut headers = Vec::new();
+        let mut exprs = Vec::new();
+        for (h, p) in pairs {
+            let p = p.trim();
+            let p = p
+                .strip_prefix('{')
+                .and_then(|x| x.strip_suffix('}'))
+                .unwrap_or(p);
+            if h.trim().is_empty() || p.is_empty() {
+                return Err(err("a custom column needs a header and a JSONPath"));
+            }
+            headers.push(h.trim().to_string());
+            exprs.push(translate(p)?);
+        }
+        Ok(Columns { headers, exprs })
+    }
+
+    /// One row per object: the `items` of a list, else the value itself. A column matching
+    /// nothing is `<none>`; several matches are joined with commas, as kubectl prints them.
+    pub fn rows(&self, root: &Value) -> Vec<Vec<String>> {
+        let objects: Vec<&Value> = match root.get("items").and_then(Value::as_array) {
+            Some(items) => items.iter().collect(),
+            None => vec![root],
+        };
+        objects
+            .into_iter()
+            .map(|o| {
+                self.exprs
+                    .iter()
+                    .map(|e| {
+                        let vals: Vec<String> =
+                            query(e, root, o).into_iter().map(value_text).collect();
+                        if vals.is_empty() {
+                            "<none>".to_string()
+                        } else {
+                            vals.join(",")
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn list() -> Value {
+        json!({"items": [
+            {"metadata": {"name": "a", "labels": {"app.kubernetes.io/name": "x", "tier-1": "db"}}, "state": "Available", "n": 1},
+            {"metadata": {"name": "b", "labels": {}}, "state": "Running", "n": 2}
+        ]})
+    }
+
+    fn render(t: &str) -> String {
+        Template::parse(t).unwrap().render(&list()).unwrap()
+    }
+
+    #[test]
+    fn kubectl_examples() {
+        assert_eq!(render("{.items[*].metadata.name}"), "a b");
+        assert_eq!(
+            render("{range .items[*]}{.metadata.name}{\"\\t\"}{.state}{\"\\n\"}{end}"),
+            "a\tAvailable\nb\tRunning\n"
+        );
+        assert_eq!(render("names: {.items[0].metadata.name}!"), "names: a!");
+        assert_eq!(
+            render("{.items[*].metadata.labels.app\\.kubernetes\\.io/name}"),
+            "x"
+        );
+        assert_eq!(render("{.items[0].metadata.labels.tier-1}"), "db");
+        assert_eq!(
+            render("{.items[?(@.state==\"Running\")].metadata.name}"),
+            "b"
+        );
+        assert_eq!(render("{.items[*].n}"), "1 2");
+        assert_eq!(
+            render("{.items[1].metadata}"),
+            "{\"labels\":{},\"name\":\"b\"}"
+        );
+        assert_eq!(render("{..name}"), "a b");
+        assert_eq!(render("{$.items[-1:].metadata.name}"), "b");
+        assert_eq!(render("{.nothing.here}"), "");
+        assert_eq!(render("{range .items}{.n}{end}"), "12");
+        assert_eq!(render("{range .items[*]}{$.items[0].n}{end}"), "11");
+    }
+
+    #[test]
+    fn bad_templates_are_one_line_errors() {
+        for t in [
+            "{.items",
+            "{range .items[*]}x",
+            "{end}",
+            "{}",
+            "{.items[}",
+            "{.a b}",
+        ] {
+            let e = Template::parse(t).unwrap_err().to_string();
+            assert!(!e.is_empty() && !e.contains('\n'), "{t}: {e}");
+        }
+        let deep = "{range .a}".repeat(MAX_RANGE_DEPTH + 1);
+        assert!(
+            Template::parse(&deep)
+                .unwrap_err()
+                .0
+                .contains("nests deeper")
+        );
+        assert!(Template::parse(&"x".repeat(MAX_TEMPLATE_BYTES + 1)).is_err());
+    }
+
+    #[test]
+    fn output_is_bounded() {
+        let big = json!({"items": vec![json!({"s": "x".repeat(1024 * 1024)}); 70]});
+        let t = Template::parse("{range .items[*]}{.s}{end}").unwrap();
+        assert!(t.render(&big).unwrap_err().0.contains("MiB"));
+    }
+
+    #[test]
+    fn custom_columns() {
+        let c =
+            Columns::parse("NAME:.metadata.name,STATE:state,L:{.metadata.labels.tier-1}").unwrap();
+        assert_eq!(c.headers, ["NAME", "STATE", "L"]);
+        assert_eq!(
+            c.rows(&list()),
+            vec![vec!["a", "Available", "db"], vec!["b", "Running", "<none>"]]
+        );
+        let f = Columns::parse_file("NAME   N\n.metadata.name   .n\n").unwrap();
+        assert_eq!(f.rows(&list())[1], vec!["b", "2"]);
+        assert!(Columns::parse("NAME").is_err());
+        assert!(Columns::parse(":.a").is_err());
+        assert!(Columns::parse_file("A B\n.a\n").is_err());
+        let one = Columns::parse("K:.kind").unwrap();
+        assert_eq!(one.rows(&json!({"kind": "X"})), vec![vec!["X"]]);
+    }
+}
