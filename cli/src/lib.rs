@@ -13,6 +13,7 @@
 pub mod complete;
 pub mod flags;
 pub mod harness;
+pub mod kubeconfig_flags;
 pub mod verbs;
 
 pub use flags::{
@@ -20,5 +21,6 @@ pub use flags::{
     label_selector, parse_duration,
 };
 pub use harness::{Program, command_for, external_verbs, run};
+pub use kubeconfig_flags::{KubeconfigFlags, KubeconfigOutput};
 pub use shared::conn::Conn;
 pub use shared::render::{ColorWhen, OutputFormat, color_enabled};

@@ -1,52 +1,119 @@
-//! `kubectl capi kubeconfig CLUSTER [--output FILE] [--merge [--force] [--switch]]`: the
-//! workload cluster's kubeconfig from Secret `<cluster>-kubeconfig` (key `value`), printed,
-//! written to a file, or merged into the user's kubeconfig.
+//! `kubectl capi kubeconfig [get] CLUSTER [-o yaml|json] [--write-to FILE] [--merge[=FILE]
+//! [--context-name NAME] [--set-current] [--force]]`: the workload cluster's kubeconfig from
+//! Secret `<cluster>-kubeconfig` (key `value`), printed, written to a file, or merged into the
+//! user's kubeconfig. The flags and the merge are the ones `kubectl kamaji kubeconfig get`
+//! has ([`cli::KubeconfigFlags`], `shared::kubeconfig::deliver`).
+//!
+//! clusterctl's form works too: `get kubeconfig NAME -n NS` becomes
+//! `kubectl capi kubeconfig get NAME -n NS`, and its `--kubeconfig-context` is kubectl's
+//! `--context` (`cmd/clusterctl/cmd/get_kubeconfig.go`, Cluster API v1.14).
 
-use std::path::{Path, PathBuf};
-
-use clap::Args as ClapArgs;
-use cli::KubeFlags;
+use clap::{Args as ClapArgs, Subcommand};
+use cli::{KubeFlags, KubeconfigFlags};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
-use serde_json::Value;
 use shared::discovery::ServerApis;
 use shared::error::{Error, Op};
-use shared::kubeconfig::{self, MergeOptions, MergeReport};
+use shared::kubeconfig;
+
+const HELP: &str = "Without --write-to or --merge the kubeconfig is printed on stdout as the Secret holds it (-o json for JSON).
+
+--merge adds the cluster, user and context (CLUSTER, CLUSTER-admin, CLUSTER-admin@CLUSTER, or --context-name) to your kubeconfig (--merge=FILE, else the first file of KUBECONFIG, else ~/.kube/config): the file is replaced atomically, the previous version is kept as <file>.bak, and existing entries with the same names are never overwritten unless --force.
+
+clusterctl's word order works too: kubectl capi kubeconfig get CLUSTER -n NS (clusterctl get kubeconfig CLUSTER -n NS); --kubeconfig-context is --context.
+
+Older spellings still work: --output FILE and --output-file FILE (--write-to FILE), --merge-into FILE (--merge=FILE), --switch (--set-current).
+
+Examples:
+  kubectl capi kubeconfig prod > prod.kubeconfig
+  kubectl capi kubeconfig prod -o json
+  kubectl capi kubeconfig prod --write-to ~/prod.kubeconfig
+  kubectl capi kubeconfig prod --merge --set-current
+  kubectl capi kubeconfig get prod -n team-a";
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
-    after_help = "Without --output or --merge the kubeconfig is printed on stdout.\n\n--merge adds the cluster, user and context to your kubeconfig (--merge-into, else the first file of KUBECONFIG, else ~/.kube/config): the file is replaced atomically, the previous version is kept as <file>.bak, and existing entries with the same names are never overwritten unless --force.\n\nExamples:\n  kubectl capi kubeconfig prod > prod.kubeconfig\n  kubectl capi kubeconfig prod --output ~/prod.kubeconfig\n  kubectl capi kubeconfig prod --merge --switch"
+    after_help = HELP,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
 )]
 pub struct Args {
+    /// clusterctl's word order (`get kubeconfig CLUSTER`); hidden so completion offers clusters
+    #[command(subcommand)]
+    pub get: Option<Get>,
+    /// The cluster
+    #[arg(value_name = "CLUSTER", required = true)]
+    pub cluster: Option<String>,
+    #[command(flatten)]
+    pub flags: Flags,
+}
+
+#[derive(Subcommand, Clone, Debug)]
+pub enum Get {
+    /// The same, in clusterctl's word order: kubectl capi kubeconfig get CLUSTER
+    #[command(hide = true, after_help = HELP)]
+    Get(GetArgs),
+}
+
+#[derive(ClapArgs, Clone, Debug)]
+pub struct GetArgs {
     /// The cluster
     #[arg(value_name = "CLUSTER")]
     pub cluster: String,
-    /// Write the kubeconfig to FILE (mode 0600) instead of printing it
-    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath, conflicts_with = "merge")]
-    pub output: Option<PathBuf>,
-    /// Add the cluster as a new context to your kubeconfig
-    #[arg(long)]
-    pub merge: bool,
-    /// The kubeconfig to merge into (default: the first file of KUBECONFIG, else ~/.kube/config)
-    #[arg(long, value_name = "FILE", requires = "merge", value_hint = clap::ValueHint::FilePath)]
-    pub merge_into: Option<PathBuf>,
-    /// With --merge: replace existing clusters, users and contexts of the same names
-    #[arg(long, requires = "merge")]
-    pub force: bool,
-    /// With --merge: make the new context the current one
-    #[arg(long, requires = "merge")]
-    pub switch: bool,
+    #[command(flatten)]
+    pub flags: Flags,
+}
+
+/// The flags of both word orders.
+#[derive(ClapArgs, Clone, Debug)]
+pub struct Flags {
+    #[command(flatten)]
+    pub kubeconfig: KubeconfigFlags,
+    /// clusterctl's name for --context
+    #[arg(long = "kubeconfig-context", value_name = "CONTEXT", hide = true)]
+    pub kubeconfig_context: Option<String>,
     #[command(flatten)]
     pub kube: KubeFlags,
 }
 
+impl Args {
+    /// The cluster and the flags, whichever word order was used.
+    fn parts(&self) -> Result<(&str, &Flags), Error> {
+        match (&self.get, &self.cluster) {
+            (Some(Get::Get(g)), _) => Ok((&g.cluster, &g.flags)),
+            (None, Some(c)) => Ok((c, &self.flags)),
+            // clap requires CLUSTER unless `get` is there.
+            (None, None) => Err(Error::Usage {
+                message: "name the cluster".into(),
+                hint: Some("kubectl capi kubeconfig CLUSTER".into()),
+            }),
+        }
+    }
+}
+
+impl Flags {
+    /// The connection flags, with clusterctl's `--kubeconfig-context` as `--context`.
+    fn kube(&self) -> Result<KubeFlags, Error> {
+        let mut kube = self.kube.clone();
+        if let Some(c) = &self.kubeconfig_context {
+            if kube.context.as_ref().is_some_and(|k| k != c) {
+                return Err(Error::Usage {
+                    message: "--context and --kubeconfig-context name two contexts".into(),
+                    hint: Some("name one, with --context".into()),
+                });
+            }
+            kube.context = Some(c.clone());
+        }
+        Ok(kube)
+    }
+}
+
 /// Reads the kubeconfig of `cluster` from its secret, with clear errors when it is missing
 /// (control plane not initialized yet) or malformed.
-async fn fetch(args: &Args) -> Result<(String, Value), Error> {
-    kcore::names::check_object_name("cluster", &args.cluster)?;
-    let conn = args.kube.connect().await?;
+async fn fetch(cluster: &str, kube: &KubeFlags) -> Result<String, Error> {
+    let conn = kube.connect().await?;
     let ns = conn.namespace.clone();
-    let secret_name = format!("{}-kubeconfig", args.cluster);
+    let secret_name = format!("{cluster}-kubeconfig");
     let api: Api<Secret> = Api::namespaced(conn.client.clone(), &ns);
     let op = Op::new("get", "", "secrets", "Secret")
         .in_namespace(Some(&ns))
@@ -59,25 +126,25 @@ async fn fetch(args: &Args) -> Result<(String, Value), Error> {
         // Tell a missing cluster from one whose control plane is not up yet.
         let apis = ServerApis::discover(&conn).await?;
         let cluster_ar = apis.cluster()?;
-        let cluster = shared::api::get_or_suggest(&conn, &cluster_ar, &ns, &args.cluster).await?;
-        let json = shared::discovery::fields::object_json(&cluster);
+        let obj = shared::api::get_or_suggest(&conn, &cluster_ar, &ns, cluster).await?;
+        let json = shared::discovery::fields::object_json(&obj);
         let initialized = shared::discovery::fields::cluster_control_plane_initialized(&json);
         let message = if initialized {
             format!(
                 "cluster \"{}\" has no kubeconfig: Secret {ns}/{secret_name} not found, although its control plane reports initialized",
-                args.cluster
+                cluster
             )
         } else {
             format!(
                 "cluster \"{}\" has no kubeconfig yet: its control plane is not initialized (Secret {ns}/{secret_name} not found)",
-                args.cluster
+                cluster
             )
         };
         return Err(Error::Other {
             message,
             hint: Some(format!(
                 "wait for the control plane (kubectl capi describe {} -n {ns}), then run this again",
-                args.cluster
+                cluster
             )),
         });
     };
@@ -96,71 +163,14 @@ async fn fetch(args: &Args) -> Result<(String, Value), Error> {
     let text = String::from_utf8(data).map_err(|_| malformed("\"value\" is not UTF-8 text"))?;
     let parsed = kubeconfig::parse(&text, "\"value\"").map_err(|e| malformed(&e.to_string()))?;
     kubeconfig::check_entries(&parsed).map_err(|e| malformed(&e))?;
-    Ok((text, parsed))
+    Ok(text)
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    let (text, parsed) = fetch(args).await?;
-    if let Some(path) = &args.output {
-        kubeconfig::write_atomic(path, text.as_bytes(), false)?;
-        shared::render::info(&format!(
-            "wrote the kubeconfig of cluster {} to {}",
-            args.cluster,
-            path.display()
-        ));
-        return Ok(());
-    }
-    if !args.merge {
-        shared::render::raw(text.as_bytes());
-        return Ok(());
-    }
-    let target = args
-        .merge_into
-        .clone()
-        .or_else(kubeconfig::default_merge_file)
-        .ok_or_else(|| Error::Usage {
-            message: "cannot tell where your kubeconfig is: neither KUBECONFIG nor HOME is set"
-                .into(),
-            hint: Some("pass --merge-into FILE".into()),
-        })?;
-    let opts = MergeOptions {
-        force: args.force,
-        set_current: args.switch,
-        conflict_hint: "pass --force to replace them, or --output FILE to write a separate kubeconfig",
-    };
-    let report = kubeconfig::merge_into_file(&target, &parsed, opts)?;
-    shared::render::info(&merge_message(&report, &target));
-    Ok(())
-}
-
-/// The message after a merge, like kubectl's `config` verbs.
-fn merge_message(r: &MergeReport, target: &Path) -> String {
-    let mut parts = Vec::new();
-    if !r.added.is_empty() {
-        parts.push(format!("added {}", r.added.join(", ")));
-    }
-    if !r.replaced.is_empty() {
-        parts.push(format!("replaced {}", r.replaced.join(", ")));
-    }
-    if parts.is_empty() {
-        parts.push("already up to date".into());
-    }
-    let mut s = format!(
-        "merged context \"{}\" into {}: {}",
-        r.context,
-        target.display(),
-        parts.join("; ")
-    );
-    if let Some(b) = &r.backup {
-        s.push_str(&format!(" (previous file kept as {b})"));
-    }
-    if r.current_context_set {
-        s.push_str(&format!("; current context is now \"{}\"", r.context));
-    } else {
-        s.push_str(&format!(
-            "; use it with kubectl config use-context {}",
-            r.context
-        ));
-    }
-    s
+    let (cluster, flags) = args.parts()?;
+    kcore::names::check_object_name("cluster", cluster)?;
+    let delivery = flags.kubeconfig.delivery()?;
+    let kube = flags.kube()?;
+    let text = fetch(cluster, &kube).await?;
+    kubeconfig::deliver(&delivery, cluster, &text)
 }

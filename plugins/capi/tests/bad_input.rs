@@ -78,7 +78,7 @@ const LOCAL: &[Case] = &[
     case(&["kubeconfig", "a/b"], 2, "not a valid cluster name"),
     case(&["kubeconfig", "c1", "--merge-into", "x"], 2, "--merge"),
     case(
-        &["kubeconfig", "c1", "--output", "x", "--merge"],
+        &["kubeconfig", "c1", "--output", "x.kubeconfig", "--merge"],
         2,
         "cannot be used with",
     ),
@@ -208,7 +208,7 @@ const WITH_SERVER: &[Case] = &[
     case(&["restart", "c1%2F"], 2, "not a valid cluster name"),
     case(&["delete", "c1?", "--yes"], 2, "not a valid cluster name"),
     case(
-        &["hosts", "--cluster", "typo"],
+        &["hosts", "--cluster-name", "typo"],
         1,
         "Cluster \"typo\" not found",
     ),

@@ -1,14 +1,15 @@
-//! `kubectl kamaji kubeconfig get|rotate`: a tenant's admin kubeconfig (clastix's verbs and
-//! flags, plus `--merge`).
+//! `kubectl kamaji kubeconfig get|rotate`: a tenant's kubeconfigs, with the command and flags
+//! of clastix's `kamaji` plugin (`cmd/kubeconfig/{get,rotate}.go`,
+//! github.com/clastix/kamaji-kubectl-plugin v1.0.0), and the kubeconfig flags `kubectl capi
+//! kubeconfig` has (`-o`, `--write-to`, `--merge`: [`cli::KubeconfigFlags`]).
 
-use std::path::PathBuf;
-
-use clap::{Args as ClapArgs, Subcommand, ValueEnum};
-use cli::KubeFlags;
+use clap::{ArgAction, Args as ClapArgs, Subcommand, ValueEnum};
+use cli::{KubeFlags, KubeconfigFlags};
 use shared::discovery::ServerApis;
 use shared::error::Error;
 use shared::render;
 
+use crate::clastix::go_bool;
 use crate::common;
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -19,53 +20,80 @@ pub struct Args {
 
 #[derive(Subcommand, Clone, Debug)]
 pub enum Verb {
-    /// Print (or --merge) the admin kubeconfig of a tenant control plane
+    /// Print, write or merge a tenant control plane's admin kubeconfig
     Get(GetArgs),
     /// Have Kamaji regenerate kubeconfigs (their Secrets are deleted; Kamaji re-issues them)
     Rotate(RotateArgs),
 }
 
 #[derive(ClapArgs, Clone, Debug)]
-#[command(after_help = "Examples:
+#[command(
+    after_help = "Without --write-to or --merge the kubeconfig is printed on stdout as the Secret holds it (-o json for JSON), as clastix's kamaji plugin prints it.
+
+--merge adds the cluster, user and context (NAME, NAME-admin, NAME-admin@NAME, or --context-name) to your kubeconfig (--merge=FILE, else the first file of KUBECONFIG, else ~/.kube/config): the file is replaced atomically, the previous version is kept as <file>.bak, and existing entries with the same names are never overwritten unless --force. The same flags as kubectl capi kubeconfig.
+
+Older spellings still work: --merge-file FILE (--merge=FILE), --output-file FILE (--write-to FILE), --secret-type (--secret-key).
+
+Examples:
   kubectl kamaji kubeconfig get prod > prod.kubeconfig
-  kubectl kamaji kubeconfig get prod --merge            # into $KUBECONFIG or ~/.kube/config, context prod-admin@prod
-  kubectl kamaji kubeconfig get prod --secret-key admin.svc")]
+  kubectl kamaji kubeconfig get prod --secret-key=admin.svc
+  kubectl kamaji kubeconfig get prod --merge --set-current   # context prod-admin@prod
+  kubectl kamaji kubeconfig get prod --write-to ~/prod.kubeconfig"
+)]
 pub struct GetArgs {
     /// The KamajiControlPlane (or TenantControlPlane)
     #[arg(value_name = "CONTROL_PLANE")]
     pub name: String,
-    /// The key of the admin kubeconfig Secret: admin.conf, admin.svc, super-admin.conf, super-admin.svc
-    #[arg(long, default_value = "admin.conf", value_name = "KEY")]
+    /// The key of the admin kubeconfig Secret (Kamaji v1.0.0 writes admin.conf and admin.svc)
+    #[arg(
+        long,
+        alias = "secret-type",
+        default_value = "admin.conf",
+        value_name = "KEY",
+        value_parser = secret_key
+    )]
     pub secret_key: String,
-    /// Merge into a kubeconfig file instead of printing (atomic, 0600, keeps a .bak)
-    #[arg(long)]
-    pub merge: bool,
-    /// The file --merge writes (default: first entry of $KUBECONFIG, else ~/.kube/config)
-    #[arg(long, value_name = "FILE", requires = "merge")]
-    pub merge_file: Option<PathBuf>,
-    /// Context name for --merge (default NAME-admin@NAME)
-    #[arg(long, value_name = "NAME", requires = "merge")]
-    pub context_name: Option<String>,
-    /// Make the merged context the current one
-    #[arg(long, requires = "merge")]
-    pub set_current: bool,
-    /// Replace existing entries with the same names
-    #[arg(long, requires = "merge")]
-    pub force: bool,
+    #[command(flatten)]
+    pub kubeconfig: KubeconfigFlags,
     #[command(flatten)]
     pub kube: KubeFlags,
 }
 
-/// Kamaji's kubeconfig Secrets.
+/// A Secret data key (`[-._a-zA-Z0-9]+`, as the API server checks it).
+fn secret_key(s: &str) -> Result<String, String> {
+    let valid = !s.is_empty()
+        && s.len() <= 253
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if valid {
+        Ok(s.to_string())
+    } else {
+        Err("a Secret key has letters, digits, '-', '_' and '.' only (e.g. admin.conf)".into())
+    }
+}
+
+/// Kamaji's kubeconfig Secrets (`<tcp>-<suffix>`), by the names clastix's plugin gives them
+/// (`pkg/commands/rotate_kubeconfig.go`, `RotateKubeconfigMap`, v1.0.0); the kebab-case names
+/// work too.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KubeconfigKind {
+    #[value(alias = "Admin")]
     Admin,
+    #[value(alias = "ControllerManager")]
     ControllerManager,
-    Scheduler,
+    #[value(alias = "Konnectivity")]
     Konnectivity,
+    #[value(alias = "Scheduler")]
+    Scheduler,
 }
 
 impl KubeconfigKind {
+    pub const ALL: [KubeconfigKind; 4] = [
+        KubeconfigKind::Admin,
+        KubeconfigKind::ControllerManager,
+        KubeconfigKind::Konnectivity,
+        KubeconfigKind::Scheduler,
+    ];
     fn suffix(self) -> &'static str {
         match self {
             KubeconfigKind::Admin => "admin-kubeconfig",
@@ -77,23 +105,64 @@ impl KubeconfigKind {
 }
 
 #[derive(ClapArgs, Clone, Debug)]
+#[command(
+    after_help = "Components: Admin, ControllerManager, Konnectivity, Scheduler (or admin, controller-manager, ...), comma-separated or with --components repeated. Kamaji re-issues each deleted Secret and restarts the components that use it (all but Admin).
+
+Without --components or --all the admin kubeconfig is rotated (clastix's plugin asks for one of them): it is the one handed out to people, so the one to rotate when it leaks. A component named with --components whose Secret does not exist is an error and nothing is rotated; with --all it is skipped.
+
+Examples:
+  kubectl kamaji kubeconfig rotate prod --all=true
+  kubectl kamaji kubeconfig rotate prod --components=Admin
+  kubectl kamaji kubeconfig rotate prod --components=Admin,ControllerManager"
+)]
 pub struct RotateArgs {
     /// The KamajiControlPlane (or TenantControlPlane)
     #[arg(value_name = "CONTROL_PLANE")]
     pub name: String,
-    /// Which kubeconfigs (default: admin)
+    /// The components whose kubeconfigs to rotate (default: Admin)
     #[arg(
-        long = "kubeconfig-type",
+        long = "components",
+        // `--kubeconfig-type` is this plugin's old name; `--certificates` is what the third
+        // example of clastix's `kubeconfig rotate --help` says (v1.0.0, `cmd/kubeconfig/rotate.go`).
+        aliases = ["kubeconfig-type", "certificates"],
         value_enum,
         value_delimiter = ',',
-        value_name = "TYPE"
+        value_name = "LIST"
     )]
     pub kinds: Vec<KubeconfigKind>,
-    /// All of them
-    #[arg(long, conflicts_with = "kinds")]
+    /// Every component's kubeconfig (--all=false is accepted, as cobra's flags take it)
+    #[arg(
+        long,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        action = ArgAction::Set,
+        value_parser = go_bool,
+        value_name = "BOOL"
+    )]
     pub all: bool,
     #[command(flatten)]
     pub kube: KubeFlags,
+}
+
+impl RotateArgs {
+    /// The kubeconfigs asked for, and whether a missing one is an error.
+    fn kinds(&self) -> Result<(Vec<KubeconfigKind>, bool), Error> {
+        match (self.all, self.kinds.is_empty()) {
+            (true, false) => Err(Error::Usage {
+                message: "--all and --components both say what to rotate".into(),
+                hint: Some("pass one of them".into()),
+            }),
+            (true, true) => Ok((KubeconfigKind::ALL.to_vec(), false)),
+            (false, true) => Ok((vec![KubeconfigKind::Admin], true)),
+            (false, false) => {
+                let mut kinds = self.kinds.clone();
+                kinds.dedup();
+                Ok((kinds, true))
+            }
+        }
+    }
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
@@ -102,13 +171,6 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         Verb::Rotate(a) => rotate(a).await,
     }
 }
-
-const KEYS: [&str; 4] = [
-    "admin.conf",
-    "admin.svc",
-    "super-admin.conf",
-    "super-admin.svc",
-];
 
 /// Reads the tenant's admin kubeconfig text.
 pub async fn admin_kubeconfig(
@@ -141,92 +203,29 @@ pub async fn admin_kubeconfig(
 }
 
 async fn get(args: &GetArgs) -> Result<(), Error> {
-    if !KEYS.contains(&args.secret_key.as_str()) {
-        return Err(Error::Usage {
-            message: format!("invalid --secret-key {:?}", args.secret_key),
-            hint: Some(format!("use one of: {}", KEYS.join(", "))),
-        });
-    }
+    let delivery = args.kubeconfig.delivery()?;
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let t = common::resolve(&conn, &apis, &args.name).await?;
     let text = admin_kubeconfig(&conn, &t, &args.secret_key).await?;
-    if !args.merge {
-        render::raw(text.as_bytes());
-        if !text.ends_with('\n') {
-            render::raw(b"\n");
-        }
-        return Ok(());
-    }
-    let fetched = shared::kubeconfig::parse(&text, "the tenant kubeconfig")?;
-    let name = &t.name;
-    let context = args
-        .context_name
-        .clone()
-        .unwrap_or_else(|| format!("{name}-admin@{name}"));
-    let renamed = shared::kubeconfig::rename(&fetched, name, &format!("{name}-admin"), &context)?;
-    let file = args
-        .merge_file
-        .clone()
-        .or_else(shared::kubeconfig::default_merge_file)
-        .ok_or_else(|| Error::Usage {
-            message: "no kubeconfig file to merge into".into(),
-            hint: Some("pass --merge-file, or set KUBECONFIG or HOME".into()),
-        })?;
-    let opts = shared::kubeconfig::MergeOptions {
-        force: args.force,
-        set_current: args.set_current,
-        conflict_hint: "pass --force to replace them, or --context-name to merge under another name",
-    };
-    let report = shared::kubeconfig::merge_into_file(&file, &renamed, opts)?;
-    let what = if !report.added.is_empty() {
-        "merged"
-    } else if !report.replaced.is_empty() {
-        "replaced"
-    } else {
-        "already present"
-    };
-    let mut msg = format!("context \"{}\" {what} in {}", report.context, report.file);
-    if let Some(b) = &report.backup {
-        msg.push_str(&format!(" (previous file kept as {b})"));
-    }
-    render::line(&msg);
-    if report.current_context_set {
-        render::line(&format!("current context is now \"{}\"", report.context));
-    } else {
-        render::line(&format!(
-            "use it with: kubectl --context {} get nodes",
-            report.context
-        ));
-    }
-    Ok(())
+    shared::kubeconfig::deliver(&delivery, &t.name, &text)
 }
 
 async fn rotate(args: &RotateArgs) -> Result<(), Error> {
+    let (kinds, strict) = args.kinds()?;
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let t = common::resolve(&conn, &apis, &args.name).await?;
-    let kinds: Vec<KubeconfigKind> = if args.all {
-        vec![
-            KubeconfigKind::Admin,
-            KubeconfigKind::ControllerManager,
-            KubeconfigKind::Scheduler,
-            KubeconfigKind::Konnectivity,
-        ]
-    } else if args.kinds.is_empty() {
-        vec![KubeconfigKind::Admin]
-    } else {
-        args.kinds.clone()
-    };
     let names: Vec<String> = kinds
         .iter()
         .map(|k| format!("{}-{}", t.tcp_name(), k.suffix()))
         .collect();
-    rotate_secrets(&conn, &t, &names, !args.all).await
+    rotate_secrets(&conn, &t, &names, strict).await
 }
 
-/// Puts Kamaji's rotation annotation on Secrets. Missing ones fail when `strict`, else are
-/// reported and skipped.
+/// Deletes Secrets so that Kamaji re-issues them (what clastix's plugin does,
+/// `pkg/commands/rotate_{cert,kubeconfig}.go`, v1.0.0). Missing ones fail when `strict` (and
+/// nothing is deleted), else are reported and skipped.
 pub async fn rotate_secrets(
     conn: &cli::Conn,
     t: &common::Target,

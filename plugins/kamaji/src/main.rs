@@ -4,6 +4,7 @@
 //! and a match arm calling its `run`.
 
 mod certificates;
+mod clastix;
 mod common;
 mod completion;
 mod create;
@@ -57,7 +58,7 @@ enum Verb {
     Upgrade(upgrade::Args),
     /// Delete a cluster and its Kamaji control plane (asks first; --yes without a terminal)
     Delete(delete::Args),
-    /// Get (or merge) and rotate a tenant's kubeconfigs
+    /// Get (print, write or merge) and rotate a tenant's kubeconfigs
     Kubeconfig(kubeconfig::Args),
     /// Rotate a tenant's certificates
     Certificates(certificates::Args),

@@ -212,15 +212,17 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     let file = dir.path().join("config");
     std::fs::write(&file, "apiVersion: v1\nkind: Config\ncurrent-context: mine\ncontexts:\n- name: mine\n  context: {cluster: mine, user: me}\nclusters:\n- name: mine\n  cluster: {server: 'https://example.invalid'}\nusers:\n- name: me\n  user: {token: x}\n").unwrap();
     let f = file.to_str().unwrap();
-    let out = ok(&kamaji(
+    let merged = kamaji(
         tb,
         &ns,
         &["kubeconfig", "get", name, "--merge", "--merge-file", f],
-    ));
+    );
+    assert!(ok(&merged).is_empty(), "a merge prints nothing on stdout");
     let ctx = format!("{name}-admin@{name}");
     assert!(
-        out.contains(&format!("context \"{ctx}\" merged in {f}")),
-        "{out}"
+        stderr(&merged).contains(&format!("merged context \"{ctx}\" into {f}: added")),
+        "{}",
+        stderr(&merged)
     );
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
@@ -228,12 +230,17 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         0o600
     );
     assert!(dir.path().join("config.bak").exists());
-    let again = ok(&kamaji(
+    let again = kamaji(
         tb,
         &ns,
         &["kubeconfig", "get", name, "--merge", "--merge-file", f],
-    ));
-    assert!(again.contains("already present"), "{again}");
+    );
+    ok(&again);
+    assert!(
+        stderr(&again).contains("already up to date"),
+        "{}",
+        stderr(&again)
+    );
     let k = kubectl(
         &file,
         &[

@@ -1,0 +1,283 @@
+//! The kubeconfig surface `kubectl capi kubeconfig` shares with `kubectl kamaji kubeconfig get`
+//! (issue 14): `-o yaml|json` as kubectl, `--write-to FILE` (clusterctl's name), `--merge[=FILE]`
+//! with `--context-name`, `--set-current` and `--force`; the old spellings (`--output FILE`,
+//! `--output-file`, `--merge-into`, `--switch`) still work; clusterctl's `get kubeconfig NAME
+//! -n NS [--kubeconfig-context CTX]` word order works. The Secret is written here as Cluster API
+//! writes it (`<cluster>-kubeconfig`, key `value`).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
+
+fn run(tb: &testbed::Testbed, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&tb.kubeconfig)
+        .env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run kubectl-capi")
+}
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+#[track_caller]
+fn ok(tb: &testbed::Testbed, args: &[&str]) -> Output {
+    let o = run(tb, args);
+    assert!(o.status.success(), "{args:?}: {}\n{}", err(&o), out(&o));
+    o
+}
+
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+fn yaml(text: &str) -> Value {
+    serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// Seeds `<cluster>-kubeconfig` and returns its text.
+async fn seed(client: &kube::Client, ns: &str, cluster: &str, server: &str) -> String {
+    use base64::Engine;
+    let text = testbed::fixtures::workload_kubeconfig(cluster, server);
+    let s: Secret = serde_json::from_value(json!({
+        "metadata": {"name": format!("{cluster}-kubeconfig"),
+                     "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+        "type": "cluster.x-k8s.io/secret",
+        "data": {"value": base64::engine::general_purpose::STANDARD.encode(&text)}
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &s)
+        .await
+        .unwrap();
+    text
+}
+
+#[tokio::test]
+async fn print_formats_files_and_clusterctl_word_order() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("kc-flags-print").await;
+    let text = seed(&client, &ns, "c1", "https://10.1.2.3:6443").await;
+
+    // The kubeconfig as stored, however it is asked for.
+    let current_context =
+        yaml(&std::fs::read_to_string(&tb.kubeconfig).unwrap())["current-context"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    for args in [
+        vec!["kubeconfig", "c1", "-n", &ns],
+        vec!["kubeconfig", "c1", "-n", &ns, "-o", "yaml"],
+        vec!["kubeconfig", "get", "c1", "-n", &ns],
+        vec!["kubeconfig", "get", "c1", "--namespace", &ns],
+        vec![
+            "kubeconfig",
+            "get",
+            "c1",
+            "--namespace",
+            &ns,
+            "--kubeconfig-context",
+            &current_context,
+        ],
+    ] {
+        let o = ok(tb, &args);
+        assert_eq!(out(&o), text, "{args:?}");
+        assert!(err(&o).is_empty(), "{args:?}: {}", err(&o));
+    }
+    // clusterctl's --kubeconfig-context is kubectl's --context: a context that does not exist
+    // is refused as --context refuses it.
+    let o = run(
+        tb,
+        &[
+            "kubeconfig",
+            "get",
+            "c1",
+            "-n",
+            &ns,
+            "--kubeconfig-context",
+            "nope",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(err(&o).contains("nope"), "{}", err(&o));
+
+    // -o json: the same kubeconfig as JSON.
+    let o = ok(tb, &["kubeconfig", "c1", "-n", &ns, "-o", "json"]);
+    let j: Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(j, yaml(&text));
+
+    // --write-to, --output-file, and the old --output FILE (with a warning): the same bytes,
+    // mode 0600, nothing on stdout.
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, file, warns) in [
+        ("--write-to", "a.kubeconfig", false),
+        ("--output-file", "b.kubeconfig", false),
+        ("--output", "c.kubeconfig", true),
+    ] {
+        let f = dir.path().join(file);
+        let fs = f.to_str().unwrap();
+        let o = ok(tb, &["kubeconfig", "c1", "-n", &ns, flag, fs]);
+        assert!(out(&o).is_empty(), "{flag}: {}", out(&o));
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), text, "{flag}");
+        assert_eq!(mode(&f), 0o600, "{flag}");
+        assert_eq!(
+            err(&o).contains("Warning: --output FILE is the old spelling of --write-to"),
+            warns,
+            "{flag}: {}",
+            err(&o)
+        );
+    }
+    let f = dir.path().join("d.json");
+    ok(
+        tb,
+        &[
+            "kubeconfig",
+            "c1",
+            "-n",
+            &ns,
+            "-o",
+            "json",
+            "--write-to",
+            f.to_str().unwrap(),
+        ],
+    );
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    assert_eq!(j, yaml(&text));
+
+    // Usage errors: one line, exit 2, nothing printed, no request needed.
+    for (args, says) in [
+        (vec!["kubeconfig", "c1", "-o", "wide"], "yaml or json"),
+        (
+            vec!["kubeconfig", "c1", "-o", "jsn"],
+            "use -o yaml or -o json",
+        ),
+        (
+            vec!["kubeconfig", "c1", "-o", "json", "--merge"],
+            "cannot be used with",
+        ),
+        (
+            vec!["kubeconfig", "c1", "--write-to", "x", "--merge"],
+            "cannot be used with",
+        ),
+        (vec!["kubeconfig", "c1", "--set-current"], "--merge"),
+        (vec!["kubeconfig", "get"], "required"),
+        (
+            vec![
+                "kubeconfig",
+                "c1",
+                "--context",
+                "a",
+                "--kubeconfig-context",
+                "b",
+            ],
+            "two contexts",
+        ),
+    ] {
+        let o = run(tb, &args);
+        testbed::expect::one_line_refusal(&o, 2, says, &args.join(" ")).unwrap();
+    }
+    tb.delete_namespace(&client, &ns).await;
+}
+
+#[tokio::test]
+async fn merge_flags_new_and_old_spellings() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("kc-flags-merge").await;
+    seed(&client, &ns, "m1", "https://10.1.2.4:6443").await;
+    seed(&client, &ns, "m2", "https://10.1.2.5:6443").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config");
+    let f = file.to_str().unwrap();
+    let merge_to = format!("--merge={f}");
+
+    // --merge=FILE --set-current: the context CLUSTER-admin@CLUSTER, now current.
+    let o = ok(
+        tb,
+        &["kubeconfig", "m1", "-n", &ns, &merge_to, "--set-current"],
+    );
+    assert!(out(&o).is_empty(), "a merge prints nothing on stdout");
+    assert!(
+        err(&o).contains(&format!("merged context \"m1-admin@m1\" into {f}: added")),
+        "{}",
+        err(&o)
+    );
+    let v = yaml(&std::fs::read_to_string(&file).unwrap());
+    assert_eq!(v["current-context"], "m1-admin@m1");
+    assert_eq!(mode(&file), 0o600);
+
+    // The old spellings: --merge --merge-into FILE --switch; again: already up to date.
+    let o = ok(
+        tb,
+        &[
+            "kubeconfig",
+            "m1",
+            "-n",
+            &ns,
+            "--merge",
+            "--merge-into",
+            f,
+            "--switch",
+        ],
+    );
+    assert!(err(&o).contains("already up to date"), "{}", err(&o));
+
+    // --context-name: another name for the context; --set-current not given, so the current
+    // context stays.
+    ok(
+        tb,
+        &[
+            "kubeconfig",
+            "get",
+            "m2",
+            "-n",
+            &ns,
+            &merge_to,
+            "--context-name",
+            "second",
+        ],
+    );
+    let v = yaml(&std::fs::read_to_string(&file).unwrap());
+    let contexts: Vec<&str> = v["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(contexts, ["m1-admin@m1", "second"]);
+    assert_eq!(v["current-context"], "m1-admin@m1");
+
+    // A conflict: one line, the hint both plugins give, nothing changed; --force replaces.
+    let before = std::fs::read_to_string(&file).unwrap();
+    let changed = before.replace("https://10.1.2.4:6443", "https://10.9.9.9:6443");
+    std::fs::write(&file, &changed).unwrap();
+    let o = run(tb, &["kubeconfig", "m1", "-n", &ns, &merge_to]);
+    let line = testbed::expect::one_line_refusal(&o, 1, "already has cluster \"m1\"", "conflict");
+    line.unwrap();
+    assert!(
+        err(&o).contains(&format!("hint: {}", shared::kubeconfig::CONFLICT_HINT)),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), changed);
+    let o = ok(tb, &["kubeconfig", "m1", "-n", &ns, &merge_to, "--force"]);
+    assert!(err(&o).contains("replaced cluster \"m1\""), "{}", err(&o));
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("https://10.1.2.4:6443")
+    );
+    tb.delete_namespace(&client, &ns).await;
+}
