@@ -1,11 +1,14 @@
 //! `kubectl kamaji certificates rotate NAME --all|--certificates ...`: Kamaji re-issues the
-//! certificates whose Secrets are deleted (see `kubeconfig::rotate_secrets`).
+//! certificates whose Secrets are deleted (see `kubeconfig::rotate_secrets`). The command, flags
+//! and names are clastix's `kamaji` plugin's (`cmd/certificates/rotate.go`,
+//! github.com/clastix/kamaji-kubectl-plugin v1.0.0).
 
-use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use clap::{ArgAction, Args as ClapArgs, Subcommand, ValueEnum};
 use cli::KubeFlags;
 use shared::discovery::ServerApis;
 use shared::error::Error;
 
+use crate::clastix::go_bool;
 use crate::common;
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -54,50 +57,86 @@ impl Cert {
     }
 }
 
+impl Cert {
+    /// What `--all` rotates: the certificates clastix's plugin rotates
+    /// (`pkg/commands/rotate_cert.go`, `RotateCertificatesMap`, v1.0.0). The CA and the
+    /// datastore client certificate are rotated only when named.
+    pub const ALL: [Cert; 5] = [
+        Cert::ApiServer,
+        Cert::ApiServerKubeletClient,
+        Cert::FrontProxyCa,
+        Cert::FrontProxyClient,
+        Cert::Konnectivity,
+    ];
+}
+
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
-    after_help = "--all rotates every leaf certificate (not the CA: name it with --certificates ca)."
+    after_help = "Certificates: APIServer, APIServerKubeletClient, FrontProxyCA, FrontProxyClient, Konnectivity (or api-server, api-server-kubelet-client, ...), and, only when named, CA and Datastore; comma-separated or with --certificates repeated. --all rotates the first five, as clastix's kamaji plugin does (not the CA: every certificate and worker depends on it).
+
+Kamaji re-issues each deleted Secret and rolls the control plane onto it. A certificate named with --certificates whose Secret does not exist (Konnectivity without the addon) is an error and nothing is rotated; with --all it is skipped.
+
+Examples:
+  kubectl kamaji certificates rotate prod --all=true
+  kubectl kamaji certificates rotate prod --certificates=APIServer
+  kubectl kamaji certificates rotate prod --certificates=FrontProxyCA,FrontProxyClient"
 )]
 pub struct RotateArgs {
     /// The KamajiControlPlane (or TenantControlPlane)
     #[arg(value_name = "CONTROL_PLANE")]
     pub name: String,
     /// The certificates to rotate
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
+    pub certificates: Vec<Cert>,
+    /// Every certificate but the CA and the datastore's (--all=false is accepted, as cobra's flags take it)
     #[arg(
         long,
-        value_enum,
-        value_delimiter = ',',
-        value_name = "LIST",
-        required_unless_present = "all"
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        action = ArgAction::Set,
+        value_parser = go_bool,
+        value_name = "BOOL"
     )]
-    pub certificates: Vec<Cert>,
-    /// Every leaf certificate
-    #[arg(long, conflicts_with = "certificates")]
     pub all: bool,
     #[command(flatten)]
     pub kube: KubeFlags,
 }
 
+impl RotateArgs {
+    /// The certificates asked for, and whether a missing one is an error.
+    fn certs(&self) -> Result<(Vec<Cert>, bool), Error> {
+        match (self.all, self.certificates.is_empty()) {
+            (true, false) => Err(Error::Usage {
+                message: "--all and --certificates both say what to rotate".into(),
+                hint: Some("pass one of them".into()),
+            }),
+            (true, true) => Ok((Cert::ALL.to_vec(), false)),
+            (false, true) => Err(Error::Usage {
+                message: "no certificate to rotate".into(),
+                hint: Some(
+                    "name them with --certificates=APIServer,... or pass --all (see --help)".into(),
+                ),
+            }),
+            (false, false) => {
+                let mut certs = self.certificates.clone();
+                certs.dedup();
+                Ok((certs, true))
+            }
+        }
+    }
+}
+
 pub async fn run(args: &Args) -> Result<(), Error> {
     let Verb::Rotate(a) = &args.verb;
+    let (certs, strict) = a.certs()?;
     let conn = a.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let t = common::resolve(&conn, &apis, &a.name).await?;
-    let certs: Vec<Cert> = if a.all {
-        vec![
-            Cert::ApiServer,
-            Cert::ApiServerKubeletClient,
-            Cert::FrontProxyCa,
-            Cert::FrontProxyClient,
-            Cert::Konnectivity,
-            Cert::Datastore,
-        ]
-    } else {
-        a.certificates.clone()
-    };
     let names: Vec<String> = certs
         .iter()
         .map(|c| format!("{}-{}", t.tcp_name(), c.suffix()))
         .collect();
-    crate::kubeconfig::rotate_secrets(&conn, &t, &names, !a.all).await
+    crate::kubeconfig::rotate_secrets(&conn, &t, &names, strict).await
 }

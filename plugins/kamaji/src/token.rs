@@ -1,10 +1,13 @@
 //! `kubectl kamaji token join NAME --flavour kubeadm|yaki`: a worker join command, with a
-//! bootstrap token created in the tenant cluster and the CA public-key hash.
+//! bootstrap token of the tenant cluster and the CA public-key hash. The command, flags and
+//! lines are clastix's `kamaji` plugin's (`cmd/token/join.go`, `pkg/commands/join_token.go`,
+//! github.com/clastix/kamaji-kubectl-plugin v1.0.0), but for the default flavour (see the
+//! `--help` text of [`JoinArgs`]).
 
 use std::time::Duration;
 
 use base64::Engine;
-use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use clap::{ArgAction, Args as ClapArgs, Subcommand, ValueEnum};
 use cli::{KubeFlags, parse_duration};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, PostParams};
@@ -15,6 +18,7 @@ use shared::discovery::fields;
 use shared::error::{Error, Op, Target};
 use shared::render;
 
+use crate::clastix::go_bool;
 use crate::common;
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -31,26 +35,45 @@ pub enum Verb {
 
 #[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Flavour {
-    /// kubeadm join ...
+    /// kubeadm join ... (the default here)
     #[default]
     Kubeadm,
-    /// Clastix's yaki script (goyaki.clastix.io)
+    /// Clastix's yaki script (goyaki.clastix.io; clastix's kamaji plugin's default)
     Yaki,
 }
 
 #[derive(ClapArgs, Clone, Debug)]
+#[command(
+    after_help = "The default flavour is kubeadm, where clastix's kamaji plugin prints the yaki one-liner by default: the kubeadm line runs with what a node already has (kubeadm, as Cluster API's bootstrap and BYOH hosts use it), while the yaki line pipes a script downloaded from goyaki.clastix.io into sudo bash, which this plugin does not print unless asked. --flavour=yaki prints clastix's line exactly, with KUBERNETES_VERSION set to the tenant's version.
+
+A valid bootstrap token in the tenant is reused (the one that lives longest; never kubeadm's well-known placeholder abcdef.0123456789abcdef), else one is created for --ttl. clastix's plugin reuses the first token it finds and creates none.
+
+Examples:
+  kubectl kamaji token join prod
+  kubectl kamaji token join prod --flavour=yaki
+  kubectl kamaji token join prod --new-token --ttl 2h"
+)]
 pub struct JoinArgs {
     /// The KamajiControlPlane (or TenantControlPlane)
     #[arg(value_name = "CONTROL_PLANE")]
     pub name: String,
-    /// The join command's style
+    /// The join command's style (clastix's plugin defaults to yaki; see below)
     #[arg(long, alias = "flavor", value_enum, default_value_t = Flavour::Kubeadm)]
     pub flavour: Flavour,
     /// Lifetime of a new token (1m to 720h)
     #[arg(long, value_parser = token_ttl, default_value = "24h", value_name = "DURATION")]
     pub ttl: Duration,
-    /// Ignore expired tokens when looking for one to reuse (always on; kept for clastix's plugin)
-    #[arg(long, default_value_t = true)]
+    /// Ignore expired tokens (clastix's flag; expired tokens are never offered here, since a join with one fails, so =false changes nothing)
+    #[arg(
+        long,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "true",
+        action = ArgAction::Set,
+        value_parser = go_bool,
+        value_name = "BOOL"
+    )]
     pub skip_expired: bool,
     /// Create a new token even if a valid one exists
     #[arg(long)]
@@ -185,8 +208,10 @@ fn join_line(
             .and_then(|v| v.as_str())
             .unwrap_or_default()
             .to_string();
+            // clastix's line, byte for byte (`joinTokenYakiFlavour`,
+            // `pkg/commands/join_token.go`, kamaji-kubectl-plugin v1.0.0).
             format!(
-                "wget -O- https://goyaki.clastix.io | sudo JOIN_URL={endpoint} JOIN_TOKEN={token} JOIN_TOKEN_CACERT_HASH={hash} KUBERNETES_VERSION={version} bash -s join"
+                "wget -O- https://goyaki.clastix.io | sudo KUBERNETES_VERSION={version} JOIN_URL={endpoint} JOIN_TOKEN={token} JOIN_TOKEN_CACERT_HASH={hash} bash -s join"
             )
         }
     }
