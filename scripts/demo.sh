@@ -81,7 +81,7 @@ run kubectl kamaji create demo --infrastructure byoh --workers 2 --kubernetes-ve
   --wait --timeout 6m
 
 say "2b. The workload cluster answers: its own API server, its joined nodes"
-run kubectl capi kubeconfig demo --output "$dir/demo.kubeconfig"
+run kubectl capi kubeconfig demo --write-to "$dir/demo.kubeconfig"
 run kubectl --kubeconfig "$dir/demo.kubeconfig" get --raw /version
 echo
 run kubectl --kubeconfig "$dir/demo.kubeconfig" get nodes
