@@ -114,7 +114,7 @@ impl RotateArgs {
             }),
             (true, true) => Ok((Cert::ALL.to_vec(), false)),
             (false, true) => Err(Error::Usage {
-                message: "no certificate to rotate".into(),
+                message: "no certificate to rotate: --certificates or --all is required".into(),
                 hint: Some(
                     "name them with --certificates=APIServer,... or pass --all (see --help)".into(),
                 ),
