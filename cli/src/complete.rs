@@ -474,7 +474,10 @@ mod tests {
         }
         assert_eq!(
             plan(&r, &w(&["describe", "-o", "j"])),
-            Plan::Static(vec!["json".into()], 4)
+            Plan::Static(
+                vec!["json".into(), "jsonpath=".into(), "jsonpath-file=".into()],
+                4
+            )
         );
         assert_eq!(
             plan(&r, &w(&["describe", "--color=al"])),

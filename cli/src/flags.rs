@@ -92,6 +92,15 @@ pub struct KubeFlags {
         value_name = "NAME"
     )]
     pub tls_server_name: Option<String>,
+    /// Path to a cert file for the certificate authority
+    #[arg(id = "kube-certificate_authority", long = "certificate-authority", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub certificate_authority: Option<PathBuf>,
+    /// Path to a client certificate file for TLS
+    #[arg(id = "kube-client_certificate", long = "client-certificate", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub client_certificate: Option<PathBuf>,
+    /// Path to a client key file for TLS
+    #[arg(id = "kube-client_key", long = "client-key", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub client_key: Option<PathBuf>,
 }
 
 impl KubeFlags {
@@ -112,6 +121,9 @@ impl KubeFlags {
             request_timeout: self.request_timeout,
             insecure_skip_tls_verify: self.insecure_skip_tls_verify,
             tls_server_name: self.tls_server_name.clone(),
+            certificate_authority: self.certificate_authority.clone(),
+            client_certificate: self.client_certificate.clone(),
+            client_key: self.client_key.clone(),
         }
     }
     /// See [`ConnectOptions::load_kubeconfig`].
@@ -128,32 +140,59 @@ impl KubeFlags {
     }
 }
 
-/// `-v`, counted: warnings by default, `-v` info, `-vv` debug, `-vvv` trace (logs on stderr).
+/// `-v`, counted (`-v` info, `-vv` debug, `-vvv` trace), or kubectl's levels `-v=N`/`--v=N`.
 #[derive(Args, Clone, Debug, Default)]
 pub struct LogFlags {
     /// More logs on stderr (-v info, -vv debug, -vvv trace; RUST_LOG overrides)
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
+    /// kubectl's log level: -v=N or --v=N (0-10; 6 shows each request, 8 and up everything)
+    #[arg(long = "v", value_name = "LEVEL", global = true, value_parser = clap::value_parser!(u8).range(0..=10))]
+    pub level: Option<u8>,
+}
+
+/// kubectl's `-v=6` and `-v6` as `--v=6`: clap's counted `-v` takes no value, and kubectl's
+/// level takes one. Words after `--` are left alone.
+pub fn kubectl_verbosity(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut rest = false;
+    for a in args {
+        let level = a.to_str().filter(|_| !rest).and_then(|s| {
+            let n = s.strip_prefix("-v=").or_else(|| s.strip_prefix("-v"))?;
+            (!n.is_empty() && n.len() <= 3 && n.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| format!("--v={n}"))
+        });
+        rest |= a == "--";
+        out.push(level.map(Into::into).unwrap_or(a));
+    }
+    out
+}
+
+/// The tracing filters for a verbosity: ours, dependencies', kube-client's.
+fn filters(count: u8, level: Option<u8>) -> (&'static str, &'static str, &'static str) {
+    // kubectl's levels folded onto ours: 1-3 info, 4-5 debug, 6-7 debug with each request
+    // (kube-client's spans), 8 and up trace.
+    let level = level.unwrap_or(match count {
+        0 => 0,
+        1 => 2,
+        2 => 6,
+        _ => 8,
+    });
+    match level {
+        0 => ("warn", "off", "off"),
+        1..=3 => ("info", "warn", "off"),
+        4..=5 => ("debug", "warn", "off"),
+        6..=7 => ("debug", "warn", "debug"),
+        _ => ("trace", "debug", "trace"),
+    }
 }
 
 impl LogFlags {
     /// Starts the tracing subscriber on stderr. Safe to call more than once.
     pub fn init(&self) {
-        let ours = match self.verbose {
-            0 => "warn",
-            1 => "info",
-            2 => "debug",
-            _ => "trace",
-        };
         // Libraries log failed requests and TLS errors themselves; we report those as typed
         // errors, so their logs only show from -v on.
-        let deps = match self.verbose {
-            0 => "off",
-            1 | 2 => "warn",
-            3 => "debug",
-            _ => "trace",
-        };
-        let kube = if self.verbose >= 2 { ours } else { "off" };
+        let (ours, deps, kube) = filters(self.verbose, self.level);
         let default = format!(
             "{deps},shared={ours},kubectl_capi={ours},kubectl_kamaji={ours},kamaji_reconciler={ours},kube_client={kube},kube={kube}"
         );
@@ -163,7 +202,7 @@ impl LogFlags {
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_target(self.verbose >= 2)
+            .with_target(ours != "info" && ours != "warn")
             .without_time()
             .try_init();
     }
@@ -173,46 +212,148 @@ impl LogFlags {
 #[derive(Args, Clone, Debug, Default)]
 #[command(next_help_heading = "Output")]
 pub struct OutputFlags {
-    /// Output format
-    #[arg(id = "out-output", short = 'o', long = "output", value_parser = output_format(), default_value_t = OutputFormat::Table, value_name = "FORMAT")]
+    /// Output format: table, wide, json, yaml, name, jsonpath=TEMPLATE, jsonpath-file=FILE, custom-columns=HEADER:PATH,..., custom-columns-file=FILE (as kubectl get)
+    #[arg(id = "out-output", short = 'o', long = "output", value_parser = OutputParser, default_value = "table", value_name = "FORMAT")]
     pub output: OutputFormat,
     /// Do not print table headers
     #[arg(id = "out-no_headers", long = "no-headers")]
     pub no_headers: bool,
-    /// When to colour the output
-    #[arg(id = "out-color", long = "color", value_parser = color_when(), default_value_t = ColorWhen::Auto, value_name = "WHEN")]
+    /// Show each object's labels as the last column (as kubectl get --show-labels)
+    #[arg(id = "out-show_labels", long = "show-labels")]
+    pub show_labels: bool,
+    /// When to colour the output (auto, always, never; -c, --color and --color=true mean always, as in clusterctl)
+    #[arg(id = "out-color", short = 'c', long = "color", value_parser = color_when(), default_value_t = ColorWhen::Auto, value_name = "WHEN", num_args = 0..=1, require_equals = false, default_missing_value = "always")]
     pub color: ColorWhen,
 }
 
 impl From<&OutputFlags> for OutputOptions {
     fn from(f: &OutputFlags) -> OutputOptions {
         OutputOptions {
-            output: f.output,
+            output: f.output.clone(),
             no_headers: f.no_headers,
+            show_labels: f.show_labels,
             color: f.color,
         }
     }
 }
 
-/// `-o`'s values, with their help, from the render layer's one list.
-fn output_format() -> impl TypedValueParser<Value = OutputFormat> {
-    PossibleValuesParser::new(
-        OutputFormat::ALL
-            .iter()
-            .map(|(_, name, help)| PossibleValue::new(*name).help(*help)),
-    )
-    // PossibleValuesParser admitted only names of ALL, so the parse cannot fail.
-    .map(|s| s.parse::<OutputFormat>().unwrap_or_default())
+/// The longest template file `-o jsonpath-file=` or `custom-columns-file=` reads.
+const MAX_TEMPLATE_FILE: u64 = kcore::jsonpath::MAX_TEMPLATE_BYTES as u64;
+
+fn read_template_file(path: &str) -> Result<String, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read {path:?}: {e}"))?;
+    let mut text = String::new();
+    f.take(MAX_TEMPLATE_FILE + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read {path:?}: {e}"))?;
+    if text.len() as u64 > MAX_TEMPLATE_FILE {
+        return Err(format!(
+            "{path:?} is larger than {MAX_TEMPLATE_FILE} bytes; is it a template?"
+        ));
+    }
+    Ok(text)
 }
 
-/// `--color`'s values, with their help.
-fn color_when() -> impl TypedValueParser<Value = ColorWhen> {
-    PossibleValuesParser::new(
-        ColorWhen::ALL
+/// `-o`: a name from the render layer's one list, or kubectl's templated forms, parsed (and
+/// template files read) here so a bad template is a usage error before any request.
+pub fn parse_output(s: &str) -> Result<OutputFormat, String> {
+    use kcore::jsonpath::{Columns, Template};
+    if let Some((f, _, _)) = OutputFormat::ALL.iter().find(|(_, n, _)| *n == s) {
+        return Ok(f.clone());
+    }
+    let (kind, arg) = s.split_once('=').unwrap_or((s, ""));
+    let needs = |what: &str| {
+        format!(
+            "-o {kind} needs {what} after '=' (e.g. -o {kind}={})",
+            match kind {
+                k if k.starts_with("custom-columns") && !k.ends_with("file") =>
+                    "NAME:.metadata.name",
+                k if k.ends_with("file") => "FILE",
+                _ => "'{.items[*].metadata.name}'",
+            }
+        )
+    };
+    let e = |e: kcore::jsonpath::TemplateError| e.to_string();
+    match kind {
+        "jsonpath" if arg.is_empty() => Err(needs("a template")),
+        "jsonpath" => Template::parse(arg).map(OutputFormat::JsonPath).map_err(e),
+        "jsonpath-file" if arg.is_empty() => Err(needs("a file")),
+        "jsonpath-file" => Template::parse(&read_template_file(arg)?)
+            .map(OutputFormat::JsonPath)
+            .map_err(e),
+        "custom-columns" if arg.is_empty() => Err(needs("columns")),
+        "custom-columns" => Columns::parse(arg)
+            .map(OutputFormat::CustomColumns)
+            .map_err(e),
+        "custom-columns-file" if arg.is_empty() => Err(needs("a file")),
+        "custom-columns-file" => Columns::parse_file(&read_template_file(arg)?)
+            .map(OutputFormat::CustomColumns)
+            .map_err(e),
+        "go-template" | "go-template-file" | "template" | "templatefile" => Err(format!(
+            "-o {kind} is not supported (no Go template engine in Rust); the same fields print with -o jsonpath='{{...}}'"
+        )),
+        _ => {
+            let names: Vec<&str> = OutputFormat::ALL.iter().map(|(_, n, _)| *n).collect();
+            let templated: Vec<&str> = OutputFormat::TEMPLATED.iter().map(|(n, _)| *n).collect();
+            Err(format!(
+                "invalid output format {s:?} (use one of: {}, {})",
+                names.join(", "),
+                templated.join(", ")
+            ))
+        }
+    }
+}
+
+/// `-o`'s parser: [`parse_output`], listing the render layer's names (and the templated
+/// forms' prefixes) as possible values for help and completion.
+#[derive(Clone, Copy, Debug)]
+struct OutputParser;
+
+impl TypedValueParser for OutputParser {
+    type Value = OutputFormat;
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<OutputFormat, clap::Error> {
+        let text = value.to_string_lossy();
+        parse_output(&text).map_err(|msg| {
+            let flag = arg.map(|a| a.to_string()).unwrap_or_else(|| "-o".into());
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!("invalid value '{text}' for '{flag}': {msg}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        let names = OutputFormat::ALL
             .iter()
-            .map(|(_, name, help)| PossibleValue::new(*name).help(*help)),
-    )
-    .map(|s| s.parse::<ColorWhen>().unwrap_or_default())
+            .map(|(_, name, help)| PossibleValue::new(*name).help(*help));
+        let templated = OutputFormat::TEMPLATED.iter().map(|(form, help)| {
+            let prefix = form.split_once('=').map(|(p, _)| p).unwrap_or(form);
+            PossibleValue::new(format!("{prefix}=")).help(*help)
+        });
+        Some(Box::new(names.chain(templated)))
+    }
+}
+
+/// `--color`'s values, with their help; clusterctl's boolean `--color=true|false` too.
+fn color_when() -> impl TypedValueParser<Value = ColorWhen> {
+    let mut values: Vec<PossibleValue> = ColorWhen::ALL
+        .iter()
+        .map(|(_, name, help)| PossibleValue::new(*name).help(*help))
+        .collect();
+    values.push(PossibleValue::new("true").hide(true));
+    values.push(PossibleValue::new("false").hide(true));
+    PossibleValuesParser::new(values).map(|s| match s.as_str() {
+        "true" => ColorWhen::Always,
+        "false" => ColorWhen::Never,
+        // PossibleValuesParser admitted only the names above, so the parse cannot fail.
+        other => other.parse::<ColorWhen>().unwrap_or_default(),
+    })
 }
 
 /// A count flag (`--workers`, `--replicas`): 0 to `max`; clap refuses anything else before
@@ -310,5 +451,63 @@ mod tests {
         assert_eq!(v.kube.request_timeout, Some(Duration::from_secs(2)));
         assert_eq!(v.out.output, OutputFormat::Json);
         assert!(v.context.is_none() && v.output.is_none());
+    }
+
+    #[test]
+    fn kubectl_output_forms() {
+        assert_eq!(parse_output("wide").unwrap(), OutputFormat::Wide);
+        assert!(matches!(
+            parse_output("jsonpath={.items[*].metadata.name}").unwrap(),
+            OutputFormat::JsonPath(_)
+        ));
+        assert!(matches!(
+            parse_output("custom-columns=NAME:.metadata.name").unwrap(),
+            OutputFormat::CustomColumns(_)
+        ));
+        let dir = std::env::temp_dir().join(format!("cols-{}", std::process::id()));
+        std::fs::write(&dir, "NAME\n.metadata.name\n").unwrap();
+        assert!(matches!(
+            parse_output(&format!("custom-columns-file={}", dir.display())).unwrap(),
+            OutputFormat::CustomColumns(_)
+        ));
+        std::fs::remove_file(&dir).unwrap();
+        for (bad, says) in [
+            ("jsonpath=", "needs a template"),
+            ("jsonpath={.items", "unclosed"),
+            ("custom-columns=NAME", "HEADER:JSONPATH"),
+            ("jsonpath-file=/nonexistent/t", "cannot read"),
+            ("go-template={{.kind}}", "not supported"),
+            ("tabel", "use one of: table"),
+        ] {
+            let e = parse_output(bad).unwrap_err();
+            assert!(e.contains(says) && !e.contains('\n'), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn kubectl_verbosity_and_clusterctl_color() {
+        let os = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            kubectl_verbosity(os(&["x", "-v=6", "-v4", "-vv", "--v=2", "--", "-v=1"])),
+            os(&["x", "--v=6", "--v=4", "-vv", "--v=2", "--", "-v=1"])
+        );
+        assert_eq!(filters(0, None).0, "warn");
+        assert_eq!(filters(0, Some(6)).2, "debug");
+        assert_eq!(filters(3, None).0, "trace");
+        #[derive(clap::Parser)]
+        struct Verb {
+            #[command(flatten)]
+            out: OutputFlags,
+            #[command(flatten)]
+            log: LogFlags,
+        }
+        use clap::Parser;
+        let v = Verb::try_parse_from(["x", "-c", "--v=6", "--show-labels"]).unwrap();
+        assert_eq!(v.out.color, ColorWhen::Always);
+        assert_eq!(v.log.level, Some(6));
+        assert!(v.out.show_labels);
+        let v = Verb::try_parse_from(["x", "--color=false"]).unwrap();
+        assert_eq!(v.out.color, ColorWhen::Never);
+        assert!(Verb::try_parse_from(["x", "--v=11"]).is_err());
     }
 }

@@ -181,7 +181,7 @@ where
     F: FnOnce(C, Program, clap::Command) -> Fut,
     Fut: std::future::Future<Output = Result<(), Error>>,
 {
-    let args: Vec<OsString> = std::env::args_os().collect();
+    let args: Vec<OsString> = crate::flags::kubectl_verbosity(std::env::args_os().collect());
     let program = Program::from_argv0(args.first().and_then(|a| a.to_str()), plugin);
     let mut cmd = command_for::<C>(&program);
     // Every verb's --help ends with the exit codes too.

@@ -84,6 +84,32 @@ pub fn labels(v: &Value) -> std::collections::BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// The `metadata` of a list row, as kubectl's objects carry it, so that
+/// `-o jsonpath='{.items[*].metadata.name}'` and `--show-labels` read rows as they read objects.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RowMeta {
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+}
+
+impl RowMeta {
+    /// The name, namespace, labels and creation time of `obj`.
+    pub fn of(obj: &Value) -> RowMeta {
+        RowMeta {
+            name: name(obj).to_string(),
+            namespace: namespace(obj).to_string(),
+            labels: labels(obj),
+            creation_timestamp: str_at(obj, &["metadata", "creationTimestamp"]).map(str::to_string),
+        }
+    }
+}
+
 /// The controller owner reference (or the first owner of `kind` when none is marked controller).
 pub fn owner_of_kind<'a>(v: &'a Value, owner_kind: &str) -> Option<&'a str> {
     let owners = at(v, &["metadata", "ownerReferences"])?.as_array()?;

@@ -41,6 +41,12 @@ pub struct ConnectOptions {
     pub insecure_skip_tls_verify: bool,
     /// Server name for certificate validation
     pub tls_server_name: Option<String>,
+    /// A CA bundle file that replaces the cluster's (`--certificate-authority`)
+    pub certificate_authority: Option<PathBuf>,
+    /// A client certificate file that replaces the user's (`--client-certificate`)
+    pub client_certificate: Option<PathBuf>,
+    /// A client key file that replaces the user's (`--client-key`)
+    pub client_key: Option<PathBuf>,
 }
 
 /// A client connected the way kubectl would, plus what it resolved (for messages).
@@ -207,10 +213,72 @@ impl ConnectOptions {
         Ok(())
     }
 
+    /// kubectl's `--certificate-authority`, `--client-certificate` and `--client-key`: the files
+    /// replace the CA of the cluster and the credentials of the user the context (or
+    /// `--cluster`, `--user`) selects, as kubectl's overrides do. A file that cannot be read is
+    /// refused here, with its flag named.
+    fn apply_file_overrides(&self, kc: &mut Kubeconfig, context: &str) -> Result<(), Error> {
+        for (flag, path) in [
+            ("--certificate-authority", &self.certificate_authority),
+            ("--client-certificate", &self.client_certificate),
+            ("--client-key", &self.client_key),
+        ] {
+            if let Some(p) = path
+                && let Err(e) = std::fs::metadata(p)
+            {
+                return Err(Error::usage(format!("{flag} {}: {e}", p.display())));
+            }
+        }
+        let ctx = kc
+            .contexts
+            .iter()
+            .find(|c| c.name == context)
+            .and_then(|c| c.context.clone());
+        let cluster = self
+            .cluster
+            .clone()
+            .or_else(|| ctx.as_ref().map(|c| c.cluster.clone()));
+        let user = self
+            .user
+            .clone()
+            .or_else(|| ctx.as_ref().and_then(|c| c.user.clone()));
+        let text = |p: &PathBuf| p.to_string_lossy().to_string();
+        if let Some(ca) = &self.certificate_authority
+            && let Some(c) = kc
+                .clusters
+                .iter_mut()
+                .find(|c| Some(&c.name) == cluster.as_ref())
+                .and_then(|c| c.cluster.as_mut())
+        {
+            c.certificate_authority = Some(text(ca));
+            c.certificate_authority_data = None;
+        }
+        if self.client_certificate.is_some() || self.client_key.is_some() {
+            let Some(a) = kc
+                .auth_infos
+                .iter_mut()
+                .find(|a| Some(&a.name) == user.as_ref())
+                .and_then(|a| a.auth_info.as_mut())
+            else {
+                return Ok(());
+            };
+            if let Some(cert) = &self.client_certificate {
+                a.client_certificate = Some(text(cert));
+                a.client_certificate_data = None;
+            }
+            if let Some(key) = &self.client_key {
+                a.client_key = Some(text(key));
+                a.client_key_data = None;
+            }
+        }
+        Ok(())
+    }
+
     /// The configuration of the context (with `--cluster` and `--user`) in `kc`.
-    async fn kubeconfig_config(&self, kc: Kubeconfig) -> Result<(Config, String), Error> {
+    async fn kubeconfig_config(&self, mut kc: Kubeconfig) -> Result<(Config, String), Error> {
         let context = self.context_name(&kc)?;
         self.check_references(&kc, &context)?;
+        self.apply_file_overrides(&mut kc, &context)?;
         let opts = KubeConfigOptions {
             context: Some(context.clone()),
             cluster: self.cluster.clone(),

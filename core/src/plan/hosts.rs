@@ -121,6 +121,8 @@ pub enum HostsError {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HostRow {
+    /// kubectl's `metadata` (name, namespace, labels) of the ByoHost.
+    pub metadata: json::RowMeta,
     pub name: String,
     pub namespace: String,
     pub state: HostState,
@@ -440,6 +442,7 @@ impl<'a> Inventory<'a> {
             .or_else(|| conds.iter().find(|c| !c.is_true() && c.reason.is_some()))
             .or_else(|| condition::find(&conds, BOOTSTRAP_CONDITION));
         HostRow {
+            metadata: json::RowMeta::of(host),
             name: json::name(host).to_string(),
             namespace: json::namespace(host).to_string(),
             state,

@@ -20,15 +20,16 @@ use crate::fleet;
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
     args_conflicts_with_subcommands = true,
-    // --cluster filters by CAPI cluster here; the kubeconfig cluster is --kubeconfig-cluster.
-    mut_arg("kube-cluster", |a| a.long("kubeconfig-cluster")),
-    after_help = "Hosts of every namespace are listed unless -n is given: any namespace's machines may claim a host.\n\nExamples:\n  kubectl capi hosts\n  kubectl capi hosts --available\n  kubectl capi hosts --cluster prod -o wide\n  kubectl capi hosts --state failed,releasing\n  kubectl capi hosts describe host-07"
+    // --cluster is the kubeconfig cluster, as everywhere in kubectl; the CAPI cluster filter
+    // is --cluster-name. --kubeconfig-cluster (the old spelling) still works.
+    mut_arg("kube-cluster", |a| a.alias("kubeconfig-cluster")),
+    after_help = "Hosts of every namespace are listed unless -n is given: any namespace's machines may claim a host.\n\nExamples:\n  kubectl capi hosts\n  kubectl capi hosts --available\n  kubectl capi hosts --cluster-name prod -o wide\n  kubectl capi hosts --state failed,releasing\n  kubectl capi hosts describe host-07"
 )]
 pub struct Args {
     #[command(subcommand)]
     pub cmd: Option<Cmd>,
-    /// Only hosts used by this cluster
-    #[arg(long, value_name = "CLUSTER")]
+    /// Only hosts used by this CAPI cluster (label cluster.x-k8s.io/cluster-name)
+    #[arg(long = "cluster-name", value_name = "CLUSTER")]
     pub cluster: Option<String>,
     /// Only hosts in these states (Available, Reserved, Provisioning, Running, Releasing, Failed, Paused; comma-separated or repeated)
     #[arg(long, value_name = "STATE", value_delimiter = ',')]
@@ -100,6 +101,13 @@ fn machine_cell(r: &HostRow) -> String {
 }
 
 impl Render for HostList {
+    fn labels(&self) -> Option<Vec<String>> {
+        let text = self
+            .items
+            .iter()
+            .map(|r| shared::render::labels_text(&r.metadata.labels));
+        Some(text.collect())
+    }
     fn human(&self) -> Human {
         let mut t = Table::new([
             "NAME", "STATE", "CLUSTER", "MACHINE", "VERSION", "OS", "ARCH", "IP", "AGE",
@@ -180,6 +188,22 @@ pub fn filter(args: &Args, namespace: Option<String>) -> Result<HostFilter, Erro
     })
 }
 
+/// `hosts --cluster prod` once filtered by CAPI cluster; it now names the kubeconfig cluster,
+/// as in kubectl. When no such kubeconfig cluster exists, point at `--cluster-name`.
+fn cluster_flag_hint(kube: &KubeFlags, e: Error) -> Error {
+    match (&kube.cluster, e) {
+        (Some(c), Error::Kubeconfig { message, .. }) if message.contains(&format!("\"{c}\"")) => {
+            Error::Kubeconfig {
+                message,
+                hint: format!(
+                    "--cluster is the kubeconfig cluster, as in kubectl; for the hosts of CAPI cluster {c}, use --cluster-name {c}"
+                ),
+            }
+        }
+        (_, e) => e,
+    }
+}
+
 pub async fn run(args: &Args) -> Result<(), Error> {
     if let Some(Cmd::Describe(d)) = &args.cmd {
         return describe(d).await;
@@ -190,7 +214,11 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     if let Some(c) = &args.cluster {
         kcore::names::check_object_name("cluster", c)?;
     }
-    let conn = args.kube.connect().await?;
+    let conn = args
+        .kube
+        .connect()
+        .await
+        .map_err(|e| cluster_flag_hint(&args.kube, e))?;
     // All namespaces unless -n: any namespace's machines may claim a host.
     let namespace =
         (conn.namespace_explicit && !conn.all_namespaces).then(|| conn.namespace.clone());
@@ -225,12 +253,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         unknown_cluster(c, &lists.clusters, namespace.as_deref())?;
     }
     let summary = HostSummary::of(&items);
-    if items.is_empty()
-        && !matches!(
-            args.output.output,
-            cli::OutputFormat::Json | cli::OutputFormat::Yaml
-        )
-    {
+    if items.is_empty() && !args.output.output.is_structured() {
         let where_ = match &namespace {
             Some(ns) => format!(" in namespace {ns}"),
             None => String::new(),

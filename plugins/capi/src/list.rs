@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use clap::Args as ClapArgs;
-use cli::{KubeFlags, OutputFlags, OutputFormat};
+use cli::{KubeFlags, OutputFlags};
 use kcore::json;
 use kube::api::ListParams;
 use serde::Serialize;
@@ -54,6 +54,8 @@ impl ReadyOf {
 #[derive(Serialize, Debug, Clone)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterRow {
+    /// kubectl's `metadata` (name, namespace, labels) of the Cluster.
+    pub metadata: kcore::json::RowMeta,
     pub name: String,
     pub namespace: String,
     pub phase: Option<String>,
@@ -80,6 +82,13 @@ pub struct ClusterList {
 }
 
 impl Render for ClusterList {
+    fn labels(&self) -> Option<Vec<String>> {
+        let text = self
+            .items
+            .iter()
+            .map(|r| shared::render::labels_text(&r.metadata.labels));
+        Some(text.collect())
+    }
     fn human(&self) -> Human {
         let mut t = Table::new([
             "NAME",
@@ -190,6 +199,7 @@ pub fn row(
     });
     let summary = fields::summary_condition(c);
     ClusterRow {
+        metadata: json::RowMeta::of(c),
         name: name.to_string(),
         namespace: ns.to_string(),
         phase: json::str_at(c, &["status", "phase"]).map(str::to_string),
@@ -267,7 +277,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         })
         .collect();
     items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    if items.is_empty() && !matches!(args.output.output, OutputFormat::Json | OutputFormat::Yaml) {
+    if items.is_empty() && !args.output.output.is_structured() {
         let where_ = match &namespace {
             Some(ns) => format!(" in namespace {ns}"),
             None => String::new(),

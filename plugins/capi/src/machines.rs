@@ -46,6 +46,8 @@ pub struct Args {
 #[derive(Serialize, Debug, Clone, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineRow {
+    /// kubectl's `metadata` (name, namespace, labels) of the Machine.
+    pub metadata: json::RowMeta,
     pub name: String,
     pub namespace: String,
     pub cluster: String,
@@ -116,6 +118,7 @@ pub fn row(m: &Value, hosts: &HashMap<String, String>, now: jiff::Timestamp) -> 
     let ready = fields::condition(m, "Ready");
     let not_ready = ready.as_ref().filter(|c| !c.is_true());
     MachineRow {
+        metadata: json::RowMeta::of(m),
         name: json::name(m).to_string(),
         namespace: ns.to_string(),
         cluster: s(&["spec", "clusterName"])
@@ -163,6 +166,13 @@ fn phase_tone(p: Option<&str>) -> Tone {
 }
 
 impl Render for MachineList {
+    fn labels(&self) -> Option<Vec<String>> {
+        let text = self
+            .items
+            .iter()
+            .map(|r| shared::render::labels_text(&r.metadata.labels));
+        Some(text.collect())
+    }
     fn human(&self) -> Human {
         let mut t = Table::new([
             "NAME",
@@ -268,7 +278,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         let ns = conn.namespace.clone();
         shared::api::get_or_suggest(&conn, &cluster_ar, &ns, c).await?;
     }
-    let structured = matches!(args.output.output, OutputFormat::Json | OutputFormat::Yaml);
+    let structured = args.output.output.is_structured();
     if items.is_empty() && !structured {
         let where_ = match &namespace {
             Some(ns) => format!(" in namespace {ns}"),

@@ -14,7 +14,6 @@ use shared::build::kamaji::{
 use shared::discovery::fields::object_json;
 use shared::discovery::{KAMAJI_GROUP, ServerApis};
 use shared::error::Error;
-use shared::render::display_name;
 use shared::render::{self};
 
 use crate::common::{self, DryRun};
@@ -345,21 +344,7 @@ async fn check_datastore(conn: &cli::Conn, apis: &ServerApis, name: &str) -> Res
 }
 
 fn print_objects(output: &OutputFlags, objects: &[Value], suffix: &str) -> Result<(), Error> {
-    match output.output {
-        OutputFormat::Yaml => render::raw(render::yaml_stream(objects)?.as_bytes()),
-        OutputFormat::Json => render::raw(render::to_json(&kamaji::json_list(objects))?.as_bytes()),
-        OutputFormat::Name => {
-            for o in objects {
-                render::line(&display_name(o));
-            }
-        }
-        OutputFormat::Table | OutputFormat::Wide => {
-            for o in objects {
-                render::line(&format!("{} {suffix}", display_name(o)));
-            }
-        }
-    }
-    Ok(())
+    render::print_objects(&output.output, objects, suffix)
 }
 
 /// Checks the flags before connecting: a typo fails fast and offline.

@@ -21,6 +21,8 @@ pub struct Args {
 #[derive(Serialize, Clone, Debug)]
 #[serde(rename_all = "camelCase")]
 pub struct DataStoreRow {
+    /// kubectl's `metadata` (name, labels) of the DataStore.
+    pub metadata: kcore::json::RowMeta,
     pub name: String,
     pub driver: String,
     pub endpoints: Vec<String>,
@@ -36,6 +38,13 @@ pub struct DataStores {
 }
 
 impl Render for DataStores {
+    fn labels(&self) -> Option<Vec<String>> {
+        let text = self
+            .items
+            .iter()
+            .map(|r| shared::render::labels_text(&r.metadata.labels));
+        Some(text.collect())
+    }
     fn human(&self) -> Human {
         let mut t = Table::new([
             "name",
@@ -125,6 +134,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         }
         used_by.sort();
         items.push(DataStoreRow {
+            metadata: kcore::json::RowMeta::of(&v),
             name,
             driver: v["spec"]["driver"].as_str().unwrap_or_default().into(),
             endpoints: v["spec"]["endpoints"]

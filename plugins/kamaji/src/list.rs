@@ -23,6 +23,8 @@ pub struct Args {
 #[derive(Serialize, Clone, Debug)]
 #[serde(rename_all = "camelCase")]
 pub struct Row {
+    /// kubectl's `metadata` (name, namespace, labels) of the KamajiControlPlane, else the TenantControlPlane.
+    pub metadata: kcore::json::RowMeta,
     pub namespace: String,
     pub name: String,
     /// `KamajiControlPlane` or `TenantControlPlane` (standalone).
@@ -54,6 +56,13 @@ fn tone(status: &str) -> Tone {
 }
 
 impl Render for List {
+    fn labels(&self) -> Option<Vec<String>> {
+        let text = self
+            .items
+            .iter()
+            .map(|r| shared::render::labels_text(&r.metadata.labels));
+        Some(text.collect())
+    }
     fn human(&self) -> Human {
         let mut cols = vec![
             "name",
@@ -137,6 +146,7 @@ pub fn row(kcp: Option<&Value>, tcp: Option<&Value>) -> Row {
         ),
     };
     Row {
+        metadata: kcore::json::RowMeta::of(&main),
         namespace: s(main["metadata"].get("namespace")).unwrap_or_default(),
         name: s(main["metadata"].get("name")).unwrap_or_default(),
         kind: if kcp.is_some() {

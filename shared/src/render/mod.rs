@@ -15,9 +15,8 @@ use serde_json::Value;
 
 use crate::error::Error;
 
-/// How a cell is coloured when colour is on.
 /// `-o` values.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum OutputFormat {
     /// kubectl-looking table
     #[default]
@@ -30,6 +29,37 @@ pub enum OutputFormat {
     Yaml,
     /// kind.group/name, one a line
     Name,
+    /// `jsonpath=TEMPLATE` or `jsonpath-file=FILE`: kubectl's JSONPath over the `-o json` form
+    JsonPath(kcore::jsonpath::Template),
+    /// `custom-columns=HEADER:PATH,…` or `custom-columns-file=FILE`: a table of those columns
+    CustomColumns(kcore::jsonpath::Columns),
+}
+
+impl OutputFormat {
+    /// Formats a script reads (`-o json|yaml|jsonpath|custom-columns`): empty results print as
+    /// data, not as "No resources found".
+    pub fn is_structured(&self) -> bool {
+        !matches!(
+            self,
+            OutputFormat::Table | OutputFormat::Wide | OutputFormat::Name
+        )
+    }
+    /// The formats that take text after `=`, with what they print, for help and errors.
+    pub const TEMPLATED: [(&'static str, &'static str); 4] = [
+        ("jsonpath=TEMPLATE", "kubectl's JSONPath over the JSON form"),
+        (
+            "jsonpath-file=FILE",
+            "the same, the template read from FILE",
+        ),
+        (
+            "custom-columns=HEADER:PATH,...",
+            "a table of JSONPath columns",
+        ),
+        (
+            "custom-columns-file=FILE",
+            "the same, headers and paths read from FILE",
+        ),
+    ];
 }
 
 /// `--color` values.
@@ -108,14 +138,29 @@ macro_rules! named_values {
         }
     };
 }
-named_values!(OutputFormat, "output format");
 named_values!(ColorWhen, "--color value");
 
-/// How to print: `-o`, `--no-headers` and `--color`, as parsed by the CLI layer.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+impl std::fmt::Display for OutputFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self {
+            OutputFormat::JsonPath(_) => "jsonpath",
+            OutputFormat::CustomColumns(_) => "custom-columns",
+            simple => OutputFormat::ALL
+                .iter()
+                .find(|(v, _, _)| v == simple)
+                .map(|(_, n, _)| *n)
+                .unwrap_or_default(),
+        };
+        f.write_str(name)
+    }
+}
+
+/// How to print: `-o`, `--no-headers`, `--show-labels` and `--color`, as parsed by the CLI layer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OutputOptions {
     pub output: OutputFormat,
     pub no_headers: bool,
+    pub show_labels: bool,
     pub color: ColorWhen,
 }
 
@@ -140,6 +185,24 @@ pub trait Render: Serialize {
     fn footer(&self) -> Option<String> {
         None
     }
+    /// Each table row's labels (`k=v,…`, `<none>` when empty) for `--show-labels`; `None` when
+    /// the rows are not objects with labels.
+    fn labels(&self) -> Option<Vec<String>> {
+        None
+    }
+}
+
+/// Labels as `kubectl get --show-labels` prints them: `k=v` sorted by key, comma-separated,
+/// `<none>` when there are none.
+pub fn labels_text(labels: &std::collections::BTreeMap<String, String>) -> String {
+    if labels.is_empty() {
+        return "<none>".to_string();
+    }
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// `kind.group/name`, as `kubectl get -o name` prints it (`kind/name` for the core group).
@@ -195,6 +258,7 @@ pub fn to_yaml<T: Serialize>(value: &T) -> Result<String, Error> {
 pub struct Printer {
     pub format: OutputFormat,
     pub headers: bool,
+    pub show_labels: bool,
     pub color: bool,
 }
 
@@ -206,6 +270,7 @@ impl Printer {
         Printer {
             format: flags.output,
             headers: !flags.no_headers,
+            show_labels: flags.show_labels,
             color: color_enabled(
                 flags.color,
                 no_color.as_deref(),
@@ -216,8 +281,18 @@ impl Printer {
 
     /// The text `value` prints as.
     pub fn format<T: Render>(&self, value: &T) -> Result<String, Error> {
-        match self.format {
+        match &self.format {
             OutputFormat::Json => to_json(value),
+            OutputFormat::JsonPath(t) => t
+                .render(&as_value(value)?)
+                .map_err(|e| Error::other(format!("-o jsonpath: {e}"))),
+            OutputFormat::CustomColumns(c) => {
+                let mut table = Table::new(&c.headers);
+                for row in c.rows(&as_value(value)?) {
+                    table.row(row);
+                }
+                Ok(table.render(false, self.headers, false))
+            }
             OutputFormat::Yaml => to_yaml(value),
             OutputFormat::Name => match value.names() {
                 Some(names) => Ok(names.iter().map(|n| format!("{n}\n")).collect()),
@@ -226,7 +301,15 @@ impl Printer {
                 )),
             },
             OutputFormat::Table | OutputFormat::Wide => Ok(match value.human() {
-                Human::Table(t) => {
+                Human::Table(mut t) => {
+                    if self.show_labels {
+                        let Some(labels) = value.labels() else {
+                            return Err(Error::usage(
+                                "--show-labels is not supported here; it applies to lists of objects",
+                            ));
+                        };
+                        t.last_column("LABELS", labels);
+                    }
                     let mut s =
                         t.render(self.format == OutputFormat::Wide, self.headers, self.color);
                     if self.headers
@@ -256,6 +339,43 @@ impl Printer {
         raw(text.as_bytes());
         Ok(())
     }
+}
+
+/// Objects a verb creates (or would, with `--dry-run=client`) in the `-o` format: a YAML
+/// stream `kubectl apply -f -` takes, a JSON `List`, `kind.group/name` lines, JSONPath or
+/// custom columns over that List, or `kind.group/name <suffix>` lines for the table formats.
+pub fn print_objects(format: &OutputFormat, objects: &[Value], suffix: &str) -> Result<(), Error> {
+    let list = || kcore::build::kamaji::json_list(objects);
+    let text = match format {
+        OutputFormat::Yaml => yaml_stream(objects)?,
+        OutputFormat::Json => to_json(&list())?,
+        OutputFormat::Name => objects
+            .iter()
+            .map(|o| format!("{}\n", display_name(o)))
+            .collect(),
+        OutputFormat::JsonPath(t) => t
+            .render(&list())
+            .map_err(|e| Error::other(format!("-o jsonpath: {e}")))?,
+        OutputFormat::CustomColumns(c) => {
+            let mut table = Table::new(&c.headers);
+            for row in c.rows(&list()) {
+                table.row(row);
+            }
+            table.render(false, true, false)
+        }
+        OutputFormat::Table | OutputFormat::Wide => objects
+            .iter()
+            .map(|o| format!("{} {suffix}\n", display_name(o)))
+            .collect(),
+    };
+    raw(text.as_bytes());
+    Ok(())
+}
+
+/// The `-o json` form of a result as a JSON value, for the JSONPath formats.
+fn as_value<T: Serialize>(value: &T) -> Result<Value, Error> {
+    serde_json::to_value(value)
+        .map_err(|e| Error::other(format!("cannot serialise the result as JSON: {e}")))
 }
 
 /// Writes bytes to stdout as they are (completion scripts, kubeconfigs). A closed pipe
@@ -385,16 +505,15 @@ mod tests {
     fn value_names_round_trip() {
         for (v, name, _) in OutputFormat::ALL {
             assert_eq!(v.to_string(), name);
-            assert_eq!(name.parse::<OutputFormat>(), Ok(v));
         }
         for (v, name, _) in ColorWhen::ALL {
             assert_eq!(name.parse::<ColorWhen>(), Ok(v));
         }
         assert!(
-            "tabel"
-                .parse::<OutputFormat>()
+            "sometimes"
+                .parse::<ColorWhen>()
                 .unwrap_err()
-                .contains("table, wide")
+                .contains("auto, always")
         );
     }
 
@@ -501,8 +620,30 @@ mod tests {
         Printer {
             format,
             headers: true,
+            show_labels: false,
             color: false,
         }
+    }
+
+    #[test]
+    fn jsonpath_custom_columns_and_labels() {
+        let v = Items {
+            items: vec!["a".into(), "b".into()],
+            api_version: "v9".into(),
+        };
+        let t = kcore::jsonpath::Template::parse("{.items[*]} {.apiVersion}").unwrap();
+        assert_eq!(printer(OutputFormat::JsonPath(t)).format(&v).unwrap(), "a b v9");
+        let c = kcore::jsonpath::Columns::parse("N:@,V:$.apiVersion").unwrap();
+        assert_eq!(
+            printer(OutputFormat::CustomColumns(c)).format(&v).unwrap(),
+            "N   V\na   v9\nb   v9\n"
+        );
+        let labelled = Printer {
+            show_labels: true,
+            ..printer(OutputFormat::Table)
+        };
+        let e = labelled.format(&v).unwrap_err();
+        assert!(e.to_string().contains("--show-labels is not supported"));
     }
 
     #[test]

@@ -80,6 +80,8 @@ pub struct Table {
     headers: Vec<String>,
     wide_from: usize,
     rows: Vec<Vec<Cell>>,
+    /// A column printed after all others in every format (`--show-labels`).
+    last: Option<(String, Vec<String>)>,
 }
 
 impl Table {
@@ -93,6 +95,7 @@ impl Table {
             wide_from: headers.len(),
             headers,
             rows: Vec::new(),
+            last: None,
         }
     }
     /// Extra columns shown only with `-o wide`, after the others.
@@ -106,6 +109,12 @@ impl Table {
         self.rows.push(cells.into_iter().map(Into::into).collect());
         self
     }
+    /// A column after every other one, in the table and wide formats (kubectl's LABELS).
+    /// `values` holds one entry per row, in row order.
+    pub fn last_column(&mut self, header: &str, values: Vec<String>) -> &mut Table {
+        self.last = Some((header.to_uppercase(), values));
+        self
+    }
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
@@ -116,11 +125,16 @@ impl Table {
     /// The table as text, one line per row, without trailing spaces.
     pub fn render(&self, wide: bool, headers: bool, color: bool) -> String {
         use comfy_table::{ContentArrangement, presets};
-        let ncols = if wide {
+        let shown = if wide {
             self.headers.len()
         } else {
             self.wide_from
         };
+        let mut header: Vec<&str> = self.headers[..shown].iter().map(String::as_str).collect();
+        if let Some((h, _)) = &self.last {
+            header.push(h);
+        }
+        let ncols = header.len();
         if ncols == 0 {
             return String::new();
         }
@@ -129,13 +143,16 @@ impl Table {
             .set_content_arrangement(ContentArrangement::Disabled)
             .force_no_tty();
         if headers {
-            t.set_header(self.headers[..ncols].iter().map(comfy_table::Cell::new));
+            t.set_header(header.iter().map(comfy_table::Cell::new));
         }
-        for r in &self.rows {
-            t.add_row((0..ncols).map(|i| {
-                let text = r.get(i).map(|c| c.styled(color)).unwrap_or_default();
-                comfy_table::Cell::new(text)
-            }));
+        for (n, r) in self.rows.iter().enumerate() {
+            let mut cells: Vec<String> = (0..shown)
+                .map(|i| r.get(i).map(|c| c.styled(color)).unwrap_or_default())
+                .collect();
+            if let Some((_, values)) = &self.last {
+                cells.push(values.get(n).cloned().unwrap_or_default());
+            }
+            t.add_row(cells.into_iter().map(comfy_table::Cell::new));
         }
         for (i, col) in t.column_iter_mut().enumerate() {
             col.set_padding((0, if i + 1 == ncols { 0 } else { 3 }));
