@@ -55,6 +55,11 @@ pub struct TreeOptions {
     /// `--show-conditions`: comma list of `all`, `Kind`, `Kind/name`, each optionally with `+`.
     pub show_conditions: String,
     pub show_machinesets: bool,
+    /// `--show-templates`: the machine infrastructure and bootstrap config templates of the
+    /// control plane and of each MachineDeployment, as children of their owners.
+    pub show_templates: bool,
+    /// `--show-resourcesets`: a virtual `ClusterResourceSets` node with the sets bound to the cluster.
+    pub show_resourcesets: bool,
     /// `--echo`: show infrastructure machines and bootstrap configs even when they add nothing.
     pub echo: bool,
     /// `--grouping` (default true).
@@ -67,6 +72,8 @@ impl Default for TreeOptions {
         TreeOptions {
             show_conditions: String::new(),
             show_machinesets: false,
+            show_templates: false,
+            show_resourcesets: false,
             echo: false,
             grouping: true,
             layout: Layout::V1Beta2,
@@ -142,6 +149,12 @@ pub struct TreeInput<'a> {
     pub bootstrap_configs: &'a [Value],
     /// ByoHosts, to name the host of each BYOH Machine (may be empty).
     pub byo_hosts: &'a [Value],
+    /// Machine infrastructure and bootstrap config templates the control plane and the
+    /// MachineDeployments reference (read only with `show_templates`).
+    pub templates: &'a [Value],
+    /// ClusterResourceSets bound to the cluster (its ClusterResourceSetBinding; read only with
+    /// `show_resourcesets`).
+    pub resource_sets: &'a [Value],
     /// For SINCE; `None` leaves `since_seconds` empty.
     pub now: Option<jiff::Timestamp>,
 }

@@ -24,23 +24,35 @@ const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
-    after_help = "Examples:\n  kubectl capi describe prod\n  kubectl capi describe prod --show-conditions all --grouping=false --echo\n  kubectl capi describe prod --show-conditions KamajiControlPlane,Machine+\n  kubectl capi describe prod -o json"
+    after_help = "Examples:\n  kubectl capi describe prod\n  kubectl capi describe prod --show-conditions all --grouping=false --echo\n  kubectl capi describe prod --show-conditions KamajiControlPlane,Machine+\n  kubectl capi describe prod -o json
+  kubectl capi describe cluster prod --show-conditions=all --grouping=false --echo=true --show-machinesets=true
+
+clusterctl describe cluster's flags work as there, booleans with or without =true|false."
 )]
 pub struct Args {
-    /// The cluster
-    #[arg(value_name = "CLUSTER")]
-    pub cluster: String,
+    /// The cluster (clusterctl's form `describe cluster NAME` works too)
+    #[arg(value_name = "CLUSTER", num_args = 1..=2)]
+    pub words: Vec<String>,
     /// Show conditions of these objects: all, Kind or Kind/name, comma-separated; a trailing + shows only those not in their good state
     #[arg(long, value_name = "KINDS", default_value = "")]
     pub show_conditions: String,
     /// Show MachineSets under their MachineDeployments
-    #[arg(long)]
+    #[arg(long, action = ArgAction::Set, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub show_machinesets: bool,
+    /// Show the machine infrastructure and bootstrap config templates of the control plane and MachineDeployments
+    #[arg(long, action = ArgAction::Set, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub show_templates: bool,
+    /// Show the ClusterResourceSets bound to the cluster
+    #[arg(long, action = ArgAction::Set, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub show_resourcesets: bool,
+    /// clusterctl's deprecated --v1beta2 (default true): --v1beta2=false shows the v1beta1 layout (Ready, severity)
+    #[arg(long, hide = true, action = ArgAction::Set, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub v1beta2: Option<bool>,
     /// Group machines whose Available, Ready and UpToDate conditions match (--grouping=false lists each)
     #[arg(long, default_value_t = true, action = ArgAction::Set, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub grouping: bool,
     /// Show infrastructure machines and bootstrap configs even when they add nothing
-    #[arg(long)]
+    #[arg(long, action = ArgAction::Set, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub echo: bool,
     #[command(flatten)]
     pub kube: KubeFlags,
@@ -58,6 +70,23 @@ pub struct Description {
     pub api_version: String,
     #[serde(flatten)]
     pub tree: ObjectTree,
+}
+
+impl Args {
+    /// The cluster name: the last word (`describe prod` or `describe cluster prod`).
+    pub fn cluster(&self) -> Result<&str, Error> {
+        match self.words.as_slice() {
+            [name] => Ok(name),
+            [word, name] if word == "cluster" => Ok(name),
+            _ => Err(Error::Usage {
+                message: format!("unexpected arguments {:?}", self.words.join(" ")),
+                hint: Some(
+                    "kubectl capi describe CLUSTER (or clusterctl's describe cluster CLUSTER)"
+                        .into(),
+                ),
+            }),
+        }
+    }
 }
 
 fn since(c: &ConditionView) -> String {
@@ -292,6 +321,59 @@ struct Objects {
     infra_machines: Vec<Value>,
     bootstrap_configs: Vec<Value>,
     hosts: Vec<Value>,
+    templates: Vec<Value>,
+    resource_sets: Vec<Value>,
+}
+
+/// `--show-templates`: the templates the control plane and MachineDeployments reference.
+async fn read_templates(
+    conn: &Conn,
+    apis: &ServerApis,
+    cp: Option<&Value>,
+    mds: &[Value],
+    ns: &str,
+) -> Vec<Value> {
+    let mut refs: Vec<ObjectRef> = cp
+        .and_then(fields::control_plane_machine_template_ref)
+        .into_iter()
+        .collect();
+    for md in mds {
+        refs.extend(fields::template_infrastructure_ref(md));
+        refs.extend(fields::object_ref(
+            md,
+            &["spec", "template", "spec", "bootstrap", "configRef"],
+        ));
+    }
+    list_kinds(conn, apis, &refs, ns).await
+}
+
+/// `--show-resourcesets`: the ClusterResourceSets named by the cluster's
+/// ClusterResourceSetBinding (named like the cluster, as clusterctl reads it).
+async fn read_resource_sets(conn: &Conn, apis: &ServerApis, ns: &str, cluster: &str) -> Vec<Value> {
+    let group = "addons.cluster.x-k8s.io";
+    let (Some(binding_ar), Some(crs_ar)) = (
+        apis.provider_kind(group, "ClusterResourceSetBinding"),
+        apis.provider_kind(group, "ClusterResourceSet"),
+    ) else {
+        return vec![];
+    };
+    let Ok(Some(binding)) = shared::api::get_opt(conn, &binding_ar, Some(ns), cluster).await else {
+        return vec![];
+    };
+    let binding = fields::object_json(&binding);
+    let mut out = Vec::new();
+    let names: Vec<String> = kcore::json::at(&binding, &["spec", "bindings"])
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|b| kcore::json::str_at(b, &["clusterResourceSetName"]).map(str::to_string))
+        .collect();
+    for name in names {
+        if let Ok(Some(crs)) = shared::api::get_opt(conn, &crs_ar, Some(ns), &name).await {
+            out.push(fields::object_json(&crs));
+        }
+    }
+    out
 }
 
 /// The referenced object, if there is a reference.
@@ -310,7 +392,13 @@ async fn get_opt_ref(
 /// Reads the cluster, what it references and the objects labelled with its name, then the
 /// machines' infrastructure machines and bootstrap configs (and BYOH's hosts), concurrently
 /// where they do not depend on each other.
-async fn read(conn: &Conn, apis: &ServerApis, ns: &str, name: &str) -> Result<Objects, Error> {
+async fn read(
+    conn: &Conn,
+    apis: &ServerApis,
+    ns: &str,
+    name: &str,
+    opts: &TreeOptions,
+) -> Result<Objects, Error> {
     let cluster_ar = apis.cluster()?;
     let cluster = shared::api::get_or_suggest(conn, &cluster_ar, ns, name).await?;
     let cluster = fields::object_json(&cluster);
@@ -340,10 +428,24 @@ async fn read(conn: &Conn, apis: &ServerApis, ns: &str, name: &str) -> Result<Ob
         None
     };
     let all = ListParams::default();
-    let (infra_machines, bootstrap_configs, hosts) = tokio::join!(
+    let templates = async {
+        match opts.show_templates {
+            true => read_templates(conn, apis, cp.as_ref(), &mds, ns).await,
+            false => vec![],
+        }
+    };
+    let resource_sets = async {
+        match opts.show_resourcesets {
+            true => read_resource_sets(conn, apis, ns, name).await,
+            false => vec![],
+        }
+    };
+    let (infra_machines, bootstrap_configs, hosts, templates, resource_sets) = tokio::join!(
         list_kinds(conn, apis, &infra_refs, ns),
         list_kinds(conn, apis, &boot_refs, ns),
         fleet::list_opt(conn, host_ar.as_ref(), None, &all),
+        templates,
+        resource_sets,
     );
     Ok(Objects {
         cluster,
@@ -357,6 +459,8 @@ async fn read(conn: &Conn, apis: &ServerApis, ns: &str, name: &str) -> Result<Ob
         bootstrap_configs,
         // Host names are a bonus: a user who cannot list hosts still gets the tree.
         hosts: hosts.unwrap_or_default(),
+        templates,
+        resource_sets,
     })
 }
 
@@ -364,11 +468,13 @@ fn tree_options(args: &Args, version: CapiVersion) -> TreeOptions {
     TreeOptions {
         show_conditions: args.show_conditions.clone(),
         show_machinesets: args.show_machinesets,
+        show_templates: args.show_templates,
+        show_resourcesets: args.show_resourcesets,
         echo: args.echo,
         grouping: args.grouping,
-        layout: match version {
-            CapiVersion::V1Beta2 => Layout::V1Beta2,
-            CapiVersion::V1Beta1 => Layout::V1Beta1,
+        layout: match (version, args.v1beta2) {
+            (CapiVersion::V1Beta1, _) | (_, Some(false)) => Layout::V1Beta1,
+            (CapiVersion::V1Beta2, _) => Layout::V1Beta2,
         },
     }
 }
@@ -385,6 +491,8 @@ fn tree_input(o: &Objects) -> TreeInput<'_> {
         infrastructure_machines: &o.infra_machines,
         bootstrap_configs: &o.bootstrap_configs,
         byo_hosts: &o.hosts,
+        templates: &o.templates,
+        resource_sets: &o.resource_sets,
         now: Some(fleet::now()),
     }
 }
@@ -399,15 +507,17 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         message: e.to_string(),
         hint: Some("e.g. --show-conditions all, or KubeadmControlPlane+,Machine/m1".into()),
     })?;
+    let cluster = args.cluster()?;
+    kcore::names::check_object_name("cluster", cluster)?;
     let conn = args.kube.connect().await?;
     let ns = conn.namespace.clone();
     let apis = ServerApis::discover(&conn).await?;
     let version = apis.require_capi()?;
-    let objects = read(&conn, &apis, &ns, &args.cluster).await?;
-    let tree = build_tree(tree_input(&objects), &tree_options(args, version))
-        .map_err(|e| Error::usage(e.to_string()))?;
+    let opts = tree_options(args, version);
+    let objects = read(&conn, &apis, &ns, cluster, &opts).await?;
+    let tree = build_tree(tree_input(&objects), &opts).map_err(|e| Error::usage(e.to_string()))?;
     printer.print(&Description {
-        cluster: args.cluster.clone(),
+        cluster: cluster.to_string(),
         namespace: ns,
         api_version: version.as_str().to_string(),
         tree,

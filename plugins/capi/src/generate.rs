@@ -41,9 +41,29 @@ pub struct ClusterArgs {
     /// The cluster name (CLUSTER_NAME)
     #[arg(value_name = "NAME")]
     pub name: String,
-    /// The template: a file, a directory holding cluster-template[-FLAVOR].yaml, or - for stdin
-    #[arg(long, value_name = "FILE|DIR|-", value_hint = clap::ValueHint::AnyPath)]
-    pub from: String,
+    /// The template: a file, a directory holding cluster-template[-FLAVOR].yaml, an http(s) URL, or - for stdin
+    #[arg(long, value_name = "FILE|DIR|URL|-", value_hint = clap::ValueHint::AnyPath, required_unless_present_any = ["from_config_map", "infrastructure"], conflicts_with_all = ["from_config_map", "infrastructure"])]
+    pub from: Option<String>,
+    /// Read the template from this ConfigMap (clusterctl's --from-config-map)
+    #[arg(long, value_name = "NAME", conflicts_with = "infrastructure")]
+    pub from_config_map: Option<String>,
+    /// The ConfigMap's namespace (default: -n, else the context's namespace)
+    #[arg(long, value_name = "NAMESPACE", requires = "from_config_map")]
+    pub from_config_map_namespace: Option<String>,
+    /// The ConfigMap key holding the template
+    #[arg(
+        long,
+        value_name = "KEY",
+        default_value = "template",
+        requires = "from_config_map"
+    )]
+    pub from_config_map_key: String,
+    /// The infrastructure provider whose template to use, NAME[:VERSION], from the providers: list of the clusterctl config file (a local repository, as clusterctl reads it)
+    #[arg(short = 'i', long, value_name = "NAME[:VERSION]")]
+    pub infrastructure: Option<String>,
+    /// Write the YAML to FILE (atomically, mode 0600) instead of stdout
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub write_to: Option<PathBuf>,
     /// KUBERNETES_VERSION, e.g. v1.34.2
     #[arg(long, value_name = "VERSION")]
     pub kubernetes_version: Option<String>,
@@ -56,8 +76,8 @@ pub struct ClusterArgs {
     /// NAMESPACE, and the namespace of every object (default: -n, else the context's namespace)
     #[arg(long, value_name = "NAMESPACE")]
     pub target_namespace: Option<String>,
-    /// Pick cluster-template-FLAVOR.yaml in the directory given to --from
-    #[arg(long, value_name = "FLAVOR")]
+    /// Pick cluster-template-FLAVOR.yaml in the directory given to --from (or the provider's)
+    #[arg(short = 'f', long, value_name = "FLAVOR")]
     pub flavor: Option<String>,
     /// List the template's variables and where their values come from, instead of rendering
     #[arg(long)]
@@ -73,21 +93,147 @@ pub struct ClusterArgs {
 
 pub async fn run(args: &Args) -> Result<(), Error> {
     match &args.what {
-        What::Cluster(a) => cluster(a),
+        What::Cluster(a) => cluster(a).await,
     }
 }
 
-/// Reads the template text and says where it came from.
-fn read_template(from: &str, flavor: Option<&str>) -> Result<(String, String), Error> {
-    if from.starts_with("http://") || from.starts_with("https://") {
+/// How long a template download may take.
+const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Reads the template from wherever the flags say: `--from`, `--from-config-map` or `-i`.
+async fn template_source(a: &ClusterArgs) -> Result<(String, String), Error> {
+    if let Some(cm) = &a.from_config_map {
+        return read_config_map(a, cm).await;
+    }
+    if let Some(provider) = &a.infrastructure {
+        let dir = provider_dir(a, provider)?;
+        return read_template(&dir.display().to_string(), a.flavor.as_deref()).await;
+    }
+    // clap requires one of the three.
+    let from = a.from.as_deref().unwrap_or("-");
+    read_template(from, a.flavor.as_deref()).await
+}
+
+/// clusterctl's `--from-config-map NAME [--from-config-map-namespace NS] [--from-config-map-key KEY]`.
+async fn read_config_map(a: &ClusterArgs, name: &str) -> Result<(String, String), Error> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    kcore::names::check_object_name("ConfigMap", name)?;
+    if a.flavor.is_some() {
+        return Err(Error::usage(
+            "--flavor picks a file of a template directory; it cannot apply to --from-config-map",
+        ));
+    }
+    let conn = a.kube.connect().await?;
+    let ns = a
+        .from_config_map_namespace
+        .clone()
+        .unwrap_or_else(|| conn.namespace.clone());
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(conn.client.clone(), &ns);
+    let op = shared::error::Op::new("get", "", "configmaps", "ConfigMap")
+        .in_namespace(Some(&ns))
+        .named(name);
+    let cm = api.get_opt(name).await.map_err(|e| conn.error(e, &op))?.ok_or_else(|| Error::Other {
+        message: format!("ConfigMap {ns}/{name} not found"),
+        hint: Some("check the name and --from-config-map-namespace (kubectl get configmaps -n NAMESPACE)".into()),
+    })?;
+    let key = &a.from_config_map_key;
+    let text = cm
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .cloned()
+        .ok_or_else(|| {
+            let keys: Vec<String> = cm.data.iter().flat_map(|d| d.keys().cloned()).collect();
+            Error::Other {
+                message: format!("ConfigMap {ns}/{name} has no key {key:?}"),
+                hint: Some(format!(
+                    "its keys: {}; pick one with --from-config-map-key",
+                    if keys.is_empty() {
+                        "none".into()
+                    } else {
+                        keys.join(", ")
+                    }
+                )),
+            }
+        })?;
+    Ok((text, format!("ConfigMap {ns}/{name} key {key}")))
+}
+
+/// `-i NAME[:VERSION]`: the directory of that provider's release in the clusterctl config
+/// file's `providers:` list (a local repository: `<base>/<provider>/<version>/components.yaml`
+/// next to `cluster-template[-FLAVOR].yaml`, as clusterctl's local repositories are laid out).
+fn provider_dir(a: &ClusterArgs, provider: &str) -> Result<PathBuf, Error> {
+    let (name, version) = provider
+        .split_once(':')
+        .map(|(n, v)| (n, Some(v)))
+        .unwrap_or((provider, None));
+    let path = config_path(a.config.as_deref());
+    let providers = match &path {
+        Some(p) => read_providers(p)?,
+        None => vec![],
+    };
+    let Some(url) = providers
+        .iter()
+        .find(|(n, t, _)| n == name && t == "InfrastructureProvider")
+        .map(|(_, _, u)| u.clone())
+    else {
         return Err(Error::Usage {
-            message: format!(
-                "--from {from}: fetching templates over HTTP is not supported (this build has no HTTP client)"
-            ),
-            hint: Some(format!(
-                "download it and pipe it in: curl -fsSL {from} | kubectl capi generate cluster NAME --from -"
-            )),
+            message: format!("infrastructure provider {name:?} is not in the providers: list of the clusterctl config file"),
+            hint: Some("add it there with a local url (clusterctl's local repository layout), or pass --from FILE|URL; clusterctl's built-in GitHub repositories are not read".into()),
         });
+    };
+    let components = PathBuf::from(url.strip_prefix("file://").unwrap_or(&url));
+    let release = components
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    Ok(match version {
+        Some(v) => release.parent().map(|base| base.join(v)).unwrap_or(release),
+        None => release,
+    })
+}
+
+/// The `providers:` entries of a clusterctl config file: (name, type, url).
+fn read_providers(path: &Path) -> Result<Vec<(String, String, String)>, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::other(format!(
+            "cannot read the clusterctl config {}: {e}",
+            path.display()
+        ))
+    })?;
+    let v: Value = serde_saphyr::from_str(&text).unwrap_or(Value::Null);
+    Ok(v.get("providers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            let s = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_string);
+            Some((s("name")?, s("type")?, s("url")?))
+        })
+        .collect())
+}
+
+/// Reads the template text and says where it came from.
+async fn read_template(from: &str, flavor: Option<&str>) -> Result<(String, String), Error> {
+    if from.starts_with("http://") || from.starts_with("https://") {
+        if flavor.is_some() {
+            return Err(Error::usage(
+                "--flavor picks a file of a template directory; it cannot apply to a URL",
+            ));
+        }
+        let text = shared::fetch::fetch_text(
+            from,
+            kcore::plan::template::MAX_TEMPLATE_BYTES,
+            FETCH_TIMEOUT,
+        )
+        .await
+        .map_err(|e| Error::Other {
+            message: format!("cannot download the template {from}: {e}"),
+            hint: Some(format!(
+                "check the URL, or download it and pass the file: curl -fsSLo t.yaml {from}"
+            )),
+        })?;
+        return Ok((text, from.to_string()));
     }
     if from == "-" {
         if flavor.is_some() {
@@ -339,7 +485,7 @@ const CLUSTER_SCOPED: [&str; 9] = [
     "IngressClass",
 ];
 
-fn cluster(a: &ClusterArgs) -> Result<(), Error> {
+async fn cluster(a: &ClusterArgs) -> Result<(), Error> {
     crate::day2::check_name(&a.name)?;
     if a.name.len() > 63 {
         return Err(Error::usage(format!(
@@ -349,7 +495,7 @@ fn cluster(a: &ClusterArgs) -> Result<(), Error> {
     }
     let namespace = target_namespace(a);
     let config = config_path(a.config.as_deref());
-    let (text, source) = read_template(&a.from, a.flavor.as_deref())?;
+    let (text, source) = template_source(a).await?;
     let vars = variables(a, &namespace)?;
     if a.list_variables {
         let variables = template::variable_status(&text, &vars)
@@ -386,6 +532,11 @@ fn cluster(a: &ClusterArgs) -> Result<(), Error> {
             "the template {source} holds no objects"
         )));
     }
-    shared::render::raw(out.as_bytes());
-    Ok(())
+    match &a.write_to {
+        Some(p) => shared::kubeconfig::write_atomic(p, out.as_bytes(), false),
+        None => {
+            shared::render::raw(out.as_bytes());
+            Ok(())
+        }
+    }
 }

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::{ConditionFilter, ConditionView, Counters, Layout, TreeInput, TreeNode, TreeOptions};
 use crate::condition::{self, Condition};
+use crate::fields;
 use crate::json::{self, at, i64_at, str_at};
 
 /// The grouping key of an object: (type, status, reason[, severity]) of the compared conditions.
@@ -203,11 +204,27 @@ impl<'a> Builder<'a> {
                 None,
             ));
         }
+        if self.opts.show_resourcesets && !self.input.resource_sets.is_empty() {
+            let mut sets = self.virtual_node("ClusterResourceSetGroup", "ClusterResourceSets");
+            for crs in self.input.resource_sets {
+                sets.children.push(self.node(
+                    crs,
+                    None,
+                    &["ResourcesApplied", "Ready"],
+                    None,
+                    None,
+                ));
+            }
+            root.children.push(sets);
+        }
         let mut placed = vec![false; self.input.machines.len()];
         if let Some(cp) = self.input.control_plane {
             let mut cp_node = self.control_plane_node(cp);
             let cp_machines = self.take_machines(&mut placed, is_cp_machine);
-            cp_node.children = self.machines_under(&cp_machines, true);
+            cp_node.children = self.templates_of(&[fields::control_plane_machine_template_ref(cp)]);
+            cp_node
+                .children
+                .extend(self.machines_under(&cp_machines, true));
             root.children.push(cp_node);
         }
         let workers = self.workers_node(&mut placed);
@@ -337,7 +354,34 @@ impl<'a> Builder<'a> {
         if !self.opts.show_machinesets {
             md_node.children = self.machines_under(&direct, true);
         }
+        let mut templates = self.templates_of(&[
+            fields::template_infrastructure_ref(md),
+            fields::object_ref(md, &["spec", "template", "spec", "bootstrap", "configRef"]),
+        ]);
+        templates.append(&mut md_node.children);
+        md_node.children = templates;
         md_node
+    }
+
+    /// With `show_templates`, the nodes of the referenced templates that were read, as
+    /// clusterctl names them (`MachineInfrastructureTemplate`, `BootstrapConfigTemplate`).
+    fn templates_of(&self, refs: &[Option<fields::ObjectRef>]) -> Vec<TreeNode> {
+        if !self.opts.show_templates {
+            return vec![];
+        }
+        let meta = ["MachineInfrastructureTemplate", "BootstrapConfigTemplate"];
+        refs.iter()
+            .zip(meta)
+            .filter_map(|(r, meta)| {
+                let r = r.as_ref()?;
+                let t = self
+                    .input
+                    .templates
+                    .iter()
+                    .find(|t| json::kind(t) == r.kind && json::name(t) == r.name)?;
+                Some(self.node(t, Some(meta), &["Ready"], None, None))
+            })
+            .collect()
     }
 
     fn replica_counters(&self, v: &Value) -> Counters {

@@ -173,6 +173,8 @@ fn input(f: &Fixture) -> TreeInput<'_> {
         infrastructure_machines: &f.infra_machines,
         bootstrap_configs: &[],
         byo_hosts: &[],
+        templates: &[],
+        resource_sets: &[],
         now: Some(now()),
     }
 }
@@ -431,6 +433,8 @@ fn v1beta1_layout_groups_by_ready_severity_reason() {
         infrastructure_machines: &[],
         bootstrap_configs: &[],
         byo_hosts: &[],
+        templates: &[],
+        resource_sets: &[],
         now: None,
     };
     let t = build_tree(
@@ -513,6 +517,8 @@ fn empty_cluster_is_just_the_root() {
         infrastructure_machines: &[],
         bootstrap_configs: &[],
         byo_hosts: &[],
+        templates: &[],
+        resource_sets: &[],
         now: None,
     };
     let t = build_tree(i, &TreeOptions::default()).unwrap();
