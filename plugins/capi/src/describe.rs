@@ -31,7 +31,7 @@ clusterctl describe cluster's flags work as there, booleans with or without =tru
 )]
 pub struct Args {
     /// The cluster (clusterctl's form `describe cluster NAME` works too)
-    #[arg(value_name = "CLUSTER", num_args = 1..=2)]
+    #[arg(value_name = "CLUSTER", num_args = 1..=2, required = true)]
     pub words: Vec<String>,
     /// Show conditions of these objects: all, Kind or Kind/name, comma-separated; a trailing + shows only those not in their good state
     #[arg(long, value_name = "KINDS", default_value = "")]
@@ -508,7 +508,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         hint: Some("e.g. --show-conditions all, or KubeadmControlPlane+,Machine/m1".into()),
     })?;
     let cluster = args.cluster()?;
-    kcore::names::check_object_name("cluster", cluster)?;
+    kcore::names::check_object_name("Cluster", cluster)?;
     let conn = args.kube.connect().await?;
     let ns = conn.namespace.clone();
     let apis = ServerApis::discover(&conn).await?;

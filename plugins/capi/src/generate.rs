@@ -42,7 +42,7 @@ pub struct ClusterArgs {
     #[arg(value_name = "NAME")]
     pub name: String,
     /// The template: a file, a directory holding cluster-template[-FLAVOR].yaml, an http(s) URL, or - for stdin
-    #[arg(long, value_name = "FILE|DIR|URL|-", value_hint = clap::ValueHint::AnyPath, required_unless_present_any = ["from_config_map", "infrastructure"], conflicts_with_all = ["from_config_map", "infrastructure"])]
+    #[arg(long, value_name = "FILE|DIR|URL|-", value_hint = clap::ValueHint::AnyPath, conflicts_with_all = ["from_config_map", "infrastructure"])]
     pub from: Option<String>,
     /// Read the template from this ConfigMap (clusterctl's --from-config-map)
     #[arg(long, value_name = "NAME", conflicts_with = "infrastructure")]
@@ -58,7 +58,7 @@ pub struct ClusterArgs {
         requires = "from_config_map"
     )]
     pub from_config_map_key: String,
-    /// The infrastructure provider whose template to use, NAME[:VERSION], from the providers: list of the clusterctl config file (a local repository, as clusterctl reads it)
+    /// The infrastructure provider whose template to use, NAME[:VERSION], from the providers: list of the clusterctl config file (a local repository, as clusterctl reads it); without --from, --from-config-map and -i, the only infrastructure provider listed there
     #[arg(short = 'i', long, value_name = "NAME[:VERSION]")]
     pub infrastructure: Option<String>,
     /// Write the YAML to FILE (atomically, mode 0600) instead of stdout
@@ -105,13 +105,11 @@ async fn template_source(a: &ClusterArgs) -> Result<(String, String), Error> {
     if let Some(cm) = &a.from_config_map {
         return read_config_map(a, cm).await;
     }
-    if let Some(provider) = &a.infrastructure {
-        let dir = provider_dir(a, provider)?;
-        return read_template(&dir.display().to_string(), a.flavor.as_deref()).await;
+    if let Some(from) = &a.from {
+        return read_template(from, a.flavor.as_deref()).await;
     }
-    // clap requires one of the three.
-    let from = a.from.as_deref().unwrap_or("-");
-    read_template(from, a.flavor.as_deref()).await
+    let dir = provider_dir(a, a.infrastructure.as_deref())?;
+    read_template(&dir.display().to_string(), a.flavor.as_deref()).await
 }
 
 /// clusterctl's `--from-config-map NAME [--from-config-map-namespace NS] [--from-config-map-key KEY]`.
@@ -162,16 +160,38 @@ async fn read_config_map(a: &ClusterArgs, name: &str) -> Result<(String, String)
 /// `-i NAME[:VERSION]`: the directory of that provider's release in the clusterctl config
 /// file's `providers:` list (a local repository: `<base>/<provider>/<version>/components.yaml`
 /// next to `cluster-template[-FLAVOR].yaml`, as clusterctl's local repositories are laid out).
-fn provider_dir(a: &ClusterArgs, provider: &str) -> Result<PathBuf, Error> {
-    let (name, version) = provider
-        .split_once(':')
-        .map(|(n, v)| (n, Some(v)))
-        .unwrap_or((provider, None));
+fn provider_dir(a: &ClusterArgs, provider: Option<&str>) -> Result<PathBuf, Error> {
     let path = config_path(a.config.as_deref());
     let providers = match &path {
         Some(p) => read_providers(p)?,
         None => vec![],
     };
+    let infra: Vec<&str> = providers
+        .iter()
+        .filter(|(_, t, _)| t == "InfrastructureProvider")
+        .map(|(n, _, _)| n.as_str())
+        .collect();
+    let provider = match (provider, infra.as_slice()) {
+        (Some(p), _) => p,
+        (None, [only]) => only,
+        (None, _) => {
+            return Err(Error::Usage {
+                message: "no template source: pass --from FILE|DIR|URL|-, --from-config-map NAME or --infrastructure NAME".into(),
+                hint: Some(if infra.is_empty() {
+                    "the clusterctl config file lists no infrastructure provider to take the template from".into()
+                } else {
+                    format!(
+                        "the clusterctl config file lists several infrastructure providers ({}); pick one with -i",
+                        infra.join(", ")
+                    )
+                }),
+            });
+        }
+    };
+    let (name, version) = provider
+        .split_once(':')
+        .map(|(n, v)| (n, Some(v)))
+        .unwrap_or((provider, None));
     let Some(url) = providers
         .iter()
         .find(|(n, t, _)| n == name && t == "InfrastructureProvider")

@@ -3,6 +3,7 @@
 //! One module per verb. To add a verb: `mod <verb>;`, a `Verb` variant holding its `Args`,
 //! and a match arm calling its `run`.
 
+mod alpha;
 mod completion;
 mod day2;
 mod delete;
@@ -73,9 +74,27 @@ enum Verb {
     Kubeconfig(kubeconfig::Args),
     /// Print a shell completion script (bash, zsh, fish)
     Completion(completion::Args),
+    /// clusterctl's alpha rollout restart|pause|resume KIND/NAME, with clusterctl's meaning
+    #[command(hide = true)]
+    Alpha(alpha::Args),
+    /// clusterctl's get kubeconfig NAME (the same as kubeconfig NAME)
+    #[command(hide = true)]
+    Get(GetArgs),
     /// kubectl's plugin completion protocol (used by kubectl_complete-capi)
     #[command(name = "__complete", hide = true)]
     Complete(CompleteArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct GetArgs {
+    #[command(subcommand)]
+    what: GetWhat,
+}
+
+#[derive(Subcommand, Debug)]
+enum GetWhat {
+    /// The workload cluster's kubeconfig (clusterctl get kubeconfig NAME)
+    Kubeconfig(kubeconfig::Args),
 }
 
 fn main() -> ExitCode {
@@ -99,6 +118,10 @@ fn main() -> ExitCode {
                 Verb::Kubeconfig(a) => kubeconfig::run(&a).await,
                 Verb::Completion(a) => completion::run(&program, &root, &a),
                 Verb::Complete(a) => cli::complete::run(&root, &a).await,
+                Verb::Alpha(a) => alpha::run(&a).await,
+                Verb::Get(GetArgs {
+                    what: GetWhat::Kubeconfig(a),
+                }) => kubeconfig::run(&a).await,
             }
         },
     )
