@@ -184,13 +184,108 @@ planes) from the current context."
         pub shell: clap_complete::Shell,
     }
 
-    /// Prints the completion script for `program`'s executable.
+    /// bash: asks the executable for candidates (`__complete`, kubectl's plugin completion
+    /// protocol: one candidate a line, `name<TAB>description` allowed, then `:<directive>`), so
+    /// cluster, host and control-plane names come live from the current context.
+    const BASH: &str = r#"# bash completion for @EXE@: candidates, live names included, come from `@EXE@ __complete`.
+_@FUNC@() {
+    local cur="${COMP_WORDS[COMP_CWORD]}" out directive line
+    out=$(@EXE@ __complete "${COMP_WORDS[@]:1:COMP_CWORD-1}" "$cur" 2>/dev/null) || return 0
+    directive=$(printf '%s\n' "$out" | tail -n 1)
+    directive=${directive#:}
+    [[ "$directive" =~ ^[0-9]+$ ]] || directive=0
+    (( directive & 1 )) && return 0
+    (( directive & 2 )) && compopt -o nospace 2>/dev/null
+    COMPREPLY=()
+    while IFS= read -r line; do
+        [[ -n "$line" ]] && COMPREPLY+=("${line%%$'\t'*}")
+    done < <(printf '%s\n' "$out" | sed '$d')
+    if (( ${#COMPREPLY[@]} == 0 )) && (( ! (directive & 4) )); then
+        mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+    fi
+    return 0
+}
+complete -F _@FUNC@ @EXE@
+"#;
+
+    /// zsh: the same protocol, with descriptions.
+    const ZSH: &str = r#"#compdef @EXE@
+# zsh completion for @EXE@: candidates, live names included, come from `@EXE@ __complete`.
+_@FUNC@() {
+    local out directive
+    local -a lines cands
+    out=$(@EXE@ __complete "${(@)words[2,CURRENT-1]}" "${words[CURRENT]}" 2>/dev/null) || return 1
+    lines=("${(@f)out}")
+    directive=${lines[-1]#:}
+    lines=("${(@)lines[1,-2]}")
+    [[ "$directive" == <-> ]] || directive=0
+    (( directive & 1 )) && return 1
+    local l
+    for l in "${lines[@]}"; do
+        [[ -n "$l" ]] && cands+=("${l//$'\t'/:}")
+    done
+    if (( ${#cands} == 0 )); then
+        (( directive & 4 )) || _files
+        return
+    fi
+    if (( directive & 2 )); then
+        _describe -t values 'values' cands -S ''
+    else
+        _describe -t values 'values' cands
+    fi
+}
+compdef _@FUNC@ @EXE@
+"#;
+
+    /// fish: the same protocol (fish reads `name<TAB>description` itself).
+    const FISH: &str = r#"# fish completion for @EXE@: candidates, live names included, come from `@EXE@ __complete`.
+function __@FUNC@
+    set -l tokens (commandline -opc)
+    set -l cur (commandline -ct)
+    set -l out (@EXE@ __complete $tokens[2..-1] $cur 2>/dev/null)
+    or return
+    set -l directive (string replace -r '^:' '' -- $out[-1])
+    set -e out[-1]
+    string match -qr '^[0-9]+$' -- $directive; or set directive 0
+    if test (math "$directive % 2") -eq 1
+        return
+    end
+    if test (count $out) -eq 0; and test (math "floor($directive / 4) % 2") -eq 0
+        __fish_complete_path $cur
+        return
+    end
+    printf '%s\n' $out
+end
+complete -c @EXE@ -f -a '(__@FUNC@)'
+"#;
+
+    /// The script for `shell`, calling `exe`.
+    pub fn script(shell: clap_complete::Shell, exe: &str) -> Option<String> {
+        let template = match shell {
+            clap_complete::Shell::Bash => BASH,
+            clap_complete::Shell::Zsh => ZSH,
+            clap_complete::Shell::Fish => FISH,
+            _ => return None,
+        };
+        let func: String = exe
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        Some(template.replace("@EXE@", exe).replace("@FUNC@", &func))
+    }
+
+    /// Prints the completion script for `program`'s executable: bash, zsh and fish ask the
+    /// executable for live candidates; other shells get clap's static script.
     pub fn run(program: &Program, root: &clap::Command, args: &Args) -> Result<(), Error> {
-        // The scripts offer only the visible verbs (clap_complete would include hidden ones).
+        let bin = program.executable();
+        if let Some(s) = script(args.shell, &bin) {
+            shared::render::raw(s.as_bytes());
+            return Ok(());
+        }
+        // The static scripts offer only the visible verbs (clap_complete would include hidden ones).
         let mut cmd = clap::Command::new(program.executable())
             .args(root.get_arguments().cloned())
             .subcommands(root.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
-        let bin = program.executable();
         let mut buf: Vec<u8> = Vec::new();
         clap_complete::generate(args.shell, &mut cmd, bin, &mut buf);
         shared::render::raw(&buf);

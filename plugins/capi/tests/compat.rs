@@ -533,6 +533,33 @@ async fn kubectl_habits_on_list_verbs() {
         &home,
     );
     assert_eq!(o.status.code(), Some(2));
+    // The bash completion script asks the binary for live names (kubectl's __complete protocol).
+    let script = Command::new(BIN)
+        .args(["completion", "bash"])
+        .output()
+        .unwrap();
+    assert!(script.status.success());
+    let script_file =
+        std::env::temp_dir().join(format!("capi-completion-{}.bash", std::process::id()));
+    std::fs::write(&script_file, &script.stdout).unwrap();
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let probe = format!(
+        "source {}; COMP_WORDS=(kubectl-capi describe -n {ns} capi-q); COMP_CWORD=4; _kubectl_capi; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script_file.display()
+    );
+    let o = Command::new("bash")
+        .args(["-c", &probe])
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .env("KUBECONFIG", &tb.kubeconfig)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "capi-quickstart\n",
+        "{:?}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _ = std::fs::remove_file(&script_file);
     // hosts: --cluster is the kubeconfig cluster; the CAPI filter is --cluster-name.
     let o = run(
         &a(&["hosts", "--cluster", "capi-quickstart"]),
