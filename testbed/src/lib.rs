@@ -46,6 +46,7 @@ pub use assets::Assets;
 /// Installs every CRD of a folder (server-side apply) and waits until they are served.
 pub use crds::install_dir as install_crds;
 pub use process::Proc;
+pub use sim::ar as api_resource;
 
 /// Which upstream CRDs the API server gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

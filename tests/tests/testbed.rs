@@ -8,19 +8,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::discovery::ApiResource;
 use serde_json::json;
 
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
+use testbed::api_resource as ar;
 
 async fn eventually<F, Fut>(what: &str, timeout: Duration, mut f: F)
 where

@@ -135,19 +135,7 @@ const CLUSTERCTL_DOCS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
+use testbed::api_resource as ar;
 
 async fn apply(client: &Client, ns: &str, r: ApiResource, obj: Value) {
     let name = obj["metadata"]["name"].as_str().unwrap().to_string();

@@ -27,19 +27,7 @@ use testbed::sim::{SimOptions, byoh};
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
+use testbed::api_resource as ar;
 
 fn cluster_ar() -> ApiResource {
     ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters")

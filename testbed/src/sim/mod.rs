@@ -53,7 +53,8 @@ impl Default for SimOptions {
     }
 }
 
-pub(crate) fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+/// An `ApiResource` from its parts (the core group is "").
+pub fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: group.into(),
         version: version.into(),
