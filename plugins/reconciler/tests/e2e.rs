@@ -64,10 +64,16 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
         tcp["spec"]["controlPlane"]["service"]["serviceType"],
         "LoadBalancer"
     );
+    // blockOwnerDeletion as CACPPK v0.20.0 sets it (controller-runtime's SetControllerReference):
+    // a foreground deletion of the KCP waits for the TCP and both Secrets.
     let owner = &tcp["metadata"]["ownerReferences"][0];
     assert_eq!(
-        (owner["kind"].as_str(), owner["controller"].as_bool()),
-        (Some("KamajiControlPlane"), Some(true))
+        (
+            owner["kind"].as_str(),
+            owner["controller"].as_bool(),
+            owner["blockOwnerDeletion"].as_bool()
+        ),
+        (Some("KamajiControlPlane"), Some(true), Some(true))
     );
     let m = wait_condition(
         &c,
@@ -148,11 +154,17 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
         v.contains("server: https://10.0.0.5:7443") && !v.contains("# super"),
         "{v}"
     );
+    let o = &kc.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(
-        kc.metadata.owner_references.as_ref().unwrap()[0].kind,
-        "KamajiControlPlane"
+        (o.kind.as_str(), o.controller, o.block_owner_deletion),
+        ("KamajiControlPlane", Some(true), Some(true))
     );
     let ca = secret(&c, &ns, "prod-ca").await.expect("prod-ca");
+    let o = &ca.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (o.kind.as_str(), o.controller, o.block_owner_deletion),
+        ("KamajiControlPlane", Some(true), Some(true))
+    );
     assert_eq!(data(&ca, "tls.crt").as_deref(), Some("CERT"));
     assert_eq!(data(&ca, "tls.key").as_deref(), Some("KEY"));
     assert_eq!(ca.type_.as_deref(), Some("cluster.x-k8s.io/secret"));

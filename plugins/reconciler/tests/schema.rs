@@ -179,3 +179,117 @@ fn our_crds_cover_cacppk_v0_20_0_field_for_field() {
         compare(&ours[i], &up, f);
     }
 }
+
+/// Every `default` in a schema, by property path.
+fn defaults(n: &Value, p: &str, props: &mut BTreeMap<String, Option<Value>>) {
+    props.insert(p.to_string(), n.get("default").cloned());
+    if let Some(ps) = n["properties"].as_object() {
+        for (k, c) in ps {
+            defaults(c, &format!("{p}.{k}"), props);
+        }
+    }
+    if n["items"].is_object() {
+        defaults(&n["items"], &format!("{p}[]"), props);
+    }
+    if n["additionalProperties"].is_object() {
+        defaults(&n["additionalProperties"], &format!("{p}{{}}"), props);
+    }
+}
+
+fn version_schema<'a>(crd: &'a Value, version: &str) -> &'a Value {
+    let v = crd["spec"]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == version)
+        .unwrap_or_else(|| panic!("no version {version}"));
+    &v["schema"]["openAPIV3Schema"]
+}
+
+/// Core Kubernetes types embedded in the KCP (containers and volumes of `deployment.extra*`):
+/// controller-gen copies their API-server defaults (`protocol: TCP`, `rbd.pool: rbd`, ...) into
+/// CACPPK's CRD, k8s-openapi's schemas do not; the API server applies them to the pods anyway.
+fn core_type(p: &str) -> bool {
+    [
+        "extraContainers[]",
+        "extraInitContainers[]",
+        "extraVolumes[]",
+    ]
+    .iter()
+    .any(|c| p.contains(c))
+}
+
+/// The whole schemas' defaults of both our versions against CACPPK's published CRDs: v1alpha2
+/// against v0.20.0; v1alpha1 against v0.11.0's v1alpha1, except where v0.11.0 and v0.20.0
+/// disagree (kubelet.preferredAddressTypes, konnectivity versions, coreDNS.dnsServiceIPs,
+/// konnectivity agent mode and hostNetwork), where both follow v0.20.0. Both keep
+/// `conditions[].observedGeneration`, which CACPPK writes.
+#[test]
+fn our_crd_defaults_are_cacppks() {
+    let v20 = cacppk_dir()
+        .expect("CACPPK v0.20.0 from the Go module proxy")
+        .join("config/crd/bases");
+    let v11 = go_mod_dir("github.com/clastix/cluster-api-control-plane-provider-kamaji@v0.11.0")
+        .expect("CACPPK v0.11.0 from the Go module proxy")
+        .join("config/crd/bases");
+    let ours: Vec<Value> = kamaji_reconciler::crds()
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    let mut checked = 0;
+    for (i, f) in [
+        "controlplane.cluster.x-k8s.io_kamajicontrolplanes.yaml",
+        "controlplane.cluster.x-k8s.io_kamajicontrolplanetemplates.yaml",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (mut u20, mut u11) = (BTreeMap::new(), BTreeMap::new());
+        defaults(
+            version_schema(&read_yaml_docs(&v20.join(f)).remove(0), "v1alpha2"),
+            "",
+            &mut u20,
+        );
+        defaults(
+            version_schema(&read_yaml_docs(&v11.join(f)).remove(0), "v1alpha1"),
+            "",
+            &mut u11,
+        );
+        for version in ["v1alpha2", "v1alpha1"] {
+            let mut o = BTreeMap::new();
+            defaults(version_schema(&ours[i], version), "", &mut o);
+            let mut differ = Vec::new();
+            let paths: std::collections::BTreeSet<&String> =
+                u20.keys().chain(u11.keys()).chain(o.keys()).collect();
+            for p in paths {
+                if core_type(p) {
+                    continue;
+                }
+                // v1alpha2 is v0.20.0's; v1alpha1 is v0.11.0's where v0.20.0 has no such field.
+                let want = if version == "v1alpha2" || u20.contains_key(p) {
+                    u20.get(p).cloned().flatten()
+                } else {
+                    u11.get(p).cloned().flatten()
+                };
+                let got = o.get(p).cloned().flatten();
+                if want.is_some() || got.is_some() {
+                    checked += 1;
+                }
+                if want != got {
+                    differ.push(format!("{p}: CACPPK {want:?}, ours {got:?}"));
+                }
+            }
+            assert!(differ.is_empty(), "{f} {version}: {differ:#?}");
+            if i == 0 {
+                let cond = &version_schema(&ours[i], version)["properties"]["status"]["properties"]
+                    ["conditions"]["items"]["properties"];
+                assert!(
+                    cond["observedGeneration"].is_object(),
+                    "{version} prunes conditions[].observedGeneration"
+                );
+            }
+        }
+    }
+    // The defaults compared: a schema without them (or an empty comparison) must not pass.
+    assert!(checked > 40, "only {checked} defaults compared");
+}

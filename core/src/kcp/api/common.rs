@@ -220,7 +220,9 @@ pub struct AddonSpec {
     pub image_tag: String,
 }
 
-/// The CoreDNS addon, with its DNS Service IPs.
+/// The CoreDNS addon, with its DNS Service IPs. No default for `dnsServiceIPs`: CACPPK v0.11.0
+/// defaulted `["10.96.0.10"]`, v0.20.0 has none (the IP then follows the tenant's service CIDR);
+/// we follow v0.20.0.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CoreDnsAddonSpec {
@@ -241,6 +243,8 @@ pub struct CoreDnsAddonSpec {
 #[serde(rename_all = "camelCase")]
 pub struct KonnectivityServerSpec {
     pub port: i32,
+    // No default version, as in CACPPK v0.20.0 (the Kamaji API it vendors picks the proxy's
+    // version for the tenant's Kubernetes version); v0.11.0's Kamaji defaulted v0.0.32.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub version: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -259,6 +263,7 @@ pub struct KonnectivityAgentSpec {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(extend("default" = "registry.k8s.io/kas-network-proxy/proxy-agent"))]
     pub image: String,
+    // No default version: CACPPK v0.20.0, not v0.11.0 (v0.0.32); see the server's.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub version: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -338,6 +343,9 @@ pub struct KubeletSpec {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub configuration_json_patches: Vec<JsonPatch>,
+    // CACPPK v0.11.0 defaulted [Hostname, InternalIP, ExternalIP]; v0.20.0
+    // (`api/v1alpha2/kamajicontrolplane_types.go`) defaults [InternalIP, ExternalIP, Hostname].
+    // Both our versions follow v0.20.0, the newest release (the reconciler's schema test).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(min = 1))]
     #[schemars(extend(

@@ -77,7 +77,10 @@ pub struct KamajiControlPlaneSpec {
     pub version: String,
 }
 
-/// A CAPI v1beta1 condition.
+/// A CAPI v1beta1 condition, which the reconciler writes on the v1beta1 contract, with
+/// `observedGeneration` from `metav1.Condition`: CACPPK's v1alpha1 conditions are
+/// `metav1.Condition`s (`api/v1alpha1/kamajicontrolplane_types.go`, CACPPK v0.11.0) and it
+/// always sets the generation, so a KamajiControlPlane that CACPPK wrote keeps it here.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct V1Beta1Condition {
@@ -86,6 +89,8 @@ pub struct V1Beta1Condition {
     pub status: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub severity: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     pub last_transition_time: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
@@ -93,20 +98,31 @@ pub struct V1Beta1Condition {
     pub message: String,
 }
 
+/// CACPPK's v1alpha1 status counters have no schema default (CACPPK v0.11.0's CRD); serde's
+/// `default`, which lets a partial status be read, must not become one.
+fn no_schema_default(schema: &mut schemars::Schema) {
+    schema.remove("default");
+}
+
 /// The observed state (CAPI v1beta1 contract).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KamajiControlPlaneStatus {
     #[serde(default)]
+    #[schemars(transform = no_schema_default)]
     pub initialized: bool,
     pub ready: bool,
     #[serde(default)]
+    #[schemars(transform = no_schema_default)]
     pub replicas: i32,
     #[serde(default)]
+    #[schemars(transform = no_schema_default)]
     pub ready_replicas: i32,
     #[serde(default)]
+    #[schemars(transform = no_schema_default)]
     pub unavailable_replicas: i32,
     #[serde(default)]
+    #[schemars(transform = no_schema_default)]
     pub updated_replicas: i32,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub selector: String,

@@ -123,6 +123,19 @@ fn no(type_: &'static str, reason: &str, message: impl Into<String>) -> Cond {
     }
 }
 
+/// The controller ownerReference to `kcp` that the TenantControlPlane and both CAPI Secrets
+/// carry, with `blockOwnerDeletion: true` as controller-runtime's `SetControllerReference`
+/// writes it for CACPPK (`controllers/`, CACPPK v0.20.0): a foreground deletion of the
+/// KamajiControlPlane then waits for them.
+fn owner_ref(
+    kcp: &KamajiControlPlane,
+) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    use kube::Resource;
+    let mut o = kcp.controller_owner_ref(&())?;
+    o.block_owner_deletion = Some(true);
+    Some(o)
+}
+
 fn kcp_ns(kcp: &KamajiControlPlane) -> String {
     kcp.namespace().unwrap_or_default()
 }

@@ -310,7 +310,7 @@ fn tcp_body(kcp: &KamajiControlPlane, ctx: &Ctx, place: &TcpPlace, spec: Value) 
         meta["annotations"] = json!(annotations);
     }
     if !place.remote
-        && let Some(oref) = kcp.controller_owner_ref(&())
+        && let Some(oref) = super::owner_ref(kcp)
     {
         meta["ownerReferences"] = json!([oref]);
     }

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::{CLUSTER_NAME_LABEL, Ctx, MANAGER, TcpPlace, kcp_ns};
@@ -82,7 +82,7 @@ pub(super) async fn publish_secrets(
         ns,
         cluster,
         tcp_name,
-        owner: kcp.controller_owner_ref(&()),
+        owner: super::owner_ref(kcp),
     };
     copy_kubeconfig(kcp, &src, &place.ns, kc_name, &to).await?;
     copy_ca(&src, &place.ns, ca_name, &to, place.remote).await
@@ -182,9 +182,11 @@ async fn apply_secret(api: &Api<Secret>, name: &str, s: Secret) -> Result<(), Er
             .flatten()
             .all(|(k, v)| cur.labels().get(k) == Some(v));
         let owner_ok = s.metadata.owner_references.iter().flatten().all(|o| {
-            cur.owner_references()
-                .iter()
-                .any(|c| c.uid == o.uid && c.controller == Some(true))
+            cur.owner_references().iter().any(|c| {
+                c.uid == o.uid
+                    && c.controller == Some(true)
+                    && c.block_owner_deletion == o.block_owner_deletion
+            })
         });
         if same_data && labels_ok && owner_ok {
             return Ok(());
