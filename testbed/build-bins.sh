@@ -7,6 +7,8 @@
 #   testbed/build-bins.sh kamaji  the Kamaji operator (github.com/clastix/kamaji)
 #   testbed/build-bins.sh k8s-prev  an older kube-apiserver, -controller-manager, -scheduler for tenants
 #   testbed/build-bins.sh byoh    the BYOH controller manager (cluster-api-provider-bringyourownhost)
+#   testbed/build-bins.sh clusterctl-repo  kustomize, and a clusterctl local repository of CAPI's core
+#                                  and kubeadm bootstrap providers plus cert-manager's CRDs
 #   testbed/build-bins.sh all
 #
 # Prints the cache directory of each set on stdout.
@@ -150,14 +152,48 @@ build_crds() {
   echo "$out"
 }
 
+# A clusterctl local repository ({provider-label}/{version}/{file}, clusterctl's
+# repository_local.go) holding the CAPI core and kubeadm bootstrap providers' release assets,
+# built with kustomize from the pinned CAPI module as CAPI's `make release-manifests` does, and
+# cert-manager's CRDs (cert-manager-crds/): clusterctl init checks cert-manager's API by creating
+# an Issuer and a Certificate. kustomize itself is cached next to the other binaries.
+build_clusterctl_repo() {
+  # shellcheck disable=SC1091
+  . "$here/versions.env"
+  local kz="$cache_root/kustomize-$KUSTOMIZE_VERSION"
+  if [ ! -x "$kz/kustomize" ]; then
+    echo "building kustomize $KUSTOMIZE_VERSION (first time only; about 30 seconds)" >&2
+    rm -rf "$kz.tmp"; mkdir -p "$kz.tmp"
+    (cd "$kz.tmp" && GOBIN="$kz.tmp" GOFLAGS= go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION")
+    rm -rf "$kz" && mv "$kz.tmp" "$kz"
+  fi
+  local out="$cache_root/clusterctl-repo-capi-$CAPI_VERSION-cert-manager-$CERT_MANAGER_VERSION"
+  if [ -f "$out/cluster-api/$CAPI_VERSION/core-components.yaml" ] && [ -d "$out/cert-manager-crds" ]; then echo "$out"; return; fi
+  local capi cm
+  capi=$(mod_dir "sigs.k8s.io/cluster-api@$CAPI_VERSION")
+  cm=$(mod_dir "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION")
+  for d in "$capi" "$cm"; do [ -d "$d" ] || { echo "module download failed" >&2; exit 1; }; done
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp/cluster-api/$CAPI_VERSION" "$out.tmp/bootstrap-kubeadm/$CAPI_VERSION" "$out.tmp/cert-manager-crds"
+  (cd "$capi" && "$kz/kustomize" build core/config/default) > "$out.tmp/cluster-api/$CAPI_VERSION/core-components.yaml"
+  (cd "$capi" && "$kz/kustomize" build bootstrap/kubeadm/config/default) > "$out.tmp/bootstrap-kubeadm/$CAPI_VERSION/bootstrap-components.yaml"
+  cp "$capi/metadata.yaml" "$out.tmp/cluster-api/$CAPI_VERSION/metadata.yaml"
+  cp "$capi/metadata.yaml" "$out.tmp/bootstrap-kubeadm/$CAPI_VERSION/metadata.yaml"
+  cp "$cm"/deploy/crds/*.yaml "$out.tmp/cert-manager-crds/"
+  chmod -R u+w "$out.tmp"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+  echo "$out"
+}
+
 case "${1:-all}" in
   k8s) build_k8s ;;
   capi) build_capi ;;
   crds) build_crds ;;
   kamaji) build_kamaji ;;
+  clusterctl-repo) build_clusterctl_repo ;;
   k8s-prev) build_k8s_prev ;;
   byoh) build_byoh ;;
   all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)"
-       echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|all" >&2; exit 2 ;;
+       echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"
+       echo "clusterctl-repo=$(build_clusterctl_repo)" ;;
+  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|clusterctl-repo|all" >&2; exit 2 ;;
 esac

@@ -96,6 +96,19 @@ impl Assets {
         })
     }
 
+    /// The clusterctl binary (CAPI's pinned version), built on first use.
+    pub fn clusterctl() -> Result<PathBuf, Error> {
+        Ok(build("capi")?.join("clusterctl"))
+    }
+
+    /// A clusterctl local repository (`{provider-label}/{version}/{file}`) with the release
+    /// assets of CAPI's core (`cluster-api`) and kubeadm bootstrap (`bootstrap-kubeadm`)
+    /// providers, built with kustomize from the pinned CAPI module, and cert-manager's CRDs in
+    /// `cert-manager-crds/`; built on first use.
+    pub fn clusterctl_repo() -> Result<PathBuf, Error> {
+        build("clusterctl-repo")
+    }
+
     /// The directory with the tenant binaries of exactly `version` (`v1.36.3` or `1.36.3`).
     pub fn tenant_release(&self, version: &str) -> Option<&Path> {
         let want = format!("v{}", version.trim_start_matches('v'));

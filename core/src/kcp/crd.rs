@@ -9,9 +9,19 @@ use kube::CustomResourceExt;
 use crate::kcp::api::{v1alpha1, v1alpha2};
 
 /// Labels every CRD of ours carries: the CAPI contract labels (clusterctl and CAPI read
-/// `cluster.x-k8s.io/<contract>: <versions>`) and the provider label.
+/// `cluster.x-k8s.io/<contract>: <versions>`), the provider label, clusterctl's label (without
+/// it `clusterctl move` does not look for KamajiControlPlanes at all: it lists only CRDs that
+/// carry it, `getCRDList` in `cmd/clusterctl/client/cluster/objectgraph.go`, CAPI v1.14.2) and
+/// our owner label, which tells our CRDs from CACPPK's.
 pub fn contract_labels() -> BTreeMap<String, String> {
+    use crate::kcp::install::{CLUSTERCTL_LABEL, OWNER_LABEL};
     BTreeMap::from([
+        (CLUSTERCTL_LABEL.to_string(), String::new()),
+        (OWNER_LABEL.0.to_string(), OWNER_LABEL.1.to_string()),
+        (
+            "app.kubernetes.io/part-of".to_string(),
+            "kubectl-kamaji".to_string(),
+        ),
         (
             "cluster.x-k8s.io/v1beta2".to_string(),
             "v1alpha2".to_string(),

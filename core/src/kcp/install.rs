@@ -6,27 +6,60 @@ use crate::kcp::infra::TABLE;
 
 /// Name of the Deployment, ServiceAccount, ClusterRole and bindings.
 pub const NAME: &str = "kamaji-reconciler";
-/// The default image.
-pub const DEFAULT_IMAGE: &str = "ghcr.io/capi-kamaji/kamaji-reconciler:latest";
-/// The default namespace.
-pub const DEFAULT_NAMESPACE: &str = "kamaji-system";
+/// The image of this very version (the crates share the workspace version), never `:latest`:
+/// an install is reproducible and `kubectl kamaji install` of a newer plugin upgrades it.
+pub const DEFAULT_IMAGE: &str = concat!(
+    "ghcr.io/capi-kamaji/kamaji-reconciler:v",
+    env!("CARGO_PKG_VERSION")
+);
+/// The default namespace. Not `kamaji-system`: that is where Kamaji itself and CACPPK
+/// (`config/default/kustomization.yaml`, CACPPK v0.20.0) live, and two providers of the same
+/// kind in one namespace would share names and a Lease.
+pub const DEFAULT_NAMESPACE: &str = "kamaji-reconciler-system";
 /// CAPI's kubeadm bootstrap controller, which reads KamajiControlPlanes (CAPI v1.14).
 pub const KUBEADM_BOOTSTRAP_SA: (&str, &str) = (
     "capi-kubeadm-bootstrap-system",
     "capi-kubeadm-bootstrap-manager",
 );
+/// clusterctl's label on every object it manages (`ClusterctlLabel`, `cmd/clusterctl/api/v1alpha3/labels.go`,
+/// CAPI v1.14.2). `clusterctl move` discovers the kinds to move from CRDs carrying it.
+pub const CLUSTERCTL_LABEL: &str = "clusterctl.cluster.x-k8s.io";
+/// CAPI's provider label (`cluster.x-k8s.io/provider`); clusterctl sets it to the provider's
+/// manifest label, `control-plane-<name>`.
+pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
+/// Our manifest label: clusterctl's name for the control-plane provider `kamaji`.
+pub const PROVIDER: &str = "control-plane-kamaji";
+/// The label that tells our objects, CRDs included, from another provider's
+/// (`app.kubernetes.io/name: kamaji-reconciler`).
+pub const OWNER_LABEL: (&str, &str) = ("app.kubernetes.io/name", NAME);
 
-fn labels() -> Value {
+/// The labels every object of ours carries, whoever installs it (`kubectl kamaji install` or
+/// `clusterctl init`, which sets the same two clusterctl labels).
+pub fn labels() -> Value {
     json!({
-        "app.kubernetes.io/name": NAME,
+        OWNER_LABEL.0: OWNER_LABEL.1,
         "app.kubernetes.io/part-of": "kubectl-kamaji",
-        "app.kubernetes.io/managed-by": "kubectl-kamaji",
-        "cluster.x-k8s.io/provider": "control-plane-kamaji",
+        PROVIDER_LABEL: PROVIDER,
+        CLUSTERCTL_LABEL: "",
     })
 }
 
 fn plural(kind: &str) -> String {
     format!("{}s", kind.to_lowercase())
+}
+
+fn capi_aggregated_labels() -> Value {
+    let mut l = labels();
+    l["cluster.x-k8s.io/aggregate-to-manager"] = json!("true");
+    l
+}
+
+/// The user name of CAPI's kubeadm bootstrap controller's service account.
+pub fn kubeadm_bootstrap_user() -> String {
+    format!(
+        "system:serviceaccount:{}:{}",
+        KUBEADM_BOOTSTRAP_SA.0, KUBEADM_BOOTSTRAP_SA.1
+    )
 }
 
 /// The least-privilege ClusterRole of the reconciler.
@@ -100,7 +133,7 @@ pub fn install_manifests(image: &str, namespace: &str) -> Vec<Value> {
     // controller of CAPI v1.14 reads KamajiControlPlanes too and gets an explicit binding.
     out.push(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": format!("{NAME}-capi"), "labels": {"cluster.x-k8s.io/aggregate-to-manager": "true", "app.kubernetes.io/name": NAME}},
+        "metadata": {"name": format!("{NAME}-capi"), "labels": capi_aggregated_labels()},
         "rules": [
             {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes", "kamajicontrolplanetemplates"], "verbs": ["get", "list", "watch", "patch", "update"]},
             {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/status"], "verbs": ["get", "patch", "update"]}
@@ -115,7 +148,11 @@ pub fn install_manifests(image: &str, namespace: &str) -> Vec<Value> {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
         "metadata": {"name": format!("{NAME}-kubeadm-bootstrap-reader"), "labels": labels()},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{NAME}-kubeadm-bootstrap-reader")},
-        "subjects": [{"kind": "ServiceAccount", "name": KUBEADM_BOOTSTRAP_SA.1, "namespace": KUBEADM_BOOTSTRAP_SA.0}]
+        // The service account as its user name, not a ServiceAccount subject: clusterctl moves
+        // every namespaced subject of a binding into the provider's target namespace
+        // (`fixTargetNamespace`, `cmd/clusterctl/client/repository/components.go`, CAPI
+        // v1.14.2), which would bind a ServiceAccount of ours instead of CAPI's.
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": kubeadm_bootstrap_user()}]
     }));
     out.push(deployment(image, namespace));
     out
@@ -139,7 +176,7 @@ pub fn deployment(image: &str, namespace: &str) -> Value {
             "replicas": 1,
             "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
             "template": {
-                "metadata": {"labels": labels()},
+                "metadata": {"labels": {OWNER_LABEL.0: OWNER_LABEL.1}},
                 "spec": {
                     "serviceAccountName": NAME,
                     "automountServiceAccountToken": true,
@@ -147,8 +184,14 @@ pub fn deployment(image: &str, namespace: &str) -> Value {
                     "containers": [{
                         "name": "reconciler",
                         "image": image,
-                        "args": ["--leader-elect", format!("--leader-election-namespace={namespace}"), "--metrics-bind-address=:8080"],
-                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                        // The Lease's namespace comes from the downward API, not from an
+                        // argument: clusterctl init --target-namespace moves the Deployment
+                        // but does not rewrite arguments.
+                        "args": ["--leader-elect", "--metrics-bind-address=:8080"],
+                        "env": [
+                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+                        ],
                         "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
                         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "initialDelaySeconds": 5, "periodSeconds": 20},
                         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 10},
@@ -205,8 +248,44 @@ mod tests {
             })
             .unwrap();
         assert_eq!(
-            reader["subjects"][0]["namespace"],
-            "capi-kubeadm-bootstrap-system"
+            reader["subjects"][0]["name"],
+            "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager"
+        );
+        assert!(reader["subjects"][0].get("namespace").is_none());
+    }
+
+    #[test]
+    fn every_object_carries_the_clusterctl_and_provider_labels() {
+        for o in install_manifests(DEFAULT_IMAGE, DEFAULT_NAMESPACE) {
+            let l = &o["metadata"]["labels"];
+            assert_eq!(l[CLUSTERCTL_LABEL], "", "{}", o["metadata"]["name"]);
+            assert_eq!(l[PROVIDER_LABEL], PROVIDER, "{}", o["metadata"]["name"]);
+            assert_eq!(l[OWNER_LABEL.0], OWNER_LABEL.1, "{}", o["metadata"]["name"]);
+        }
+    }
+
+    #[test]
+    fn the_default_image_is_this_version_and_the_namespace_is_not_cacppks() {
+        assert!(!DEFAULT_IMAGE.ends_with(":latest"));
+        assert_eq!(
+            DEFAULT_IMAGE.rsplit_once(':').map(|(_, t)| t.to_string()),
+            Some(format!("v{}", env!("CARGO_PKG_VERSION")))
+        );
+        assert_ne!(DEFAULT_NAMESPACE, "kamaji-system");
+        let dep = deployment("i", "ns1");
+        let c = &dep["spec"]["template"]["spec"]["containers"][0];
+        assert!(
+            !c["args"].to_string().contains("ns1"),
+            "the namespace must come from the downward API: {}",
+            c["args"]
+        );
+        assert!(
+            c["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["name"] == "POD_NAMESPACE"
+                    && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace")
         );
     }
 }

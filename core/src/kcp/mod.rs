@@ -2,6 +2,7 @@
 //! and `kubectl kamaji install` (which installs it):
 //! - [`api`]: the KamajiControlPlane and KamajiControlPlaneTemplate types (v1alpha2, v1alpha1);
 //! - [`crd`]: their CRDs, generated from the types; [`install`]: every object `install` applies;
+//! - [`provider`]: the same objects as clusterctl's release assets (`components.yaml`, `metadata.yaml`);
 //! - [`tcp`]: the TenantControlPlane built from a KamajiControlPlane and its Cluster;
 //! - [`endpoint`], [`infra`]: the control-plane endpoint and the infrastructure-cluster patch;
 //! - [`version`]: walking a TenantControlPlane up one minor at a time.
@@ -11,6 +12,7 @@ pub mod crd;
 pub mod endpoint;
 pub mod infra;
 pub mod install;
+pub mod provider;
 pub mod tcp;
 pub mod version;
 

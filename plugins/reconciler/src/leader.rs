@@ -10,9 +10,9 @@ use serde_json::json;
 
 use crate::Error;
 
-/// The Lease name: CACPPK's `LeaderElectionID` (main.go of
-/// clastix/cluster-api-control-plane-provider-kamaji v0.20.0).
-pub const LEASE_NAME: &str = "kamaji.controlplane.cluster.x-k8s.io";
+/// The Lease name: our own, not CACPPK's `LeaderElectionID` `kamaji.controlplane.cluster.x-k8s.io`
+/// (`main.go`, CACPPK v0.20.0), so that neither provider takes the other's Lease for its own.
+pub const LEASE_NAME: &str = "kamaji-reconciler.controlplane.cluster.x-k8s.io";
 const LEASE_SECONDS: i32 = 15;
 
 fn now() -> MicroTime {

@@ -17,7 +17,7 @@ pub use kcore::kcp::{
     DEFAULT_IMAGE, DEFAULT_NAMESPACE, contract_labels, crds, install_manifests, try_crds,
     uninstall_manifests,
 };
-pub use kcore::kcp::{api, crd, endpoint, infra, install, tcp, version};
+pub use kcore::kcp::{api, crd, endpoint, infra, install, provider, tcp, version};
 
 /// Errors of the reconciler library.
 #[derive(Debug, thiserror::Error)]

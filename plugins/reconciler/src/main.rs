@@ -32,7 +32,7 @@ struct Args {
     #[arg(long)]
     leader_elect: bool,
     /// Namespace of the leader-election Lease.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "kamaji-system")]
+    #[arg(long, env = "POD_NAMESPACE", default_value = kamaji_reconciler::DEFAULT_NAMESPACE)]
     leader_election_namespace: String,
     /// Address of /healthz, /readyz and /metrics ("0" disables).
     #[arg(long, default_value = ":8080", value_parser = bind_address)]
@@ -67,6 +67,21 @@ struct Args {
     /// More logging (-v info, -vv debug, -vvv trace).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Print the clusterctl release assets (components.yaml), or write them as a clusterctl
+    /// local repository: the same objects as `kubectl kamaji install`, with the image as the
+    /// clusterctl variable KAMAJI_RECONCILER_IMAGE
+    Manifests {
+        /// Write DIR/control-plane-kamaji/<version>/components.yaml and metadata.yaml
+        /// (clusterctl's local-repository layout) instead of printing components.yaml
+        #[arg(long, value_name = "DIR")]
+        output_dir: Option<PathBuf>,
+    },
 }
 
 /// A bind address flag, checked when the flags are parsed (exit 2) rather than at start-up.
@@ -124,6 +139,33 @@ fn print_crds() -> Result<()> {
         v["apiVersion"] = "apiextensions.k8s.io/v1".into();
         v["kind"] = "CustomResourceDefinition".into();
         print!("---\n{}", serde_saphyr::to_string(&v)?);
+    }
+    Ok(())
+}
+
+/// `manifests`: components.yaml on stdout, or both assets written (atomically) into a clusterctl
+/// local repository under `dir`.
+fn manifests(dir: Option<&std::path::Path>) -> Result<()> {
+    use kamaji_reconciler::provider;
+    let components = provider::components_yaml()?;
+    let Some(dir) = dir else {
+        print!("{components}");
+        return Ok(());
+    };
+    for (file, text) in [
+        (provider::COMPONENTS_FILE, components),
+        (provider::METADATA_FILE, provider::metadata_yaml()),
+    ] {
+        let path = dir.join(provider::repository_path(file));
+        let parent = path
+            .parent()
+            .with_context(|| format!("{} has no parent directory", path.display()))?;
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+        let tmp = path.with_extension("yaml.tmp");
+        std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+        println!("{}", path.display());
     }
     Ok(())
 }
@@ -221,6 +263,9 @@ async fn shutdown_grace_over() {
 async fn real_main(args: Args) -> Result<()> {
     if args.print_crds {
         return print_crds();
+    }
+    if let Some(Command::Manifests { output_dir }) = &args.command {
+        return manifests(output_dir.as_deref());
     }
     let metrics = Arc::new(Metrics::default());
     let client = client(&args, metrics.clone()).await?;

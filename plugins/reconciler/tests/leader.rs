@@ -34,7 +34,7 @@ async fn one_leader_at_a_time_and_failover() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!ready(&b), "B must wait for the Lease");
     let lease = Api::<Lease>::namespaced(c.clone(), &ns)
-        .get("kamaji.controlplane.cluster.x-k8s.io")
+        .get(kamaji_reconciler::leader::LEASE_NAME)
         .await
         .unwrap();
     let holder = lease.spec.unwrap().holder_identity.unwrap();
