@@ -3,7 +3,10 @@
 
 use clap::Args as ClapArgs;
 use cli::{Conn, KubeFlags, OutputFlags, OutputFormat};
-use kube::api::{DeleteParams, Patch, PatchParams};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde_json::Value;
@@ -19,9 +22,11 @@ use crate::common::{self, DryRun};
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
-    after_help = "The provider goes to namespace kamaji-system unless -n names another.
+    after_help = "The provider goes to namespace kamaji-reconciler-system unless -n names another.
 Applied with server-side apply (field manager kubectl-kamaji), taking over conflicting fields,
-so re-running upgrades it in place."
+so re-running upgrades it in place. The image defaults to this plugin's own version.
+Another KamajiControlPlane provider (CACPPK) is refused unless --take-over: both would
+reconcile the same KamajiControlPlanes. --dry-run=client needs no cluster at all."
 )]
 pub struct InstallArgs {
     /// The reconciler image
@@ -30,6 +35,9 @@ pub struct InstallArgs {
     /// Print (client) or validate on the server (server) without changing anything
     #[arg(long, value_enum, default_value_t = DryRun::None, value_name = "MODE")]
     pub dry_run: DryRun,
+    /// Install over another provider's KamajiControlPlane CRDs (CACPPK's), taking them over
+    #[arg(long)]
+    pub take_over: bool,
     #[command(flatten)]
     pub kube: KubeFlags,
     #[command(flatten)]
@@ -56,6 +64,87 @@ fn namespace(conn: &Conn) -> String {
     }
 }
 
+/// The names of our CRDs.
+fn crd_names(objects: &[Value]) -> Vec<String> {
+    objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .filter_map(|o| o["metadata"]["name"].as_str().map(String::from))
+        .collect()
+}
+
+/// Whether a CRD on the server is ours: our owner label, or applied by this plugin before the
+/// label existed.
+fn crd_is_ours(crd: &CustomResourceDefinition) -> bool {
+    let (k, v) = manifests::OWNER_LABEL;
+    crd.labels().get(k).is_some_and(|x| x == v)
+        || crd
+            .managed_fields()
+            .iter()
+            .any(|m| m.manager.as_deref() == Some(FIELD_MANAGER))
+}
+
+/// Another KamajiControlPlane provider on the cluster: CRDs that are not ours, or a controller
+/// Deployment labelled as the Kamaji control-plane provider that is not ours (CACPPK's carries
+/// `cluster.x-k8s.io/provider: kamaji` from its kustomization, or `control-plane-kamaji` when
+/// clusterctl installed it). `None` when there is none.
+async fn other_provider(conn: &Conn, crd_names: &[String]) -> Result<Option<String>, Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(conn.client.clone());
+    for name in crd_names {
+        let op = Op::new(
+            "get",
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+        )
+        .named(name);
+        let Some(crd) = crds.get_opt(name).await.map_err(|e| conn.error(e, &op))? else {
+            continue;
+        };
+        if crd_is_ours(&crd) {
+            continue;
+        }
+        let mut whose: Vec<String> = crd
+            .labels()
+            .get(manifests::PROVIDER_LABEL)
+            .map(|p| format!("{}={p}", manifests::PROVIDER_LABEL))
+            .into_iter()
+            .collect();
+        let managers: Vec<String> = crd
+            .managed_fields()
+            .iter()
+            .filter_map(|m| m.manager.clone())
+            .collect();
+        if !managers.is_empty() {
+            whose.push(format!("field managers {}", managers.join(", ")));
+        }
+        return Ok(Some(format!(
+            "CRD {name} belongs to another KamajiControlPlane provider ({})",
+            whose.join(", ")
+        )));
+    }
+    let deployments: Api<Deployment> = Api::all(conn.client.clone());
+    let selector = format!(
+        "{} in (kamaji,{}),{}!={}",
+        manifests::PROVIDER_LABEL,
+        manifests::PROVIDER,
+        manifests::OWNER_LABEL.0,
+        manifests::OWNER_LABEL.1
+    );
+    let op = Op::new("list", "apps", "deployments", "Deployment");
+    let list = deployments
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| conn.error(e, &op))?;
+    Ok(list.items.first().map(|d| {
+        format!(
+            "another KamajiControlPlane provider runs (Deployment {}/{})",
+            d.namespace().unwrap_or_default(),
+            d.name_any()
+        )
+    }))
+}
+
 async fn resource(conn: &Conn, obj: &Value) -> Result<(kube::api::ApiResource, bool), Error> {
     let av = obj["apiVersion"].as_str().unwrap_or_default();
     let kind = obj["kind"].as_str().unwrap_or_default();
@@ -74,8 +163,12 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
             hint: Some(format!("e.g. --image {}", manifests::DEFAULT_IMAGE)),
         });
     }
-    let conn = args.kube.connect().await?;
-    let ns = namespace(&conn);
+    // The client dry run prints manifests and calls no API: it needs no kubeconfig at all.
+    let ns = args
+        .kube
+        .namespace
+        .clone()
+        .unwrap_or_else(|| manifests::DEFAULT_NAMESPACE.to_string());
     let objects = manifests::install_manifests(&args.image, &ns);
     if objects
         .iter()
@@ -102,6 +195,23 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
                 .for_each(|o| render::line(&format!("{} created (dry run)", display_name(o)))),
         }
         return Ok(());
+    }
+    let conn = args.kube.connect().await?;
+    match other_provider(&conn, &crd_names(&objects)).await? {
+        Some(what) if !args.take_over => {
+            return Err(Error::Other {
+                message: format!(
+                    "{what}: installing would overwrite its KamajiControlPlane CRDs and two controllers would reconcile the same KamajiControlPlanes"
+                ),
+                hint: Some(
+                    "remove that provider first (clusterctl delete --control-plane kamaji, or delete its Deployment), or pass --take-over to replace its CRDs".into(),
+                ),
+            });
+        }
+        Some(what) => render::info(&format!(
+            "taking over: {what}; stop its controller (scale its Deployment to 0) so that only kamaji-reconciler reconciles"
+        )),
+        None => {}
     }
     let server_dry = args.dry_run == DryRun::Server;
     let mut pp = PatchParams::apply(FIELD_MANAGER).force();
