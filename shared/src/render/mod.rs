@@ -632,7 +632,10 @@ mod tests {
             api_version: "v9".into(),
         };
         let t = kcore::jsonpath::Template::parse("{.items[*]} {.apiVersion}").unwrap();
-        assert_eq!(printer(OutputFormat::JsonPath(t)).format(&v).unwrap(), "a b v9");
+        assert_eq!(
+            printer(OutputFormat::JsonPath(t)).format(&v).unwrap(),
+            "a b v9"
+        );
         let c = kcore::jsonpath::Columns::parse("N:@,V:$.apiVersion").unwrap();
         assert_eq!(
             printer(OutputFormat::CustomColumns(c)).format(&v).unwrap(),

@@ -239,11 +239,11 @@ pub async fn hosts_filters(tb: &Testbed, fleet: &Fleet) {
         want(&|h| matches!(h.state, HostState::Paused | HostState::Reserved))
     );
     assert_eq!(
-        names(&["--cluster", "cluster-0"]),
+        names(&["--cluster-name", "cluster-0"]),
         want(&|h| h.cluster.as_deref() == Some("cluster-0"))
     );
     assert_eq!(
-        names(&["--cluster", "cluster-1", "--state", "running"]),
+        names(&["--cluster-name", "cluster-1", "--state", "running"]),
         want(&|h| h.cluster.as_deref() == Some("cluster-1") && h.state == HostState::Running)
     );
     assert_eq!(names(&["-l", "site=rack-1"]).len(), 30);
