@@ -10,11 +10,11 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde_json::Value;
-use shared::build::kamaji::{FIELD_MANAGER, json_list};
+use shared::build::kamaji::FIELD_MANAGER;
 use shared::discovery::ServerApis;
 use shared::error::{Error, Op};
 use shared::render;
-use shared::render::{display_name, yaml_stream};
+use shared::render::display_name;
 
 use kcore::kcp::install as manifests;
 
@@ -186,14 +186,7 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
                 "note: apply with kubectl apply --server-side -f - (the CRDs are too large for client-side apply)",
             );
         }
-        match args.output.output {
-            OutputFormat::Json => render::raw(render::to_json(&json_list(&objects))?.as_bytes()),
-            OutputFormat::Yaml => render::raw(yaml_stream(&objects)?.as_bytes()),
-            OutputFormat::Name => objects.iter().for_each(|o| render::line(&display_name(o))),
-            _ => objects
-                .iter()
-                .for_each(|o| render::line(&format!("{} created (dry run)", display_name(o)))),
-        }
+        render::print_objects(&args.output.output, &objects, "created (dry run)")?;
         return Ok(());
     }
     let conn = args.kube.connect().await?;
