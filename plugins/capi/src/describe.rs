@@ -368,10 +368,13 @@ async fn read_resource_sets(conn: &Conn, apis: &ServerApis, ns: &str, cluster: &
         .flatten()
         .filter_map(|b| kcore::json::str_at(b, &["clusterResourceSetName"]).map(str::to_string))
         .collect();
-    for name in names {
-        if let Ok(Some(crs)) = shared::api::get_opt(conn, &crs_ar, Some(ns), &name).await {
-            out.push(fields::object_json(&crs));
-        }
+    // One LIST of the namespace's sets, not a GET per bound set.
+    let all = ListParams::default();
+    if let Ok(sets) = shared::api::list_json(conn, &crs_ar, Some(ns), &all).await {
+        out.extend(
+            sets.into_iter()
+                .filter(|c| names.iter().any(|n| n == kcore::json::name(c))),
+        );
     }
     out
 }
