@@ -88,6 +88,33 @@ pub async fn get_opt(
         .map_err(|e| conn.error(e, &Op::on("get", ar).in_namespace(namespace).named(name)))
 }
 
+/// Gets an object as the server sent it (plain JSON, no round trip through `DynamicObject`),
+/// `None` when it does not exist.
+pub async fn get_json_opt(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Option<Value>, Error> {
+    use kube::Resource;
+    check_name(ar, name)?;
+    let op = Op::on("get", ar).in_namespace(namespace).named(name);
+    let url = DynamicObject::url_path(ar, namespace);
+    let req = kube::core::Request::new(url.as_str())
+        .get(name, &Default::default())
+        .map_err(|e| Error::other(format!("cannot build the get request: {e}")))?;
+    match conn.client.request::<Value>(req).await {
+        Ok(mut v) => {
+            if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("managedFields");
+            }
+            Ok(Some(v))
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(conn.error(e, &op)),
+    }
+}
+
 /// Lists objects (`namespace` None = all namespaces), optionally by label selector. One
 /// request: for fleet-sized lists use [`list_json`], which pages.
 pub async fn list(

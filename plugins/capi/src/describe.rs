@@ -261,13 +261,16 @@ impl Render for Description {
     }
 }
 
+/// Concurrent GETs at most (templates; a handful per cluster).
+const GET_CONCURRENCY: usize = 16;
+
 /// GETs the object a reference points at; `None` when it is missing or its kind is not served
-/// (the tree simply shows less).
+/// (the tree simply shows less). The object stays the JSON the server sent.
 async fn get_ref(conn: &Conn, apis: &ServerApis, r: &ObjectRef, ns: &str) -> Option<Value> {
     let ar = apis.resolve_ref(r).ok()?;
-    let api = shared::api::dynamic(conn, &ar, Some(r.namespace.as_deref().unwrap_or(ns)));
-    match api.get_opt(&r.name).await {
-        Ok(o) => o.map(|o| fields::object_json(&o)),
+    let namespace = Some(r.namespace.as_deref().unwrap_or(ns));
+    match shared::api::get_json_opt(conn, &ar, namespace, &r.name).await {
+        Ok(o) => o,
         Err(e) => {
             tracing::info!("get {} {}: {e}", r.kind, r.name);
             None
@@ -275,28 +278,44 @@ async fn get_ref(conn: &Conn, apis: &ServerApis, r: &ObjectRef, ns: &str) -> Opt
     }
 }
 
-/// One LIST (in `ns`) per kind among `refs`.
-async fn list_kinds(conn: &Conn, apis: &ServerApis, refs: &[ObjectRef], ns: &str) -> Vec<Value> {
-    let kinds: BTreeSet<(String, String)> = refs
+/// The cluster's objects of each kind among `refs`: one LIST per kind in `ns`, selected by the
+/// cluster-name label, all kinds at once. Cluster API labels every infrastructure machine and
+/// bootstrap config it creates with the name of its cluster (`GenerateTemplate` in
+/// `controllers/external/util.go`, CAPI v1.14.2, and since v1alpha3), so the selector returns
+/// exactly the cluster's, however many other clusters share the namespace.
+async fn list_kinds(
+    conn: &Conn,
+    apis: &ServerApis,
+    refs: &[ObjectRef],
+    ns: &str,
+    cluster: &str,
+) -> Vec<Value> {
+    let kinds: BTreeSet<(&str, &str)> = refs
         .iter()
-        .map(|r| (r.api_group.clone(), r.kind.clone()))
+        .map(|r| (r.api_group.as_str(), r.kind.as_str()))
         .collect();
-    let mut out = Vec::new();
-    for (group, kind) in kinds {
+    let lists = kinds.into_iter().filter_map(|(group, kind)| {
         let r = ObjectRef {
-            api_group: group,
-            kind: kind.clone(),
+            api_group: group.to_string(),
+            kind: kind.to_string(),
             ..Default::default()
         };
-        let Ok(ar) = apis.resolve_ref(&r) else {
-            continue;
-        };
-        match shared::api::list_json(conn, &ar, Some(ns), &ListParams::default()).await {
-            Ok(items) => out.extend(items),
-            Err(e) => tracing::info!("list {kind}: {e}"),
-        }
-    }
-    out
+        let ar = apis.resolve_ref(&r).ok()?;
+        Some(async move {
+            match list_labelled(conn, Some(ar), ns, cluster).await {
+                Ok(items) => items,
+                Err(e) => {
+                    tracing::info!("list {kind}: {e}");
+                    Vec::new()
+                }
+            }
+        })
+    });
+    futures::future::join_all(lists)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 async fn list_labelled(
@@ -325,7 +344,9 @@ struct Objects {
     resource_sets: Vec<Value>,
 }
 
-/// `--show-templates`: the templates the control plane and MachineDeployments reference.
+/// `--show-templates`: the templates the control plane and MachineDeployments reference, one
+/// GET each (templates carry no cluster label: clusters may share them, so a LIST would read
+/// other clusters' too).
 async fn read_templates(
     conn: &Conn,
     apis: &ServerApis,
@@ -333,6 +354,7 @@ async fn read_templates(
     mds: &[Value],
     ns: &str,
 ) -> Vec<Value> {
+    use futures::StreamExt;
     let mut refs: Vec<ObjectRef> = cp
         .and_then(fields::control_plane_machine_template_ref)
         .into_iter()
@@ -344,7 +366,29 @@ async fn read_templates(
             &["spec", "template", "spec", "bootstrap", "configRef"],
         ));
     }
-    list_kinds(conn, apis, &refs, ns).await
+    // MachineDeployments often share a template: read each once.
+    let refs: BTreeSet<(String, String, String, String)> = refs
+        .into_iter()
+        .map(|r| {
+            let namespace = r.namespace.unwrap_or_else(|| ns.to_string());
+            (r.api_group, r.kind, namespace, r.name)
+        })
+        .collect();
+    futures::stream::iter(refs)
+        .map(|(api_group, kind, namespace, name)| async move {
+            let r = ObjectRef {
+                api_group,
+                kind,
+                name,
+                namespace: Some(namespace),
+                ..Default::default()
+            };
+            get_ref(conn, apis, &r, ns).await
+        })
+        .buffered(GET_CONCURRENCY)
+        .filter_map(|o| async move { o })
+        .collect()
+        .await
 }
 
 /// `--show-resourcesets`: the ClusterResourceSets named by the cluster's
@@ -357,10 +401,10 @@ async fn read_resource_sets(conn: &Conn, apis: &ServerApis, ns: &str, cluster: &
     ) else {
         return vec![];
     };
-    let Ok(Some(binding)) = shared::api::get_opt(conn, &binding_ar, Some(ns), cluster).await else {
+    let Ok(Some(binding)) = shared::api::get_json_opt(conn, &binding_ar, Some(ns), cluster).await
+    else {
         return vec![];
     };
-    let binding = fields::object_json(&binding);
     let mut out = Vec::new();
     let names: Vec<String> = kcore::json::at(&binding, &["spec", "bindings"])
         .and_then(Value::as_array)
@@ -392,9 +436,55 @@ async fn get_opt_ref(
     }
 }
 
+/// Whether some BYOH machine's host is not named by a providerID (the Machine's or its
+/// ByoMachine's, `byoh://HOST/...`): only then is the host found through its
+/// `status.machineRef`, which needs the ByoHosts.
+fn hosts_needed(machines: &[Value], infra_machines: &[Value]) -> bool {
+    use kcore::json::{kind, name, str_at};
+    use shared::plan::hosts::host_from_provider_id;
+    let named = |v: &Value| {
+        str_at(v, &["spec", "providerID"])
+            .and_then(host_from_provider_id)
+            .is_some()
+    };
+    machines.iter().any(|m| {
+        let Some(r) = fields::machine_infrastructure_ref(m) else {
+            return false;
+        };
+        r.kind == "ByoMachine"
+            && !named(m)
+            && !infra_machines
+                .iter()
+                .any(|bm| kind(bm) == "ByoMachine" && name(bm) == r.name && named(bm))
+    })
+}
+
+/// The ByoHosts claimed for the cluster. BYOH labels a host with the cluster's name in the
+/// same patch that sets its `status.machineRef` (`attachByoHost` in
+/// `controllers/infrastructure/byomachine_controller.go`, BYOH v0.5.0), so the label selects
+/// exactly the hosts the tree can name; hosts live in any namespace, hence across namespaces.
+/// Host names are a bonus: a user who cannot list hosts still gets the tree.
+async fn read_hosts(conn: &Conn, apis: &ServerApis, cluster: &str) -> Vec<Value> {
+    let Some(host_ar) = fleet::byoh(apis).ok().map(|(h, _)| h) else {
+        return Vec::new();
+    };
+    let lp = ListParams::default().labels(&format!("{CLUSTER_NAME}={cluster}"));
+    // The tree reads only the claim of each host.
+    let keep = |v: Value| fleet::prune(v, &[], &["machineRef"]);
+    match shared::api::list_json_map(conn, &host_ar, None, &lp, keep).await {
+        Ok(hosts) => hosts,
+        Err(e) => {
+            tracing::info!("list ByoHosts: {e}");
+            Vec::new()
+        }
+    }
+}
+
 /// Reads the cluster, what it references and the objects labelled with its name, then the
-/// machines' infrastructure machines and bootstrap configs (and BYOH's hosts), concurrently
-/// where they do not depend on each other.
+/// machines' infrastructure machines and bootstrap configs, concurrently where they do not
+/// depend on each other; then, only when some BYOH machine's host is not in a providerID, the
+/// cluster's ByoHosts. Nothing outside the cluster is read, so the cost follows the cluster,
+/// not the management cluster.
 async fn read(
     conn: &Conn,
     apis: &ServerApis,
@@ -424,13 +514,6 @@ async fn read(
         .iter()
         .filter_map(fields::machine_bootstrap_ref)
         .collect();
-    let byoh = infra_refs.iter().any(|r| r.kind == "ByoMachine");
-    let host_ar = if byoh {
-        fleet::byoh(apis).ok().map(|(h, _)| h)
-    } else {
-        None
-    };
-    let all = ListParams::default();
     let templates = async {
         match opts.show_templates {
             true => read_templates(conn, apis, cp.as_ref(), &mds, ns).await,
@@ -443,13 +526,16 @@ async fn read(
             false => vec![],
         }
     };
-    let (infra_machines, bootstrap_configs, hosts, templates, resource_sets) = tokio::join!(
-        list_kinds(conn, apis, &infra_refs, ns),
-        list_kinds(conn, apis, &boot_refs, ns),
-        fleet::list_opt(conn, host_ar.as_ref(), None, &all),
+    let (infra_machines, bootstrap_configs, templates, resource_sets) = tokio::join!(
+        list_kinds(conn, apis, &infra_refs, ns, name),
+        list_kinds(conn, apis, &boot_refs, ns, name),
         templates,
         resource_sets,
     );
+    let hosts = match hosts_needed(&machines, &infra_machines) {
+        true => read_hosts(conn, apis, name).await,
+        false => Vec::new(),
+    };
     Ok(Objects {
         cluster,
         infra,
@@ -460,8 +546,7 @@ async fn read(
         mps,
         infra_machines,
         bootstrap_configs,
-        // Host names are a bonus: a user who cannot list hosts still gets the tree.
-        hosts: hosts.unwrap_or_default(),
+        hosts,
         templates,
         resource_sets,
     })

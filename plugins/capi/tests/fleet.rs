@@ -504,3 +504,71 @@ async fn fleet_verbs_without_capi_or_byoh() {
         err(&o)
     );
 }
+
+/// The URLs (path and query) of the requests a `-v=6` run logged, in order.
+fn request_urls(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("requesting"))
+        .filter_map(|l| {
+            let url = l.split("http.url=").nth(1)?.split_whitespace().next()?;
+            let path = url.splitn(4, '/').nth(3)?;
+            Some(format!("/{path}"))
+        })
+        .collect()
+}
+
+/// `describe` reads only the cluster's own objects, whatever else the management cluster holds:
+/// every request is discovery, a GET in the cluster's namespace, or a LIST selected by the
+/// cluster's name (in its namespace, or across namespaces for the BYOH hosts, which any
+/// namespace may hold). A second fleet with the same cluster names sits in another namespace.
+#[tokio::test]
+async fn describe_reads_only_the_clusters_objects() {
+    let fleet = seed(tb(), "describe-scope").await;
+    let other = seed(tb(), "describe-elsewhere").await;
+    let ns = fleet.namespace.as_str();
+    let mut collections = 0;
+    for cluster in &fleet.clusters {
+        let o = run(
+            tb(),
+            &["describe", cluster, "-n", ns, "--show-templates", "-v=6"],
+        );
+        assert!(o.status.success(), "{}", err(&o));
+        let urls = request_urls(&err(&o));
+        assert!(!urls.is_empty(), "-v=6 logs each request: {}", err(&o));
+        let selector = format!("labelSelector=cluster.x-k8s.io%2Fcluster-name%3D{cluster}");
+        for url in &urls {
+            let (path, query) = url.split_once('?').unwrap_or((url, ""));
+            let discovery =
+                matches!(path, "/api" | "/apis") || path.starts_with("/apis/apiextensions.k8s.io/");
+            if discovery {
+                continue;
+            }
+            assert!(
+                !url.contains(&other.namespace),
+                "{cluster}: read another namespace: {url}"
+            );
+            // /apis/GROUP/VERSION[/namespaces/NS]/PLURAL[/NAME]
+            let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+            let rest = &parts[3.min(parts.len())..];
+            let (namespace, tail) = match rest {
+                ["namespaces", n, tail @ ..] => (Some(*n), tail),
+                tail => (None, tail),
+            };
+            let is_list = tail.len() == 1;
+            if is_list {
+                collections += 1;
+                assert!(
+                    query.contains(&selector),
+                    "{cluster}: a LIST not selected by the cluster's name: {url}"
+                );
+            } else {
+                assert_eq!(namespace, Some(ns), "{cluster}: a GET elsewhere: {url}");
+            }
+            if let Some(n) = namespace {
+                assert_eq!(n, ns, "{cluster}: read another namespace: {url}");
+            }
+        }
+    }
+    assert!(collections > 0, "describe lists the cluster's machines");
+}
