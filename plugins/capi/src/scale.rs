@@ -18,7 +18,7 @@ use shared::plan::scale::{HostPool, ScaleError, ScalePlan, ScaleRequest, plan_sc
 use shared::plan::{ClusterObjects, Severity};
 use shared::render::Poll;
 
-use crate::day2::{DryRun, Target, display_name};
+use crate::day2::{CLUSTER_NAME_LABEL, DryRun, Target, display_name};
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
@@ -80,8 +80,9 @@ impl Objects {
 /// Reads the control plane, deployments, their infrastructure templates and, when any template
 /// is a ByoMachineTemplate, the host inventory.
 pub async fn fetch(t: &Target) -> Result<Objects, Error> {
-    let control_plane = t.control_plane().await?.map(|(_, v)| v);
-    let machine_deployments = t.machine_deployments().await?;
+    let (control_plane, machine_deployments) =
+        tokio::try_join!(t.control_plane(), t.machine_deployments())?;
+    let control_plane = control_plane.map(|(_, v)| v);
     let mut refs: Vec<ObjectRef> = Vec::new();
     if let Some(cp) = &control_plane
         && let Some(r) = fields::control_plane_machine_template_ref(cp)
@@ -95,18 +96,21 @@ pub async fn fetch(t: &Target) -> Result<Objects, Error> {
     }
     refs.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
     refs.dedup_by(|a, b| a.kind == b.kind && a.name == b.name);
-    let mut infra_templates = Vec::new();
-    for r in &refs {
+    // One GET per template, all at once (a cluster has a handful).
+    let gets = refs.iter().map(|r| async move {
         let ar = t.apis.resolve_ref(r)?;
-        if let Some(v) = t.get_opt(&ar, &r.name).await? {
-            infra_templates.push(v);
-        }
-    }
+        t.get_opt(&ar, &r.name).await
+    });
+    let infra_templates: Vec<Value> = futures::future::try_join_all(gets)
+        .await?
+        .into_iter()
+        .flatten()
+        .collect();
     let byoh = infra_templates
         .iter()
         .any(|v| v.get("kind").and_then(Value::as_str) == Some("ByoMachineTemplate"));
     let inventory = match (byoh, t.apis.byo_host()) {
-        (true, Some(host_ar)) => Some(inventory_lists(t, &host_ar).await?),
+        (true, Some(host_ar)) => Some(free_host_lists(t, &host_ar).await?),
         _ => None,
     };
     Ok(Objects {
@@ -115,6 +119,22 @@ pub async fn fetch(t: &Target) -> Result<Objects, Error> {
         infra_templates,
         inventory,
     })
+}
+
+/// What the free-host checks need, in the inventory's shape: the ByoHosts no cluster has
+/// claimed, from every namespace (BYOH picks hosts anywhere), and no ByoMachines, Machines or
+/// Clusters. BYOH selects hosts for a ByoMachine with the same `!cluster.x-k8s.io/cluster-name`
+/// requirement (`attachByoHost` in `controllers/infrastructure/byomachine_controller.go`,
+/// BYOH v0.5.0), and an unclaimed host's state depends on nothing but the host
+/// (`Inventory::state`), so the plan sees the same Available hosts while the cost follows the
+/// free pool, not the fleet's Machines and claimed hosts.
+pub async fn free_host_lists(
+    t: &Target,
+    host_ar: &kube::discovery::ApiResource,
+) -> Result<[Vec<Value>; 4], Error> {
+    let lp = kube::api::ListParams::default().labels(&format!("!{CLUSTER_NAME_LABEL}"));
+    let hosts = shared::api::list_json(&t.conn, host_ar, None, &lp).await?;
+    Ok([hosts, Vec::new(), Vec::new(), Vec::new()])
 }
 
 /// Hosts, ByoMachines, Machines and Clusters in all namespaces (BYOH picks hosts anywhere).

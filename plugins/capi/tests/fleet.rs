@@ -572,3 +572,82 @@ async fn describe_reads_only_the_clusters_objects() {
     }
     assert!(collections > 0, "describe lists the cluster's machines");
 }
+
+/// `scale` and `upgrade --plan` on BYOH count free hosts, which any namespace may hold, and read
+/// nothing else outside the cluster: the only LIST not selected by the cluster's name is the
+/// ByoHosts no cluster has claimed (BYOH's own `!cluster.x-k8s.io/cluster-name` selection), with
+/// no fleet-wide LIST of Machines, ByoMachines or Clusters.
+#[tokio::test]
+async fn scale_and_upgrade_plans_read_only_the_free_pool() {
+    let fleet = seed(tb(), "plans-scope").await;
+    let other = seed(tb(), "plans-elsewhere").await;
+    let ns = fleet.namespace.as_str();
+    let cluster = "cluster-1";
+    // The control plane's ByoMachineTemplate, as clusterctl generate writes it: BYOH hosts.
+    let client = tb().client().await;
+    let tpl_ar = testbed::api_resource(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "ByoMachineTemplate",
+        "byomachinetemplates",
+    );
+    let tpl: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoMachineTemplate",
+        "metadata": {"name": format!("{cluster}-control-plane"), "namespace": ns},
+        "spec": {"template": {"spec": {"selector": {"matchLabels": {"site": "rack-1"}}}}},
+    }))
+    .unwrap();
+    Api::<DynamicObject>::namespaced_with(client, ns, &tpl_ar)
+        .create(&PostParams::default(), &tpl)
+        .await
+        .unwrap();
+    let selector = format!("labelSelector=cluster.x-k8s.io%2Fcluster-name%3D{cluster}");
+    let free = "labelSelector=%21cluster.x-k8s.io%2Fcluster-name";
+    for args in [
+        vec![
+            "scale",
+            cluster,
+            "--control-plane",
+            "9",
+            "--force",
+            "--dry-run=client",
+        ],
+        vec!["upgrade", cluster, "--to", "v1.34.0", "--plan"],
+    ] {
+        let mut a = args.clone();
+        a.extend(["-n", ns, "-v=6"]);
+        let o = run(tb(), &a);
+        assert!(o.status.success(), "{args:?}: {}", err(&o));
+        let urls = request_urls(&err(&o));
+        let mut host_lists = 0;
+        for url in &urls {
+            let (path, query) = url.split_once('?').unwrap_or((url, ""));
+            if matches!(path, "/api" | "/apis") || path.starts_with("/apis/apiextensions.k8s.io/") {
+                continue;
+            }
+            assert!(!url.contains(&other.namespace), "{args:?}: {url}");
+            let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+            let rest = &parts[3.min(parts.len())..];
+            let (namespace, tail) = match rest {
+                ["namespaces", n, tail @ ..] => (Some(*n), tail),
+                tail => (None, tail),
+            };
+            if let Some(n) = namespace {
+                assert_eq!(n, ns, "{args:?}: read another namespace: {url}");
+            }
+            if tail.len() != 1 {
+                assert_eq!(namespace, Some(ns), "{args:?}: a GET elsewhere: {url}");
+                continue;
+            }
+            if tail == ["byohosts"] && namespace.is_none() && query.contains(free) {
+                host_lists += 1;
+                continue;
+            }
+            assert!(
+                query.contains(&selector),
+                "{args:?}: a LIST not selected by the cluster's name: {url}"
+            );
+        }
+        assert_eq!(host_lists, 1, "{args:?} counts the free hosts: {urls:#?}");
+    }
+}
