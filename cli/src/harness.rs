@@ -88,9 +88,17 @@ pub fn external_verbs(program: &Program, cmd: &clap::Command) -> Vec<(String, Pa
     found
 }
 
+#[cfg(unix)]
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Windows has no execute bit: kubectl looks for `<name>.exe` (and the other PATHEXT forms); we
+/// look for the `.exe` form only.
+#[cfg(not(unix))]
+fn is_executable(p: &Path) -> bool {
+    p.with_extension("exe").is_file()
 }
 
 /// The external executable for the leading non-flag words, longest name first, when the
@@ -120,6 +128,8 @@ fn find_external(
             for dir in std::env::split_paths(&path) {
                 let candidate = dir.join(&name);
                 if is_executable(&candidate) {
+                    #[cfg(not(unix))]
+                    let candidate = candidate.with_extension("exe");
                     return Some((candidate, n));
                 }
             }
@@ -128,6 +138,7 @@ fn find_external(
     None
 }
 
+#[cfg(unix)]
 fn exec_external(exe: &Path, rest: &[OsString]) -> ExitCode {
     use std::os::unix::process::CommandExt;
     let err = std::process::Command::new(exe).args(rest).exec();
@@ -136,6 +147,27 @@ fn exec_external(exe: &Path, rest: &[OsString]) -> ExitCode {
         exe.display()
     )));
     ExitCode::from(shared::error::EXIT_FAILURE)
+}
+
+/// Windows cannot replace the process: run the plugin, wait, and exit with its code (as
+/// kubectl's own plugin handler does there).
+#[cfg(not(unix))]
+fn exec_external(exe: &Path, rest: &[OsString]) -> ExitCode {
+    match std::process::Command::new(exe).args(rest).status() {
+        Ok(status) => ExitCode::from(
+            status
+                .code()
+                .and_then(|c| u8::try_from(c).ok())
+                .unwrap_or(shared::error::EXIT_FAILURE),
+        ),
+        Err(err) => {
+            shared::render::error(&Error::other(format!(
+                "cannot run {}: {err}",
+                exe.display()
+            )));
+            ExitCode::from(shared::error::EXIT_FAILURE)
+        }
+    }
 }
 
 /// Help and version go out as clap prints them (exit 0); a usage error becomes our one line

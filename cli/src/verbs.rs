@@ -171,17 +171,37 @@ pub mod completion {
     use crate::harness::Program;
     use shared::error::Error;
 
+    /// What `completion` prints or does: a shell's script, or `install` for kubectl's shim.
+    #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Target {
+        Bash,
+        Zsh,
+        Fish,
+        Powershell,
+        Elvish,
+        /// Write the kubectl_complete-<plugin> shim next to the plugin on PATH (krew's bin/)
+        Install,
+    }
+
     #[derive(ClapArgs, Clone, Debug)]
     #[command(
         after_help = "Inside kubectl (`kubectl capi <TAB>`), completion goes through kubectl's plugin \
-completion protocol instead: put the kubectl_complete-<plugin> shim from completions/ on your PATH. \
-It calls the hidden `__complete` verb, which also offers live names (clusters, hosts, control \
-planes) from the current context."
+completion protocol instead (kubectl 1.26 and later): `completion install` writes the \
+kubectl_complete-<plugin> shim into the directory kubectl found the plugin in (krew's bin/), where \
+it calls the plugin's own link and so keeps working after `kubectl krew upgrade`. It calls the \
+hidden `__complete` verb, which also offers live names (clusters, hosts, control planes) from the \
+current context."
     )]
     pub struct Args {
-        /// The shell
-        #[arg(value_enum, value_name = "SHELL")]
-        pub shell: clap_complete::Shell,
+        /// The shell whose script to print, or `install` to write kubectl's completion shim
+        #[arg(value_enum, value_name = "SHELL|install")]
+        pub shell: Target,
+        /// With install: the directory for the shim (default: the one holding the plugin on PATH)
+        #[arg(long, value_name = "DIR")]
+        pub dir: Option<std::path::PathBuf>,
+        /// With install: replace a file at the shim's path that is not ours
+        #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+        pub force: Option<bool>,
     }
 
     /// bash: asks the executable for candidates (`__complete`, kubectl's plugin completion
@@ -275,10 +295,24 @@ complete -c @EXE@ -f -a '(__@FUNC@)'
     }
 
     /// Prints the completion script for `program`'s executable: bash, zsh and fish ask the
-    /// executable for live candidates; other shells get clap's static script.
+    /// executable for live candidates; other shells get clap's static script. `install` writes
+    /// kubectl's completion shim instead.
     pub fn run(program: &Program, root: &clap::Command, args: &Args) -> Result<(), Error> {
+        let shell = match args.shell {
+            Target::Install => return install(program, args),
+            Target::Bash => clap_complete::Shell::Bash,
+            Target::Zsh => clap_complete::Shell::Zsh,
+            Target::Fish => clap_complete::Shell::Fish,
+            Target::Powershell => clap_complete::Shell::PowerShell,
+            Target::Elvish => clap_complete::Shell::Elvish,
+        };
+        if args.dir.is_some() || args.force.is_some() {
+            return Err(Error::usage(
+                "--dir and --force go with `completion install`, not with a shell's script",
+            ));
+        }
         let bin = program.executable();
-        if let Some(s) = script(args.shell, &bin) {
+        if let Some(s) = script(shell, &bin) {
             shared::render::raw(s.as_bytes());
             return Ok(());
         }
@@ -287,8 +321,119 @@ complete -c @EXE@ -f -a '(__@FUNC@)'
             .args(root.get_arguments().cloned())
             .subcommands(root.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
         let mut buf: Vec<u8> = Vec::new();
-        clap_complete::generate(args.shell, &mut cmd, bin, &mut buf);
+        clap_complete::generate(shell, &mut cmd, bin, &mut buf);
         shared::render::raw(&buf);
         Ok(())
+    }
+
+    /// `completion install`: parse (the directory) → plan ([`kcore::plan::completion::plan_shim`]
+    /// over what is at the path) → write atomically → one line.
+    fn install(program: &Program, args: &Args) -> Result<(), Error> {
+        use kcore::plan::completion::{ShimAction, plan_shim, shim_name, shim_script};
+        let plugin = &program.plugin;
+        let dir = match &args.dir {
+            Some(d) => d.clone(),
+            None => plugin_dir(plugin).ok_or_else(|| Error::Usage {
+                message: format!("cannot tell which directory on PATH holds kubectl-{plugin}"),
+                hint: Some(
+                    "pass --dir DIR, a directory on your PATH (krew's is ~/.krew/bin)".into(),
+                ),
+            })?,
+        };
+        if !dir.is_dir() {
+            return Err(Error::Usage {
+                message: format!("{} is not a directory", dir.display()),
+                hint: Some("pass --dir DIR, an existing directory on your PATH".into()),
+            });
+        }
+        let path = dir.join(shim_name(plugin));
+        let existing = existing_at(&path);
+        let action = plan_shim(
+            plugin,
+            &path.display().to_string(),
+            &existing,
+            args.force.unwrap_or(false),
+        )
+        .map_err(|r| Error::other(r.0))?;
+        let verb = match action {
+            ShimAction::Unchanged => "unchanged",
+            ShimAction::Create | ShimAction::Replace { .. } => {
+                if matches!(existing, kcore::plan::completion::Existing::Symlink { .. }) {
+                    // persist() would replace the link itself, but remove it first so an
+                    // unwritable link target can never be written through.
+                    std::fs::remove_file(&path).map_err(|e| {
+                        Error::other(format!("cannot remove the link {}: {e}", path.display()))
+                    })?;
+                }
+                shared::kubeconfig::write_atomic_mode(
+                    &path,
+                    shim_script(plugin).as_bytes(),
+                    false,
+                    0o755,
+                )?;
+                if matches!(action, ShimAction::Create) {
+                    "created"
+                } else {
+                    "replaced"
+                }
+            }
+        };
+        shared::render::line(&format!("completion shim {} {verb}", path.display()));
+        if !on_path(&dir) {
+            shared::render::warn(&format!(
+                "{} is not on PATH, so kubectl will not find the shim; add it to PATH",
+                dir.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The directory kubectl found the plugin in: kubectl and krew run a plugin by its full
+    /// path on PATH (argv[0] is `…/.krew/bin/kubectl-capi`), so that path's directory; run by
+    /// a bare name, the first PATH directory holding `kubectl-<plugin>`.
+    fn plugin_dir(plugin: &str) -> Option<std::path::PathBuf> {
+        let argv0 = std::env::args_os().next()?;
+        let argv0 = std::path::Path::new(&argv0);
+        if argv0.components().count() > 1 {
+            return argv0
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(|p| p.to_path_buf());
+        }
+        let exe = format!("kubectl-{plugin}");
+        std::env::split_paths(&std::env::var_os("PATH")?).find(|d| d.join(&exe).is_file())
+    }
+
+    fn on_path(dir: &std::path::Path) -> bool {
+        let Some(path) = std::env::var_os("PATH") else {
+            return false;
+        };
+        let want = std::fs::canonicalize(dir).ok();
+        std::env::split_paths(&path)
+            .any(|d| d == dir || (want.is_some() && std::fs::canonicalize(&d).ok() == want))
+    }
+
+    /// What is at `path`, without following a link.
+    fn existing_at(path: &std::path::Path) -> kcore::plan::completion::Existing {
+        use kcore::plan::completion::Existing;
+        // The shim is a few hundred bytes: a bigger file is not ours, and is not read whole.
+        const MAX_SHIM_BYTES: u64 = 64 * 1024;
+        match std::fs::symlink_metadata(path) {
+            Err(_) => Existing::Nothing,
+            Ok(m) if m.file_type().is_symlink() => Existing::Symlink {
+                target: std::fs::read_link(path)
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_default(),
+            },
+            Ok(m) if m.is_file() && m.len() <= MAX_SHIM_BYTES => Existing::File {
+                contents: std::fs::read(path)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default(),
+            },
+            Ok(m) if m.is_file() => Existing::File {
+                contents: String::new(),
+            },
+            Ok(_) => Existing::Other,
+        }
     }
 }

@@ -247,18 +247,50 @@ pub fn merge_into_file(path: &Path, add: &Value, opts: MergeOptions) -> Result<M
 /// The mode of a new kubeconfig: private, as kubectl and clusterctl write them.
 const NEW_FILE_MODE: u32 = 0o600;
 
+/// A file's permission bits. Windows has none: a read-only file reads as 0o444, any other as
+/// 0o644 (modes are not applied there; see [`set_mode`]).
+fn file_mode(meta: &std::fs::Metadata) -> u32 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        meta.permissions().mode() & 0o777
+    }
+    #[cfg(not(unix))]
+    {
+        if meta.permissions().readonly() {
+            0o444
+        } else {
+            0o644
+        }
+    }
+}
+
+/// Sets a file's permission bits (a no-op on Windows, where the user profile's ACLs keep a
+/// kubeconfig private, as kubectl relies on there).
+fn set_mode(file: &std::fs::File, mode: u32) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, mode);
+        Ok(())
+    }
+}
+
 /// The content of `target` (None when it does not exist) and the mode to write it back with
 /// (its owner's bits).
 /// A file without the owner's write bit is refused: kubectl cannot write it either (root's
 /// write would succeed, but the user said read-only).
 fn read_writable(target: &Path) -> Result<(Option<String>, u32), Error> {
-    use std::os::unix::fs::PermissionsExt;
     let meta = match std::fs::metadata(target) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, NEW_FILE_MODE)),
         Err(e) => return Err(read_error(target, e)),
     };
-    let mode = meta.permissions().mode() & 0o777;
+    let mode = file_mode(&meta);
     if mode & 0o200 == 0 {
         return Err(Error::Other {
             message: format!(
@@ -497,8 +529,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8], create_dir: bool) -> Result<(), E
     write_atomic_mode(path, bytes, create_dir, NEW_FILE_MODE)
 }
 
-/// [`write_atomic`] with the file's final mode.
-fn write_atomic_mode(path: &Path, bytes: &[u8], create_dir: bool, mode: u32) -> Result<(), Error> {
+/// [`write_atomic`] with the file's final mode (0755 for an executable shim).
+pub fn write_atomic_mode(
+    path: &Path,
+    bytes: &[u8],
+    create_dir: bool,
+    mode: u32,
+) -> Result<(), Error> {
     let io = |what: &str, e: std::io::Error| Error::Other {
         message: format!("cannot write {}: {what}: {e}", path.display()),
         hint: Some("check the path and its permissions".into()),
@@ -523,12 +560,7 @@ fn write_atomic_mode(path: &Path, bytes: &[u8], create_dir: bool, mode: u32) -> 
         .suffix(".tmp")
         .tempfile_in(&dir)
         .map_err(|e| io("creating a temporary file", e))?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(mode))
-            .map_err(|e| io("setting its mode", e))?;
-    }
+    set_mode(tmp.as_file(), mode).map_err(|e| io("setting its mode", e))?;
     tmp.write_all(bytes).map_err(|e| io("writing", e))?;
     tmp.as_file().sync_all().map_err(|e| io("syncing", e))?;
     if std::env::var_os(FAIL_BEFORE_RENAME_ENV).is_some() {
