@@ -358,6 +358,62 @@ async fn list_pages(
     Ok(items)
 }
 
+/// One page of a LIST, its items as `T`.
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "T: serde::de::DeserializeOwned"))]
+struct TypedList<T> {
+    #[serde(default)]
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
+    #[serde(default = "Vec::new", deserialize_with = "null_as_empty_of")]
+    items: Vec<T>,
+}
+
+fn null_as_empty_of<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Like [`list_json`] (or [`list_metadata_json`] with `metadata_only`), each item parsed straight
+/// into `T`, page by page. A narrow `T` (only the fields a caller reads) skips everything else
+/// while parsing, `managedFields` above all, so a fleet-sized LIST costs little more memory
+/// than the rows it becomes.
+pub async fn list_as<T: serde::de::DeserializeOwned>(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    lp: &ListParams,
+    metadata_only: bool,
+) -> Result<Vec<T>, Error> {
+    use kube::Resource;
+    let url = DynamicObject::url_path(ar, namespace);
+    let op = Op::on("list", ar).in_namespace(namespace);
+    let mut lp = lp.clone();
+    lp.limit = Some(PAGE_SIZE);
+    lp.continue_token = None;
+    let mut items = Vec::new();
+    loop {
+        let r = kube::core::Request::new(url.as_str());
+        let req = if metadata_only {
+            r.list_metadata(&lp)
+        } else {
+            r.list(&lp)
+        }
+        .map_err(|e| Error::other(format!("cannot build the list request: {e}")))?;
+        let page: TypedList<T> = conn
+            .client
+            .request(req)
+            .await
+            .map_err(|e| conn.error(e, &op))?;
+        items.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => lp.continue_token = Some(c),
+            None => break,
+        }
+    }
+    Ok(items)
+}
+
 #[cfg(test)]
 mod raw_list_tests {
     use super::RawList;

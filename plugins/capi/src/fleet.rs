@@ -44,20 +44,29 @@ pub struct HostLists {
     pub clusters: Vec<Value>,
 }
 
-/// Lists ByoHosts (in `host_namespace`, else everywhere, narrowed by `host_selector`), and
-/// ByoMachines, Machines and Clusters in all namespaces (any namespace's machines may claim a
-/// host): four paginated LISTs, concurrently.
-///
-/// With `metadata_only`, only ByoMachines are listed, as metadata (names, labels, owner
-/// references): enough for the table's CLUSTER and MACHINE columns (the Machine is the
-/// ByoMachine's owner), and much cheaper for the server on big fleets. Machine phase, node and
-/// provider ID need the full lists.
+/// How much of the inventory a caller reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    /// The table's columns: hosts, and ByoMachines as metadata (the Machine is the
+    /// ByoMachine's controller owner). No Machines, no Clusters.
+    Table,
+    /// Every field of a row (`-o wide|json|yaml`): hosts, ByoMachines and Machines, each parsed
+    /// into the few fields a row reads. No Clusters (a row names its cluster from the host's
+    /// label or the Machine).
+    Rows,
+    /// Whole objects of all four kinds, for `hosts describe`.
+    Full,
+}
+
+/// Lists ByoHosts (in `host_namespace`, else everywhere, narrowed by `host_selector`), and what
+/// `detail` needs of ByoMachines, Machines and Clusters in all namespaces (any namespace's
+/// machines may claim a host): one paginated LIST per kind, concurrently.
 pub async fn host_lists(
     conn: &Conn,
     apis: &ServerApis,
     host_namespace: Option<&str>,
     host_selector: Option<&str>,
-    metadata_only: bool,
+    detail: Detail,
 ) -> Result<HostLists, Error> {
     let (host_ar, bm_ar) = byoh(apis)?;
     let mut host_lp = ListParams::default();
@@ -65,33 +74,76 @@ pub async fn host_lists(
         host_lp = host_lp.labels(s);
     }
     let lp = ListParams::default();
-    // Machines and ByoMachines are only joined on: keep what the join reads, so that memory
-    // stays close to the hosts' own size on big fleets.
-    if metadata_only {
-        let meta = |ar: Option<ApiResource>| {
-            let lp = &lp;
-            async move {
-                match ar {
-                    Some(ar) => shared::api::list_metadata_json(conn, &ar, None, lp).await,
-                    None => Ok(Vec::new()),
-                }
-            }
-        };
-        let (hosts, byomachines) = tokio::try_join!(
-            shared::api::list_json(conn, &host_ar, host_namespace, &host_lp),
-            meta(bm_ar),
-        )?;
-        // The Machine of a ByoMachine is its controller owner (CAPI sets it, the garbage
-        // collector removes ByoMachines whose Machine is gone): its name needs no Machine LIST.
-        let machines = machines_from_owners(&byomachines);
-        let clusters = Vec::new();
-        return Ok(HostLists {
-            hosts,
-            byomachines,
-            machines,
-            clusters,
-        });
+    let lp = &lp;
+    let hosts = async {
+        let items: Vec<Narrow<Value>> =
+            shared::api::list_as(conn, &host_ar, host_namespace, &host_lp, false).await?;
+        Ok::<_, Error>(items.into_iter().map(Narrow::host).collect::<Vec<_>>())
+    };
+    match detail {
+        Detail::Table => {
+            let (hosts, byomachines) =
+                tokio::try_join!(hosts, narrow(conn, bm_ar, lp, true, Narrow::<Value>::meta))?;
+            // The Machine of a ByoMachine is its controller owner (CAPI sets it, the garbage
+            // collector removes ByoMachines whose Machine is gone): its name needs no Machine
+            // LIST.
+            let machines = machines_from_owners(&byomachines);
+            Ok(HostLists {
+                hosts,
+                byomachines,
+                machines,
+                clusters: Vec::new(),
+            })
+        }
+        Detail::Rows => {
+            let machine_ar = apis.capi_kind("Machine").ok();
+            let (hosts, byomachines, machines) = tokio::try_join!(
+                hosts,
+                narrow(conn, bm_ar, lp, false, Narrow::byomachine),
+                narrow(conn, machine_ar, lp, false, Narrow::machine),
+            )?;
+            Ok(HostLists {
+                hosts,
+                byomachines,
+                machines,
+                clusters: Vec::new(),
+            })
+        }
+        Detail::Full => {
+            full_host_lists(conn, apis, &host_ar, bm_ar, host_namespace, &host_lp).await
+        }
     }
+}
+
+/// One LIST of `ar` in all namespaces (empty when it is not served), each item parsed as
+/// `Narrow<S>` and made a `Value` by `to_value`.
+async fn narrow<S: serde::de::DeserializeOwned>(
+    conn: &Conn,
+    ar: Option<ApiResource>,
+    lp: &ListParams,
+    metadata_only: bool,
+    to_value: fn(Narrow<S>) -> Value,
+) -> Result<Vec<Value>, Error> {
+    match ar {
+        Some(ar) => {
+            let items: Vec<Narrow<S>> =
+                shared::api::list_as(conn, &ar, None, lp, metadata_only).await?;
+            Ok(items.into_iter().map(to_value).collect())
+        }
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The four lists as whole objects (Machines and ByoMachines pruned to what the joins read).
+async fn full_host_lists(
+    conn: &Conn,
+    apis: &ServerApis,
+    host_ar: &ApiResource,
+    bm_ar: Option<ApiResource>,
+    host_namespace: Option<&str>,
+    host_lp: &ListParams,
+) -> Result<HostLists, Error> {
+    let lp = ListParams::default();
     let machine_ar = apis.capi_kind("Machine").ok();
     let cluster_ar = apis.cluster().ok();
     let list_pruned = |ar: Option<ApiResource>,
@@ -109,7 +161,7 @@ pub async fn host_lists(
         }
     };
     let (hosts, byomachines, machines, clusters) = tokio::try_join!(
-        shared::api::list_json(conn, &host_ar, host_namespace, &host_lp),
+        shared::api::list_json(conn, host_ar, host_namespace, host_lp),
         list_pruned(bm_ar, &["providerID", "selector"], &["ready", "conditions"]),
         list_pruned(
             machine_ar,
@@ -124,6 +176,139 @@ pub async fn host_lists(
         machines,
         clusters,
     })
+}
+
+/// An object as the inventory's rows read it: the metadata the joins use and the few `spec`
+/// and `status` fields of each kind. Parsed straight from the LIST's pages, so everything else
+/// (`managedFields` above all) is skipped, never allocated; a 10,000-host fleet then costs
+/// little more memory than its rows.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Narrow<S = Value> {
+    api_version: Option<String>,
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: NarrowMeta,
+    #[serde(default)]
+    spec: NarrowSpec,
+    status: Option<S>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct NarrowMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    labels: Option<Value>,
+    annotations: Option<Value>,
+    creation_timestamp: Option<String>,
+    owner_references: Option<Value>,
+}
+
+/// The `spec` fields any of the three kinds' rows read (ByoHosts: none).
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct NarrowSpec {
+    #[serde(rename = "providerID")]
+    provider_id: Option<Value>,
+    selector: Option<Value>,
+    cluster_name: Option<Value>,
+    version: Option<Value>,
+    infrastructure_ref: Option<Value>,
+}
+
+/// The `status` fields of a Machine a row reads (its conditions, addresses and node info are
+/// the bulk of it and are skipped).
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStatus {
+    phase: Option<Value>,
+    node_ref: Option<Value>,
+}
+
+/// A JSON object of the fields that are set.
+fn object<const N: usize>(fields: [(&str, Option<Value>); N]) -> Value {
+    Value::Object(
+        fields
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
+            .collect(),
+    )
+}
+
+fn empty() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+impl<S> Narrow<S> {
+    /// The object with `spec` and `status` as given (left out when `None`).
+    fn with(self, spec: Option<Value>, status: Option<Value>) -> Value {
+        let m = self.metadata;
+        object([
+            ("apiVersion", self.api_version.map(Value::String)),
+            ("kind", self.kind.map(Value::String)),
+            (
+                "metadata",
+                Some(object([
+                    ("name", m.name.map(Value::String)),
+                    ("namespace", m.namespace.map(Value::String)),
+                    ("labels", m.labels),
+                    ("annotations", m.annotations),
+                    ("creationTimestamp", m.creation_timestamp.map(Value::String)),
+                    ("ownerReferences", m.owner_references),
+                ])),
+            ),
+            ("spec", spec),
+            ("status", status),
+        ])
+    }
+
+    /// Metadata only (a metadata-only LIST's items).
+    pub fn meta(self) -> Value {
+        self.with(None, None)
+    }
+}
+
+impl Narrow<Value> {
+    /// A ByoHost: metadata and its whole status (conditions, host info, network, claim).
+    pub fn host(mut self) -> Value {
+        let status = self.status.take().unwrap_or_else(empty);
+        self.with(Some(empty()), Some(status))
+    }
+
+    /// A ByoMachine: its provider ID and selector, readiness and conditions.
+    pub fn byomachine(mut self) -> Value {
+        let spec = std::mem::take(&mut self.spec);
+        let spec = object([
+            ("providerID", spec.provider_id),
+            ("selector", spec.selector),
+        ]);
+        let mut status = serde_json::Map::new();
+        if let Some(Value::Object(mut st)) = self.status.take() {
+            for k in ["ready", "conditions"] {
+                if let Some(v) = st.remove(k) {
+                    status.insert(k.to_string(), v);
+                }
+            }
+        }
+        self.with(Some(spec), Some(Value::Object(status)))
+    }
+}
+
+impl Narrow<MachineStatus> {
+    /// A Machine: cluster, version, provider ID, infrastructure reference, phase and node.
+    pub fn machine(mut self) -> Value {
+        let spec = std::mem::take(&mut self.spec);
+        let spec = object([
+            ("clusterName", spec.cluster_name),
+            ("version", spec.version),
+            ("providerID", spec.provider_id),
+            ("infrastructureRef", spec.infrastructure_ref),
+        ]);
+        let st = self.status.take().unwrap_or_default();
+        let status = object([("phase", st.phase), ("nodeRef", st.node_ref)]);
+        self.with(Some(spec), Some(status))
+    }
 }
 
 /// Minimal Machines (namespace and name) named by the ByoMachines' Machine owner references.

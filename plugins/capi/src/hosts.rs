@@ -226,16 +226,16 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let apis = ServerApis::discover(&conn).await?;
     // The selector also narrows the LIST on the server.
     // The table needs names only from the joined kinds; wide, JSON and YAML need more.
-    let metadata_only = matches!(
-        args.output.output,
-        cli::OutputFormat::Table | cli::OutputFormat::Name
-    );
-    let lists = fleet::host_lists(
+    let detail = match args.output.output {
+        cli::OutputFormat::Table | cli::OutputFormat::Name => fleet::Detail::Table,
+        _ => fleet::Detail::Rows,
+    };
+    let mut lists = fleet::host_lists(
         &conn,
         &apis,
         namespace.as_deref(),
         args.selector.as_deref().filter(|s| !s.trim().is_empty()),
-        metadata_only,
+        detail,
     )
     .await?;
     let inv = Inventory::build(
@@ -250,6 +250,13 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     if items.is_empty()
         && let Some(c) = &args.cluster
     {
+        // Clusters are read only to tell a typo from a cluster without hosts (the table has
+        // always left that to the empty list).
+        if detail == fleet::Detail::Rows {
+            let cluster_ar = apis.cluster().ok();
+            let lp = kube::api::ListParams::default();
+            lists.clusters = fleet::list_opt(&conn, cluster_ar.as_ref(), None, &lp).await?;
+        }
         unknown_cluster(c, &lists.clusters, namespace.as_deref())?;
     }
     let summary = HostSummary::of(&items);
@@ -604,7 +611,14 @@ async fn describe(args: &DescribeArgs) -> Result<(), Error> {
     let namespace =
         (conn.namespace_explicit && !conn.all_namespaces).then(|| conn.namespace.clone());
     let apis = ServerApis::discover(&conn).await?;
-    let lists = fleet::host_lists(&conn, &apis, namespace.as_deref(), None, false).await?;
+    let lists = fleet::host_lists(
+        &conn,
+        &apis,
+        namespace.as_deref(),
+        None,
+        fleet::Detail::Full,
+    )
+    .await?;
     let host = find_host(&lists.hosts, &args.host, namespace.as_ref())?;
     let mut desc = description(&lists, host);
     desc.events = host_events(&conn, json::namespace(host), &args.host).await;

@@ -651,3 +651,43 @@ async fn scale_and_upgrade_plans_read_only_the_free_pool() {
         assert_eq!(host_lists, 1, "{args:?} counts the free hosts: {urls:#?}");
     }
 }
+
+/// `hosts` reads only what its rows show: the ByoHosts, the ByoMachines and, for the fields
+/// only a Machine has (`-o wide|json|yaml`), the Machines; never the Clusters (a row names its
+/// cluster from the host's label or its Machine), and the table no Machines either.
+#[tokio::test]
+async fn hosts_read_only_what_the_rows_show() {
+    let fleet = seed(tb(), "hosts-scope").await;
+    for (format, machines) in [
+        ("table", false),
+        ("wide", true),
+        ("json", true),
+        ("name", false),
+    ] {
+        let o = run(tb(), &["hosts", "-A", "-o", format, "-v=6"]);
+        assert!(o.status.success(), "{format}: {}", err(&o));
+        assert!(
+            out(&o).contains(&fleet.hosts[0].name),
+            "{format}: {}",
+            out(&o)
+        );
+        let urls = request_urls(&err(&o));
+        let lists = |plural: &str| {
+            urls.iter()
+                .filter(|u| u.split('?').next().unwrap_or("").ends_with(plural))
+                .count()
+        };
+        assert!(lists("/byohosts") > 0, "{format}: {urls:#?}");
+        assert!(lists("/byomachines") > 0, "{format}: {urls:#?}");
+        assert_eq!(
+            lists("/clusters"),
+            0,
+            "{format} reads no Clusters: {urls:#?}"
+        );
+        assert_eq!(
+            lists("/machines") > 0,
+            machines,
+            "{format}: Machines read only for wide rows: {urls:#?}"
+        );
+    }
+}
