@@ -2,7 +2,7 @@
 //! it (v1beta2 columns, or the v1beta1 layout on v1beta1 management clusters). Unlike
 //! clusterctl, `-o json|yaml` prints the same tree as data.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use clap::{ArgAction, Args as ClapArgs};
 use cli::{Conn, KubeFlags, OutputFlags};
@@ -21,6 +21,7 @@ use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 use crate::fleet;
 
 const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
+use shared::plan::hosts::BYOMACHINE_NAME_LABEL;
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
@@ -436,48 +437,67 @@ async fn get_opt_ref(
     }
 }
 
-/// Whether some BYOH machine's host is not named by a providerID (the Machine's or its
-/// ByoMachine's, `byoh://HOST/...`): only then is the host found through its
-/// `status.machineRef`, which needs the ByoHosts.
-fn hosts_needed(machines: &[Value], infra_machines: &[Value]) -> bool {
-    use kcore::json::{kind, name, str_at};
+/// The ByoMachines (as `namespace.name`, BYOH's byomachine-name label value) of the BYOH
+/// machines whose host is named by no providerID (the Machine's or its ByoMachine's,
+/// `byoh://HOST/...`): only their hosts are found through the ByoHosts' `status.machineRef`.
+fn unnamed_hosts(machines: &[Value], infra_machines: &[Value]) -> Vec<String> {
+    use kcore::json::{kind, name, namespace, str_at};
     use shared::plan::hosts::host_from_provider_id;
     let named = |v: &Value| {
         str_at(v, &["spec", "providerID"])
             .and_then(host_from_provider_id)
             .is_some()
     };
-    machines.iter().any(|m| {
-        let Some(r) = fields::machine_infrastructure_ref(m) else {
-            return false;
-        };
-        r.kind == "ByoMachine"
-            && !named(m)
-            && !infra_machines
-                .iter()
-                .any(|bm| kind(bm) == "ByoMachine" && name(bm) == r.name && named(bm))
-    })
+    let with_host: HashSet<&str> = infra_machines
+        .iter()
+        .filter(|bm| kind(bm) == "ByoMachine" && named(bm))
+        .map(name)
+        .collect();
+    machines
+        .iter()
+        .filter(|m| !named(m))
+        .filter_map(|m| {
+            let r = fields::machine_infrastructure_ref(m)?;
+            (r.kind == "ByoMachine" && !with_host.contains(r.name.as_str()))
+                .then(|| format!("{}.{}", namespace(m), r.name))
+        })
+        .collect()
 }
 
-/// The ByoHosts claimed for the cluster. BYOH labels a host with the cluster's name in the
-/// same patch that sets its `status.machineRef` (`attachByoHost` in
-/// `controllers/infrastructure/byomachine_controller.go`, BYOH v0.5.0), so the label selects
-/// exactly the hosts the tree can name; hosts live in any namespace, hence across namespaces.
-/// Host names are a bonus: a user who cannot list hosts still gets the tree.
-async fn read_hosts(conn: &Conn, apis: &ServerApis, cluster: &str) -> Vec<Value> {
+/// Label values per ByoHost LIST: a selector of 200 `namespace.name` values stays well under
+/// the API server's request-line limit.
+const HOSTS_PER_LIST: usize = 200;
+
+/// The ByoHosts claimed by `byomachines` (`namespace.name`). BYOH labels a host with
+/// `byoh.infrastructure.cluster.x-k8s.io/byomachine-name=<namespace>.<name>` in the same patch
+/// that sets its `status.machineRef` (`attachByoHost` in
+/// `controllers/infrastructure/byomachine_controller.go`, BYOH v0.5.0), so a set-based selector
+/// on that label returns exactly those hosts, from whichever namespace holds them, and never
+/// the hosts of a same-named cluster elsewhere. Host names are a bonus: a user who cannot list
+/// hosts still gets the tree.
+async fn read_hosts(conn: &Conn, apis: &ServerApis, byomachines: &[String]) -> Vec<Value> {
     let Some(host_ar) = fleet::byoh(apis).ok().map(|(h, _)| h) else {
         return Vec::new();
     };
-    let lp = ListParams::default().labels(&format!("{CLUSTER_NAME}={cluster}"));
-    // The tree reads only the claim of each host.
-    let keep = |v: Value| fleet::prune(v, &[], &["machineRef"]);
-    match shared::api::list_json_map(conn, &host_ar, None, &lp, keep).await {
-        Ok(hosts) => hosts,
-        Err(e) => {
-            tracing::info!("list ByoHosts: {e}");
-            Vec::new()
+    let host_ar = &host_ar;
+    let lists = byomachines.chunks(HOSTS_PER_LIST).map(|chunk| async move {
+        let selector = format!("{BYOMACHINE_NAME_LABEL} in ({})", chunk.join(","));
+        let lp = ListParams::default().labels(&selector);
+        // The tree reads only the claim of each host.
+        let keep = |v: Value| fleet::prune(v, &[], &["machineRef"]);
+        match shared::api::list_json_map(conn, host_ar, None, &lp, keep).await {
+            Ok(hosts) => hosts,
+            Err(e) => {
+                tracing::info!("list ByoHosts: {e}");
+                Vec::new()
+            }
         }
-    }
+    });
+    futures::future::join_all(lists)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// Reads the cluster, what it references and the objects labelled with its name, then the
@@ -532,9 +552,10 @@ async fn read(
         templates,
         resource_sets,
     );
-    let hosts = match hosts_needed(&machines, &infra_machines) {
-        true => read_hosts(conn, apis, name).await,
-        false => Vec::new(),
+    let unnamed = unnamed_hosts(&machines, &infra_machines);
+    let hosts = match unnamed.is_empty() {
+        true => Vec::new(),
+        false => read_hosts(conn, apis, &unnamed).await,
     };
     Ok(Objects {
         cluster,

@@ -519,15 +519,15 @@ fn request_urls(stderr: &str) -> Vec<String> {
 }
 
 /// `describe` reads only the cluster's own objects, whatever else the management cluster holds:
-/// every request is discovery, a GET in the cluster's namespace, or a LIST selected by the
-/// cluster's name (in its namespace, or across namespaces for the BYOH hosts, which any
-/// namespace may hold). A second fleet with the same cluster names sits in another namespace.
+/// every request is discovery, a GET in the cluster's namespace, a LIST there selected by the
+/// cluster's name, or a LIST of the BYOH hosts (which any namespace may hold) claimed by the
+/// cluster's ByoMachines. A second fleet with the same cluster names sits in another namespace.
 #[tokio::test]
 async fn describe_reads_only_the_clusters_objects() {
     let fleet = seed(tb(), "describe-scope").await;
     let other = seed(tb(), "describe-elsewhere").await;
     let ns = fleet.namespace.as_str();
-    let mut collections = 0;
+    let (mut collections, mut host_lists) = (0, 0);
     for cluster in &fleet.clusters {
         let o = run(
             tb(),
@@ -556,7 +556,19 @@ async fn describe_reads_only_the_clusters_objects() {
                 tail => (None, tail),
             };
             let is_list = tail.len() == 1;
-            if is_list {
+            if is_list && namespace.is_none() {
+                // The hosts, in any namespace: only those claimed by this cluster's
+                // ByoMachines (byomachine-name=NS.NAME).
+                assert_eq!(tail, ["byohosts"], "{cluster}: {url}");
+                let values = query
+                    .split("byomachine-name+in+%28")
+                    .nth(1)
+                    .unwrap_or_else(|| panic!("{cluster}: hosts not selected: {url}"));
+                for v in values.trim_end_matches("%29").split("%2C") {
+                    assert!(v.starts_with(&format!("{ns}.")), "{cluster}: {url}");
+                }
+                host_lists += 1;
+            } else if is_list {
                 collections += 1;
                 assert!(
                     query.contains(&selector),
@@ -571,6 +583,7 @@ async fn describe_reads_only_the_clusters_objects() {
         }
     }
     assert!(collections > 0, "describe lists the cluster's machines");
+    assert!(host_lists > 0, "some hosts are named by their claim only");
 }
 
 /// `scale` and `upgrade --plan` on BYOH count free hosts, which any namespace may hold, and read
