@@ -295,6 +295,28 @@ impl Narrow<Value> {
     }
 }
 
+/// The `status` field of a ByoHost that names its claim.
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct HostClaim {
+    machine_ref: Option<Value>,
+}
+
+impl Narrow<HostClaim> {
+    /// A ByoHost as a claim: its metadata (the byomachine-name label) and `status.machineRef`.
+    pub fn claim(mut self) -> Value {
+        let st = self.status.take().unwrap_or_default();
+        let status = object([("machineRef", st.machine_ref)]);
+        self.with(None, Some(status))
+    }
+}
+
+/// The ByoHosts of every namespace as claims ([`Narrow::claim`]): which host serves which
+/// ByoMachine, without the hosts' network, conditions and host info.
+pub async fn host_claims(conn: &Conn, host_ar: Option<ApiResource>) -> Result<Vec<Value>, Error> {
+    narrow(conn, host_ar, &ListParams::default(), false, Narrow::claim).await
+}
+
 impl Narrow<MachineStatus> {
     /// A Machine: cluster, version, provider ID, infrastructure reference, phase and node.
     pub fn machine(mut self) -> Value {

@@ -261,10 +261,9 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     }
     // Hosts of every namespace may serve these machines; without BYOH there are none.
     let host_ar = fleet::byoh(&apis).ok().map(|(h, _)| h);
-    let all = ListParams::default();
     let (machines, hosts) = tokio::try_join!(
         shared::api::list_json(&conn, &machine_ar, namespace.as_deref(), &lp),
-        fleet::list_opt(&conn, host_ar.as_ref(), None, &all),
+        fleet::host_claims(&conn, host_ar),
     )?;
     let host_map = hosts_by_byomachine(&hosts);
     let now = fleet::now();
