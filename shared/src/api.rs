@@ -414,6 +414,59 @@ pub async fn list_as<T: serde::de::DeserializeOwned>(
     Ok(items)
 }
 
+/// The page's `metadata` alone (its items are skipped, not parsed).
+#[derive(Deserialize)]
+struct PageMeta {
+    #[serde(default)]
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
+}
+
+/// The pages of a LIST (as [`list_as`] reads it) as the text the server sent, for a caller that
+/// parses them later, one at a time: a page's text is a fraction of the size of its parsed
+/// objects, so memory stays at the text's size plus one parsed page.
+pub async fn list_page_texts(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    lp: &ListParams,
+) -> Result<Vec<String>, Error> {
+    use kube::Resource;
+    let url = DynamicObject::url_path(ar, namespace);
+    let op = Op::on("list", ar).in_namespace(namespace);
+    let mut lp = lp.clone();
+    lp.limit = Some(PAGE_SIZE);
+    lp.continue_token = None;
+    let mut pages = Vec::new();
+    loop {
+        let req = kube::core::Request::new(url.as_str())
+            .list(&lp)
+            .map_err(|e| Error::other(format!("cannot build the list request: {e}")))?;
+        let text = conn
+            .client
+            .request_text(req)
+            .await
+            .map_err(|e| conn.error(e, &op))?;
+        let meta: PageMeta = serde_json::from_str(&text)
+            .map_err(|e| Error::other(format!("{}: cannot read the list: {e}", ar.kind)))?;
+        pages.push(text);
+        match meta.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => lp.continue_token = Some(c),
+            None => break,
+        }
+    }
+    Ok(pages)
+}
+
+/// The items of one page [`list_page_texts`] returned, parsed as `T`.
+pub fn page_items<T: serde::de::DeserializeOwned>(
+    ar: &ApiResource,
+    page: &str,
+) -> Result<Vec<T>, Error> {
+    serde_json::from_str::<TypedList<T>>(page)
+        .map(|l| l.items)
+        .map_err(|e| Error::other(format!("{}: cannot read the list: {e}", ar.kind)))
+}
+
 #[cfg(test)]
 mod raw_list_tests {
     use super::RawList;

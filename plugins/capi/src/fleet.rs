@@ -8,6 +8,7 @@ use kube::discovery::ApiResource;
 use serde_json::Value;
 use shared::discovery::{INFRASTRUCTURE_GROUP, ServerApis};
 use shared::error::Error;
+use shared::plan::hosts::{HostFilter, HostRow, Inventory};
 
 /// How BYOH is installed, in the message of a missing ByoHost API.
 pub const BYOH_INSTALL: &str = "install BYOH with clusterctl init --infrastructure byoh";
@@ -54,65 +55,83 @@ pub enum Detail {
     /// into the few fields a row reads. No Clusters (a row names its cluster from the host's
     /// label or the Machine).
     Rows,
-    /// Whole objects of all four kinds, for `hosts describe`.
-    Full,
 }
 
-/// Lists ByoHosts (in `host_namespace`, else everywhere, narrowed by `host_selector`), and what
-/// `detail` needs of ByoMachines, Machines and Clusters in all namespaces (any namespace's
-/// machines may claim a host): one paginated LIST per kind, concurrently.
+/// Lists ByoHosts (in `host_namespace`, else everywhere), and ByoMachines, Machines and
+/// Clusters in all namespaces (any namespace's machines may claim a host) as whole objects, for
+/// `hosts describe`: one paginated LIST per kind, concurrently.
 pub async fn host_lists(
+    conn: &Conn,
+    apis: &ServerApis,
+    host_namespace: Option<&str>,
+) -> Result<HostLists, Error> {
+    let (host_ar, bm_ar) = byoh(apis)?;
+    full_host_lists(
+        conn,
+        apis,
+        &host_ar,
+        bm_ar,
+        host_namespace,
+        &ListParams::default(),
+    )
+    .await
+}
+
+/// The rows of `hosts` that pass `filter`, built page by page. The ByoHosts' pages are kept as
+/// the text the server sent while the joined kinds are read (`detail`: ByoMachines as names and
+/// owners for the table; with their provider IDs, and the Machines, for wide rows), then each
+/// page is parsed, turned into rows and dropped: memory is the pages' text, the joined kinds'
+/// keys and the rows, never a fleet of parsed hosts.
+pub async fn host_rows(
     conn: &Conn,
     apis: &ServerApis,
     host_namespace: Option<&str>,
     host_selector: Option<&str>,
     detail: Detail,
-) -> Result<HostLists, Error> {
+    filter: &HostFilter,
+) -> Result<Vec<HostRow>, Error> {
     let (host_ar, bm_ar) = byoh(apis)?;
     let mut host_lp = ListParams::default();
     if let Some(s) = host_selector {
         host_lp = host_lp.labels(s);
     }
-    let lp = ListParams::default();
-    let lp = &lp;
-    let hosts = async {
-        let items: Vec<Narrow<Value>> =
-            shared::api::list_as(conn, &host_ar, host_namespace, &host_lp, false).await?;
-        Ok::<_, Error>(items.into_iter().map(Narrow::host).collect::<Vec<_>>())
+    let lp = &ListParams::default();
+    let joined = async {
+        match detail {
+            Detail::Table => {
+                let bms = narrow(conn, bm_ar, lp, true, Narrow::<Value>::owned).await?;
+                // The Machine of a ByoMachine is its controller owner (CAPI sets it, the
+                // garbage collector removes ByoMachines whose Machine is gone): its name needs
+                // no Machine LIST.
+                let machines = machines_from_owners(&bms);
+                Ok::<_, Error>((bms, machines))
+            }
+            Detail::Rows => {
+                let machine_ar = apis.capi_kind("Machine").ok();
+                tokio::try_join!(
+                    narrow(conn, bm_ar, lp, false, Narrow::<Value>::byomachine_row),
+                    narrow(conn, machine_ar, lp, false, Narrow::machine_row),
+                )
+            }
+        }
     };
-    match detail {
-        Detail::Table => {
-            let (hosts, byomachines) =
-                tokio::try_join!(hosts, narrow(conn, bm_ar, lp, true, Narrow::<Value>::meta))?;
-            // The Machine of a ByoMachine is its controller owner (CAPI sets it, the garbage
-            // collector removes ByoMachines whose Machine is gone): its name needs no Machine
-            // LIST.
-            let machines = machines_from_owners(&byomachines);
-            Ok(HostLists {
-                hosts,
-                byomachines,
-                machines,
-                clusters: Vec::new(),
-            })
-        }
-        Detail::Rows => {
-            let machine_ar = apis.capi_kind("Machine").ok();
-            let (hosts, byomachines, machines) = tokio::try_join!(
-                hosts,
-                narrow(conn, bm_ar, lp, false, Narrow::byomachine),
-                narrow(conn, machine_ar, lp, false, Narrow::machine),
-            )?;
-            Ok(HostLists {
-                hosts,
-                byomachines,
-                machines,
-                clusters: Vec::new(),
-            })
-        }
-        Detail::Full => {
-            full_host_lists(conn, apis, &host_ar, bm_ar, host_namespace, &host_lp).await
-        }
+    let (pages, (bms, machines)) = tokio::try_join!(
+        shared::api::list_page_texts(conn, &host_ar, host_namespace, &host_lp),
+        joined,
+    )?;
+    let inv = Inventory::build(&[], &bms, &machines, &[], Some(now()));
+    let mut rows = Vec::new();
+    for page in pages {
+        let hosts: Vec<Narrow<Value>> = shared::api::page_items(&host_ar, &page)?;
+        drop(page);
+        rows.extend(
+            hosts
+                .into_iter()
+                .map(|h| inv.row(&h.host()))
+                .filter(|r| filter.matches(r)),
+        );
     }
+    Ok(rows)
 }
 
 /// One LIST of `ar` in all namespaces (empty when it is not served), each item parsed as
@@ -211,7 +230,6 @@ struct NarrowMeta {
 struct NarrowSpec {
     #[serde(rename = "providerID")]
     provider_id: Option<Value>,
-    selector: Option<Value>,
     cluster_name: Option<Value>,
     version: Option<Value>,
     infrastructure_ref: Option<Value>,
@@ -263,9 +281,50 @@ impl<S> Narrow<S> {
         ])
     }
 
-    /// Metadata only (a metadata-only LIST's items).
-    pub fn meta(self) -> Value {
-        self.with(None, None)
+    /// The object as a join key: kind, name, namespace and its owners' kinds and names, with
+    /// `spec` and `status` as given. Small objects make a fleet's worth of them cheap to hold.
+    fn key_with(self, spec: Option<Value>, status: Option<Value>) -> Value {
+        let m = self.metadata;
+        let owners = m.owner_references.and_then(|o| match o {
+            Value::Array(a) => Some(Value::Array(
+                a.into_iter()
+                    .map(|mut o| {
+                        let mut take = |k: &str| o.get_mut(k).map(Value::take);
+                        object([
+                            ("kind", take("kind")),
+                            ("name", take("name")),
+                            ("controller", take("controller")),
+                        ])
+                    })
+                    .collect(),
+            )),
+            _ => None,
+        });
+        object([
+            ("kind", self.kind.map(Value::String)),
+            (
+                "metadata",
+                Some(object([
+                    ("name", m.name.map(Value::String)),
+                    ("namespace", m.namespace.map(Value::String)),
+                    ("ownerReferences", owners),
+                ])),
+            ),
+            ("spec", spec),
+            ("status", status),
+        ])
+    }
+
+    /// A ByoMachine as the table joins it: name and owner (its Machine).
+    pub fn owned(self) -> Value {
+        self.key_with(None, None)
+    }
+
+    /// A ByoMachine as a row reads it: name, owner and provider ID.
+    pub fn byomachine_row(mut self) -> Value {
+        let spec = std::mem::take(&mut self.spec);
+        let spec = object([("providerID", spec.provider_id)]);
+        self.key_with(Some(spec), None)
     }
 }
 
@@ -274,24 +333,6 @@ impl Narrow<Value> {
     pub fn host(mut self) -> Value {
         let status = self.status.take().unwrap_or_else(empty);
         self.with(Some(empty()), Some(status))
-    }
-
-    /// A ByoMachine: its provider ID and selector, readiness and conditions.
-    pub fn byomachine(mut self) -> Value {
-        let spec = std::mem::take(&mut self.spec);
-        let spec = object([
-            ("providerID", spec.provider_id),
-            ("selector", spec.selector),
-        ]);
-        let mut status = serde_json::Map::new();
-        if let Some(Value::Object(mut st)) = self.status.take() {
-            for k in ["ready", "conditions"] {
-                if let Some(v) = st.remove(k) {
-                    status.insert(k.to_string(), v);
-                }
-            }
-        }
-        self.with(Some(spec), Some(Value::Object(status)))
     }
 }
 
@@ -318,8 +359,9 @@ pub async fn host_claims(conn: &Conn, host_ar: Option<ApiResource>) -> Result<Ve
 }
 
 impl Narrow<MachineStatus> {
-    /// A Machine: cluster, version, provider ID, infrastructure reference, phase and node.
-    pub fn machine(mut self) -> Value {
+    /// A Machine as a row reads it: name and namespace, cluster, version, provider ID,
+    /// infrastructure reference, phase and node.
+    pub fn machine_row(mut self) -> Value {
         let spec = std::mem::take(&mut self.spec);
         let spec = object([
             ("clusterName", spec.cluster_name),
@@ -329,7 +371,7 @@ impl Narrow<MachineStatus> {
         ]);
         let st = self.status.take().unwrap_or_default();
         let status = object([("phase", st.phase), ("nodeRef", st.node_ref)]);
-        self.with(Some(spec), Some(status))
+        self.key_with(Some(spec), Some(status))
     }
 }
 

@@ -230,34 +230,30 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         cli::OutputFormat::Table | cli::OutputFormat::Name => fleet::Detail::Table,
         _ => fleet::Detail::Rows,
     };
-    let mut lists = fleet::host_lists(
+    let mut items = fleet::host_rows(
         &conn,
         &apis,
         namespace.as_deref(),
         args.selector.as_deref().filter(|s| !s.trim().is_empty()),
         detail,
+        &filter,
     )
     .await?;
-    let inv = Inventory::build(
-        &lists.hosts,
-        &lists.byomachines,
-        &lists.machines,
-        &lists.clusters,
-        Some(fleet::now()),
-    );
-    let mut items = inv.rows_filtered(&filter);
     items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     if items.is_empty()
         && let Some(c) = &args.cluster
     {
         // Clusters are read only to tell a typo from a cluster without hosts (the table has
         // always left that to the empty list).
-        if detail == fleet::Detail::Rows {
-            let cluster_ar = apis.cluster().ok();
-            let lp = kube::api::ListParams::default();
-            lists.clusters = fleet::list_opt(&conn, cluster_ar.as_ref(), None, &lp).await?;
-        }
-        unknown_cluster(c, &lists.clusters, namespace.as_deref())?;
+        let clusters = match detail {
+            fleet::Detail::Table => Vec::new(),
+            _ => {
+                let cluster_ar = apis.cluster().ok();
+                let lp = kube::api::ListParams::default();
+                fleet::list_opt(&conn, cluster_ar.as_ref(), None, &lp).await?
+            }
+        };
+        unknown_cluster(c, &clusters, namespace.as_deref())?;
     }
     let summary = HostSummary::of(&items);
     if items.is_empty() && !args.output.output.is_structured() {
@@ -611,14 +607,7 @@ async fn describe(args: &DescribeArgs) -> Result<(), Error> {
     let namespace =
         (conn.namespace_explicit && !conn.all_namespaces).then(|| conn.namespace.clone());
     let apis = ServerApis::discover(&conn).await?;
-    let lists = fleet::host_lists(
-        &conn,
-        &apis,
-        namespace.as_deref(),
-        None,
-        fleet::Detail::Full,
-    )
-    .await?;
+    let lists = fleet::host_lists(&conn, &apis, namespace.as_deref()).await?;
     let host = find_host(&lists.hosts, &args.host, namespace.as_ref())?;
     let mut desc = description(&lists, host);
     desc.events = host_events(&conn, json::namespace(host), &args.host).await;
