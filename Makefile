@@ -4,7 +4,7 @@ SANDBOX_DIR ?= $(CURDIR)/.sandbox
 CARGO ?= cargo
 PROFILE ?= full
 
-.PHONY: help build release provider-assets testbed test lint chaos fuzz sandbox sandbox-down demo bench clean
+.PHONY: help build release dist provider-assets testbed test lint chaos fuzz sandbox sandbox-down demo bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -14,6 +14,9 @@ build: ## build the plugins, the reconciler and the testbed runner (debug)
 
 release: ## build small, fast release binaries into target/release
 	$(CARGO) build --release -p kubectl-kamaji -p kubectl-capi -p kamaji-reconciler
+
+dist: ## release archives for this platform, their sha256 files and filled krew manifests, in dist/
+	bash scripts/dist.sh
 
 PROVIDER_ASSETS ?= $(CURDIR)/target/provider-assets
 provider-assets: ## the reconciler's clusterctl release assets (components.yaml, metadata.yaml), as a clusterctl local repository

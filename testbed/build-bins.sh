@@ -9,6 +9,7 @@
 #   testbed/build-bins.sh byoh    the BYOH controller manager (cluster-api-provider-bringyourownhost)
 #   testbed/build-bins.sh clusterctl-repo  kustomize, and a clusterctl local repository of CAPI's core
 #                                  and kubeadm bootstrap providers plus cert-manager's CRDs
+#   testbed/build-bins.sh krew    krew (as kubectl-krew), validate-krew-manifest and actionlint
 #   testbed/build-bins.sh all
 #
 # Prints the cache directory of each set on stdout.
@@ -184,6 +185,27 @@ build_clusterctl_repo() {
   echo "$out"
 }
 
+# The release tooling: krew as a kubectl plugin (kubectl-krew), the manifest validator the
+# krew-index repository runs on every pull request, and actionlint for .github/workflows. All three
+# are plain `go install`s of tagged modules.
+build_krew() {
+  # shellcheck disable=SC1091
+  . "$here/versions.env"
+  local out="$cache_root/krew-$KREW_VERSION-actionlint-$ACTIONLINT_VERSION"
+  if [ -x "$out/kubectl-krew" ] && [ -x "$out/validate-krew-manifest" ] && [ -x "$out/actionlint" ]; then
+    echo "$out"; return
+  fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  echo "building krew $KREW_VERSION and actionlint $ACTIONLINT_VERSION (first time only; about a minute)" >&2
+  (cd "$out.tmp" && GOBIN="$out.tmp" GOFLAGS= go install -trimpath -ldflags "-s -w" \
+      "sigs.k8s.io/krew/cmd/krew@$KREW_VERSION" "sigs.k8s.io/krew/cmd/validate-krew-manifest@$KREW_VERSION")
+  (cd "$out.tmp" && GOBIN="$out.tmp" GOFLAGS= go install -trimpath -ldflags "-s -w" \
+      "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION")
+  mv "$out.tmp/krew" "$out.tmp/kubectl-krew"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+  echo "$out"
+}
+
 case "${1:-all}" in
   k8s) build_k8s ;;
   capi) build_capi ;;
@@ -192,8 +214,9 @@ case "${1:-all}" in
   clusterctl-repo) build_clusterctl_repo ;;
   k8s-prev) build_k8s_prev ;;
   byoh) build_byoh ;;
+  krew) build_krew ;;
   all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)"
        echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"
-       echo "clusterctl-repo=$(build_clusterctl_repo)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|clusterctl-repo|all" >&2; exit 2 ;;
+       echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "krew=$(build_krew)" ;;
+  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|clusterctl-repo|krew|all" >&2; exit 2 ;;
 esac

@@ -43,6 +43,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 pub use assets::Assets;
+/// Runs `testbed/build-bins.sh <set>` (building once, cached by version) and returns the directory
+/// holding that set's binaries: what tests of release tooling (krew) need besides a testbed.
+pub use assets::build as build_bins;
 /// Installs every CRD of a folder (server-side apply) and waits until they are served.
 pub use crds::install_dir as install_crds;
 pub use process::Proc;

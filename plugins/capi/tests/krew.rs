@@ -77,6 +77,17 @@ fn validate(path: &Path) -> Plugin {
     let text = std::fs::read_to_string(path).unwrap();
     let p: Plugin = serde_saphyr::from_str(&text)
         .unwrap_or_else(|e| panic!("{}: not a krew manifest: {e}", path.display()));
+    // krew reads YAML untyped first (sigs.k8s.io/yaml): an unquoted all-digit sum such as the
+    // all-zero placeholder becomes the number 0 there, and krew rejects it.
+    let untyped: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    for pl in untyped["spec"]["platforms"].as_array().expect("platforms") {
+        assert!(
+            pl["sha256"].is_string(),
+            "{}: sha256 {} is not a string to a YAML reader (quote it)",
+            path.display(),
+            pl["sha256"]
+        );
+    }
     let file_stem = path.file_stem().unwrap().to_str().unwrap();
     assert_eq!(
         p.api_version,
@@ -121,11 +132,13 @@ fn validate(path: &Path) -> Plugin {
         description.lines().all(|l| l.len() <= 80),
         "description wrapped at 80 columns"
     );
+    // The completion set-up that survives `krew upgrade` (a link into the versioned store
+    // would dangle after it).
     assert!(
-        p.spec
-            .caveats
-            .as_deref()
-            .is_some_and(|c| c.contains(&p.spec.version))
+        p.spec.caveats.as_deref().is_some_and(|c| c
+            .contains(&format!("kubectl {name} completion install"))
+            && !c.contains("store/")),
+        "caveats name `completion install` and no store path"
     );
     assert!(!p.spec.platforms.is_empty(), "at least one platform");
     let mut seen = BTreeSet::new();
@@ -146,7 +159,11 @@ fn validate(path: &Path) -> Plugin {
             seen.insert((os.clone(), arch.clone())),
             "duplicate platform {os}/{arch}"
         );
-        assert!(pl.uri.starts_with("https://"), "uri {}", pl.uri);
+        assert!(
+            pl.uri.starts_with("https://") || pl.uri.starts_with("http://127.0.0.1:"),
+            "uri {}",
+            pl.uri
+        );
         assert!(pl.uri.ends_with(".tar.gz") || pl.uri.ends_with(".zip"));
         assert!(
             pl.uri.contains(&p.spec.version),
@@ -163,8 +180,9 @@ fn validate(path: &Path) -> Plugin {
             "sha256 must match ^[a-f0-9]{{64}}$: {:?}",
             pl.sha256
         );
-        // krew links the bin as kubectl-<name with - as _>.
-        assert_eq!(pl.bin, format!("kubectl-{}", name.replace('-', "_")));
+        // krew links the bin as kubectl-<name with - as _>; Windows binaries end in .exe.
+        let exe = if os == "windows" { ".exe" } else { "" };
+        assert_eq!(pl.bin, format!("kubectl-{}{exe}", name.replace('-', "_")));
         let files = pl.files.as_ref().expect("files");
         assert!(!files.is_empty());
         for f in files {
@@ -178,18 +196,42 @@ fn validate(path: &Path) -> Plugin {
             files.iter().any(|f| f.from == "LICENSE"),
             "the licence is extracted"
         );
+        assert_eq!(
+            files
+                .iter()
+                .any(|f| f.from == format!("kubectl_complete-{name}")),
+            os != "windows",
+            "the completion shim is extracted, except on Windows"
+        );
     }
-    let want: BTreeSet<(String, String)> = [
+    p
+}
+
+/// The platforms a release covers: what the release workflow builds.
+fn all_platforms() -> BTreeSet<(String, String)> {
+    [
         ("darwin", "amd64"),
         ("darwin", "arm64"),
         ("linux", "amd64"),
         ("linux", "arm64"),
+        ("windows", "amd64"),
     ]
     .iter()
     .map(|(o, a)| (o.to_string(), a.to_string()))
-    .collect();
-    assert_eq!(seen, want, "linux and darwin, amd64 and arm64");
-    p
+    .collect()
+}
+
+fn platforms_of(p: &Plugin) -> BTreeSet<(String, String)> {
+    p.spec
+        .platforms
+        .iter()
+        .map(|pl| {
+            (
+                pl.selector.match_labels["os"].clone(),
+                pl.selector.match_labels["arch"].clone(),
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -198,7 +240,9 @@ fn manifests_pass_krews_validation() {
     for e in std::fs::read_dir(manifests_dir()).unwrap() {
         let path = e.unwrap().path();
         if path.extension().is_some_and(|x| x == "yaml") {
-            names.push(validate(&path).metadata.name);
+            let p = validate(&path);
+            assert_eq!(platforms_of(&p), all_platforms(), "{}", path.display());
+            names.push(p.metadata.name);
         }
     }
     names.sort();
@@ -209,12 +253,23 @@ fn manifests_pass_krews_validation() {
 fn invalid_manifests_are_caught() {
     let dir = tempfile::tempdir().unwrap();
     let good = std::fs::read_to_string(manifests_dir().join("capi.yaml")).unwrap();
-    let upper = good.replacen("sha256: 0", "sha256: A", 1);
+    let upper = good.replacen("sha256: \"0", "sha256: \"A", 1);
     let p = dir.path().join("capi.yaml");
     std::fs::write(&p, upper).unwrap();
     assert!(
         std::panic::catch_unwind(|| validate(&p)).is_err(),
         "upper-case sha256"
+    );
+    let unquoted = good.replacen(
+        "sha256: \"0000000000000000000000000000000000000000000000000000000000000000\"",
+        "sha256: 0000000000000000000000000000000000000000000000000000000000000000",
+        1,
+    );
+    assert_ne!(unquoted, good);
+    std::fs::write(&p, unquoted).unwrap();
+    assert!(
+        std::panic::catch_unwind(|| validate(&p)).is_err(),
+        "an all-digit sha256 that YAML reads as a number"
     );
     std::fs::write(&p, good.replace("version: v0.1.0", "version: 0.1.0")).unwrap();
     assert!(
@@ -254,11 +309,9 @@ fn fill_script_sets_version_uris_and_sums_from_archives() {
     std::fs::create_dir(&dist).unwrap();
     let version = "v1.2.3";
     for plugin in ["capi", "kamaji"] {
-        for os in ["linux", "darwin"] {
-            for arch in ["amd64", "arm64"] {
-                let f = dist.join(format!("kubectl-{plugin}_{version}_{os}_{arch}.tar.gz"));
-                std::fs::write(&f, format!("archive of {plugin} for {os}/{arch}")).unwrap();
-            }
+        for (os, arch) in all_platforms() {
+            let f = dist.join(format!("kubectl-{plugin}_{version}_{os}_{arch}.tar.gz"));
+            std::fs::write(&f, format!("archive of {plugin} for {os}/{arch}")).unwrap();
         }
     }
     // A missing archive fails and changes nothing.
@@ -299,12 +352,7 @@ fn fill_script_sets_version_uris_and_sums_from_archives() {
     for plugin in ["capi", "kamaji"] {
         let p = validate(&manifests.join(format!("{plugin}.yaml")));
         assert_eq!(p.spec.version, version);
-        assert!(
-            p.spec
-                .caveats
-                .unwrap()
-                .contains(&format!("store/{plugin}/{version}/"))
-        );
+        assert_eq!(platforms_of(&p), all_platforms());
         for pl in &p.spec.platforms {
             let os = &pl.selector.match_labels["os"];
             let arch = &pl.selector.match_labels["arch"];
@@ -318,4 +366,99 @@ fn fill_script_sets_version_uris_and_sums_from_archives() {
             assert_eq!(pl.sha256, sha256sum(&dist.join(&file)));
         }
     }
+}
+
+#[test]
+fn fill_script_only_available_keeps_the_platforms_with_archives() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../krew/fill-manifests.sh");
+    let work = tempfile::tempdir().unwrap();
+    let manifests = work.path().join("plugins");
+    std::fs::create_dir(&manifests).unwrap();
+    for m in ["capi.yaml", "kamaji.yaml"] {
+        std::fs::copy(manifests_dir().join(m), manifests.join(m)).unwrap();
+    }
+    let dist = work.path().join("dist");
+    std::fs::create_dir(&dist).unwrap();
+    let version = "v0.9.0-rc.1";
+    let run = || {
+        Command::new("sh")
+            .arg(&script)
+            .args([
+                "--only-available",
+                version,
+                dist.to_str().unwrap(),
+                manifests.to_str().unwrap(),
+            ])
+            .env("BASE_URL", "http://127.0.0.1:9/rel")
+            .output()
+            .unwrap()
+    };
+    // No archive at all: still an error, and nothing changes.
+    let before = std::fs::read_to_string(manifests.join("kamaji.yaml")).unwrap();
+    let o = run();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no archive"));
+    assert_eq!(
+        std::fs::read_to_string(manifests.join("kamaji.yaml")).unwrap(),
+        before
+    );
+    // One platform each (what `make dist` produces on one machine).
+    for plugin in ["capi", "kamaji"] {
+        let f = dist.join(format!("kubectl-{plugin}_{version}_darwin_arm64.tar.gz"));
+        std::fs::write(&f, format!("{plugin} for darwin/arm64")).unwrap();
+    }
+    let o = run();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for plugin in ["capi", "kamaji"] {
+        let p = validate(&manifests.join(format!("{plugin}.yaml")));
+        assert_eq!(p.spec.version, version);
+        assert_eq!(
+            platforms_of(&p),
+            BTreeSet::from([("darwin".to_string(), "arm64".to_string())])
+        );
+        let file = format!("kubectl-{plugin}_{version}_darwin_arm64.tar.gz");
+        assert_eq!(
+            p.spec.platforms[0].uri,
+            format!("http://127.0.0.1:9/rel/{file}")
+        );
+        assert_eq!(p.spec.platforms[0].sha256, sha256sum(&dist.join(&file)));
+    }
+}
+
+/// The release workflow passes actionlint (built from the Go module proxy like the testbed's
+/// binaries): syntax, expressions, runner labels, action inputs.
+#[test]
+fn release_workflow_passes_actionlint() {
+    let dir = testbed::build_bins("krew").expect("building actionlint from the Go module proxy");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let workflow = root.join(".github/workflows/release.yml");
+    assert!(workflow.is_file());
+    let o = Command::new(dir.join("actionlint"))
+        .arg("-no-color")
+        .arg(&workflow)
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "actionlint:\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // And it can fail: a job on a runner that does not exist.
+    let bad = tempfile::tempdir().unwrap();
+    let wf = bad.path().join(".github/workflows");
+    std::fs::create_dir_all(&wf).unwrap();
+    let text = std::fs::read_to_string(&workflow)
+        .unwrap()
+        .replace("runs-on: ubuntu-24.04\n", "runs-on: ubuntu-12.04\n");
+    std::fs::write(wf.join("release.yml"), text).unwrap();
+    let o = Command::new(dir.join("actionlint"))
+        .arg("-no-color")
+        .arg(wf.join("release.yml"))
+        .current_dir(bad.path())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("ubuntu-12.04"));
 }
