@@ -51,7 +51,12 @@ pub enum Detail {
     /// The table's columns: hosts, and ByoMachines as metadata (the Machine is the
     /// ByoMachine's controller owner). No Machines, no Clusters.
     Table,
-    /// Every field of a row (`-o wide|json|yaml`): hosts, ByoMachines and Machines, each parsed
+    /// The wide table's columns: the table's, and the ByoMachines' provider IDs. No Machines:
+    /// on a claimed host BYOH's cluster-name label and k8sversion annotation name the cluster
+    /// and version (set with `status.machineRef`, `attachByoHost` in BYOH v0.5.0), and a
+    /// Machine's providerID is its ByoMachine's, copied by CAPI's Machine controller.
+    Wide,
+    /// Every field of a row (`-o json|yaml|jsonpath|custom-columns`): hosts, ByoMachines and Machines, each parsed
     /// into the few fields a row reads. No Clusters (a row names its cluster from the host's
     /// label or the Machine).
     Rows,
@@ -79,7 +84,8 @@ pub async fn host_lists(
 
 /// The rows of `hosts` that pass `filter`, built page by page. The ByoHosts' pages are kept as
 /// the text the server sent while the joined kinds are read (`detail`: ByoMachines as names and
-/// owners for the table; with their provider IDs, and the Machines, for wide rows), then each
+/// owners for the table; with their provider IDs for the wide table; and the Machines for the
+/// structured rows), then each
 /// page is parsed, turned into rows and dropped: memory is the pages' text, the joined kinds'
 /// keys and the rows, never a fleet of parsed hosts.
 pub async fn host_rows(
@@ -105,6 +111,11 @@ pub async fn host_rows(
                 // no Machine LIST.
                 let machines = machines_from_owners(&bms);
                 Ok::<_, Error>((bms, machines))
+            }
+            Detail::Wide => {
+                let bms = narrow(conn, bm_ar, lp, false, Narrow::<Value>::byomachine_row).await?;
+                let machines = machines_from_owners(&bms);
+                Ok((bms, machines))
             }
             Detail::Rows => {
                 let machine_ar = apis.capi_kind("Machine").ok();

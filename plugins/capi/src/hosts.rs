@@ -228,6 +228,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     // The table needs names only from the joined kinds; wide, JSON and YAML need more.
     let detail = match args.output.output {
         cli::OutputFormat::Table | cli::OutputFormat::Name => fleet::Detail::Table,
+        cli::OutputFormat::Wide => fleet::Detail::Wide,
         _ => fleet::Detail::Rows,
     };
     let mut items = fleet::host_rows(
