@@ -2,8 +2,14 @@
 """make bench: every benchmark the issues ask for, side by side with what a user would run otherwise.
 
 Each figure is the median of several runs (wall time) and the peak RSS of the measured process
-(GNU time's maximum resident set size). It starts its own sandbox (release binaries, audit log on),
-seeds it, measures, and stops everything it started, even on Ctrl-C.
+(GNU time's maximum resident set size). Our plugins run as their own binaries (kubectl-capi ...), so
+the peak RSS is theirs and not kubectl's, which execs them. Every ratio is measured in the same run,
+on the same sandbox. It starts its own sandbox (release binaries, audit log on), seeds it, measures,
+and stops everything it started, even on Ctrl-C.
+
+Sizes: BENCH_HOSTS and BENCH_MACHINES (the fleet, 10,000 each), BENCH_DESCRIBE_MACHINES (the
+described clusters, "1000,5000"), BENCH_KCPS (1,000), BENCH_RUNS (5), BENCH_IDLE_SECONDS (60).
+BENCH_QUICK=1 shrinks them all (a run of a few minutes, for development).
 """
 import json
 import os
@@ -17,14 +23,24 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REL = os.path.join(ROOT, "target", "release")
-RUNS = int(os.environ.get("BENCH_RUNS", "5"))
-HOSTS = int(os.environ.get("BENCH_HOSTS", "5000"))
-MACHINES = int(os.environ.get("BENCH_MACHINES", "5000"))
-DESCRIBE_MACHINES = int(os.environ.get("BENCH_DESCRIBE_MACHINES", "1000"))
-KCPS = int(os.environ.get("BENCH_KCPS", "500"))
-IDLE_SECONDS = int(os.environ.get("BENCH_IDLE_SECONDS", "60"))
+QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
 
-rows = []  # (benchmark, ours, reference, ratio, our peak RSS, reference peak RSS)
+
+def env_int(name, full, quick):
+    return int(os.environ.get(name, str(quick if QUICK else full)))
+
+
+RUNS = env_int("BENCH_RUNS", 5, 3)
+HOSTS = env_int("BENCH_HOSTS", 10000, 1000)
+MACHINES = env_int("BENCH_MACHINES", 10000, 1000)
+DESCRIBE_SIZES = [int(x) for x in os.environ.get(
+    "BENCH_DESCRIBE_MACHINES", "100,500" if QUICK else "1000,5000").split(",")]
+KCPS = env_int("BENCH_KCPS", 1000, 100)
+IDLE_SECONDS = env_int("BENCH_IDLE_SECONDS", 60, 10)
+FLEET_NS = "bench"
+
+# (benchmark, ours, reference, ratio, target, our peak RSS, reference peak RSS)
+rows = []
 procs = []
 
 
@@ -43,18 +59,43 @@ def cleanup(*_):
     procs.clear()
 
 
-def measure(cmd, env, runs=RUNS):
+class Failed(Exception):
+    pass
+
+
+def run_once(cmd, env):
+    """Wall seconds and peak RSS (KiB) of one run of `cmd`."""
+    t0 = time.monotonic()
+    r = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.monotonic() - t0
+    if r.returncode != 0:
+        raise Failed(f"{' '.join(cmd)} failed: {r.stderr.strip()[-400:]}")
+    return wall, int(r.stderr.strip().splitlines()[-1])
+
+
+def measure_all(cmds, env, runs=None):
+    """Median wall seconds and median peak RSS of each command, the commands taking turns run by
+    run, so that a burst of load on the machine hits all of them alike."""
+    samples = [[] for _ in cmds]
+    for _ in range(runs or RUNS):
+        for i, cmd in enumerate(cmds):
+            samples[i].append(run_once(cmd, env))
+    return [(statistics.median(w for w, _ in s), statistics.median(m for _, m in s)) for s in samples]
+
+
+def measure(cmd, env, runs=None):
     """Median wall seconds and median peak RSS (KiB) of `cmd` over `runs` runs."""
-    walls, rss = [], []
-    for _ in range(runs):
-        t0 = time.monotonic()
-        r = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        walls.append(time.monotonic() - t0)
-        if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()[-400:]}")
-        rss.append(int(r.stderr.strip().splitlines()[-1]))
-    return statistics.median(walls), statistics.median(rss)
+    return measure_all([cmd], env, runs)[0]
+
+
+def try_measure(name, cmd, env, runs=None):
+    try:
+        return measure(cmd, env, runs)
+    except Failed as e:
+        log(str(e))
+        rows.append((name, "failed", "-", "-", "-", "-", "-"))
+        return None
 
 
 def fmt_s(s):
@@ -65,33 +106,86 @@ def fmt_kib(k):
     return f"{k / 1024:.1f} MiB"
 
 
-def add(name, ours, ref, ours_rss=None, ref_rss=None, unit="s"):
+def verdict(ratio, max_ratio):
+    if max_ratio is None:
+        return "-"
+    return f"<= {max_ratio:g}x: " + ("met" if ratio <= max_ratio else "MISSED")
+
+
+def add(name, ours, ref, ours_rss=None, ref_rss=None, target=None, rss_target=None, unit="s"):
+    """A row; `target` is the highest ratio allowed, `rss_target` the highest RSS ratio (or, as
+    a string ending in MiB, the highest peak RSS)."""
     if unit == "s":
         o, r = fmt_s(ours), (fmt_s(ref) if ref is not None else "-")
     else:
         o, r = f"{ours}{unit}", (f"{ref}{unit}" if ref is not None else "-")
-    ratio = f"{ours / ref:.2f}x" if ref else "-"
-    rows.append((name, o, r, ratio,
+    ratio = ours / ref if ref else None
+    goal = verdict(ratio, target) if ratio is not None else "-"
+    if rss_target is not None and ours_rss:
+        if isinstance(rss_target, str):
+            limit = float(rss_target.split()[0])
+            ok = ours_rss / 1024 <= limit
+            goal += f"; RSS <= {rss_target}: " + ("met" if ok else "MISSED")
+        elif ref_rss:
+            ok = ours_rss / ref_rss <= rss_target
+            goal += f"; RSS <= {rss_target:g}x: " + ("met" if ok else "MISSED")
+    rows.append((name, o, r, f"{ratio:.2f}x" if ratio is not None else "-", goal,
                  fmt_kib(ours_rss) if ours_rss else "-", fmt_kib(ref_rss) if ref_rss else "-"))
 
 
+def compare(name, ours_cmd, ref_cmd, env, target=None, rss_target=None, runs=None):
+    """Measures both commands, taking turns run by run; adds the row."""
+    try:
+        ours, ref = measure_all([ours_cmd, ref_cmd], env, runs)
+    except Failed as e:
+        log(str(e))
+        rows.append((name, "failed", "-", "-", "-", "-", "-"))
+        return None, None
+    add(name, ours[0], ref[0], ours[1], ref[1], target, rss_target)
+    return ours, ref
+
+
 def print_table():
-    head = ("BENCHMARK", "OURS", "REFERENCE", "RATIO", "OUR PEAK RSS", "REF PEAK RSS")
+    head = ("BENCHMARK", "OURS", "REFERENCE", "RATIO", "TARGET", "OUR PEAK RSS", "REF PEAK RSS")
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
     for r in [head] + rows:
         print("   ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
+def seed(env, namespace, clusters, machines, hosts):
+    log(f"seeding {namespace}: {clusters} clusters, {machines} Machines, {hosts} ByoHosts")
+    subprocess.run([os.path.join(REL, "capi-testbed"), "seed", "--kubeconfig", env["KUBECONFIG"],
+                    "--namespace", namespace, "--clusters", str(clusters),
+                    "--machines", str(machines), "--hosts", str(hosts)],
+                   check=True, env=env, stdout=subprocess.DEVNULL)
+
+
+def byoh_templates(env, ns):
+    """The ByoMachineTemplates the seeded cluster-0's MachineDeployments name (the seed leaves
+    them out), so that scale and upgrade plans count free hosts as on a real BYOH cluster."""
+    kubectl_apply_list(env, [{
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoMachineTemplate",
+        "metadata": {"name": f"cluster-0-md-{i}", "namespace": ns},
+        "spec": {"template": {"spec": {"selector": {"matchLabels": {"site": "rack-1"}}}}},
+    } for i in range(2)])
+
+
+def raw(kubectl, path):
+    return [kubectl, "get", "--raw", path]
+
+
 def main():
     signal.signal(signal.SIGINT, lambda *a: (cleanup(), sys.exit(130)))
     signal.signal(signal.SIGTERM, lambda *a: (cleanup(), sys.exit(143)))
-    log("building release binaries")
+    started = time.monotonic()
+    log("building release binaries" + (" (BENCH_QUICK)" if QUICK else ""))
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "kubectl-capi", "-p", "kubectl-kamaji",
                     "-p", "kamaji-reconciler", "-p", "capi-kamaji-testbed"], cwd=ROOT, check=True)
     capi_dir = subprocess.run(["bash", os.path.join(ROOT, "testbed", "build-bins.sh"), "capi"],
                               check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
     clusterctl = os.path.join(capi_dir, "clusterctl")
     kubectl = shutil.which("kubectl")
+    capi = os.path.join(REL, "kubectl-capi")
     work = tempfile.mkdtemp(prefix="capi-bench-")
     sandbox = os.path.join(work, "sandbox")
     env = dict(os.environ)
@@ -99,11 +193,7 @@ def main():
     env["KUBECONFIG"] = os.path.join(sandbox, "kubeconfig")
     env.pop("NO_COLOR", None)
     try:
-        # Start-up time of --help (no sandbox needed).
-        for plugin in ("capi", "kamaji"):
-            ours, ours_rss = measure([os.path.join(REL, f"kubectl-{plugin}"), "--help"], env, runs=21)
-            ref, ref_rss = measure([clusterctl, "--help"], env, runs=21)
-            add(f"kubectl-{plugin} --help start-up (vs clusterctl --help)", ours, ref, ours_rss, ref_rss)
+        startup_and_sizes(env, clusterctl)
 
         log("starting the sandbox")
         sbx = subprocess.Popen([os.path.join(REL, "capi-testbed"), "up", "--dir", sandbox, "--audit"],
@@ -114,31 +204,93 @@ def main():
                 raise RuntimeError("sandbox failed; see " + os.path.join(work, "sandbox.log"))
             time.sleep(0.2)
 
-        log(f"seeding {HOSTS} ByoHosts and {MACHINES} Machines")
-        subprocess.run([os.path.join(REL, "capi-testbed"), "seed", "--kubeconfig", env["KUBECONFIG"],
-                        "--namespace", "bench", "--hosts", str(HOSTS), "--machines", str(MACHINES)],
-                       check=True, env=env)
-        ours, ours_rss = measure([kubectl, "capi", "hosts"], env)
-        ref, ref_rss = measure([kubectl, "get", "byohosts", "-A"], env)
-        add(f"kubectl capi hosts, {HOSTS} hosts (vs kubectl get byohosts -A)", ours, ref, ours_rss, ref_rss)
-        ref_json, ref_json_rss = measure([kubectl, "get", "byohosts", "-A", "-o", "json"], env)
-        add(f"kubectl capi hosts, {HOSTS} hosts (vs kubectl get byohosts -A -o json; target <= 1.5x)",
-            ours, ref_json, ours_rss, ref_json_rss)
-
-        log(f"seeding a cluster with {DESCRIBE_MACHINES} machines")
-        subprocess.run([os.path.join(REL, "capi-testbed"), "seed", "--kubeconfig", env["KUBECONFIG"],
-                        "--namespace", "bench-describe", "--clusters", "1",
-                        "--machines", str(DESCRIBE_MACHINES), "--hosts", "0"], check=True, env=env)
-        ours, ours_rss = measure([kubectl, "capi", "describe", "cluster-0", "-n", "bench-describe"], env)
-        ref, ref_rss = measure([clusterctl, "describe", "cluster", "cluster-0", "-n", "bench-describe"], env)
-        add(f"kubectl capi describe, {DESCRIBE_MACHINES} machines (vs clusterctl describe cluster)",
-            ours, ref, ours_rss, ref_rss)
-
+        # The described clusters first, each with a host per machine, in namespaces of their own.
+        for n in DESCRIBE_SIZES:
+            seed(env, f"bench-d{n}", 1, n, n)
+            byoh_templates(env, f"bench-d{n}")
+        alone = per_cluster(env, kubectl, capi, clusterctl, "alone", {})
+        # Then the fleet elsewhere: every figure above again, with it.
+        seed(env, FLEET_NS, 3, MACHINES, HOSTS)
+        per_cluster(env, kubectl, capi, clusterctl, f"{HOSTS} hosts and {MACHINES} machines elsewhere", alone)
+        fleet_verbs(env, kubectl, capi)
         reconciler_bench(env, sandbox, work)
     finally:
         cleanup()
         print_table()
+        log(f"done in {time.monotonic() - started:.0f} s")
         shutil.rmtree(work, ignore_errors=True)
+
+
+def startup_and_sizes(env, clusterctl):
+    # Start-up time of --help (no sandbox needed).
+    for plugin in ("capi", "kamaji"):
+        compare(f"kubectl-{plugin} --help start-up (vs clusterctl --help)",
+                [os.path.join(REL, f"kubectl-{plugin}"), "--help"], [clusterctl, "--help"], env, runs=21)
+    # Release binaries are stripped (Cargo.toml's release profile); clusterctl as built here.
+    mib = lambda p: round(os.path.getsize(p) / 1048576, 1)
+    for binary in ("kubectl-capi", "kubectl-kamaji", "kamaji-reconciler"):
+        add(f"{binary} stripped binary size (vs clusterctl)", mib(os.path.join(REL, binary)), mib(clusterctl),
+            unit=" MiB")
+
+
+def per_cluster(env, kubectl, capi, clusterctl, where, alone):
+    """describe against clusterctl and against the raw LISTs it needs, and the per-cluster plans;
+    with `alone` (this function's result without the fleet), each against its empty-fleet
+    cost."""
+    out = {}
+    for n in DESCRIBE_SIZES:
+        ns = f"bench-d{n}"
+        name = f"kubectl-capi describe, {n} machines, {where}"
+        ours, ref = compare(f"{name} (vs clusterctl describe cluster)",
+                            [capi, "describe", "cluster-0", "-n", ns],
+                            [clusterctl, "describe", "cluster", "cluster-0", "-n", ns],
+                            env, target=0.5, rss_target=0.5)
+        out[("describe", n)] = ours
+        # The floor: the raw LISTs describe cannot do without (the cluster's Machines and
+        # ByoMachines, by label), each as kubectl get --raw, summed.
+        sel = "labelSelector=cluster.x-k8s.io%2Fcluster-name%3Dcluster-0"
+        floor = [try_measure(f"{name} floor", raw(kubectl, p), env) for p in (
+            f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{ns}/machines?{sel}",
+            f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{ns}/byomachines?{sel}")]
+        if ours and all(floor):
+            add(f"{name} (vs the sum of its raw LISTs)", ours[0], sum(f[0] for f in floor),
+                ours[1], max(f[1] for f in floor), target=1.5)
+        if alone.get(("describe", n)) and ours:
+            a = alone[("describe", n)]
+            add(f"{name} (vs the same alone)", ours[0], a[0], ours[1], a[1], target=1.1)
+    # The plans of one cluster: they read the cluster and, on BYOH, the free hosts.
+    ns = f"bench-d{DESCRIBE_SIZES[0]}"
+    for verb, cmd in (("upgrade --plan", [capi, "upgrade", "cluster-0", "--to", "v1.34.0", "--plan", "-n", ns]),
+                      ("scale --dry-run=client", [capi, "scale", "cluster-0", "--workers", "3", "--deployment", "cluster-0-md-0", "--force",
+                                                  "--dry-run=client", "-n", ns])):
+        name = f"kubectl-capi {verb}, {DESCRIBE_SIZES[0]} machines, {where}"
+        m = try_measure(name, cmd, env)
+        out[verb] = m
+        if m and alone.get(verb):
+            a = alone[verb]
+            add(f"{name} (vs the same alone)", m[0], a[0], m[1], a[1], target=1.1)
+    return out
+
+
+def fleet_verbs(env, kubectl, capi):
+    """hosts and machines over the fleet's namespace, against the raw LIST and kubectl get."""
+    ns = FLEET_NS
+    hosts_path = f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{ns}/byohosts"
+    floor = try_measure("raw LIST of the ByoHosts", raw(kubectl, hosts_path), env)
+    get = try_measure("kubectl get byohosts", [kubectl, "get", "byohosts", "-n", ns], env)
+    for fmt in ("table", "wide", "json"):
+        name = f"kubectl-capi hosts -o {fmt}, {HOSTS} hosts, {MACHINES} machines"
+        ours = try_measure(name, [capi, "hosts", "-n", ns, "-o", fmt], env)
+        if not ours:
+            continue
+        if floor:
+            add(f"{name} (vs kubectl get --raw of the collection, the floor)", ours[0], floor[0], ours[1],
+                floor[1], target=1.3, rss_target="100 MiB")
+        if get:
+            add(f"{name} (vs kubectl get byohosts)", ours[0], get[0], ours[1], get[1])
+    compare(f"kubectl-capi machines, {MACHINES} machines (vs kubectl get machines)",
+            [capi, "machines", "-n", ns], [kubectl, "get", "machines.cluster.x-k8s.io", "-n", ns], env,
+            target=0.5)
 
 
 def reconciler_bench(env, sandbox, work):
@@ -165,9 +317,9 @@ current-context: s
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kubectl_apply_list(env, [{
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-        "metadata": {"name": f"k{i:03d}", "namespace": "bench-kcp"},
+        "metadata": {"name": f"k{i:04d}", "namespace": "bench-kcp"},
         "spec": {"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io",
-                                     "kind": "KamajiControlPlane", "name": f"k{i:03d}"},
+                                     "kind": "KamajiControlPlane", "name": f"k{i:04d}"},
                  "clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]},
                                     "services": {"cidrBlocks": ["10.96.0.0/16"]}}},
     } for i in range(KCPS)])
@@ -176,9 +328,9 @@ current-context: s
         env=env, check=True, capture_output=True, text=True).stdout)["items"]}
     kubectl_apply_list(env, [{
         "apiVersion": "controlplane.cluster.x-k8s.io/v1alpha2", "kind": "KamajiControlPlane",
-        "metadata": {"name": f"k{i:03d}", "namespace": "bench-kcp", "ownerReferences": [{
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": f"k{i:03d}",
-            "uid": uids[f"k{i:03d}"], "controller": True, "blockOwnerDeletion": True}]},
+        "metadata": {"name": f"k{i:04d}", "namespace": "bench-kcp", "ownerReferences": [{
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": f"k{i:04d}",
+            "uid": uids[f"k{i:04d}"], "controller": True, "blockOwnerDeletion": True}]},
         "spec": {"version": "v1.34.2", "replicas": 2, "dataStoreName": "default",
                  "network": {"serviceType": "ClusterIP"}},
     } for i in range(KCPS)])
@@ -212,11 +364,16 @@ current-context: s
     idle = reconciler_requests() - before
     with open(f"/proc/{rec.pid}/status") as f:
         hwm = [int(l.split()[1]) for l in f if l.startswith("VmHWM:")][0]
-    add(f"kamaji-reconciler peak RSS, {KCPS} KamajiControlPlanes (target <= 40 MiB)", round(hwm / 1024, 1), 40,
-        hwm, None, unit=" MiB")
-    rows[-1] = rows[-1][:3] + (f"{hwm / 1024 / 40:.2f}x",) + rows[-1][4:]
-    rows.append((f"kamaji-reconciler API requests in {IDLE_SECONDS} idle s (target 0)", str(idle), "0",
-                 "-", "-", "-"))
+    add(f"kamaji-reconciler peak RSS, {KCPS} KamajiControlPlanes (vs the 30 MiB target)", round(hwm / 1024, 1),
+        30, hwm, None, target=1.0, unit=" MiB")
+    rows.append((f"kamaji-reconciler API requests to settle {KCPS} KamajiControlPlanes", str(before), "-",
+                 "-", "-", "-", "-"))
+    rows.append((f"kamaji-reconciler API requests in {IDLE_SECONDS} idle s", str(idle), "0", "-",
+                 "= 0: " + ("met" if idle == 0 else "MISSED"), "-", "-"))
+    # CACPPK v0.11.0 (the provider users run today) is not built by the testbed yet: say so in
+    # the table rather than leave the row out.
+    rows.append(("kamaji-reconciler vs CACPPK v0.11.0 (RSS, requests, ready latency)", "-", "not measured",
+                 "-", "CACPPK's manager is not built by testbed/build-bins.sh yet", "-", "-"))
 
 
 def kubectl_apply_list(env, items):
