@@ -15,6 +15,7 @@
 //! too), `pool` (BYOH's free hosts), `steps` (the control-plane and worker steps).
 
 mod pool;
+pub mod removal;
 mod rollout;
 mod steps;
 

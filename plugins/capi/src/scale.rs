@@ -22,11 +22,17 @@ use crate::day2::{CLUSTER_NAME_LABEL, DryRun, Target, display_name};
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
-    group(clap::ArgGroup::new("what").required(true).multiple(true).args(["control_plane", "workers"])),
+    group(clap::ArgGroup::new("what").required(true).multiple(true).args(["control_plane", "workers", "remove_machine", "remove_host"])),
     after_help = "Examples:
   kubectl capi scale prod --workers 5
   kubectl capi scale prod --control-plane 3 --wait
-  kubectl capi scale prod --workers 2 --deployment prod-md-gpu --dry-run"
+  kubectl capi scale prod --workers 2 --deployment prod-md-gpu --dry-run
+  kubectl capi scale prod --remove-host node-17           # one worker fewer: the one on node-17
+  kubectl capi scale prod --workers 3 --remove-machine prod-md-0-abc12-x7k2p
+
+--remove-machine and --remove-host mark those Machines with Cluster API's
+cluster.x-k8s.io/delete-machine annotation, which MachineSets delete first, then lower the
+MachineDeployment's replicas (by their count unless --workers says more)."
 )]
 pub struct Args {
     /// The cluster
@@ -41,6 +47,12 @@ pub struct Args {
     /// The MachineDeployment to scale (its name, or its ClusterClass topology name)
     #[arg(long, value_name = "NAME")]
     pub deployment: Option<String>,
+    /// A worker Machine to remove on scale-down (repeatable, or comma-separated)
+    #[arg(long, value_name = "MACHINE", value_delimiter = ',')]
+    pub remove_machine: Vec<String>,
+    /// A BYOH host whose worker Machine to remove on scale-down (repeatable, or comma-separated)
+    #[arg(long, value_name = "HOST", value_delimiter = ',')]
+    pub remove_host: Vec<String>,
     /// Scale even when too few free BYOH hosts match (the new machines wait for hosts)
     #[arg(long)]
     pub force: bool,
@@ -175,16 +187,151 @@ pub fn show_findings(findings: &[shared::plan::Finding]) {
     }
 }
 
+/// The most machines one `--remove-machine`/`--remove-host` list may name.
+const MAX_REMOVALS: usize = 500;
+
+/// The Machines named by `--remove-machine`, and those on the hosts of `--remove-host`.
+async fn machines_to_remove(t: &Target, args: &Args) -> Result<Vec<Value>, Error> {
+    let count = args
+        .remove_machine
+        .len()
+        .saturating_add(args.remove_host.len());
+    if count > MAX_REMOVALS {
+        return Err(Error::usage(format!(
+            "{count} machines named to remove; at most {MAX_REMOVALS} at a time"
+        )));
+    }
+    for n in args.remove_machine.iter().chain(&args.remove_host) {
+        kcore::names::check_object_name("machine or host", n)?;
+    }
+    let machine_ar = t.core("Machine")?;
+    let mut names: Vec<String> = Vec::new();
+    for m in &args.remove_machine {
+        names.push(m.clone());
+    }
+    if !args.remove_host.is_empty() {
+        let host_ar = t.apis.byo_host().ok_or_else(|| Error::Usage {
+            message: "--remove-host needs BYOH, and this management cluster serves no ByoHost API"
+                .into(),
+            hint: Some("name the machine with --remove-machine instead".into()),
+        })?;
+        for h in &args.remove_host {
+            names.push(machine_on_host(t, &host_ar, h).await?);
+        }
+    }
+    names.sort();
+    names.dedup();
+    let mut machines = Vec::new();
+    for n in names {
+        match t.get_opt(&machine_ar, &n).await? {
+            Some(m) => machines.push(m),
+            None => {
+                let known = t.machines().await.unwrap_or_default();
+                return Err(Error::NotFound {
+                    kind: "Machine".into(),
+                    name: n.clone(),
+                    namespace: Some(t.namespace.clone()),
+                    suggestions: shared::error::closest_names(
+                        &n,
+                        known.iter().map(crate::day2::name_of),
+                    ),
+                });
+            }
+        }
+    }
+    Ok(machines)
+}
+
+/// The Machine a host serves: host `status.machineRef` (BYOH sets it when it attaches a
+/// ByoMachine) → that ByoMachine's owning Machine.
+async fn machine_on_host(
+    t: &Target,
+    host_ar: &kube::discovery::ApiResource,
+    host: &str,
+) -> Result<String, Error> {
+    // Hosts live in any namespace (BYOH picks them anywhere): one field-selected LIST.
+    let lp = kube::api::ListParams::default().fields(&format!("metadata.name={host}"));
+    let found = shared::api::list_json(&t.conn, host_ar, None, &lp).await?;
+    let h = match found.as_slice() {
+        [] => {
+            return Err(Error::NotFound {
+                kind: "ByoHost".into(),
+                name: host.to_string(),
+                namespace: None,
+                suggestions: Vec::new(),
+            });
+        }
+        [one] => one,
+        many => many
+            .iter()
+            .find(|h| kcore::json::namespace(h) == t.namespace)
+            .ok_or_else(|| Error::Usage {
+                message: format!("ByoHost {host} exists in several namespaces"),
+                hint: Some("name its machine with --remove-machine instead".into()),
+            })?,
+    };
+    let Some(bm) = kcore::json::str_at(h, &["status", "machineRef", "name"]) else {
+        return Err(Error::other(format!(
+            "ByoHost {host} serves no machine (it is free), so there is nothing to remove on it"
+        )));
+    };
+    let bm_ns = kcore::json::str_at(h, &["status", "machineRef", "namespace"])
+        .unwrap_or(kcore::json::namespace(h));
+    if bm_ns != t.namespace {
+        return Err(Error::other(format!(
+            "ByoHost {host} serves a machine in namespace {bm_ns}, not of cluster {} in {}",
+            t.name, t.namespace
+        )));
+    }
+    let bm_ar = t
+        .apis
+        .provider_kind(shared::discovery::INFRASTRUCTURE_GROUP, "ByoMachine")
+        .ok_or_else(|| Error::other("this management cluster serves no ByoMachine API"))?;
+    let obj = t.get_opt(&bm_ar, bm).await?.ok_or_else(|| {
+        Error::other(format!(
+            "ByoHost {host} names ByoMachine {bm}, which no longer exists; its machine is already going"
+        ))
+    })?;
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .and_then(|refs| {
+            refs.iter()
+                .find(|r| r.get("kind").and_then(Value::as_str) == Some("Machine"))
+        })
+        .and_then(|r| r.get("name").and_then(Value::as_str))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            Error::other(format!(
+                "ByoMachine {bm} on host {host} has no owning Machine yet; try again in a moment"
+            ))
+        })
+}
+
 pub async fn run(args: &Args) -> Result<(), Error> {
     let t = Target::load(&args.kube, &args.cluster).await?;
     let objs = fetch(&t).await?;
     let co = objs.cluster_objects(&t);
-    let req = ScaleRequest {
+    let mut req = ScaleRequest {
         control_plane: args.control_plane,
         workers: args.workers,
         deployment: args.deployment.clone(),
         force: args.force,
     };
+    let mut marks = Vec::new();
+    if !args.remove_machine.is_empty() || !args.remove_host.is_empty() {
+        let machines = machines_to_remove(&t, args).await?;
+        let removal = kcore::plan::scale::removal::plan_removal(
+            &t.cluster,
+            &objs.machine_deployments,
+            &machines,
+            args.workers,
+            args.deployment.as_deref(),
+        )
+        .map_err(|e| Error::other(e.to_string()))?;
+        req.workers = Some(removal.workers);
+        req.deployment = Some(removal.deployment);
+        marks = removal.marks;
+    }
     let plan = match &objs.inventory {
         Some([hosts, bms, machines, clusters]) => {
             let inv = Inventory::build(hosts, bms, machines, clusters, None);
@@ -197,6 +344,16 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     show_findings(&plan.findings);
     if args.dry_run == DryRun::Client {
         shared::render::raw(shared::render::to_yaml(&plan)?.as_bytes());
+    }
+    // The marks go first: once the replicas drop, the MachineSet picks what to delete.
+    for m in &marks {
+        let ar = t.resource_of(&m.api_version, &m.kind)?;
+        t.patch(&ar, m, args.dry_run).await?;
+        shared::render::line(&format!(
+            "{} marked for deletion{}",
+            display_name(&m.kind, &m.api_version, &m.name),
+            args.dry_run.suffix()
+        ));
     }
     for s in &plan.steps {
         let p = &s.patch;

@@ -446,7 +446,105 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
     let md = api(&client, &ns, &md_ar()).get("c1-md-0").await.unwrap();
     assert_eq!(md.data["spec"]["replicas"], 3);
 
-    // Down: 3 -> 1; the agents release the hosts.
+    // Choose what goes (issue 17): --remove-host removes exactly the machine on that host.
+    let mut hosts = claimed_hosts(&client, &ns).await;
+    hosts.sort();
+    let victim = hosts[1].clone();
+    let victim_bm = api(&client, &ns, &host_ar())
+        .get(&victim)
+        .await
+        .unwrap()
+        .data["status"]["machineRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Bad input first, each one line, nothing changed: a missing host, a free host.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["scale", "c1", "--remove-host", "no-such-host"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert_eq!(
+        err(&o).lines().next().unwrap(),
+        "error: ByoHost \"no-such-host\" not found"
+    );
+    let free = format!("{ns}-c01");
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["scale", "c1", "--remove-host", &free],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(
+        err(&o).contains(&format!("ByoHost {free} serves no machine")),
+        "{}",
+        err(&o)
+    );
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["scale", "c1", "--remove-host", &victim, "--workers", "3"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(err(&o).contains("pass --workers 2 or less"), "{}", err(&o));
+    let md = api(&client, &ns, &md_ar()).get("c1-md-0").await.unwrap();
+    assert_eq!(md.data["spec"]["replicas"], 3, "refusals change nothing");
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &[
+            "scale",
+            "c1",
+            "--remove-host",
+            &victim,
+            "--wait",
+            "--timeout",
+            "120s",
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "stdout: {}\nstderr: {}",
+        out(&o),
+        err(&o)
+    );
+    assert!(out(&o).contains("marked for deletion"), "{}", out(&o));
+    assert!(
+        out(&o).contains("machinedeployment.cluster.x-k8s.io/c1-md-0 scaled from 3 to 2"),
+        "{}",
+        out(&o)
+    );
+    eventually("the chosen host released", Duration::from_secs(60), || {
+        let (c, n, v) = (client.clone(), ns.clone(), victim.clone());
+        async move {
+            let claimed = claimed_hosts(&c, &n).await;
+            claimed.len() == 2 && !claimed.contains(&v)
+        }
+    })
+    .await;
+    assert_eq!(count_machines(&client, &ns, "c1").await, 2);
+    let left: Vec<String> = api(&client, &ns, &machine_ar())
+        .list(
+            &ListParams::default()
+                .labels("cluster.x-k8s.io/cluster-name=c1,!cluster.x-k8s.io/control-plane"),
+        )
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|m| {
+            m.data["spec"]["infrastructureRef"]["name"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert!(
+        !left.contains(&victim_bm),
+        "the machine on {victim} ({victim_bm}) is the one removed: {left:?}"
+    );
+
+    // Down: 2 -> 1; the agents release the hosts.
     let o = run(
         &tb.kubeconfig,
         &ns,
@@ -466,7 +564,7 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
         out(&o),
         err(&o)
     );
-    eventually("2 hosts released", Duration::from_secs(60), || {
+    eventually("a host released", Duration::from_secs(60), || {
         let (c, n) = (client.clone(), ns.clone());
         async move { claimed_hosts(&c, &n).await.len() == 1 }
     })
