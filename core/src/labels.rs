@@ -2,3 +2,72 @@
 
 /// Every object of a CAPI cluster carries its cluster's name here (`clusterv1.ClusterNameLabel`).
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+
+/// Parses `key=value` as a Kubernetes label (apimachinery's `IsQualifiedName` and
+/// `IsValidLabelValue`): an optional DNS-subdomain prefix and `/`, a name of at most 63
+/// characters of alphanumerics, `-`, `_` and `.` starting and ending alphanumeric, and a value of
+/// the same form or empty.
+pub fn parse_label_pair(s: &str) -> Result<(String, String), String> {
+    fn name_ok(n: &str) -> bool {
+        n.len() <= 63
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            && n.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && n.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
+    }
+    let (key, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("label {s:?} is not key=value"))?;
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|part| {
+                !part.is_empty()
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            })
+    });
+    if !prefix_ok || !name_ok(name) {
+        return Err(format!(
+            "label key {key:?} is not valid (an optional DNS prefix and /, then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+        ));
+    }
+    if !value.is_empty() && !name_ok(value) {
+        return Err(format!(
+            "label value {value:?} is not valid (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+        ));
+    }
+    Ok((key.to_string(), value.to_string()))
+}
+
+#[cfg(test)]
+mod label_tests {
+    use super::parse_label_pair;
+
+    #[test]
+    fn label_pairs() {
+        assert_eq!(
+            parse_label_pair("site=apac").unwrap(),
+            ("site".to_string(), "apac".to_string())
+        );
+        assert!(parse_label_pair("example.com/gpu=a100").is_ok());
+        assert!(parse_label_pair("empty=").is_ok());
+        for bad in [
+            "novalue",
+            "=x",
+            "a b=c",
+            "k=-x",
+            "Ex.com/k=v",
+            &format!("k={}", "a".repeat(64)),
+        ] {
+            assert!(parse_label_pair(bad).is_err(), "{bad}");
+        }
+    }
+}

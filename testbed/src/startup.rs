@@ -208,6 +208,9 @@ impl Testbed {
                 format!("--tls-private-key-file={}", p("apiserver.key")),
                 format!("--client-ca-file={}", p("client-ca.crt")),
                 format!("--token-auth-file={}", tokens.display()),
+                // Bootstrap tokens authenticate as on a kubeadm cluster, so a BYOH
+                // BootstrapKubeconfig's token (`kubectl capi hosts add`) can be used for real.
+                "--enable-bootstrap-token-auth".into(),
                 format!("--service-account-issuer=https://127.0.0.1:{port}/"),
                 format!("--service-account-key-file={}", p("sa.pub")),
                 format!("--service-account-signing-key-file={}", p("sa.key")),

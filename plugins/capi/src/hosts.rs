@@ -50,6 +50,8 @@ pub struct Args {
 pub enum Cmd {
     /// Show one host: conditions, events, host → ByoMachine → Machine → Node, interfaces and a diagnosis
     Describe(DescribeArgs),
+    /// Bring hosts into the BYOH pool: a BootstrapKubeconfig each, and the agent command to run
+    Add(crate::hosts_add::AddArgs),
 }
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -205,8 +207,10 @@ fn cluster_flag_hint(kube: &KubeFlags, e: Error) -> Error {
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    if let Some(Cmd::Describe(d)) = &args.cmd {
-        return describe(d).await;
+    match &args.cmd {
+        Some(Cmd::Describe(d)) => return describe(d).await,
+        Some(Cmd::Add(a)) => return crate::hosts_add::run(a).await,
+        None => {}
     }
     let printer = Printer::new(&args.output);
     // Every flag is checked before anything is read.

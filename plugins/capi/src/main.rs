@@ -11,6 +11,7 @@ mod describe;
 mod fleet;
 mod generate;
 mod hosts;
+mod hosts_add;
 mod kubeconfig;
 mod list;
 mod machines;

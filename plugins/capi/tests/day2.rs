@@ -1045,6 +1045,108 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     kubelets.abort();
 }
 
+/// `hosts add` (issue 17): the real BYOH controller issues the BootstrapKubeconfig, and its
+/// token really authenticates (the testbed's API server accepts bootstrap tokens, as kubeadm's
+/// do): `kubectl auth whoami` with it answers `system:bootstrap:<id>`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
+    let _turn = TURN.lock().await;
+    let tb = testbed::shared_real();
+    let (_client, ns) = tb.namespace("onboard").await;
+    let work = tempfile::tempdir().unwrap();
+
+    // One host: the kubeconfig on stdout, the agent command on stderr.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["hosts", "add", "rack1-node7", "--label", "site=lab,rack=r1"],
+    );
+    assert!(o.status.success(), "stderr: {}", err(&o));
+    assert!(
+        err(&o).contains(&format!(
+            "byoh-hostagent --bootstrap-kubeconfig /etc/byoh/bootstrap-kubeconfig.conf --namespace {ns} --label site=lab --label rack=r1"
+        )),
+        "{}",
+        err(&o)
+    );
+    let conf = work.path().join("bootstrap.conf");
+    std::fs::write(&conf, out(&o)).unwrap();
+    let kc: Value = serde_saphyr::from_str(&out(&o)).unwrap();
+    let token = kc["users"][0]["user"]["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id = token.split('.').next().unwrap().to_string();
+    assert_eq!(token.len(), 23, "a bootstrap token, id.secret: {token}");
+    let who = Command::new("kubectl")
+        .args([
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+            "--kubeconfig",
+        ])
+        .arg(&conf)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    assert!(
+        who.status.success(),
+        "{}",
+        String::from_utf8_lossy(&who.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&who.stdout),
+        format!("system:bootstrap:{id}"),
+        "the token authenticates"
+    );
+
+    // Several hosts need --output; with it, files per host, and a re-run is idempotent.
+    let o = run(&tb.kubeconfig, &ns, &["hosts", "add", "a1", "a2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("--output DIR"), "{}", err(&o));
+    let dir = work.path().join("byoh");
+    for _ in 0..2 {
+        let o = run(
+            &tb.kubeconfig,
+            &ns,
+            &[
+                "hosts",
+                "add",
+                "a1",
+                "a2",
+                "--output",
+                dir.to_str().unwrap(),
+            ],
+        );
+        assert!(o.status.success(), "stderr: {}", err(&o));
+    }
+    for h in ["a1", "a2"] {
+        let conf = dir.join(h).join("bootstrap-kubeconfig.conf");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&conf).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let script = std::fs::read_to_string(dir.join(h).join("agent.sh")).unwrap();
+        assert!(script.contains(&format!("--namespace {ns}")), "{script}");
+    }
+    // Bad input: one line each, nothing created.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["hosts", "add", "b1", "--label", "bad key=x"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["hosts", "add", "b1", "--apiserver", "http://10.0.0.1"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("https://host:port"), "{}", err(&o));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_resume_and_restart() {
     let _turn = TURN.lock().await;

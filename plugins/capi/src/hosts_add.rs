@@ -1,0 +1,228 @@
+//! `kubectl capi hosts add HOST... [--label k=v] [--apiserver URL] [--output DIR]`: bring
+//! bare-metal hosts into the BYOH pool.
+//!
+//! parse (names, labels, the API server the hosts reach) → build (one BootstrapKubeconfig per
+//! host, `kcore::build::byoh`) → apply (server-side, then wait for BYOH's controller to write the
+//! bootstrap kubeconfig into its status) → render (the agent command, and the kubeconfig on
+//! stdout or, with `--output`, as files for configuration management).
+//!
+//! A BootstrapKubeconfig's token lives 30 minutes (BYOH v0.5.0) and BYOH never renews it: a
+//! re-run after that replaces the object, so it always hands out a live token.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args as ClapArgs;
+use cli::KubeFlags;
+use kcore::build::byoh;
+use serde_json::Value;
+use shared::discovery::{INFRASTRUCTURE_GROUP, ServerApis};
+use shared::error::Error;
+use shared::render::Poll;
+
+use crate::day2::FIELD_MANAGER;
+
+/// The most hosts one command onboards.
+const MAX_HOSTS: usize = 200;
+
+#[derive(ClapArgs, Clone, Debug)]
+#[command(after_help = "Examples:
+  kubectl capi hosts add node-17 -n pool-a --label site=apac
+  kubectl capi hosts add node-{01..40} -n pool-a --output ./byoh   # files for Ansible & co.
+
+On each host, run the printed command as root with the bootstrap kubeconfig saved to the
+path it names; the agent registers the host as a ByoHost in the namespace, with the labels.")]
+pub struct AddArgs {
+    /// The hosts' names (their hostnames: the agent registers the ByoHost under its hostname)
+    #[arg(value_name = "HOST", required = true, num_args = 1..)]
+    pub hosts: Vec<String>,
+    /// A label for the ByoHosts (repeatable or comma-separated), passed to the agent's --label
+    #[arg(long, value_name = "KEY=VALUE", value_delimiter = ',', value_parser = kcore::labels::parse_label_pair)]
+    pub label: Vec<(String, String)>,
+    /// The API server URL the hosts reach (https://host:port; default: the context's server)
+    #[arg(long, value_name = "URL")]
+    pub apiserver: Option<String>,
+    /// Where the bootstrap kubeconfig lives on the host, as the printed command names it
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/etc/byoh/bootstrap-kubeconfig.conf"
+    )]
+    pub host_path: String,
+    /// Write DIR/HOST/bootstrap-kubeconfig.conf (0600) and DIR/HOST/agent.sh instead of printing
+    #[arg(long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// How long to wait for BYOH to issue each bootstrap kubeconfig
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = cli::parse_duration)]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+}
+
+pub async fn run(args: &AddArgs) -> Result<(), Error> {
+    // parse: everything the user typed is checked before anything is written.
+    if args.hosts.len() > MAX_HOSTS {
+        return Err(Error::usage(format!(
+            "{} hosts named; at most {MAX_HOSTS} at a time",
+            args.hosts.len()
+        )));
+    }
+    for h in &args.hosts {
+        kcore::names::check_object_name("host", h)?;
+    }
+    if args.output.is_none() && args.hosts.len() > 1 {
+        return Err(Error::Usage {
+            message: "several hosts: their bootstrap kubeconfigs need --output DIR".into(),
+            hint: Some("pass --output DIR (one directory per host), or one host at a time".into()),
+        });
+    }
+    if let Some(dir) = &args.output
+        && dir.exists()
+        && !dir.is_dir()
+    {
+        return Err(Error::usage(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    let (config, _) = args.kube.config().await?;
+    let apiserver = match &args.apiserver {
+        Some(u) => u.clone(),
+        None => config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_string(),
+    };
+    byoh::check_apiserver(&apiserver).map_err(|m| Error::Usage {
+        message: m,
+        hint: Some("pass --apiserver https://HOST:PORT, the address the hosts reach".into()),
+    })?;
+    let ca = match &config.root_cert {
+        Some(ders) if !ders.is_empty() => byoh::pem_of_ders(ders),
+        _ => {
+            return Err(Error::other(
+                "the context names no certificate authority for its API server, and BYOH's bootstrap kubeconfig needs one",
+            ));
+        }
+    };
+    let conn = args.kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    let ar = apis
+        .provider_kind(INFRASTRUCTURE_GROUP, "BootstrapKubeconfig")
+        .ok_or_else(|| Error::NotInstalled {
+            product: "BYOH".into(),
+            group: INFRASTRUCTURE_GROUP.into(),
+            install: "install the BYOH provider (clusterctl init --infrastructure byoh)".into(),
+            context: conn.context.clone(),
+        })?;
+    let ns = conn.namespace.clone();
+    let write = shared::api::Write {
+        manager: FIELD_MANAGER,
+        dry_run: false,
+        force: true,
+    };
+    for host in &args.hosts {
+        // apply: replace an object whose token has expired, then wait for BYOH's status.
+        if let Some(old) = shared::api::get_json_opt(&conn, &ar, Some(&ns), host).await?
+            && expired(&old)
+        {
+            shared::api::delete(&conn, &ar, &ns, host).await?;
+            wait_gone(&conn, &ar, &ns, host, args.timeout).await?;
+        }
+        let obj = byoh::bootstrap_kubeconfig(host, &ns, &apiserver, &ca);
+        shared::api::apply(&conn, &ar, &obj, write).await?;
+        let what = format!("waiting for BYOH to issue the bootstrap kubeconfig of {host}");
+        let kubeconfig: String =
+            shared::render::wait_until(&what, args.timeout, Duration::from_millis(300), || {
+                let (conn, ar, ns) = (&conn, &ar, &ns);
+                async move {
+                    let v = shared::api::get_json_opt(conn, ar, Some(ns), host).await?;
+                    Ok(
+                        match v
+                            .as_ref()
+                            .and_then(|v| v.pointer("/status/bootstrapKubeconfigData"))
+                            .and_then(Value::as_str)
+                        {
+                            Some(k) => Poll::Ready(k.to_string()),
+                            None => Poll::Pending("no status.bootstrapKubeconfigData yet".into()),
+                        },
+                    )
+                }
+            })
+            .await?;
+        // render
+        let command = byoh::agent_command(&args.host_path, &ns, &args.label);
+        match &args.output {
+            Some(dir) => {
+                let d = dir.join(host);
+                let conf = d.join("bootstrap-kubeconfig.conf");
+                shared::kubeconfig::write_atomic(&conf, kubeconfig.as_bytes(), true)?;
+                let script = format!(
+                    "#!/bin/sh\n# Registers this host ({host}) as a ByoHost in {ns}. Copy \
+                     bootstrap-kubeconfig.conf to {} first; its token expires {} minutes after \
+                     `kubectl capi hosts add` ran.\nexec {command} \"$@\"\n",
+                    args.host_path,
+                    byoh::BOOTSTRAP_TOKEN_TTL_MINUTES
+                );
+                shared::kubeconfig::write_atomic_mode(
+                    &d.join("agent.sh"),
+                    script.as_bytes(),
+                    false,
+                    0o755,
+                )?;
+                shared::render::line(&format!(
+                    "bootstrapkubeconfig.infrastructure.cluster.x-k8s.io/{host} ready: {}",
+                    d.display()
+                ));
+            }
+            None => {
+                shared::render::info(&format!(
+                    "# Save this as {} on {host} (its token expires in {} minutes), then run as root:\n#   {command}",
+                    args.host_path,
+                    byoh::BOOTSTRAP_TOKEN_TTL_MINUTES
+                ));
+                shared::render::raw(kubeconfig.as_bytes());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether BYOH's token in `obj` has expired (it was issued when the object was created).
+fn expired(obj: &Value) -> bool {
+    let created = obj
+        .pointer("/metadata/creationTimestamp")
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let ttl = i64::from(byoh::BOOTSTRAP_TOKEN_TTL_MINUTES).saturating_mul(60);
+    match created {
+        // A minute of margin: a token about to expire is no use to a host still booting.
+        Some(c) => {
+            jiff::Timestamp::now()
+                .as_second()
+                .saturating_sub(c.as_second())
+                > ttl - 60
+        }
+        None => false,
+    }
+}
+
+async fn wait_gone(
+    conn: &shared::conn::Conn,
+    ar: &kube::discovery::ApiResource,
+    ns: &str,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let what = format!("replacing the expired bootstrap kubeconfig of {name}");
+    shared::render::wait_until(&what, timeout, Duration::from_millis(300), || async move {
+        Ok(
+            match shared::api::get_json_opt(conn, ar, Some(ns), name).await? {
+                None => Poll::Ready(()),
+                Some(_) => Poll::Pending("still there".into()),
+            },
+        )
+    })
+    .await
+}
