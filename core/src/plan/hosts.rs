@@ -10,6 +10,7 @@
 //! `network` (the host's interfaces).
 
 mod diagnose;
+pub mod maintenance;
 mod network;
 
 use std::collections::{BTreeMap, HashMap};
@@ -66,11 +67,14 @@ pub enum HostState {
     Failed,
     /// Paused with its cluster or ByoMachine; the agent skips it.
     Paused,
+    /// Taken out of BYOH's selection by `kubectl capi hosts cordon|drain` (see
+    /// [`maintenance`]); `uncordon` puts it back.
+    Cordoned,
 }
 
 impl HostState {
     /// Every state, in summary order.
-    pub const ALL: [HostState; 7] = [
+    pub const ALL: [HostState; 8] = [
         HostState::Available,
         HostState::Reserved,
         HostState::Provisioning,
@@ -78,6 +82,7 @@ impl HostState {
         HostState::Releasing,
         HostState::Failed,
         HostState::Paused,
+        HostState::Cordoned,
     ];
 
     /// The name shown in the STATE column.
@@ -90,6 +95,7 @@ impl HostState {
             HostState::Releasing => "Releasing",
             HostState::Failed => "Failed",
             HostState::Paused => "Paused",
+            HostState::Cordoned => "Cordoned",
         }
     }
 
@@ -112,7 +118,7 @@ impl fmt::Display for HostState {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostsError {
     #[error(
-        "unknown host state {0:?}: use one of Available, Reserved, Provisioning, Running, Releasing, Failed, Paused"
+        "unknown host state {0:?}: use one of Available, Reserved, Provisioning, Running, Releasing, Failed, Paused, Cordoned"
     )]
     UnknownState(String),
 }
@@ -228,6 +234,7 @@ pub struct HostSummary {
     pub releasing: usize,
     pub failed: usize,
     pub paused: usize,
+    pub cordoned: usize,
 }
 
 impl HostSummary {
@@ -252,6 +259,7 @@ impl HostSummary {
             HostState::Releasing => &mut self.releasing,
             HostState::Failed => &mut self.failed,
             HostState::Paused => &mut self.paused,
+            HostState::Cordoned => &mut self.cordoned,
         }
     }
 
@@ -395,6 +403,9 @@ impl<'a> Inventory<'a> {
         }
         if json::has_annotation(host, PAUSED_ANNOTATION) {
             return HostState::Paused;
+        }
+        if maintenance::is_cordoned(host) {
+            return HostState::Cordoned;
         }
         if !claimed {
             return HostState::Available;

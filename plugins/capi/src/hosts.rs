@@ -52,6 +52,12 @@ pub enum Cmd {
     Describe(DescribeArgs),
     /// Bring hosts into the BYOH pool: a BootstrapKubeconfig each, and the agent command to run
     Add(crate::hosts_add::AddArgs),
+    /// Take a free host out of BYOH's selection (maintenance)
+    Cordon(crate::hosts_maint::CordonArgs),
+    /// Return a cordoned host to the pool
+    Uncordon(crate::hosts_maint::CordonArgs),
+    /// Move the worker machine on a host to a spare host, then cordon the host
+    Drain(crate::hosts_maint::DrainArgs),
 }
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -77,7 +83,7 @@ pub fn state_tone(s: HostState) -> Tone {
     match s {
         HostState::Available | HostState::Running => Tone::Good,
         HostState::Failed => Tone::Bad,
-        HostState::Paused => Tone::Dim,
+        HostState::Paused | HostState::Cordoned => Tone::Dim,
         HostState::Reserved | HostState::Provisioning | HostState::Releasing => Tone::Warn,
     }
 }
@@ -210,6 +216,9 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     match &args.cmd {
         Some(Cmd::Describe(d)) => return describe(d).await,
         Some(Cmd::Add(a)) => return crate::hosts_add::run(a).await,
+        Some(Cmd::Cordon(a)) => return crate::hosts_maint::cordon(a).await,
+        Some(Cmd::Uncordon(a)) => return crate::hosts_maint::uncordon(a).await,
+        Some(Cmd::Drain(a)) => return crate::hosts_maint::drain(a).await,
         None => {}
     }
     let printer = Printer::new(&args.output);

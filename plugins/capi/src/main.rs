@@ -12,6 +12,7 @@ mod fleet;
 mod generate;
 mod hosts;
 mod hosts_add;
+mod hosts_maint;
 mod kubeconfig;
 mod list;
 mod machines;

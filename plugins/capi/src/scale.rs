@@ -145,7 +145,10 @@ pub async fn free_host_lists(
     host_ar: &kube::discovery::ApiResource,
 ) -> Result<[Vec<Value>; 4], Error> {
     let lp = kube::api::ListParams::default().labels(&format!("!{CLUSTER_NAME_LABEL}"));
-    let hosts = shared::api::list_json(&t.conn, host_ar, None, &lp).await?;
+    // Parsed into what a host's state and the selectors read (labels, annotations, status).
+    let hosts: Vec<crate::fleet::Narrow> =
+        shared::api::list_as(&t.conn, host_ar, None, &lp, false).await?;
+    let hosts = hosts.into_iter().map(crate::fleet::Narrow::host).collect();
     Ok([hosts, Vec::new(), Vec::new(), Vec::new()])
 }
 
@@ -244,32 +247,13 @@ async fn machines_to_remove(t: &Target, args: &Args) -> Result<Vec<Value>, Error
 
 /// The Machine a host serves: host `status.machineRef` (BYOH sets it when it attaches a
 /// ByoMachine) → that ByoMachine's owning Machine.
-async fn machine_on_host(
+pub async fn machine_on_host(
     t: &Target,
     host_ar: &kube::discovery::ApiResource,
     host: &str,
 ) -> Result<String, Error> {
-    // Hosts live in any namespace (BYOH picks them anywhere): one field-selected LIST.
-    let lp = kube::api::ListParams::default().fields(&format!("metadata.name={host}"));
-    let found = shared::api::list_json(&t.conn, host_ar, None, &lp).await?;
-    let h = match found.as_slice() {
-        [] => {
-            return Err(Error::NotFound {
-                kind: "ByoHost".into(),
-                name: host.to_string(),
-                namespace: None,
-                suggestions: Vec::new(),
-            });
-        }
-        [one] => one,
-        many => many
-            .iter()
-            .find(|h| kcore::json::namespace(h) == t.namespace)
-            .ok_or_else(|| Error::Usage {
-                message: format!("ByoHost {host} exists in several namespaces"),
-                hint: Some("name its machine with --remove-machine instead".into()),
-            })?,
-    };
+    let found = crate::hosts_maint::find_host(&t.conn, host_ar, host, Some(&t.namespace)).await?;
+    let h = &found;
     let Some(bm) = kcore::json::str_at(h, &["status", "machineRef", "name"]) else {
         return Err(Error::other(format!(
             "ByoHost {host} serves no machine (it is free), so there is nothing to remove on it"

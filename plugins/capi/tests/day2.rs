@@ -18,6 +18,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use kube::Client;
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
@@ -1039,6 +1040,144 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
         "{}",
         out(&o)
     );
+
+    agents.abort();
+    kcp.abort();
+    kubelets.abort();
+}
+
+/// `hosts cordon|uncordon|drain` (issue 17), with the real CAPI and BYOH managers: a cordoned
+/// host stays out of a scale-up (BYOH's own selection skips it), drain refuses without a spare,
+/// then moves the machine to the spare and leaves the host cordoned, and uncordon returns it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_cordon_drain_uncordon() {
+    let _turn = TURN.lock().await;
+    let tb = testbed::shared_real();
+    let (client, ns) = tb.namespace("maint").await;
+    let workers = pool(&ns, "w", 3, "worker");
+    register_then_stop(tb, &client, pool(&ns, "c", 1, "control-plane")).await;
+    let agents = tokio::spawn(byoh::run_agents(client.clone(), workers, sim_opts(tb)));
+    let kcp = tokio::spawn(play_kcp(client.clone(), ns.clone()));
+    let kubelets = tokio::spawn(play_kubelets(client.clone(), ns.clone()));
+    make_cluster(&client, &ns, "c1", 2, &tb.kubeconfig).await;
+    eventually("two worker hosts claimed", Duration::from_secs(90), || {
+        let (c, n) = (client.clone(), ns.clone());
+        async move { claimed_hosts(&c, &n).await.len() == 2 }
+    })
+    .await;
+    let claimed = claimed_hosts(&client, &ns).await;
+    let spare = (1..=3)
+        .map(|i| format!("{ns}-w{i:02}"))
+        .find(|h| !claimed.contains(h))
+        .unwrap();
+    let victim = claimed[0].clone();
+
+    // A missing host, and a host that serves a machine: one line each.
+    let o = run(&tb.kubeconfig, &ns, &["hosts", "cordon", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        err(&o).lines().next().unwrap(),
+        "error: ByoHost \"nope\" not found"
+    );
+    let o = run(&tb.kubeconfig, &ns, &["hosts", "cordon", &victim]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("drain it instead"), "{}", err(&o));
+
+    // Cordon the spare: BYOH's selection skips it, so a scale-up finds no free host.
+    let o = run(&tb.kubeconfig, &ns, &["hosts", "cordon", &spare]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        out(&o).ends_with(&format!("{spare} cordoned\n")),
+        "{}",
+        out(&o)
+    );
+    let o = run(&tb.kubeconfig, &ns, &["hosts", "cordon", &spare]);
+    assert!(out(&o).contains("already cordoned"), "{}", out(&o));
+    let table = out(&run(&tb.kubeconfig, &ns, &["hosts", "--no-headers"]));
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains(&spare) && l.contains("Cordoned")),
+        "{table}"
+    );
+    let o = run(&tb.kubeconfig, &ns, &["scale", "c1", "--workers", "3"]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(err(&o).contains("0 available"), "{}", err(&o));
+    // Even past our preflight, BYOH itself keeps the new machine off the cordoned host.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["scale", "c1", "--workers", "3", "--force"],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let hosts = api(&client, &ns, &host_ar()).get(&spare).await.unwrap();
+    assert!(
+        hosts.data["status"]["machineRef"]["name"].is_null(),
+        "the cordoned host was not picked"
+    );
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &[
+            "scale",
+            "c1",
+            "--workers",
+            "2",
+            "--wait",
+            "--timeout",
+            "90s",
+        ],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+
+    // Drain with no spare: refused, nothing deleted.
+    let o = run(&tb.kubeconfig, &ns, &["hosts", "drain", &victim, "--yes"]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(
+        err(&o).contains(&format!("no free host matches {{pool={ns},role=worker}}")),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(count_machines(&client, &ns, "c1").await, 2);
+    // Without a terminal, drain needs --yes.
+    let o = run(&tb.kubeconfig, &ns, &["hosts", "drain", &victim]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+
+    // Uncordon the spare; drain the victim: its machine moves to the spare, it ends cordoned.
+    let o = run(&tb.kubeconfig, &ns, &["hosts", "uncordon", &spare]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        out(&o).contains(&format!("{spare} uncordoned")),
+        "{}",
+        out(&o)
+    );
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["hosts", "drain", &victim, "--yes", "--timeout", "150s"],
+    );
+    assert!(
+        o.status.success(),
+        "stdout: {}\nstderr: {}",
+        out(&o),
+        err(&o)
+    );
+    assert!(out(&o).contains("drained and cordoned"), "{}", out(&o));
+    let now = claimed_hosts(&client, &ns).await;
+    assert!(now.contains(&spare) && !now.contains(&victim), "{now:?}");
+    assert_eq!(count_machines(&client, &ns, "c1").await, 2);
+    let h = api(&client, &ns, &host_ar()).get(&victim).await.unwrap();
+    assert_eq!(
+        h.labels()
+            .get("cluster.x-k8s.io/cluster-name")
+            .map(String::as_str),
+        Some("")
+    );
+    let o = run(&tb.kubeconfig, &ns, &["hosts", "uncordon", &victim]);
+    assert!(o.status.success(), "{}", err(&o));
+    let h = api(&client, &ns, &host_ar()).get(&victim).await.unwrap();
+    assert!(h.labels().get("cluster.x-k8s.io/cluster-name").is_none());
 
     agents.abort();
     kcp.abort();

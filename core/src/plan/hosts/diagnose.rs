@@ -61,6 +61,11 @@ impl Inventory<'_> {
                 }
             }
             HostState::Available => "available: in the pool, no machine has claimed it".to_string(),
+            HostState::Cordoned => format!(
+                "cordoned ({}): out of BYOH's selection; kubectl capi hosts uncordon {} returns it to the pool",
+                json::annotation(host, super::maintenance::CORDON_ANNOTATION).unwrap_or(""),
+                json::name(host)
+            ),
             HostState::Reserved => reserved_summary(host, row, cluster),
             HostState::Provisioning => self.provisioning_summary(host, &conds, hints),
             HostState::Running => match (&row.node, &row.machine) {

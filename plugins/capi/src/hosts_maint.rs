@@ -1,0 +1,323 @@
+//! `kubectl capi hosts cordon|uncordon|drain HOST`: host maintenance in a BYOH pool.
+//!
+//! parse (the host name) → find the host (one field-selected LIST over every namespace: BYOH
+//! picks hosts anywhere) → plan (`kcore::plan::hosts::maintenance`, pure) → apply → one line.
+//!
+//! BYOH's webhook admits ByoHost writes only from the host's own agent, so the label and
+//! annotation are written as that user (`byoh:host:<name>` in group `byoh:hosts`, the identity
+//! BYOH's RBAC lets edit ByoHosts), which needs the right to impersonate it, as cluster-admin
+//! has. Drain deletes the machine on the host after checking that a spare host can take its
+//! replacement, waits until the host is released, cordons it at once (before another machine
+//! can claim it), and waits until the MachineDeployment is back to its replicas.
+
+use std::time::Duration;
+
+use clap::Args as ClapArgs;
+use cli::KubeFlags;
+use kcore::json;
+use kcore::plan::hosts::maintenance::{self, HostChange};
+use serde_json::Value;
+use shared::conn::Conn;
+use shared::discovery::ServerApis;
+use shared::error::Error;
+use shared::render::Poll;
+
+use crate::day2::{FIELD_MANAGER, Target};
+
+#[derive(ClapArgs, Clone, Debug)]
+pub struct CordonArgs {
+    /// The ByoHost
+    #[arg(value_name = "HOST")]
+    pub host: String,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+}
+
+#[derive(ClapArgs, Clone, Debug)]
+#[command(
+    after_help = "Drain moves the worker machine on HOST to a spare host: it checks that a free host
+matches the machine's ByoMachineTemplate, deletes the Machine (its MachineSet creates a
+replacement, which BYOH places on a free host), waits until HOST is released, cordons it, and
+waits until the MachineDeployment is back to its replicas. Afterwards: kubectl capi hosts uncordon HOST."
+)]
+pub struct DrainArgs {
+    /// The ByoHost
+    #[arg(value_name = "HOST")]
+    pub host: String,
+    /// How long to wait for the host's release and the replacement
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = cli::parse_duration)]
+    pub timeout: Duration,
+    /// Drain without asking (needed without a terminal)
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+}
+
+struct Found {
+    conn: Conn,
+    host_ar: kube::discovery::ApiResource,
+    host: Value,
+}
+
+async fn find(kube: &KubeFlags, name: &str) -> Result<Found, Error> {
+    kcore::names::check_object_name("host", name)?;
+    let conn = kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    let host_ar = apis.byo_host().ok_or_else(|| Error::NotInstalled {
+        product: "BYOH".into(),
+        group: shared::discovery::INFRASTRUCTURE_GROUP.into(),
+        install: "install the BYOH provider (clusterctl init --infrastructure byoh)".into(),
+        context: conn.context.clone(),
+    })?;
+    let ns = conn.namespace_explicit.then(|| conn.namespace.clone());
+    let host = find_host(&conn, &host_ar, name, ns.as_deref()).await?;
+    Ok(Found {
+        conn,
+        host_ar,
+        host,
+    })
+}
+
+/// The ByoHost `name`: one field-selected LIST over every namespace; with several of that
+/// name, the one in `prefer_ns`.
+pub async fn find_host(
+    conn: &Conn,
+    host_ar: &kube::discovery::ApiResource,
+    name: &str,
+    prefer_ns: Option<&str>,
+) -> Result<Value, Error> {
+    let lp = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+    let mut found = shared::api::list_json(conn, host_ar, None, &lp).await?;
+    if found.len() > 1
+        && let Some(ns) = prefer_ns
+        && found.iter().any(|h| json::namespace(h) == ns)
+    {
+        found.retain(|h| json::namespace(h) == ns);
+    }
+    match found.len() {
+        // Searched in every namespace: the error names none.
+        0 => Err(Error::NotFound {
+            kind: "ByoHost".into(),
+            name: name.to_string(),
+            namespace: None,
+            suggestions: Vec::new(),
+        }),
+        1 => Ok(found.remove(0)),
+        _ => Err(Error::Usage {
+            message: format!("ByoHost {name} exists in several namespaces"),
+            hint: Some("pick one with -n NAMESPACE".into()),
+        }),
+    }
+}
+
+/// Writes a merge patch to the host as its own agent (the only writer BYOH's webhook admits).
+async fn patch_as_agent(
+    kube: &KubeFlags,
+    host_ar: &kube::discovery::ApiResource,
+    host: &Value,
+    patch: &Value,
+) -> Result<(), Error> {
+    let name = json::name(host);
+    let (user, groups) = maintenance::agent_identity(name);
+    let mut opts = kube.options();
+    opts.as_user = Some(user);
+    opts.as_group = groups;
+    let agent = opts.connect().await?;
+    let w = shared::api::Write {
+        manager: FIELD_MANAGER,
+        dry_run: false,
+        force: false,
+    };
+    shared::api::merge_patch(&agent, host_ar, json::namespace(host), name, patch, w).await?;
+    Ok(())
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+pub async fn cordon(args: &CordonArgs) -> Result<(), Error> {
+    let f = find(&args.kube, &args.host).await?;
+    let reason = format!("cordoned by kubectl capi hosts cordon at {}", now());
+    let change = maintenance::plan_cordon(&f.host, &reason).map_err(|e| Error::other(e.0))?;
+    apply_change(&args.kube, &f, change, "cordoned").await
+}
+
+pub async fn uncordon(args: &CordonArgs) -> Result<(), Error> {
+    let f = find(&args.kube, &args.host).await?;
+    let change = maintenance::plan_uncordon(&f.host).map_err(|e| Error::other(e.0))?;
+    apply_change(&args.kube, &f, change, "uncordoned").await
+}
+
+async fn apply_change(
+    kube: &KubeFlags,
+    f: &Found,
+    change: HostChange,
+    done: &str,
+) -> Result<(), Error> {
+    let shown = format!(
+        "byohost.infrastructure.cluster.x-k8s.io/{}",
+        json::name(&f.host)
+    );
+    match change {
+        HostChange::Unchanged => shared::render::line(&format!("{shown} already {done}")),
+        HostChange::Patch(p) => {
+            patch_as_agent(kube, &f.host_ar, &f.host, &p).await?;
+            shared::render::line(&format!("{shown} {done}"));
+        }
+    }
+    Ok(())
+}
+
+pub async fn drain(args: &DrainArgs) -> Result<(), Error> {
+    let f = find(&args.kube, &args.host).await?;
+    let name = args.host.as_str();
+    if maintenance::is_cordoned(&f.host) {
+        shared::render::line(&format!(
+            "byohost.infrastructure.cluster.x-k8s.io/{name} already drained and cordoned"
+        ));
+        return Ok(());
+    }
+    let Some(bm_ns) = json::str_at(&f.host, &["status", "machineRef", "namespace"]).or_else(|| {
+        json::str_at(&f.host, &["status", "machineRef", "name"]).map(|_| json::namespace(&f.host))
+    }) else {
+        return Err(Error::other(format!(
+            "ByoHost {name} serves no machine, so there is nothing to drain; take it out of selection with kubectl capi hosts cordon {name}"
+        )));
+    };
+    let cluster = json::label(&f.host, kcore::labels::CLUSTER_NAME_LABEL)
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| Error::other(format!("ByoHost {name} names no cluster")))?
+        .to_string();
+    let mut flags = args.kube.clone();
+    flags.namespace = Some(bm_ns.to_string());
+    let t = Target::load(&flags, &cluster).await?;
+    let machine_name = crate::scale::machine_on_host(&t, &f.host_ar, name).await?;
+    let machine_ar = t.core("Machine")?;
+    let machine = t
+        .get_opt(&machine_ar, &machine_name)
+        .await?
+        .ok_or_else(|| Error::other(format!("Machine {machine_name} is already gone")))?;
+    let labels = json::labels(&machine);
+    if labels.contains_key("cluster.x-k8s.io/control-plane") {
+        return Err(Error::other(format!(
+            "ByoHost {name} runs control-plane machine {machine_name}; drain covers workers (scale or upgrade the control plane to move it)"
+        )));
+    }
+    let Some(md_name) = labels
+        .get(kcore::plan::scale::removal::DEPLOYMENT_NAME_LABEL)
+        .cloned()
+    else {
+        return Err(Error::other(format!(
+            "Machine {machine_name} on {name} belongs to no MachineDeployment, so nothing would replace it"
+        )));
+    };
+    // Preflight: a free host must match the template (BYOH's own selection test).
+    let objs = crate::scale::fetch(&t).await?;
+    let md = objs
+        .machine_deployments
+        .iter()
+        .find(|d| json::name(d) == md_name)
+        .ok_or_else(|| Error::other(format!("MachineDeployment {md_name} was not found")))?;
+    let template = kcore::plan::scale::deployment_infra_ref(md)
+        .and_then(|(kind, tname)| {
+            objs.infra_templates
+                .iter()
+                .find(|v| json::kind(v) == kind && json::name(v) == tname)
+        })
+        .ok_or_else(|| {
+            Error::other(format!(
+                "the infrastructure template of {md_name} was not found"
+            ))
+        })?;
+    let free = match &objs.inventory {
+        Some([hosts, ..]) => hosts.clone(),
+        None => Vec::new(),
+    };
+    let spare = maintenance::spare_hosts(name, template, &free).map_err(|e| Error::other(e.0))?;
+    let what = format!(
+        "drain ByoHost {name}: delete Machine {machine_name} of cluster {cluster} (MachineDeployment {md_name} replaces it on one of {spare} free matching hosts), then cordon {name}"
+    );
+    if !args.yes {
+        if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            return Err(Error::Usage {
+                message: format!("{what}: confirm with --yes (no terminal to ask on)"),
+                hint: None,
+            });
+        }
+        if !shared::render::confirm(&format!("{what}?"))? {
+            return Err(Error::other("nothing was changed"));
+        }
+    }
+    shared::api::delete(&t.conn, &machine_ar, &t.namespace, &machine_name).await?;
+    shared::render::line(&format!(
+        "machine.cluster.x-k8s.io/{machine_name} deleted (its MachineDeployment replaces it)"
+    ));
+    // Released → cordoned at once → the deployment back at its replicas.
+    let reason = format!("drained by kubectl capi hosts drain at {}", now());
+    let bm = json::str_at(&f.host, &["status", "machineRef", "name"])
+        .unwrap_or_default()
+        .to_string();
+    let wait_what = format!("waiting for {name} to be released and {md_name} to be ready");
+    shared::render::wait_until(&wait_what, args.timeout, Duration::from_millis(500), || {
+        let (f, t, reason, bm, md_name, machine_name) =
+            (&f, &t, &reason, &bm, &md_name, &machine_name);
+        async move {
+            let host = find_host(&f.conn, &f.host_ar, name, Some(json::namespace(&f.host))).await?;
+            if !maintenance::is_cordoned(&host) {
+                match json::str_at(&host, &["status", "machineRef", "name"]) {
+                    Some(m) if m != bm.as_str() => {
+                        return Err(Error::other(format!(
+                            "ByoHost {name} was claimed by ByoMachine {m} before it could be cordoned; drain it again"
+                        )));
+                    }
+                    Some(_) => return Ok(Poll::Pending(format!("{name} still serves {bm}"))),
+                    None => {}
+                }
+                if json::label(&host, kcore::labels::CLUSTER_NAME_LABEL).is_some() {
+                    return Ok(Poll::Pending(format!("{name} is being cleaned up")));
+                }
+                if let HostChange::Patch(p) = maintenance::plan_cordon(&host, reason)
+                    .map_err(|e| Error::other(e.0))?
+                {
+                    patch_as_agent(&args.kube, &f.host_ar, &host, &p).await?;
+                }
+            }
+            // The MachineDeployment's own status can lag; count its Machines instead: as many
+            // Running (and not deleting) as it wants, none of them the deleted one.
+            let mds = t.machine_deployments().await?;
+            let want = mds
+                .iter()
+                .find(|d| json::name(d) == md_name)
+                .and_then(|d| shared::discovery::fields::replicas(d).desired)
+                .unwrap_or(0);
+            let running = t
+                .machines()
+                .await?
+                .iter()
+                .filter(|m| {
+                    json::label(m, kcore::plan::scale::removal::DEPLOYMENT_NAME_LABEL)
+                        == Some(md_name.as_str())
+                        && json::name(m) != machine_name
+                        && json::at(m, &["metadata", "deletionTimestamp"]).is_none()
+                        && json::str_at(m, &["status", "phase"]) == Some("Running")
+                })
+                .count();
+            Ok(if i64::try_from(running).unwrap_or(i64::MAX) >= want {
+                Poll::Ready(())
+            } else {
+                Poll::Pending(format!(
+                    "{name} cordoned; {running}/{want} machines of {md_name} running"
+                ))
+            })
+        }
+    })
+    .await?;
+    shared::render::line(&format!(
+        "byohost.infrastructure.cluster.x-k8s.io/{name} drained and cordoned (kubectl capi hosts uncordon {name} returns it to the pool)"
+    ));
+    Ok(())
+}
