@@ -304,3 +304,79 @@ mod tests {
         assert!(plan_upgrade(&kcp(2, "v1.35.0", None), None, &[], "v1.34.0").is_err());
     }
 }
+
+/// `kamaji create`'s endpoint preflight (BCM checks that a new cluster's control-plane address
+/// is unused): who else uses `address`, among Clusters (`spec.controlPlaneEndpoint.host`),
+/// KamajiControlPlanes (`spec.network.serviceAddress`) and TenantControlPlanes
+/// (`spec.networkProfile.address`), leaving out the cluster being created (`namespace/name`, so a
+/// re-run passes) and what it owns. Two control planes on one address fight over it.
+pub fn endpoint_users(
+    address: &str,
+    namespace: &str,
+    name: &str,
+    clusters: &[Value],
+    control_planes: &[Value],
+    tenant_control_planes: &[Value],
+) -> Vec<String> {
+    let ours = |o: &Value| {
+        json::namespace(o) == namespace
+            && (json::name(o) == name
+                || json::label(o, crate::labels::CLUSTER_NAME_LABEL) == Some(name)
+                || at(o, &["metadata", "ownerReferences"])
+                    .and_then(Value::as_array)
+                    .is_some_and(|refs| {
+                        refs.iter().any(|r| {
+                            str_at(r, &["name"]) == Some(name)
+                                && matches!(
+                                    str_at(r, &["kind"]),
+                                    Some("Cluster" | "KamajiControlPlane")
+                                )
+                        })
+                    }))
+    };
+    let mut users = Vec::new();
+    for (objs, path) in [
+        (clusters, &["spec", "controlPlaneEndpoint", "host"][..]),
+        (control_planes, &["spec", "network", "serviceAddress"][..]),
+        (
+            tenant_control_planes,
+            &["spec", "networkProfile", "address"][..],
+        ),
+    ] {
+        for o in objs {
+            if str_at(o, path) == Some(address) && !ours(o) {
+                users.push(format!(
+                    "{} {}/{}",
+                    json::kind(o),
+                    json::namespace(o),
+                    json::name(o)
+                ));
+            }
+        }
+    }
+    users
+}
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::endpoint_users;
+    use serde_json::json;
+
+    #[test]
+    fn finds_other_users_of_the_address_but_not_ourselves() {
+        let clusters = [
+            json!({"kind": "Cluster", "metadata": {"name": "a", "namespace": "n"},
+                   "spec": {"controlPlaneEndpoint": {"host": "192.0.2.10", "port": 6443}}}),
+            json!({"kind": "Cluster", "metadata": {"name": "new", "namespace": "n"},
+                   "spec": {"controlPlaneEndpoint": {"host": "192.0.2.10", "port": 6443}}}),
+        ];
+        let tcps = [json!({"kind": "TenantControlPlane",
+            "metadata": {"name": "new", "namespace": "n", "ownerReferences": [{"kind": "KamajiControlPlane", "name": "new"}]},
+            "spec": {"networkProfile": {"address": "192.0.2.10"}}})];
+        assert_eq!(
+            endpoint_users("192.0.2.10", "n", "new", &clusters, &[], &tcps),
+            vec!["Cluster n/a".to_string()]
+        );
+        assert!(endpoint_users("192.0.2.11", "n", "new", &clusters, &[], &tcps).is_empty());
+    }
+}

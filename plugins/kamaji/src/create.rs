@@ -382,6 +382,9 @@ async fn plan(
         spec.cni = Some(download_calico().await?);
     }
     let mut built = shared::build::kamaji::build(spec, &versions)?;
+    if !client_only {
+        check_endpoint_unused(conn, apis, spec, &built).await?;
+    }
 
     // OpenStack without an address: use Kamaji's endpoint if it is already known (a re-run).
     if let Some(osc) = built.deferred.as_mut()
@@ -394,6 +397,58 @@ async fn plan(
         built.deferred = None;
     }
     Ok(built)
+}
+
+/// BCM's preflight: the control plane's pre-assigned address (`--service-address`, or
+/// `serviceAddress` from `--from-file`) must not be another cluster's endpoint.
+async fn check_endpoint_unused(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    spec: &CreateSpec,
+    built: &Built,
+) -> Result<(), Error> {
+    let Some(address) = built
+        .objects
+        .iter()
+        .find(|o| o["kind"] == "KamajiControlPlane")
+        .and_then(|k| k.pointer("/spec/network/serviceAddress"))
+        .and_then(Value::as_str)
+    else {
+        return Ok(());
+    };
+    let lp = kube::api::ListParams::default();
+    let list = |ar: Option<kube::discovery::ApiResource>| {
+        let lp = lp.clone();
+        async move {
+            match ar {
+                Some(ar) => shared::api::list_json(conn, &ar, None, &lp).await,
+                None => Ok(Vec::new()),
+            }
+        }
+    };
+    let (clusters, kcps, tcps) = tokio::try_join!(
+        list(apis.cluster().ok()),
+        list(apis.kamaji_control_plane()),
+        list(apis.tenant_control_plane())
+    )?;
+    let users = kcore::plan::kamaji::endpoint_users(
+        address,
+        &spec.namespace,
+        &spec.name,
+        &clusters,
+        &kcps,
+        &tcps,
+    );
+    if users.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Other {
+        message: format!(
+            "the control-plane address {address} is already used by {}; nothing was created",
+            users.join(", ")
+        ),
+        hint: Some("pick a free address for --service-address".into()),
+    })
 }
 
 /// `--dry-run=client`: prints every object, the deferred OpenStackCluster included.

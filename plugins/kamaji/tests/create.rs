@@ -1075,3 +1075,43 @@ async fn an_interrupted_delete_resumes() {
     let line = fails(&kamaji(tb, &ns, &["delete", "gone", "--yes"]), 1);
     assert!(line.contains("\"gone\" not found"), "{line}");
 }
+
+/// BCM's preflight (issue 17): a control-plane address another cluster already uses is refused
+/// in one line and nothing is created; re-running the first cluster's create still passes.
+#[tokio::test]
+async fn a_used_control_plane_address_is_refused() {
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-addr").await;
+    let create = |name: &'static str| {
+        [
+            "create",
+            name,
+            "--infrastructure",
+            "none",
+            "--kubernetes-version",
+            V,
+            "--service-type",
+            "NodePort",
+            "--service-address",
+            "192.0.2.77",
+        ]
+    };
+    ok(&kamaji(tb, &ns, &create("first")));
+    ok(&kamaji(tb, &ns, &create("first")));
+    let o = kamaji(tb, &ns, &create("second"));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        err.lines().next().unwrap().contains(&format!(
+            "the control-plane address 192.0.2.77 is already used by KamajiControlPlane {ns}/first"
+        )),
+        "{err}"
+    );
+    let cluster = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
+    assert!(get(&c, &ns, &cluster, "second").await.is_none());
+}
