@@ -270,11 +270,82 @@ struct RawList {
     metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
     /// An empty metadata-only list (PartialObjectMetadataList) comes back as `"items": null`.
     #[serde(default, deserialize_with = "null_as_empty")]
-    items: Vec<Value>,
+    items: Vec<Item>,
 }
 
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Value>, D::Error> {
-    Ok(Option::<Vec<Value>>::deserialize(d)?.unwrap_or_default())
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Item>, D::Error> {
+    Ok(Option::<Vec<Item>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// An object as plain JSON without `metadata.managedFields`: they are often the bulk of an
+/// object and nobody here reads them, so they are skipped while parsing, never allocated.
+struct Item(Value);
+
+/// An object's `metadata` without `managedFields`.
+struct Metadata(Value);
+
+/// Parses a JSON object, skipping the value of `skip` and parsing that of `nested` as `N`.
+fn object_without<'de, A, N>(
+    mut map: A,
+    skip: &str,
+    nested: Option<&str>,
+) -> Result<Value, A::Error>
+where
+    A: serde::de::MapAccess<'de>,
+    N: Deserialize<'de> + Into<Value>,
+{
+    let mut out = serde_json::Map::new();
+    while let Some(key) = map.next_key::<String>()? {
+        if key == skip {
+            map.next_value::<serde::de::IgnoredAny>()?;
+        } else if nested == Some(key.as_str()) {
+            let v: N = map.next_value()?;
+            out.insert(key, v.into());
+        } else {
+            let v: Value = map.next_value()?;
+            out.insert(key, v);
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+impl From<Metadata> for Value {
+    fn from(m: Metadata) -> Value {
+        m.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Item {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Item;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Item, A::Error> {
+                // No top-level key is skipped; `metadata` is parsed without managedFields.
+                object_without::<A, Metadata>(map, "", Some("metadata")).map(Item)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Metadata {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Metadata;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object's metadata")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Metadata, A::Error> {
+                object_without::<A, Value>(map, "managedFields", None).map(Metadata)
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// Lists every object of `ar` in `namespace` (all namespaces when `None`) as plain JSON, in
@@ -343,13 +414,7 @@ async fn list_pages(
             .request(req)
             .await
             .map_err(|e| conn.error(e, &op))?;
-        // managedFields are often the bulk of an object and nobody here reads them.
-        items.extend(page.items.into_iter().map(|mut v| {
-            if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.remove("managedFields");
-            }
-            keep(v)
-        }));
+        items.extend(page.items.into_iter().map(|Item(v)| keep(v)));
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(c) => lp.continue_token = Some(c),
             None => break,
@@ -480,5 +545,18 @@ mod raw_list_tests {
         assert!(l.items.is_empty());
         let l: RawList = serde_json::from_str(r#"{"metadata":{},"items":[{"a":1}]}"#).unwrap();
         assert_eq!(l.items.len(), 1);
+    }
+
+    #[test]
+    fn items_parse_without_managed_fields() {
+        let l: RawList = serde_json::from_str(
+            r#"{"metadata":{"continue":"c"},"items":[{"kind":"K","metadata":{"name":"a","managedFields":[{"manager":"m","fieldsV1":{"f:spec":{}}}],"labels":{"x":"y"}},"spec":{"managedFields":1}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(l.metadata.continue_.as_deref(), Some("c"));
+        assert_eq!(
+            l.items[0].0,
+            serde_json::json!({"kind":"K","metadata":{"name":"a","labels":{"x":"y"}},"spec":{"managedFields":1}})
+        );
     }
 }
