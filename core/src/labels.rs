@@ -3,6 +3,17 @@
 /// Every object of a CAPI cluster carries its cluster's name here (`clusterv1.ClusterNameLabel`).
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 
+/// NVIDIA Base Command Manager's KubeCluster template for a CAPI cluster (BCM 11's manual, the
+/// CAPI chapter); BCM's example sets it as a label, its prose calls it an annotation, so readers
+/// accept both ([`bcm_template`]).
+pub const BCM_TEMPLATE_KEY: &str = "infrav1.nvidia.x-k8s.io/capi-kube-template";
+
+/// The BCM KubeCluster template a Cluster names, as a label or an annotation.
+pub fn bcm_template(obj: &serde_json::Value) -> Option<&str> {
+    crate::json::label(obj, BCM_TEMPLATE_KEY)
+        .or_else(|| crate::json::annotation(obj, BCM_TEMPLATE_KEY))
+}
+
 /// Parses `key=value` as a Kubernetes label (apimachinery's `IsQualifiedName` and
 /// `IsValidLabelValue`): an optional DNS-subdomain prefix and `/`, a name of at most 63
 /// characters of alphanumerics, `-`, `_` and `.` starting and ending alphanumeric, and a value of

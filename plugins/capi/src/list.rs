@@ -71,6 +71,9 @@ pub struct ClusterRow {
     pub available: Option<String>,
     pub message: Option<String>,
     pub paused: bool,
+    /// NVIDIA BCM's KubeCluster template (`infrav1.nvidia.x-k8s.io/capi-kube-template`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bcm_template: Option<String>,
     pub created: Option<String>,
     pub age_seconds: Option<i64>,
 }
@@ -101,7 +104,7 @@ impl Render for ClusterList {
             "INFRASTRUCTURE",
             "AGE",
         ])
-        .wide(["AVAILABLE", "PAUSED", "MESSAGE"]);
+        .wide(["AVAILABLE", "PAUSED", "BCM TEMPLATE", "MESSAGE"]);
         for r in &self.items {
             let cp = match (&r.control_plane, &r.control_plane_kind) {
                 (Some(c), Some(k)) => Cell::new(format!("{} {k}", c.text()), c.tone()),
@@ -130,6 +133,7 @@ impl Render for ClusterList {
                 Cell::from(fleet::age(r.age_seconds)),
                 Cell::status(r.available.as_deref().unwrap_or("Unknown")),
                 Cell::from(if r.paused { "true" } else { "false" }),
+                Cell::from(fleet::or_none(r.bcm_template.as_deref())),
                 Cell::from(r.message.clone().unwrap_or_default().replace('\n', " ")),
             ]);
         }
@@ -213,6 +217,7 @@ pub fn row(
         message: summary.and_then(|s| s.message),
         paused: json::bool_at(c, &["spec", "paused"]).unwrap_or(false)
             || json::has_annotation(c, "cluster.x-k8s.io/paused"),
+        bcm_template: kcore::labels::bcm_template(c).map(str::to_string),
         created: json::str_at(c, &["metadata", "creationTimestamp"]).map(str::to_string),
         age_seconds: fleet::age_of(c, now),
     }

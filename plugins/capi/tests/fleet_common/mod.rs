@@ -511,6 +511,30 @@ pub async fn list_in_every_format(tb: &Testbed, fleet: &Fleet) {
         "{w}"
     );
     assert!(w.contains("WorkersAvailable"), "{w}");
+    // NVIDIA BCM's KubeCluster template, set as BCM's example does (a label).
+    let o = std::process::Command::new("kubectl")
+        .args(["label", "cluster.cluster.x-k8s.io", "cluster-1", "-n", ns])
+        .arg("infrav1.nvidia.x-k8s.io/capi-kube-template=my-capi-cluster-template")
+        .arg("--kubeconfig")
+        .arg(&tb.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let w = ok(tb, &["list", "-n", ns, "-o", "wide"]);
+    assert!(header(&w).contains("BCM TEMPLATE"), "{w}");
+    assert!(
+        w.lines()
+            .any(|l| l.starts_with("cluster-1 ") && l.contains("my-capi-cluster-template")),
+        "{w}"
+    );
+    let j = json(tb, &["list", "-n", ns]);
+    let c1 = j["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "cluster-1")
+        .unwrap();
+    assert_eq!(c1["bcmTemplate"], "my-capi-cluster-template");
 
     for v in [json(tb, &["list", "-n", ns]), yaml(tb, &["list", "-n", ns])] {
         let items = v["items"].as_array().unwrap();
