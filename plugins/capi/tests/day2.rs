@@ -352,6 +352,30 @@ async fn play_kubelets(client: Client, ns: String) {
     }
 }
 
+/// The SIMULATED host agents of `workers`, and the test's KubeadmControlPlane provider and
+/// kubelets for `ns`; all stop when the value is dropped (at the end of the test, or when it
+/// fails).
+struct Players(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Players {
+    fn drop(&mut self) {
+        for h in &self.0 {
+            h.abort();
+        }
+    }
+}
+
+fn play(tb: &Testbed, client: &Client, ns: &str, workers: byoh::Pool) -> Players {
+    let (c, opts) = (client.clone(), sim_opts(tb));
+    Players(vec![
+        tokio::spawn(async move {
+            let _ = byoh::run_agents(c, workers, opts).await;
+        }),
+        tokio::spawn(play_kcp(client.clone(), ns.to_string())),
+        tokio::spawn(play_kubelets(client.clone(), ns.to_string())),
+    ])
+}
+
 async fn count_machines(client: &Client, ns: &str, cluster: &str) -> usize {
     api(client, ns, &machine_ar())
         .list(&ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={cluster}")))
@@ -381,9 +405,7 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
     let workers = pool(&ns, "w", 3, "worker");
     let cps = pool(&ns, "c", 2, "control-plane");
     register_then_stop(tb, &client, cps).await;
-    let agents = tokio::spawn(byoh::run_agents(client.clone(), workers, sim_opts(tb)));
-    let kcp = tokio::spawn(play_kcp(client.clone(), ns.clone()));
-    let kubelets = tokio::spawn(play_kubelets(client.clone(), ns.clone()));
+    let _players = play(tb, &client, &ns, workers);
     make_cluster(&client, &ns, "c1", 1, &tb.kubeconfig).await;
     eventually("one worker host claimed", Duration::from_secs(90), || {
         let (c, n) = (client.clone(), ns.clone());
@@ -669,10 +691,6 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
     );
     let o = run(&tb.kubeconfig, &ns, &["scale", "c1"]);
     assert_eq!(o.status.code(), Some(2));
-
-    agents.abort();
-    kcp.abort();
-    kubelets.abort();
 }
 
 /// A kubeconfig with the testbed's admin context plus the context `kubeconfig --merge` would
@@ -709,9 +727,7 @@ async fn delete_cascades_and_names_a_host_stuck_releasing() {
     let a = pool(&ns, "a", 1, "worker");
     let b = pool(&ns, "b", 1, "worker");
     register_then_stop(tb, &client, b.clone()).await;
-    let agents = tokio::spawn(byoh::run_agents(client.clone(), a, sim_opts(tb)));
-    let kcp = tokio::spawn(play_kcp(client.clone(), ns.clone()));
-    let kubelets = tokio::spawn(play_kubelets(client.clone(), ns.clone()));
+    let _players = play(tb, &client, &ns, a);
     make_cluster(&client, &ns, "doomed", 2, &tb.kubeconfig).await;
     eventually("both hosts claimed", Duration::from_secs(90), || {
         let (c, n) = (client.clone(), ns.clone());
@@ -832,10 +848,7 @@ async fn delete_cascades_and_names_a_host_stuck_releasing() {
         err(&o)
     );
 
-    agents.abort();
     agents_b.abort();
-    kcp.abort();
-    kubelets.abort();
 }
 
 async fn md_ready(client: &Client, ns: &str, name: &str, replicas: i64) -> bool {
@@ -852,9 +865,7 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     let workers = pool(&ns, "w", 3, "worker");
     let cps = pool(&ns, "c", 2, "control-plane");
     register_then_stop(tb, &client, cps).await;
-    let agents = tokio::spawn(byoh::run_agents(client.clone(), workers, sim_opts(tb)));
-    let kcp = tokio::spawn(play_kcp(client.clone(), ns.clone()));
-    let kubelets = tokio::spawn(play_kubelets(client.clone(), ns.clone()));
+    let _players = play(tb, &client, &ns, workers);
     make_cluster(&client, &ns, "up", 1, &tb.kubeconfig).await;
     eventually("the worker ready", Duration::from_secs(120), || {
         let (c, n) = (client.clone(), ns.clone());
@@ -1040,10 +1051,6 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
         "{}",
         out(&o)
     );
-
-    agents.abort();
-    kcp.abort();
-    kubelets.abort();
 }
 
 /// `hosts cordon|uncordon|drain` (issue 17), with the real CAPI and BYOH managers: a cordoned
@@ -1056,9 +1063,7 @@ async fn hosts_cordon_drain_uncordon() {
     let (client, ns) = tb.namespace("maint").await;
     let workers = pool(&ns, "w", 3, "worker");
     register_then_stop(tb, &client, pool(&ns, "c", 1, "control-plane")).await;
-    let agents = tokio::spawn(byoh::run_agents(client.clone(), workers, sim_opts(tb)));
-    let kcp = tokio::spawn(play_kcp(client.clone(), ns.clone()));
-    let kubelets = tokio::spawn(play_kubelets(client.clone(), ns.clone()));
+    let _players = play(tb, &client, &ns, workers);
     make_cluster(&client, &ns, "c1", 2, &tb.kubeconfig).await;
     eventually("two worker hosts claimed", Duration::from_secs(90), || {
         let (c, n) = (client.clone(), ns.clone());
@@ -1178,10 +1183,6 @@ async fn hosts_cordon_drain_uncordon() {
     assert!(o.status.success(), "{}", err(&o));
     let h = api(&client, &ns, &host_ar()).get(&victim).await.unwrap();
     assert!(h.labels().get("cluster.x-k8s.io/cluster-name").is_none());
-
-    agents.abort();
-    kcp.abort();
-    kubelets.abort();
 }
 
 /// `hosts add` (issue 17): the real BYOH controller issues the BootstrapKubeconfig, and its

@@ -296,8 +296,9 @@ fn sha256sum(path: &Path) -> String {
         .to_string()
 }
 
-#[test]
-fn fill_script_sets_version_uris_and_sums_from_archives() {
+/// A scratch directory with copies of the manifests (`plugins/`) and an empty `dist/`, and
+/// the fill script; the directory lives as long as the returned guard.
+fn fill_workspace() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../krew/fill-manifests.sh");
     let work = tempfile::tempdir().unwrap();
     let manifests = work.path().join("plugins");
@@ -307,6 +308,12 @@ fn fill_script_sets_version_uris_and_sums_from_archives() {
     }
     let dist = work.path().join("dist");
     std::fs::create_dir(&dist).unwrap();
+    (work, script, manifests, dist)
+}
+
+#[test]
+fn fill_script_sets_version_uris_and_sums_from_archives() {
+    let (_work, script, manifests, dist) = fill_workspace();
     let version = "v1.2.3";
     for plugin in ["capi", "kamaji"] {
         for (os, arch) in all_platforms() {
@@ -370,15 +377,7 @@ fn fill_script_sets_version_uris_and_sums_from_archives() {
 
 #[test]
 fn fill_script_only_available_keeps_the_platforms_with_archives() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../krew/fill-manifests.sh");
-    let work = tempfile::tempdir().unwrap();
-    let manifests = work.path().join("plugins");
-    std::fs::create_dir(&manifests).unwrap();
-    for m in ["capi.yaml", "kamaji.yaml"] {
-        std::fs::copy(manifests_dir().join(m), manifests.join(m)).unwrap();
-    }
-    let dist = work.path().join("dist");
-    std::fs::create_dir(&dist).unwrap();
+    let (_work, script, manifests, dist) = fill_workspace();
     let version = "v0.9.0-rc.1";
     let run = || {
         Command::new("sh")
