@@ -67,7 +67,7 @@ sandbox-down: ## stop the sandbox and every process it started
 demo: ## the whole story on the local sandbox (KEEP=1 leaves it running)
 	KEEP=$(KEEP) bash scripts/demo.sh
 
-bench: testbed ## every benchmark, side by side with kubectl and clusterctl, as one table
+bench: testbed ## every benchmark, side by side with kubectl and clusterctl, as one table of ratios (BENCH_QUICK=1: a small version, minutes)
 	python3 bench/bench.py
 
 clean: sandbox-down ## remove build output (the testbed cache in ~/.cache stays)
