@@ -52,6 +52,10 @@ pub struct UninstallArgs {
     /// Do not ask (needed without a terminal)
     #[arg(short = 'y', long)]
     pub yes: bool,
+    /// Also tear down the BYOH host pool, as BCM's teardown does: every BootstrapKubeconfig and
+    /// every ByoHost that serves no machine. Refused while any Cluster remains
+    #[arg(long)]
+    pub purge: bool,
     #[command(flatten)]
     pub kube: KubeFlags,
 }
@@ -258,6 +262,9 @@ pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
     let conn = args.kube.connect().await?;
     let ns = namespace(&conn);
     let apis = ServerApis::discover(&conn).await?;
+    if args.purge {
+        refuse_while_clusters_remain(&conn, &apis).await?;
+    }
     if let Some(ar) = apis.kamaji_control_plane() {
         let kcps = common::list(&conn, &ar, None, None).await?;
         if !kcps.is_empty() && !args.force {
@@ -286,11 +293,14 @@ pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
         }
     }
     let objects = manifests::uninstall_manifests(&ns);
-    if !args.yes
-        && !shared::render::confirm(&format!(
-            "Uninstall the KamajiControlPlane provider from namespace {ns}?"
-        ))?
-    {
+    let what = if args.purge {
+        format!(
+            "Uninstall the KamajiControlPlane provider from namespace {ns}, and delete every BootstrapKubeconfig and every free ByoHost?"
+        )
+    } else {
+        format!("Uninstall the KamajiControlPlane provider from namespace {ns}?")
+    };
+    if !args.yes && !shared::render::confirm(&what)? {
         return Err(Error::other("aborted: nothing was deleted"));
     }
     for o in &objects {
@@ -311,6 +321,63 @@ pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
                 return Err(conn.error(e, &Op::on("delete", &ar).in_namespace(ns_opt).named(name)));
             }
         }
+    }
+    if args.purge {
+        purge_host_pool(&conn, &apis).await?;
+    }
+    Ok(())
+}
+
+/// `--purge` tears down what clusters run on, so it waits until none is left.
+async fn refuse_while_clusters_remain(conn: &Conn, apis: &ServerApis) -> Result<(), Error> {
+    let Ok(ar) = apis.cluster() else {
+        return Ok(());
+    };
+    let names = shared::api::list_names(conn, &ar, None).await?;
+    if names.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = names.iter().take(5).map(String::as_str).collect();
+    Err(Error::Other {
+        message: format!(
+            "{} Cluster(s) remain ({}{}); --purge tears down the provider and the host pool only when no cluster is left; nothing was deleted",
+            names.len(),
+            shown.join(", "),
+            if names.len() > 5 { ", ..." } else { "" }
+        ),
+        hint: Some(
+            "delete them first (kubectl capi delete NAME), or uninstall without --purge".into(),
+        ),
+    })
+}
+
+/// BCM's teardown, steps 3 and 5: the hosts' BootstrapKubeconfigs, then the ByoHosts. A host
+/// that still serves a machine is left (BYOH's webhook refuses to delete it anyway) and named.
+async fn purge_host_pool(conn: &Conn, apis: &ServerApis) -> Result<(), Error> {
+    let infra = shared::discovery::INFRASTRUCTURE_GROUP;
+    let lp = kube::api::ListParams::default();
+    if let Some(ar) = apis.provider_kind(infra, "BootstrapKubeconfig") {
+        for b in shared::api::list_json(conn, &ar, None, &lp).await? {
+            let (bns, name) = (kcore::json::namespace(&b), kcore::json::name(&b));
+            shared::api::delete(conn, &ar, bns, name).await?;
+            render::line(&format!("bootstrapkubeconfig.{infra}/{name} deleted"));
+        }
+    }
+    if let Some(ar) = apis.byo_host() {
+        for h in shared::api::list_json(conn, &ar, None, &lp).await? {
+            let (hns, name) = (kcore::json::namespace(&h), kcore::json::name(&h));
+            if let Some(m) = kcore::json::str_at(&h, &["status", "machineRef", "name"]) {
+                render::warn(&format!(
+                    "byohost.{infra}/{name} kept: it still serves ByoMachine {m}"
+                ));
+                continue;
+            }
+            shared::api::delete(conn, &ar, hns, name).await?;
+            render::line(&format!("byohost.{infra}/{name} deleted"));
+        }
+        render::info(
+            "the BYOH controller itself came with its provider: clusterctl delete --infrastructure byoh removes it (stop the host agents first, or they register their hosts again)",
+        );
     }
     Ok(())
 }
