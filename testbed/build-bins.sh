@@ -7,6 +7,8 @@
 #   testbed/build-bins.sh kamaji  the Kamaji operator (github.com/clastix/kamaji)
 #   testbed/build-bins.sh k8s-prev  an older kube-apiserver, -controller-manager, -scheduler for tenants
 #   testbed/build-bins.sh byoh    the BYOH controller manager (cluster-api-provider-bringyourownhost)
+#   testbed/build-bins.sh cacppk  CACPPK's manager (cluster-api-control-plane-provider-kamaji v0.11.0) and
+#                                 its own CRDs, for make bench only (not part of `all`)
 #   testbed/build-bins.sh clusterctl-repo  kustomize, and a clusterctl local repository of CAPI's core
 #                                  and kubeadm bootstrap providers plus cert-manager's CRDs
 #   testbed/build-bins.sh krew    krew (as kubectl-krew), validate-krew-manifest and actionlint
@@ -95,6 +97,26 @@ build_byoh() {
   rm -rf "$out.tmp"; mkdir -p "$out.tmp"
   echo "building the BYOH $BYOH_VERSION controller manager (first time only; about 90 seconds)" >&2
   (cd "$here/byoh" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/byoh-manager" github.com/vmware-tanzu/cluster-api-provider-bringyourownhost)
+  rm -rf "$out" && mv "$out.tmp" "$out"
+  echo "$out"
+}
+
+# CACPPK v0.11.0, the Kamaji control-plane provider users run today, for make bench's comparison
+# with kamaji-reconciler (testbed/cacppk pins it: its newer releases do not compile against the Kamaji
+# the Go module proxy serves). Its own CRDs (KamajiControlPlane v1alpha1) are copied next to it.
+build_cacppk() {
+  local v
+  v=$(awk '$1=="require" && $2=="github.com/clastix/cluster-api-control-plane-provider-kamaji"{print $3; exit}' "$here/cacppk/go.mod")
+  local out="$cache_root/cacppk-$v"
+  if [ -x "$out/cacppk-manager" ] && [ -d "$out/crds" ]; then echo "$out"; return; fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp/crds"
+  echo "building the CACPPK $v manager (first time only)" >&2
+  (cd "$here/cacppk" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/cacppk-manager" github.com/clastix/cluster-api-control-plane-provider-kamaji)
+  local src
+  src=$(cd "$here/cacppk" && mod_dir "github.com/clastix/cluster-api-control-plane-provider-kamaji@$v")
+  [ -d "$src" ] || { echo "module download failed" >&2; exit 1; }
+  cp "$src"/config/crd/bases/*.yaml "$out.tmp/crds/"
+  chmod -R u+w "$out.tmp"
   rm -rf "$out" && mv "$out.tmp" "$out"
   echo "$out"
 }
@@ -214,9 +236,10 @@ case "${1:-all}" in
   clusterctl-repo) build_clusterctl_repo ;;
   k8s-prev) build_k8s_prev ;;
   byoh) build_byoh ;;
+  cacppk) build_cacppk ;;
   krew) build_krew ;;
   all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)"
        echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"
        echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "krew=$(build_krew)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|clusterctl-repo|krew|all" >&2; exit 2 ;;
+  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|cacppk|clusterctl-repo|krew|all" >&2; exit 2 ;;
 esac
