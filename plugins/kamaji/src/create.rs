@@ -113,6 +113,12 @@ pub struct Args {
     /// OpenStack: Secret with clouds.yaml (default NAME-cloud-config)
     #[arg(long, value_name = "SECRET", help_heading = "Infrastructure")]
     pub identity_secret: Option<String>,
+    /// OpenStack: Secret whose key cloud.conf the workers get as /etc/kubernetes/cloud.conf (kubelet --cloud-config)
+    #[arg(long, value_name = "SECRET", help_heading = "Infrastructure")]
+    pub cloud_conf_secret: Option<String>,
+    /// OpenStack: key of that Secret holding the cloud's CA, written to /etc/certs/cacert on the workers
+    #[arg(long, value_name = "KEY", help_heading = "Infrastructure")]
+    pub cloud_ca_key: Option<String>,
     /// BYOH: labels a host needs to become a worker (KEY=VALUE, comma separated)
     #[arg(
         long = "host-selector",
@@ -297,6 +303,8 @@ pub fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Error> {
         region: args.region.clone(),
         cloud_name: args.cloud_name.clone(),
         identity_secret: args.identity_secret.clone(),
+        cloud_conf_secret: args.cloud_conf_secret.clone(),
+        cloud_ca_key: args.cloud_ca_key.clone(),
         host_selector: parse_selector(&args.host_selector)?,
         bundle_repo: args.bundle_repo.clone(),
         bundle_type: args.bundle_type.clone(),

@@ -20,6 +20,10 @@ fn infra_flags(infra: &str) -> Vec<&'static str> {
             "tenant-net",
             "--ssh-key",
             "ops",
+            "--cloud-conf-secret",
+            "edge-cloud-conf",
+            "--cloud-ca-key",
+            "cacert",
         ],
         "kubevirt" => vec![
             "--image",

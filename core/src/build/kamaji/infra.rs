@@ -30,6 +30,8 @@ pub(super) struct WorkerInfra {
     pub installer_template: Option<Value>,
     /// Kubelet arguments the provider needs in the kubeadm join configuration.
     pub kubelet_args: Vec<(&'static str, &'static str)>,
+    /// Files the kubeadm bootstrap writes on every worker (`KubeadmConfigSpec.files`).
+    pub files: Vec<Value>,
 }
 
 /// The objects of `ctx.infra`; BYOH adds notes for the preview.
@@ -113,6 +115,7 @@ fn byoh(ctx: &Ctx, notes: &mut Vec<String>) -> InfraObjects {
             template: Some(machine_template(ctx, "ByoMachineTemplate", ts)),
             installer_template,
             kubelet_args: Vec::new(),
+            files: Vec::new(),
         },
     }
 }
@@ -153,6 +156,21 @@ fn byoh_installer(ctx: &Ctx, notes: &mut Vec<String>) -> (Value, Value) {
         ));
     }
     (installer_ref, template)
+}
+
+/// Where OpenStack workers find the cloud configuration and CA (the paths of seed 000's
+/// KubeadmConfigTemplate).
+pub const OPENSTACK_CLOUD_CONF_PATH: &str = "/etc/kubernetes/cloud.conf";
+pub const OPENSTACK_CA_PATH: &str = "/etc/certs/cacert";
+
+/// A bootstrap file from `secret`'s `key`, root-only.
+fn secret_file(secret: &str, key: &str, path: &str) -> Value {
+    json!({
+        "path": path,
+        "owner": "root:root",
+        "permissions": "0600",
+        "contentFrom": {"secret": {"name": secret, "key": key}},
+    })
 }
 
 fn openstack(ctx: &Ctx) -> Result<InfraObjects, Error> {
@@ -198,13 +216,27 @@ fn openstack(ctx: &Ctx) -> Result<InfraObjects, Error> {
     if let Some(k) = &spec.ssh_key {
         ts["sshKeyName"] = json!(k);
     }
+    // Seed 000 (the Kamaji provider discussion): the workers of an OpenStack cluster with an
+    // external cloud controller get the cloud configuration and the cloud's CA as files, and
+    // kubelet's cloud-config points at the former. The content comes from a Secret through
+    // CABPK's `contentFrom`, so the credentials never sit in the template.
+    let mut kubelet_args = vec![("cloud-provider", "external")];
+    let mut files = Vec::new();
+    if let Some(secret) = &spec.cloud_conf_secret {
+        kubelet_args.push(("cloud-config", OPENSTACK_CLOUD_CONF_PATH));
+        files.push(secret_file(secret, "cloud.conf", OPENSTACK_CLOUD_CONF_PATH));
+        if let Some(key) = &spec.cloud_ca_key {
+            files.push(secret_file(secret, key, OPENSTACK_CA_PATH));
+        }
+    }
     Ok(InfraObjects {
         cluster,
         deferred,
         workers: WorkerInfra {
             template: Some(machine_template(ctx, "OpenStackMachineTemplate", ts)),
             installer_template: None,
-            kubelet_args: vec![("cloud-provider", "external")],
+            kubelet_args,
+            files,
         },
     })
 }
@@ -326,6 +358,7 @@ fn aws(ctx: &Ctx) -> Result<InfraObjects, Error> {
             template: Some(machine_template(ctx, "AWSMachineTemplate", ts)),
             installer_template: None,
             kubelet_args: vec![("cloud-provider", "external")],
+            files: Vec::new(),
         },
     })
 }

@@ -184,6 +184,11 @@ pub struct CreateSpec {
     pub cloud_name: Option<String>,
     /// OpenStack clouds.yaml Secret (default `<name>-cloud-config`).
     pub identity_secret: Option<String>,
+    /// OpenStack: a Secret (in the cluster's namespace) whose key `cloud.conf` the workers get
+    /// as `/etc/kubernetes/cloud.conf`, with kubelet's `cloud-config` pointing at it.
+    pub cloud_conf_secret: Option<String>,
+    /// OpenStack: the key of that Secret holding the cloud's CA, written to `/etc/certs/cacert`.
+    pub cloud_ca_key: Option<String>,
     /// BYOH: labels a host needs to be picked for a worker.
     pub host_selector: BTreeMap<String, String>,
     /// BYOH: the OCI repository of the Kubernetes installer bundles (default

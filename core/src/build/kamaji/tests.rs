@@ -478,3 +478,55 @@ fn endpoints_split() {
     );
     assert_eq!(split_endpoint(""), None);
 }
+
+/// Seed 000: OpenStack workers get cloud.conf and the cloud's CA from a Secret, and kubelet's
+/// cloud-config points at the file (issue 17).
+#[test]
+fn openstack_workers_get_cloud_conf_and_ca_from_a_secret() {
+    let mut s = spec(Infrastructure::Openstack);
+    s.flavor = Some("m1.large".into());
+    s.image = Some("ubuntu".into());
+    s.cloud_conf_secret = Some("prod-cloud-conf".into());
+    s.cloud_ca_key = Some("cacert".into());
+    let b = build(&s, &Versions::latest(Infrastructure::Openstack)).unwrap();
+    let kct = b
+        .objects
+        .iter()
+        .find(|o| o["kind"] == "KubeadmConfigTemplate")
+        .unwrap();
+    let spec = &kct["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["files"],
+        json!([
+            {"path": "/etc/kubernetes/cloud.conf", "owner": "root:root", "permissions": "0600",
+             "contentFrom": {"secret": {"name": "prod-cloud-conf", "key": "cloud.conf"}}},
+            {"path": "/etc/certs/cacert", "owner": "root:root", "permissions": "0600",
+             "contentFrom": {"secret": {"name": "prod-cloud-conf", "key": "cacert"}}},
+        ])
+    );
+    assert_eq!(
+        spec["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"],
+        json!([{"name": "cloud-provider", "value": "external"},
+               {"name": "cloud-config", "value": "/etc/kubernetes/cloud.conf"}])
+    );
+    // Only for OpenStack, and the CA key needs the Secret.
+    let err = |s: &CreateSpec| {
+        let e = build(s, &Versions::latest(Infrastructure::Openstack)).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        e.to_string()
+    };
+    let mut byoh = spec_of_byoh_with_cloud_conf();
+    assert!(err(&byoh).contains("--cloud-conf-secret/--cloud-ca-key does not apply"));
+    byoh.infrastructure = Some(Infrastructure::Openstack);
+    byoh.flavor = Some("m1".into());
+    byoh.image = Some("u".into());
+    byoh.cloud_conf_secret = None;
+    assert!(err(&byoh).contains("--cloud-ca-key needs --cloud-conf-secret"));
+}
+
+fn spec_of_byoh_with_cloud_conf() -> CreateSpec {
+    let mut s = spec(Infrastructure::Byoh);
+    s.cloud_conf_secret = Some("x".into());
+    s.cloud_ca_key = Some("cacert".into());
+    s
+}

@@ -134,7 +134,7 @@ fn check_counts(spec: &CreateSpec) -> Result<(), Error> {
 /// The flags that only some infrastructures take.
 fn check_scoped_flags(spec: &CreateSpec, infra: Infrastructure) -> Result<(), Error> {
     use Infrastructure::{Aws, Byoh, Kubevirt, Metal3, Openstack};
-    let scoped: [(&str, bool, &[Infrastructure]); 11] = [
+    let scoped: [(&str, bool, &[Infrastructure]); 12] = [
         (
             "--workers",
             spec.workers.is_some(),
@@ -159,6 +159,11 @@ fn check_scoped_flags(spec: &CreateSpec, infra: Infrastructure) -> Result<(), Er
             spec.cloud_name.is_some() || spec.identity_secret.is_some(),
             &[Openstack],
         ),
+        (
+            "--cloud-conf-secret/--cloud-ca-key",
+            spec.cloud_conf_secret.is_some() || spec.cloud_ca_key.is_some(),
+            &[Openstack],
+        ),
         ("--host-selector", !spec.host_selector.is_empty(), &[Byoh]),
         (
             "--bundle-repo/--bundle-type",
@@ -169,6 +174,15 @@ fn check_scoped_flags(spec: &CreateSpec, infra: Infrastructure) -> Result<(), Er
     ];
     for (flag, given, allowed) in scoped {
         ensure_only_for(infra, flag, given, allowed)?;
+    }
+    if spec.cloud_ca_key.is_some() && spec.cloud_conf_secret.is_none() {
+        return Err(usage(
+            "--cloud-ca-key needs --cloud-conf-secret",
+            "name the Secret holding cloud.conf (and the CA under that key) with --cloud-conf-secret",
+        ));
+    }
+    if let Some(s) = &spec.cloud_conf_secret {
+        validate_dns_subdomain("--cloud-conf-secret", s)?;
     }
     Ok(())
 }

@@ -14,7 +14,11 @@ pub(super) fn objects(ctx: &Ctx, infra: WorkerInfra) -> Vec<Value> {
     let (Some(template), Some(tkind)) = (infra.template, ctx.infra.template_kind()) else {
         return Vec::new();
     };
-    let mut objects = vec![kubeadm_config_template(ctx, &infra.kubelet_args)];
+    let mut objects = vec![kubeadm_config_template(
+        ctx,
+        &infra.kubelet_args,
+        &infra.files,
+    )];
     objects.extend(infra.installer_template);
     objects.push(template);
     objects.push(machine_deployment(ctx, tkind));
@@ -37,10 +41,13 @@ fn node_registration(level: CapiVersion, kubelet_args: &[(&str, &str)]) -> Value
     }
 }
 
-fn kubeadm_config_template(ctx: &Ctx, kubelet_args: &[(&str, &str)]) -> Value {
+fn kubeadm_config_template(ctx: &Ctx, kubelet_args: &[(&str, &str)], files: &[Value]) -> Value {
     let node_registration = node_registration(ctx.versions.capi, kubelet_args);
     // `format` (the default, cloud-config) keeps the spec non-empty, as CABPK's schema needs.
     let mut kct_spec = json!({"format": "cloud-config"});
+    if !files.is_empty() {
+        kct_spec["files"] = json!(files);
+    }
     if !node_registration.as_object().is_some_and(Map::is_empty) {
         kct_spec["joinConfiguration"] = json!({"nodeRegistration": node_registration});
     }
