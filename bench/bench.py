@@ -706,7 +706,7 @@ def cacppk_bench(work):
         rows.append((name, "failed" if not o else "-", "failed" if not t else "-", "-", "-", "-", "-"))
         return
     (o_rss, o_settle, o_idle, o_lat, o_miss), (t_rss, t_settle, t_idle, t_lat, t_miss) = o, t
-    add(f"{name}: peak RSS", round(o_rss / 1024, 1), round(t_rss / 1024, 1), o_rss, t_rss, target=1 / 3,
+    add(f"{name}: peak RSS", round(o_rss / 1024, 1), round(t_rss / 1024, 1), o_rss, t_rss, target=0.333,
         rss_target="30 MiB", unit=" MiB")
     add(f"{name}: API requests to settle", o_settle, t_settle, unit="")
     rows.append((f"{name}: API requests in {IDLE_SECONDS} idle s", str(o_idle), str(t_idle), "-",
