@@ -504,7 +504,9 @@ def audit_count(sandbox):
     return n
 
 
-def wait_quiet(sandbox, limit=300, quiet=10):
+def wait_quiet(sandbox, limit=1200, quiet=10):
+    """Until the controller's requests stop for `quiet` seconds (CACPPK v0.11.0 reconciles one KCP
+    at a time under client-go's default 20 requests/s, so 1,000 KCPs take minutes)."""
     deadline = time.monotonic() + limit
     last, since = -1, time.monotonic()
     while time.monotonic() < deadline:
