@@ -394,13 +394,33 @@ async fn list_pages(
     metadata_only: bool,
     keep: impl Fn(Value) -> Value,
 ) -> Result<Vec<Value>, Error> {
+    let mut items = Vec::new();
+    each_page(conn, ar, namespace, lp, metadata_only, |text| {
+        let page: RawList = parse_page(ar, &text)?;
+        items.extend(page.items.into_iter().map(|Item(v)| keep(v)));
+        Ok(page.metadata.continue_)
+    })
+    .await?;
+    Ok(items)
+}
+
+/// Reads a LIST page by page ([`PAGE_SIZE`] items, following `continue`), handing each page's
+/// text to `take`, which returns the page's continue token: the one pager behind
+/// [`list_json`], [`list_as`] and [`list_page_texts`].
+async fn each_page(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    lp: &ListParams,
+    metadata_only: bool,
+    mut take: impl FnMut(String) -> Result<Option<String>, Error>,
+) -> Result<(), Error> {
     use kube::Resource;
     let url = DynamicObject::url_path(ar, namespace);
     let op = Op::on("list", ar).in_namespace(namespace);
     let mut lp = lp.clone();
     lp.limit = Some(PAGE_SIZE);
     lp.continue_token = None;
-    let mut items = Vec::new();
     loop {
         let r = kube::core::Request::new(url.as_str());
         let req = if metadata_only {
@@ -409,18 +429,21 @@ async fn list_pages(
             r.list(&lp)
         }
         .map_err(|e| Error::other(format!("cannot build the list request: {e}")))?;
-        let page: RawList = conn
+        let text = conn
             .client
-            .request(req)
+            .request_text(req)
             .await
             .map_err(|e| conn.error(e, &op))?;
-        items.extend(page.items.into_iter().map(|Item(v)| keep(v)));
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+        match take(text)?.filter(|c| !c.is_empty()) {
             Some(c) => lp.continue_token = Some(c),
-            None => break,
+            None => return Ok(()),
         }
     }
-    Ok(items)
+}
+
+fn parse_page<P: serde::de::DeserializeOwned>(ar: &ApiResource, text: &str) -> Result<P, Error> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::other(format!("{}: cannot read the list: {e}", ar.kind)))
 }
 
 /// One page of a LIST, its items as `T`.
@@ -450,32 +473,13 @@ pub async fn list_as<T: serde::de::DeserializeOwned>(
     lp: &ListParams,
     metadata_only: bool,
 ) -> Result<Vec<T>, Error> {
-    use kube::Resource;
-    let url = DynamicObject::url_path(ar, namespace);
-    let op = Op::on("list", ar).in_namespace(namespace);
-    let mut lp = lp.clone();
-    lp.limit = Some(PAGE_SIZE);
-    lp.continue_token = None;
     let mut items = Vec::new();
-    loop {
-        let r = kube::core::Request::new(url.as_str());
-        let req = if metadata_only {
-            r.list_metadata(&lp)
-        } else {
-            r.list(&lp)
-        }
-        .map_err(|e| Error::other(format!("cannot build the list request: {e}")))?;
-        let page: TypedList<T> = conn
-            .client
-            .request(req)
-            .await
-            .map_err(|e| conn.error(e, &op))?;
+    each_page(conn, ar, namespace, lp, metadata_only, |text| {
+        let page: TypedList<T> = parse_page(ar, &text)?;
         items.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(c) => lp.continue_token = Some(c),
-            None => break,
-        }
-    }
+        Ok(page.metadata.continue_)
+    })
+    .await?;
     Ok(items)
 }
 
@@ -495,30 +499,13 @@ pub async fn list_page_texts(
     namespace: Option<&str>,
     lp: &ListParams,
 ) -> Result<Vec<String>, Error> {
-    use kube::Resource;
-    let url = DynamicObject::url_path(ar, namespace);
-    let op = Op::on("list", ar).in_namespace(namespace);
-    let mut lp = lp.clone();
-    lp.limit = Some(PAGE_SIZE);
-    lp.continue_token = None;
     let mut pages = Vec::new();
-    loop {
-        let req = kube::core::Request::new(url.as_str())
-            .list(&lp)
-            .map_err(|e| Error::other(format!("cannot build the list request: {e}")))?;
-        let text = conn
-            .client
-            .request_text(req)
-            .await
-            .map_err(|e| conn.error(e, &op))?;
-        let meta: PageMeta = serde_json::from_str(&text)
-            .map_err(|e| Error::other(format!("{}: cannot read the list: {e}", ar.kind)))?;
+    each_page(conn, ar, namespace, lp, false, |text| {
+        let meta: PageMeta = parse_page(ar, &text)?;
         pages.push(text);
-        match meta.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(c) => lp.continue_token = Some(c),
-            None => break,
-        }
-    }
+        Ok(meta.metadata.continue_)
+    })
+    .await?;
     Ok(pages)
 }
 
@@ -527,9 +514,7 @@ pub fn page_items<T: serde::de::DeserializeOwned>(
     ar: &ApiResource,
     page: &str,
 ) -> Result<Vec<T>, Error> {
-    serde_json::from_str::<TypedList<T>>(page)
-        .map(|l| l.items)
-        .map_err(|e| Error::other(format!("{}: cannot read the list: {e}", ar.kind)))
+    parse_page::<TypedList<T>>(ar, page).map(|l| l.items)
 }
 
 #[cfg(test)]
