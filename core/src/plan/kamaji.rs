@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::Error;
-use crate::build::kamaji::{parse_version, upgrade_steps};
+use crate::build::kamaji::{DEFAULT_PORT, parse_version, upgrade_steps};
 use crate::json::{self, at, str_at};
 
 /// The most control-plane replicas `scale` accepts: a tenant API server is stateless, and more
@@ -306,14 +306,17 @@ mod tests {
 }
 
 /// `kamaji create`'s endpoint preflight (BCM checks that a new cluster's control-plane address
-/// is unused): who else uses `address`, among Clusters (`spec.controlPlaneEndpoint.host`),
-/// KamajiControlPlanes (`spec.network.serviceAddress`) and TenantControlPlanes
-/// (`spec.networkProfile.address`), leaving out the cluster being created (`namespace/name`, so a
-/// re-run passes) and what it owns. Two control planes on one address fight over it.
+/// is unused): who else serves on `address:port`, among Clusters
+/// (`spec.controlPlaneEndpoint`), KamajiControlPlanes (`spec.network.serviceAddress`, on the port
+/// of the Cluster that references them, as the Kamaji provider derives it from
+/// `clusterNetwork.apiServerPort`) and TenantControlPlanes (`spec.networkProfile`), leaving out
+/// the cluster being created (`namespace/name`, so a re-run passes) and what it owns. Two control
+/// planes on one address and port fight over it; on different ports they do not.
 pub fn endpoint_users(
     address: &str,
     namespace: &str,
     name: &str,
+    port: u16,
     clusters: &[Value],
     control_planes: &[Value],
     tenant_control_planes: &[Value],
@@ -334,25 +337,64 @@ pub fn endpoint_users(
                         })
                     }))
     };
+    let port_at = |o: &Value, path: &[&str]| {
+        at(o, path)
+            .and_then(Value::as_u64)
+            .and_then(|p| u16::try_from(p).ok())
+            .filter(|p| *p != 0)
+    };
+    let cluster_port = |c: &Value| {
+        port_at(c, &["spec", "controlPlaneEndpoint", "port"])
+            .or_else(|| port_at(c, &["spec", "clusterNetwork", "apiServerPort"]))
+            .unwrap_or(DEFAULT_PORT)
+    };
+    let control_plane_port = |kcp: &Value| {
+        clusters
+            .iter()
+            .find(|c| {
+                json::namespace(c) == json::namespace(kcp)
+                    && str_at(c, &["spec", "controlPlaneRef", "kind"]) == Some(json::kind(kcp))
+                    && str_at(c, &["spec", "controlPlaneRef", "name"]) == Some(json::name(kcp))
+            })
+            .map_or(DEFAULT_PORT, cluster_port)
+    };
     let mut users = Vec::new();
-    for (objs, path) in [
-        (clusters, &["spec", "controlPlaneEndpoint", "host"][..]),
-        (control_planes, &["spec", "network", "serviceAddress"][..]),
-        (
-            tenant_control_planes,
-            &["spec", "networkProfile", "address"][..],
-        ),
-    ] {
-        for o in objs {
-            if str_at(o, path) == Some(address) && !ours(o) {
-                users.push(format!(
-                    "{} {}/{}",
-                    json::kind(o),
-                    json::namespace(o),
-                    json::name(o)
-                ));
-            }
+    let mut note = |o: &Value, their: (Option<&str>, u16)| {
+        if their == (Some(address), port) && !ours(o) {
+            users.push(format!(
+                "{} {}/{}",
+                json::kind(o),
+                json::namespace(o),
+                json::name(o)
+            ));
         }
+    };
+    for c in clusters {
+        note(
+            c,
+            (
+                str_at(c, &["spec", "controlPlaneEndpoint", "host"]),
+                cluster_port(c),
+            ),
+        );
+    }
+    for k in control_planes {
+        note(
+            k,
+            (
+                str_at(k, &["spec", "network", "serviceAddress"]),
+                control_plane_port(k),
+            ),
+        );
+    }
+    for t in tenant_control_planes {
+        note(
+            t,
+            (
+                str_at(t, &["spec", "networkProfile", "address"]),
+                port_at(t, &["spec", "networkProfile", "port"]).unwrap_or(DEFAULT_PORT),
+            ),
+        );
     }
     users
 }
@@ -374,9 +416,48 @@ mod endpoint_tests {
             "metadata": {"name": "new", "namespace": "n", "ownerReferences": [{"kind": "KamajiControlPlane", "name": "new"}]},
             "spec": {"networkProfile": {"address": "192.0.2.10"}}})];
         assert_eq!(
-            endpoint_users("192.0.2.10", "n", "new", &clusters, &[], &tcps),
+            endpoint_users("192.0.2.10", "n", "new", 6443, &clusters, &[], &tcps),
             vec!["Cluster n/a".to_string()]
         );
-        assert!(endpoint_users("192.0.2.11", "n", "new", &clusters, &[], &tcps).is_empty());
+        assert!(endpoint_users("192.0.2.11", "n", "new", 6443, &clusters, &[], &tcps).is_empty());
+    }
+
+    /// Two control planes on one address but different ports do not collide (Kamaji's
+    /// `networkProfile.port`, CAPI's `clusterNetwork.apiServerPort`); a KamajiControlPlane has no
+    /// port of its own and takes its Cluster's.
+    #[test]
+    fn same_address_on_another_port_is_free() {
+        let clusters = [
+            json!({"kind": "Cluster", "metadata": {"name": "a", "namespace": "n"},
+                   "spec": {"controlPlaneEndpoint": {"host": "127.0.0.1", "port": 30001},
+                            "controlPlaneRef": {"kind": "KamajiControlPlane", "name": "a"}}}),
+            json!({"kind": "Cluster", "metadata": {"name": "b", "namespace": "m"},
+                   "spec": {"clusterNetwork": {"apiServerPort": 30002},
+                            "controlPlaneRef": {"kind": "KamajiControlPlane", "name": "b"}}}),
+        ];
+        let kcps = [
+            json!({"kind": "KamajiControlPlane", "metadata": {"name": "a", "namespace": "n"},
+                   "spec": {"network": {"serviceAddress": "127.0.0.1"}}}),
+            json!({"kind": "KamajiControlPlane", "metadata": {"name": "b", "namespace": "m"},
+                   "spec": {"network": {"serviceAddress": "127.0.0.1"}}}),
+            json!({"kind": "KamajiControlPlane", "metadata": {"name": "orphan", "namespace": "m"},
+                   "spec": {"network": {"serviceAddress": "127.0.0.1"}}}),
+        ];
+        let tcps = [json!({"kind": "TenantControlPlane",
+            "metadata": {"name": "t", "namespace": "o"},
+            "spec": {"networkProfile": {"address": "127.0.0.1", "port": 30003}}})];
+        let users = |port| endpoint_users("127.0.0.1", "x", "new", port, &clusters, &kcps, &tcps);
+        assert!(users(30009).is_empty(), "{:?}", users(30009));
+        assert_eq!(
+            users(30001),
+            [
+                "Cluster n/a".to_string(),
+                "KamajiControlPlane n/a".to_string()
+            ]
+        );
+        assert_eq!(users(30002), ["KamajiControlPlane m/b".to_string()]);
+        assert_eq!(users(30003), ["TenantControlPlane o/t".to_string()]);
+        // No Cluster names it: Kamaji's default port.
+        assert_eq!(users(6443), ["KamajiControlPlane m/orphan".to_string()]);
     }
 }

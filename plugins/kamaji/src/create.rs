@@ -408,7 +408,7 @@ async fn plan(
 }
 
 /// BCM's preflight: the control plane's pre-assigned address (`--service-address`, or
-/// `serviceAddress` from `--from-file`) must not be another cluster's endpoint.
+/// `serviceAddress` from `--from-file`) and port must not be another cluster's endpoint.
 async fn check_endpoint_unused(
     conn: &cli::Conn,
     apis: &ServerApis,
@@ -439,10 +439,12 @@ async fn check_endpoint_unused(
         list(apis.kamaji_control_plane()),
         list(apis.tenant_control_plane())
     )?;
+    let port = spec.port.unwrap_or(kcore::build::kamaji::DEFAULT_PORT);
     let users = kcore::plan::kamaji::endpoint_users(
         address,
         &spec.namespace,
         &spec.name,
+        port,
         &clusters,
         &kcps,
         &tcps,
@@ -452,10 +454,10 @@ async fn check_endpoint_unused(
     }
     Err(Error::Other {
         message: format!(
-            "the control-plane address {address} is already used by {}; nothing was created",
+            "the control-plane endpoint {address}:{port} is already used by {}; nothing was created",
             users.join(", ")
         ),
-        hint: Some("pick a free address for --service-address".into()),
+        hint: Some("pick a free address for --service-address, or another --port".into()),
     })
 }
 

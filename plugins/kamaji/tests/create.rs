@@ -1112,10 +1112,15 @@ async fn a_used_control_plane_address_is_refused() {
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(
         err.lines().next().unwrap().contains(&format!(
-            "the control-plane address 192.0.2.77 is already used by KamajiControlPlane {ns}/first"
+            "the control-plane endpoint 192.0.2.77:6443 is already used by KamajiControlPlane {ns}/first"
         )),
         "{err}"
     );
     let cluster = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
     assert!(get(&c, &ns, &cluster, "second").await.is_none());
+    // The same address on another port is another endpoint.
+    let mut third = create("third").to_vec();
+    third.extend(["--port", "30443"]);
+    ok(&kamaji(tb, &ns, &third));
+    assert!(get(&c, &ns, &cluster, "third").await.is_some());
 }
