@@ -89,6 +89,29 @@ pub fn plan_removal(
     workers: Option<i64>,
     deployment: Option<&str>,
 ) -> Result<Removal, RemovalError> {
+    let md_name = owning_deployment(cluster, machines)?;
+    let md = machine_deployments
+        .iter()
+        .find(|d| json::name(d) == md_name)
+        .ok_or_else(|| RemovalError::UnknownDeployment(md_name.clone()))?;
+    if let Some(given) = deployment {
+        check_deployment_flag(md, &md_name, given)?;
+    }
+    let current = json::at(md, &["spec", "replicas"])
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    // Bounded by the machines listed, which the verb caps; usize → i64 cannot overflow there.
+    let named = i64::try_from(machines.len()).unwrap_or(i64::MAX);
+    let workers = target_workers(workers, current, named, &md_name)?;
+    Ok(Removal {
+        deployment: md_name,
+        workers,
+        marks: machines.iter().map(delete_mark).collect(),
+    })
+}
+
+/// The one MachineDeployment that owns every machine, each checked to be a worker of `cluster`.
+fn owning_deployment(cluster: &Value, machines: &[Value]) -> Result<String, RemovalError> {
     let cname = json::name(cluster);
     let mut deployments: Vec<String> = Vec::new();
     for m in machines {
@@ -112,89 +135,81 @@ pub fn plan_removal(
             deployments.push(md.clone());
         }
     }
-    let md_name = match deployments.as_slice() {
-        [one] => one.clone(),
-        _ => return Err(RemovalError::SeveralDeployments(deployments.join(", "))),
-    };
-    let md = machine_deployments
-        .iter()
-        .find(|d| json::name(d) == md_name)
-        .ok_or_else(|| RemovalError::UnknownDeployment(md_name.clone()))?;
-    if let Some(given) = deployment {
-        // A topology name is accepted for the deployment it generated.
-        let topology = json::labels(md)
-            .get(super::TOPOLOGY_DEPLOYMENT_LABEL)
-            .cloned();
-        if given != md_name && topology.as_deref() != Some(given) {
-            return Err(RemovalError::DeploymentMismatch {
-                given: given.to_string(),
-                actual: md_name,
-            });
-        }
+    match deployments.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => Err(RemovalError::SeveralDeployments(deployments.join(", "))),
     }
-    let current = json::at(md, &["spec", "replicas"])
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    // Bounded by the machines listed, which the verb caps; usize → i64 cannot overflow there.
-    let named = i64::try_from(machines.len()).unwrap_or(i64::MAX);
+}
+
+/// Refuses a `--deployment` that does not name `md`.
+fn check_deployment_flag(md: &Value, md_name: &str, given: &str) -> Result<(), RemovalError> {
+    // A topology name is accepted for the deployment it generated.
+    let topology = json::labels(md)
+        .get(super::TOPOLOGY_DEPLOYMENT_LABEL)
+        .cloned();
+    if given != md_name && topology.as_deref() != Some(given) {
+        return Err(RemovalError::DeploymentMismatch {
+            given: given.to_string(),
+            actual: md_name.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The deployment's new replicas: `--workers` if it removes at least the `named` machines,
+/// otherwise `current` less those.
+fn target_workers(
+    workers: Option<i64>,
+    current: i64,
+    named: i64,
+    md_name: &str,
+) -> Result<i64, RemovalError> {
     let wanted = current.saturating_sub(named).max(0);
-    let workers = match workers {
-        None => wanted,
-        Some(w) if w > current => {
-            return Err(RemovalError::NotADownscale {
-                workers: w,
-                deployment: md_name,
-                current,
-            });
-        }
-        Some(w) if current.saturating_sub(w) < named => {
-            return Err(RemovalError::TooFewRemoved {
-                workers: w,
-                removes: current.saturating_sub(w),
-                deployment: md_name,
-                current,
-                named,
-                wanted,
-            });
-        }
-        Some(w) => w,
-    };
-    let marks = machines
-        .iter()
-        .map(|m| {
-            let path = "/metadata/annotations/cluster.x-k8s.io~1delete-machine";
-            let had = json::at(m, &["metadata", "annotations", DELETE_MACHINE_ANNOTATION]).cloned();
-            ObjectPatch {
-                api_version: api_version(m, "cluster.x-k8s.io/v1beta2"),
-                kind: "Machine".into(),
-                namespace: json::namespace(m).to_string(),
-                name: json::name(m).to_string(),
-                subresource: None,
-                changes: vec![FieldChange {
-                    path: path.into(),
-                    from: had.unwrap_or(Value::Null),
-                    to: json!("true"),
-                }],
-                // JSON patch cannot add a key to a map that is not there.
-                json_patch: if json::at(m, &["metadata", "annotations"])
-                    .is_some_and(Value::is_object)
-                {
-                    json!([{"op": "add", "path": path, "value": "true"}])
-                } else {
-                    json!([{"op": "add", "path": "/metadata/annotations",
-                            "value": {DELETE_MACHINE_ANNOTATION: "true"}}])
-                },
-                merge_patch: Some(
-                    json!({"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "true"}}}),
-                ),
-            }
-        })
-        .collect();
-    Ok(Removal {
-        deployment: md_name,
-        workers,
-        marks,
-    })
+    match workers {
+        None => Ok(wanted),
+        Some(w) if w > current => Err(RemovalError::NotADownscale {
+            workers: w,
+            deployment: md_name.to_string(),
+            current,
+        }),
+        Some(w) if current.saturating_sub(w) < named => Err(RemovalError::TooFewRemoved {
+            workers: w,
+            removes: current.saturating_sub(w),
+            deployment: md_name.to_string(),
+            current,
+            named,
+            wanted,
+        }),
+        Some(w) => Ok(w),
+    }
+}
+
+/// The patch that puts CAPI's delete-machine annotation on `m`.
+fn delete_mark(m: &Value) -> ObjectPatch {
+    let path = "/metadata/annotations/cluster.x-k8s.io~1delete-machine";
+    let had = json::at(m, &["metadata", "annotations", DELETE_MACHINE_ANNOTATION]).cloned();
+    ObjectPatch {
+        api_version: api_version(m, "cluster.x-k8s.io/v1beta2"),
+        kind: "Machine".into(),
+        namespace: json::namespace(m).to_string(),
+        name: json::name(m).to_string(),
+        subresource: None,
+        changes: vec![FieldChange {
+            path: path.into(),
+            from: had.unwrap_or(Value::Null),
+            to: json!("true"),
+        }],
+        // JSON patch cannot add a key to a map that is not there.
+        json_patch: if json::at(m, &["metadata", "annotations"]).is_some_and(Value::is_object) {
+            json!([{"op": "add", "path": path, "value": "true"}])
+        } else {
+            json!([{"op": "add", "path": "/metadata/annotations",
+                    "value": {DELETE_MACHINE_ANNOTATION: "true"}}])
+        },
+        merge_patch: Some(
+            json!({"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "true"}}}),
+        ),
+    }
 }
 
 #[cfg(test)]
