@@ -215,8 +215,35 @@ where
 {
     let args: Vec<OsString> = crate::flags::kubectl_verbosity(std::env::args_os().collect());
     let program = Program::from_argv0(args.first().and_then(|a| a.to_str()), plugin);
-    let mut cmd = command_for::<C>(&program);
-    // Every verb's --help ends with the exit codes too.
+    let mut cmd = with_exit_codes_help(command_for::<C>(&program));
+    let words: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().to_string())
+        .collect();
+    // kubectl's longest-name rule, for direct and clusterctl runs too: an unknown verb with a
+    // `<host>-<plugin>-<verb>` executable on PATH runs that executable.
+    if let Some((exe, consumed)) = find_external(&program, &cmd, &words) {
+        return exec_external(&exe, &args[1 + consumed..]);
+    }
+    if words.is_empty() || words.iter().any(|w| w == "-h" || w == "--help") {
+        cmd = with_external_verbs_help(&program, cmd);
+    }
+    let help_on = help_on(&program, &cmd, &words);
+    let matches: ArgMatches = match cmd.clone().try_get_matches_from(&args) {
+        Ok(m) => m,
+        Err(e) => return usage_exit(e, &help_on),
+    };
+    let cli = match C::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => return usage_exit(e.with_cmd(&cmd), &help_on),
+    };
+    verbose(&cli).init();
+    run_verb(|| f(cli, program, cmd))
+}
+
+/// Every verb's --help ends with the exit codes too.
+fn with_exit_codes_help(mut cmd: clap::Command) -> clap::Command {
     let verbs: Vec<String> = cmd
         .get_subcommands()
         .map(|s| s.get_name().to_string())
@@ -230,51 +257,47 @@ where
             s.after_help(format!("{before}{VERB_EXIT_CODES_HELP}"))
         });
     }
-    let words: Vec<String> = args
+    cmd
+}
+
+/// The top-level help lists the verbs other plugins on PATH add, when there are any.
+fn with_external_verbs_help(program: &Program, cmd: clap::Command) -> clap::Command {
+    let external = external_verbs(program, &cmd);
+    if external.is_empty() {
+        return cmd;
+    }
+    let list: Vec<String> = external
         .iter()
-        .skip(1)
-        .map(|a| a.to_string_lossy().to_string())
+        .map(|(verb, exe)| format!("  {verb:<12}{}", exe.display()))
         .collect();
-    // kubectl's longest-name rule, for direct and clusterctl runs too: an unknown verb with a
-    // `<host>-<plugin>-<verb>` executable on PATH runs that executable.
-    if let Some((exe, consumed)) = find_external(&program, &cmd, &words) {
-        return exec_external(&exe, &args[1 + consumed..]);
-    }
-    if words.is_empty() || words.iter().any(|w| w == "-h" || w == "--help") {
-        let external = external_verbs(&program, &cmd);
-        if !external.is_empty() {
-            let list: Vec<String> = external
-                .iter()
-                .map(|(verb, exe)| format!("  {verb:<12}{}", exe.display()))
-                .collect();
-            let after = cmd
-                .get_after_help()
-                .map(|h| h.to_string())
-                .unwrap_or_default();
-            cmd = cmd.after_help(format!(
-                "Verbs from other plugins on PATH (kubectl's longest-name rule):\n{}\n\n{after}",
-                list.join("\n")
-            ));
-        }
-    }
-    // What to ask for help on when clap's message names no usage line: the verb typed.
+    let after = cmd
+        .get_after_help()
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    cmd.after_help(format!(
+        "Verbs from other plugins on PATH (kubectl's longest-name rule):\n{}\n\n{after}",
+        list.join("\n")
+    ))
+}
+
+/// What to ask for help on when clap's message names no usage line: the verb typed.
+fn help_on(program: &Program, cmd: &clap::Command, words: &[String]) -> String {
     let verb = words
         .iter()
         .find(|w| !w.starts_with('-'))
         .filter(|w| cmd.find_subcommand(w.as_str()).is_some());
-    let help_on = match verb {
+    match verb {
         Some(v) => format!("{} {v}", program.display()),
         None => program.display(),
-    };
-    let matches: ArgMatches = match cmd.clone().try_get_matches_from(&args) {
-        Ok(m) => m,
-        Err(e) => return usage_exit(e, &help_on),
-    };
-    let cli = match C::from_arg_matches(&matches) {
-        Ok(c) => c,
-        Err(e) => return usage_exit(e.with_cmd(&cmd), &help_on),
-    };
-    verbose(&cli).init();
+    }
+}
+
+/// Runs the verb on a current-thread runtime and turns its result into the exit code. The verb
+/// is started only once the runtime exists.
+fn run_verb<Fut>(verb: impl FnOnce() -> Fut) -> ExitCode
+where
+    Fut: std::future::Future<Output = Result<(), Error>>,
+{
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -285,7 +308,7 @@ where
             return ExitCode::from(shared::error::EXIT_FAILURE);
         }
     };
-    match rt.block_on(f(cli, program, cmd)) {
+    match rt.block_on(verb()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             shared::render::error(&e);
