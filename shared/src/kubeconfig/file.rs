@@ -1,0 +1,221 @@
+//! The file side of kubeconfig handling: kubectl's lock, the owner's mode kept, the previous
+//! file kept as `<file>.bak`, and the atomic replace (a temporary file next to the target, then a
+//! rename) that every kubeconfig and shim write goes through.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
+
+/// Fault injection for tests only: fail after the temporary file is written, before the rename.
+pub const FAIL_BEFORE_RENAME_ENV: &str = "KUBECTL_CAPI_TEST_FAIL_BEFORE_RENAME";
+
+/// The mode of a new kubeconfig: private, as kubectl and clusterctl write them.
+const NEW_FILE_MODE: u32 = 0o600;
+
+/// A file's permission bits. Windows has none: a read-only file reads as 0o444, any other as
+/// 0o644 (modes are not applied there; see [`set_mode`]).
+fn file_mode(meta: &std::fs::Metadata) -> u32 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        meta.permissions().mode() & 0o777
+    }
+    #[cfg(not(unix))]
+    {
+        if meta.permissions().readonly() {
+            0o444
+        } else {
+            0o644
+        }
+    }
+}
+
+/// Sets a file's permission bits (a no-op on Windows, where the user profile's ACLs keep a
+/// kubeconfig private, as kubectl relies on there).
+fn set_mode(file: &std::fs::File, mode: u32) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, mode);
+        Ok(())
+    }
+}
+
+/// The content of `target` (None when it does not exist) and the mode to write it back with
+/// (its owner's bits).
+/// A file without the owner's write bit is refused: kubectl cannot write it either (root's
+/// write would succeed, but the user said read-only).
+pub(super) fn read_writable(target: &Path) -> Result<(Option<String>, u32), Error> {
+    let meta = match std::fs::metadata(target) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, NEW_FILE_MODE)),
+        Err(e) => return Err(read_error(target, e)),
+    };
+    let mode = file_mode(&meta);
+    if mode & 0o200 == 0 {
+        return Err(Error::Other {
+            message: format!(
+                "{} is read-only (mode {mode:04o}); nothing was changed",
+                target.display()
+            ),
+            hint: Some(format!(
+                "make it writable (chmod u+w {}) or write to another kubeconfig file",
+                target.display()
+            )),
+        });
+    }
+    let text = std::fs::read_to_string(target).map_err(|e| read_error(target, e))?;
+    // The owner's bits stay; group and others lose access, since the file now holds
+    // credentials (kubectl keeps the mode as it is; clusterctl writes 0600).
+    Ok((Some(text), mode & 0o700))
+}
+
+fn read_error(path: &Path, e: std::io::Error) -> Error {
+    Error::Other {
+        message: format!("cannot read {}: {e}", path.display()),
+        hint: Some("check the path and its permissions".into()),
+    }
+}
+
+/// kubectl's lock on a kubeconfig file (client-go `tools/clientcmd/loader.go`, `lockFile`):
+/// `<file>.lock` created exclusively, removed when done. Waits up to [`LOCK_WAIT`] for another
+/// writer.
+pub(super) struct FileLock(PathBuf);
+
+/// How long a writer waits for another one's lock.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl FileLock {
+    pub(super) fn acquire(target: &Path) -> Result<FileLock, Error> {
+        let mut name = target.as_os_str().to_owned();
+        name.push(".lock");
+        let lock = PathBuf::from(name);
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&lock)
+            {
+                Ok(_) => return Ok(FileLock(lock)),
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::AlreadyExists
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return Err(Error::Other {
+                        message: format!(
+                            "{} is locked by another writer ({} exists)",
+                            target.display(),
+                            lock.display()
+                        ),
+                        hint: Some(format!(
+                            "wait for the other kubectl to finish; if none runs, remove {}",
+                            lock.display()
+                        )),
+                    });
+                }
+                Err(e) => {
+                    return Err(Error::Other {
+                        message: format!("cannot lock {}: {e}", target.display()),
+                        hint: Some("check the directory's permissions".into()),
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Replaces `target`'s content `old` (None: no file yet) with `new`: the previous content is
+/// kept as `<file>.bak`, then the new one is written atomically. Returns the backup.
+pub(super) fn replace_file(
+    target: &Path,
+    old: Option<&str>,
+    new: &str,
+    mode: u32,
+) -> Result<Option<PathBuf>, Error> {
+    let backup = match old {
+        Some(old) => {
+            let b = backup_path(target);
+            write_atomic_mode(&b, old.as_bytes(), true, NEW_FILE_MODE)?;
+            Some(b)
+        }
+        None => None,
+    };
+    write_atomic_mode(target, new.as_bytes(), true, mode)?;
+    Ok(backup)
+}
+
+/// `<file>.bak`, next to the file.
+pub fn backup_path(target: &Path) -> PathBuf {
+    let mut name = target
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| "config".into());
+    name.push(".bak");
+    target.with_file_name(name)
+}
+
+/// Writes `bytes` to `path` with mode 0600 atomically: a temporary file with an unpredictable
+/// name in the same directory, flushed to disk, then renamed over `path`. On any failure `path`
+/// is left as it was and the temporary file is removed.
+pub fn write_atomic(path: &Path, bytes: &[u8], create_dir: bool) -> Result<(), Error> {
+    write_atomic_mode(path, bytes, create_dir, NEW_FILE_MODE)
+}
+
+/// [`write_atomic`] with the file's final mode (0755 for an executable shim).
+pub fn write_atomic_mode(
+    path: &Path,
+    bytes: &[u8],
+    create_dir: bool,
+    mode: u32,
+) -> Result<(), Error> {
+    let io = |what: &str, e: std::io::Error| Error::Other {
+        message: format!("cannot write {}: {what}: {e}", path.display()),
+        hint: Some("check the path and its permissions".into()),
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if create_dir && !dir.exists() {
+        std::fs::create_dir_all(&dir).map_err(|e| io("creating its directory", e))?;
+    }
+    let prefix = format!(
+        ".{}.",
+        path.file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| "kubeconfig".into())
+    );
+    // NamedTempFile creates the file with O_EXCL and mode 0600, and removes it if we fail
+    // before persisting.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .tempfile_in(&dir)
+        .map_err(|e| io("creating a temporary file", e))?;
+    set_mode(tmp.as_file(), mode).map_err(|e| io("setting its mode", e))?;
+    tmp.write_all(bytes).map_err(|e| io("writing", e))?;
+    tmp.as_file().sync_all().map_err(|e| io("syncing", e))?;
+    if std::env::var_os(FAIL_BEFORE_RENAME_ENV).is_some() {
+        return Err(Error::other(format!(
+            "cannot write {}: simulated failure before the rename ({FAIL_BEFORE_RENAME_ENV})",
+            path.display()
+        )));
+    }
+    tmp.persist(path).map_err(|e| io("replacing it", e.error))?;
+    Ok(())
+}
