@@ -21,6 +21,7 @@ pub mod jsonpath;
 pub mod kcp;
 pub mod labels;
 pub mod names;
+pub mod ops;
 pub mod plan;
 pub mod text;
 pub mod version;

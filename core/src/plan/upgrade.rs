@@ -24,6 +24,7 @@
 mod observed;
 mod patches;
 mod path;
+mod progress;
 mod steps;
 
 use std::collections::BTreeMap;
@@ -38,6 +39,7 @@ use crate::json::{self, at, str_at};
 
 pub use observed::Observed;
 pub use patches::clone_template;
+pub use progress::step_reached;
 
 /// The largest number of minors a kubelet may trail the API server (KEP-3935, Kubernetes ≥ 1.28).
 pub const MAX_KUBELET_SKEW: u64 = 3;
@@ -136,7 +138,7 @@ fn key(v: &Value) -> String {
 }
 
 /// Which part a step upgrades.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum StepRole {
     ControlPlane,
     Workers,

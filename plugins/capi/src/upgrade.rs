@@ -13,15 +13,13 @@ use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags};
-use kcore::version::KubeVersion;
 use serde::Serialize;
 use serde_json::Value;
-use shared::discovery::fields;
 use shared::error::Error;
 use shared::plan::hosts::{HostState, Inventory};
 use shared::plan::upgrade::{
     Observed, StepRole, UpgradeError, UpgradePlan, UpgradeRequest, UpgradeStep, parse_version,
-    plan_upgrade,
+    plan_upgrade, step_reached,
 };
 use shared::plan::{ClusterObjects, Severity};
 use shared::render::{Human, Printer, Render};
@@ -444,55 +442,6 @@ fn step_object(t: &Target, snap: &Snapshot, step: &UpgradeStep) -> Option<Value>
     }
 }
 
-/// The step object's replicas: a ClusterClass cluster's control plane and workers together.
-fn step_replicas(step: &UpgradeStep, o: &Value) -> fields::Replicas {
-    if step.role != StepRole::Topology {
-        return fields::replicas(o);
-    }
-    let cp = fields::cluster_control_plane_replicas(o);
-    let w = fields::cluster_worker_replicas(o);
-    fields::Replicas {
-        desired: Some(cp.desired.unwrap_or(0) + w.desired.unwrap_or(0)),
-        current: Some(cp.current.unwrap_or(0) + w.current.unwrap_or(0)),
-        ready: Some(cp.ready.unwrap_or(0) + w.ready.unwrap_or(0)),
-        available: None,
-        up_to_date: Some(cp.up_to_date.unwrap_or(0) + w.up_to_date.unwrap_or(0)),
-    }
-}
-
-/// Whether the step is reached (the observed version is at least `to`, every replica current,
-/// ready and up to date), and where it stands.
-fn step_status(
-    step: &UpgradeStep,
-    obj: Option<&Value>,
-    obs: Option<&KubeVersion>,
-    to: &KubeVersion,
-) -> (bool, String) {
-    let Some(o) = obj else {
-        return (false, format!("{} not found", step.target));
-    };
-    let r = step_replicas(step, o);
-    let desired = r.desired.unwrap_or(0);
-    let version_ok = match obs {
-        Some(v) => v >= to,
-        // Nothing runs to observe: only an empty deployment is trivially done; a
-        // ClusterClass cluster must report its versions first.
-        None => desired == 0 && step.role != StepRole::Topology,
-    };
-    let settled = r.current.unwrap_or(desired) == desired
-        && r.ready.unwrap_or(desired) == desired
-        && r.up_to_date.unwrap_or(desired) == desired;
-    (
-        version_ok && settled,
-        format!(
-            "runs {}, {}/{desired} up to date, {} ready",
-            obs.map(|v| format!("v{v}")).unwrap_or_else(|| "?".into()),
-            r.up_to_date.unwrap_or(0),
-            r.ready.unwrap_or(0)
-        ),
-    )
-}
-
 /// Waits until the step's object runs the new version everywhere and is ready.
 async fn wait_step(
     t: &Target,
@@ -511,7 +460,8 @@ async fn wait_step(
             .versions
             .get(&step.target)
             .and_then(|v| parse_version(v).ok());
-        let (reached, status) = step_status(step, obj.as_ref(), obs.as_ref(), &to);
+        let (reached, status) =
+            step_reached(step.role, &step.target, obj.as_ref(), obs.as_ref(), &to);
         if reached {
             return Ok(());
         }

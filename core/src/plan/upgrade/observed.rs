@@ -95,7 +95,7 @@ impl Observed {
     }
 
     /// The observed version of `Kind/name`.
-    pub(super) fn get(&self, k: &str) -> Option<KubeVersion> {
+    pub fn get(&self, k: &str) -> Option<KubeVersion> {
         self.versions.get(k).and_then(|v| parse_version(v).ok())
     }
 }
