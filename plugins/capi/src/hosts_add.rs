@@ -60,7 +60,29 @@ pub struct AddArgs {
 }
 
 pub async fn run(args: &AddArgs) -> Result<(), Error> {
-    // parse: everything the user typed is checked before anything is written.
+    check_args(args)?;
+    let (apiserver, ca) = bootstrap_endpoint(args).await?;
+    let conn = args.kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    let ar = apis
+        .provider_kind(INFRASTRUCTURE_GROUP, "BootstrapKubeconfig")
+        .ok_or_else(|| Error::NotInstalled {
+            product: "BYOH".into(),
+            group: INFRASTRUCTURE_GROUP.into(),
+            install: "install the BYOH provider (clusterctl init --infrastructure byoh)".into(),
+            context: conn.context.clone(),
+        })?;
+    let ns = conn.namespace.clone();
+    for host in &args.hosts {
+        let obj = byoh::bootstrap_kubeconfig(host, &ns, &apiserver, &ca);
+        let kubeconfig = issue(&conn, &ar, &ns, host, &obj, args.timeout).await?;
+        render_host(args, &ns, host, &kubeconfig)?;
+    }
+    Ok(())
+}
+
+/// parse: everything the user typed is checked before anything is written.
+fn check_args(args: &AddArgs) -> Result<(), Error> {
     if args.hosts.len() > MAX_HOSTS {
         return Err(Error::usage(format!(
             "{} hosts named; at most {MAX_HOSTS} at a time",
@@ -85,6 +107,12 @@ pub async fn run(args: &AddArgs) -> Result<(), Error> {
             dir.display()
         )));
     }
+    Ok(())
+}
+
+/// The API server URL the hosts reach and its CA bundle (PEM), both from the context unless
+/// `--apiserver` names the URL.
+async fn bootstrap_endpoint(args: &AddArgs) -> Result<(String, String), Error> {
     let (config, _) = args.kube.config().await?;
     let apiserver = match &args.apiserver {
         Some(u) => u.clone(),
@@ -106,84 +134,81 @@ pub async fn run(args: &AddArgs) -> Result<(), Error> {
             ));
         }
     };
-    let conn = args.kube.connect().await?;
-    let apis = ServerApis::discover(&conn).await?;
-    let ar = apis
-        .provider_kind(INFRASTRUCTURE_GROUP, "BootstrapKubeconfig")
-        .ok_or_else(|| Error::NotInstalled {
-            product: "BYOH".into(),
-            group: INFRASTRUCTURE_GROUP.into(),
-            install: "install the BYOH provider (clusterctl init --infrastructure byoh)".into(),
-            context: conn.context.clone(),
-        })?;
-    let ns = conn.namespace.clone();
+    Ok((apiserver, ca))
+}
+
+/// apply: replaces an object whose token has expired, applies `obj`, and waits for the bootstrap
+/// kubeconfig BYOH writes into its status.
+async fn issue(
+    conn: &shared::conn::Conn,
+    ar: &kube::discovery::ApiResource,
+    ns: &str,
+    host: &str,
+    obj: &Value,
+    timeout: Duration,
+) -> Result<String, Error> {
+    if let Some(old) = shared::api::get_json_opt(conn, ar, Some(ns), host).await?
+        && expired(&old)
+    {
+        shared::api::delete(conn, ar, ns, host).await?;
+        wait_gone(conn, ar, ns, host, timeout).await?;
+    }
     let write = shared::api::Write {
         manager: FIELD_MANAGER,
         dry_run: false,
         force: true,
     };
-    for host in &args.hosts {
-        // apply: replace an object whose token has expired, then wait for BYOH's status.
-        if let Some(old) = shared::api::get_json_opt(&conn, &ar, Some(&ns), host).await?
-            && expired(&old)
-        {
-            shared::api::delete(&conn, &ar, &ns, host).await?;
-            wait_gone(&conn, &ar, &ns, host, args.timeout).await?;
+    shared::api::apply(conn, ar, obj, write).await?;
+    let what = format!("waiting for BYOH to issue the bootstrap kubeconfig of {host}");
+    shared::render::wait_until(&what, timeout, Duration::from_millis(300), || async move {
+        let v = shared::api::get_json_opt(conn, ar, Some(ns), host).await?;
+        Ok(
+            match v
+                .as_ref()
+                .and_then(|v| v.pointer("/status/bootstrapKubeconfigData"))
+                .and_then(Value::as_str)
+            {
+                Some(k) => Poll::Ready(k.to_string()),
+                None => Poll::Pending("no status.bootstrapKubeconfigData yet".into()),
+            },
+        )
+    })
+    .await
+}
+
+/// render: the agent command with the kubeconfig on stdout, or both as files under `--output`.
+fn render_host(args: &AddArgs, ns: &str, host: &str, kubeconfig: &str) -> Result<(), Error> {
+    let command = byoh::agent_command(&args.host_path, ns, &args.label);
+    match &args.output {
+        Some(dir) => {
+            let d = dir.join(host);
+            let conf = d.join("bootstrap-kubeconfig.conf");
+            shared::kubeconfig::write_atomic(&conf, kubeconfig.as_bytes(), true)?;
+            let script = format!(
+                "#!/bin/sh\n# Registers this host ({host}) as a ByoHost in {ns}. Copy \
+                 bootstrap-kubeconfig.conf to {} first; its token expires {} minutes after \
+                 `kubectl capi hosts add` ran.\nexec {command} \"$@\"\n",
+                args.host_path,
+                byoh::BOOTSTRAP_TOKEN_TTL_MINUTES
+            );
+            shared::kubeconfig::write_atomic_mode(
+                &d.join("agent.sh"),
+                script.as_bytes(),
+                false,
+                0o755,
+            )?;
+            shared::render::line(&format!(
+                "bootstrapkubeconfig.infrastructure.cluster.x-k8s.io/{host} ready: {}",
+                d.display()
+            ));
         }
-        let obj = byoh::bootstrap_kubeconfig(host, &ns, &apiserver, &ca);
-        shared::api::apply(&conn, &ar, &obj, write).await?;
-        let what = format!("waiting for BYOH to issue the bootstrap kubeconfig of {host}");
-        let kubeconfig: String =
-            shared::render::wait_until(&what, args.timeout, Duration::from_millis(300), || {
-                let (conn, ar, ns) = (&conn, &ar, &ns);
-                async move {
-                    let v = shared::api::get_json_opt(conn, ar, Some(ns), host).await?;
-                    Ok(
-                        match v
-                            .as_ref()
-                            .and_then(|v| v.pointer("/status/bootstrapKubeconfigData"))
-                            .and_then(Value::as_str)
-                        {
-                            Some(k) => Poll::Ready(k.to_string()),
-                            None => Poll::Pending("no status.bootstrapKubeconfigData yet".into()),
-                        },
-                    )
-                }
-            })
-            .await?;
-        // render
-        let command = byoh::agent_command(&args.host_path, &ns, &args.label);
-        match &args.output {
-            Some(dir) => {
-                let d = dir.join(host);
-                let conf = d.join("bootstrap-kubeconfig.conf");
-                shared::kubeconfig::write_atomic(&conf, kubeconfig.as_bytes(), true)?;
-                let script = format!(
-                    "#!/bin/sh\n# Registers this host ({host}) as a ByoHost in {ns}. Copy \
-                     bootstrap-kubeconfig.conf to {} first; its token expires {} minutes after \
-                     `kubectl capi hosts add` ran.\nexec {command} \"$@\"\n",
-                    args.host_path,
-                    byoh::BOOTSTRAP_TOKEN_TTL_MINUTES
-                );
-                shared::kubeconfig::write_atomic_mode(
-                    &d.join("agent.sh"),
-                    script.as_bytes(),
-                    false,
-                    0o755,
-                )?;
-                shared::render::line(&format!(
-                    "bootstrapkubeconfig.infrastructure.cluster.x-k8s.io/{host} ready: {}",
-                    d.display()
-                ));
-            }
-            None => {
-                shared::render::info(&format!(
-                    "# Save this as {} on {host} (its token expires in {} minutes), then run as root:\n#   {command}",
-                    args.host_path,
-                    byoh::BOOTSTRAP_TOKEN_TTL_MINUTES
-                ));
-                shared::render::raw(kubeconfig.as_bytes());
-            }
+        None => {
+            shared::render::info(&format!(
+                "# Save this as {} on {host} (its token expires in {} minutes), then run as root:\n#   {command}",
+                args.host_path,
+                byoh::BOOTSTRAP_TOKEN_TTL_MINUTES
+            ));
+            shared::render::raw(kubeconfig.as_bytes());
         }
     }
     Ok(())

@@ -181,6 +181,38 @@ pub async fn drain(args: &DrainArgs) -> Result<(), Error> {
         ));
         return Ok(());
     }
+    let w = worker_on(args, &f).await?;
+    let spare = spare_hosts(&w, name).await?;
+    let what = format!(
+        "drain ByoHost {name}: delete Machine {} of cluster {} (MachineDeployment {} replaces it on one of {spare} free matching hosts), then cordon {name}",
+        w.machine_name, w.cluster, w.md_name
+    );
+    confirm(args.yes, &what)?;
+    shared::api::delete(&w.t.conn, &w.machine_ar, &w.t.namespace, &w.machine_name).await?;
+    shared::render::line(&format!(
+        "machine.cluster.x-k8s.io/{} deleted (its MachineDeployment replaces it)",
+        w.machine_name
+    ));
+    wait_drained(args, &f, &w).await?;
+    shared::render::line(&format!(
+        "byohost.infrastructure.cluster.x-k8s.io/{name} drained and cordoned (kubectl capi hosts uncordon {name} returns it to the pool)"
+    ));
+    Ok(())
+}
+
+/// The worker Machine a drained host serves, with its cluster and MachineDeployment.
+struct Worker {
+    t: Target,
+    cluster: String,
+    machine_ar: kube::discovery::ApiResource,
+    machine_name: String,
+    md_name: String,
+}
+
+/// Finds the Machine on the host and refuses what drain cannot move: no machine, a
+/// control-plane machine, or one that no MachineDeployment would replace.
+async fn worker_on(args: &DrainArgs, f: &Found) -> Result<Worker, Error> {
+    let name = args.host.as_str();
     let Some(bm_ns) = json::str_at(&f.host, &["status", "machineRef", "namespace"]).or_else(|| {
         json::str_at(&f.host, &["status", "machineRef", "name"]).map(|_| json::namespace(&f.host))
     }) else {
@@ -215,8 +247,20 @@ pub async fn drain(args: &DrainArgs) -> Result<(), Error> {
             "Machine {machine_name} on {name} belongs to no MachineDeployment, so nothing would replace it"
         )));
     };
-    // Preflight: a free host must match the template (BYOH's own selection test).
-    let objs = crate::scale::fetch(&t).await?;
+    Ok(Worker {
+        t,
+        cluster,
+        machine_ar,
+        machine_name,
+        md_name,
+    })
+}
+
+/// Preflight: how many free hosts match the worker's template (BYOH's own selection test);
+/// none is a refusal, since the replacement would have nowhere to go.
+async fn spare_hosts(w: &Worker, name: &str) -> Result<usize, Error> {
+    let md_name = &w.md_name;
+    let objs = crate::scale::fetch(&w.t).await?;
     let md = objs
         .machine_deployments
         .iter()
@@ -237,34 +281,39 @@ pub async fn drain(args: &DrainArgs) -> Result<(), Error> {
         Some([hosts, ..]) => hosts.clone(),
         None => Vec::new(),
     };
-    let spare = maintenance::spare_hosts(name, template, &free).map_err(|e| Error::other(e.0))?;
-    let what = format!(
-        "drain ByoHost {name}: delete Machine {machine_name} of cluster {cluster} (MachineDeployment {md_name} replaces it on one of {spare} free matching hosts), then cordon {name}"
-    );
-    if !args.yes {
-        if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-            return Err(Error::Usage {
-                message: format!("{what}: confirm with --yes (no terminal to ask on)"),
-                hint: None,
-            });
-        }
-        if !shared::render::confirm(&format!("{what}?"))? {
-            return Err(Error::other("nothing was changed"));
-        }
+    maintenance::spare_hosts(name, template, &free).map_err(|e| Error::other(e.0))
+}
+
+/// Asks on a terminal unless `--yes`; without either, a usage error naming what would happen.
+fn confirm(yes: bool, what: &str) -> Result<(), Error> {
+    if yes {
+        return Ok(());
     }
-    shared::api::delete(&t.conn, &machine_ar, &t.namespace, &machine_name).await?;
-    shared::render::line(&format!(
-        "machine.cluster.x-k8s.io/{machine_name} deleted (its MachineDeployment replaces it)"
-    ));
-    // Released → cordoned at once → the deployment back at its replicas.
+    if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Err(Error::Usage {
+            message: format!("{what}: confirm with --yes (no terminal to ask on)"),
+            hint: None,
+        });
+    }
+    if !shared::render::confirm(&format!("{what}?"))? {
+        return Err(Error::other("nothing was changed"));
+    }
+    Ok(())
+}
+
+/// Released → cordoned at once → the deployment back at its replicas.
+async fn wait_drained(args: &DrainArgs, f: &Found, w: &Worker) -> Result<(), Error> {
+    let name = args.host.as_str();
     let reason = format!("drained by kubectl capi hosts drain at {}", now());
     let bm = json::str_at(&f.host, &["status", "machineRef", "name"])
         .unwrap_or_default()
         .to_string();
-    let wait_what = format!("waiting for {name} to be released and {md_name} to be ready");
+    let wait_what = format!(
+        "waiting for {name} to be released and {} to be ready",
+        w.md_name
+    );
     shared::render::wait_until(&wait_what, args.timeout, Duration::from_millis(500), || {
-        let (f, t, reason, bm, md_name, machine_name) =
-            (&f, &t, &reason, &bm, &md_name, &machine_name);
+        let (reason, bm) = (&reason, &bm);
         async move {
             let host = find_host(&f.conn, &f.host_ar, name, Some(json::namespace(&f.host))).await?;
             if !maintenance::is_cordoned(&host) {
@@ -286,38 +335,39 @@ pub async fn drain(args: &DrainArgs) -> Result<(), Error> {
                     patch_as_agent(&args.kube, &f.host_ar, &host, &p).await?;
                 }
             }
-            // The MachineDeployment's own status can lag; count its Machines instead: as many
-            // Running (and not deleting) as it wants, none of them the deleted one.
-            let mds = t.machine_deployments().await?;
-            let want = mds
-                .iter()
-                .find(|d| json::name(d) == md_name)
-                .and_then(|d| shared::discovery::fields::replicas(d).desired)
-                .unwrap_or(0);
-            let running = t
-                .machines()
-                .await?
-                .iter()
-                .filter(|m| {
-                    json::label(m, kcore::plan::scale::removal::DEPLOYMENT_NAME_LABEL)
-                        == Some(md_name.as_str())
-                        && json::name(m) != machine_name
-                        && json::at(m, &["metadata", "deletionTimestamp"]).is_none()
-                        && json::str_at(m, &["status", "phase"]) == Some("Running")
-                })
-                .count();
-            Ok(if i64::try_from(running).unwrap_or(i64::MAX) >= want {
-                Poll::Ready(())
-            } else {
-                Poll::Pending(format!(
-                    "{name} cordoned; {running}/{want} machines of {md_name} running"
-                ))
-            })
+            replacement_progress(w, name).await
         }
     })
-    .await?;
-    shared::render::line(&format!(
-        "byohost.infrastructure.cluster.x-k8s.io/{name} drained and cordoned (kubectl capi hosts uncordon {name} returns it to the pool)"
-    ));
-    Ok(())
+    .await
+}
+
+/// Ready once as many of the deployment's Machines run as it wants. Its own status can lag, so
+/// this counts the Machines instead: Running, not deleting, and not the deleted one.
+async fn replacement_progress(w: &Worker, name: &str) -> Result<Poll<()>, Error> {
+    let (t, md_name) = (&w.t, &w.md_name);
+    let mds = t.machine_deployments().await?;
+    let want = mds
+        .iter()
+        .find(|d| json::name(d) == md_name)
+        .and_then(|d| shared::discovery::fields::replicas(d).desired)
+        .unwrap_or(0);
+    let running = t
+        .machines()
+        .await?
+        .iter()
+        .filter(|m| {
+            json::label(m, kcore::plan::scale::removal::DEPLOYMENT_NAME_LABEL)
+                == Some(md_name.as_str())
+                && json::name(m) != w.machine_name
+                && json::at(m, &["metadata", "deletionTimestamp"]).is_none()
+                && json::str_at(m, &["status", "phase"]) == Some("Running")
+        })
+        .count();
+    Ok(if i64::try_from(running).unwrap_or(i64::MAX) >= want {
+        Poll::Ready(())
+    } else {
+        Poll::Pending(format!(
+            "{name} cordoned; {running}/{want} machines of {md_name} running"
+        ))
+    })
 }
