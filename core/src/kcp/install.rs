@@ -65,6 +65,13 @@ pub fn kubeadm_bootstrap_user() -> String {
 /// The least-privilege ClusterRole of the reconciler.
 pub fn cluster_role() -> Value {
     let infra: Vec<String> = TABLE.iter().map(|(k, _)| plural(k)).collect();
+    // Machine templates of the same providers: a ClusterUpgrade step clones one when it names
+    // the old version (templates are immutable), with a server-side apply.
+    let machine_templates: Vec<String> = TABLE
+        .iter()
+        .filter_map(|(k, _)| k.strip_suffix("Cluster"))
+        .map(|p| plural(&format!("{p}MachineTemplate")))
+        .collect();
     let infra_status: Vec<String> = TABLE
         .iter()
         .filter(|(_, a)| *a == crate::kcp::infra::Action::EndpointAndReady)
@@ -82,11 +89,20 @@ pub fn cluster_role() -> Value {
         // cluster-wide for watching (CAPI's contract names Secrets by cluster, not by label).
         // Events: kube-runtime's Recorder creates an event and patches its series on repeats.
         "rules": [
-            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes"], "verbs": ["list", "watch", "patch"]},
+            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes"], "verbs": ["get", "list", "watch", "patch"]},
             {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/status"], "verbs": ["patch"]},
             {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/finalizers"], "verbs": ["update"]},
             {"apiGroups": ["kamaji.clastix.io"], "resources": ["tenantcontrolplanes"], "verbs": ["get", "list", "watch", "create", "patch"]},
-            {"apiGroups": ["cluster.x-k8s.io"], "resources": ["clusters"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["cluster.x-k8s.io"], "resources": ["clusters"], "verbs": ["get", "list", "watch", "patch"]},
+            // The ClusterUpgrade controller: its own objects, and what a step reads and patches
+            // (a control plane's or MachineDeployment's version, a topology's version).
+            {"apiGroups": ["ops.capi-kamaji.io"], "resources": ["clusterupgrades"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["ops.capi-kamaji.io"], "resources": ["clusterupgrades/status"], "verbs": ["patch"]},
+            {"apiGroups": ["cluster.x-k8s.io"], "resources": ["machinedeployments"], "verbs": ["list", "watch", "patch"]},
+            {"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["list"]},
+            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kubeadmcontrolplanes"], "verbs": ["get", "list", "watch", "patch"]},
+            {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": machine_templates, "verbs": ["get", "create", "patch"]},
+            {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": ["byohosts"], "verbs": ["list"]},
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "patch"]},
             {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra, "verbs": ["get", "list", "watch", "patch"]},
             {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra_status, "verbs": ["patch"]},
@@ -100,6 +116,7 @@ pub fn cluster_role() -> Value {
 pub fn install_manifests(image: &str, namespace: &str) -> Vec<Value> {
     let mut out: Vec<Value> = crate::kcp::crd::crds()
         .into_iter()
+        .chain(crate::ops::crds())
         .map(|c| {
             let mut v = serde_json::to_value(&c).unwrap_or(Value::Null);
             v["apiVersion"] = json!("apiextensions.k8s.io/v1");
@@ -222,7 +239,7 @@ mod tests {
                 .iter()
                 .filter(|k| **k == "CustomResourceDefinition")
                 .count(),
-            2
+            3
         );
         let dep = m.iter().find(|o| o["kind"] == "Deployment").unwrap();
         let c = &dep["spec"]["template"]["spec"]["containers"][0];

@@ -2,6 +2,10 @@
 //! the reconciler carries out. All of its state lives in `status`, so a restarted reconciler
 //! resumes where the last one stopped.
 
+// The CustomResource derive takes one `printcolumn(...)` per column; clippy reads two columns
+// with the same `type_` as a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

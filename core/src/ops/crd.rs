@@ -41,10 +41,9 @@ pub fn try_crds() -> Result<Vec<CustomResourceDefinition>, crate::Error> {
         root.x_kubernetes_validations = Some(root_rules());
     }
     let mut labels = crate::kcp::contract_labels();
-    // Not a CAPI provider type: keep the owner and clusterctl labels (so `clusterctl move`
-    // carries upgrades along), drop the contract ones.
+    // Part of the provider's components (the provider and clusterctl labels stay, so
+    // `clusterctl move` carries upgrades along) but not a CAPI contract type: no contract labels.
     labels.retain(|k, _| !k.starts_with("cluster.x-k8s.io/v1beta"));
-    labels.remove("cluster.x-k8s.io/provider");
     crd.metadata.labels = Some(labels);
     Ok(vec![crd])
 }

@@ -191,7 +191,7 @@ pub enum Decision {
     Wait(String),
 }
 
-fn step<'a>(plan: &'a [PlannedStep], n: u32) -> Option<&'a PlannedStep> {
+fn step(plan: &[PlannedStep], n: u32) -> Option<&PlannedStep> {
     plan.iter().find(|s| s.number == n)
 }
 

@@ -4,12 +4,14 @@
 //! Public entry points for other crates:
 //! - [`crds`]: the CRDs (both API versions in one CRD per kind);
 //! - [`install_manifests`]: everything `kubectl kamaji install` applies;
-//! - [`controller::run`]: the controller itself (the binary is a thin wrapper around it).
+//! - [`controller::run`]: the controller itself (the binary is a thin wrapper around it);
+//! - [`upgrades::run`]: the ClusterUpgrade controller, where that API is served.
 
 pub mod controller;
 pub mod leader;
 pub mod metrics;
 pub mod server;
+pub mod upgrades;
 
 // The API, its CRDs and install manifests, and the pure TenantControlPlane logic live in the core
 // crate (kubectl-kamaji installs them without linking this controller).

@@ -272,7 +272,18 @@ async fn real_main(args: Args) -> Result<()> {
     let ready = Arc::new(AtomicBool::new(false));
     serve_http(&args, &metrics, &ready)?;
     let lease = leader_lease(&args, &client).await?;
-    let run = controller::run(client, config(&args), metrics.clone(), ready.clone());
+    let run = async {
+        tokio::try_join!(
+            controller::run(
+                client.clone(),
+                config(&args),
+                metrics.clone(),
+                ready.clone()
+            ),
+            kamaji_reconciler::upgrades::run(client.clone(), config(&args), metrics.clone()),
+        )
+        .map(|_| ())
+    };
     tokio::select! {
         r = run => r?,
         _ = shutdown_grace_over() => tracing::warn!("shutdown grace period over; exiting"),

@@ -47,7 +47,7 @@ fn the_role_is_the_audited_set() {
     // applied; Clusters are read and watched; infrastructure clusters are patched.
     assert_eq!(
         r["controlplane.cluster.x-k8s.io/kamajicontrolplanes"],
-        v(&["list", "patch", "watch"])
+        v(&["get", "list", "patch", "watch"])
     );
     assert_eq!(
         r["controlplane.cluster.x-k8s.io/kamajicontrolplanes/status"],
@@ -61,7 +61,37 @@ fn the_role_is_the_audited_set() {
         r["kamaji.clastix.io/tenantcontrolplanes"],
         v(&["create", "get", "list", "patch", "watch"])
     );
-    assert_eq!(r["cluster.x-k8s.io/clusters"], v(&["get", "list", "watch"]));
+    assert_eq!(
+        r["cluster.x-k8s.io/clusters"],
+        v(&["get", "list", "patch", "watch"])
+    );
+    // The ClusterUpgrade controller (plugins/reconciler/src/upgrades): its objects are listed,
+    // watched and their status patched; a step reads the cluster's control plane (a
+    // KamajiControlPlane too: hence get above), MachineDeployments and Machines, patches a
+    // version (a topology's: hence patch on clusters), applies template clones, and lists the
+    // free BYOH hosts for its preflight.
+    assert_eq!(
+        r["ops.capi-kamaji.io/clusterupgrades"],
+        v(&["list", "watch"])
+    );
+    assert_eq!(
+        r["ops.capi-kamaji.io/clusterupgrades/status"],
+        v(&["patch"])
+    );
+    assert_eq!(
+        r["cluster.x-k8s.io/machinedeployments"],
+        v(&["list", "patch", "watch"])
+    );
+    assert_eq!(r["cluster.x-k8s.io/machines"], v(&["list"]));
+    assert_eq!(
+        r["controlplane.cluster.x-k8s.io/kubeadmcontrolplanes"],
+        v(&["get", "list", "patch", "watch"])
+    );
+    assert_eq!(
+        r["infrastructure.cluster.x-k8s.io/byomachinetemplates"],
+        v(&["create", "get", "patch"])
+    );
+    assert_eq!(r["infrastructure.cluster.x-k8s.io/byohosts"], v(&["list"]));
     assert_eq!(
         r["/secrets"],
         v(&["create", "get", "list", "patch", "watch"])

@@ -1,0 +1,330 @@
+//! The ClusterUpgrade controller: carries out `ops.capi-kamaji.io` ClusterUpgrades, one step at
+//! a time, control plane first per minor, from the plan `kubectl capi upgrade --plan` prints.
+//!
+//! Watch-driven like the KamajiControlPlane controller: the ClusterUpgrades, and as metadata only
+//! the Clusters, MachineDeployments and control planes whose status moves as a rollout
+//! progresses (each maps to the ClusterUpgrade named after its cluster). No timer polls; idle,
+//! it makes no requests. The decisions are pure (`kcore::ops::run`); this module reads, writes
+//! the status, then patches.
+//!
+//! Runs only where the ClusterUpgrade CRD is served (`kubectl kamaji install` applies it).
+
+mod apply;
+mod world;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kcore::ops::run::{self, Decision};
+use kcore::ops::{ClusterUpgrade, ClusterUpgradeStatus, phase};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+
+use crate::Error;
+use crate::controller::{Config, MANAGER};
+use crate::metrics::Metrics;
+
+const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+
+struct Ctx {
+    client: Client,
+    metrics: Arc<Metrics>,
+    /// `apiVersion`/`group` + kind → resource, resolved once.
+    resources: Mutex<HashMap<(String, String), ApiResource>>,
+    /// The CAPI core group's version (v1beta2 or v1beta1).
+    capi_version: String,
+    /// Consecutive failures per ClusterUpgrade, for a bounded backoff.
+    failures: Mutex<HashMap<ObjectRef<ClusterUpgrade>, u32>>,
+}
+
+/// Runs until shutdown; returns at once (Ok) when the ClusterUpgrade API is not served.
+pub async fn run(client: Client, cfg: Config, metrics: Arc<Metrics>) -> Result<(), Error> {
+    let served = kube::discovery::group(&client, kcore::ops::GROUP)
+        .await
+        .is_ok_and(|g| g.versions().any(|v| v == kcore::ops::VERSION));
+    if !served {
+        tracing::info!(
+            "the ClusterUpgrade API ({}) is not served: upgrades are left to the CLI",
+            kcore::ops::GROUP
+        );
+        return Ok(());
+    }
+    let capi = kube::discovery::group(&client, "cluster.x-k8s.io").await?;
+    let capi_version = if capi.versions().any(|v| v == "v1beta2") {
+        "v1beta2"
+    } else {
+        "v1beta1"
+    }
+    .to_string();
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        metrics,
+        resources: Mutex::new(HashMap::new()),
+        capi_version,
+        failures: Mutex::new(HashMap::new()),
+    });
+    let controller = watches(&ctx, &cfg).await;
+    controller
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            match r {
+                Ok((o, _)) => tracing::debug!(upgrade = %o, "reconciled"),
+                Err(e) => tracing::debug!("upgrade reconcile: {e}"),
+            }
+        })
+        .await;
+    Ok(())
+}
+
+fn api_for<K>(client: &Client, ns: Option<&str>, r: &ApiResource) -> Api<K>
+where
+    K: kube::Resource<Scope = kube::core::DynamicResourceScope, DynamicType = ApiResource>,
+{
+    match ns {
+        Some(n) => Api::namespaced_with(client.clone(), n, r),
+        None => Api::all_with(client.clone(), r),
+    }
+}
+
+/// The ClusterUpgrade of an object's cluster: named after the cluster, in its namespace.
+fn upgrade_of(m: &kube::core::ObjectMeta, is_cluster: bool) -> Option<ObjectRef<ClusterUpgrade>> {
+    let ns = m.namespace.clone()?;
+    let cluster = if is_cluster {
+        m.name.clone()
+    } else {
+        m.labels
+            .as_ref()
+            .and_then(|l| l.get(CLUSTER_NAME_LABEL).cloned())
+            .or_else(|| {
+                m.owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.kind == "Cluster" && o.api_version.starts_with("cluster.x-k8s.io/"))
+                    .map(|o| o.name.clone())
+            })
+    }?;
+    Some(ObjectRef::new(&cluster).within(&ns))
+}
+
+/// The controller and its watches: Clusters, MachineDeployments and every served control-plane
+/// kind the planner knows, as metadata.
+async fn watches(ctx: &Arc<Ctx>, cfg: &Config) -> Controller<ClusterUpgrade> {
+    let ns = cfg.namespace.as_deref();
+    let client = &ctx.client;
+    let primary: Api<ClusterUpgrade> = match ns {
+        Some(n) => Api::namespaced(client.clone(), n),
+        None => Api::all(client.clone()),
+    };
+    let wc = watcher::Config::default().any_semantic();
+    let mut c = Controller::new(primary, wc.clone()).with_config(
+        kube::runtime::controller::Config::default().concurrency(cfg.concurrency.max(1)),
+    );
+    let v = ctx.capi_version.clone();
+    let cluster = world::ar("cluster.x-k8s.io", &v, "Cluster", "clusters");
+    let mds = world::ar(
+        "cluster.x-k8s.io",
+        &v,
+        "MachineDeployment",
+        "machinedeployments",
+    );
+    c = c.watches_with(
+        api_for::<PartialObjectMeta<DynamicObject>>(client, ns, &cluster),
+        cluster.clone(),
+        wc.clone(),
+        |o| upgrade_of(&o.metadata, true).into_iter(),
+    );
+    c = c.watches_with(
+        api_for::<PartialObjectMeta<DynamicObject>>(client, ns, &mds),
+        mds.clone(),
+        wc.clone(),
+        |o| upgrade_of(&o.metadata, false).into_iter(),
+    );
+    if let Ok(g) = kube::discovery::group(client, "controlplane.cluster.x-k8s.io").await {
+        for (res, _) in g.resources_by_stability() {
+            if matches!(
+                res.kind.as_str(),
+                "KubeadmControlPlane" | "KamajiControlPlane"
+            ) {
+                c = c.watches_with(
+                    api_for::<PartialObjectMeta<DynamicObject>>(client, ns, &res),
+                    res.clone(),
+                    wc.clone(),
+                    |o| upgrade_of(&o.metadata, false).into_iter(),
+                );
+            }
+        }
+    }
+    c
+}
+
+fn error_policy(cu: Arc<ClusterUpgrade>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    ctx.metrics.reconcile_errors.fetch_add(1, Ordering::Relaxed);
+    let n = ctx
+        .failures
+        .lock()
+        .map(|mut m| {
+            let e = m.entry(ObjectRef::from(cu.as_ref())).or_insert(0);
+            *e = e.saturating_add(1);
+            *e
+        })
+        .unwrap_or(1);
+    let secs = 1u64 << n.min(8);
+    tracing::warn!(upgrade = %cu.name_any(), ns = ?cu.namespace(), "upgrade reconcile failed (retry in {secs}s): {err}");
+    Action::requeue(Duration::from_secs(secs))
+}
+
+async fn reconcile(cu: Arc<ClusterUpgrade>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    ctx.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
+    let r = reconcile_inner(&cu, &ctx).await;
+    if r.is_ok()
+        && let Ok(mut m) = ctx.failures.lock()
+    {
+        m.remove(&ObjectRef::from(cu.as_ref()));
+    }
+    r
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| jiff::Timestamp::now().to_string())
+}
+
+/// Writes the status (server-side apply of the whole status: fields it no longer holds go).
+async fn write(ctx: &Ctx, cu: &ClusterUpgrade, st: &ClusterUpgradeStatus) -> Result<(), Error> {
+    if cu.status.as_ref() == Some(st) {
+        return Ok(());
+    }
+    let ns = cu.namespace().unwrap_or_default();
+    let api: Api<ClusterUpgrade> = Api::namespaced(ctx.client.clone(), &ns);
+    let body = serde_json::json!({
+        "apiVersion": format!("{}/{}", kcore::ops::GROUP, kcore::ops::VERSION),
+        "kind": "ClusterUpgrade",
+        "status": st,
+    });
+    api.patch_status(
+        &cu.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(body),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Whether the status must be planned afresh: nothing planned yet, or a new target or options
+/// (a changed `paused` or `cancelled` keeps the plan under way).
+fn needs_plan(cu: &ClusterUpgrade, st: &ClusterUpgradeStatus) -> bool {
+    if st.plan.is_empty() && st.phase.is_none() {
+        return true;
+    }
+    if st.observed_generation == cu.metadata.generation {
+        return false;
+    }
+    let terminal = st.phase.as_deref().is_some_and(phase::is_terminal);
+    let retarget = st.path.last() != Some(&cu.spec.version);
+    (terminal && !cu.spec.cancelled) || retarget
+}
+
+async fn reconcile_inner(cu: &ClusterUpgrade, ctx: &Ctx) -> Result<Action, Error> {
+    let mut st = cu.status.clone().unwrap_or_default();
+    let target = format!(
+        "{}/{}",
+        cu.namespace().unwrap_or_default(),
+        cu.spec.cluster_name
+    );
+    let now = now();
+    if !needs_plan(cu, &st) && st.phase.as_deref().is_some_and(phase::is_terminal) {
+        st.observed_generation = cu.metadata.generation;
+        write(ctx, cu, &st).await?;
+        return Ok(Action::await_change());
+    }
+    if cu.spec.cancelled {
+        st.observed_generation = cu.metadata.generation;
+        st.finish(
+            phase::CANCELLED,
+            "Cancelled",
+            "cancelled: no further step starts (a rollout under way runs to its end)",
+            &now,
+        );
+        write(ctx, cu, &st).await?;
+        return Ok(Action::await_change());
+    }
+    let w = world::read(ctx, cu).await?;
+    if needs_plan(cu, &st) {
+        let plan = match w.plan(cu) {
+            Ok(p) => p,
+            Err(message) => {
+                let mut failed = ClusterUpgradeStatus {
+                    history: st.history.clone(),
+                    observed_generation: cu.metadata.generation,
+                    ..Default::default()
+                };
+                failed.finish(phase::FAILED, "PlanFailed", &message, &now);
+                write(ctx, cu, &failed).await?;
+                return Ok(Action::await_change());
+            }
+        };
+        st = run::fresh_status(&plan, cu.metadata.generation, Some(&st), &target, &now);
+        write(ctx, cu, &st).await?;
+        if st.phase.as_deref() == Some(phase::FAILED) {
+            return Ok(Action::await_change());
+        }
+    }
+    st.observed_generation = cu.metadata.generation;
+    let max = cu.spec.max_parallel_machine_deployments.unwrap_or(1);
+    // Each pass either ends the reconcile or completes at least one step, so the plan's length
+    // bounds the loop.
+    for _ in 0..=st.plan.len() {
+        let decision = {
+            let obs = w.observation();
+            run::decide(&st.plan, &st.current_steps, &obs, max)
+        };
+        match decision {
+            Decision::Completed(done) => st.complete(&done, &now),
+            Decision::Finished => {
+                st.complete_all(&now);
+                let m = format!("cluster {target} runs {}", cu.spec.version);
+                st.finish(phase::SUCCEEDED, "Upgraded", &m, &now);
+                write(ctx, cu, &st).await?;
+                return Ok(Action::await_change());
+            }
+            Decision::Start(batch) => {
+                if cu.spec.paused {
+                    st.pause(&now);
+                    write(ctx, cu, &st).await?;
+                    return Ok(Action::await_change());
+                }
+                // Recorded before any patch: a reconciler killed in between finds the steps
+                // under way and re-sends only what did not land.
+                st.start(&batch, &now);
+                write(ctx, cu, &st).await?;
+                apply::steps(ctx, cu, &st, &batch).await?;
+                st.rolling(&format!("applied step(s) {batch:?}; rolling out"), &now);
+                write(ctx, cu, &st).await?;
+                return Ok(Action::await_change());
+            }
+            Decision::Apply(batch) => {
+                apply::steps(ctx, cu, &st, &batch).await?;
+                st.rolling(&format!("re-sent step(s) {batch:?}; rolling out"), &now);
+                write(ctx, cu, &st).await?;
+                return Ok(Action::await_change());
+            }
+            Decision::Wait(m) => {
+                st.rolling(&m, &now);
+                write(ctx, cu, &st).await?;
+                return Ok(Action::await_change());
+            }
+        }
+    }
+    write(ctx, cu, &st).await?;
+    Ok(Action::await_change())
+}
