@@ -1,0 +1,329 @@
+//! What `describe` reads: the cluster and only what belongs to it (labelled LISTs, referenced
+//! GETs, the ByoHosts of its BYOH machines), as concurrently as the dependencies allow.
+
+use std::collections::{BTreeSet, HashSet};
+
+use cli::Conn;
+use kube::api::ListParams;
+use kube::discovery::ApiResource;
+use serde_json::Value;
+use shared::discovery::ServerApis;
+use shared::discovery::fields::{self, ObjectRef};
+use shared::error::Error;
+use shared::plan::hosts::BYOMACHINE_NAME_LABEL;
+use shared::plan::tree::TreeOptions;
+
+use crate::fleet;
+
+const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
+
+/// Concurrent GETs at most (templates; a handful per cluster).
+const GET_CONCURRENCY: usize = 16;
+
+/// GETs the object a reference points at; `None` when it is missing or its kind is not served
+/// (the tree simply shows less). The object stays the JSON the server sent.
+async fn get_ref(conn: &Conn, apis: &ServerApis, r: &ObjectRef, ns: &str) -> Option<Value> {
+    let ar = apis.resolve_ref(r).ok()?;
+    let namespace = Some(r.namespace.as_deref().unwrap_or(ns));
+    match shared::api::get_json_opt(conn, &ar, namespace, &r.name).await {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::info!("get {} {}: {e}", r.kind, r.name);
+            None
+        }
+    }
+}
+
+/// The cluster's objects of each kind among `refs`: one LIST per kind in `ns`, selected by the
+/// cluster-name label, all kinds at once. Cluster API labels every infrastructure machine and
+/// bootstrap config it creates with the name of its cluster (`GenerateTemplate` in
+/// `controllers/external/util.go`, CAPI v1.14.2, and since v1alpha3), so the selector returns
+/// exactly the cluster's, however many other clusters share the namespace.
+async fn list_kinds(
+    conn: &Conn,
+    apis: &ServerApis,
+    refs: &[ObjectRef],
+    ns: &str,
+    cluster: &str,
+) -> Vec<Value> {
+    let kinds: BTreeSet<(&str, &str)> = refs
+        .iter()
+        .map(|r| (r.api_group.as_str(), r.kind.as_str()))
+        .collect();
+    let lists = kinds.into_iter().filter_map(|(group, kind)| {
+        let r = ObjectRef {
+            api_group: group.to_string(),
+            kind: kind.to_string(),
+            ..Default::default()
+        };
+        let ar = apis.resolve_ref(&r).ok()?;
+        Some(async move {
+            match list_labelled(conn, Some(ar), ns, cluster).await {
+                Ok(items) => items,
+                Err(e) => {
+                    tracing::info!("list {kind}: {e}");
+                    Vec::new()
+                }
+            }
+        })
+    });
+    futures::future::join_all(lists)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+async fn list_labelled(
+    conn: &Conn,
+    ar: Option<ApiResource>,
+    ns: &str,
+    cluster: &str,
+) -> Result<Vec<Value>, Error> {
+    let lp = ListParams::default().labels(&format!("{CLUSTER_NAME}={cluster}"));
+    fleet::list_opt(conn, ar.as_ref(), Some(ns), &lp).await
+}
+
+/// Everything the tree is built from, as read.
+pub(super) struct Objects {
+    pub(super) cluster: Value,
+    pub(super) infra: Option<Value>,
+    pub(super) cp: Option<Value>,
+    pub(super) machines: Vec<Value>,
+    pub(super) mds: Vec<Value>,
+    pub(super) mss: Vec<Value>,
+    pub(super) mps: Vec<Value>,
+    pub(super) infra_machines: Vec<Value>,
+    pub(super) bootstrap_configs: Vec<Value>,
+    pub(super) hosts: Vec<Value>,
+    pub(super) templates: Vec<Value>,
+    pub(super) resource_sets: Vec<Value>,
+}
+
+/// `--show-templates`: the templates the control plane and MachineDeployments reference, one
+/// GET each (templates carry no cluster label: clusters may share them, so a LIST would read
+/// other clusters' too).
+async fn read_templates(
+    conn: &Conn,
+    apis: &ServerApis,
+    cp: Option<&Value>,
+    mds: &[Value],
+    ns: &str,
+) -> Vec<Value> {
+    use futures::StreamExt;
+    let mut refs: Vec<ObjectRef> = cp
+        .and_then(fields::control_plane_machine_template_ref)
+        .into_iter()
+        .collect();
+    for md in mds {
+        refs.extend(fields::template_infrastructure_ref(md));
+        refs.extend(fields::object_ref(
+            md,
+            &["spec", "template", "spec", "bootstrap", "configRef"],
+        ));
+    }
+    // MachineDeployments often share a template: read each once.
+    let refs: BTreeSet<(String, String, String, String)> = refs
+        .into_iter()
+        .map(|r| {
+            let namespace = r.namespace.unwrap_or_else(|| ns.to_string());
+            (r.api_group, r.kind, namespace, r.name)
+        })
+        .collect();
+    futures::stream::iter(refs)
+        .map(|(api_group, kind, namespace, name)| async move {
+            let r = ObjectRef {
+                api_group,
+                kind,
+                name,
+                namespace: Some(namespace),
+                ..Default::default()
+            };
+            get_ref(conn, apis, &r, ns).await
+        })
+        .buffered(GET_CONCURRENCY)
+        .filter_map(|o| async move { o })
+        .collect()
+        .await
+}
+
+/// `--show-resourcesets`: the ClusterResourceSets named by the cluster's
+/// ClusterResourceSetBinding (named like the cluster, as clusterctl reads it).
+async fn read_resource_sets(conn: &Conn, apis: &ServerApis, ns: &str, cluster: &str) -> Vec<Value> {
+    let group = "addons.cluster.x-k8s.io";
+    let (Some(binding_ar), Some(crs_ar)) = (
+        apis.provider_kind(group, "ClusterResourceSetBinding"),
+        apis.provider_kind(group, "ClusterResourceSet"),
+    ) else {
+        return vec![];
+    };
+    let Ok(Some(binding)) = shared::api::get_json_opt(conn, &binding_ar, Some(ns), cluster).await
+    else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    let names: Vec<String> = kcore::json::at(&binding, &["spec", "bindings"])
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|b| kcore::json::str_at(b, &["clusterResourceSetName"]).map(str::to_string))
+        .collect();
+    // One LIST of the namespace's sets, not a GET per bound set.
+    let all = ListParams::default();
+    if let Ok(sets) = shared::api::list_json(conn, &crs_ar, Some(ns), &all).await {
+        out.extend(
+            sets.into_iter()
+                .filter(|c| names.iter().any(|n| n == kcore::json::name(c))),
+        );
+    }
+    out
+}
+
+/// The referenced object, if there is a reference.
+async fn get_opt_ref(
+    conn: &Conn,
+    apis: &ServerApis,
+    r: Option<&ObjectRef>,
+    ns: &str,
+) -> Option<Value> {
+    match r {
+        Some(r) => get_ref(conn, apis, r, ns).await,
+        None => None,
+    }
+}
+
+/// The ByoMachines (as `namespace.name`, BYOH's byomachine-name label value) of the BYOH
+/// machines whose host is named by no providerID (the Machine's or its ByoMachine's,
+/// `byoh://HOST/...`): only their hosts are found through the ByoHosts' `status.machineRef`.
+fn unnamed_hosts(machines: &[Value], infra_machines: &[Value]) -> Vec<String> {
+    use kcore::json::{kind, name, namespace, str_at};
+    use shared::plan::hosts::host_from_provider_id;
+    let named = |v: &Value| {
+        str_at(v, &["spec", "providerID"])
+            .and_then(host_from_provider_id)
+            .is_some()
+    };
+    let with_host: HashSet<&str> = infra_machines
+        .iter()
+        .filter(|bm| kind(bm) == "ByoMachine" && named(bm))
+        .map(name)
+        .collect();
+    machines
+        .iter()
+        .filter(|m| !named(m))
+        .filter_map(|m| {
+            let r = fields::machine_infrastructure_ref(m)?;
+            (r.kind == "ByoMachine" && !with_host.contains(r.name.as_str()))
+                .then(|| format!("{}.{}", namespace(m), r.name))
+        })
+        .collect()
+}
+
+/// Label values per ByoHost LIST: a selector of 200 `namespace.name` values stays well under
+/// the API server's request-line limit.
+const HOSTS_PER_LIST: usize = 200;
+
+/// The ByoHosts claimed by `byomachines` (`namespace.name`). BYOH labels a host with
+/// `byoh.infrastructure.cluster.x-k8s.io/byomachine-name=<namespace>.<name>` in the same patch
+/// that sets its `status.machineRef` (`attachByoHost` in
+/// `controllers/infrastructure/byomachine_controller.go`, BYOH v0.5.0), so a set-based selector
+/// on that label returns exactly those hosts, from whichever namespace holds them, and never
+/// the hosts of a same-named cluster elsewhere. Host names are a bonus: a user who cannot list
+/// hosts still gets the tree.
+async fn read_hosts(conn: &Conn, apis: &ServerApis, byomachines: &[String]) -> Vec<Value> {
+    let Some(host_ar) = fleet::byoh(apis).ok().map(|(h, _)| h) else {
+        return Vec::new();
+    };
+    let host_ar = &host_ar;
+    let lists = byomachines.chunks(HOSTS_PER_LIST).map(|chunk| async move {
+        let selector = format!("{BYOMACHINE_NAME_LABEL} in ({})", chunk.join(","));
+        let lp = ListParams::default().labels(&selector);
+        // The tree reads only the claim of each host.
+        let keep = |v: Value| fleet::prune(v, &[], &["machineRef"]);
+        match shared::api::list_json_map(conn, host_ar, None, &lp, keep).await {
+            Ok(hosts) => hosts,
+            Err(e) => {
+                tracing::info!("list ByoHosts: {e}");
+                Vec::new()
+            }
+        }
+    });
+    futures::future::join_all(lists)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Reads the cluster, what it references and the objects labelled with its name, then the
+/// machines' infrastructure machines and bootstrap configs, concurrently where they do not
+/// depend on each other; then, only when some BYOH machine's host is not in a providerID, the
+/// cluster's ByoHosts. Nothing outside the cluster is read, so the cost follows the cluster,
+/// not the management cluster.
+pub(super) async fn read(
+    conn: &Conn,
+    apis: &ServerApis,
+    ns: &str,
+    name: &str,
+    opts: &TreeOptions,
+) -> Result<Objects, Error> {
+    let cluster_ar = apis.cluster()?;
+    let cluster = shared::api::get_or_suggest(conn, &cluster_ar, ns, name).await?;
+    let cluster = fields::object_json(&cluster);
+    let infra_ref = fields::cluster_infrastructure_ref(&cluster);
+    let cp_ref = fields::cluster_control_plane_ref(&cluster);
+    let (infra, cp, machines, mds, mss, mps) = tokio::join!(
+        get_opt_ref(conn, apis, infra_ref.as_ref(), ns),
+        get_opt_ref(conn, apis, cp_ref.as_ref(), ns),
+        list_labelled(conn, apis.capi_kind("Machine").ok(), ns, name),
+        list_labelled(conn, apis.capi_kind("MachineDeployment").ok(), ns, name),
+        list_labelled(conn, apis.capi_kind("MachineSet").ok(), ns, name),
+        list_labelled(conn, apis.capi_kind("MachinePool").ok(), ns, name),
+    );
+    let (machines, mds, mss, mps) = (machines?, mds?, mss?, mps?);
+    let infra_refs: Vec<ObjectRef> = machines
+        .iter()
+        .filter_map(fields::machine_infrastructure_ref)
+        .collect();
+    let boot_refs: Vec<ObjectRef> = machines
+        .iter()
+        .filter_map(fields::machine_bootstrap_ref)
+        .collect();
+    let templates = async {
+        match opts.show_templates {
+            true => read_templates(conn, apis, cp.as_ref(), &mds, ns).await,
+            false => vec![],
+        }
+    };
+    let resource_sets = async {
+        match opts.show_resourcesets {
+            true => read_resource_sets(conn, apis, ns, name).await,
+            false => vec![],
+        }
+    };
+    let (infra_machines, bootstrap_configs, templates, resource_sets) = tokio::join!(
+        list_kinds(conn, apis, &infra_refs, ns, name),
+        list_kinds(conn, apis, &boot_refs, ns, name),
+        templates,
+        resource_sets,
+    );
+    let unnamed = unnamed_hosts(&machines, &infra_machines);
+    let hosts = match unnamed.is_empty() {
+        true => Vec::new(),
+        false => read_hosts(conn, apis, &unnamed).await,
+    };
+    Ok(Objects {
+        cluster,
+        infra,
+        cp,
+        machines,
+        mds,
+        mss,
+        mps,
+        infra_machines,
+        bootstrap_configs,
+        hosts,
+        templates,
+        resource_sets,
+    })
+}
