@@ -20,7 +20,7 @@ use crate::common::{self, DryRun};
 
 mod versions;
 mod wait;
-use versions::versions;
+pub(crate) use versions::versions;
 use wait::{wait_endpoint, wait_ready};
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -29,11 +29,15 @@ use wait::{wait_endpoint, wait_ready};
   kubectl kamaji create lab2 --infrastructure byoh --kubernetes-version v1.35.0 --preinstalled-hosts --cni-manifest cilium.yaml
   kubectl kamaji create edge --infrastructure openstack --kubernetes-version v1.35.0 --flavor m1.large --image ubuntu-2404-kube-v1.35.0 --network tenant-net
   kubectl kamaji create lab --infrastructure none --kubernetes-version v1.34.2 --dry-run=client -o yaml | kubectl apply -f -
+  kubectl kamaji create c1 --class kamaji-byoh --kubernetes-version v1.35.0 --workers 2 --service-address 10.0.0.5
 Re-running with the same name converges the objects to the flags (server-side apply).")]
 pub struct Args {
     /// The cluster name (also the KamajiControlPlane's)
     #[arg(value_name = "NAME")]
     pub name: String,
+    /// A topology Cluster of this ClusterClass (kubectl kamaji generate clusterclass); the class decides the infrastructure and templates
+    #[arg(long, value_name = "CLASS")]
+    pub class: Option<String>,
     /// Where the workers run: byoh, openstack, kubevirt, metal3, aws, or none (control plane only)
     #[arg(long, value_name = "INFRA")]
     pub infrastructure: Option<String>,
@@ -160,7 +164,7 @@ pub struct Args {
     pub output: OutputFlags,
 }
 
-fn read_values(path: &PathBuf) -> Result<Value, Error> {
+pub(crate) fn read_values(path: &PathBuf) -> Result<Value, Error> {
     let text = if path.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin())
     } else {
@@ -249,7 +253,7 @@ async fn download_calico() -> Result<CniManifest, Error> {
     })
 }
 
-fn parse_selector(pairs: &[String]) -> Result<BTreeMap<String, String>, Error> {
+pub(crate) fn parse_selector(pairs: &[String]) -> Result<BTreeMap<String, String>, Error> {
     let mut out = BTreeMap::new();
     for p in pairs {
         let (k, v) = p.split_once('=').ok_or_else(|| Error::Usage {
@@ -315,6 +319,7 @@ pub fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Error> {
             .as_deref()
             .is_some_and(|c| c.trim().eq_ignore_ascii_case("none")),
         values,
+        class: args.class.clone(),
     })
 }
 
@@ -364,6 +369,10 @@ fn check_offline(args: &Args) -> Result<(), Error> {
         });
     }
     let offline = spec_from(args, "default")?;
+    if offline.class.is_some() {
+        kamaji::check_topology(&offline)?;
+        return Ok(());
+    }
     let infra_hint = offline.infrastructure;
     shared::build::kamaji::build(
         &offline,
@@ -381,6 +390,17 @@ async fn plan(
     client_only: bool,
 ) -> Result<Built, Error> {
     let versions = versions(apis, spec, calico, client_only)?;
+    if let Some(class) = spec.class.clone() {
+        let info = cluster_class(conn, apis, &spec.namespace, &class).await?;
+        if calico {
+            spec.cni = Some(download_calico().await?);
+        }
+        let built = kamaji::build_topology(spec, &versions, &info)?;
+        if !client_only {
+            check_endpoint_unused(conn, apis, spec, &built).await?;
+        }
+        return Ok(built);
+    }
     if let Some(ds) = &spec.datastore
         && !client_only
     {
@@ -407,6 +427,36 @@ async fn plan(
     Ok(built)
 }
 
+/// `create --class`'s preflight: the ClusterClass exists in the namespace (one line otherwise,
+/// naming the classes there); what `build_topology` needs of it.
+async fn cluster_class(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    ns: &str,
+    class: &str,
+) -> Result<kamaji::ClassInfo, Error> {
+    let ar = apis.capi_kind("ClusterClass")?;
+    if let Some(c) = common::get_opt(conn, &ar, Some(ns), class).await? {
+        return Ok(kamaji::ClassInfo::read(&object_json(&c)));
+    }
+    let names = shared::api::list_names(conn, &ar, Some(ns))
+        .await
+        .unwrap_or_default();
+    let close = shared::error::closest_names(class, names.iter().map(String::as_str));
+    Err(Error::Other {
+        message: format!(
+            "ClusterClass \"{class}\" not found in namespace {ns}; nothing was created"
+        ),
+        hint: Some(match (close.first(), names.is_empty()) {
+            (Some(c), _) => format!("did you mean \"{c}\"?"),
+            (None, true) => format!(
+                "create one first: kubectl kamaji generate clusterclass {class} --infrastructure byoh --apply -n {ns}"
+            ),
+            (None, false) => format!("ClusterClasses in {ns}: {}", names.join(", ")),
+        }),
+    })
+}
+
 /// BCM's preflight: the control plane's pre-assigned address (`--service-address`, or
 /// `serviceAddress` from `--from-file`) and port must not be another cluster's endpoint.
 async fn check_endpoint_unused(
@@ -415,12 +465,14 @@ async fn check_endpoint_unused(
     spec: &CreateSpec,
     built: &Built,
 ) -> Result<(), Error> {
+    // A topology Cluster carries the address in its class's variable.
     let Some(address) = built
         .objects
         .iter()
         .find(|o| o["kind"] == "KamajiControlPlane")
         .and_then(|k| k.pointer("/spec/network/serviceAddress"))
         .and_then(Value::as_str)
+        .or(spec.class.as_ref().and(spec.service_address.as_deref()))
     else {
         return Ok(());
     };
@@ -473,7 +525,7 @@ fn print_client_dry_run(args: &Args, spec: &CreateSpec, built: &Built) -> Result
 }
 
 /// Applies the objects in order; once the Cluster exists, it owns the objects after it.
-async fn apply_objects(
+pub(crate) async fn apply_objects(
     conn: &cli::Conn,
     apis: &ServerApis,
     name: &str,

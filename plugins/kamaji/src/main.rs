@@ -10,6 +10,7 @@ mod completion;
 mod create;
 mod datastores;
 mod delete;
+mod generate;
 mod install;
 mod kubeconfig;
 mod list;
@@ -46,6 +47,8 @@ struct Cli {
 enum Verb {
     /// Create a cluster with a Kamaji control plane (Cluster, KamajiControlPlane, infrastructure, workers)
     Create(create::Args),
+    /// Generate a ClusterClass with a KamajiControlPlaneTemplate (print it, or --apply)
+    Generate(generate::Args),
     /// List KamajiControlPlanes and standalone TenantControlPlanes
     List(list::Args),
     /// Show one control plane: summary, pods, conditions, addons, certificates, workers, hints
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
         |cli, program, root| async move {
             match cli.verb {
                 Verb::Create(a) => create::run(&a).await,
+                Verb::Generate(a) => generate::run(&a).await,
                 Verb::List(a) => list::run(&a).await,
                 Verb::Status(a) => status::run(&a).await,
                 Verb::Datastores(a) => datastores::run(&a).await,

@@ -51,7 +51,7 @@ pub(super) fn cluster(ctx: &Ctx, notes: &mut Vec<String>) -> Result<(Value, Vec<
 
 /// The network plugin's objects (Calico gets the first IPv4 pod CIDR as its pool), and a note
 /// saying where they are.
-fn network_plugin(
+pub(super) fn network_plugin(
     ctx: &Ctx,
     manifest: &CniManifest,
     pods: &[String],

@@ -18,9 +18,12 @@
 //! - `control_plane`: the KamajiControlPlane, from defaults, the values file and flags;
 //! - `infra`: the infrastructure cluster and machine template of each provider;
 //! - `cluster`: the Cluster, its network plugin, and what it owns;
-//! - `workers`: the KubeadmConfigTemplate and the MachineDeployment.
+//! - `workers`: the KubeadmConfigTemplate and the MachineDeployment;
+//! - `clusterclass`: the ClusterClass of `generate clusterclass` and the topology Cluster of
+//!   `create --class`.
 
 mod cluster;
+mod clusterclass;
 mod control_plane;
 mod endpoints;
 mod infra;
@@ -34,6 +37,10 @@ use serde_json::{Map, Value, json};
 use crate::Error;
 
 pub use cluster::{OWNED_BY_CLUSTER, disowned_by_cluster, own_by_cluster};
+pub use clusterclass::{
+    ADDRESS_VARIABLE, CLASS_LABEL, ClassInfo, TOPOLOGY_WORKERS, WORKER_CLASS, build_class,
+    build_topology, check_topology, template_kind,
+};
 pub use control_plane::values_spec;
 pub use endpoints::split_endpoint;
 pub use infra::fill_openstack_endpoint;

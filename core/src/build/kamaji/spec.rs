@@ -206,4 +206,7 @@ pub struct CreateSpec {
     pub cni_none_explicit: bool,
     /// `--from-file`: KamajiControlPlane spec fields (a `spec:` map or the fields themselves).
     pub values: Option<Value>,
+    /// `--class`: a topology Cluster of this ClusterClass instead of the objects themselves
+    /// ([`build_topology`](super::build_topology)).
+    pub class: Option<String>,
 }

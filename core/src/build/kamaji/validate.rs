@@ -82,7 +82,7 @@ pub fn validate_name(name: &str) -> Result<(), Error> {
     }
 }
 
-fn required_infrastructure(spec: &CreateSpec) -> Result<Infrastructure, Error> {
+pub(super) fn required_infrastructure(spec: &CreateSpec) -> Result<Infrastructure, Error> {
     spec.infrastructure.ok_or_else(|| {
         usage(
             "--infrastructure is required",
@@ -114,7 +114,7 @@ fn kubernetes_version(spec: &CreateSpec, file: &Map<String, Value>) -> Result<St
 }
 
 /// `--replicas` and `--workers`.
-fn check_counts(spec: &CreateSpec) -> Result<(), Error> {
+pub(super) fn check_counts(spec: &CreateSpec) -> Result<(), Error> {
     if let Some(r) = spec.replicas
         && !(0..=16).contains(&r)
     {
@@ -132,7 +132,7 @@ fn check_counts(spec: &CreateSpec) -> Result<(), Error> {
 }
 
 /// The flags that only some infrastructures take.
-fn check_scoped_flags(spec: &CreateSpec, infra: Infrastructure) -> Result<(), Error> {
+pub(super) fn check_scoped_flags(spec: &CreateSpec, infra: Infrastructure) -> Result<(), Error> {
     use Infrastructure::{Aws, Byoh, Kubevirt, Metal3, Openstack};
     let scoped: [(&str, bool, &[Infrastructure]); 12] = [
         (
@@ -210,7 +210,7 @@ fn ensure_only_for(
 }
 
 /// BYOH's installer bundle flags.
-fn check_bundle(spec: &CreateSpec) -> Result<(), Error> {
+pub(super) fn check_bundle(spec: &CreateSpec) -> Result<(), Error> {
     if spec.preinstalled_hosts && (spec.bundle_repo.is_some() || spec.bundle_type.is_some()) {
         return Err(usage(
             "--preinstalled-hosts and --bundle-repo/--bundle-type cannot be used together",
@@ -252,7 +252,7 @@ fn validate_bundle_repo(s: &str) -> Result<(), Error> {
 }
 
 /// `--admission-controller` and `--datastore`.
-fn check_control_plane(spec: &CreateSpec) -> Result<(), Error> {
+pub(super) fn check_control_plane(spec: &CreateSpec) -> Result<(), Error> {
     for a in &spec.admission_controllers {
         if !ADMISSION_CONTROLLERS.contains(&a.as_str()) {
             let close = crate::text::closest_names(a, ADMISSION_CONTROLLERS.iter().copied());
@@ -269,7 +269,7 @@ fn check_control_plane(spec: &CreateSpec) -> Result<(), Error> {
     Ok(())
 }
 
-fn validate_dns_subdomain(flag: &str, s: &str) -> Result<(), Error> {
+pub(super) fn validate_dns_subdomain(flag: &str, s: &str) -> Result<(), Error> {
     let ok = !s.is_empty()
         && s.len() <= 253
         && s.chars()
@@ -286,7 +286,7 @@ fn validate_dns_subdomain(flag: &str, s: &str) -> Result<(), Error> {
     }
 }
 
-fn check_host_selector(spec: &CreateSpec) -> Result<(), Error> {
+pub(super) fn check_host_selector(spec: &CreateSpec) -> Result<(), Error> {
     for (k, v) in &spec.host_selector {
         if k.is_empty() || k.contains(char::is_whitespace) || v.contains(char::is_whitespace) {
             return Err(usage(

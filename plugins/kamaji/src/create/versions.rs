@@ -104,7 +104,7 @@ fn addons_version(
 
 /// The versions to write, from discovery. Kinds not served fall back to the newest shape
 /// for `--dry-run=client` only; otherwise they are "not installed".
-pub(super) fn versions(
+pub(crate) fn versions(
     apis: &ServerApis,
     spec: &CreateSpec,
     cni_choice_calico: bool,
