@@ -1,10 +1,13 @@
 //! Plans of the `kubectl kamaji` verbs that change a KamajiControlPlane: `scale` (control-plane
 //! replicas, 0 = asleep, and the workers of the cluster's one MachineDeployment) and `upgrade`
 //! (one minor at a time, then the workers). Teardown (`delete`) is the shared teardown of
-//! `kubectl capi delete`.
+//! `kubectl capi delete`. On a ClusterClass cluster both go through the Cluster's topology
+//! ([`topology`]).
 
 use serde::Serialize;
 use serde_json::{Value, json};
+
+pub mod topology;
 
 use crate::Error;
 use crate::build::kamaji::{DEFAULT_PORT, parse_version, upgrade_steps};

@@ -90,6 +90,30 @@ pub async fn merge_patch(
     shared::api::merge_patch(conn, ar, ns, name, patch, write(false, false)).await
 }
 
+/// A planned JSON patch ([`kcore::plan::ObjectPatch`]) with field manager `kubectl-kamaji`.
+pub async fn json_patch(
+    conn: &Conn,
+    ar: &ApiResource,
+    patch: &kcore::plan::ObjectPatch,
+) -> Result<(), Error> {
+    shared::api::patch(conn, ar, &patch.namespace, patch, write(false, false)).await
+}
+
+/// The Cluster that owns the control plane, when it has one and it still exists.
+pub async fn owning_cluster(
+    conn: &Conn,
+    apis: &ServerApis,
+    t: &Target,
+) -> Result<Option<Value>, Error> {
+    let Some(name) = t.cluster_name() else {
+        return Ok(None);
+    };
+    let ar = apis.cluster()?;
+    Ok(get_opt(conn, &ar, Some(&t.namespace), &name)
+        .await?
+        .map(|c| object_json(&c)))
+}
+
 fn write(dry_run: bool, force: bool) -> shared::api::Write<'static> {
     shared::api::Write {
         manager: FIELD_MANAGER,

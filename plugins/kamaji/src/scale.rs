@@ -1,12 +1,13 @@
 //! `kubectl kamaji scale CONTROL_PLANE [--replicas N] [--workers N] [--wait]`: control-plane
 //! replicas (0 puts it to sleep; Kamaji keeps its state in the DataStore) and the workers of
-//! the cluster's MachineDeployment. Plan: `kcore::plan::kamaji`.
+//! the cluster's MachineDeployment; on a ClusterClass cluster, both through the Cluster's
+//! `spec.topology`. Plan: `kcore::plan::kamaji`.
 
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, parse_duration};
-use kcore::plan::kamaji::{self as plan, ScaleObserved, ScaleRequest};
+use kcore::plan::kamaji::{self as plan, ScaleObserved, ScaleRequest, topology};
 use serde_json::Value;
 use shared::build::kamaji::CLUSTER_NAME_LABEL;
 use shared::discovery::ServerApis;
@@ -52,31 +53,11 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let apis = ServerApis::discover(&conn).await?;
     let t = common::resolve(&conn, &apis, &args.name).await?;
     let kcp = kcp_of(&t)?;
-    if let Some(r) = req.replicas {
-        let change = plan::scale_control_plane(&kcp, r);
-        let kcp_ar = common::kcp_resource(&apis)?;
-        common::merge_patch(&conn, &kcp_ar, &t.namespace, &t.name, &change.merge_patch).await?;
-        render::line(&change.done);
-    }
-    if let Some(w) = req.workers {
-        let cluster = t.cluster_name().unwrap_or_else(|| t.name.clone());
-        let md_ar = apis.capi_kind("MachineDeployment")?;
-        let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
-        let mds: Vec<_> = common::list(&conn, &md_ar, Some(&t.namespace), Some(&selector))
-            .await?
-            .iter()
-            .map(object_json)
-            .collect();
-        let change = plan::scale_workers(&cluster, &mds, w)?;
-        common::merge_patch(
-            &conn,
-            &md_ar,
-            &t.namespace,
-            &change.name,
-            &change.merge_patch,
-        )
-        .await?;
-        render::line(&change.done);
+    let cluster = common::owning_cluster(&conn, &apis, &t).await?;
+    if let Some(c) = cluster.as_ref().filter(|c| topology::topology(c).is_some()) {
+        scale_topology(&conn, &apis, c, req).await?;
+    } else {
+        scale_objects(&conn, &apis, &t, &kcp, req).await?;
     }
     if args.wait
         && let Some(r) = req.replicas
@@ -84,6 +65,68 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         wait_replicas(&conn, &apis, &t.name, r, args.timeout).await?;
         let asleep = if r == 0 { " (asleep)" } else { "" };
         render::info(&format!("{} runs {r} replicas{asleep}", t.name));
+    }
+    Ok(())
+}
+
+/// A ClusterClass cluster: the replicas go to the Cluster's topology, which CAPI's topology
+/// controller writes into the KamajiControlPlane and the MachineDeployment it manages.
+async fn scale_topology(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    cluster: &Value,
+    req: ScaleRequest,
+) -> Result<(), Error> {
+    let cluster_ar = apis.cluster()?;
+    // Both are planned before either is applied: a refusal changes nothing.
+    let changes = [
+        req.replicas
+            .map(|r| topology::scale_control_plane(cluster, r))
+            .transpose()?,
+        req.workers
+            .map(|w| topology::scale_workers(cluster, w))
+            .transpose()?,
+    ];
+    for change in changes.into_iter().flatten() {
+        common::json_patch(conn, &cluster_ar, &change.patch).await?;
+        render::line(&change.done);
+    }
+    Ok(())
+}
+
+/// A cluster without a topology: the KamajiControlPlane and the cluster's MachineDeployment.
+async fn scale_objects(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    t: &Target,
+    kcp: &Value,
+    req: ScaleRequest,
+) -> Result<(), Error> {
+    if let Some(r) = req.replicas {
+        let change = plan::scale_control_plane(kcp, r);
+        let kcp_ar = common::kcp_resource(apis)?;
+        common::merge_patch(conn, &kcp_ar, &t.namespace, &t.name, &change.merge_patch).await?;
+        render::line(&change.done);
+    }
+    if let Some(w) = req.workers {
+        let cluster = t.cluster_name().unwrap_or_else(|| t.name.clone());
+        let md_ar = apis.capi_kind("MachineDeployment")?;
+        let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
+        let mds: Vec<_> = common::list(conn, &md_ar, Some(&t.namespace), Some(&selector))
+            .await?
+            .iter()
+            .map(object_json)
+            .collect();
+        let change = plan::scale_workers(&cluster, &mds, w)?;
+        common::merge_patch(
+            conn,
+            &md_ar,
+            &t.namespace,
+            &change.name,
+            &change.merge_patch,
+        )
+        .await?;
+        render::line(&change.done);
     }
     Ok(())
 }

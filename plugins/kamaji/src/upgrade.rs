@@ -1,12 +1,14 @@
 //! `kubectl kamaji upgrade CONTROL_PLANE --to VERSION [--plan]`: Kamaji refuses to skip a
 //! minor, so the control plane walks one minor at a time, each step waited for; the cluster's
-//! MachineDeployments follow. Plan: `kcore::plan::kamaji::plan_upgrade`.
+//! MachineDeployments follow. On a ClusterClass cluster each step sets the Cluster's
+//! `spec.topology.version` and CAPI's topology controller moves the KamajiControlPlane, then the
+//! MachineDeployments. Plan: `kcore::plan::kamaji::plan_upgrade`.
 
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{Conn, KubeFlags, OutputFlags, parse_duration};
-use kcore::plan::kamaji::{self as plan, UpgradePlan};
+use kcore::plan::kamaji::{self as plan, UpgradePlan, topology};
 use serde::Serialize;
 use serde_json::{Value, json};
 use shared::build::kamaji::CLUSTER_NAME_LABEL;
@@ -93,12 +95,25 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let apis = ServerApis::discover(&conn).await?;
     let t = common::resolve(&conn, &apis, &args.name).await?;
     let kcp = kcp_of(&t)?;
+    let cluster = common::owning_cluster(&conn, &apis, &t).await?;
+    let topo = cluster.as_ref().filter(|c| topology::topology(c).is_some());
+    if let Some(c) = topo
+        && args.control_plane_only
+    {
+        return Err(topology::control_plane_only_refused(c).into());
+    }
     let md_ar = apis.capi_kind("MachineDeployment").ok();
     let mds = match &md_ar {
-        Some(ar) if !args.control_plane_only => cluster_deployments(&conn, ar, &t).await?,
+        Some(ar) if !args.control_plane_only && topo.is_none() => {
+            cluster_deployments(&conn, ar, &t).await?
+        }
         _ => Vec::new(),
     };
-    let p = plan::plan_upgrade(&kcp, t.tcp.as_ref(), &mds, &args.to)?;
+    let mut p = plan::plan_upgrade(&kcp, t.tcp.as_ref(), &mds, &args.to)?;
+    if let Some(c) = topo {
+        // The topology controller moves every one of them once the control plane is there.
+        p.machine_deployments = topology::deployment_names(c);
+    }
     if args.plan {
         return Printer::new(&args.output).print(&Shown(&p));
     }
@@ -106,9 +121,20 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let kcp_ar = common::kcp_resource(&apis)?;
     let total = p.control_plane_steps.len();
     for (i, step) in p.control_plane_steps.iter().enumerate() {
-        let patch = json!({"spec": {"version": step}});
-        common::merge_patch(&conn, &kcp_ar, &t.namespace, &t.name, &patch).await?;
-        render::info(&format!("step {}/{total}: {} set to {step}", i + 1, t.name));
+        match topo {
+            // A ClusterClass cluster: the Cluster's topology, which CAPI's topology controller
+            // writes into the KamajiControlPlane.
+            Some(c) => {
+                let change = topology::set_version(c, step)?;
+                common::json_patch(&conn, &apis.cluster()?, &change.patch).await?;
+                render::info(&format!("step {}/{total}: {}", i + 1, change.done));
+            }
+            None => {
+                let patch = json!({"spec": {"version": step}});
+                common::merge_patch(&conn, &kcp_ar, &t.namespace, &t.name, &patch).await?;
+                render::info(&format!("step {}/{total}: {} set to {step}", i + 1, t.name));
+            }
+        }
         let what = format!(
             "step {}/{total}: waiting for {} to run {step}",
             i + 1,
@@ -117,7 +143,14 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         wait_step(&conn, &apis, &t.name, step, &what, args.timeout).await?;
         render::info(&format!("step {}/{total}: {} runs {step}", i + 1, t.name));
     }
-    if let Some(ar) = &md_ar {
+    if topo.is_some() {
+        for md in &p.machine_deployments {
+            render::info(&format!(
+                "MachineDeployment {md} (topology) follows to {}: Cluster API's topology controller rolls its machines",
+                p.to
+            ));
+        }
+    } else if let Some(ar) = &md_ar {
         for md in &p.machine_deployments {
             let patch = json!({"spec": {"template": {"spec": {"version": p.to}}}});
             common::merge_patch(&conn, ar, &t.namespace, md, &patch).await?;
