@@ -16,13 +16,17 @@ pub const ADDONS_GROUP: &str = "addons.cluster.x-k8s.io";
 pub const CONTRACT_LABEL_PREFIX: &str = "cluster.x-k8s.io/";
 
 /// The groups discovery looks at.
-pub const GROUPS: [&str; 6] = [
+/// Our own API group: long operations the reconciler carries out (`kcore::ops`).
+pub const OPS_GROUP: &str = "ops.capi-kamaji.io";
+
+pub const GROUPS: [&str; 7] = [
     CAPI_GROUP,
     CONTROLPLANE_GROUP,
     INFRASTRUCTURE_GROUP,
     BOOTSTRAP_GROUP,
     KAMAJI_GROUP,
     ADDONS_GROUP,
+    OPS_GROUP,
 ];
 
 /// The CAPI core API version a management cluster serves.

@@ -11,7 +11,7 @@ pub use api::{ClusterUpgrade, ClusterUpgradeSpec, ClusterUpgradeStatus};
 pub use crd::{crds, try_crds};
 
 /// The API group.
-pub const GROUP: &str = "ops.capi-kamaji.io";
+pub const GROUP: &str = crate::groups::OPS_GROUP;
 /// The served (and stored) version.
 pub const VERSION: &str = "v1alpha1";
 

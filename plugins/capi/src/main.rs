@@ -21,6 +21,7 @@ mod restart;
 mod resume;
 mod scale;
 mod upgrade;
+mod upgrade_ops;
 mod version;
 
 use std::process::ExitCode;
@@ -54,7 +55,7 @@ enum Verb {
     Generate(generate::Args),
     /// Scale the control plane or workers of a cluster, with a free-host preflight on BYOH
     Scale(scale::Args),
-    /// Upgrade a cluster minor by minor, control plane first (--plan shows the steps); resumable
+    /// Upgrade a cluster minor by minor, control plane first, in the cluster where the reconciler runs (--plan shows the steps; status|pause|resume|cancel)
     Upgrade(upgrade::Args),
     /// Delete a cluster (Cluster API cascades), release its hosts, remove its merged context
     Delete(delete::Args),

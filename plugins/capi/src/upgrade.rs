@@ -28,17 +28,29 @@ use crate::day2::{DryRun, Target, display_name, name_of};
 use crate::scale::{Objects, fetch, show_findings};
 
 #[derive(ClapArgs, Clone, Debug)]
-#[command(after_help = "Examples:
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "Where the ClusterUpgrade API is served (kubectl kamaji install), the reconciler carries the
+upgrade out: the command creates a ClusterUpgrade and returns (--wait follows it), so closing the
+terminal stops nothing. Without it, or with --client-side, this terminal applies the steps.
+
+Examples:
   kubectl capi upgrade prod --to v1.34.2 --plan     # the steps, the patches, the preflight
-  kubectl capi upgrade prod --to v1.34.2 --yes      # apply, waiting for each step
-  kubectl capi upgrade prod --to v1.34.2 --yes      # again after an interruption: resumes")]
+  kubectl capi upgrade prod --to v1.34.2 --yes      # hand it to the reconciler
+  kubectl capi upgrade prod --to v1.34.2 --yes --wait
+  kubectl capi upgrade status prod                  # its plan and progress
+  kubectl capi upgrade pause prod | resume prod | cancel prod
+  kubectl capi upgrade prod --to v1.34.2 --yes --client-side   # from this terminal; re-run resumes"
+)]
 pub struct Args {
+    #[command(subcommand)]
+    pub op: Option<crate::upgrade_ops::UpgradeOp>,
     /// The cluster
     #[arg(value_name = "CLUSTER")]
-    pub cluster: String,
+    pub cluster: Option<String>,
     /// The Kubernetes version to reach, e.g. v1.34.2
     #[arg(long, value_name = "VERSION")]
-    pub to: String,
+    pub to: Option<String>,
     /// Print the plan (steps, patches, template clones, preflight) and change nothing
     #[arg(long)]
     pub plan: bool,
@@ -54,7 +66,16 @@ pub struct Args {
     /// Go ahead despite blocking preflight findings (too few spare hosts)
     #[arg(long)]
     pub force: bool,
-    /// How long to wait for each step
+    /// Apply the steps from this terminal even where the reconciler could carry them out
+    #[arg(long)]
+    pub client_side: bool,
+    /// Follow the reconciler's upgrade until it ends (with --client-side the command always waits)
+    #[arg(long)]
+    pub wait: bool,
+    /// MachineDeployments the reconciler rolls at once within a minor (1 to 100)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_parallel: Option<u32>,
+    /// How long to wait for each step (client side) or for the whole upgrade (--wait)
     #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = cli::parse_duration)]
     pub timeout: Duration,
     /// Only print (client) or validate the next step on the server (server)
@@ -64,6 +85,13 @@ pub struct Args {
     pub output: OutputFlags,
     #[command(flatten)]
     pub kube: KubeFlags,
+}
+
+impl Args {
+    /// `--to`, checked present by [`run`] before anything reads it.
+    fn to(&self) -> &str {
+        self.to.as_deref().unwrap_or_default()
+    }
 }
 
 fn upgrade_error(e: UpgradeError) -> Error {
@@ -197,7 +225,7 @@ fn plan(t: &Target, snap: &Snapshot, args: &Args) -> Result<(UpgradePlan, Vec<us
     let co: ClusterObjects<'_> = snap.objs.cluster_objects(t);
     let observed = snap.observed(t);
     let req = UpgradeRequest {
-        to: args.to.clone(),
+        to: args.to().to_string(),
         control_plane_only: args.control_plane_only,
         workers_only: args.workers_only,
         force: args.force,
@@ -249,7 +277,8 @@ fn preflight(t: &Target, args: &Args, plan: &UpgradePlan) -> Result<(), Error> {
         message: format!("the upgrade preflight failed: {}", blocking.join("; ")),
         hint: Some(format!(
             "see kubectl capi upgrade {} --to {} --plan for the ways out, or pass --force",
-            t.name, args.to
+            t.name,
+            args.to()
         )),
     })
 }
@@ -267,7 +296,8 @@ fn confirmed(t: &Target, args: &Args, view: &PlanView) -> Result<bool, Error> {
             ),
             hint: Some(format!(
                 "review it with --plan, then pass --yes (kubectl capi upgrade {} --to {} --yes)",
-                t.name, args.to
+                t.name,
+                args.to()
             )),
         });
     }
@@ -333,9 +363,20 @@ async fn apply_steps(
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
+    if let Some(op) = &args.op {
+        return crate::upgrade_ops::run(op).await;
+    }
+    let (Some(cluster), Some(to)) = (&args.cluster, &args.to) else {
+        return Err(Error::Usage {
+            message: "upgrade needs a cluster and --to <VERSION>".into(),
+            hint: Some(
+                "kubectl capi upgrade CLUSTER --to VERSION [--plan], or kubectl capi upgrade status|pause|resume|cancel CLUSTER".into(),
+            ),
+        });
+    };
     // A malformed version is a usage error before anything is read.
-    parse_version(&args.to).map_err(upgrade_error)?;
-    let mut t = Target::load(&args.kube, &args.cluster).await?;
+    parse_version(to).map_err(upgrade_error)?;
+    let mut t = Target::load(&args.kube, cluster).await?;
     let snap = Snapshot::read(&t).await?;
     let (plan, done_steps) = plan(&t, &snap, args)?;
     let view = PlanView { plan, done_steps };
@@ -357,6 +398,26 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     }
     if !confirmed(&t, args, &view)? {
         return Ok(());
+    }
+    if !args.client_side && !args.dry_run.is_dry() {
+        match crate::upgrade_ops::resource(&t.apis) {
+            Some(ar) => {
+                let req = crate::upgrade_ops::Request {
+                    to,
+                    control_plane_only: args.control_plane_only,
+                    workers_only: args.workers_only,
+                    force: args.force,
+                    max_parallel: args.max_parallel,
+                    wait: args.wait,
+                    timeout: args.timeout,
+                    steps: total,
+                };
+                return crate::upgrade_ops::hand_over(&t, &ar, &req).await;
+            }
+            None => shared::render::info(
+                "note: the ClusterUpgrade API is not installed (kubectl kamaji install adds it with the reconciler); upgrading from this terminal",
+            ),
+        }
     }
     apply_steps(&mut t, args, total, done, &view.plan.to_version).await
 }
