@@ -98,3 +98,107 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
     );
     assert_eq!(cl["metadata"]["labels"]["cni"], "custom");
 }
+
+/// On CAPI 1.10's CRDs, `generate clusterclass` writes a v1beta1 ClusterClass (`ref` with
+/// namespaces, `namingStrategy`, `template.bootstrap/infrastructure`) referencing a v1alpha1
+/// KamajiControlPlaneTemplate, which the API server stores; `create --class` reads that shape
+/// and writes a topology Cluster naming the class with `class` (issue 17). No CAPI controller
+/// runs on this testbed: the topology controller's side is covered by tests/clusterclass.rs.
+#[tokio::test]
+async fn generate_clusterclass_and_create_class_write_v1beta1_shapes_on_a_capi_1_10_cluster() {
+    let tb = prepare_v1beta1().await;
+    let (c, ns) = tb.namespace("kamaji-v1b1-cc").await;
+    let out = ok(&kamaji(
+        tb,
+        &ns,
+        &[
+            "generate",
+            "clusterclass",
+            "old-class",
+            "--infrastructure",
+            "byoh",
+            "--apply",
+        ],
+    ));
+    assert!(
+        out.contains("clusterclass.cluster.x-k8s.io/old-class serverside-applied"),
+        "{out}"
+    );
+    let cc = get(
+        &c,
+        &ns,
+        &ar("cluster.x-k8s.io", "v1beta1", "ClusterClass"),
+        "old-class",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        cc["spec"]["controlPlane"]["ref"]["apiVersion"],
+        "controlplane.cluster.x-k8s.io/v1alpha1"
+    );
+    assert_eq!(cc["spec"]["controlPlane"]["ref"]["namespace"], ns.as_str());
+    assert_eq!(
+        cc["spec"]["controlPlane"]["namingStrategy"]["template"],
+        "{{ .cluster.name }}"
+    );
+    assert_eq!(
+        cc["spec"]["workers"]["machineDeployments"][0]["template"]["infrastructure"]["ref"]["kind"],
+        "ByoMachineTemplate"
+    );
+    let kcpt = get(
+        &c,
+        &ns,
+        &ar(
+            "controlplane.cluster.x-k8s.io",
+            "v1alpha1",
+            "KamajiControlPlaneTemplate",
+        ),
+        "old-class",
+    )
+    .await
+    .unwrap();
+    assert!(kcpt["spec"]["template"]["spec"].get("version").is_none());
+
+    let json = ok(&kamaji(
+        tb,
+        &ns,
+        &[
+            "create",
+            "old",
+            "--class",
+            "old-class",
+            "--kubernetes-version",
+            "v1.33.0",
+            "--workers",
+            "2",
+            "--service-address",
+            "10.0.0.9",
+            "--dry-run=server",
+            "-o",
+            "json",
+        ],
+    ));
+    let list: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let cluster = &list["items"][0];
+    assert_eq!(cluster["apiVersion"], "cluster.x-k8s.io/v1beta1");
+    let t = &cluster["spec"]["topology"];
+    assert_eq!(t["class"], "old-class");
+    assert_eq!(t["version"], "v1.33.0");
+    assert_eq!(
+        t["workers"]["machineDeployments"][0]["class"],
+        "default-worker"
+    );
+    assert_eq!(t["workers"]["machineDeployments"][0]["replicas"], 2);
+    assert_eq!(t["variables"][0]["value"], "10.0.0.9");
+    // A server dry run stores nothing.
+    assert!(
+        get(
+            &c,
+            &ns,
+            &ar("cluster.x-k8s.io", "v1beta1", "Cluster"),
+            "old"
+        )
+        .await
+        .is_none()
+    );
+}
