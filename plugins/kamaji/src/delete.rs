@@ -100,18 +100,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     }
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
-    let t = match common::resolve(&conn, &apis, &args.name).await {
-        Ok(t) => t,
-        // The control plane is gone already: an interrupted delete whose Cluster (or leftovers)
-        // may still be there. Finish that teardown rather than say "not found".
-        Err(Error::NotFound { .. }) => Target {
-            namespace: conn.namespace.clone(),
-            name: args.name.clone(),
-            kcp: None,
-            tcp: None,
-        },
-        Err(e) => return Err(e),
-    };
+    let t = resolve_or_leftovers(&conn, &apis, &args.name).await?;
     let cluster_name = t.cluster_name().unwrap_or_else(|| t.name.clone());
     let td = teardown::plan(
         &conn,
@@ -144,13 +133,49 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     if !args.wait {
         return Ok(());
     }
+    wait_gone(&conn, &td, &t.name, args.timeout).await?;
+    render::line(&format!(
+        "{} is gone; DataStore {} no longer holds its data (Kamaji's TenantControlPlane finalizer finished)",
+        t.name,
+        datastore.as_deref().unwrap_or("<default>")
+    ));
+    Ok(())
+}
+
+/// The control plane named `name`, or, when it is gone already, a target with neither object:
+/// an interrupted delete whose Cluster (or leftovers) may still be there. Finishing that
+/// teardown beats saying "not found".
+async fn resolve_or_leftovers(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    name: &str,
+) -> Result<Target, Error> {
+    match common::resolve(conn, apis, name).await {
+        Ok(t) => Ok(t),
+        Err(Error::NotFound { .. }) => Ok(Target {
+            namespace: conn.namespace.clone(),
+            name: name.to_string(),
+            kcp: None,
+            tcp: None,
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// `--wait`: until every object of the teardown is gone.
+async fn wait_gone(
+    conn: &cli::Conn,
+    td: &Teardown,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), Error> {
     let total = td.all().count();
     render::wait_until(
-        &format!("waiting for {} to be gone", t.name),
-        args.timeout,
+        &format!("waiting for {name} to be gone"),
+        timeout,
         Duration::from_millis(500),
         || async {
-            let left = teardown::remaining(&conn, &td).await?;
+            let left = teardown::remaining(conn, td).await?;
             Ok(if left.is_empty() {
                 Poll::Ready(())
             } else {
@@ -162,11 +187,5 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             })
         },
     )
-    .await?;
-    render::line(&format!(
-        "{} is gone; DataStore {} no longer holds its data (Kamaji's TenantControlPlane finalizer finished)",
-        t.name,
-        datastore.as_deref().unwrap_or("<default>")
-    ));
-    Ok(())
+    .await
 }

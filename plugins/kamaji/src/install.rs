@@ -161,13 +161,38 @@ async fn resource(conn: &Conn, obj: &Value) -> Result<(kube::api::ApiResource, b
 }
 
 pub async fn install(args: &InstallArgs) -> Result<(), Error> {
+    let (ns, objects) = manifests_for(args)?;
+    if args.dry_run == DryRun::Client {
+        if matches!(args.output.output, OutputFormat::Yaml | OutputFormat::Json) {
+            render::info(
+                "note: apply with kubectl apply --server-side -f - (the CRDs are too large for client-side apply)",
+            );
+        }
+        render::print_objects(&args.output.output, &objects, "created (dry run)")?;
+        return Ok(());
+    }
+    let conn = args.kube.connect().await?;
+    check_other_provider(&conn, &objects, args.take_over).await?;
+    let server_dry = args.dry_run == DryRun::Server;
+    apply_all(&conn, &objects, server_dry).await?;
+    if !server_dry {
+        render::info(&format!(
+            "the KamajiControlPlane provider runs in namespace {ns} (kubectl -n {ns} rollout status deployment/{})",
+            manifests::NAME
+        ));
+    }
+    Ok(())
+}
+
+/// The namespace and the manifests to apply. The client dry run prints these and calls no API,
+/// so this needs no kubeconfig at all.
+fn manifests_for(args: &InstallArgs) -> Result<(String, Vec<Value>), Error> {
     if args.image.trim().is_empty() {
         return Err(Error::Usage {
             message: "--image is empty".into(),
             hint: Some(format!("e.g. --image {}", manifests::DEFAULT_IMAGE)),
         });
     }
-    // The client dry run prints manifests and calls no API: it needs no kubeconfig at all.
     let ns = args
         .kube
         .namespace
@@ -184,18 +209,17 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
             "the reconciler's CRDs could not be generated (a build defect)",
         ));
     }
-    if args.dry_run == DryRun::Client {
-        if matches!(args.output.output, OutputFormat::Yaml | OutputFormat::Json) {
-            render::info(
-                "note: apply with kubectl apply --server-side -f - (the CRDs are too large for client-side apply)",
-            );
-        }
-        render::print_objects(&args.output.output, &objects, "created (dry run)")?;
-        return Ok(());
-    }
-    let conn = args.kube.connect().await?;
-    match other_provider(&conn, &crd_names(&objects)).await? {
-        Some(what) if !args.take_over => {
+    Ok((ns, objects))
+}
+
+/// Refuses to overwrite another KamajiControlPlane provider's CRDs unless `--take-over`.
+async fn check_other_provider(
+    conn: &Conn,
+    objects: &[Value],
+    take_over: bool,
+) -> Result<(), Error> {
+    match other_provider(conn, &crd_names(objects)).await? {
+        Some(what) if !take_over => {
             return Err(Error::Other {
                 message: format!(
                     "{what}: installing would overwrite its KamajiControlPlane CRDs and two controllers would reconcile the same KamajiControlPlanes"
@@ -210,12 +234,16 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
         )),
         None => {}
     }
-    let server_dry = args.dry_run == DryRun::Server;
+    Ok(())
+}
+
+/// Server-side applies every object in order, one line each.
+async fn apply_all(conn: &Conn, objects: &[Value], server_dry: bool) -> Result<(), Error> {
     let mut pp = PatchParams::apply(FIELD_MANAGER).force();
     pp.dry_run = server_dry;
-    for o in &objects {
+    for o in objects {
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
-        let (ar, namespaced) = match resource(&conn, o).await {
+        let (ar, namespaced) = match resource(conn, o).await {
             Ok(r) => r,
             // A CRD applied moments ago may not be discoverable in a server dry run.
             Err(e) if server_dry => {
@@ -232,7 +260,7 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
         } else {
             None
         };
-        let api = shared::api::dynamic(&conn, &ar, ns_opt);
+        let api = shared::api::dynamic(conn, &ar, ns_opt);
         api.patch(name, &pp, &Patch::Apply(o))
             .await
             .map_err(|e| conn.error(e, &Op::on("patch", &ar).in_namespace(ns_opt).named(name)))?;
@@ -242,12 +270,6 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
             "serverside-applied"
         };
         render::line(&format!("{} {suffix}", display_name(o)));
-    }
-    if !server_dry {
-        render::info(&format!(
-            "the KamajiControlPlane provider runs in namespace {ns} (kubectl -n {ns} rollout status deployment/{})",
-            manifests::NAME
-        ));
     }
     Ok(())
 }
