@@ -7,6 +7,7 @@
 //! Works on the kubeconfig as JSON values, so fields this code does not know (exec plugins,
 //! extensions, preferences) survive.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -17,8 +18,14 @@ mod deliver;
 mod file;
 
 pub use deliver::{CONFLICT_HINT, Delivery, KubeconfigFormat, deliver, merge_message, merge_names};
-pub use file::{FAIL_BEFORE_RENAME_ENV, backup_path, write_atomic, write_atomic_mode};
+pub use file::backup_path;
 use file::{FileLock, read_writable, replace_file};
+
+/// Fault injection for tests only: fail after the temporary file is written, before the rename.
+pub const FAIL_BEFORE_RENAME_ENV: &str = "KUBECTL_CAPI_TEST_FAIL_BEFORE_RENAME";
+
+/// The mode of a new kubeconfig: private, as kubectl and clusterctl write them.
+const NEW_FILE_MODE: u32 = 0o600;
 
 /// The lists of a kubeconfig, with the key of an entry's body.
 const LISTS: [(&str, &str); 3] = [
@@ -366,10 +373,74 @@ pub fn remove_context_from_file(
     Ok(Removal::Removed { was_current })
 }
 
+/// Sets a file's permission bits (a no-op on Windows, where the user profile's ACLs keep a
+/// kubeconfig private, as kubectl relies on there).
+fn set_mode(file: &std::fs::File, mode: u32) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, mode);
+        Ok(())
+    }
+}
+
+/// Writes `bytes` to `path` with mode 0600 atomically: a temporary file with an unpredictable
+/// name in the same directory, flushed to disk, then renamed over `path`. On any failure `path`
+/// is left as it was and the temporary file is removed.
+pub fn write_atomic(path: &Path, bytes: &[u8], create_dir: bool) -> Result<(), Error> {
+    write_atomic_mode(path, bytes, create_dir, NEW_FILE_MODE)
+}
+
+/// [`write_atomic`] with the file's final mode (0755 for an executable shim).
+pub fn write_atomic_mode(
+    path: &Path,
+    bytes: &[u8],
+    create_dir: bool,
+    mode: u32,
+) -> Result<(), Error> {
+    let io = |what: &str, e: std::io::Error| Error::Other {
+        message: format!("cannot write {}: {what}: {e}", path.display()),
+        hint: Some("check the path and its permissions".into()),
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if create_dir && !dir.exists() {
+        std::fs::create_dir_all(&dir).map_err(|e| io("creating its directory", e))?;
+    }
+    let prefix = format!(
+        ".{}.",
+        path.file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| "kubeconfig".into())
+    );
+    // NamedTempFile creates the file with O_EXCL and mode 0600, and removes it if we fail
+    // before persisting.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .tempfile_in(&dir)
+        .map_err(|e| io("creating a temporary file", e))?;
+    set_mode(tmp.as_file(), mode).map_err(|e| io("setting its mode", e))?;
+    tmp.write_all(bytes).map_err(|e| io("writing", e))?;
+    tmp.as_file().sync_all().map_err(|e| io("syncing", e))?;
+    if std::env::var_os(FAIL_BEFORE_RENAME_ENV).is_some() {
+        return Err(Error::other(format!(
+            "cannot write {}: simulated failure before the rename ({FAIL_BEFORE_RENAME_ENV})",
+            path.display()
+        )));
+    }
+    tmp.persist(path).map_err(|e| io("replacing it", e.error))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-
     use super::*;
 
     fn opts(force: bool, set_current: bool) -> MergeOptions<'static> {

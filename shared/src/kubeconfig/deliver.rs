@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
-use super::file::write_atomic;
-use super::{MergeOptions, MergeReport, default_merge_file, merge_into_file, parse, rename};
+use super::{
+    MergeOptions, MergeReport, default_merge_file, merge_into_file, parse, rename, write_atomic,
+};
 use crate::error::Error;
 
 /// Where a fetched kubeconfig goes: the one behaviour of `kubectl capi kubeconfig` and

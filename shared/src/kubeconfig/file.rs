@@ -1,20 +1,14 @@
-//! The file side of kubeconfig handling: kubectl's lock, the owner's mode kept, the previous
-//! file kept as `<file>.bak`, and the atomic replace (a temporary file next to the target, then a
-//! rename) that every kubeconfig and shim write goes through.
+//! Rewriting the user's kubeconfig file as kubectl does: under kubectl's lock, refusing a
+//! read-only file, keeping the owner's mode, and keeping the previous content as `<file>.bak`
+//! (the write itself is [`write_atomic_mode`]).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::{NEW_FILE_MODE, write_atomic_mode};
 use crate::error::Error;
 
-/// Fault injection for tests only: fail after the temporary file is written, before the rename.
-pub const FAIL_BEFORE_RENAME_ENV: &str = "KUBECTL_CAPI_TEST_FAIL_BEFORE_RENAME";
-
-/// The mode of a new kubeconfig: private, as kubectl and clusterctl write them.
-const NEW_FILE_MODE: u32 = 0o600;
-
 /// A file's permission bits. Windows has none: a read-only file reads as 0o444, any other as
-/// 0o644 (modes are not applied there; see [`set_mode`]).
+/// 0o644 (modes are not applied there; see [`super::set_mode`]).
 fn file_mode(meta: &std::fs::Metadata) -> u32 {
     #[cfg(unix)]
     {
@@ -28,21 +22,6 @@ fn file_mode(meta: &std::fs::Metadata) -> u32 {
         } else {
             0o644
         }
-    }
-}
-
-/// Sets a file's permission bits (a no-op on Windows, where the user profile's ACLs keep a
-/// kubeconfig private, as kubectl relies on there).
-fn set_mode(file: &std::fs::File, mode: u32) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(mode))
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (file, mode);
-        Ok(())
     }
 }
 
@@ -167,55 +146,4 @@ pub fn backup_path(target: &Path) -> PathBuf {
         .unwrap_or_else(|| "config".into());
     name.push(".bak");
     target.with_file_name(name)
-}
-
-/// Writes `bytes` to `path` with mode 0600 atomically: a temporary file with an unpredictable
-/// name in the same directory, flushed to disk, then renamed over `path`. On any failure `path`
-/// is left as it was and the temporary file is removed.
-pub fn write_atomic(path: &Path, bytes: &[u8], create_dir: bool) -> Result<(), Error> {
-    write_atomic_mode(path, bytes, create_dir, NEW_FILE_MODE)
-}
-
-/// [`write_atomic`] with the file's final mode (0755 for an executable shim).
-pub fn write_atomic_mode(
-    path: &Path,
-    bytes: &[u8],
-    create_dir: bool,
-    mode: u32,
-) -> Result<(), Error> {
-    let io = |what: &str, e: std::io::Error| Error::Other {
-        message: format!("cannot write {}: {what}: {e}", path.display()),
-        hint: Some("check the path and its permissions".into()),
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if create_dir && !dir.exists() {
-        std::fs::create_dir_all(&dir).map_err(|e| io("creating its directory", e))?;
-    }
-    let prefix = format!(
-        ".{}.",
-        path.file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_else(|| "kubeconfig".into())
-    );
-    // NamedTempFile creates the file with O_EXCL and mode 0600, and removes it if we fail
-    // before persisting.
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(".tmp")
-        .tempfile_in(&dir)
-        .map_err(|e| io("creating a temporary file", e))?;
-    set_mode(tmp.as_file(), mode).map_err(|e| io("setting its mode", e))?;
-    tmp.write_all(bytes).map_err(|e| io("writing", e))?;
-    tmp.as_file().sync_all().map_err(|e| io("syncing", e))?;
-    if std::env::var_os(FAIL_BEFORE_RENAME_ENV).is_some() {
-        return Err(Error::other(format!(
-            "cannot write {}: simulated failure before the rename ({FAIL_BEFORE_RENAME_ENV})",
-            path.display()
-        )));
-    }
-    tmp.persist(path).map_err(|e| io("replacing it", e.error))?;
-    Ok(())
 }
