@@ -377,6 +377,11 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     // A malformed version is a usage error before anything is read.
     parse_version(to).map_err(upgrade_error)?;
     let mut t = Target::load(&args.kube, cluster).await?;
+    let hand_over = !args.client_side && !args.plan && !args.dry_run.is_dry();
+    if hand_over && let Some(ar) = crate::upgrade_ops::resource(&t.apis) {
+        // Before any planning output: another upgrade under way is refused in one line.
+        crate::upgrade_ops::refuse_busy(&t, &ar, to).await?;
+    }
     let snap = Snapshot::read(&t).await?;
     let (plan, done_steps) = plan(&t, &snap, args)?;
     let view = PlanView { plan, done_steps };
@@ -399,7 +404,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     if !confirmed(&t, args, &view)? {
         return Ok(());
     }
-    if !args.client_side && !args.dry_run.is_dry() {
+    if hand_over {
         match crate::upgrade_ops::resource(&t.apis) {
             Some(ar) => {
                 let req = crate::upgrade_ops::Request {

@@ -103,6 +103,21 @@ pub struct Request<'a> {
     pub steps: usize,
 }
 
+/// Refuses when the cluster has an upgrade under way to another version (or one cancelled
+/// but not yet stopped).
+pub async fn refuse_busy(t: &Target, ar: &ApiResource, to: &str) -> Result<(), Error> {
+    match t.get_opt(ar, &t.name).await? {
+        Some(cu) if !is_finished(&cu) => {
+            let s = spec_of(&cu);
+            if s.version != to || s.cancelled {
+                return Err(busy(t, &cu));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Creates the cluster's ClusterUpgrade (or replaces a finished one), then follows it with
 /// `--wait`. A ClusterUpgrade under way for another target is refused in one line.
 pub async fn hand_over(t: &Target, ar: &ApiResource, req: &Request<'_>) -> Result<(), Error> {

@@ -953,6 +953,7 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
             "--to",
             "v1.35.2",
             "--yes",
+            "--client-side",
             "--timeout",
             "150s",
         ])
@@ -999,6 +1000,7 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
             "--to",
             "v1.35.2",
             "--yes",
+            "--client-side",
             "--timeout",
             "150s",
         ],
@@ -1392,4 +1394,300 @@ async fn pause_resume_and_restart() {
     assert_eq!(o.status.code(), Some(1));
     assert!(err(&o).contains("did you mean \"p1-md-0\"?"), "{}", err(&o));
     kcp.abort();
+}
+
+/// The reconciler binary next to ours (built on demand, as the kamaji tests do).
+fn reconciler_binary() -> PathBuf {
+    let bin = PathBuf::from(BIN).with_file_name("kamaji-reconciler");
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let _ = Command::new(cargo)
+            .args([
+                "build",
+                "-p",
+                "kamaji-reconciler",
+                "--bin",
+                "kamaji-reconciler",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status();
+        assert!(bin.exists(), "{} is missing", bin.display());
+    });
+    bin
+}
+
+/// The reconciler for one namespace, its log in `log`; killed with SIGKILL on drop.
+struct Reconciler(std::process::Child);
+
+impl Reconciler {
+    fn start(tb: &Testbed, ns: &str, log: &Path) -> Reconciler {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        Reconciler(
+            Command::new(reconciler_binary())
+                .args(["--kubeconfig", tb.kubeconfig.to_str().unwrap()])
+                .args(["--namespace", ns, "--metrics-bind-address", "0", "-v"])
+                .env_remove("KUBECONFIG")
+                .stdout(std::process::Stdio::null())
+                .stderr(f)
+                .spawn()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for Reconciler {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn cu_ar() -> ApiResource {
+    ar(
+        "ops.capi-kamaji.io",
+        "v1alpha1",
+        "ClusterUpgrade",
+        "clusterupgrades",
+    )
+}
+
+/// Installs the CRDs `kubectl kamaji install` applies (the ClusterUpgrade's among them).
+async fn install_crds(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in kcore::kcp::crds().into_iter().chain(kcore::ops::crds()) {
+        let name = crd.metadata.name.clone().unwrap();
+        crds.patch(
+            &name,
+            &PatchParams::apply("day2-test").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap();
+    }
+    eventually(
+        "the ClusterUpgrade API served",
+        Duration::from_secs(30),
+        || {
+            let c = client.clone();
+            async move {
+                kube::discovery::group(&c, "ops.capi-kamaji.io")
+                    .await
+                    .is_ok()
+            }
+        },
+    )
+    .await;
+}
+
+/// Issue 18: `kubectl capi upgrade --to` hands a two-minor upgrade to the reconciler. The CLI is
+/// killed at once and the upgrade still completes, control plane first per minor; the reconciler
+/// is killed (SIGKILL) mid-step and resumes at that step, no step applied twice; the status plan
+/// is the `--plan` output; a second upgrade is refused in one line, by the CLI and by the API.
+/// With the real CAPI and BYOH managers; the KubeadmControlPlane provider and the kubelets are
+/// played as in the test above (SIMULATED).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_runs_in_the_reconciler() {
+    let _turn = TURN.lock().await;
+    let tb = testbed::shared_real();
+    let (client, ns) = tb.namespace("cu").await;
+    let workers = pool(&ns, "w", 3, "worker");
+    let cps = pool(&ns, "c", 2, "control-plane");
+    register_then_stop(tb, &client, cps).await;
+    let _players = play(tb, &client, &ns, workers);
+    make_cluster(&client, &ns, "up", 1, &tb.kubeconfig).await;
+    eventually("the worker ready", Duration::from_secs(120), || {
+        let (c, n) = (client.clone(), ns.clone());
+        async move { md_ready(&c, &n, "up-md-0", 1).await }
+    })
+    .await;
+    install_crds(&client).await;
+    let log = tb.dir.join(format!("reconciler-{ns}.log"));
+    let mut rec = Some(Reconciler::start(tb, &ns, &log));
+
+    // The plan the CLI prints, to compare with the one the reconciler records.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["upgrade", "up", "--to", "v1.35.2", "--plan", "-o", "json"],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let cli_plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+
+    // Hand it over with --wait, and kill the CLI as soon as the ClusterUpgrade exists.
+    let mut child = Command::new(BIN)
+        .args(["upgrade", "up", "--to", "v1.35.2", "--yes", "--wait"])
+        .args(["--kubeconfig", tb.kubeconfig.to_str().unwrap(), "-n", &ns])
+        .env_remove("KUBECONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let cus = api(&client, &ns, &cu_ar());
+    eventually("the ClusterUpgrade", Duration::from_secs(60), || {
+        let c = cus.clone();
+        async move { c.get_opt("up").await.unwrap().is_some() }
+    })
+    .await;
+    child.kill().unwrap();
+    let _ = child.wait();
+
+    // Record the versions as they change: the control plane must lead each minor.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, String)>::new()));
+    let sampler = {
+        let (c, n, seen) = (client.clone(), ns.clone(), seen.clone());
+        tokio::spawn(async move {
+            loop {
+                let k = api(&c, &n, &kcp_ar()).get("up-control-plane").await;
+                let m = api(&c, &n, &md_ar()).get("up-md-0").await;
+                if let (Ok(k), Ok(m)) = (k, m) {
+                    let pair = (
+                        k.data["spec"]["version"].as_str().unwrap_or("").to_string(),
+                        m.data["spec"]["template"]["spec"]["version"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_string(),
+                    );
+                    let mut s = seen.lock().unwrap();
+                    if s.last() != Some(&pair) {
+                        s.push(pair);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+
+    // A second upgrade is refused: by the CLI in one line, and by the API server itself.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["upgrade", "up", "--to", "v1.34.0", "--yes"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(
+        err(&o)
+            .lines()
+            .next()
+            .unwrap()
+            .starts_with("error: cluster up already has an upgrade under way: to v1.35.2"),
+        "{}",
+        err(&o)
+    );
+    let second = DynamicObject::new("up-again", &cu_ar())
+        .within(&ns)
+        .data(json!({"spec": {"clusterName": "up", "version": "v1.34.0"}}));
+    let refused = cus
+        .create(&Default::default(), &second)
+        .await
+        .expect_err("a second ClusterUpgrade of the same cluster");
+    assert!(refused.to_string().contains("one per cluster"), "{refused}");
+
+    // Kill the reconciler while the workers' first step rolls, then start it again.
+    eventually(
+        "step 2 (the workers to v1.34.0) under way",
+        Duration::from_secs(180),
+        || {
+            let c = cus.clone();
+            async move {
+                let cu = c.get("up").await.unwrap();
+                cu.data["status"]["currentSteps"] == json!([2])
+            }
+        },
+    )
+    .await;
+    let before = cus.get("up").await.unwrap().data["status"].clone();
+    drop(rec.take());
+    assert_eq!(before["steps"][0]["phase"], "Succeeded", "{before}");
+    rec = Some(Reconciler::start(tb, &ns, &log));
+    eventually("the upgrade to succeed", Duration::from_secs(300), || {
+        let c = cus.clone();
+        async move {
+            let cu = c.get("up").await.unwrap();
+            cu.data["status"]["phase"] == "Succeeded"
+        }
+    })
+    .await;
+    sampler.abort();
+    drop(rec.take());
+    let after = cus.get("up").await.unwrap().data["status"].clone();
+
+    // The status plan is the CLI's plan.
+    let pick = |steps: &Value| -> Vec<(u64, String, String, String)> {
+        steps
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["number"].as_u64().unwrap(),
+                    s["target"].as_str().unwrap().to_string(),
+                    s["fromVersion"].as_str().unwrap().to_string(),
+                    s["toVersion"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(pick(&after["plan"]), pick(&cli_plan["steps"]), "{after}");
+    assert_eq!(after["progress"], "4/4", "{after}");
+    // Resumed at the right step: step 1 kept its times, step 2 kept its start.
+    assert_eq!(after["steps"][0], before["steps"][0], "{after}");
+    assert_eq!(
+        after["steps"][1]["startedAt"], before["steps"][1]["startedAt"],
+        "{after}"
+    );
+    // No step applied twice, across both reconcilers' logs.
+    let text = std::fs::read_to_string(&log).unwrap();
+    for n in 1..=4 {
+        let applied = text
+            .lines()
+            .filter(|l| l.contains("applied") && l.contains(&format!("step={n} ")))
+            .count();
+        assert_eq!(applied, 1, "step {n} applied {applied} times:\n{text}");
+    }
+    // Control plane first per minor, never a worker ahead of it.
+    let seen = seen.lock().unwrap().clone();
+    let order: Vec<(String, String)> = vec![
+        ("v1.34.0".into(), "v1.33.4".into()),
+        ("v1.34.0".into(), "v1.34.0".into()),
+        ("v1.35.2".into(), "v1.34.0".into()),
+        ("v1.35.2".into(), "v1.35.2".into()),
+    ];
+    let tail: Vec<_> = seen
+        .iter()
+        .skip_while(|p| p.0 == "v1.33.4")
+        .cloned()
+        .collect();
+    assert_eq!(tail, order, "{seen:?}");
+    let machines = api(&client, &ns, &machine_ar())
+        .list(&ListParams::default().labels("cluster.x-k8s.io/cluster-name=up"))
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        machines
+            .iter()
+            .all(|m| m.data["spec"]["version"] == "v1.35.2")
+    );
+
+    // `upgrade status` shows it; a finished upgrade cannot be paused.
+    let o = run(&tb.kubeconfig, &ns, &["upgrade", "status", "up"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        out(&o).contains(
+            "Upgrade of cluster NS/up to v1.35.2: Succeeded (step 4/4)"
+                .replace("NS", &ns)
+                .as_str()
+        ),
+        "{}",
+        out(&o)
+    );
+    let o = run(&tb.kubeconfig, &ns, &["upgrade", "pause", "up"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("has ended"), "{}", err(&o));
 }

@@ -327,6 +327,11 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal, never into a log file or a pod's log.
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none(),
+        )
         .try_init();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
