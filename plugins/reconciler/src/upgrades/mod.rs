@@ -234,6 +234,60 @@ fn needs_plan(cu: &ClusterUpgrade, st: &ClusterUpgradeStatus) -> bool {
     (terminal && !cu.spec.cancelled) || retarget
 }
 
+/// Ends the upgrade when nothing more is to happen: finished for this generation, or cancelled.
+/// `None` when the upgrade goes on.
+async fn settle(
+    cu: &ClusterUpgrade,
+    ctx: &Ctx,
+    st: &mut ClusterUpgradeStatus,
+    now: &str,
+) -> Result<Option<Action>, Error> {
+    let terminal = st.phase.as_deref().is_some_and(phase::is_terminal);
+    if !(cu.spec.cancelled || (terminal && !needs_plan(cu, st))) {
+        return Ok(None);
+    }
+    st.observed_generation = cu.metadata.generation;
+    if cu.spec.cancelled && !terminal {
+        st.finish(
+            phase::CANCELLED,
+            "Cancelled",
+            "cancelled: no further step starts (a rollout under way runs to its end)",
+            now,
+        );
+    }
+    write(ctx, cu, st).await?;
+    Ok(Some(Action::await_change()))
+}
+
+/// Plans afresh when the spec asks for it (see [`needs_plan`]); `false` when the plan failed or
+/// its preflight blocked it (the status says why).
+async fn replan(
+    cu: &ClusterUpgrade,
+    ctx: &Ctx,
+    w: &world::World,
+    st: &mut ClusterUpgradeStatus,
+    target: &str,
+    now: &str,
+) -> Result<bool, Error> {
+    if !needs_plan(cu, st) {
+        return Ok(true);
+    }
+    *st = match w.plan(cu) {
+        Ok(plan) => run::fresh_status(&plan, cu.metadata.generation, Some(st), target, now),
+        Err(message) => {
+            let mut failed = ClusterUpgradeStatus {
+                history: st.history.clone(),
+                observed_generation: cu.metadata.generation,
+                ..Default::default()
+            };
+            failed.finish(phase::FAILED, "PlanFailed", &message, now);
+            failed
+        }
+    };
+    write(ctx, cu, st).await?;
+    Ok(st.phase.as_deref() != Some(phase::FAILED))
+}
+
 async fn reconcile_inner(cu: &ClusterUpgrade, ctx: &Ctx) -> Result<Action, Error> {
     let mut st = cu.status.clone().unwrap_or_default();
     let target = format!(
@@ -242,88 +296,50 @@ async fn reconcile_inner(cu: &ClusterUpgrade, ctx: &Ctx) -> Result<Action, Error
         cu.spec.cluster_name
     );
     let now = now();
-    if !needs_plan(cu, &st) && st.phase.as_deref().is_some_and(phase::is_terminal) {
-        st.observed_generation = cu.metadata.generation;
-        write(ctx, cu, &st).await?;
-        return Ok(Action::await_change());
-    }
-    if cu.spec.cancelled {
-        st.observed_generation = cu.metadata.generation;
-        st.finish(
-            phase::CANCELLED,
-            "Cancelled",
-            "cancelled: no further step starts (a rollout under way runs to its end)",
-            &now,
-        );
-        write(ctx, cu, &st).await?;
-        return Ok(Action::await_change());
+    if let Some(done) = settle(cu, ctx, &mut st, &now).await? {
+        return Ok(done);
     }
     let w = world::read(ctx, cu).await?;
-    if needs_plan(cu, &st) {
-        let plan = match w.plan(cu) {
-            Ok(p) => p,
-            Err(message) => {
-                let mut failed = ClusterUpgradeStatus {
-                    history: st.history.clone(),
-                    observed_generation: cu.metadata.generation,
-                    ..Default::default()
-                };
-                failed.finish(phase::FAILED, "PlanFailed", &message, &now);
-                write(ctx, cu, &failed).await?;
-                return Ok(Action::await_change());
-            }
-        };
-        st = run::fresh_status(&plan, cu.metadata.generation, Some(&st), &target, &now);
-        write(ctx, cu, &st).await?;
-        if st.phase.as_deref() == Some(phase::FAILED) {
-            return Ok(Action::await_change());
-        }
+    if !replan(cu, ctx, &w, &mut st, &target, &now).await? {
+        return Ok(Action::await_change());
     }
     st.observed_generation = cu.metadata.generation;
     let max = cu.spec.max_parallel_machine_deployments.unwrap_or(1);
     // Each pass either ends the reconcile or completes at least one step, so the plan's length
     // bounds the loop.
     for _ in 0..=st.plan.len() {
-        let decision = {
-            let obs = w.observation();
-            run::decide(&st.plan, &st.current_steps, &obs, max)
-        };
-        match decision {
-            Decision::Completed(done) => st.complete(&done, &now),
+        let decision = run::decide(&st.plan, &st.current_steps, &w.observation(), max);
+        let batch = match decision {
+            Decision::Completed(done) => {
+                st.complete(&done, &now);
+                continue;
+            }
             Decision::Finished => {
                 st.complete_all(&now);
                 let m = format!("cluster {target} runs {}", cu.spec.version);
                 st.finish(phase::SUCCEEDED, "Upgraded", &m, &now);
-                write(ctx, cu, &st).await?;
-                return Ok(Action::await_change());
+                break;
+            }
+            Decision::Wait(m) => {
+                st.rolling(&m, &now);
+                break;
+            }
+            Decision::Start(_) if cu.spec.paused => {
+                st.pause(&now);
+                break;
             }
             Decision::Start(batch) => {
-                if cu.spec.paused {
-                    st.pause(&now);
-                    write(ctx, cu, &st).await?;
-                    return Ok(Action::await_change());
-                }
                 // Recorded before any patch: a reconciler killed in between finds the steps
                 // under way and re-sends only what did not land.
                 st.start(&batch, &now);
                 write(ctx, cu, &st).await?;
-                apply::steps(ctx, cu, &st, &batch).await?;
-                st.rolling(&format!("applied step(s) {batch:?}; rolling out"), &now);
-                write(ctx, cu, &st).await?;
-                return Ok(Action::await_change());
+                batch
             }
-            Decision::Apply(batch) => {
-                apply::steps(ctx, cu, &st, &batch).await?;
-                st.rolling(&format!("re-sent step(s) {batch:?}; rolling out"), &now);
-                write(ctx, cu, &st).await?;
-                return Ok(Action::await_change());
-            }
-            Decision::Wait(m) => {
-                st.rolling(&m, &now);
-                write(ctx, cu, &st).await?;
-                return Ok(Action::await_change());
-            }
-        }
+            Decision::Apply(batch) => batch,
+        };
+        apply::steps(ctx, cu, &st, &batch).await?;
+        st.rolling(&format!("applied step(s) {batch:?}; rolling out"), &now);
+        break;
     }
     write(ctx, cu, &st).await?;
     Ok(Action::await_change())
