@@ -1,27 +1,37 @@
 //! `kubectl kamaji create NAME`: a Kamaji-hosted cluster in one command.
+//!
+//! Parse ([`spec`]: the flags into a `CreateSpec`), plan (`plan`: the builders in `kcore`, in
+//! the versions the server serves ([`versions`]), after the [`preflight`] checks), apply
+//! ([`apply`]) and, with `--wait`, [`wait`].
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
-use cli::{KubeFlags, OutputFlags, OutputFormat, parse_duration};
+use cli::{KubeFlags, OutputFlags, parse_duration};
 use serde_json::Value;
-use shared::build::cni::{self, CniKind, CniManifest};
+use shared::build::cni::CniKind;
 use shared::build::kamaji::{
-    self, Addon, Built, CreateSpec, Infrastructure, Versions, fill_openstack_endpoint,
+    self, Built, CreateSpec, Infrastructure, Versions, fill_openstack_endpoint,
 };
-use shared::discovery::fields::object_json;
-use shared::discovery::{KAMAJI_GROUP, ServerApis};
+use shared::discovery::ServerApis;
 use shared::error::Error;
 use shared::render::{self};
 
 use crate::common::{self, DryRun};
 
+mod apply;
+mod preflight;
+mod spec;
 mod versions;
 mod wait;
+pub(crate) use apply::apply_objects;
+use apply::{apply, print_client_dry_run};
+use preflight::{check_datastore, check_endpoint_unused, cluster_class};
+use spec::{cni_choice, download_calico};
+pub(crate) use spec::{parse_selector, read_values, spec_from};
 pub(crate) use versions::versions;
-use wait::{wait_endpoint, wait_ready};
+use wait::wait_ready;
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(after_help = "Examples:
@@ -164,198 +174,6 @@ pub struct Args {
     pub output: OutputFlags,
 }
 
-pub(crate) fn read_values(path: &PathBuf) -> Result<Value, Error> {
-    let text = if path.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())
-    } else {
-        std::fs::read_to_string(path)
-    }
-    .map_err(|e| Error::Usage {
-        message: format!("cannot read --from-file {}: {e}", path.display()),
-        hint: Some("check the path".into()),
-    })?;
-    serde_saphyr::from_str::<Value>(&text).map_err(|e| Error::Usage {
-        message: format!(
-            "--from-file {} is not valid YAML: {}",
-            path.display(),
-            e.to_string().lines().next().unwrap_or_default()
-        ),
-        hint: Some("fix the YAML and run again".into()),
-    })
-}
-
-/// Reads `--cni-manifest FILE`, refusing files above the size `create` accepts.
-fn read_cni_manifest(path: &PathBuf) -> Result<CniManifest, Error> {
-    let unreadable = |e: std::io::Error| Error::Usage {
-        message: format!("cannot read --cni-manifest {}: {e}", path.display()),
-        hint: Some("check the path".into()),
-    };
-    let len = std::fs::metadata(path).map_err(unreadable)?.len();
-    if len > cni::MAX_MANIFEST_BYTES as u64 {
-        return Err(Error::Usage {
-            message: format!(
-                "--cni-manifest {} is {}; at most {} is accepted",
-                path.display(),
-                cni::human_bytes(usize::try_from(len).unwrap_or(usize::MAX)),
-                cni::human_bytes(cni::MAX_MANIFEST_BYTES)
-            ),
-            hint: Some(
-                "install a network plugin this large by hand in the workload cluster (kubectl capi kubeconfig NAME)".into(),
-            ),
-        });
-    }
-    let text = std::fs::read_to_string(path).map_err(unreadable)?;
-    Ok(CniManifest {
-        kind: CniKind::Custom,
-        source: path.display().to_string(),
-        text,
-    })
-}
-
-/// The `--cni` choice: `Some(Calico)` to download, `None` for none; `--cni-manifest` is read
-/// by [`spec_from`].
-fn cni_choice(args: &Args) -> Result<Option<CniKind>, Error> {
-    if args.cni.is_some() && args.cni_manifest.is_some() {
-        return Err(Error::Usage {
-            message: "--cni and --cni-manifest cannot be used together".into(),
-            hint: Some(
-                "--cni calico downloads Calico's manifest, --cni-manifest FILE installs that file: pick one".into(),
-            ),
-        });
-    }
-    args.cni
-        .as_deref()
-        .map(cni::parse_cni)
-        .transpose()
-        .map(Option::flatten)
-        .map_err(Error::from)
-}
-
-/// How long `--cni calico` may take to download Calico's manifest.
-const CALICO_DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Downloads Calico's release manifest (bounded in size and time).
-async fn download_calico() -> Result<CniManifest, Error> {
-    let url = cni::calico_manifest_url();
-    let text = shared::fetch::fetch_text(&url, cni::MAX_MANIFEST_BYTES, CALICO_DOWNLOAD_TIMEOUT)
-        .await
-        .map_err(|e| Error::Other {
-            message: format!("cannot download Calico's manifest from {url}: {e}"),
-            hint: Some(format!(
-                "offline or behind a proxy? fetch that file another way and pass --cni-manifest FILE (or set {} to a mirror)",
-                cni::CALICO_URL_ENV
-            )),
-        })?;
-    Ok(CniManifest {
-        kind: CniKind::Calico,
-        source: url,
-        text,
-    })
-}
-
-pub(crate) fn parse_selector(pairs: &[String]) -> Result<BTreeMap<String, String>, Error> {
-    let mut out = BTreeMap::new();
-    for p in pairs {
-        let (k, v) = p.split_once('=').ok_or_else(|| Error::Usage {
-            message: format!("invalid --host-selector {p:?}"),
-            hint: Some("use KEY=VALUE, e.g. --host-selector site=ams".into()),
-        })?;
-        out.insert(k.trim().to_string(), v.trim().to_string());
-    }
-    Ok(out)
-}
-
-/// The create spec from the flags (no I/O but the values file).
-pub fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Error> {
-    let infrastructure = args
-        .infrastructure
-        .as_deref()
-        .map(Infrastructure::parse)
-        .transpose()?;
-    let addons = args.addons.as_deref().map(Addon::parse_list).transpose()?;
-    let values = args.from_file.as_ref().map(read_values).transpose()?;
-    cni_choice(args)?;
-    let cni = args
-        .cni_manifest
-        .as_ref()
-        .map(read_cni_manifest)
-        .transpose()?;
-    Ok(CreateSpec {
-        name: args.name.clone(),
-        namespace: namespace.to_string(),
-        infrastructure,
-        kubernetes_version: args.kubernetes_version.clone(),
-        replicas: args.replicas,
-        workers: args.workers,
-        datastore: args.datastore.clone(),
-        service_type: args.service_type.clone(),
-        service_address: args.service_address.clone(),
-        cert_sans: args.cert_sans.clone(),
-        pod_cidrs: args.pod_cidrs.clone(),
-        service_cidrs: args.service_cidrs.clone(),
-        port: args.port,
-        addons,
-        admission_controllers: args.admission_controllers.clone(),
-        apiserver_args: args.apiserver_args.clone(),
-        controller_manager_args: args.controller_manager_args.clone(),
-        scheduler_args: args.scheduler_args.clone(),
-        flavor: args.flavor.clone(),
-        image: args.image.clone(),
-        image_checksum: args.image_checksum.clone(),
-        network: args.network.clone(),
-        ssh_key: args.ssh_key.clone(),
-        region: args.region.clone(),
-        cloud_name: args.cloud_name.clone(),
-        identity_secret: args.identity_secret.clone(),
-        cloud_conf_secret: args.cloud_conf_secret.clone(),
-        cloud_ca_key: args.cloud_ca_key.clone(),
-        host_selector: parse_selector(&args.host_selector)?,
-        bundle_repo: args.bundle_repo.clone(),
-        bundle_type: args.bundle_type.clone(),
-        preinstalled_hosts: args.preinstalled_hosts,
-        cni,
-        cni_none_explicit: args
-            .cni
-            .as_deref()
-            .is_some_and(|c| c.trim().eq_ignore_ascii_case("none")),
-        values,
-        class: args.class.clone(),
-    })
-}
-
-async fn check_datastore(conn: &cli::Conn, apis: &ServerApis, name: &str) -> Result<(), Error> {
-    let Some(k) = apis.kind(KAMAJI_GROUP, "DataStore") else {
-        return Err(apis.not_installed(
-            "Kamaji",
-            KAMAJI_GROUP,
-            "install Kamaji (helm install kamaji clastix/kamaji)",
-        ));
-    };
-    let ar = k.resource(k.version());
-    if common::get_opt(conn, &ar, None, name).await?.is_some() {
-        return Ok(());
-    }
-    let names = shared::api::list_names(conn, &ar, None)
-        .await
-        .unwrap_or_default();
-    let close = shared::error::closest_names(name, names.iter().map(String::as_str));
-    Err(Error::Other {
-        message: format!("DataStore \"{name}\" not found"),
-        hint: Some(if close.is_empty() {
-            if names.is_empty() {
-                "there is no DataStore; create one (see kubectl kamaji datastores) or omit --datastore to use Kamaji's default".into()
-            } else {
-                format!(
-                    "existing DataStores: {} (kubectl kamaji datastores)",
-                    names.join(", ")
-                )
-            }
-        } else {
-            format!("did you mean \"{}\"? (kubectl kamaji datastores)", close[0])
-        }),
-    })
-}
-
 fn print_objects(output: &OutputFlags, objects: &[Value], suffix: &str) -> Result<(), Error> {
     render::print_objects(&output.output, objects, suffix)
 }
@@ -425,205 +243,6 @@ async fn plan(
         built.deferred = None;
     }
     Ok(built)
-}
-
-/// `create --class`'s preflight: the ClusterClass exists in the namespace (one line otherwise,
-/// naming the classes there); what `build_topology` needs of it.
-async fn cluster_class(
-    conn: &cli::Conn,
-    apis: &ServerApis,
-    ns: &str,
-    class: &str,
-) -> Result<kamaji::ClassInfo, Error> {
-    let ar = apis.capi_kind("ClusterClass")?;
-    if let Some(c) = common::get_opt(conn, &ar, Some(ns), class).await? {
-        return Ok(kamaji::ClassInfo::read(&object_json(&c)));
-    }
-    let names = shared::api::list_names(conn, &ar, Some(ns))
-        .await
-        .unwrap_or_default();
-    let close = shared::error::closest_names(class, names.iter().map(String::as_str));
-    Err(Error::Other {
-        message: format!(
-            "ClusterClass \"{class}\" not found in namespace {ns}; nothing was created"
-        ),
-        hint: Some(match (close.first(), names.is_empty()) {
-            (Some(c), _) => format!("did you mean \"{c}\"?"),
-            (None, true) => format!(
-                "create one first: kubectl kamaji generate clusterclass {class} --infrastructure byoh --apply -n {ns}"
-            ),
-            (None, false) => format!("ClusterClasses in {ns}: {}", names.join(", ")),
-        }),
-    })
-}
-
-/// BCM's preflight: the control plane's pre-assigned address (`--service-address`, or
-/// `serviceAddress` from `--from-file`) and port must not be another cluster's endpoint.
-async fn check_endpoint_unused(
-    conn: &cli::Conn,
-    apis: &ServerApis,
-    spec: &CreateSpec,
-    built: &Built,
-) -> Result<(), Error> {
-    // A topology Cluster carries the address in its class's variable.
-    let Some(address) = built
-        .objects
-        .iter()
-        .find(|o| o["kind"] == "KamajiControlPlane")
-        .and_then(|k| k.pointer("/spec/network/serviceAddress"))
-        .and_then(Value::as_str)
-        .or(spec.class.as_ref().and(spec.service_address.as_deref()))
-    else {
-        return Ok(());
-    };
-    let lp = kube::api::ListParams::default();
-    let list = |ar: Option<kube::discovery::ApiResource>| {
-        let lp = lp.clone();
-        async move {
-            match ar {
-                Some(ar) => shared::api::list_json(conn, &ar, None, &lp).await,
-                None => Ok(Vec::new()),
-            }
-        }
-    };
-    let (clusters, kcps, tcps) = tokio::try_join!(
-        list(apis.cluster().ok()),
-        list(apis.kamaji_control_plane()),
-        list(apis.tenant_control_plane())
-    )?;
-    let port = spec.port.unwrap_or(kcore::build::kamaji::DEFAULT_PORT);
-    let users = kcore::plan::kamaji::endpoint_users(
-        address,
-        &spec.namespace,
-        &spec.name,
-        port,
-        &clusters,
-        &kcps,
-        &tcps,
-    );
-    if users.is_empty() {
-        return Ok(());
-    }
-    Err(Error::Other {
-        message: format!(
-            "the control-plane endpoint {address}:{port} is already used by {}; nothing was created",
-            users.join(", ")
-        ),
-        hint: Some("pick a free address for --service-address, or another --port".into()),
-    })
-}
-
-/// `--dry-run=client`: prints every object, the deferred OpenStackCluster included.
-fn print_client_dry_run(args: &Args, spec: &CreateSpec, built: &Built) -> Result<(), Error> {
-    if built.deferred.is_some() {
-        render::info(&format!(
-            "note: OpenStackCluster {} is created once Kamaji announces the endpoint; its apiServerFixedIP is empty here",
-            spec.name
-        ));
-    }
-    print_objects(&args.output, &built.all(), "created (dry run)")
-}
-
-/// Applies the objects in order; once the Cluster exists, it owns the objects after it.
-pub(crate) async fn apply_objects(
-    conn: &cli::Conn,
-    apis: &ServerApis,
-    name: &str,
-    objects: &[Value],
-    server_dry: bool,
-    force_conflicts: bool,
-) -> Result<Vec<Value>, Error> {
-    let mut applied = Vec::new();
-    let mut cluster_owner: Option<(String, String)> = None;
-    for o in objects {
-        let mut o = o.clone();
-        if let Some((api_version, uid)) = &cluster_owner {
-            kamaji::own_by_cluster(&mut o, api_version, name, uid);
-        }
-        let r = common::apply(conn, apis, &o, server_dry, force_conflicts).await?;
-        if o["kind"] == "Cluster" {
-            cluster_owner = r.metadata.uid.clone().map(|uid| {
-                (
-                    o["apiVersion"].as_str().unwrap_or_default().to_string(),
-                    uid,
-                )
-            });
-        }
-        applied.push(object_json(&r));
-    }
-    Ok(applied)
-}
-
-/// Applies the objects (server dry run: all of them, the deferred OpenStackCluster included;
-/// otherwise that one once Kamaji announces the endpoint) and prints them.
-async fn apply(
-    args: &Args,
-    conn: &cli::Conn,
-    apis: &ServerApis,
-    spec: &CreateSpec,
-    built: &Built,
-) -> Result<(), Error> {
-    let server_dry = args.dry_run == DryRun::Server;
-    let to_apply = if server_dry {
-        built.all()
-    } else {
-        built.objects.clone()
-    };
-    if !server_dry {
-        // The server validates every object first (a dry run of the same applies, webhooks and
-        // admission policies included), so a refusal of the last one leaves nothing behind.
-        apply_objects(
-            conn,
-            apis,
-            &spec.name,
-            &to_apply,
-            true,
-            args.force_conflicts,
-        )
-        .await?;
-    }
-    let mut applied = apply_objects(
-        conn,
-        apis,
-        &spec.name,
-        &to_apply,
-        server_dry,
-        args.force_conflicts,
-    )
-    .await?;
-    let suffix = if server_dry {
-        "serverside-applied (server dry run)"
-    } else {
-        "serverside-applied"
-    };
-    let human = matches!(args.output.output, OutputFormat::Table | OutputFormat::Wide);
-    if human {
-        print_objects(&args.output, &to_apply, suffix)?;
-    }
-    if server_dry {
-        if !human {
-            print_objects(&args.output, &applied, suffix)?;
-        }
-        return Ok(());
-    }
-
-    if let Some(mut osc) = built.deferred.clone() {
-        let (host, port) = wait_endpoint(conn, apis, &spec.name, args.timeout).await?;
-        fill_openstack_endpoint(&mut osc, &host, port);
-        let r = common::apply(conn, apis, &osc, false, args.force_conflicts).await?;
-        applied.push(object_json(&r));
-        if human {
-            print_objects(
-                &args.output,
-                std::slice::from_ref(&osc),
-                &format!("serverside-applied (apiServerFixedIP {host}, port {port})"),
-            )?;
-        }
-    }
-    if !human {
-        print_objects(&args.output, &applied, suffix)?;
-    }
-    Ok(())
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {

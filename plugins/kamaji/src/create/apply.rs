@@ -1,0 +1,132 @@
+//! `create`'s apply: a server dry run of every object first, then the objects in order (the
+//! Cluster owning the ones after it), the deferred OpenStackCluster once Kamaji announces the
+//! endpoint, and the printing of what was applied.
+
+use cli::OutputFormat;
+use serde_json::Value;
+use shared::build::kamaji::{self, Built, CreateSpec, fill_openstack_endpoint};
+use shared::discovery::ServerApis;
+use shared::discovery::fields::object_json;
+use shared::error::Error;
+use shared::render;
+
+use super::wait::wait_endpoint;
+use super::{Args, print_objects};
+use crate::common::{self, DryRun};
+
+/// `--dry-run=client`: prints every object, the deferred OpenStackCluster included.
+pub(super) fn print_client_dry_run(
+    args: &Args,
+    spec: &CreateSpec,
+    built: &Built,
+) -> Result<(), Error> {
+    if built.deferred.is_some() {
+        render::info(&format!(
+            "note: OpenStackCluster {} is created once Kamaji announces the endpoint; its apiServerFixedIP is empty here",
+            spec.name
+        ));
+    }
+    print_objects(&args.output, &built.all(), "created (dry run)")
+}
+
+/// Applies the objects in order; once the Cluster exists, it owns the objects after it.
+pub(crate) async fn apply_objects(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    name: &str,
+    objects: &[Value],
+    server_dry: bool,
+    force_conflicts: bool,
+) -> Result<Vec<Value>, Error> {
+    let mut applied = Vec::new();
+    let mut cluster_owner: Option<(String, String)> = None;
+    for o in objects {
+        let mut o = o.clone();
+        if let Some((api_version, uid)) = &cluster_owner {
+            kamaji::own_by_cluster(&mut o, api_version, name, uid);
+        }
+        let r = common::apply(conn, apis, &o, server_dry, force_conflicts).await?;
+        if o["kind"] == "Cluster" {
+            cluster_owner = r.metadata.uid.clone().map(|uid| {
+                (
+                    o["apiVersion"].as_str().unwrap_or_default().to_string(),
+                    uid,
+                )
+            });
+        }
+        applied.push(object_json(&r));
+    }
+    Ok(applied)
+}
+
+/// Applies the objects (server dry run: all of them, the deferred OpenStackCluster included;
+/// otherwise that one once Kamaji announces the endpoint) and prints them.
+pub(super) async fn apply(
+    args: &Args,
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    spec: &CreateSpec,
+    built: &Built,
+) -> Result<(), Error> {
+    let server_dry = args.dry_run == DryRun::Server;
+    let to_apply = if server_dry {
+        built.all()
+    } else {
+        built.objects.clone()
+    };
+    if !server_dry {
+        // The server validates every object first (a dry run of the same applies, webhooks and
+        // admission policies included), so a refusal of the last one leaves nothing behind.
+        apply_objects(
+            conn,
+            apis,
+            &spec.name,
+            &to_apply,
+            true,
+            args.force_conflicts,
+        )
+        .await?;
+    }
+    let mut applied = apply_objects(
+        conn,
+        apis,
+        &spec.name,
+        &to_apply,
+        server_dry,
+        args.force_conflicts,
+    )
+    .await?;
+    let suffix = if server_dry {
+        "serverside-applied (server dry run)"
+    } else {
+        "serverside-applied"
+    };
+    let human = matches!(args.output.output, OutputFormat::Table | OutputFormat::Wide);
+    if human {
+        print_objects(&args.output, &to_apply, suffix)?;
+    }
+    if server_dry {
+        if !human {
+            print_objects(&args.output, &applied, suffix)?;
+        }
+        return Ok(());
+    }
+
+    if let Some(mut osc) = built.deferred.clone() {
+        let (host, port) = wait_endpoint(conn, apis, &spec.name, args.timeout).await?;
+        fill_openstack_endpoint(&mut osc, &host, port);
+        let r = common::apply(conn, apis, &osc, false, args.force_conflicts).await?;
+        applied.push(object_json(&r));
+        if human {
+            print_objects(
+                &args.output,
+                std::slice::from_ref(&osc),
+                &format!("serverside-applied (apiServerFixedIP {host}, port {port})"),
+            )?;
+        }
+    }
+    if !human {
+        print_objects(&args.output, &applied, suffix)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! `create`'s preflights on the server: the DataStore, the ClusterClass (`--class`) and the
+//! control-plane endpoint exist or are free before anything is written.
+
+use serde_json::Value;
+use shared::build::kamaji::{self, Built, CreateSpec};
+use shared::discovery::fields::object_json;
+use shared::discovery::{KAMAJI_GROUP, ServerApis};
+use shared::error::Error;
+
+use crate::common;
+
+pub(super) async fn check_datastore(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    name: &str,
+) -> Result<(), Error> {
+    let Some(k) = apis.kind(KAMAJI_GROUP, "DataStore") else {
+        return Err(apis.not_installed(
+            "Kamaji",
+            KAMAJI_GROUP,
+            "install Kamaji (helm install kamaji clastix/kamaji)",
+        ));
+    };
+    let ar = k.resource(k.version());
+    if common::get_opt(conn, &ar, None, name).await?.is_some() {
+        return Ok(());
+    }
+    let names = shared::api::list_names(conn, &ar, None)
+        .await
+        .unwrap_or_default();
+    let close = shared::error::closest_names(name, names.iter().map(String::as_str));
+    Err(Error::Other {
+        message: format!("DataStore \"{name}\" not found"),
+        hint: Some(if close.is_empty() {
+            if names.is_empty() {
+                "there is no DataStore; create one (see kubectl kamaji datastores) or omit --datastore to use Kamaji's default".into()
+            } else {
+                format!(
+                    "existing DataStores: {} (kubectl kamaji datastores)",
+                    names.join(", ")
+                )
+            }
+        } else {
+            format!("did you mean \"{}\"? (kubectl kamaji datastores)", close[0])
+        }),
+    })
+}
+
+/// `create --class`'s preflight: the ClusterClass exists in the namespace (one line otherwise,
+/// naming the classes there); what `build_topology` needs of it.
+pub(super) async fn cluster_class(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    ns: &str,
+    class: &str,
+) -> Result<kamaji::ClassInfo, Error> {
+    let ar = apis.capi_kind("ClusterClass")?;
+    if let Some(c) = common::get_opt(conn, &ar, Some(ns), class).await? {
+        return Ok(kamaji::ClassInfo::read(&object_json(&c)));
+    }
+    let names = shared::api::list_names(conn, &ar, Some(ns))
+        .await
+        .unwrap_or_default();
+    let close = shared::error::closest_names(class, names.iter().map(String::as_str));
+    Err(Error::Other {
+        message: format!(
+            "ClusterClass \"{class}\" not found in namespace {ns}; nothing was created"
+        ),
+        hint: Some(match (close.first(), names.is_empty()) {
+            (Some(c), _) => format!("did you mean \"{c}\"?"),
+            (None, true) => format!(
+                "create one first: kubectl kamaji generate clusterclass {class} --infrastructure byoh --apply -n {ns}"
+            ),
+            (None, false) => format!("ClusterClasses in {ns}: {}", names.join(", ")),
+        }),
+    })
+}
+
+/// BCM's preflight: the control plane's pre-assigned address (`--service-address`, or
+/// `serviceAddress` from `--from-file`) and port must not be another cluster's endpoint.
+pub(super) async fn check_endpoint_unused(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    spec: &CreateSpec,
+    built: &Built,
+) -> Result<(), Error> {
+    // A topology Cluster carries the address in its class's variable.
+    let Some(address) = built
+        .objects
+        .iter()
+        .find(|o| o["kind"] == "KamajiControlPlane")
+        .and_then(|k| k.pointer("/spec/network/serviceAddress"))
+        .and_then(Value::as_str)
+        .or(spec.class.as_ref().and(spec.service_address.as_deref()))
+    else {
+        return Ok(());
+    };
+    let lp = kube::api::ListParams::default();
+    let list = |ar: Option<kube::discovery::ApiResource>| {
+        let lp = lp.clone();
+        async move {
+            match ar {
+                Some(ar) => shared::api::list_json(conn, &ar, None, &lp).await,
+                None => Ok(Vec::new()),
+            }
+        }
+    };
+    let (clusters, kcps, tcps) = tokio::try_join!(
+        list(apis.cluster().ok()),
+        list(apis.kamaji_control_plane()),
+        list(apis.tenant_control_plane())
+    )?;
+    let port = spec.port.unwrap_or(kcore::build::kamaji::DEFAULT_PORT);
+    let users = kcore::plan::kamaji::endpoint_users(
+        address,
+        &spec.namespace,
+        &spec.name,
+        port,
+        &clusters,
+        &kcps,
+        &tcps,
+    );
+    if users.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Other {
+        message: format!(
+            "the control-plane endpoint {address}:{port} is already used by {}; nothing was created",
+            users.join(", ")
+        ),
+        hint: Some("pick a free address for --service-address, or another --port".into()),
+    })
+}

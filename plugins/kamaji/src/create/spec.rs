@@ -1,0 +1,172 @@
+//! `create`'s flags read into a [`CreateSpec`]: the values file, the network plugin (read or
+//! downloaded) and the host selector.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+use shared::build::cni::{self, CniKind, CniManifest};
+use shared::build::kamaji::{Addon, CreateSpec, Infrastructure};
+use shared::error::Error;
+
+use super::Args;
+
+pub(crate) fn read_values(path: &PathBuf) -> Result<Value, Error> {
+    let text = if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(path)
+    }
+    .map_err(|e| Error::Usage {
+        message: format!("cannot read --from-file {}: {e}", path.display()),
+        hint: Some("check the path".into()),
+    })?;
+    serde_saphyr::from_str::<Value>(&text).map_err(|e| Error::Usage {
+        message: format!(
+            "--from-file {} is not valid YAML: {}",
+            path.display(),
+            e.to_string().lines().next().unwrap_or_default()
+        ),
+        hint: Some("fix the YAML and run again".into()),
+    })
+}
+
+/// Reads `--cni-manifest FILE`, refusing files above the size `create` accepts.
+fn read_cni_manifest(path: &PathBuf) -> Result<CniManifest, Error> {
+    let unreadable = |e: std::io::Error| Error::Usage {
+        message: format!("cannot read --cni-manifest {}: {e}", path.display()),
+        hint: Some("check the path".into()),
+    };
+    let len = std::fs::metadata(path).map_err(unreadable)?.len();
+    if len > cni::MAX_MANIFEST_BYTES as u64 {
+        return Err(Error::Usage {
+            message: format!(
+                "--cni-manifest {} is {}; at most {} is accepted",
+                path.display(),
+                cni::human_bytes(usize::try_from(len).unwrap_or(usize::MAX)),
+                cni::human_bytes(cni::MAX_MANIFEST_BYTES)
+            ),
+            hint: Some(
+                "install a network plugin this large by hand in the workload cluster (kubectl capi kubeconfig NAME)".into(),
+            ),
+        });
+    }
+    let text = std::fs::read_to_string(path).map_err(unreadable)?;
+    Ok(CniManifest {
+        kind: CniKind::Custom,
+        source: path.display().to_string(),
+        text,
+    })
+}
+
+/// The `--cni` choice: `Some(Calico)` to download, `None` for none; `--cni-manifest` is read
+/// by [`spec_from`].
+pub(super) fn cni_choice(args: &Args) -> Result<Option<CniKind>, Error> {
+    if args.cni.is_some() && args.cni_manifest.is_some() {
+        return Err(Error::Usage {
+            message: "--cni and --cni-manifest cannot be used together".into(),
+            hint: Some(
+                "--cni calico downloads Calico's manifest, --cni-manifest FILE installs that file: pick one".into(),
+            ),
+        });
+    }
+    args.cni
+        .as_deref()
+        .map(cni::parse_cni)
+        .transpose()
+        .map(Option::flatten)
+        .map_err(Error::from)
+}
+
+/// How long `--cni calico` may take to download Calico's manifest.
+const CALICO_DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Downloads Calico's release manifest (bounded in size and time).
+pub(super) async fn download_calico() -> Result<CniManifest, Error> {
+    let url = cni::calico_manifest_url();
+    let text = shared::fetch::fetch_text(&url, cni::MAX_MANIFEST_BYTES, CALICO_DOWNLOAD_TIMEOUT)
+        .await
+        .map_err(|e| Error::Other {
+            message: format!("cannot download Calico's manifest from {url}: {e}"),
+            hint: Some(format!(
+                "offline or behind a proxy? fetch that file another way and pass --cni-manifest FILE (or set {} to a mirror)",
+                cni::CALICO_URL_ENV
+            )),
+        })?;
+    Ok(CniManifest {
+        kind: CniKind::Calico,
+        source: url,
+        text,
+    })
+}
+
+pub(crate) fn parse_selector(pairs: &[String]) -> Result<BTreeMap<String, String>, Error> {
+    let mut out = BTreeMap::new();
+    for p in pairs {
+        let (k, v) = p.split_once('=').ok_or_else(|| Error::Usage {
+            message: format!("invalid --host-selector {p:?}"),
+            hint: Some("use KEY=VALUE, e.g. --host-selector site=ams".into()),
+        })?;
+        out.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    Ok(out)
+}
+
+/// The create spec from the flags (no I/O but the values file).
+pub(crate) fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Error> {
+    let infrastructure = args
+        .infrastructure
+        .as_deref()
+        .map(Infrastructure::parse)
+        .transpose()?;
+    let addons = args.addons.as_deref().map(Addon::parse_list).transpose()?;
+    let values = args.from_file.as_ref().map(read_values).transpose()?;
+    cni_choice(args)?;
+    let cni = args
+        .cni_manifest
+        .as_ref()
+        .map(read_cni_manifest)
+        .transpose()?;
+    Ok(CreateSpec {
+        name: args.name.clone(),
+        namespace: namespace.to_string(),
+        infrastructure,
+        kubernetes_version: args.kubernetes_version.clone(),
+        replicas: args.replicas,
+        workers: args.workers,
+        datastore: args.datastore.clone(),
+        service_type: args.service_type.clone(),
+        service_address: args.service_address.clone(),
+        cert_sans: args.cert_sans.clone(),
+        pod_cidrs: args.pod_cidrs.clone(),
+        service_cidrs: args.service_cidrs.clone(),
+        port: args.port,
+        addons,
+        admission_controllers: args.admission_controllers.clone(),
+        apiserver_args: args.apiserver_args.clone(),
+        controller_manager_args: args.controller_manager_args.clone(),
+        scheduler_args: args.scheduler_args.clone(),
+        flavor: args.flavor.clone(),
+        image: args.image.clone(),
+        image_checksum: args.image_checksum.clone(),
+        network: args.network.clone(),
+        ssh_key: args.ssh_key.clone(),
+        region: args.region.clone(),
+        cloud_name: args.cloud_name.clone(),
+        identity_secret: args.identity_secret.clone(),
+        cloud_conf_secret: args.cloud_conf_secret.clone(),
+        cloud_ca_key: args.cloud_ca_key.clone(),
+        host_selector: parse_selector(&args.host_selector)?,
+        bundle_repo: args.bundle_repo.clone(),
+        bundle_type: args.bundle_type.clone(),
+        preinstalled_hosts: args.preinstalled_hosts,
+        cni,
+        cni_none_explicit: args
+            .cni
+            .as_deref()
+            .is_some_and(|c| c.trim().eq_ignore_ascii_case("none")),
+        values,
+        class: args.class.clone(),
+    })
+}
