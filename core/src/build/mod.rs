@@ -3,4 +3,5 @@
 pub mod byoh;
 pub mod cni;
 pub mod kamaji;
+pub mod kube_proxy;
 pub mod pki;

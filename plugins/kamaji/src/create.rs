@@ -36,6 +36,7 @@ use wait::wait_ready;
 #[derive(ClapArgs, Clone, Debug)]
 #[command(after_help = "Examples:
   kubectl kamaji create prod --infrastructure byoh --kubernetes-version v1.35.0 --workers 3 --host-selector site=ams --cni calico
+  kubectl kamaji create dc1 --infrastructure byoh --kubernetes-version v1.35.0 --service-address 192.0.2.10 --kube-proxy-mode ipvs --cni calico
   kubectl kamaji create lab2 --infrastructure byoh --kubernetes-version v1.35.0 --preinstalled-hosts --cni-manifest cilium.yaml
   kubectl kamaji create edge --infrastructure openstack --kubernetes-version v1.35.0 --flavor m1.large --image ubuntu-2404-kube-v1.35.0 --network tenant-net
   kubectl kamaji create lab --infrastructure none --kubernetes-version v1.34.2 --dry-run=client -o yaml | kubectl apply -f -
@@ -150,6 +151,11 @@ pub struct Args {
     /// BYOH: the hosts have Kubernetes pre-installed (agents run with --skip-installation): no installer template
     #[arg(long, help_heading = "Infrastructure")]
     pub preinstalled_hosts: bool,
+    /// kube-proxy's mode in the workload cluster: iptables (Kamaji's kube-proxy addon, as without this flag), ipvs or nftables (Kubernetes v1.31 or later; both need --service-address)
+    ///
+    /// Kamaji v1.0.0's TenantControlPlane cannot set a mode, so ipvs and nftables turn Kamaji's kube-proxy addon off and Cluster API installs kube-proxy through a ClusterResourceSet, NAME-kube-proxy, matched by the Cluster's kube-proxy-mode label: a ServiceAccount, a ClusterRoleBinding to system:node-proxier, a ConfigMap (KubeProxyConfiguration mode and a kubeconfig for --service-address:--port) and a DaemonSet, all named capi-kube-proxy in kube-system (Kamaji deletes objects named kube-proxy while its addon is off), running registry.k8s.io/kube-proxy at --kubernetes-version (the --from-file addons.kubeProxy image fields still apply). It is applied once: after an upgrade, set the DaemonSet's image yourself (kube-proxy may lag the control plane by three minors). ipvs needs the ip_vs, ip_vs_rr, ip_vs_wrr, ip_vs_sh and nf_conntrack kernel modules and ipset on the worker hosts; loading them is the hosts' job. kube-proxy v1.35 deprecates ipvs in favour of nftables. `kubectl kamaji delete` removes the ClusterResourceSet and its ConfigMap with the cluster.
+    #[arg(long, value_name = "MODE", help_heading = "Network plugin")]
+    pub kube_proxy_mode: Option<String>,
     /// Network plugin for the workload cluster: calico (Calico's release manifest, downloaded at create time; KUBECTL_KAMAJI_CALICO_URL names a mirror) or none (install one yourself). Cluster API applies it through a ClusterResourceSet [default: none]
     #[arg(long, value_name = "CNI", help_heading = "Network plugin")]
     pub cni: Option<String>,

@@ -1,5 +1,6 @@
-//! The Cluster, the network plugin Cluster API applies in it (a ClusterResourceSet and what it
-//! holds), and the kinds the Cluster owns so that they go with it.
+//! The Cluster, the network plugin and kube-proxy (`--kube-proxy-mode ipvs|nftables`) Cluster
+//! API applies in it (a ClusterResourceSet each and what it holds), and the kinds the Cluster
+//! owns so that they go with it.
 
 use serde_json::{Value, json};
 
@@ -8,8 +9,9 @@ use super::versions::{api_version, reference};
 use super::{CONTROLPLANE_GROUP, Ctx, INFRA_GROUP, INSTALLER_TEMPLATE_KIND};
 use crate::Error;
 use crate::build::cni::{self, CniKind, CniManifest};
+use crate::build::kube_proxy::{self, KubeProxy};
 
-/// The Cluster, and the network plugin's objects to apply after it.
+/// The Cluster, and the network plugin's and kube-proxy's objects to apply after it.
 pub(super) fn cluster(ctx: &Ctx, notes: &mut Vec<String>) -> Result<(Value, Vec<Value>), Error> {
     let (name, ns) = (ctx.name(), ctx.ns());
     let level = ctx.versions.capi;
@@ -39,6 +41,12 @@ pub(super) fn cluster(ctx: &Ctx, notes: &mut Vec<String>) -> Result<(Value, Vec<
             "no network plugin (--cni none): the workers stay NotReady until one runs; pass --cni calico or --cni-manifest FILE, or install one by hand".to_string(),
         ),
         None => {}
+    }
+    if let Some(mode) = ctx.spec.kube_proxy_mode
+        && !mode.is_kamaji_default()
+    {
+        cluster_meta["labels"][kube_proxy::MODE_LABEL] = json!(mode.as_str());
+        cni_objects.extend(kube_proxy_objects(ctx, &pods, notes)?);
     }
     let cluster = json!({
         "apiVersion": api_version(crate::groups::CAPI_GROUP, level.as_str()),
@@ -90,6 +98,59 @@ pub(super) fn network_plugin(
         holders.join(", "),
         cni::resource_set_name(name)
     ));
+    Ok(objects)
+}
+
+/// kube-proxy in a mode Kamaji's addon cannot run (which `control_plane` turned off): its
+/// objects for a ClusterResourceSet, at the cluster's version, talking to the control plane's
+/// address (`validate` made sure there is one), and a note saying where they are.
+fn kube_proxy_objects(
+    ctx: &Ctx,
+    pods: &[String],
+    notes: &mut Vec<String>,
+) -> Result<Vec<Value>, Error> {
+    let (Some(mode), Some(host)) = (ctx.spec.kube_proxy_mode, ctx.address.as_deref()) else {
+        return Ok(Vec::new());
+    };
+    // The values file's Kamaji addon image fields, if any, still choose the image.
+    let image = |k: &str| {
+        ctx.file
+            .get("addons")
+            .and_then(|a| a.pointer(&format!("/kubeProxy/{k}")))
+            .and_then(Value::as_str)
+    };
+    let kp = KubeProxy {
+        mode,
+        version: &ctx.version,
+        host,
+        port: ctx.port,
+        pod_cidrs: pods,
+        image_repository: image("imageRepository"),
+        image_tag: image("imageTag"),
+    };
+    let av = if ctx.versions.addons.is_empty() {
+        "v1beta2"
+    } else {
+        ctx.versions.addons.as_str()
+    };
+    let objects = kube_proxy::objects(ctx.name(), ctx.ns(), &ctx.labels, av, &kp)?;
+    let rs = kube_proxy::resource_set_name(ctx.name());
+    notes.push(format!(
+        "kube-proxy in {} mode ({}), instead of Kamaji's addon: in ConfigMap {rs} and ClusterResourceSet {rs}, which Cluster API applies in the workload cluster (kube-system/{}) once its API server answers",
+        mode.as_str(),
+        kp.image(),
+        kube_proxy::TENANT_NAME
+    ));
+    if mode == kube_proxy::KubeProxyMode::Ipvs {
+        notes.push(format!(
+            "ipvs mode needs the ip_vs, ip_vs_rr, ip_vs_wrr, ip_vs_sh and nf_conntrack kernel modules and ipset on every worker host; loading them is the host's job (kube-proxy does not){}",
+            if kube_proxy::ipvs_deprecated(&ctx.version) {
+                format!("; kube-proxy {} deprecates ipvs in favour of nftables", ctx.version)
+            } else {
+                String::new()
+            }
+        ));
+    }
     Ok(objects)
 }
 

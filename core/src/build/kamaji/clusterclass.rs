@@ -362,6 +362,7 @@ fn refuse_with_class(spec: &CreateSpec) -> Result<(), Error> {
         ("--bundle-repo", spec.bundle_repo.is_some()),
         ("--bundle-type", spec.bundle_type.is_some()),
         ("--preinstalled-hosts", spec.preinstalled_hosts),
+        ("--kube-proxy-mode", spec.kube_proxy_mode.is_some()),
     ];
     match given.iter().find(|(_, g)| *g) {
         Some((flag, _)) => Err(usage(

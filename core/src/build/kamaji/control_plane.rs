@@ -22,6 +22,12 @@ pub(super) fn kamaji_control_plane(ctx: &Ctx) -> Result<Value, Error> {
     if let Some(addons) = &spec.addons {
         kcp_spec["addons"] = chosen_addons(&kcp_spec, addons);
     }
+    // Another kube-proxy mode comes through a ClusterResourceSet (`cluster::kube_proxy`).
+    if spec.kube_proxy_mode.is_some_and(|m| !m.is_kamaji_default())
+        && let Some(addons) = kcp_spec["addons"].as_object_mut()
+    {
+        addons.remove(Addon::KubeProxy.key());
+    }
     Ok(json!({
         "apiVersion": api_version(CONTROLPLANE_GROUP, &ctx.versions.kcp),
         "kind": "KamajiControlPlane",

@@ -202,6 +202,10 @@ pub struct CreateSpec {
     /// The network plugin to install through a ClusterResourceSet (`--cni calico`, already
     /// downloaded, or `--cni-manifest FILE`, already read); `None`: none.
     pub cni: Option<crate::build::cni::CniManifest>,
+    /// `--kube-proxy-mode`: `None` or `iptables` keep Kamaji's kube-proxy addon; `ipvs` and
+    /// `nftables` turn it off and install kube-proxy through a ClusterResourceSet
+    /// ([`kube_proxy`](crate::build::kube_proxy)).
+    pub kube_proxy_mode: Option<crate::build::kube_proxy::KubeProxyMode>,
     /// `--cni none` was given explicitly (no note about the missing network plugin).
     pub cni_none_explicit: bool,
     /// `--from-file`: KamajiControlPlane spec fields (a `spec:` map or the fields themselves).

@@ -53,6 +53,7 @@ pub(super) fn check(spec: &CreateSpec) -> Result<Checked, Error> {
     endpoints::check_network(spec)?;
     check_control_plane(spec)?;
     check_host_selector(spec)?;
+    check_kube_proxy(spec, &version, address.as_deref())?;
     Ok(Checked {
         infra,
         file,
@@ -60,6 +61,46 @@ pub(super) fn check(spec: &CreateSpec) -> Result<Checked, Error> {
         workers,
         address,
     })
+}
+
+/// `--kube-proxy-mode` against `--addons`, the version and the address: `iptables` is Kamaji's
+/// addon, so `--addons` must keep it; another mode replaces the addon, so `--addons` must not
+/// name it, and needs the address up front (kube-proxy reaches the API server there).
+fn check_kube_proxy(spec: &CreateSpec, version: &str, address: Option<&str>) -> Result<(), Error> {
+    let Some(mode) = spec.kube_proxy_mode else {
+        return Ok(());
+    };
+    let m = mode.as_str();
+    let addon = spec
+        .addons
+        .as_ref()
+        .map(|a| a.contains(&super::Addon::KubeProxy));
+    if mode.is_kamaji_default() {
+        if addon == Some(false) {
+            return Err(usage(
+                format!(
+                    "--kube-proxy-mode {m} is Kamaji's kube-proxy addon, which --addons leaves out"
+                ),
+                "add kube-proxy to --addons, or drop --kube-proxy-mode",
+            ));
+        }
+        return Ok(());
+    }
+    if addon == Some(true) {
+        return Err(usage(
+            format!(
+                "--kube-proxy-mode {m} replaces Kamaji's kube-proxy addon: --addons cannot name kube-proxy too"
+            ),
+            "drop kube-proxy from --addons (e.g. --addons coredns,konnectivity)",
+        ));
+    }
+    if address.is_none() {
+        return Err(usage(
+            format!("--kube-proxy-mode {m} needs --service-address"),
+            "kube-proxy reaches the API server at the control plane's address, not through the kubernetes Service it implements: pass the pre-assigned IP (--service-address)",
+        ));
+    }
+    mode.check_version(&parse_version(version)?)
 }
 
 /// Checks a name the way Kamaji needs it: a DNS-1035 label (it names a Service), at most 63

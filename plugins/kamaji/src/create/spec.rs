@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use shared::build::cni::{self, CniKind, CniManifest};
 use shared::build::kamaji::{Addon, CreateSpec, Infrastructure};
+use shared::build::kube_proxy::KubeProxyMode;
 use shared::error::Error;
 
 use super::Args;
@@ -121,6 +122,11 @@ pub(crate) fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Erro
         .map(Infrastructure::parse)
         .transpose()?;
     let addons = args.addons.as_deref().map(Addon::parse_list).transpose()?;
+    let kube_proxy_mode = args
+        .kube_proxy_mode
+        .as_deref()
+        .map(KubeProxyMode::parse)
+        .transpose()?;
     let values = args.from_file.as_ref().map(read_values).transpose()?;
     cni_choice(args)?;
     let cni = args
@@ -162,6 +168,7 @@ pub(crate) fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Erro
         bundle_type: args.bundle_type.clone(),
         preinstalled_hosts: args.preinstalled_hosts,
         cni,
+        kube_proxy_mode,
         cni_none_explicit: args
             .cni
             .as_deref()
