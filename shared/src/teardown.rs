@@ -5,10 +5,10 @@
 //!    MachineDeployments with their MachineSets and Machines; a KamajiControlPlane's
 //!    TenantControlPlane through the reconciler's owner reference); and what nobody would
 //!    remove: the machine, bootstrap and BYOH installer templates the cluster's deployments
-//!    use, and what `kubectl kamaji create --cni*` added (a ClusterResourceSet and the
-//!    ConfigMaps or Secrets holding the manifest, labelled with the cluster and
-//!    `app.kubernetes.io/managed-by: kubectl-kamaji`). Templates another cluster still uses are
-//!    kept ([`kcore::plan::teardown::templates_in_use`]).
+//!    use, and what `kubectl kamaji create --cni*` and `--kube-proxy-mode` added (a
+//!    ClusterResourceSet each and the ConfigMaps or Secrets holding the manifests, labelled with
+//!    the cluster and `app.kubernetes.io/managed-by: kubectl-kamaji`). Templates another
+//!    cluster still uses are kept ([`kcore::plan::teardown::templates_in_use`]).
 //! 2. [`execute`] first releases the kept templates from the Cluster's ownership (else the
 //!    garbage collector would take them with it), then deletes the Cluster and lets Cluster
 //!    API cascade (machines are drained and deleted before the control plane, as CAPI orders
@@ -241,7 +241,7 @@ async fn deployment_parts(
     Ok(all_mds)
 }
 
-/// The kinds `kubectl kamaji create --cni*` adds objects of.
+/// The kinds `kubectl kamaji create --cni*` and `--kube-proxy-mode` add objects of.
 fn addon_resources(apis: &ServerApis) -> Vec<ApiResource> {
     let mut out = Vec::new();
     if let Some(k) = apis.kind(ADDONS_GROUP, "ClusterResourceSet") {
