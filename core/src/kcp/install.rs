@@ -96,8 +96,11 @@ pub fn cluster_role() -> Value {
             {"apiGroups": ["cluster.x-k8s.io"], "resources": ["clusters"], "verbs": ["get", "list", "watch", "patch"]},
             // The ClusterUpgrade controller: its own objects, and what a step reads and patches
             // (a control plane's or MachineDeployment's version, a topology's version).
-            {"apiGroups": ["ops.capi-kamaji.io"], "resources": ["clusterupgrades"], "verbs": ["list", "watch"]},
+            // A FleetUpgrade creates its clusters' ClusterUpgrades (renewing a finished one).
+            {"apiGroups": ["ops.capi-kamaji.io"], "resources": ["clusterupgrades"], "verbs": ["get", "list", "watch", "create", "patch"]},
             {"apiGroups": ["ops.capi-kamaji.io"], "resources": ["clusterupgrades/status"], "verbs": ["patch"]},
+            {"apiGroups": ["ops.capi-kamaji.io"], "resources": ["fleetupgrades"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["ops.capi-kamaji.io"], "resources": ["fleetupgrades/status"], "verbs": ["patch"]},
             {"apiGroups": ["cluster.x-k8s.io"], "resources": ["machinedeployments"], "verbs": ["list", "watch", "patch"]},
             {"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["list"]},
             {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kubeadmcontrolplanes"], "verbs": ["get", "list", "watch", "patch"]},
@@ -239,7 +242,7 @@ mod tests {
                 .iter()
                 .filter(|k| **k == "CustomResourceDefinition")
                 .count(),
-            3
+            4
         );
         let dep = m.iter().find(|o| o["kind"] == "Deployment").unwrap();
         let c = &dep["spec"]["template"]["spec"]["containers"][0];

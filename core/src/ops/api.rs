@@ -220,3 +220,95 @@ pub struct HistoryEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
+
+/// Upgrades the Clusters a label selector picks, in waves: the canaries alone first, then at
+/// most `maxParallel` clusters at once, each through a ClusterUpgrade; the first failed cluster
+/// stops the waves.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "ops.capi-kamaji.io",
+    version = "v1alpha1",
+    kind = "FleetUpgrade",
+    namespaced,
+    status = "FleetUpgradeStatus",
+    shortname = "fu",
+    category = "capi-kamaji",
+    derive = "Default",
+    derive = "PartialEq",
+    doc = "FleetUpgrade upgrades the Clusters a label selector picks, canaries first, then in waves of at most maxParallel, stopping at the first failure; kamaji-reconciler carries it out through ClusterUpgrades.",
+    printcolumn(name = "Version", type_ = "string", json_path = ".spec.version"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Done", type_ = "string", json_path = ".status.progress"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetUpgradeSpec {
+    /// Clusters of this namespace, by label (`env=staging,tier!=db`, as kubectl -l takes it).
+    #[schemars(length(min = 1, max = 1024))]
+    pub selector: String,
+    /// The Kubernetes version to reach, vMAJOR.MINOR.PATCH.
+    #[schemars(
+        length(min = 1, max = 64),
+        regex(pattern = r"^v\d+\.\d+\.\d+([-+].*)?$")
+    )]
+    pub version: String,
+    /// Clusters upgraded alone first (default 0).
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 1000))]
+    pub canary: u32,
+    /// Clusters upgraded at once after the canaries (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_parallel: Option<u32>,
+    /// MachineDeployments rolled at once within a cluster's minor (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub max_parallel_machine_deployments: Option<u32>,
+    /// Go ahead despite blocking preflight findings.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub force: bool,
+    /// Start no further cluster while true.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub paused: bool,
+}
+
+/// Where a FleetUpgrade stands.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetUpgradeStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Pending, Running, Paused, Succeeded or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// `N/M`: clusters upgraded of those picked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    /// The clusters picked when the fleet upgrade started, in wave order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<FleetMember>,
+    /// The cluster whose failure stopped the waves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_cluster: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// One cluster of a fleet upgrade.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetMember {
+    pub name: String,
+    /// 1 for the canaries, then 2, 3…
+    pub wave: u32,
+    /// Pending, Running, Succeeded or Failed (its ClusterUpgrade's phase).
+    pub phase: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}

@@ -5,7 +5,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
-use super::api::ClusterUpgrade;
+use super::api::{ClusterUpgrade, FleetUpgrade};
 
 /// The CRD rules no schema can state: a ClusterUpgrade is named after its cluster, so the API
 /// server refuses a second one for the same cluster (AlreadyExists), and the cluster it names
@@ -29,7 +29,16 @@ fn root_rules() -> Vec<ValidationRule> {
     ]
 }
 
-/// The ClusterUpgrade CRD.
+fn labelled(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let mut labels = crate::kcp::contract_labels();
+    // Part of the provider's components (the provider and clusterctl labels stay, so
+    // `clusterctl move` carries upgrades along) but not a CAPI contract type: no contract labels.
+    labels.retain(|k, _| !k.starts_with("cluster.x-k8s.io/v1beta"));
+    crd.metadata.labels = Some(labels);
+    crd
+}
+
+/// The ClusterUpgrade and FleetUpgrade CRDs.
 pub fn try_crds() -> Result<Vec<CustomResourceDefinition>, crate::Error> {
     let mut crd = ClusterUpgrade::crd();
     for v in &mut crd.spec.versions {
@@ -40,12 +49,7 @@ pub fn try_crds() -> Result<Vec<CustomResourceDefinition>, crate::Error> {
             .ok_or_else(|| crate::Error::other("the ClusterUpgrade CRD has no schema"))?;
         root.x_kubernetes_validations = Some(root_rules());
     }
-    let mut labels = crate::kcp::contract_labels();
-    // Part of the provider's components (the provider and clusterctl labels stay, so
-    // `clusterctl move` carries upgrades along) but not a CAPI contract type: no contract labels.
-    labels.retain(|k, _| !k.starts_with("cluster.x-k8s.io/v1beta"));
-    crd.metadata.labels = Some(labels);
-    Ok(vec![crd])
+    Ok(vec![labelled(crd), labelled(FleetUpgrade::crd())])
 }
 
 /// [`try_crds`], empty if generation failed (it cannot with these types; tests hold it).
@@ -60,7 +64,8 @@ mod tests {
     #[test]
     fn the_crd_names_the_cluster_rule_and_a_status_subresource() {
         let crds = try_crds().unwrap();
-        assert_eq!(crds.len(), 1);
+        assert_eq!(crds.len(), 2);
+        assert_eq!(crds[1].spec.names.kind, "FleetUpgrade");
         let crd = &crds[0];
         assert_eq!(crd.spec.group, "ops.capi-kamaji.io");
         assert_eq!(crd.spec.names.kind, "ClusterUpgrade");

@@ -5,9 +5,13 @@
 
 pub mod api;
 pub mod crd;
+pub mod fleet;
 pub mod run;
 
-pub use api::{ClusterUpgrade, ClusterUpgradeSpec, ClusterUpgradeStatus};
+pub use api::{
+    ClusterUpgrade, ClusterUpgradeSpec, ClusterUpgradeStatus, FleetUpgrade, FleetUpgradeSpec,
+    FleetUpgradeStatus,
+};
 pub use crd::{crds, try_crds};
 
 /// The API group.

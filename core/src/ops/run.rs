@@ -214,11 +214,14 @@ fn done_by_observed(s: &PlannedStep, observed: &Observed) -> bool {
     matches!((observed.get(&s.target), to), (Some(o), Some(t)) if o >= t)
 }
 
-/// What to do next. `current` are the steps recorded as running; `max_parallel` is how many
-/// MachineDeployments of one minor roll at once.
+/// What to do next. `current` are the steps recorded as running, `completed` those recorded
+/// done (an empty MachineDeployment has no Machines to observe, so its steps are never "done"
+/// by observation alone); `max_parallel` is how many MachineDeployments of one minor roll at
+/// once.
 pub fn decide(
     plan: &[PlannedStep],
     current: &[u32],
+    completed: &[u32],
     obs: &Observation,
     max_parallel: u32,
 ) -> Decision {
@@ -257,7 +260,7 @@ pub fn decide(
     }
     let remaining: Vec<&PlannedStep> = plan
         .iter()
-        .filter(|s| !done_by_observed(s, obs.observed))
+        .filter(|s| !completed.contains(&s.number) && !done_by_observed(s, obs.observed))
         .collect();
     let Some(first) = remaining.first() else {
         return Decision::Finished;
@@ -280,6 +283,15 @@ pub fn decide(
 impl ClusterUpgradeStatus {
     fn step_mut(&mut self, n: u32) -> Option<&mut StepStatus> {
         self.steps.iter_mut().find(|s| s.number == n)
+    }
+
+    /// The steps recorded done.
+    pub fn completed_steps(&self) -> Vec<u32> {
+        self.steps
+            .iter()
+            .filter(|s| s.phase == "Succeeded")
+            .map(|s| s.number)
+            .collect()
     }
 
     fn done_count(&self) -> usize {

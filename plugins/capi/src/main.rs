@@ -21,6 +21,7 @@ mod restart;
 mod resume;
 mod scale;
 mod upgrade;
+mod upgrade_fleet;
 mod upgrade_ops;
 mod version;
 

@@ -40,6 +40,7 @@ Examples:
   kubectl capi upgrade prod --to v1.34.2 --yes --wait
   kubectl capi upgrade status prod                  # its plan and progress
   kubectl capi upgrade pause prod | resume prod | cancel prod
+  kubectl capi upgrade -l env=staging --to v1.34.2 --canary 1 --max-parallel 3 --yes --wait
   kubectl capi upgrade prod --to v1.34.2 --yes --client-side   # from this terminal; re-run resumes"
 )]
 pub struct Args {
@@ -74,7 +75,19 @@ pub struct Args {
     pub wait: bool,
     /// MachineDeployments the reconciler rolls at once within a minor (1 to 100)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_parallel_deployments: Option<u32>,
+    /// Upgrade every Cluster of the namespace with these labels, in waves (a FleetUpgrade)
+    #[arg(short = 'l', long, value_name = "SELECTOR", value_parser = cli::label_selector)]
+    pub selector: Option<String>,
+    /// With --selector: clusters upgraded alone first
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "selector", value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub canary: u32,
+    /// With --selector: clusters upgraded at once after the canaries (1 to 1000, default 1)
+    #[arg(long, value_name = "N", requires = "selector", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_parallel: Option<u32>,
+    /// With --selector: the FleetUpgrade's name (default upgrade-to-<version>)
+    #[arg(long, value_name = "NAME", requires = "selector")]
+    pub name: Option<String>,
     /// How long to wait for each step (client side) or for the whole upgrade (--wait)
     #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = cli::parse_duration)]
     pub timeout: Duration,
@@ -366,6 +379,13 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     if let Some(op) = &args.op {
         return crate::upgrade_ops::run(op).await;
     }
+    if let (Some(selector), Some(to)) = (&args.selector, &args.to) {
+        parse_version(to).map_err(upgrade_error)?;
+        if let Some(n) = &args.name {
+            kcore::names::check_object_name("FleetUpgrade", n)?;
+        }
+        return crate::upgrade_fleet::run(args, selector, to).await;
+    }
     let (Some(cluster), Some(to)) = (&args.cluster, &args.to) else {
         return Err(Error::Usage {
             message: "upgrade needs a cluster and --to <VERSION>".into(),
@@ -412,7 +432,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
                     control_plane_only: args.control_plane_only,
                     workers_only: args.workers_only,
                     force: args.force,
-                    max_parallel: args.max_parallel,
+                    max_parallel: args.max_parallel_deployments,
                     wait: args.wait,
                     timeout: args.timeout,
                     steps: total,

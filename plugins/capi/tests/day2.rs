@@ -1691,3 +1691,271 @@ async fn upgrade_runs_in_the_reconciler() {
     assert_eq!(o.status.code(), Some(1));
     assert!(err(&o).contains("has ended"), "{}", err(&o));
 }
+
+/// Issue 18: a FleetUpgrade over 4 clusters with canary 1 and max-parallel 2 upgrades the
+/// canary alone, then two at a time, then the last; over 3 other clusters, a cluster whose
+/// upgrade fails (no spare host for its control plane's rolling step) stops the waves, and the
+/// failure is named in status and by the CLI. The KubeadmControlPlane provider is played as
+/// above (SIMULATED); the clusters have no workers, so each ClusterUpgrade is its
+/// control-plane steps and an empty MachineDeployment's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_upgrade_in_waves_stops_at_a_failure() {
+    let _turn = TURN.lock().await;
+    let tb = testbed::shared_real();
+    let (client, ns) = tb.namespace("fleet").await;
+    let _kcp = Players(vec![tokio::spawn(play_kcp(client.clone(), ns.clone()))]);
+    let label = |name: &str, env: &str| {
+        let (c, n, name, env) = (
+            client.clone(),
+            ns.clone(),
+            name.to_string(),
+            env.to_string(),
+        );
+        async move {
+            api(&c, &n, &cluster_ar())
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"labels": {"env": env}}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    for name in ["a0", "a1", "a2", "a3"] {
+        make_cluster(&client, &ns, name, 0, &tb.kubeconfig).await;
+        label(name, "staging").await;
+    }
+    for name in ["b0", "b1", "b2"] {
+        make_cluster(&client, &ns, name, 0, &tb.kubeconfig).await;
+        label(name, "prod").await;
+    }
+    // Spare control-plane hosts for the rolling steps' preflight (no machine claims them: the
+    // control planes are played).
+    register_then_stop(tb, &client, pool(&ns, "c", 2, "control-plane")).await;
+    // b1's control plane moves to a template whose hosts do not exist: its preflight finds no
+    // spare host and its upgrade fails.
+    let infra = "infrastructure.cluster.x-k8s.io";
+    apply(
+        &client,
+        &ns,
+        bmt_ar(),
+        json!({"apiVersion": format!("{infra}/v1beta1"), "kind": "ByoMachineTemplate",
+               "metadata": {"name": "b1-gpu"},
+               "spec": {"template": {"spec": {"selector": {"matchLabels": {"pool": ns, "role": "gpu"}}}}}}),
+    )
+    .await;
+    api(&client, &ns, &kcp_ar())
+        .patch(
+            "b1-control-plane",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"machineTemplate": {"spec": {"infrastructureRef": {"name": "b1-gpu"}}}}})),
+        )
+        .await
+        .unwrap();
+    install_crds(&client).await;
+    let log = tb.dir.join(format!("reconciler-{ns}.log"));
+    let _rec = Reconciler::start(tb, &ns, &log);
+
+    // The waves, planned by the CLI.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &[
+            "upgrade",
+            "-l",
+            "env=staging",
+            "--to",
+            "v1.35.2",
+            "--canary",
+            "1",
+            "--max-parallel",
+            "2",
+            "--plan",
+            "-o",
+            "json",
+        ],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let waves: Vec<(String, u64)> = v["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["wave"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        waves,
+        [
+            ("a0".to_string(), 1),
+            ("a1".into(), 2),
+            ("a2".into(), 2),
+            ("a3".into(), 3)
+        ]
+    );
+
+    // Watch the ClusterUpgrades while the fleet runs.
+    let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Vec<(String, String)>>::new()));
+    let sampler = {
+        let (cus, samples) = (api(&client, &ns, &cu_ar()), samples.clone());
+        tokio::spawn(async move {
+            loop {
+                if let Ok(l) = cus.list(&ListParams::default()).await {
+                    let s: Vec<(String, String)> = l
+                        .items
+                        .iter()
+                        .map(|c| {
+                            (
+                                c.metadata.name.clone().unwrap_or_default(),
+                                c.data["status"]["phase"].as_str().unwrap_or("").to_string(),
+                            )
+                        })
+                        .collect();
+                    samples.lock().unwrap().push(s);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &[
+            "upgrade",
+            "-l",
+            "env=staging",
+            "--to",
+            "v1.35.2",
+            "--canary",
+            "1",
+            "--max-parallel",
+            "2",
+            "--yes",
+            "--wait",
+            "--timeout",
+            "240s",
+        ],
+    );
+    sampler.abort();
+    let tail = |log: &Path| {
+        let t = std::fs::read_to_string(log).unwrap_or_default();
+        let l: Vec<&str> = t.lines().collect();
+        l[l.len().saturating_sub(40)..].join("\n")
+    };
+    assert!(
+        o.status.success(),
+        "stdout: {}\nstderr: {}\nreconciler:\n{}",
+        out(&o),
+        err(&o),
+        tail(&log)
+    );
+    assert!(
+        o.status.success(),
+        "stdout: {}\nstderr: {}",
+        out(&o),
+        err(&o)
+    );
+    assert!(
+        out(&o).contains("wave 3: cluster a3: Succeeded"),
+        "{}",
+        out(&o)
+    );
+    let samples = samples.lock().unwrap().clone();
+    let phase_in =
+        |s: &[(String, String)], n: &str| s.iter().find(|(x, _)| x == n).map(|(_, p)| p.clone());
+    let mut saw_canary_alone = false;
+    for s in &samples {
+        let running = s.iter().filter(|(_, p)| p != "Succeeded").count();
+        assert!(running <= 2, "more than 2 clusters at once: {s:?}");
+        if s.iter().any(|(n, _)| n == "a1" || n == "a2") {
+            assert_eq!(phase_in(s, "a0").as_deref(), Some("Succeeded"), "{s:?}");
+        } else if s.iter().any(|(n, _)| n == "a0") {
+            saw_canary_alone = true;
+        }
+        if s.iter().any(|(n, _)| n == "a3") {
+            assert_eq!(phase_in(s, "a1").as_deref(), Some("Succeeded"), "{s:?}");
+            assert_eq!(phase_in(s, "a2").as_deref(), Some("Succeeded"), "{s:?}");
+        }
+    }
+    assert!(saw_canary_alone, "{samples:?}");
+    for name in ["a0", "a1", "a2", "a3"] {
+        let k = api(&client, &ns, &kcp_ar())
+            .get(&format!("{name}-control-plane"))
+            .await
+            .unwrap();
+        assert_eq!(k.data["spec"]["version"], "v1.35.2", "{name}");
+    }
+    let fleet_ar = ar(
+        "ops.capi-kamaji.io",
+        "v1alpha1",
+        "FleetUpgrade",
+        "fleetupgrades",
+    );
+    let f = api(&client, &ns, &fleet_ar)
+        .get("upgrade-to-v1-35-2")
+        .await
+        .unwrap();
+    assert_eq!(f.data["status"]["phase"], "Succeeded");
+    assert_eq!(f.data["status"]["progress"], "4/4");
+
+    // The failing fleet: b0 (canary) upgrades, b1 fails, b2 never starts.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &[
+            "upgrade",
+            "-l",
+            "env=prod",
+            "--to",
+            "v1.35.2",
+            "--canary",
+            "1",
+            "--max-parallel",
+            "1",
+            "--name",
+            "prod",
+            "--yes",
+            "--wait",
+            "--timeout",
+            "240s",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    let line = err(&o).lines().next().unwrap().to_string();
+    assert!(
+        line.starts_with("error: fleet upgrade prod stopped: cluster b1 failed:")
+            && line.contains("spare host"),
+        "{line}"
+    );
+    let f = api(&client, &ns, &fleet_ar).get("prod").await.unwrap();
+    assert_eq!(f.data["status"]["phase"], "Failed");
+    assert_eq!(f.data["status"]["failedCluster"], "b1");
+    let cus = api(&client, &ns, &cu_ar());
+    assert_eq!(
+        cus.get("b0").await.unwrap().data["status"]["phase"],
+        "Succeeded"
+    );
+    assert!(
+        cus.get_opt("b2").await.unwrap().is_none(),
+        "b2 must not start"
+    );
+    // A second fleet of the same name is refused in one line.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &[
+            "upgrade", "-l", "env=prod", "--to", "v1.35.2", "--name", "prod", "--yes",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).starts_with(&format!("error: FleetUpgrade {ns}/prod already exists")),
+        "{}",
+        err(&o)
+    );
+}

@@ -72,8 +72,13 @@ fn the_role_is_the_audited_set() {
     // free BYOH hosts for its preflight.
     assert_eq!(
         r["ops.capi-kamaji.io/clusterupgrades"],
-        v(&["list", "watch"])
+        v(&["create", "get", "list", "patch", "watch"])
     );
+    assert_eq!(
+        r["ops.capi-kamaji.io/fleetupgrades"],
+        v(&["get", "list", "watch"])
+    );
+    assert_eq!(r["ops.capi-kamaji.io/fleetupgrades/status"], v(&["patch"]));
     assert_eq!(
         r["ops.capi-kamaji.io/clusterupgrades/status"],
         v(&["patch"])

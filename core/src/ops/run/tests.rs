@@ -46,6 +46,15 @@ impl World {
         Observed::from_objects(&self.objs(), &[])
     }
     fn decide(&self, plan: &[PlannedStep], current: &[u32], max: u32) -> Decision {
+        self.decide_done(plan, current, &[], max)
+    }
+    fn decide_done(
+        &self,
+        plan: &[PlannedStep],
+        current: &[u32],
+        done: &[u32],
+        max: u32,
+    ) -> Decision {
         let observed = self.observed();
         let mut objects = BTreeMap::new();
         objects.insert("KubeadmControlPlane/c-cp".to_string(), &self.cp);
@@ -55,6 +64,7 @@ impl World {
         decide(
             plan,
             current,
+            done,
             &Observation {
                 observed: &observed,
                 objects,
@@ -194,4 +204,33 @@ fn applied_reads_every_value_of_the_patch() {
     assert!(!applied(s, Some(&kcp("v1.33.4", "v1.33.4", 1))));
     assert!(applied(s, Some(&kcp("v1.34.0", "v1.33.4", 1))));
     assert!(!applied(s, None));
+}
+
+/// An empty MachineDeployment has nothing to observe: once its step is recorded done, the
+/// next step starts (it used to start the same step again, forever).
+#[test]
+fn an_empty_deployment_step_completes_once() {
+    let mut w = World {
+        cluster: cluster(),
+        cp: kcp("v1.34.0", "v1.34.0", 1),
+        mds: vec![md("a", "v1.33.4", "v1.33.4")],
+    };
+    w.mds[0]["spec"]["replicas"] = json!(0);
+    w.mds[0]["status"] = json!({"replicas": 0});
+    let spec = ClusterUpgradeSpec {
+        version: "v1.35.2".into(),
+        ..Default::default()
+    };
+    let plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
+    let steps = planned_steps(&plan);
+    assert_eq!(w.decide_done(&steps, &[], &[], 1), Decision::Start(vec![1]));
+    w.mds[0]["spec"]["template"]["spec"]["version"] = json!("v1.34.0");
+    assert_eq!(
+        w.decide_done(&steps, &[1], &[], 1),
+        Decision::Completed(vec![1])
+    );
+    assert_eq!(
+        w.decide_done(&steps, &[], &[1], 1),
+        Decision::Start(vec![2])
+    );
 }

@@ -7,9 +7,12 @@
 //! it makes no requests. The decisions are pure (`kcore::ops::run`); this module reads, writes
 //! the status, then patches.
 //!
+//! FleetUpgrades (`fleet`) create ClusterUpgrades wave by wave.
+//!
 //! Runs only where the ClusterUpgrade CRD is served (`kubectl kamaji install` applies it).
 
 mod apply;
+mod fleet;
 mod world;
 
 use std::collections::HashMap;
@@ -71,16 +74,16 @@ pub async fn run(client: Client, cfg: Config, metrics: Arc<Metrics>) -> Result<(
         failures: Mutex::new(HashMap::new()),
     });
     let controller = watches(&ctx, &cfg).await;
-    controller
+    let upgrades = controller
         .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile, error_policy, ctx.clone())
         .for_each(|r| async move {
             match r {
                 Ok((o, _)) => tracing::debug!(upgrade = %o, "reconciled"),
                 Err(e) => tracing::debug!("upgrade reconcile: {e}"),
             }
-        })
-        .await;
+        });
+    futures::join!(upgrades, fleet::run(ctx, cfg));
     Ok(())
 }
 
@@ -183,7 +186,14 @@ fn error_policy(cu: Arc<ClusterUpgrade>, err: &Error, ctx: Arc<Ctx>) -> Action {
 
 async fn reconcile(cu: Arc<ClusterUpgrade>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     ctx.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
-    let r = reconcile_inner(&cu, &ctx).await;
+    // Read afresh: the watch cache may not hold the status this controller wrote a moment ago,
+    // and deciding from an older one would start a step again.
+    let api: Api<ClusterUpgrade> =
+        Api::namespaced(ctx.client.clone(), &cu.namespace().unwrap_or_default());
+    let Some(fresh) = api.get_opt(&cu.name_any()).await? else {
+        return Ok(Action::await_change());
+    };
+    let r = reconcile_inner(&fresh, &ctx).await;
     if r.is_ok()
         && let Ok(mut m) = ctx.failures.lock()
     {
@@ -308,7 +318,13 @@ async fn reconcile_inner(cu: &ClusterUpgrade, ctx: &Ctx) -> Result<Action, Error
     // Each pass either ends the reconcile or completes at least one step, so the plan's length
     // bounds the loop.
     for _ in 0..=st.plan.len() {
-        let decision = run::decide(&st.plan, &st.current_steps, &w.observation(), max);
+        let decision = run::decide(
+            &st.plan,
+            &st.current_steps,
+            &st.completed_steps(),
+            &w.observation(),
+            max,
+        );
         let batch = match decision {
             Decision::Completed(done) => {
                 st.complete(&done, &now);

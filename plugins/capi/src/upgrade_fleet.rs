@@ -1,0 +1,248 @@
+//! `kubectl capi upgrade --selector S --to V [--canary N] [--max-parallel N]`: a FleetUpgrade
+//! the reconciler carries out, canaries alone first, then waves, stopping at the first failure.
+//! `--plan` prints the waves; `--wait` follows it and names the cluster that failed.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use kcore::groups::OPS_GROUP;
+use kcore::ops::api::{FleetMember, FleetUpgradeStatus};
+use kcore::ops::{fleet, phase};
+use kube::api::ListParams;
+use kube::discovery::ApiResource;
+use serde::Serialize;
+use serde_json::{Value, json};
+use shared::discovery::ServerApis;
+use shared::error::{Error, Op};
+use shared::render::{Human, Printer, Render, Table};
+
+use crate::upgrade::Args;
+
+/// The FleetUpgrade's name: `--name`, or one derived from the version.
+fn name_for(args: &Args, to: &str) -> String {
+    args.name
+        .clone()
+        .unwrap_or_else(|| format!("upgrade-to-{}", to.replace(['.', '+'], "-")))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WavesView {
+    name: String,
+    namespace: String,
+    selector: String,
+    version: String,
+    clusters: Vec<FleetMember>,
+}
+
+impl Render for WavesView {
+    fn human(&self) -> Human {
+        let mut t = Table::new(["WAVE", "CLUSTER", "PHASE", "MESSAGE"]);
+        for m in &self.clusters {
+            t.row([
+                m.wave.to_string(),
+                m.name.clone(),
+                m.phase.clone(),
+                m.message.clone(),
+            ]);
+        }
+        Human::Table(t)
+    }
+}
+
+fn fleet_resource(apis: &ServerApis) -> Result<ApiResource, Error> {
+    apis.kind(OPS_GROUP, "FleetUpgrade")
+        .map(|k| k.resource(k.version()))
+        .ok_or_else(|| {
+            apis.not_installed(
+                "The FleetUpgrade API (fleet upgrades run in the reconciler)",
+                OPS_GROUP,
+                "install the reconciler with kubectl kamaji install, or upgrade each cluster with kubectl capi upgrade CLUSTER --to VERSION --client-side",
+            )
+        })
+}
+
+/// Plans the waves, asks, creates the FleetUpgrade and, with `--wait`, follows it.
+pub async fn run(args: &Args, selector: &str, to: &str) -> Result<(), Error> {
+    if args.cluster.is_some() {
+        return Err(Error::Usage {
+            message: "pass a cluster or --selector, not both".into(),
+            hint: Some("kubectl capi upgrade --selector env=staging --to VERSION".into()),
+        });
+    }
+    let conn = args.kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    let ar = fleet_resource(&apis)?;
+    let cluster_ar = apis.cluster()?;
+    let lp = ListParams::default().labels(selector);
+    let names: Vec<String> = shared::api::dynamic(&conn, &cluster_ar, Some(&conn.namespace))
+        .list_metadata(&lp)
+        .await
+        .map_err(|e| {
+            conn.error(
+                e,
+                &Op::on("list", &cluster_ar).in_namespace(Some(&conn.namespace)),
+            )
+        })?
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    if names.is_empty() {
+        return Err(Error::Other {
+            message: format!(
+                "the selector {selector:?} picks no Cluster in namespace {}; nothing was created",
+                conn.namespace
+            ),
+            hint: Some("check the labels with kubectl capi list --show-labels".into()),
+        });
+    }
+    let view = WavesView {
+        name: name_for(args, to),
+        namespace: conn.namespace.clone(),
+        selector: selector.to_string(),
+        version: to.to_string(),
+        clusters: fleet::waves(names, args.canary, args.max_parallel.unwrap_or(1)),
+    };
+    if args.plan || args.dry_run.is_dry() {
+        return Printer::new(&args.output).print(&view);
+    }
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(Error::Usage {
+                message: format!(
+                    "refusing to upgrade {} cluster(s) without confirmation: stdin is not a terminal",
+                    view.clusters.len()
+                ),
+                hint: Some("review the waves with --plan, then pass --yes".into()),
+            });
+        }
+        Printer::new(&args.output).print(&view)?;
+        if !shared::render::confirm(&format!(
+            "Upgrade these {} cluster(s) to {to}?",
+            view.clusters.len()
+        ))? {
+            shared::render::line("cancelled; nothing was changed");
+            return Ok(());
+        }
+    }
+    create(&conn, &ar, args, &view).await?;
+    shared::render::line(&format!(
+        "FleetUpgrade {}/{} created: {} cluster(s) to {to} in {} wave(s); follow it with kubectl get fleetupgrade {} -o yaml or kubectl capi upgrade status",
+        view.namespace,
+        view.name,
+        view.clusters.len(),
+        view.clusters.iter().map(|m| m.wave).max().unwrap_or(0),
+        view.name
+    ));
+    if args.wait {
+        follow(&conn, &ar, &view.name, args.timeout).await
+    } else {
+        Ok(())
+    }
+}
+
+async fn create(
+    conn: &shared::conn::Conn,
+    ar: &ApiResource,
+    args: &Args,
+    view: &WavesView,
+) -> Result<(), Error> {
+    let obj: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": ar.api_version, "kind": ar.kind,
+        "metadata": {"name": view.name, "namespace": view.namespace},
+        "spec": {
+            "selector": view.selector,
+            "version": view.version,
+            "canary": args.canary,
+            "maxParallel": args.max_parallel,
+            "maxParallelMachineDeployments": args.max_parallel_deployments,
+            "force": args.force,
+        },
+    }))
+    .map_err(|e| Error::other(format!("internal: a FleetUpgrade body: {e}")))?;
+    let api = shared::api::dynamic(conn, ar, Some(&view.namespace));
+    let pp = kube::api::PostParams {
+        field_manager: Some(crate::day2::FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    api.create(&pp, &obj)
+        .await
+        .map(|_| ())
+        .map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 409 => Error::Other {
+                message: format!(
+                    "FleetUpgrade {}/{} already exists; nothing was changed",
+                    view.namespace, view.name
+                ),
+                hint: Some(format!(
+                    "see it with kubectl get fleetupgrade {} -o yaml; pass --name for a new one",
+                    view.name
+                )),
+            },
+            e => conn.error(
+                e,
+                &Op::on("create", ar)
+                    .in_namespace(Some(&view.namespace))
+                    .named(&view.name),
+            ),
+        })
+}
+
+fn status_of(obj: &Value) -> FleetUpgradeStatus {
+    serde_json::from_value(obj["status"].clone()).unwrap_or_default()
+}
+
+/// Follows the FleetUpgrade until it ends, one line per member change; a failure names the
+/// cluster.
+async fn follow(
+    conn: &shared::conn::Conn,
+    ar: &ApiResource,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let deadline = Instant::now().checked_add(timeout);
+    let mut seen: Vec<(String, String)> = Vec::new();
+    loop {
+        let obj = shared::api::get_json_opt(conn, ar, Some(&conn.namespace), name)
+            .await?
+            .ok_or_else(|| Error::other(format!("FleetUpgrade {name} was deleted")))?;
+        let st = status_of(&obj);
+        for m in &st.clusters {
+            let key = (m.name.clone(), m.phase.clone());
+            if m.phase != "Pending" && !seen.contains(&key) {
+                shared::render::line(&format!("wave {}: cluster {}: {}", m.wave, m.name, m.phase));
+                seen.push(key);
+            }
+        }
+        match st.phase.as_deref() {
+            Some(phase::SUCCEEDED) => {
+                shared::render::line(&format!(
+                    "fleet upgrade {name} done: {}",
+                    st.message.unwrap_or_default()
+                ));
+                return Ok(());
+            }
+            Some(phase::FAILED) => {
+                return Err(Error::Other {
+                    message: format!(
+                        "fleet upgrade {name} stopped: {}",
+                        st.message.unwrap_or_default()
+                    ),
+                    hint: Some(format!(
+                        "see kubectl capi upgrade status {}",
+                        st.failed_cluster.unwrap_or_default()
+                    )),
+                });
+            }
+            _ => {}
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(Error::Timeout {
+                what: format!("following fleet upgrade {name} (it goes on in the cluster)"),
+                after: timeout,
+            });
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
