@@ -95,9 +95,10 @@ run kubectl capi hosts
 say "5. Scale the workers to 3 (preflight: free hosts matching the selector)"
 run kubectl capi scale demo --workers 3 --wait
 
-say "6. Plan an upgrade to the next minor, then apply it"
+say "6. Plan an upgrade to the next minor, then hand it to the reconciler"
 run kubectl capi upgrade demo --to v1.36.3 --plan
-run kubectl capi upgrade demo --to v1.36.3 --yes
+run kubectl capi upgrade demo --to v1.36.3 --yes --wait
+run kubectl capi upgrade status demo
 run kubectl --kubeconfig "$dir/demo.kubeconfig" get --raw /version
 
 say "7. The control plane, in sections"

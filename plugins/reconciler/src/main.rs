@@ -132,9 +132,10 @@ async fn client(args: &Args, metrics: Arc<Metrics>) -> Result<kube::Client> {
     Ok(kamaji_reconciler::metrics::counting_client(cfg, metrics)?)
 }
 
-/// `--print-crds`: the CRDs as a YAML stream.
+/// `--print-crds`: the CRDs as a YAML stream (the KamajiControlPlane's and the upgrades').
 fn print_crds() -> Result<()> {
-    for c in kamaji_reconciler::try_crds()? {
+    let ops = kcore::ops::try_crds().map_err(|e| anyhow::anyhow!("{e}"))?;
+    for c in kamaji_reconciler::try_crds()?.into_iter().chain(ops) {
         let mut v = serde_json::to_value(&c)?;
         v["apiVersion"] = "apiextensions.k8s.io/v1".into();
         v["kind"] = "CustomResourceDefinition".into();
