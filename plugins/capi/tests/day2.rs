@@ -1958,4 +1958,78 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
         "{}",
         err(&o)
     );
+
+    // Pause, resume and cancel: a finished ClusterUpgrade given a new version while paused (as
+    // `kubectl patch` could) is planned again but starts nothing; `resume` lets it run to the
+    // end; `cancel` ends another one.
+    for name in ["a0", "a1"] {
+        cus.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"version": "v1.36.0", "paused": true}})),
+        )
+        .await
+        .unwrap();
+    }
+    eventually("both planned and paused", Duration::from_secs(60), || {
+        let c = cus.clone();
+        async move {
+            let (a, b) = (c.get("a0").await.unwrap(), c.get("a1").await.unwrap());
+            a.data["status"]["phase"] == "Paused" && b.data["status"]["phase"] == "Paused"
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let k = api(&client, &ns, &kcp_ar())
+        .get("a0-control-plane")
+        .await
+        .unwrap();
+    assert_eq!(
+        k.data["spec"]["version"], "v1.35.2",
+        "paused: nothing started"
+    );
+    let o = run(&tb.kubeconfig, &ns, &["upgrade", "resume", "a0"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let o = run(&tb.kubeconfig, &ns, &["upgrade", "cancel", "a1"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        out(&o).contains("upgrade of cluster a1 cancelled"),
+        "{}",
+        out(&o)
+    );
+    eventually(
+        "a0 upgraded, a1 cancelled",
+        Duration::from_secs(120),
+        || {
+            let c = cus.clone();
+            async move {
+                let (a, b) = (c.get("a0").await.unwrap(), c.get("a1").await.unwrap());
+                a.data["status"]["phase"] == "Succeeded" && b.data["status"]["phase"] == "Cancelled"
+            }
+        },
+    )
+    .await;
+    let k = api(&client, &ns, &kcp_ar())
+        .get("a1-control-plane")
+        .await
+        .unwrap();
+    assert_eq!(
+        k.data["spec"]["version"], "v1.35.2",
+        "cancelled before any step"
+    );
+    let o = run(&tb.kubeconfig, &ns, &["upgrade", "status"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let table = out(&o);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("a0") && l.contains("v1.36.0") && l.contains("Succeeded")),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("a1") && l.contains("Cancelled")),
+        "{table}"
+    );
 }
