@@ -7,6 +7,7 @@ pub mod api;
 pub mod crd;
 pub mod fleet;
 pub mod run;
+pub mod summary;
 
 pub use api::{
     ClusterUpgrade, ClusterUpgradeSpec, ClusterUpgradeStatus, FleetUpgrade, FleetUpgradeSpec,
