@@ -4,6 +4,7 @@
 
 use clap::{ArgAction, Args as ClapArgs};
 use cli::{KubeFlags, OutputFlags};
+use kcore::ops::summary::{UpgradeSummary, summarize};
 use serde::Serialize;
 use shared::discovery::{CapiVersion, ServerApis};
 use shared::error::Error;
@@ -64,6 +65,10 @@ pub struct Description {
     pub namespace: String,
     /// The CAPI core version the tree was read at.
     pub api_version: String,
+    /// The cluster's ClusterUpgrade, when one is under way or failed
+    /// (`kcore::ops::summary`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<UpgradeSummary>,
     #[serde(flatten)]
     pub tree: ObjectTree,
 }
@@ -255,6 +260,10 @@ impl Render for Description {
         }
         Some(out)
     }
+    /// The upgrade's line under the tree.
+    fn footer(&self) -> Option<String> {
+        self.upgrade.as_ref().map(UpgradeSummary::line)
+    }
 }
 
 fn tree_options(args: &Args, version: CapiVersion) -> TreeOptions {
@@ -313,6 +322,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         cluster: cluster.to_string(),
         namespace: ns,
         api_version: version.as_str().to_string(),
+        upgrade: objects.upgrade.as_ref().and_then(summarize),
         tree,
     })
 }

@@ -505,6 +505,146 @@ async fn fleet_verbs_without_capi_or_byoh() {
     );
 }
 
+/// Our ClusterUpgrade API, as `kubectl kamaji install` applies it: once per test binary, and
+/// only `describe` tests here look at it (no test of this binary hands an upgrade over).
+async fn serve_cluster_upgrades() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    READY
+        .get_or_init(|| async {
+            let client = tb().client().await;
+            let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+            for crd in kcore::ops::crds() {
+                let name = crd.metadata.name.clone().unwrap();
+                crds.patch(
+                    &name,
+                    &PatchParams::apply("fleet-test").force(),
+                    &Patch::Apply(&crd),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
+            }
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let served = client
+                    .list_api_group_resources("ops.capi-kamaji.io/v1alpha1")
+                    .await
+                    .is_ok_and(|l| l.resources.iter().any(|r| r.name == "clusterupgrades"));
+                if served {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the ClusterUpgrade API is not served"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+        .await;
+}
+
+fn cluster_upgrade_ar() -> ApiResource {
+    testbed::api_resource(
+        "ops.capi-kamaji.io",
+        "v1alpha1",
+        "ClusterUpgrade",
+        "clusterupgrades",
+    )
+}
+
+/// Creates the ClusterUpgrade of `cluster` and writes `status` through the status
+/// subresource, as the reconciler would (no reconciler runs here).
+async fn put_cluster_upgrade(ns: &str, cluster: &str, version: &str, status: Value) {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(tb().client().await, ns, &cluster_upgrade_ar());
+    let cu: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "ops.capi-kamaji.io/v1alpha1", "kind": "ClusterUpgrade",
+        "metadata": {"name": cluster, "namespace": ns},
+        "spec": {"clusterName": cluster, "version": version},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &cu).await.unwrap();
+    set_upgrade_status(ns, cluster, status).await;
+}
+
+async fn set_upgrade_status(ns: &str, cluster: &str, status: Value) {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(tb().client().await, ns, &cluster_upgrade_ar());
+    api.patch_status(
+        cluster,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Issue 18: `describe` shows the cluster's ClusterUpgrade under way in one line under the
+/// tree and as `upgrade` in `-o json|yaml`; a cluster without one, or with a succeeded one,
+/// shows none.
+#[tokio::test]
+async fn describe_shows_an_upgrade_under_way() {
+    serve_cluster_upgrades().await;
+    let fleet = seed(tb(), "describe-upgrade").await;
+    let ns = fleet.namespace.as_str();
+    put_cluster_upgrade(
+        ns,
+        "cluster-1",
+        "v1.35.2",
+        json!({"observedGeneration": 1, "phase": "Running", "progress": "1/4",
+            "currentSteps": [2], "message": "KubeadmControlPlane/cluster-1: 1/3 machines at v1.35.2"}),
+    )
+    .await;
+    let want = "Upgrade: to v1.35.2, Running, step 2/4: KubeadmControlPlane/cluster-1: 1/3 machines at v1.35.2 (kubectl capi upgrade status cluster-1)";
+    let t = ok(tb(), &["describe", "cluster-1", "-n", ns]);
+    assert_eq!(t.lines().last(), Some(want), "{t}");
+    assert_eq!(t.matches("Upgrade:").count(), 1, "{t}");
+    let v: Value = serde_json::from_str(&ok(
+        tb(),
+        &["describe", "cluster-1", "-n", ns, "-o", "json"],
+    ))
+    .unwrap();
+    let u = &v["upgrade"];
+    assert_eq!(u["name"], "cluster-1", "{u}");
+    assert_eq!(u["version"], "v1.35.2", "{u}");
+    assert_eq!(u["phase"], "Running", "{u}");
+    assert_eq!(u["progress"], "1/4", "{u}");
+    assert_eq!(u["currentSteps"], json!([2]), "{u}");
+    assert_eq!(u["inFlight"], true, "{u}");
+    assert_eq!(
+        Some(u["summary"].as_str().unwrap()),
+        want.strip_prefix("Upgrade: ")
+    );
+    assert_eq!(v["root"]["kind"], "Cluster", "the tree stays: {v}");
+    let y: Value = serde_saphyr::from_str(&ok(
+        tb(),
+        &["describe", "cluster-1", "-n", ns, "-o", "yaml"],
+    ))
+    .unwrap();
+    assert_eq!(y["upgrade"], *u);
+
+    // Another cluster has none: no line, no field.
+    let t = ok(tb(), &["describe", "cluster-2", "-n", ns]);
+    assert!(!t.contains("Upgrade:"), "{t}");
+    let v: Value = serde_json::from_str(&ok(
+        tb(),
+        &["describe", "cluster-2", "-n", ns, "-o", "json"],
+    ))
+    .unwrap();
+    assert!(v.get("upgrade").is_none(), "{v}");
+
+    // Succeeded: nothing left to show.
+    set_upgrade_status(
+        ns,
+        "cluster-1",
+        json!({"phase": "Succeeded", "progress": "4/4", "currentSteps": null,
+            "message": "upgraded to v1.35.2"}),
+    )
+    .await;
+    let t = ok(tb(), &["describe", "cluster-1", "-n", ns]);
+    assert!(!t.contains("Upgrade:"), "{t}");
+}
+
 /// The URLs (path and query) of the requests a `-v=6` run logged, in order.
 fn request_urls(stderr: &str) -> Vec<String> {
     stderr
@@ -522,8 +662,10 @@ fn request_urls(stderr: &str) -> Vec<String> {
 /// every request is discovery, a GET in the cluster's namespace, a LIST there selected by the
 /// cluster's name, or a LIST of the BYOH hosts (which any namespace may hold) claimed by the
 /// cluster's ByoMachines. A second fleet with the same cluster names sits in another namespace.
+/// With the ClusterUpgrade API served, its one request is the GET of the cluster's own.
 #[tokio::test]
 async fn describe_reads_only_the_clusters_objects() {
+    serve_cluster_upgrades().await;
     let fleet = seed(tb(), "describe-scope").await;
     let other = seed(tb(), "describe-elsewhere").await;
     let ns = fleet.namespace.as_str();
@@ -537,6 +679,18 @@ async fn describe_reads_only_the_clusters_objects() {
         let urls = request_urls(&err(&o));
         assert!(!urls.is_empty(), "-v=6 logs each request: {}", err(&o));
         let selector = format!("labelSelector=cluster.x-k8s.io%2Fcluster-name%3D{cluster}");
+        // The ClusterUpgrade API is served: one GET of the one named after the cluster.
+        let upgrades: Vec<&String> = urls
+            .iter()
+            .filter(|u| u.contains("clusterupgrades"))
+            .collect();
+        assert_eq!(
+            upgrades,
+            [&format!(
+                "/apis/ops.capi-kamaji.io/v1alpha1/namespaces/{ns}/clusterupgrades/{cluster}"
+            )],
+            "{cluster}: {urls:#?}"
+        );
         for url in &urls {
             let (path, query) = url.split_once('?').unwrap_or((url, ""));
             let discovery =

@@ -1,5 +1,6 @@
 //! What `describe` reads: the cluster and only what belongs to it (labelled LISTs, referenced
-//! GETs, the ByoHosts of its BYOH machines), as concurrently as the dependencies allow.
+//! GETs, its ClusterUpgrade, the ByoHosts of its BYOH machines), as concurrently as the
+//! dependencies allow.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -98,6 +99,8 @@ pub(super) struct Objects {
     pub(super) hosts: Vec<Value>,
     pub(super) templates: Vec<Value>,
     pub(super) resource_sets: Vec<Value>,
+    /// The ClusterUpgrade named after the cluster, if the API is served and it exists.
+    pub(super) upgrade: Option<Value>,
 }
 
 /// `--show-templates`: the templates the control plane and MachineDeployments reference, one
@@ -179,6 +182,19 @@ async fn read_resource_sets(conn: &Conn, apis: &ServerApis, ns: &str, cluster: &
     out
 }
 
+/// The cluster's ClusterUpgrade: one GET of the one named after the cluster (the API allows
+/// no other name), only where the API is served; `None` when it is missing or unreadable.
+async fn read_upgrade(conn: &Conn, apis: &ServerApis, ns: &str, cluster: &str) -> Option<Value> {
+    let ar = crate::upgrade_ops::resource(apis)?;
+    match shared::api::get_json_opt(conn, &ar, Some(ns), cluster).await {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::info!("get ClusterUpgrade {cluster}: {e}");
+            None
+        }
+    }
+}
+
 /// The referenced object, if there is a reference.
 async fn get_opt_ref(
     conn: &Conn,
@@ -255,9 +271,9 @@ async fn read_hosts(conn: &Conn, apis: &ServerApis, byomachines: &[String]) -> V
         .collect()
 }
 
-/// Reads the cluster, what it references and the objects labelled with its name, then the
-/// machines' infrastructure machines and bootstrap configs, concurrently where they do not
-/// depend on each other; then, only when some BYOH machine's host is not in a providerID, the
+/// Reads the cluster, then what it references, the objects labelled with its name and its
+/// ClusterUpgrade, then the machines' infrastructure machines and bootstrap configs,
+/// concurrently where they do not depend on each other; then, only when some BYOH machine's host is not in a providerID, the
 /// cluster's ByoHosts. Nothing outside the cluster is read, so the cost follows the cluster,
 /// not the management cluster.
 pub(super) async fn read(
@@ -272,13 +288,14 @@ pub(super) async fn read(
     let cluster = fields::object_json(&cluster);
     let infra_ref = fields::cluster_infrastructure_ref(&cluster);
     let cp_ref = fields::cluster_control_plane_ref(&cluster);
-    let (infra, cp, machines, mds, mss, mps) = tokio::join!(
+    let (infra, cp, machines, mds, mss, mps, upgrade) = tokio::join!(
         get_opt_ref(conn, apis, infra_ref.as_ref(), ns),
         get_opt_ref(conn, apis, cp_ref.as_ref(), ns),
         list_labelled(conn, apis.capi_kind("Machine").ok(), ns, name),
         list_labelled(conn, apis.capi_kind("MachineDeployment").ok(), ns, name),
         list_labelled(conn, apis.capi_kind("MachineSet").ok(), ns, name),
         list_labelled(conn, apis.capi_kind("MachinePool").ok(), ns, name),
+        read_upgrade(conn, apis, ns, name),
     );
     let (machines, mds, mss, mps) = (machines?, mds?, mss?, mps?);
     let infra_refs: Vec<ObjectRef> = machines
@@ -325,5 +342,6 @@ pub(super) async fn read(
         hosts,
         templates,
         resource_sets,
+        upgrade,
     })
 }
