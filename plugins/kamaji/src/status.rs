@@ -4,6 +4,7 @@ use base64::Engine;
 use clap::Args as ClapArgs;
 use cli::{Conn, KubeFlags, OutputFlags};
 use k8s_openapi::api::core::v1::Pod;
+use kcore::ops::summary::{UpgradeSummary, summarize};
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 use serde_json::Value;
@@ -94,6 +95,10 @@ pub struct Status {
     pub addons: Vec<AddonRow>,
     pub certificates: Vec<CertRow>,
     pub workers: Vec<WorkerRow>,
+    /// The owning Cluster's ClusterUpgrade, when one is under way or failed
+    /// (`kcore::ops::summary`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<UpgradeSummary>,
     pub hints: Vec<String>,
 }
 
@@ -173,6 +178,24 @@ async fn owning_cluster(
         return Ok((infrastructure, Some(v)));
     }
     Ok((None, None))
+}
+
+/// The ClusterUpgrade of the owning Cluster (named after it), where the API is served: one
+/// GET; `None` when there is no Cluster, no such object, it cannot be read, or it is not shown
+/// (`kcore::ops::summary`).
+async fn cluster_upgrade(
+    conn: &Conn,
+    apis: &ServerApis,
+    ns: &str,
+    cluster: Option<&str>,
+) -> Option<UpgradeSummary> {
+    let cluster = cluster?;
+    let ar = apis
+        .kind(kcore::groups::OPS_GROUP, "ClusterUpgrade")
+        .map(|k| k.resource(k.version()))?;
+    // The upgrade is a bonus: a user who may not read ClusterUpgrades still gets the status.
+    let cu = shared::api::get_json_opt(conn, &ar, Some(ns), cluster).await;
+    summarize(&cu.ok()??)
 }
 
 /// Hints about what is missing around the control plane: its Cluster, its TenantControlPlane.
@@ -411,7 +434,11 @@ pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Statu
     let cluster = t.cluster_name();
     let row = crate::list::row(t.kcp.as_ref(), t.tcp.as_ref());
 
-    let (infrastructure, cluster_obj) = owning_cluster(conn, apis, ns, cluster.as_deref()).await?;
+    let (owner, upgrade) = tokio::join!(
+        owning_cluster(conn, apis, ns, cluster.as_deref()),
+        cluster_upgrade(conn, apis, ns, cluster.as_deref()),
+    );
+    let (infrastructure, cluster_obj) = owner?;
     let mut hints = ownership_hints(t, cluster.as_deref());
     let pods = pods(conn, ns, tcp, &tcp_name).await?;
     let conditions = conditions(kcp, tcp);
@@ -429,6 +456,7 @@ pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Statu
         addons,
         certificates,
         workers,
+        upgrade,
         hints,
     })
 }

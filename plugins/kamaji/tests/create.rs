@@ -898,6 +898,126 @@ async fn wait_times_out_saying_where_it_is_stuck() {
     );
 }
 
+/// Our ClusterUpgrade API, as `kubectl kamaji install` applies it; waits until it is served.
+async fn serve_cluster_upgrades(c: &kube::Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, Patch, PatchParams};
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    for crd in kcore::ops::crds() {
+        let name = crd.metadata.name.clone().unwrap();
+        crds.patch(
+            &name,
+            &PatchParams::apply("kubectl-kamaji-tests").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !c
+        .list_api_group_resources("ops.capi-kamaji.io/v1alpha1")
+        .await
+        .is_ok_and(|l| l.resources.iter().any(|r| r.name == "clusterupgrades"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ClusterUpgrade API is not served"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// Issue 18: `status` shows the ClusterUpgrade of the control plane's Cluster (named after
+/// it) in the Control plane section and as `upgrade` in `-o json`. No controller runs here:
+/// the test writes the Cluster's ownership of the KamajiControlPlane as Cluster API does, and
+/// the ClusterUpgrade's status through its status subresource as the reconciler does.
+#[tokio::test]
+async fn status_shows_the_clusters_upgrade_under_way() {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+    use serde_json::{Value, json};
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-upgrade").await;
+    let create = [
+        "create",
+        "up",
+        "--infrastructure",
+        "none",
+        "--kubernetes-version",
+        V,
+    ];
+    ok(&kamaji(tb, &ns, &create));
+    let cluster = get(&c, &ns, &ar("cluster.x-k8s.io", "v1beta2", "Cluster"), "up")
+        .await
+        .unwrap();
+    let kcp_ar = ar(
+        "controlplane.cluster.x-k8s.io",
+        "v1alpha2",
+        "KamajiControlPlane",
+    );
+    Api::<DynamicObject>::namespaced_with(c.clone(), &ns, &kcp_ar)
+        .patch(
+            "up",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"ownerReferences": [{
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "up",
+                "uid": cluster["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true,
+            }]}})),
+        )
+        .await
+        .unwrap();
+    serve_cluster_upgrades(&c).await;
+    // No ClusterUpgrade yet: no line, no field.
+    let text = ok(&kamaji(tb, &ns, &["status", "up"]));
+    assert!(!text.contains("Upgrade"), "{text}");
+    assert!(!text.contains("no Cluster owns"), "{text}");
+
+    let cu_ar = ar("ops.capi-kamaji.io", "v1alpha1", "ClusterUpgrade");
+    let cus = Api::<DynamicObject>::namespaced_with(c.clone(), &ns, &cu_ar);
+    let cu: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "ops.capi-kamaji.io/v1alpha1", "kind": "ClusterUpgrade",
+        "metadata": {"name": "up", "namespace": ns},
+        "spec": {"clusterName": "up", "version": "v1.36.1"},
+    }))
+    .unwrap();
+    cus.create(&PostParams::default(), &cu).await.unwrap();
+    // Created, not yet taken up by a reconciler.
+    let text = ok(&kamaji(tb, &ns, &["status", "up"]));
+    assert!(
+        text.lines().any(|l| l.starts_with("Upgrade:")
+            && l.ends_with("to v1.36.1, Pending: waiting for the reconciler to take it up (kubectl capi upgrade status up)")),
+        "{text}"
+    );
+    cus.patch_status(
+        "up",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"status": {"observedGeneration": 1, "phase": "Running",
+            "progress": "0/1", "currentSteps": [1],
+            "message": "KamajiControlPlane/up: stepping to v1.36.1"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let want = "to v1.36.1, Running, step 1/1: KamajiControlPlane/up: stepping to v1.36.1 (kubectl capi upgrade status up)";
+    let text = ok(&kamaji(tb, &ns, &["status", "up"]));
+    let control_plane = text.split("\n\n").next().unwrap();
+    let line = control_plane
+        .lines()
+        .find(|l| l.starts_with("Upgrade:"))
+        .unwrap_or_else(|| panic!("no Upgrade line in the Control plane section:\n{text}"));
+    assert_eq!(line.trim_start_matches("Upgrade:").trim(), want, "{text}");
+    let status: Value =
+        serde_json::from_str(&ok(&kamaji(tb, &ns, &["status", "up", "-o", "json"]))).unwrap();
+    let u = &status["upgrade"];
+    assert_eq!(u["name"], "up", "{u}");
+    assert_eq!(u["version"], "v1.36.1", "{u}");
+    assert_eq!(u["phase"], "Running", "{u}");
+    assert_eq!(u["currentSteps"], json!([1]), "{u}");
+    assert_eq!(u["inFlight"], true, "{u}");
+    assert_eq!(u["summary"], want, "{u}");
+    assert_eq!(status["summary"]["cluster"], "up");
+}
+
 /// Issue 13: `create` applied the Cluster, the KamajiControlPlane, the ByoCluster and the
 /// templates before the server refused the MachineDeployment, and left them. A
 /// ValidatingAdmissionPolicy of the real API server refuses MachineDeployments in this

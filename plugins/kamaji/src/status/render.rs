@@ -1,6 +1,7 @@
 //! How `status` lays a control plane out for people: sections of fields and tables, each
 //! with a line saying what an empty one means.
 
+use kcore::ops::summary::UpgradeSummary;
 use shared::discovery::fields::Condition;
 use shared::render::{Fields, Human, Render, Table};
 
@@ -32,7 +33,7 @@ fn version_text(s: &Summary) -> String {
     }
 }
 
-fn summary_fields(s: &Summary) -> String {
+fn summary_fields(s: &Summary, upgrade: Option<&UpgradeSummary>) -> String {
     let or = |v: &Option<String>, none: &str| v.clone().unwrap_or_else(|| none.into());
     let mut f = Fields::new();
     f.add("Name", format!("{}/{}", s.namespace, s.name));
@@ -42,6 +43,9 @@ fn summary_fields(s: &Summary) -> String {
         or(&s.tenant_control_plane, "<not created>"),
     );
     f.add("Version", version_text(s));
+    if let Some(u) = upgrade {
+        f.add("Upgrade", u.summary.as_str());
+    }
     f.add("Status", or(&s.status, "Unknown"));
     f.add(
         "Replicas",
@@ -135,7 +139,7 @@ impl Render for Status {
     fn human(&self) -> Human {
         let mut out = String::new();
         section(&mut out, "Control plane");
-        out.push_str(&summary_fields(&self.summary));
+        out.push_str(&summary_fields(&self.summary, self.upgrade.as_ref()));
         section(&mut out, "Control-plane pods");
         table_or(&mut out, pods_table(&self.pods), "  none found\n");
         section(&mut out, "Conditions");
