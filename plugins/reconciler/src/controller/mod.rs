@@ -64,6 +64,51 @@ struct Ctx {
     clusters: Mutex<HashMap<(String, String), String>>,
     /// Consecutive failures per object, for a bounded exponential backoff.
     failures: Mutex<HashMap<ObjectRef<KamajiControlPlane>, u32>>,
+    /// (namespace, KCP name) → what this process last wrote for it, to skip writes that would
+    /// change nothing when the object read is older than that write.
+    written: Mutex<HashMap<(String, String), Written>>,
+}
+
+/// What was last written for one KamajiControlPlane.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Written {
+    /// The applied TenantControlPlane: hash of the body, and the uid and generation the API
+    /// server answered with. While the TCP has that uid and generation, nobody changed its spec
+    /// since, and applying the same body again would change nothing.
+    tcp: Option<(u64, String, i64)>,
+    /// Hash of the last status written (without transition times) and the KCP's uid.
+    status: Option<(u64, String)>,
+}
+
+/// A hash of a JSON value (serde_json's maps are ordered, so equal values hash alike).
+fn json_hash(v: &serde_json::Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_vec(v).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
+impl Ctx {
+    fn written(&self, kcp: &KamajiControlPlane) -> Written {
+        let key = (kcp_ns(kcp), kcp.name_any());
+        self.written
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).cloned())
+            .unwrap_or_default()
+    }
+
+    fn set_written(&self, kcp: &KamajiControlPlane, f: impl FnOnce(&mut Written)) {
+        if let Ok(mut m) = self.written.lock() {
+            f(m.entry((kcp_ns(kcp), kcp.name_any())).or_default());
+        }
+    }
+
+    fn forget_written(&self, kcp: &KamajiControlPlane) {
+        if let Ok(mut m) = self.written.lock() {
+            m.remove(&(kcp_ns(kcp), kcp.name_any()));
+        }
+    }
 }
 
 /// Where a KamajiControlPlane's TenantControlPlane lives: next to it, or (`remote`) in the

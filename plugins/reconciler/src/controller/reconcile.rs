@@ -77,6 +77,7 @@ pub(super) async fn reconcile(
 /// write readiness and the status.
 async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Action, Error> {
     if kcp.meta().deletion_timestamp.is_some() {
+        ctx.forget_written(kcp);
         return finalize(kcp, ctx).await;
     }
     let Some(cluster) = owning_cluster(kcp, ctx).await? else {
@@ -117,7 +118,7 @@ async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Action, 
 }
 
 /// The owning Cluster (kind and group checked, not just the first ownerReference), remembered
-/// for the infrastructure-cluster watch.
+/// for the Cluster and infrastructure-cluster watches.
 async fn owning_cluster(
     kcp: &KamajiControlPlane,
     ctx: &Ctx,
@@ -137,6 +138,10 @@ async fn owning_cluster(
         }
         return Ok(None);
     };
+    // Remembered before the read, so that a change of the Cluster from now on is seen.
+    if let Ok(mut m) = ctx.clusters.lock() {
+        m.insert((ns.clone(), owner.name.clone()), kcp.name_any());
+    }
     let clusters: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &ns, &ctx.disc.cluster);
     let Some(cluster) = clusters.get_opt(&owner.name).await? else {
@@ -148,9 +153,6 @@ async fn owning_cluster(
         write_status(kcp, ctx, None, &[cond]).await?;
         return Ok(None);
     };
-    if let Ok(mut m) = ctx.clusters.lock() {
-        m.insert((ns, cluster.name_any()), kcp.name_any());
-    }
     Ok(Some(cluster))
 }
 
@@ -255,6 +257,13 @@ async fn apply_tcp(
         }
     };
     let body = tcp_body(kcp, ctx, place, spec);
+    let hash = super::json_hash(&body);
+    if let Some(t) = existing
+        && unchanged_since_applied(&ctx.written(kcp), hash, &body, t)
+    {
+        conds.push(yes("TenantControlPlaneCreated", "Succeeded"));
+        return Ok(Some(t.clone()));
+    }
     let pp = PatchParams::apply(MANAGER).force();
     match place
         .api
@@ -263,6 +272,9 @@ async fn apply_tcp(
     {
         Ok(t) => {
             conds.push(yes("TenantControlPlaneCreated", "Succeeded"));
+            if let (Some(uid), Some(g)) = (t.metadata.uid.clone(), t.metadata.generation) {
+                ctx.set_written(kcp, |w| w.tcp = Some((hash, uid, g)));
+            }
             Ok(Some(serde_json::to_value(&t).unwrap_or(Value::Null)))
         }
         Err(e) => {
@@ -271,6 +283,40 @@ async fn apply_tcp(
             Err(e.into())
         }
     }
+}
+
+/// Whether applying `body` (hashed `hash`) to the TenantControlPlane `tcp` would change nothing:
+/// the same body was applied last, the TCP's spec has not changed since (same uid and
+/// generation), and it still carries the body's labels, annotations and ownerReference, which
+/// do not move the generation. After a restart nothing is remembered, and the first reconcile
+/// of each KCP applies.
+fn unchanged_since_applied(w: &super::Written, hash: u64, body: &Value, tcp: &Value) -> bool {
+    let Some((h, uid, generation)) = &w.tcp else {
+        return false;
+    };
+    let meta = &tcp["metadata"];
+    if *h != hash || meta["uid"] != *uid.as_str() || meta["generation"] != *generation {
+        return false;
+    }
+    let maps_kept = ["labels", "annotations"].iter().all(|k| {
+        body["metadata"][k]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .all(|(key, v)| meta[k][key] == *v)
+    });
+    let owners_kept = body["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|o| {
+            meta["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|x| x["uid"] == o["uid"] && x["controller"] == o["controller"])
+        });
+    maps_kept && owners_kept
 }
 
 /// The TenantControlPlane `spec`, fitted to the installed CRD, or the condition saying why

@@ -130,7 +130,30 @@ pub(super) async fn write_status_obs(
     if status_subset(&status, &current) {
         return Ok(());
     }
-    patch_status(kcp, ctx, status).await
+    // The KCP read may predate this process's last status write (its watch event not in yet):
+    // the same status again is then no change.
+    let uid = kcp.uid().unwrap_or_default();
+    let hash = status_hash(&status);
+    if ctx.written(kcp).status == Some((hash, uid.clone())) {
+        return Ok(());
+    }
+    patch_status(kcp, ctx, status).await?;
+    ctx.set_written(kcp, |w| w.status = Some((hash, uid)));
+    Ok(())
+}
+
+/// A hash of a status body without the conditions' transition times (kept from the KCP read,
+/// which may be older than the last write).
+fn status_hash(status: &Value) -> u64 {
+    let mut s = status.clone();
+    if let Some(cs) = s["conditions"].as_array_mut() {
+        for c in cs {
+            if let Some(o) = c.as_object_mut() {
+                o.remove("lastTransitionTime");
+            }
+        }
+    }
+    super::json_hash(&s)
 }
 
 /// The conditions of this reconcile (the first of each type), then the existing ones of other

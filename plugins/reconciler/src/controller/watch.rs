@@ -14,7 +14,7 @@ use kube::core::{DynamicResourceScope, NamespaceResourceScope, PartialObjectMeta
 use kube::runtime::controller::Controller;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::{PredicateConfig, WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use super::reconcile::{error_policy, reconcile};
@@ -45,6 +45,7 @@ pub async fn run(
         metrics,
         clusters: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
+        written: Mutex::new(HashMap::new()),
     });
     let controller = watches(&ctx);
     ready.store(true, Ordering::SeqCst);
@@ -90,16 +91,53 @@ impl Scope {
     }
 }
 
-/// The KamajiControlPlane controller with its watches: TenantControlPlanes, Secrets and
-/// infrastructure clusters as metadata only, Clusters in full (their `spec.controlPlaneRef`).
+/// Objects per page of the watches' initial LISTs: the page is held in memory until every object
+/// of it has been handed on, so at 1,000 KamajiControlPlanes kube's default of 500 made the
+/// start-up the reconciler's peak (issue 16). A page of 100 costs a few more LISTs, once.
+const LIST_PAGE: u32 = 100;
+
+/// What of a KamajiControlPlane can change a reconcile's outcome: everything but its status,
+/// which only this controller writes. Its own status writes therefore trigger no reconcile; the
+/// store still gets them, so the next reconcile compares against them.
+fn kcp_trigger(k: &KamajiControlPlane) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let m = k.meta();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    m.uid.hash(&mut h);
+    m.generation.hash(&mut h);
+    m.labels.hash(&mut h);
+    m.annotations.hash(&mut h);
+    m.finalizers.hash(&mut h);
+    m.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut h);
+    for o in m.owner_references.iter().flatten() {
+        (&o.api_version, &o.kind, &o.name, &o.uid, o.controller).hash(&mut h);
+    }
+    Some(h.finish())
+}
+
+/// The KamajiControlPlane controller with its watches: KamajiControlPlanes in a store of their
+/// own (without managedFields, which the reconcile never reads), TenantControlPlanes, Secrets,
+/// Clusters and infrastructure clusters as metadata only.
 fn watches(ctx: &Arc<Ctx>) -> Controller<KamajiControlPlane> {
     let scope = Scope {
         client: ctx.client.clone(),
         ns: ctx.cfg.namespace.clone(),
     };
     let disc = &ctx.disc;
-    let wc = watcher::Config::default().any_semantic();
-    let mut controller = Controller::new(scope.typed::<KamajiControlPlane>(), wc.clone())
+    let wc = watcher::Config::default()
+        .any_semantic()
+        .page_size(LIST_PAGE);
+    let writer = reflector::store::Writer::<KamajiControlPlane>::default();
+    let reader = writer.as_reader();
+    let kcps = watcher::watcher(scope.typed::<KamajiControlPlane>(), wc.clone())
+        .modify(|k| k.managed_fields_mut().clear())
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(kcp_trigger, PredicateConfig::default());
+    let mut controller = Controller::for_stream(kcps, reader)
         .with_config(
             kube::runtime::controller::Config::default().concurrency(ctx.cfg.concurrency.max(1)),
         )
@@ -119,11 +157,12 @@ fn watches(ctx: &Arc<Ctx>) -> Controller<KamajiControlPlane> {
     let secrets = scope.typed::<PartialObjectMeta<Secret>>();
     controller = controller.watches(secrets, wc.clone(), |s| secret_kcps(s.meta()).into_iter());
 
-    // Clusters: map to the KCP named by spec.controlPlaneRef, remembering the pair.
+    // Clusters: map to the KCP they own (learnt by the reconcile from the KCP's ownerReference;
+    // a KCP is reconciled when it gets that ownerReference, so nothing is missed before).
     let ctx_c = ctx.clone();
-    let clusters = scope.dynamic::<DynamicObject>(&disc.cluster);
+    let clusters = scope.dynamic::<PartialObjectMeta<DynamicObject>>(&disc.cluster);
     controller = controller.watches_with(clusters, disc.cluster.clone(), wc.clone(), move |c| {
-        cluster_kcp(&ctx_c, &c).into_iter()
+        cluster_kcp(&ctx_c, c.meta()).into_iter()
     });
 
     // Infrastructure clusters: map through their Cluster (ownerReference or label).
@@ -164,19 +203,16 @@ fn secret_kcps(m: &kube::core::ObjectMeta) -> Vec<ObjectRef<KamajiControlPlane>>
     out
 }
 
-/// A Cluster's KCP (its `spec.controlPlaneRef`), remembered for [`infra_kcp`].
-fn cluster_kcp(ctx: &Ctx, c: &DynamicObject) -> Option<ObjectRef<KamajiControlPlane>> {
-    let ns = c.namespace().unwrap_or_default();
-    let r = &c.data["spec"]["controlPlaneRef"];
-    let kind_ok = r["kind"] == "KamajiControlPlane";
-    let name = r["name"].as_str().unwrap_or_default().to_string();
-    if !kind_ok || name.is_empty() {
-        return None;
-    }
-    if let Ok(mut m) = ctx.clusters.lock() {
-        m.insert((ns.clone(), c.name_any()), name.clone());
-    }
-    Some(ObjectRef::new(&name).within(&ns))
+/// A Cluster's KCP, as the reconcile learnt it from the KCP's ownerReference.
+fn cluster_kcp(ctx: &Ctx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<KamajiControlPlane>> {
+    let ns = m.namespace.clone().unwrap_or_default();
+    let name = m.name.clone().unwrap_or_default();
+    let kcp = ctx
+        .clusters
+        .lock()
+        .ok()
+        .and_then(|idx| idx.get(&(ns.clone(), name)).cloned())?;
+    Some(ObjectRef::new(&kcp).within(&ns))
 }
 
 /// An infrastructure cluster's KCP, through its Cluster (ownerReference, else the cluster-name
