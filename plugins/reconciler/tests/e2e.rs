@@ -712,3 +712,66 @@ async fn an_idle_reconciler_makes_no_api_requests() {
         "reconciles while idle"
     );
 }
+
+/// Issue 18: a ClusterUpgrade of a cluster whose control plane is a KamajiControlPlane. The
+/// plan's one step patches the KCP, whose own controller steps the TenantControlPlane; Kamaji is
+/// played (Ready at the new version) and the ClusterUpgrade succeeds. The KCP's resource is found
+/// in its group although the group's preferred version (KubeadmControlPlane's v1beta2, where
+/// CAPI's CRDs are installed) does not serve it: `make demo` hung on that.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_upgrade_of_a_kamaji_control_plane() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-cu").await;
+    install_our_crds(&c).await;
+    let ops: Vec<Value> = kcore::ops::crds()
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    install_crds(&c, &ops).await;
+    cluster_with_kcp(
+        &c,
+        &ns,
+        "v1beta2",
+        "cu",
+        "cu",
+        None,
+        net(),
+        json!({"version": "v1.33.0"}),
+    )
+    .await;
+    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "cu")).await;
+    kamaji_publish(&c, &ns, "cu", "10.0.0.8:6443", "v1.33.0", "Ready", 2).await;
+    wait_for(60, "ready at v1.33.0", Some(&r), || async {
+        let k = get(&c, &ns, &kcp_ar(V), "cu").await?;
+        (k["status"]["ready"] == json!(true)).then_some(())
+    })
+    .await;
+    let cu_ar = kube::discovery::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("ops.capi-kamaji.io", "v1alpha1", "ClusterUpgrade"),
+        "clusterupgrades",
+    );
+    let cus: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(c.clone(), &ns, &cu_ar);
+    let cu = kube::api::DynamicObject::new("cu", &cu_ar)
+        .within(&ns)
+        .data(json!({"spec": {"clusterName": "cu", "version": "v1.34.0"}}));
+    cus.create(&Default::default(), &cu).await.unwrap();
+    wait_for(60, "the KCP patched to v1.34.0", Some(&r), || async {
+        let k = get(&c, &ns, &kcp_ar(V), "cu").await?;
+        (k["spec"]["version"] == "v1.34.0").then_some(())
+    })
+    .await;
+    kamaji_version(&c, &ns, "cu", "v1.34.0", "Ready").await;
+    wait_for(90, "the ClusterUpgrade to succeed", Some(&r), || async {
+        let o = cus.get("cu").await.ok()?;
+        (o.data["status"]["phase"] == "Succeeded").then_some(())
+    })
+    .await;
+    let o = cus.get("cu").await.unwrap();
+    assert_eq!(
+        o.data["status"]["plan"][0]["target"],
+        "KamajiControlPlane/cu"
+    );
+    assert_eq!(o.data["status"]["progress"], "1/1");
+}

@@ -52,7 +52,7 @@ pub fn step_reached(
         format!(
             "runs {}, {}/{desired} up to date, {} ready",
             observed
-                .map(|v| format!("v{v}"))
+                .map(|v| v.to_string())
                 .unwrap_or_else(|| "?".into()),
             r.up_to_date.unwrap_or(0),
             r.ready.unwrap_or(0)

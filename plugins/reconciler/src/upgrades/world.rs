@@ -43,7 +43,14 @@ pub(super) async fn resource(
             .into_iter()
             .find(|(r, _)| r.kind == kind)
             .map(|(r, _)| r),
-        None => g.recommended_kind(kind).map(|(r, _)| r),
+        // The kind at its most stable served version: the group's preferred version is
+        // decided across all its kinds (KubeadmControlPlane's v1beta2 in
+        // controlplane.cluster.x-k8s.io), which may not serve this one (KamajiControlPlane).
+        None => g
+            .resources_by_stability()
+            .into_iter()
+            .find(|(r, _)| r.kind == kind)
+            .map(|(r, _)| r),
     }
     .ok_or_else(|| Error::Other(format!("{kind}.{group} is not served")))?;
     if let Ok(mut m) = ctx.resources.lock() {
