@@ -19,6 +19,7 @@ use shared::error::Error;
 use shared::render::{self};
 
 use crate::common::{self, DryRun};
+use crate::spec_flags::{ControlPlaneFlags, InfraFlags, MachineFlags};
 
 mod apply;
 mod preflight;
@@ -28,8 +29,8 @@ mod wait;
 pub(crate) use apply::apply_objects;
 use apply::{apply, print_client_dry_run};
 use preflight::{check_datastore, check_endpoint_unused, cluster_class};
+pub(crate) use spec::spec_from;
 use spec::{cni_choice, download_calico};
-pub(crate) use spec::{parse_selector, read_values, spec_from};
 pub(crate) use versions::versions;
 use wait::wait_ready;
 
@@ -82,75 +83,15 @@ pub struct Args {
     /// API server port (default 6443)
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
-    /// Addons Kamaji installs: coredns,kube-proxy,konnectivity (default all), or none
-    #[arg(long, value_name = "LIST")]
-    pub addons: Option<String>,
-    /// Admission controllers to enable (comma separated, e.g. NodeRestriction,PodSecurity)
-    #[arg(
-        long = "admission-controllers",
-        value_name = "LIST",
-        value_delimiter = ','
-    )]
-    pub admission_controllers: Vec<String>,
-    /// Extra kube-apiserver argument KEY=VALUE (repeatable)
-    #[arg(long = "apiserver-arg", value_name = "KEY=VALUE")]
-    pub apiserver_args: Vec<String>,
-    /// Extra kube-controller-manager argument KEY=VALUE (repeatable)
-    #[arg(long = "controller-manager-arg", value_name = "KEY=VALUE")]
-    pub controller_manager_args: Vec<String>,
-    /// Extra kube-scheduler argument KEY=VALUE (repeatable)
-    #[arg(long = "scheduler-arg", value_name = "KEY=VALUE")]
-    pub scheduler_args: Vec<String>,
-    /// KamajiControlPlane fields from a YAML file (flags win); `-` reads stdin
-    #[arg(long = "from-file", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
-    pub from_file: Option<PathBuf>,
-    /// Workers: OpenStack flavor, AWS instance type, KubeVirt CORESxMEMORY (e.g. 2x4Gi)
-    #[arg(long, value_name = "FLAVOR", help_heading = "Infrastructure")]
-    pub flavor: Option<String>,
-    /// Workers: OpenStack image name, AWS AMI id, KubeVirt container disk, Metal3 image URL
-    #[arg(long, value_name = "IMAGE", help_heading = "Infrastructure")]
-    pub image: Option<String>,
+    #[command(flatten)]
+    pub control_plane: ControlPlaneFlags,
+    #[command(flatten)]
+    pub machine: MachineFlags,
     /// Metal3: image checksum (URL or SHA-256)
     #[arg(long, value_name = "CHECKSUM", help_heading = "Infrastructure")]
     pub image_checksum: Option<String>,
-    /// OpenStack: network name of the workers
-    #[arg(long, value_name = "NETWORK", help_heading = "Infrastructure")]
-    pub network: Option<String>,
-    /// OpenStack, AWS: SSH key name for the workers
-    #[arg(long, value_name = "KEY", help_heading = "Infrastructure")]
-    pub ssh_key: Option<String>,
-    /// AWS: region
-    #[arg(long, value_name = "REGION", help_heading = "Infrastructure")]
-    pub region: Option<String>,
-    /// OpenStack: cloud name in clouds.yaml (default openstack)
-    #[arg(long, value_name = "CLOUD", help_heading = "Infrastructure")]
-    pub cloud_name: Option<String>,
-    /// OpenStack: Secret with clouds.yaml (default NAME-cloud-config)
-    #[arg(long, value_name = "SECRET", help_heading = "Infrastructure")]
-    pub identity_secret: Option<String>,
-    /// OpenStack: Secret whose key cloud.conf the workers get as /etc/kubernetes/cloud.conf (kubelet --cloud-config)
-    #[arg(long, value_name = "SECRET", help_heading = "Infrastructure")]
-    pub cloud_conf_secret: Option<String>,
-    /// OpenStack: key of that Secret holding the cloud's CA, written to /etc/certs/cacert on the workers
-    #[arg(long, value_name = "KEY", help_heading = "Infrastructure")]
-    pub cloud_ca_key: Option<String>,
-    /// BYOH: labels a host needs to become a worker (KEY=VALUE, comma separated)
-    #[arg(
-        long = "host-selector",
-        value_name = "KEY=VALUE",
-        value_delimiter = ',',
-        help_heading = "Infrastructure"
-    )]
-    pub host_selector: Vec<String>,
-    /// BYOH: OCI repository of the Kubernetes installer bundles, written to the K8sInstallerConfigTemplate (default projects.registry.vmware.com/cluster_api_provider_bringyourownhost)
-    #[arg(long, value_name = "REPO", help_heading = "Infrastructure")]
-    pub bundle_repo: Option<String>,
-    /// BYOH: installer bundle type (default k8s)
-    #[arg(long, value_name = "TYPE", help_heading = "Infrastructure")]
-    pub bundle_type: Option<String>,
-    /// BYOH: the hosts have Kubernetes pre-installed (agents run with --skip-installation): no installer template
-    #[arg(long, help_heading = "Infrastructure")]
-    pub preinstalled_hosts: bool,
+    #[command(flatten)]
+    pub infra: InfraFlags,
     /// kube-proxy's mode in the workload cluster: iptables (Kamaji's kube-proxy addon, as without this flag), ipvs or nftables (Kubernetes v1.31 or later; both need --service-address)
     ///
     /// Kamaji v1.0.0's TenantControlPlane cannot set a mode, so ipvs and nftables turn Kamaji's kube-proxy addon off and Cluster API installs kube-proxy through a ClusterResourceSet, NAME-kube-proxy, matched by the Cluster's kube-proxy-mode label: a ServiceAccount, a ClusterRoleBinding to system:node-proxier, a ConfigMap (KubeProxyConfiguration mode and a kubeconfig for --service-address:--port) and a DaemonSet, all named capi-kube-proxy in kube-system (Kamaji deletes objects named kube-proxy while its addon is off), running registry.k8s.io/kube-proxy at --kubernetes-version (the --from-file addons.kubeProxy image fields still apply). It is applied once: after an upgrade, set the DaemonSet's image yourself (kube-proxy may lag the control plane by three minors). ipvs needs the ip_vs, ip_vs_rr, ip_vs_wrr, ip_vs_sh and nf_conntrack kernel modules and ipset on the worker hosts; loading them is the hosts' job. kube-proxy v1.35 deprecates ipvs in favour of nftables. `kubectl kamaji delete` removes the ClusterResourceSet and its ConfigMap with the cluster.

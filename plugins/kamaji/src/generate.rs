@@ -4,17 +4,16 @@
 //! `kubectl capi generate` prints), or server-side applied with `--apply`. Clusters of the class:
 //! `kubectl kamaji create NAME --class CLASS`. Builder: `kcore::build::kamaji::build_class`.
 
-use std::path::PathBuf;
-
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{KubeFlags, OutputFlags, OutputFormat};
-use shared::build::kamaji::{self, Addon, CreateSpec, Infrastructure};
+use shared::build::kamaji::{self, CreateSpec, Infrastructure};
 use shared::discovery::{CONTROLPLANE_GROUP, ServerApis};
 use shared::error::Error;
 use shared::render;
 
 use crate::common::DryRun;
-use crate::create::{apply_objects, parse_selector, read_values, versions};
+use crate::create::{apply_objects, versions};
+use crate::spec_flags::{ControlPlaneFlags, InfraFlags, MachineFlags, base_spec};
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
@@ -35,6 +34,18 @@ pub enum What {
   kubectl kamaji generate clusterclass kamaji-os --infrastructure openstack --flavor m1.large --image ubuntu-2404 > class.yaml
 Then: kubectl kamaji create c1 --class kamaji-byoh --kubernetes-version v1.35.0 --workers 2 --service-address 10.0.0.5
 The control plane of each cluster is named after the cluster; --service-address fills the class's controlPlaneAddress variable.")]
+// The flags shared with `create` (crate::spec_flags), worded for a class: its template, no
+// Metal3, shorter infrastructure texts.
+#[command(
+    mut_arg("admission_controllers", |a| a.help("Admission controllers to enable (comma separated)")),
+    mut_arg("from_file", |a| a.help("KamajiControlPlaneTemplate fields from a YAML file (flags win); `-` reads stdin")),
+    mut_arg("flavor", |a| a.help("Workers: OpenStack flavor, AWS instance type, KubeVirt CORESxMEMORY")),
+    mut_arg("image", |a| a.help("Workers: OpenStack image name, AWS AMI id, KubeVirt container disk")),
+    mut_arg("cloud_conf_secret", |a| a.help("OpenStack: Secret whose key cloud.conf the workers get as /etc/kubernetes/cloud.conf")),
+    mut_arg("cloud_ca_key", |a| a.help("OpenStack: key of that Secret holding the cloud's CA, written to /etc/certs/cacert")),
+    mut_arg("bundle_repo", |a| a.help("BYOH: OCI repository of the Kubernetes installer bundles")),
+    mut_arg("preinstalled_hosts", |a| a.help("BYOH: the hosts have Kubernetes pre-installed: no installer template"))
+)]
 pub struct ClassArgs {
     /// The ClusterClass name (also its templates')
     #[arg(value_name = "NAME")]
@@ -51,72 +62,12 @@ pub struct ClassArgs {
     /// Extra subject alternative names of the API server certificates (comma separated)
     #[arg(long = "cert-san", value_name = "SAN", value_delimiter = ',')]
     pub cert_sans: Vec<String>,
-    /// Addons Kamaji installs: coredns,kube-proxy,konnectivity (default all), or none
-    #[arg(long, value_name = "LIST")]
-    pub addons: Option<String>,
-    /// Admission controllers to enable (comma separated)
-    #[arg(
-        long = "admission-controllers",
-        value_name = "LIST",
-        value_delimiter = ','
-    )]
-    pub admission_controllers: Vec<String>,
-    /// Extra kube-apiserver argument KEY=VALUE (repeatable)
-    #[arg(long = "apiserver-arg", value_name = "KEY=VALUE")]
-    pub apiserver_args: Vec<String>,
-    /// Extra kube-controller-manager argument KEY=VALUE (repeatable)
-    #[arg(long = "controller-manager-arg", value_name = "KEY=VALUE")]
-    pub controller_manager_args: Vec<String>,
-    /// Extra kube-scheduler argument KEY=VALUE (repeatable)
-    #[arg(long = "scheduler-arg", value_name = "KEY=VALUE")]
-    pub scheduler_args: Vec<String>,
-    /// KamajiControlPlaneTemplate fields from a YAML file (flags win); `-` reads stdin
-    #[arg(long = "from-file", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
-    pub from_file: Option<PathBuf>,
-    /// Workers: OpenStack flavor, AWS instance type, KubeVirt CORESxMEMORY
-    #[arg(long, value_name = "FLAVOR", help_heading = "Infrastructure")]
-    pub flavor: Option<String>,
-    /// Workers: OpenStack image name, AWS AMI id, KubeVirt container disk
-    #[arg(long, value_name = "IMAGE", help_heading = "Infrastructure")]
-    pub image: Option<String>,
-    /// OpenStack: network name of the workers
-    #[arg(long, value_name = "NETWORK", help_heading = "Infrastructure")]
-    pub network: Option<String>,
-    /// OpenStack, AWS: SSH key name for the workers
-    #[arg(long, value_name = "KEY", help_heading = "Infrastructure")]
-    pub ssh_key: Option<String>,
-    /// AWS: region
-    #[arg(long, value_name = "REGION", help_heading = "Infrastructure")]
-    pub region: Option<String>,
-    /// OpenStack: cloud name in clouds.yaml (default openstack)
-    #[arg(long, value_name = "CLOUD", help_heading = "Infrastructure")]
-    pub cloud_name: Option<String>,
-    /// OpenStack: Secret with clouds.yaml (default NAME-cloud-config)
-    #[arg(long, value_name = "SECRET", help_heading = "Infrastructure")]
-    pub identity_secret: Option<String>,
-    /// OpenStack: Secret whose key cloud.conf the workers get as /etc/kubernetes/cloud.conf
-    #[arg(long, value_name = "SECRET", help_heading = "Infrastructure")]
-    pub cloud_conf_secret: Option<String>,
-    /// OpenStack: key of that Secret holding the cloud's CA, written to /etc/certs/cacert
-    #[arg(long, value_name = "KEY", help_heading = "Infrastructure")]
-    pub cloud_ca_key: Option<String>,
-    /// BYOH: labels a host needs to become a worker (KEY=VALUE, comma separated)
-    #[arg(
-        long = "host-selector",
-        value_name = "KEY=VALUE",
-        value_delimiter = ',',
-        help_heading = "Infrastructure"
-    )]
-    pub host_selector: Vec<String>,
-    /// BYOH: OCI repository of the Kubernetes installer bundles
-    #[arg(long, value_name = "REPO", help_heading = "Infrastructure")]
-    pub bundle_repo: Option<String>,
-    /// BYOH: installer bundle type (default k8s)
-    #[arg(long, value_name = "TYPE", help_heading = "Infrastructure")]
-    pub bundle_type: Option<String>,
-    /// BYOH: the hosts have Kubernetes pre-installed: no installer template
-    #[arg(long, help_heading = "Infrastructure")]
-    pub preinstalled_hosts: bool,
+    #[command(flatten)]
+    pub control_plane: ControlPlaneFlags,
+    #[command(flatten)]
+    pub machine: MachineFlags,
+    #[command(flatten)]
+    pub infra: InfraFlags,
     /// Server-side apply the objects instead of printing them
     #[arg(long)]
     pub apply: bool,
@@ -151,26 +102,7 @@ fn spec_from(a: &ClassArgs, namespace: &str) -> Result<CreateSpec, Error> {
         datastore: a.datastore.clone(),
         service_type: a.service_type.clone(),
         cert_sans: a.cert_sans.clone(),
-        addons: a.addons.as_deref().map(Addon::parse_list).transpose()?,
-        admission_controllers: a.admission_controllers.clone(),
-        apiserver_args: a.apiserver_args.clone(),
-        controller_manager_args: a.controller_manager_args.clone(),
-        scheduler_args: a.scheduler_args.clone(),
-        values: a.from_file.as_ref().map(read_values).transpose()?,
-        flavor: a.flavor.clone(),
-        image: a.image.clone(),
-        network: a.network.clone(),
-        ssh_key: a.ssh_key.clone(),
-        region: a.region.clone(),
-        cloud_name: a.cloud_name.clone(),
-        identity_secret: a.identity_secret.clone(),
-        cloud_conf_secret: a.cloud_conf_secret.clone(),
-        cloud_ca_key: a.cloud_ca_key.clone(),
-        host_selector: parse_selector(&a.host_selector)?,
-        bundle_repo: a.bundle_repo.clone(),
-        bundle_type: a.bundle_type.clone(),
-        preinstalled_hosts: a.preinstalled_hosts,
-        ..CreateSpec::default()
+        ..base_spec(&a.control_plane, &a.machine, &a.infra)?
     })
 }
 

@@ -15,6 +15,7 @@ mod install;
 mod kubeconfig;
 mod list;
 mod scale;
+mod spec_flags;
 mod status;
 mod token;
 mod upgrade;

@@ -1,37 +1,16 @@
-//! `create`'s flags read into a [`CreateSpec`]: the values file, the network plugin (read or
-//! downloaded) and the host selector.
+//! `create`'s flags read into a [`CreateSpec`]: the network plugin (read or downloaded); the
+//! flags it shares with `generate clusterclass` through [`base_spec`].
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::Value;
 use shared::build::cni::{self, CniKind, CniManifest};
-use shared::build::kamaji::{Addon, CreateSpec, Infrastructure};
+use shared::build::kamaji::{CreateSpec, Infrastructure};
 use shared::build::kube_proxy::KubeProxyMode;
 use shared::error::Error;
 
 use super::Args;
-
-pub(crate) fn read_values(path: &PathBuf) -> Result<Value, Error> {
-    let text = if path.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())
-    } else {
-        std::fs::read_to_string(path)
-    }
-    .map_err(|e| Error::Usage {
-        message: format!("cannot read --from-file {}: {e}", path.display()),
-        hint: Some("check the path".into()),
-    })?;
-    serde_saphyr::from_str::<Value>(&text).map_err(|e| Error::Usage {
-        message: format!(
-            "--from-file {} is not valid YAML: {}",
-            path.display(),
-            e.to_string().lines().next().unwrap_or_default()
-        ),
-        hint: Some("fix the YAML and run again".into()),
-    })
-}
+use crate::spec_flags::base_spec;
 
 /// Reads `--cni-manifest FILE`, refusing files above the size `create` accepts.
 fn read_cni_manifest(path: &PathBuf) -> Result<CniManifest, Error> {
@@ -102,18 +81,6 @@ pub(super) async fn download_calico() -> Result<CniManifest, Error> {
     })
 }
 
-pub(crate) fn parse_selector(pairs: &[String]) -> Result<BTreeMap<String, String>, Error> {
-    let mut out = BTreeMap::new();
-    for p in pairs {
-        let (k, v) = p.split_once('=').ok_or_else(|| Error::Usage {
-            message: format!("invalid --host-selector {p:?}"),
-            hint: Some("use KEY=VALUE, e.g. --host-selector site=ams".into()),
-        })?;
-        out.insert(k.trim().to_string(), v.trim().to_string());
-    }
-    Ok(out)
-}
-
 /// The create spec from the flags (no I/O but the values file).
 pub(crate) fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Error> {
     let infrastructure = args
@@ -121,13 +88,11 @@ pub(crate) fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Erro
         .as_deref()
         .map(Infrastructure::parse)
         .transpose()?;
-    let addons = args.addons.as_deref().map(Addon::parse_list).transpose()?;
     let kube_proxy_mode = args
         .kube_proxy_mode
         .as_deref()
         .map(KubeProxyMode::parse)
         .transpose()?;
-    let values = args.from_file.as_ref().map(read_values).transpose()?;
     cni_choice(args)?;
     let cni = args
         .cni_manifest
@@ -148,32 +113,14 @@ pub(crate) fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Erro
         pod_cidrs: args.pod_cidrs.clone(),
         service_cidrs: args.service_cidrs.clone(),
         port: args.port,
-        addons,
-        admission_controllers: args.admission_controllers.clone(),
-        apiserver_args: args.apiserver_args.clone(),
-        controller_manager_args: args.controller_manager_args.clone(),
-        scheduler_args: args.scheduler_args.clone(),
-        flavor: args.flavor.clone(),
-        image: args.image.clone(),
         image_checksum: args.image_checksum.clone(),
-        network: args.network.clone(),
-        ssh_key: args.ssh_key.clone(),
-        region: args.region.clone(),
-        cloud_name: args.cloud_name.clone(),
-        identity_secret: args.identity_secret.clone(),
-        cloud_conf_secret: args.cloud_conf_secret.clone(),
-        cloud_ca_key: args.cloud_ca_key.clone(),
-        host_selector: parse_selector(&args.host_selector)?,
-        bundle_repo: args.bundle_repo.clone(),
-        bundle_type: args.bundle_type.clone(),
-        preinstalled_hosts: args.preinstalled_hosts,
         cni,
         kube_proxy_mode,
         cni_none_explicit: args
             .cni
             .as_deref()
             .is_some_and(|c| c.trim().eq_ignore_ascii_case("none")),
-        values,
         class: args.class.clone(),
+        ..base_spec(&args.control_plane, &args.machine, &args.infra)?
     })
 }
