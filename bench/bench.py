@@ -39,6 +39,7 @@ DESCRIBE_SIZES = [int(x) for x in os.environ.get(
 KCPS = env_int("BENCH_KCPS", 1000, 100)
 IDLE_SECONDS = env_int("BENCH_IDLE_SECONDS", 60, 10)
 LATENCY_SAMPLES = env_int("BENCH_LATENCY_SAMPLES", 100, 20)
+UPGRADES = env_int("BENCH_UPGRADES", 100, 20)
 FLEET_NS = "bench"
 
 # (benchmark, ours, reference, ratio, target, our peak RSS, reference peak RSS)
@@ -219,6 +220,7 @@ def main():
         per_cluster(env, kubectl, capi, clusterctl, f"{HOSTS} hosts and {MACHINES} machines elsewhere", alone)
         fleet_verbs(env, kubectl, capi)
         reconciler_bench(env, sandbox, work)
+        upgrades_bench(env, sandbox, work)
         stop(sbx)
         # Each controller alone on a fresh v1beta1 sandbox of its own. It takes about 6 minutes even
         # at 100 KCPs (two sandboxes, CACPPK's 20 requests/s), so BENCH_QUICK skips it.
@@ -383,6 +385,101 @@ current-context: s
                  "-", "-", "-", "-"))
     rows.append((f"kamaji-reconciler API requests in {IDLE_SECONDS} idle s", str(idle), "0", "-",
                  "= 0: " + ("met" if idle == 0 else "MISSED"), "-", "-"))
+
+
+def upgrades_bench(env, sandbox, work):
+    """kamaji-reconciler carrying out BENCH_UPGRADES ClusterUpgrades (issue 18), each two minors
+    of a Cluster whose KubeadmControlPlane is PLAYED (status mirrors spec, as the
+    KubeadmControlPlane provider reports a finished rollout; no machines), next to the
+    KamajiControlPlanes of reconciler_bench: a fresh reconciler, all upgrades created at once, then
+    its peak RSS and its requests in BENCH_IDLE_SECONDS idle seconds once every one succeeded."""
+    import threading
+    log(f"reconciler: {UPGRADES} ClusterUpgrades")
+    for p in list(procs):
+        if p.args and str(p.args[0]).endswith("kamaji-reconciler") and p.poll() is None:
+            stop(p)
+    kubectl = shutil.which("kubectl")
+    subprocess.run([kubectl, "wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/clusterupgrades.ops.capi-kamaji.io"], env=env, check=True, stdout=subprocess.DEVNULL)
+    ns = "bench-cu"
+    subprocess.run([kubectl, "create", "namespace", ns], env=env, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    api = Api(env, work, "upgrades")
+    names = [f"u{i:03d}" for i in range(UPGRADES)]
+    kubectl_apply_list(env, [{
+        "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+        "metadata": {"name": n, "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": n}},
+        "spec": {"replicas": 1, "version": "v1.33.4",
+                 "machineTemplate": {"spec": {"infrastructureRef": {
+                     "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ByoMachineTemplate", "name": n}}},
+                 "kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"local": {"dataDir": "/var/lib/etcd"}}}}},
+    } for n in names])
+    kubectl_apply_list(env, [{
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": n, "namespace": ns},
+        "spec": {"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io",
+                                     "kind": "KubeadmControlPlane", "name": n}},
+    } for n in names])
+    kcp_path = f"/apis/controlplane.cluster.x-k8s.io/v1beta2/namespaces/{ns}/kubeadmcontrolplanes"
+    stop_play = threading.Event()
+
+    def play():
+        # PLAYED KubeadmControlPlane provider: a rollout finishes as soon as it is asked for.
+        while not stop_play.is_set():
+            try:
+                items = api.req("GET", kcp_path)["items"]
+            except Failed:
+                items = []
+            todo = [k for k in items if k.get("status", {}).get("version") != k["spec"]["version"]]
+            parallel(lambda k: api.merge_status(f"{kcp_path}/{k['metadata']['name']}", {
+                "version": k["spec"]["version"], "replicas": 1, "readyReplicas": 1, "upToDateReplicas": 1,
+                "availableReplicas": 1, "observedGeneration": k["metadata"]["generation"]}), todo)
+            time.sleep(0.2)
+
+    player = threading.Thread(target=play, daemon=True)
+    player.start()
+    token_kc = os.path.join(work, "reconciler.kubeconfig")
+    rec = subprocess.Popen([os.path.join(REL, "kamaji-reconciler"), "--kubeconfig", token_kc,
+                            "--metrics-bind-address", "0"],
+                           stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "upgrades.log"), "w"))
+    procs.append(rec)
+    time.sleep(2)
+    started = time.monotonic()
+    kubectl_apply_list(env, [{
+        "apiVersion": "ops.capi-kamaji.io/v1alpha1", "kind": "ClusterUpgrade",
+        "metadata": {"name": n, "namespace": ns},
+        "spec": {"clusterName": n, "version": "v1.35.2"},
+    } for n in names])
+    cu_path = f"/apis/ops.capi-kamaji.io/v1alpha1/namespaces/{ns}/clusterupgrades"
+    deadline = time.monotonic() + 900
+    done = 0
+    while time.monotonic() < deadline and rec.poll() is None:
+        items = api.req("GET", cu_path)["items"]
+        done = sum(1 for c in items if c.get("status", {}).get("phase") == "Succeeded")
+        if done == len(names):
+            break
+        time.sleep(1)
+    took = time.monotonic() - started
+    stop_play.set()
+    player.join()
+    if done != len(names):
+        rows.append((f"kamaji-reconciler, {UPGRADES} ClusterUpgrades", "-", f"{done} done", "-",
+                     "MISSED: not all succeeded (see upgrades.log)", "-", "-"))
+        stop(rec)
+        return
+    wait_quiet(sandbox, limit=300)
+    before = audit_count(sandbox)
+    time.sleep(IDLE_SECONDS)
+    idle = audit_count(sandbox) - before
+    with open(f"/proc/{rec.pid}/status") as f:
+        hwm = [int(l.split()[1]) for l in f if l.startswith("VmHWM:")][0]
+    stop(rec)
+    rows.append((f"kamaji-reconciler, {UPGRADES} two-minor ClusterUpgrades completed ({KCPS} KCPs too): peak RSS",
+                 f"{hwm / 1024:.1f} MiB", "-", "-", "-", fmt_kib(hwm), "-"))
+    rows.append((f"kamaji-reconciler, {UPGRADES} ClusterUpgrades: time to complete all", fmt_s(took), "-", "-",
+                 "-", "-", "-"))
+    rows.append((f"kamaji-reconciler, {UPGRADES} ClusterUpgrades done: requests in {IDLE_SECONDS} idle s",
+                 str(idle), "0", "-", "= 0: " + ("met" if idle == 0 else "MISSED"), "-", "-"))
 
 
 # ---- kamaji-reconciler against CACPPK v0.11.0 on a CAPI v1beta1 (1.10-shaped) management cluster ----
