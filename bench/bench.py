@@ -9,7 +9,7 @@ and stops everything it started, even on Ctrl-C.
 
 Sizes: BENCH_HOSTS and BENCH_MACHINES (the fleet, 10,000 each), BENCH_DESCRIBE_MACHINES (the
 described clusters, "1000,5000"), BENCH_KCPS (1,000), BENCH_RUNS (5), BENCH_IDLE_SECONDS (60),
-BENCH_LATENCY_SAMPLES (100 ready latencies). BENCH_QUICK=1 shrinks them all (a run of a few
+BENCH_LATENCY_SAMPLES (100 ready latencies), BENCH_UPGRADES (100 ClusterUpgrades). BENCH_QUICK=1 shrinks them all (a run of a few
 minutes, for development). `bench.py providers` runs only kamaji-reconciler against CACPPK v0.11.0.
 """
 import json
