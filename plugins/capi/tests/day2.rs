@@ -857,21 +857,27 @@ async fn md_ready(client: &Client, ns: &str, name: &str, replicas: i64) -> bool 
         && md.data["status"]["replicas"].as_i64() == Some(replicas)
 }
 
+/// The cluster `up` of the upgrade tests, its one worker ready: 3 worker hosts (2 spare), 2
+/// control-plane hosts registered, and the players of `play`.
+async fn upgradable_cluster(tb: &Testbed, client: &Client, ns: &str) -> Players {
+    let workers = pool(ns, "w", 3, "worker");
+    register_then_stop(tb, client, pool(ns, "c", 2, "control-plane")).await;
+    let players = play(tb, client, ns, workers);
+    make_cluster(client, ns, "up", 1, &tb.kubeconfig).await;
+    eventually("the worker ready", Duration::from_secs(120), || {
+        let (c, n) = (client.clone(), ns.to_string());
+        async move { md_ready(&c, &n, "up-md-0", 1).await }
+    })
+    .await;
+    players
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     let _turn = TURN.lock().await;
     let tb = testbed::shared_real();
     let (client, ns) = tb.namespace("upgrade").await;
-    let workers = pool(&ns, "w", 3, "worker");
-    let cps = pool(&ns, "c", 2, "control-plane");
-    register_then_stop(tb, &client, cps).await;
-    let _players = play(tb, &client, &ns, workers);
-    make_cluster(&client, &ns, "up", 1, &tb.kubeconfig).await;
-    eventually("the worker ready", Duration::from_secs(120), || {
-        let (c, n) = (client.clone(), ns.clone());
-        async move { md_ready(&c, &n, "up-md-0", 1).await }
-    })
-    .await;
+    let _players = upgradable_cluster(tb, &client, &ns).await;
 
     // The plan: minor by minor, control plane first, then the deployment.
     let o = run(
@@ -1496,16 +1502,7 @@ async fn upgrade_runs_in_the_reconciler() {
     let _turn = TURN.lock().await;
     let tb = testbed::shared_real();
     let (client, ns) = tb.namespace("cu").await;
-    let workers = pool(&ns, "w", 3, "worker");
-    let cps = pool(&ns, "c", 2, "control-plane");
-    register_then_stop(tb, &client, cps).await;
-    let _players = play(tb, &client, &ns, workers);
-    make_cluster(&client, &ns, "up", 1, &tb.kubeconfig).await;
-    eventually("the worker ready", Duration::from_secs(120), || {
-        let (c, n) = (client.clone(), ns.clone());
-        async move { md_ready(&c, &n, "up-md-0", 1).await }
-    })
-    .await;
+    let _players = upgradable_cluster(tb, &client, &ns).await;
     install_crds(&client).await;
     let log = tb.dir.join(format!("reconciler-{ns}.log"));
     let mut rec = Some(Reconciler::start(tb, &ns, &log));
