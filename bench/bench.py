@@ -311,18 +311,7 @@ def fleet_verbs(env, kubectl, capi):
 def reconciler_bench(env, sandbox, work):
     log(f"reconciler: {KCPS} KamajiControlPlanes")
     token_kc = os.path.join(work, "reconciler.kubeconfig")
-    with open(env["KUBECONFIG"]) as f:
-        admin = f.read()
-    server = open(os.path.join(sandbox, "ready")).read().strip()
-    ca = [l.split(":", 1)[1].strip() for l in admin.splitlines() if "certificate-authority-data" in l][0]
-    with open(token_kc, "w") as f:
-        f.write(f"""apiVersion: v1
-kind: Config
-clusters: [{{name: s, cluster: {{server: "{server}", certificate-authority-data: {ca}}}}}]
-users: [{{name: reconciler, user: {{token: testbed-reconciler-token}}}}]
-contexts: [{{name: s, context: {{cluster: s, user: reconciler}}}}]
-current-context: s
-""")
+    token_kubeconfig(env, sandbox, token_kc)
     # Our CRDs, then KCPS Clusters, each owning a KamajiControlPlane (as CAPI would set it).
     crds = subprocess.run([os.path.join(REL, "kamaji-reconciler"), "--print-crds"], check=True,
                           capture_output=True, text=True).stdout
