@@ -120,6 +120,37 @@ const LOCAL: &[Case] = &[
         "invalid value 'sometimes'",
     ),
     case(&["upgrade", "c1"], 2, "--to <VERSION>"),
+    // Issue 18: fleet flags and the verbs on an upgrade under way.
+    case(
+        &["upgrade", "c1", "--canary", "1"],
+        2,
+        "--selector <SELECTOR>",
+    ),
+    case(
+        &["upgrade", "-l", "a in (", "--to", "v1.35.0"],
+        2,
+        "unbalanced",
+    ),
+    case(&["upgrade", "--to", "v1.35.0"], 2, "needs a cluster"),
+    case(
+        &[
+            "upgrade",
+            "-l",
+            "env=x",
+            "--to",
+            "v1.35.0",
+            "--max-parallel",
+            "0",
+        ],
+        2,
+        "0 is not in 1..=1000",
+    ),
+    case(
+        &["upgrade", "pause"],
+        2,
+        "required arguments were not provided",
+    ),
+    case(&["upgrade", "cancel", "c1?"], 2, "not a valid cluster name"),
     case(&["upgrade", "c1", "--to", "1.35.0"], 2, "must start with v"),
     case(
         &["upgrade", "c1", "--to", "v1.99999999999.0", "--plan"],
