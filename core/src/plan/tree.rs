@@ -22,8 +22,10 @@
 //! Machine and MachineGroup rows).
 
 mod builder;
+mod details;
 mod machines;
 
+pub use details::machines_needing_details;
 use serde::Serialize;
 use serde_json::Value;
 

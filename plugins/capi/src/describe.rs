@@ -10,6 +10,7 @@ use shared::discovery::{CapiVersion, ServerApis};
 use shared::error::Error;
 use shared::plan::tree::{
     ConditionView, Layout, ObjectTree, TreeInput, TreeNode, TreeOptions, build_tree,
+    machines_needing_details,
 };
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
@@ -17,7 +18,7 @@ use crate::fleet;
 
 mod fetch;
 
-use fetch::{Objects, read};
+use fetch::{Objects, read, read_details};
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
@@ -316,8 +317,11 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let apis = ServerApis::discover(&conn).await?;
     let version = apis.require_capi()?;
     let opts = tree_options(args, version);
-    let objects = read(&conn, &apis, &ns, cluster, &opts).await?;
-    let tree = build_tree(tree_input(&objects), &opts).map_err(|e| Error::usage(e.to_string()))?;
+    let mut objects = read(&conn, &apis, &ns, cluster, &opts).await?;
+    let usage = |e: kcore::plan::tree::TreeError| Error::usage(e.to_string());
+    let needed = machines_needing_details(tree_input(&objects), &opts).map_err(usage)?;
+    read_details(&conn, &apis, &ns, cluster, &mut objects, &needed).await;
+    let tree = build_tree(tree_input(&objects), &opts).map_err(usage)?;
     printer.print(&Description {
         cluster: cluster.to_string(),
         namespace: ns,

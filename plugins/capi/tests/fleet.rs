@@ -740,6 +740,79 @@ async fn describe_reads_only_the_clusters_objects() {
     assert!(host_lists > 0, "some hosts are named by their claim only");
 }
 
+/// Like clusterctl, `describe` reads a Machine's infrastructure machine and bootstrap config
+/// only when the tree shows that Machine on a row of its own (or needs its ByoMachine to name
+/// its host): Machines folded into a group cost nothing beyond the Machine LIST. Without
+/// grouping every Machine shows, so every one's are read.
+#[tokio::test]
+async fn describe_reads_details_of_shown_machines_only() {
+    let fleet = seed(tb(), "describe-details").await;
+    let ns = fleet.namespace.as_str();
+    let details = |urls: &[String]| -> (usize, usize) {
+        let kinds = ["/byomachines", "/kubeadmconfigs"];
+        let hits = |u: &&String| {
+            let path = u.split('?').next().unwrap_or("");
+            kinds.iter().any(|k| path.contains(k))
+        };
+        let lists = urls
+            .iter()
+            .filter(hits)
+            .filter(|u| {
+                kinds
+                    .iter()
+                    .any(|k| u.split('?').next().unwrap_or("").ends_with(k))
+            })
+            .count();
+        (urls.iter().filter(hits).count() - lists, lists)
+    };
+    let (mut grouped_total, mut all_total) = (0, 0);
+    for cluster in &fleet.clusters {
+        let o = run(tb(), &["describe", cluster, "-n", ns, "-o", "json", "-v=6"]);
+        assert!(o.status.success(), "{}", err(&o));
+        let tree: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let mut shown = 0;
+        let mut stack = vec![&tree["root"]];
+        while let Some(n) = stack.pop() {
+            if n["kind"] == "Machine" && n["virtualNode"] == false {
+                shown += 1;
+            }
+            stack.extend(n["children"].as_array().into_iter().flatten());
+        }
+        let machines = fleet
+            .machines
+            .iter()
+            .filter(|m| &m.cluster == cluster)
+            .count();
+        let (gets, lists) = details(&request_urls(&err(&o)));
+        assert_eq!(
+            lists, 0,
+            "{cluster}: fewer than 64 details are read one GET each"
+        );
+        assert!(
+            gets <= 2 * shown + (machines - shown),
+            "{cluster}: {gets} detail GETs for {shown} shown of {machines} machines"
+        );
+        grouped_total += gets;
+
+        let o = run(
+            tb(),
+            &["describe", cluster, "-n", ns, "--grouping=false", "-v=6"],
+        );
+        assert!(o.status.success(), "{}", err(&o));
+        let (gets, lists) = details(&request_urls(&err(&o)));
+        assert_eq!(lists, 0, "{cluster}");
+        assert!(
+            gets >= machines,
+            "{cluster}: {gets} detail GETs for {machines} machines"
+        );
+        all_total += gets;
+    }
+    assert!(
+        grouped_total < all_total,
+        "grouping must save reads: {grouped_total} with, {all_total} without"
+    );
+}
+
 /// `scale` and `upgrade --plan` on BYOH count free hosts, which any namespace may hold, and read
 /// nothing else outside the cluster: the only LIST not selected by the cluster's name is the
 /// ByoHosts no cluster has claimed (BYOH's own `!cluster.x-k8s.io/cluster-name` selection), with

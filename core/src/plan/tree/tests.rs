@@ -527,3 +527,37 @@ fn empty_cluster_is_just_the_root() {
     assert!(t.root.status.is_none());
     assert_eq!(t.walk().len(), 1);
 }
+
+#[test]
+fn details_are_needed_for_visible_machines_and_unnamed_hosts_only() {
+    let mut f = fixture();
+    let opts = TreeOptions::default();
+    let needed = machines_needing_details(input(&f), &opts).unwrap();
+    // The three control-plane Machines and two workers fold into groups; the others show.
+    assert_eq!(
+        needed.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["c1-md-0-x-3", "stray"]
+    );
+    // A grouped BYOH Machine whose host no providerID names yet needs its ByoMachine (HOST).
+    f.machines[0]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("providerID");
+    let needed = machines_needing_details(input(&f), &opts).unwrap();
+    assert_eq!(
+        needed.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["c1-cp-a", "c1-md-0-x-3", "stray"]
+    );
+    // Without grouping every Machine shows, so every one needs them.
+    let all = TreeOptions {
+        grouping: false,
+        ..TreeOptions::default()
+    };
+    assert_eq!(machines_needing_details(input(&f), &all).unwrap().len(), 7);
+    // Invalid options are refused as build_tree refuses them.
+    let bad = TreeOptions {
+        show_conditions: "a b".into(),
+        ..TreeOptions::default()
+    };
+    assert!(machines_needing_details(input(&f), &bad).is_err());
+}

@@ -272,10 +272,10 @@ async fn read_hosts(conn: &Conn, apis: &ServerApis, byomachines: &[String]) -> V
 }
 
 /// Reads the cluster, then what it references, the objects labelled with its name and its
-/// ClusterUpgrade, then the machines' infrastructure machines and bootstrap configs,
-/// concurrently where they do not depend on each other; then, only when some BYOH machine's host is not in a providerID, the
-/// cluster's ByoHosts. Nothing outside the cluster is read, so the cost follows the cluster,
-/// not the management cluster.
+/// ClusterUpgrade, concurrently where they do not depend on each other. The Machines' own
+/// infrastructure machines and bootstrap configs come after, from [`read_details`], for the
+/// Machines the tree shows. Nothing outside the cluster is read, so the cost follows the
+/// cluster, not the management cluster.
 pub(super) async fn read(
     conn: &Conn,
     apis: &ServerApis,
@@ -298,14 +298,6 @@ pub(super) async fn read(
         read_upgrade(conn, apis, ns, name),
     );
     let (machines, mds, mss, mps) = (machines?, mds?, mss?, mps?);
-    let infra_refs: Vec<ObjectRef> = machines
-        .iter()
-        .filter_map(fields::machine_infrastructure_ref)
-        .collect();
-    let boot_refs: Vec<ObjectRef> = machines
-        .iter()
-        .filter_map(fields::machine_bootstrap_ref)
-        .collect();
     let templates = async {
         match opts.show_templates {
             true => read_templates(conn, apis, cp.as_ref(), &mds, ns).await,
@@ -318,17 +310,7 @@ pub(super) async fn read(
             false => vec![],
         }
     };
-    let (infra_machines, bootstrap_configs, templates, resource_sets) = tokio::join!(
-        list_kinds(conn, apis, &infra_refs, ns, name),
-        list_kinds(conn, apis, &boot_refs, ns, name),
-        templates,
-        resource_sets,
-    );
-    let unnamed = unnamed_hosts(&machines, &infra_machines);
-    let hosts = match unnamed.is_empty() {
-        true => Vec::new(),
-        false => read_hosts(conn, apis, &unnamed).await,
-    };
+    let (templates, resource_sets) = tokio::join!(templates, resource_sets);
     Ok(Objects {
         cluster,
         infra,
@@ -337,11 +319,72 @@ pub(super) async fn read(
         mds,
         mss,
         mps,
-        infra_machines,
-        bootstrap_configs,
-        hosts,
+        infra_machines: Vec::new(),
+        bootstrap_configs: Vec::new(),
+        hosts: Vec::new(),
         templates,
         resource_sets,
         upgrade,
     })
+}
+
+/// Up to this many infrastructure machines and bootstrap configs are read one GET each; more
+/// are read with one labelled LIST per kind (the cluster's all, cheaper than that many GETs).
+const DETAIL_GETS: usize = 64;
+
+/// Reads the infrastructure machines and bootstrap configs of the Machines named in `needed`
+/// (the ones the tree shows; see `kcore::plan::tree::machines_needing_details`), as clusterctl
+/// reads them only for the Machines it shows; then, only when some BYOH machine's host is in
+/// no providerID, the ByoHosts that name it. A cluster whose Machines fold into groups costs
+/// no read per Machine beyond the Machine LIST.
+pub(super) async fn read_details(
+    conn: &Conn,
+    apis: &ServerApis,
+    ns: &str,
+    name: &str,
+    o: &mut Objects,
+    needed: &BTreeSet<String>,
+) {
+    let shown: Vec<&Value> = o
+        .machines
+        .iter()
+        .filter(|m| needed.contains(kcore::json::name(m)))
+        .collect();
+    let infra_refs: Vec<ObjectRef> = shown
+        .iter()
+        .filter_map(|m| fields::machine_infrastructure_ref(m))
+        .collect();
+    let boot_refs: Vec<ObjectRef> = shown
+        .iter()
+        .filter_map(|m| fields::machine_bootstrap_ref(m))
+        .collect();
+    let (infra_machines, bootstrap_configs) =
+        if infra_refs.len().saturating_add(boot_refs.len()) <= DETAIL_GETS {
+            tokio::join!(
+                get_each(conn, apis, &infra_refs, ns),
+                get_each(conn, apis, &boot_refs, ns)
+            )
+        } else {
+            tokio::join!(
+                list_kinds(conn, apis, &infra_refs, ns, name),
+                list_kinds(conn, apis, &boot_refs, ns, name)
+            )
+        };
+    let unnamed = unnamed_hosts(&o.machines, &infra_machines);
+    if !unnamed.is_empty() {
+        o.hosts = read_hosts(conn, apis, &unnamed).await;
+    }
+    o.infra_machines = infra_machines;
+    o.bootstrap_configs = bootstrap_configs;
+}
+
+/// One GET per reference, [`GET_CONCURRENCY`] at a time; missing objects are left out.
+async fn get_each(conn: &Conn, apis: &ServerApis, refs: &[ObjectRef], ns: &str) -> Vec<Value> {
+    use futures::StreamExt;
+    futures::stream::iter(refs)
+        .map(|r| get_ref(conn, apis, r, ns))
+        .buffered(GET_CONCURRENCY)
+        .filter_map(|o| async move { o })
+        .collect()
+        .await
 }
