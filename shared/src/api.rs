@@ -10,6 +10,9 @@ use serde_json::Value;
 use crate::conn::Conn;
 use crate::error::{Error, Op, closest_names};
 
+mod whole;
+pub use whole::list_json_whole;
+
 /// A dynamic API for `ar` in `namespace` (all namespaces when `None`).
 pub fn dynamic(conn: &Conn, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
     match namespace {

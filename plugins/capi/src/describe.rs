@@ -138,9 +138,24 @@ fn name_cell(n: &TreeNode) -> String {
     if let Some(g) = &n.group
         && !g.hosts.is_empty()
     {
-        s.push_str(&format!(" @ {}", g.hosts.join(",")));
+        s.push_str(&format!(" @ {}", host_list(&g.hosts)));
     }
     s
+}
+
+/// Hosts a group row names before it counts the rest.
+const GROUP_HOSTS_SHOWN: usize = 3;
+
+/// A group's hosts as kubectl prints long lists (`get endpoints`: `a,b,c + 7 more...`): a group
+/// of 5,000 Machines would otherwise widen every row of the table to its host list. `-o json`
+/// and `-o yaml` keep every host.
+fn host_list(hosts: &[String]) -> String {
+    match hosts.len().checked_sub(GROUP_HOSTS_SHOWN) {
+        Some(more) if more > 0 => {
+            format!("{} + {more} more...", hosts[..GROUP_HOSTS_SHOWN].join(","))
+        }
+        _ => hosts.join(","),
+    }
 }
 
 fn add_rows(t: &mut Table, n: &TreeNode, prefix: &str, last: bool, root: bool, layout: Layout) {
@@ -329,4 +344,18 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         upgrade: objects.upgrade.as_ref().and_then(summarize),
         tree,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_list;
+
+    #[test]
+    fn long_host_lists_are_counted_as_kubectl_does() {
+        let hosts = |n: usize| -> Vec<String> { (1..=n).map(|i| format!("h{i}")).collect() };
+        assert_eq!(host_list(&[]), "");
+        assert_eq!(host_list(&hosts(3)), "h1,h2,h3");
+        assert_eq!(host_list(&hosts(4)), "h1,h2,h3 + 1 more...");
+        assert_eq!(host_list(&hosts(5000)), "h1,h2,h3 + 4997 more...");
+    }
 }

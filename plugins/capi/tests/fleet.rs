@@ -741,8 +741,8 @@ async fn describe_reads_only_the_clusters_objects() {
 }
 
 /// Like clusterctl, `describe` reads a Machine's infrastructure machine and bootstrap config
-/// only when the tree shows that Machine on a row of its own (or needs its ByoMachine to name
-/// its host): Machines folded into a group cost nothing beyond the Machine LIST. Without
+/// only when the tree shows that Machine on a row of its own: Machines folded into a group cost
+/// nothing beyond the Machine LIST. Without
 /// grouping every Machine shows, so every one's are read.
 #[tokio::test]
 async fn describe_reads_details_of_shown_machines_only() {
@@ -783,13 +783,44 @@ async fn describe_reads_details_of_shown_machines_only() {
             .iter()
             .filter(|m| &m.cluster == cluster)
             .count();
-        let (gets, lists) = details(&request_urls(&err(&o)));
+        let urls = request_urls(&err(&o));
+        // The Machines come as concurrent LISTs, one per MachineDeployment and one for the
+        // rest (`deployment-name notin (...)`), each in one response (no limit, no continue).
+        let machine_lists: Vec<&String> = urls
+            .iter()
+            .filter(|u| u.split('?').next().unwrap_or("").ends_with("/machines"))
+            .collect();
+        let deployments: std::collections::BTreeSet<&String> = fleet
+            .machines
+            .iter()
+            .filter(|m| &m.cluster == cluster)
+            .filter_map(|m| m.deployment.as_ref())
+            .collect();
+        assert!(
+            machine_lists.len() > deployments.len(),
+            "one LIST per deployment and one for the rest: {machine_lists:#?}"
+        );
+        assert!(
+            machine_lists
+                .iter()
+                .all(|u| !u.contains("limit=") && !u.contains("continue=")),
+            "{machine_lists:#?}"
+        );
+        assert_eq!(
+            machine_lists
+                .iter()
+                .filter(|u| !u.contains("deployment-name%3D"))
+                .count(),
+            1,
+            "{machine_lists:#?}"
+        );
+        let (gets, lists) = details(&urls);
         assert_eq!(
             lists, 0,
             "{cluster}: fewer than 64 details are read one GET each"
         );
         assert!(
-            gets <= 2 * shown + (machines - shown),
+            gets <= 2 * shown,
             "{cluster}: {gets} detail GETs for {shown} shown of {machines} machines"
         );
         grouped_total += gets;

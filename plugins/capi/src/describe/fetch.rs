@@ -85,6 +85,67 @@ async fn list_labelled(
     fleet::list_opt(conn, ar.as_ref(), Some(ns), &lp).await
 }
 
+/// Machine LISTs at most at once: one per MachineDeployment up to this many, and one for the
+/// rest.
+const MACHINE_LISTS: usize = 8;
+
+/// CAPI labels each Machine of a MachineDeployment with its name (`MachineDeploymentNameLabel`
+/// in `api/core/v1beta2/common_types.go`, CAPI v1.14.2).
+const DEPLOYMENT_NAME: &str = "cluster.x-k8s.io/deployment-name";
+
+/// A Machine as the tree reads it (`kcore::plan::tree`, `fields::machine_*_ref`): metadata, the
+/// version, providerID and references, the conditions of either contract and the phase. The
+/// rest (addresses, node info, certificates) is most of a Machine and is dropped as it arrives.
+fn keep_for_tree(m: Value) -> Value {
+    fleet::prune(
+        m,
+        &["version", "providerID", "infrastructureRef", "bootstrap"],
+        &["conditions", "v1beta2", "deprecated", "phase"],
+    )
+}
+
+/// The cluster's Machines, as concurrent LISTs that split them by MachineDeployment: the API
+/// server encodes each on a core of its own, where one LIST of thousands of Machines is bound
+/// by one core's JSON encoding. The selectors partition the cluster's Machines exactly: one
+/// per deployment named (`deployment-name=D`), and one for every other Machine
+/// (`deployment-name notin (...)`, which also matches Machines without the label: control
+/// plane, MachinePools, strays, deployments created since).
+async fn list_machines(
+    conn: &Conn,
+    apis: &ServerApis,
+    ns: &str,
+    cluster: &str,
+    mds: &[Value],
+) -> Result<Vec<Value>, Error> {
+    let Ok(ar) = apis.capi_kind("Machine") else {
+        return Ok(Vec::new());
+    };
+    let base = format!("{CLUSTER_NAME}={cluster}");
+    let named: Vec<&str> = mds
+        .iter()
+        .map(kcore::json::name)
+        .take(MACHINE_LISTS - 1)
+        .collect();
+    let mut selectors: Vec<String> = named
+        .iter()
+        .map(|d| format!("{base},{DEPLOYMENT_NAME}={d}"))
+        .collect();
+    selectors.push(match named.is_empty() {
+        true => base.clone(),
+        false => format!("{base},{DEPLOYMENT_NAME} notin ({})", named.join(",")),
+    });
+    let ar = &ar;
+    let lists = selectors.iter().map(|sel| async move {
+        let lp = ListParams::default().labels(sel);
+        shared::api::list_json_whole(conn, ar, Some(ns), &lp, keep_for_tree).await
+    });
+    let mut out = Vec::new();
+    for part in futures::future::join_all(lists).await {
+        out.extend(part?);
+    }
+    Ok(out)
+}
+
 /// Everything the tree is built from, as read.
 pub(super) struct Objects {
     pub(super) cluster: Value,
@@ -288,16 +349,20 @@ pub(super) async fn read(
     let cluster = fields::object_json(&cluster);
     let infra_ref = fields::cluster_infrastructure_ref(&cluster);
     let cp_ref = fields::cluster_control_plane_ref(&cluster);
-    let (infra, cp, machines, mds, mss, mps, upgrade) = tokio::join!(
+    let deployments_then_machines = async {
+        let mds = list_labelled(conn, apis.capi_kind("MachineDeployment").ok(), ns, name).await?;
+        let machines = list_machines(conn, apis, ns, name, &mds).await?;
+        Ok::<_, Error>((mds, machines))
+    };
+    let (infra, cp, mds_machines, mss, mps, upgrade) = tokio::join!(
         get_opt_ref(conn, apis, infra_ref.as_ref(), ns),
         get_opt_ref(conn, apis, cp_ref.as_ref(), ns),
-        list_labelled(conn, apis.capi_kind("Machine").ok(), ns, name),
-        list_labelled(conn, apis.capi_kind("MachineDeployment").ok(), ns, name),
+        deployments_then_machines,
         list_labelled(conn, apis.capi_kind("MachineSet").ok(), ns, name),
         list_labelled(conn, apis.capi_kind("MachinePool").ok(), ns, name),
         read_upgrade(conn, apis, ns, name),
     );
-    let (machines, mds, mss, mps) = (machines?, mds?, mss?, mps?);
+    let ((mds, machines), mss, mps) = (mds_machines?, mss?, mps?);
     let templates = async {
         match opts.show_templates {
             true => read_templates(conn, apis, cp.as_ref(), &mds, ns).await,
@@ -334,9 +399,10 @@ const DETAIL_GETS: usize = 64;
 
 /// Reads the infrastructure machines and bootstrap configs of the Machines named in `needed`
 /// (the ones the tree shows; see `kcore::plan::tree::machines_needing_details`), as clusterctl
-/// reads them only for the Machines it shows; then, only when some BYOH machine's host is in
-/// no providerID, the ByoHosts that name it. A cluster whose Machines fold into groups costs
-/// no read per Machine beyond the Machine LIST.
+/// reads them only for the Machines it shows; then, only when some BYOH Machine's host is in
+/// no providerID (the Machine's, or its ByoMachine's where that was read), the ByoHosts that
+/// BYOH labels with its ByoMachine's name. A cluster whose Machines fold into groups costs no
+/// read per Machine beyond the Machine LIST.
 pub(super) async fn read_details(
     conn: &Conn,
     apis: &ServerApis,
