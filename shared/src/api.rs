@@ -11,7 +11,7 @@ use crate::conn::Conn;
 use crate::error::{Error, Op, closest_names};
 
 mod whole;
-pub use whole::list_json_whole;
+pub use whole::{list_json_whole, list_whole, list_whole_text, whole_items};
 
 /// A dynamic API for `ar` in `namespace` (all namespaces when `None`).
 pub fn dynamic(conn: &Conn, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -409,7 +409,7 @@ async fn list_pages(
 
 /// Reads a LIST page by page ([`PAGE_SIZE`] items, following `continue`), handing each page's
 /// text to `take`, which returns the page's continue token: the one pager behind
-/// [`list_json`], [`list_as`] and [`list_page_texts`].
+/// [`list_json`] and [`list_as`].
 async fn each_page(
     conn: &Conn,
     ar: &ApiResource,
@@ -484,40 +484,6 @@ pub async fn list_as<T: serde::de::DeserializeOwned>(
     })
     .await?;
     Ok(items)
-}
-
-/// The page's `metadata` alone (its items are skipped, not parsed).
-#[derive(Deserialize)]
-struct PageMeta {
-    #[serde(default)]
-    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
-}
-
-/// The pages of a LIST (as [`list_as`] reads it) as the text the server sent, for a caller that
-/// parses them later, one at a time: a page's text is a fraction of the size of its parsed
-/// objects, so memory stays at the text's size plus one parsed page.
-pub async fn list_page_texts(
-    conn: &Conn,
-    ar: &ApiResource,
-    namespace: Option<&str>,
-    lp: &ListParams,
-) -> Result<Vec<String>, Error> {
-    let mut pages = Vec::new();
-    each_page(conn, ar, namespace, lp, false, |text| {
-        let meta: PageMeta = parse_page(ar, &text)?;
-        pages.push(text);
-        Ok(meta.metadata.continue_)
-    })
-    .await?;
-    Ok(pages)
-}
-
-/// The items of one page [`list_page_texts`] returned, parsed as `T`.
-pub fn page_items<T: serde::de::DeserializeOwned>(
-    ar: &ApiResource,
-    page: &str,
-) -> Result<Vec<T>, Error> {
-    parse_page::<TypedList<T>>(ar, page).map(|l| l.items)
 }
 
 #[cfg(test)]

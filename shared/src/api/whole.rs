@@ -8,10 +8,13 @@
 //! holds what `keep` returns, not the response text nor the full objects.
 
 use std::io::Read;
+use std::marker::PhantomData;
 
 use futures::{AsyncBufRead, AsyncBufReadExt};
 use kube::api::{DynamicObject, ListParams};
 use kube::discovery::ApiResource;
+
+use serde::Deserialize;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -32,15 +35,37 @@ pub async fn list_json_whole(
     lp: &ListParams,
     keep: fn(Value) -> Value,
 ) -> Result<Vec<Value>, Error> {
+    list_whole(conn, ar, namespace, lp, false, move |Item(v)| keep(v)).await
+}
+
+/// Like [`super::list_as`], in one response rather than pages, each item parsed as `T` and
+/// turned into what the caller keeps by `keep` as it arrives (`metadata_only`: the
+/// `PartialObjectMetadataList`).
+pub async fn list_whole<T, U, F>(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    lp: &ListParams,
+    metadata_only: bool,
+    keep: F,
+) -> Result<Vec<U>, Error>
+where
+    T: serde::de::DeserializeOwned,
+    U: Send + 'static,
+    F: Fn(T) -> U + Send + 'static,
+{
     use kube::Resource;
     let url = DynamicObject::url_path(ar, namespace);
     let op = Op::on("list", ar).in_namespace(namespace);
     let mut lp = lp.clone();
     lp.limit = None;
     lp.continue_token = None;
-    let req = kube::core::Request::new(url.as_str())
-        .list(&lp)
-        .map_err(|e| Error::other(format!("cannot build the list request: {e}")))?;
+    let r = kube::core::Request::new(url.as_str());
+    let req = match metadata_only {
+        true => r.list_metadata(&lp),
+        false => r.list(&lp),
+    }
+    .map_err(|e| Error::other(format!("cannot build the list request: {e}")))?;
     let body = conn
         .client
         .request_stream(req)
@@ -55,7 +80,7 @@ pub async fn list_json_whole(
             at: 0,
         });
         let mut de = serde_json::Deserializer::from_reader(reader);
-        let items = ListSeed(keep).deserialize(&mut de)?;
+        let items = ListSeed::new(keep).deserialize(&mut de)?;
         de.end()?;
         Ok::<_, serde_json::Error>(items)
     });
@@ -82,6 +107,73 @@ pub async fn list_json_whole(
         .map_err(|e| Error::other(format!("{kind}: cannot read the list: {e}")))
 }
 
+/// One LIST response (no `limit`) as the chunks it arrived in, for a caller that parses it
+/// later with [`whole_items`]: the text is a fraction of the size of its parsed objects, and
+/// kept in its chunks it is never copied into one growing buffer (twice its size at peak).
+pub struct WholeText(Vec<Vec<u8>>);
+
+/// Reads a LIST into a [`WholeText`].
+pub async fn list_whole_text(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    lp: &ListParams,
+) -> Result<WholeText, Error> {
+    use kube::Resource;
+    let url = DynamicObject::url_path(ar, namespace);
+    let op = Op::on("list", ar).in_namespace(namespace);
+    let mut lp = lp.clone();
+    lp.limit = None;
+    lp.continue_token = None;
+    let req = kube::core::Request::new(url.as_str())
+        .list(&lp)
+        .map_err(|e| Error::other(format!("cannot build the list request: {e}")))?;
+    let body = conn
+        .client
+        .request_stream(req)
+        .await
+        .map_err(|e| conn.error(e, &op))?;
+    let mut body = std::pin::pin!(body);
+    let mut chunks = Vec::new();
+    loop {
+        let chunk = match body.as_mut().fill_buf().await {
+            Ok([]) => return Ok(WholeText(chunks)),
+            Ok(c) => c.to_vec(),
+            Err(e) => {
+                return Err(Error::other(format!(
+                    "{}: the list was cut off: {e}",
+                    ar.kind
+                )));
+            }
+        };
+        let n = chunk.len();
+        chunks.push(chunk);
+        body.as_mut().consume(n);
+    }
+}
+
+/// The items of a [`WholeText`], each parsed as `T` and turned into what the caller keeps by
+/// `keep` before the next is parsed.
+pub fn whole_items<T, U>(
+    ar: &ApiResource,
+    text: WholeText,
+    keep: impl Fn(T) -> U,
+) -> Result<Vec<U>, Error>
+where
+    T: serde::de::DeserializeOwned,
+{
+    let reader = std::io::BufReader::new(HeldChunks {
+        rest: text.0.into_iter(),
+        chunk: Vec::new(),
+        at: 0,
+    });
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    ListSeed::new(keep)
+        .deserialize(&mut de)
+        .and_then(|items| de.end().map(|()| items))
+        .map_err(|e| Error::other(format!("{}: cannot read the list: {e}", ar.kind)))
+}
+
 /// A blocking `Read` over the chunks the async side sends; end of input when it stops.
 struct ChunkReader {
     rx: mpsc::Receiver<std::io::Result<Vec<u8>>>,
@@ -105,26 +197,60 @@ impl Read for ChunkReader {
     }
 }
 
-/// The list object: `items` through `keep`, every other key skipped.
-struct ListSeed(fn(Value) -> Value);
+/// A `Read` over the chunks of a [`WholeText`], each dropped once read.
+struct HeldChunks {
+    rest: std::vec::IntoIter<Vec<u8>>,
+    chunk: Vec<u8>,
+    at: usize,
+}
 
-impl<'de> DeserializeSeed<'de> for ListSeed {
-    type Value = Vec<Value>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
+impl Read for HeldChunks {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.at >= self.chunk.len() {
+            match self.rest.next() {
+                Some(c) => (self.chunk, self.at) = (c, 0),
+                None => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.chunk.len() - self.at);
+        out[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+/// The list object: `items` parsed as `T` and through `keep`, every other key skipped.
+struct ListSeed<T, F> {
+    keep: F,
+    item: PhantomData<fn() -> T>,
+}
+
+impl<T, F> ListSeed<T, F> {
+    fn new(keep: F) -> Self {
+        ListSeed {
+            keep,
+            item: PhantomData,
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>, U, F: Fn(T) -> U> DeserializeSeed<'de> for ListSeed<T, F> {
+    type Value = Vec<U>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<U>, D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for ListSeed {
-    type Value = Vec<Value>;
+impl<'de, T: Deserialize<'de>, U, F: Fn(T) -> U> Visitor<'de> for ListSeed<T, F> {
+    type Value = Vec<U>;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a list")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<Value>, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<U>, A::Error> {
         let mut items = Vec::new();
         while let Some(key) = map.next_key::<String>()? {
             if key == "items" {
-                items = map.next_value_seed(ItemsSeed(self.0))?;
+                items = map.next_value_seed(ItemsSeed(&self))?;
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
@@ -134,30 +260,30 @@ impl<'de> Visitor<'de> for ListSeed {
 }
 
 /// `items`: an array (or `null`, as an empty list comes back), each through `keep`.
-struct ItemsSeed(fn(Value) -> Value);
+struct ItemsSeed<'a, T, F>(&'a ListSeed<T, F>);
 
-impl<'de> DeserializeSeed<'de> for ItemsSeed {
-    type Value = Vec<Value>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
+impl<'de, T: Deserialize<'de>, U, F: Fn(T) -> U> DeserializeSeed<'de> for ItemsSeed<'_, T, F> {
+    type Value = Vec<U>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<U>, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for ItemsSeed {
-    type Value = Vec<Value>;
+impl<'de, T: Deserialize<'de>, U, F: Fn(T) -> U> Visitor<'de> for ItemsSeed<'_, T, F> {
+    type Value = Vec<U>;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("the list's items")
     }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Vec<Value>, E> {
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Vec<U>, E> {
         Ok(Vec::new())
     }
-    fn visit_none<E: serde::de::Error>(self) -> Result<Vec<Value>, E> {
+    fn visit_none<E: serde::de::Error>(self) -> Result<Vec<U>, E> {
         Ok(Vec::new())
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Value>, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<U>, A::Error> {
         let mut out = Vec::new();
-        while let Some(Item(v)) = seq.next_element::<Item>()? {
-            out.push((self.0)(v));
+        while let Some(item) = seq.next_element::<T>()? {
+            out.push((self.0.keep)(item));
         }
         Ok(out)
     }
@@ -169,7 +295,7 @@ mod tests {
 
     fn parse(text: &str, keep: fn(Value) -> Value) -> Result<Vec<Value>, serde_json::Error> {
         let mut de = serde_json::Deserializer::from_str(text);
-        let v = ListSeed(keep).deserialize(&mut de)?;
+        let v = ListSeed::new(move |Item(v)| keep(v)).deserialize(&mut de)?;
         de.end()?;
         Ok(v)
     }
@@ -213,7 +339,7 @@ mod tests {
             at: 0,
         };
         let mut de = serde_json::Deserializer::from_reader(r);
-        let items = ListSeed(|v| v).deserialize(&mut de).unwrap();
+        let items = ListSeed::new(|v: Value| v).deserialize(&mut de).unwrap();
         assert_eq!(items.len(), 2);
         de.end().unwrap();
 
