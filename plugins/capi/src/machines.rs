@@ -261,17 +261,18 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     }
     // Hosts of every namespace may serve these machines; without BYOH there are none.
     let host_ar = fleet::byoh(&apis).ok().map(|(h, _)| h);
-    let (machines, hosts) = tokio::try_join!(
-        shared::api::list_json(&conn, &machine_ar, namespace.as_deref(), &lp),
+    // The Machines in one response (on an idle API server `continue` pages come from etcd),
+    // kept as text while the hosts are read, then parsed one at a time into their rows: a
+    // 10,000-machine LIST is about 50 MB of JSON, and many times that parsed.
+    let (text, hosts) = tokio::try_join!(
+        shared::api::list_whole_text(&conn, &machine_ar, namespace.as_deref(), &lp),
         fleet::host_claims(&conn, host_ar),
     )?;
     let host_map = hosts_by_byomachine(&hosts);
-    let now = fleet::now();
-    let mut items: Vec<MachineRow> = machines.iter().map(|m| row(m, &host_map, now)).collect();
-    // The parsed Machines are the bulk of the memory (a 10,000-machine LIST is about 50 MB of
-    // JSON); the rows hold all that is printed, so let them go before printing.
-    drop(machines);
     drop(hosts);
+    let now = fleet::now();
+    let mut items: Vec<MachineRow> =
+        shared::api::whole_json_items(&machine_ar, text, |m| row(&m, &host_map, now))?;
     sort(&mut items);
     if let Some(c) = &args.cluster
         && items.is_empty()

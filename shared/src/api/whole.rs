@@ -174,6 +174,16 @@ where
         .map_err(|e| Error::other(format!("{}: cannot read the list: {e}", ar.kind)))
 }
 
+/// Like [`whole_items`], each item plain JSON without `metadata.managedFields` (skipped while
+/// parsing, as [`super::list_json`] skips them).
+pub fn whole_json_items<U>(
+    ar: &ApiResource,
+    text: WholeText,
+    keep: impl Fn(Value) -> U,
+) -> Result<Vec<U>, Error> {
+    whole_items(ar, text, |Item(v)| keep(v))
+}
+
 /// A blocking `Read` over the chunks the async side sends; end of input when it stops.
 struct ChunkReader {
     rx: mpsc::Receiver<std::io::Result<Vec<u8>>>,
