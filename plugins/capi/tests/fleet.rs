@@ -740,6 +740,41 @@ async fn describe_reads_only_the_clusters_objects() {
     assert!(host_lists > 0, "some hosts are named by their claim only");
 }
 
+/// `hosts` and `machines` read each kind in one LIST response, never in `limit`/`continue`
+/// pages: on an idle API server (kube-apiserver v1.36) the `continue` pages come from etcd, not
+/// the watch cache, and a 10,000-host inventory took 5 s paged against 0.9 s whole.
+#[tokio::test]
+async fn fleet_verbs_read_each_kind_in_one_response() {
+    let fleet = seed(tb(), "whole-lists").await;
+    let ns = fleet.namespace.as_str();
+    for args in [
+        &["hosts", "-n", ns, "-v=6"][..],
+        &["hosts", "-n", ns, "-o", "wide", "-v=6"],
+        &["hosts", "-n", ns, "-o", "json", "-v=6"],
+        &["machines", "-n", ns, "-v=6"],
+    ] {
+        let o = run(tb(), args);
+        assert!(o.status.success(), "{args:?}: {}", err(&o));
+        let urls = request_urls(&err(&o));
+        let lists: Vec<&String> = urls
+            .iter()
+            .filter(|u| {
+                let path = u.split('?').next().unwrap_or("");
+                ["/byohosts", "/byomachines", "/machines"]
+                    .iter()
+                    .any(|k| path.ends_with(k))
+            })
+            .collect();
+        assert!(!lists.is_empty(), "{args:?}: {urls:#?}");
+        for u in lists {
+            assert!(
+                !u.contains("limit=") && !u.contains("continue="),
+                "{args:?}: a paged LIST: {u}"
+            );
+        }
+    }
+}
+
 /// Like clusterctl, `describe` reads a Machine's infrastructure machine and bootstrap config
 /// only when the tree shows that Machine on a row of its own: Machines folded into a group cost
 /// nothing beyond the Machine LIST. Without
