@@ -420,20 +420,12 @@ async fn each_page(
     metadata_only: bool,
     mut take: impl FnMut(String) -> Result<Option<String>, Error>,
 ) -> Result<(), Error> {
-    use kube::Resource;
-    let url = DynamicObject::url_path(ar, namespace);
     let op = Op::on("list", ar).in_namespace(namespace);
     let mut lp = lp.clone();
     lp.limit = Some(PAGE_SIZE);
     lp.continue_token = None;
     loop {
-        let r = kube::core::Request::new(url.as_str());
-        let req = if metadata_only {
-            r.list_metadata(&lp)
-        } else {
-            r.list(&lp)
-        }
-        .map_err(|e| Error::other(format!("cannot build the list request: {e}")))?;
+        let req = list_request(ar, namespace, &lp, metadata_only)?;
         let text = conn
             .client
             .request_text(req)
@@ -444,6 +436,24 @@ async fn each_page(
             None => return Ok(()),
         }
     }
+}
+
+/// The LIST request of `ar` in `namespace` with `lp`'s selectors, limit and continue token
+/// (`metadata_only`: a `PartialObjectMetadataList`).
+fn list_request(
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    lp: &ListParams,
+    metadata_only: bool,
+) -> Result<http::Request<Vec<u8>>, Error> {
+    use kube::Resource;
+    let url = DynamicObject::url_path(ar, namespace);
+    let r = kube::core::Request::new(url.as_str());
+    match metadata_only {
+        true => r.list_metadata(lp),
+        false => r.list(lp),
+    }
+    .map_err(|e| Error::other(format!("cannot build the list request: {e}")))
 }
 
 fn parse_page<P: serde::de::DeserializeOwned>(ar: &ApiResource, text: &str) -> Result<P, Error> {

@@ -11,7 +11,7 @@ use std::io::Read;
 use std::marker::PhantomData;
 
 use futures::{AsyncBufRead, AsyncBufReadExt};
-use kube::api::{DynamicObject, ListParams};
+use kube::api::ListParams;
 use kube::discovery::ApiResource;
 
 use serde::Deserialize;
@@ -25,6 +25,25 @@ use crate::error::{Error, Op};
 
 /// Response chunks in flight between the reader and the parser.
 const CHUNKS_IN_FLIGHT: usize = 8;
+
+/// Sends the LIST without `limit` and returns its body as it streams in.
+async fn open(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    lp: &ListParams,
+    metadata_only: bool,
+) -> Result<impl AsyncBufRead + use<>, Error> {
+    let op = Op::on("list", ar).in_namespace(namespace);
+    let mut lp = lp.clone();
+    lp.limit = None;
+    lp.continue_token = None;
+    let req = super::list_request(ar, namespace, &lp, metadata_only)?;
+    conn.client
+        .request_stream(req)
+        .await
+        .map_err(|e| conn.error(e, &op))
+}
 
 /// Like [`super::list_json_map`], in one response rather than pages: for a LIST a selector
 /// already narrows (one cluster's objects). Items pass through `keep` as they are parsed.
@@ -54,31 +73,11 @@ where
     U: Send + 'static,
     F: Fn(T) -> U + Send + 'static,
 {
-    use kube::Resource;
-    let url = DynamicObject::url_path(ar, namespace);
-    let op = Op::on("list", ar).in_namespace(namespace);
-    let mut lp = lp.clone();
-    lp.limit = None;
-    lp.continue_token = None;
-    let r = kube::core::Request::new(url.as_str());
-    let req = match metadata_only {
-        true => r.list_metadata(&lp),
-        false => r.list(&lp),
-    }
-    .map_err(|e| Error::other(format!("cannot build the list request: {e}")))?;
-    let body = conn
-        .client
-        .request_stream(req)
-        .await
-        .map_err(|e| conn.error(e, &op))?;
+    let body = open(conn, ar, namespace, lp, metadata_only).await?;
     let (tx, rx) = mpsc::channel::<std::io::Result<Vec<u8>>>(CHUNKS_IN_FLIGHT);
     let kind = ar.kind.clone();
     let parser = tokio::task::spawn_blocking(move || {
-        let reader = std::io::BufReader::new(ChunkReader {
-            rx,
-            chunk: Vec::new(),
-            at: 0,
-        });
+        let reader = std::io::BufReader::new(Chunks::new(rx));
         let mut de = serde_json::Deserializer::from_reader(reader);
         let items = ListSeed::new(keep).deserialize(&mut de)?;
         de.end()?;
@@ -119,20 +118,7 @@ pub async fn list_whole_text(
     namespace: Option<&str>,
     lp: &ListParams,
 ) -> Result<WholeText, Error> {
-    use kube::Resource;
-    let url = DynamicObject::url_path(ar, namespace);
-    let op = Op::on("list", ar).in_namespace(namespace);
-    let mut lp = lp.clone();
-    lp.limit = None;
-    lp.continue_token = None;
-    let req = kube::core::Request::new(url.as_str())
-        .list(&lp)
-        .map_err(|e| Error::other(format!("cannot build the list request: {e}")))?;
-    let body = conn
-        .client
-        .request_stream(req)
-        .await
-        .map_err(|e| conn.error(e, &op))?;
+    let body = open(conn, ar, namespace, lp, false).await?;
     let mut body = std::pin::pin!(body);
     let mut chunks = Vec::new();
     loop {
@@ -162,11 +148,7 @@ pub fn whole_items<T, U>(
 where
     T: serde::de::DeserializeOwned,
 {
-    let reader = std::io::BufReader::new(HeldChunks {
-        rest: text.0.into_iter(),
-        chunk: Vec::new(),
-        at: 0,
-    });
+    let reader = std::io::BufReader::new(Chunks::new(text.0.into_iter()));
     let mut de = serde_json::Deserializer::from_reader(reader);
     ListSeed::new(keep)
         .deserialize(&mut de)
@@ -184,41 +166,48 @@ pub fn whole_json_items<U>(
     whole_items(ar, text, |Item(v)| keep(v))
 }
 
-/// A blocking `Read` over the chunks the async side sends; end of input when it stops.
-struct ChunkReader {
-    rx: mpsc::Receiver<std::io::Result<Vec<u8>>>,
-    chunk: Vec<u8>,
-    at: usize,
+/// Where a [`Chunks`] reader gets its next chunk; `None` is the end of input.
+trait ChunkSource {
+    fn next_chunk(&mut self) -> Option<std::io::Result<Vec<u8>>>;
 }
 
-impl Read for ChunkReader {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        while self.at >= self.chunk.len() {
-            match self.rx.blocking_recv() {
-                Some(Ok(c)) => (self.chunk, self.at) = (c, 0),
-                Some(Err(e)) => return Err(e),
-                None => return Ok(0),
-            }
-        }
-        let n = out.len().min(self.chunk.len() - self.at);
-        out[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
-        self.at += n;
-        Ok(n)
+/// The async side's chunks, waited for on a blocking thread ([`list_whole`]'s parser).
+impl ChunkSource for mpsc::Receiver<std::io::Result<Vec<u8>>> {
+    fn next_chunk(&mut self) -> Option<std::io::Result<Vec<u8>>> {
+        self.blocking_recv()
     }
 }
 
-/// A `Read` over the chunks of a [`WholeText`], each dropped once read.
-struct HeldChunks {
-    rest: std::vec::IntoIter<Vec<u8>>,
+/// The chunks of a [`WholeText`], each dropped once read.
+impl ChunkSource for std::vec::IntoIter<Vec<u8>> {
+    fn next_chunk(&mut self) -> Option<std::io::Result<Vec<u8>>> {
+        self.next().map(Ok)
+    }
+}
+
+/// A `Read` over the chunks of a response, one at a time.
+struct Chunks<S> {
+    source: S,
     chunk: Vec<u8>,
     at: usize,
 }
 
-impl Read for HeldChunks {
+impl<S> Chunks<S> {
+    fn new(source: S) -> Self {
+        Chunks {
+            source,
+            chunk: Vec::new(),
+            at: 0,
+        }
+    }
+}
+
+impl<S: ChunkSource> Read for Chunks<S> {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         while self.at >= self.chunk.len() {
-            match self.rest.next() {
-                Some(c) => (self.chunk, self.at) = (c, 0),
+            match self.source.next_chunk() {
+                Some(Ok(c)) => (self.chunk, self.at) = (c, 0),
+                Some(Err(e)) => return Err(e),
                 None => return Ok(0),
             }
         }
@@ -343,11 +332,7 @@ mod tests {
             tx.try_send(Ok(c.to_vec())).unwrap();
         }
         drop(tx);
-        let r = ChunkReader {
-            rx,
-            chunk: Vec::new(),
-            at: 0,
-        };
+        let r = Chunks::new(rx);
         let mut de = serde_json::Deserializer::from_reader(r);
         let items = ListSeed::new(|v: Value| v).deserialize(&mut de).unwrap();
         assert_eq!(items.len(), 2);
@@ -355,11 +340,7 @@ mod tests {
 
         let (tx, rx) = mpsc::channel(1);
         tx.try_send(Err(std::io::Error::other("reset"))).unwrap();
-        let mut r = ChunkReader {
-            rx,
-            chunk: Vec::new(),
-            at: 0,
-        };
+        let mut r = Chunks::new(rx);
         assert!(r.read(&mut [0u8; 8]).is_err());
     }
 }
