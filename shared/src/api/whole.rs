@@ -108,7 +108,7 @@ where
 
 /// One LIST response (no `limit`) as the chunks it arrived in, for a caller that parses it
 /// later with [`whole_items`]: the text is a fraction of the size of its parsed objects, and
-/// kept in its chunks it is never copied into one growing buffer (twice its size at peak).
+/// kept in its chunks it is never copied into a growing buffer (twice its size at peak).
 pub struct WholeText(Vec<Vec<u8>>);
 
 /// Reads a LIST into a [`WholeText`].
@@ -148,8 +148,14 @@ pub fn whole_items<T, U>(
 where
     T: serde::de::DeserializeOwned,
 {
-    let reader = std::io::BufReader::new(Chunks::new(text.0.into_iter()));
-    let mut de = serde_json::Deserializer::from_reader(reader);
+    // One contiguous copy, made as each chunk is dropped (peak: the text and one chunk), so
+    // that serde_json parses a slice: several times faster than through `Read`.
+    let len = text.0.iter().map(Vec::len).sum();
+    let mut bytes = Vec::with_capacity(len);
+    for c in text.0 {
+        bytes.extend_from_slice(&c);
+    }
+    let mut de = serde_json::Deserializer::from_slice(&bytes);
     ListSeed::new(keep)
         .deserialize(&mut de)
         .and_then(|items| de.end().map(|()| items))
@@ -166,46 +172,28 @@ pub fn whole_json_items<U>(
     whole_items(ar, text, |Item(v)| keep(v))
 }
 
-/// Where a [`Chunks`] reader gets its next chunk; `None` is the end of input.
-trait ChunkSource {
-    fn next_chunk(&mut self) -> Option<std::io::Result<Vec<u8>>>;
-}
-
-/// The async side's chunks, waited for on a blocking thread ([`list_whole`]'s parser).
-impl ChunkSource for mpsc::Receiver<std::io::Result<Vec<u8>>> {
-    fn next_chunk(&mut self) -> Option<std::io::Result<Vec<u8>>> {
-        self.blocking_recv()
-    }
-}
-
-/// The chunks of a [`WholeText`], each dropped once read.
-impl ChunkSource for std::vec::IntoIter<Vec<u8>> {
-    fn next_chunk(&mut self) -> Option<std::io::Result<Vec<u8>>> {
-        self.next().map(Ok)
-    }
-}
-
-/// A `Read` over the chunks of a response, one at a time.
-struct Chunks<S> {
-    source: S,
+/// A blocking `Read` over the chunks the async side of [`list_whole`] sends, one at a time;
+/// the end of input when it stops sending.
+struct Chunks {
+    rx: mpsc::Receiver<std::io::Result<Vec<u8>>>,
     chunk: Vec<u8>,
     at: usize,
 }
 
-impl<S> Chunks<S> {
-    fn new(source: S) -> Self {
+impl Chunks {
+    fn new(rx: mpsc::Receiver<std::io::Result<Vec<u8>>>) -> Self {
         Chunks {
-            source,
+            rx,
             chunk: Vec::new(),
             at: 0,
         }
     }
 }
 
-impl<S: ChunkSource> Read for Chunks<S> {
+impl Read for Chunks {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         while self.at >= self.chunk.len() {
-            match self.source.next_chunk() {
+            match self.rx.blocking_recv() {
                 Some(Ok(c)) => (self.chunk, self.at) = (c, 0),
                 Some(Err(e)) => return Err(e),
                 None => return Ok(0),
