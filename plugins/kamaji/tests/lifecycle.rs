@@ -489,10 +489,23 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     );
     let k = get(&client, &ns, &kcp_ar, name).await.unwrap();
     assert_eq!(k["status"]["version"], "v1.36.3");
-    // The live tenant API server runs the new release.
-    let version: Value =
-        serde_json::from_slice(&kubectl(&tenant_kc, &["get", "--raw", "/version"]).stdout).unwrap();
-    assert_eq!(version["gitVersion"], "v1.36.3", "{version}");
+    // The live tenant API server runs the new release. The status reports the new version once
+    // the new control-plane pod is ready; the old one may answer on the tenant's address for a
+    // moment longer while it stops (CI once caught it), so ask until the new one answers.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let raw = kubectl(&tenant_kc, &["get", "--raw", "/version"]);
+        let version: Value = serde_json::from_slice(&raw.stdout).unwrap_or(Value::Null);
+        if version["gitVersion"] == "v1.36.3" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the tenant still answers as {version} 60 s after the upgrade: {}",
+            String::from_utf8_lossy(&raw.stderr)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     if infra != "none" {
         let md = get(
             &client,
