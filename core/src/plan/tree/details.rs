@@ -9,13 +9,11 @@
 use std::collections::BTreeSet;
 
 use super::{TreeError, TreeInput, TreeOptions, build_tree};
-use crate::json::{self, str_at};
-use crate::plan::hosts::host_from_provider_id;
 
-/// The names of the Machines whose infrastructure machine or bootstrap config the tree uses:
-/// every Machine shown on a row of its own (its children say what the Machine does not), and
-/// every BYOH Machine whose host no `spec.providerID` names yet (the HOST cell, grouped or
-/// not, then comes from its ByoMachine).
+/// The names of the Machines shown on a row of their own: the tree shows their infrastructure
+/// machine and bootstrap config when those say what the Machine does not. (The HOST of a
+/// Machine whose host no providerID names comes from the ByoHosts BYOH labels with the name of
+/// its ByoMachine, which needs no ByoMachine read.)
 pub fn machines_needing_details(
     input: TreeInput<'_>,
     opts: &TreeOptions,
@@ -27,23 +25,10 @@ pub fn machines_needing_details(
         ..input
     };
     let tree = build_tree(bare, opts)?;
-    let mut names: BTreeSet<String> = tree
+    Ok(tree
         .walk()
         .into_iter()
         .filter(|(_, n)| n.kind == "Machine" && !n.virtual_node)
         .map(|(_, n)| n.name.clone())
-        .collect();
-    names.extend(
-        input
-            .machines
-            .iter()
-            .filter(|m| {
-                str_at(m, &["spec", "providerID"])
-                    .and_then(host_from_provider_id)
-                    .is_none()
-                    && str_at(m, &["spec", "infrastructureRef", "kind"]) == Some("ByoMachine")
-            })
-            .map(|m| json::name(m).to_string()),
-    );
-    Ok(names)
+        .collect())
 }

@@ -529,24 +529,14 @@ fn empty_cluster_is_just_the_root() {
 }
 
 #[test]
-fn details_are_needed_for_visible_machines_and_unnamed_hosts_only() {
-    let mut f = fixture();
+fn details_are_needed_for_visible_machines_only() {
+    let f = fixture();
     let opts = TreeOptions::default();
     let needed = machines_needing_details(input(&f), &opts).unwrap();
     // The three control-plane Machines and two workers fold into groups; the others show.
     assert_eq!(
         needed.iter().map(String::as_str).collect::<Vec<_>>(),
         ["c1-md-0-x-3", "stray"]
-    );
-    // A grouped BYOH Machine whose host no providerID names yet needs its ByoMachine (HOST).
-    f.machines[0]["spec"]
-        .as_object_mut()
-        .unwrap()
-        .remove("providerID");
-    let needed = machines_needing_details(input(&f), &opts).unwrap();
-    assert_eq!(
-        needed.iter().map(String::as_str).collect::<Vec<_>>(),
-        ["c1-cp-a", "c1-md-0-x-3", "stray"]
     );
     // Without grouping every Machine shows, so every one needs them.
     let all = TreeOptions {
