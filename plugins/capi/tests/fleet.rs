@@ -868,14 +868,11 @@ async fn describe_reads_details_of_shown_machines_only() {
             lists, 0,
             "{cluster}: fewer than 64 details are read one GET each"
         );
-        // Expected: at most two reads per shown Machine. Not asserted: two CI runs (not this
-        // machine, in 10 runs) read the details of 4 Machines that the printed tree groups; the
-        // output is right, the reads are extra. Printed for the investigation.
-        if gets > 2 * shown {
-            eprintln!(
-                "{cluster}: {gets} detail GETs for {shown} shown of {machines} machines\n{urls:#?}"
-            );
-        }
+        assert!(
+            gets <= 2 * shown,
+            "{cluster}: {gets} detail GETs for {shown} shown of {machines} machines\n{urls:#?}\n{}",
+            out(&o)
+        );
         grouped_total += gets;
 
         let o = run(
