@@ -174,7 +174,6 @@ async fn read_templates(
     mds: &[Value],
     ns: &str,
 ) -> Vec<Value> {
-    use futures::StreamExt;
     let mut refs: Vec<ObjectRef> = cp
         .and_then(fields::control_plane_machine_template_ref)
         .into_iter()
@@ -194,21 +193,17 @@ async fn read_templates(
             (r.api_group, r.kind, namespace, r.name)
         })
         .collect();
-    futures::stream::iter(refs)
-        .map(|(api_group, kind, namespace, name)| async move {
-            let r = ObjectRef {
-                api_group,
-                kind,
-                name,
-                namespace: Some(namespace),
-                ..Default::default()
-            };
-            get_ref(conn, apis, &r, ns).await
+    let refs: Vec<ObjectRef> = refs
+        .into_iter()
+        .map(|(api_group, kind, namespace, name)| ObjectRef {
+            api_group,
+            kind,
+            name,
+            namespace: Some(namespace),
+            ..Default::default()
         })
-        .buffered(GET_CONCURRENCY)
-        .filter_map(|o| async move { o })
-        .collect()
-        .await
+        .collect();
+    get_each(conn, apis, &refs, ns).await
 }
 
 /// `--show-resourcesets`: the ClusterResourceSets named by the cluster's
