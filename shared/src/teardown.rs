@@ -2,8 +2,8 @@
 //!
 //! 1. [`plan`] finds what goes: the Cluster; the objects Cluster API removes through owner
 //!    references once the Cluster goes (its control plane and infrastructure cluster, the
-//!    MachineDeployments with their MachineSets and Machines; a KamajiControlPlane's
-//!    TenantControlPlane through the reconciler's owner reference); and what nobody would
+//!    MachineDeployments with their MachineSets and Machines; `kubectl kamaji delete` adds the
+//!    TenantControlPlane the garbage collector removes after its KamajiControlPlane); and what nobody would
 //!    remove: the machine, bootstrap and BYOH installer templates the cluster's deployments
 //!    use, and what `kubectl kamaji create --cni*` and `--kube-proxy-mode` added (a
 //!    ClusterResourceSet each and the ConfigMaps or Secrets holding the manifests, labelled with

@@ -56,6 +56,18 @@ fn own_parts(apis: &ServerApis, t: &Target) -> Vec<Part> {
     out
 }
 
+/// The TenantControlPlane the garbage collector removes after its KamajiControlPlane (through
+/// the reconciler's owner reference), when the teardown does not delete it itself: shown and
+/// waited for, since its Kamaji finalizer is what removes the data from the DataStore; `--wait`
+/// must not say the data is gone before it is.
+fn cascaded_tenant(apis: &ServerApis, t: &Target, td: &Teardown) -> Option<Part> {
+    t.tcp.as_ref()?;
+    let ar = common::tcp_resource(apis).ok()?;
+    let name = t.tcp_name();
+    let listed = td.all().any(|p| p.ar.kind == ar.kind && p.name == name);
+    (!listed).then_some(Part { ar, name })
+}
+
 /// The error `resolve` gives for a name with nothing of it left.
 async fn not_found(conn: &cli::Conn, apis: &ServerApis, name: &str) -> Error {
     match common::resolve(conn, apis, name).await {
@@ -102,7 +114,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let apis = ServerApis::discover(&conn).await?;
     let t = resolve_or_leftovers(&conn, &apis, &args.name).await?;
     let cluster_name = t.cluster_name().unwrap_or_else(|| t.name.clone());
-    let td = teardown::plan(
+    let mut td = teardown::plan(
         &conn,
         &apis,
         &t.namespace,
@@ -110,6 +122,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         own_parts(&apis, &t),
     )
     .await?;
+    td.cascaded.extend(cascaded_tenant(&apis, &t, &td));
     if t.kcp.is_none() && t.tcp.is_none() && td.all().next().is_none() {
         return Err(not_found(&conn, &apis, &args.name).await);
     }

@@ -1244,3 +1244,96 @@ async fn a_used_control_plane_address_is_refused() {
     ok(&kamaji(tb, &ns, &third));
     assert!(get(&c, &ns, &cluster, "third").await.is_some());
 }
+
+/// CI caught `kamaji delete --wait` saying the DataStore "no longer holds its data" while the
+/// TenantControlPlane was still there: the wait covered the KamajiControlPlane, not the
+/// TenantControlPlane the garbage collector removes after it (through the reconciler's owner
+/// reference), whose Kamaji finalizer is what cleans the DataStore. A finalizer nobody removes
+/// holds the TenantControlPlane here, as Kamaji's does while it cleans up.
+#[tokio::test]
+async fn delete_wait_waits_for_the_tenant_control_plane() {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-tcp-wait").await;
+    ok(&kamaji(
+        tb,
+        &ns,
+        &[
+            "create",
+            "held",
+            "--infrastructure",
+            "none",
+            "--kubernetes-version",
+            V,
+        ],
+    ));
+    let kcp = get(
+        &c,
+        &ns,
+        &ar(
+            "controlplane.cluster.x-k8s.io",
+            "v1alpha2",
+            "KamajiControlPlane",
+        ),
+        "held",
+    )
+    .await
+    .expect("create made the KamajiControlPlane");
+    // The TenantControlPlane as the reconciler makes it: owned by the KamajiControlPlane.
+    let tcp_ar = ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane");
+    let tcps = Api::<DynamicObject>::namespaced_with(c.clone(), &ns, &tcp_ar);
+    let tcp: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+        "metadata": {"name": "held", "finalizers": ["test.example.com/hold"],
+            "ownerReferences": [{"apiVersion": "controlplane.cluster.x-k8s.io/v1alpha2",
+                "kind": "KamajiControlPlane", "name": "held", "uid": kcp["metadata"]["uid"],
+                "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"dataStore": "default",
+            "controlPlane": {"deployment": {"replicas": 1}, "service": {"serviceType": "ClusterIP"}},
+            "kubernetes": {"version": V, "kubelet": {"cgroupfs": "systemd"}}}}))
+    .unwrap();
+    tcps.create(&PostParams::default(), &tcp).await.unwrap();
+    let o = kamaji(
+        tb,
+        &ns,
+        &["delete", "held", "--yes", "--wait", "--timeout", "5s"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "--wait returned while the TenantControlPlane was held:\n{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("TenantControlPlane held (finalizers test.example.com/hold)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !stdout(&o).contains("no longer holds its data"),
+        "{}",
+        stdout(&o)
+    );
+    // Resumed: the KamajiControlPlane is gone, its TenantControlPlane terminating. The holder
+    // lets go while it waits, and it finishes.
+    let ns2 = ns.clone();
+    let resumed = tokio::task::spawn_blocking(move || {
+        kamaji(
+            tb,
+            &ns2,
+            &["delete", "held", "--yes", "--wait", "--timeout", "60s"],
+        )
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    tcps.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    let out = ok(&resumed.await.unwrap());
+    assert!(out.contains("no longer holds its data"), "{out}");
+    assert!(get(&c, &ns, &tcp_ar, "held").await.is_none());
+}
