@@ -91,22 +91,37 @@ pub fn conditions_at(v: &Value, path: &[&str]) -> Vec<Condition> {
         .unwrap_or_default()
 }
 
-/// The current-style conditions, as clusterctl reads them: `status.v1beta2.conditions` when
-/// present, else `status.conditions`.
-pub fn conditions(obj: &Value) -> Vec<Condition> {
-    if at(obj, &["status", "v1beta2", "conditions"]).is_some() {
-        return conditions_at(obj, &["status", "v1beta2", "conditions"]);
-    }
-    conditions_at(obj, &["status", "conditions"])
+/// The condition of type `type_` in the list at `path`. Only that one is parsed: a tree of
+/// thousands of Machines asks each for two or three types, and parsing every condition for
+/// each question was a fifth of `describe`'s CPU.
+pub fn find_at(v: &Value, path: &[&str], type_: &str) -> Option<Condition> {
+    at(v, path)?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+        .and_then(Condition::from_json)
 }
 
-/// The legacy (v1beta1, with severity) conditions: `status.deprecated.v1beta1.conditions` when
-/// present; none on a CAPI core object served at v1beta2 without that block (its
+const CURRENT_IN_V1BETA2: &[&str] = &["status", "v1beta2", "conditions"];
+const STATUS_CONDITIONS: &[&str] = &["status", "conditions"];
+const LEGACY_IN_DEPRECATED: &[&str] = &["status", "deprecated", "v1beta1", "conditions"];
+
+/// Where the current-style conditions are, as clusterctl reads them: `status.v1beta2.conditions`
+/// when present, else `status.conditions`.
+fn current_path(obj: &Value) -> &'static [&'static str] {
+    match at(obj, CURRENT_IN_V1BETA2) {
+        Some(_) => CURRENT_IN_V1BETA2,
+        None => STATUS_CONDITIONS,
+    }
+}
+
+/// Where the legacy (v1beta1, with severity) conditions are: `status.deprecated.v1beta1.conditions`
+/// when present; nowhere on a CAPI core object served at v1beta2 without that block (its
 /// `status.conditions` are current-style); else `status.conditions` (objects at v1beta1, and
 /// providers' objects, which carry one list).
-pub fn legacy_conditions(obj: &Value) -> Vec<Condition> {
-    if at(obj, &["status", "deprecated", "v1beta1", "conditions"]).is_some() {
-        return conditions_at(obj, &["status", "deprecated", "v1beta1", "conditions"]);
+fn legacy_path(obj: &Value) -> Option<&'static [&'static str]> {
+    if at(obj, LEGACY_IN_DEPRECATED).is_some() {
+        return Some(LEGACY_IN_DEPRECATED);
     }
     let core_v1beta2 = obj
         .get("apiVersion")
@@ -116,9 +131,31 @@ pub fn legacy_conditions(obj: &Value) -> Vec<Condition> {
                 && CapiVersion::of_api_version(av) == Some(CapiVersion::V1Beta2)
         });
     if core_v1beta2 && at(obj, &["status", "v1beta2"]).is_none() {
-        return Vec::new();
+        return None;
     }
-    conditions_at(obj, &["status", "conditions"])
+    Some(STATUS_CONDITIONS)
+}
+
+/// The current-style conditions ([`current_path`]).
+pub fn conditions(obj: &Value) -> Vec<Condition> {
+    conditions_at(obj, current_path(obj))
+}
+
+/// The current-style condition of type `type_`.
+pub fn current(obj: &Value, type_: &str) -> Option<Condition> {
+    find_at(obj, current_path(obj), type_)
+}
+
+/// The legacy (v1beta1, with severity) conditions ([`legacy_path`]).
+pub fn legacy_conditions(obj: &Value) -> Vec<Condition> {
+    legacy_path(obj)
+        .map(|p| conditions_at(obj, p))
+        .unwrap_or_default()
+}
+
+/// The legacy condition of type `type_`.
+pub fn legacy(obj: &Value, type_: &str) -> Option<Condition> {
+    find_at(obj, legacy_path(obj)?, type_)
 }
 
 /// A condition by type in a list.
@@ -128,14 +165,7 @@ pub fn find<'a>(conds: &'a [Condition], type_: &str) -> Option<&'a Condition> {
 
 /// One current-style condition by type, falling back to the legacy one.
 pub fn condition(obj: &Value, type_: &str) -> Option<Condition> {
-    conditions(obj)
-        .into_iter()
-        .find(|c| c.type_ == type_)
-        .or_else(|| {
-            legacy_conditions(obj)
-                .into_iter()
-                .find(|c| c.type_ == type_)
-        })
+    current(obj, type_).or_else(|| legacy(obj, type_))
 }
 
 /// The condition that sums an object up, as clusterctl describe picks it: `Available`
@@ -190,5 +220,31 @@ mod tests {
             "deprecated": {"v1beta1": {"conditions": [{"type": "Ready", "status": "True"}]}}}});
         assert_eq!(conditions(&v2)[0].type_, "Available");
         assert_eq!(legacy_conditions(&v2)[0].type_, "Ready");
+    }
+
+    #[test]
+    fn one_condition_by_type_reads_the_same_list_as_all_of_them() {
+        let v = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "NotReady"},
+                                      {"type": "UpToDate", "status": "True"}, {"status": "True"}],
+            "deprecated": {"v1beta1": {"conditions": [{"type": "Ready", "status": "True", "severity": ""}]}}}});
+        for t in ["Ready", "UpToDate", "Available", ""] {
+            assert_eq!(current(&v, t), find(&conditions(&v), t).cloned(), "{t}");
+            assert_eq!(
+                legacy(&v, t),
+                find(&legacy_conditions(&v), t).cloned(),
+                "{t}"
+            );
+        }
+        assert_eq!(
+            current(&v, "Ready").unwrap().reason.as_deref(),
+            Some("NotReady")
+        );
+        assert!(legacy(&v, "Ready").unwrap().is_true());
+        // No legacy list on a v1beta2 core object without the deprecated block.
+        let bare = json!({"apiVersion": "cluster.x-k8s.io/v1beta2",
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        assert_eq!(legacy(&bare, "Ready"), None);
+        assert!(condition(&bare, "Ready").unwrap().is_true());
     }
 }

@@ -71,11 +71,11 @@ impl<'a> Builder<'a> {
     }
 
     pub(super) fn v1beta1_ready(&self, v: &Value) -> Option<Condition> {
-        condition::find(&condition::legacy_conditions(v), "Ready").cloned()
+        condition::legacy(v, "Ready")
     }
 
     pub(super) fn cond(&self, v: &Value, t: &str) -> Option<Condition> {
-        condition::find(&self.conds(v), t).cloned()
+        condition::current(v, t)
     }
 
     pub(super) fn group_key(&self, v: &Value) -> GroupKey {
