@@ -1185,14 +1185,7 @@ async fn an_interrupted_delete_resumes() {
         )
     });
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    clusters
-        .patch(
-            "gone",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    drop_finalizers(&clusters, "gone").await;
     let out = ok(&resumed.await.unwrap());
     assert!(out.contains("gone is gone"), "{out}");
     // With nothing left at all, the name is simply not found.
@@ -1252,7 +1245,7 @@ async fn a_used_control_plane_address_is_refused() {
 /// holds the TenantControlPlane here, as Kamaji's does while it cleans up.
 #[tokio::test]
 async fn delete_wait_waits_for_the_tenant_control_plane() {
-    use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+    use kube::api::{Api, DynamicObject, PostParams};
     let tb = testbed().await;
     let (c, ns) = tb.namespace("kamaji-tcp-wait").await;
     ok(&kamaji(
@@ -1326,13 +1319,7 @@ async fn delete_wait_waits_for_the_tenant_control_plane() {
         )
     });
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    tcps.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    drop_finalizers(&tcps, "held").await;
     let out = ok(&resumed.await.unwrap());
     assert!(out.contains("no longer holds its data"), "{out}");
     assert!(get(&c, &ns, &tcp_ar, "held").await.is_none());

@@ -45,14 +45,7 @@ async fn delete_wait_survives_an_api_server_restart() {
         &ar("cluster.x-k8s.io", "v1beta2", "Cluster"),
     );
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    clusters
-        .patch(
-            "held",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    drop_finalizers(&clusters, "held").await;
     let out = ok(&waiting.await.unwrap());
     assert!(out.contains("held is gone"), "{out}");
 }

@@ -404,3 +404,14 @@ pub fn cni_manifest(tb: &Testbed, ns: &str) -> PathBuf {
     std::fs::write(&cni, include_str!("../../../../scripts/demo-cni.yaml")).unwrap();
     cni
 }
+
+/// Lets go of an object a test held with a finalizer of its own (as a slow controller would).
+pub async fn drop_finalizers(api: &Api<DynamicObject>, name: &str) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+}
