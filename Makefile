@@ -42,7 +42,7 @@ fuzz: ## fuzz the parsers, the template engine and the kubeconfig merge (needs n
 	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 || exit 1; \
 	done
 
-sandbox: testbed ## start a management-cluster API in the background; prints the KUBECONFIG to use
+sandbox: testbed ## start a fresh management-cluster API in the background (no data from an earlier one); prints the KUBECONFIG to use
 	@$(CARGO) build -q -p capi-kamaji-testbed --bin capi-testbed
 	@if [ -f "$(SANDBOX_DIR)/ready" ] && [ -f "$(SANDBOX_DIR)/pid" ] && kill -0 $$(cat "$(SANDBOX_DIR)/pid") 2>/dev/null; then \
 	  echo "sandbox already running at $$(cat $(SANDBOX_DIR)/ready)"; \

@@ -201,7 +201,12 @@ impl LogFlags {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            // Colour codes only on a terminal and without NO_COLOR, as for every other output.
+            .with_ansi(shared::render::color_enabled(
+                ColorWhen::Auto,
+                std::env::var("NO_COLOR").ok().as_deref(),
+                std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            ))
             .with_target(ours != "info" && ours != "warn")
             .without_time()
             .try_init();

@@ -59,22 +59,12 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     if let Ok(mut v) = tb.sandboxes.lock() {
         v.push(sandbox);
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    loop {
-        if crate::http_get_ok(health_outside, "/readyz")
+    let ready = || async {
+        crate::http_get_ok(health_outside, "/readyz")
             && std::fs::read_to_string(&log).is_ok_and(|t| t.contains("Serving webhook server"))
-        {
-            break;
-        }
-        if std::time::Instant::now() > deadline {
-            return Err(Error::Start(format!(
-                "the BYOH manager is not ready after 90s; last lines of {}:\n{}",
-                log.display(),
-                crate::log_tail(&log)
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    };
+    tb.wait_until("byoh-manager", &log, Duration::from_secs(90), ready)
+        .await?;
     tracing::info!("BYOH controller manager ready (namespace-isolated; webhooks on :{webhook})");
     Ok(())
 }

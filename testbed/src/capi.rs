@@ -17,15 +17,16 @@ use kube::discovery::ApiResource;
 
 use crate::{Error, Proc, Testbed, certs, free_port};
 
-/// Starts the CAPI core manager and the kubeadm bootstrap manager (both real, v1.14).
-pub async fn start(tb: &Testbed, client: &Client) -> Result<Vec<Proc>, Error> {
+/// Starts the CAPI core manager and the kubeadm bootstrap manager (both real, v1.14); the
+/// testbed keeps (and stops) them.
+pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     let dir = tb
         .assets
         .capi
         .as_ref()
         .ok_or_else(|| Error::Start("CAPI binaries were not built".into()))?
         .clone();
-    let (core, port, ca) = start_one(
+    let (port, ca) = start_one(
         tb,
         client,
         "capi-manager",
@@ -41,7 +42,7 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<Vec<Proc>, Error> {
         "runtime.cluster.x-k8s.io",
     ];
     convert_through(client, &core_groups, port, &ca).await?;
-    let (bootstrap, port, ca) = start_one(
+    let (port, ca) = start_one(
         tb,
         client,
         "kubeadm-bootstrap-manager",
@@ -50,8 +51,7 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<Vec<Proc>, Error> {
         &[],
     )
     .await?;
-    convert_through(client, &["bootstrap.cluster.x-k8s.io"], port, &ca).await?;
-    Ok(vec![core, bootstrap])
+    convert_through(client, &["bootstrap.cluster.x-k8s.io"], port, &ca).await
 }
 
 /// Points the conversion of every multi-version CRD of `groups` at a manager's webhook server.
@@ -90,7 +90,7 @@ async fn start_one(
     bin: &std::path::Path,
     webhooks: &str,
     extra: &[String],
-) -> Result<(Proc, u16, String), Error> {
+) -> Result<(u16, String), Error> {
     let cert_dir = tb.dir.join(format!("{name}-certs"));
     std::fs::create_dir_all(&cert_dir).map_err(|e| Error::io(&cert_dir, e))?;
     let ca = certs::webhook_serving(&cert_dir)?;
@@ -118,24 +118,15 @@ async fn start_one(
         &log,
         &[("KUBECONFIG", tb.kubeconfig.display().to_string())],
     )?;
-    // Ready when the health endpoint answers and the webhook server accepts connections.
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    loop {
-        if crate::http_get_ok(health, "/readyz")
+    tb.push(proc);
+    // Ready when the health endpoint answers and the webhook server accepts connections; a
+    // manager that exits first is reported with its own last error line.
+    tb.wait_until(name, &log, Duration::from_secs(90), || async move {
+        crate::http_get_ok(health, "/readyz")
             && std::net::TcpStream::connect(("127.0.0.1", webhook)).is_ok()
-        {
-            break;
-        }
-        if std::time::Instant::now() > deadline {
-            return Err(Error::Start(format!(
-                "{name} not ready after 90s; last lines of {}:\n{}",
-                log.display(),
-                crate::log_tail(&log)
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Ok((proc, webhook, ca))
+    })
+    .await?;
+    Ok((webhook, ca))
 }
 
 pub(crate) async fn register_webhooks(

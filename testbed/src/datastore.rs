@@ -128,8 +128,12 @@ pub fn start(dir: &Path, etcd: &Path) -> Result<DataStore, Error> {
         ],
         &log,
     )?;
+    let mut proc = proc;
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = proc.exited() {
+            return Err(crate::process::exited_error("datastore-etcd", status, &log));
+        }
         if Instant::now() > deadline {
             return Err(Error::Start(format!(
                 "the datastore etcd did not listen within 30s; {}:\n{}",

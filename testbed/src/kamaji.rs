@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
@@ -103,7 +103,12 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     register_mutating_webhooks(tb, client, webhook, &webhook_ca).await?;
 
     let log = spawn_manager(tb, &bin, &sandbox, &tmp, &certs_dir, &work)?;
-    wait_for_workers(&log).await?;
+    // Ready when its log says its controllers started; reported with its own last error line
+    // if it exits first.
+    let ready =
+        || async { std::fs::read_to_string(&log).is_ok_and(|t| t.contains("Starting workers")) };
+    tb.wait_until("kamaji", &log, Duration::from_secs(60), ready)
+        .await?;
     start_tenant_runner(tb)?;
     tracing::info!(
         "Kamaji running (namespace-isolated, webhooks not registered); tenants run Kubernetes {}",
@@ -199,25 +204,6 @@ fn spawn_manager(
     )?;
     tb.push(proc);
     Ok(log)
-}
-
-/// Waits (up to 60 s) until Kamaji's log says its controllers started.
-async fn wait_for_workers(log: &Path) -> Result<(), Error> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        if text.contains("Starting workers") {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(Error::Start(format!(
-                "Kamaji did not start its controllers within 60s; {}:\n{}",
-                log.display(),
-                crate::log_tail(log)
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Runs the SIMULATED kubelet of tenant pods ([`crate::pods`]) and [`plumb_tenants`] in the

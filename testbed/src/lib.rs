@@ -24,6 +24,7 @@ mod crds;
 mod datastore;
 pub mod expect;
 pub mod fixtures;
+mod inotify;
 mod kamaji;
 mod netns;
 pub mod pods;
@@ -96,7 +97,9 @@ pub struct Options {
     /// benchmarks can count the requests each user makes.
     pub audit: bool,
     /// Where to keep certificates, etcd data, logs and the kubeconfig. A fresh temporary
-    /// directory (removed on drop) when `None`.
+    /// directory (removed on drop) when `None`. A given directory is kept afterwards, but each
+    /// start is a fresh cluster: the etcd data an earlier run left there is removed first (the
+    /// new API server has a new port and new certificates).
     pub dir: Option<PathBuf>,
 }
 
@@ -430,6 +433,13 @@ fn start_blocking(opts: Options) -> Result<Testbed, String> {
     .map_err(|_| "testbed start panicked".to_string())?
 }
 
+/// Whether the testbed's logs on stderr may carry colour codes: only on a terminal, and not
+/// with `NO_COLOR` set (no-color.org), so `make demo > file` and log files stay plain text.
+pub fn log_colours() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
@@ -438,6 +448,7 @@ fn init_logging() {
         )
         .with_writer(std::io::stderr)
         .with_test_writer()
+        .with_ansi(log_colours())
         .try_init();
 }
 

@@ -14,7 +14,9 @@
 //! the real controllers would have written them. Defaults: `--namespace bench`, 30 hosts, 20
 //! machines, 3 clusters, 2 MachineDeployments.
 //! `up` writes `<dir>/kubeconfig`, then `<dir>/ready`, and runs until SIGINT or SIGTERM, when it
-//! stops every process it started. `--simulate` runs SIMULATED BYOH host agents next to the real
+//! stops every process it started. Each `up` is a fresh cluster: the etcd data an earlier run
+//! left in `<dir>` is removed (the new API server has a new port and new certificates, so
+//! objects naming the old one would mislead), and `up` refuses while a sandbox runs there. `--simulate` runs SIMULATED BYOH host agents next to the real
 //! controllers, so it needs `--real` (Kamaji and the BYOH controller run for real only).
 
 use std::path::PathBuf;
@@ -38,6 +40,7 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_client=off")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(testbed::log_colours())
         .try_init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(mut cli) = Cli::parse(&args) else {
@@ -234,6 +237,15 @@ async fn up(
             return ExitCode::FAILURE;
         }
     };
+    // Each `up` starts clean (see `Options::dir`), so it must not wipe a sandbox still running.
+    if let Some(pid) = running_in(&dir) {
+        eprintln!(
+            "error: a sandbox is already running in {} (pid {pid})\nhint: stop it first: capi-testbed down --dir {}",
+            dir.display(),
+            dir.display()
+        );
+        return ExitCode::FAILURE;
+    }
     let _ = std::fs::remove_file(dir.join("ready"));
     let _ = std::fs::create_dir_all(&dir);
     let _ = std::fs::write(dir.join("pid"), std::process::id().to_string());
@@ -284,6 +296,20 @@ async fn up(
     let _ = std::fs::remove_file(dir.join("pid"));
     eprintln!("sandbox stopped");
     ExitCode::SUCCESS
+}
+
+/// The pid of a `capi-testbed` still running in `dir` (its `pid` file names a live process of
+/// this program), if any.
+fn running_in(dir: &std::path::Path) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(dir.join("pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let ours = pid != std::process::id() as i32
+        && String::from_utf8_lossy(&cmdline).contains("capi-testbed");
+    ours.then_some(pid)
 }
 
 /// Starts the SIMULATED BYOH host agents of `pool` (creating its namespace) in the background.

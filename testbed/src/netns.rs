@@ -40,7 +40,7 @@ impl NetSandbox {
         // mounts our hosts file and becomes `sleep`.
         let script = r#"set -e; ip link set lo up; mount --bind "$1" /etc/hosts; : > "$2"; exec sleep infinity"#;
         let log = dir.join(format!("{name}-netns.log"));
-        let holder = Proc::spawn(
+        let mut holder = Proc::spawn(
             &format!("{name}-netns"),
             Path::new("unshare"),
             &[
@@ -59,6 +59,11 @@ impl NetSandbox {
         )?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while !ready.exists() {
+            if let Some(status) = holder.exited() {
+                // Without root, unshare says why (`Operation not permitted`).
+                let what = format!("the {name} network namespace (unshare, needs root)");
+                return Err(crate::process::exited_error(&what, status, &log));
+            }
             if Instant::now() > deadline {
                 return Err(Error::Start(format!(
                     "the {name} network namespace did not come up (needs root, unshare and ip); {}:\n{}",

@@ -201,3 +201,158 @@ impl Drop for Proc {
         self.kill();
     }
 }
+
+/// The error of a process that exited while it was awaited: its name, its exit status and its
+/// own last error line, so `too many open files` reads as that and not as a timeout.
+pub(crate) fn exited_error(what: &str, status: std::process::ExitStatus, log: &Path) -> Error {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let line = last_error_line(&text).unwrap_or_else(|| "it logged nothing".into());
+    Error::Start(format!(
+        "{what} exited ({status}): {line} (log: {})",
+        log.display()
+    ))
+}
+
+/// Polls `ready` every 100 ms until it returns true. Fails as soon as `exited` reports the
+/// process gone ([`exited_error`]), and after `timeout` with the log's last lines.
+pub(crate) async fn wait_ready<E, F, Fut>(
+    what: &str,
+    log: &Path,
+    timeout: std::time::Duration,
+    mut exited: E,
+    ready: F,
+) -> Result<(), Error>
+where
+    E: FnMut() -> Option<std::process::ExitStatus>,
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if ready().await {
+            return Ok(());
+        }
+        if let Some(status) = exited() {
+            return Err(exited_error(what, status, log));
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(Error::Start(format!(
+                "{what} not ready after {timeout:?}; last lines of {}:\n{}",
+                log.display(),
+                crate::log_tail(log)
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// The last line of a log that reports an error, in the forms the upstream binaries write: klog
+/// (`E0102 12:00:00.000000 1 main.go:1] "Problem running manager" err="..."`, the header
+/// dropped), zap JSON (`{"level":"error","msg":..,"error":..}`), and Go's `panic:`, `fatal
+/// error:` and cobra's `Error:`. Without one, the last non-empty line.
+pub(crate) fn last_error_line(text: &str) -> Option<String> {
+    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines()
+        .rev()
+        .find_map(error_in)
+        .or_else(|| lines().next_back().map(str::to_string))
+}
+
+/// The error a log line reports, if it reports one.
+fn error_in(line: &str) -> Option<String> {
+    let b = line.as_bytes();
+    let klog = b.len() > 6
+        && matches!(b[0], b'E' | b'F')
+        && b[1..5].iter().all(u8::is_ascii_digit)
+        && b[5] == b' ';
+    if klog {
+        return Some(match line.split_once("] ") {
+            Some((_, msg)) => msg.to_string(),
+            None => line.to_string(),
+        });
+    }
+    if line.starts_with('{') {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        let level = v["level"].as_str()?;
+        if !matches!(level, "error" | "dpanic" | "panic" | "fatal") {
+            return None;
+        }
+        let msg = v["msg"].as_str().unwrap_or_default();
+        return Some(match v["error"].as_str() {
+            Some(err) => format!("{msg:?} err={err:?}"),
+            None => format!("{msg:?}"),
+        });
+    }
+    ["panic: ", "fatal error: ", "Error: ", "error: "]
+        .iter()
+        .any(|p| line.starts_with(p))
+        .then(|| line.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_error_line_is_found_in_each_upstream_form() {
+        let klog = "I0102 10:00:00.000000   42 main.go:10] \"starting manager\"\nE0102 10:00:01.000000   42 main.go:99] \"Problem running manager\" err=\"too many open files\" logger=\"setup\"\n";
+        assert_eq!(
+            last_error_line(klog).as_deref(),
+            Some("\"Problem running manager\" err=\"too many open files\" logger=\"setup\"")
+        );
+        let zap = "{\"level\":\"info\",\"msg\":\"starting\"}\n{\"level\":\"error\",\"msg\":\"unable to start manager\",\"error\":\"too many open files\"}\n{\"level\":\"info\",\"msg\":\"bye\"}\n";
+        assert_eq!(
+            last_error_line(zap).as_deref(),
+            Some("\"unable to start manager\" err=\"too many open files\"")
+        );
+        let panic = "starting\npanic: runtime error: index out of range\n\ngoroutine 1 [running]:\nmain.main()\n";
+        assert_eq!(
+            last_error_line(panic).as_deref(),
+            Some("panic: runtime error: index out of range")
+        );
+        assert_eq!(
+            last_error_line("a\nlast words\n\n").as_deref(),
+            Some("last words")
+        );
+        assert_eq!(last_error_line("\n"), None);
+    }
+
+    /// A real process that dies at start is reported with its own last error line, at once,
+    /// not as a timeout.
+    #[tokio::test]
+    async fn a_process_that_dies_at_start_is_reported_with_its_last_error_line() {
+        let dir = std::env::temp_dir().join(format!("testbed-died-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("capi-manager.log");
+        let script = "echo 'I0102 10:00:00.000000 1 main.go:1] \"starting manager\"'; \
+             echo 'E0102 10:00:01.000000 1 main.go:2] \"Problem running manager\" err=\"too many open files\"' >&2; \
+             exit 1";
+        let mut p = Proc::spawn(
+            "capi-manager",
+            Path::new("sh"),
+            &["-c".into(), script.into()],
+            &log,
+        )
+        .unwrap();
+        let t0 = std::time::Instant::now();
+        let err = wait_ready(
+            "capi-manager",
+            &log,
+            std::time::Duration::from_secs(90),
+            || p.exited(),
+            || async { false },
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(t0.elapsed() < std::time::Duration::from_secs(30), "{err}");
+        assert_eq!(
+            err,
+            format!(
+                "capi-manager exited (exit status: 1): \"Problem running manager\" err=\"too many open files\" (log: {})",
+                log.display()
+            )
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

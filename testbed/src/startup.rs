@@ -12,8 +12,8 @@ use kube::api::Api;
 
 use crate::{
     ADMIN_TOKEN, Assets, BYOH_MANAGER_TOKEN, Error, LIMITED_TOKEN, Options, Proc, Profile,
-    RECONCILER_TOKEN, Testbed, byoh, capi, certs, client_for, crds, free_port, http_get_ok, kamaji,
-    log_tail, process, write_private,
+    RECONCILER_TOKEN, Testbed, byoh, capi, certs, client_for, crds, free_port, http_get_ok,
+    inotify, kamaji, process, write_private,
 };
 
 /// Removes testbed directories left by processes that no longer exist (a test binary killed
@@ -41,6 +41,7 @@ fn sweep_stale_dirs(root: &Path) {
 fn testbed_dir(dir: Option<&Path>) -> Result<(PathBuf, bool), Error> {
     if let Some(d) = dir {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+        start_clean(d)?;
         return Ok((d.to_path_buf(), false));
     }
     let root = std::env::temp_dir();
@@ -55,6 +56,38 @@ fn testbed_dir(dir: Option<&Path>) -> Result<(PathBuf, bool), Error> {
     std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
     process::remove_at_exit(&d);
     Ok((d, true))
+}
+
+/// What a run leaves in a kept directory that a new run must not inherit: the API server's and
+/// Kamaji's datastore's etcd data (objects written against the last API server, such as a BYOH
+/// BootstrapKubeconfig naming its URL and CA, while the new one gets a new port and new
+/// certificates), the audit log, and tenant pods' directories. Logs are truncated by each start.
+const LAST_RUN: &[&str] = &["etcd", "datastore-etcd", "audit.log", "tenant-pods"];
+
+/// Removes the state of an earlier run in `dir` (saying so), so every start is a fresh cluster.
+fn start_clean(dir: &Path) -> Result<(), Error> {
+    let mut removed = Vec::new();
+    for name in LAST_RUN {
+        let p = dir.join(name);
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        let gone = if meta.is_dir() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+        gone.map_err(|e| Error::io(&p, e))?;
+        removed.push(*name);
+    }
+    if !removed.is_empty() {
+        tracing::info!(
+            "starting clean: removed what an earlier run left in {} ({})",
+            dir.display(),
+            removed.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// The API server's static token file: the admin, limited, reconciler and BYOH manager tokens.
@@ -100,6 +133,9 @@ impl Testbed {
                 "the BYOH controller needs the CAPI manager (its conversion webhook)".into(),
             ));
         }
+        // Before any process starts: the processes of this testbed and the ones already running
+        // on this machine must fit under the inotify limits together.
+        let _budget = inotify::reserve(&opts)?;
         let assets = Assets::ensure_for(opts.capi_manager, opts.kamaji, opts.byoh)?;
         let (dir, remove_dir) = testbed_dir(opts.dir.as_deref())?;
         let pki = certs::Pki::generate(&dir.join("pki"))?;
@@ -288,9 +324,7 @@ impl Testbed {
                     "the CAPI v1.14 manager needs the full profile".into(),
                 ));
             }
-            for proc in capi::start(self, client).await? {
-                self.push(proc);
-            }
+            capi::start(self, client).await?;
         }
         if opts.kamaji {
             kamaji::start(self, client).await?;
@@ -301,9 +335,9 @@ impl Testbed {
         Ok(())
     }
 
-    /// Polls `ready` every 100 ms until it returns true, failing early with the log tail when
-    /// the last spawned process has died, and after `timeout`.
-    async fn wait_until<F, Fut>(
+    /// Polls `ready` every 100 ms until it returns true, failing as soon as the process `what`
+    /// names has exited (with its own last error line), and after `timeout`.
+    pub(crate) async fn wait_until<F, Fut>(
         &self,
         what: &str,
         log: &Path,
@@ -314,32 +348,15 @@ impl Testbed {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if ready().await {
-                return Ok(());
-            }
-            let exited = self
-                .procs
-                .lock()
-                .ok()
-                .and_then(|mut v| v.last_mut().and_then(|p| p.exited()));
-            if let Some(status) = exited {
-                return Err(Error::Start(format!(
-                    "{what} exited ({status}); last lines of {}:\n{}",
-                    log.display(),
-                    log_tail(log)
-                )));
-            }
-            if Instant::now() > deadline {
-                return Err(Error::Start(format!(
-                    "{what} not ready after {timeout:?}; last lines of {}:\n{}",
-                    log.display(),
-                    log_tail(log)
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let exited = || {
+            self.procs.lock().ok().and_then(|mut v| {
+                v.iter_mut()
+                    .rev()
+                    .find(|p| p.name == what)
+                    .and_then(|p| p.exited())
+            })
+        };
+        process::wait_ready(what, log, timeout, exited, ready).await
     }
 
     fn write_kubeconfig(&self, pki: &certs::Pki) -> Result<(), Error> {

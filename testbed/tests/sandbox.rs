@@ -2,7 +2,7 @@
 //! `kubectl api-resources` through the real kubectl, and nothing left afterwards.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Processes whose command line mentions `needle` (our sandbox dir is unique per test).
@@ -23,33 +23,63 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
     found
 }
 
+/// Starts `capi-testbed up` in `dir` as `make sandbox` does (its stderr into `dir/sandbox.log`,
+/// not a terminal) and waits for `dir/ready`.
+fn up(bin: &str, dir: &Path) -> Child {
+    let log = std::fs::File::create(dir.join("sandbox.log")).unwrap();
+    let mut up = Command::new(bin)
+        .args(["up", "--dir", &dir.display().to_string()])
+        .env_remove("NO_COLOR")
+        .env_remove("TESTBED_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !dir.join("ready").exists() {
+        let log = std::fs::read_to_string(dir.join("sandbox.log")).unwrap_or_default();
+        assert!(
+            up.try_wait().unwrap().is_none(),
+            "sandbox runner exited early:\n{log}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "sandbox not ready in time:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    up
+}
+
+/// `capi-testbed down`, then waits for the runner to end.
+fn down(bin: &str, dir: &Path, mut up: Child) {
+    let down = Command::new(bin)
+        .args(["down", "--dir", &dir.display().to_string()])
+        .output()
+        .unwrap();
+    assert!(down.status.success());
+    let _ = up.wait();
+}
+
+/// Runs the real kubectl against the sandbox in `dir`.
+fn kubectl(dir: &Path, args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", dir.join("kubeconfig"))
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn sandbox_up_serves_the_upstream_kinds_and_down_leaves_nothing() {
     let bin = env!("CARGO_BIN_EXE_capi-testbed");
     let dir = std::env::temp_dir().join(format!("capi-sandbox-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
     let dir_s = dir.display().to_string();
-    let mut up = Command::new(bin)
-        .args(["up", "--dir", &dir_s])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while !dir.join("ready").exists() {
-        assert!(
-            up.try_wait().unwrap().is_none(),
-            "sandbox runner exited early"
-        );
-        assert!(Instant::now() < deadline, "sandbox not ready in time");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let out = Command::new("kubectl")
-        .args(["api-resources", "--no-headers"])
-        .env("KUBECONFIG", dir.join("kubeconfig"))
-        .output()
-        .unwrap();
+    let first = up(bin, &dir);
+    let out = kubectl(&dir, &["api-resources", "--no-headers"]);
     assert!(
         out.status.success(),
         "{}",
@@ -67,13 +97,58 @@ fn sandbox_up_serves_the_upstream_kinds_and_down_leaves_nothing() {
         processes_mentioning(&dir_s).len() >= 3,
         "etcd, apiserver and KCM run"
     );
-
-    let down = Command::new(bin)
-        .args(["down", "--dir", &dir_s])
+    // Issue 24: an object written against this sandbox's API server (as `hosts add` writes a
+    // BootstrapKubeconfig naming its URL) must not outlive it.
+    let out = kubectl(
+        &dir,
+        &[
+            "create",
+            "configmap",
+            "from-the-last-sandbox",
+            "-n",
+            "default",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let second_up_refused = Command::new(bin)
+        .args(["up", "--dir", &dir_s])
         .output()
         .unwrap();
-    assert!(down.status.success());
-    let _ = up.wait();
+    assert_eq!(second_up_refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&second_up_refused.stderr)
+            .contains("a sandbox is already running in"),
+        "{}",
+        String::from_utf8_lossy(&second_up_refused.stderr)
+    );
+    down(bin, &dir, first);
+
+    // Issue 24: its logs to a file carry no colour codes (`make demo > file` showed them).
+    let log = std::fs::read_to_string(dir.join("sandbox.log")).unwrap();
+    assert!(log.contains("kube-apiserver ready at"), "{log}");
+    assert!(
+        !log.contains("\x1b["),
+        "colour codes in a redirected log:\n{log:?}"
+    );
+
+    // Issue 24: `make sandbox-down` then `make sandbox` starts clean, on a new port.
+    let again = up(bin, &dir);
+    let out = kubectl(
+        &dir,
+        &["get", "configmap", "from-the-last-sandbox", "-n", "default"],
+    );
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("NotFound"),
+        "the last sandbox's data is still there: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    down(bin, &dir, again);
+
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let left = processes_mentioning(&dir_s);

@@ -413,3 +413,79 @@ async fn v1beta1_reads_of_v1beta2_clusters_are_converted_by_the_capi_manager() {
     );
     assert!(cp.get("apiGroup").is_none(), "{cp}");
 }
+
+/// Starts a testbed with every real controller (the options `testbed::shared_real()` uses) on a
+/// thread and runtime of its own, as the shared testbeds start, and says how long it took.
+fn start_real() -> std::thread::JoinHandle<(Result<testbed::Testbed, testbed::Error>, Duration)> {
+    std::thread::spawn(|| {
+        let t0 = std::time::Instant::now();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let tb = rt.block_on(testbed::Testbed::start(testbed::Options {
+            capi_manager: true,
+            kamaji: true,
+            byoh: true,
+            ..testbed::Options::default()
+        }));
+        (tb, t0.elapsed())
+    })
+}
+
+/// Issue 24: two real testbeds at once (a sandbox next to `make demo`, or a test binary starting
+/// several) both run: each API server answers and each one's CAPI manager serves its webhooks
+/// (a v1beta1 Cluster converts through it on a server-side dry-run create). Or a testbed is
+/// refused in one line naming the inotify limit, instead of a manager dying with `too many
+/// open files` at start.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_real_testbeds_start_side_by_side() {
+    let (a, b) = (start_real(), start_real());
+    for (n, handle) in [a, b].into_iter().enumerate() {
+        let (tb, took) = handle.join().unwrap();
+        let tb = match tb {
+            Ok(tb) => tb,
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(
+                    !msg.contains('\n') && msg.contains("fs.inotify.max_user_"),
+                    "testbed {n} failed to start for another reason than the inotify limit: {msg}"
+                );
+                continue;
+            }
+        };
+        eprintln!("real testbed {n} started in {took:?}");
+        let names: Vec<String> = tb.pids().into_iter().map(|(name, _)| name).collect();
+        for p in ["kube-apiserver", "capi-manager", "kamaji", "byoh-manager"] {
+            assert!(
+                names.iter().any(|n| n == p),
+                "testbed {n}: no {p} in {names:?}"
+            );
+        }
+        let clusters: Api<DynamicObject> = Api::namespaced_with(
+            tb.client().await,
+            "default",
+            &ar("cluster.x-k8s.io", "v1beta1", "Cluster", "clusters"),
+        );
+        let c: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+            "metadata": {"name": "side-by-side"},
+            "spec": {"controlPlaneRef": {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta1",
+                                         "kind": "KubeadmControlPlane", "name": "side-by-side"}},
+        }))
+        .unwrap();
+        let dry_run = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        let got = clusters
+            .create(&dry_run, &c)
+            .await
+            .unwrap_or_else(|e| panic!("testbed {n}: the CAPI manager did not convert: {e}"));
+        assert_eq!(
+            got.data["spec"]["controlPlaneRef"]["kind"], "KubeadmControlPlane",
+            "testbed {n}: {:?}",
+            got.data
+        );
+    }
+}
