@@ -25,5 +25,6 @@ pub mod ops;
 pub mod plan;
 pub mod text;
 pub mod version;
+pub mod yaml;
 
 pub use error::Error;

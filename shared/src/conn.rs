@@ -96,13 +96,7 @@ impl Conn {
 }
 
 fn kubeconfig_error(e: impl std::fmt::Display, path: Option<&Path>) -> Error {
-    let where_ = path
-        .map(|p| format!("{}: ", p.display()))
-        .unwrap_or_default();
-    Error::Kubeconfig {
-        message: format!("cannot read the kubeconfig: {where_}{e}"),
-        hint: "check the file (kubectl config view), KUBECONFIG and --kubeconfig".into(),
-    }
+    crate::kubeconfig::load_error(e, path)
 }
 
 fn default_kubeconfig_path() -> Option<PathBuf> {
@@ -114,9 +108,7 @@ impl ConnectOptions {
     /// merged, first wins), else `~/.kube/config`. `None` when none exists (then in-cluster).
     pub fn load_kubeconfig(&self) -> Result<Option<Kubeconfig>, Error> {
         if let Some(p) = &self.kubeconfig {
-            return Kubeconfig::read_from(p)
-                .map(Some)
-                .map_err(|e| kubeconfig_error(e, Some(p)));
+            return crate::kubeconfig::load_file(p, "--kubeconfig").map(Some);
         }
         if let Some(v) = std::env::var_os("KUBECONFIG")
             && std::env::split_paths(&v).any(|p| !p.as_os_str().is_empty())
@@ -136,25 +128,31 @@ impl ConnectOptions {
             }
             let mut merged = Kubeconfig::default();
             for p in &existing {
-                let kc = Kubeconfig::read_from(p).map_err(|e| kubeconfig_error(e, Some(p)))?;
+                let kc = crate::kubeconfig::load_file(p, "KUBECONFIG")?;
                 merged = merged.merge(kc).map_err(|e| kubeconfig_error(e, Some(p)))?;
             }
             return Ok(Some(merged));
         }
         match default_kubeconfig_path() {
-            Some(p) if p.exists() => Kubeconfig::read_from(&p)
-                .map(Some)
-                .map_err(|e| kubeconfig_error(e, Some(&p))),
+            Some(p) if p.exists() => crate::kubeconfig::load_file(&p, "the kubeconfig").map(Some),
             _ => Ok(None),
         }
     }
 
     /// The context to use: `--context`, else the kubeconfig's current context; it must exist.
     fn context_name(&self, kc: &Kubeconfig) -> Result<String, Error> {
-        let Some(context) = self.context.clone().or_else(|| kc.current_context.clone()) else {
+        // kubectl treats an empty `current-context: ""` (what `kubectl config unset
+        // current-context` leaves) and `--context ""` as not set.
+        let Some(context) = self
+            .context
+            .clone()
+            .filter(|c| !c.is_empty())
+            .or_else(|| kc.current_context.clone().filter(|c| !c.is_empty()))
+        else {
             return Err(Error::Kubeconfig {
-                message: "the kubeconfig has no current context".into(),
-                hint: "pass --context, or run kubectl config use-context <name>".into(),
+                message: "no current context is set in the kubeconfig (current-context is empty)"
+                    .into(),
+                hint: "set one with kubectl config use-context NAME, or pass --context NAME".into(),
             });
         };
         if kc.contexts.iter().any(|c| c.name == context) {

@@ -16,10 +16,14 @@ use crate::error::Error;
 
 mod deliver;
 mod file;
+mod load;
+mod validate;
 
 pub use deliver::{CONFLICT_HINT, Delivery, KubeconfigFormat, deliver, merge_message, merge_names};
 pub use file::backup_path;
 use file::{FileLock, read_writable, replace_file};
+pub use load::{load_error, load_file};
+pub use validate::{loadable, usable};
 
 /// Fault injection for tests only: fail after the temporary file is written, before the rename.
 pub const FAIL_BEFORE_RENAME_ENV: &str = "KUBECTL_CAPI_TEST_FAIL_BEFORE_RENAME";
@@ -246,6 +250,30 @@ pub fn merge_into_file(path: &Path, add: &Value, opts: MergeOptions) -> Result<M
     let (merged, mut report) = merge(&base, add, opts)?;
     report.file = path.display().to_string();
     let text = crate::render::to_yaml(&merged)?;
+    // A merge never leaves a file kubectl cannot load (issue 24): the text about to be
+    // written is checked the way kubectl reads it.
+    if let Err(why) = validate::loadable(&text) {
+        let already = old_text
+            .as_deref()
+            .is_some_and(|t| validate::loadable(t).is_err());
+        return Err(Error::Other {
+            message: if already {
+                format!(
+                    "{} does not load in kubectl: {why}; nothing was changed",
+                    path.display()
+                )
+            } else {
+                format!(
+                    "merging into {} would leave a kubeconfig kubectl cannot load: {why}; nothing was changed",
+                    path.display()
+                )
+            },
+            hint: Some(format!(
+                "check it with kubectl config view --kubeconfig {}",
+                path.display()
+            )),
+        });
+    }
     if old_text.as_deref() == Some(text.as_str()) {
         return Ok(report);
     }

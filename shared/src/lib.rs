@@ -20,6 +20,7 @@ pub mod conn;
 pub mod discovery;
 pub mod error;
 pub mod fetch;
+pub mod input;
 pub mod kubeconfig;
 pub mod render;
 pub mod teardown;

@@ -181,7 +181,7 @@ pub fn split(what: &str, text: &str) -> Result<Parts, Error> {
             usage(
                 format!(
                     "{what}: document {n} is not valid YAML: {}",
-                    e.to_string().lines().next().unwrap_or_default()
+                    crate::yaml::error_line(&e)
                 ),
                 "fix the manifest and run again",
             )

@@ -107,7 +107,29 @@ fn check_args(args: &AddArgs) -> Result<(), Error> {
             dir.display()
         )));
     }
+    if let Some(dir) = &args.output {
+        for h in &args.hosts {
+            check_host_dir(&dir.join(h))?;
+        }
+    }
     Ok(())
+}
+
+/// `--output DIR`: each host's directory is ours to write in only when it is a real directory
+/// or absent. A symlink there would send the bootstrap credentials wherever it points.
+fn check_host_dir(d: &std::path::Path) -> Result<(), Error> {
+    let what = match std::fs::symlink_metadata(d) {
+        Ok(m) if m.file_type().is_symlink() => "a symlink",
+        Ok(m) if !m.is_dir() => "not a directory",
+        _ => return Ok(()),
+    };
+    Err(Error::Usage {
+        message: format!("--output: {} is {what}; nothing was written", d.display()),
+        hint: Some(format!(
+            "remove {} (a host's files go in a directory of its own) or pass another --output DIR",
+            d.display()
+        )),
+    })
 }
 
 /// The API server URL the hosts reach and its CA bundle (PEM), both from the context unless
@@ -137,8 +159,9 @@ async fn bootstrap_endpoint(args: &AddArgs) -> Result<(String, String), Error> {
     Ok((apiserver, ca))
 }
 
-/// apply: replaces an object whose token has expired, applies `obj`, and waits for the bootstrap
-/// kubeconfig BYOH writes into its status.
+/// apply: replaces an object whose token has expired or that names another API server or CA
+/// than `obj` (see [`outdated`]), applies `obj`, and waits for the bootstrap kubeconfig BYOH
+/// writes into its status.
 async fn issue(
     conn: &shared::conn::Conn,
     ar: &kube::discovery::ApiResource,
@@ -148,8 +171,11 @@ async fn issue(
     timeout: Duration,
 ) -> Result<String, Error> {
     if let Some(old) = shared::api::get_json_opt(conn, ar, Some(ns), host).await?
-        && expired(&old)
+        && let Some(why) = outdated(&old, obj)
     {
+        shared::render::info(&format!(
+            "replacing the bootstrap kubeconfig of {host}: {why}"
+        ));
         shared::api::delete(conn, ar, ns, host).await?;
         wait_gone(conn, ar, ns, host, timeout).await?;
     }
@@ -214,6 +240,31 @@ fn render_host(args: &AddArgs, ns: &str, host: &str, kubeconfig: &str) -> Result
     Ok(())
 }
 
+/// Why an existing BootstrapKubeconfig cannot be reused for `want`, if it cannot: its token
+/// has expired, or it names another API server or CA (the management cluster moved, e.g. a
+/// sandbox restarted on a new port). BYOH issues the kubeconfig in its status once, from the
+/// spec it saw first (BYOH v0.5.0, its BootstrapKubeconfig controller), so a changed spec
+/// would never be issued again: the object is replaced.
+fn outdated(old: &Value, want: &Value) -> Option<String> {
+    if expired(old) {
+        return Some("its token has expired".into());
+    }
+    let field = |v: &Value, f: &str| {
+        v.pointer(&format!("/spec/{f}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (was, now) = (field(old, "apiserver"), field(want, "apiserver"));
+    if was != now {
+        return Some(format!("it names the API server {was}, not {now}"));
+    }
+    if field(old, "certificate-authority-data") != field(want, "certificate-authority-data") {
+        return Some("it names another certificate authority than the API server's".into());
+    }
+    None
+}
+
 /// Whether BYOH's token in `obj` has expired (it was issued when the object was created).
 fn expired(obj: &Value) -> bool {
     let created = obj
@@ -240,7 +291,7 @@ async fn wait_gone(
     name: &str,
     timeout: Duration,
 ) -> Result<(), Error> {
-    let what = format!("replacing the expired bootstrap kubeconfig of {name}");
+    let what = format!("replacing the bootstrap kubeconfig of {name}");
     shared::render::wait_until(&what, timeout, Duration::from_millis(300), || async move {
         Ok(
             match shared::api::get_json_opt(conn, ar, Some(ns), name).await? {

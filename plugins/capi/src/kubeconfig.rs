@@ -109,8 +109,8 @@ impl Flags {
 }
 
 /// Reads the kubeconfig of `cluster` from its secret, with clear errors when it is missing
-/// (control plane not initialized yet) or malformed.
-async fn fetch(cluster: &str, kube: &KubeFlags) -> Result<String, Error> {
+/// (control plane not initialized yet) or malformed; also returns the Secret, `namespace/name`.
+async fn fetch(cluster: &str, kube: &KubeFlags) -> Result<(String, String), Error> {
     let conn = kube.connect().await?;
     let ns = conn.namespace.clone();
     let secret_name = format!("{cluster}-kubeconfig");
@@ -163,7 +163,7 @@ async fn fetch(cluster: &str, kube: &KubeFlags) -> Result<String, Error> {
     let text = String::from_utf8(data).map_err(|_| malformed("\"value\" is not UTF-8 text"))?;
     let parsed = kubeconfig::parse(&text, "\"value\"").map_err(|e| malformed(&e.to_string()))?;
     kubeconfig::check_entries(&parsed).map_err(|e| malformed(&e))?;
-    Ok(text)
+    Ok((text, format!("{ns}/{secret_name}")))
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
@@ -171,6 +171,6 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     kcore::names::check_object_name("cluster", cluster)?;
     let delivery = flags.kubeconfig.delivery()?;
     let kube = flags.kube()?;
-    let text = fetch(cluster, &kube).await?;
-    kubeconfig::deliver(&delivery, cluster, &text)
+    let (text, secret) = fetch(cluster, &kube).await?;
+    kubeconfig::deliver(&delivery, cluster, &secret, &text)
 }

@@ -281,3 +281,79 @@ async fn merge_flags_new_and_old_spellings() {
     );
     tb.delete_namespace(&client, &ns).await;
 }
+
+/// Issue 24: a Secret whose kubeconfig kubectl cannot load is refused before a merge, in one
+/// line naming the Secret, and the user's file is left as it was (no `.bak` either). The shapes
+/// are checked against the real kubectl first: it must refuse each of them.
+#[tokio::test]
+async fn merge_refuses_a_secret_kubectl_cannot_load() {
+    use base64::Engine;
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("kc-flags-bad-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config");
+    let mine = testbed::fixtures::workload_kubeconfig("mine", "https://10.1.2.9:6443");
+    std::fs::write(&file, &mine).unwrap();
+    let good = testbed::fixtures::workload_kubeconfig("b", "https://10.1.2.6:6443");
+    let shapes = [
+        // A plain N is a boolean to kubectl (YAML 1.1), not a namespace.
+        (
+            "b1",
+            good.replace(
+                "    user: b-admin\n",
+                "    user: b-admin\n    namespace: N\n",
+            ),
+        ),
+        // An entry whose `user:` is a string.
+        (
+            "b2",
+            good.replace(
+                "  user:\n    token: fixture-token-b\n",
+                "  user: \"name: N\"\n",
+            ),
+        ),
+        // certificate-authority-data that is not base64.
+        (
+            "b3",
+            good.replace(
+                "    insecure-skip-tls-verify: true\n",
+                "    certificate-authority-data: not-base64!\n",
+            ),
+        ),
+    ];
+    for (cluster, text) in &shapes {
+        assert_ne!(text, &good, "{cluster}: the shape was not planted");
+        let probe = dir.path().join(format!("{cluster}.probe"));
+        std::fs::write(&probe, text).unwrap();
+        let kubectl = Command::new("kubectl")
+            .args(["config", "view", "--kubeconfig"])
+            .arg(&probe)
+            .output()
+            .expect("kubectl on PATH");
+        assert!(
+            !kubectl.status.success(),
+            "{cluster}: kubectl loads it:\n{text}"
+        );
+        let s: Secret = serde_json::from_value(json!({
+            "metadata": {"name": format!("{cluster}-kubeconfig")},
+            "type": "cluster.x-k8s.io/secret",
+            "data": {"value": base64::engine::general_purpose::STANDARD.encode(text)}
+        }))
+        .unwrap();
+        Api::<Secret>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &s)
+            .await
+            .unwrap();
+        let merge_to = format!("--merge={}", file.display());
+        let o = run(
+            tb,
+            &["kubeconfig", cluster, "-n", &ns, &merge_to, "--set-current"],
+        );
+        let says =
+            format!("Secret {ns}/{cluster}-kubeconfig holds a kubeconfig kubectl cannot load");
+        testbed::expect::one_line_refusal(&o, 1, &says, cluster).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), mine, "{cluster}");
+        assert!(!dir.path().join("config.bak").exists(), "{cluster}");
+    }
+    tb.delete_namespace(&client, &ns).await;
+}

@@ -100,7 +100,7 @@ pub struct Args {
     /// Network plugin for the workload cluster: calico (Calico's release manifest, downloaded at create time; KUBECTL_KAMAJI_CALICO_URL names a mirror) or none (install one yourself). Cluster API applies it through a ClusterResourceSet [default: none]
     #[arg(long, value_name = "CNI", help_heading = "Network plugin")]
     pub cni: Option<String>,
-    /// Network plugin manifest to install instead of --cni (YAML, at most 8 MiB; kept in ConfigMaps, or Secrets if it holds Secrets)
+    /// Network plugin manifest to install instead of --cni (YAML, at most 8 MiB, `-` reads stdin; kept in ConfigMaps, or Secrets if it holds Secrets)
     #[arg(long = "cni-manifest", value_name = "FILE", value_hint = clap::ValueHint::FilePath, help_heading = "Network plugin")]
     pub cni_manifest: Option<PathBuf>,
     /// Print (client) or validate on the server (server) without changing anything

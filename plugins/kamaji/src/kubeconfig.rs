@@ -208,7 +208,8 @@ async fn get(args: &GetArgs) -> Result<(), Error> {
     let apis = ServerApis::discover(&conn).await?;
     let t = common::resolve(&conn, &apis, &args.name).await?;
     let text = admin_kubeconfig(&conn, &t, &args.secret_key).await?;
-    shared::kubeconfig::deliver(&delivery, &t.name, &text)
+    let secret = format!("{}/{}", t.namespace, common::admin_secret_name(&t));
+    shared::kubeconfig::deliver(&delivery, &t.name, &secret, &text)
 }
 
 async fn rotate(args: &RotateArgs) -> Result<(), Error> {

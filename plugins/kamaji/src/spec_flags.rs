@@ -108,7 +108,7 @@ pub(crate) fn base_spec(
         apiserver_args: cp.apiserver_args.clone(),
         controller_manager_args: cp.controller_manager_args.clone(),
         scheduler_args: cp.scheduler_args.clone(),
-        values: cp.from_file.as_ref().map(read_values).transpose()?,
+        values: cp.from_file.as_deref().map(read_values).transpose()?,
         flavor: machine.flavor.clone(),
         image: machine.image.clone(),
         network: infra.network.clone(),
@@ -139,22 +139,16 @@ fn parse_selector(pairs: &[String]) -> Result<BTreeMap<String, String>, Error> {
     Ok(out)
 }
 
-/// `--from-file FILE` (`-` for stdin) as YAML.
-fn read_values(path: &PathBuf) -> Result<Value, Error> {
-    let text = if path.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())
-    } else {
-        std::fs::read_to_string(path)
-    }
-    .map_err(|e| Error::Usage {
-        message: format!("cannot read --from-file {}: {e}", path.display()),
-        hint: Some("check the path".into()),
-    })?;
+/// `--from-file FILE` (`-` for stdin) as YAML, read through the one bounded reader.
+fn read_values(path: &std::path::Path) -> Result<Value, Error> {
+    let text = shared::input::Input::new("--from-file", true)
+        .read_text(path)
+        .map_err(shared::input::InputError::usage)?;
     serde_saphyr::from_str::<Value>(&text).map_err(|e| Error::Usage {
         message: format!(
             "--from-file {} is not valid YAML: {}",
             path.display(),
-            e.to_string().lines().next().unwrap_or_default()
+            kcore::yaml::error_line(&e)
         ),
         hint: Some("fix the YAML and run again".into()),
     })

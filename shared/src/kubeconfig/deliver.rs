@@ -54,9 +54,11 @@ pub fn merge_names(name: &str, context_name: Option<&str>) -> (String, String, S
     (name.to_string(), format!("{name}-admin"), context)
 }
 
-/// Prints, writes or merges the kubeconfig `text` of cluster `name` as `delivery` says. Only
-/// the kubeconfig goes to stdout; what a write or merge did goes to stderr.
-pub fn deliver(delivery: &Delivery, name: &str, text: &str) -> Result<(), Error> {
+/// Prints, writes or merges the kubeconfig `text` of cluster `name`, read from `secret`
+/// (`namespace/name`, for messages), as `delivery` says. Only the kubeconfig goes to stdout;
+/// what a write or merge did goes to stderr. A merge first checks that kubectl can load the
+/// Secret's kubeconfig ([`super::usable`]).
+pub fn deliver(delivery: &Delivery, name: &str, secret: &str, text: &str) -> Result<(), Error> {
     let formatted = |format: KubeconfigFormat| -> Result<String, Error> {
         let mut out = match format {
             KubeconfigFormat::Yaml => text.to_string(),
@@ -104,7 +106,16 @@ pub fn deliver(delivery: &Delivery, name: &str, text: &str) -> Result<(), Error>
                             .into(),
                     hint: Some("pass --merge=FILE".into()),
                 })?;
-            let fetched = parse(text, "the fetched kubeconfig")?;
+            super::usable(text).map_err(|why| Error::Other {
+                message: format!(
+                    "Secret {secret} holds a kubeconfig kubectl cannot load: {why}; nothing was changed"
+                ),
+                hint: Some(
+                    "its writer (the control-plane provider) must fix it; --write-to FILE or no flag shows it as it is"
+                        .into(),
+                ),
+            })?;
+            let fetched = parse(text, &format!("Secret {secret}"))?;
             let (cluster, user, context) = merge_names(name, context_name.as_deref());
             let renamed = rename(&fetched, &cluster, &user, &context)?;
             let opts = MergeOptions {

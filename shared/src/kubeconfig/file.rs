@@ -48,7 +48,12 @@ pub(super) fn read_writable(target: &Path) -> Result<(Option<String>, u32), Erro
             )),
         });
     }
-    let text = std::fs::read_to_string(target).map_err(|e| read_error(target, e))?;
+    let text = crate::input::Input::new("kubeconfig", false)
+        .read_text(target)
+        .map_err(|e| match e {
+            crate::input::InputError::Io { source, .. } => read_error(target, source),
+            other => other.failure(),
+        })?;
     // The owner's bits stay; group and others lose access, since the file now holds
     // credentials (kubectl keeps the mode as it is; clusterctl writes 0600).
     Ok((Some(text), mode & 0o700))

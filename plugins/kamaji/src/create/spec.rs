@@ -1,7 +1,7 @@
 //! `create`'s flags read into a [`CreateSpec`]: the network plugin (read or downloaded); the
 //! flags it shares with `generate clusterclass` through [`base_spec`].
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Duration;
 
 use shared::build::cni::{self, CniKind, CniManifest};
@@ -12,30 +12,32 @@ use shared::error::Error;
 use super::Args;
 use crate::spec_flags::base_spec;
 
-/// Reads `--cni-manifest FILE`, refusing files above the size `create` accepts.
-fn read_cni_manifest(path: &PathBuf) -> Result<CniManifest, Error> {
-    let unreadable = |e: std::io::Error| Error::Usage {
-        message: format!("cannot read --cni-manifest {}: {e}", path.display()),
-        hint: Some("check the path".into()),
+/// Reads `--cni-manifest FILE` (`-` for stdin) through the one bounded reader: at most the
+/// size `create` accepts, and a pipe or FIFO that sends nothing is given up.
+fn read_cni_manifest(path: &Path) -> Result<CniManifest, Error> {
+    let input = shared::input::Input {
+        flag: "--cni-manifest",
+        limit: cni::MAX_MANIFEST_BYTES,
+        stdin: true,
     };
-    let len = std::fs::metadata(path).map_err(unreadable)?.len();
-    if len > cni::MAX_MANIFEST_BYTES as u64 {
-        return Err(Error::Usage {
-            message: format!(
-                "--cni-manifest {} is {}; at most {} is accepted",
-                path.display(),
-                cni::human_bytes(usize::try_from(len).unwrap_or(usize::MAX)),
-                cni::human_bytes(cni::MAX_MANIFEST_BYTES)
-            ),
+    let text = input.read_text(path).map_err(|e| match e {
+        shared::input::InputError::TooLarge { .. } => Error::Usage {
+            message: e.to_string(),
             hint: Some(
                 "install a network plugin this large by hand in the workload cluster (kubectl capi kubeconfig NAME)".into(),
             ),
-        });
-    }
-    let text = std::fs::read_to_string(path).map_err(unreadable)?;
+        },
+        other => other.usage(),
+    })?;
     Ok(CniManifest {
         kind: CniKind::Custom,
-        source: path.display().to_string(),
+        // "- (stdin)" names it in messages, and is no file name: the ConfigMap key becomes
+        // manifest.yaml.
+        source: if path.as_os_str() == "-" {
+            "- (stdin)".into()
+        } else {
+            path.display().to_string()
+        },
         text,
     })
 }
@@ -96,7 +98,7 @@ pub(crate) fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Erro
     cni_choice(args)?;
     let cni = args
         .cni_manifest
-        .as_ref()
+        .as_deref()
         .map(read_cni_manifest)
         .transpose()?;
     Ok(CreateSpec {
