@@ -46,6 +46,27 @@ enum Base {
 struct Expr {
     base: Base,
     rfc: String,
+    /// Its index and slice selectors, checked against the arrays they apply to before the
+    /// query runs: RFC 9535 selects nothing out of bounds where kubectl errors.
+    arrays: Vec<ArraySel>,
+}
+
+/// One `[…]` of indexes and slices (`[2]`, `[-1:]`, `[0:4:2]`, `[0,3]`) and the RFC 9535 path
+/// of what it applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ArraySel {
+    prefix: String,
+    slices: Vec<Slice>,
+}
+
+/// One index or slice as kubectl's parser reads it (`parseArray`, client-go
+/// `util/jsonpath/parser.go`, v0.36): a bare index `[i]` is the slice `[i:i+1]` with a derived
+/// end. The step is checked at parse time and does not change the bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slice {
+    start: Option<i64>,
+    end: Option<i64>,
+    end_derived: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,6 +206,7 @@ fn translate(expr: &str) -> Result<Expr, TemplateError> {
     };
     let s: Vec<char> = rest.chars().collect();
     let mut out = String::from("$");
+    let mut arrays = Vec::new();
     let mut i = 0;
     while i < s.len() {
         match s[i] {
@@ -214,6 +236,16 @@ fn translate(expr: &str) -> Result<Expr, TemplateError> {
             '[' => {
                 let end = bracket_end(&s, i)?;
                 let inner: String = s[i + 1..end].iter().collect();
+                // After `..` the prefix is no path of its own; kubectl's recursive descent
+                // is left to the RFC query there.
+                if let Some(slices) = array_slices(&inner)?
+                    && !out.ends_with("..")
+                {
+                    arrays.push(ArraySel {
+                        prefix: out.clone(),
+                        slices,
+                    });
+                }
                 out.push('[');
                 out.push_str(&filter(&inner));
                 out.push(']');
@@ -230,7 +262,97 @@ fn translate(expr: &str) -> Result<Expr, TemplateError> {
     if let Err(e) = Value::Null.query(&out) {
         return Err(err(format!("invalid JSONPath expression {expr:?}: {e}")));
     }
-    Ok(Expr { base, rfc: out })
+    Ok(Expr {
+        base,
+        rfc: out,
+        arrays,
+    })
+}
+
+/// The indexes and slices of a `[…]` selector, `None` when it is something else (`*`, a
+/// filter, a quoted key), which the RFC query handles alone. A step of 0 or less is refused
+/// here, as kubectl refuses it (`step must be > 0`), since it depends on no data.
+fn array_slices(inner: &str) -> Result<Option<Vec<Slice>>, TemplateError> {
+    let t = inner.trim();
+    let mut slices = Vec::new();
+    for part in t.split(',') {
+        let pieces: Vec<&str> = part.trim().split(':').collect();
+        let numeric = |p: &str| {
+            let digits = p.strip_prefix('-').unwrap_or(p);
+            digits.chars().all(|c| c.is_ascii_digit())
+        };
+        if pieces.len() > 3 || !pieces.iter().all(|p| numeric(p)) {
+            return Ok(None);
+        }
+        let number = |p: &str| -> Result<Option<i64>, TemplateError> {
+            if p.is_empty() {
+                return Ok(None);
+            }
+            p.parse::<i64>()
+                .map(Some)
+                .map_err(|_| err(format!("array index {p} is not a number")))
+        };
+        let start = number(pieces[0])?;
+        let (end, end_derived) = match pieces.get(1) {
+            Some(p) => (number(p)?, false),
+            // kubectl: `[i]` ends at i+1.
+            None => {
+                let next = start
+                    .unwrap_or(0)
+                    .checked_add(1)
+                    .ok_or_else(|| err(format!("array index {} is too large", pieces[0])))?;
+                (Some(next), true)
+            }
+        };
+        if let Some(step) = pieces.get(2).map(|p| number(p)).transpose()?.flatten()
+            && step <= 0
+        {
+            return Err(err(format!(
+                "step must be > 0 (in [{t}]); a slice is [start:end:step] with a positive step"
+            )));
+        }
+        slices.push(Slice {
+            start,
+            end,
+            end_derived,
+        });
+    }
+    Ok(Some(slices))
+}
+
+/// kubectl's bounds check of one index or slice on an array of `len` items (`evalArray`,
+/// client-go `util/jsonpath/jsonpath.go`, v0.36): negative positions count from the end, an
+/// empty slice passes, anything else must lie inside the array.
+fn check_bounds(s: &Slice, len: usize) -> Result<(), TemplateError> {
+    let n = i64::try_from(len).unwrap_or(i64::MAX);
+    let mut start = s.start.unwrap_or(0);
+    if start < 0 {
+        start = start.saturating_add(n);
+    }
+    let mut end = s.end.unwrap_or(n);
+    if end < 0 || (end == 0 && s.end_derived) {
+        end = end.saturating_add(n);
+    }
+    if start == end {
+        return Ok(());
+    }
+    if start < 0 || start >= n {
+        return Err(err(format!(
+            "array index out of bounds: index {start}, length {len}"
+        )));
+    }
+    if end < 0 || end > n {
+        return Err(err(format!(
+            "array index out of bounds: index {}, length {len}",
+            end.saturating_sub(1)
+        )));
+    }
+    if start > end {
+        return Err(err(format!(
+            "starting index {start} is greater than ending index {end}"
+        )));
+    }
+    Ok(())
 }
 
 /// A member name inside a filter: letters, digits, `_`, `-`, `/` and `\.` (an escaped dot).
@@ -373,14 +495,28 @@ fn top(stack: &mut [(Option<Expr>, Vec<Node>)]) -> &mut Vec<Node> {
     }
 }
 
-fn query<'a>(e: &Expr, root: &'a Value, current: &'a Value) -> Vec<&'a Value> {
+fn query<'a>(
+    e: &Expr,
+    root: &'a Value,
+    current: &'a Value,
+) -> Result<Vec<&'a Value>, TemplateError> {
     let doc = match e.base {
         Base::Root => root,
         Base::Current => current,
     };
+    // kubectl evaluates left to right and stops at the first index outside its array; a
+    // missing key or a null before it selects nothing, which kubectl prints as nothing.
+    for sel in &e.arrays {
+        for v in doc.query(&sel.prefix).unwrap_or_default() {
+            let Value::Array(items) = v else { continue };
+            for s in &sel.slices {
+                check_bounds(s, items.len())?;
+            }
+        }
+    }
     // Expressions were validated at parse time; a failure here can only be a path that
     // does not apply, which kubectl prints as nothing.
-    doc.query(&e.rfc).unwrap_or_default()
+    Ok(doc.query(&e.rfc).unwrap_or_default())
 }
 
 /// How kubectl prints one value: strings bare, the rest as compact JSON.
@@ -413,14 +549,14 @@ fn render_nodes(
         match n {
             Node::Text(t) => push_bounded(out, t)?,
             Node::Expr(e) => {
-                let vals: Vec<String> = query(e, root, current)
+                let vals: Vec<String> = query(e, root, current)?
                     .into_iter()
                     .map(value_text)
                     .collect();
                 push_bounded(out, &vals.join(" "))?;
             }
             Node::Range(e, body) => {
-                let vals = query(e, root, current);
+                let vals = query(e, root, current)?;
                 // `{range .items}` over one array iterates its elements, as kubectl does.
                 let items: Vec<&Value> = match vals.as_slice() {
                     [Value::Array(a)] => a.iter().collect(),
@@ -511,8 +647,9 @@ impl Columns {
     }
 
     /// One row per object: the `items` of a list, else the value itself. A column matching
-    /// nothing is `<none>`; several matches are joined with commas, as kubectl prints them.
-    pub fn rows(&self, root: &Value) -> Vec<Vec<String>> {
+    /// nothing is `<none>`; several matches are joined with commas, as kubectl prints them. An
+    /// index outside its array is an error, as in kubectl.
+    pub fn rows(&self, root: &Value) -> Result<Vec<Vec<String>>, TemplateError> {
         let objects: Vec<&Value> = match root.get("items").and_then(Value::as_array) {
             Some(items) => items.iter().collect(),
             None => vec![root],
@@ -524,12 +661,12 @@ impl Columns {
                     .iter()
                     .map(|e| {
                         let vals: Vec<String> =
-                            query(e, root, o).into_iter().map(value_text).collect();
-                        if vals.is_empty() {
+                            query(e, root, o)?.into_iter().map(value_text).collect();
+                        Ok(if vals.is_empty() {
                             "<none>".to_string()
                         } else {
                             vals.join(",")
-                        }
+                        })
                     })
                     .collect()
             })
@@ -618,15 +755,74 @@ mod tests {
             Columns::parse("NAME:.metadata.name,STATE:state,L:{.metadata.labels.tier-1}").unwrap();
         assert_eq!(c.headers, ["NAME", "STATE", "L"]);
         assert_eq!(
-            c.rows(&list()),
+            c.rows(&list()).unwrap(),
             vec![vec!["a", "Available", "db"], vec!["b", "Running", "<none>"]]
         );
         let f = Columns::parse_file("NAME   N\n.metadata.name   .n\n").unwrap();
-        assert_eq!(f.rows(&list())[1], vec!["b", "2"]);
+        assert_eq!(f.rows(&list()).unwrap()[1], vec!["b", "2"]);
         assert!(Columns::parse("NAME").is_err());
         assert!(Columns::parse(":.a").is_err());
         assert!(Columns::parse_file("A B\n.a\n").is_err());
         let one = Columns::parse("K:.kind").unwrap();
-        assert_eq!(one.rows(&json!({"kind": "X"})), vec![vec!["X"]]);
+        assert_eq!(one.rows(&json!({"kind": "X"})).unwrap(), vec![vec!["X"]]);
+    }
+
+    /// Issue 24: kubectl errors on an index outside its array and on a step of 0; RFC 9535
+    /// selects nothing there, and we printed nothing with exit 0.
+    #[test]
+    fn indexes_outside_the_array_error_as_kubectl_does() {
+        let e = |t: &str| Template::parse(t).unwrap().render(&list()).unwrap_err().0;
+        assert_eq!(
+            e("{.items[-99999999]}"),
+            "array index out of bounds: index -99999997, length 2"
+        );
+        assert_eq!(
+            e("{.items[5].metadata.name}"),
+            "array index out of bounds: index 5, length 2"
+        );
+        assert_eq!(
+            e("{.items[0:5]}"),
+            "array index out of bounds: index 4, length 2"
+        );
+        assert_eq!(
+            e("{.items[1:0]}"),
+            "starting index 1 is greater than ending index 0"
+        );
+        assert_eq!(
+            e("{range .items[0,7]}{.n}{end}"),
+            "array index out of bounds: index 7, length 2"
+        );
+        let empty = Template::parse("{.items[0].metadata.name}").unwrap();
+        assert_eq!(
+            empty.render(&json!({"items": []})).unwrap_err().0,
+            "array index out of bounds: index 0, length 0"
+        );
+        // What kubectl prints quietly stays quiet: empty slices, missing keys, negatives
+        // inside the array.
+        assert_eq!(render("{.items[1:1]}"), "");
+        assert_eq!(render("{.nothing[3]}"), "");
+        assert_eq!(render("{.items[-2].metadata.name}"), "a");
+        assert_eq!(render("{.items[0:2:1].n}"), "1 2");
+        for t in ["{.items[0:2:0]}", "{.items[::-1]}"] {
+            let e = Template::parse(t).unwrap_err().0;
+            assert!(e.starts_with("step must be > 0"), "{t}: {e}");
+        }
+        assert!(
+            Template::parse("{.items[99999999999999999999]}")
+                .unwrap_err()
+                .0
+                .contains("is not a number")
+        );
+    }
+
+    #[test]
+    fn custom_columns_check_indexes_as_kubectl_does() {
+        let c = Columns::parse("FIRST:$.items[7].n").unwrap();
+        assert_eq!(
+            c.rows(&list()).unwrap_err().0,
+            "array index out of bounds: index 7, length 2"
+        );
+        let c = Columns::parse("FIRST:$.items[-1].n").unwrap();
+        assert_eq!(c.rows(&list()).unwrap(), vec![vec!["2"], vec!["2"]]);
     }
 }

@@ -2,14 +2,14 @@
 //! templates. Variables come from the flags, then the environment, then the clusterctl config
 //! file (`--config`, else `~/.config/cluster-api/clusterctl.yaml`, else
 //! `~/.cluster-api/clusterctl.yaml`). As clusterctl does, every object gets the target namespace
-//! and the output is the objects as YAML documents.
+//! and the output is the objects as YAML documents; `-o json` prints them as a `v1 List` and
+//! `-o name` as `kind.group/name` lines, as kubectl prints several objects.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use clap::{Args as ClapArgs, Subcommand};
-use cli::{KubeFlags, OutputFlags};
+use cli::{KubeFlags, OutputFlags, OutputFormat};
 use serde::Serialize;
 use serde_json::Value;
 use shared::error::Error;
@@ -85,8 +85,11 @@ pub struct ClusterArgs {
     /// The clusterctl config file (default: ~/.config/cluster-api/clusterctl.yaml, else ~/.cluster-api/clusterctl.yaml)
     #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub config: Option<PathBuf>,
-    #[command(flatten)]
-    pub output: OutputFlags,
+    /// Output format: yaml (the default, as clusterctl prints), json (a v1 List), name, jsonpath=TEMPLATE, jsonpath-file=FILE, custom-columns=SPEC, custom-columns-file=FILE; --list-variables prints a table by default
+    // Not the shared OutputFlags: their default is `table`, and here an explicit `-o table`
+    // must be told from no `-o` at all (YAML).
+    #[arg(short = 'o', long = "output", value_parser = cli::flags::parse_output, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
     #[command(flatten)]
     pub kube: KubeFlags,
 }
@@ -215,12 +218,9 @@ fn provider_dir(a: &ClusterArgs, provider: Option<&str>) -> Result<PathBuf, Erro
 
 /// The `providers:` entries of a clusterctl config file: (name, type, url).
 fn read_providers(path: &Path) -> Result<Vec<(String, String, String)>, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::other(format!(
-            "cannot read the clusterctl config {}: {e}",
-            path.display()
-        ))
-    })?;
+    let text = config_input()
+        .read_text(path)
+        .map_err(shared::input::InputError::failure)?;
     let v: Value = serde_saphyr::from_str(&text).unwrap_or(Value::Null);
     Ok(v.get("providers")
         .and_then(Value::as_array)
@@ -231,6 +231,20 @@ fn read_providers(path: &Path) -> Result<Vec<(String, String, String)>, Error> {
             Some((s("name")?, s("type")?, s("url")?))
         })
         .collect())
+}
+
+/// How `--from` is read: bounded as the template engine is, `-` for stdin.
+fn template_input() -> shared::input::Input<'static> {
+    shared::input::Input {
+        flag: "--from",
+        limit: kcore::plan::template::MAX_TEMPLATE_BYTES,
+        stdin: true,
+    }
+}
+
+/// How clusterctl's `--config` file is read (bounded; no stdin).
+fn config_input() -> shared::input::Input<'static> {
+    shared::input::Input::new("--config", false)
 }
 
 /// Reads the template text and says where it came from.
@@ -261,10 +275,9 @@ async fn read_template(from: &str, flavor: Option<&str>) -> Result<(String, Stri
                 "--flavor picks cluster-template-FLAVOR.yaml in a directory; it cannot apply to --from -",
             ));
         }
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| Error::other(format!("cannot read the template from stdin: {e}")))?;
+        let s = template_input()
+            .read_text(Path::new("-"))
+            .map_err(shared::input::InputError::failure)?;
         return Ok((s, "stdin".into()));
     }
     let p = Path::new(from);
@@ -281,15 +294,18 @@ async fn read_template(from: &str, flavor: Option<&str>) -> Result<(String, Stri
         }
         p.to_path_buf()
     };
-    let text = std::fs::read_to_string(&file).map_err(|e| Error::Other {
-        message: format!("cannot read the template {}: {e}", file.display()),
-        hint: match flavor {
-            Some(_) if p.is_dir() => Some(format!(
-                "flavors found in {from}: {}",
-                flavors_in(p).join(", ")
-            )),
-            _ => None,
+    let text = template_input().read_text(&file).map_err(|e| match e {
+        shared::input::InputError::Io { source, .. } => Error::Other {
+            message: format!("cannot read the template {}: {source}", file.display()),
+            hint: match flavor {
+                Some(_) if p.is_dir() => Some(format!(
+                    "flavors found in {from}: {}",
+                    flavors_in(p).join(", ")
+                )),
+                _ => Some("check the path".into()),
+            },
         },
+        other => other.failure(),
     })?;
     Ok((text, file.display().to_string()))
 }
@@ -334,25 +350,23 @@ fn config_path(flag: Option<&Path>) -> Option<PathBuf> {
 
 /// The scalar top-level keys of a clusterctl config file (lists like `providers` are skipped).
 fn read_config(path: &Path, explicit: bool) -> Result<BTreeMap<String, String>, Error> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match config_input().read_text(path) {
         Ok(t) => t,
-        Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {
+        Err(shared::input::InputError::Io { source, .. })
+            if !explicit && source.kind() == std::io::ErrorKind::NotFound =>
+        {
             return Ok(BTreeMap::new());
         }
-        Err(e) => {
-            return Err(Error::other(format!(
-                "cannot read the clusterctl config {}: {e}",
-                path.display()
-            )));
-        }
+        Err(e) => return Err(e.failure()),
     };
     if text.trim().is_empty() {
         return Ok(BTreeMap::new());
     }
     let v: Value = serde_saphyr::from_str(&text).map_err(|e| Error::Other {
         message: format!(
-            "the clusterctl config {} is not valid YAML: {e}",
-            path.display()
+            "the clusterctl config {} is not valid YAML: {}",
+            path.display(),
+            kcore::yaml::error_line(&e)
         ),
         hint: Some("it is a flat map of VARIABLE: value".into()),
     })?;
@@ -505,7 +519,29 @@ const CLUSTER_SCOPED: [&str; 9] = [
     "IngressClass",
 ];
 
+/// The format the rendered objects print in: YAML unless `-o` says otherwise; the table
+/// formats are refused (there is no table of objects that do not exist yet).
+fn objects_format(a: &ClusterArgs) -> Result<OutputFormat, Error> {
+    match &a.output {
+        None => Ok(OutputFormat::Yaml),
+        Some(f @ (OutputFormat::Table | OutputFormat::Wide)) => Err(Error::Usage {
+            message: format!(
+                "-o {f} does not apply to generate cluster: it prints objects, not a table"
+            ),
+            hint: Some(
+                "use -o yaml (the default), json, name, jsonpath=TEMPLATE or custom-columns=SPEC; --list-variables prints a table".into(),
+            ),
+        }),
+        Some(f) => Ok(f.clone()),
+    }
+}
+
 async fn cluster(a: &ClusterArgs) -> Result<(), Error> {
+    let format = if a.list_variables {
+        OutputFormat::Table
+    } else {
+        objects_format(a)?
+    };
     crate::day2::check_name(&a.name)?;
     if a.name.len() > 63 {
         return Err(Error::usage(format!(
@@ -520,7 +556,11 @@ async fn cluster(a: &ClusterArgs) -> Result<(), Error> {
     if a.list_variables {
         let variables = template::variable_status(&text, &vars)
             .map_err(|e| template_error(e, &source, config.as_deref()))?;
-        return Printer::new(&a.output).print(&VariableList {
+        let output = OutputFlags {
+            output: a.output.clone().unwrap_or(format),
+            ..OutputFlags::default()
+        };
+        return Printer::new(&output).print(&VariableList {
             template: source,
             variables,
         });
@@ -528,10 +568,13 @@ async fn cluster(a: &ClusterArgs) -> Result<(), Error> {
     let rendered = template::substitute(&text, &vars)
         .map_err(|e| template_error(e, &source, config.as_deref()))?;
     let docs: Vec<Value> = serde_saphyr::from_multiple(&rendered).map_err(|e| Error::Other {
-        message: format!("the template {source} does not render to valid YAML: {e}"),
+        message: format!(
+            "the template {source} does not render to valid YAML: {}",
+            kcore::yaml::error_line(&e)
+        ),
         hint: Some("check the template around that line, and the values of its variables".into()),
     })?;
-    let mut out = String::new();
+    let mut objects = Vec::new();
     for mut d in docs.into_iter().filter(|d| !d.is_null()) {
         let kind = d.get("kind").and_then(Value::as_str).unwrap_or("");
         if kind.is_empty() || d.get("apiVersion").is_none() {
@@ -544,14 +587,14 @@ async fn cluster(a: &ClusterArgs) -> Result<(), Error> {
         {
             meta.insert("namespace".into(), Value::String(namespace.clone()));
         }
-        out.push_str("---\n");
-        out.push_str(&shared::render::to_yaml(&d)?);
+        objects.push(d);
     }
-    if out.is_empty() {
+    if objects.is_empty() {
         return Err(Error::other(format!(
             "the template {source} holds no objects"
         )));
     }
+    let out = shared::render::objects_text(&format, &objects, "")?;
     match &a.write_to {
         Some(p) => shared::kubeconfig::write_atomic(p, out.as_bytes(), false),
         None => {

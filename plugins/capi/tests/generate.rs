@@ -366,3 +366,92 @@ fn list_variables_and_bad_input_get_one_clear_line() {
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("line 3"), "{}", text(&o.stderr));
 }
+
+/// Issue 24: `-o json` and `-o name` printed YAML with exit 0. The rendered objects now print
+/// as kubectl prints several objects: `-o json` a `v1 List`, `-o name` one `kind.group/name`
+/// a line; YAML stays the default (clusterctl's output); the table formats, which have no
+/// meaning for objects not yet created, are refused in one line.
+#[test]
+fn output_formats_are_honoured_or_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let kamaji = data("kamaji-cluster-template.yaml");
+    let env = [
+        ("KUBERNETES_VERSION", "v1.34.2"),
+        ("CONTROL_PLANE_ENDPOINT_IP", "10.0.0.1"),
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = vec!["c1", "--from", kamaji.as_str(), "-n", "team-a"];
+        args.extend_from_slice(extra);
+        generate(&args, &env, home.path())
+    };
+    let yaml = run(&[]);
+    assert!(yaml.status.success(), "{}", text(&yaml.stderr));
+    let yaml = text(&yaml.stdout);
+    assert!(yaml.starts_with("---\n"), "{yaml}");
+    let docs = yaml.matches("---\n").count();
+    assert!(docs >= 3, "{yaml}");
+    assert_eq!(text(&run(&["-o", "yaml"]).stdout), yaml);
+
+    let o = run(&["-o", "json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("-o json is not JSON ({e}):\n{}", text(&o.stdout)));
+    assert_eq!(v["apiVersion"], "v1");
+    assert_eq!(v["kind"], "List");
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), docs);
+    assert!(
+        items
+            .iter()
+            .any(|i| i["kind"] == "Cluster" && i["metadata"]["namespace"] == "team-a"),
+        "{v}"
+    );
+
+    let o = run(&["-o", "name"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let names = text(&o.stdout);
+    assert_eq!(names.lines().count(), docs, "{names}");
+    assert!(
+        names.lines().any(|l| l == "cluster.cluster.x-k8s.io/c1"),
+        "{names}"
+    );
+
+    let o = run(&["-o", "jsonpath={.items[*].kind}"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("Cluster"), "{}", text(&o.stdout));
+
+    // --write-to writes what -o says.
+    let file = home.path().join("c1.json");
+    let o = run(&["-o", "json", "--write-to", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(written["kind"], "List");
+
+    for format in ["table", "wide"] {
+        let o = run(&["-o", format]);
+        assert_eq!(o.status.code(), Some(2), "-o {format}: {}", text(&o.stderr));
+        assert!(
+            o.stdout.is_empty(),
+            "-o {format} printed {}",
+            text(&o.stdout)
+        );
+        let err = text(&o.stderr);
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 2, "{err}");
+        assert_eq!(
+            lines[0],
+            format!(
+                "error: -o {format} does not apply to generate cluster: it prints objects, not a table"
+            )
+        );
+        assert!(
+            lines[1].starts_with("hint: use -o yaml (the default), json, name,"),
+            "{err}"
+        );
+    }
+    // --list-variables keeps its human form (the default) and -o json.
+    let o = run(&["--list-variables", "-o", "table"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).starts_with("Required Variables:\n"));
+}

@@ -20,6 +20,8 @@ use kcore::kcp::install as manifests;
 
 use crate::common::{self, DryRun};
 
+mod image_ref;
+
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
     after_help = "The provider goes to namespace kamaji-reconciler-system unless -n names another.
@@ -172,9 +174,17 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
         return Ok(());
     }
     let conn = args.kube.connect().await?;
+    check_installed_elsewhere(&conn, &ns).await?;
     check_other_provider(&conn, &objects, args.take_over).await?;
     let server_dry = args.dry_run == DryRun::Server;
-    apply_all(&conn, &objects, server_dry).await?;
+    // A server dry run does not create the namespace, and the API server answers every
+    // object in a namespace that does not exist with that namespace's 404.
+    let unchecked_ns = if server_dry && !namespace_exists(&conn, &ns).await? {
+        Some(ns.as_str())
+    } else {
+        None
+    };
+    apply_all(&conn, &objects, server_dry, unchecked_ns).await?;
     if !server_dry {
         render::info(&format!(
             "the KamajiControlPlane provider runs in namespace {ns} (kubectl -n {ns} rollout status deployment/{})",
@@ -193,11 +203,13 @@ fn manifests_for(args: &InstallArgs) -> Result<(String, Vec<Value>), Error> {
             hint: Some(format!("e.g. --image {}", manifests::DEFAULT_IMAGE)),
         });
     }
+    check_image(&args.image)?;
     let ns = args
         .kube
         .namespace
         .clone()
         .unwrap_or_else(|| manifests::DEFAULT_NAMESPACE.to_string());
+    check_namespace(&ns)?;
     let objects = manifests::install_manifests(&args.image, &ns);
     if objects
         .iter()
@@ -210,6 +222,85 @@ fn manifests_for(args: &InstallArgs) -> Result<(String, Vec<Value>), Error> {
         ));
     }
     Ok((ns, objects))
+}
+
+/// A namespace name the API server takes: a DNS-1123 label.
+fn check_namespace(ns: &str) -> Result<(), Error> {
+    let label = !ns.is_empty()
+        && ns.len() <= 63
+        && ns
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !ns.starts_with('-')
+        && !ns.ends_with('-');
+    if label {
+        return Ok(());
+    }
+    Err(Error::Usage {
+        message: format!("invalid namespace {ns:?}: it must be a DNS-1123 label"),
+        hint: Some(format!(
+            "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. -n {})",
+            manifests::DEFAULT_NAMESPACE
+        )),
+    })
+}
+
+/// An image reference the kubelet can pull: the grammar of distribution's reference package
+/// (`reference/regexp.go`, distribution v3), checked here so that a typo fails before the
+/// Deployment is applied rather than as an ImagePullBackOff nobody watches.
+fn check_image(image: &str) -> Result<(), Error> {
+    match image_ref::problem(image) {
+        None => Ok(()),
+        Some(why) => Err(Error::Usage {
+            message: format!("--image {image:?} is not an image reference: {why}"),
+            hint: Some(format!(
+                "use [REGISTRY[:PORT]/]PATH[:TAG][@sha256:DIGEST] with a lower-case path, e.g. --image {}",
+                manifests::DEFAULT_IMAGE
+            )),
+        }),
+    }
+}
+
+/// Whether namespace `ns` exists.
+async fn namespace_exists(conn: &Conn, ns: &str) -> Result<bool, Error> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let api: Api<Namespace> = Api::all(conn.client.clone());
+    let op = Op::new("get", "", "namespaces", "Namespace").named(ns);
+    Ok(api
+        .get_opt(ns)
+        .await
+        .map_err(|e| conn.error(e, &op))?
+        .is_some())
+}
+
+/// Refuses a second reconciler: ours runs once per cluster (its ClusterRoleBinding is cluster
+/// scoped and would follow the last install, and two would reconcile the same objects). The
+/// same namespace is a re-install or upgrade and goes ahead.
+async fn check_installed_elsewhere(conn: &Conn, ns: &str) -> Result<(), Error> {
+    let deployments: Api<Deployment> = Api::all(conn.client.clone());
+    let selector = format!("{}={}", manifests::OWNER_LABEL.0, manifests::OWNER_LABEL.1);
+    let op = Op::new("list", "apps", "deployments", "Deployment");
+    let list = deployments
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| conn.error(e, &op))?;
+    let elsewhere = list
+        .items
+        .iter()
+        .find(|d| d.namespace().is_some_and(|n| n != ns));
+    let Some(d) = elsewhere else {
+        return Ok(());
+    };
+    let there = d.namespace().unwrap_or_default();
+    Err(Error::Other {
+        message: format!(
+            "the KamajiControlPlane provider is already installed in namespace {there} (deployment {}); a second one in {ns} would reconcile the same objects",
+            d.name_any()
+        ),
+        hint: Some(format!(
+            "to upgrade it, run kubectl kamaji install -n {there}; to move it, uninstall it first (kubectl kamaji uninstall -n {there}), then install -n {ns}"
+        )),
+    })
 }
 
 /// Refuses to overwrite another KamajiControlPlane provider's CRDs unless `--take-over`.
@@ -237,12 +328,27 @@ async fn check_other_provider(
     Ok(())
 }
 
-/// Server-side applies every object in order, one line each.
-async fn apply_all(conn: &Conn, objects: &[Value], server_dry: bool) -> Result<(), Error> {
+/// Server-side applies every object in order, one line each. `unchecked_ns`: a server dry
+/// run's namespace that does not exist yet, whose objects the API server cannot check.
+async fn apply_all(
+    conn: &Conn,
+    objects: &[Value],
+    server_dry: bool,
+    unchecked_ns: Option<&str>,
+) -> Result<(), Error> {
     let mut pp = PatchParams::apply(FIELD_MANAGER).force();
     pp.dry_run = server_dry;
     for o in objects {
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        if let Some(ns) = unchecked_ns
+            && o["metadata"]["namespace"].as_str() == Some(ns)
+        {
+            render::info(&format!(
+                "{}: not checked by the server dry run: namespace {ns} does not exist yet (the install creates it)",
+                display_name(o)
+            ));
+            continue;
+        }
         let (ar, namespaced) = match resource(conn, o).await {
             Ok(r) => r,
             // A CRD applied moments ago may not be discoverable in a server dry run.

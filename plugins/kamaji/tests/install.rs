@@ -41,6 +41,38 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
         "a dry run installed the CRD"
     );
 
+    // Issue 24: a server dry run into a namespace that does not exist yet stopped at the
+    // ServiceAccount with `ServiceAccount "<namespace>" not found` (the API server's 404 is
+    // for the namespace, which a dry run does not create). The objects in it are now named as
+    // not checkable, and the rest is checked.
+    let fresh = format!("{ns}-new");
+    let out = kamaji(
+        tb,
+        &fresh,
+        &[
+            "install",
+            "--image",
+            "example.com/kamaji-reconciler:v1",
+            "--dry-run=server",
+        ],
+    );
+    let (o, e) = (ok(&out), stderr(&out));
+    assert!(
+        o.contains(&format!(
+            "namespace/{fresh} serverside-applied (server dry run)"
+        )) && o.contains(
+            "clusterrolebinding.rbac.authorization.k8s.io/kamaji-reconciler serverside-applied (server dry run)"
+        ),
+        "{o}\n{e}"
+    );
+    assert!(
+        e.contains(&format!(
+            "serviceaccount/kamaji-reconciler: not checked by the server dry run: namespace {fresh} does not exist yet (the install creates it)"
+        )),
+        "{o}\n{e}"
+    );
+    assert!(!e.contains("not found"), "{e}");
+
     // Install, twice (converges).
     let out = ok(&kamaji(
         tb,
@@ -57,6 +89,36 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
         &ns,
         &["install", "--image", "example.com/kamaji-reconciler:v2"],
     ));
+    let dep = get(
+        &client,
+        &ns,
+        &ar("apps", "v1", "Deployment"),
+        "kamaji-reconciler",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        dep["spec"]["template"]["spec"]["containers"][0]["image"],
+        "example.com/kamaji-reconciler:v2"
+    );
+
+    // Issue 24: a second install in another namespace was applied: two reconcilers, and the
+    // ClusterRoleBinding moved to the second. It is refused, dry runs too, and nothing is
+    // written.
+    let other = format!("{ns}-other");
+    for extra in [None, Some("--dry-run=server")] {
+        let mut args = vec!["install", "--image", "example.com/kamaji-reconciler:v3"];
+        args.extend(extra);
+        let line = fails(&kamaji(tb, &other, &args), 1);
+        assert_eq!(
+            line,
+            format!(
+                "error: the KamajiControlPlane provider is already installed in namespace {ns} (deployment kamaji-reconciler); a second one in {other} would reconcile the same objects"
+            )
+        );
+    }
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    assert!(namespaces.get_opt(&other).await.unwrap().is_none());
     let dep = get(
         &client,
         &ns,

@@ -285,10 +285,13 @@ impl Printer {
             OutputFormat::Json => to_json(value),
             OutputFormat::JsonPath(t) => t
                 .render(&as_value(value)?)
-                .map_err(|e| Error::other(format!("-o jsonpath: {e}"))),
+                .map_err(|e| jsonpath_error("jsonpath", &e)),
             OutputFormat::CustomColumns(c) => {
                 let mut table = Table::new(&c.headers);
-                for row in c.rows(&as_value(value)?) {
+                let rows = c
+                    .rows(&as_value(value)?)
+                    .map_err(|e| jsonpath_error("custom-columns", &e))?;
+                for row in rows {
                     table.row(row);
                 }
                 Ok(table.render(false, self.headers, false))
@@ -341,10 +344,32 @@ impl Printer {
     }
 }
 
+/// A template that fails on the data (an index outside its array), as kubectl reports it
+/// (exit 1): the template parsed, so it is the data that does not fit.
+fn jsonpath_error(format: &str, e: &kcore::jsonpath::TemplateError) -> Error {
+    Error::Other {
+        message: format!("-o {format}: {e}"),
+        hint: Some(
+            "check the template against the objects (-o json shows them); [*] selects only what exists".into(),
+        ),
+    }
+}
+
 /// Objects a verb creates (or would, with `--dry-run=client`) in the `-o` format: a YAML
 /// stream `kubectl apply -f -` takes, a JSON `List`, `kind.group/name` lines, JSONPath or
 /// custom columns over that List, or `kind.group/name <suffix>` lines for the table formats.
 pub fn print_objects(format: &OutputFormat, objects: &[Value], suffix: &str) -> Result<(), Error> {
+    let text = objects_text(format, objects, suffix)?;
+    raw(text.as_bytes());
+    Ok(())
+}
+
+/// The text [`print_objects`] prints, for a verb that writes it to a file instead.
+pub fn objects_text(
+    format: &OutputFormat,
+    objects: &[Value],
+    suffix: &str,
+) -> Result<String, Error> {
     let list = || kcore::build::kamaji::json_list(objects);
     let text = match format {
         OutputFormat::Yaml => yaml_stream(objects)?,
@@ -355,10 +380,13 @@ pub fn print_objects(format: &OutputFormat, objects: &[Value], suffix: &str) -> 
             .collect(),
         OutputFormat::JsonPath(t) => t
             .render(&list())
-            .map_err(|e| Error::other(format!("-o jsonpath: {e}")))?,
+            .map_err(|e| jsonpath_error("jsonpath", &e))?,
         OutputFormat::CustomColumns(c) => {
             let mut table = Table::new(&c.headers);
-            for row in c.rows(&list()) {
+            let rows = c
+                .rows(&list())
+                .map_err(|e| jsonpath_error("custom-columns", &e))?;
+            for row in rows {
                 table.row(row);
             }
             table.render(false, true, false)
@@ -368,8 +396,7 @@ pub fn print_objects(format: &OutputFormat, objects: &[Value], suffix: &str) -> 
             .map(|o| format!("{} {suffix}\n", display_name(o)))
             .collect(),
     };
-    raw(text.as_bytes());
-    Ok(())
+    Ok(text)
 }
 
 /// The `-o json` form of a result as a JSON value, for the JSONPath formats.
@@ -483,7 +510,7 @@ pub fn completions(candidates: &[String], directive: u32) {
 
 mod progress;
 mod table;
-pub use progress::{Poll, Progress, wait_until};
+pub use progress::{Backoff, Fault, Poll, Progress, Wait, classify, wait_until};
 pub use table::{Cell, Fields, Table, Tone};
 
 #[cfg(test)]

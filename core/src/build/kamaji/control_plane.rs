@@ -112,8 +112,10 @@ pub fn values_spec(values: &Value) -> Result<Map<String, Value>, Error> {
             "put KamajiControlPlane spec fields (or a KamajiControlPlane) in the file",
         ));
     }
-    match map.get("spec") {
-        Some(spec) => spec.as_object().cloned().ok_or_else(bad),
-        None => Ok(map.clone()),
-    }
+    let spec = match map.get("spec") {
+        Some(spec) => spec.as_object().cloned().ok_or_else(bad)?,
+        None => map.clone(),
+    };
+    super::values::check_values(&spec)?;
+    Ok(spec)
 }

@@ -29,6 +29,7 @@ mod endpoints;
 mod infra;
 mod spec;
 mod validate;
+mod values;
 mod versions;
 mod workers;
 
