@@ -39,7 +39,7 @@ use crate::json::{self, at, str_at};
 
 pub use observed::Observed;
 pub use patches::clone_template;
-pub use progress::step_reached;
+pub use progress::{StepLine, StepProgress, step_progress, step_reached};
 
 /// The largest number of minors a kubelet may trail the API server (KEP-3935, Kubernetes ≥ 1.28).
 pub const MAX_KUBELET_SKEW: u64 = 3;

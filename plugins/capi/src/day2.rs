@@ -70,20 +70,6 @@ impl Target {
         self.apis.capi_kind(kind)
     }
 
-    /// Reads the Cluster again.
-    pub async fn refresh(&mut self) -> Result<bool, Error> {
-        match self
-            .get_opt(&self.cluster_ar.clone(), &self.name.clone())
-            .await?
-        {
-            Some(v) => {
-                self.cluster = v;
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
-
     /// Gets one object of the cluster's namespace as JSON, `None` when it does not exist.
     pub async fn get_opt(&self, ar: &ApiResource, name: &str) -> Result<Option<Value>, Error> {
         let o = shared::api::get_opt(&self.conn, ar, Some(&self.namespace), name).await?;

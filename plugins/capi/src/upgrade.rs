@@ -13,16 +13,18 @@ use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags};
+use kcore::version::KubeVersion;
 use serde::Serialize;
 use serde_json::Value;
 use shared::error::Error;
+use shared::error::human_duration;
 use shared::plan::hosts::{HostState, Inventory};
 use shared::plan::upgrade::{
-    Observed, StepRole, UpgradeError, UpgradePlan, UpgradeRequest, UpgradeStep, parse_version,
-    plan_upgrade, step_reached,
+    Observed, StepLine, StepProgress, StepRole, UpgradeError, UpgradePlan, UpgradeRequest,
+    UpgradeStep, parse_version, plan_upgrade, step_progress,
 };
 use shared::plan::{ClusterObjects, Severity};
-use shared::render::{Human, Printer, Render};
+use shared::render::{Human, Poll, Printer, Progress, Render, Wait};
 
 use crate::day2::{DryRun, Target, display_name, name_of};
 use crate::scale::{Objects, fetch, show_findings};
@@ -217,19 +219,19 @@ impl Render for PlanView {
 }
 
 /// Everything read for one planning round.
-struct Snapshot {
+pub(crate) struct Snapshot {
     objs: Objects,
     machines: Vec<Value>,
 }
 
 impl Snapshot {
-    async fn read(t: &Target) -> Result<Snapshot, Error> {
+    pub(crate) async fn read(t: &Target) -> Result<Snapshot, Error> {
         Ok(Snapshot {
             objs: fetch(t).await?,
             machines: t.machines().await?,
         })
     }
-    fn observed(&self, t: &Target) -> Observed {
+    pub(crate) fn observed(&self, t: &Target) -> Observed {
         Observed::from_objects(&self.objs.cluster_objects(t), &self.machines)
     }
 }
@@ -327,7 +329,9 @@ fn confirmed(t: &Target, args: &Args, view: &PlanView) -> Result<bool, Error> {
 
 /// Applies step by step. Each round re-reads the cluster and re-plans, so what another actor
 /// (or an earlier, interrupted run) did is taken into account. `total` and `done` number the
-/// steps against the plan shown at the start.
+/// steps against the plan shown at the start. One updating line on a terminal (a line per
+/// change otherwise) says where the step under way stands; each step done is a line on stdout,
+/// and one line closes the upgrade.
 async fn apply_steps(
     t: &mut Target,
     args: &Args,
@@ -335,12 +339,22 @@ async fn apply_steps(
     done: usize,
     to_version: &str,
 ) -> Result<(), Error> {
-    let mut progress = shared::render::Progress::bar(total as u64, "upgrading");
+    let started = Instant::now();
+    let mut progress = Progress::line();
     let mut completed = done;
-    progress.set_position(completed as u64);
     loop {
-        t.refresh().await?;
-        let snap = Snapshot::read(t).await?;
+        let what = format!("reading cluster {}", t.name);
+        // The reads between steps ride out an API server blip as the waits do.
+        let read: &Target = t;
+        let cluster = steady(&what, args.timeout, &mut progress, || {
+            read.get_opt(&read.cluster_ar, &read.name)
+        })
+        .await?;
+        if let Some(c) = cluster {
+            t.cluster = c;
+        }
+        let read: &Target = t;
+        let snap = steady(&what, args.timeout, &mut progress, || Snapshot::read(read)).await?;
         let (plan, _) = plan(t, &snap, args)?;
         let observed = snap.observed(t);
         let Some(step) = plan.resume_point(&observed).cloned() else {
@@ -348,36 +362,74 @@ async fn apply_steps(
         };
         // Numbered against the plan shown at the start (re-planning renumbers from what runs).
         let n = completed + 1;
-        let label = format!(
-            "step {n}/{}: {} {} -> {}",
-            total.max(n),
-            step.target,
-            step.from_version,
-            step.to_version
-        );
-        progress.set_message(&label);
+        let head = StepLine {
+            number: n,
+            total,
+            target: &step.target,
+            to: &step.to_version,
+            progress: &StepProgress::default(),
+            cluster_runs: None,
+        }
+        .head();
         apply_step(t, &step, args.dry_run).await?;
         if args.dry_run == DryRun::Server {
             progress.clear();
             shared::render::line(&format!(
-                "{label}: accepted by the server (server dry run; later steps depend on this one and were not sent)"
+                "{head}: accepted by the server (server dry run; later steps depend on this one and were not sent)"
             ));
             return Ok(());
         }
-        shared::render::line(&format!("{label}: applied, waiting: {}", step.wait_for));
-        wait_step(t, &step, args.timeout, &mut progress, &label).await?;
+        wait_step(t, &step, (n, total), args.timeout, &mut progress).await?;
         completed += 1;
-        progress.set_position(completed as u64);
-        shared::render::line(&format!("{label}: done"));
+        progress.out(&format!("{head}: done"));
     }
-    progress.finish(&format!("cluster {} upgraded", t.name));
-    shared::render::line(&format!("cluster {} upgraded to {to_version}", t.name));
+    progress.clear();
+    shared::render::line(&format!(
+        "cluster {} upgraded to {to_version} in {}",
+        t.name,
+        human_duration(started.elapsed())
+    ));
     Ok(())
+}
+
+/// One read through the wait loop: an API server that does not answer is waited for (up to
+/// `timeout`) instead of failing the upgrade between two steps.
+async fn steady<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    progress: &mut Progress,
+    mut read: F,
+) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    Wait::new(what, timeout)
+        .on(progress)
+        .until(|| {
+            let r = read();
+            async move { r.await.map(Poll::Ready) }
+        })
+        .await
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
     if let Some(op) = &args.op {
         return crate::upgrade_ops::run(op).await;
+    }
+    // An empty selector matches every Cluster of the namespace: too much to be a typo's
+    // consequence, so it is refused before anything is read.
+    if args
+        .selector
+        .as_deref()
+        .is_some_and(|s| s.trim().is_empty())
+    {
+        return Err(Error::Usage {
+            message: "an empty selector (-l '') would select every cluster of the namespace; nothing was changed".into(),
+            hint: Some(
+                "name the clusters' label, e.g. -l env=staging (kubectl capi list --show-labels shows them), or upgrade one cluster with kubectl capi upgrade CLUSTER --to VERSION".into(),
+            ),
+        });
     }
     if let (Some(selector), Some(to)) = (&args.selector, &args.to) {
         parse_version(to).map_err(upgrade_error)?;
@@ -516,51 +568,86 @@ async fn apply_step(t: &Target, step: &UpgradeStep, dry: DryRun) -> Result<(), E
 
 /// The object the step changes, as last read.
 fn step_object(t: &Target, snap: &Snapshot, step: &UpgradeStep) -> Option<Value> {
-    match step.role {
+    role_object(t, snap, step.role, &step.target)
+}
+
+/// The object a step of `role` on `target` (`Kind/name`) changes, as last read.
+pub(crate) fn role_object(
+    t: &Target,
+    snap: &Snapshot,
+    role: StepRole,
+    target: &str,
+) -> Option<Value> {
+    match role {
         StepRole::ControlPlane => snap.objs.control_plane.clone(),
         StepRole::Workers => snap
             .objs
             .machine_deployments
             .iter()
-            .find(|m| format!("MachineDeployment/{}", name_of(m)) == step.target)
+            .find(|m| format!("MachineDeployment/{}", name_of(m)) == target)
             .cloned(),
         StepRole::Topology => Some(t.cluster.clone()),
     }
 }
 
-/// Waits until the step's object runs the new version everywhere and is ready.
+/// Waits until the step's object runs the new version everywhere and is ready; `(n, total)`
+/// number the step for its progress line.
 async fn wait_step(
     t: &Target,
     step: &UpgradeStep,
+    (n, total): (usize, usize),
     timeout: Duration,
-    progress: &mut shared::render::Progress,
-    label: &str,
+    progress: &mut Progress,
 ) -> Result<(), Error> {
-    let deadline = Instant::now() + timeout;
     let to = parse_version(&step.to_version).map_err(upgrade_error)?;
-    loop {
-        let snap = Snapshot::read(t).await?;
-        let observed = snap.observed(t);
-        let obj = step_object(t, &snap, step);
-        let obs = observed
-            .versions
-            .get(&step.target)
-            .and_then(|v| parse_version(v).ok());
-        let (reached, status) =
-            step_reached(step.role, &step.target, obj.as_ref(), obs.as_ref(), &to);
-        if reached {
-            return Ok(());
-        }
-        progress.set_message(&format!("{label}: {status}"));
-        if Instant::now() >= deadline {
-            return Err(Error::Timeout {
-                what: format!(
-                    "waiting for {} (last seen: {status}); run the same command again to resume",
-                    step.wait_for
-                ),
-                after: timeout,
-            });
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    let to = &to;
+    Wait::new(format!("waiting for {}", step.wait_for), timeout)
+        .on(progress)
+        .until(|| async move {
+            let snap = Snapshot::read(t).await?;
+            let observed = snap.observed(t);
+            let obj = step_object(t, &snap, step);
+            let obs = observed.get(&step.target);
+            let p = step_progress(step.role, obj.as_ref(), obs.as_ref(), to);
+            if p.reached {
+                return Ok(Poll::Ready(()));
+            }
+            let runs = cluster_runs(t, &snap, &observed);
+            Ok(Poll::Pending(
+                StepLine {
+                    number: n,
+                    total,
+                    target: &step.target,
+                    to: &step.to_version,
+                    progress: &p,
+                    cluster_runs: runs.as_ref(),
+                }
+                .to_string(),
+            ))
+        })
+        .await
+        .map_err(|e| match e {
+            Error::Timeout { what, after } => Error::Timeout {
+                what: format!("{what}; run the same command again to resume"),
+                after,
+            },
+            e => e,
+        })
+}
+
+/// The version the cluster runs: its control plane's (a ClusterClass cluster's lowest).
+pub(crate) fn cluster_runs(
+    t: &Target,
+    snap: &Snapshot,
+    observed: &Observed,
+) -> Option<KubeVersion> {
+    let key = match &snap.objs.control_plane {
+        Some(cp) => format!(
+            "{}/{}",
+            cp.get("kind").and_then(Value::as_str).unwrap_or_default(),
+            name_of(cp)
+        ),
+        None => format!("Cluster/{}", t.name),
+    };
+    observed.get(&key)
 }

@@ -2,6 +2,7 @@
 //! the reconciler carries out, canaries alone first, then waves, stopping at the first failure.
 //! `--plan` prints the waves; `--wait` follows it and names the cluster that failed.
 
+use std::cell::RefCell;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use shared::discovery::ServerApis;
 use shared::error::{Error, Op};
-use shared::render::{Human, Printer, Render, Table};
+use shared::render::{Human, Poll, Printer, Progress, Render, Table, Wait};
 
 use crate::upgrade::Args;
 
@@ -97,6 +98,7 @@ pub async fn run(args: &Args, selector: &str, to: &str) -> Result<(), Error> {
             hint: Some("check the labels with kubectl capi list --show-labels".into()),
         });
     }
+    refuse_whole_fleet_canary(args.canary, names.len(), selector)?;
     let view = WavesView {
         name: name_for(args, to),
         namespace: conn.namespace.clone(),
@@ -140,6 +142,28 @@ pub async fn run(args: &Args, selector: &str, to: &str) -> Result<(), Error> {
     } else {
         Ok(())
     }
+}
+
+/// A canary wave is the few clusters that go first so a bad upgrade stops there; one that
+/// holds every selected cluster is no canary, so it is refused before anything is written.
+fn refuse_whole_fleet_canary(canary: u32, clusters: usize, selector: &str) -> Result<(), Error> {
+    let canary_n = usize::try_from(canary).unwrap_or(usize::MAX);
+    if canary == 0 || canary_n < clusters {
+        return Ok(());
+    }
+    Err(Error::Usage {
+        message: format!(
+            "--canary {canary} would put all {clusters} cluster(s) the selector {selector:?} picks in the canary wave, which is no canary; nothing was created"
+        ),
+        hint: Some(if clusters > 1 {
+            format!(
+                "pass --canary between 1 and {} (e.g. --canary 1), or --canary 0 for no canary wave",
+                clusters - 1
+            )
+        } else {
+            "pass --canary 0: one cluster cannot have a canary wave before it".into()
+        }),
+    })
 }
 
 async fn create(
@@ -194,55 +218,63 @@ fn status_of(obj: &Value) -> FleetUpgradeStatus {
 }
 
 /// Follows the FleetUpgrade until it ends, one line per member change; a failure names the
-/// cluster.
+/// cluster. The shared wait rides out an API server that goes away meanwhile.
 async fn follow(
     conn: &shared::conn::Conn,
     ar: &ApiResource,
     name: &str,
     timeout: Duration,
 ) -> Result<(), Error> {
-    let deadline = Instant::now().checked_add(timeout);
-    let mut seen: Vec<(String, String)> = Vec::new();
-    loop {
+    let started = Instant::now();
+    let seen: RefCell<Vec<(String, String)>> = RefCell::new(Vec::new());
+    let mut progress = Progress::line();
+    let outcome = Wait::new(
+        format!("following fleet upgrade {name} (it goes on in the cluster)"),
+        timeout,
+    )
+    .on(&mut progress)
+    .until(|| async {
         let obj = shared::api::get_json_opt(conn, ar, Some(&conn.namespace), name)
             .await?
             .ok_or_else(|| Error::other(format!("FleetUpgrade {name} was deleted")))?;
         let st = status_of(&obj);
         for m in &st.clusters {
             let key = (m.name.clone(), m.phase.clone());
+            let mut seen = seen.borrow_mut();
             if m.phase != "Pending" && !seen.contains(&key) {
                 shared::render::line(&format!("wave {}: cluster {}: {}", m.wave, m.name, m.phase));
                 seen.push(key);
             }
         }
-        match st.phase.as_deref() {
-            Some(phase::SUCCEEDED) => {
-                shared::render::line(&format!(
-                    "fleet upgrade {name} done: {}",
+        let upgraded = st
+            .clusters
+            .iter()
+            .filter(|m| m.phase == phase::SUCCEEDED)
+            .count();
+        Ok(match st.phase.as_deref() {
+            Some(phase::SUCCEEDED) => Poll::Ready(Ok(st.message.unwrap_or_default())),
+            Some(phase::FAILED) => Poll::Ready(Err(Error::Other {
+                message: format!(
+                    "fleet upgrade {name} stopped: {}",
                     st.message.unwrap_or_default()
-                ));
-                return Ok(());
-            }
-            Some(phase::FAILED) => {
-                return Err(Error::Other {
-                    message: format!(
-                        "fleet upgrade {name} stopped: {}",
-                        st.message.unwrap_or_default()
-                    ),
-                    hint: Some(format!(
-                        "see kubectl capi upgrade status {}",
-                        st.failed_cluster.unwrap_or_default()
-                    )),
-                });
-            }
-            _ => {}
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(Error::Timeout {
-                what: format!("following fleet upgrade {name} (it goes on in the cluster)"),
-                after: timeout,
-            });
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+                ),
+                hint: Some(format!(
+                    "see kubectl capi upgrade status {}",
+                    st.failed_cluster.unwrap_or_default()
+                )),
+            })),
+            _ => Poll::Pending(format!(
+                "fleet upgrade {name}: {upgraded} of {} clusters upgraded",
+                st.clusters.len()
+            )),
+        })
+    })
+    .await;
+    progress.clear();
+    let message = outcome??;
+    shared::render::line(&format!(
+        "fleet upgrade {name} done in {}: {message}",
+        shared::error::human_duration(started.elapsed())
+    ));
+    Ok(())
 }

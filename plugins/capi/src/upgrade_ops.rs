@@ -4,6 +4,7 @@
 //! read and steer it. The reconciler plans from the same objects with the same code, so its
 //! plan is the one `--plan` prints.
 
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use clap::{Args as ClapArgs, Subcommand};
@@ -16,9 +17,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use shared::discovery::ServerApis;
 use shared::error::{Error, Op};
-use shared::render::{Human, Printer, Render, Table};
+use shared::plan::upgrade::{StepLine, StepProgress, StepRole, parse_version, step_progress};
+use shared::render::{Human, Poll, Printer, Progress, Render, Table, Wait};
 
 use crate::day2::Target;
+use crate::upgrade::{Snapshot, cluster_runs, role_object};
 
 /// The verbs on an upgrade under way.
 #[derive(Subcommand, Clone, Debug)]
@@ -49,6 +52,9 @@ pub struct OneArgs {
     /// The cluster
     #[arg(value_name = "CLUSTER")]
     pub cluster: String,
+    /// Do not ask (cancel asks on a terminal and needs --yes without one)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
     #[command(flatten)]
     pub kube: KubeFlags,
 }
@@ -248,63 +254,106 @@ async fn create(t: &Target, ar: &ApiResource, spec: Value) -> Result<(), Error> 
 }
 
 /// Follows a ClusterUpgrade until it ends: 0 when it succeeds, 1 when it fails or is cancelled.
+/// One updating line on a terminal (a line per change otherwise) names the step under way,
+/// what is left of it and the version the cluster runs, from the ClusterUpgrade's plan and the
+/// cluster's own objects; one line closes it.
 async fn follow(t: &Target, ar: &ApiResource, timeout: Duration) -> Result<(), Error> {
-    let deadline = Instant::now().checked_add(timeout);
-    let mut progress = shared::render::Progress::spinner("upgrading");
-    let mut last = String::new();
-    loop {
-        let cu = t
-            .get_opt(ar, &t.name)
-            .await?
-            .ok_or_else(|| Error::other(format!("ClusterUpgrade {} was deleted", t.name)))?;
-        if current(&cu) {
-            let st = status_of(&cu);
-            let words = format!(
-                "step {}: {}",
-                st.progress.as_deref().unwrap_or("0/?"),
-                st.message.as_deref().unwrap_or("")
-            );
-            if words != last {
-                progress.set_message(&words);
-                last = words;
+    let started = Instant::now();
+    let mut progress = Progress::line();
+    let what = format!(
+        "following the upgrade of cluster {} (it goes on in the cluster)",
+        t.name
+    );
+    let outcome = Wait::new(what, timeout)
+        .on(&mut progress)
+        .until(|| async {
+            let cu = t
+                .get_opt(ar, &t.name)
+                .await?
+                .ok_or_else(|| Error::other(format!("ClusterUpgrade {} was deleted", t.name)))?;
+            if !current(&cu) {
+                return Ok(Poll::Pending(format!(
+                    "waiting for kamaji-reconciler to plan the upgrade of cluster {}",
+                    t.name
+                )));
             }
+            let st = status_of(&cu);
             match st.phase.as_deref() {
-                Some(phase::SUCCEEDED) => {
-                    progress.finish(&format!("cluster {} upgraded", t.name));
-                    shared::render::line(&format!(
-                        "cluster {} upgraded to {}",
-                        t.name,
-                        spec_of(&cu).version
-                    ));
-                    return Ok(());
-                }
+                Some(phase::SUCCEEDED) => Ok(Poll::Ready(Ok(spec_of(&cu).version))),
                 Some(p @ (phase::FAILED | phase::CANCELLED)) => {
-                    progress.clear();
-                    return Err(Error::Other {
+                    Ok(Poll::Ready(Err(Error::Other {
                         message: format!(
                             "the upgrade of cluster {} {}: {}",
                             t.name,
                             p.to_lowercase(),
-                            st.message.unwrap_or_default()
+                            st.message.clone().unwrap_or_default()
                         ),
                         hint: Some(format!("see kubectl capi upgrade status {}", t.name)),
-                    });
+                    })))
                 }
-                _ => {}
+                _ => Ok(Poll::Pending(where_it_stands(t, &st).await?)),
             }
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            progress.clear();
-            return Err(Error::Timeout {
-                what: format!(
-                    "following the upgrade of cluster {} (it goes on in the cluster; last seen: {last})",
-                    t.name
-                ),
-                after: timeout,
-            });
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        })
+        .await;
+    progress.clear();
+    let version = outcome??;
+    shared::render::line(&format!(
+        "cluster {} upgraded to {version} in {}",
+        t.name,
+        shared::error::human_duration(started.elapsed())
+    ));
+    Ok(())
+}
+
+/// The progress line of an upgrade under way: its first current step, as the cluster's objects
+/// show it, or its phase between steps.
+async fn where_it_stands(t: &Target, st: &ClusterUpgradeStatus) -> Result<String, Error> {
+    let total = st.plan.len();
+    let done = st
+        .steps
+        .iter()
+        .filter(|s| s.phase == phase::SUCCEEDED)
+        .count();
+    let step = st
+        .current_steps
+        .first()
+        .and_then(|n| st.plan.iter().find(|p| p.number == *n));
+    let Some(step) = step else {
+        return Ok(match st.phase.as_deref() {
+            Some(phase::PAUSED) => format!("paused after {done} of {total} steps"),
+            _ => format!("{done} of {total} steps done"),
+        });
+    };
+    let role = match step.role.as_str() {
+        "ControlPlane" => StepRole::ControlPlane,
+        "Topology" => StepRole::Topology,
+        _ => StepRole::Workers,
+    };
+    let snap = Snapshot::read(t).await?;
+    let observed = snap.observed(t);
+    let obj = role_object(t, &snap, role, &step.target);
+    let to = parse_version(&step.to_version).ok();
+    let p = match &to {
+        Some(to) => step_progress(role, obj.as_ref(), observed.get(&step.target).as_ref(), to),
+        None => StepProgress::default(),
+    };
+    let runs = cluster_runs(t, &snap, &observed);
+    let mut line = StepLine {
+        number: step.number as usize,
+        total,
+        target: &step.target,
+        to: &step.to_version,
+        progress: &p,
+        cluster_runs: runs.as_ref(),
     }
+    .to_string();
+    if let [_, more @ ..] = st.current_steps.as_slice()
+        && !more.is_empty()
+    {
+        let more: Vec<String> = more.iter().map(u32::to_string).collect();
+        line.push_str(&format!(" (steps {} roll too)", more.join(", ")));
+    }
+    Ok(line)
 }
 
 /// `upgrade status|pause|resume|cancel`.
@@ -348,6 +397,9 @@ async fn steer(a: &OneArgs, field: &str, value: bool) -> Result<(), Error> {
         ));
         return Ok(());
     }
+    if field == "cancelled" && !cancel_confirmed(&t, &cu, a.yes)? {
+        return Ok(());
+    }
     shared::api::merge_patch(
         &t.conn,
         &ar,
@@ -368,6 +420,37 @@ async fn steer(a: &OneArgs, field: &str, value: bool) -> Result<(), Error> {
     };
     shared::render::line(&format!("upgrade of cluster {} {what}", t.name));
     Ok(())
+}
+
+/// Cancelling ends the upgrade for good (a resumed one would start over from a new
+/// ClusterUpgrade), so it is shown and asked on a terminal, and needs `--yes` without one.
+fn cancel_confirmed(t: &Target, cu: &Value, yes: bool) -> Result<bool, Error> {
+    if yes {
+        return Ok(true);
+    }
+    let what = format!(
+        "cancel the upgrade of cluster {} {}: no further step starts, a rollout under way runs to its end, and the cluster stays between versions",
+        t.name,
+        in_words(cu)
+    );
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::Usage {
+            message: format!(
+                "refusing to cancel the upgrade of cluster {} without confirmation: stdin is not a terminal",
+                t.name
+            ),
+            hint: Some(format!(
+                "pass --yes (kubectl capi upgrade cancel {} --yes); pause it instead with kubectl capi upgrade pause {}",
+                t.name, t.name
+            )),
+        });
+    }
+    shared::render::info(&format!("This will {what}."));
+    if !shared::render::confirm(&format!("Cancel the upgrade of cluster {}?", t.name))? {
+        shared::render::line("not cancelled; nothing was changed");
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// One row of `upgrade status`.

@@ -132,6 +132,12 @@ const LOCAL: &[Case] = &[
         "unbalanced",
     ),
     case(&["upgrade", "--to", "v1.35.0"], 2, "needs a cluster"),
+    // Issue 24: an empty selector is every cluster; it was sent and refused by the server.
+    case(
+        &["upgrade", "-l", "", "--to", "v1.35.0", "--yes"],
+        2,
+        "an empty selector (-l '') would select every cluster of the namespace",
+    ),
     case(
         &[
             "upgrade",
@@ -209,6 +215,20 @@ const LOCAL: &[Case] = &[
         ],
         2,
         "not in 0..=16",
+    ),
+    // Issue 24: -o table printed YAML with exit 0; generate prints objects (yaml, json, name).
+    case(
+        &[
+            "generate",
+            "cluster",
+            "c1",
+            "--from",
+            "tests/data/kamaji-cluster-template.yaml",
+            "-o",
+            "table",
+        ],
+        2,
+        "-o table does not apply to generate cluster",
     ),
     case(&["completion", "tcsh"], 2, "invalid value 'tcsh'"),
     case(&["version", "--bogus"], 2, "unexpected argument '--bogus'"),
@@ -381,4 +401,230 @@ fn broken_kubeconfigs_and_wrong_servers_say_what_is_wrong() {
             panic!("{e}");
         }
     }
+}
+
+/// Issue 24: files the user names that never end (`/dev/zero`, an endless stdin), never come (a
+/// FIFO nobody writes, a stdin nobody closes) or expand (a billion laughs) are refused in one
+/// line and in bounded time, and so are a kubeconfig without a current context and a host
+/// directory that is a symlink. Placeholders, made per case: `{fifo}`, `{bl}` (a billion
+/// laughs), `{nocontext}` (a kubeconfig with `current-context: ""`), `{tpl}` (a valid
+/// template), `{out}` (a directory whose `h1` is a symlink to an empty directory, which must
+/// stay empty).
+struct InputCase {
+    args: &'static [&'static str],
+    stdin: testbed::expect::Stdin,
+    /// 0: it works, and stdout holds `says`.
+    code: i32,
+    says: &'static str,
+}
+
+const TEMPLATE: &str = "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata:\n  name: ${CLUSTER_NAME}\n  labels:\n    stdin-template-marker: \"yes\"\n";
+
+const BILLION_LAUGHS: &str = "apiVersion: v1\nkind: Config\npreferences: {}\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\n    a0: &a0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n    a1: &a1 [*a0,*a0,*a0,*a0,*a0,*a0,*a0,*a0,*a0]\n    a2: &a2 [*a1,*a1,*a1,*a1,*a1,*a1,*a1,*a1,*a1]\n    a3: &a3 [*a2,*a2,*a2,*a2,*a2,*a2,*a2,*a2,*a2]\n    a4: &a4 [*a3,*a3,*a3,*a3,*a3,*a3,*a3,*a3,*a3]\n    a5: &a5 [*a4,*a4,*a4,*a4,*a4,*a4,*a4,*a4,*a4]\n    a6: &a6 [*a5,*a5,*a5,*a5,*a5,*a5,*a5,*a5,*a5]\n    a7: &a7 [*a6,*a6,*a6,*a6,*a6,*a6,*a6,*a6,*a6]\n    a8: &a8 [*a7,*a7,*a7,*a7,*a7,*a7,*a7,*a7,*a7]\n";
+
+const NO_CONTEXT: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: \"\"\n";
+
+const INPUT: &[InputCase] = {
+    use testbed::expect::Stdin::{Endless, Null, Silent, Text};
+    const fn c(
+        args: &'static [&'static str],
+        stdin: testbed::expect::Stdin,
+        code: i32,
+        says: &'static str,
+    ) -> InputCase {
+        InputCase {
+            args,
+            stdin,
+            code,
+            says,
+        }
+    }
+    &[
+        c(
+            &["list", "--kubeconfig", "/dev/zero"],
+            Null,
+            1,
+            "--kubeconfig /dev/zero is larger than the 8.0 MiB limit",
+        ),
+        c(
+            &["list", "--kubeconfig", "{fifo}"],
+            Null,
+            1,
+            ": nothing arrived for 10s",
+        ),
+        c(
+            &["list", "--kubeconfig", "{bl}"],
+            Null,
+            1,
+            "aliases (*name) expand beyond the YAML parser's limit",
+        ),
+        c(
+            &["list", "--kubeconfig", "{nocontext}"],
+            Null,
+            1,
+            "no current context is set",
+        ),
+        c(
+            &["generate", "cluster", "c1", "--from", "/dev/zero"],
+            Null,
+            1,
+            "--from /dev/zero is larger than the 8.0 MiB limit",
+        ),
+        c(
+            &["generate", "cluster", "c1", "--from", "-"],
+            Endless,
+            1,
+            "--from - is larger than the 8.0 MiB limit",
+        ),
+        c(
+            &["generate", "cluster", "c1", "--from", "-"],
+            Silent,
+            1,
+            "--from -: nothing arrived for 10s",
+        ),
+        c(
+            &["generate", "cluster", "c1", "--from", "{fifo}"],
+            Null,
+            1,
+            ": nothing arrived for 10s",
+        ),
+        c(
+            &["generate", "cluster", "c1", "--from", "{bl}"],
+            Null,
+            1,
+            "aliases (*name) expand beyond",
+        ),
+        c(
+            &[
+                "generate",
+                "cluster",
+                "c1",
+                "--from",
+                "{tpl}",
+                "--config",
+                "/dev/zero",
+            ],
+            Null,
+            1,
+            "--config /dev/zero is larger than the 8.0 MiB limit",
+        ),
+        c(
+            &[
+                "generate", "cluster", "c1", "--from", "{tpl}", "--config", "{fifo}",
+            ],
+            Null,
+            1,
+            ": nothing arrived for 10s",
+        ),
+        c(
+            &["hosts", "add", "h1", "--output", "{out}"],
+            Null,
+            2,
+            "/h1 is a symlink; nothing was written",
+        ),
+        c(
+            &["generate", "cluster", "c1", "--from", "-"],
+            Text(TEMPLATE),
+            0,
+            "stdin-template-marker",
+        ),
+    ]
+};
+
+fn check_input(c: &InputCase, dir: &std::path::Path, i: usize) -> Result<(), String> {
+    let fifo = dir.join(format!("fifo-{i}"));
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", fifo.display());
+    let (out, elsewhere) = (
+        dir.join(format!("out-{i}")),
+        dir.join(format!("elsewhere-{i}")),
+    );
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, out.join("h1")).unwrap();
+    let path = |name: &str| dir.join(name).display().to_string();
+    let args: Vec<String> = c
+        .args
+        .iter()
+        .map(|a| {
+            a.replace("{fifo}", &fifo.display().to_string())
+                .replace("{bl}", &path("billion-laughs.yaml"))
+                .replace("{nocontext}", &path("no-context.yaml"))
+                .replace("{tpl}", &path("template.yaml"))
+                .replace("{out}", &out.display().to_string())
+        })
+        .collect();
+    let mut cmd = Command::new(BIN);
+    cmd.args(&args)
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env("HOME", dir)
+        .env("NO_COLOR", "1");
+    let what = format!("kubectl capi {}", args.join(" "));
+    // Far above the 10 s a silent stream is given; a hang fails here instead of hanging.
+    let o = testbed::expect::run_bounded(&mut cmd, c.stdin, std::time::Duration::from_secs(60))?;
+    let written = std::fs::read_dir(&elsewhere)
+        .map(|d| d.count())
+        .unwrap_or(0);
+    if written != 0 {
+        return Err(format!("{what}: wrote into {}", elsewhere.display()));
+    }
+    if c.code != 0 {
+        return testbed::expect::one_line_refusal(&o, c.code, c.says, &what);
+    }
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    if o.status.success() && stdout.contains(c.says) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}: exit {:?}, stdout without {:?}\n{}",
+            o.status.code(),
+            c.says,
+            String::from_utf8_lossy(&o.stderr)
+        ))
+    }
+}
+
+#[test]
+fn unbounded_or_endless_input_is_refused_in_time_and_stdin_works() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [
+        ("billion-laughs.yaml", BILLION_LAUGHS),
+        ("no-context.yaml", NO_CONTEXT),
+        ("template.yaml", TEMPLATE),
+    ] {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    // The cases run at once: several of them wait out the 10 s a silent stream is given.
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let runs: Vec<_> = INPUT
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let dir = dir.path();
+                s.spawn(move || check_input(c, dir, i))
+            })
+            .collect();
+        runs.into_iter()
+            .filter_map(|r| r.join().expect("a case panicked").err())
+            .collect()
+    });
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases:\n{}",
+        failures.len(),
+        INPUT.len(),
+        failures.join("\n")
+    );
+}
+
+/// Issue 24: `-v=6` logs carry no colour codes when stderr is not a terminal (`make demo >
+/// file` showed them), nor on a terminal with NO_COLOR set.
+#[test]
+fn logs_have_no_colour_codes_off_a_terminal_or_with_no_color() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = testbed::expect::unreachable_kubeconfig(dir.path()).unwrap();
+    let kc = kc.to_str().unwrap();
+    let args = ["list", "-v=6", "--kubeconfig", kc];
+    testbed::expect::logs_without_colour(std::path::Path::new(BIN), &args, &[], "requesting")
+        .unwrap();
 }

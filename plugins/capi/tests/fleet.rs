@@ -1019,3 +1019,102 @@ async fn hosts_read_only_what_the_rows_show() {
         );
     }
 }
+
+/// Issue 24: a canary wave as large as the fleet is no canary: `--canary 5` (and 3) over the 3
+/// clusters a selector picks is refused with the counts, exit 2, before anything is written;
+/// `--canary 2` plans a canary wave and the rest.
+#[tokio::test]
+async fn a_canary_wave_that_is_the_whole_fleet_is_refused() {
+    serve_cluster_upgrades().await;
+    let fleet = seed(tb(), "canary").await;
+    let ns = fleet.namespace.as_str();
+    let sel = "fixture.capi-kamaji.io/fleet=true";
+    for canary in ["5", "3"] {
+        let args = [
+            "upgrade", "-l", sel, "--to", "v1.35.2", "--canary", canary, "--yes", "-n", ns,
+        ];
+        let o = run(tb(), &args);
+        if let Err(e) = testbed::expect::one_line_refusal(&o, 2, "", &args.join(" ")) {
+            panic!("{e}");
+        }
+        let first = err(&o).lines().next().unwrap_or_default().to_string();
+        assert_eq!(
+            first,
+            format!(
+                "error: --canary {canary} would put all 3 cluster(s) the selector \"{sel}\" picks in the canary wave, which is no canary; nothing was created"
+            )
+        );
+        assert!(
+            err(&o).contains("hint: pass --canary between 1 and 2"),
+            "{}",
+            err(&o)
+        );
+    }
+    let fleets: Api<DynamicObject> = Api::namespaced_with(
+        tb().client().await,
+        ns,
+        &testbed::api_resource(
+            "ops.capi-kamaji.io",
+            "v1alpha1",
+            "FleetUpgrade",
+            "fleetupgrades",
+        ),
+    );
+    assert!(
+        fleets
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let plan = ok(
+        tb(),
+        &[
+            "upgrade", "-l", sel, "--to", "v1.35.2", "--canary", "2", "--plan", "-n", ns,
+        ],
+    );
+    assert_eq!(rows(&plan).len(), 3, "{plan}");
+}
+
+/// Issue 24: `upgrade pause|resume|cancel` take `--yes` (clap used to answer "use '-- --yes'");
+/// cancel ends an upgrade for good, so without a terminal it needs `--yes`: refused in one
+/// line, exit 2, the ClusterUpgrade unchanged; with it, cancelled.
+#[tokio::test]
+async fn upgrade_cancel_needs_yes_without_a_terminal() {
+    serve_cluster_upgrades().await;
+    let fleet = seed(tb(), "cancel").await;
+    let ns = fleet.namespace.as_str();
+    put_cluster_upgrade(
+        ns,
+        "cluster-1",
+        "v1.35.2",
+        json!({"observedGeneration": 1, "phase": "Running", "progress": "1/4",
+            "currentSteps": [2], "message": "rolling"}),
+    )
+    .await;
+    let cus: Api<DynamicObject> =
+        Api::namespaced_with(tb().client().await, ns, &cluster_upgrade_ar());
+    let args = ["upgrade", "cancel", "cluster-1", "-n", ns];
+    let o = run(tb(), &args);
+    if let Err(e) = testbed::expect::one_line_refusal(
+        &o,
+        2,
+        "refusing to cancel the upgrade of cluster cluster-1 without confirmation",
+        &args.join(" "),
+    ) {
+        panic!("{e}");
+    }
+    assert!(err(&o).contains("--yes"), "{}", err(&o));
+    let cu = cus.get("cluster-1").await.unwrap();
+    assert_ne!(cu.data["spec"]["cancelled"], true, "{:?}", cu.data);
+    ok(tb(), &["upgrade", "pause", "cluster-1", "--yes", "-n", ns]);
+    ok(tb(), &["upgrade", "resume", "cluster-1", "--yes", "-n", ns]);
+    let out = ok(tb(), &["upgrade", "cancel", "cluster-1", "--yes", "-n", ns]);
+    assert!(
+        out.contains("upgrade of cluster cluster-1 cancelled"),
+        "{out}"
+    );
+    let cu = cus.get("cluster-1").await.unwrap();
+    assert_eq!(cu.data["spec"]["cancelled"], true, "{:?}", cu.data);
+}

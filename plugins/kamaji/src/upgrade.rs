@@ -15,7 +15,8 @@ use shared::build::kamaji::CLUSTER_NAME_LABEL;
 use shared::discovery::ServerApis;
 use shared::discovery::fields::{self, object_json};
 use shared::error::Error;
-use shared::render::{self, Fields, Human, Poll, Printer, Render, Table};
+use shared::plan::upgrade::{StepLine, StepRole, parse_version, step_progress};
+use shared::render::{self, Fields, Human, Poll, Printer, Progress, Render, Table, Wait};
 
 use crate::common::{self, Target};
 use crate::scale::kcp_of;
@@ -120,6 +121,8 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     plan::refuse_asleep(&kcp)?;
     let kcp_ar = common::kcp_resource(&apis)?;
     let total = p.control_plane_steps.len();
+    let started = std::time::Instant::now();
+    let mut progress = Progress::line();
     for (i, step) in p.control_plane_steps.iter().enumerate() {
         match topo {
             // A ClusterClass cluster: the Cluster's topology, which CAPI's topology controller
@@ -127,22 +130,27 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             Some(c) => {
                 let change = topology::set_version(c, step)?;
                 common::json_patch(&conn, &apis.cluster()?, &change.patch).await?;
-                render::info(&format!("step {}/{total}: {}", i + 1, change.done));
+                progress.note(&format!("step {}/{total}: {}", i + 1, change.done));
             }
             None => {
                 let patch = json!({"spec": {"version": step}});
                 common::merge_patch(&conn, &kcp_ar, &t.namespace, &t.name, &patch).await?;
-                render::info(&format!("step {}/{total}: {} set to {step}", i + 1, t.name));
             }
         }
-        let what = format!(
-            "step {}/{total}: waiting for {} to run {step}",
+        let at = Step {
+            number: i + 1,
+            total,
+            name: &t.name,
+            to: step,
+        };
+        wait_step(&conn, &apis, &at, args.timeout, &mut progress).await?;
+        progress.note(&format!(
+            "step {}/{total}: KamajiControlPlane {} runs {step}",
             i + 1,
             t.name
-        );
-        wait_step(&conn, &apis, &t.name, step, &what, args.timeout).await?;
-        render::info(&format!("step {}/{total}: {} runs {step}", i + 1, t.name));
+        ));
     }
+    progress.clear();
     if topo.is_some() {
         for md in &p.machine_deployments {
             render::info(&format!(
@@ -160,7 +168,13 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             ));
         }
     }
-    render::line(&format!("{} upgraded from {} to {}", t.name, p.from, p.to));
+    render::line(&format!(
+        "{} upgraded from {} to {} in {}",
+        t.name,
+        p.from,
+        p.to,
+        shared::error::human_duration(started.elapsed())
+    ));
     Ok(())
 }
 
@@ -179,37 +193,60 @@ async fn cluster_deployments(
         .collect())
 }
 
-/// Waits until the control plane runs `step` and is Ready.
+/// One control-plane step, numbered for its progress line.
+struct Step<'a> {
+    number: usize,
+    total: usize,
+    name: &'a str,
+    to: &'a str,
+}
+
+/// Waits until the control plane runs the step's version and is Ready, one updating line (a
+/// line per change without a terminal) saying what is left of it and what runs.
 async fn wait_step(
     conn: &Conn,
     apis: &ServerApis,
-    name: &str,
-    step: &str,
-    what: &str,
+    at: &Step<'_>,
     timeout: Duration,
+    progress: &mut Progress,
 ) -> Result<(), Error> {
-    render::wait_until(what, timeout, Duration::from_millis(500), || async move {
-        let t = common::resolve(conn, apis, name).await?;
-        let kcp = t.kcp.clone().unwrap_or(Value::Null);
-        let running = plan::current_version(&kcp, t.tcp.as_ref()).unwrap_or_default();
-        let phase = t
-            .tcp
-            .as_ref()
-            .and_then(common::tcp_phase)
-            .unwrap_or_default();
-        if running == step && fields::control_plane_ready(&kcp) && phase == "Ready" {
-            return Ok(Poll::Ready(()));
-        }
-        let why = fields::conditions(&kcp)
-            .into_iter()
-            .find(|c| c.is_problem())
-            .and_then(|c| c.message)
-            .unwrap_or_default();
-        Ok(Poll::Pending(
-            format!("running {running}, TenantControlPlane {phase} {why}")
-                .trim()
-                .to_string(),
-        ))
-    })
-    .await
+    let to = parse_version(at.to).map_err(|e| Error::other(e.to_string()))?;
+    let to = &to;
+    let what = format!("waiting for {} to run {}", at.name, at.to);
+    Wait::new(what, timeout)
+        .interval(Duration::from_millis(500))
+        .on(progress)
+        .until(|| async move {
+            let t = common::resolve(conn, apis, at.name).await?;
+            let kcp = t.kcp.clone().unwrap_or(Value::Null);
+            let running = plan::current_version(&kcp, t.tcp.as_ref()).unwrap_or_default();
+            let phase = t
+                .tcp
+                .as_ref()
+                .and_then(common::tcp_phase)
+                .unwrap_or_default();
+            if running == at.to && fields::control_plane_ready(&kcp) && phase == "Ready" {
+                return Ok(Poll::Ready(()));
+            }
+            let runs = parse_version(&running).ok();
+            let mut p = step_progress(StepRole::ControlPlane, t.kcp.as_ref(), runs.as_ref(), to);
+            // Ready replicas on the new version are not the end while Kamaji's own phase says
+            // otherwise.
+            p.reached = false;
+            let target = format!("KamajiControlPlane/{}", at.name);
+            let mut line = StepLine {
+                number: at.number,
+                total: at.total,
+                target: &target,
+                to: at.to,
+                progress: &p,
+                cluster_runs: runs.as_ref(),
+            }
+            .to_string();
+            if !phase.is_empty() && phase != "Ready" {
+                line.push_str(&format!(" (TenantControlPlane {phase})"));
+            }
+            Ok(Poll::Pending(line))
+        })
+        .await
 }

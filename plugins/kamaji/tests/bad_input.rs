@@ -337,6 +337,87 @@ const LOCAL: &[Case] = &[
         "invalid value 'bogus'",
     ),
     case(&["install", "--image", ""], 2, "--image is empty"),
+    // Issue 24: a namespace or an image the API server or the kubelet would refuse later,
+    // refused before rendering (these cases carry their own -n).
+    case(
+        &["install", "-n", "Bad_NS", "--dry-run=client"],
+        2,
+        "invalid namespace \"Bad_NS\": it must be a DNS-1123 label",
+    ),
+    case(
+        &["install", "--image", "not an image ref", "--dry-run=client"],
+        2,
+        "--image \"not an image ref\" is not an image reference",
+    ),
+    case(
+        &[
+            "install",
+            "--image",
+            "Example.com/Team/r:v1",
+            "--dry-run=client",
+        ],
+        2,
+        "is not an image reference",
+    ),
+    case(
+        &["install", "--image", "r:v1@sha256:xyz", "--dry-run=client"],
+        2,
+        "is not an image reference",
+    ),
+    // Issue 24: kubectl's JSONPath errors on an index outside the array (exit 1, as kubectl)
+    // and on a step of 0 (a template that can never work: a usage error).
+    case(
+        &[
+            "install",
+            "--dry-run=client",
+            "-o",
+            "jsonpath={.items[-99999999]}",
+        ],
+        1,
+        "-o jsonpath: array index out of bounds: index -",
+    ),
+    case(
+        &[
+            "install",
+            "--dry-run=client",
+            "-o",
+            "jsonpath={.items[0:2:0]}",
+        ],
+        2,
+        "step must be > 0",
+    ),
+    // Issue 24: a value of the wrong type in --from-file is named locally, not answered by the
+    // API server's 500 `failed to create typed patch object`.
+    case(
+        &[
+            "create",
+            "x",
+            "--infrastructure",
+            "none",
+            "--kubernetes-version",
+            V,
+            "--dry-run=client",
+            "--from-file",
+            "tests/data/values-replicas-two.yaml",
+        ],
+        2,
+        "--from-file: spec.replicas is \"two\" (a string); it must be an integer",
+    ),
+    case(
+        &[
+            "create",
+            "x",
+            "--infrastructure",
+            "none",
+            "--kubernetes-version",
+            V,
+            "--dry-run=client",
+            "--from-file",
+            "tests/data/values-wrong-types.yaml",
+        ],
+        2,
+        "--from-file: spec.network.certSANs is \"a.example.com\" (a string); it must be a list",
+    ),
     case(&["uninstall"], 2, "stdin is not a terminal"),
     case(&["completion", "tcsh"], 2, "invalid value 'tcsh'"),
 ];
@@ -437,7 +518,10 @@ async fn bad_input_is_one_line_the_right_code_and_changes_nothing() {
     let (client, ns) = tb.namespace("kamaji-bad-input").await;
     let kubeconfig = tb.kubeconfig.display().to_string();
     let none = "/nonexistent/kubeconfig";
-    let scoped = |c: &Case| !matches!(c.args.first(), Some(&"nope") | Some(&"completion"));
+    // Verbs take the test's -n, unless the case names its own.
+    let scoped = |c: &Case| {
+        !matches!(c.args.first(), Some(&"nope") | Some(&"completion")) && !c.args.contains(&"-n")
+    };
     // The reconciler binary sits next to ours (cargo builds every binary of the workspace).
     let reconciler = reconciler_bin();
     let has_reconciler = std::path::Path::new(&reconciler).exists();
@@ -489,4 +573,219 @@ async fn bad_input_is_one_line_the_right_code_and_changes_nothing() {
             .collect::<Vec<_>>()
     );
     tb.delete_namespace(&client, &ns).await;
+}
+
+/// Issue 24: files the user names that never end (`/dev/zero`, an endless stdin), never come (a
+/// FIFO nobody writes, a stdin nobody closes) or expand (a billion laughs) are refused in one
+/// line and in bounded time; `-` reads stdin. `{fifo}`, `{bl}` are made per case.
+struct InputCase {
+    args: &'static [&'static str],
+    stdin: testbed::expect::Stdin,
+    /// 0: it works, and stdout holds `says`.
+    code: i32,
+    says: &'static str,
+}
+
+const CREATE: [&str; 5] = [
+    "create",
+    "x",
+    "--infrastructure",
+    "none",
+    "--kubernetes-version",
+];
+
+const CNI_MANIFEST: &str = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: stdin-cni-marker\n  namespace: kube-system\n";
+
+const BILLION_LAUGHS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: lol\ndata:\n  a0: &a0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n  a1: &a1 [*a0,*a0,*a0,*a0,*a0,*a0,*a0,*a0,*a0]\n  a2: &a2 [*a1,*a1,*a1,*a1,*a1,*a1,*a1,*a1,*a1]\n  a3: &a3 [*a2,*a2,*a2,*a2,*a2,*a2,*a2,*a2,*a2]\n  a4: &a4 [*a3,*a3,*a3,*a3,*a3,*a3,*a3,*a3,*a3]\n  a5: &a5 [*a4,*a4,*a4,*a4,*a4,*a4,*a4,*a4,*a4]\n  a6: &a6 [*a5,*a5,*a5,*a5,*a5,*a5,*a5,*a5,*a5]\n  a7: &a7 [*a6,*a6,*a6,*a6,*a6,*a6,*a6,*a6,*a6]\n  a8: &a8 [*a7,*a7,*a7,*a7,*a7,*a7,*a7,*a7,*a7]\n";
+
+const INPUT: &[InputCase] = {
+    use testbed::expect::Stdin::{Endless, Null, Silent, Text};
+    const fn c(
+        args: &'static [&'static str],
+        stdin: testbed::expect::Stdin,
+        code: i32,
+        says: &'static str,
+    ) -> InputCase {
+        InputCase {
+            args,
+            stdin,
+            code,
+            says,
+        }
+    }
+    &[
+        c(
+            &["--cni-manifest", "/dev/zero"],
+            Null,
+            2,
+            "--cni-manifest /dev/zero is larger than the 8.0 MiB limit",
+        ),
+        c(
+            &["--cni-manifest", "{fifo}"],
+            Null,
+            2,
+            ": nothing arrived for 10s",
+        ),
+        c(
+            &["--cni-manifest", "-"],
+            Endless,
+            2,
+            "--cni-manifest - is larger than the 8.0 MiB limit",
+        ),
+        c(
+            &["--cni-manifest", "-"],
+            Silent,
+            2,
+            "--cni-manifest -: nothing arrived for 10s",
+        ),
+        c(
+            &["--cni-manifest", "{bl}"],
+            Null,
+            2,
+            "aliases (*name) expand beyond the YAML parser's limit",
+        ),
+        c(
+            &["--from-file", "/dev/zero"],
+            Null,
+            2,
+            "--from-file /dev/zero is larger than the 8.0 MiB limit",
+        ),
+        c(
+            &["--from-file", "-"],
+            Endless,
+            2,
+            "--from-file - is larger than the 8.0 MiB limit",
+        ),
+        c(
+            &["--from-file", "{fifo}"],
+            Null,
+            2,
+            ": nothing arrived for 10s",
+        ),
+        c(
+            &["--from-file", "{bl}"],
+            Null,
+            2,
+            "aliases (*name) expand beyond",
+        ),
+        c(
+            &["--from-file", "-", "--cni-manifest", "-"],
+            Text("replicas: 1\n"),
+            2,
+            "- already reads it",
+        ),
+        // `-` on stdin works (with the testbed's kubeconfig; nothing is written: client dry run).
+        c(
+            &["--cni-manifest", "-", "--dry-run=client", "-o", "yaml"],
+            Text(CNI_MANIFEST),
+            0,
+            "stdin-cni-marker",
+        ),
+        c(
+            &["--from-file", "-", "--dry-run=client", "-o", "yaml"],
+            Text("deployment:\n  nodeSelector:\n    stdin-values-marker: \"yes\"\n"),
+            0,
+            "stdin-values-marker",
+        ),
+    ]
+};
+
+fn check_input(
+    c: &InputCase,
+    dir: &std::path::Path,
+    i: usize,
+    kubeconfig: &str,
+) -> Result<(), String> {
+    let fifo = dir.join(format!("fifo-{i}"));
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", fifo.display());
+    let bl = dir.join("billion-laughs.yaml");
+    let args: Vec<String> = c
+        .args
+        .iter()
+        .map(|a| {
+            a.replace("{fifo}", &fifo.display().to_string())
+                .replace("{bl}", &bl.display().to_string())
+        })
+        .collect();
+    let mut cmd = Command::new(BIN);
+    cmd.args(CREATE)
+        .arg(V)
+        .args(&args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("NO_COLOR", "1");
+    let what = format!("kubectl kamaji create ... {}", args.join(" "));
+    // Far above the 10 s a silent stream is given; a hang fails here instead of hanging.
+    let o = testbed::expect::run_bounded(&mut cmd, c.stdin, std::time::Duration::from_secs(60))?;
+    if c.code != 0 {
+        return testbed::expect::one_line_refusal(&o, c.code, c.says, &what);
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    if o.status.success() && out.contains(c.says) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}: exit {:?}, stdout without {:?}\n{}",
+            o.status.code(),
+            c.says,
+            String::from_utf8_lossy(&o.stderr)
+        ))
+    }
+}
+
+#[tokio::test]
+async fn unbounded_or_endless_input_is_refused_in_time_and_stdin_works() {
+    let tb = testbed::shared();
+    let kubeconfig = tb.kubeconfig.display().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("billion-laughs.yaml"), BILLION_LAUGHS).unwrap();
+    // The cases run at once: two of them wait out the 10 s a silent stream is given.
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let runs: Vec<_> = INPUT
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let (dir, kubeconfig) = (dir.path(), kubeconfig.as_str());
+                // Refusals happen before any connection: they run without a kubeconfig.
+                let kc = if c.code == 0 {
+                    kubeconfig
+                } else {
+                    "/nonexistent/kubeconfig"
+                };
+                s.spawn(move || check_input(c, dir, i, kc))
+            })
+            .collect();
+        runs.into_iter()
+            .filter_map(|r| r.join().expect("a case panicked").err())
+            .collect()
+    });
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases:\n{}",
+        failures.len(),
+        INPUT.len(),
+        failures.join("\n")
+    );
+}
+
+/// Issue 24: logs carry no colour codes when stderr is not a terminal (`make demo > file`
+/// showed them), nor on a terminal with NO_COLOR set: `kubectl kamaji -v=6`, and the
+/// reconciler started against an API server that refuses connections (it logs and exits).
+#[test]
+fn logs_have_no_colour_codes_off_a_terminal_or_with_no_color() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = testbed::expect::unreachable_kubeconfig(dir.path()).unwrap();
+    let kc = kc.to_str().unwrap();
+    let args = ["list", "-v=6", "--kubeconfig", kc];
+    testbed::expect::logs_without_colour(std::path::Path::new(BIN), &args, &[], "requesting")
+        .unwrap();
+    let args = ["--kubeconfig", kc, "--metrics-bind-address", "0"];
+    let reconciler = reconciler_bin();
+    testbed::expect::logs_without_colour(
+        std::path::Path::new(&reconciler),
+        &args,
+        &[],
+        "failed with error",
+    )
+    .unwrap();
 }

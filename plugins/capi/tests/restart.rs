@@ -1,0 +1,367 @@
+//! Faults (issue 24): `kubectl capi upgrade --wait` rides out a restart of the API server and
+//! follows the upgrade to its end. This binary has a testbed of its own: restarting its API
+//! server would disturb every other test sharing one (the day2 tests share the real
+//! controllers' testbed, the fleet tests another).
+//!
+//! No reconciler runs: the test writes the ClusterUpgrade's status and the control plane's as
+//! kamaji-reconciler and the KubeadmControlPlane provider would (SIMULATED), so the CLI's wait
+//! is the only thing under test.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
+
+fn cu_ar() -> ApiResource {
+    testbed::api_resource(
+        "ops.capi-kamaji.io",
+        "v1alpha1",
+        "ClusterUpgrade",
+        "clusterupgrades",
+    )
+}
+
+fn kcp_ar() -> ApiResource {
+    testbed::api_resource(
+        "controlplane.cluster.x-k8s.io",
+        "v1beta2",
+        "KubeadmControlPlane",
+        "kubeadmcontrolplanes",
+    )
+}
+
+fn cluster_ar() -> ApiResource {
+    testbed::api_resource("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters")
+}
+
+fn api(c: &Client, ns: &str, r: &ApiResource) -> Api<DynamicObject> {
+    Api::namespaced_with(c.clone(), ns, r)
+}
+
+/// Polls `f` until it is true, failing with `why()` after `timeout`.
+async fn eventually<F, Fut>(what: &str, timeout: Duration, why: impl Fn() -> String, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !f().await {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not after {timeout:?}\n{}",
+            why()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Our CRDs (`kubectl kamaji install` applies them), served before the test goes on.
+async fn install_ops_crds(c: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    for crd in kcore::ops::crds() {
+        let name = crd.metadata.name.clone().unwrap();
+        crds.patch(
+            &name,
+            &PatchParams::apply("restart-test").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap();
+    }
+    eventually(
+        "the ClusterUpgrade API served",
+        Duration::from_secs(60),
+        String::new,
+        || async {
+            c.list_api_group_resources("ops.capi-kamaji.io/v1alpha1")
+                .await
+                .is_ok_and(|l| l.resources.iter().any(|r| r.name == "clusterupgrades"))
+        },
+    )
+    .await;
+}
+
+/// Cluster `rs` with a KubeadmControlPlane at v1.33.4, one replica ready. Its machine template
+/// is not there, so no BYOH spare-host preflight applies.
+async fn cluster(c: &Client, ns: &str) {
+    let apply = |r: ApiResource, body: Value| async move {
+        let name = body["metadata"]["name"].as_str().unwrap().to_string();
+        api(c, ns, &r)
+            .patch(
+                &name,
+                &PatchParams::apply("restart-test").force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .unwrap();
+    };
+    let infra = "infrastructure.cluster.x-k8s.io";
+    apply(
+        kcp_ar(),
+        json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+               "metadata": {"name": "rs-cp"},
+               "spec": {"replicas": 1, "version": "v1.33.4",
+                 "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": infra, "kind": "ByoMachineTemplate", "name": "rs-cp"}}},
+                 "kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"local": {"dataDir": "/var/lib/etcd"}}}}}}),
+    )
+    .await;
+    apply(
+        cluster_ar(),
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+               "metadata": {"name": "rs"},
+               "spec": {"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": "rs-cp"}}}),
+    )
+    .await;
+    control_plane_status(c, ns, "v1.33.4", 1).await;
+}
+
+/// Writes the control plane's status as its provider would: the version it runs and how many
+/// of its one replica are on the new spec.
+async fn control_plane_status(c: &Client, ns: &str, version: &str, up_to_date: i64) {
+    api(c, ns, &kcp_ar())
+        .patch_status(
+            "rs-cp",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"version": version, "replicas": 1,
+                "readyReplicas": 1, "availableReplicas": 1, "upToDateReplicas": up_to_date,
+                "initialization": {"controlPlaneInitialized": true}}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Writes the ClusterUpgrade's status as kamaji-reconciler would, for its current generation.
+async fn upgrade_status(c: &Client, ns: &str, status: Value) {
+    let cus = api(c, ns, &cu_ar());
+    let generation = cus.get("rs").await.unwrap().metadata.generation;
+    let mut status = status;
+    status["observedGeneration"] = json!(generation);
+    cus.patch_status(
+        "rs",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .unwrap();
+}
+
+fn step_plan() -> Value {
+    json!([{"number": 1, "role": "ControlPlane", "target": "KubeadmControlPlane/rs-cp",
+        "fromVersion": "v1.33.4", "toVersion": "v1.34.0",
+        "waitFor": "KubeadmControlPlane/rs-cp runs v1.34.0 on every machine",
+        "patch": {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2",
+            "kind": "KubeadmControlPlane", "name": "rs-cp", "jsonPatch": []}}])
+}
+
+fn read(path: &Path) -> String {
+    let mut s = String::new();
+    if let Ok(mut f) = std::fs::File::open(path) {
+        let _ = f.read_to_string(&mut s);
+    }
+    s
+}
+
+/// The local ports of `pid`'s TCP connections to `port`, and whether the server's end of one of
+/// them holds bytes it has not read: a request sent and not answered. From `/proc/net/tcp*`
+/// (hex `addr:port` columns, `tx_queue:rx_queue`, the socket inode) and the inodes of
+/// `/proc/<pid>/fd`.
+fn request_in_flight(pid: u32, port: u16) -> bool {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().to_string();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    let rows: Vec<Vec<String>> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap_or_default()
+                .lines()
+                .skip(1)
+                .map(|l| l.split_whitespace().map(str::to_string).collect())
+                .collect::<Vec<Vec<String>>>()
+        })
+        .filter(|cols: &Vec<String>| cols.len() > 9)
+        .collect();
+    let port_of = |addr: &str| u16::from_str_radix(addr.rsplit(':').next().unwrap_or(""), 16).ok();
+    let mine: Vec<u16> = rows
+        .iter()
+        .filter(|c| inodes.contains(&c[9]) && port_of(&c[2]) == Some(port))
+        .filter_map(|c| port_of(&c[1]))
+        .collect();
+    rows.iter().any(|c| {
+        let unread = c[4]
+            .split(':')
+            .nth(1)
+            .and_then(|q| u64::from_str_radix(q, 16).ok())
+            .unwrap_or(0);
+        port_of(&c[1]) == Some(port)
+            && port_of(&c[2]).is_some_and(|p| mine.contains(&p))
+            && unread > 0
+    })
+}
+
+/// Restarts the API server so that the CLI `cli` sees it go: the server is stopped (SIGSTOP)
+/// until one of the CLI's requests waits on it, then killed (which resets that request) and
+/// started again. A plain restart can fall between two polls and test nothing.
+async fn restart_under(tb: &testbed::Testbed, cli: u32, output: impl Fn() -> String) {
+    let (_, api) = tb
+        .pids()
+        .into_iter()
+        .find(|(n, _)| n == "kube-apiserver")
+        .unwrap();
+    let port = tb.api_port().unwrap();
+    let stopped = Command::new("kill")
+        .args(["-STOP", &api.to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    eventually(
+        "a request of the CLI waiting on the stopped API server",
+        Duration::from_secs(30),
+        output,
+        || async { request_in_flight(cli, port) },
+    )
+    .await;
+    tb.restart_process("kube-apiserver").await.unwrap();
+}
+
+/// The CLI, killed on drop if the test fails first.
+struct Cli(Child);
+
+impl Drop for Cli {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Issue 24: with the API server killed and restarted, `upgrade --wait` exited 1 within a
+/// second despite its timeout. Now it says once that the server is unreachable and once that
+/// it is back, follows the upgrade to its end (exit 0) and closes with one line; its progress
+/// (stderr is not a terminal) is a line per change, naming the step under way, what is left of
+/// it and the version the cluster runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_wait_survives_an_api_server_restart() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("capi-restart").await;
+    install_ops_crds(&c).await;
+    cluster(&c, &ns).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (out_path, err_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let mut cli = Cli(Command::new(BIN)
+        .args(["upgrade", "rs", "--to", "v1.34.0", "--yes", "--wait"])
+        .args(["--timeout", "180s", "-n", &ns])
+        .arg("--kubeconfig")
+        .arg(&tb.kubeconfig)
+        .env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap());
+    let cus = api(&c, &ns, &cu_ar());
+    let output = || format!("stdout:\n{}\nstderr:\n{}", read(&out_path), read(&err_path));
+    eventually(
+        "the ClusterUpgrade",
+        Duration::from_secs(60),
+        output,
+        || {
+            let cus = cus.clone();
+            async move { cus.get_opt("rs").await.unwrap().is_some() }
+        },
+    )
+    .await;
+
+    restart_under(tb, cli.0.id(), output).await;
+    // The restarted server is a new connection for this client too.
+    let c = tb.client().await;
+    assert!(
+        cli.0.try_wait().unwrap().is_none(),
+        "the wait ended with the API server's restart:\n{}",
+        output()
+    );
+
+    // The reconciler starts the step; the control plane rolls its one machine.
+    control_plane_status(&c, &ns, "v1.33.4", 0).await;
+    upgrade_status(
+        &c,
+        &ns,
+        json!({"phase": "Running", "progress": "0/1", "fromVersion": "v1.33.4",
+            "path": ["v1.34.0"], "plan": step_plan(), "currentSteps": [1],
+            "steps": [{"number": 1, "phase": "Running"}],
+            "message": "step 1 (KubeadmControlPlane/rs-cp -> v1.34.0): runs v1.33.4"}),
+    )
+    .await;
+    let want = "step 1/1: KubeadmControlPlane rs-cp to v1.34.0: 1 of 1 machine to replace; the cluster runs v1.33.4";
+    eventually(
+        "the step's progress line",
+        Duration::from_secs(60),
+        output,
+        || async { read(&err_path).contains(want) },
+    )
+    .await;
+    control_plane_status(&c, &ns, "v1.34.0", 1).await;
+    upgrade_status(
+        &c,
+        &ns,
+        json!({"phase": "Succeeded", "progress": "1/1", "currentSteps": null,
+            "steps": [{"number": 1, "phase": "Succeeded"}], "message": "upgraded to v1.34.0"}),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = cli.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the CLI did not end:\n{}",
+            output()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let (out, err) = (read(&out_path), read(&err_path));
+    assert!(status.success(), "{}", output());
+    assert_eq!(
+        err.matches("the API server is unreachable").count()
+            + err.matches("the API server is not ready").count(),
+        1,
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("the API server answers again").count(),
+        1,
+        "{err}"
+    );
+    // One line per change, no step counted from 0, one closing line.
+    let lines: Vec<&str> = err.lines().collect();
+    for w in lines.windows(2) {
+        assert_ne!(w[0], w[1], "a line repeated:\n{err}");
+    }
+    assert!(!err.contains("step 0/"), "{err}");
+    let closing: Vec<&str> = out
+        .lines()
+        .chain(err.lines())
+        .filter(|l| l.contains("upgraded"))
+        .collect();
+    assert_eq!(closing.len(), 1, "{out}\n{err}");
+    assert!(
+        closing[0].starts_with("cluster rs upgraded to v1.34.0 in "),
+        "{out}"
+    );
+}
