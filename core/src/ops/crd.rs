@@ -49,7 +49,10 @@ pub fn try_crds() -> Result<Vec<CustomResourceDefinition>, crate::Error> {
             .ok_or_else(|| crate::Error::other("the ClusterUpgrade CRD has no schema"))?;
         root.x_kubernetes_validations = Some(root_rules());
     }
-    Ok(vec![labelled(crd), labelled(FleetUpgrade::crd())])
+    Ok(vec![labelled(crd), labelled(FleetUpgrade::crd())]
+        .into_iter()
+        .map(crate::kcp::crd::for_the_api_server)
+        .collect())
 }
 
 /// [`try_crds`], empty if generation failed (it cannot with these types; tests hold it).

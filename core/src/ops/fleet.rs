@@ -97,7 +97,53 @@ pub fn decide(status: &FleetUpgradeStatus, paused: bool) -> FleetDecision {
     }
 }
 
+/// Checks `spec.selector` before it is sent: the reconciler reports a malformed one on the
+/// FleetUpgrade instead of retrying a LIST the API server refuses.
+pub fn check_selector(selector: &str) -> Result<(), String> {
+    crate::plan::selector::LabelSelector::parse(selector)
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "spec.selector: {e}; use kubectl -l syntax (env=staging,tier in (web,api),!canary) and edit the FleetUpgrade"
+            )
+        })
+}
+
 impl FleetUpgradeStatus {
+    /// A FleetUpgrade that cannot start for `reason` (see [`super::reason`]): Failed for this
+    /// generation, with no cluster picked, so a new generation (a fixed spec) picks again.
+    pub fn cannot_act(generation: Option<i64>, reason: &str, message: &str, now: &str) -> Self {
+        let mut st = FleetUpgradeStatus {
+            observed_generation: generation,
+            phase: Some(phase::FAILED.into()),
+            message: Some(message.to_string()),
+            ..Default::default()
+        };
+        super::run::set_condition(
+            &mut st.conditions,
+            generation,
+            "Ready",
+            false,
+            (reason, message),
+            now,
+        );
+        st
+    }
+
+    /// Whether the clusters must be picked (again): none picked yet, or none picked for an
+    /// earlier generation (its selector was malformed or picked nothing; the spec changed).
+    pub fn needs_pick(&self, generation: Option<i64>) -> bool {
+        self.clusters.is_empty() && (self.phase.is_none() || self.observed_generation != generation)
+    }
+
+    /// Whether the `Ready` condition already reports `reason` for `generation` (its Event was
+    /// published).
+    pub fn reports(&self, generation: Option<i64>, reason: &str) -> bool {
+        self.conditions.iter().any(|c| {
+            c.type_ == "Ready" && c.reason == reason && c.observed_generation == generation
+        })
+    }
+
     /// `N/M` clusters done.
     pub fn update_progress(&mut self) {
         let done = self
@@ -164,5 +210,22 @@ mod tests {
         assert_eq!(decide(&st, false), FleetDecision::Succeeded);
         st.update_progress();
         assert_eq!(st.progress.as_deref(), Some("4/4"));
+    }
+
+    #[test]
+    fn a_malformed_selector_is_refused_and_a_new_generation_picks_again() {
+        let e = check_selector("a in (b").unwrap_err();
+        assert!(e.contains("spec.selector") && e.contains("a in (b"), "{e}");
+        check_selector("env=staging,tier in (web,api),!canary").unwrap();
+        let st = FleetUpgradeStatus::cannot_act(Some(2), "InvalidSelector", &e, "t");
+        assert_eq!(st.phase.as_deref(), Some(phase::FAILED));
+        assert!(st.reports(Some(2), "InvalidSelector"));
+        assert!(!st.reports(Some(3), "InvalidSelector"));
+        assert!(
+            !st.needs_pick(Some(2)),
+            "the same generation waits for a change"
+        );
+        assert!(st.needs_pick(Some(3)), "a fixed spec picks again");
+        assert!(FleetUpgradeStatus::default().needs_pick(Some(1)));
     }
 }

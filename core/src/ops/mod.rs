@@ -20,6 +20,22 @@ pub const GROUP: &str = crate::groups::OPS_GROUP;
 /// The served (and stored) version.
 pub const VERSION: &str = "v1alpha1";
 
+/// The reasons (`status.conditions[].reason` and the Event's) for input the reconciler cannot
+/// act on. It reports them once and waits for the object (or, for a missing Cluster, the
+/// Cluster) to change, instead of retrying.
+pub mod reason {
+    /// A ClusterUpgrade names a Cluster its namespace does not hold.
+    pub const CLUSTER_NOT_FOUND: &str = "ClusterNotFound";
+    /// A FleetUpgrade's `spec.selector` is no label selector.
+    pub const INVALID_SELECTOR: &str = "InvalidSelector";
+    /// A FleetUpgrade's selector picks no Cluster.
+    pub const NO_CLUSTER_SELECTED: &str = "NoClusterSelected";
+    /// No plan can be made from the spec and the cluster (a downgrade, an unknown version...).
+    pub const PLAN_FAILED: &str = "PlanFailed";
+    /// The preflight blocks the plan (too few spare BYOH hosts); `spec.force` goes ahead.
+    pub const PREFLIGHT_FAILED: &str = "PreflightFailed";
+}
+
 /// The phases of a ClusterUpgrade, as `status.phase` spells them.
 pub mod phase {
     pub const PENDING: &str = "Pending";

@@ -152,7 +152,7 @@ pub fn fresh_status(
             .collect();
         st.finish(
             phase::FAILED,
-            "PreflightFailed",
+            super::reason::PREFLIGHT_FAILED,
             &format!(
                 "the upgrade preflight failed: {}; set spec.force to go ahead anyway",
                 blocking.join("; ")
@@ -380,28 +380,72 @@ impl ClusterUpgradeStatus {
         self.set_condition("Ready", false, reason, message, now);
     }
 
-    fn set_condition(&mut self, type_: &str, ok: bool, reason: &str, message: &str, now: &str) {
-        let status = if ok { "True" } else { "False" }.to_string();
-        let generation = self.observed_generation;
-        match self.conditions.iter_mut().find(|c| c.type_ == type_) {
-            Some(c) => {
-                if c.status != status {
-                    c.last_transition_time = now.to_string();
-                }
-                c.status = status;
-                c.reason = reason.to_string();
-                c.message = message.to_string();
-                c.observed_generation = generation;
-            }
-            None => self.conditions.push(Condition {
-                type_: type_.to_string(),
-                status,
-                observed_generation: generation,
-                last_transition_time: now.to_string(),
-                reason: reason.to_string(),
-                message: message.to_string(),
-            }),
+    /// Reports input the reconciler cannot act on (`reason`, see [`super::reason`]): not Ready,
+    /// not Progressing, and the phase Pending if nothing started yet. The plan, if any, stays,
+    /// so the upgrade goes on once the input is fixed. `true` when this is news (the reason was
+    /// not reported already for this generation): the caller then publishes an Event.
+    pub fn cannot_act(
+        &mut self,
+        generation: Option<i64>,
+        reason: &str,
+        message: &str,
+        now: &str,
+    ) -> bool {
+        let news = !self.conditions.iter().any(|c| {
+            c.type_ == "Ready" && c.reason == reason && c.observed_generation == generation
+        });
+        self.observed_generation = generation;
+        if self.phase.is_none() {
+            self.phase = Some(phase::PENDING.into());
         }
+        self.message = Some(message.to_string());
+        self.set_condition("Ready", false, reason, message, now);
+        self.set_condition("Progressing", false, reason, message, now);
+        news
+    }
+
+    fn set_condition(&mut self, type_: &str, ok: bool, reason: &str, message: &str, now: &str) {
+        let generation = self.observed_generation;
+        set_condition(
+            &mut self.conditions,
+            generation,
+            type_,
+            ok,
+            (reason, message),
+            now,
+        );
+    }
+}
+
+/// Sets the condition `type_` (adding it if missing); its transition time moves only when its
+/// status does.
+pub(crate) fn set_condition(
+    conditions: &mut Vec<Condition>,
+    generation: Option<i64>,
+    type_: &str,
+    ok: bool,
+    (reason, message): (&str, &str),
+    now: &str,
+) {
+    let status = if ok { "True" } else { "False" }.to_string();
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = now.to_string();
+            }
+            c.status = status;
+            c.reason = reason.to_string();
+            c.message = message.to_string();
+            c.observed_generation = generation;
+        }
+        None => conditions.push(Condition {
+            type_: type_.to_string(),
+            status,
+            observed_generation: generation,
+            last_transition_time: now.to_string(),
+            reason: reason.to_string(),
+            message: message.to_string(),
+        }),
     }
 }
 

@@ -775,3 +775,141 @@ async fn a_cluster_upgrade_of_a_kamaji_control_plane() {
     );
     assert_eq!(o.data["status"]["progress"], "1/1");
 }
+
+/// Issue 24: a ClusterUpgrade whose Cluster does not exist gets a condition and an Event saying
+/// so, and is not retried with back-off; once the Cluster appears (watch-driven) it is owned by
+/// it, and deleting the Cluster deletes the ClusterUpgrade (the testbed's garbage collector).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_upgrade_of_a_missing_cluster_says_so_and_goes_with_its_cluster() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-cu-ghost").await;
+    install_our_crds(&c).await;
+    install_ops_crds(&c).await;
+    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let cus = dyn_api(&c, &ns, &ops_ar("ClusterUpgrade"));
+    create(
+        &c,
+        &ns,
+        &ops_ar("ClusterUpgrade"),
+        json!({"apiVersion": "ops.capi-kamaji.io/v1alpha1", "kind": "ClusterUpgrade",
+            "metadata": {"name": "ghost"}, "spec": {"clusterName": "ghost", "version": "v1.34.0"}}),
+    )
+    .await;
+    let m = wait_for(
+        60,
+        "ClusterUpgrade ghost: Ready=False/ClusterNotFound",
+        Some(&r),
+        || async {
+            let o = get(&c, &ns, &ops_ar("ClusterUpgrade"), "ghost").await?;
+            let (s, reason, m) = condition(&o, "Ready")?;
+            (s == "False" && reason == "ClusterNotFound").then_some(m)
+        },
+    )
+    .await;
+    assert!(m.contains(&format!("Cluster {ns}/ghost not found")), "{m}");
+    let ev = warning_event(&c, &ns, "ClusterUpgrade", "ghost", "ClusterNotFound", &r).await;
+    assert!(ev.note.unwrap_or_default().contains("not found"));
+    let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+    assert!(
+        !log.contains("upgrade reconcile failed"),
+        "a missing Cluster is input to report, not an error to retry:\n{}",
+        r.log_tail()
+    );
+
+    // The Cluster appears: the ClusterUpgrade is acted on and owned by it.
+    let (cl, _) = cluster_with_kcp(
+        &c,
+        &ns,
+        "v1beta2",
+        "ghost",
+        "ghost",
+        None,
+        net(),
+        json!({"version": "v1.33.0"}),
+    )
+    .await;
+    let uid = cl["metadata"]["uid"].as_str().unwrap().to_string();
+    wait_for(
+        60,
+        "the Cluster owning its ClusterUpgrade",
+        Some(&r),
+        || async {
+            let o = get(&c, &ns, &ops_ar("ClusterUpgrade"), "ghost").await?;
+            let owned = o["metadata"]["ownerReferences"]
+                .as_array()?
+                .iter()
+                .any(|o| o["uid"] == uid.as_str() && o["kind"] == "Cluster");
+            let (_, reason, _) = condition(&o, "Ready")?;
+            (owned && reason != "ClusterNotFound").then_some(())
+        },
+    )
+    .await;
+    dyn_api(&c, &ns, &cluster_ar("v1beta2"))
+        .delete("ghost", &DeleteParams::background())
+        .await
+        .unwrap();
+    wait_for(
+        90,
+        "the ClusterUpgrade collected with its Cluster",
+        Some(&r),
+        || async { cus.get_opt("ghost").await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+}
+
+/// Issue 24: a FleetUpgrade whose selector is no selector (`a in (b`) gets a condition and an
+/// Event, is not retried with back-off, and is looked at again when its spec changes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_upgrade_with_a_malformed_selector_says_so() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-fu-bad").await;
+    install_our_crds(&c).await;
+    install_ops_crds(&c).await;
+    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let fu = ops_ar("FleetUpgrade");
+    create(
+        &c,
+        &ns,
+        &fu,
+        json!({"apiVersion": "ops.capi-kamaji.io/v1alpha1", "kind": "FleetUpgrade",
+            "metadata": {"name": "bad"}, "spec": {"selector": "a in (b", "version": "v1.34.0"}}),
+    )
+    .await;
+    let ready = |reason: &'static str| {
+        let (c, ns, fu) = (c.clone(), ns.clone(), fu.clone());
+        move || {
+            let (c, ns, fu) = (c.clone(), ns.clone(), fu.clone());
+            async move {
+                let o = get(&c, &ns, &fu, "bad").await?;
+                let (s, re, m) = condition(&o, "Ready")?;
+                (s == "False" && re == reason && o["status"]["phase"] == "Failed").then_some(m)
+            }
+        }
+    };
+    let m = wait_for(
+        60,
+        "FleetUpgrade bad: InvalidSelector",
+        Some(&r),
+        ready("InvalidSelector"),
+    )
+    .await;
+    assert!(m.contains("spec.selector") && m.contains("a in (b"), "{m}");
+    warning_event(&c, &ns, "FleetUpgrade", "bad", "InvalidSelector", &r).await;
+    // A new spec is looked at again (watch-driven): this selector is valid but picks nothing.
+    merge(&c, &ns, &fu, "bad", json!({"spec": {"selector": "a=b"}})).await;
+    let m = wait_for(
+        60,
+        "FleetUpgrade bad: NoClusterSelected",
+        Some(&r),
+        ready("NoClusterSelected"),
+    )
+    .await;
+    assert!(m.contains("picks no Cluster"), "{m}");
+    warning_event(&c, &ns, "FleetUpgrade", "bad", "NoClusterSelected", &r).await;
+    let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+    assert!(
+        !log.contains("fleet reconcile failed"),
+        "a malformed selector is input to report, not an error to retry:\n{}",
+        r.log_tail()
+    );
+}

@@ -79,3 +79,78 @@ async fn installed_rbac_is_sufficient_and_manifests_apply() {
     let log = std::fs::read_to_string(&r.log).unwrap_or_default();
     assert!(!log.contains("forbidden"), "{}", r.log_tail());
 }
+
+/// Issue 24: every CRD we ship (what `kamaji-reconciler manifests` writes: the
+/// KamajiControlPlane and KamajiControlPlaneTemplate CRDs with both versions, ClusterUpgrade,
+/// FleetUpgrade) is created by `kubectl apply --server-side` without a `Warning:` from the API
+/// server (it warned `unrecognized format "uint32"`). The API server warns about formats only
+/// when a CRD is created or a format is new to it, so each CRD is created afresh under a group
+/// of this test's own, with the very schema we ship.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_crd_we_ship_applies_without_a_warning() {
+    let tb = testbed::shared();
+    let (_c, ns) = tb.namespace("kr-crd-warn").await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kamaji-reconciler"))
+        .arg("manifests")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    let mut crds: Vec<serde_json::Value> = docs
+        .into_iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
+        .collect();
+    let mut kinds: Vec<String> = crds
+        .iter()
+        .map(|c| c["spec"]["names"]["kind"].as_str().unwrap().to_string())
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "ClusterUpgrade",
+            "FleetUpgrade",
+            "KamajiControlPlane",
+            "KamajiControlPlaneTemplate"
+        ]
+    );
+    for c in &mut crds {
+        let group = format!("{ns}.{}", c["spec"]["group"].as_str().unwrap());
+        let plural = c["spec"]["names"]["plural"].as_str().unwrap().to_string();
+        c["metadata"]["name"] = json!(format!("{plural}.{group}"));
+        c["spec"]["group"] = json!(group);
+    }
+    let file = std::env::temp_dir().join(format!("{ns}-crds.json"));
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": crds});
+    std::fs::write(&file, serde_json::to_vec(&list).unwrap()).unwrap();
+    let kubectl = |args: &[&str]| {
+        std::process::Command::new("kubectl")
+            .args(args)
+            .arg("-f")
+            .arg(&file)
+            .arg("--kubeconfig")
+            .arg(&tb.kubeconfig)
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    };
+    let o = kubectl(&["apply", "--server-side", "--field-manager", "kr-crd-warn"]);
+    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+    let _ = kubectl(&["delete", "--wait=false"]);
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).lines().count(),
+        4,
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        !stderr.contains("Warning"),
+        "the API server warned:\n{stderr}"
+    );
+}

@@ -113,16 +113,20 @@ fn the_role_is_the_audited_set() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn create_ready_upgrade_delete_under_its_own_role() {
-    let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-rbac").await;
-    install_our_crds(&c).await;
+/// Applies the RBAC `kubectl kamaji install` applies (ServiceAccount, ClusterRole, bindings)
+/// for a reconciler living in `ns`, and returns a kubeconfig that acts as that service account.
+/// The ClusterRoleBinding is named after the namespace, so the tests of this binary, each with
+/// its own service account, do not take it from each other.
+async fn as_its_service_account(
+    tb: &testbed::Testbed,
+    c: &kube::Client,
+    ns: &str,
+) -> std::path::PathBuf {
     // The RBAC `kubectl kamaji install` applies (ClusterRole, bindings, service account) for a
     // reconciler living in this namespace.
     let pp = PatchParams::apply("test").force();
-    for o in kamaji_reconciler::install_manifests("example.com/kamaji-reconciler:test", &ns) {
-        let kind = o["kind"].as_str().unwrap_or_default();
+    for mut o in kamaji_reconciler::install_manifests("example.com/kamaji-reconciler:test", ns) {
+        let kind = o["kind"].as_str().unwrap_or_default().to_string();
         if ![
             "ServiceAccount",
             "ClusterRole",
@@ -130,16 +134,19 @@ async fn create_ready_upgrade_delete_under_its_own_role() {
             "Role",
             "RoleBinding",
         ]
-        .contains(&kind)
+        .contains(&kind.as_str())
             || o["metadata"]["name"]
                 .as_str()
                 .is_some_and(|n| n.ends_with("-capi") || n.contains("kubeadm-bootstrap"))
         {
             continue;
         }
+        if kind == "ClusterRoleBinding" {
+            o["metadata"]["name"] = json!(format!("kamaji-reconciler-{ns}"));
+        }
         let av = o["apiVersion"].as_str().unwrap();
         let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
-        let r = ar(group, version, kind);
+        let r = ar(group, version, &kind);
         let api: kube::Api<kube::api::DynamicObject> = match o["metadata"]["namespace"].as_str() {
             Some(n) => kube::Api::namespaced_with(c.clone(), n, &r),
             None => kube::Api::all_with(c.clone(), &r),
@@ -165,6 +172,15 @@ async fn create_ready_upgrade_delete_under_its_own_role() {
     }
     let sa_kubeconfig = std::env::temp_dir().join(format!("kr-rbac-{ns}.kubeconfig"));
     std::fs::write(&sa_kubeconfig, serde_json::to_string(&kc).unwrap()).unwrap();
+    sa_kubeconfig
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn create_ready_upgrade_delete_under_its_own_role() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-rbac").await;
+    install_our_crds(&c).await;
+    let sa_kubeconfig = as_its_service_account(tb, &c, &ns).await;
 
     let net = json!({"apiServerPort": 6443, "services": {"cidrBlocks": ["10.96.0.0/16"]},
         "pods": {"cidrBlocks": ["10.244.0.0/16"]}});
@@ -226,10 +242,148 @@ async fn create_ready_upgrade_delete_under_its_own_role() {
         "deleting a TenantControlPlane as the reconciler: {refused:?}"
     );
     let log = std::fs::read_to_string(&r.log).unwrap_or_default();
-    for bad in ["forbidden", "Forbidden", "403"] {
+    for bad in ["forbidden", "Forbidden", "code: 403"] {
         assert!(
             !log.contains(bad),
             "the API server refused the reconciler something:\n{}",
+            r.log_tail()
+        );
+    }
+}
+
+/// Issue 24: the upgrade controllers under the same role: a ClusterUpgrade of a
+/// KubeadmControlPlane cluster on BYOH (reads its control plane, MachineDeployments, Machines,
+/// machine templates and free hosts; patches the KubeadmControlPlane), a FleetUpgrade that
+/// creates its member's ClusterUpgrade, a ClusterClass cluster's upgrade (patches the Cluster's
+/// `spec.topology.version`), and a ClusterUpgrade of a missing Cluster whose warning repeats
+/// for a second generation (kube-runtime's Recorder patches the Event's series). The API server
+/// refuses nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn cluster_and_fleet_upgrades_under_its_own_role() {
+    let tb = testbed::shared();
+    let (c, ns) = tb.namespace("kr-rbac-up").await;
+    install_our_crds(&c).await;
+    install_ops_crds(&c).await;
+    let sa_kubeconfig = as_its_service_account(tb, &c, &ns).await;
+    // Two KubeadmControlPlane clusters on BYOH, as CAPI, the KubeadmControlPlane provider and
+    // BYOH leave them (cluster-0, cluster-1; each control plane is named after its cluster).
+    let spec = testbed::fixtures::FleetSpec {
+        clusters: 2,
+        kamaji: false,
+        machine_deployments: 2,
+        machines: 4,
+        hosts: 8,
+        events: false,
+        concurrency: 8,
+        ..testbed::fixtures::FleetSpec::small()
+    };
+    testbed::fixtures::fleet(&c, &ns, &spec).await.unwrap();
+    let kubeadm = ar(
+        "controlplane.cluster.x-k8s.io",
+        "v1beta2",
+        "KubeadmControlPlane",
+    );
+    merge(
+        &c,
+        &ns,
+        &cluster_ar("v1beta2"),
+        "cluster-1",
+        json!({"metadata": {"labels": {"wave": "one"}}}),
+    )
+    .await;
+    // A ClusterClass cluster (no ClusterClass controller runs: only its spec is read).
+    apply(
+        &c,
+        &ns,
+        &cluster_ar("v1beta2"),
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "topo"},
+            "spec": {"topology": {"classRef": {"name": "cc"}, "version": "v1.33.1"}}}),
+    )
+    .await;
+    let r = Reconciler::start(&sa_kubeconfig, &ns, &[]);
+    let cu = |name: &str, version: &str| {
+        json!({"apiVersion": "ops.capi-kamaji.io/v1alpha1", "kind": "ClusterUpgrade",
+            "metadata": {"name": name},
+            "spec": {"clusterName": name, "version": version, "force": true}})
+    };
+    let cu_ar = ops_ar("ClusterUpgrade");
+    create(&c, &ns, &cu_ar, cu("cluster-0", "v1.34.0")).await;
+    create(&c, &ns, &cu_ar, cu("topo", "v1.34.0")).await;
+    create(&c, &ns, &cu_ar, cu("ghost", "v1.34.0")).await;
+    create(
+        &c,
+        &ns,
+        &ops_ar("FleetUpgrade"),
+        json!({"apiVersion": "ops.capi-kamaji.io/v1alpha1", "kind": "FleetUpgrade",
+            "metadata": {"name": "wave"},
+            "spec": {"selector": "wave=one", "version": "v1.34.0", "force": true}}),
+    )
+    .await;
+    for cp in ["cluster-0", "cluster-1"] {
+        wait_for(
+            90,
+            &format!("KubeadmControlPlane {cp} at v1.34.0"),
+            Some(&r),
+            || async {
+                let k = get(&c, &ns, &kubeadm, cp).await?;
+                (k["spec"]["version"] == "v1.34.0").then_some(())
+            },
+        )
+        .await;
+    }
+    let member = get(&c, &ns, &cu_ar, "cluster-1").await.unwrap();
+    let owners: Vec<&str> = member["metadata"]["ownerReferences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["kind"].as_str())
+        .collect();
+    assert_eq!(owners, ["FleetUpgrade", "Cluster"], "{member}");
+    wait_for(
+        90,
+        "Cluster topo's topology at v1.34.0",
+        Some(&r),
+        || async {
+            let k = get(&c, &ns, &cluster_ar("v1beta2"), "topo").await?;
+            (k["spec"]["topology"]["version"] == "v1.34.0").then_some(())
+        },
+    )
+    .await;
+    // The same warning for a second generation: one Event, its series counted.
+    warning_event(&c, &ns, "ClusterUpgrade", "ghost", "ClusterNotFound", &r).await;
+    merge(
+        &c,
+        &ns,
+        &cu_ar,
+        "ghost",
+        json!({"spec": {"version": "v1.35.0"}}),
+    )
+    .await;
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(c.clone(), &ns);
+    wait_for(
+        60,
+        "the ClusterNotFound Event's series",
+        Some(&r),
+        || async {
+            let l = events.list(&Default::default()).await.ok()?;
+            l.items.into_iter().find(|e| {
+                e.regarding.as_ref().and_then(|o| o.name.as_deref()) == Some("ghost")
+                    && e.series.as_ref().is_some_and(|s| s.count >= 2)
+            })
+        },
+    )
+    .await;
+    let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+    for bad in [
+        "forbidden",
+        "Forbidden",
+        "code: 403",
+        "publishing an event failed",
+    ] {
+        assert!(
+            !log.contains(bad),
+            "the API server refused the reconciler something ({bad}):\n{}",
             r.log_tail()
         );
     }

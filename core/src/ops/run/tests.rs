@@ -234,3 +234,43 @@ fn an_empty_deployment_step_completes_once() {
         Decision::Start(vec![2])
     );
 }
+
+#[test]
+fn input_the_reconciler_cannot_act_on_is_reported_once_per_generation() {
+    let now = "2026-12-01T00:00:00Z";
+    let mut st = ClusterUpgradeStatus::default();
+    let m = "Cluster ns/c not found";
+    assert!(st.cannot_act(Some(1), super::super::reason::CLUSTER_NOT_FOUND, m, now));
+    assert_eq!(st.phase.as_deref(), Some(phase::PENDING));
+    assert_eq!(st.message.as_deref(), Some(m));
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "ClusterNotFound")
+    );
+    assert_eq!(ready.observed_generation, Some(1));
+    assert!(
+        st.plan.is_empty(),
+        "nothing is planned for a missing cluster"
+    );
+    assert!(
+        !st.cannot_act(Some(1), "ClusterNotFound", m, now),
+        "no news"
+    );
+    assert!(
+        st.cannot_act(Some(2), "ClusterNotFound", m, now),
+        "a new generation"
+    );
+    // Under way: the phase and the plan stay, so the upgrade resumes once the input is fixed.
+    let (w, _) = two_minor_world();
+    let spec = ClusterUpgradeSpec {
+        version: "v1.35.2".into(),
+        ..Default::default()
+    };
+    let plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
+    let mut st = fresh_status(&plan, Some(1), None, "n/c", now);
+    st.start(&[1], now);
+    st.cannot_act(Some(1), "ClusterNotFound", m, now);
+    assert_eq!(st.phase.as_deref(), Some(phase::RUNNING));
+    assert_eq!(st.current_steps, [1]);
+}

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kcore::ops::fleet::{self, FLEET_LABEL, FleetDecision};
-use kcore::ops::{ClusterUpgrade, FleetUpgrade, FleetUpgradeStatus, phase};
+use kcore::ops::{ClusterUpgrade, FleetUpgrade, FleetUpgradeStatus, phase, reason};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::{Ctx, world};
+use super::{Ctx, input, world};
 use crate::Error;
 use crate::controller::{Config, MANAGER};
 
@@ -67,35 +67,72 @@ async fn write(ctx: &Ctx, f: &FleetUpgrade, st: &FleetUpgradeStatus) -> Result<(
     Ok(())
 }
 
-/// The Clusters the selector picks, in wave order.
-async fn pick(ctx: &Ctx, f: &FleetUpgrade) -> Result<FleetUpgradeStatus, Error> {
-    let ns = f.namespace().unwrap_or_default();
-    let clusters: Api<DynamicObject> = Api::namespaced_with(
+fn clusters_api(ctx: &Ctx, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
         ctx.client.clone(),
-        &ns,
+        ns,
         &world::ar("cluster.x-k8s.io", &ctx.capi_version, "Cluster", "clusters"),
-    );
-    let names: Vec<String> = clusters
-        .list_metadata(&ListParams::default().labels(&f.spec.selector))
-        .await?
-        .items
-        .into_iter()
-        .filter_map(|c| c.metadata.name)
-        .collect();
-    let mut st = FleetUpgradeStatus {
+    )
+}
+
+/// The Clusters the selector picks, in wave order; `Err((reason, message))` for a selector
+/// the fleet cannot act on (malformed, or picking nothing).
+async fn pick(
+    ctx: &Ctx,
+    f: &FleetUpgrade,
+) -> Result<Result<FleetUpgradeStatus, (&'static str, String)>, Error> {
+    let ns = f.namespace().unwrap_or_default();
+    if let Err(m) = fleet::check_selector(&f.spec.selector) {
+        return Ok(Err((reason::INVALID_SELECTOR, m)));
+    }
+    let lp = ListParams::default().labels(&f.spec.selector);
+    let names: Vec<String> = match clusters_api(ctx, &ns).list_metadata(&lp).await {
+        Ok(l) => l
+            .items
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .collect(),
+        // The API server's grammar is the last word: a selector it refuses is input too.
+        Err(kube::Error::Api(e)) if e.code == 400 => {
+            let m = format!("spec.selector: the API server refuses it: {}", e.message);
+            return Ok(Err((reason::INVALID_SELECTOR, m)));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if names.is_empty() {
+        let m = format!(
+            "the selector {:?} picks no Cluster in namespace {ns}; label the Clusters or edit spec.selector",
+            f.spec.selector
+        );
+        return Ok(Err((reason::NO_CLUSTER_SELECTED, m)));
+    }
+    Ok(Ok(FleetUpgradeStatus {
         observed_generation: f.metadata.generation,
         phase: Some(phase::RUNNING.into()),
         clusters: fleet::waves(names, f.spec.canary, f.spec.max_parallel.unwrap_or(1)),
         ..Default::default()
-    };
-    if st.clusters.is_empty() {
-        st.phase = Some(phase::FAILED.into());
-        st.message = Some(format!(
-            "the selector {:?} picks no Cluster in namespace {ns}",
-            f.spec.selector
-        ));
+    }))
+}
+
+/// Reports a FleetUpgrade that cannot start: its status (Failed for this generation, so a
+/// fixed spec picks again) and, the first time, a Warning Event.
+async fn cannot_act(ctx: &Ctx, f: &FleetUpgrade, why: &str, message: &str) -> Result<(), Error> {
+    let generation = f.metadata.generation;
+    let news = !f
+        .status
+        .as_ref()
+        .is_some_and(|s| s.reports(generation, why));
+    let now = super::now();
+    let mut st = FleetUpgradeStatus::cannot_act(generation, why, message, &now);
+    // Keep the transition time of a condition already reported.
+    if let Some(old) = f.status.as_ref().filter(|_| !news) {
+        st.conditions.clone_from(&old.conditions);
     }
-    Ok(st)
+    write(ctx, f, &st).await?;
+    if news {
+        input::warn(ctx, &input::reference(f), why, message).await;
+    }
+    Ok(())
 }
 
 /// Reads each started member's ClusterUpgrade into its phase.
@@ -144,10 +181,20 @@ async fn start(ctx: &Ctx, f: &FleetUpgrade, cluster: &str) -> Result<Result<(), 
     let owner = f.controller_owner_ref(&());
     match api.get_opt(cluster).await? {
         None => {
+            // Owned by the fleet (its controller) and by the Cluster, so that neither going
+            // leaves it behind once the other is gone too (the garbage collector deletes an
+            // object when its last owner goes).
+            let by_cluster = match clusters_api(ctx, &ns).get_opt(cluster).await? {
+                Some(c) => serde_json::to_value(c)
+                    .ok()
+                    .and_then(|c| input::cluster_owner(&c))
+                    .and_then(|o| serde_json::from_value(o).ok()),
+                None => return Ok(Err(format!("cluster {cluster} was deleted"))),
+            };
             let mut cu = ClusterUpgrade::new(cluster, spec);
             cu.metadata.namespace = Some(ns.clone());
             cu.metadata.labels = Some([(FLEET_LABEL.to_string(), f.name_any())].into());
-            cu.metadata.owner_references = owner.map(|o| vec![o]);
+            cu.metadata.owner_references = Some(owner.into_iter().chain(by_cluster).collect());
             let pp = PostParams {
                 field_manager: Some(MANAGER.into()),
                 ..Default::default()
@@ -196,8 +243,14 @@ async fn reconcile(f: Arc<FleetUpgrade>, ctx: Arc<Ctx>) -> Result<Action, Error>
         return Ok(Action::await_change());
     };
     let mut st = match f.status.clone() {
-        Some(s) if !s.clusters.is_empty() || s.phase.is_some() => s,
-        _ => pick(&ctx, &f).await?,
+        Some(s) if !s.needs_pick(f.metadata.generation) => s,
+        _ => match pick(&ctx, &f).await? {
+            Ok(st) => st,
+            Err((why, message)) => {
+                cannot_act(&ctx, &f, why, &message).await?;
+                return Ok(Action::await_change());
+            }
+        },
     };
     if st.phase.as_deref().is_some_and(phase::is_terminal) {
         write(&ctx, &f, &st).await?;

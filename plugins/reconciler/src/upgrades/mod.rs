@@ -13,6 +13,7 @@
 
 mod apply;
 mod fleet;
+mod input;
 mod world;
 
 use std::collections::HashMap;
@@ -22,10 +23,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kcore::ops::run::{self, Decision};
-use kcore::ops::{ClusterUpgrade, ClusterUpgradeStatus, phase};
+use kcore::ops::{ClusterUpgrade, ClusterUpgradeStatus, phase, reason};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -45,6 +47,8 @@ struct Ctx {
     capi_version: String,
     /// Consecutive failures per ClusterUpgrade, for a bounded backoff.
     failures: Mutex<HashMap<ObjectRef<ClusterUpgrade>, u32>>,
+    /// Events on ClusterUpgrades and FleetUpgrades about input they cannot act on.
+    recorder: Recorder,
 }
 
 /// Runs until shutdown; returns at once (Ok) when the ClusterUpgrade API is not served.
@@ -72,6 +76,7 @@ pub async fn run(client: Client, cfg: Config, metrics: Arc<Metrics>) -> Result<(
         resources: Mutex::new(HashMap::new()),
         capi_version,
         failures: Mutex::new(HashMap::new()),
+        recorder: Recorder::new(client.clone(), Reporter::from(MANAGER)),
     });
     let controller = watches(&ctx, &cfg).await;
     let upgrades = controller
@@ -230,10 +235,11 @@ async fn write(ctx: &Ctx, cu: &ClusterUpgrade, st: &ClusterUpgradeStatus) -> Res
     Ok(())
 }
 
-/// Whether the status must be planned afresh: nothing planned yet, or a new target or options
-/// (a changed `paused` or `cancelled` keeps the plan under way).
+/// Whether the status must be planned afresh: nothing planned yet (no phase, or Pending while
+/// its input could not be acted on), or a new target or options (a changed `paused` or
+/// `cancelled` keeps the plan under way).
 fn needs_plan(cu: &ClusterUpgrade, st: &ClusterUpgradeStatus) -> bool {
-    if st.plan.is_empty() && st.phase.is_none() {
+    if st.plan.is_empty() && st.phase.as_deref().is_none_or(|p| p == phase::PENDING) {
         return true;
     }
     if st.observed_generation == cu.metadata.generation {
@@ -290,12 +296,49 @@ async fn replan(
                 observed_generation: cu.metadata.generation,
                 ..Default::default()
             };
-            failed.finish(phase::FAILED, "PlanFailed", &message, now);
+            failed.finish(phase::FAILED, reason::PLAN_FAILED, &message, now);
             failed
         }
     };
     write(ctx, cu, st).await?;
-    Ok(st.phase.as_deref() != Some(phase::FAILED))
+    if st.phase.as_deref() != Some(phase::FAILED) {
+        return Ok(true);
+    }
+    // The spec asks for what cannot be done (PlanFailed, PreflightFailed): said once per
+    // generation, since only a new spec replans.
+    if let Some(c) = st.conditions.iter().find(|c| c.type_ == "Ready") {
+        input::warn(ctx, &input::reference(cu), &c.reason, &c.message).await;
+    }
+    Ok(false)
+}
+
+/// A ClusterUpgrade whose Cluster is missing: said on its status (and in an Event, the first
+/// time for this generation), then it waits. The Cluster watch brings it back when a Cluster of
+/// its name appears.
+async fn cluster_missing(
+    cu: &ClusterUpgrade,
+    ctx: &Ctx,
+    st: &mut ClusterUpgradeStatus,
+    now: &str,
+) -> Result<Action, Error> {
+    let message = input::cluster_not_found(cu);
+    let news = st.cannot_act(
+        cu.metadata.generation,
+        reason::CLUSTER_NOT_FOUND,
+        &message,
+        now,
+    );
+    write(ctx, cu, st).await?;
+    if news {
+        input::warn(
+            ctx,
+            &input::reference(cu),
+            reason::CLUSTER_NOT_FOUND,
+            &message,
+        )
+        .await;
+    }
+    Ok(Action::await_change())
 }
 
 async fn reconcile_inner(cu: &ClusterUpgrade, ctx: &Ctx) -> Result<Action, Error> {
@@ -309,7 +352,10 @@ async fn reconcile_inner(cu: &ClusterUpgrade, ctx: &Ctx) -> Result<Action, Error
     if let Some(done) = settle(cu, ctx, &mut st, &now).await? {
         return Ok(done);
     }
-    let w = world::read(ctx, cu).await?;
+    let Some(w) = world::read(ctx, cu).await? else {
+        return cluster_missing(cu, ctx, &mut st, &now).await;
+    };
+    input::own(ctx, cu, w.cluster()).await?;
     if !replan(cu, ctx, &w, &mut st, &target, &now).await? {
         return Ok(Action::await_change());
     }

@@ -109,9 +109,9 @@ pub(super) struct World {
     observed: Observed,
 }
 
-/// Reads the cluster's objects (the Cluster missing is an error that backs off: it may not be
-/// created yet).
-pub(super) async fn read(ctx: &Ctx, cu: &ClusterUpgrade) -> Result<World, Error> {
+/// Reads the cluster's objects; `None` when the Cluster is missing (input the caller reports,
+/// not an error to retry).
+pub(super) async fn read(ctx: &Ctx, cu: &ClusterUpgrade) -> Result<Option<World>, Error> {
     let ns = cu.namespace().unwrap_or_default();
     let name = &cu.spec.cluster_name;
     let v = ctx.capi_version.as_str();
@@ -120,10 +120,9 @@ pub(super) async fn read(ctx: &Ctx, cu: &ClusterUpgrade) -> Result<World, Error>
         &ns,
         &ar("cluster.x-k8s.io", v, "Cluster", "clusters"),
     );
-    let cluster = clusters
-        .get_opt(name)
-        .await?
-        .ok_or_else(|| Error::Other(format!("cluster {ns}/{name} not found")))?;
+    let Some(cluster) = clusters.get_opt(name).await? else {
+        return Ok(None);
+    };
     let cluster = to_value(cluster)?;
     let by_cluster = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={name}"));
     let md_ar = ar(
@@ -177,7 +176,7 @@ pub(super) async fn read(ctx: &Ctx, cu: &ClusterUpgrade) -> Result<World, Error>
         observed: Observed::default(),
     };
     w.observed = Observed::from_objects(&w.objects(), &w.machines);
-    Ok(w)
+    Ok(Some(w))
 }
 
 /// The Available ByoHosts: unclaimed (BYOH selects only hosts without the cluster-name label,
@@ -198,6 +197,11 @@ async fn free_hosts(ctx: &Ctx) -> Result<Vec<Value>, Error> {
 }
 
 impl World {
+    /// The Cluster, as read.
+    pub(super) fn cluster(&self) -> &Value {
+        &self.cluster
+    }
+
     fn objects(&self) -> ClusterObjects<'_> {
         ClusterObjects {
             cluster: &self.cluster,

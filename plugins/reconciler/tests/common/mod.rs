@@ -521,3 +521,45 @@ pub fn strip_ansi(s: &str) -> String {
     }
     out
 }
+
+/// A kind of our `ops.capi-kamaji.io` group.
+pub fn ops_ar(kind: &str) -> ApiResource {
+    ar("ops.capi-kamaji.io", "v1alpha1", kind)
+}
+
+/// The ClusterUpgrade and FleetUpgrade CRDs, generated from the Rust types.
+pub async fn install_ops_crds(c: &Client) {
+    let ops: Vec<Value> = kcore::ops::crds()
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    install_crds(c, &ops).await;
+}
+
+/// Waits for the Warning Event `reason` about the object `name` and returns it.
+pub async fn warning_event(
+    c: &Client,
+    ns: &str,
+    kind: &str,
+    name: &str,
+    reason: &str,
+    r: &Reconciler,
+) -> k8s_openapi::api::events::v1::Event {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), ns);
+    wait_for(
+        30,
+        &format!("a {reason} Event on {kind} {name}"),
+        Some(r),
+        || async {
+            let l = events.list(&Default::default()).await.ok()?;
+            l.items.into_iter().find(|e| {
+                let about = e.regarding.as_ref();
+                about.and_then(|o| o.name.as_deref()) == Some(name)
+                    && about.and_then(|o| o.kind.as_deref()) == Some(kind)
+                    && e.reason.as_deref() == Some(reason)
+                    && e.type_.as_deref() == Some("Warning")
+            })
+        },
+    )
+    .await
+}
