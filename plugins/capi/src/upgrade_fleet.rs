@@ -263,6 +263,10 @@ async fn follow(
                     st.failed_cluster.unwrap_or_default()
                 )),
             })),
+            // Before the reconciler has picked the clusters, "0 of 0 upgraded" would read as done.
+            _ if st.clusters.is_empty() => Poll::Pending(format!(
+                "fleet upgrade {name}: waiting for the reconciler to pick the clusters"
+            )),
             _ => Poll::Pending(format!(
                 "fleet upgrade {name}: {upgraded} of {} clusters upgraded",
                 st.clusters.len()
