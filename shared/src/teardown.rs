@@ -139,6 +139,15 @@ pub async fn plan(
     }
     let unowned = not_cascading(conn, ns, cluster_name, &mut cascaded).await?;
     parts.splice(0..0, unowned);
+    // A KamajiControlPlane's TenantControlPlane has its name (the reconciler's and CACPPK's
+    // naming); what Kamaji's finalizers hold for it goes last, when Kamaji lets go.
+    let tcps: Vec<String> = cascaded
+        .iter()
+        .chain(&parts)
+        .filter(|p| p.ar.kind == "TenantControlPlane" || p.ar.kind == "KamajiControlPlane")
+        .map(|p| p.name.clone())
+        .collect();
+    cascaded.extend(kamaji_held(conn, ns, &tcps).await?);
     let kept =
         keep_shared_templates(conn, apis, ns, cluster_name, &all_mds, &seen, &mut parts).await?;
     Ok(Teardown {
@@ -149,6 +158,35 @@ pub async fn plan(
         parts,
         kept,
     })
+}
+
+/// What Kamaji's finalizers hold for the TenantControlPlanes `tcps` in `ns`
+/// ([`kcore::plan::teardown::held_by_kamaji`]: the `<tcp>-datastore-config` Secret until the
+/// DataStore is cleaned). Waited for, never deleted here: the garbage collector removes it
+/// through its owner reference to the TenantControlPlane once Kamaji drops the finalizer, and
+/// deleting it early could take the DataStore credentials from Kamaji's clean-up.
+pub async fn kamaji_held(conn: &Conn, ns: &str, tcps: &[String]) -> Result<Vec<Part>, Error> {
+    if tcps.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ar = ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&());
+    let labelled: Vec<Value> = api::list(
+        conn,
+        &ar,
+        Some(ns),
+        Some(kcore::plan::teardown::KAMAJI_PROJECT_SELECTOR),
+    )
+    .await?
+    .iter()
+    .map(fields::object_json)
+    .collect();
+    Ok(kcore::plan::teardown::held_by_kamaji(&labelled, tcps)
+        .into_iter()
+        .map(|name| Part {
+            ar: ar.clone(),
+            name,
+        })
+        .collect())
 }
 
 /// Takes out of `cascaded` what the Cluster does not own: Cluster API cascades through owner
@@ -340,20 +378,36 @@ async fn release_kept(conn: &Conn, t: &Teardown, w: Write<'_>) -> Result<(), Err
     Ok(())
 }
 
-/// The objects of the teardown still present, with their finalizers (`Kind name (finalizers
-/// a,b)`), for progress reports.
-pub async fn remaining(conn: &Conn, t: &Teardown) -> Result<Vec<String>, Error> {
+/// The objects of the teardown still present, as the API server returns them.
+pub async fn present(conn: &Conn, t: &Teardown) -> Result<Vec<Value>, Error> {
     let mut left = Vec::new();
     for d in t.all() {
         if let Some(o) = api::get_opt(conn, &d.ar, Some(&t.namespace), &d.name).await? {
-            let fin = o.metadata.finalizers.clone().unwrap_or_default();
+            let mut v = fields::object_json(&o);
+            // Callers report by kind; a GET answers with it, but do not rely on that.
+            if v.get("kind").is_none_or(Value::is_null) {
+                v["kind"] = json!(d.ar.kind);
+            }
+            left.push(v);
+        }
+    }
+    Ok(left)
+}
+
+/// The objects of the teardown still present, with their finalizers (`Kind name (finalizers
+/// a,b)`), for progress reports.
+pub async fn remaining(conn: &Conn, t: &Teardown) -> Result<Vec<String>, Error> {
+    Ok(present(conn, t)
+        .await?
+        .iter()
+        .map(|o| {
+            let fin = kcore::json::strings_at(o, &["metadata", "finalizers"]);
             let why = if fin.is_empty() {
                 String::new()
             } else {
                 format!(" (finalizers {})", fin.join(","))
             };
-            left.push(format!("{} {}{why}", d.ar.kind, d.name));
-        }
-    }
-    Ok(left)
+            format!("{} {}{why}", kcore::json::kind(o), kcore::json::name(o))
+        })
+        .collect())
 }

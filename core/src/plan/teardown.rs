@@ -285,6 +285,43 @@ pub fn owned_by_cluster(obj: &Value, cluster: &str) -> bool {
         })
 }
 
+/// The label Kamaji puts on what it makes for a TenantControlPlane, valued with the
+/// TenantControlPlane's name (Kamaji v1.0.0, internal/utilities/utilities.go, KamajiLabels).
+pub const KAMAJI_NAME_LABEL: &str = "kamaji.clastix.io/name";
+/// The selector of everything Kamaji labels as its own (the same KamajiLabels).
+pub const KAMAJI_PROJECT_SELECTOR: &str = "kamaji.clastix.io/project=kamaji";
+/// Kamaji's finalizers: `finalizer.kamaji.clastix.io` and `finalizer.kamaji.clastix.io/...`
+/// (Kamaji v1.0.0, controllers/finalizers/tcp.go).
+pub const KAMAJI_FINALIZER: &str = "finalizer.kamaji.clastix.io";
+
+/// Whether a finalizer is Kamaji's.
+pub fn is_kamaji_finalizer(f: &str) -> bool {
+    f == KAMAJI_FINALIZER
+        || f.strip_prefix(KAMAJI_FINALIZER)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The names of `objects` (what Kamaji labelled as its own) that a Kamaji finalizer holds
+/// for one of the TenantControlPlanes `tcps`: Kamaji v1.0.0 keeps the `<tcp>-datastore-config`
+/// Secret with `finalizer.kamaji.clastix.io/datastore-secret` until the TenantControlPlane's
+/// DataStore clean-up lets go of it (internal/resources/datastore/datastore_storage_config.go),
+/// so a teardown is not done while it is there. Sorted, each once.
+pub fn held_by_kamaji(objects: &[Value], tcps: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = objects
+        .iter()
+        .filter(|o| {
+            json::label(o, KAMAJI_NAME_LABEL).is_some_and(|t| tcps.iter().any(|n| n == t))
+                && json::strings_at(o, &["metadata", "finalizers"])
+                    .iter()
+                    .any(|f| is_kamaji_finalizer(f))
+        })
+        .map(|o| json::name(o).to_string())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// Templates a teardown would delete that something outside it still uses: `(kind, name)` →
 /// the user, e.g. `MachineDeployment other-md-0`. `machine_deployments` are the namespace's
 /// MachineDeployments (those of `cluster` are skipped: they go too); `machine_templates` are
@@ -353,6 +390,35 @@ mod tests {
             h["metadata"]["annotations"] = json!({UNREGISTERING_ANNOTATION: ""});
         }
         h
+    }
+
+    #[test]
+    fn kamaji_holds_the_datastore_secret_of_its_tenant() {
+        let secret = |name: &str, tcp: &str, fin: &[&str]| {
+            json!({"kind": "Secret", "metadata": {"name": name,
+                "labels": {KAMAJI_NAME_LABEL: tcp, "kamaji.clastix.io/project": "kamaji"},
+                "finalizers": fin}})
+        };
+        let objs = [
+            secret(
+                "s7-datastore-config",
+                "s7",
+                &["finalizer.kamaji.clastix.io/datastore-secret"],
+            ),
+            secret("s7-admin-kubeconfig", "s7", &[]),
+            secret(
+                "s6-datastore-config",
+                "s6",
+                &["finalizer.kamaji.clastix.io/datastore-secret"],
+            ),
+            secret("s7-other", "s7", &["finalizer.kamaji.clastix.io.example/x"]),
+            secret("s7-plain", "s7", &["finalizer.kamaji.clastix.io"]),
+        ];
+        assert_eq!(
+            held_by_kamaji(&objs, &["s7".to_string()]),
+            ["s7-datastore-config", "s7-plain"]
+        );
+        assert!(held_by_kamaji(&objs, &[]).is_empty());
     }
 
     fn machine(name: &str, cp: bool, host: &str) -> Value {

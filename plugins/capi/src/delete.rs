@@ -14,7 +14,7 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::KubeFlags;
@@ -25,6 +25,7 @@ use shared::discovery::{INFRASTRUCTURE_GROUP, fields};
 use shared::error::{Error, Op};
 use shared::plan::hosts::Inventory;
 use shared::plan::teardown as plan;
+use shared::render::Poll;
 use shared::teardown;
 
 use crate::day2::{DryRun, Target, display_name, name_of};
@@ -203,9 +204,17 @@ async fn remaining_objects(t: &Target) -> Result<Vec<Value>, Error> {
     Ok(out)
 }
 
-/// Where the teardown stands.
-async fn progress(t: &Target) -> Result<plan::DeleteProgress, Error> {
-    let remaining = remaining_objects(t).await?;
+/// Where the teardown stands: the cluster's objects, and what else the teardown plan waits
+/// for (templates, addons, what Kamaji's finalizers hold), each once.
+async fn progress(t: &Target, td: &teardown::Teardown) -> Result<plan::DeleteProgress, Error> {
+    let mut remaining = remaining_objects(t).await?;
+    for o in teardown::present(&t.conn, td).await? {
+        let same =
+            |r: &Value| kcore::json::kind(r) == kcore::json::kind(&o) && name_of(r) == name_of(&o);
+        if !remaining.iter().any(same) {
+            remaining.push(o);
+        }
+    }
     let lists = byoh_lists(t).await?;
     Ok(match &lists {
         Some([hosts, bms, machines, clusters]) => {
@@ -250,7 +259,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     }
     remove_merged_context(&args.kube, &t.name, &added)?;
     let result = if args.wait {
-        wait_gone(&t, args.timeout).await
+        wait_gone(&t, &td, args.timeout).await
     } else {
         Ok(())
     };
@@ -327,6 +336,18 @@ fn preview_text(
             names.join(", ")
         ));
     }
+    let held: Vec<String> = td
+        .cascaded
+        .iter()
+        .filter(|p| p.ar.kind == "Secret")
+        .map(|p| format!("Secret {}", p.name))
+        .collect();
+    if !held.is_empty() {
+        s.push_str(&format!(
+            "  Then, once Kamaji lets go: {}\n",
+            held.join(", ")
+        ));
+    }
     for k in &td.kept {
         s.push_str(&format!(
             "  Kept: {} {} (still used by {})\n",
@@ -385,31 +406,37 @@ async fn execute(args: &Args, t: &Target, td: &teardown::Teardown) -> Result<(),
 }
 
 /// Follows the teardown; on timeout names the hosts still Releasing and the stuck objects.
-async fn wait_gone(t: &Target, timeout: Duration) -> Result<(), Error> {
+async fn wait_gone(t: &Target, td: &teardown::Teardown, timeout: Duration) -> Result<(), Error> {
     let what = format!("waiting for cluster {} to be torn down", t.name);
-    let mut bar = shared::render::Progress::spinner(&what);
-    let deadline = Instant::now() + timeout;
-    loop {
-        let p = progress(t).await?;
+    // The last progress seen, for the report when the wait times out.
+    let last = std::cell::RefCell::new(None);
+    let waited = shared::render::wait_until(&what, timeout, Duration::from_secs(1), || async {
+        let p = progress(t, td).await?;
         if p.done {
-            bar.clear();
+            return Ok(Poll::Ready(()));
+        }
+        let machines = p.remaining.iter().filter(|o| o.kind == "Machine").count();
+        let msg = format!(
+            "{} objects left ({machines} machines), {} hosts not yet released",
+            p.remaining.len(),
+            p.releasing_hosts.len()
+        );
+        last.replace(Some(p));
+        Ok(Poll::Pending(msg))
+    })
+    .await;
+    match waited {
+        Ok(()) => {
             shared::render::line(&format!(
                 "cluster {} is gone; its machines are deleted and its hosts released",
                 t.name
             ));
-            return Ok(());
+            Ok(())
         }
-        let machines = p.remaining.iter().filter(|o| o.kind == "Machine").count();
-        bar.set_message(&format!(
-            "{what}: {} objects left ({machines} machines), {} hosts not yet released",
-            p.remaining.len(),
-            p.releasing_hosts.len()
-        ));
-        if Instant::now() >= deadline {
-            bar.clear();
-            return Err(stuck_report(t, &p, timeout));
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        Err(e) => match (e, last.take()) {
+            (Error::Timeout { .. }, Some(p)) => Err(stuck_report(t, &p, timeout)),
+            (e, _) => Err(e),
+        },
     }
 }
 

@@ -8,7 +8,10 @@
 //! BYOH's RBAC lets edit ByoHosts), which needs the right to impersonate it, as cluster-admin
 //! has. Drain deletes the machine on the host after checking that a spare host can take its
 //! replacement, waits until the host is released, cordons it at once (before another machine
-//! can claim it), and waits until the MachineDeployment is back to its replicas.
+//! can claim it), and waits until the MachineDeployment is back to its replicas. Before the
+//! delete it marks the host as draining (`kcore::plan::hosts::maintenance::DRAIN_ANNOTATION`),
+//! so a drain that times out or is interrupted is finished by a re-run: it resumes the wait
+//! and cordons the host once released.
 
 use std::time::Duration;
 
@@ -38,7 +41,9 @@ pub struct CordonArgs {
     after_help = "Drain moves the worker machine on HOST to a spare host: it checks that a free host
 matches the machine's ByoMachineTemplate, deletes the Machine (its MachineSet creates a
 replacement, which BYOH places on a free host), waits until HOST is released, cordons it, and
-waits until the MachineDeployment is back to its replicas. Afterwards: kubectl capi hosts uncordon HOST."
+waits until the MachineDeployment is back to its replicas. Afterwards: kubectl capi hosts uncordon HOST.
+A drain that times out or is interrupted leaves HOST marked as draining: run it again to finish
+(it waits for the release and cordons HOST); uncordon calls it off."
 )]
 pub struct DrainArgs {
     /// The ByoHost
@@ -175,29 +180,135 @@ async fn apply_change(
 pub async fn drain(args: &DrainArgs) -> Result<(), Error> {
     let f = find(&args.kube, &args.host).await?;
     let name = args.host.as_str();
-    if maintenance::is_cordoned(&f.host) {
+    let resumes = maintenance::drain_resumes(&f.host);
+    if maintenance::is_cordoned(&f.host) && !resumes {
         shared::render::line(&format!(
             "byohost.infrastructure.cluster.x-k8s.io/{name} already drained and cordoned"
         ));
         return Ok(());
     }
-    let w = worker_on(args, &f).await?;
+    let (w, bm) = if resumes {
+        resume(args, &f).await?
+    } else {
+        start(args, &f).await?
+    };
+    wait_drained(args, &f, w.as_ref(), &bm)
+        .await
+        .map_err(|e| unfinished(e, name))?;
+    // Done: the mark goes (read again: the wait changed the host).
+    let host = find_host(&f.conn, &f.host_ar, name, Some(json::namespace(&f.host))).await?;
+    patch_as_agent(
+        &args.kube,
+        &f.host_ar,
+        &host,
+        &maintenance::plan_drain_done(),
+    )
+    .await?;
+    shared::render::line(&format!(
+        "byohost.infrastructure.cluster.x-k8s.io/{name} drained and cordoned (kubectl capi hosts uncordon {name} returns it to the pool)"
+    ));
+    Ok(())
+}
+
+/// A fresh drain: preflight, ask, mark the host, delete the Machine. The mark goes on before
+/// the Machine is deleted, so whatever happens after (a timeout, Ctrl-C), a re-run finds the
+/// host's drain and finishes it. Returns the worker and the ByoMachine the host served.
+async fn start(args: &DrainArgs, f: &Found) -> Result<(Option<Worker>, String), Error> {
+    let name = args.host.as_str();
+    let w = worker_on(args, f).await?;
     let spare = spare_hosts(&w, name).await?;
     let what = format!(
         "drain ByoHost {name}: delete Machine {} of cluster {} (MachineDeployment {} replaces it on one of {spare} free matching hosts), then cordon {name}",
         w.machine_name, w.cluster, w.md_name
     );
     confirm(args.yes, &what)?;
+    let bm = json::str_at(&f.host, &["status", "machineRef", "name"])
+        .unwrap_or_default()
+        .to_string();
+    let intent = maintenance::DrainIntent {
+        namespace: w.t.namespace.clone(),
+        cluster: w.cluster.clone(),
+        machine: w.machine_name.clone(),
+        machine_deployment: w.md_name.clone(),
+        byo_machine: bm.clone(),
+        at: now(),
+    };
+    let mark = maintenance::plan_drain_intent(&intent);
+    patch_as_agent(&args.kube, &f.host_ar, &f.host, &mark).await?;
+    delete_machine(&w).await?;
+    Ok((Some(w), bm))
+}
+
+async fn delete_machine(w: &Worker) -> Result<(), Error> {
     shared::api::delete(&w.t.conn, &w.machine_ar, &w.t.namespace, &w.machine_name).await?;
     shared::render::line(&format!(
         "machine.cluster.x-k8s.io/{} deleted (its MachineDeployment replaces it)",
         w.machine_name
     ));
-    wait_drained(args, &f, &w).await?;
-    shared::render::line(&format!(
-        "byohost.infrastructure.cluster.x-k8s.io/{name} drained and cordoned (kubectl capi hosts uncordon {name} returns it to the pool)"
-    ));
     Ok(())
+}
+
+/// A re-run of a drain that did not finish (timed out or interrupted): the host carries its
+/// mark. The Machine is deleted again if it is still there (the first run may have stopped
+/// between the mark and the delete), then the wait goes on where it stopped: the release, the
+/// cordon, the replacement. With a mark that does not parse, or a cluster that is gone, only
+/// the cordon is left to do.
+async fn resume(args: &DrainArgs, f: &Found) -> Result<(Option<Worker>, String), Error> {
+    let name = args.host.as_str();
+    let served = json::str_at(&f.host, &["status", "machineRef", "name"])
+        .unwrap_or_default()
+        .to_string();
+    let Some(Ok(intent)) = maintenance::drain_intent(&f.host) else {
+        shared::render::info(&format!("resuming the unfinished drain of {name}"));
+        return Ok((None, served));
+    };
+    shared::render::info(&format!(
+        "resuming the drain of {name} started at {} (Machine {} of cluster {})",
+        intent.at, intent.machine, intent.cluster
+    ));
+    let mut flags = args.kube.clone();
+    flags.namespace = Some(intent.namespace.clone());
+    let t = match Target::load(&flags, &intent.cluster).await {
+        Ok(t) => t,
+        Err(Error::NotFound { .. }) => return Ok((None, intent.byo_machine)),
+        Err(e) => return Err(e),
+    };
+    let machine_ar = t.core("Machine")?;
+    let machine = t.get_opt(&machine_ar, &intent.machine).await?;
+    let w = Worker {
+        t,
+        cluster: intent.cluster,
+        machine_ar,
+        machine_name: intent.machine,
+        md_name: intent.machine_deployment,
+    };
+    if machine.is_some_and(|m| json::at(&m, &["metadata", "deletionTimestamp"]).is_none()) {
+        confirm(
+            args.yes,
+            &format!(
+                "finish draining ByoHost {name}: delete Machine {} of cluster {}, then cordon {name}",
+                w.machine_name, w.cluster
+            ),
+        )?;
+        delete_machine(&w).await?;
+    }
+    Ok((Some(w), intent.byo_machine))
+}
+
+/// A drain's wait that timed out: the host carries the drain's mark, and a re-run finishes.
+fn unfinished(e: Error, name: &str) -> Error {
+    match e {
+        Error::Timeout { what, after } => Error::Other {
+            message: format!(
+                "the drain of ByoHost {name} did not finish within {} ({what}): re-run to finish: kubectl capi hosts drain {name} --yes",
+                shared::error::human_duration(after)
+            ),
+            hint: Some(format!(
+                "{name} is marked as draining; re-running drain waits for its release and cordons it (kubectl capi hosts shows it)"
+            )),
+        },
+        e => e,
+    }
 }
 
 /// The worker Machine a drained host serves, with its cluster and MachineDeployment.
@@ -301,24 +412,30 @@ fn confirm(yes: bool, what: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Released → cordoned at once → the deployment back at its replicas.
-async fn wait_drained(args: &DrainArgs, f: &Found, w: &Worker) -> Result<(), Error> {
+/// Released → cordoned at once → the deployment back at its replicas (when the worker is
+/// known). `bm` is the ByoMachine the host served before the drain.
+async fn wait_drained(
+    args: &DrainArgs,
+    f: &Found,
+    w: Option<&Worker>,
+    bm: &str,
+) -> Result<(), Error> {
     let name = args.host.as_str();
     let reason = format!("drained by kubectl capi hosts drain at {}", now());
-    let bm = json::str_at(&f.host, &["status", "machineRef", "name"])
-        .unwrap_or_default()
-        .to_string();
-    let wait_what = format!(
-        "waiting for {name} to be released and {} to be ready",
-        w.md_name
-    );
+    let wait_what = match w {
+        Some(w) => format!(
+            "waiting for {name} to be released and {} to be ready",
+            w.md_name
+        ),
+        None => format!("waiting for {name} to be released"),
+    };
     shared::render::wait_until(&wait_what, args.timeout, Duration::from_millis(500), || {
-        let (reason, bm) = (&reason, &bm);
+        let reason = &reason;
         async move {
             let host = find_host(&f.conn, &f.host_ar, name, Some(json::namespace(&f.host))).await?;
             if !maintenance::is_cordoned(&host) {
                 match json::str_at(&host, &["status", "machineRef", "name"]) {
-                    Some(m) if m != bm.as_str() => {
+                    Some(m) if m != bm => {
                         return Err(Error::other(format!(
                             "ByoHost {name} was claimed by ByoMachine {m} before it could be cordoned; drain it again"
                         )));
@@ -335,7 +452,10 @@ async fn wait_drained(args: &DrainArgs, f: &Found, w: &Worker) -> Result<(), Err
                     patch_as_agent(&args.kube, &f.host_ar, &host, &p).await?;
                 }
             }
-            replacement_progress(w, name).await
+            match w {
+                Some(w) => replacement_progress(w, name).await,
+                None => Ok(Poll::Ready(())),
+            }
         }
     })
     .await

@@ -442,3 +442,146 @@ async fn kamaji_control_planes_scale_without_hosts_and_upgrade_in_one_reconciler
         "{plan}"
     );
 }
+
+/// Issue 24: `kubectl capi delete s7 --wait` said the cluster was gone while Kamaji's finalizer
+/// still held the `s7-datastore-config` Secret. Kamaji v1.0.0 keeps that Secret (its labels,
+/// controlled by the TenantControlPlane, finalizer `finalizer.kamaji.clastix.io/datastore-secret`:
+/// internal/resources/datastore/datastore_storage_config.go) until the TenantControlPlane's
+/// DataStore clean-up lets go of it. Played here as Kamaji leaves it once the TenantControlPlane
+/// is gone: deleted, as the garbage collector deletes it, and held by Kamaji's finalizer, which
+/// nothing here removes until the test does.
+#[tokio::test]
+async fn delete_wait_waits_for_the_secret_kamaji_holds() {
+    use kube::api::{DeleteParams, PostParams};
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("kamaji-held").await;
+    testbed::fixtures::ensure_kamaji_control_plane_crd(&client)
+        .await
+        .unwrap();
+    let kcp_ar = ar(
+        "controlplane.cluster.x-k8s.io",
+        "v1alpha2",
+        "KamajiControlPlane",
+        "kamajicontrolplanes",
+    );
+    let cluster_ar = ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters");
+    let make_cluster = || async {
+        apply(
+            &client,
+            &ns,
+            &kcp_ar,
+            json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1alpha2", "kind": "KamajiControlPlane",
+                   "metadata": {"name": "s7"},
+                   "spec": {"dataStoreName": "default", "replicas": 1, "version": "v1.33.1"}}),
+        )
+        .await;
+        apply(
+            &client,
+            &ns,
+            &cluster_ar,
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                   "metadata": {"name": "s7"},
+                   "spec": {"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KamajiControlPlane", "name": "s7"}}}),
+        )
+        .await;
+    };
+    make_cluster().await;
+    let secrets = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        &ns,
+        &ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
+    );
+    let secret: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s7-datastore-config",
+            "finalizers": ["finalizer.kamaji.clastix.io/datastore-secret"],
+            "labels": {"kamaji.clastix.io/project": "kamaji", "kamaji.clastix.io/name": "s7",
+                "kamaji.clastix.io/component": "datastore-config"},
+            "ownerReferences": [{"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+                "name": "s7", "uid": "4a0c3e5e-0000-4000-8000-000000000007",
+                "controller": true, "blockOwnerDeletion": true}]},
+        "data": {"DB_SCHEMA": "czc="}}))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    secrets
+        .delete("s7-datastore-config", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    let kc = &tb.kubeconfig;
+    let o = run(
+        kc,
+        &ns,
+        &["delete", "s7", "--yes", "--wait", "--timeout", "5s"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "--wait returned while Kamaji held the Secret:\n{}{}",
+        out(&o),
+        err(&o)
+    );
+    assert!(
+        out(&o).contains("Then, once Kamaji lets go: Secret s7-datastore-config"),
+        "{}",
+        out(&o)
+    );
+    assert!(
+        out(&o).contains(&format!(
+            "Secret {ns}/s7-datastore-config is stuck on finalizers finalizer.kamaji.clastix.io/datastore-secret"
+        )),
+        "{}",
+        out(&o)
+    );
+    assert!(!out(&o).contains("cluster s7 is gone"), "{}", out(&o));
+    assert!(
+        err(&o)
+            .lines()
+            .any(|l| l
+                == "error: cluster s7 is not torn down after 5s: 1 objects stuck on finalizers"),
+        "{}",
+        err(&o)
+    );
+
+    // Once Kamaji lets go, the wait ends. The same name again (the Secret is still held):
+    // the holder lets go once the Cluster is deleted and the wait is under way.
+    make_cluster().await;
+    let (kc2, ns2) = (kc.clone(), ns.clone());
+    let waiting = tokio::task::spawn_blocking(move || {
+        run(
+            &kc2,
+            &ns2,
+            &["delete", "s7", "--yes", "--wait", "--timeout", "60s"],
+        )
+    });
+    let clusters = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &cluster_ar);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while clusters.get_opt("s7").await.unwrap().is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the delete did not delete the Cluster"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    secrets
+        .patch(
+            "s7-datastore-config",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    let o = waiting.await.unwrap();
+    assert!(o.status.success(), "{}{}", out(&o), err(&o));
+    assert!(out(&o).contains("cluster s7 is gone"), "{}", out(&o));
+    assert!(
+        secrets
+            .get_opt("s7-datastore-config")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

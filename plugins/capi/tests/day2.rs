@@ -986,7 +986,7 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     assert!(!status.success(), "the first run was interrupted");
     let first = std::fs::read_to_string(log.path()).unwrap();
     assert!(
-        first.contains("step 1/4: KubeadmControlPlane/up-control-plane v1.33.4 -> v1.34.0: done"),
+        first.contains("step 1/4: KubeadmControlPlane up-control-plane to v1.34.0: done"),
         "{first}"
     );
     assert!(!first.contains("upgraded to"), "{first}");
@@ -1020,21 +1020,41 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     let second = out(&o);
     assert!(second.contains("resuming: "), "{second}");
     assert!(
-        !second.contains("KubeadmControlPlane/up-control-plane v1.33.4 -> v1.34.0"),
+        !second.contains("KubeadmControlPlane up-control-plane to v1.34.0"),
         "the control-plane step is not redone: {second}"
     );
     assert!(
-        second.contains("KubeadmControlPlane/up-control-plane v1.34.0 -> v1.35.2: done"),
+        second.contains("KubeadmControlPlane up-control-plane to v1.35.2: done"),
         "{second}"
     );
     assert!(
-        second.contains("MachineDeployment/up-md-0 v1.34.0 -> v1.35.2: done"),
+        second.contains("MachineDeployment up-md-0 to v1.35.2: done"),
         "{second}"
     );
     assert!(
-        second.contains("cluster up upgraded to v1.35.2"),
+        second.contains("cluster up upgraded to v1.35.2 in "),
         "{second}"
     );
+    // Issue 24: the progress (stderr, not a terminal) is a line per change naming the step
+    // under way, what is left of it and what the cluster runs; no step counted from 0, no
+    // line twice in a row, and one closing line.
+    let progress = err(&o);
+    assert!(
+        progress.contains("MachineDeployment up-md-0 to v1.35.2: ")
+            && progress.contains("; the cluster runs v1.35.2"),
+        "{progress}"
+    );
+    assert!(!progress.contains("step 0/"), "{progress}");
+    let lines: Vec<&str> = progress.lines().collect();
+    for w in lines.windows(2) {
+        assert_ne!(w[0], w[1], "a line repeated:\n{progress}");
+    }
+    let closing = second
+        .lines()
+        .chain(progress.lines())
+        .filter(|l| l.contains("upgraded"))
+        .count();
+    assert_eq!(closing, 1, "{second}\n{progress}");
     let kcp_obj = api(&client, &ns, &kcp_ar())
         .get("up-control-plane")
         .await
@@ -1193,6 +1213,80 @@ async fn hosts_cordon_drain_uncordon() {
     assert!(h.labels().get("cluster.x-k8s.io/cluster-name").is_none());
 }
 
+/// Issue 24: `hosts drain HOST --timeout 1s` deleted the Machine, returned 1, and the host,
+/// released later by its agent, was left Available: BYOH could pick it again. The drain marks
+/// the host before it deletes the Machine (BYOH's release keeps that mark), its timeout says
+/// to re-run, and the re-run waits for the release and cordons the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_that_times_out_is_finished_by_a_rerun() {
+    let _turn = TURN.lock().await;
+    let tb = testbed::shared_real();
+    let (client, ns) = tb.namespace("drain-rerun").await;
+    let _players = play(tb, &client, &ns, pool(&ns, "w", 2, "worker"));
+    make_cluster(&client, &ns, "c1", 1, &tb.kubeconfig).await;
+    eventually("the worker ready", Duration::from_secs(120), || {
+        let (c, n) = (client.clone(), ns.clone());
+        async move { md_ready(&c, &n, "c1-md-0", 1).await }
+    })
+    .await;
+    let victim = claimed_hosts(&client, &ns).await.remove(0);
+
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["hosts", "drain", &victim, "--yes", "--timeout", "1s"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}{}", out(&o), err(&o));
+    assert!(err(&o).contains("re-run to finish"), "{}", err(&o));
+    // Nobody waits any more; the agent releases the host.
+    let hosts = api(&client, &ns, &host_ar());
+    // (A quick release may find the first run still polling: it cordons then, and the
+    // re-run waits for the replacement.)
+    eventually("the drained host released", Duration::from_secs(90), || {
+        let (hosts, victim) = (hosts.clone(), victim.clone());
+        async move {
+            let h = hosts.get(&victim).await.unwrap();
+            h.data["status"]["machineRef"]["name"].is_null()
+                && h.labels()
+                    .get("cluster.x-k8s.io/cluster-name")
+                    .map(String::as_str)
+                    != Some("c1")
+        }
+    })
+    .await;
+    // The re-run finishes: the host ends cordoned, the replacement runs on the spare.
+    let o = run(
+        &tb.kubeconfig,
+        &ns,
+        &["hosts", "drain", &victim, "--yes", "--timeout", "120s"],
+    );
+    assert!(
+        o.status.success(),
+        "stdout: {}\nstderr: {}",
+        out(&o),
+        err(&o)
+    );
+    assert!(out(&o).contains("drained and cordoned"), "{}", out(&o));
+    let h = hosts.get(&victim).await.unwrap();
+    assert_eq!(
+        h.labels()
+            .get("cluster.x-k8s.io/cluster-name")
+            .map(String::as_str),
+        Some(""),
+        "{:?}",
+        h.metadata
+    );
+    assert!(h.annotations().contains_key("capi-kamaji.io/cordoned"));
+    assert!(!h.annotations().contains_key("capi-kamaji.io/draining"));
+    let now = claimed_hosts(&client, &ns).await;
+    assert!(now.len() == 1 && !now.contains(&victim), "{now:?}");
+    eventually("the drained machine gone", Duration::from_secs(60), || {
+        let (c, n) = (client.clone(), ns.clone());
+        async move { count_machines(&c, &n, "c1").await == 1 }
+    })
+    .await;
+}
+
 /// `hosts add` (issue 17): the real BYOH controller issues the BootstrapKubeconfig, and its
 /// token really authenticates (the testbed's API server accepts bootstrap tokens, as kubeadm's
 /// do): `kubectl auth whoami` with it answers `system:bootstrap:<id>`.
@@ -1293,6 +1387,83 @@ async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("https://host:port"), "{}", err(&o));
+}
+
+/// Issue 24: a BootstrapKubeconfig made for another API server (a sandbox restarted on a new
+/// port keeps its etcd data) is replaced, saying so, instead of reused: BYOH issued the old one
+/// for the old server and never issues it again. A second run reuses the fresh one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_add_replaces_a_bootstrap_kubeconfig_made_for_another_api_server() {
+    let _turn = TURN.lock().await;
+    let tb = testbed::shared_real();
+    let (client, ns) = tb.namespace("onboard-stale").await;
+    let bk = ar(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "BootstrapKubeconfig",
+        "bootstrapkubeconfigs",
+    );
+    let mine: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(&tb.kubeconfig).unwrap()).unwrap();
+    let ca = mine["clusters"][0]["cluster"]["certificate-authority-data"].clone();
+    let stale = "https://127.0.0.1:1";
+    apply(
+        &client,
+        &ns,
+        bk.clone(),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "BootstrapKubeconfig",
+            "metadata": {"name": "stale1"},
+            "spec": {"apiserver": stale, "certificate-authority-data": ca},
+        }),
+    )
+    .await;
+    // BYOH issues it for the old server, as it did before the restart.
+    eventually(
+        "BYOH to issue the planted one",
+        Duration::from_secs(60),
+        || {
+            let (c, n, r) = (client.clone(), ns.clone(), bk.clone());
+            async move {
+                api(&c, &n, &r)
+                    .get("stale1")
+                    .await
+                    .is_ok_and(|o| o.data.pointer("/status/bootstrapKubeconfigData").is_some())
+            }
+        },
+    )
+    .await;
+    let old_uid = api(&client, &ns, &bk).get("stale1").await.unwrap().uid();
+
+    let o = run(&tb.kubeconfig, &ns, &["hosts", "add", "stale1"]);
+    assert!(o.status.success(), "stderr: {}", err(&o));
+    assert!(
+        err(&o).contains(&format!(
+            "replacing the bootstrap kubeconfig of stale1: it names the API server {stale}, not https://"
+        )),
+        "{}",
+        err(&o)
+    );
+    let issued: Value = serde_saphyr::from_str(&out(&o)).unwrap();
+    let server = issued["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(server, stale, "the printed kubeconfig names the old server");
+    let now = api(&client, &ns, &bk).get("stale1").await.unwrap();
+    assert_eq!(now.data["spec"]["apiserver"], server.as_str());
+    assert_ne!(now.uid(), old_uid, "replaced, not patched");
+
+    // Idempotent: the fresh one is reused, without a word about replacing.
+    let o = run(&tb.kubeconfig, &ns, &["hosts", "add", "stale1"]);
+    assert!(o.status.success(), "stderr: {}", err(&o));
+    assert!(!err(&o).contains("replacing"), "{}", err(&o));
+    assert_eq!(
+        api(&client, &ns, &bk).get("stale1").await.unwrap().uid(),
+        now.uid()
+    );
+    tb.delete_namespace(&client, &ns).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1940,7 +2111,12 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
         ],
     );
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
-    let line = err(&o).lines().next().unwrap().to_string();
+    // Progress lines come first on a non-terminal stderr; the failure is the `error:` line.
+    let line = err(&o)
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_default()
+        .to_string();
     assert!(
         line.starts_with("error: fleet upgrade prod stopped: cluster b1 failed:")
             && line.contains("spare host"),
@@ -2004,7 +2180,7 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
     );
     let o = run(&tb.kubeconfig, &ns, &["upgrade", "resume", "a0"]);
     assert!(o.status.success(), "{}", err(&o));
-    let o = run(&tb.kubeconfig, &ns, &["upgrade", "cancel", "a1"]);
+    let o = run(&tb.kubeconfig, &ns, &["upgrade", "cancel", "a1", "--yes"]);
     assert!(o.status.success(), "{}", err(&o));
     assert!(
         out(&o).contains("upgrade of cluster a1 cancelled"),

@@ -123,13 +123,24 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     )
     .await?;
     td.cascaded.extend(cascaded_tenant(&apis, &t, &td));
+    add_kamaji_held(&conn, &mut td, &t.tcp_name()).await?;
     if t.kcp.is_none() && t.tcp.is_none() && td.all().next().is_none() {
         return Err(not_found(&conn, &apis, &args.name).await);
     }
     let datastore = crate::list::row(t.kcp.as_ref(), t.tcp.as_ref()).datastore;
-    show(&td, &datastore);
-    if !args.yes && !render::confirm(&format!("Delete {} and its cluster?", t.name))? {
-        return Err(Error::other("aborted: nothing was deleted"));
+    if resuming(&t) {
+        // An interrupted delete (Ctrl-C during --wait): what it confirmed is under way; this
+        // run deletes again what is not deleting yet and follows the rest.
+        render::info(&format!(
+            "KamajiControlPlane {} is gone already; its teardown is under way, left: {}",
+            t.name,
+            teardown::remaining(&conn, &td).await?.join(", ")
+        ));
+    } else {
+        show(&td, &datastore);
+        if !args.yes && !render::confirm(&format!("Delete {} and its cluster?", t.name))? {
+            return Err(Error::other("aborted: nothing was deleted"));
+        }
     }
     let write = shared::api::Write {
         manager: shared::build::kamaji::FIELD_MANAGER,
@@ -147,11 +158,36 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         return Ok(());
     }
     wait_gone(&conn, &td, &t.name, args.timeout).await?;
+    let datastore = match &datastore {
+        Some(d) => format!("DataStore {d}"),
+        None if resuming(&t) => "its DataStore".to_string(),
+        None => "DataStore <default>".to_string(),
+    };
     render::line(&format!(
-        "{} is gone; DataStore {} no longer holds its data (Kamaji's TenantControlPlane finalizer finished)",
-        t.name,
-        datastore.as_deref().unwrap_or("<default>")
+        "{} is gone; {datastore} no longer holds its data (Kamaji's TenantControlPlane finalizer finished)",
+        t.name
     ));
+    Ok(())
+}
+
+/// Whether `t` is what an interrupted delete left: no KamajiControlPlane any more, and no
+/// TenantControlPlane or only one a KamajiControlPlane owned (a standalone one is deleted
+/// as asked, not resumed).
+fn resuming(t: &Target) -> bool {
+    t.kcp.is_none()
+        && t.tcp
+            .as_ref()
+            .is_none_or(|tcp| kcore::json::owner_of_kind(tcp, "KamajiControlPlane").is_some())
+}
+
+/// Adds what Kamaji's finalizers hold for the TenantControlPlane `tcp` (its DataStore Secret)
+/// to what the teardown waits for, each once.
+async fn add_kamaji_held(conn: &cli::Conn, td: &mut Teardown, tcp: &str) -> Result<(), Error> {
+    for p in teardown::kamaji_held(conn, &td.namespace, &[tcp.to_string()]).await? {
+        if !td.all().any(|q| q.ar.kind == p.ar.kind && q.name == p.name) {
+            td.cascaded.push(p);
+        }
+    }
     Ok(())
 }
 

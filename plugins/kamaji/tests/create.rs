@@ -1324,3 +1324,156 @@ async fn delete_wait_waits_for_the_tenant_control_plane() {
     assert!(out.contains("no longer holds its data"), "{out}");
     assert!(get(&c, &ns, &tcp_ar, "held").await.is_none());
 }
+
+/// The `<tcp>-datastore-config` Secret as Kamaji v1.0.0 makes it for TenantControlPlane `tcp`
+/// (internal/resources/datastore/datastore_storage_config.go: Kamaji's labels, controlled by
+/// the TenantControlPlane, finalizer `finalizer.kamaji.clastix.io/datastore-secret`), after the
+/// TenantControlPlane went: deleted (as the garbage collector deletes it), and held by the
+/// finalizer, which no Kamaji here removes.
+async fn kamaji_held_secret(
+    c: &kube::Client,
+    ns: &str,
+    tcp: &str,
+) -> kube::api::Api<kube::api::DynamicObject> {
+    use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+    let secrets = Api::<DynamicObject>::namespaced_with(c.clone(), ns, &ar("", "v1", "Secret"));
+    let name = format!("{tcp}-datastore-config");
+    let s: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "finalizers": ["finalizer.kamaji.clastix.io/datastore-secret"],
+            "labels": {"kamaji.clastix.io/project": "kamaji", "kamaji.clastix.io/name": tcp,
+                "kamaji.clastix.io/component": "datastore-config"},
+            "ownerReferences": [{"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+                "name": tcp, "uid": "4a0c3e5e-0000-4000-8000-000000000024",
+                "controller": true, "blockOwnerDeletion": true}]},
+        "data": {"DB_SCHEMA": "c2NoZW1h"}}))
+    .unwrap();
+    secrets.create(&PostParams::default(), &s).await.unwrap();
+    secrets
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    secrets
+}
+
+/// Issue 24: Ctrl-C during `kamaji delete NAME --wait`, then the same command, said
+/// `KamajiControlPlane "s5" not found; did you mean "s6"?` while the teardown was still under
+/// way. A re-run resumes: it says the control plane is gone already and what is left, waits
+/// (or reports it on timeout), and finishes once the finalizers let go; only with nothing of
+/// the name left is it "not found". Held here: the Cluster (a finalizer nobody removes, as a
+/// slow CAPI would), and the TenantControlPlane's DataStore Secret (Kamaji's own finalizer).
+#[tokio::test]
+async fn a_rerun_resumes_the_wait_until_kamaji_lets_go() {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use std::io::BufRead;
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-rerun").await;
+    for n in ["s5", "s6"] {
+        ok(&kamaji(
+            tb,
+            &ns,
+            &[
+                "create",
+                n,
+                "--infrastructure",
+                "none",
+                "--kubernetes-version",
+                V,
+            ],
+        ));
+    }
+    let clusters = Api::<DynamicObject>::namespaced_with(
+        c.clone(),
+        &ns,
+        &ar("cluster.x-k8s.io", "v1beta2", "Cluster"),
+    );
+    clusters
+        .patch(
+            "s5",
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"metadata": {"finalizers": ["test.example.com/hold"]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let secrets = kamaji_held_secret(&c, &ns, "s5").await;
+    let held =
+        "Secret s5-datastore-config (finalizers finalizer.kamaji.clastix.io/datastore-secret)";
+    let delete = ["delete", "s5", "--yes", "--wait", "--timeout", "3s"];
+    // The first run: it deletes, and its wait names both.
+    let o = kamaji(tb, &ns, &delete);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains("Cluster s5 (finalizers test.example.com/hold)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains(held), "{}", stderr(&o));
+    // The re-run: the KamajiControlPlane is gone; it says so and waits again.
+    let o = kamaji(tb, &ns, &delete);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("KamajiControlPlane s5 is gone already"), "{e}");
+    assert!(e.contains(held), "{e}");
+    assert!(!e.contains("not found"), "{e}");
+    // The Cluster goes; only Kamaji's Secret is left: still resumed, not "not found".
+    drop_finalizers(&clusters, "s5").await;
+    let o = kamaji(tb, &ns, &delete);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!(
+            "is gone already; its teardown is under way, left: {held}"
+        )),
+        "{e}"
+    );
+    assert!(!e.contains("not found"), "{e}");
+    // Resumed once more; Kamaji lets go while it waits, and it finishes.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-kamaji"))
+        .args(["delete", "s5", "--yes", "--wait", "--timeout", "60s"])
+        .arg("--kubeconfig")
+        .arg(&tb.kubeconfig)
+        .args(["-n", &ns])
+        .env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            if line.contains("is gone already") {
+                let _ = seen_tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    // It is waiting once it has said what is left.
+    tokio::task::spawn_blocking(move || seen_rx.recv_timeout(std::time::Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .expect("the re-run said what is left");
+    drop_finalizers(&secrets, "s5-datastore-config").await;
+    let o = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let e = reader.join().unwrap();
+    assert!(o.status.success(), "{}{e}", stdout(&o));
+    assert!(stdout(&o).contains("s5 is gone"), "{}", stdout(&o));
+    // With nothing of the name left, it is not found (and s6 is offered).
+    let line = fails(&kamaji(tb, &ns, &["delete", "s5", "--yes"]), 1);
+    assert!(line.contains("\"s5\" not found"), "{line}");
+    assert!(
+        get(&c, &ns, &ar("cluster.x-k8s.io", "v1beta2", "Cluster"), "s6")
+            .await
+            .is_some()
+    );
+}

@@ -60,6 +60,14 @@ impl Inventory<'_> {
                     )
                 }
             }
+            HostState::Available
+                if json::has_annotation(host, super::maintenance::DRAIN_ANNOTATION) =>
+            {
+                format!(
+                    "available, but a drain of it did not finish: BYOH may pick it; kubectl capi hosts drain {} cordons it",
+                    json::name(host)
+                )
+            }
             HostState::Available => "available: in the pool, no machine has claimed it".to_string(),
             HostState::Cordoned => format!(
                 "cordoned ({}): out of BYOH's selection; kubectl capi hosts uncordon {} returns it to the pool",

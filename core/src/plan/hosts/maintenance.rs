@@ -17,6 +17,65 @@ use crate::labels::CLUSTER_NAME_LABEL;
 /// Marks a host cordoned by `kubectl capi hosts cordon|drain`; the value says when and why.
 pub const CORDON_ANNOTATION: &str = "capi-kamaji.io/cordoned";
 
+/// Marks a host `kubectl capi hosts drain` is draining, from before it deletes the machine on
+/// it until the replacement runs: the release happens later (BYOH's agent cleans up), and a
+/// drain that times out or is interrupted before it must still end with the host cordoned, so
+/// a re-run of drain finds this and finishes (cordons the host, waits for the replacement). BYOH v0.5.0 leaves it in place: its agent's clean-up removes
+/// only its own labels and annotations (agent/reconciler/host_reconciler.go, removeAnnotations)
+/// and its controller only adds its clean-up annotation (markHostForCleanup), both by patch.
+/// The value is a [`DrainIntent`] as JSON.
+pub const DRAIN_ANNOTATION: &str = "capi-kamaji.io/draining";
+
+/// What a drain started: the machine it deleted and where its replacement comes from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainIntent {
+    /// The namespace of the cluster, its Machine and ByoMachine.
+    pub namespace: String,
+    pub cluster: String,
+    pub machine: String,
+    pub machine_deployment: String,
+    /// The ByoMachine the host served (BYOH clears the host's machineRef once released).
+    pub byo_machine: String,
+    /// When the drain started (RFC 3339).
+    pub at: String,
+}
+
+/// The drain `host` is marked with, when there is one. A value that does not parse (edited by
+/// hand) still marks the host: the drain is resumed, with nothing known of its machine.
+pub fn drain_intent(host: &Value) -> Option<Result<DrainIntent, String>> {
+    let v = json::annotation(host, DRAIN_ANNOTATION)?;
+    Some(serde_json::from_str(v).map_err(|_| v.to_string()))
+}
+
+/// The merge patch marking `host` with `intent`.
+pub fn plan_drain_intent(intent: &DrainIntent) -> Value {
+    let v = serde_json::to_string(intent).unwrap_or_default();
+    json!({"metadata": {"annotations": {DRAIN_ANNOTATION: v}}})
+}
+
+/// The merge patch taking a finished drain's mark off.
+pub fn plan_drain_done() -> Value {
+    json!({"metadata": {"annotations": {DRAIN_ANNOTATION: null}}})
+}
+
+/// Whether a drain marked on `host` is what a re-run resumes: the host serves no machine any
+/// more or still the one the drain deleted (being released). A host BYOH gave another machine
+/// meanwhile is drained afresh.
+pub fn drain_resumes(host: &Value) -> bool {
+    let Some(intent) = drain_intent(host) else {
+        return false;
+    };
+    match (
+        json::str_at(host, &["status", "machineRef", "name"]),
+        intent,
+    ) {
+        (None, _) => true,
+        (Some(m), Ok(i)) => m == i.byo_machine,
+        (Some(_), Err(_)) => false,
+    }
+}
+
 /// The user BYOH's webhook admits for writes to host `name`, and its groups (the agent's
 /// certificate: `byoh:host:<name>` in `byoh:hosts`, which BYOH's RBAC lets edit ByoHosts).
 pub fn agent_identity(name: &str) -> (String, Vec<String>) {
@@ -75,10 +134,17 @@ pub fn plan_uncordon(host: &Value) -> Result<HostChange, MaintenanceError> {
     if is_cordoned(host) {
         return Ok(HostChange::Patch(json!({"metadata": {
             "labels": {CLUSTER_NAME_LABEL: null},
-            "annotations": {CORDON_ANNOTATION: null},
+            // A drain not finished yet is called off with it.
+            "annotations": {CORDON_ANNOTATION: null, DRAIN_ANNOTATION: null},
         }})));
     }
     match json::label(host, CLUSTER_NAME_LABEL) {
+        // A drain that has not cordoned the host yet: uncordon calls it off.
+        None if json::has_annotation(host, DRAIN_ANNOTATION) => {
+            Ok(HostChange::Patch(json!({"metadata": {
+                "annotations": {DRAIN_ANNOTATION: null},
+            }})))
+        }
         Some(c) if !c.is_empty() => Err(MaintenanceError(format!(
             "ByoHost {name} is not cordoned: it serves cluster {c:?}"
         ))),
@@ -178,6 +244,72 @@ mod tests {
         );
         let foreign_empty = host(json!({CLUSTER_NAME_LABEL: ""}), json!({}), None);
         assert!(plan_uncordon(&foreign_empty).is_err());
+    }
+
+    #[test]
+    fn a_marked_drain_resumes_until_the_host_is_cordoned() {
+        let intent = DrainIntent {
+            namespace: "p".into(),
+            cluster: "c1".into(),
+            machine: "m1".into(),
+            machine_deployment: "md".into(),
+            byo_machine: "bm1".into(),
+            at: "2026-12-01T00:00:00Z".into(),
+        };
+        let mark = plan_drain_intent(&intent);
+        let annotations = mark["metadata"]["annotations"].clone();
+        let serving = host(
+            json!({CLUSTER_NAME_LABEL: "c1"}),
+            annotations.clone(),
+            Some("bm1"),
+        );
+        assert_eq!(drain_intent(&serving), Some(Ok(intent)));
+        assert!(
+            drain_resumes(&serving),
+            "still releasing the drained machine"
+        );
+        let released = host(json!({}), annotations.clone(), None);
+        assert!(drain_resumes(&released));
+        // Cordoned, the drain is still marked until its replacement runs.
+        let cordoned = host(
+            json!({CLUSTER_NAME_LABEL: ""}),
+            json!({CORDON_ANNOTATION: "x", DRAIN_ANNOTATION: annotations[DRAIN_ANNOTATION]}),
+            None,
+        );
+        assert!(is_cordoned(&cordoned) && drain_resumes(&cordoned));
+        let done = plan_drain_done();
+        assert!(
+            done["metadata"]["annotations"]
+                .as_object()
+                .unwrap()
+                .get(DRAIN_ANNOTATION)
+                .is_some_and(Value::is_null)
+        );
+        let HostChange::Patch(u) = plan_uncordon(&cordoned).unwrap() else {
+            panic!("patch expected")
+        };
+        assert!(
+            u["metadata"]["annotations"]
+                .as_object()
+                .unwrap()
+                .contains_key(DRAIN_ANNOTATION),
+            "uncordon calls the drain off"
+        );
+        let reclaimed = host(
+            json!({CLUSTER_NAME_LABEL: "c2"}),
+            annotations.clone(),
+            Some("bm9"),
+        );
+        assert!(!drain_resumes(&reclaimed), "another machine: a fresh drain");
+        let edited = host(json!({}), json!({DRAIN_ANNOTATION: "by hand"}), None);
+        assert_eq!(drain_intent(&edited), Some(Err("by hand".into())));
+        assert!(drain_resumes(&edited));
+        assert!(!drain_resumes(&host(json!({}), json!({}), None)));
+        // Uncordon calls a pending drain off.
+        let HostChange::Patch(u) = plan_uncordon(&released).unwrap() else {
+            panic!("patch expected")
+        };
+        assert!(u["metadata"]["annotations"][DRAIN_ANNOTATION].is_null());
     }
 
     #[test]
