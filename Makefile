@@ -25,8 +25,9 @@ provider-assets: ## the reconciler's clusterctl release assets (components.yaml,
 testbed: ## build (once) the upstream kube-apiserver, kube-controller-manager, etcd, CAPI manager and clusterctl
 	bash testbed/build-bins.sh all
 
-test: testbed ## run every test against the real testbed
-	$(CARGO) test --workspace --no-fail-fast
+TEST_JOBS ?= 3
+test: testbed ## run every test against the real testbed (test binaries TEST_JOBS at a time; times in target/test-logs)
+	CARGO=$(CARGO) TEST_JOBS=$(TEST_JOBS) bash scripts/test.sh
 
 lint: ## rustfmt and clippy, as CI expects them
 	$(CARGO) fmt --all --check

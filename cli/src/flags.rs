@@ -243,21 +243,20 @@ impl From<&OutputFlags> for OutputOptions {
 }
 
 /// The longest template file `-o jsonpath-file=` or `custom-columns-file=` reads.
-const MAX_TEMPLATE_FILE: u64 = kcore::jsonpath::MAX_TEMPLATE_BYTES as u64;
+const MAX_TEMPLATE_FILE: usize = kcore::jsonpath::MAX_TEMPLATE_BYTES;
 
-fn read_template_file(path: &str) -> Result<String, String> {
-    use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| format!("cannot read {path:?}: {e}"))?;
-    let mut text = String::new();
-    f.take(MAX_TEMPLATE_FILE + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read {path:?}: {e}"))?;
-    if text.len() as u64 > MAX_TEMPLATE_FILE {
-        return Err(format!(
-            "{path:?} is larger than {MAX_TEMPLATE_FILE} bytes; is it a template?"
-        ));
-    }
-    Ok(text)
+/// Bounded in bytes whatever the file is, and in time when it is a FIFO or a pipe
+/// ([`shared::input`]): `-o jsonpath-file=FIFO` with no writer fails in one line.
+fn read_template_file(kind: &str, path: &str) -> Result<String, String> {
+    let flag = format!("-o {kind}");
+    let input = shared::input::Input {
+        flag: &flag,
+        limit: MAX_TEMPLATE_FILE,
+        stdin: false,
+    };
+    input
+        .read_text(std::path::Path::new(path))
+        .map_err(|e| format!("{e}; {}", e.hint()))
 }
 
 /// `-o`: a name from the render layer's one list, or kubectl's templated forms, parsed (and
@@ -284,7 +283,7 @@ pub fn parse_output(s: &str) -> Result<OutputFormat, String> {
         "jsonpath" if arg.is_empty() => Err(needs("a template")),
         "jsonpath" => Template::parse(arg).map(OutputFormat::JsonPath).map_err(e),
         "jsonpath-file" if arg.is_empty() => Err(needs("a file")),
-        "jsonpath-file" => Template::parse(&read_template_file(arg)?)
+        "jsonpath-file" => Template::parse(&read_template_file(kind, arg)?)
             .map(OutputFormat::JsonPath)
             .map_err(e),
         "custom-columns" if arg.is_empty() => Err(needs("columns")),
@@ -292,7 +291,7 @@ pub fn parse_output(s: &str) -> Result<OutputFormat, String> {
             .map(OutputFormat::CustomColumns)
             .map_err(e),
         "custom-columns-file" if arg.is_empty() => Err(needs("a file")),
-        "custom-columns-file" => Columns::parse_file(&read_template_file(arg)?)
+        "custom-columns-file" => Columns::parse_file(&read_template_file(kind, arg)?)
             .map(OutputFormat::CustomColumns)
             .map_err(e),
         "go-template" | "go-template-file" | "template" | "templatefile" => Err(format!(
@@ -476,7 +475,18 @@ mod tests {
             OutputFormat::CustomColumns(_)
         ));
         std::fs::remove_file(&dir).unwrap();
+        // A FIFO nobody writes to: given up in one line, not a hang (issue 24).
+        let fifo = std::env::temp_dir().join(format!("tmpl-fifo-{}", std::process::id()));
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let fifo_arg = format!("jsonpath-file={}", fifo.display());
+        let zero = "jsonpath-file=/dev/zero".to_string();
         for (bad, says) in [
+            (fifo_arg.as_str(), "nothing arrived"),
+            (zero.as_str(), "larger than the 64 KiB limit"),
             ("jsonpath=", "needs a template"),
             ("jsonpath={.items", "unclosed"),
             ("custom-columns=NAME", "HEADER:JSONPATH"),
@@ -487,6 +497,7 @@ mod tests {
             let e = parse_output(bad).unwrap_err();
             assert!(e.contains(says) && !e.contains('\n'), "{bad}: {e}");
         }
+        std::fs::remove_file(&fifo).unwrap();
     }
 
     #[test]

@@ -272,11 +272,105 @@ impl ConnectOptions {
         Ok(())
     }
 
+    /// Reads the files the selected cluster and user name (certificate-authority,
+    /// client-certificate, client-key, tokenFile) through [`crate::input`], bounded in bytes and
+    /// time whatever they are, into the fields that hold the data itself: kube-client would read
+    /// them whole, and block on a FIFO. A file that cannot be read is refused in one line naming
+    /// the flag, or the kubeconfig entry that names it.
+    fn inline_referenced_files(&self, kc: &mut Kubeconfig, context: &str) -> Result<(), Error> {
+        use base64::Engine as _;
+        let ctx = kc
+            .contexts
+            .iter()
+            .find(|c| c.name == context)
+            .and_then(|c| c.context.clone());
+        let cluster = self
+            .cluster
+            .clone()
+            .or_else(|| ctx.as_ref().map(|c| c.cluster.clone()));
+        let user = self
+            .user
+            .clone()
+            .or_else(|| ctx.as_ref().and_then(|c| c.user.clone()));
+        let read = |path: &str, flag: Option<&str>, what: String| -> Result<Vec<u8>, Error> {
+            let named = flag.map_or(what, str::to_string);
+            crate::input::Input::new(&named, false)
+                .read_bytes(Path::new(path))
+                .map_err(|e| match flag {
+                    Some(_) => e.usage(),
+                    None => Error::Kubeconfig {
+                        hint: e.hint(),
+                        message: e.to_string(),
+                    },
+                })
+        };
+        let b64 = |bytes: Vec<u8>| base64::engine::general_purpose::STANDARD.encode(bytes);
+        if let Some(c) = kc
+            .clusters
+            .iter_mut()
+            .find(|c| Some(&c.name) == cluster.as_ref())
+        {
+            let name = c.name.clone();
+            if let Some(cl) = c.cluster.as_mut()
+                && let Some(p) = cl.certificate_authority.take().filter(|p| !p.is_empty())
+            {
+                let flag = self
+                    .certificate_authority
+                    .is_some()
+                    .then_some("--certificate-authority");
+                let data = read(
+                    &p,
+                    flag,
+                    format!("the certificate-authority of cluster \"{name}\""),
+                )?;
+                cl.certificate_authority_data = Some(b64(data));
+            }
+        }
+        if let Some(a) = kc
+            .auth_infos
+            .iter_mut()
+            .find(|a| Some(&a.name) == user.as_ref())
+        {
+            let name = a.name.clone();
+            if let Some(ai) = a.auth_info.as_mut() {
+                if let Some(p) = ai.client_certificate.take().filter(|p| !p.is_empty()) {
+                    let flag = self
+                        .client_certificate
+                        .is_some()
+                        .then_some("--client-certificate");
+                    let data = read(
+                        &p,
+                        flag,
+                        format!("the client-certificate of user \"{name}\""),
+                    )?;
+                    ai.client_certificate_data = Some(b64(data));
+                }
+                if let Some(p) = ai.client_key.take().filter(|p| !p.is_empty()) {
+                    let flag = self.client_key.is_some().then_some("--client-key");
+                    let data = read(&p, flag, format!("the client-key of user \"{name}\""))?;
+                    ai.client_key_data = Some(b64(data).into());
+                }
+                if ai.token.is_none()
+                    && let Some(p) = ai.token_file.take().filter(|p| !p.is_empty())
+                {
+                    let data = read(&p, None, format!("the tokenFile of user \"{name}\""))?;
+                    let token = String::from_utf8(data).map_err(|_| Error::Kubeconfig {
+                        message: format!("the tokenFile of user \"{name}\" ({p}) is not text"),
+                        hint: "point tokenFile at a file holding the bearer token".into(),
+                    })?;
+                    ai.token = Some(token.trim().to_string().into());
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The configuration of the context (with `--cluster` and `--user`) in `kc`.
     async fn kubeconfig_config(&self, mut kc: Kubeconfig) -> Result<(Config, String), Error> {
         let context = self.context_name(&kc)?;
         self.check_references(&kc, &context)?;
         self.apply_file_overrides(&mut kc, &context)?;
+        self.inline_referenced_files(&mut kc, &context)?;
         let opts = KubeConfigOptions {
             context: Some(context.clone()),
             cluster: self.cluster.clone(),
@@ -394,6 +488,72 @@ mod tests {
 
     const KC_A: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: a\n  cluster:\n    server: https://a.example:6443\ncontexts:\n- name: ctx-a\n  context:\n    cluster: a\n    user: ua\n    namespace: team-a\ncurrent-context: ctx-a\nusers:\n- name: ua\n  user:\n    token: aaa\n";
     const KC_B: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: b\n  cluster:\n    server: https://b.example:6443\ncontexts:\n- name: ctx-b\n  context:\n    cluster: b\n    user: ub\ncurrent-context: ctx-b\nusers:\n- name: ub\n  user:\n    token: bbb\n";
+
+    /// Issue 24: the files a kubeconfig names (certificate-authority, client cert and key,
+    /// tokenFile) were read whole by kube-client: `/dev/zero` until memory ran out. Each is read
+    /// under the input bound, and a file that cannot be is refused in one line naming its entry.
+    #[tokio::test]
+    async fn files_the_kubeconfig_names_are_read_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = write(dir.path(), "token", "from-the-file\n");
+        let kc = |ca: &str| {
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: a\n  cluster:\n    server: https://a.example:6443\n    certificate-authority: {ca}\ncontexts:\n- name: ctx-a\n  context:\n    cluster: a\n    user: ua\ncurrent-context: ctx-a\nusers:\n- name: ua\n  user:\n    tokenFile: {}\n",
+                token.display()
+            )
+        };
+        let zero = write(dir.path(), "zero", &kc("/dev/zero"));
+        let err = ConnectOptions {
+            kubeconfig: Some(zero.clone()),
+            ..Default::default()
+        }
+        .config()
+        .await
+        .unwrap_err();
+        let line = err.to_string();
+        assert!(
+            line.contains("the certificate-authority of cluster \"a\" /dev/zero is larger than"),
+            "{line}"
+        );
+        assert!(!line.contains('\n'), "{line}");
+        // As a flag, the flag is named and it is a usage error.
+        let err = ConnectOptions {
+            kubeconfig: Some(zero),
+            certificate_authority: Some("/dev/zero".into()),
+            ..Default::default()
+        }
+        .config()
+        .await
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("--certificate-authority /dev/zero is larger than"),
+            "{err}"
+        );
+        assert_eq!(err.exit_code(), 2);
+        // A directory is refused as well; a token file's text becomes the token.
+        let d = write(dir.path(), "dir", &kc(&dir.path().display().to_string()));
+        let err = ConnectOptions {
+            kubeconfig: Some(d),
+            ..Default::default()
+        }
+        .config()
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains("is a directory"), "{err}");
+        let no_ca = kc("x").replace("    certificate-authority: x\n", "");
+        let ok = write(dir.path(), "ok", &no_ca);
+        let (config, _) = ConnectOptions {
+            kubeconfig: Some(ok),
+            ..Default::default()
+        }
+        .config()
+        .await
+        .unwrap();
+        // Read here (bounded), not left for kube-client to read.
+        assert!(config.auth_info.token.is_some());
+        assert!(config.auth_info.token_file.is_none());
+    }
 
     #[tokio::test]
     async fn kubeconfig_flag_context_and_namespace() {

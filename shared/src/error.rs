@@ -526,6 +526,19 @@ fn from_status(s: &kube::core::Status, target: &Target, op: &Op) -> Error {
             namespace: op.namespace.clone(),
         };
     }
+    // A write into a namespace that does not exist: the server names the namespace
+    // (`namespaces "x" not found`), not the object written.
+    if s.is_not_found()
+        && op.kind != "Namespace"
+        && s.details.as_ref().is_some_and(|d| d.kind == "namespaces")
+    {
+        return Error::NotFound {
+            kind: "Namespace".into(),
+            name,
+            namespace: None,
+            suggestions: Vec::new(),
+        };
+    }
     if s.is_not_found() {
         return Error::NotFound {
             kind: op.kind.clone(),
@@ -678,6 +691,27 @@ mod tests {
             "Cluster \"prod-1\" not found in namespace \"default\"; did you mean one of \"prod-01\", \"prod-2\"?"
         );
         assert!(e.hint().is_none());
+    }
+
+    /// Issue 24: `kamaji install -n NEWNS --dry-run=server` said the ServiceAccount was not
+    /// found: the server's 404 named the namespace.
+    #[test]
+    fn a_missing_namespace_is_named_not_the_object_written() {
+        let st = kube::core::Status::failure("namespaces \"newns\" not found", "NotFound")
+            .with_code(404)
+            .with_details(kube::core::response::StatusDetails {
+                name: "newns".into(),
+                group: String::new(),
+                kind: "namespaces".into(),
+                uid: String::new(),
+                causes: Vec::new(),
+                retry_after_seconds: 0,
+            });
+        let op = Op::new("patch", "", "serviceaccounts", "ServiceAccount")
+            .in_namespace(Some("newns"))
+            .named("kamaji");
+        let e = from_kube(kube::Error::Api(st.boxed()), &target(), &op);
+        assert_eq!(e.to_string(), "Namespace \"newns\" not found");
     }
 
     #[test]

@@ -164,7 +164,8 @@ pub async fn plan(
 /// ([`kcore::plan::teardown::held_by_kamaji`]: the `<tcp>-datastore-config` Secret until the
 /// DataStore is cleaned). Waited for, never deleted here: the garbage collector removes it
 /// through its owner reference to the TenantControlPlane once Kamaji drops the finalizer, and
-/// deleting it early could take the DataStore credentials from Kamaji's clean-up.
+/// deleting it early could take the DataStore credentials from Kamaji's clean-up. Only once
+/// that TenantControlPlane is gone does [`finish_kamaji_release`] take a finalizer Kamaji left.
 pub async fn kamaji_held(conn: &Conn, ns: &str, tcps: &[String]) -> Result<Vec<Part>, Error> {
     if tcps.is_empty() {
         return Ok(Vec::new());
@@ -187,6 +188,58 @@ pub async fn kamaji_held(conn: &Conn, ns: &str, tcps: &[String]) -> Result<Vec<P
             name,
         })
         .collect())
+}
+
+/// Finishes what Kamaji v1.0.0 sometimes leaves undone ([`kcore::plan::teardown::left_by_kamaji`]):
+/// takes Kamaji's finalizer off a Secret of the teardown that its TenantControlPlane no longer
+/// exists to release, guarded by the resourceVersion read. Returns the names of the Secrets it
+/// let go, for the caller to say so. Called by the `--wait` loops before each look.
+pub async fn finish_kamaji_release(
+    conn: &Conn,
+    apis: &ServerApis,
+    t: &Teardown,
+    w: Write<'_>,
+) -> Result<Vec<String>, Error> {
+    let mut released = Vec::new();
+    let Some(tcp_ar) = apis.tenant_control_plane() else {
+        return Ok(released);
+    };
+    for p in t
+        .all()
+        .filter(|p| p.ar.kind == "Secret" && p.ar.group.is_empty())
+    {
+        let Some(o) = api::get_opt(conn, &p.ar, Some(&t.namespace), &p.name).await? else {
+            continue;
+        };
+        let secret = fields::object_json(&o);
+        let Some(tcp) = kcore::json::label(&secret, kcore::plan::teardown::KAMAJI_NAME_LABEL)
+        else {
+            continue;
+        };
+        let now = api::get_opt(conn, &tcp_ar, Some(&t.namespace), tcp).await?;
+        let uid = now.as_ref().and_then(|o| o.metadata.uid.as_deref());
+        if let Some(keep) = kcore::plan::teardown::left_by_kamaji(&secret, uid) {
+            let patch = json!({"metadata": {"finalizers": keep,
+                "resourceVersion": o.metadata.resource_version}});
+            match api::merge_patch(conn, &p.ar, &t.namespace, &p.name, &patch, w).await {
+                // Gone meanwhile, or changed (Kamaji got there first): the next look decides.
+                Ok(_) => released.push(p.name.clone()),
+                Err(Error::NotFound { .. } | Error::Conflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(released)
+}
+
+/// Says on stderr which Secrets [`finish_kamaji_release`] let go, and why.
+pub fn say_released(secrets: &[String]) {
+    for s in secrets {
+        crate::render::info(&format!(
+            "took Kamaji's finalizer off Secret {s}: its TenantControlPlane is gone (the DataStore \
+             clean-up finished first), and Kamaji v1.0.0 had left it there for good"
+        ));
+    }
 }
 
 /// Takes out of `cascaded` what the Cluster does not own: Cluster API cascades through owner

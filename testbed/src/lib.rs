@@ -177,13 +177,59 @@ pub struct Testbed {
     ns_counter: AtomicUsize,
 }
 
+/// A loopback port nothing listens on, for a component to bind.
+///
+/// The kernel hands out a free port, but between our listener closing and the component
+/// binding it, another testbed (in this process or another test binary running beside it)
+/// could be handed the same one. So each port handed out is also reserved, for
+/// [`PORT_RESERVATION`], by creating a file named after it in a directory every testbed on the
+/// machine shares: a port whose file exists (and is younger than that) is skipped.
 fn free_port() -> Result<u16, Error> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io(Path::new("127.0.0.1:0"), e))?;
-    let port = l
-        .local_addr()
-        .map_err(|e| Error::io(Path::new("127.0.0.1:0"), e))?
-        .port();
-    Ok(port)
+    let dir = std::env::temp_dir().join("capi-kamaji-testbed-ports");
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let any = Path::new("127.0.0.1:0");
+    let mut last = 0;
+    for _ in 0..64 {
+        let l = TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io(any, e))?;
+        let port = l.local_addr().map_err(|e| Error::io(any, e))?.port();
+        last = port;
+        if reserve_port(&dir, port) {
+            return Ok(port);
+        }
+    }
+    // 64 ports in a row reserved by others: take the kernel's word for the last one.
+    Ok(last)
+}
+
+/// How long a port handed out stays reserved: far more than a component takes to bind it.
+const PORT_RESERVATION: Duration = Duration::from_secs(600);
+
+/// Reserves `port` (see [`free_port`]); false when another testbed holds it.
+fn reserve_port(dir: &Path, port: u16) -> bool {
+    let file = dir.join(port.to_string());
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&file)
+    {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let stale = std::fs::metadata(&file)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > PORT_RESERVATION);
+            // A stale reservation is taken over (its mtime renewed); a fresh one is not ours.
+            stale
+                && std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&file)
+                    .and_then(|f| f.set_modified(std::time::SystemTime::now()))
+                    .is_ok()
+        }
+        // Cannot reserve (a read-only temp dir): the kernel's word is all there is.
+        Err(_) => true,
+    }
 }
 
 fn log_tail(path: &Path) -> String {
@@ -508,3 +554,26 @@ shared_testbed!(
         ..Options::default()
     }
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two testbeds (two test binaries side by side) are never handed the same port while the
+    /// first may still be about to bind it; a reservation older than its time is taken over.
+    #[test]
+    fn a_reserved_port_is_not_handed_out_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(reserve_port(dir.path(), 40001));
+        assert!(!reserve_port(dir.path(), 40001));
+        let old = std::time::SystemTime::now() - PORT_RESERVATION - Duration::from_secs(1);
+        std::fs::File::options()
+            .write(true)
+            .open(dir.path().join("40001"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(reserve_port(dir.path(), 40001));
+        assert!(!reserve_port(dir.path(), 40001));
+    }
+}

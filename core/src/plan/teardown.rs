@@ -322,6 +322,50 @@ pub fn held_by_kamaji(objects: &[Value], tcps: &[String]) -> Vec<String> {
     out
 }
 
+/// The finalizers to leave on `secret` when Kamaji will never take its own off it, else `None`.
+///
+/// Kamaji v1.0.0 lets go of the `<tcp>-datastore-config` Secret in the reconcile that ends the
+/// TenantControlPlane's DataStore clean-up (controllers/tenantcontrolplane_controller.go runs
+/// `GetDeletableResources`: `ds.Setup` drops the TenantControlPlane's finalizer once the data is
+/// gone, then `ds.Config.Delete` in internal/resources/datastore/datastore_storage_config.go
+/// clears the Secret's finalizers with a cached Get and an Update). The TenantControlPlane goes
+/// with its last finalizer, so the garbage collector is deleting the Secret while that Update
+/// runs; when the Update loses (a conflict) or the cache lacks the Secret, the retry finds no
+/// TenantControlPlane and returns: the finalizer stays for good (our CI saw it under load).
+///
+/// Such a leftover: `secret` is being deleted, carries a Kamaji finalizer, and the
+/// TenantControlPlane that controls it is gone (`tcp_uid` is the uid of the TenantControlPlane
+/// of that name now, if there is one; another uid is a new TenantControlPlane of the same
+/// name, not its owner). Its DataStore data was cleaned before that TenantControlPlane could go.
+pub fn left_by_kamaji(secret: &Value, tcp_uid: Option<&str>) -> Option<Vec<String>> {
+    at(secret, &["metadata", "deletionTimestamp"]).filter(|v| !v.is_null())?;
+    let finalizers = json::strings_at(secret, &["metadata", "finalizers"]);
+    if !finalizers.iter().any(|f| is_kamaji_finalizer(f)) {
+        return None;
+    }
+    let owner_uid = at(secret, &["metadata", "ownerReferences"])
+        .and_then(Value::as_array)
+        .and_then(|refs| {
+            refs.iter().find(|r| {
+                str_at(r, &["kind"]) == Some("TenantControlPlane")
+                    && r.get("controller").and_then(Value::as_bool) == Some(true)
+            })
+        })
+        .and_then(|r| str_at(r, &["uid"]));
+    let owner_gone = match (owner_uid, tcp_uid) {
+        (_, None) => true,
+        (Some(owner), Some(now)) => owner != now,
+        // Without an owner reference, a TenantControlPlane of the name is taken as its owner.
+        (None, Some(_)) => false,
+    };
+    owner_gone.then(|| {
+        finalizers
+            .into_iter()
+            .filter(|f| !is_kamaji_finalizer(f))
+            .collect()
+    })
+}
+
 /// Templates a teardown would delete that something outside it still uses: `(kind, name)` →
 /// the user, e.g. `MachineDeployment other-md-0`. `machine_deployments` are the namespace's
 /// MachineDeployments (those of `cluster` are skipped: they go too); `machine_templates` are
@@ -419,6 +463,36 @@ mod tests {
             ["s7-datastore-config", "s7-plain"]
         );
         assert!(held_by_kamaji(&objs, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_datastore_secret_whose_tenant_is_gone_is_left_by_kamaji() {
+        let secret = |deleting: bool, owner: Option<&str>| {
+            let mut s = json!({"kind": "Secret", "metadata": {"name": "s7-datastore-config",
+                "labels": {KAMAJI_NAME_LABEL: "s7"},
+                "finalizers": ["finalizer.kamaji.clastix.io/datastore-secret", "example.com/keep"]}});
+            if deleting {
+                s["metadata"]["deletionTimestamp"] = json!("2026-12-02T01:00:00Z");
+            }
+            if let Some(uid) = owner {
+                s["metadata"]["ownerReferences"] = json!([{"kind": "TenantControlPlane",
+                    "name": "s7", "uid": uid, "controller": true}]);
+            }
+            s
+        };
+        let keep = Some(vec!["example.com/keep".to_string()]);
+        // Its TenantControlPlane gone: Kamaji will not come back to it.
+        assert_eq!(left_by_kamaji(&secret(true, Some("u1")), None), keep);
+        // A new TenantControlPlane of the same name is not its owner.
+        assert_eq!(left_by_kamaji(&secret(true, Some("u1")), Some("u2")), keep);
+        // Its owner is still there: Kamaji is still at work.
+        assert_eq!(left_by_kamaji(&secret(true, Some("u1")), Some("u1")), None);
+        assert_eq!(left_by_kamaji(&secret(true, None), Some("u1")), None);
+        // Not being deleted, or no Kamaji finalizer: nothing to finish.
+        assert_eq!(left_by_kamaji(&secret(false, Some("u1")), None), None);
+        let mut plain = secret(true, Some("u1"));
+        plain["metadata"]["finalizers"] = json!(["example.com/keep"]);
+        assert_eq!(left_by_kamaji(&plain, None), None);
     }
 
     fn machine(name: &str, cp: bool, host: &str) -> Value {

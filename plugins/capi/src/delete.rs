@@ -410,7 +410,15 @@ async fn wait_gone(t: &Target, td: &teardown::Teardown, timeout: Duration) -> Re
     let what = format!("waiting for cluster {} to be torn down", t.name);
     // The last progress seen, for the report when the wait times out.
     let last = std::cell::RefCell::new(None);
+    let released = std::cell::RefCell::new(Vec::new());
+    let write = shared::api::Write {
+        manager: crate::day2::FIELD_MANAGER,
+        dry_run: false,
+        force: false,
+    };
     let waited = shared::render::wait_until(&what, timeout, Duration::from_secs(1), || async {
+        let let_go = teardown::finish_kamaji_release(&t.conn, &t.apis, td, write).await?;
+        released.borrow_mut().extend(let_go);
         let p = progress(t, td).await?;
         if p.done {
             return Ok(Poll::Ready(()));
@@ -425,6 +433,7 @@ async fn wait_gone(t: &Target, td: &teardown::Teardown, timeout: Duration) -> Re
         Ok(Poll::Pending(msg))
     })
     .await;
+    teardown::say_released(&released.take());
     match waited {
         Ok(()) => {
             shared::render::line(&format!(

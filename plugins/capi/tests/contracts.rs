@@ -447,9 +447,11 @@ async fn kamaji_control_planes_scale_without_hosts_and_upgrade_in_one_reconciler
 /// still held the `s7-datastore-config` Secret. Kamaji v1.0.0 keeps that Secret (its labels,
 /// controlled by the TenantControlPlane, finalizer `finalizer.kamaji.clastix.io/datastore-secret`:
 /// internal/resources/datastore/datastore_storage_config.go) until the TenantControlPlane's
-/// DataStore clean-up lets go of it. Played here as Kamaji leaves it once the TenantControlPlane
-/// is gone: deleted, as the garbage collector deletes it, and held by Kamaji's finalizer, which
-/// nothing here removes until the test does.
+/// DataStore clean-up lets go of it. Played here on a testbed without Kamaji's CRDs, so the
+/// teardown cannot see whether a TenantControlPlane still cleans up (with them, a Secret whose
+/// TenantControlPlane is gone is let go by the wait: kubectl-kamaji's
+/// `create::a_rerun_resumes_the_wait_until_kamaji_lets_go`): deleted, as the garbage collector
+/// deletes it, and held by Kamaji's finalizer, which nothing here removes until the test does.
 #[tokio::test]
 async fn delete_wait_waits_for_the_secret_kamaji_holds() {
     use kube::api::{DeleteParams, PostParams};

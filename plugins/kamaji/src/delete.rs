@@ -157,7 +157,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     if !args.wait {
         return Ok(());
     }
-    wait_gone(&conn, &td, &t.name, args.timeout).await?;
+    wait_gone(&conn, &apis, &td, &t.name, args.timeout).await?;
     let datastore = match &datastore {
         Some(d) => format!("DataStore {d}"),
         None if resuming(&t) => "its DataStore".to_string(),
@@ -214,16 +214,25 @@ async fn resolve_or_leftovers(
 /// `--wait`: until every object of the teardown is gone.
 async fn wait_gone(
     conn: &cli::Conn,
+    apis: &ServerApis,
     td: &Teardown,
     name: &str,
     timeout: Duration,
 ) -> Result<(), Error> {
     let total = td.all().count();
-    render::wait_until(
+    let released = std::cell::RefCell::new(Vec::new());
+    let write = shared::api::Write {
+        manager: shared::build::kamaji::FIELD_MANAGER,
+        dry_run: false,
+        force: false,
+    };
+    let waited = render::wait_until(
         &format!("waiting for {name} to be gone"),
         timeout,
         Duration::from_millis(500),
         || async {
+            let let_go = teardown::finish_kamaji_release(conn, apis, td, write).await?;
+            released.borrow_mut().extend(let_go);
             let left = teardown::remaining(conn, td).await?;
             Ok(if left.is_empty() {
                 Poll::Ready(())
@@ -236,5 +245,7 @@ async fn wait_gone(
             })
         },
     )
-    .await
+    .await;
+    teardown::say_released(&released.take());
+    waited
 }

@@ -217,11 +217,15 @@ pub fn classify(e: &Error, answered: bool) -> Fault {
 /// A wait: polls until ready, showing progress, riding out API server outages until its
 /// deadline.
 ///
-/// ```ignore
+/// ```no_run
+/// # use std::time::Duration;
+/// # use shared::render::{Poll, Wait};
+/// # async fn demo(timeout: Duration) -> Result<(), shared::error::Error> {
 /// Wait::new("waiting for cluster x", timeout)
 ///     .interval(Duration::from_millis(500))
 ///     .until(|| async { Ok(Poll::Ready(())) })
 ///     .await
+/// # }
 /// ```
 pub struct Wait<'p> {
     what: String,
