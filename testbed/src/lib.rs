@@ -479,6 +479,37 @@ fn start_blocking(opts: Options) -> Result<Testbed, String> {
     .map_err(|_| "testbed start panicked".to_string())?
 }
 
+/// A `cargo` command (`$CARGO`, as `cargo test` sets it, else `cargo` on PATH) for a test that
+/// builds one of our binaries, in the environment a shell would give it.
+///
+/// `cargo test` runs each test binary with its own package's variables set (`CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_NAME`, ...). Build scripts such as ring's watch some of them
+/// (`cargo:rerun-if-env-changed=CARGO_MANIFEST_DIR`), so a cargo started with them inherited
+/// sees them changed and rebuilds the TLS stack, once per test package: minutes of every run.
+pub fn cargo() -> std::process::Command {
+    let mut c =
+        std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (k, _) in std::env::vars_os() {
+        let Some(k) = k.to_str() else { continue };
+        let set_by_cargo_test = k.starts_with("CARGO_PKG_")
+            || matches!(
+                k,
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_MANIFEST_LINKS"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "OUT_DIR"
+            );
+        if set_by_cargo_test {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
 /// Whether the testbed's logs on stderr may carry colour codes: only on a terminal, and not
 /// with `NO_COLOR` set (no-color.org), so `make demo > file` and log files stay plain text.
 pub fn log_colours() -> bool {

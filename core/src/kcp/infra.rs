@@ -60,6 +60,30 @@ pub enum Plan {
     Mismatch(String),
 }
 
+/// The port BYOH v0.5.0 writes into a ByoCluster's `spec.controlPlaneEndpoint` when it reads
+/// none (controllers/infrastructure/byocluster_controller.go, `DefaultAPIEndpointPort`).
+pub const BYOH_DEFAULT_PORT: i64 = 6443;
+
+/// Whether the Cluster's `spec.controlPlaneEndpoint` is the one Cluster API copied from a
+/// ByoCluster that BYOH had just put back on its default port: `ep`'s host with
+/// [`BYOH_DEFAULT_PORT`], while the control plane serves `ep` on another port.
+///
+/// BYOH v0.5.0 fills a zero port with 6443 on every reconcile of a ByoCluster it read without
+/// one, with a merge patch computed from that read; when it read the ByoCluster just before the
+/// reconciler wrote `host:port` there, its patch lands after and leaves `host:6443`. Cluster API
+/// copies the infrastructure's endpoint into the Cluster as soon as it has a host (v1.14,
+/// core/reconcilers/cluster/cluster_controller_phases.go) and never again, so the reconciler's
+/// own correction of the ByoCluster comes too late for the Cluster (our CI saw a class cluster
+/// on port 41683 end up on `127.0.0.1:6443`). Nothing else writes that exact mix.
+pub fn byoh_default_port_copied(cluster: &Value, ep: &Endpoint) -> bool {
+    let infra_kind = cluster["spec"]["infrastructureRef"]["kind"].as_str();
+    let (host, port) = current_endpoint(cluster);
+    infra_kind == Some("ByoCluster")
+        && host == ep.host
+        && port == BYOH_DEFAULT_PORT
+        && i64::from(ep.port) != BYOH_DEFAULT_PORT
+}
+
 fn current_endpoint(obj: &Value) -> (String, i64) {
     let ep = &obj["spec"]["controlPlaneEndpoint"];
     (
@@ -137,6 +161,38 @@ mod tests {
             host: "10.0.0.5".into(),
             port: 6443,
         }
+    }
+
+    /// CI: a class cluster on port 41683 ended up on `127.0.0.1:6443`, BYOH's default port.
+    #[test]
+    fn a_cluster_on_byohs_default_port_is_recognised() {
+        let ep = Endpoint {
+            host: "127.0.0.1".into(),
+            port: 41683,
+        };
+        let cluster = |kind: &str, port: i64| {
+            json!({"spec": {"infrastructureRef": {"kind": kind, "name": "c1"},
+                "controlPlaneEndpoint": {"host": "127.0.0.1", "port": port}}})
+        };
+        assert!(byoh_default_port_copied(&cluster("ByoCluster", 6443), &ep));
+        assert!(!byoh_default_port_copied(
+            &cluster("ByoCluster", 41683),
+            &ep
+        ));
+        assert!(!byoh_default_port_copied(&cluster("AWSCluster", 6443), &ep));
+        // Served on 6443 itself: nothing to repair.
+        let on_default = Endpoint {
+            host: "127.0.0.1".into(),
+            port: 6443,
+        };
+        assert!(!byoh_default_port_copied(
+            &cluster("ByoCluster", 6443),
+            &on_default
+        ));
+        // Another host: a user's choice, not BYOH's mix.
+        let mut other = cluster("ByoCluster", 6443);
+        other["spec"]["controlPlaneEndpoint"]["host"] = json!("10.0.0.9");
+        assert!(!byoh_default_port_copied(&other, &ep));
     }
 
     #[test]

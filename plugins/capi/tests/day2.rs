@@ -1578,8 +1578,7 @@ fn reconciler_binary() -> PathBuf {
     let bin = PathBuf::from(BIN).with_file_name("kamaji-reconciler");
     static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     BUILT.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let _ = Command::new(cargo)
+        let _ = testbed::cargo()
             .args([
                 "build",
                 "-p",

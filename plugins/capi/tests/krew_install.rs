@@ -1,5 +1,6 @@
 //! Issue 15's acceptance, with the real krew (sigs.k8s.io/krew, built from the Go module proxy by
-//! `testbed/build-bins.sh krew`) and the kubectl on PATH: `make dist` builds the archives and
+//! `testbed/build-bins.sh krew`) and the kubectl on PATH: `make dist`'s packaging
+//! (`scripts/dist.sh package` and `manifests`, over the debug build) makes the archives and
 //! manifests; krew's own validator (`validate-krew-manifest`, which installs every platform)
 //! accepts them; `kubectl krew install --manifest --archive` installs one; a local git repository
 //! laid out as our index (`plugins/<name>.yaml`) is added with `kubectl krew index add`, a plugin
@@ -143,22 +144,57 @@ impl Krew {
     }
 }
 
-/// `make dist` for `version` into `dir`, with the manifests pointing at `base_url`.
-fn make_dist(dir: &Path, version: &str, base_url: &str) {
-    let o = Command::new("make")
-        .arg("dist")
+/// The plugins' binaries this test packages: the debug build, next to ours (built if needed).
+/// `make dist` is `cargo build --release` and then the two steps [`make_dist`] runs; a release
+/// build of the workspace costs a CI run 15 minutes and proves nothing krew sees.
+fn plugin_binaries() -> PathBuf {
+    let o = testbed::cargo()
+        .args(["build", "-p", "kubectl-capi", "-p", "kubectl-kamaji"])
         .current_dir(repo_root())
-        .env("DIST_DIR", dir)
-        .env("VERSION", version)
-        .env("BASE_URL", base_url)
         .output()
         .unwrap();
     assert!(
         o.status.success(),
-        "make dist failed:\n{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
+        "building the plugins failed:\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    PathBuf::from(env!("CARGO_BIN_EXE_kubectl-capi"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `make dist`'s packaging for `version` into `dir`, with the manifests pointing at `base_url`:
+/// `scripts/dist.sh package` (the step the release workflow runs for every platform) over
+/// `bins`, then `scripts/dist.sh manifests --only-available`, as `make dist` runs them.
+fn make_dist(bins: &Path, dir: &Path, version: &str, base_url: &str) {
+    let (os, arch) = host_platform();
+    let steps: [Vec<String>; 2] = [
+        vec![
+            "package".into(),
+            os,
+            arch,
+            bins.to_string_lossy().into_owned(),
+        ],
+        vec!["manifests".into(), "--only-available".into()],
+    ];
+    for step in steps {
+        let o = Command::new("bash")
+            .arg(repo_root().join("scripts/dist.sh"))
+            .args(&step)
+            .current_dir(repo_root())
+            .env("DIST_DIR", dir)
+            .env("VERSION", version)
+            .env("BASE_URL", base_url)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "dist.sh {step:?} failed:\n{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 }
 
 /// krew's os/arch names for the machine the test runs on (what `make dist` builds).
@@ -201,8 +237,9 @@ fn krew_installs_upgrades_and_keeps_completion() {
     let new = workspace_version();
     let old = format!("{new}-krewtest.1");
     let (os, arch) = host_platform();
+    let bins = plugin_binaries();
     for v in [&old, &new] {
-        make_dist(&served.join(v), v, &base(v));
+        make_dist(&bins, &served.join(v), v, &base(v));
     }
     let dist = served.join(&new);
     for plugin in ["capi", "kamaji"] {
@@ -236,12 +273,11 @@ fn krew_installs_upgrades_and_keeps_completion() {
     }
     // Reproducible: packaging the same binaries twice gives byte-identical archives (sorted
     // entries, fixed owner and time, gzip without a name or time stamp).
-    let release = repo_root().join("target/release");
     let pack = |dir: &Path| {
         let o = Command::new("bash")
             .arg(repo_root().join("scripts/dist.sh"))
             .args(["package", &os, &arch])
-            .arg(&release)
+            .arg(&bins)
             .env("DIST_DIR", dir)
             .env("VERSION", &new)
             .env("SOURCE_DATE_EPOCH", "1700000000")

@@ -19,7 +19,7 @@ use testbed::Testbed;
 fn capi_binary() -> PathBuf {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_kubectl-kamaji")).with_file_name("kubectl-capi");
     if !bin.exists() {
-        let status = Command::new(env!("CARGO"))
+        let status = testbed::cargo()
             .args(["build", "-p", "kubectl-capi", "--bin", "kubectl-capi"])
             .status()
             .unwrap();

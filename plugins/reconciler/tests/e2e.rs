@@ -140,6 +140,40 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
         json!({"host": "10.0.0.5", "port": 7443})
     );
 
+    // CI: BYOH v0.5.0's default port (6443) landed on the ByoCluster after our endpoint, and
+    // Cluster API copied that mix into the Cluster for good. Played here as the Cluster is
+    // then: the reconciler puts it back on the port the control plane serves, and says so.
+    let cluster_ar = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
+    merge(
+        &c,
+        &ns,
+        &cluster_ar,
+        "prod",
+        json!({"spec": {"controlPlaneEndpoint": {"host": "10.0.0.5", "port": 6443}}}),
+    )
+    .await;
+    wait_for(
+        30,
+        "the Cluster back on 10.0.0.5:7443",
+        Some(&r),
+        || async {
+            let cl = get(&c, &ns, &cluster_ar, "prod").await?;
+            (cl["spec"]["controlPlaneEndpoint"] == json!({"host": "10.0.0.5", "port": 7443}))
+                .then_some(())
+        },
+    )
+    .await;
+    let ev = warning_event(
+        &c,
+        &ns,
+        "KamajiControlPlane",
+        "prod-cp",
+        "ControlPlaneEndpointRepaired",
+        &r,
+    )
+    .await;
+    assert!(ev.note.unwrap_or_default().contains("10.0.0.5:6443"));
+
     // The CAPI Secrets, in the shape clusterctl and CABPK read.
     let kc = secret(&c, &ns, "prod-kubeconfig")
         .await

@@ -282,8 +282,7 @@ fn reconciler_binary() -> PathBuf {
     let bin = ours.with_file_name("kamaji-reconciler");
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
+        let status = testbed::cargo()
             .args(["build", "-p", "kamaji-reconciler", "--bin", "kamaji-reconciler"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status();

@@ -109,6 +109,7 @@ async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Action, 
     };
     if !ctx.cfg.skip_infra_patch {
         conds.push(infra_step(ctx, &cluster_v, &kcp_ns(kcp), &ep).await?);
+        repair_cluster_endpoint(kcp, ctx, &cluster, &cluster_v, &ep).await?;
     }
     let secrets = publish_secrets(kcp, ctx, &cluster.name_any(), &tcp, &place).await;
     secrets_condition(kcp, ctx, secrets, &observed, &mut conds).await?;
@@ -392,6 +393,48 @@ async fn endpoint_step(
     patch_endpoint(kcp, ctx, &ep).await?;
     conds.push(yes("ControlPlaneEndpointPatched", "Succeeded"));
     Ok(Some(ep))
+}
+
+/// Puts the Cluster back on the control plane's endpoint when Cluster API copied BYOH's
+/// default port into it ([`crate::infra::byoh_default_port_copied`]), with a Warning Event.
+async fn repair_cluster_endpoint(
+    kcp: &KamajiControlPlane,
+    ctx: &Ctx,
+    cluster: &DynamicObject,
+    cluster_v: &Value,
+    ep: &Endpoint,
+) -> Result<(), Error> {
+    if !crate::infra::byoh_default_port_copied(cluster_v, ep) {
+        return Ok(());
+    }
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &kcp_ns(kcp), &ctx.disc.cluster);
+    // Guarded by the resourceVersion read: a Cluster changed since is looked at again.
+    let body = json!({
+        "metadata": {"resourceVersion": cluster.resource_version()},
+        "spec": {"controlPlaneEndpoint": {"host": ep.host, "port": ep.port}},
+    });
+    api.patch(
+        &cluster.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&body),
+    )
+    .await?;
+    let note = format!(
+        "Cluster {}'s spec.controlPlaneEndpoint was {}:{} (BYOH's default port, copied from the ByoCluster before it was corrected); set to {ep}",
+        cluster.name_any(),
+        ep.host,
+        crate::infra::BYOH_DEFAULT_PORT
+    );
+    event(
+        ctx,
+        kcp,
+        EventType::Warning,
+        "ControlPlaneEndpointRepaired",
+        &note,
+    )
+    .await;
+    Ok(())
 }
 
 /// Writes `spec.controlPlaneEndpoint` only when it differs.
