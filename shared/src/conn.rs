@@ -177,19 +177,7 @@ impl ConnectOptions {
     /// The user and cluster the context (or `--user`, `--cluster`) names must be defined: a
     /// missing user would silently connect as `system:anonymous`, as kubectl would not.
     fn check_references(&self, kc: &Kubeconfig, context: &str) -> Result<(), Error> {
-        let ctx = kc
-            .contexts
-            .iter()
-            .find(|c| c.name == context)
-            .and_then(|c| c.context.as_ref());
-        let user = self
-            .user
-            .clone()
-            .or_else(|| ctx.and_then(|c| c.user.clone()));
-        let cluster = self
-            .cluster
-            .clone()
-            .or_else(|| ctx.map(|c| c.cluster.clone()));
+        let (cluster, user) = self.cluster_and_user(kc, context);
         if let Some(u) = user.filter(|u| !u.is_empty())
             && self.token.is_none()
             && !kc.auth_infos.iter().any(|a| a.name == u)
@@ -211,6 +199,25 @@ impl ConnectOptions {
         Ok(())
     }
 
+    /// The cluster and user names in effect for `context`: `--cluster` and `--user` over the
+    /// context's own.
+    fn cluster_and_user(&self, kc: &Kubeconfig, context: &str) -> (Option<String>, Option<String>) {
+        let ctx = kc
+            .contexts
+            .iter()
+            .find(|c| c.name == context)
+            .and_then(|c| c.context.as_ref());
+        let cluster = self
+            .cluster
+            .clone()
+            .or_else(|| ctx.map(|c| c.cluster.clone()));
+        let user = self
+            .user
+            .clone()
+            .or_else(|| ctx.and_then(|c| c.user.clone()));
+        (cluster, user)
+    }
+
     /// kubectl's `--certificate-authority`, `--client-certificate` and `--client-key`: the files
     /// replace the CA of the cluster and the credentials of the user the context (or
     /// `--cluster`, `--user`) selects, as kubectl's overrides do. A file that cannot be read is
@@ -227,19 +234,7 @@ impl ConnectOptions {
                 return Err(Error::usage(format!("{flag} {}: {e}", p.display())));
             }
         }
-        let ctx = kc
-            .contexts
-            .iter()
-            .find(|c| c.name == context)
-            .and_then(|c| c.context.clone());
-        let cluster = self
-            .cluster
-            .clone()
-            .or_else(|| ctx.as_ref().map(|c| c.cluster.clone()));
-        let user = self
-            .user
-            .clone()
-            .or_else(|| ctx.as_ref().and_then(|c| c.user.clone()));
+        let (cluster, user) = self.cluster_and_user(kc, context);
         let text = |p: &PathBuf| p.to_string_lossy().to_string();
         if let Some(ca) = &self.certificate_authority
             && let Some(c) = kc
@@ -279,19 +274,7 @@ impl ConnectOptions {
     /// the flag, or the kubeconfig entry that names it.
     fn inline_referenced_files(&self, kc: &mut Kubeconfig, context: &str) -> Result<(), Error> {
         use base64::Engine as _;
-        let ctx = kc
-            .contexts
-            .iter()
-            .find(|c| c.name == context)
-            .and_then(|c| c.context.clone());
-        let cluster = self
-            .cluster
-            .clone()
-            .or_else(|| ctx.as_ref().map(|c| c.cluster.clone()));
-        let user = self
-            .user
-            .clone()
-            .or_else(|| ctx.as_ref().and_then(|c| c.user.clone()));
+        let (cluster, user) = self.cluster_and_user(kc, context);
         let read = |path: &str, flag: Option<&str>, what: String| -> Result<Vec<u8>, Error> {
             let named = flag.map_or(what, str::to_string);
             crate::input::Input::new(&named, false)
