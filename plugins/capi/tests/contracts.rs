@@ -447,14 +447,13 @@ async fn kamaji_control_planes_scale_without_hosts_and_upgrade_in_one_reconciler
 /// still held the `s7-datastore-config` Secret. Kamaji v1.0.0 keeps that Secret (its labels,
 /// controlled by the TenantControlPlane, finalizer `finalizer.kamaji.clastix.io/datastore-secret`:
 /// internal/resources/datastore/datastore_storage_config.go) until the TenantControlPlane's
-/// DataStore clean-up lets go of it. Played here on a testbed without Kamaji's CRDs, so the
-/// teardown cannot see whether a TenantControlPlane still cleans up (with them, a Secret whose
-/// TenantControlPlane is gone is let go by the wait: kubectl-kamaji's
-/// `create::a_rerun_resumes_the_wait_until_kamaji_lets_go`): deleted, as the garbage collector
-/// deletes it, and held by Kamaji's finalizer, which nothing here removes until the test does.
+/// DataStore clean-up lets go of it. Played here without Kamaji: the TenantControlPlane held by
+/// Kamaji's finalizer (its clean-up under way), the Secret it controls. Once the
+/// TenantControlPlane goes, the garbage collector deletes the Secret and nothing takes Kamaji's
+/// finalizer off (Kamaji v1.0.0 can lose that last update, as CI saw): the wait does, and says so.
 #[tokio::test]
 async fn delete_wait_waits_for_the_secret_kamaji_holds() {
-    use kube::api::{DeleteParams, PostParams};
+    use kube::api::PostParams;
     let tb = testbed::shared();
     let (client, ns) = tb.namespace("kamaji-held").await;
     testbed::fixtures::ensure_kamaji_control_plane_crd(&client)
@@ -488,6 +487,24 @@ async fn delete_wait_waits_for_the_secret_kamaji_holds() {
         .await;
     };
     make_cluster().await;
+    let tcps = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        &ns,
+        &ar(
+            "kamaji.clastix.io",
+            "v1alpha1",
+            "TenantControlPlane",
+            "tenantcontrolplanes",
+        ),
+    );
+    let tcp: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+        "metadata": {"name": "s7", "finalizers": ["finalizer.kamaji.clastix.io"]},
+        "spec": {"dataStore": "default",
+            "controlPlane": {"deployment": {"replicas": 1}, "service": {"serviceType": "ClusterIP"}},
+            "kubernetes": {"version": "v1.33.1", "kubelet": {"cgroupfs": "systemd"}}}}))
+    .unwrap();
+    let tcp = tcps.create(&PostParams::default(), &tcp).await.unwrap();
     let secrets = Api::<DynamicObject>::namespaced_with(
         client.clone(),
         &ns,
@@ -500,16 +517,12 @@ async fn delete_wait_waits_for_the_secret_kamaji_holds() {
             "labels": {"kamaji.clastix.io/project": "kamaji", "kamaji.clastix.io/name": "s7",
                 "kamaji.clastix.io/component": "datastore-config"},
             "ownerReferences": [{"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
-                "name": "s7", "uid": "4a0c3e5e-0000-4000-8000-000000000007",
+                "name": "s7", "uid": tcp.metadata.uid,
                 "controller": true, "blockOwnerDeletion": true}]},
         "data": {"DB_SCHEMA": "czc="}}))
     .unwrap();
     secrets
         .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    secrets
-        .delete("s7-datastore-config", &DeleteParams::default())
         .await
         .unwrap();
 
@@ -568,17 +581,24 @@ async fn delete_wait_waits_for_the_secret_kamaji_holds() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    secrets
-        .patch(
-            "s7-datastore-config",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    // Kamaji's clean-up ends: the TenantControlPlane goes, its Secret is deleted by the garbage
+    // collector and still held; the wait takes the finalizer off.
+    tcps.delete("s7", &Default::default()).await.unwrap();
+    tcps.patch(
+        "s7",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     let o = waiting.await.unwrap();
     assert!(o.status.success(), "{}{}", out(&o), err(&o));
     assert!(out(&o).contains("cluster s7 is gone"), "{}", out(&o));
+    assert!(
+        err(&o).contains("took Kamaji's finalizer off Secret s7-datastore-config"),
+        "{}",
+        err(&o)
+    );
     assert!(
         secrets
             .get_opt("s7-datastore-config")

@@ -1755,15 +1755,22 @@ async fn upgrade_runs_in_the_reconciler() {
         .expect_err("a second ClusterUpgrade of the same cluster");
     assert!(refused.to_string().contains("one per cluster"), "{refused}");
 
-    // Kill the reconciler while the workers' first step rolls, then start it again.
+    // Kill the reconciler while the workers' first step rolls, then start it again. "Rolls":
+    // its patch sent and logged, not only recorded (the status names a step before its patch
+    // goes out, so a kill right after that record could fall before the log line this test
+    // counts below; CI saw "step 2 applied 0 times" that way).
     eventually(
-        "step 2 (the workers to v1.34.0) under way",
+        "step 2 (the workers to v1.34.0) applied and rolling",
         Duration::from_secs(180),
         || {
-            let c = cus.clone();
+            let (c, log) = (cus.clone(), log.clone());
             async move {
                 let cu = c.get("up").await.unwrap();
-                cu.data["status"]["currentSteps"] == json!([2])
+                let logged = std::fs::read_to_string(&log).is_ok_and(|t| {
+                    t.lines()
+                        .any(|l| l.contains("applied") && l.contains("step=2 "))
+                });
+                cu.data["status"]["currentSteps"] == json!([2]) && logged
             }
         },
     )
