@@ -23,6 +23,7 @@ mod certs;
 mod crds;
 mod datastore;
 pub mod expect;
+mod faults;
 pub mod fixtures;
 mod inotify;
 mod kamaji;

@@ -169,76 +169,6 @@ fn read(path: &Path) -> String {
     s
 }
 
-/// The local ports of `pid`'s TCP connections to `port`, and whether the server's end of one of
-/// them holds bytes it has not read: a request sent and not answered. From `/proc/net/tcp*`
-/// (hex `addr:port` columns, `tx_queue:rx_queue`, the socket inode) and the inodes of
-/// `/proc/<pid>/fd`.
-fn request_in_flight(pid: u32, port: u16) -> bool {
-    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| std::fs::read_link(e.path()).ok())
-        .filter_map(|l| {
-            let l = l.to_string_lossy().to_string();
-            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
-        })
-        .collect();
-    let rows: Vec<Vec<String>> = ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .flat_map(|f| {
-            std::fs::read_to_string(f)
-                .unwrap_or_default()
-                .lines()
-                .skip(1)
-                .map(|l| l.split_whitespace().map(str::to_string).collect())
-                .collect::<Vec<Vec<String>>>()
-        })
-        .filter(|cols: &Vec<String>| cols.len() > 9)
-        .collect();
-    let port_of = |addr: &str| u16::from_str_radix(addr.rsplit(':').next().unwrap_or(""), 16).ok();
-    let mine: Vec<u16> = rows
-        .iter()
-        .filter(|c| inodes.contains(&c[9]) && port_of(&c[2]) == Some(port))
-        .filter_map(|c| port_of(&c[1]))
-        .collect();
-    rows.iter().any(|c| {
-        let unread = c[4]
-            .split(':')
-            .nth(1)
-            .and_then(|q| u64::from_str_radix(q, 16).ok())
-            .unwrap_or(0);
-        port_of(&c[1]) == Some(port)
-            && port_of(&c[2]).is_some_and(|p| mine.contains(&p))
-            && unread > 0
-    })
-}
-
-/// Restarts the API server so that the CLI `cli` sees it go: the server is stopped (SIGSTOP)
-/// until one of the CLI's requests waits on it, then killed (which resets that request) and
-/// started again. A plain restart can fall between two polls and test nothing.
-async fn restart_under(tb: &testbed::Testbed, cli: u32, output: impl Fn() -> String) {
-    let (_, api) = tb
-        .pids()
-        .into_iter()
-        .find(|(n, _)| n == "kube-apiserver")
-        .unwrap();
-    let port = tb.api_port().unwrap();
-    let stopped = Command::new("kill")
-        .args(["-STOP", &api.to_string()])
-        .status()
-        .unwrap();
-    assert!(stopped.success());
-    eventually(
-        "a request of the CLI waiting on the stopped API server",
-        Duration::from_secs(30),
-        output,
-        || async { request_in_flight(cli, port) },
-    )
-    .await;
-    tb.restart_process("kube-apiserver").await.unwrap();
-}
-
 /// The CLI, killed on drop if the test fails first.
 struct Cli(Child);
 
@@ -287,7 +217,9 @@ async fn upgrade_wait_survives_an_api_server_restart() {
     )
     .await;
 
-    restart_under(tb, cli.0.id(), output).await;
+    tb.restart_apiserver_under(cli.0.id(), output)
+        .await
+        .unwrap();
     // The restarted server is a new connection for this client too.
     let c = tb.client().await;
     assert!(

@@ -4,11 +4,57 @@
 mod common;
 
 use common::*;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 /// The tests of this binary restart its API server one at a time: a restart in the middle of
 /// another test's own requests (not the CLI's, which ride it out) would fail that test.
 static RESTARTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The command under test, killed on drop if the test fails first.
+struct Cli(Child);
+
+impl Drop for Cli {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `kubectl kamaji ARGS` on the testbed, its output to files the test reads as it goes.
+fn spawn_kamaji(tb: &testbed::Testbed, ns: &str, args: &[&str], out: &Path, err: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_kubectl-kamaji"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&tb.kubeconfig)
+        .args(["-n", ns])
+        .env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(out).unwrap())
+        .stderr(std::fs::File::create(err).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// The command's exit status, or a failed test (with its stderr) after `limit`.
+fn wait_exit(cli: &mut Child, limit: Duration, err: impl Fn() -> String) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = cli.try_wait().unwrap() {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the command did not end: {}",
+            err()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
 
 #[tokio::test]
 async fn delete_wait_survives_an_api_server_restart() {
@@ -32,16 +78,32 @@ async fn delete_wait_survives_an_api_server_restart() {
         )
         .await
         .unwrap();
-    let ns2 = ns.clone();
-    let waiting = tokio::task::spawn_blocking(move || {
-        kamaji(
-            tb,
-            &ns2,
-            &["delete", "held", "--yes", "--wait", "--timeout", "120s"],
-        )
-    });
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    tb.restart_process("kube-apiserver").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (out_path, err_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let mut cli = Cli(spawn_kamaji(
+        tb,
+        &ns,
+        &["delete", "held", "--yes", "--wait", "--timeout", "120s"],
+        &out_path,
+        &err_path,
+    ));
+    let err = || std::fs::read_to_string(&err_path).unwrap_or_default();
+    // The command is in its wait once it says what it waits for.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !err().contains("waiting for held to be gone") {
+        assert!(
+            Instant::now() < deadline && cli.0.try_wait().unwrap().is_none(),
+            "delete did not reach its wait: {}",
+            err()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tb.restart_apiserver_under(cli.0.id(), err).await.unwrap();
+    assert!(
+        cli.0.try_wait().unwrap().is_none(),
+        "the wait ended with the API server's restart: {}",
+        err()
+    );
     // The restarted server is a new connection for this client too.
     let c = tb.client().await;
     let clusters = Api::<DynamicObject>::namespaced_with(
@@ -49,54 +111,22 @@ async fn delete_wait_survives_an_api_server_restart() {
         &ns,
         &ar("cluster.x-k8s.io", "v1beta2", "Cluster"),
     );
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     drop_finalizers(&clusters, "held").await;
-    let out = ok(&waiting.await.unwrap());
+    let status = wait_exit(&mut cli.0, Duration::from_secs(120), err);
+    let (out, err) = (std::fs::read_to_string(&out_path).unwrap(), err());
+    assert!(status.success(), "{out}\n{err}");
+    assert_eq!(
+        err.matches("the API server is unreachable").count()
+            + err.matches("the API server is not ready").count(),
+        1,
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("the API server answers again").count(),
+        1,
+        "{err}"
+    );
     assert!(out.contains("held is gone"), "{out}");
-}
-
-/// Whether a request of process `pid` to `port` waits unanswered: the server's end of one of its
-/// connections holds bytes it has not read. From `/proc/net/tcp*` (hex `addr:port` columns,
-/// `tx_queue:rx_queue`, the socket inode) and the inodes of `/proc/<pid>/fd`.
-fn request_in_flight(pid: u32, port: u16) -> bool {
-    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| std::fs::read_link(e.path()).ok())
-        .filter_map(|l| {
-            let l = l.to_string_lossy().to_string();
-            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
-        })
-        .collect();
-    let rows: Vec<Vec<String>> = ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .flat_map(|f| {
-            std::fs::read_to_string(f)
-                .unwrap_or_default()
-                .lines()
-                .skip(1)
-                .map(|l| l.split_whitespace().map(str::to_string).collect())
-                .collect::<Vec<Vec<String>>>()
-        })
-        .filter(|cols: &Vec<String>| cols.len() > 9)
-        .collect();
-    let port_of = |addr: &str| u16::from_str_radix(addr.rsplit(':').next().unwrap_or(""), 16).ok();
-    let mine: Vec<u16> = rows
-        .iter()
-        .filter(|c| inodes.contains(&c[9]) && port_of(&c[2]) == Some(port))
-        .filter_map(|c| port_of(&c[1]))
-        .collect();
-    rows.iter().any(|c| {
-        let unread = c[4]
-            .split(':')
-            .nth(1)
-            .and_then(|q| u64::from_str_radix(q, 16).ok())
-            .unwrap_or(0);
-        port_of(&c[1]) == Some(port)
-            && port_of(&c[2]).is_some_and(|p| mine.contains(&p))
-            && unread > 0
-    })
 }
 
 /// Issue 24: `create --wait` exited 1 while the API server was down. The server is stopped
@@ -107,32 +137,29 @@ fn request_in_flight(pid: u32, port: u16) -> bool {
 /// status it saw.
 #[tokio::test]
 async fn create_wait_survives_an_api_server_restart() {
-    use std::time::{Duration, Instant};
     let _turn = RESTARTS.lock().await;
     let tb = testbed().await;
     let (c, ns) = tb.namespace("kamaji-restart-create").await;
     let dir = tempfile::tempdir().unwrap();
     let err_path = dir.path().join("stderr");
     let started = Instant::now();
-    let mut cli = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-kamaji"))
-        .args(["create", "rc", "--infrastructure", "none"])
-        .args([
+    let mut cli = Cli(spawn_kamaji(
+        tb,
+        &ns,
+        &[
+            "create",
+            "rc",
+            "--infrastructure",
+            "none",
             "--kubernetes-version",
             "v1.35.0",
             "--wait",
             "--timeout",
             "40s",
-        ])
-        .arg("--kubeconfig")
-        .arg(&tb.kubeconfig)
-        .args(["-n", &ns])
-        .env_remove("KUBECONFIG")
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .spawn()
-        .unwrap();
+        ],
+        &dir.path().join("stdout"),
+        &err_path,
+    ));
     let err = || std::fs::read_to_string(&err_path).unwrap_or_default();
     // The command is in its wait once its KamajiControlPlane is applied.
     let kcps = Api::<DynamicObject>::namespaced_with(
@@ -153,30 +180,8 @@ async fn create_wait_survives_an_api_server_restart() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let (_, api) = tb
-        .pids()
-        .into_iter()
-        .find(|(n, _)| n == "kube-apiserver")
-        .unwrap();
-    let port = tb.api_port().unwrap();
-    let stop = std::process::Command::new("kill")
-        .args(["-STOP", &api.to_string()])
-        .status()
-        .unwrap();
-    assert!(stop.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !request_in_flight(cli.id(), port) {
-        assert!(
-            Instant::now() < deadline && cli.try_wait().unwrap().is_none(),
-            "no request of the command waits on the stopped API server: {}",
-            err()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tb.restart_process("kube-apiserver").await.unwrap();
-    let status = tokio::task::spawn_blocking(move || cli.wait().unwrap())
-        .await
-        .unwrap();
+    tb.restart_apiserver_under(cli.0.id(), err).await.unwrap();
+    let status = wait_exit(&mut cli.0, Duration::from_secs(60), err);
     let err = err();
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(
