@@ -3,6 +3,11 @@
 /// Every object of a CAPI cluster carries its cluster's name here (`clusterv1.ClusterNameLabel`).
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 
+/// An object with this annotation is left alone by CAPI's controllers and by ours
+/// (`clusterv1.PausedAnnotation`); on a ByoHost it mirrors a paused Cluster or ByoMachine, and the
+/// host agent skips the host.
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+
 /// NVIDIA Base Command Manager's KubeCluster template for a CAPI cluster (BCM 11's manual, the
 /// CAPI chapter); BCM's example sets it as a label, its prose calls it an annotation, so readers
 /// accept both ([`bcm_template`]).

@@ -35,8 +35,6 @@ pub const BYOMACHINE_NAME_LABEL: &str = "byoh.infrastructure.cluster.x-k8s.io/by
 pub const UNREGISTERING_ANNOTATION: &str = "byoh.infrastructure.cluster.x-k8s.io/unregistering";
 /// The Kubernetes version of the machine on the host.
 pub const K8S_VERSION_ANNOTATION: &str = "byoh.infrastructure.cluster.x-k8s.io/k8sversion";
-/// Mirrors a paused Cluster or ByoMachine; the agent skips paused hosts.
-pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 /// ByoHost condition: the node bootstrapped (kubeadm join/init ran).
 pub const BOOTSTRAP_CONDITION: &str = "K8sNodeBootstrapSucceeded";
 /// ByoHost condition: the Kubernetes components were installed.
@@ -401,7 +399,7 @@ impl<'a> Inventory<'a> {
         if failure(&conds).is_some() {
             return HostState::Failed;
         }
-        if json::has_annotation(host, PAUSED_ANNOTATION) {
+        if json::has_annotation(host, crate::labels::PAUSED_ANNOTATION) {
             return HostState::Paused;
         }
         if maintenance::is_cordoned(host) {

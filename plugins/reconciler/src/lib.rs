@@ -5,12 +5,14 @@
 //! - [`crds`]: the CRDs (both API versions in one CRD per kind);
 //! - [`install_manifests`]: everything `kubectl kamaji install` applies;
 //! - [`controller::run`]: the controller itself (the binary is a thin wrapper around it);
-//! - [`upgrades::run`]: the ClusterUpgrade controller, where that API is served.
+//! - [`upgrades::run`]: the ClusterUpgrade controller, where that API is served;
+//! - [`skeleton`]: what every controller is built on (context, retries, CAPI contract, run loop).
 
 pub mod controller;
 pub mod leader;
 pub mod metrics;
 pub mod server;
+pub mod skeleton;
 pub mod upgrades;
 
 // The API, its CRDs and install manifests, and the pure TenantControlPlane logic live in the core

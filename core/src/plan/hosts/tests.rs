@@ -1,4 +1,5 @@
 use super::*;
+use crate::labels::PAUSED_ANNOTATION;
 use serde_json::json;
 
 const NOW: &str = "2026-11-30T08:00:00Z";

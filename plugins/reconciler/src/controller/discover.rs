@@ -10,15 +10,7 @@ use serde_json::Value;
 use super::Config;
 use crate::Error;
 use crate::infra;
-
-/// Which CAPI contract the management cluster serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Contract {
-    /// CAPI v1beta2 (1.11 and later): v1alpha2 status shape.
-    V1Beta2,
-    /// CAPI v1beta1 only (1.10 and earlier): v1alpha1 status shape.
-    V1Beta1,
-}
+use crate::skeleton::Contract;
 
 /// What was discovered from the API server at start-up.
 #[derive(Clone, Debug)]
@@ -36,27 +28,13 @@ pub(super) fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiRes
 
 /// Discovers the CAPI contract, the TenantControlPlane schema and the served infrastructure kinds.
 pub async fn discover(client: &Client, cfg: &Config) -> Result<Discovered, Error> {
-    let capi = kube::discovery::group(client, "cluster.x-k8s.io")
-        .await
-        .map_err(|e| {
-            Error::Other(format!(
-                "Cluster API is not installed (API group cluster.x-k8s.io not served: {e}); install it with clusterctl init"
-            ))
-        })?;
-    let versions: Vec<&str> = capi.versions().collect();
-    let contract = if versions.contains(&"v1beta2") {
-        Contract::V1Beta2
-    } else if versions.contains(&"v1beta1") {
-        Contract::V1Beta1
-    } else {
-        return Err(Error::Other(format!(
-            "cluster.x-k8s.io serves {versions:?}; this provider needs v1beta2 or v1beta1"
-        )));
-    };
-    let cluster = match contract {
-        Contract::V1Beta2 => ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
-        Contract::V1Beta1 => ar("cluster.x-k8s.io", "v1beta1", "Cluster", "clusters"),
-    };
+    let contract = Contract::discover(client).await?;
+    let cluster = ar(
+        "cluster.x-k8s.io",
+        contract.capi_version(),
+        "Cluster",
+        "clusters",
+    );
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let tcp_crd = crds
         .get_opt("tenantcontrolplanes.kamaji.clastix.io")

@@ -34,7 +34,7 @@ pub(super) async fn tcp_place(
     conds: &mut Vec<Cond>,
 ) -> Result<Option<TcpPlace>, Error> {
     let Some(r) = external_reference(kcp) else {
-        let (client, ns, name) = (ctx.client.clone(), kcp_ns(kcp), kcp.name_any());
+        let (client, ns, name) = (ctx.base.client.clone(), kcp_ns(kcp), kcp.name_any());
         return Ok(Some(TcpPlace::new(ctx, client, ns, name, false)));
     };
     if !ctx.cfg.external_cluster_reference {
@@ -67,7 +67,7 @@ async fn ensure_finalizer(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<(), Err
     }
     let mut f = kcp.finalizers().to_vec();
     f.push(ECR_FINALIZER.into());
-    let api: Api<KamajiControlPlane> = Api::namespaced(ctx.client.clone(), &kcp_ns(kcp));
+    let api: Api<KamajiControlPlane> = Api::namespaced(ctx.base.client.clone(), &kcp_ns(kcp));
     let body = json!({"metadata": {"finalizers": f, "resourceVersion": kcp.resource_version()}});
     api.patch(
         &kcp.name_any(),
@@ -109,7 +109,7 @@ pub(super) async fn finalize(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Acti
         .filter(|f| *f != ECR_FINALIZER)
         .cloned()
         .collect();
-    let api: Api<KamajiControlPlane> = Api::namespaced(ctx.client.clone(), &kcp_ns(kcp));
+    let api: Api<KamajiControlPlane> = Api::namespaced(ctx.base.client.clone(), &kcp_ns(kcp));
     let body = json!({"metadata": {"finalizers": f, "resourceVersion": kcp.resource_version()}});
     match api
         .patch(
@@ -145,7 +145,7 @@ async fn remote_client(
         }
         r.kubeconfig_secret_namespace.clone()
     };
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(ctx.base.client.clone(), &ns);
     let s = secrets
         .get_opt(&r.kubeconfig_secret_name)
         .await?

@@ -51,7 +51,7 @@ pub(super) async fn infra_step(
             format!("{kind}.{group} is not served by the API server; install its provider"),
         ));
     };
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &res);
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.base.client.clone(), ns, &res);
     let Some(obj) = api.get_opt(name).await? else {
         return Ok(no(
             C,
@@ -76,7 +76,7 @@ async fn infra_resource(ctx: &Ctx, kind: &str, group: &str) -> Option<ApiResourc
     if let Some(a) = ctx.disc.infra.get(kind).filter(|a| a.group == group) {
         return Some(a.clone());
     }
-    kube::discovery::group(&ctx.client, group)
+    kube::discovery::group(&ctx.base.client, group)
         .await
         .ok()
         .and_then(|g| {

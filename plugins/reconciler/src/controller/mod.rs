@@ -9,15 +9,13 @@
 //! - `status`: the observed TenantControlPlane state and the status in the served contract's shape.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use kube::api::{Api, DynamicObject};
-use kube::runtime::events::Recorder;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 
 use crate::api::v1alpha2::KamajiControlPlane;
-use crate::metrics::Metrics;
+use crate::skeleton::{Base, Retries};
 
 mod discover;
 mod external;
@@ -27,15 +25,13 @@ mod secrets;
 mod status;
 mod watch;
 
-pub use discover::{Contract, Discovered, discover};
+pub use crate::skeleton::{Contract, MANAGER};
+pub use discover::{Discovered, discover};
 pub use watch::run;
 
-/// Field manager of everything this controller writes.
-pub const MANAGER: &str = "kamaji-reconciler";
 /// Finalizer used with an external cluster reference.
 pub const ECR_FINALIZER: &str = "ecr.kamaji.clastix.io/finalizer";
-const PAUSED: &str = "cluster.x-k8s.io/paused";
-const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+use kcore::labels::CLUSTER_NAME_LABEL;
 
 /// Settings of the controller.
 #[derive(Clone, Debug, Default)]
@@ -55,15 +51,12 @@ pub struct Config {
 }
 
 struct Ctx {
-    client: Client,
+    base: Base,
     cfg: Config,
     disc: Discovered,
-    recorder: Recorder,
-    metrics: Arc<Metrics>,
     /// (namespace, cluster name) → KamajiControlPlane name, learnt from Cluster events.
     clusters: Mutex<HashMap<(String, String), String>>,
-    /// Consecutive failures per object, for a bounded exponential backoff.
-    failures: Mutex<HashMap<ObjectRef<KamajiControlPlane>, u32>>,
+    retries: Retries<KamajiControlPlane>,
     /// (namespace, KCP name) → what this process last wrote for it, to skip writes that would
     /// change nothing when the object read is older than that write.
     written: Mutex<HashMap<(String, String), Written>>,

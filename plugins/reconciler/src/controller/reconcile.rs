@@ -11,7 +11,6 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -19,36 +18,25 @@ use super::external::{finalize, tcp_place};
 use super::infra_cluster::infra_step;
 use super::secrets::publish_secrets;
 use super::status::{Observed, event, has_condition, observe, write_status, write_status_obs};
-use super::{Cond, Ctx, MANAGER, PAUSED, TcpPlace, kcp_ns, no, yes};
+use super::{Cond, Ctx, MANAGER, TcpPlace, kcp_ns, no, yes};
 use crate::Error;
 use crate::api::v1alpha2::KamajiControlPlane;
 use crate::endpoint::{self, Endpoint};
 use crate::tcp::{self, ClusterNetwork, Fit};
 use crate::version::{self, Step};
+use kcore::labels::PAUSED_ANNOTATION;
 
-/// Failed reconciles are retried after 2, 4, 8 … 256 s: the delay doubles with each consecutive
-/// failure of the object and stays at 256 s from the eighth on; a success resets the count.
+/// Failed reconciles back off (`Retries::doubling`).
 pub(super) fn error_policy(kcp: Arc<KamajiControlPlane>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    ctx.metrics.reconcile_errors.fetch_add(1, Ordering::Relaxed);
-    let n = ctx
-        .failures
-        .lock()
-        .map(|mut m| {
-            let e = m.entry(ObjectRef::from(kcp.as_ref())).or_insert(0);
-            *e = e.saturating_add(1);
-            *e
-        })
-        .unwrap_or(1);
-    let secs = 1u64 << n.min(8);
-    tracing::warn!(kcp = %kcp.name_any(), ns = ?kcp.namespace(), "reconcile failed (retry in {secs}s): {err}");
-    Action::requeue(Duration::from_secs(secs))
+    ctx.retries
+        .failed(&ctx.base, "KamajiControlPlane", kcp.as_ref(), err)
 }
 
 pub(super) async fn reconcile(
     kcp: Arc<KamajiControlPlane>,
     ctx: Arc<Ctx>,
 ) -> Result<Action, Error> {
-    ctx.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
+    ctx.base.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
     let mut r = reconcile_inner(&kcp, &ctx).await;
     // A TenantControlPlane in another cluster is not watched: KamajiControlPlanes with an
     // external cluster reference are looked at again every 30 s (only those).
@@ -63,10 +51,8 @@ pub(super) async fn reconcile(
     if remote && r.is_ok() {
         r = Ok(Action::requeue(Duration::from_secs(30)));
     }
-    if r.is_ok()
-        && let Ok(mut m) = ctx.failures.lock()
-    {
-        m.remove(&ObjectRef::from(kcp.as_ref()));
+    if r.is_ok() {
+        ctx.retries.succeeded(kcp.as_ref());
     }
     r
 }
@@ -144,7 +130,7 @@ async fn owning_cluster(
         m.insert((ns.clone(), owner.name.clone()), kcp.name_any());
     }
     let clusters: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &ns, &ctx.disc.cluster);
+        Api::namespaced_with(ctx.base.client.clone(), &ns, &ctx.disc.cluster);
     let Some(cluster) = clusters.get_opt(&owner.name).await? else {
         let cond = no(
             "TenantControlPlaneCreated",
@@ -165,8 +151,8 @@ async fn paused(
     cluster_v: &Value,
 ) -> Result<bool, Error> {
     let paused = cluster_v["spec"]["paused"] == json!(true)
-        || cluster.annotations().contains_key(PAUSED)
-        || kcp.annotations().contains_key(PAUSED);
+        || cluster.annotations().contains_key(PAUSED_ANNOTATION)
+        || kcp.annotations().contains_key(PAUSED_ANNOTATION);
     if paused {
         let mut c = yes("Paused", "Paused");
         c.message = "reconciliation is paused (Cluster spec.paused or the cluster.x-k8s.io/paused annotation)".into();
@@ -408,7 +394,7 @@ async fn repair_cluster_endpoint(
         return Ok(());
     }
     let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &kcp_ns(kcp), &ctx.disc.cluster);
+        Api::namespaced_with(ctx.base.client.clone(), &kcp_ns(kcp), &ctx.disc.cluster);
     // Guarded by the resourceVersion read: a Cluster changed since is looked at again.
     let body = json!({
         "metadata": {"resourceVersion": cluster.resource_version()},
@@ -443,7 +429,7 @@ async fn patch_endpoint(kcp: &KamajiControlPlane, ctx: &Ctx, ep: &Endpoint) -> R
     if cur.is_some_and(|c| c.host == ep.host && c.port == ep.port) {
         return Ok(());
     }
-    let api: Api<KamajiControlPlane> = Api::namespaced(ctx.client.clone(), &kcp_ns(kcp));
+    let api: Api<KamajiControlPlane> = Api::namespaced(ctx.base.client.clone(), &kcp_ns(kcp));
     let body = json!({"spec": {"controlPlaneEndpoint": {"host": ep.host, "port": ep.port}}});
     api.patch(
         &kcp.name_any(),

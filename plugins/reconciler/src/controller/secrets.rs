@@ -78,7 +78,7 @@ pub(super) async fn publish_secrets(
     }
     let src: Api<Secret> = Api::namespaced(place.client.clone(), &place.ns);
     let to = Copies {
-        api: Api::namespaced(ctx.client.clone(), &ns),
+        api: Api::namespaced(ctx.base.client.clone(), &ns),
         ns,
         cluster,
         tcp_name,

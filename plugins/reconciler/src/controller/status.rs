@@ -81,7 +81,7 @@ pub(super) async fn event(
         action: "Reconcile".into(),
         secondary: None,
     };
-    if let Err(e) = ctx.recorder.publish(&ev, &kcp.object_ref(&())).await {
+    if let Err(e) = ctx.base.recorder.publish(&ev, &kcp.object_ref(&())).await {
         tracing::warn!("publishing an event failed: {e}");
     }
 }
@@ -261,7 +261,7 @@ async fn patch_status(kcp: &KamajiControlPlane, ctx: &Ctx, status: Value) -> Res
         "KamajiControlPlane",
         "kamajicontrolplanes",
     );
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &kcp_ns(kcp), &r);
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.base.client.clone(), &kcp_ns(kcp), &r);
     let body = json!({"apiVersion": api_version, "kind": "KamajiControlPlane", "status": status});
     match api
         .patch_status(

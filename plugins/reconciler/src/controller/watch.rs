@@ -7,21 +7,20 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::{DynamicResourceScope, NamespaceResourceScope, PartialObjectMeta};
 use kube::runtime::controller::Controller;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{PredicateConfig, WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use super::reconcile::{error_policy, reconcile};
-use super::{CLUSTER_NAME_LABEL, Config, Ctx, MANAGER, discover};
+use super::{CLUSTER_NAME_LABEL, Config, Ctx, discover};
 use crate::Error;
 use crate::api::v1alpha2::KamajiControlPlane;
 use crate::metrics::Metrics;
+use crate::skeleton::{Base, Retries, drive};
 
 /// Runs the controller until a shutdown signal. `ready` is set once the watches are running.
 pub async fn run(
@@ -38,27 +37,23 @@ pub async fn run(
         "discovered"
     );
     let ctx = Arc::new(Ctx {
-        recorder: Recorder::new(client.clone(), Reporter::from(MANAGER)),
-        client,
+        base: Base::new(client, metrics),
         cfg,
         disc,
-        metrics,
         clusters: Mutex::new(HashMap::new()),
-        failures: Mutex::new(HashMap::new()),
+        retries: Retries::doubling(),
         written: Mutex::new(HashMap::new()),
     });
     let controller = watches(&ctx);
     ready.store(true, Ordering::SeqCst);
-    controller
-        .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx)
-        .for_each(|r| async move {
-            match r {
-                Ok((o, _)) => tracing::debug!(kcp = %o, "reconciled"),
-                Err(e) => tracing::debug!("reconcile: {e}"),
-            }
-        })
-        .await;
+    drive(
+        controller,
+        reconcile,
+        error_policy,
+        ctx,
+        "KamajiControlPlane",
+    )
+    .await;
     Ok(())
 }
 
@@ -123,7 +118,7 @@ fn kcp_trigger(k: &KamajiControlPlane) -> Option<u64> {
 /// Clusters and infrastructure clusters as metadata only.
 fn watches(ctx: &Arc<Ctx>) -> Controller<KamajiControlPlane> {
     let scope = Scope {
-        client: ctx.client.clone(),
+        client: ctx.base.client.clone(),
         ns: ctx.cfg.namespace.clone(),
     };
     let disc = &ctx.disc;

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::Ctx;
 use super::world::resource;
 use crate::Error;
-use crate::controller::MANAGER;
+use crate::skeleton::MANAGER;
 
 fn group_version(api_version: &str) -> (&str, Option<&str>) {
     match api_version.rsplit_once('/') {
@@ -24,7 +24,7 @@ async fn apply_step(ctx: &Ctx, ns: &str, s: &PlannedStep) -> Result<(), Error> {
         let av = c.object["apiVersion"].as_str().unwrap_or_default();
         let (g, v) = group_version(av);
         let res = resource(ctx, g, v, &c.kind).await?;
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &res);
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.base.client.clone(), ns, &res);
         let mut body = c.object.clone();
         if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.retain(|k, _| matches!(k.as_str(), "name" | "labels" | "annotations"));
@@ -43,7 +43,7 @@ async fn apply_step(ctx: &Ctx, ns: &str, s: &PlannedStep) -> Result<(), Error> {
     let p = &s.patch;
     let (g, v) = group_version(&p.api_version);
     let res = resource(ctx, g, v, &p.kind).await?;
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &res);
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.base.client.clone(), ns, &res);
     let ops: json_patch::Patch = serde_json::from_value(p.json_patch.clone()).map_err(|e| {
         Error::Other(format!(
             "step {}: a malformed patch in status: {e}",

@@ -4,9 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
-use futures::StreamExt;
 use kcore::ops::fleet::{self, FLEET_LABEL, FleetDecision};
 use kcore::ops::{ClusterUpgrade, FleetUpgrade, FleetUpgradeStatus, phase, reason};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -17,34 +15,30 @@ use serde_json::json;
 
 use super::{Ctx, input, world};
 use crate::Error;
-use crate::controller::{Config, MANAGER};
+use crate::controller::Config;
+use crate::skeleton::{MANAGER, drive};
 
 /// Runs the FleetUpgrade controller until shutdown.
 pub(super) async fn run(ctx: Arc<Ctx>, cfg: Config) {
     let (fleets, upgrades): (Api<FleetUpgrade>, Api<ClusterUpgrade>) = match &cfg.namespace {
         Some(n) => (
-            Api::namespaced(ctx.client.clone(), n),
-            Api::namespaced(ctx.client.clone(), n),
+            Api::namespaced(ctx.base.client.clone(), n),
+            Api::namespaced(ctx.base.client.clone(), n),
         ),
-        None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
+        None => (
+            Api::all(ctx.base.client.clone()),
+            Api::all(ctx.base.client.clone()),
+        ),
     };
     let wc = watcher::Config::default().any_semantic();
-    Controller::new(fleets, wc.clone())
-        .owns(upgrades, wc)
-        .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                tracing::debug!("fleet reconcile: {e}");
-            }
-        })
-        .await;
+    let controller = Controller::new(fleets, wc.clone()).owns(upgrades, wc);
+    drive(controller, reconcile, error_policy, ctx, "fleet").await;
 }
 
+/// Failed reconciles run again after 10 s (`Retries::every`).
 fn error_policy(f: Arc<FleetUpgrade>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    ctx.metrics.reconcile_errors.fetch_add(1, Ordering::Relaxed);
-    tracing::warn!(fleet = %f.name_any(), "fleet reconcile failed (retry in 10s): {err}");
-    Action::requeue(Duration::from_secs(10))
+    ctx.fleet_retries
+        .failed(&ctx.base, "fleet", f.as_ref(), err)
 }
 
 async fn write(ctx: &Ctx, f: &FleetUpgrade, st: &FleetUpgradeStatus) -> Result<(), Error> {
@@ -52,7 +46,7 @@ async fn write(ctx: &Ctx, f: &FleetUpgrade, st: &FleetUpgradeStatus) -> Result<(
         return Ok(());
     }
     let api: Api<FleetUpgrade> =
-        Api::namespaced(ctx.client.clone(), &f.namespace().unwrap_or_default());
+        Api::namespaced(ctx.base.client.clone(), &f.namespace().unwrap_or_default());
     let body = json!({
         "apiVersion": format!("{}/{}", kcore::ops::GROUP, kcore::ops::VERSION),
         "kind": "FleetUpgrade",
@@ -69,9 +63,9 @@ async fn write(ctx: &Ctx, f: &FleetUpgrade, st: &FleetUpgradeStatus) -> Result<(
 
 fn clusters_api(ctx: &Ctx, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(
-        ctx.client.clone(),
+        ctx.base.client.clone(),
         ns,
-        &world::ar("cluster.x-k8s.io", &ctx.capi_version, "Cluster", "clusters"),
+        &world::ar("cluster.x-k8s.io", ctx.capi_version, "Cluster", "clusters"),
     )
 }
 
@@ -138,7 +132,7 @@ async fn cannot_act(ctx: &Ctx, f: &FleetUpgrade, why: &str, message: &str) -> Re
 /// Reads each started member's ClusterUpgrade into its phase.
 async fn refresh(ctx: &Ctx, f: &FleetUpgrade, st: &mut FleetUpgradeStatus) -> Result<(), Error> {
     let api: Api<ClusterUpgrade> =
-        Api::namespaced(ctx.client.clone(), &f.namespace().unwrap_or_default());
+        Api::namespaced(ctx.base.client.clone(), &f.namespace().unwrap_or_default());
     for m in st.clusters.iter_mut().filter(|m| m.phase != "Pending") {
         if m.phase == phase::SUCCEEDED || m.phase == phase::FAILED {
             continue;
@@ -176,7 +170,7 @@ async fn refresh(ctx: &Ctx, f: &FleetUpgrade, st: &mut FleetUpgradeStatus) -> Re
 /// ClusterUpgrade under way that is not the fleet's fails the member.
 async fn start(ctx: &Ctx, f: &FleetUpgrade, cluster: &str) -> Result<Result<(), String>, Error> {
     let ns = f.namespace().unwrap_or_default();
-    let api: Api<ClusterUpgrade> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<ClusterUpgrade> = Api::namespaced(ctx.base.client.clone(), &ns);
     let spec = fleet::member_spec(&f.spec, cluster);
     let owner = f.controller_owner_ref(&());
     match api.get_opt(cluster).await? {
@@ -235,10 +229,10 @@ async fn start(ctx: &Ctx, f: &FleetUpgrade, cluster: &str) -> Result<Result<(), 
 }
 
 async fn reconcile(f: Arc<FleetUpgrade>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    ctx.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
+    ctx.base.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
     // Read afresh, as the ClusterUpgrade controller does: the cache may miss our last write.
     let api: Api<FleetUpgrade> =
-        Api::namespaced(ctx.client.clone(), &f.namespace().unwrap_or_default());
+        Api::namespaced(ctx.base.client.clone(), &f.namespace().unwrap_or_default());
     let Some(f) = api.get_opt(&f.name_any()).await? else {
         return Ok(Action::await_change());
     };

@@ -27,7 +27,7 @@ pub(super) async fn warn(ctx: &Ctx, regarding: &ObjectReference, reason: &str, n
         action: "Reconcile".into(),
         secondary: None,
     };
-    if let Err(e) = ctx.recorder.publish(&ev, regarding).await {
+    if let Err(e) = ctx.base.recorder.publish(&ev, regarding).await {
         tracing::warn!("publishing an event failed: {e}");
     }
 }
@@ -75,7 +75,7 @@ pub(super) async fn own(ctx: &Ctx, cu: &ClusterUpgrade, cluster: &Value) -> Resu
         "ownerReferences": refs,
     }});
     let api: Api<ClusterUpgrade> =
-        Api::namespaced(ctx.client.clone(), &cu.namespace().unwrap_or_default());
+        Api::namespaced(ctx.base.client.clone(), &cu.namespace().unwrap_or_default());
     api.patch(&cu.name_any(), &PatchParams::default(), &Patch::Merge(body))
         .await?;
     Ok(())

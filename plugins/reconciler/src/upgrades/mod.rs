@@ -21,34 +21,30 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use kcore::ops::run::{self, Decision};
-use kcore::ops::{ClusterUpgrade, ClusterUpgradeStatus, phase, reason};
+use kcore::ops::{ClusterUpgrade, ClusterUpgradeStatus, FleetUpgrade, phase, reason};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
 use crate::Error;
-use crate::controller::{Config, MANAGER};
+use crate::controller::Config;
 use crate::metrics::Metrics;
+use crate::skeleton::{Base, Contract, MANAGER, Retries, drive};
 
-const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+use kcore::labels::CLUSTER_NAME_LABEL;
 
 struct Ctx {
-    client: Client,
-    metrics: Arc<Metrics>,
+    base: Base,
     /// `apiVersion`/`group` + kind → resource, resolved once.
     resources: Mutex<HashMap<(String, String), ApiResource>>,
     /// The CAPI core group's version (v1beta2 or v1beta1).
-    capi_version: String,
-    /// Consecutive failures per ClusterUpgrade, for a bounded backoff.
-    failures: Mutex<HashMap<ObjectRef<ClusterUpgrade>, u32>>,
-    /// Events on ClusterUpgrades and FleetUpgrades about input they cannot act on.
-    recorder: Recorder,
+    capi_version: &'static str,
+    retries: Retries<ClusterUpgrade>,
+    fleet_retries: Retries<FleetUpgrade>,
 }
 
 /// Runs until shutdown; returns at once (Ok) when the ClusterUpgrade API is not served.
@@ -63,31 +59,17 @@ pub async fn run(client: Client, cfg: Config, metrics: Arc<Metrics>) -> Result<(
         );
         return Ok(());
     }
-    let capi = kube::discovery::group(&client, "cluster.x-k8s.io").await?;
-    let capi_version = if capi.versions().any(|v| v == "v1beta2") {
-        "v1beta2"
-    } else {
-        "v1beta1"
-    }
-    .to_string();
+    let capi_version = Contract::discover(&client).await?.capi_version();
     let ctx = Arc::new(Ctx {
-        client: client.clone(),
-        metrics,
+        base: Base::new(client, metrics),
         resources: Mutex::new(HashMap::new()),
         capi_version,
-        failures: Mutex::new(HashMap::new()),
-        recorder: Recorder::new(client.clone(), Reporter::from(MANAGER)),
+        retries: Retries::doubling(),
+        // A fleet's failures are its members' to retry; its own reads are retried evenly.
+        fleet_retries: Retries::every(Duration::from_secs(10)),
     });
     let controller = watches(&ctx, &cfg).await;
-    let upgrades = controller
-        .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx.clone())
-        .for_each(|r| async move {
-            match r {
-                Ok((o, _)) => tracing::debug!(upgrade = %o, "reconciled"),
-                Err(e) => tracing::debug!("upgrade reconcile: {e}"),
-            }
-        });
+    let upgrades = drive(controller, reconcile, error_policy, ctx.clone(), "upgrade");
     futures::join!(upgrades, fleet::run(ctx, cfg));
     Ok(())
 }
@@ -126,7 +108,7 @@ fn upgrade_of(m: &kube::core::ObjectMeta, is_cluster: bool) -> Option<ObjectRef<
 /// kind the planner knows, as metadata.
 async fn watches(ctx: &Arc<Ctx>, cfg: &Config) -> Controller<ClusterUpgrade> {
     let ns = cfg.namespace.as_deref();
-    let client = &ctx.client;
+    let client = &ctx.base.client;
     let primary: Api<ClusterUpgrade> = match ns {
         Some(n) => Api::namespaced(client.clone(), n),
         None => Api::all(client.clone()),
@@ -135,11 +117,11 @@ async fn watches(ctx: &Arc<Ctx>, cfg: &Config) -> Controller<ClusterUpgrade> {
     let mut c = Controller::new(primary, wc.clone()).with_config(
         kube::runtime::controller::Config::default().concurrency(cfg.concurrency.max(1)),
     );
-    let v = ctx.capi_version.clone();
-    let cluster = world::ar("cluster.x-k8s.io", &v, "Cluster", "clusters");
+    let v = ctx.capi_version;
+    let cluster = world::ar("cluster.x-k8s.io", v, "Cluster", "clusters");
     let mds = world::ar(
         "cluster.x-k8s.io",
-        &v,
+        v,
         "MachineDeployment",
         "machinedeployments",
     );
@@ -173,36 +155,23 @@ async fn watches(ctx: &Arc<Ctx>, cfg: &Config) -> Controller<ClusterUpgrade> {
     c
 }
 
+/// Failed reconciles back off (`Retries::doubling`).
 fn error_policy(cu: Arc<ClusterUpgrade>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    ctx.metrics.reconcile_errors.fetch_add(1, Ordering::Relaxed);
-    let n = ctx
-        .failures
-        .lock()
-        .map(|mut m| {
-            let e = m.entry(ObjectRef::from(cu.as_ref())).or_insert(0);
-            *e = e.saturating_add(1);
-            *e
-        })
-        .unwrap_or(1);
-    let secs = 1u64 << n.min(8);
-    tracing::warn!(upgrade = %cu.name_any(), ns = ?cu.namespace(), "upgrade reconcile failed (retry in {secs}s): {err}");
-    Action::requeue(Duration::from_secs(secs))
+    ctx.retries.failed(&ctx.base, "upgrade", cu.as_ref(), err)
 }
 
 async fn reconcile(cu: Arc<ClusterUpgrade>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    ctx.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
+    ctx.base.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
     // Read afresh: the watch cache may not hold the status this controller wrote a moment ago,
     // and deciding from an older one would start a step again.
     let api: Api<ClusterUpgrade> =
-        Api::namespaced(ctx.client.clone(), &cu.namespace().unwrap_or_default());
+        Api::namespaced(ctx.base.client.clone(), &cu.namespace().unwrap_or_default());
     let Some(fresh) = api.get_opt(&cu.name_any()).await? else {
         return Ok(Action::await_change());
     };
     let r = reconcile_inner(&fresh, &ctx).await;
-    if r.is_ok()
-        && let Ok(mut m) = ctx.failures.lock()
-    {
-        m.remove(&ObjectRef::from(cu.as_ref()));
+    if r.is_ok() {
+        ctx.retries.succeeded(cu.as_ref());
     }
     r
 }
@@ -220,7 +189,7 @@ async fn write(ctx: &Ctx, cu: &ClusterUpgrade, st: &ClusterUpgradeStatus) -> Res
         return Ok(());
     }
     let ns = cu.namespace().unwrap_or_default();
-    let api: Api<ClusterUpgrade> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<ClusterUpgrade> = Api::namespaced(ctx.base.client.clone(), &ns);
     let body = serde_json::json!({
         "apiVersion": format!("{}/{}", kcore::ops::GROUP, kcore::ops::VERSION),
         "kind": "ClusterUpgrade",

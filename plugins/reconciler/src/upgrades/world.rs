@@ -36,7 +36,7 @@ pub(super) async fn resource(
     if let Some(r) = ctx.resources.lock().ok().and_then(|m| m.get(&key).cloned()) {
         return Ok(r);
     }
-    let g = kube::discovery::group(&ctx.client, group).await?;
+    let g = kube::discovery::group(&ctx.base.client, group).await?;
     let found = match version {
         Some(v) => g
             .versioned_resources(v)
@@ -70,7 +70,7 @@ async fn get_ref(ctx: &Ctx, ns: &str, r: &ObjectRef) -> Result<Option<Value>, Er
         .and_then(|av| av.rsplit_once('/'))
         .map(|(_, v)| v);
     let res = resource(ctx, &r.api_group, version, &r.kind).await?;
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &res);
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.base.client.clone(), ns, &res);
     api.get_opt(&r.name).await?.map(to_value).transpose()
 }
 
@@ -114,9 +114,9 @@ pub(super) struct World {
 pub(super) async fn read(ctx: &Ctx, cu: &ClusterUpgrade) -> Result<Option<World>, Error> {
     let ns = cu.namespace().unwrap_or_default();
     let name = &cu.spec.cluster_name;
-    let v = ctx.capi_version.as_str();
+    let v = ctx.capi_version;
     let clusters: Api<DynamicObject> = Api::namespaced_with(
-        ctx.client.clone(),
+        ctx.base.client.clone(),
         &ns,
         &ar("cluster.x-k8s.io", v, "Cluster", "clusters"),
     );
@@ -140,8 +140,8 @@ pub(super) async fn read(ctx: &Ctx, cu: &ClusterUpgrade) -> Result<Option<World>
                 None => Ok(None),
             }
         },
-        list(&ctx.client, Some(&ns), &md_ar, &by_cluster),
-        list(&ctx.client, Some(&ns), &machine_ar, &by_cluster),
+        list(&ctx.base.client, Some(&ns), &md_ar, &by_cluster),
+        list(&ctx.base.client, Some(&ns), &machine_ar, &by_cluster),
     )?;
     let mut refs: Vec<ObjectRef> = control_plane
         .iter()
@@ -186,7 +186,7 @@ async fn free_hosts(ctx: &Ctx) -> Result<Vec<Value>, Error> {
         return Ok(Vec::new());
     };
     let lp = ListParams::default().labels(&format!("!{CLUSTER_NAME_LABEL}"));
-    let hosts = list(&ctx.client, None, &res, &lp).await?;
+    let hosts = list(&ctx.base.client, None, &res, &lp).await?;
     let inv = Inventory::build(&hosts, &[], &[], &[], None);
     let free: Vec<Value> = hosts
         .iter()
