@@ -1,6 +1,6 @@
 //! `kubectl kamaji certificates rotate NAME --all|--certificates ...`: Kamaji re-issues the
-//! certificates whose Secrets are deleted (see `kubeconfig::rotate_secrets`). The command, flags
-//! and names are clastix's `kamaji` plugin's (`cmd/certificates/rotate.go`,
+//! certificates whose Secrets are deleted (see `common::secrets::rotate_secrets`). The command,
+//! flags and names are clastix's `kamaji` plugin's (`cmd/certificates/rotate.go`,
 //! github.com/clastix/kamaji-kubectl-plugin v1.0.0).
 
 use clap::{ArgAction, Args as ClapArgs, Subcommand, ValueEnum};
@@ -8,19 +8,20 @@ use cli::KubeFlags;
 use shared::discovery::ServerApis;
 use shared::error::Error;
 
-use crate::clastix::go_bool;
-use crate::common;
+use crate::common::clastix::go_bool;
+use crate::common::control_plane::resolve;
+use crate::common::secrets::rotate_secrets;
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
     #[command(subcommand)]
-    pub verb: Verb,
+    pub verb: CertificatesCommand,
 }
 
 #[derive(Subcommand, Clone, Debug)]
-pub enum Verb {
+pub enum CertificatesCommand {
     /// Have Kamaji re-issue certificates (their Secrets are deleted and re-created)
-    Rotate(RotateArgs),
+    Rotate(CertificatesRotateArgs),
 }
 
 /// Kamaji's certificate Secrets (`<tcp>-<suffix>`).
@@ -81,7 +82,7 @@ Examples:
   kubectl kamaji certificates rotate prod --certificates=APIServer
   kubectl kamaji certificates rotate prod --certificates=FrontProxyCA,FrontProxyClient"
 )]
-pub struct RotateArgs {
+pub struct CertificatesRotateArgs {
     /// The KamajiControlPlane (or TenantControlPlane)
     #[arg(value_name = "CONTROL_PLANE")]
     pub name: String,
@@ -104,7 +105,7 @@ pub struct RotateArgs {
     pub kube: KubeFlags,
 }
 
-impl RotateArgs {
+impl CertificatesRotateArgs {
     /// The certificates asked for, and whether a missing one is an error.
     fn certs(&self) -> Result<(Vec<Cert>, bool), Error> {
         match (self.all, self.certificates.is_empty()) {
@@ -129,14 +130,14 @@ impl RotateArgs {
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    let Verb::Rotate(a) = &args.verb;
+    let CertificatesCommand::Rotate(a) = &args.verb;
     let (certs, strict) = a.certs()?;
     let conn = a.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
-    let t = common::resolve(&conn, &apis, &a.name).await?;
+    let t = resolve(&conn, &apis, &a.name).await?;
     let names: Vec<String> = certs
         .iter()
         .map(|c| format!("{}-{}", t.tcp_name(), c.suffix()))
         .collect();
-    crate::kubeconfig::rotate_secrets(&conn, &t, &names, strict).await
+    rotate_secrets(&conn, &t, &names, strict).await
 }

@@ -8,7 +8,8 @@ use shared::discovery::{KAMAJI_GROUP, ServerApis};
 use shared::error::Error;
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
-use crate::common;
+use crate::common::age::age;
+use crate::common::control_plane;
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
@@ -94,9 +95,9 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         )
     })?;
     let ar = k.resource(k.version());
-    let tcp_ar = common::tcp_resource(&apis)?;
-    let stores = common::list(&conn, &ar, None, None).await?;
-    let tcps: Vec<serde_json::Value> = common::list(&conn, &tcp_ar, None, None)
+    let tcp_ar = control_plane::tcp_resource(&apis)?;
+    let stores = shared::api::list(&conn, &ar, None, None).await?;
+    let tcps: Vec<serde_json::Value> = shared::api::list(&conn, &tcp_ar, None, None)
         .await?
         .iter()
         .map(object_json)
@@ -145,7 +146,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
                 .collect(),
             ready: v["status"]["ready"].as_bool(),
             used_by,
-            age: common::age(&v),
+            age: age(&v),
         });
     }
     items.sort_by(|a, b| a.name.cmp(&b.name));

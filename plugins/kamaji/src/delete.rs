@@ -13,7 +13,9 @@ use shared::error::Error;
 use shared::render::{self, Poll};
 use shared::teardown::{self, Part, Teardown};
 
-use crate::common::{self, Target};
+use crate::common::control_plane::{self, ControlPlane};
+use crate::common::control_plane_row::ControlPlaneRow;
+use crate::common::terminal;
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
@@ -34,7 +36,7 @@ pub struct Args {
 
 /// The objects of the control plane beyond its Cluster's: the KamajiControlPlane, and a
 /// TenantControlPlane no KamajiControlPlane owns (standalone).
-fn own_parts(apis: &ServerApis, t: &Target) -> Vec<Part> {
+fn own_parts(apis: &ServerApis, t: &ControlPlane) -> Vec<Part> {
     let mut out = Vec::new();
     if let Some(ar) = apis.kamaji_control_plane()
         && t.kcp.is_some()
@@ -46,7 +48,7 @@ fn own_parts(apis: &ServerApis, t: &Target) -> Vec<Part> {
     }
     if let Some(tcp) = &t.tcp
         && kcore::json::owner_of_kind(tcp, "KamajiControlPlane").is_none()
-        && let Ok(ar) = common::tcp_resource(apis)
+        && let Ok(ar) = control_plane::tcp_resource(apis)
     {
         out.push(Part {
             ar,
@@ -60,9 +62,9 @@ fn own_parts(apis: &ServerApis, t: &Target) -> Vec<Part> {
 /// the reconciler's owner reference), when the teardown does not delete it itself: shown and
 /// waited for, since its Kamaji finalizer is what removes the data from the DataStore; `--wait`
 /// must not say the data is gone before it is.
-fn cascaded_tenant(apis: &ServerApis, t: &Target, td: &Teardown) -> Option<Part> {
+fn cascaded_tenant(apis: &ServerApis, t: &ControlPlane, td: &Teardown) -> Option<Part> {
     t.tcp.as_ref()?;
-    let ar = common::tcp_resource(apis).ok()?;
+    let ar = control_plane::tcp_resource(apis).ok()?;
     let name = t.tcp_name();
     let listed = td.all().any(|p| p.ar.kind == ar.kind && p.name == name);
     (!listed).then_some(Part { ar, name })
@@ -70,7 +72,7 @@ fn cascaded_tenant(apis: &ServerApis, t: &Target, td: &Teardown) -> Option<Part>
 
 /// The error `resolve` gives for a name with nothing of it left.
 async fn not_found(conn: &cli::Conn, apis: &ServerApis, name: &str) -> Error {
-    match common::resolve(conn, apis, name).await {
+    match control_plane::resolve(conn, apis, name).await {
         Err(e) => e,
         Ok(_) => Error::other(format!(
             "{name} appeared while it was being looked up; run again"
@@ -101,7 +103,7 @@ fn show(td: &Teardown, datastore: &Option<String>) {
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    if !args.yes && !common::stdin_is_tty() {
+    if !args.yes && !terminal::stdin_is_tty() {
         return Err(Error::Usage {
             message: "refusing to delete without confirmation: stdin is not a terminal".into(),
             hint: Some(format!(
@@ -127,7 +129,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     if t.kcp.is_none() && t.tcp.is_none() && td.all().next().is_none() {
         return Err(not_found(&conn, &apis, &args.name).await);
     }
-    let datastore = crate::list::row(t.kcp.as_ref(), t.tcp.as_ref()).datastore;
+    let datastore = ControlPlaneRow::of(t.kcp.as_ref(), t.tcp.as_ref()).datastore;
     if resuming(&t) {
         // An interrupted delete (Ctrl-C during --wait): what it confirmed is under way; this
         // run deletes again what is not deleting yet and follows the rest.
@@ -173,7 +175,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
 /// Whether `t` is what an interrupted delete left: no KamajiControlPlane any more, and no
 /// TenantControlPlane or only one a KamajiControlPlane owned (a standalone one is deleted
 /// as asked, not resumed).
-fn resuming(t: &Target) -> bool {
+fn resuming(t: &ControlPlane) -> bool {
     t.kcp.is_none()
         && t.tcp
             .as_ref()
@@ -198,10 +200,10 @@ async fn resolve_or_leftovers(
     conn: &cli::Conn,
     apis: &ServerApis,
     name: &str,
-) -> Result<Target, Error> {
-    match common::resolve(conn, apis, name).await {
+) -> Result<ControlPlane, Error> {
+    match control_plane::resolve(conn, apis, name).await {
         Ok(t) => Ok(t),
-        Err(Error::NotFound { .. }) => Ok(Target {
+        Err(Error::NotFound { .. }) => Ok(ControlPlane {
             namespace: conn.namespace.clone(),
             name: name.to_string(),
             kcp: None,

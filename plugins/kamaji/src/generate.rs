@@ -5,15 +5,15 @@
 //! `kubectl kamaji create NAME --class CLASS`. Builder: `kcore::build::kamaji::build_class`.
 
 use clap::{Args as ClapArgs, Subcommand};
-use cli::{KubeFlags, OutputFlags, OutputFormat};
+use cli::{DryRun, KubeFlags, OutputFlags, OutputFormat};
 use shared::build::kamaji::{self, CreateSpec, Infrastructure};
 use shared::discovery::{CONTROLPLANE_GROUP, ServerApis};
 use shared::error::Error;
 use shared::render;
 
-use crate::common::DryRun;
-use crate::create::{apply_objects, versions};
-use crate::spec_flags::{ControlPlaneFlags, InfraFlags, MachineFlags, base_spec};
+use crate::common::api_versions::versions;
+use crate::common::spec_flags::{ControlPlaneFlags, InfraFlags, MachineFlags, base_spec};
+use crate::common::writes::apply_objects;
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
@@ -34,7 +34,7 @@ pub enum What {
   kubectl kamaji generate clusterclass kamaji-os --infrastructure openstack --flavor m1.large --image ubuntu-2404 > class.yaml
 Then: kubectl kamaji create c1 --class kamaji-byoh --kubernetes-version v1.35.0 --workers 2 --service-address 10.0.0.5
 The control plane of each cluster is named after the cluster; --service-address fills the class's controlPlaneAddress variable.")]
-// The flags shared with `create` (crate::spec_flags), worded for a class: its template, no
+// The flags shared with `create` (crate::common::spec_flags), worded for a class: its template, no
 // Metal3, shorter infrastructure texts.
 #[command(
     mut_arg("admission_controllers", |a| a.help("Admission controllers to enable (comma separated)")),

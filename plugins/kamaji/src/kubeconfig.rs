@@ -7,23 +7,24 @@ use clap::{ArgAction, Args as ClapArgs, Subcommand, ValueEnum};
 use cli::{KubeFlags, KubeconfigFlags};
 use shared::discovery::ServerApis;
 use shared::error::Error;
-use shared::render;
 
-use crate::clastix::go_bool;
-use crate::common;
+use crate::common::clastix::go_bool;
+use crate::common::control_plane::resolve;
+use crate::common::secrets::rotate_secrets;
+use crate::common::tenant_kubeconfig::{admin_kubeconfig, admin_secret_name};
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
     #[command(subcommand)]
-    pub verb: Verb,
+    pub verb: KubeconfigCommand,
 }
 
 #[derive(Subcommand, Clone, Debug)]
-pub enum Verb {
+pub enum KubeconfigCommand {
     /// Print, write or merge a tenant control plane's admin kubeconfig
     Get(GetArgs),
     /// Have Kamaji regenerate kubeconfigs (their Secrets are deleted; Kamaji re-issues them)
-    Rotate(RotateArgs),
+    Rotate(KubeconfigRotateArgs),
 }
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -115,7 +116,7 @@ Examples:
   kubectl kamaji kubeconfig rotate prod --components=Admin
   kubectl kamaji kubeconfig rotate prod --components=Admin,ControllerManager"
 )]
-pub struct RotateArgs {
+pub struct KubeconfigRotateArgs {
     /// The KamajiControlPlane (or TenantControlPlane)
     #[arg(value_name = "CONTROL_PLANE")]
     pub name: String,
@@ -146,7 +147,7 @@ pub struct RotateArgs {
     pub kube: KubeFlags,
 }
 
-impl RotateArgs {
+impl KubeconfigRotateArgs {
     /// The kubeconfigs asked for, and whether a missing one is an error.
     fn kinds(&self) -> Result<(Vec<KubeconfigKind>, bool), Error> {
         match (self.all, self.kinds.is_empty()) {
@@ -167,110 +168,29 @@ impl RotateArgs {
 
 pub async fn run(args: &Args) -> Result<(), Error> {
     match &args.verb {
-        Verb::Get(a) => get(a).await,
-        Verb::Rotate(a) => rotate(a).await,
+        KubeconfigCommand::Get(a) => get(a).await,
+        KubeconfigCommand::Rotate(a) => rotate(a).await,
     }
-}
-
-/// Reads the tenant's admin kubeconfig text.
-pub async fn admin_kubeconfig(
-    conn: &cli::Conn,
-    t: &common::Target,
-    key: &str,
-) -> Result<String, Error> {
-    let secret = common::admin_secret_name(t);
-    let Some((_, data)) = common::secret_data(conn, &t.namespace, &secret).await? else {
-        return Err(Error::Other {
-            message: format!(
-                "Secret \"{secret}\" not found in namespace \"{}\": the control plane has no kubeconfig yet",
-                t.namespace
-            ),
-            hint: Some(format!(
-                "wait until it is ready (kubectl kamaji status {})",
-                t.name
-            )),
-        });
-    };
-    let bytes = data.get(key).ok_or_else(|| {
-        let keys: Vec<&str> = data.keys().map(String::as_str).collect();
-        Error::Usage {
-            message: format!("Secret \"{secret}\" has no key {key:?}"),
-            hint: Some(format!("use --secret-key with one of: {}", keys.join(", "))),
-        }
-    })?;
-    String::from_utf8(bytes.clone())
-        .map_err(|_| Error::other(format!("Secret \"{secret}\" key {key} is not text")))
 }
 
 async fn get(args: &GetArgs) -> Result<(), Error> {
     let delivery = args.kubeconfig.delivery()?;
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
-    let t = common::resolve(&conn, &apis, &args.name).await?;
+    let t = resolve(&conn, &apis, &args.name).await?;
     let text = admin_kubeconfig(&conn, &t, &args.secret_key).await?;
-    let secret = format!("{}/{}", t.namespace, common::admin_secret_name(&t));
+    let secret = format!("{}/{}", t.namespace, admin_secret_name(&t));
     shared::kubeconfig::deliver(&delivery, &t.name, &secret, &text)
 }
 
-async fn rotate(args: &RotateArgs) -> Result<(), Error> {
+async fn rotate(args: &KubeconfigRotateArgs) -> Result<(), Error> {
     let (kinds, strict) = args.kinds()?;
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
-    let t = common::resolve(&conn, &apis, &args.name).await?;
+    let t = resolve(&conn, &apis, &args.name).await?;
     let names: Vec<String> = kinds
         .iter()
         .map(|k| format!("{}-{}", t.tcp_name(), k.suffix()))
         .collect();
     rotate_secrets(&conn, &t, &names, strict).await
-}
-
-/// Deletes Secrets so that Kamaji re-issues them (what clastix's plugin does,
-/// `pkg/commands/rotate_{cert,kubeconfig}.go`, v1.0.0). Missing ones fail when `strict` (and
-/// nothing is deleted), else are reported and skipped.
-pub async fn rotate_secrets(
-    conn: &cli::Conn,
-    t: &common::Target,
-    names: &[String],
-    strict: bool,
-) -> Result<(), Error> {
-    let ar = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&());
-    // Check every Secret first, so a strict run changes nothing when one is missing.
-    let mut present = Vec::new();
-    for name in names {
-        if common::secret_data(conn, &t.namespace, name)
-            .await?
-            .is_none()
-        {
-            if strict {
-                return Err(Error::Other {
-                    message: format!(
-                        "Secret \"{name}\" not found in namespace \"{}\"",
-                        t.namespace
-                    ),
-                    hint: Some(format!(
-                        "Kamaji has not created it; check kubectl kamaji status {}",
-                        t.name
-                    )),
-                });
-            }
-            render::info(&format!("secret/{name} not found, skipped"));
-            continue;
-        }
-        present.push(name);
-    }
-    if present.is_empty() {
-        return Err(Error::other("nothing to rotate: none of the Secrets exist"));
-    }
-    for name in present {
-        // Deleting is the trigger every Kamaji release honours: Kamaji re-issues a missing
-        // certificate or kubeconfig Secret on its next reconcile (the Secrets are owned by the
-        // TenantControlPlane, so the deletion itself triggers it) and rolls the control plane
-        // onto it. The `certs.kamaji.clastix.io/rotate` annotation only exists in newer Kamaji
-        // releases; v1.0.0 ignores it (see its `internal/resources/*_certificate.go`).
-        common::delete(conn, &ar, &t.namespace, name).await?;
-        render::line(&format!(
-            "secret/{name} deleted: Kamaji re-issues it and rolls the control plane"
-        ));
-    }
-    Ok(())
 }

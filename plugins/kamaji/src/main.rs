@@ -1,10 +1,11 @@
 //! `kubectl kamaji`: Kamaji control planes for Cluster API (a superset of clastix's `kubectl kamaji`).
 //!
-//! One module per verb. To add a verb: `mod <verb>;`, a `Verb` variant holding its `Args`,
-//! and a match arm calling its `run`.
+//! One module per verb (`<verb>.rs`, or `<verb>/mod.rs` with its parts), and `common`, what
+//! the verbs share. A verb uses `crate::common::...` and its own parts, never another verb:
+//! what two verbs need moves to a module of `common` named for what it knows. To add a verb:
+//! `mod <verb>;`, a `Verb` variant holding its `Args`, and a match arm calling its `run`.
 
 mod certificates;
-mod clastix;
 mod common;
 mod completion;
 mod create;
@@ -15,7 +16,6 @@ mod install;
 mod kubeconfig;
 mod list;
 mod scale;
-mod spec_flags;
 mod status;
 mod token;
 mod upgrade;

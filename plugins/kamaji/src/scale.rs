@@ -15,7 +15,10 @@ use shared::discovery::fields::object_json;
 use shared::error::Error;
 use shared::render::{self, Poll};
 
-use crate::common::{self, Target};
+use crate::common::control_plane::{self, ControlPlane};
+use crate::common::control_plane_row::ControlPlaneRow;
+use crate::common::tenant_status;
+use crate::common::writes;
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
@@ -40,20 +43,13 @@ pub struct Args {
     pub kube: KubeFlags,
 }
 
-pub fn kcp_of(t: &Target) -> Result<Value, Error> {
-    t.kcp.clone().ok_or_else(|| Error::Other {
-        message: format!("{} is a standalone TenantControlPlane, not a KamajiControlPlane", t.name),
-        hint: Some("scale, upgrade and delete act on KamajiControlPlanes; use kubectl edit tcp for a standalone one".into()),
-    })
-}
-
 pub async fn run(args: &Args) -> Result<(), Error> {
     let req = ScaleRequest::new(args.replicas, args.workers)?;
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
-    let t = common::resolve(&conn, &apis, &args.name).await?;
-    let kcp = kcp_of(&t)?;
-    let cluster = common::owning_cluster(&conn, &apis, &t).await?;
+    let t = control_plane::resolve(&conn, &apis, &args.name).await?;
+    let kcp = t.require_kcp()?;
+    let cluster = control_plane::owning_cluster(&conn, &apis, &t).await?;
     if let Some(c) = cluster.as_ref().filter(|c| topology::topology(c).is_some()) {
         scale_topology(&conn, &apis, c, req).await?;
     } else {
@@ -88,7 +84,7 @@ async fn scale_topology(
             .transpose()?,
     ];
     for change in changes.into_iter().flatten() {
-        common::json_patch(conn, &cluster_ar, &change.patch).await?;
+        writes::json_patch(conn, &cluster_ar, &change.patch).await?;
         render::line(&change.done);
     }
     Ok(())
@@ -98,27 +94,27 @@ async fn scale_topology(
 async fn scale_objects(
     conn: &cli::Conn,
     apis: &ServerApis,
-    t: &Target,
+    t: &ControlPlane,
     kcp: &Value,
     req: ScaleRequest,
 ) -> Result<(), Error> {
     if let Some(r) = req.replicas {
         let change = plan::scale_control_plane(kcp, r);
-        let kcp_ar = common::kcp_resource(apis)?;
-        common::merge_patch(conn, &kcp_ar, &t.namespace, &t.name, &change.merge_patch).await?;
+        let kcp_ar = control_plane::kcp_resource(apis)?;
+        writes::merge_patch(conn, &kcp_ar, &t.namespace, &t.name, &change.merge_patch).await?;
         render::line(&change.done);
     }
     if let Some(w) = req.workers {
         let cluster = t.cluster_name().unwrap_or_else(|| t.name.clone());
         let md_ar = apis.capi_kind("MachineDeployment")?;
         let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
-        let mds: Vec<_> = common::list(conn, &md_ar, Some(&t.namespace), Some(&selector))
+        let mds: Vec<_> = shared::api::list(conn, &md_ar, Some(&t.namespace), Some(&selector))
             .await?
             .iter()
             .map(object_json)
             .collect();
         let change = plan::scale_workers(&cluster, &mds, w)?;
-        common::merge_patch(
+        writes::merge_patch(
             conn,
             &md_ar,
             &t.namespace,
@@ -144,13 +140,13 @@ async fn wait_replicas(
         timeout,
         Duration::from_millis(500),
         || async move {
-            let t = common::resolve(conn, apis, name).await?;
-            let row = crate::list::row(t.kcp.as_ref(), t.tcp.as_ref());
+            let t = control_plane::resolve(conn, apis, name).await?;
+            let row = ControlPlaneRow::of(t.kcp.as_ref(), t.tcp.as_ref());
             let seen = ScaleObserved {
                 phase: t
                     .tcp
                     .as_ref()
-                    .and_then(common::tcp_phase)
+                    .and_then(tenant_status::tcp_phase)
                     .unwrap_or_default(),
                 ready_replicas: row.ready_replicas,
                 deployment_replicas: t.tcp.as_ref().and_then(ScaleObserved::deployment_replicas),

@@ -6,29 +6,29 @@
 
 use std::time::Duration;
 
-use base64::Engine;
 use clap::{ArgAction, Args as ClapArgs, Subcommand, ValueEnum};
 use cli::{KubeFlags, parse_duration};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use shared::build::pki;
 use shared::discovery::ServerApis;
 use shared::discovery::fields;
 use shared::error::{Error, Op, Target};
 use shared::render;
 
-use crate::clastix::go_bool;
-use crate::common;
+use crate::common::clastix::go_bool;
+use crate::common::control_plane::{ControlPlane, resolve};
+use crate::common::tenant_kubeconfig::{TenantAdmin, tenant_admin};
+use crate::common::tenant_status::bootstrap_token_phase_done;
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
     #[command(subcommand)]
-    pub verb: Verb,
+    pub verb: TokenCommand,
 }
 
 #[derive(Subcommand, Clone, Debug)]
-pub enum Verb {
+pub enum TokenCommand {
     /// Print a command that joins a worker to the tenant cluster
     Join(JoinArgs),
 }
@@ -83,7 +83,7 @@ pub struct JoinArgs {
 }
 
 /// The TenantControlPlane, once Kamaji has run its bootstrap-token phase.
-fn joinable_tcp(t: &common::Target) -> Result<serde_json::Value, Error> {
+fn joinable_tcp(t: &ControlPlane) -> Result<serde_json::Value, Error> {
     let tcp = t.tcp.clone().ok_or_else(|| Error::Other {
         message: format!("{} has no TenantControlPlane yet", t.name),
         hint: Some(format!(
@@ -91,7 +91,7 @@ fn joinable_tcp(t: &common::Target) -> Result<serde_json::Value, Error> {
             t.name
         )),
     })?;
-    if !common::bootstrap_token_phase_done(&tcp) {
+    if !bootstrap_token_phase_done(&tcp) {
         return Err(Error::Other {
             message: format!(
                 "the bootstrap-token phase of {} has not run yet",
@@ -218,10 +218,10 @@ fn join_line(
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    let Verb::Join(a) = &args.verb;
+    let TokenCommand::Join(a) = &args.verb;
     let conn = a.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
-    let t = common::resolve(&conn, &apis, &a.name).await?;
+    let t = resolve(&conn, &apis, &a.name).await?;
     let tcp = joinable_tcp(&t)?;
     let TenantAdmin {
         client,
@@ -247,78 +247,4 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     };
     render::line(&join_line(a.flavour, &tcp, &endpoint, &token, &hash));
     Ok(())
-}
-
-/// A client of the tenant cluster as its admin (Kamaji's `admin.conf`), with the server URL and
-/// the CA it names.
-pub struct TenantAdmin {
-    pub client: kube::Client,
-    pub target: Target,
-    pub server: String,
-    pub ca: Vec<u8>,
-}
-
-pub async fn tenant_admin(conn: &cli::Conn, t: &common::Target) -> Result<TenantAdmin, Error> {
-    let text = crate::kubeconfig::admin_kubeconfig(conn, t, "admin.conf").await?;
-    let kc_value = shared::kubeconfig::parse(&text, "the tenant admin kubeconfig")?;
-    let current = kc_value["current-context"].as_str().unwrap_or_default();
-    let ctx = kc_value["contexts"]
-        .as_array()
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| c["name"] == current)
-                .or_else(|| cs.first())
-        })
-        .cloned()
-        .unwrap_or_default();
-    let cluster = kc_value["clusters"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["name"] == ctx["context"]["cluster"]))
-        .cloned()
-        .unwrap_or_default();
-    let server = cluster["cluster"]["server"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let ca_b64 = cluster["cluster"]["certificate-authority-data"]
-        .as_str()
-        .unwrap_or_default();
-    let ca = base64::engine::general_purpose::STANDARD
-        .decode(ca_b64)
-        .map_err(|_| Error::Other {
-            message: "the tenant admin kubeconfig has no readable certificate-authority-data"
-                .into(),
-            hint: Some(format!(
-                "check Secret {} (kubectl kamaji kubeconfig get {})",
-                common::admin_secret_name(t),
-                t.name
-            )),
-        })?;
-
-    // The tenant cluster's API.
-    let kc = Kubeconfig::from_yaml(&text).map_err(|e| Error::Other {
-        message: format!("the tenant admin kubeconfig is not valid: {e}"),
-        hint: None,
-    })?;
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| Error::Other {
-            message: format!("the tenant admin kubeconfig: {e}"),
-            hint: None,
-        })?;
-    // A tenant that accepts connections but does not answer must not hang a command.
-    config.connect_timeout = Some(Duration::from_secs(10));
-    config.read_timeout = Some(Duration::from_secs(30));
-    let tenant_target = Target {
-        context: format!("tenant {}", t.name),
-        server: server.clone(),
-    };
-    let client = kube::Client::try_from(config)
-        .map_err(|e| shared::error::from_kube(e, &tenant_target, &Op::default()))?;
-    Ok(TenantAdmin {
-        client,
-        target: tenant_target,
-        server,
-        ca,
-    })
 }

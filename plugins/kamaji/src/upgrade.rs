@@ -18,8 +18,9 @@ use shared::error::Error;
 use shared::plan::upgrade::{StepLine, StepRole, parse_version, step_progress};
 use shared::render::{self, Fields, Human, Poll, Printer, Progress, Render, Table, Wait};
 
-use crate::common::{self, Target};
-use crate::scale::kcp_of;
+use crate::common::control_plane::{self, ControlPlane};
+use crate::common::tenant_status;
+use crate::common::writes;
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
@@ -94,9 +95,9 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     shared::build::kamaji::parse_version(&args.to)?;
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
-    let t = common::resolve(&conn, &apis, &args.name).await?;
-    let kcp = kcp_of(&t)?;
-    let cluster = common::owning_cluster(&conn, &apis, &t).await?;
+    let t = control_plane::resolve(&conn, &apis, &args.name).await?;
+    let kcp = t.require_kcp()?;
+    let cluster = control_plane::owning_cluster(&conn, &apis, &t).await?;
     let topo = cluster.as_ref().filter(|c| topology::topology(c).is_some());
     if let Some(c) = topo
         && args.control_plane_only
@@ -119,7 +120,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         return Printer::new(&args.output).print(&Shown(&p));
     }
     plan::refuse_asleep(&kcp)?;
-    let kcp_ar = common::kcp_resource(&apis)?;
+    let kcp_ar = control_plane::kcp_resource(&apis)?;
     let total = p.control_plane_steps.len();
     let started = std::time::Instant::now();
     let mut progress = Progress::line();
@@ -129,12 +130,12 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             // writes into the KamajiControlPlane.
             Some(c) => {
                 let change = topology::set_version(c, step)?;
-                common::json_patch(&conn, &apis.cluster()?, &change.patch).await?;
+                writes::json_patch(&conn, &apis.cluster()?, &change.patch).await?;
                 progress.note(&format!("step {}/{total}: {}", i + 1, change.done));
             }
             None => {
                 let patch = json!({"spec": {"version": step}});
-                common::merge_patch(&conn, &kcp_ar, &t.namespace, &t.name, &patch).await?;
+                writes::merge_patch(&conn, &kcp_ar, &t.namespace, &t.name, &patch).await?;
             }
         }
         let at = Step {
@@ -161,7 +162,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     } else if let Some(ar) = &md_ar {
         for md in &p.machine_deployments {
             let patch = json!({"spec": {"template": {"spec": {"version": p.to}}}});
-            common::merge_patch(&conn, ar, &t.namespace, md, &patch).await?;
+            writes::merge_patch(&conn, ar, &t.namespace, md, &patch).await?;
             render::info(&format!(
                 "machinedeployment.cluster.x-k8s.io/{md} set to {} (its machines roll out)",
                 p.to
@@ -182,15 +183,17 @@ pub async fn run(args: &Args) -> Result<(), Error> {
 async fn cluster_deployments(
     conn: &Conn,
     ar: &kube::api::ApiResource,
-    t: &Target,
+    t: &ControlPlane,
 ) -> Result<Vec<Value>, Error> {
     let cluster = t.cluster_name().unwrap_or_else(|| t.name.clone());
     let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
-    Ok(common::list(conn, ar, Some(&t.namespace), Some(&selector))
-        .await?
-        .iter()
-        .map(object_json)
-        .collect())
+    Ok(
+        shared::api::list(conn, ar, Some(&t.namespace), Some(&selector))
+            .await?
+            .iter()
+            .map(object_json)
+            .collect(),
+    )
 }
 
 /// One control-plane step, numbered for its progress line.
@@ -217,13 +220,13 @@ async fn wait_step(
         .interval(Duration::from_millis(500))
         .on(progress)
         .until(|| async move {
-            let t = common::resolve(conn, apis, at.name).await?;
+            let t = control_plane::resolve(conn, apis, at.name).await?;
             let kcp = t.kcp.clone().unwrap_or(Value::Null);
             let running = plan::current_version(&kcp, t.tcp.as_ref()).unwrap_or_default();
             let phase = t
                 .tcp
                 .as_ref()
-                .and_then(common::tcp_phase)
+                .and_then(tenant_status::tcp_phase)
                 .unwrap_or_default();
             if running == at.to && fields::control_plane_ready(&kcp) && phase == "Ready" {
                 return Ok(Poll::Ready(()));

@@ -2,9 +2,8 @@
 //! Cluster owning the ones after it), the deferred OpenStackCluster once Kamaji announces the
 //! endpoint, and the printing of what was applied.
 
-use cli::OutputFormat;
-use serde_json::Value;
-use shared::build::kamaji::{self, Built, CreateSpec, fill_openstack_endpoint};
+use cli::{DryRun, OutputFormat};
+use shared::build::kamaji::{Built, CreateSpec, fill_openstack_endpoint};
 use shared::discovery::ServerApis;
 use shared::discovery::fields::object_json;
 use shared::error::Error;
@@ -12,7 +11,7 @@ use shared::render;
 
 use super::wait::wait_endpoint;
 use super::{Args, print_objects};
-use crate::common::{self, DryRun};
+use crate::common::writes;
 
 /// `--dry-run=client`: prints every object, the deferred OpenStackCluster included.
 pub(super) fn print_client_dry_run(
@@ -27,36 +26,6 @@ pub(super) fn print_client_dry_run(
         ));
     }
     print_objects(&args.output, &built.all(), "created (dry run)")
-}
-
-/// Applies the objects in order; once the Cluster exists, it owns the objects after it.
-pub(crate) async fn apply_objects(
-    conn: &cli::Conn,
-    apis: &ServerApis,
-    name: &str,
-    objects: &[Value],
-    server_dry: bool,
-    force_conflicts: bool,
-) -> Result<Vec<Value>, Error> {
-    let mut applied = Vec::new();
-    let mut cluster_owner: Option<(String, String)> = None;
-    for o in objects {
-        let mut o = o.clone();
-        if let Some((api_version, uid)) = &cluster_owner {
-            kamaji::own_by_cluster(&mut o, api_version, name, uid);
-        }
-        let r = common::apply(conn, apis, &o, server_dry, force_conflicts).await?;
-        if o["kind"] == "Cluster" {
-            cluster_owner = r.metadata.uid.clone().map(|uid| {
-                (
-                    o["apiVersion"].as_str().unwrap_or_default().to_string(),
-                    uid,
-                )
-            });
-        }
-        applied.push(object_json(&r));
-    }
-    Ok(applied)
 }
 
 /// Applies the objects (server dry run: all of them, the deferred OpenStackCluster included;
@@ -77,7 +46,7 @@ pub(super) async fn apply(
     if !server_dry {
         // The server validates every object first (a dry run of the same applies, webhooks and
         // admission policies included), so a refusal of the last one leaves nothing behind.
-        apply_objects(
+        writes::apply_objects(
             conn,
             apis,
             &spec.name,
@@ -87,7 +56,7 @@ pub(super) async fn apply(
         )
         .await?;
     }
-    let mut applied = apply_objects(
+    let mut applied = writes::apply_objects(
         conn,
         apis,
         &spec.name,
@@ -115,7 +84,7 @@ pub(super) async fn apply(
     if let Some(mut osc) = built.deferred.clone() {
         let (host, port) = wait_endpoint(conn, apis, &spec.name, args.timeout).await?;
         fill_openstack_endpoint(&mut osc, &host, port);
-        let r = common::apply(conn, apis, &osc, false, args.force_conflicts).await?;
+        let r = writes::apply(conn, apis, &osc, false, args.force_conflicts).await?;
         applied.push(object_json(&r));
         if human {
             print_objects(

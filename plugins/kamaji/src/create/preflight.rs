@@ -7,8 +7,6 @@ use shared::discovery::fields::object_json;
 use shared::discovery::{KAMAJI_GROUP, ServerApis};
 use shared::error::Error;
 
-use crate::common;
-
 pub(super) async fn check_datastore(
     conn: &cli::Conn,
     apis: &ServerApis,
@@ -22,7 +20,7 @@ pub(super) async fn check_datastore(
         ));
     };
     let ar = k.resource(k.version());
-    if common::get_opt(conn, &ar, None, name).await?.is_some() {
+    if shared::api::get_opt(conn, &ar, None, name).await?.is_some() {
         return Ok(());
     }
     let names = shared::api::list_names(conn, &ar, None)
@@ -55,7 +53,7 @@ pub(super) async fn cluster_class(
     class: &str,
 ) -> Result<kamaji::ClassInfo, Error> {
     let ar = apis.capi_kind("ClusterClass")?;
-    if let Some(c) = common::get_opt(conn, &ar, Some(ns), class).await? {
+    if let Some(c) = shared::api::get_opt(conn, &ar, Some(ns), class).await? {
         return Ok(kamaji::ClassInfo::read(&object_json(&c)));
     }
     let names = shared::api::list_names(conn, &ar, Some(ns))

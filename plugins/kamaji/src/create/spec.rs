@@ -10,7 +10,7 @@ use shared::build::kube_proxy::KubeProxyMode;
 use shared::error::Error;
 
 use super::Args;
-use crate::spec_flags::base_spec;
+use crate::common::spec_flags::base_spec;
 
 /// Reads `--cni-manifest FILE` (`-` for stdin) through the one bounded reader: at most the
 /// size `create` accepts, and a pipe or FIFO that sends nothing is given up.
@@ -84,7 +84,7 @@ pub(super) async fn download_calico() -> Result<CniManifest, Error> {
 }
 
 /// The create spec from the flags (no I/O but the values file).
-pub(crate) fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Error> {
+pub(super) fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Error> {
     let infrastructure = args
         .infrastructure
         .as_deref()

@@ -15,7 +15,9 @@ use shared::error::Error;
 use shared::plan::workers::WorkerProgress;
 use shared::render::{self, Poll};
 
-use crate::common::{self, Target};
+use crate::common::control_plane::{self, ControlPlane};
+use crate::common::tenant_kubeconfig;
+use crate::common::tenant_status;
 
 pub(super) async fn wait_endpoint(
     conn: &cli::Conn,
@@ -28,14 +30,14 @@ pub(super) async fn wait_endpoint(
         timeout,
         Duration::from_millis(500),
         || async move {
-            let t = match common::resolve(conn, apis, name).await {
+            let t = match control_plane::resolve(conn, apis, name).await {
                 Ok(t) => t,
                 Err(Error::NotFound { .. }) => {
                     return Ok(Poll::Pending("KamajiControlPlane not found yet".into()));
                 }
                 Err(e) => return Err(e),
             };
-            Ok(match common::endpoint(&t) {
+            Ok(match tenant_status::endpoint(&t) {
                 Some(ep) => Poll::Ready(ep),
                 None => Poll::Pending(phase_text(&t)),
             })
@@ -44,22 +46,22 @@ pub(super) async fn wait_endpoint(
     .await
 }
 
-fn phase_text(t: &Target) -> String {
+fn phase_text(t: &ControlPlane) -> String {
     match &t.tcp {
         None => "control plane provisioning: no TenantControlPlane yet (is the reconciler running? kubectl kamaji install)".into(),
         Some(tcp) => format!(
             "control plane provisioning: TenantControlPlane {}",
-            common::tcp_phase(tcp).unwrap_or_else(|| "has no status yet (is Kamaji running?)".into())
+            tenant_status::tcp_phase(tcp).unwrap_or_else(|| "has no status yet (is Kamaji running?)".into())
         ),
     }
 }
 
 /// Why a control plane with an endpoint is not ready yet (phase 3/4), or `None` when it is.
-fn control_plane_pending(t: &Target, host: &str, port: u16) -> Option<String> {
+fn control_plane_pending(t: &ControlPlane, host: &str, port: u16) -> Option<String> {
     let kcp = t.kcp.clone().unwrap_or(Value::Null);
     let ready = match &t.kcp {
         Some(k) => fields::control_plane_ready(k),
-        None => t.tcp.as_ref().and_then(common::tcp_phase).as_deref() == Some("Ready"),
+        None => t.tcp.as_ref().and_then(tenant_status::tcp_phase).as_deref() == Some("Ready"),
     };
     if ready {
         return None;
@@ -71,7 +73,7 @@ fn control_plane_pending(t: &Target, host: &str, port: u16) -> Option<String> {
         .or_else(|| {
             t.tcp
                 .as_ref()
-                .and_then(common::tcp_phase)
+                .and_then(tenant_status::tcp_phase)
                 .map(|p| format!("TenantControlPlane {p}"))
         })
         .unwrap_or_default();
@@ -85,13 +87,13 @@ fn control_plane_pending(t: &Target, host: &str, port: u16) -> Option<String> {
 /// and the admin kubeconfig is Forbidden. `Some` says which phase is still running.
 async fn tenant_pending(
     conn: &cli::Conn,
-    t: &Target,
+    t: &ControlPlane,
     admin_ok: &AtomicBool,
     host: &str,
     port: u16,
 ) -> Option<String> {
     let tcp = t.tcp.as_ref()?;
-    if !common::bootstrap_token_phase_done(tcp) {
+    if !tenant_status::bootstrap_token_phase_done(tcp) {
         return Some(format!(
             "3/4 control plane ready (endpoint {host}:{port} assigned): Kamaji is running its kubeadm phases in the tenant (bootstrap token)"
         ));
@@ -100,7 +102,7 @@ async fn tenant_pending(
         return None;
     }
     let check = async {
-        let a = crate::token::tenant_admin(conn, t).await.ok()?;
+        let a = tenant_kubeconfig::tenant_admin(conn, t).await.ok()?;
         kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(a.client)
             .get("kube-system")
             .await
@@ -126,7 +128,7 @@ async fn tenant_pending(
 /// and Ready (NodeReady).
 async fn worker_progress(
     conn: &cli::Conn,
-    t: &Target,
+    t: &ControlPlane,
     name: &str,
     md_ar: Option<&ApiResource>,
     machine_ar: Option<&ApiResource>,
@@ -135,7 +137,7 @@ async fn worker_progress(
     let mut md_ready = 0;
     let sel = format!("{}={name}", kamaji::CLUSTER_NAME_LABEL);
     if let Some(ar) = md_ar {
-        for md in common::list(conn, ar, Some(&t.namespace), Some(&sel)).await? {
+        for md in shared::api::list(conn, ar, Some(&t.namespace), Some(&sel)).await? {
             let r = fields::replicas(&object_json(&md));
             want += r.desired.unwrap_or(0);
             md_ready += r.ready.unwrap_or(0);
@@ -144,7 +146,7 @@ async fn worker_progress(
     let mut machines = Vec::new();
     if let Some(ar) = machine_ar.filter(|_| want > 0) {
         let sel = format!("{sel},{DEPLOYMENT_NAME_LABEL}");
-        machines = common::list(conn, ar, Some(&t.namespace), Some(&sel))
+        machines = shared::api::list(conn, ar, Some(&t.namespace), Some(&sel))
             .await?
             .iter()
             .map(object_json)
@@ -170,7 +172,7 @@ impl ReadyWait<'_> {
     /// One poll of the four phases.
     async fn poll(&self) -> Result<Poll<String>, Error> {
         let (conn, name) = (self.conn, self.name);
-        let t = match common::resolve(conn, self.apis, name).await {
+        let t = match control_plane::resolve(conn, self.apis, name).await {
             Ok(t) => t,
             Err(Error::NotFound { .. }) => {
                 return Ok(Poll::Pending(
@@ -179,7 +181,7 @@ impl ReadyWait<'_> {
             }
             Err(e) => return Err(e),
         };
-        let Some((host, port)) = common::endpoint(&t) else {
+        let Some((host, port)) = tenant_status::endpoint(&t) else {
             return Ok(Poll::Pending(format!("1/4 {}", phase_text(&t))));
         };
         if let Some(why) = control_plane_pending(&t, &host, port) {

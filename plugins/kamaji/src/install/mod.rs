@@ -2,7 +2,7 @@
 //! its CRDs, RBAC and Deployment, from the reconciler's own manifests.
 
 use clap::Args as ClapArgs;
-use cli::{Conn, KubeFlags, OutputFlags, OutputFormat};
+use cli::{Conn, DryRun, KubeFlags, OutputFlags, OutputFormat};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
@@ -18,7 +18,7 @@ use shared::render::display_name;
 
 use kcore::kcp::install as manifests;
 
-use crate::common::{self, DryRun};
+use crate::common::terminal;
 
 mod image_ref;
 
@@ -381,7 +381,7 @@ async fn apply_all(
 }
 
 pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
-    if !args.yes && !common::stdin_is_tty() {
+    if !args.yes && !terminal::stdin_is_tty() {
         return Err(Error::Usage {
             message: "refusing to uninstall without confirmation: stdin is not a terminal".into(),
             hint: Some("pass --yes".into()),
@@ -394,7 +394,7 @@ pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
         refuse_while_clusters_remain(&conn, &apis).await?;
     }
     if let Some(ar) = apis.kamaji_control_plane() {
-        let kcps = common::list(&conn, &ar, None, None).await?;
+        let kcps = shared::api::list(&conn, &ar, None, None).await?;
         if !kcps.is_empty() && !args.force {
             let names: Vec<String> = kcps
                 .iter()

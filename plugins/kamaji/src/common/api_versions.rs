@@ -1,12 +1,13 @@
-//! The API versions `create` writes each object at: what the server serves, with the contract
-//! labels of each provider's CRDs (clusterctl's rule), or the newest known ones offline.
+//! The API versions `create` and `generate clusterclass` write each object at: what the server
+//! serves, with the contract labels of each provider's CRDs (clusterctl's rule), or the newest
+//! known ones offline.
 
 use shared::build::cni;
 use shared::build::kamaji::{self, CreateSpec, Infrastructure, Versions};
 use shared::discovery::{BOOTSTRAP_GROUP, CapiVersion, INFRASTRUCTURE_GROUP, ServerApis};
 use shared::error::Error;
 
-use crate::common;
+use super::control_plane::{kcp_resource, tcp_resource};
 
 /// The KamajiControlPlane version: served, else (client dry run) the one matching Cluster API's.
 fn kcp_version(apis: &ServerApis, capi: CapiVersion, client_only: bool) -> Result<String, Error> {
@@ -16,7 +17,7 @@ fn kcp_version(apis: &ServerApis, capi: CapiVersion, client_only: bool) -> Resul
             CapiVersion::V1Beta2 => "v1alpha2".into(),
             CapiVersion::V1Beta1 => "v1alpha1".into(),
         },
-        None => common::kcp_resource(apis)?.version,
+        None => kcp_resource(apis)?.version,
     })
 }
 
@@ -104,7 +105,7 @@ fn addons_version(
 
 /// The versions to write, from discovery. Kinds not served fall back to the newest shape
 /// for `--dry-run=client` only; otherwise they are "not installed".
-pub(crate) fn versions(
+pub fn versions(
     apis: &ServerApis,
     spec: &CreateSpec,
     cni_choice_calico: bool,
@@ -114,7 +115,7 @@ pub(crate) fn versions(
     let capi = apis.require_capi()?;
     let kcp = kcp_version(apis, capi, client_only)?;
     if apis.tenant_control_plane().is_none() && !client_only {
-        common::tcp_resource(apis)?;
+        tcp_resource(apis)?;
     }
     let bootstrap = bootstrap_version(apis, capi, infra, client_only)?;
     let installer = installer_version(apis, spec, infra, client_only)?;

@@ -15,7 +15,9 @@ use shared::discovery::fields::{self, Condition, object_json};
 use shared::error::{Error, Op};
 use shared::render::Printer;
 
-use crate::common::{self, Target};
+use crate::common::control_plane::{self, ControlPlane};
+use crate::common::control_plane_row::ControlPlaneRow;
+use crate::common::secrets;
 
 mod render;
 
@@ -170,7 +172,7 @@ async fn owning_cluster(
 ) -> Result<(Option<String>, Option<Value>), Error> {
     if let Some(c) = cluster
         && let Ok(ar) = apis.cluster()
-        && let Some(obj) = common::get_opt(conn, &ar, Some(ns), c).await?
+        && let Some(obj) = shared::api::get_opt(conn, &ar, Some(ns), c).await?
     {
         let v = object_json(&obj);
         let infrastructure =
@@ -199,7 +201,7 @@ async fn cluster_upgrade(
 }
 
 /// Hints about what is missing around the control plane: its Cluster, its TenantControlPlane.
-fn ownership_hints(t: &Target, cluster: Option<&str>) -> Vec<String> {
+fn ownership_hints(t: &ControlPlane, cluster: Option<&str>) -> Vec<String> {
     let mut hints = Vec::new();
     if t.kcp.is_some() && cluster.is_none() {
         hints.push(format!(
@@ -311,7 +313,7 @@ async fn certificates(conn: &Conn, ns: &str, tcp_name: &str) -> Result<Vec<CertR
     let mut certificates = Vec::new();
     for suffix in CERT_SECRETS {
         let name = format!("{tcp_name}-{suffix}");
-        if let Some((_, data)) = common::secret_data(conn, ns, &name).await? {
+        if let Some((_, data)) = secrets::secret_data(conn, ns, &name).await? {
             certificates.extend(secret_certificates(&name, &data, now));
         }
     }
@@ -351,7 +353,7 @@ async fn workers(
     if let Some(c) = cluster
         && let Ok(ar) = apis.capi_kind("MachineDeployment")
     {
-        for md in common::list(
+        for md in shared::api::list(
             conn,
             &ar,
             Some(ns),
@@ -376,7 +378,11 @@ async fn workers(
 }
 
 /// Hints about the control plane's state: asleep at 0 replicas, its Cluster paused.
-fn state_hints(t: &Target, row: &crate::list::Row, cluster_obj: Option<&Value>) -> Vec<String> {
+fn state_hints(
+    t: &ControlPlane,
+    row: &ControlPlaneRow,
+    cluster_obj: Option<&Value>,
+) -> Vec<String> {
     let mut hints = Vec::new();
     if row.desired_replicas == 0 {
         hints.push(format!("the control plane is asleep (0 replicas): kubectl kamaji scale {} --replicas 2 wakes it", t.name));
@@ -393,8 +399,8 @@ fn state_hints(t: &Target, row: &crate::list::Row, cluster_obj: Option<&Value>) 
 }
 
 fn summary(
-    t: &Target,
-    row: crate::list::Row,
+    t: &ControlPlane,
+    row: ControlPlaneRow,
     cluster: Option<String>,
     infrastructure: Option<String>,
 ) -> Summary {
@@ -426,13 +432,13 @@ fn summary(
     }
 }
 
-pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Status, Error> {
+pub async fn collect(conn: &Conn, apis: &ServerApis, t: &ControlPlane) -> Result<Status, Error> {
     let ns = t.namespace.as_str();
     let kcp = t.kcp.as_ref().unwrap_or(&Value::Null);
     let tcp = t.tcp.as_ref().unwrap_or(&Value::Null);
     let tcp_name = t.tcp_name();
     let cluster = t.cluster_name();
-    let row = crate::list::row(t.kcp.as_ref(), t.tcp.as_ref());
+    let row = ControlPlaneRow::of(t.kcp.as_ref(), t.tcp.as_ref());
 
     let (owner, upgrade) = tokio::join!(
         owning_cluster(conn, apis, ns, cluster.as_deref()),
@@ -464,7 +470,7 @@ pub async fn collect(conn: &Conn, apis: &ServerApis, t: &Target) -> Result<Statu
 pub async fn run(args: &Args) -> Result<(), Error> {
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
-    let t = common::resolve(&conn, &apis, &args.name).await?;
+    let t = control_plane::resolve(&conn, &apis, &args.name).await?;
     let status = collect(&conn, &apis, &t).await?;
     Printer::new(&args.output).print(&status)
 }

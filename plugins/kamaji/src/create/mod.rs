@@ -1,14 +1,14 @@
 //! `kubectl kamaji create NAME`: a Kamaji-hosted cluster in one command.
 //!
 //! Parse ([`spec`]: the flags into a `CreateSpec`), plan (`plan`: the builders in `kcore`, in
-//! the versions the server serves ([`versions`]), after the [`preflight`] checks), apply
-//! ([`apply`]) and, with `--wait`, [`wait`].
+//! the versions the server serves (`common::api_versions`), after the [`preflight`] checks),
+//! apply ([`apply`]) and, with `--wait`, [`wait`].
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
-use cli::{KubeFlags, OutputFlags, parse_duration};
+use cli::{DryRun, KubeFlags, OutputFlags, parse_duration};
 use serde_json::Value;
 use shared::build::cni::CniKind;
 use shared::build::kamaji::{
@@ -18,20 +18,18 @@ use shared::discovery::ServerApis;
 use shared::error::Error;
 use shared::render::{self};
 
-use crate::common::{self, DryRun};
-use crate::spec_flags::{ControlPlaneFlags, InfraFlags, MachineFlags};
+use crate::common::api_versions::versions;
+use crate::common::control_plane;
+use crate::common::spec_flags::{ControlPlaneFlags, InfraFlags, MachineFlags};
+use crate::common::tenant_status;
 
 mod apply;
 mod preflight;
 mod spec;
-mod versions;
 mod wait;
-pub(crate) use apply::apply_objects;
 use apply::{apply, print_client_dry_run};
 use preflight::{check_datastore, check_endpoint_unused, cluster_class};
-pub(crate) use spec::spec_from;
-use spec::{cni_choice, download_calico};
-pub(crate) use versions::versions;
+use spec::{cni_choice, download_calico, spec_from};
 use wait::wait_ready;
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -182,8 +180,8 @@ async fn plan(
     // OpenStack without an address: use Kamaji's endpoint if it is already known (a re-run).
     if let Some(osc) = built.deferred.as_mut()
         && !client_only
-        && let Ok(t) = common::resolve(conn, apis, &spec.name).await
-        && let Some((host, port)) = common::endpoint(&t)
+        && let Ok(t) = control_plane::resolve(conn, apis, &spec.name).await
+        && let Some((host, port)) = tenant_status::endpoint(&t)
     {
         fill_openstack_endpoint(osc, &host, port);
         built.objects.insert(1, osc.clone());

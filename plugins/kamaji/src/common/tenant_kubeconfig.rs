@@ -1,0 +1,124 @@
+//! The tenant cluster's admin kubeconfig, as Kamaji keeps it in a Secret: the Secret's name,
+//! its text, and a client of the tenant cluster made from it.
+
+use std::time::Duration;
+
+use base64::Engine;
+use cli::Conn;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::Value;
+use shared::discovery::fields;
+use shared::error::{Error, Op, Target};
+
+use super::control_plane::ControlPlane;
+use super::secrets::secret_data;
+
+/// The admin kubeconfig Secret of a TenantControlPlane: from its status, else `<tcp>-admin-kubeconfig`.
+pub fn admin_secret_name(cp: &ControlPlane) -> String {
+    cp.tcp
+        .as_ref()
+        .and_then(|tcp| fields::at(tcp, &["status", "kubeconfig", "admin", "secretName"]))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{}-admin-kubeconfig", cp.tcp_name()))
+}
+
+/// Reads the tenant's admin kubeconfig text.
+pub async fn admin_kubeconfig(conn: &Conn, cp: &ControlPlane, key: &str) -> Result<String, Error> {
+    let secret = admin_secret_name(cp);
+    let Some((_, data)) = secret_data(conn, &cp.namespace, &secret).await? else {
+        return Err(Error::Other {
+            message: format!(
+                "Secret \"{secret}\" not found in namespace \"{}\": the control plane has no kubeconfig yet",
+                cp.namespace
+            ),
+            hint: Some(format!(
+                "wait until it is ready (kubectl kamaji status {})",
+                cp.name
+            )),
+        });
+    };
+    let bytes = data.get(key).ok_or_else(|| {
+        let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+        Error::Usage {
+            message: format!("Secret \"{secret}\" has no key {key:?}"),
+            hint: Some(format!("use --secret-key with one of: {}", keys.join(", "))),
+        }
+    })?;
+    String::from_utf8(bytes.clone())
+        .map_err(|_| Error::other(format!("Secret \"{secret}\" key {key} is not text")))
+}
+
+/// A client of the tenant cluster as its admin (Kamaji's `admin.conf`), with the server URL and
+/// the CA it names.
+pub struct TenantAdmin {
+    pub client: kube::Client,
+    pub target: Target,
+    pub server: String,
+    pub ca: Vec<u8>,
+}
+
+pub async fn tenant_admin(conn: &Conn, cp: &ControlPlane) -> Result<TenantAdmin, Error> {
+    let text = admin_kubeconfig(conn, cp, "admin.conf").await?;
+    let kc_value = shared::kubeconfig::parse(&text, "the tenant admin kubeconfig")?;
+    let current = kc_value["current-context"].as_str().unwrap_or_default();
+    let ctx = kc_value["contexts"]
+        .as_array()
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c["name"] == current)
+                .or_else(|| cs.first())
+        })
+        .cloned()
+        .unwrap_or_default();
+    let cluster = kc_value["clusters"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == ctx["context"]["cluster"]))
+        .cloned()
+        .unwrap_or_default();
+    let server = cluster["cluster"]["server"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ca_b64 = cluster["cluster"]["certificate-authority-data"]
+        .as_str()
+        .unwrap_or_default();
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(ca_b64)
+        .map_err(|_| Error::Other {
+            message: "the tenant admin kubeconfig has no readable certificate-authority-data"
+                .into(),
+            hint: Some(format!(
+                "check Secret {} (kubectl kamaji kubeconfig get {})",
+                admin_secret_name(cp),
+                cp.name
+            )),
+        })?;
+
+    // The tenant cluster's API.
+    let kc = Kubeconfig::from_yaml(&text).map_err(|e| Error::Other {
+        message: format!("the tenant admin kubeconfig is not valid: {e}"),
+        hint: None,
+    })?;
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error::Other {
+            message: format!("the tenant admin kubeconfig: {e}"),
+            hint: None,
+        })?;
+    // A tenant that accepts connections but does not answer must not hang a command.
+    config.connect_timeout = Some(Duration::from_secs(10));
+    config.read_timeout = Some(Duration::from_secs(30));
+    let tenant_target = Target {
+        context: format!("tenant {}", cp.name),
+        server: server.clone(),
+    };
+    let client = kube::Client::try_from(config)
+        .map_err(|e| shared::error::from_kube(e, &tenant_target, &Op::default()))?;
+    Ok(TenantAdmin {
+        client,
+        target: tenant_target,
+        server,
+        ca,
+    })
+}
