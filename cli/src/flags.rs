@@ -243,7 +243,7 @@ impl From<&OutputFlags> for OutputOptions {
 }
 
 /// The longest template file `-o jsonpath-file=` or `custom-columns-file=` reads.
-const MAX_TEMPLATE_FILE: usize = kcore::jsonpath::MAX_TEMPLATE_BYTES;
+const MAX_TEMPLATE_FILE: usize = shared::render::jsonpath::MAX_TEMPLATE_BYTES;
 
 /// Bounded in bytes whatever the file is, and in time when it is a FIFO or a pipe
 /// ([`shared::input`]): `-o jsonpath-file=FIFO` with no writer fails in one line.
@@ -262,7 +262,7 @@ fn read_template_file(kind: &str, path: &str) -> Result<String, String> {
 /// `-o`: a name from the render layer's one list, or kubectl's templated forms, parsed (and
 /// template files read) here so a bad template is a usage error before any request.
 pub fn parse_output(s: &str) -> Result<OutputFormat, String> {
-    use kcore::jsonpath::{Columns, Template};
+    use shared::render::jsonpath::{Columns, Template};
     if let Some((f, _, _)) = OutputFormat::ALL.iter().find(|(_, n, _)| *n == s) {
         return Ok(f.clone());
     }
@@ -278,7 +278,7 @@ pub fn parse_output(s: &str) -> Result<OutputFormat, String> {
             }
         )
     };
-    let e = |e: kcore::jsonpath::TemplateError| e.to_string();
+    let e = |e: shared::render::jsonpath::TemplateError| e.to_string();
     match kind {
         "jsonpath" if arg.is_empty() => Err(needs("a template")),
         "jsonpath" => Template::parse(arg).map(OutputFormat::JsonPath).map_err(e),

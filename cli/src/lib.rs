@@ -11,6 +11,7 @@
 //! `shared::render::Printer::new(&args.output)`.
 
 pub mod complete;
+pub mod completion_shim;
 pub mod flags;
 pub mod harness;
 pub mod kubeconfig_flags;

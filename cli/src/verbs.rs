@@ -326,10 +326,10 @@ complete -c @EXE@ -f -a '(__@FUNC@)'
         Ok(())
     }
 
-    /// `completion install`: parse (the directory) → plan ([`kcore::plan::completion::plan_shim`]
+    /// `completion install`: parse (the directory) → plan ([`crate::completion_shim::plan_shim`]
     /// over what is at the path) → write atomically → one line.
     fn install(program: &Program, args: &Args) -> Result<(), Error> {
-        use kcore::plan::completion::{ShimAction, plan_shim, shim_name, shim_script};
+        use crate::completion_shim::{ShimAction, plan_shim, shim_name, shim_script};
         let plugin = &program.plugin;
         let dir = match &args.dir {
             Some(d) => d.clone(),
@@ -358,7 +358,7 @@ complete -c @EXE@ -f -a '(__@FUNC@)'
         let verb = match action {
             ShimAction::Unchanged => "unchanged",
             ShimAction::Create | ShimAction::Replace { .. } => {
-                if matches!(existing, kcore::plan::completion::Existing::Symlink { .. }) {
+                if matches!(existing, crate::completion_shim::Existing::Symlink { .. }) {
                     // persist() would replace the link itself, but remove it first so an
                     // unwritable link target can never be written through.
                     std::fs::remove_file(&path).map_err(|e| {
@@ -414,8 +414,8 @@ complete -c @EXE@ -f -a '(__@FUNC@)'
     }
 
     /// What is at `path`, without following a link.
-    fn existing_at(path: &std::path::Path) -> kcore::plan::completion::Existing {
-        use kcore::plan::completion::Existing;
+    fn existing_at(path: &std::path::Path) -> crate::completion_shim::Existing {
+        use crate::completion_shim::Existing;
         // The shim is a few hundred bytes: a bigger file is not ours, and is not read whole.
         const MAX_SHIM_BYTES: u64 = 64 * 1024;
         match std::fs::symlink_metadata(path) {

@@ -17,7 +17,6 @@ pub mod error;
 pub mod fields;
 pub mod groups;
 pub mod json;
-pub mod jsonpath;
 pub mod kcp;
 pub mod labels;
 pub mod names;

@@ -4,7 +4,6 @@
 //! contract version and BYOH fork works), outputs are plain `Serialize` structs that the render
 //! code prints as tables, JSON or YAML.
 
-pub mod completion;
 pub mod hosts;
 pub mod kamaji;
 pub mod scale;

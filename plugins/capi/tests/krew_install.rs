@@ -406,5 +406,5 @@ fn krew_installs_upgrades_and_keeps_completion() {
 
 /// The shim `completion install` writes (the test reads it from the core, which defines it).
 fn kcore_shim(plugin: &str) -> String {
-    kcore::plan::completion::shim_script(plugin)
+    cli::completion_shim::shim_script(plugin)
 }

@@ -30,9 +30,9 @@ pub enum OutputFormat {
     /// kind.group/name, one a line
     Name,
     /// `jsonpath=TEMPLATE` or `jsonpath-file=FILE`: kubectl's JSONPath over the `-o json` form
-    JsonPath(kcore::jsonpath::Template),
+    JsonPath(jsonpath::Template),
     /// `custom-columns=HEADER:PATH,…` or `custom-columns-file=FILE`: a table of those columns
-    CustomColumns(kcore::jsonpath::Columns),
+    CustomColumns(jsonpath::Columns),
 }
 
 impl OutputFormat {
@@ -346,7 +346,7 @@ impl Printer {
 
 /// A template that fails on the data (an index outside its array), as kubectl reports it
 /// (exit 1): the template parsed, so it is the data that does not fit.
-fn jsonpath_error(format: &str, e: &kcore::jsonpath::TemplateError) -> Error {
+fn jsonpath_error(format: &str, e: &jsonpath::TemplateError) -> Error {
     Error::Other {
         message: format!("-o {format}: {e}"),
         hint: Some(
@@ -508,6 +508,7 @@ pub fn completions(candidates: &[String], directive: u32) {
     raw(completions_text(candidates, directive).as_bytes());
 }
 
+pub mod jsonpath;
 mod progress;
 mod table;
 pub use progress::{Backoff, Fault, Poll, Progress, Wait, classify, wait_until};
@@ -658,12 +659,12 @@ mod tests {
             items: vec!["a".into(), "b".into()],
             api_version: "v9".into(),
         };
-        let t = kcore::jsonpath::Template::parse("{.items[*]} {.apiVersion}").unwrap();
+        let t = jsonpath::Template::parse("{.items[*]} {.apiVersion}").unwrap();
         assert_eq!(
             printer(OutputFormat::JsonPath(t)).format(&v).unwrap(),
             "a b v9"
         );
-        let c = kcore::jsonpath::Columns::parse("N:@,V:$.apiVersion").unwrap();
+        let c = jsonpath::Columns::parse("N:@,V:$.apiVersion").unwrap();
         assert_eq!(
             printer(OutputFormat::CustomColumns(c)).format(&v).unwrap(),
             "N   V\na   v9\nb   v9\n"

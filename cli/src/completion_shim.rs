@@ -1,4 +1,4 @@
-//! `completion install`: the kubectl completion shim (`kubectl_complete-<plugin>`) and what to do
+//! `completion install`'s plan (pure): the kubectl completion shim (`kubectl_complete-<plugin>`) and what to do
 //! with whatever already sits at its path.
 //!
 //! kubectl (1.26 and later) completes `kubectl <plugin> …` by running an executable named
