@@ -125,14 +125,57 @@ pub struct HostCheck {
     pub ok: bool,
 }
 
+/// The object whose replicas a step changes. On a ClusterClass cluster the patch goes to the
+/// Cluster's topology while this names the generated object, or, before the topology
+/// controller has created it, the topology entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScaleTarget {
+    /// An object that exists: a control plane or a MachineDeployment.
+    Object { kind: String, name: String },
+    /// A ClusterClass cluster's control plane, not created yet.
+    TopologyControlPlane,
+    /// A ClusterClass cluster's `machineDeployments` entry `name`, whose MachineDeployment does
+    /// not exist yet (once it does, it carries [`TOPOLOGY_DEPLOYMENT_LABEL`] with that name).
+    TopologyDeployment { name: String },
+}
+
+impl ScaleTarget {
+    /// The existing object `v`.
+    fn of(v: &Value) -> ScaleTarget {
+        ScaleTarget::Object {
+            kind: json::kind(v).to_string(),
+            name: json::name(v).to_string(),
+        }
+    }
+}
+
+/// `Kind/name`, `ControlPlane (topology)` or `MachineDeployment (topology NAME)`: how steps,
+/// findings and waits name the target, and how the plan serializes it.
+impl std::fmt::Display for ScaleTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScaleTarget::Object { kind, name } => write!(f, "{kind}/{name}"),
+            ScaleTarget::TopologyControlPlane => f.write_str("ControlPlane (topology)"),
+            ScaleTarget::TopologyDeployment { name } => {
+                write!(f, "MachineDeployment (topology {name})")
+            }
+        }
+    }
+}
+
+impl Serialize for ScaleTarget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// One scale step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ScaleStep {
     pub role: Role,
-    /// `Kind/name` of the object whose replicas change (for topology clusters, the generated
-    /// object, while the patch goes to the Cluster).
-    pub target: String,
+    /// The object whose replicas change (serialized as its display text, `Kind/name`).
+    pub target: ScaleTarget,
     pub from: Option<i64>,
     pub to: i64,
     pub patch: ObjectPatch,
@@ -216,10 +259,6 @@ fn released_hosts(plan: &mut ScalePlan) {
 /// The `apiVersion` of an object, or a fallback.
 fn api_version(v: &Value, fallback: &str) -> String {
     str_at(v, &["apiVersion"]).unwrap_or(fallback).to_string()
-}
-
-fn kind_name(v: &Value) -> String {
-    format!("{}/{}", json::kind(v), json::name(v))
 }
 
 fn replicas_patch(obj: &Value, from: Option<i64>, n: i64, scale_subresource: bool) -> ObjectPatch {

@@ -10,23 +10,26 @@
 //! Our cluster-level verbs (`restart CLUSTER`, `pause CLUSTER`) remain the everyday forms.
 
 use clap::{Args as ClapArgs, Subcommand};
-use cli::KubeFlags;
+use cli::{DryRun, KubeFlags};
+use kcore::json::nest;
 use serde_json::{Value, json};
 use shared::discovery::{CapiVersion, ServerApis, fields};
 use shared::error::Error;
 
-use crate::day2::{DryRun, FIELD_MANAGER, display_name, nest, rollout_time};
+use crate::common::names::display_name;
+use crate::common::time::rollout_time;
+use crate::common::writes::FIELD_MANAGER;
 
 const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
     #[command(subcommand)]
-    pub what: What,
+    pub what: AlphaCommand,
 }
 
 #[derive(Subcommand, Clone, Debug)]
-pub enum What {
+pub enum AlphaCommand {
     /// clusterctl alpha rollout: restart, pause or resume a MachineDeployment or KubeadmControlPlane
     Rollout(RolloutArgs),
 }
@@ -101,7 +104,7 @@ fn is_paused(kind: &str, obj: &Value) -> bool {
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    let What::Rollout(r) = &args.what;
+    let AlphaCommand::Rollout(r) = &args.what;
     let (a, verb) = match &r.action {
         Action::Restart(a) => (a, "restart"),
         Action::Pause(a) => (a, "pause"),

@@ -17,18 +17,20 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
-use cli::KubeFlags;
+use cli::{DryRun, KubeFlags};
 use kube::api::DeleteParams;
 use kube::discovery::ApiResource;
 use serde_json::Value;
 use shared::discovery::{INFRASTRUCTURE_GROUP, fields};
 use shared::error::{Error, Op};
-use shared::plan::hosts::Inventory;
 use shared::plan::teardown as plan;
 use shared::render::Poll;
 use shared::teardown;
 
-use crate::day2::{DryRun, Target, display_name, name_of};
+use crate::common::cluster::ClusterHandle;
+use crate::common::host_pool::{HostLists, inventory_lists};
+use crate::common::names::{display_name, name_of};
+use crate::common::writes::FIELD_MANAGER;
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(after_help = "Examples:
@@ -63,9 +65,9 @@ pub fn context_name(cluster: &str) -> String {
 }
 
 /// The BYOH lists (hosts, ByoMachines, Machines, Clusters), when BYOH is installed.
-async fn byoh_lists(t: &Target) -> Result<Option<[Vec<Value>; 4]>, Error> {
+async fn byoh_lists(t: &ClusterHandle) -> Result<Option<HostLists>, Error> {
     match t.apis.byo_host() {
-        Some(host_ar) => Ok(Some(crate::scale::inventory_lists(t, &host_ar).await?)),
+        Some(host_ar) => Ok(Some(inventory_lists(t, &host_ar).await?)),
         None => Ok(None),
     }
 }
@@ -89,7 +91,7 @@ fn kubeconfig_files(kube: &KubeFlags) -> Vec<PathBuf> {
 /// What `kubeconfig --merge` added for this cluster: the API servers and user credentials of its kubeconfig
 /// Secret (what `kubeconfig --merge` copied), and its control-plane endpoint. Read before the
 /// teardown deletes the Secret.
-async fn cluster_servers(t: &Target) -> shared::kubeconfig::Added {
+async fn cluster_servers(t: &ClusterHandle) -> shared::kubeconfig::Added {
     let mut out = shared::kubeconfig::Added::default();
     let ep = |k: &str| fields::at(&t.cluster, &["spec", "controlPlaneEndpoint", k]).cloned();
     if let (Some(host), Some(port)) = (ep("host"), ep("port"))
@@ -164,7 +166,7 @@ fn remove_merged_context(
 
 /// The cluster's objects still present: the Cluster, its control plane and infrastructure, and
 /// everything labelled with its name (deployments, sets, machines, infra machines, configs).
-async fn remaining_objects(t: &Target) -> Result<Vec<Value>, Error> {
+async fn remaining_objects(t: &ClusterHandle) -> Result<Vec<Value>, Error> {
     let mut kinds: Vec<ApiResource> = Vec::new();
     for k in ["Cluster", "MachineDeployment", "MachineSet", "Machine"] {
         if let Ok(ar) = t.core(k) {
@@ -206,7 +208,10 @@ async fn remaining_objects(t: &Target) -> Result<Vec<Value>, Error> {
 
 /// Where the teardown stands: the cluster's objects, and what else the teardown plan waits
 /// for (templates, addons, what Kamaji's finalizers hold), each once.
-async fn progress(t: &Target, td: &teardown::Teardown) -> Result<plan::DeleteProgress, Error> {
+async fn progress(
+    t: &ClusterHandle,
+    td: &teardown::Teardown,
+) -> Result<plan::DeleteProgress, Error> {
     let mut remaining = remaining_objects(t).await?;
     for o in teardown::present(&t.conn, td).await? {
         let same =
@@ -217,12 +222,12 @@ async fn progress(t: &Target, td: &teardown::Teardown) -> Result<plan::DeletePro
     }
     let lists = byoh_lists(t).await?;
     Ok(match &lists {
-        Some([hosts, bms, machines, clusters]) => {
-            let inv = Inventory::build(hosts, bms, machines, clusters, None);
+        Some(lists) => {
+            let inv = lists.inventory(None);
             plan::progress(
                 &t.name,
                 &remaining,
-                hosts,
+                &lists.hosts,
                 Some(&inv),
                 Some(jiff::Timestamp::now()),
             )
@@ -232,14 +237,14 @@ async fn progress(t: &Target, td: &teardown::Teardown) -> Result<plan::DeletePro
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    let t = Target::load(&args.kube, &args.cluster).await?;
+    let t = ClusterHandle::load(&args.kube, &args.cluster).await?;
     let cp = t.control_plane().await?;
     let mds = t.machine_deployments().await?;
     let machines = t.machines().await?;
     let lists = byoh_lists(&t).await?;
     let preview = match &lists {
-        Some([hosts, bms, all_machines, clusters]) => {
-            let inv = Inventory::build(hosts, bms, all_machines, clusters, None);
+        Some(lists) => {
+            let inv = lists.inventory(None);
             plan::preview(&t.cluster, &mds, &machines, Some(&inv))
         }
         None => plan::preview(&t.cluster, &mds, &machines, None),
@@ -325,6 +330,17 @@ fn preview_text(
             }
         ));
     }
+    s.push_str(&teardown_text(td));
+    s.push_str(&format!(
+        "  Kubeconfig context: {} (if kubeconfig --merge added it)\n",
+        context_name(&preview.cluster)
+    ));
+    s
+}
+
+/// The preview's lines on what the teardown removes after the Cluster, waits for, and keeps.
+fn teardown_text(td: &teardown::Teardown) -> String {
+    let mut s = String::new();
     if !td.parts.is_empty() {
         let names: Vec<String> = td
             .parts
@@ -354,10 +370,6 @@ fn preview_text(
             k.ar.kind, k.name, k.user
         ));
     }
-    s.push_str(&format!(
-        "  Kubeconfig context: {} (if kubeconfig --merge added it)\n",
-        context_name(&preview.cluster)
-    ));
     s
 }
 
@@ -374,7 +386,7 @@ fn machine_line(m: &plan::MachineToDelete) -> String {
 }
 
 /// Asks on a terminal; without one, refuses (exit 2) and points at `--yes`.
-fn confirmed(t: &Target) -> Result<bool, Error> {
+fn confirmed(t: &ClusterHandle) -> Result<bool, Error> {
     if !std::io::stdin().is_terminal() {
         return Err(Error::Usage {
             message: format!(
@@ -388,7 +400,7 @@ fn confirmed(t: &Target) -> Result<bool, Error> {
 }
 
 /// Runs the teardown, or with `--dry-run=client` only says what it would delete.
-async fn execute(args: &Args, t: &Target, td: &teardown::Teardown) -> Result<(), Error> {
+async fn execute(args: &Args, t: &ClusterHandle, td: &teardown::Teardown) -> Result<(), Error> {
     let say = |d: &teardown::Part| {
         let shown = display_name(&d.ar.kind, &d.ar.api_version, &d.name);
         shared::render::line(&format!("{shown} deleted{}", args.dry_run.suffix()));
@@ -398,7 +410,7 @@ async fn execute(args: &Args, t: &Target, td: &teardown::Teardown) -> Result<(),
         return Ok(());
     }
     let write = shared::api::Write {
-        manager: crate::day2::FIELD_MANAGER,
+        manager: FIELD_MANAGER,
         dry_run: args.dry_run.server(),
         force: false,
     };
@@ -406,13 +418,17 @@ async fn execute(args: &Args, t: &Target, td: &teardown::Teardown) -> Result<(),
 }
 
 /// Follows the teardown; on timeout names the hosts still Releasing and the stuck objects.
-async fn wait_gone(t: &Target, td: &teardown::Teardown, timeout: Duration) -> Result<(), Error> {
+async fn wait_gone(
+    t: &ClusterHandle,
+    td: &teardown::Teardown,
+    timeout: Duration,
+) -> Result<(), Error> {
     let what = format!("waiting for cluster {} to be torn down", t.name);
     // The last progress seen, for the report when the wait times out.
     let last = std::cell::RefCell::new(None);
     let released = std::cell::RefCell::new(Vec::new());
     let write = shared::api::Write {
-        manager: crate::day2::FIELD_MANAGER,
+        manager: FIELD_MANAGER,
         dry_run: false,
         force: false,
     };
@@ -449,7 +465,7 @@ async fn wait_gone(t: &Target, td: &teardown::Teardown, timeout: Duration) -> Re
     }
 }
 
-fn stuck_report(t: &Target, p: &plan::DeleteProgress, timeout: Duration) -> Error {
+fn stuck_report(t: &ClusterHandle, p: &plan::DeleteProgress, timeout: Duration) -> Error {
     let mut s = String::from("Still there:\n");
     for l in p.report_lines() {
         s.push_str(&format!("  {l}\n"));
@@ -499,7 +515,7 @@ fn stuck_report(t: &Target, p: &plan::DeleteProgress, timeout: Duration) -> Erro
     }
 }
 
-async fn cleanup_bootstrap_kubeconfigs(t: &Target) -> Result<(), Error> {
+async fn cleanup_bootstrap_kubeconfigs(t: &ClusterHandle) -> Result<(), Error> {
     let Some(bk_ar) = t
         .apis
         .provider_kind(INFRASTRUCTURE_GROUP, "BootstrapKubeconfig")

@@ -21,11 +21,11 @@ use shared::render::{Human, Printer, Render};
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
     #[command(subcommand)]
-    pub what: What,
+    pub what: GenerateCommand,
 }
 
 #[derive(Subcommand, Clone, Debug)]
-pub enum What {
+pub enum GenerateCommand {
     /// Render a cluster template (clusterctl generate cluster)
     Cluster(ClusterArgs),
 }
@@ -96,7 +96,7 @@ pub struct ClusterArgs {
 
 pub async fn run(args: &Args) -> Result<(), Error> {
     match &args.what {
-        What::Cluster(a) => cluster(a).await,
+        GenerateCommand::Cluster(a) => cluster(a).await,
     }
 }
 
@@ -542,7 +542,7 @@ async fn cluster(a: &ClusterArgs) -> Result<(), Error> {
     } else {
         objects_format(a)?
     };
-    crate::day2::check_name(&a.name)?;
+    crate::common::names::check_name(&a.name)?;
     if a.name.len() > 63 {
         return Err(Error::usage(format!(
             "cluster name {:?} is longer than 63 characters (it is used in labels)",

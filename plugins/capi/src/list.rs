@@ -13,7 +13,7 @@ use shared::discovery::fields::{self, Replicas};
 use shared::error::Error;
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
-use crate::fleet;
+use crate::common::{cells, lists, time};
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
@@ -124,16 +124,16 @@ impl Render for ClusterList {
             t.row([
                 Cell::from(&r.name),
                 Cell::from(&r.namespace),
-                Cell::new(fleet::or_none(r.phase.as_deref()), phase_tone),
+                Cell::new(cells::or_none(r.phase.as_deref()), phase_tone),
                 cp,
                 workers,
-                Cell::from(fleet::or_none(r.version.as_deref())),
-                Cell::from(fleet::or_none(r.endpoint.as_deref())),
-                Cell::from(fleet::or_none(r.infrastructure.as_deref())),
-                Cell::from(fleet::age(r.age_seconds)),
+                Cell::from(cells::or_none(r.version.as_deref())),
+                Cell::from(cells::or_none(r.endpoint.as_deref())),
+                Cell::from(cells::or_none(r.infrastructure.as_deref())),
+                Cell::from(cells::age(r.age_seconds)),
                 Cell::status(r.available.as_deref().unwrap_or("Unknown")),
                 Cell::from(if r.paused { "true" } else { "false" }),
-                Cell::from(fleet::or_none(r.bcm_template.as_deref())),
+                Cell::from(cells::or_none(r.bcm_template.as_deref())),
                 Cell::from(r.message.clone().unwrap_or_default().replace('\n', " ")),
             ]);
         }
@@ -219,7 +219,7 @@ pub fn row(
             || json::has_annotation(c, "cluster.x-k8s.io/paused"),
         bcm_template: kcore::labels::bcm_template(c).map(str::to_string),
         created: json::str_at(c, &["metadata", "creationTimestamp"]).map(str::to_string),
-        age_seconds: fleet::age_of(c, now),
+        age_seconds: time::age_of(c, now),
     }
 }
 
@@ -239,7 +239,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let all = ListParams::default();
     let (clusters, deployments) = tokio::try_join!(
         shared::api::list_json(&conn, &cluster_ar, namespace.as_deref(), &lp),
-        fleet::list_opt(&conn, md_ar.as_ref(), namespace.as_deref(), &all),
+        lists::list_opt(&conn, md_ar.as_ref(), namespace.as_deref(), &all),
     )?;
     // One LIST per control-plane kind the clusters reference.
     let kinds: BTreeSet<(String, String)> = clusters
@@ -266,7 +266,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             Err(e) => tracing::info!("listing {kind}: {e}"),
         }
     }
-    let now = fleet::now();
+    let now = time::now();
     let mut items: Vec<ClusterRow> = clusters
         .iter()
         .map(|c| {

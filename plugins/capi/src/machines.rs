@@ -17,7 +17,7 @@ use shared::error::{Error, Op};
 use shared::plan::hosts::{BYOMACHINE_NAME_LABEL, host_from_provider_id};
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
-use crate::fleet;
+use crate::common::{cells, host_pool, time};
 
 const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
 const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
@@ -144,7 +144,7 @@ pub fn row(m: &Value, hosts: &HashMap<String, String>, now: jiff::Timestamp) -> 
         reason: not_ready.and_then(|c| c.reason.clone()),
         message: not_ready.and_then(|c| c.message.clone()),
         created: s(&["metadata", "creationTimestamp"]),
-        age_seconds: fleet::age_of(m, now),
+        age_seconds: time::age_of(m, now),
         deleted: false,
     }
 }
@@ -198,18 +198,18 @@ impl Render for MachineList {
                 Cell::from(&r.name),
                 Cell::from(&r.cluster),
                 Cell::from(&r.role),
-                Cell::new(fleet::or_none(phase), phase_tone(phase)),
+                Cell::new(cells::or_none(phase), phase_tone(phase)),
                 Cell::status(&r.ready),
                 Cell::status(&r.available),
                 Cell::status(&r.up_to_date),
-                Cell::from(fleet::or_none(r.version.as_deref())),
-                Cell::from(fleet::or_none(r.node.as_deref())),
-                Cell::from(fleet::or_none(r.host.as_deref())),
-                Cell::from(fleet::age(r.age_seconds)),
+                Cell::from(cells::or_none(r.version.as_deref())),
+                Cell::from(cells::or_none(r.node.as_deref())),
+                Cell::from(cells::or_none(r.host.as_deref())),
+                Cell::from(cells::age(r.age_seconds)),
                 Cell::from(&r.namespace),
-                Cell::from(fleet::or_none(r.deployment.as_deref())),
-                Cell::from(fleet::or_none(r.provider_id.as_deref())),
-                Cell::from(fleet::or_none(r.reason.as_deref())),
+                Cell::from(cells::or_none(r.deployment.as_deref())),
+                Cell::from(cells::or_none(r.provider_id.as_deref())),
+                Cell::from(cells::or_none(r.reason.as_deref())),
             ]);
         }
         Human::Table(t)
@@ -260,17 +260,17 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         lp = lp.labels(&s);
     }
     // Hosts of every namespace may serve these machines; without BYOH there are none.
-    let host_ar = fleet::byoh(&apis).ok().map(|(h, _)| h);
+    let host_ar = host_pool::byoh(&apis).ok().map(|(h, _)| h);
     // The Machines in one response (on an idle API server `continue` pages come from etcd),
     // kept as text while the hosts are read, then parsed one at a time into their rows: a
     // 10,000-machine LIST is about 50 MB of JSON, and many times that parsed.
     let (text, hosts) = tokio::try_join!(
         shared::api::list_whole_text(&conn, &machine_ar, namespace.as_deref(), &lp),
-        fleet::host_claims(&conn, host_ar),
+        host_pool::host_claims(&conn, host_ar),
     )?;
     let host_map = hosts_by_byomachine(&hosts);
     drop(hosts);
-    let now = fleet::now();
+    let now = time::now();
     let mut items: Vec<MachineRow> =
         shared::api::whole_json_items(&machine_ar, text, |m| row(&m, &host_map, now))?;
     sort(&mut items);
@@ -384,7 +384,7 @@ async fn watch(
             watcher::Event::Init | watcher::Event::InitDone => continue,
         };
         let v = fields::object_json(&obj);
-        let mut r = row(&v, host_map, fleet::now());
+        let mut r = row(&v, host_map, time::now());
         r.deleted = deleted;
         let k = key(&r);
         let c = comparable(&r);

@@ -1,28 +1,27 @@
 //! `kubectl capi`: Cluster API clusters on Kamaji control planes and bring-your-own hosts.
 //!
-//! One module per verb. To add a verb: `mod <verb>;`, a `Verb` variant holding its `Args`,
-//! and a match arm calling its `run`.
+//! Every module but `common` is a verb: `<verb>.rs`, or `<verb>/mod.rs` with its sub-verbs and
+//! parts as submodules (`hosts/`, `upgrade/`, `describe/`). A verb uses `crate::common::…`
+//! and its own submodules, never another verb: what two verbs share moves to a named module of
+//! `common/`. `pause` serves `pause` and `resume`, which take the same flags.
+//!
+//! To add a verb: `mod <verb>;`, a `Verb` variant holding its `Args`, and a match arm calling
+//! its `run`.
 
 mod alpha;
+mod common;
 mod completion;
-mod day2;
 mod delete;
 mod describe;
-mod fleet;
 mod generate;
 mod hosts;
-mod hosts_add;
-mod hosts_maint;
 mod kubeconfig;
 mod list;
 mod machines;
 mod pause;
 mod restart;
-mod resume;
 mod scale;
 mod upgrade;
-mod upgrade_fleet;
-mod upgrade_ops;
 mod version;
 
 use std::process::ExitCode;
@@ -63,7 +62,7 @@ enum Verb {
     /// Pause reconciliation of a cluster (spec.paused)
     Pause(pause::Args),
     /// Resume reconciliation of a paused cluster
-    Resume(resume::Args),
+    Resume(pause::Args),
     /// Roll a cluster's machines (all MachineDeployments and a KubeadmControlPlane, or one deployment)
     Restart(restart::Args),
     /// The clusters: phase, control plane, workers, version, endpoint
@@ -83,20 +82,20 @@ enum Verb {
     Alpha(alpha::Args),
     /// clusterctl's get kubeconfig NAME (the same as kubeconfig NAME)
     #[command(hide = true)]
-    Get(GetArgs),
+    Get(ClusterctlGetArgs),
     /// kubectl's plugin completion protocol (used by kubectl_complete-capi)
     #[command(name = "__complete", hide = true)]
     Complete(CompleteArgs),
 }
 
 #[derive(clap::Args, Debug)]
-struct GetArgs {
+struct ClusterctlGetArgs {
     #[command(subcommand)]
-    what: GetWhat,
+    what: ClusterctlGetWhat,
 }
 
 #[derive(Subcommand, Debug)]
-enum GetWhat {
+enum ClusterctlGetWhat {
     /// The workload cluster's kubeconfig (clusterctl get kubeconfig NAME)
     Kubeconfig(kubeconfig::Args),
 }
@@ -112,8 +111,8 @@ fn main() -> ExitCode {
                 Verb::Scale(a) => scale::run(&a).await,
                 Verb::Upgrade(a) => upgrade::run(&a).await,
                 Verb::Delete(a) => delete::run(&a).await,
-                Verb::Pause(a) => pause::run(&a, true).await,
-                Verb::Resume(a) => resume::run(&a).await,
+                Verb::Pause(a) => pause::pause(&a).await,
+                Verb::Resume(a) => pause::resume(&a).await,
                 Verb::Restart(a) => restart::run(&a).await,
                 Verb::List(a) => list::run(&a).await,
                 Verb::Describe(a) => describe::run(&a).await,
@@ -123,8 +122,8 @@ fn main() -> ExitCode {
                 Verb::Completion(a) => completion::run(&program, &root, &a),
                 Verb::Complete(a) => cli::complete::run(&root, &a).await,
                 Verb::Alpha(a) => alpha::run(&a).await,
-                Verb::Get(GetArgs {
-                    what: GetWhat::Kubeconfig(a),
+                Verb::Get(ClusterctlGetArgs {
+                    what: ClusterctlGetWhat::Kubeconfig(a),
                 }) => kubeconfig::run(&a).await,
             }
         },

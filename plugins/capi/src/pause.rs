@@ -1,13 +1,15 @@
-//! `kubectl capi pause CLUSTER` and `kubectl capi resume CLUSTER`: set or clear the Cluster's
-//! `spec.paused`, which stops (or restarts) reconciliation of the cluster and everything in it.
+//! `kubectl capi pause CLUSTER` and `kubectl capi resume CLUSTER`, one module for the two verbs
+//! (they take the same flags): set or clear the Cluster's `spec.paused`, which stops (or
+//! restarts) reconciliation of the cluster and everything in it.
 
 use clap::Args as ClapArgs;
-use cli::KubeFlags;
+use cli::{DryRun, KubeFlags};
 use serde_json::{Value, json};
 use shared::discovery::fields;
 use shared::error::Error;
 
-use crate::day2::{DryRun, Target, display_name};
+use crate::common::cluster::ClusterHandle;
+use crate::common::names::display_name;
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
@@ -21,9 +23,19 @@ pub struct Args {
     pub kube: KubeFlags,
 }
 
+/// `kubectl capi pause CLUSTER`.
+pub async fn pause(args: &Args) -> Result<(), Error> {
+    set_paused(args, true).await
+}
+
+/// `kubectl capi resume CLUSTER`.
+pub async fn resume(args: &Args) -> Result<(), Error> {
+    set_paused(args, false).await
+}
+
 /// Sets `spec.paused` to `paused`.
-pub async fn run(args: &Args, paused: bool) -> Result<(), Error> {
-    let t = Target::load(&args.kube, &args.cluster).await?;
+async fn set_paused(args: &Args, paused: bool) -> Result<(), Error> {
+    let t = ClusterHandle::load(&args.kube, &args.cluster).await?;
     let now = fields::at(&t.cluster, &["spec", "paused"])
         .and_then(Value::as_bool)
         .unwrap_or(false);

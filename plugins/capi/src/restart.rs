@@ -5,11 +5,14 @@
 //! that run as pods (KamajiControlPlane) have no machines to roll.
 
 use clap::Args as ClapArgs;
-use cli::KubeFlags;
+use cli::{DryRun, KubeFlags};
+use kcore::json::nest;
 use shared::discovery::{CapiVersion, fields};
 use shared::error::Error;
 
-use crate::day2::{DryRun, Target, display_name, name_of, nest, rollout_time};
+use crate::common::cluster::ClusterHandle;
+use crate::common::names::{display_name, name_of};
+use crate::common::time::rollout_time;
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
@@ -29,7 +32,7 @@ pub struct Args {
 const TOPOLOGY_DEPLOYMENT_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    let t = Target::load(&args.kube, &args.cluster).await?;
+    let t = ClusterHandle::load(&args.kube, &args.cluster).await?;
     let md_ar = t.core("MachineDeployment")?;
     let mds = t.machine_deployments().await?;
     let chosen: Vec<&serde_json::Value> = match &args.deployment {
@@ -96,7 +99,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
 }
 
 async fn restart_one(
-    t: &Target,
+    t: &ClusterHandle,
     ar: &kube::discovery::ApiResource,
     name: &str,
     path: &[&str],

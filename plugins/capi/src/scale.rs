@@ -9,16 +9,21 @@
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
-use cli::KubeFlags;
+use cli::{DryRun, KubeFlags};
 use serde_json::Value;
-use shared::discovery::fields::{self, ObjectRef};
+use shared::discovery::fields;
 use shared::error::Error;
-use shared::plan::hosts::Inventory;
-use shared::plan::scale::{HostPool, ScaleError, ScalePlan, ScaleRequest, plan_scale};
-use shared::plan::{ClusterObjects, Severity};
+use shared::plan::scale::{
+    HostPool, Role, ScaleError, ScalePlan, ScaleRequest, ScaleTarget, TOPOLOGY_DEPLOYMENT_LABEL,
+    plan_scale,
+};
 use shared::render::Poll;
 
-use crate::day2::{CLUSTER_NAME_LABEL, DryRun, Target, display_name};
+use crate::common::cluster::ClusterHandle;
+use crate::common::cluster_parts::fetch;
+use crate::common::findings::show_findings;
+use crate::common::host_pool::machine_on_host;
+use crate::common::names::{display_name, name_of};
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
@@ -69,116 +74,6 @@ pub struct Args {
     pub kube: KubeFlags,
 }
 
-/// Everything the plans read, fetched once.
-pub struct Objects {
-    pub control_plane: Option<Value>,
-    pub machine_deployments: Vec<Value>,
-    pub infra_templates: Vec<Value>,
-    /// The BYOH inventory lists: hosts, ByoMachines, Machines, Clusters (all namespaces).
-    pub inventory: Option<[Vec<Value>; 4]>,
-}
-
-impl Objects {
-    pub fn cluster_objects<'a>(&'a self, t: &'a Target) -> ClusterObjects<'a> {
-        ClusterObjects {
-            cluster: &t.cluster,
-            control_plane: self.control_plane.as_ref(),
-            machine_deployments: &self.machine_deployments,
-            infra_templates: &self.infra_templates,
-        }
-    }
-}
-
-/// Reads the control plane, deployments, their infrastructure templates and, when any template
-/// is a ByoMachineTemplate, the host inventory.
-pub async fn fetch(t: &Target) -> Result<Objects, Error> {
-    let (control_plane, machine_deployments) =
-        tokio::try_join!(t.control_plane(), t.machine_deployments())?;
-    let control_plane = control_plane.map(|(_, v)| v);
-    let mut refs: Vec<ObjectRef> = Vec::new();
-    if let Some(cp) = &control_plane
-        && let Some(r) = fields::control_plane_machine_template_ref(cp)
-    {
-        refs.push(r);
-    }
-    for md in &machine_deployments {
-        if let Some(r) = fields::template_infrastructure_ref(md) {
-            refs.push(r);
-        }
-    }
-    refs.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
-    refs.dedup_by(|a, b| a.kind == b.kind && a.name == b.name);
-    // One GET per template, all at once (a cluster has a handful).
-    let gets = refs.iter().map(|r| async move {
-        let ar = t.apis.resolve_ref(r)?;
-        t.get_opt(&ar, &r.name).await
-    });
-    let infra_templates: Vec<Value> = futures::future::try_join_all(gets)
-        .await?
-        .into_iter()
-        .flatten()
-        .collect();
-    let byoh = infra_templates
-        .iter()
-        .any(|v| v.get("kind").and_then(Value::as_str) == Some("ByoMachineTemplate"));
-    let inventory = match (byoh, t.apis.byo_host()) {
-        (true, Some(host_ar)) => Some(free_host_lists(t, &host_ar).await?),
-        _ => None,
-    };
-    Ok(Objects {
-        control_plane,
-        machine_deployments,
-        infra_templates,
-        inventory,
-    })
-}
-
-/// What the free-host checks need, in the inventory's shape: the ByoHosts no cluster has
-/// claimed, from every namespace (BYOH picks hosts anywhere), and no ByoMachines, Machines or
-/// Clusters. BYOH selects hosts for a ByoMachine with the same `!cluster.x-k8s.io/cluster-name`
-/// requirement (`attachByoHost` in `controllers/infrastructure/byomachine_controller.go`,
-/// BYOH v0.5.0), and an unclaimed host's state depends on nothing but the host
-/// (`Inventory::state`), so the plan sees the same Available hosts while the cost follows the
-/// free pool, not the fleet's Machines and claimed hosts.
-pub async fn free_host_lists(
-    t: &Target,
-    host_ar: &kube::discovery::ApiResource,
-) -> Result<[Vec<Value>; 4], Error> {
-    let lp = kube::api::ListParams::default().labels(&format!("!{CLUSTER_NAME_LABEL}"));
-    // Parsed into what a host's state and the selectors read (labels, annotations, status), in
-    // one response: paged, a selector that matches few of many hosts makes `continue` pages,
-    // which an idle API server reads from etcd (`shared::api::whole`); `make bench` saw this
-    // plan at 2.4x its empty-fleet cost with 10,000 claimed hosts elsewhere.
-    let hosts = shared::api::list_whole(
-        &t.conn,
-        host_ar,
-        None,
-        &lp,
-        false,
-        crate::fleet::Narrow::host,
-    )
-    .await?;
-    Ok([hosts, Vec::new(), Vec::new(), Vec::new()])
-}
-
-/// Hosts, ByoMachines, Machines and Clusters in all namespaces (BYOH picks hosts anywhere).
-pub async fn inventory_lists(
-    t: &Target,
-    host_ar: &kube::discovery::ApiResource,
-) -> Result<[Vec<Value>; 4], Error> {
-    let hosts = t.list_all(host_ar, None).await?;
-    let byomachines = match t
-        .apis
-        .provider_kind(shared::discovery::INFRASTRUCTURE_GROUP, "ByoMachine")
-    {
-        Some(ar) => t.list_all(&ar, None).await?,
-        None => Vec::new(),
-    };
-    let machines = t.list_all(&t.core("Machine")?, None).await?;
-    let clusters = t.list_all(&t.cluster_ar, None).await?;
-    Ok([hosts, byomachines, machines, clusters])
-}
-
 fn scale_error(e: ScaleError) -> Error {
     match e {
         ScaleError::NothingRequested | ScaleError::Negative(_) => Error::Usage {
@@ -189,21 +84,11 @@ fn scale_error(e: ScaleError) -> Error {
     }
 }
 
-/// Prints the plan's findings: warnings as `Warning:`, the rest as notes.
-pub fn show_findings(findings: &[shared::plan::Finding]) {
-    for f in findings {
-        match f.severity {
-            Severity::Info => shared::render::info(&f.message),
-            Severity::Warning | Severity::Error => shared::render::warn(&f.message),
-        }
-    }
-}
-
 /// The most machines one `--remove-machine`/`--remove-host` list may name.
 const MAX_REMOVALS: usize = 500;
 
 /// The Machines named by `--remove-machine`, and those on the hosts of `--remove-host`.
-async fn machines_to_remove(t: &Target, args: &Args) -> Result<Vec<Value>, Error> {
+async fn machines_to_remove(t: &ClusterHandle, args: &Args) -> Result<Vec<Value>, Error> {
     let count = args
         .remove_machine
         .len()
@@ -243,10 +128,7 @@ async fn machines_to_remove(t: &Target, args: &Args) -> Result<Vec<Value>, Error
                     kind: "Machine".into(),
                     name: n.clone(),
                     namespace: Some(t.namespace.clone()),
-                    suggestions: shared::error::closest_names(
-                        &n,
-                        known.iter().map(crate::day2::name_of),
-                    ),
+                    suggestions: shared::error::closest_names(&n, known.iter().map(name_of)),
                 });
             }
         }
@@ -254,54 +136,8 @@ async fn machines_to_remove(t: &Target, args: &Args) -> Result<Vec<Value>, Error
     Ok(machines)
 }
 
-/// The Machine a host serves: host `status.machineRef` (BYOH sets it when it attaches a
-/// ByoMachine) → that ByoMachine's owning Machine.
-pub async fn machine_on_host(
-    t: &Target,
-    host_ar: &kube::discovery::ApiResource,
-    host: &str,
-) -> Result<String, Error> {
-    let found = crate::hosts_maint::find_host(&t.conn, host_ar, host, Some(&t.namespace)).await?;
-    let h = &found;
-    let Some(bm) = kcore::json::str_at(h, &["status", "machineRef", "name"]) else {
-        return Err(Error::other(format!(
-            "ByoHost {host} serves no machine (it is free), so there is nothing to remove on it"
-        )));
-    };
-    let bm_ns = kcore::json::str_at(h, &["status", "machineRef", "namespace"])
-        .unwrap_or(kcore::json::namespace(h));
-    if bm_ns != t.namespace {
-        return Err(Error::other(format!(
-            "ByoHost {host} serves a machine in namespace {bm_ns}, not of cluster {} in {}",
-            t.name, t.namespace
-        )));
-    }
-    let bm_ar = t
-        .apis
-        .provider_kind(shared::discovery::INFRASTRUCTURE_GROUP, "ByoMachine")
-        .ok_or_else(|| Error::other("this management cluster serves no ByoMachine API"))?;
-    let obj = t.get_opt(&bm_ar, bm).await?.ok_or_else(|| {
-        Error::other(format!(
-            "ByoHost {host} names ByoMachine {bm}, which no longer exists; its machine is already going"
-        ))
-    })?;
-    obj.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .and_then(|refs| {
-            refs.iter()
-                .find(|r| r.get("kind").and_then(Value::as_str) == Some("Machine"))
-        })
-        .and_then(|r| r.get("name").and_then(Value::as_str))
-        .map(str::to_string)
-        .ok_or_else(|| {
-            Error::other(format!(
-                "ByoMachine {bm} on host {host} has no owning Machine yet; try again in a moment"
-            ))
-        })
-}
-
 pub async fn run(args: &Args) -> Result<(), Error> {
-    let t = Target::load(&args.kube, &args.cluster).await?;
+    let t = ClusterHandle::load(&args.kube, &args.cluster).await?;
     let objs = fetch(&t).await?;
     let co = objs.cluster_objects(&t);
     let mut req = ScaleRequest {
@@ -325,10 +161,10 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         req.deployment = Some(removal.deployment);
         marks = removal.marks;
     }
-    let plan = match &objs.inventory {
-        Some([hosts, bms, machines, clusters]) => {
-            let inv = Inventory::build(hosts, bms, machines, clusters, None);
-            let mut pool = HostPool::from_inventory(&inv, hosts);
+    let plan = match &objs.free_hosts {
+        Some(lists) => {
+            let inv = lists.inventory(None);
+            let mut pool = HostPool::from_inventory(&inv, &lists.hosts);
             plan_scale(&co, &req, Some(&mut pool))
         }
         None => plan_scale(&co, &req, None),
@@ -376,7 +212,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
 }
 
 /// Waits until every step's object reports `to` replicas, all ready and up to date.
-async fn wait_ready(t: &Target, plan: &ScalePlan, timeout: Duration) -> Result<(), Error> {
+async fn wait_ready(t: &ClusterHandle, plan: &ScalePlan, timeout: Duration) -> Result<(), Error> {
     let what = format!("waiting for cluster {} to reach its replica counts", t.name);
     shared::render::wait_until(&what, timeout, Duration::from_secs(1), || async {
         let mut pending = Vec::new();
@@ -384,28 +220,8 @@ async fn wait_ready(t: &Target, plan: &ScalePlan, timeout: Duration) -> Result<(
         let mds = t.machine_deployments().await?;
         for s in &plan.steps {
             let obj = match s.role {
-                shared::plan::scale::Role::ControlPlane => cp.clone(),
-                shared::plan::scale::Role::Workers => {
-                    let name = s.target.split_once('/').map(|(_, n)| n).unwrap_or("");
-                    mds.iter()
-                        .find(|m| crate::day2::name_of(m) == name)
-                        .or_else(|| {
-                            // topology: the generated MachineDeployment carries the topology name
-                            let tname = s
-                                .target
-                                .strip_prefix("MachineDeployment (topology ")
-                                .and_then(|r| r.strip_suffix(')'));
-                            mds.iter().find(|m| {
-                                tname.is_some()
-                                    && m.pointer(
-                                        "/metadata/labels/topology.cluster.x-k8s.io~1deployment-name",
-                                    )
-                                    .and_then(Value::as_str)
-                                        == tname
-                            })
-                        })
-                        .cloned()
-                }
+                Role::ControlPlane => cp.clone(),
+                Role::Workers => deployment_of(&s.target, &mds).cloned(),
             };
             let Some(obj) = obj else {
                 pending.push(format!("{} not found yet", s.target));
@@ -435,4 +251,17 @@ async fn wait_ready(t: &Target, plan: &ScalePlan, timeout: Duration) -> Result<(
     .await?;
     shared::render::line(&format!("cluster {} scaled: replicas ready", t.name));
     Ok(())
+}
+
+/// The MachineDeployment a workers step scales, among `mds` as last read: the one it names, or,
+/// for a topology entry the topology controller had not generated when the plan was made, the
+/// one that carries the entry's name in its topology label.
+fn deployment_of<'a>(target: &ScaleTarget, mds: &'a [Value]) -> Option<&'a Value> {
+    match target {
+        ScaleTarget::Object { name, .. } => mds.iter().find(|m| name_of(m) == name),
+        ScaleTarget::TopologyDeployment { name } => mds
+            .iter()
+            .find(|m| kcore::json::label(m, TOPOLOGY_DEPLOYMENT_LABEL) == Some(name.as_str())),
+        ScaleTarget::TopologyControlPlane => None,
+    }
 }

@@ -6,9 +6,8 @@ use serde_json::{Value, json};
 
 use super::pool::{HostPool, host_check};
 use super::{
-    Role, ScaleError, ScaleRequest, ScaleStep, TOPOLOGY_DEPLOYMENT_LABEL, api_version,
-    control_plane_infra_ref, deployment_infra_ref, kcp_max_surge, kcp_stacked_etcd, kind_name,
-    replicas_patch,
+    Role, ScaleError, ScaleRequest, ScaleStep, ScaleTarget, TOPOLOGY_DEPLOYMENT_LABEL, api_version,
+    control_plane_infra_ref, deployment_infra_ref, kcp_max_surge, kcp_stacked_etcd, replicas_patch,
 };
 use crate::json::{self, at, i64_at, str_at};
 use crate::plan::{ClusterObjects, FieldChange, Finding, ObjectPatch};
@@ -80,8 +79,8 @@ impl Scaling<'_, '_> {
         Ok(ScaleStep {
             role: Role::ControlPlane,
             target: cp
-                .map(kind_name)
-                .unwrap_or_else(|| "ControlPlane (topology)".into()),
+                .map(ScaleTarget::of)
+                .unwrap_or(ScaleTarget::TopologyControlPlane),
             from,
             to: n,
             patch,
@@ -104,23 +103,24 @@ impl Scaling<'_, '_> {
                     return Err(ScaleError::NoDeployments(self.cname.clone()));
                 };
                 let from = i64_at(md, &["spec", "replicas"]);
-                (from, replicas_patch(md, from, n, false), kind_name(md))
+                (
+                    from,
+                    replicas_patch(md, from, n, false),
+                    ScaleTarget::of(md),
+                )
             }
         };
         let host_check = match (md, hosts) {
-            (Some(md), Some(pool)) => {
-                let t = target.clone();
-                host_check(
-                    self.objs,
-                    deployment_infra_ref(md),
-                    from,
-                    n,
-                    pool,
-                    findings,
-                    self.req.force,
-                    || t.clone(),
-                )?
-            }
+            (Some(md), Some(pool)) => host_check(
+                self.objs,
+                deployment_infra_ref(md),
+                from,
+                n,
+                pool,
+                findings,
+                self.req.force,
+                || target.to_string(),
+            )?,
             _ => None,
         };
         Ok(ScaleStep {
@@ -139,7 +139,7 @@ impl Scaling<'_, '_> {
         i: usize,
         md: Option<&Value>,
         n: i64,
-    ) -> (Option<i64>, ObjectPatch, String) {
+    ) -> (Option<i64>, ObjectPatch, ScaleTarget) {
         let entry = &self
             .topology
             .and_then(|t| at(t, &["workers", "machineDeployments"]))
@@ -158,8 +158,8 @@ impl Scaling<'_, '_> {
         ]);
         let patch = self.cluster_patch(&path, from, n, json_patch, None);
         let target = md
-            .map(kind_name)
-            .unwrap_or_else(|| format!("MachineDeployment (topology {tname})"));
+            .map(ScaleTarget::of)
+            .unwrap_or(ScaleTarget::TopologyDeployment { name: tname });
         (from, patch, target)
     }
 

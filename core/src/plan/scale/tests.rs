@@ -200,7 +200,14 @@ fn kamaji_and_other_control_planes() {
     };
     let p = plan_scale(&objs, &req_cp(2), None).unwrap();
     assert_eq!(p.steps[0].patch.subresource.as_deref(), Some("scale"));
-    assert_eq!(p.steps[0].target, "K0smotronControlPlane/c1");
+    assert_eq!(
+        p.steps[0].target,
+        ScaleTarget::Object {
+            kind: "K0smotronControlPlane".into(),
+            name: "c1".into()
+        }
+    );
+    assert_eq!(p.steps[0].target.to_string(), "K0smotronControlPlane/c1");
 
     let objs = ClusterObjects {
         cluster: &c,
@@ -414,7 +421,13 @@ fn clusterclass_patches_topology() {
     let s = &p.steps[0];
     assert_eq!(s.patch.kind, "Cluster");
     assert_eq!(s.from, Some(1));
-    assert_eq!(s.target, "MachineDeployment/c1-md-1-a8d9c");
+    assert_eq!(
+        s.target,
+        ScaleTarget::Object {
+            kind: "MachineDeployment".into(),
+            name: "c1-md-1-a8d9c".into()
+        }
+    );
     assert_eq!(
         s.patch.json_patch,
         json!([{"op": "test", "path": "/spec/topology/workers/machineDeployments/1/name", "value": "md-1"},
@@ -451,6 +464,50 @@ fn clusterclass_patches_topology() {
         plan_scale(&objs, &req_workers(2), None),
         Err(ScaleError::AmbiguousDeployment { .. })
     ));
+}
+
+#[test]
+fn topology_targets_before_the_objects_exist() {
+    let c = cluster(Some(json!({
+        "classRef": {"name": "quickstart"}, "version": "v1.33.1",
+        "controlPlane": {"replicas": 1},
+        "workers": {"machineDeployments": [{"class": "default-worker", "name": "md-0", "replicas": 2}]}
+    })));
+    // Neither the control plane nor the MachineDeployment has been generated yet.
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: None,
+        machine_deployments: &[],
+        infra_templates: &[],
+    };
+    let p = plan_scale(
+        &objs,
+        &ScaleRequest {
+            control_plane: Some(3),
+            ..req_workers(4)
+        },
+        None,
+    )
+    .unwrap();
+    assert_eq!(p.steps[0].target, ScaleTarget::TopologyControlPlane);
+    assert_eq!(p.steps[0].target.to_string(), "ControlPlane (topology)");
+    assert_eq!(
+        p.steps[1].target,
+        ScaleTarget::TopologyDeployment {
+            name: "md-0".into()
+        }
+    );
+    assert_eq!(
+        p.steps[1].target.to_string(),
+        "MachineDeployment (topology md-0)"
+    );
+    // The plan (printed by --dry-run) carries the target as its text.
+    let v = serde_json::to_value(&p).unwrap();
+    assert_eq!(v["steps"][0]["target"], json!("ControlPlane (topology)"));
+    assert_eq!(
+        v["steps"][1]["target"],
+        json!("MachineDeployment (topology md-0)")
+    );
 }
 
 #[test]

@@ -14,7 +14,7 @@ use shared::error::Error;
 use shared::plan::hosts::BYOMACHINE_NAME_LABEL;
 use shared::plan::tree::TreeOptions;
 
-use crate::fleet;
+use crate::common::{cluster_upgrade, host_pool, lists};
 
 const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
 
@@ -82,7 +82,7 @@ async fn list_labelled(
     cluster: &str,
 ) -> Result<Vec<Value>, Error> {
     let lp = ListParams::default().labels(&format!("{CLUSTER_NAME}={cluster}"));
-    fleet::list_opt(conn, ar.as_ref(), Some(ns), &lp).await
+    lists::list_opt(conn, ar.as_ref(), Some(ns), &lp).await
 }
 
 /// Machine LISTs at most at once: one per MachineDeployment up to this many, and one for the
@@ -97,7 +97,7 @@ const DEPLOYMENT_NAME: &str = "cluster.x-k8s.io/deployment-name";
 /// version, providerID and references, the conditions of either contract and the phase. The
 /// rest (addresses, node info, certificates) is most of a Machine and is dropped as it arrives.
 fn keep_for_tree(m: Value) -> Value {
-    fleet::prune(
+    lists::prune(
         m,
         &["version", "providerID", "infrastructureRef", "bootstrap"],
         &["conditions", "v1beta2", "deprecated", "phase"],
@@ -241,7 +241,7 @@ async fn read_resource_sets(conn: &Conn, apis: &ServerApis, ns: &str, cluster: &
 /// The cluster's ClusterUpgrade: one GET of the one named after the cluster (the API allows
 /// no other name), only where the API is served; `None` when it is missing or unreadable.
 async fn read_upgrade(conn: &Conn, apis: &ServerApis, ns: &str, cluster: &str) -> Option<Value> {
-    let ar = crate::upgrade_ops::resource(apis)?;
+    let ar = cluster_upgrade::resource(apis)?;
     match shared::api::get_json_opt(conn, &ar, Some(ns), cluster).await {
         Ok(o) => o,
         Err(e) => {
@@ -303,7 +303,7 @@ const HOSTS_PER_LIST: usize = 200;
 /// the hosts of a same-named cluster elsewhere. Host names are a bonus: a user who cannot list
 /// hosts still gets the tree.
 async fn read_hosts(conn: &Conn, apis: &ServerApis, byomachines: &[String]) -> Vec<Value> {
-    let Some(host_ar) = fleet::byoh(apis).ok().map(|(h, _)| h) else {
+    let Some(host_ar) = host_pool::byoh(apis).ok().map(|(h, _)| h) else {
         return Vec::new();
     };
     let host_ar = &host_ar;
@@ -311,7 +311,7 @@ async fn read_hosts(conn: &Conn, apis: &ServerApis, byomachines: &[String]) -> V
         let selector = format!("{BYOMACHINE_NAME_LABEL} in ({})", chunk.join(","));
         let lp = ListParams::default().labels(&selector);
         // The tree reads only the claim of each host.
-        let keep = |v: Value| fleet::prune(v, &[], &["machineRef"]);
+        let keep = |v: Value| lists::prune(v, &[], &["machineRef"]);
         match shared::api::list_json_map(conn, host_ar, None, &lp, keep).await {
             Ok(hosts) => hosts,
             Err(e) => {

@@ -13,7 +13,7 @@ use shared::plan::hosts::{Diagnosis, HostRow, HostState, Interface, Inventory, P
 use shared::render::{Human, Printer, Render, Table, object_name};
 
 use super::DescribeArgs;
-use crate::fleet;
+use crate::common::{cells, host_pool, time};
 
 /// One event about the host.
 #[derive(Serialize, Debug, Clone)]
@@ -98,14 +98,14 @@ fn chain_section(o: &mut String, c: &Chain) {
         _ => "<none>".into(),
     };
     kv(o, "Machine", &m);
-    kv(o, "Node", &fleet::or_none(c.node.as_deref()));
+    kv(o, "Node", &cells::or_none(c.node.as_deref()));
     let cl = match (&c.cluster, c.cluster_exists) {
         (Some(n), true) => n.clone(),
         (Some(n), false) => format!("{n} (not found)"),
         (None, _) => "<none>".into(),
     };
     kv(o, "Cluster", &cl);
-    kv(o, "Provider ID", &fleet::or_none(c.provider_id.as_deref()));
+    kv(o, "Provider ID", &cells::or_none(c.provider_id.as_deref()));
 }
 
 /// A section's table, indented, or `  <none>` when it has no rows.
@@ -160,15 +160,15 @@ fn events_table(events: &[EventRow]) -> Option<Table> {
         return None;
     }
     let mut t = Table::new(["TYPE", "REASON", "AGE", "FROM", "MESSAGE"]);
-    let now = fleet::now();
+    let now = time::now();
     for e in events {
         let age = e
             .last_seen
             .as_deref()
             .and_then(|t| kcore::text::seconds_since(t, now));
         let age = match (age, e.count) {
-            (a, n) if n > 1 => format!("{} (x{n})", fleet::age(a)),
-            (a, _) => fleet::age(a),
+            (a, n) if n > 1 => format!("{} (x{n})", cells::age(a)),
+            (a, _) => cells::age(a),
         };
         t.row([
             e.type_.clone(),
@@ -194,12 +194,12 @@ impl HostDescription {
         }
         o.push_str(&format!(
             "Host:         {} {} ({}), Kubernetes {}\n",
-            fleet::or_none(h.os.as_deref()),
-            fleet::or_none(h.arch.as_deref()),
-            fleet::or_none(h.os_image.as_deref()),
-            fleet::or_none(h.version.as_deref())
+            cells::or_none(h.os.as_deref()),
+            cells::or_none(h.arch.as_deref()),
+            cells::or_none(h.os_image.as_deref()),
+            cells::or_none(h.version.as_deref())
         ));
-        o.push_str(&format!("Age:          {}\n", fleet::age(h.age_seconds)));
+        o.push_str(&format!("Age:          {}\n", cells::age(h.age_seconds)));
     }
 }
 
@@ -317,14 +317,8 @@ fn chain(inv: &Inventory, host: &Value, row: &HostRow) -> Chain {
 }
 
 /// Everything `hosts describe` shows about `host` but its events (left empty).
-fn description(lists: &fleet::HostLists, host: &Value) -> HostDescription {
-    let inv = Inventory::build(
-        &lists.hosts,
-        &lists.byomachines,
-        &lists.machines,
-        &lists.clusters,
-        Some(fleet::now()),
-    );
+fn description(lists: &host_pool::HostLists, host: &Value) -> HostDescription {
+    let inv = lists.inventory(Some(time::now()));
     let row = inv.row(host);
     let pending_machines = if row.state == HostState::Available {
         inv.pending_machines(&lists.byomachines)
@@ -353,7 +347,7 @@ pub(super) async fn run(args: &DescribeArgs) -> Result<(), Error> {
     let namespace =
         (conn.namespace_explicit && !conn.all_namespaces).then(|| conn.namespace.clone());
     let apis = ServerApis::discover(&conn).await?;
-    let lists = fleet::host_lists(&conn, &apis, namespace.as_deref()).await?;
+    let lists = host_pool::host_lists(&conn, &apis, namespace.as_deref()).await?;
     let host = find_host(&lists.hosts, &args.host, namespace.as_ref())?;
     let mut desc = description(&lists, host);
     desc.events = host_events(&conn, json::namespace(host), &args.host).await;

@@ -25,7 +25,10 @@ use shared::discovery::ServerApis;
 use shared::error::Error;
 use shared::render::Poll;
 
-use crate::day2::{FIELD_MANAGER, Target};
+use crate::common::cluster::ClusterHandle;
+use crate::common::cluster_parts::fetch;
+use crate::common::host_pool::{find_host, machine_on_host};
+use crate::common::writes::FIELD_MANAGER;
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct CordonArgs {
@@ -82,38 +85,6 @@ async fn find(kube: &KubeFlags, name: &str) -> Result<Found, Error> {
         host_ar,
         host,
     })
-}
-
-/// The ByoHost `name`: one field-selected LIST over every namespace; with several of that
-/// name, the one in `prefer_ns`.
-pub async fn find_host(
-    conn: &Conn,
-    host_ar: &kube::discovery::ApiResource,
-    name: &str,
-    prefer_ns: Option<&str>,
-) -> Result<Value, Error> {
-    let lp = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
-    let mut found = shared::api::list_json(conn, host_ar, None, &lp).await?;
-    if found.len() > 1
-        && let Some(ns) = prefer_ns
-        && found.iter().any(|h| json::namespace(h) == ns)
-    {
-        found.retain(|h| json::namespace(h) == ns);
-    }
-    match found.len() {
-        // Searched in every namespace: the error names none.
-        0 => Err(Error::NotFound {
-            kind: "ByoHost".into(),
-            name: name.to_string(),
-            namespace: None,
-            suggestions: Vec::new(),
-        }),
-        1 => Ok(found.remove(0)),
-        _ => Err(Error::Usage {
-            message: format!("ByoHost {name} exists in several namespaces"),
-            hint: Some("pick one with -n NAMESPACE".into()),
-        }),
-    }
 }
 
 /// Writes a merge patch to the host as its own agent (the only writer BYOH's webhook admits).
@@ -268,7 +239,7 @@ async fn resume(args: &DrainArgs, f: &Found) -> Result<(Option<Worker>, String),
     ));
     let mut flags = args.kube.clone();
     flags.namespace = Some(intent.namespace.clone());
-    let t = match Target::load(&flags, &intent.cluster).await {
+    let t = match ClusterHandle::load(&flags, &intent.cluster).await {
         Ok(t) => t,
         Err(Error::NotFound { .. }) => return Ok((None, intent.byo_machine)),
         Err(e) => return Err(e),
@@ -313,7 +284,7 @@ fn unfinished(e: Error, name: &str) -> Error {
 
 /// The worker Machine a drained host serves, with its cluster and MachineDeployment.
 struct Worker {
-    t: Target,
+    t: ClusterHandle,
     cluster: String,
     machine_ar: kube::discovery::ApiResource,
     machine_name: String,
@@ -337,8 +308,8 @@ async fn worker_on(args: &DrainArgs, f: &Found) -> Result<Worker, Error> {
         .to_string();
     let mut flags = args.kube.clone();
     flags.namespace = Some(bm_ns.to_string());
-    let t = Target::load(&flags, &cluster).await?;
-    let machine_name = crate::scale::machine_on_host(&t, &f.host_ar, name).await?;
+    let t = ClusterHandle::load(&flags, &cluster).await?;
+    let machine_name = machine_on_host(&t, &f.host_ar, name).await?;
     let machine_ar = t.core("Machine")?;
     let machine = t
         .get_opt(&machine_ar, &machine_name)
@@ -371,7 +342,7 @@ async fn worker_on(args: &DrainArgs, f: &Found) -> Result<Worker, Error> {
 /// none is a refusal, since the replacement would have nowhere to go.
 async fn spare_hosts(w: &Worker, name: &str) -> Result<usize, Error> {
     let md_name = &w.md_name;
-    let objs = crate::scale::fetch(&w.t).await?;
+    let objs = fetch(&w.t).await?;
     let md = objs
         .machine_deployments
         .iter()
@@ -388,8 +359,8 @@ async fn spare_hosts(w: &Worker, name: &str) -> Result<usize, Error> {
                 "the infrastructure template of {md_name} was not found"
             ))
         })?;
-    let free = match &objs.inventory {
-        Some([hosts, ..]) => hosts.clone(),
+    let free = match &objs.free_hosts {
+        Some(lists) => lists.hosts.clone(),
         None => Vec::new(),
     };
     maintenance::spare_hosts(name, template, &free).map_err(|e| Error::other(e.0))

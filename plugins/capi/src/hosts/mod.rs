@@ -1,5 +1,6 @@
-//! `kubectl capi hosts`: the ByoHost inventory, joined host → ByoMachine → Machine → Cluster,
-//! and `kubectl capi hosts describe HOST`.
+//! `kubectl capi hosts`: the ByoHost inventory, joined host → ByoMachine → Machine → Cluster
+//! (here), and the sub-verbs on hosts, each in its submodule: `describe HOST` (`describe`),
+//! `add HOST...` (`add`), `cordon|uncordon|drain HOST` (`maint`).
 
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{KubeFlags, OutputFlags};
@@ -11,9 +12,11 @@ use shared::plan::hosts::{HostFilter, HostRow, HostState, HostSummary};
 use shared::plan::selector::LabelSelector;
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
-use crate::fleet;
+use crate::common::{cells, host_pool, lists};
 
+mod add;
 mod describe;
+mod maint;
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
@@ -49,13 +52,13 @@ pub enum Cmd {
     /// Show one host: conditions, events, host → ByoMachine → Machine → Node, interfaces and a diagnosis
     Describe(DescribeArgs),
     /// Bring hosts into the BYOH pool: a BootstrapKubeconfig each, and the agent command to run
-    Add(crate::hosts_add::AddArgs),
+    Add(add::AddArgs),
     /// Take a free host out of BYOH's selection (maintenance)
-    Cordon(crate::hosts_maint::CordonArgs),
+    Cordon(maint::CordonArgs),
     /// Return a cordoned host to the pool
-    Uncordon(crate::hosts_maint::CordonArgs),
+    Uncordon(maint::CordonArgs),
     /// Move the worker machine on a host to a spare host, then cordon the host
-    Drain(crate::hosts_maint::DrainArgs),
+    Drain(maint::DrainArgs),
 }
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -123,16 +126,16 @@ impl Render for HostList {
             t.row([
                 Cell::from(&r.name),
                 Cell::new(r.state.as_str(), state_tone(r.state)),
-                Cell::from(fleet::or_none(r.cluster.as_deref())),
+                Cell::from(cells::or_none(r.cluster.as_deref())),
                 Cell::from(machine_cell(r)),
-                Cell::from(fleet::or_none(r.version.as_deref())),
-                Cell::from(fleet::or_none(r.os.as_deref())),
-                Cell::from(fleet::or_none(r.arch.as_deref())),
-                Cell::from(fleet::or_none(r.ip.as_deref())),
-                Cell::from(fleet::age(r.age_seconds)),
-                Cell::from(fleet::or_none(r.os_image.as_deref())),
-                Cell::from(fleet::or_none(r.provider_id.as_deref())),
-                Cell::from(fleet::or_none(r.reason.as_deref())),
+                Cell::from(cells::or_none(r.version.as_deref())),
+                Cell::from(cells::or_none(r.os.as_deref())),
+                Cell::from(cells::or_none(r.arch.as_deref())),
+                Cell::from(cells::or_none(r.ip.as_deref())),
+                Cell::from(cells::age(r.age_seconds)),
+                Cell::from(cells::or_none(r.os_image.as_deref())),
+                Cell::from(cells::or_none(r.provider_id.as_deref())),
+                Cell::from(cells::or_none(r.reason.as_deref())),
                 Cell::from(labels_text(&r.labels)),
                 Cell::from(&r.namespace),
             ]);
@@ -213,10 +216,10 @@ fn cluster_flag_hint(kube: &KubeFlags, e: Error) -> Error {
 pub async fn run(args: &Args) -> Result<(), Error> {
     match &args.cmd {
         Some(Cmd::Describe(d)) => return describe::run(d).await,
-        Some(Cmd::Add(a)) => return crate::hosts_add::run(a).await,
-        Some(Cmd::Cordon(a)) => return crate::hosts_maint::cordon(a).await,
-        Some(Cmd::Uncordon(a)) => return crate::hosts_maint::uncordon(a).await,
-        Some(Cmd::Drain(a)) => return crate::hosts_maint::drain(a).await,
+        Some(Cmd::Add(a)) => return add::run(a).await,
+        Some(Cmd::Cordon(a)) => return maint::cordon(a).await,
+        Some(Cmd::Uncordon(a)) => return maint::uncordon(a).await,
+        Some(Cmd::Drain(a)) => return maint::drain(a).await,
         None => {}
     }
     let printer = Printer::new(&args.output);
@@ -238,11 +241,11 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     // The selector also narrows the LIST on the server.
     // The table needs names only from the joined kinds; wide, JSON and YAML need more.
     let detail = match args.output.output {
-        cli::OutputFormat::Table | cli::OutputFormat::Name => fleet::Detail::Table,
-        cli::OutputFormat::Wide => fleet::Detail::Wide,
-        _ => fleet::Detail::Rows,
+        cli::OutputFormat::Table | cli::OutputFormat::Name => host_pool::HostDetail::Table,
+        cli::OutputFormat::Wide => host_pool::HostDetail::Wide,
+        _ => host_pool::HostDetail::Rows,
     };
-    let mut items = fleet::host_rows(
+    let mut items = host_pool::host_rows(
         &conn,
         &apis,
         namespace.as_deref(),
@@ -258,11 +261,11 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         // Clusters are read only to tell a typo from a cluster without hosts (the table has
         // always left that to the empty list).
         let clusters = match detail {
-            fleet::Detail::Table => Vec::new(),
+            host_pool::HostDetail::Table => Vec::new(),
             _ => {
                 let cluster_ar = apis.cluster().ok();
                 let lp = kube::api::ListParams::default();
-                fleet::list_opt(&conn, cluster_ar.as_ref(), None, &lp).await?
+                lists::list_opt(&conn, cluster_ar.as_ref(), None, &lp).await?
             }
         };
         unknown_cluster(c, &clusters, namespace.as_deref())?;

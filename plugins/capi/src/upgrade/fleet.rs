@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
+use cli::{DryRun, KubeFlags, OutputFlags};
 use kcore::groups::OPS_GROUP;
 use kcore::ops::api::{FleetMember, FleetUpgradeStatus};
 use kcore::ops::{fleet, phase};
@@ -17,13 +18,29 @@ use shared::discovery::ServerApis;
 use shared::error::{Error, Op};
 use shared::render::{Human, Poll, Printer, Progress, Render, Table, Wait};
 
-use crate::upgrade::Args;
+use crate::common::writes::FIELD_MANAGER;
 
-/// The FleetUpgrade's name: `--name`, or one derived from the version.
-fn name_for(args: &Args, to: &str) -> String {
-    args.name
-        .clone()
-        .unwrap_or_else(|| format!("upgrade-to-{}", to.replace(['.', '+'], "-")))
+/// `kubectl capi upgrade -l SELECTOR --to VERSION`, checked: a non-empty selector, a
+/// well-formed version and FleetUpgrade name, no cluster.
+pub struct FleetRequest {
+    pub selector: String,
+    /// The Kubernetes version to reach, e.g. v1.34.2.
+    pub to: String,
+    /// The FleetUpgrade's name: `--name`, or one derived from the version.
+    pub name: String,
+    pub canary: u32,
+    /// `--max-parallel`: left out of the spec when not given (the waves then hold one cluster).
+    pub max_parallel: Option<u32>,
+    pub max_parallel_deployments: Option<u32>,
+    pub force: bool,
+    /// `--plan`: print the waves and create nothing.
+    pub plan: bool,
+    pub dry_run: DryRun,
+    pub yes: bool,
+    pub wait: bool,
+    pub timeout: Duration,
+    pub output: OutputFlags,
+    pub kube: KubeFlags,
 }
 
 #[derive(Serialize)]
@@ -64,14 +81,9 @@ fn fleet_resource(apis: &ServerApis) -> Result<ApiResource, Error> {
 }
 
 /// Plans the waves, asks, creates the FleetUpgrade and, with `--wait`, follows it.
-pub async fn run(args: &Args, selector: &str, to: &str) -> Result<(), Error> {
-    if args.cluster.is_some() {
-        return Err(Error::Usage {
-            message: "pass a cluster or --selector, not both".into(),
-            hint: Some("kubectl capi upgrade --selector env=staging --to VERSION".into()),
-        });
-    }
-    let conn = args.kube.connect().await?;
+pub async fn run(req: &FleetRequest) -> Result<(), Error> {
+    let (selector, to) = (req.selector.as_str(), req.to.as_str());
+    let conn = req.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let ar = fleet_resource(&apis)?;
     let cluster_ar = apis.cluster()?;
@@ -98,18 +110,18 @@ pub async fn run(args: &Args, selector: &str, to: &str) -> Result<(), Error> {
             hint: Some("check the labels with kubectl capi list --show-labels".into()),
         });
     }
-    refuse_whole_fleet_canary(args.canary, names.len(), selector)?;
+    refuse_whole_fleet_canary(req.canary, names.len(), selector)?;
     let view = WavesView {
-        name: name_for(args, to),
+        name: req.name.clone(),
         namespace: conn.namespace.clone(),
         selector: selector.to_string(),
         version: to.to_string(),
-        clusters: fleet::waves(names, args.canary, args.max_parallel.unwrap_or(1)),
+        clusters: fleet::waves(names, req.canary, req.max_parallel.unwrap_or(1)),
     };
-    if args.plan || args.dry_run.is_dry() {
-        return Printer::new(&args.output).print(&view);
+    if req.plan || req.dry_run.is_dry() {
+        return Printer::new(&req.output).print(&view);
     }
-    if !args.yes {
+    if !req.yes {
         if !std::io::stdin().is_terminal() {
             return Err(Error::Usage {
                 message: format!(
@@ -119,7 +131,7 @@ pub async fn run(args: &Args, selector: &str, to: &str) -> Result<(), Error> {
                 hint: Some("review the waves with --plan, then pass --yes".into()),
             });
         }
-        Printer::new(&args.output).print(&view)?;
+        Printer::new(&req.output).print(&view)?;
         if !shared::render::confirm(&format!(
             "Upgrade these {} cluster(s) to {to}?",
             view.clusters.len()
@@ -128,7 +140,7 @@ pub async fn run(args: &Args, selector: &str, to: &str) -> Result<(), Error> {
             return Ok(());
         }
     }
-    create(&conn, &ar, args, &view).await?;
+    create(&conn, &ar, req, &view).await?;
     shared::render::line(&format!(
         "FleetUpgrade {}/{} created: {} cluster(s) to {to} in {} wave(s); follow it with kubectl get fleetupgrade {} -o yaml or kubectl capi upgrade status",
         view.namespace,
@@ -137,8 +149,8 @@ pub async fn run(args: &Args, selector: &str, to: &str) -> Result<(), Error> {
         view.clusters.iter().map(|m| m.wave).max().unwrap_or(0),
         view.name
     ));
-    if args.wait {
-        follow(&conn, &ar, &view.name, args.timeout).await
+    if req.wait {
+        follow(&conn, &ar, &view.name, req.timeout).await
     } else {
         Ok(())
     }
@@ -169,7 +181,7 @@ fn refuse_whole_fleet_canary(canary: u32, clusters: usize, selector: &str) -> Re
 async fn create(
     conn: &shared::conn::Conn,
     ar: &ApiResource,
-    args: &Args,
+    req: &FleetRequest,
     view: &WavesView,
 ) -> Result<(), Error> {
     let obj: kube::core::DynamicObject = serde_json::from_value(json!({
@@ -178,16 +190,16 @@ async fn create(
         "spec": {
             "selector": view.selector,
             "version": view.version,
-            "canary": args.canary,
-            "maxParallel": args.max_parallel,
-            "maxParallelMachineDeployments": args.max_parallel_deployments,
-            "force": args.force,
+            "canary": req.canary,
+            "maxParallel": req.max_parallel,
+            "maxParallelMachineDeployments": req.max_parallel_deployments,
+            "force": req.force,
         },
     }))
     .map_err(|e| Error::other(format!("internal: a FleetUpgrade body: {e}")))?;
     let api = shared::api::dynamic(conn, ar, Some(&view.namespace));
     let pp = kube::api::PostParams {
-        field_manager: Some(crate::day2::FIELD_MANAGER.into()),
+        field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
     };
     api.create(&pp, &obj)

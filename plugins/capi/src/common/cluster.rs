@@ -1,33 +1,23 @@
-//! What the day-2 verbs (scale, upgrade, delete, pause, resume, restart) share: finding a
-//! cluster and its parts at the versions the server serves, `--dry-run`, and writes through the
-//! API with the `kubectl-capi` field manager.
+//! One Cluster on the management cluster, found by name at the versions the server serves, and
+//! what the verbs that act on a cluster (scale, upgrade, delete, pause, resume, restart, host
+//! drain) need of it: its control plane, MachineDeployments and Machines, any object by
+//! apiVersion and kind, and writes to them (server-side apply and planned patches, honouring
+//! `--dry-run`).
 
-use cli::{Conn, KubeFlags};
+use cli::{Conn, DryRun, KubeFlags};
+use kcore::json::{deep_merge, name as name_of};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use shared::discovery::{CapiVersion, ServerApis, fields};
 use shared::error::Error;
+use shared::labels::CLUSTER_NAME_LABEL;
 
-/// The field manager of every write.
-pub const FIELD_MANAGER: &str = "kubectl-capi";
-/// The label CAPI puts on every object of a cluster.
-pub use shared::labels::CLUSTER_NAME_LABEL;
+use super::names::check_name;
+use super::writes::taking_over;
 
-/// `--dry-run` (the CLI layer's one definition).
-pub use cli::DryRun;
-
-/// How writes of a day-2 verb are sent: server-side apply takes over fields (these verbs own
-/// what they set), `--dry-run=server` sends `dryRun=All`.
-fn write(dry: DryRun) -> shared::api::Write<'static> {
-    shared::api::Write {
-        manager: FIELD_MANAGER,
-        dry_run: dry.server(),
-        force: true,
-    }
-}
-
-/// A cluster found on the server, with what the verbs need to reach its parts.
-pub struct Target {
+/// A Cluster found on the management cluster, with the connection and the served APIs to reach
+/// its parts.
+pub struct ClusterHandle {
     pub conn: Conn,
     pub apis: ServerApis,
     /// The CAPI core version in use.
@@ -39,14 +29,9 @@ pub struct Target {
     pub namespace: String,
 }
 
-/// Validates a cluster name before asking the server (one clear line for typos like `-x`).
-pub fn check_name(name: &str) -> Result<(), Error> {
-    Ok(kcore::names::check_object_name("cluster", name)?)
-}
-
-impl Target {
+impl ClusterHandle {
     /// Connects, discovers and gets the Cluster `name` (not found: the closest names).
-    pub async fn load(kube: &KubeFlags, name: &str) -> Result<Target, Error> {
+    pub async fn load(kube: &KubeFlags, name: &str) -> Result<ClusterHandle, Error> {
         check_name(name)?;
         let conn = kube.connect().await?;
         let apis = ServerApis::discover(&conn).await?;
@@ -54,7 +39,7 @@ impl Target {
         let cluster_ar = apis.cluster()?;
         let namespace = conn.namespace.clone();
         let obj = shared::api::get_or_suggest(&conn, &cluster_ar, &namespace, name).await?;
-        Ok(Target {
+        Ok(ClusterHandle {
             cluster: fields::object_json(&obj),
             conn,
             apis,
@@ -147,11 +132,11 @@ impl Target {
             "apiVersion": ar.api_version, "kind": ar.kind,
             "metadata": {"name": name, "namespace": self.namespace},
         });
-        merge(&mut obj, body);
+        deep_merge(&mut obj, body);
         if dry == DryRun::Client {
             return Ok(obj);
         }
-        let out = shared::api::apply(&self.conn, ar, &obj, write(dry)).await?;
+        let out = shared::api::apply(&self.conn, ar, &obj, taking_over(dry)).await?;
         Ok(fields::object_json(&out))
     }
 
@@ -165,26 +150,6 @@ impl Target {
         if dry == DryRun::Client {
             return Ok(());
         }
-        shared::api::patch(&self.conn, ar, &self.namespace, p, write(dry)).await
+        shared::api::patch(&self.conn, ar, &self.namespace, p, taking_over(dry)).await
     }
-}
-
-pub use kcore::json::{deep_merge as merge, name as name_of, nest};
-
-/// `kind.group/name`, as kubectl prints objects.
-pub fn display_name(kind: &str, api_version: &str, name: &str) -> String {
-    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
-    shared::render::object_name(kind, group, name)
-}
-
-/// The rollout time for a restart: the next whole second, RFC 3339 as metav1.Time writes it.
-/// metav1.Time has second precision and CAPI rolls machines created strictly before the rollout
-/// time, so "now" truncated could miss a machine created in this very second; rounding up
-/// cannot.
-pub fn rollout_time() -> String {
-    let next = jiff::Timestamp::now().as_second().saturating_add(1);
-    jiff::Timestamp::from_second(next)
-        .unwrap_or_else(|_| jiff::Timestamp::now())
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
 }

@@ -20,7 +20,7 @@ use shared::discovery::{INFRASTRUCTURE_GROUP, ServerApis};
 use shared::error::Error;
 use shared::render::Poll;
 
-use crate::day2::FIELD_MANAGER;
+use crate::common::writes::FIELD_MANAGER;
 
 /// The most hosts one command onboards.
 const MAX_HOSTS: usize = 200;

@@ -14,7 +14,7 @@ use shared::plan::tree::{
 };
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
-use crate::fleet;
+use crate::common::time;
 
 mod fetch;
 
@@ -311,7 +311,7 @@ fn tree_input(o: &Objects) -> TreeInput<'_> {
         byo_hosts: &o.hosts,
         templates: &o.templates,
         resource_sets: &o.resource_sets,
-        now: Some(fleet::now()),
+        now: Some(time::now()),
     }
 }
 

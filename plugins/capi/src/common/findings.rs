@@ -1,0 +1,13 @@
+//! A plan's findings on the terminal.
+
+use shared::plan::{Finding, Severity};
+
+/// Prints the plan's findings: warnings as `Warning:`, the rest as notes.
+pub fn show_findings(findings: &[Finding]) {
+    for f in findings {
+        match f.severity {
+            Severity::Info => shared::render::info(&f.message),
+            Severity::Warning | Severity::Error => shared::render::warn(&f.message),
+        }
+    }
+}

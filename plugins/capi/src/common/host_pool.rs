@@ -1,0 +1,327 @@
+//! The BYOH host pool: the ByoHosts and what claims them (ByoMachine, Machine, Cluster), read
+//! with one LIST per kind at the versions discovery found, concurrently, for the inventory's
+//! rows (`host_rows`), one host's description (`host_lists`), the free hosts a scale or upgrade
+//! plan counts (`free_host_lists`), a teardown's preview (`inventory_lists`), and one host and
+//! the Machine it serves (`find_host`, `machine_on_host`).
+
+use cli::Conn;
+use kube::api::ListParams;
+use kube::discovery::ApiResource;
+use serde_json::Value;
+use shared::discovery::{INFRASTRUCTURE_GROUP, ServerApis};
+use shared::error::Error;
+use shared::labels::CLUSTER_NAME_LABEL;
+use shared::plan::hosts::{HostFilter, HostRow, Inventory};
+
+use super::cluster::ClusterHandle;
+use super::lists::{Narrow, list_narrow, list_opt, prune};
+use super::time::now;
+
+/// How BYOH is installed, in the message of a missing ByoHost API.
+pub const BYOH_INSTALL: &str = "install BYOH with clusterctl init --infrastructure byoh";
+
+/// The served ByoHost and ByoMachine resources (ByoMachine may be missing on odd installs).
+pub fn byoh(apis: &ServerApis) -> Result<(ApiResource, Option<ApiResource>), Error> {
+    let host = apis.require_provider_kind(
+        INFRASTRUCTURE_GROUP,
+        "ByoHost",
+        "BYOH (Cluster API Provider Bring Your Own Host)",
+        BYOH_INSTALL,
+    )?;
+    Ok((host, apis.provider_kind(INFRASTRUCTURE_GROUP, "ByoMachine")))
+}
+
+/// The four lists behind the host inventory.
+pub struct HostLists {
+    pub hosts: Vec<Value>,
+    pub byomachines: Vec<Value>,
+    pub machines: Vec<Value>,
+    pub clusters: Vec<Value>,
+}
+
+impl HostLists {
+    /// The inventory the lists make (`now` for the hosts' ages).
+    pub fn inventory(&self, now: Option<jiff::Timestamp>) -> Inventory<'_> {
+        Inventory::build(
+            &self.hosts,
+            &self.byomachines,
+            &self.machines,
+            &self.clusters,
+            now,
+        )
+    }
+}
+
+/// How much of the inventory a caller reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostDetail {
+    /// The table's columns: hosts, and ByoMachines as metadata (the Machine is the
+    /// ByoMachine's controller owner). No Machines, no Clusters.
+    Table,
+    /// The wide table's columns: the table's, and the ByoMachines' provider IDs. No Machines:
+    /// on a claimed host BYOH's cluster-name label and k8sversion annotation name the cluster
+    /// and version (set with `status.machineRef`, `attachByoHost` in BYOH v0.5.0), and a
+    /// Machine's providerID is its ByoMachine's, copied by CAPI's Machine controller.
+    Wide,
+    /// Every field of a row (`-o json|yaml|jsonpath|custom-columns`): hosts, ByoMachines and Machines, each parsed
+    /// into the few fields a row reads. No Clusters (a row names its cluster from the host's
+    /// label or the Machine).
+    Rows,
+}
+
+/// Lists ByoHosts (in `host_namespace`, else everywhere), and ByoMachines, Machines and
+/// Clusters in all namespaces (any namespace's machines may claim a host) as whole objects, for
+/// `hosts describe`: one paginated LIST per kind, concurrently.
+pub async fn host_lists(
+    conn: &Conn,
+    apis: &ServerApis,
+    host_namespace: Option<&str>,
+) -> Result<HostLists, Error> {
+    let (host_ar, bm_ar) = byoh(apis)?;
+    full_host_lists(
+        conn,
+        apis,
+        &host_ar,
+        bm_ar,
+        host_namespace,
+        &ListParams::default(),
+    )
+    .await
+}
+
+/// The rows of `hosts` that pass `filter`. The ByoHosts come as one LIST response (see
+/// `shared::api::list_whole_text`: on an idle API server `continue` pages come from etcd, 4x
+/// slower at 10,000 hosts), kept as the text the server sent while the joined kinds are read
+/// (`detail`: ByoMachines as names and owners for the table; with their provider IDs for the
+/// wide table; and the Machines for the structured rows), then parsed one host at a time, each
+/// turned into its row at once: memory is the text, the joined kinds' keys and the rows, never
+/// a fleet of parsed hosts.
+pub async fn host_rows(
+    conn: &Conn,
+    apis: &ServerApis,
+    host_namespace: Option<&str>,
+    host_selector: Option<&str>,
+    detail: HostDetail,
+    filter: &HostFilter,
+) -> Result<Vec<HostRow>, Error> {
+    let (host_ar, bm_ar) = byoh(apis)?;
+    let mut host_lp = ListParams::default();
+    if let Some(s) = host_selector {
+        host_lp = host_lp.labels(s);
+    }
+    let lp = &ListParams::default();
+    let joined = async {
+        match detail {
+            HostDetail::Table => {
+                let bms = list_narrow(conn, bm_ar, lp, true, Narrow::<Value>::owned).await?;
+                // The Machine of a ByoMachine is its controller owner (CAPI sets it, the
+                // garbage collector removes ByoMachines whose Machine is gone): its name needs
+                // no Machine LIST.
+                let machines = machines_from_owners(&bms);
+                Ok::<_, Error>((bms, machines))
+            }
+            HostDetail::Wide => {
+                let bms =
+                    list_narrow(conn, bm_ar, lp, false, Narrow::<Value>::byomachine_row).await?;
+                let machines = machines_from_owners(&bms);
+                Ok((bms, machines))
+            }
+            HostDetail::Rows => {
+                let machine_ar = apis.capi_kind("Machine").ok();
+                tokio::try_join!(
+                    list_narrow(conn, bm_ar, lp, false, Narrow::<Value>::byomachine_row),
+                    list_narrow(conn, machine_ar, lp, false, Narrow::machine_row),
+                )
+            }
+        }
+    };
+    let (text, (bms, machines)) = tokio::try_join!(
+        shared::api::list_whole_text(conn, &host_ar, host_namespace, &host_lp),
+        joined,
+    )?;
+    let inv = Inventory::build(&[], &bms, &machines, &[], Some(now()));
+    let rows = shared::api::whole_items(&host_ar, text, |h: Narrow<Value>| {
+        let row = inv.row(&h.host());
+        filter.matches(&row).then_some(row)
+    })?;
+    Ok(rows.into_iter().flatten().collect())
+}
+
+/// The four lists as whole objects (Machines and ByoMachines pruned to what the joins read).
+async fn full_host_lists(
+    conn: &Conn,
+    apis: &ServerApis,
+    host_ar: &ApiResource,
+    bm_ar: Option<ApiResource>,
+    host_namespace: Option<&str>,
+    host_lp: &ListParams,
+) -> Result<HostLists, Error> {
+    let lp = ListParams::default();
+    let machine_ar = apis.capi_kind("Machine").ok();
+    let cluster_ar = apis.cluster().ok();
+    let list_pruned = |ar: Option<ApiResource>,
+                       spec: &'static [&'static str],
+                       status: &'static [&'static str]| {
+        let lp = &lp;
+        async move {
+            match ar {
+                Some(ar) => {
+                    shared::api::list_json_map(conn, &ar, None, lp, |v| prune(v, spec, status))
+                        .await
+                }
+                None => Ok(Vec::new()),
+            }
+        }
+    };
+    let (hosts, byomachines, machines, clusters) = tokio::try_join!(
+        shared::api::list_json(conn, host_ar, host_namespace, host_lp),
+        list_pruned(bm_ar, &["providerID", "selector"], &["ready", "conditions"]),
+        list_pruned(
+            machine_ar,
+            &["clusterName", "version", "providerID", "infrastructureRef"],
+            &["phase", "nodeRef"]
+        ),
+        list_opt(conn, cluster_ar.as_ref(), None, &lp),
+    )?;
+    Ok(HostLists {
+        hosts,
+        byomachines,
+        machines,
+        clusters,
+    })
+}
+
+/// The ByoHosts of every namespace as claims ([`Narrow::claim`]): which host serves which
+/// ByoMachine, without the hosts' network, conditions and host info.
+pub async fn host_claims(conn: &Conn, host_ar: Option<ApiResource>) -> Result<Vec<Value>, Error> {
+    list_narrow(conn, host_ar, &ListParams::default(), false, Narrow::claim).await
+}
+
+/// Minimal Machines (namespace and name) named by the ByoMachines' Machine owner references.
+pub fn machines_from_owners(byomachines: &[Value]) -> Vec<Value> {
+    byomachines
+        .iter()
+        .filter_map(|bm| {
+            let owner = kcore::json::owner_of_kind(bm, "Machine")?;
+            Some(serde_json::json!({"kind": "Machine", "metadata": {
+                "name": owner, "namespace": kcore::json::namespace(bm)}}))
+        })
+        .collect()
+}
+
+/// What the free-host checks need, in the inventory's shape: the ByoHosts no cluster has
+/// claimed, from every namespace (BYOH picks hosts anywhere), and no ByoMachines, Machines or
+/// Clusters. BYOH selects hosts for a ByoMachine with the same `!cluster.x-k8s.io/cluster-name`
+/// requirement (`attachByoHost` in `controllers/infrastructure/byomachine_controller.go`,
+/// BYOH v0.5.0), and an unclaimed host's state depends on nothing but the host
+/// (`Inventory::state`), so the plan sees the same Available hosts while the cost follows the
+/// free pool, not the fleet's Machines and claimed hosts.
+pub async fn free_host_lists(t: &ClusterHandle, host_ar: &ApiResource) -> Result<HostLists, Error> {
+    let lp = kube::api::ListParams::default().labels(&format!("!{CLUSTER_NAME_LABEL}"));
+    // Parsed into what a host's state and the selectors read (labels, annotations, status), in
+    // one response: paged, a selector that matches few of many hosts makes `continue` pages,
+    // which an idle API server reads from etcd (`shared::api::whole`); `make bench` saw this
+    // plan at 2.4x its empty-fleet cost with 10,000 claimed hosts elsewhere.
+    let hosts = shared::api::list_whole(&t.conn, host_ar, None, &lp, false, Narrow::host).await?;
+    Ok(HostLists {
+        hosts,
+        byomachines: Vec::new(),
+        machines: Vec::new(),
+        clusters: Vec::new(),
+    })
+}
+
+/// Hosts, ByoMachines, Machines and Clusters in all namespaces (BYOH picks hosts anywhere).
+pub async fn inventory_lists(t: &ClusterHandle, host_ar: &ApiResource) -> Result<HostLists, Error> {
+    let hosts = t.list_all(host_ar, None).await?;
+    let byomachines = match t.apis.provider_kind(INFRASTRUCTURE_GROUP, "ByoMachine") {
+        Some(ar) => t.list_all(&ar, None).await?,
+        None => Vec::new(),
+    };
+    let machines = t.list_all(&t.core("Machine")?, None).await?;
+    let clusters = t.list_all(&t.cluster_ar, None).await?;
+    Ok(HostLists {
+        hosts,
+        byomachines,
+        machines,
+        clusters,
+    })
+}
+
+/// The ByoHost `name`: one field-selected LIST over every namespace; with several of that
+/// name, the one in `prefer_ns`.
+pub async fn find_host(
+    conn: &Conn,
+    host_ar: &ApiResource,
+    name: &str,
+    prefer_ns: Option<&str>,
+) -> Result<Value, Error> {
+    let lp = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+    let mut found = shared::api::list_json(conn, host_ar, None, &lp).await?;
+    if found.len() > 1
+        && let Some(ns) = prefer_ns
+        && found.iter().any(|h| kcore::json::namespace(h) == ns)
+    {
+        found.retain(|h| kcore::json::namespace(h) == ns);
+    }
+    match found.len() {
+        // Searched in every namespace: the error names none.
+        0 => Err(Error::NotFound {
+            kind: "ByoHost".into(),
+            name: name.to_string(),
+            namespace: None,
+            suggestions: Vec::new(),
+        }),
+        1 => Ok(found.remove(0)),
+        _ => Err(Error::Usage {
+            message: format!("ByoHost {name} exists in several namespaces"),
+            hint: Some("pick one with -n NAMESPACE".into()),
+        }),
+    }
+}
+
+/// The Machine a host serves: host `status.machineRef` (BYOH sets it when it attaches a
+/// ByoMachine) → that ByoMachine's owning Machine.
+pub async fn machine_on_host(
+    t: &ClusterHandle,
+    host_ar: &ApiResource,
+    host: &str,
+) -> Result<String, Error> {
+    let found = find_host(&t.conn, host_ar, host, Some(&t.namespace)).await?;
+    let h = &found;
+    let Some(bm) = kcore::json::str_at(h, &["status", "machineRef", "name"]) else {
+        return Err(Error::other(format!(
+            "ByoHost {host} serves no machine (it is free), so there is nothing to remove on it"
+        )));
+    };
+    let bm_ns = kcore::json::str_at(h, &["status", "machineRef", "namespace"])
+        .unwrap_or(kcore::json::namespace(h));
+    if bm_ns != t.namespace {
+        return Err(Error::other(format!(
+            "ByoHost {host} serves a machine in namespace {bm_ns}, not of cluster {} in {}",
+            t.name, t.namespace
+        )));
+    }
+    let bm_ar = t
+        .apis
+        .provider_kind(INFRASTRUCTURE_GROUP, "ByoMachine")
+        .ok_or_else(|| Error::other("this management cluster serves no ByoMachine API"))?;
+    let obj = t.get_opt(&bm_ar, bm).await?.ok_or_else(|| {
+        Error::other(format!(
+            "ByoHost {host} names ByoMachine {bm}, which no longer exists; its machine is already going"
+        ))
+    })?;
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .and_then(|refs| {
+            refs.iter()
+                .find(|r| r.get("kind").and_then(Value::as_str) == Some("Machine"))
+        })
+        .and_then(|r| r.get("name").and_then(Value::as_str))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            Error::other(format!(
+                "ByoMachine {bm} on host {host} has no owning Machine yet; try again in a moment"
+            ))
+        })
+}

@@ -1,0 +1,17 @@
+//! How objects are named: a cluster name checked before the server is asked, and objects shown
+//! as kubectl prints them.
+
+use shared::error::Error;
+
+pub use kcore::json::name as name_of;
+
+/// Validates a cluster name before asking the server (one clear line for typos like `-x`).
+pub fn check_name(name: &str) -> Result<(), Error> {
+    Ok(kcore::names::check_object_name("cluster", name)?)
+}
+
+/// `kind.group/name`, as kubectl prints objects.
+pub fn display_name(kind: &str, api_version: &str, name: &str) -> String {
+    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    shared::render::object_name(kind, group, name)
+}
