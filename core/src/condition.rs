@@ -50,7 +50,7 @@ pub struct Condition {
 
 impl Condition {
     /// Parses one condition object; `None` when it has no type. A missing status is `Unknown`.
-    pub fn from_json(v: &Value) -> Option<Condition> {
+    pub(crate) fn from_json(v: &Value) -> Option<Condition> {
         let s = |k: &str| {
             v.get(k)
                 .and_then(Value::as_str)
@@ -69,11 +69,11 @@ impl Condition {
     pub fn is_true(&self) -> bool {
         self.status == "True"
     }
-    pub fn is_false(&self) -> bool {
+    pub(crate) fn is_false(&self) -> bool {
         self.status == "False"
     }
     /// Whether True is the abnormal state of this type ([`NEGATIVE_POLARITY`]).
-    pub fn is_negative_polarity(&self) -> bool {
+    pub(crate) fn is_negative_polarity(&self) -> bool {
         NEGATIVE_POLARITY.contains(&self.type_.as_str())
     }
     /// False on a positive-polarity condition: something is not as it should be. (False on
@@ -94,7 +94,7 @@ pub fn conditions_at(v: &Value, path: &[&str]) -> Vec<Condition> {
 /// The condition of type `type_` in the list at `path`. Only that one is parsed: a tree of
 /// thousands of Machines asks each for two or three types, and parsing every condition for
 /// each question was a fifth of `describe`'s CPU.
-pub fn find_at(v: &Value, path: &[&str], type_: &str) -> Option<Condition> {
+pub(crate) fn find_at(v: &Value, path: &[&str], type_: &str) -> Option<Condition> {
     at(v, path)?
         .as_array()?
         .iter()

@@ -41,16 +41,6 @@ pub fn api_level(obj: &Value) -> Option<CapiVersion> {
 
 // ---------------------------------------------------------------- readiness and initialization
 
-/// Cluster: is its infrastructure provisioned?
-pub fn cluster_infrastructure_provisioned(cluster: &Value) -> bool {
-    bool_at(
-        cluster,
-        &["status", "initialization", "infrastructureProvisioned"],
-    )
-    .or_else(|| bool_at(cluster, &["status", "infrastructureReady"]))
-    .unwrap_or(false)
-}
-
 /// Cluster: is its control plane initialized (the API server answered once)?
 pub fn cluster_control_plane_initialized(cluster: &Value) -> bool {
     if let Some(b) = bool_at(
@@ -79,33 +69,6 @@ pub fn control_plane_ready(cp: &Value) -> bool {
         return c.is_true();
     }
     bool_at(cp, &["status", "ready"]).unwrap_or_else(|| control_plane_initialized(cp))
-}
-
-/// Infrastructure provider object (ByoCluster, ByoMachine, ...): provisioned?
-pub fn infrastructure_provisioned(infra: &Value) -> bool {
-    bool_at(infra, &["status", "initialization", "provisioned"])
-        .or_else(|| bool_at(infra, &["status", "ready"]))
-        .unwrap_or(false)
-}
-
-/// Machine: is its infrastructure provisioned?
-pub fn machine_infrastructure_provisioned(machine: &Value) -> bool {
-    bool_at(
-        machine,
-        &["status", "initialization", "infrastructureProvisioned"],
-    )
-    .or_else(|| bool_at(machine, &["status", "infrastructureReady"]))
-    .unwrap_or(false)
-}
-
-/// Machine: is its bootstrap data ready?
-pub fn machine_bootstrap_ready(machine: &Value) -> bool {
-    bool_at(
-        machine,
-        &["status", "initialization", "bootstrapDataSecretCreated"],
-    )
-    .or_else(|| bool_at(machine, &["status", "bootstrapReady"]))
-    .unwrap_or(false)
 }
 
 // ---------------------------------------------------------------- references
@@ -396,15 +359,12 @@ mod tests {
     #[test]
     fn cluster_initialization_in_both_versions() {
         let b2 = cluster_v1beta2();
-        assert!(cluster_infrastructure_provisioned(&b2));
         assert!(cluster_control_plane_initialized(&b2));
         let b1 = cluster_v1beta1();
-        assert!(cluster_infrastructure_provisioned(&b1));
         // ControlPlaneInitialized condition wins over controlPlaneReady=false.
         assert!(cluster_control_plane_initialized(&b1));
         let empty =
             json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "status": {}});
-        assert!(!cluster_infrastructure_provisioned(&empty));
         assert!(!cluster_control_plane_initialized(&empty));
     }
 
@@ -554,17 +514,5 @@ mod tests {
         let kcp_v1beta1 = json!({"status": {"initialized": true, "ready": false}});
         assert!(control_plane_initialized(&kcp_v1beta1));
         assert!(!control_plane_ready(&kcp_v1beta1));
-        assert!(infrastructure_provisioned(
-            &json!({"status": {"initialization": {"provisioned": true}}})
-        ));
-        assert!(infrastructure_provisioned(
-            &json!({"status": {"ready": true}})
-        ));
-        let m2 = json!({"status": {"initialization": {"infrastructureProvisioned": true, "bootstrapDataSecretCreated": false}}});
-        assert!(machine_infrastructure_provisioned(&m2));
-        assert!(!machine_bootstrap_ready(&m2));
-        let m1 = json!({"status": {"infrastructureReady": false, "bootstrapReady": true}});
-        assert!(!machine_infrastructure_provisioned(&m1));
-        assert!(machine_bootstrap_ready(&m1));
     }
 }

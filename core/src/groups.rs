@@ -13,7 +13,7 @@ pub const KAMAJI_GROUP: &str = "kamaji.clastix.io";
 /// Cluster API's addons group (ClusterResourceSet).
 pub const ADDONS_GROUP: &str = "addons.cluster.x-k8s.io";
 /// The label prefix of contract labels on provider CRDs (`cluster.x-k8s.io/v1beta2: v1alpha2`).
-pub const CONTRACT_LABEL_PREFIX: &str = "cluster.x-k8s.io/";
+pub(crate) const CONTRACT_LABEL_PREFIX: &str = "cluster.x-k8s.io/";
 
 /// The groups discovery looks at.
 /// Our own API group: long operations the reconciler carries out (`kcore::ops`).
@@ -91,7 +91,7 @@ pub fn contract_labels(labels: &BTreeMap<String, String>) -> ContractLabels {
 }
 
 /// `v1`, `v1beta2`, `v1alpha1`, ...
-pub fn is_kube_version(s: &str) -> bool {
+pub(crate) fn is_kube_version(s: &str) -> bool {
     matches!(
         kube::core::Version::parse(s),
         kube::core::Version::Stable(_)

@@ -3,6 +3,13 @@
 /// Every object of a CAPI cluster carries its cluster's name here (`clusterv1.ClusterNameLabel`).
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 
+/// A MachineSet's and Machine's MachineDeployment (`clusterv1.MachineDeploymentNameLabel`).
+pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
+
+/// A topology-managed MachineDeployment's name in its Cluster's topology
+/// (`clusterv1.ClusterTopologyMachineDeploymentNameLabel`).
+pub const TOPOLOGY_DEPLOYMENT_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
+
 /// An object with this annotation is left alone by CAPI's controllers and by ours
 /// (`clusterv1.PausedAnnotation`); on a ByoHost it mirrors a paused Cluster or ByoMachine, and the
 /// host agent skips the host.
@@ -11,7 +18,7 @@ pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 /// NVIDIA Base Command Manager's KubeCluster template for a CAPI cluster (BCM 11's manual, the
 /// CAPI chapter); BCM's example sets it as a label, its prose calls it an annotation, so readers
 /// accept both ([`bcm_template`]).
-pub const BCM_TEMPLATE_KEY: &str = "infrav1.nvidia.x-k8s.io/capi-kube-template";
+pub(crate) const BCM_TEMPLATE_KEY: &str = "infrav1.nvidia.x-k8s.io/capi-kube-template";
 
 /// The BCM KubeCluster template a Cluster names, as a label or an annotation.
 pub fn bcm_template(obj: &serde_json::Value) -> Option<&str> {

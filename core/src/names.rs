@@ -5,12 +5,12 @@
 use crate::Error;
 
 /// The longest object name (RFC 1123 subdomain, k8s.io/apimachinery `validation.DNS1123SubdomainMaxLength`).
-pub const MAX_NAME_LEN: usize = 253;
+pub(crate) const MAX_NAME_LEN: usize = 253;
 
 /// Whether `name` is an RFC 1123 subdomain: lower-case letters, digits, `-` and `.`, starting
 /// and ending with a letter or digit, at most 253 characters (k8s.io/apimachinery
 /// `IsDNS1123Subdomain`, which every kind this suite reads or writes by name uses).
-pub fn is_object_name(name: &str) -> bool {
+pub(crate) fn is_object_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME_LEN
         && name

@@ -63,7 +63,7 @@ pub fn closest_names<'a>(
 
 /// The longest duration a flag takes (`--timeout`, `--request-timeout`, `--ttl`): 30 days. Longer
 /// is a typo, and bounding it keeps every `Instant + duration` far from overflow.
-pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Parses kubectl/Go durations: `30` (seconds), `500ms`, `10s`, `2m`, `1h30m`, `0`; at most
 /// [`MAX_DURATION`].

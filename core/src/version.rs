@@ -14,7 +14,7 @@ const MAX_COMPONENT_DIGITS: usize = 6;
 /// The highest minor a Kubernetes version may have: 1.36 is current (2026) and upstream
 /// releases three a year, so 99 leaves decades; `v1.999999.0` is a typo, and a walk to it would
 /// be a million steps.
-pub const MAX_MINOR: u64 = 99;
+pub(crate) const MAX_MINOR: u64 = 99;
 
 /// A Kubernetes version. Derefs to [`semver::Version`] for `major`, `minor`, `patch`, `pre`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -84,17 +84,17 @@ impl KubeVersion {
     }
 
     /// A release, not a pre-release or a build (`v1.33.1`, not `v1.33.1-rc.0`).
-    pub fn is_release(&self) -> bool {
+    pub(crate) fn is_release(&self) -> bool {
         self.0.pre.is_empty() && self.0.build.is_empty()
     }
 
     /// `vMAJOR.(MINOR+1).0`.
-    pub fn next_minor(&self) -> KubeVersion {
+    pub(crate) fn next_minor(&self) -> KubeVersion {
         KubeVersion::new(self.0.major, self.0.minor.saturating_add(1), 0)
     }
 
     /// The same major and minor.
-    pub fn same_minor(&self, other: &KubeVersion) -> bool {
+    pub(crate) fn same_minor(&self, other: &KubeVersion) -> bool {
         self.0.major == other.0.major && self.0.minor == other.0.minor
     }
 }

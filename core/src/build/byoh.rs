@@ -12,7 +12,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 /// BYOH's API group and version for BootstrapKubeconfig.
-pub const BOOTSTRAP_KUBECONFIG_API_VERSION: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
+pub(crate) const BOOTSTRAP_KUBECONFIG_API_VERSION: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
 /// How long BYOH's bootstrap token lives (`ttl` in BYOH v0.5.0's controller).
 pub const BOOTSTRAP_TOKEN_TTL_MINUTES: u32 = 30;
 

@@ -20,19 +20,19 @@ use crate::Error;
 
 pub use crate::groups::ADDONS_GROUP;
 /// The Calico release `--cni calico` installs.
-pub const CALICO_VERSION: &str = "v3.31.4";
+pub(crate) const CALICO_VERSION: &str = "v3.31.4";
 /// Environment variable naming another URL for Calico's manifest (a mirror).
 pub const CALICO_URL_ENV: &str = "KUBECTL_KAMAJI_CALICO_URL";
 /// The Cluster label the ClusterResourceSet selects on (with the cluster-name label); the
 /// key is the one Cluster API's and BYOH's own templates use for their CNI ClusterResourceSets.
-pub const CNI_LABEL: &str = "cni";
+pub(crate) const CNI_LABEL: &str = "cni";
 /// The API server refuses ConfigMaps and Secrets above 1 MiB (1,048,576 bytes of data); a
 /// part keeps room for its key.
-pub const MAX_PART_BYTES: usize = 1_000_000;
+pub(crate) const MAX_PART_BYTES: usize = 1_000_000;
 /// The largest manifest accepted (and downloaded).
 pub const MAX_MANIFEST_BYTES: usize = 8 * 1024 * 1024;
 /// The Secret type Cluster API's ClusterResourceSet controller reads.
-pub const RESOURCE_SET_SECRET_TYPE: &str = "addons.cluster.x-k8s.io/resource-set";
+pub(crate) const RESOURCE_SET_SECRET_TYPE: &str = "addons.cluster.x-k8s.io/resource-set";
 
 /// Calico's release manifest (the projectcalico/calico repository's `manifests/calico.yaml`
 /// at the release tag), or the mirror in [`CALICO_URL_ENV`].
@@ -232,7 +232,7 @@ pub fn split(what: &str, text: &str) -> Result<Parts, Error> {
 /// ships `CALICO_IPV4POOL_CIDR` commented out (192.168.0.0/16), and Calico's install guide
 /// says to uncomment it and set the pod CIDR. Unchanged when the lines are not there (Calico
 /// then detects the CIDR itself) or `cidr` is not IPv4.
-pub fn calico_with_pod_cidr(text: &str, cidr: &str) -> String {
+pub(crate) fn calico_with_pod_cidr(text: &str, cidr: &str) -> String {
     if !cidr.contains('.') {
         return text.to_string();
     }
@@ -279,7 +279,7 @@ fn data_key(kind: CniKind, source: &str) -> String {
 }
 
 /// The name of the ClusterResourceSet of cluster `name` (and of its only ConfigMap).
-pub fn resource_set_name(name: &str) -> String {
+pub(crate) fn resource_set_name(name: &str) -> String {
     format!("{name}-cni")
 }
 

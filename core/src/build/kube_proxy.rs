@@ -29,27 +29,27 @@ use crate::version::KubeVersion;
 
 pub use crate::groups::ADDONS_GROUP;
 /// The Cluster label the ClusterResourceSet selects on (with the cluster-name label).
-pub const MODE_LABEL: &str = "kube-proxy-mode";
+pub(crate) const MODE_LABEL: &str = "kube-proxy-mode";
 /// The name of the ServiceAccount, ClusterRoleBinding, ConfigMap and DaemonSet in the tenant's
 /// `kube-system`.
-pub const TENANT_NAME: &str = "capi-kube-proxy";
+pub(crate) const TENANT_NAME: &str = "capi-kube-proxy";
 /// The namespace of the tenant objects.
-pub const TENANT_NAMESPACE: &str = "kube-system";
+pub(crate) const TENANT_NAMESPACE: &str = "kube-system";
 /// Kubernetes' bootstrap ClusterRole for kube-proxy (kubeadm binds it the same way).
-pub const NODE_PROXIER_ROLE: &str = "system:node-proxier";
+pub(crate) const NODE_PROXIER_ROLE: &str = "system:node-proxier";
 /// The image registry of kube-proxy when the values file names none (Kamaji's and kubeadm's).
-pub const DEFAULT_REGISTRY: &str = "registry.k8s.io";
+pub(crate) const DEFAULT_REGISTRY: &str = "registry.k8s.io";
 /// The key of the management-cluster ConfigMap holding the tenant objects.
-pub const DATA_KEY: &str = "kube-proxy.yaml";
+pub(crate) const DATA_KEY: &str = "kube-proxy.yaml";
 /// The first Kubernetes minor whose kube-proxy runs `nftables` without a feature gate (beta,
 /// on by default, in v1.31; GA in v1.33).
-pub const NFTABLES_SINCE_MINOR: u64 = 31;
+pub(crate) const NFTABLES_SINCE_MINOR: u64 = 31;
 /// The first Kubernetes minor whose kube-proxy deprecates `ipvs` (it logs and records a
 /// warning at start: kubernetes, `cmd/kube-proxy/app/server_linux.go`, v1.35).
-pub const IPVS_DEPRECATED_SINCE_MINOR: u64 = 35;
+pub(crate) const IPVS_DEPRECATED_SINCE_MINOR: u64 = 35;
 
 /// Whether kube-proxy at `version` (`v1.35.0`) deprecates `ipvs`.
-pub fn ipvs_deprecated(version: &str) -> bool {
+pub(crate) fn ipvs_deprecated(version: &str) -> bool {
     KubeVersion::parse(version).is_ok_and(|v| v.minor >= IPVS_DEPRECATED_SINCE_MINOR)
 }
 
@@ -78,7 +78,7 @@ impl KubeProxyMode {
     }
 
     /// Kamaji's kube-proxy addon runs this mode; the others come through a ClusterResourceSet.
-    pub fn is_kamaji_default(self) -> bool {
+    pub(crate) fn is_kamaji_default(self) -> bool {
         self == KubeProxyMode::Iptables
     }
 
@@ -177,7 +177,7 @@ impl KubeProxy<'_> {
     }
 
     /// The tenant objects: ServiceAccount, ClusterRoleBinding, ConfigMap, DaemonSet.
-    pub fn tenant_objects(&self) -> Result<Vec<Value>, Error> {
+    pub(crate) fn tenant_objects(&self) -> Result<Vec<Value>, Error> {
         let labels = json!({"k8s-app": "kube-proxy", "app.kubernetes.io/name": TENANT_NAME});
         let meta = json!({"name": TENANT_NAME, "namespace": TENANT_NAMESPACE, "labels": labels});
         let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta});
@@ -255,7 +255,7 @@ fn to_yaml(v: &Value) -> Result<String, Error> {
 }
 
 /// The name of the ClusterResourceSet of cluster `name` (and of its ConfigMap).
-pub fn resource_set_name(name: &str) -> String {
+pub(crate) fn resource_set_name(name: &str) -> String {
     format!("{name}-kube-proxy")
 }
 

@@ -72,7 +72,7 @@ pub fn ca_cert_hash(ca_pem: &[u8]) -> Result<String, Error> {
 const TOKEN_CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
 
 /// A bootstrap token `[a-z0-9]{6}.[a-z0-9]{16}` from 22 random bytes.
-pub fn token_from_bytes(bytes: &[u8; 22]) -> (String, String) {
+pub(crate) fn token_from_bytes(bytes: &[u8; 22]) -> (String, String) {
     let s: String = bytes
         .iter()
         .map(|b| TOKEN_CHARS[(*b as usize) % TOKEN_CHARS.len()] as char)
@@ -91,7 +91,7 @@ pub fn new_token() -> Result<(String, String), Error> {
 }
 
 /// The group kubeadm joins nodes with.
-pub const NODE_TOKEN_GROUP: &str = "system:bootstrappers:kubeadm:default-node-token";
+pub(crate) const NODE_TOKEN_GROUP: &str = "system:bootstrappers:kubeadm:default-node-token";
 
 /// The `bootstrap-token-<id>` Secret kubeadm reads (type `bootstrap.kubernetes.io/token`).
 pub fn bootstrap_token_secret(
@@ -121,7 +121,7 @@ pub fn bootstrap_token_secret(
 /// (base64 `data`): for authentication, in the node group, and not expired at `now`.
 /// kubeadm's documented placeholder token (`kubeadm config print init-defaults`). Kamaji v1.0.0's
 /// bootstrap-token phase creates it in every tenant, so anyone can read it: never hand it out.
-pub const PLACEHOLDER_TOKEN: &str = "abcdef.0123456789abcdef";
+pub(crate) const PLACEHOLDER_TOKEN: &str = "abcdef.0123456789abcdef";
 
 /// A valid node-join token held by `secret`, `None` for anything else, expired, or well known.
 pub fn usable_token(secret: &Value, now: jiff::Timestamp) -> Option<String> {

@@ -73,7 +73,7 @@ const STRING_FORMATS: &[&str] = &[
 /// Whether the API server knows `format` on a schema of type `type_`: the rule of
 /// `GetUnrecognizedFormats` (same file), which answers every other format with a `Warning:
 /// unrecognized format` on each apply of the CRD.
-pub fn known_format(type_: Option<&str>, format: &str) -> bool {
+pub(crate) fn known_format(type_: Option<&str>, format: &str) -> bool {
     match type_.unwrap_or("") {
         "" | "string" => STRING_FORMATS.contains(&format.replace('-', "").as_str()),
         "integer" => matches!(format, "int32" | "int64"),
@@ -101,7 +101,7 @@ fn integer_bounds(format: &str) -> Option<(f64, f64)> {
 /// Drops every `format` the API server does not know from a schema and everything below it
 /// (properties, items, maps, `allOf`/`anyOf`/`oneOf`/`not`), turning schemars' integer formats
 /// into bounds. `default`, `enum` and `example` are values, not schemas, and stay untouched.
-pub fn strip_unknown_formats(s: &mut JSONSchemaProps) {
+pub(crate) fn strip_unknown_formats(s: &mut JSONSchemaProps) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
         JSONSchemaPropsOrArray as OrArray, JSONSchemaPropsOrBool as OrBool,
         JSONSchemaPropsOrStringArray as OrStrings,
@@ -155,7 +155,7 @@ pub fn strip_unknown_formats(s: &mut JSONSchemaProps) {
 
 /// [`strip_unknown_formats`] over every version of a CRD: applied to every CRD we ship
 /// (`kcp::crds`, `ops::crds`), so no field added later brings a format back.
-pub fn for_the_api_server(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+pub(crate) fn for_the_api_server(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     for v in &mut crd.spec.versions {
         if let Some(s) = v
             .schema

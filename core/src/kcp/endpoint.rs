@@ -20,7 +20,7 @@ impl std::fmt::Display for Endpoint {
 }
 
 /// Splits `host:port` (IPv6 as `[::1]:6443`). `None` when there is no valid port.
-pub fn split_host_port(s: &str) -> Option<(String, Option<i32>)> {
+pub(crate) fn split_host_port(s: &str) -> Option<(String, Option<i32>)> {
     let s = s.trim();
     if s.is_empty() {
         return None;

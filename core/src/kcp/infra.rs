@@ -22,7 +22,7 @@ pub enum Action {
 }
 
 /// The built-in table (group `infrastructure.cluster.x-k8s.io`).
-pub const TABLE: &[(&str, Action)] = &[
+pub(crate) const TABLE: &[(&str, Action)] = &[
     ("AWSCluster", Action::Endpoint),
     ("AzureCluster", Action::Endpoint),
     ("HetznerCluster", Action::Endpoint),

@@ -17,7 +17,7 @@ pub const DEFAULT_IMAGE: &str = concat!(
 /// kind in one namespace would share names and a Lease.
 pub const DEFAULT_NAMESPACE: &str = "kamaji-reconciler-system";
 /// CAPI's kubeadm bootstrap controller, which reads KamajiControlPlanes (CAPI v1.14).
-pub const KUBEADM_BOOTSTRAP_SA: (&str, &str) = (
+pub(crate) const KUBEADM_BOOTSTRAP_SA: (&str, &str) = (
     "capi-kubeadm-bootstrap-system",
     "capi-kubeadm-bootstrap-manager",
 );
@@ -55,7 +55,7 @@ fn capi_aggregated_labels() -> Value {
 }
 
 /// The user name of CAPI's kubeadm bootstrap controller's service account.
-pub fn kubeadm_bootstrap_user() -> String {
+pub(crate) fn kubeadm_bootstrap_user() -> String {
     format!(
         "system:serviceaccount:{}:{}",
         KUBEADM_BOOTSTRAP_SA.0, KUBEADM_BOOTSTRAP_SA.1

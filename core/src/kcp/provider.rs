@@ -24,7 +24,7 @@ pub const NAME: &str = "kamaji";
 /// clusterctl's provider type.
 pub const TYPE: &str = "ControlPlaneProvider";
 /// The clusterctl variable that overrides the image.
-pub const IMAGE_VARIABLE: &str = "KAMAJI_RECONCILER_IMAGE";
+pub(crate) const IMAGE_VARIABLE: &str = "KAMAJI_RECONCILER_IMAGE";
 /// The components file name in the release (and in a local repository).
 pub const COMPONENTS_FILE: &str = "components.yaml";
 /// The metadata file name.
@@ -34,7 +34,7 @@ pub const METADATA_FILE: &str = "metadata.yaml";
 /// reconciler serves both contracts at run time, but clusterctl wants one per series: v1beta2,
 /// the contract of CAPI v1.11 and later (clusterctl v1.14 installs nothing else as a new
 /// provider). A new minor needs a row here; a unit test fails until it has one.
-pub const RELEASE_SERIES: &[(u64, u64, &str)] = &[(0, 1, "v1beta2")];
+pub(crate) const RELEASE_SERIES: &[(u64, u64, &str)] = &[(0, 1, "v1beta2")];
 
 /// This release's version as clusterctl spells it (`v0.1.0`).
 pub fn version() -> String {
@@ -49,7 +49,7 @@ pub fn repository_path(file: &str) -> String {
 
 /// The image as written in `components.yaml`: clusterctl's variable, defaulting to this
 /// version's image.
-pub fn image_placeholder() -> String {
+pub(crate) fn image_placeholder() -> String {
     format!("${{{IMAGE_VARIABLE}:={DEFAULT_IMAGE}}}")
 }
 

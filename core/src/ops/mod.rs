@@ -33,7 +33,7 @@ pub mod reason {
     /// No plan can be made from the spec and the cluster (a downgrade, an unknown version...).
     pub const PLAN_FAILED: &str = "PlanFailed";
     /// The preflight blocks the plan (too few spare BYOH hosts); `spec.force` goes ahead.
-    pub const PREFLIGHT_FAILED: &str = "PreflightFailed";
+    pub(crate) const PREFLIGHT_FAILED: &str = "PreflightFailed";
 }
 
 /// The phases of a ClusterUpgrade, as `status.phase` spells them.

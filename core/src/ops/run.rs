@@ -23,7 +23,7 @@ use crate::plan::upgrade::{
 use crate::version::KubeVersion;
 
 /// At most this many earlier upgrades are kept in `status.history`.
-pub const MAX_HISTORY: usize = 10;
+pub(crate) const MAX_HISTORY: usize = 10;
 
 /// The request the plan is made from.
 pub fn request(spec: &ClusterUpgradeSpec) -> UpgradeRequest {
@@ -54,7 +54,7 @@ fn role_of(s: &PlannedStep) -> StepRole {
 }
 
 /// The plan as status holds it: the steps `--plan` prints, with their patches and clones.
-pub fn planned_steps(plan: &UpgradePlan) -> Vec<PlannedStep> {
+pub(crate) fn planned_steps(plan: &UpgradePlan) -> Vec<PlannedStep> {
     plan.steps
         .iter()
         .map(|s| PlannedStep {

@@ -32,13 +32,14 @@ pub use crate::labels::CLUSTER_NAME_LABEL;
 /// `<namespace>.<byomachine>` of the ByoMachine that claimed the host.
 pub const BYOMACHINE_NAME_LABEL: &str = "byoh.infrastructure.cluster.x-k8s.io/byomachine-name";
 /// Set by the ByoMachine delete path; the host agent removes it once it has cleaned up.
-pub const UNREGISTERING_ANNOTATION: &str = "byoh.infrastructure.cluster.x-k8s.io/unregistering";
+pub(crate) const UNREGISTERING_ANNOTATION: &str =
+    "byoh.infrastructure.cluster.x-k8s.io/unregistering";
 /// The Kubernetes version of the machine on the host.
-pub const K8S_VERSION_ANNOTATION: &str = "byoh.infrastructure.cluster.x-k8s.io/k8sversion";
+pub(crate) const K8S_VERSION_ANNOTATION: &str = "byoh.infrastructure.cluster.x-k8s.io/k8sversion";
 /// ByoHost condition: the node bootstrapped (kubeadm join/init ran).
-pub const BOOTSTRAP_CONDITION: &str = "K8sNodeBootstrapSucceeded";
+pub(crate) const BOOTSTRAP_CONDITION: &str = "K8sNodeBootstrapSucceeded";
 /// ByoHost condition: the Kubernetes components were installed.
-pub const INSTALL_CONDITION: &str = "K8sComponentsInstallationSucceeded";
+pub(crate) const INSTALL_CONDITION: &str = "K8sComponentsInstallationSucceeded";
 
 /// Condition reasons that mean the agent failed on the host.
 const FAILURE_REASONS: [&str; 3] = [
@@ -429,15 +430,6 @@ impl<'a> Inventory<'a> {
     /// One row per host, in list order.
     pub fn rows(&self) -> Vec<HostRow> {
         self.hosts.iter().map(|h| self.row(h)).collect()
-    }
-
-    /// Rows passing a filter.
-    pub fn rows_filtered(&self, filter: &HostFilter) -> Vec<HostRow> {
-        self.hosts
-            .iter()
-            .map(|h| self.row(h))
-            .filter(|r| filter.matches(r))
-            .collect()
     }
 
     /// The row of one host.

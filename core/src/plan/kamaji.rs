@@ -15,7 +15,7 @@ use crate::json::{self, at, str_at};
 
 /// The most control-plane replicas `scale` accepts: a tenant API server is stateless, and more
 /// than this is a typo, not a plan.
-pub const MAX_REPLICAS: i64 = 16;
+pub(crate) const MAX_REPLICAS: i64 = 16;
 
 fn usage(message: String, hint: &str) -> Error {
     Error::Usage {

@@ -32,7 +32,7 @@ pub use rollout::{
 };
 
 /// Label on generated MachineDeployments naming their topology entry.
-pub const TOPOLOGY_DEPLOYMENT_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
+pub use crate::labels::TOPOLOGY_DEPLOYMENT_LABEL;
 
 /// Why a scale cannot be planned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -85,7 +85,7 @@ impl LabelSelector {
     }
 
     /// `{role=worker}` for messages; `{}` (any labels) for the empty selector.
-    pub fn braced(&self) -> String {
+    pub(crate) fn braced(&self) -> String {
         format!("{{{self}}}")
     }
 
@@ -113,7 +113,7 @@ impl LabelSelector {
     }
 
     /// Read a `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`). `null` is the empty selector.
-    pub fn from_json(v: &Value) -> Result<Self, SelectorError> {
+    pub(crate) fn from_json(v: &Value) -> Result<Self, SelectorError> {
         let mut requirements = Vec::new();
         if v.is_null() {
             return Ok(LabelSelector { requirements });
@@ -186,7 +186,7 @@ impl LabelSelector {
     }
 
     /// Match against an object's `metadata.labels` as JSON (no copy of the labels is made per key).
-    pub fn matches_object(&self, obj: &Value) -> bool {
+    pub(crate) fn matches_object(&self, obj: &Value) -> bool {
         if self.requirements.is_empty() {
             return true;
         }

@@ -14,7 +14,7 @@ use crate::json::{self, at, str_at};
 use crate::text;
 
 /// Lifetime of the bootstrap token in a BootstrapKubeconfig (generated once, at creation).
-pub const BOOTSTRAP_TOKEN_TTL_SECONDS: i64 = 30 * 60;
+pub(crate) const BOOTSTRAP_TOKEN_TTL_SECONDS: i64 = 30 * 60;
 
 /// One Machine that will be deleted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -292,10 +292,10 @@ pub const KAMAJI_NAME_LABEL: &str = "kamaji.clastix.io/name";
 pub const KAMAJI_PROJECT_SELECTOR: &str = "kamaji.clastix.io/project=kamaji";
 /// Kamaji's finalizers: `finalizer.kamaji.clastix.io` and `finalizer.kamaji.clastix.io/...`
 /// (Kamaji v1.0.0, controllers/finalizers/tcp.go).
-pub const KAMAJI_FINALIZER: &str = "finalizer.kamaji.clastix.io";
+pub(crate) const KAMAJI_FINALIZER: &str = "finalizer.kamaji.clastix.io";
 
 /// Whether a finalizer is Kamaji's.
-pub fn is_kamaji_finalizer(f: &str) -> bool {
+pub(crate) fn is_kamaji_finalizer(f: &str) -> bool {
     f == KAMAJI_FINALIZER
         || f.strip_prefix(KAMAJI_FINALIZER)
             .is_some_and(|rest| rest.starts_with('/'))

@@ -124,15 +124,6 @@ pub fn variable_status(
         .collect())
 }
 
-/// The required variables that have no value, sorted.
-pub fn missing_variables(template: &str, vars: &Variables) -> Result<Vec<String>, TemplateError> {
-    Ok(variable_status(template, vars)?
-        .into_iter()
-        .filter(|v| v.missing)
-        .map(|v| v.name)
-        .collect())
-}
-
 /// Render a template. Fails with [`TemplateError::MissingVariables`] naming every missing variable.
 pub fn substitute(template: &str, vars: &Variables) -> Result<String, TemplateError> {
     let nodes = parse(template)?;

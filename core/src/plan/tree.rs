@@ -44,7 +44,7 @@ pub enum Layout {
 
 /// `--show-conditions` for one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum ConditionFilter {
+pub(crate) enum ConditionFilter {
     None,
     All,
     /// Only conditions not in their good state (plus Available and Ready): the `+` suffix.
@@ -112,7 +112,7 @@ impl TreeOptions {
     }
 
     /// The condition filter for an object.
-    pub fn filter_for(&self, kind: &str, name: &str) -> ConditionFilter {
+    pub(crate) fn filter_for(&self, kind: &str, name: &str) -> ConditionFilter {
         for f in self.show_conditions.split(',').filter(|f| !f.is_empty()) {
             let plus = f.ends_with('+');
             let hit = if f.trim_end_matches('+').eq_ignore_ascii_case("all") {

@@ -42,7 +42,7 @@ pub use patches::clone_template;
 pub use progress::{StepLine, StepProgress, step_progress, step_reached};
 
 /// The largest number of minors a kubelet may trail the API server (KEP-3935, Kubernetes ≥ 1.28).
-pub const MAX_KUBELET_SKEW: u64 = 3;
+pub(crate) const MAX_KUBELET_SKEW: u64 = 3;
 
 /// Why an upgrade cannot be planned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

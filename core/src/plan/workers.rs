@@ -14,7 +14,7 @@ use crate::Error;
 use crate::fields;
 
 /// Whether a NotReady message is the kubelet's "no network plugin" one.
-pub fn is_network_plugin_message(message: &str) -> bool {
+pub(crate) fn is_network_plugin_message(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     [
         "networkpluginnotready",

@@ -20,7 +20,7 @@ use crate::common::names::display_name;
 use crate::common::time::rollout_time;
 use crate::common::writes::FIELD_MANAGER;
 
-const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+use kcore::labels::PAUSED_ANNOTATION;
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {

@@ -19,7 +19,7 @@ use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
 use crate::common::{cells, host_pool, time};
 
-const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
+use kcore::labels::CLUSTER_NAME_LABEL;
 const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -122,7 +122,7 @@ pub fn row(m: &Value, hosts: &HashMap<String, String>, now: jiff::Timestamp) -> 
         name: json::name(m).to_string(),
         namespace: ns.to_string(),
         cluster: s(&["spec", "clusterName"])
-            .or_else(|| json::label(m, CLUSTER_NAME).map(str::to_string))
+            .or_else(|| json::label(m, CLUSTER_NAME_LABEL).map(str::to_string))
             .unwrap_or_default(),
         role: if json::label(m, CONTROL_PLANE_LABEL).is_some() {
             "control-plane".into()
@@ -227,7 +227,7 @@ impl Render for MachineList {
 fn selector(args: &Args) -> Option<String> {
     let mut parts = Vec::new();
     if let Some(c) = &args.cluster {
-        parts.push(format!("{CLUSTER_NAME}={c}"));
+        parts.push(format!("{CLUSTER_NAME_LABEL}={c}"));
     }
     if let Some(s) = args.selector.as_deref().filter(|s| !s.trim().is_empty()) {
         parts.push(s.to_string());

@@ -29,7 +29,7 @@ pub struct Args {
     pub kube: KubeFlags,
 }
 
-const TOPOLOGY_DEPLOYMENT_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
+use kcore::labels::TOPOLOGY_DEPLOYMENT_LABEL;
 
 pub async fn run(args: &Args) -> Result<(), Error> {
     let t = ClusterHandle::load(&args.kube, &args.cluster).await?;

@@ -47,7 +47,7 @@ pub const ADDRESS_VARIABLE: &str = "controlPlaneAddress";
 /// Label on the objects of a generated ClusterClass, naming the class.
 pub const CLASS_LABEL: &str = "capi-kamaji.io/cluster-class";
 /// The control plane of a class cluster is named after the Cluster (CAPI's naming template).
-pub const CONTROL_PLANE_NAMING: &str = "{{ .cluster.name }}";
+pub(crate) const CONTROL_PLANE_NAMING: &str = "{{ .cluster.name }}";
 
 /// The kind of the template `kind`'s class references (`ByoCluster` -> `ByoClusterTemplate`).
 pub fn template_kind(kind: &str) -> String {

@@ -160,8 +160,8 @@ fn byoh_installer(ctx: &Ctx, notes: &mut Vec<String>) -> (Value, Value) {
 
 /// Where OpenStack workers find the cloud configuration and CA (the paths of seed 000's
 /// KubeadmConfigTemplate).
-pub const OPENSTACK_CLOUD_CONF_PATH: &str = "/etc/kubernetes/cloud.conf";
-pub const OPENSTACK_CA_PATH: &str = "/etc/certs/cacert";
+pub(crate) const OPENSTACK_CLOUD_CONF_PATH: &str = "/etc/kubernetes/cloud.conf";
+pub(crate) const OPENSTACK_CA_PATH: &str = "/etc/certs/cacert";
 
 /// A bootstrap file from `secret`'s `key`, root-only.
 fn secret_file(secret: &str, key: &str, path: &str) -> Value {

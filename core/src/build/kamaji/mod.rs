@@ -53,26 +53,24 @@ pub use versions::{Versions, parse_version, upgrade_steps};
 pub const FIELD_MANAGER: &str = "kubectl-kamaji";
 /// Label on every object `create` writes.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "kubectl-kamaji");
+use crate::groups::{BOOTSTRAP_GROUP, CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP as INFRA_GROUP};
 /// CAPI's cluster-name label.
 pub use crate::labels::CLUSTER_NAME_LABEL;
-const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
-const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
-const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";
-const CONTROLPLANE_GROUP: &str = "controlplane.cluster.x-k8s.io";
+use crate::labels::DEPLOYMENT_NAME_LABEL;
 /// BYOH's installer template kind: the BYOH controller makes one K8sInstallerConfig per
 /// ByoMachine from it, whose installation secret the host agent runs to install Kubernetes.
 pub const INSTALLER_TEMPLATE_KIND: &str = "K8sInstallerConfigTemplate";
 /// The installer bundle repository of BYOH's own cluster templates and docs
 /// (vmware-tanzu/cluster-api-provider-bringyourownhost).
-pub const DEFAULT_BUNDLE_REPO: &str =
+pub(crate) const DEFAULT_BUNDLE_REPO: &str =
     "projects.registry.vmware.com/cluster_api_provider_bringyourownhost";
 /// The only bundle type BYOH's installer knows.
-pub const DEFAULT_BUNDLE_TYPE: &str = "k8s";
+pub(crate) const DEFAULT_BUNDLE_TYPE: &str = "k8s";
 /// Kamaji's default API server port.
 pub const DEFAULT_PORT: u16 = 6443;
 /// Kamaji's TenantControlPlane defaults, written on the Cluster so they are visible.
-pub const DEFAULT_POD_CIDR: &str = "10.244.0.0/16";
-pub const DEFAULT_SERVICE_CIDR: &str = "10.96.0.0/16";
+pub(crate) const DEFAULT_POD_CIDR: &str = "10.244.0.0/16";
+pub(crate) const DEFAULT_SERVICE_CIDR: &str = "10.96.0.0/16";
 
 /// The admission controllers Kamaji's TenantControlPlane accepts: the KamajiControlPlane API's
 /// list, which its CRD schema enumerates.

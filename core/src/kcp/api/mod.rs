@@ -8,4 +8,4 @@ pub mod v1alpha2;
 pub use common::*;
 
 /// API group of KamajiControlPlane and KamajiControlPlaneTemplate.
-pub const GROUP: &str = "controlplane.cluster.x-k8s.io";
+pub const GROUP: &str = crate::groups::CONTROLPLANE_GROUP;

@@ -15,7 +15,7 @@ use crate::json;
 use crate::labels::CLUSTER_NAME_LABEL;
 
 /// Marks a host cordoned by `kubectl capi hosts cordon|drain`; the value says when and why.
-pub const CORDON_ANNOTATION: &str = "capi-kamaji.io/cordoned";
+pub(crate) const CORDON_ANNOTATION: &str = "capi-kamaji.io/cordoned";
 
 /// Marks a host `kubectl capi hosts drain` is draining, from before it deletes the machine on
 /// it until the replacement runs: the release happens later (BYOH's agent cleans up), and a

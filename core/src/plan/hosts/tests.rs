@@ -494,7 +494,7 @@ fn filters_and_summary() {
         cluster: Some("c2".into()),
         ..Default::default()
     };
-    assert_eq!(inv.rows_filtered(&f).len(), 5);
+    assert_eq!(inv.rows().iter().filter(|r| f.matches(r)).count(), 5);
     let f = HostFilter {
         available: true,
         ..Default::default()

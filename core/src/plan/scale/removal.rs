@@ -16,7 +16,7 @@ use crate::labels::CLUSTER_NAME_LABEL;
 /// CAPI's annotation: a Machine that carries it is deleted first on scale-down.
 pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 /// CAPI's label on a MachineDeployment's Machines, naming the deployment.
-pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
+use crate::labels::DEPLOYMENT_NAME_LABEL;
 /// CAPI's label on control-plane Machines.
 const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
 

@@ -46,7 +46,7 @@ fn convert_legacy(input: &str) -> String {
 
 /// How deep `${...}` may nest inside one another (`${A:=${B:=${C}}}` is 3): the parser and the
 /// evaluator recurse once per level, and thousands of levels overflowed the stack.
-pub const MAX_NESTING: usize = 32;
+pub(crate) const MAX_NESTING: usize = 32;
 
 pub(super) fn parse(template: &str) -> Result<Vec<Node>, TemplateError> {
     if template.len() > super::MAX_TEMPLATE_BYTES {

@@ -116,7 +116,12 @@ fn names_every_missing_variable() {
         "{msg}"
     );
     assert_eq!(
-        missing_variables(t, &vars(&[], &[("CLUSTER_NAME", "c")])).unwrap(),
+        variable_status(t, &vars(&[], &[("CLUSTER_NAME", "c")]))
+            .unwrap()
+            .into_iter()
+            .filter(|v| v.missing)
+            .map(|v| v.name)
+            .collect::<Vec<_>>(),
         vec!["CONTROL_PLANE_ENDPOINT_IP", "NAMESPACE", "X"]
     );
 }

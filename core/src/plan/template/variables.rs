@@ -32,7 +32,7 @@ impl Variables {
     }
 
     /// The value of `name` and where it was found.
-    pub fn lookup_with_source(&self, name: &str) -> Option<(&str, Source)> {
+    pub(crate) fn lookup_with_source(&self, name: &str) -> Option<(&str, Source)> {
         if let Some(v) = self.overrides.get(name) {
             return Some((v, Source::Flag));
         }

@@ -45,7 +45,7 @@ pub struct StepProgress {
 
 impl StepProgress {
     /// Replicas still to replace with the new version.
-    pub fn to_replace(&self) -> i64 {
+    pub(crate) fn to_replace(&self) -> i64 {
         self.desired.saturating_sub(self.up_to_date).max(0)
     }
     /// Replicas replaced but not ready yet.

@@ -16,7 +16,7 @@ use shared::plan::tree::TreeOptions;
 
 use crate::common::{cluster_upgrade, host_pool, lists};
 
-const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
+use kcore::labels::CLUSTER_NAME_LABEL;
 
 /// Concurrent GETs at most (templates; a handful per cluster).
 const GET_CONCURRENCY: usize = 16;
@@ -81,7 +81,7 @@ async fn list_labelled(
     ns: &str,
     cluster: &str,
 ) -> Result<Vec<Value>, Error> {
-    let lp = ListParams::default().labels(&format!("{CLUSTER_NAME}={cluster}"));
+    let lp = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}"));
     lists::list_opt(conn, ar.as_ref(), Some(ns), &lp).await
 }
 
@@ -91,7 +91,7 @@ const MACHINE_LISTS: usize = 8;
 
 /// CAPI labels each Machine of a MachineDeployment with its name (`MachineDeploymentNameLabel`
 /// in `api/core/v1beta2/common_types.go`, CAPI v1.14.2).
-const DEPLOYMENT_NAME: &str = "cluster.x-k8s.io/deployment-name";
+use kcore::labels::DEPLOYMENT_NAME_LABEL;
 
 /// A Machine as the tree reads it (`kcore::plan::tree`, `fields::machine_*_ref`): metadata, the
 /// version, providerID and references, the conditions of either contract and the phase. The
@@ -120,7 +120,7 @@ async fn list_machines(
     let Ok(ar) = apis.capi_kind("Machine") else {
         return Ok(Vec::new());
     };
-    let base = format!("{CLUSTER_NAME}={cluster}");
+    let base = format!("{CLUSTER_NAME_LABEL}={cluster}");
     let named: Vec<&str> = mds
         .iter()
         .map(kcore::json::name)
@@ -128,11 +128,11 @@ async fn list_machines(
         .collect();
     let mut selectors: Vec<String> = named
         .iter()
-        .map(|d| format!("{base},{DEPLOYMENT_NAME}={d}"))
+        .map(|d| format!("{base},{DEPLOYMENT_NAME_LABEL}={d}"))
         .collect();
     selectors.push(match named.is_empty() {
         true => base.clone(),
-        false => format!("{base},{DEPLOYMENT_NAME} notin ({})", named.join(",")),
+        false => format!("{base},{DEPLOYMENT_NAME_LABEL} notin ({})", named.join(",")),
     });
     let ar = &ar;
     let lists = selectors.iter().map(|sel| async move {

@@ -321,10 +321,7 @@ async fn worker_on(args: &DrainArgs, f: &Found) -> Result<Worker, Error> {
             "ByoHost {name} runs control-plane machine {machine_name}; drain covers workers (scale or upgrade the control plane to move it)"
         )));
     }
-    let Some(md_name) = labels
-        .get(kcore::plan::scale::removal::DEPLOYMENT_NAME_LABEL)
-        .cloned()
-    else {
+    let Some(md_name) = labels.get(kcore::labels::DEPLOYMENT_NAME_LABEL).cloned() else {
         return Err(Error::other(format!(
             "Machine {machine_name} on {name} belongs to no MachineDeployment, so nothing would replace it"
         )));
@@ -447,8 +444,7 @@ async fn replacement_progress(w: &Worker, name: &str) -> Result<Poll<()>, Error>
         .await?
         .iter()
         .filter(|m| {
-            json::label(m, kcore::plan::scale::removal::DEPLOYMENT_NAME_LABEL)
-                == Some(md_name.as_str())
+            json::label(m, kcore::labels::DEPLOYMENT_NAME_LABEL) == Some(md_name.as_str())
                 && json::name(m) != w.machine_name
                 && json::at(m, &["metadata", "deletionTimestamp"]).is_none()
                 && json::str_at(m, &["status", "phase"]) == Some("Running")

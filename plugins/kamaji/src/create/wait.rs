@@ -6,6 +6,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use kcore::labels::DEPLOYMENT_NAME_LABEL;
+
 use kube::discovery::ApiResource;
 use serde_json::Value;
 use shared::build::kamaji;
@@ -246,6 +248,3 @@ pub(super) async fn wait_ready(
         r => r,
     }
 }
-
-/// CAPI's MachineDeployment label on its Machines.
-const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
