@@ -459,28 +459,24 @@ fn quoted_after(msg: &str, prefix: &str) -> Option<String> {
 
 /// Recognises an admission denial (webhook or ValidatingAdmissionPolicy) in a status message.
 pub fn admission_denial(message: &str) -> Option<(String, String)> {
-    if let Some(i) = message.find("admission webhook \"") {
-        let rest = &message[i..];
-        let marker = "denied the request";
+    // The API server's wording: `admission webhook "NAME" denied the request: WHY`, and
+    // `ValidatingAdmissionPolicy 'NAME' with binding 'B' denied request: WHY`.
+    let split = |start: usize, marker: &str| {
+        let rest = &message[start..];
         let j = rest.find(marker)?;
         let source = rest[..j].trim().to_string();
         let msg = rest[j + marker.len()..]
             .trim_start_matches(':')
             .trim()
             .to_string();
-        return Some((source, msg));
+        Some((source, msg))
+    };
+    if let Some(i) = message.find("admission webhook \"") {
+        return split(i, "denied the request");
     }
     for kind in ["ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"] {
         if let Some(i) = message.find(&format!("{kind} '")) {
-            let rest = &message[i..];
-            let marker = "denied request";
-            let j = rest.find(marker)?;
-            let source = rest[..j].trim().to_string();
-            let msg = rest[j + marker.len()..]
-                .trim_start_matches(':')
-                .trim()
-                .to_string();
-            return Some((source, msg));
+            return split(i, "denied request");
         }
     }
     None

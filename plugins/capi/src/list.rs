@@ -86,11 +86,7 @@ pub struct ClusterList {
 
 impl Render for ClusterList {
     fn labels(&self) -> Option<Vec<String>> {
-        let text = self
-            .items
-            .iter()
-            .map(|r| shared::render::labels_text(&r.metadata.labels));
-        Some(text.collect())
+        shared::render::labels_column(self.items.iter().map(|r| &r.metadata.labels))
     }
     fn human(&self) -> Human {
         let mut t = Table::new([

@@ -167,11 +167,7 @@ fn phase_tone(p: Option<&str>) -> Tone {
 
 impl Render for MachineList {
     fn labels(&self) -> Option<Vec<String>> {
-        let text = self
-            .items
-            .iter()
-            .map(|r| shared::render::labels_text(&r.metadata.labels));
-        Some(text.collect())
+        shared::render::labels_column(self.items.iter().map(|r| &r.metadata.labels))
     }
     fn human(&self) -> Human {
         let mut t = Table::new([

@@ -205,6 +205,13 @@ pub fn labels_text(labels: &std::collections::BTreeMap<String, String>) -> Strin
         .join(",")
 }
 
+/// The `--show-labels` column of a list's rows ([`Render::labels`]), from each row's labels.
+pub fn labels_column<'a>(
+    rows: impl IntoIterator<Item = &'a std::collections::BTreeMap<String, String>>,
+) -> Option<Vec<String>> {
+    Some(rows.into_iter().map(labels_text).collect())
+}
+
 /// `kind.group/name`, as `kubectl get -o name` prints it (`kind/name` for the core group).
 pub fn object_name(kind: &str, group: &str, name: &str) -> String {
     if group.is_empty() {

@@ -51,6 +51,10 @@ impl Progress {
             }
             None
         };
+        Progress::shown(bar, msg)
+    }
+    /// A progress already showing `msg` (on `bar`, or as a plain line).
+    fn shown(bar: Option<indicatif::ProgressBar>, msg: &str) -> Progress {
         Progress {
             bar,
             last: msg.to_string(),
@@ -83,12 +87,7 @@ impl Progress {
             info(&format!("{msg} (0/{total})"));
             None
         };
-        Progress {
-            bar,
-            last: msg.to_string(),
-            started: Instant::now(),
-            lazy: false,
-        }
+        Progress::shown(bar, msg)
     }
     /// Changes the message; without a terminal, prints it once per change.
     pub fn set_message(&mut self, msg: &str) {

@@ -58,17 +58,25 @@ async fn list_kinds(
             ..Default::default()
         };
         let ar = apis.resolve_ref(&r).ok()?;
-        Some(async move {
-            match list_labelled(conn, Some(ar), ns, cluster).await {
-                Ok(items) => items,
-                Err(e) => {
-                    tracing::info!("list {kind}: {e}");
-                    Vec::new()
-                }
-            }
+        Some((kind, list_labelled(conn, Some(ar), ns, cluster)))
+    });
+    gather(lists).await
+}
+
+/// Runs the LISTs side by side and joins their items. A LIST that fails is logged and left out:
+/// describe shows what it could read.
+async fn gather<F, E>(lists: impl IntoIterator<Item = (&str, F)>) -> Vec<Value>
+where
+    F: std::future::Future<Output = Result<Vec<Value>, E>>,
+    E: std::fmt::Display,
+{
+    let all = lists.into_iter().map(|(what, list)| async move {
+        list.await.unwrap_or_else(|e| {
+            tracing::info!("list {what}: {e}");
+            Vec::new()
         })
     });
-    futures::future::join_all(lists)
+    futures::future::join_all(all)
         .await
         .into_iter()
         .flatten()
@@ -307,24 +315,17 @@ async fn read_hosts(conn: &Conn, apis: &ServerApis, byomachines: &[String]) -> V
         return Vec::new();
     };
     let host_ar = &host_ar;
-    let lists = byomachines.chunks(HOSTS_PER_LIST).map(|chunk| async move {
-        let selector = format!("{BYOMACHINE_NAME_LABEL} in ({})", chunk.join(","));
-        let lp = ListParams::default().labels(&selector);
-        // The tree reads only the claim of each host.
-        let keep = |v: Value| lists::prune(v, &[], &["machineRef"]);
-        match shared::api::list_json_map(conn, host_ar, None, &lp, keep).await {
-            Ok(hosts) => hosts,
-            Err(e) => {
-                tracing::info!("list ByoHosts: {e}");
-                Vec::new()
-            }
-        }
+    let lists = byomachines.chunks(HOSTS_PER_LIST).map(|chunk| {
+        let list = async move {
+            let selector = format!("{BYOMACHINE_NAME_LABEL} in ({})", chunk.join(","));
+            let lp = ListParams::default().labels(&selector);
+            // The tree reads only the claim of each host.
+            let keep = |v: Value| lists::prune(v, &[], &["machineRef"]);
+            shared::api::list_json_map(conn, host_ar, None, &lp, keep).await
+        };
+        ("ByoHosts", list)
     });
-    futures::future::join_all(lists)
-        .await
-        .into_iter()
-        .flatten()
-        .collect()
+    gather(lists).await
 }
 
 /// Reads the cluster, then what it references, the objects labelled with its name and its
