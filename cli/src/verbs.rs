@@ -9,9 +9,8 @@ pub mod version {
 
     use crate::flags::{KubeFlags, OutputFlags};
     use crate::harness::Program;
-    use shared::discovery::{
-        CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP, KAMAJI_GROUP, ProviderInfo, ServerApis,
-    };
+    use kcore::groups::{CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP, KAMAJI_GROUP};
+    use shared::discovery::{ProviderInfo, ServerApis};
     use shared::error::{Error, Op};
     use shared::render::{Cell, Fields, Human, Printer, Render, Tone};
 

@@ -11,9 +11,11 @@
 
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{DryRun, KubeFlags};
+use kcore::fields;
+use kcore::groups::CapiVersion;
 use kcore::json::nest;
 use serde_json::{Value, json};
-use shared::discovery::{CapiVersion, ServerApis, fields};
+use shared::discovery::ServerApis;
 use shared::error::Error;
 
 use crate::common::names::display_name;

@@ -18,12 +18,13 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags};
+use kcore::fields;
+use kcore::groups::INFRASTRUCTURE_GROUP;
+use kcore::plan::teardown as plan;
 use kube::api::DeleteParams;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use shared::discovery::{INFRASTRUCTURE_GROUP, fields};
 use shared::error::{Error, Op};
-use shared::plan::teardown as plan;
 use shared::render::Poll;
 use shared::teardown;
 
@@ -176,9 +177,9 @@ async fn remaining_objects(t: &ClusterHandle) -> Result<Vec<Value>, Error> {
     for (group, kind) in [
         (INFRASTRUCTURE_GROUP, "ByoMachine"),
         (INFRASTRUCTURE_GROUP, "ByoCluster"),
-        (shared::discovery::BOOTSTRAP_GROUP, "KubeadmConfig"),
-        (shared::discovery::CONTROLPLANE_GROUP, "KubeadmControlPlane"),
-        (shared::discovery::CONTROLPLANE_GROUP, "KamajiControlPlane"),
+        (kcore::groups::BOOTSTRAP_GROUP, "KubeadmConfig"),
+        (kcore::groups::CONTROLPLANE_GROUP, "KubeadmControlPlane"),
+        (kcore::groups::CONTROLPLANE_GROUP, "KamajiControlPlane"),
     ] {
         if let Some(ar) = t.apis.provider_kind(group, kind) {
             kinds.push(ar);
@@ -503,7 +504,7 @@ fn stuck_report(t: &ClusterHandle, p: &plan::DeleteProgress, timeout: Duration) 
         message: format!(
             "cluster {} is not torn down after {}: {}",
             t.name,
-            shared::error::human_duration(timeout),
+            kcore::text::human_duration(timeout),
             parts.join("; ")
         ),
         hint: Some(if p.releasing_hosts.is_empty() {

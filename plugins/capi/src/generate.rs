@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{KubeFlags, OutputFlags, OutputFormat};
+use kcore::plan::template::{
+    self, GenerateOptions, Source, TemplateError, VariableStatus, Variables,
+};
 use serde::Serialize;
 use serde_json::Value;
 use shared::error::Error;
-use shared::plan::template::{
-    self, GenerateOptions, Source, TemplateError, VariableStatus, Variables,
-};
 use shared::render::{Human, Printer, Render};
 
 #[derive(ClapArgs, Clone, Debug)]

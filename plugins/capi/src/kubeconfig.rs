@@ -127,8 +127,8 @@ async fn fetch(cluster: &str, kube: &KubeFlags) -> Result<(String, String), Erro
         let apis = ServerApis::discover(&conn).await?;
         let cluster_ar = apis.cluster()?;
         let obj = shared::api::get_or_suggest(&conn, &cluster_ar, &ns, cluster).await?;
-        let json = shared::discovery::fields::object_json(&obj);
-        let initialized = shared::discovery::fields::cluster_control_plane_initialized(&json);
+        let json = kcore::fields::object_json(&obj);
+        let initialized = kcore::fields::cluster_control_plane_initialized(&json);
         let message = if initialized {
             format!(
                 "cluster \"{}\" has no kubeconfig: Secret {ns}/{secret_name} not found, although its control plane reports initialized",

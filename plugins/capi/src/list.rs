@@ -4,12 +4,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags};
+use kcore::fields::{self, Replicas};
 use kcore::json;
 use kube::api::ListParams;
 use serde::Serialize;
 use serde_json::Value;
 use shared::discovery::ServerApis;
-use shared::discovery::fields::{self, Replicas};
 use shared::error::Error;
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
@@ -139,7 +139,7 @@ impl Render for ClusterList {
         Some(
             self.items
                 .iter()
-                .map(|r| object_name("Cluster", shared::discovery::CAPI_GROUP, &r.name))
+                .map(|r| object_name("Cluster", kcore::groups::CAPI_GROUP, &r.name))
                 .collect(),
         )
     }

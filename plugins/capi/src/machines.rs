@@ -6,15 +6,15 @@ use std::collections::{BTreeMap, HashMap};
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags, OutputFormat};
 use futures::StreamExt;
+use kcore::fields;
 use kcore::json;
+use kcore::plan::hosts::{BYOMACHINE_NAME_LABEL, host_from_provider_id};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::watcher;
 use serde::Serialize;
 use serde_json::Value;
 use shared::discovery::ServerApis;
-use shared::discovery::fields;
 use shared::error::{Error, Op};
-use shared::plan::hosts::{BYOMACHINE_NAME_LABEL, host_from_provider_id};
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
 use crate::common::{cells, host_pool, time};
@@ -214,7 +214,7 @@ impl Render for MachineList {
         Some(
             self.items
                 .iter()
-                .map(|r| object_name("Machine", shared::discovery::CAPI_GROUP, &r.name))
+                .map(|r| object_name("Machine", kcore::groups::CAPI_GROUP, &r.name))
                 .collect(),
         )
     }

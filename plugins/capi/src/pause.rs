@@ -4,8 +4,8 @@
 
 use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags};
+use kcore::fields;
 use serde_json::{Value, json};
-use shared::discovery::fields;
 use shared::error::Error;
 
 use crate::common::cluster::ClusterHandle;

@@ -6,8 +6,9 @@
 
 use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags};
+use kcore::fields;
+use kcore::groups::CapiVersion;
 use kcore::json::nest;
-use shared::discovery::{CapiVersion, fields};
 use shared::error::Error;
 
 use crate::common::cluster::ClusterHandle;
@@ -55,7 +56,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
                     kind: format!("MachineDeployment of cluster {}", t.name),
                     name: d.clone(),
                     namespace: Some(t.namespace.clone()),
-                    suggestions: shared::error::closest_names(d, names.iter().copied()),
+                    suggestions: kcore::text::closest_names(d, names.iter().copied()),
                 });
             }
             found

@@ -1,7 +1,7 @@
 //! `kubectl capi scale CLUSTER --control-plane N | --workers N [--deployment NAME]`.
 //!
 //! Reads the cluster, its control plane, MachineDeployments and infrastructure machine
-//! templates (and, on BYOH, the host inventory), plans with `shared::plan::scale` (KCP odd-count
+//! templates (and, on BYOH, the host inventory), plans with `kcore::plan::scale` (KCP odd-count
 //! rule, free hosts matching each template's selector, ClusterClass topology fields), then
 //! patches with the `kubectl-capi` field manager and, with `--wait`, follows the replicas until
 //! they are ready.
@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags};
-use serde_json::Value;
-use shared::discovery::fields;
-use shared::error::Error;
-use shared::plan::scale::{
+use kcore::fields;
+use kcore::plan::scale::{
     HostPool, Role, ScaleError, ScalePlan, ScaleRequest, ScaleTarget, TOPOLOGY_DEPLOYMENT_LABEL,
     plan_scale,
 };
+use serde_json::Value;
+use shared::error::Error;
 use shared::render::Poll;
 
 use crate::common::cluster::ClusterHandle;
@@ -128,7 +128,7 @@ async fn machines_to_remove(t: &ClusterHandle, args: &Args) -> Result<Vec<Value>
                     kind: "Machine".into(),
                     name: n.clone(),
                     namespace: Some(t.namespace.clone()),
-                    suggestions: shared::error::closest_names(&n, known.iter().map(name_of)),
+                    suggestions: kcore::text::closest_names(&n, known.iter().map(name_of)),
                 });
             }
         }

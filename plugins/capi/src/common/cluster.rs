@@ -5,12 +5,14 @@
 //! `--dry-run`).
 
 use cli::{Conn, DryRun, KubeFlags};
+use kcore::fields;
+use kcore::groups::CapiVersion;
 use kcore::json::{deep_merge, name as name_of};
+use kcore::labels::CLUSTER_NAME_LABEL;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-use shared::discovery::{CapiVersion, ServerApis, fields};
+use shared::discovery::ServerApis;
 use shared::error::Error;
-use shared::labels::CLUSTER_NAME_LABEL;
 
 use super::names::check_name;
 use super::writes::taking_over;
@@ -144,7 +146,7 @@ impl ClusterHandle {
     pub async fn patch(
         &self,
         ar: &ApiResource,
-        p: &shared::plan::ObjectPatch,
+        p: &kcore::plan::ObjectPatch,
         dry: DryRun,
     ) -> Result<(), Error> {
         if dry == DryRun::Client {

@@ -2,10 +2,10 @@
 //! control plane, the MachineDeployments, their infrastructure machine templates and, when one
 //! is a ByoMachineTemplate, the free BYOH hosts.
 
+use kcore::fields::{self, ObjectRef};
+use kcore::plan::ClusterObjects;
 use serde_json::Value;
-use shared::discovery::fields::{self, ObjectRef};
 use shared::error::Error;
-use shared::plan::ClusterObjects;
 
 use super::cluster::ClusterHandle;
 use super::host_pool::{HostLists, free_host_lists};

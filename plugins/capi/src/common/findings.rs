@@ -1,6 +1,6 @@
 //! A plan's findings on the terminal.
 
-use shared::plan::{Finding, Severity};
+use kcore::plan::{Finding, Severity};
 
 /// Prints the plan's findings: warnings as `Warning:`, the rest as notes.
 pub fn show_findings(findings: &[Finding]) {

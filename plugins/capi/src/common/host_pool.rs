@@ -5,13 +5,14 @@
 //! the Machine it serves (`find_host`, `machine_on_host`).
 
 use cli::Conn;
+use kcore::groups::INFRASTRUCTURE_GROUP;
+use kcore::labels::CLUSTER_NAME_LABEL;
+use kcore::plan::hosts::{HostFilter, HostRow, Inventory};
 use kube::api::ListParams;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use shared::discovery::{INFRASTRUCTURE_GROUP, ServerApis};
+use shared::discovery::ServerApis;
 use shared::error::Error;
-use shared::labels::CLUSTER_NAME_LABEL;
-use shared::plan::hosts::{HostFilter, HostRow, Inventory};
 
 use super::cluster::ClusterHandle;
 use super::lists::{Narrow, list_narrow, list_opt, prune};

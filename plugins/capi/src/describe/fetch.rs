@@ -5,14 +5,14 @@
 use std::collections::{BTreeSet, HashSet};
 
 use cli::Conn;
+use kcore::fields::{self, ObjectRef};
+use kcore::plan::hosts::BYOMACHINE_NAME_LABEL;
+use kcore::plan::tree::TreeOptions;
 use kube::api::ListParams;
 use kube::discovery::ApiResource;
 use serde_json::Value;
 use shared::discovery::ServerApis;
-use shared::discovery::fields::{self, ObjectRef};
 use shared::error::Error;
-use shared::plan::hosts::BYOMACHINE_NAME_LABEL;
-use shared::plan::tree::TreeOptions;
 
 use crate::common::{cluster_upgrade, host_pool, lists};
 
@@ -277,7 +277,7 @@ async fn get_opt_ref(
 /// `byoh://HOST/...`): only their hosts are found through the ByoHosts' `status.machineRef`.
 fn unnamed_hosts(machines: &[Value], infra_machines: &[Value]) -> Vec<String> {
     use kcore::json::{kind, name, namespace, str_at};
-    use shared::plan::hosts::host_from_provider_id;
+    use kcore::plan::hosts::host_from_provider_id;
     let named = |v: &Value| {
         str_at(v, &["spec", "providerID"])
             .and_then(host_from_provider_id)

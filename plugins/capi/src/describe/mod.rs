@@ -4,14 +4,15 @@
 
 use clap::{ArgAction, Args as ClapArgs};
 use cli::{KubeFlags, OutputFlags};
+use kcore::groups::CapiVersion;
 use kcore::ops::summary::{UpgradeSummary, summarize};
-use serde::Serialize;
-use shared::discovery::{CapiVersion, ServerApis};
-use shared::error::Error;
-use shared::plan::tree::{
+use kcore::plan::tree::{
     ConditionView, Layout, ObjectTree, TreeInput, TreeNode, TreeOptions, build_tree,
     machines_needing_details,
 };
+use serde::Serialize;
+use shared::discovery::ServerApis;
+use shared::error::Error;
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
 use crate::common::time;
@@ -266,11 +267,11 @@ impl Render for Description {
             }
             let group = match n.kind.as_str() {
                 "Cluster" | "Machine" | "MachineDeployment" | "MachineSet" | "MachinePool" => {
-                    shared::discovery::CAPI_GROUP
+                    kcore::groups::CAPI_GROUP
                 }
-                k if k.ends_with("ControlPlane") => shared::discovery::CONTROLPLANE_GROUP,
-                k if k.starts_with("Kubeadm") => shared::discovery::BOOTSTRAP_GROUP,
-                _ => shared::discovery::INFRASTRUCTURE_GROUP,
+                k if k.ends_with("ControlPlane") => kcore::groups::CONTROLPLANE_GROUP,
+                k if k.starts_with("Kubeadm") => kcore::groups::BOOTSTRAP_GROUP,
+                _ => kcore::groups::INFRASTRUCTURE_GROUP,
             };
             out.push(object_name(&n.kind, group, &n.name));
         }

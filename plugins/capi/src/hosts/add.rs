@@ -15,8 +15,9 @@ use std::time::Duration;
 use clap::Args as ClapArgs;
 use cli::KubeFlags;
 use kcore::build::byoh;
+use kcore::groups::INFRASTRUCTURE_GROUP;
 use serde_json::Value;
-use shared::discovery::{INFRASTRUCTURE_GROUP, ServerApis};
+use shared::discovery::ServerApis;
 use shared::error::Error;
 use shared::render::Poll;
 

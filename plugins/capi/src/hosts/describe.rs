@@ -5,11 +5,11 @@
 use cli::Conn;
 use kcore::condition::Condition;
 use kcore::json;
+use kcore::plan::hosts::{Diagnosis, HostRow, HostState, Interface, Inventory, PendingMachine};
 use serde::Serialize;
 use serde_json::Value;
 use shared::discovery::ServerApis;
 use shared::error::Error;
-use shared::plan::hosts::{Diagnosis, HostRow, HostState, Interface, Inventory, PendingMachine};
 use shared::render::{Human, Printer, Render, Table, object_name};
 
 use super::DescribeArgs;
@@ -226,7 +226,7 @@ impl Render for HostDescription {
     fn names(&self) -> Option<Vec<String>> {
         Some(vec![object_name(
             "ByoHost",
-            shared::discovery::INFRASTRUCTURE_GROUP,
+            kcore::groups::INFRASTRUCTURE_GROUP,
             &self.name,
         )])
     }
@@ -280,7 +280,7 @@ fn find_host<'a>(
                 kind: "ByoHost".into(),
                 name: name.to_string(),
                 namespace: namespace.cloned(),
-                suggestions: shared::error::closest_names(name, names),
+                suggestions: kcore::text::closest_names(name, names),
             })
         }
         many => {
@@ -332,7 +332,7 @@ fn description(lists: &host_pool::HostLists, host: &Value) -> HostDescription {
         diagnosis: inv.diagnose(host),
         chain: chain(&inv, host, &row),
         conditions: kcore::condition::conditions_at(host, &["status", "conditions"]),
-        interfaces: shared::plan::hosts::interfaces(host),
+        interfaces: kcore::plan::hosts::interfaces(host),
         labels: row.labels.clone(),
         annotations: string_map(json::at(host, &["metadata", "annotations"])),
         events: Vec::new(),

@@ -74,7 +74,7 @@ async fn find(kube: &KubeFlags, name: &str) -> Result<Found, Error> {
     let apis = ServerApis::discover(&conn).await?;
     let host_ar = apis.byo_host().ok_or_else(|| Error::NotInstalled {
         product: "BYOH".into(),
-        group: shared::discovery::INFRASTRUCTURE_GROUP.into(),
+        group: kcore::groups::INFRASTRUCTURE_GROUP.into(),
         install: "install the BYOH provider (clusterctl init --infrastructure byoh)".into(),
         context: conn.context.clone(),
     })?;
@@ -272,7 +272,7 @@ fn unfinished(e: Error, name: &str) -> Error {
         Error::Timeout { what, after } => Error::Other {
             message: format!(
                 "the drain of ByoHost {name} did not finish within {} ({what}): re-run to finish: kubectl capi hosts drain {name} --yes",
-                shared::error::human_duration(after)
+                kcore::text::human_duration(after)
             ),
             hint: Some(format!(
                 "{name} is marked as draining; re-running drain waits for its release and cordons it (kubectl capi hosts shows it)"
@@ -437,7 +437,7 @@ async fn replacement_progress(w: &Worker, name: &str) -> Result<Poll<()>, Error>
     let want = mds
         .iter()
         .find(|d| json::name(d) == md_name)
-        .and_then(|d| shared::discovery::fields::replicas(d).desired)
+        .and_then(|d| kcore::fields::replicas(d).desired)
         .unwrap_or(0);
     let running = t
         .machines()

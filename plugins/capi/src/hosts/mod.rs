@@ -4,12 +4,12 @@
 
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{KubeFlags, OutputFlags};
+use kcore::plan::hosts::{HostFilter, HostRow, HostState, HostSummary};
+use kcore::plan::selector::LabelSelector;
 use serde::Serialize;
 use serde_json::Value;
 use shared::discovery::ServerApis;
 use shared::error::Error;
-use shared::plan::hosts::{HostFilter, HostRow, HostState, HostSummary};
-use shared::plan::selector::LabelSelector;
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
 use crate::common::{cells, host_pool, lists};
@@ -142,7 +142,7 @@ impl Render for HostList {
         Some(
             self.items
                 .iter()
-                .map(|r| object_name("ByoHost", shared::discovery::INFRASTRUCTURE_GROUP, &r.name))
+                .map(|r| object_name("ByoHost", kcore::groups::INFRASTRUCTURE_GROUP, &r.name))
                 .collect(),
         )
     }
@@ -161,7 +161,7 @@ fn unknown_cluster(name: &str, clusters: &[Value], namespace: Option<&str>) -> R
         kind: "Cluster".into(),
         name: name.to_string(),
         namespace: namespace.map(str::to_string),
-        suggestions: shared::error::closest_names(name, names.iter().copied()),
+        suggestions: kcore::text::closest_names(name, names.iter().copied()),
     })
 }
 

@@ -1,6 +1,6 @@
 //! `kubectl capi upgrade CLUSTER --to VERSION [--plan]`: one cluster.
 //!
-//! Plans with `shared::plan::upgrade` from what the cluster runs now (minor by minor, control
+//! Plans with `kcore::plan::upgrade` from what the cluster runs now (minor by minor, control
 //! plane first, then each MachineDeployment; template clones where templates name the version;
 //! skew, downgrade and BYOH spare-host preflight; ClusterClass clusters move
 //! `spec.topology.version`; Kamaji control planes are stepped by the reconciler in one step).
@@ -13,15 +13,15 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use cli::{DryRun, KubeFlags, OutputFlags};
-use serde_json::Value;
-use shared::error::Error;
-use shared::error::human_duration;
-use shared::plan::hosts::HostState;
-use shared::plan::upgrade::{
+use kcore::plan::hosts::HostState;
+use kcore::plan::upgrade::{
     StepLine, StepProgress, StepRole, UpgradePlan, UpgradeRequest, UpgradeStep, parse_version,
     plan_upgrade, step_progress,
 };
-use shared::plan::{ClusterObjects, Severity};
+use kcore::plan::{ClusterObjects, Severity};
+use kcore::text::human_duration;
+use serde_json::Value;
+use shared::error::Error;
 use shared::render::{Poll, Printer, Progress, Wait};
 
 use super::hand_over::{hand_over, refuse_busy};

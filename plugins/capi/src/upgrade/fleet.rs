@@ -290,7 +290,7 @@ async fn follow(
     let message = outcome??;
     shared::render::line(&format!(
         "fleet upgrade {name} done in {}: {message}",
-        shared::error::human_duration(started.elapsed())
+        kcore::text::human_duration(started.elapsed())
     ));
     Ok(())
 }

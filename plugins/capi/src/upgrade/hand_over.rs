@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use kcore::ops::api::ClusterUpgradeStatus;
 use kcore::ops::phase;
+use kcore::plan::upgrade::{StepLine, StepProgress, StepRole, parse_version, step_progress};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use shared::error::{Error, Op};
-use shared::plan::upgrade::{StepLine, StepProgress, StepRole, parse_version, step_progress};
 use shared::render::{Poll, Progress, Wait};
 
 use super::cluster::ClusterRequest;
@@ -209,7 +209,7 @@ async fn follow(t: &ClusterHandle, ar: &ApiResource, timeout: Duration) -> Resul
     shared::render::line(&format!(
         "cluster {} upgraded to {version} in {}",
         t.name,
-        shared::error::human_duration(started.elapsed())
+        kcore::text::human_duration(started.elapsed())
     ));
     Ok(())
 }

@@ -270,14 +270,14 @@ async fn status(a: &StatusArgs) -> Result<(), Error> {
                 },
                 e => e,
             })?;
-        let obj = shared::discovery::fields::object_json(&obj);
+        let obj = kcore::fields::object_json(&obj);
         return Printer::new(&a.output).print(&UpgradeDetail { obj });
     }
     let ns = (!a.kube.all_namespaces).then_some(conn.namespace.as_str());
     let list = shared::api::list(&conn, &ar, ns, None).await?;
     let mut items: Vec<StatusRow> = list
         .iter()
-        .map(shared::discovery::fields::object_json)
+        .map(kcore::fields::object_json)
         .map(|o| {
             let spec = spec_of(&o);
             let st = status_of(&o);

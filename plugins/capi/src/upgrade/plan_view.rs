@@ -1,9 +1,9 @@
 //! The plan `kubectl capi upgrade CLUSTER --to VERSION --plan` prints: the steps, their
 //! patches and template clones, the spare-host preflight, and which steps are already done.
 
+use kcore::plan::Severity;
+use kcore::plan::upgrade::UpgradePlan;
 use serde::Serialize;
-use shared::plan::Severity;
-use shared::plan::upgrade::UpgradePlan;
 use shared::render::{Human, Render};
 
 use crate::common::names::display_name;
