@@ -78,7 +78,7 @@ impl Live {
 
 /// What to answer, decided without I/O.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Plan {
+pub enum Answer {
     /// Fixed candidates (already filtered by the prefix).
     Static(Vec<String>, u32),
     /// Live names of a kind, filtered by `prefix`, each prefixed with `insert` (for `--x=`).
@@ -176,13 +176,13 @@ fn walk<'a>(root: &'a Command, done: &[String]) -> Position<'a> {
 }
 
 /// `--flag=VALUE` completes the flag's values; `-...` completes the flag names.
-fn flag_plan(cmd: &Command, cur: &str) -> Option<Plan> {
+fn flag_plan(cmd: &Command, cur: &str) -> Option<Answer> {
     if let Some(long) = cur.strip_prefix("--")
         && let Some((name, value)) = long.split_once('=')
     {
         return Some(match find_long(cmd, name) {
             Some(a) if takes_value(a) => values_of(a, value, &format!("--{name}=")),
-            _ => Plan::Static(vec![], DIRECTIVE_NO_FILE_COMP),
+            _ => Answer::Static(vec![], DIRECTIVE_NO_FILE_COMP),
         });
     }
     if !cur.starts_with('-') {
@@ -196,11 +196,11 @@ fn flag_plan(cmd: &Command, cur: &str) -> Option<Plan> {
         .collect();
     flags.sort();
     flags.dedup();
-    Some(Plan::Static(flags, DIRECTIVE_NO_FILE_COMP))
+    Some(Answer::Static(flags, DIRECTIVE_NO_FILE_COMP))
 }
 
 /// The visible subcommands starting with `cur`, when `cmd` has any.
-fn subcommand_plan(cmd: &Command, cur: &str) -> Option<Plan> {
+fn subcommand_plan(cmd: &Command, cur: &str) -> Option<Answer> {
     let subs: Vec<&Command> = cmd.get_subcommands().filter(|s| !s.is_hide_set()).collect();
     if subs.is_empty() {
         return None;
@@ -211,11 +211,11 @@ fn subcommand_plan(cmd: &Command, cur: &str) -> Option<Plan> {
         .filter(|n| n.starts_with(cur))
         .collect();
     names.sort();
-    Some(Plan::Static(names, DIRECTIVE_NO_FILE_COMP))
+    Some(Answer::Static(names, DIRECTIVE_NO_FILE_COMP))
 }
 
 /// The values of the `positional`-th positional (the last one again if it takes several).
-fn positional_plan(cmd: &Command, positional: usize, cur: &str) -> Plan {
+fn positional_plan(cmd: &Command, positional: usize, cur: &str) -> Answer {
     let mut positionals: Vec<&Arg> = cmd.get_positionals().filter(|a| !a.is_hide_set()).collect();
     positionals.sort_by_key(|a| a.get_index().unwrap_or(usize::MAX));
     let arg = positionals.get(positional).copied().or_else(|| {
@@ -226,12 +226,12 @@ fn positional_plan(cmd: &Command, positional: usize, cur: &str) -> Plan {
     });
     match arg {
         Some(a) => values_of(a, cur, ""),
-        None => Plan::Static(vec![], DIRECTIVE_NO_FILE_COMP),
+        None => Answer::Static(vec![], DIRECTIVE_NO_FILE_COMP),
     }
 }
 
 /// Decides the answer for `words` (the last one is being completed) on the built `root`.
-pub fn plan(root: &Command, words: &[String]) -> Plan {
+pub fn plan(root: &Command, words: &[String]) -> Answer {
     let (cur, done) = match words.split_last() {
         Some((cur, done)) => (cur.as_str(), done),
         None => ("", &[][..]),
@@ -254,7 +254,7 @@ pub fn plan(root: &Command, words: &[String]) -> Plan {
     positional_plan(p.cmd, p.positional, cur)
 }
 
-fn values_of(arg: &Arg, prefix: &str, insert: &str) -> Plan {
+fn values_of(arg: &Arg, prefix: &str, insert: &str) -> Answer {
     let possible = arg.get_possible_values();
     if !possible.is_empty() {
         let vals: Vec<String> = possible
@@ -264,14 +264,14 @@ fn values_of(arg: &Arg, prefix: &str, insert: &str) -> Plan {
             .filter(|n| n.starts_with(prefix))
             .map(|n| format!("{insert}{n}"))
             .collect();
-        return Plan::Static(vals, DIRECTIVE_NO_FILE_COMP);
+        return Answer::Static(vals, DIRECTIVE_NO_FILE_COMP);
     }
     if let Some(live) = arg
         .get_value_names()
         .and_then(|v| v.first())
         .and_then(|n| Live::from_value_name(n.as_str()))
     {
-        return Plan::Live {
+        return Answer::Live {
             live,
             prefix: prefix.to_string(),
             insert: insert.to_string(),
@@ -279,9 +279,9 @@ fn values_of(arg: &Arg, prefix: &str, insert: &str) -> Plan {
     }
     match arg.get_value_hint() {
         clap::ValueHint::FilePath | clap::ValueHint::AnyPath | clap::ValueHint::DirPath => {
-            Plan::Files
+            Answer::Files
         }
-        _ => Plan::Static(vec![], DIRECTIVE_NO_FILE_COMP),
+        _ => Answer::Static(vec![], DIRECTIVE_NO_FILE_COMP),
     }
 }
 
@@ -381,9 +381,9 @@ pub async fn answer(root: &Command, words: &[String]) -> (Vec<String>, u32) {
         words.to_vec()
     };
     match plan(&root, &words) {
-        Plan::Static(c, d) => (c, d),
-        Plan::Files => (Vec::new(), DIRECTIVE_DEFAULT),
-        Plan::Live {
+        Answer::Static(c, d) => (c, d),
+        Answer::Files => (Vec::new(), DIRECTIVE_DEFAULT),
+        Answer::Live {
             live,
             prefix,
             insert,
@@ -462,32 +462,35 @@ mod tests {
         let r = root();
         assert_eq!(
             plan(&r, &w(&[""])),
-            Plan::Static(vec!["completion".into(), "describe".into()], 4)
+            Answer::Static(vec!["completion".into(), "describe".into()], 4)
         );
         assert_eq!(
             plan(&r, &w(&["de"])),
-            Plan::Static(vec!["describe".into()], 4)
+            Answer::Static(vec!["describe".into()], 4)
         );
         match plan(&r, &w(&["describe", "--no"])) {
-            Plan::Static(f, 4) => assert_eq!(f, vec!["--no-headers"]),
+            Answer::Static(f, 4) => assert_eq!(f, vec!["--no-headers"]),
             other => panic!("{other:?}"),
         }
         assert_eq!(
             plan(&r, &w(&["describe", "-o", "j"])),
-            Plan::Static(
+            Answer::Static(
                 vec!["json".into(), "jsonpath=".into(), "jsonpath-file=".into()],
                 4
             )
         );
         assert_eq!(
             plan(&r, &w(&["describe", "--color=al"])),
-            Plan::Static(vec!["--color=always".into()], 4)
+            Answer::Static(vec!["--color=always".into()], 4)
         );
         assert_eq!(
             plan(&r, &w(&["completion", "z"])),
-            Plan::Static(vec!["zsh".into()], 4)
+            Answer::Static(vec!["zsh".into()], 4)
         );
-        assert_eq!(plan(&r, &w(&["describe", "--kubeconfig", ""])), Plan::Files);
+        assert_eq!(
+            plan(&r, &w(&["describe", "--kubeconfig", ""])),
+            Answer::Files
+        );
     }
 
     #[test]
@@ -495,7 +498,7 @@ mod tests {
         let r = root();
         assert_eq!(
             plan(&r, &w(&["describe", "-n", "prod", "web"])),
-            Plan::Live {
+            Answer::Live {
                 live: Live::Clusters,
                 prefix: "web".into(),
                 insert: String::new()
@@ -503,7 +506,7 @@ mod tests {
         );
         assert_eq!(
             plan(&r, &w(&["describe", "-n", ""])),
-            Plan::Live {
+            Answer::Live {
                 live: Live::Namespaces,
                 prefix: String::new(),
                 insert: String::new()
@@ -511,7 +514,7 @@ mod tests {
         );
         assert_eq!(
             plan(&r, &w(&["describe", "--context=te"])),
-            Plan::Live {
+            Answer::Live {
                 live: Live::Contexts,
                 prefix: "te".into(),
                 insert: "--context=".into()
@@ -520,7 +523,7 @@ mod tests {
         // The positional is taken: nothing more to offer.
         assert_eq!(
             plan(&r, &w(&["describe", "web-1", ""])),
-            Plan::Static(vec![], 4)
+            Answer::Static(vec![], 4)
         );
     }
 

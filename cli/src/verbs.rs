@@ -172,7 +172,7 @@ pub mod completion {
 
     /// What `completion` prints or does: a shell's script, or `install` for kubectl's shim.
     #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Target {
+    pub enum CompletionTarget {
         Bash,
         Zsh,
         Fish,
@@ -194,7 +194,7 @@ current context."
     pub struct Args {
         /// The shell whose script to print, or `install` to write kubectl's completion shim
         #[arg(value_enum, value_name = "SHELL|install")]
-        pub shell: Target,
+        pub shell: CompletionTarget,
         /// With install: the directory for the shim (default: the one holding the plugin on PATH)
         #[arg(long, value_name = "DIR")]
         pub dir: Option<std::path::PathBuf>,
@@ -298,12 +298,12 @@ complete -c @EXE@ -f -a '(__@FUNC@)'
     /// kubectl's completion shim instead.
     pub fn run(program: &Program, root: &clap::Command, args: &Args) -> Result<(), Error> {
         let shell = match args.shell {
-            Target::Install => return install(program, args),
-            Target::Bash => clap_complete::Shell::Bash,
-            Target::Zsh => clap_complete::Shell::Zsh,
-            Target::Fish => clap_complete::Shell::Fish,
-            Target::Powershell => clap_complete::Shell::PowerShell,
-            Target::Elvish => clap_complete::Shell::Elvish,
+            CompletionTarget::Install => return install(program, args),
+            CompletionTarget::Bash => clap_complete::Shell::Bash,
+            CompletionTarget::Zsh => clap_complete::Shell::Zsh,
+            CompletionTarget::Fish => clap_complete::Shell::Fish,
+            CompletionTarget::Powershell => clap_complete::Shell::PowerShell,
+            CompletionTarget::Elvish => clap_complete::Shell::Elvish,
         };
         if args.dir.is_some() || args.force.is_some() {
             return Err(Error::usage(

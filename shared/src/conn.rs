@@ -8,7 +8,7 @@ use std::time::Duration;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-use crate::error::{Error, Target};
+use crate::error::{ApiServer, Error};
 
 /// How to connect, as kubectl's connection flags say (`--kubeconfig`, `--context`, `-n`, `--as`, ...).
 #[derive(Clone, Debug, Default)]
@@ -69,8 +69,8 @@ pub struct Conn {
 
 impl Conn {
     /// The connection, for error messages.
-    pub fn target(&self) -> Target {
-        Target {
+    pub fn target(&self) -> ApiServer {
+        ApiServer {
             context: self.context.clone(),
             server: self.server.clone(),
         }
@@ -440,7 +440,7 @@ impl ConnectOptions {
             .namespace
             .clone()
             .unwrap_or_else(|| config.default_namespace.clone());
-        let target = Target {
+        let target = ApiServer {
             context: context.clone(),
             server: server.clone(),
         };

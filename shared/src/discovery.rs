@@ -22,7 +22,7 @@ use kube::discovery::{ApiResource, Discovery};
 use serde::Serialize;
 
 use crate::conn::Conn;
-use crate::error::{Error, Op, Target};
+use crate::error::{ApiServer, Error, Op};
 
 /// One served kind: its group, kind, plural and served versions, best first.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -79,7 +79,7 @@ pub struct ServerApis {
     /// Who was refused reading CRDs (`user "jane"`), when that happened.
     pub crd_forbidden: Option<String>,
     /// The connection, for messages.
-    pub target: Target,
+    pub target: ApiServer,
 }
 
 /// Aggregated discovery of the [`GROUPS`], or classic discovery on servers without it.
@@ -441,7 +441,7 @@ mod tests {
             ],
             contracts: Some(contracts),
             crd_forbidden: None,
-            target: Target {
+            target: ApiServer {
                 context: "mgmt".into(),
                 server: "https://x".into(),
             },
@@ -481,7 +481,7 @@ mod tests {
     #[test]
     fn missing_capi_is_not_installed() {
         let a = ServerApis {
-            target: Target {
+            target: ApiServer {
                 context: "bare".into(),
                 server: "https://x".into(),
             },

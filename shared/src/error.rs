@@ -3,7 +3,7 @@
 //! Each error renders as one line (its `Display`) plus an optional hint line ([`Error::hint`]),
 //! and maps to an exit code ([`Error::exit_code`]): 1 for failures, 2 for usage errors.
 //! [`from_kube`] turns a `kube::Error` into one of these, given what was being done ([`Op`])
-//! and against which server ([`Target`]).
+//! and against which server ([`ApiServer`]).
 
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ pub const EXIT_USAGE: u8 = 2;
 
 /// The connection an error happened on, kept so every message can name it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Target {
+pub struct ApiServer {
     /// The kubeconfig context name (`in-cluster` for in-cluster configuration).
     pub context: String,
     /// The API server URL.
@@ -319,7 +319,7 @@ impl Error {
 }
 
 /// Maps a kube error, raised while doing `op` against `target`, to a typed error.
-pub fn from_kube(err: kube::Error, target: &Target, op: &Op) -> Error {
+pub fn from_kube(err: kube::Error, target: &ApiServer, op: &Op) -> Error {
     match err {
         // A body that is not a Kubernetes Status: the URL serves something else (a web server,
         // a proxy's error page). Say so in one line instead of printing its HTML.
@@ -392,7 +392,7 @@ fn io_kinds(e: &(dyn std::error::Error + 'static)) -> Vec<std::io::ErrorKind> {
     kinds
 }
 
-fn from_transport(err: &kube::Error, target: &Target, op: &Op) -> Error {
+fn from_transport(err: &kube::Error, target: &ApiServer, op: &Op) -> Error {
     use std::io::ErrorKind as K;
     let text = chain_text(err);
     let lower = text.to_lowercase();
@@ -482,7 +482,7 @@ pub fn admission_denial(message: &str) -> Option<(String, String)> {
     None
 }
 
-fn from_status(s: &kube::core::Status, target: &Target, op: &Op) -> Error {
+fn from_status(s: &kube::core::Status, target: &ApiServer, op: &Op) -> Error {
     // The status names the resource (`clusters`); the caller knows the kind.
     let kind = if op.kind.is_empty() {
         s.details
@@ -606,8 +606,8 @@ mod tests {
         )
     }
 
-    fn target() -> Target {
-        Target {
+    fn target() -> ApiServer {
+        ApiServer {
             context: "mgmt".into(),
             server: "https://10.0.0.1:6443".into(),
         }

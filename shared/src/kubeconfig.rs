@@ -314,7 +314,7 @@ pub fn remove_context(doc: &mut Value, context: &str) -> (bool, bool) {
 
 /// What [`remove_context_from_file`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Removal {
+pub enum ContextRemoval {
     /// The file or the context does not exist.
     Absent,
     /// The context points at another server, or holds other credentials: someone else's, kept.
@@ -366,15 +366,15 @@ pub fn remove_context_from_file(
     path: &Path,
     context: &str,
     added: &Added,
-) -> Result<Removal, Error> {
+) -> Result<ContextRemoval, Error> {
     let servers = &added.servers;
     let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     if !target.exists() {
-        return Ok(Removal::Absent);
+        return Ok(ContextRemoval::Absent);
     }
     let _lock = FileLock::acquire(&target)?;
     let (Some(old), mode) = read_writable(&target)? else {
-        return Ok(Removal::Absent);
+        return Ok(ContextRemoval::Absent);
     };
     let mut doc = parse(&old, &target.display().to_string())?;
     match context_server(&doc, context) {
@@ -383,7 +383,7 @@ pub fn remove_context_from_file(
                 .iter()
                 .any(|s| s.trim_end_matches('/') == server.trim_end_matches('/')) =>
         {
-            return Ok(Removal::NotOurs);
+            return Ok(ContextRemoval::NotOurs);
         }
         _ => {}
     }
@@ -391,14 +391,14 @@ pub fn remove_context_from_file(
         && let Some(user) = context_user(&doc, context)
         && !added.users.contains(user)
     {
-        return Ok(Removal::NotOurs);
+        return Ok(ContextRemoval::NotOurs);
     }
     let (found, was_current) = remove_context(&mut doc, context);
     if !found {
-        return Ok(Removal::Absent);
+        return Ok(ContextRemoval::Absent);
     }
     replace_file(&target, Some(&old), &crate::render::to_yaml(&doc)?, mode)?;
-    Ok(Removal::Removed { was_current })
+    Ok(ContextRemoval::Removed { was_current })
 }
 
 /// Sets a file's permission bits (a no-op on Windows, where the user profile's ACLs keep a
@@ -756,7 +756,7 @@ mod tests {
         };
         assert_eq!(
             remove_context_from_file(&path, "c1-admin@c1", &other).unwrap(),
-            Removal::NotOurs
+            ContextRemoval::NotOurs
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
         // The same server, other credentials: someone else's context of that name.
@@ -766,7 +766,7 @@ mod tests {
         };
         assert_eq!(
             remove_context_from_file(&path, "c1-admin@c1", &other_user).unwrap(),
-            Removal::NotOurs
+            ContextRemoval::NotOurs
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
         let ours = Added {
@@ -780,11 +780,11 @@ mod tests {
         };
         assert_eq!(
             remove_context_from_file(&path, "c1-admin@c1", &ours).unwrap(),
-            Removal::Removed { was_current: true }
+            ContextRemoval::Removed { was_current: true }
         );
         assert_eq!(
             remove_context_from_file(&path, "c1-admin@c1", &ours).unwrap(),
-            Removal::Absent
+            ContextRemoval::Absent
         );
     }
 

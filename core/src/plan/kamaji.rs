@@ -26,14 +26,14 @@ fn usage(message: String, hint: &str) -> Error {
 
 /// `scale`'s flags, checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScaleRequest {
+pub struct KamajiScaleRequest {
     pub replicas: Option<i64>,
     pub workers: Option<i64>,
 }
 
-impl ScaleRequest {
+impl KamajiScaleRequest {
     /// Refuses an empty request and out-of-range counts before anything is read or written.
-    pub fn new(replicas: Option<i64>, workers: Option<i64>) -> Result<ScaleRequest, Error> {
+    pub fn new(replicas: Option<i64>, workers: Option<i64>) -> Result<KamajiScaleRequest, Error> {
         if replicas.is_none() && workers.is_none() {
             return Err(usage(
                 "nothing to scale".into(),
@@ -53,7 +53,7 @@ impl ScaleRequest {
         {
             return Err(usage(format!("invalid --workers {w}"), "use 0 or more"));
         }
-        Ok(ScaleRequest { replicas, workers })
+        Ok(KamajiScaleRequest { replicas, workers })
     }
 }
 
@@ -156,7 +156,7 @@ impl ScaleObserved {
 /// `upgrade`'s plan: the control plane's minor steps, then the workers.
 #[derive(Serialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct UpgradePlan {
+pub struct KamajiUpgradePlan {
     pub name: String,
     pub namespace: String,
     pub from: String,
@@ -184,7 +184,7 @@ pub fn plan_upgrade(
     tcp: Option<&Value>,
     mds: &[Value],
     to: &str,
-) -> Result<UpgradePlan, Error> {
+) -> Result<KamajiUpgradePlan, Error> {
     let target = parse_version(to)?.to_string();
     let name = json::name(kcp).to_string();
     let from = current_version(kcp, tcp)
@@ -195,7 +195,7 @@ pub fn plan_upgrade(
         .filter(|md| str_at(md, &["spec", "template", "spec", "version"]) != Some(target.as_str()))
         .map(|md| json::name(md).to_string())
         .collect();
-    Ok(UpgradePlan {
+    Ok(KamajiUpgradePlan {
         name,
         namespace: json::namespace(kcp).to_string(),
         from,
@@ -234,20 +234,24 @@ mod tests {
     #[test]
     fn scale_requests_are_checked_before_anything_happens() {
         assert!(
-            ScaleRequest::new(None, None)
+            KamajiScaleRequest::new(None, None)
                 .unwrap_err()
                 .to_string()
                 .contains("nothing")
         );
         assert_eq!(
-            ScaleRequest::new(Some(17), None).unwrap_err().exit_code(),
+            KamajiScaleRequest::new(Some(17), None)
+                .unwrap_err()
+                .exit_code(),
             2
         );
         assert_eq!(
-            ScaleRequest::new(None, Some(-1)).unwrap_err().exit_code(),
+            KamajiScaleRequest::new(None, Some(-1))
+                .unwrap_err()
+                .exit_code(),
             2
         );
-        assert!(ScaleRequest::new(Some(0), Some(3)).is_ok());
+        assert!(KamajiScaleRequest::new(Some(0), Some(3)).is_ok());
     }
 
     #[test]

@@ -134,13 +134,13 @@ fn remove_merged_context(
     cluster: &str,
     added: &shared::kubeconfig::Added,
 ) -> Result<(), Error> {
-    use shared::kubeconfig::Removal;
+    use shared::kubeconfig::ContextRemoval;
     let ctx = context_name(cluster);
     for path in kubeconfig_files(kube) {
         let was_current = match shared::kubeconfig::remove_context_from_file(&path, &ctx, added) {
-            Ok(Removal::Removed { was_current }) => was_current,
-            Ok(Removal::Absent) => continue,
-            Ok(Removal::NotOurs) => {
+            Ok(ContextRemoval::Removed { was_current }) => was_current,
+            Ok(ContextRemoval::Absent) => continue,
+            Ok(ContextRemoval::NotOurs) => {
                 shared::render::warn(&format!(
                     "kept context {ctx} in {}: its server or credentials are not cluster {cluster}'s",
                     path.display()

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, parse_duration};
-use kcore::plan::kamaji::{self as plan, ScaleObserved, ScaleRequest, topology};
+use kcore::plan::kamaji::{self as plan, KamajiScaleRequest, ScaleObserved, topology};
 use serde_json::Value;
 use shared::build::kamaji::CLUSTER_NAME_LABEL;
 use shared::discovery::ServerApis;
@@ -44,7 +44,7 @@ pub struct Args {
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    let req = ScaleRequest::new(args.replicas, args.workers)?;
+    let req = KamajiScaleRequest::new(args.replicas, args.workers)?;
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let t = control_plane::resolve(&conn, &apis, &args.name).await?;
@@ -71,7 +71,7 @@ async fn scale_topology(
     conn: &cli::Conn,
     apis: &ServerApis,
     cluster: &Value,
-    req: ScaleRequest,
+    req: KamajiScaleRequest,
 ) -> Result<(), Error> {
     let cluster_ar = apis.cluster()?;
     // Both are planned before either is applied: a refusal changes nothing.
@@ -96,7 +96,7 @@ async fn scale_objects(
     apis: &ServerApis,
     t: &ControlPlane,
     kcp: &Value,
-    req: ScaleRequest,
+    req: KamajiScaleRequest,
 ) -> Result<(), Error> {
     if let Some(r) = req.replicas {
         let change = plan::scale_control_plane(kcp, r);

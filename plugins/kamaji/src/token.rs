@@ -13,7 +13,7 @@ use kube::api::{Api, ListParams, PostParams};
 use shared::build::pki;
 use shared::discovery::ServerApis;
 use shared::discovery::fields;
-use shared::error::{Error, Op, Target};
+use shared::error::{ApiServer, Error, Op};
 use shared::render;
 
 use crate::common::clastix::go_bool;
@@ -109,7 +109,7 @@ fn joinable_tcp(t: &ControlPlane) -> Result<serde_json::Value, Error> {
 /// The usable bootstrap token that lives longest, if any.
 async fn reusable_token(
     secrets: &Api<Secret>,
-    target: &Target,
+    target: &ApiServer,
     now: jiff::Timestamp,
 ) -> Result<Option<String>, Error> {
     let op = Op::new("list", "", "secrets", "Secret").in_namespace(Some("kube-system"));
@@ -150,7 +150,7 @@ fn token_ttl(s: &str) -> Result<Duration, String> {
 /// Creates a bootstrap token Secret living `ttl` and returns the token.
 async fn create_token(
     secrets: &Api<Secret>,
-    target: &Target,
+    target: &ApiServer,
     now: jiff::Timestamp,
     ttl: Duration,
 ) -> Result<String, Error> {

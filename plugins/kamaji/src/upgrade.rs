@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{Conn, KubeFlags, OutputFlags, parse_duration};
-use kcore::plan::kamaji::{self as plan, UpgradePlan, topology};
+use kcore::plan::kamaji::{self as plan, KamajiUpgradePlan, topology};
 use serde::Serialize;
 use serde_json::{Value, json};
 use shared::build::kamaji::CLUSTER_NAME_LABEL;
@@ -52,7 +52,7 @@ pub struct Args {
 /// The plan as `--plan` prints it.
 #[derive(Serialize)]
 #[serde(transparent)]
-struct Shown<'a>(&'a UpgradePlan);
+struct Shown<'a>(&'a KamajiUpgradePlan);
 
 impl Render for Shown<'_> {
     fn human(&self) -> Human {

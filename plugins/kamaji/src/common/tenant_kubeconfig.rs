@@ -8,7 +8,7 @@ use cli::Conn;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::Value;
 use shared::discovery::fields;
-use shared::error::{Error, Op, Target};
+use shared::error::{ApiServer, Error, Op};
 
 use super::control_plane::ControlPlane;
 use super::secrets::secret_data;
@@ -53,7 +53,7 @@ pub async fn admin_kubeconfig(conn: &Conn, cp: &ControlPlane, key: &str) -> Resu
 /// the CA it names.
 pub struct TenantAdmin {
     pub client: kube::Client,
-    pub target: Target,
+    pub target: ApiServer,
     pub server: String,
     pub ca: Vec<u8>,
 }
@@ -109,7 +109,7 @@ pub async fn tenant_admin(conn: &Conn, cp: &ControlPlane) -> Result<TenantAdmin,
     // A tenant that accepts connections but does not answer must not hang a command.
     config.connect_timeout = Some(Duration::from_secs(10));
     config.read_timeout = Some(Duration::from_secs(30));
-    let tenant_target = Target {
+    let tenant_target = ApiServer {
         context: format!("tenant {}", cp.name),
         server: server.clone(),
     };

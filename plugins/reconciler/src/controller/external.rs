@@ -9,7 +9,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::status::write_status;
-use super::{Cond, Ctx, ECR_FINALIZER, TcpPlace, kcp_ns, no, yes};
+use super::{Cond, ECR_FINALIZER, KcpCtx, TcpPlace, kcp_ns, no, yes};
 use crate::Error;
 use crate::api::ExternalClusterReference;
 use crate::api::v1alpha2::KamajiControlPlane;
@@ -30,7 +30,7 @@ fn remote_tcp_name(kcp: &KamajiControlPlane) -> String {
 /// external cluster reference points to (which needs `--external-cluster-reference`).
 pub(super) async fn tcp_place(
     kcp: &KamajiControlPlane,
-    ctx: &Ctx,
+    ctx: &KcpCtx,
     conds: &mut Vec<Cond>,
 ) -> Result<Option<TcpPlace>, Error> {
     let Some(r) = external_reference(kcp) else {
@@ -61,7 +61,7 @@ pub(super) async fn tcp_place(
     }
 }
 
-async fn ensure_finalizer(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<(), Error> {
+async fn ensure_finalizer(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Result<(), Error> {
     if kcp.finalizers().iter().any(|f| f == ECR_FINALIZER) {
         return Ok(());
     }
@@ -80,7 +80,7 @@ async fn ensure_finalizer(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<(), Err
 
 /// Deletion: local TCPs and Secrets go with ownerReference garbage collection; a remote TCP is
 /// deleted here. The external-reference finalizer is always released (also on NotFound).
-pub(super) async fn finalize(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Action, Error> {
+pub(super) async fn finalize(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Result<Action, Error> {
     if !kcp.finalizers().iter().any(|f| f == ECR_FINALIZER) {
         return Ok(Action::await_change());
     }
@@ -130,7 +130,7 @@ pub(super) async fn finalize(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Acti
 async fn remote_client(
     kcp: &KamajiControlPlane,
     r: &ExternalClusterReference,
-    ctx: &Ctx,
+    ctx: &KcpCtx,
 ) -> Result<Client, Error> {
     let ns = if r.kubeconfig_secret_namespace.is_empty() {
         kcp_ns(kcp)

@@ -4,7 +4,7 @@
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{Cond, Ctx, no, yes};
+use super::{Cond, KcpCtx, no, yes};
 use crate::Error;
 use crate::endpoint::Endpoint;
 use crate::infra::{self, Plan};
@@ -14,7 +14,7 @@ const C: &str = "InfrastructureClusterPatched";
 /// The `InfrastructureClusterPatched` condition, after patching the infrastructure cluster if
 /// its kind wants the endpoint.
 pub(super) async fn infra_step(
-    ctx: &Ctx,
+    ctx: &KcpCtx,
     cluster: &Value,
     ns: &str,
     ep: &Endpoint,
@@ -72,7 +72,7 @@ pub(super) async fn infra_step(
 
 /// The kind's API resource: discovered at start-up, else resolved now (a CRD installed after
 /// start-up; its changes are not watched until a restart).
-async fn infra_resource(ctx: &Ctx, kind: &str, group: &str) -> Option<ApiResource> {
+async fn infra_resource(ctx: &KcpCtx, kind: &str, group: &str) -> Option<ApiResource> {
     if let Some(a) = ctx.disc.infra.get(kind).filter(|a| a.group == group) {
         return Some(a.clone());
     }

@@ -50,7 +50,7 @@ pub struct Config {
     pub concurrency: u16,
 }
 
-struct Ctx {
+struct KcpCtx {
     base: Base,
     cfg: Config,
     disc: Discovered,
@@ -81,7 +81,7 @@ fn json_hash(v: &serde_json::Value) -> u64 {
     h.finish()
 }
 
-impl Ctx {
+impl KcpCtx {
     fn written(&self, kcp: &KamajiControlPlane) -> Written {
         let key = (kcp_ns(kcp), kcp.name_any());
         self.written
@@ -116,7 +116,7 @@ struct TcpPlace {
 }
 
 impl TcpPlace {
-    fn new(ctx: &Ctx, client: Client, ns: String, name: String, remote: bool) -> TcpPlace {
+    fn new(ctx: &KcpCtx, client: Client, ns: String, name: String, remote: bool) -> TcpPlace {
         let api = Api::namespaced_with(client.clone(), &ns, &ctx.disc.tcp);
         TcpPlace {
             client,

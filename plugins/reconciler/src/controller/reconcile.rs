@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use super::external::{finalize, tcp_place};
 use super::infra_cluster::infra_step;
 use super::secrets::publish_secrets;
-use super::status::{Observed, event, has_condition, observe, write_status, write_status_obs};
-use super::{Cond, Ctx, MANAGER, TcpPlace, kcp_ns, no, yes};
+use super::status::{ObservedTcp, event, has_condition, observe, write_status, write_status_obs};
+use super::{Cond, KcpCtx, MANAGER, TcpPlace, kcp_ns, no, yes};
 use crate::Error;
 use crate::api::v1alpha2::KamajiControlPlane;
 use crate::endpoint::{self, Endpoint};
@@ -27,14 +27,14 @@ use crate::version::{self, Step};
 use kcore::labels::PAUSED_ANNOTATION;
 
 /// Failed reconciles back off (`Retries::doubling`).
-pub(super) fn error_policy(kcp: Arc<KamajiControlPlane>, err: &Error, ctx: Arc<Ctx>) -> Action {
+pub(super) fn error_policy(kcp: Arc<KamajiControlPlane>, err: &Error, ctx: Arc<KcpCtx>) -> Action {
     ctx.retries
         .failed(&ctx.base, "KamajiControlPlane", kcp.as_ref(), err)
 }
 
 pub(super) async fn reconcile(
     kcp: Arc<KamajiControlPlane>,
-    ctx: Arc<Ctx>,
+    ctx: Arc<KcpCtx>,
 ) -> Result<Action, Error> {
     ctx.base.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
     let mut r = reconcile_inner(&kcp, &ctx).await;
@@ -61,7 +61,7 @@ pub(super) async fn reconcile(
 /// find where the TenantControlPlane lives; choose the version (one minor at a time); apply the
 /// TenantControlPlane; publish its endpoint; patch the infrastructure cluster; publish the Secrets;
 /// write readiness and the status.
-async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Action, Error> {
+async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Result<Action, Error> {
     if kcp.meta().deletion_timestamp.is_some() {
         ctx.forget_written(kcp);
         return finalize(kcp, ctx).await;
@@ -108,7 +108,7 @@ async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &Ctx) -> Result<Action, 
 /// for the Cluster and infrastructure-cluster watches.
 async fn owning_cluster(
     kcp: &KamajiControlPlane,
-    ctx: &Ctx,
+    ctx: &KcpCtx,
 ) -> Result<Option<DynamicObject>, Error> {
     let ns = kcp_ns(kcp);
     let owner = kcp
@@ -146,7 +146,7 @@ async fn owning_cluster(
 /// Whether reconciliation is paused (then the status says so).
 async fn paused(
     kcp: &KamajiControlPlane,
-    ctx: &Ctx,
+    ctx: &KcpCtx,
     cluster: &DynamicObject,
     cluster_v: &Value,
 ) -> Result<bool, Error> {
@@ -165,7 +165,7 @@ async fn paused(
 /// reports the previous one Ready; downgrades of the minor are refused.
 async fn version_target(
     kcp: &KamajiControlPlane,
-    ctx: &Ctx,
+    ctx: &KcpCtx,
     existing: Option<&Value>,
     conds: &mut Vec<Cond>,
 ) -> Result<Option<String>, Error> {
@@ -227,7 +227,7 @@ fn rollout_condition(existing: Option<&Value>, v: &str) -> Cond {
 /// Builds the TenantControlPlane for `target` and applies it server-side; returns it as applied.
 async fn apply_tcp(
     kcp: &KamajiControlPlane,
-    ctx: &Ctx,
+    ctx: &KcpCtx,
     place: &TcpPlace,
     cluster: &Value,
     target: &str,
@@ -310,7 +310,7 @@ fn unchanged_since_applied(w: &super::Written, hash: u64, body: &Value, tcp: &Va
 /// there is none.
 fn tcp_spec(
     kcp: &KamajiControlPlane,
-    ctx: &Ctx,
+    ctx: &KcpCtx,
     cluster: &Value,
     target: &str,
 ) -> Result<Value, Cond> {
@@ -332,7 +332,7 @@ fn tcp_spec(
 
 /// The applied TenantControlPlane: the KCP's labels and annotations, and (when local) a
 /// controller ownerReference to the KCP.
-fn tcp_body(kcp: &KamajiControlPlane, ctx: &Ctx, place: &TcpPlace, spec: Value) -> Value {
+fn tcp_body(kcp: &KamajiControlPlane, ctx: &KcpCtx, place: &TcpPlace, spec: Value) -> Value {
     // Empty maps are left out: an empty map in an apply changes the object every time.
     let mut meta = json!({"name": place.name, "namespace": place.ns});
     if !kcp.labels().is_empty() {
@@ -358,9 +358,9 @@ fn tcp_body(kcp: &KamajiControlPlane, ctx: &Ctx, place: &TcpPlace, spec: Value) 
 /// The endpoint Kamaji reports, written to the KCP's `spec.controlPlaneEndpoint`.
 async fn endpoint_step(
     kcp: &KamajiControlPlane,
-    ctx: &Ctx,
+    ctx: &KcpCtx,
     tcp: &Value,
-    observed: &Observed,
+    observed: &ObservedTcp,
     conds: &mut Vec<Cond>,
 ) -> Result<Option<Endpoint>, Error> {
     let status_ep = tcp["status"]["controlPlaneEndpoint"]
@@ -385,7 +385,7 @@ async fn endpoint_step(
 /// default port into it ([`crate::infra::byoh_default_port_copied`]), with a Warning Event.
 async fn repair_cluster_endpoint(
     kcp: &KamajiControlPlane,
-    ctx: &Ctx,
+    ctx: &KcpCtx,
     cluster: &DynamicObject,
     cluster_v: &Value,
     ep: &Endpoint,
@@ -424,7 +424,11 @@ async fn repair_cluster_endpoint(
 }
 
 /// Writes `spec.controlPlaneEndpoint` only when it differs.
-async fn patch_endpoint(kcp: &KamajiControlPlane, ctx: &Ctx, ep: &Endpoint) -> Result<(), Error> {
+async fn patch_endpoint(
+    kcp: &KamajiControlPlane,
+    ctx: &KcpCtx,
+    ep: &Endpoint,
+) -> Result<(), Error> {
     let cur = kcp.spec.control_plane_endpoint.as_ref();
     if cur.is_some_and(|c| c.host == ep.host && c.port == ep.port) {
         return Ok(());
@@ -443,9 +447,9 @@ async fn patch_endpoint(kcp: &KamajiControlPlane, ctx: &Ctx, ep: &Endpoint) -> R
 /// `KubeadmResourcesCreated` from publishing the Secrets: waiting for Kamaji is no failure.
 async fn secrets_condition(
     kcp: &KamajiControlPlane,
-    ctx: &Ctx,
+    ctx: &KcpCtx,
     published: Result<(), Error>,
-    observed: &Observed,
+    observed: &ObservedTcp,
     conds: &mut Vec<Cond>,
 ) -> Result<(), Error> {
     match published {
@@ -462,7 +466,7 @@ async fn secrets_condition(
 
 /// Initialized once Ready for the first time; Ready (and Available) needs the version status
 /// `Ready` or `Upgrading` and at least one available replica.
-fn readiness_conditions(tcp: &Value, observed: &Observed, conds: &mut Vec<Cond>) {
+fn readiness_conditions(tcp: &Value, observed: &ObservedTcp, conds: &mut Vec<Cond>) {
     if observed.initialized {
         conds.push(yes("KamajiControlPlaneIsInitialized", "Succeeded"));
     } else {

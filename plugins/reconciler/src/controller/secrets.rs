@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{CLUSTER_NAME_LABEL, Ctx, MANAGER, TcpPlace, kcp_ns};
+use super::{CLUSTER_NAME_LABEL, KcpCtx, MANAGER, TcpPlace, kcp_ns};
 use crate::Error;
 use crate::api::v1alpha2::KamajiControlPlane;
 use crate::tcp::KUBECONFIG_KEY_ANNOTATION;
@@ -58,7 +58,7 @@ impl Copies<'_> {
 /// Copies Kamaji's admin kubeconfig and CA into `<cluster>-kubeconfig` and `<cluster>-ca`.
 pub(super) async fn publish_secrets(
     kcp: &KamajiControlPlane,
-    ctx: &Ctx,
+    ctx: &KcpCtx,
     cluster: &str,
     tcp: &Value,
     place: &TcpPlace,

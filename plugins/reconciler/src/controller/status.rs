@@ -7,13 +7,13 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::discover::ar;
-use super::{Cond, Contract, Ctx, kcp_ns};
+use super::{Cond, Contract, KcpCtx, kcp_ns};
 use crate::Error;
 use crate::api::v1alpha2::{Condition, KamajiControlPlane};
 
-/// Observed TCP state copied into the KCP status.
+/// ObservedTcp TCP state copied into the KCP status.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Observed {
+pub(super) struct ObservedTcp {
     pub(super) initialized: bool,
     pub(super) ready: bool,
     pub(super) version: String,
@@ -25,7 +25,7 @@ pub(super) struct Observed {
     pub(super) selector: Option<String>,
 }
 
-pub(super) fn observe(tcp: &Value, kcp: &KamajiControlPlane, contract: Contract) -> Observed {
+pub(super) fn observe(tcp: &Value, kcp: &KamajiControlPlane, contract: Contract) -> ObservedTcp {
     let kr = &tcp["status"]["kubernetesResources"];
     let vs = kr["version"]["status"].as_str().unwrap_or_default();
     let dep = &kr["deployment"];
@@ -43,7 +43,7 @@ pub(super) fn observe(tcp: &Value, kcp: &KamajiControlPlane, contract: Contract)
             .unwrap_or(false),
         Contract::V1Beta1 => s.initialized.unwrap_or(false),
     });
-    Observed {
+    ObservedTcp {
         initialized: prev_init || vs == "Ready",
         ready: matches!(vs, "Ready" | "Upgrading") && available.unwrap_or(0) > 0,
         version: kr["version"]["version"]
@@ -68,7 +68,7 @@ pub(super) fn has_condition(kcp: &KamajiControlPlane, c: &Cond) -> bool {
 }
 
 pub(super) async fn event(
-    ctx: &Ctx,
+    ctx: &KcpCtx,
     kcp: &KamajiControlPlane,
     t: EventType,
     reason: &str,
@@ -89,13 +89,13 @@ pub(super) async fn event(
 /// Writes the status from the TCP `existing` (if any) plus conditions.
 pub(super) async fn write_status(
     kcp: &KamajiControlPlane,
-    ctx: &Ctx,
+    ctx: &KcpCtx,
     tcp: Option<&Value>,
     conds: &[Cond],
 ) -> Result<(), Error> {
     let obs = tcp
         .map(|t| observe(t, kcp, ctx.disc.contract))
-        .unwrap_or_else(|| Observed {
+        .unwrap_or_else(|| ObservedTcp {
             initialized: observe(&Value::Null, kcp, ctx.disc.contract).initialized,
             version: kcp
                 .status
@@ -117,8 +117,8 @@ fn now() -> String {
 /// writes the status in the shape of the served contract, only when it changed.
 pub(super) async fn write_status_obs(
     kcp: &KamajiControlPlane,
-    ctx: &Ctx,
-    obs: &Observed,
+    ctx: &KcpCtx,
+    obs: &ObservedTcp,
     conds: &[Cond],
 ) -> Result<(), Error> {
     let existing = kcp.status.clone().unwrap_or_default();
@@ -206,7 +206,7 @@ fn merge_conditions(
 
 /// The status in the contract's shape: v1alpha2 (`initialization`, optional counters) or
 /// v1alpha1 (`initialized`, plain counters).
-fn status_body(contract: Contract, obs: &Observed, conditions: Vec<Value>) -> Value {
+fn status_body(contract: Contract, obs: &ObservedTcp, conditions: Vec<Value>) -> Value {
     let mut s = match contract {
         Contract::V1Beta2 => {
             let mut s = json!({
@@ -250,7 +250,7 @@ fn status_body(contract: Contract, obs: &Observed, conditions: Vec<Value>) -> Va
 
 /// Merge-patches the status subresource at the API version of the served contract (a KCP deleted
 /// meanwhile is no error).
-async fn patch_status(kcp: &KamajiControlPlane, ctx: &Ctx, status: Value) -> Result<(), Error> {
+async fn patch_status(kcp: &KamajiControlPlane, ctx: &KcpCtx, status: Value) -> Result<(), Error> {
     let (ver, api_version) = match ctx.disc.contract {
         Contract::V1Beta2 => ("v1alpha2", "controlplane.cluster.x-k8s.io/v1alpha2"),
         Contract::V1Beta1 => ("v1alpha1", "controlplane.cluster.x-k8s.io/v1alpha1"),

@@ -16,7 +16,7 @@ use kube::runtime::{PredicateConfig, WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use super::reconcile::{error_policy, reconcile};
-use super::{CLUSTER_NAME_LABEL, Config, Ctx, discover};
+use super::{CLUSTER_NAME_LABEL, Config, KcpCtx, discover};
 use crate::Error;
 use crate::api::v1alpha2::KamajiControlPlane;
 use crate::metrics::Metrics;
@@ -36,7 +36,7 @@ pub async fn run(
         infra_kinds = ?disc.infra.keys().collect::<Vec<_>>(),
         "discovered"
     );
-    let ctx = Arc::new(Ctx {
+    let ctx = Arc::new(KcpCtx {
         base: Base::new(client, metrics),
         cfg,
         disc,
@@ -116,7 +116,7 @@ fn kcp_trigger(k: &KamajiControlPlane) -> Option<u64> {
 /// The KamajiControlPlane controller with its watches: KamajiControlPlanes in a store of their
 /// own (without managedFields, which the reconcile never reads), TenantControlPlanes, Secrets,
 /// Clusters and infrastructure clusters as metadata only.
-fn watches(ctx: &Arc<Ctx>) -> Controller<KamajiControlPlane> {
+fn watches(ctx: &Arc<KcpCtx>) -> Controller<KamajiControlPlane> {
     let scope = Scope {
         client: ctx.base.client.clone(),
         ns: ctx.cfg.namespace.clone(),
@@ -199,7 +199,7 @@ fn secret_kcps(m: &kube::core::ObjectMeta) -> Vec<ObjectRef<KamajiControlPlane>>
 }
 
 /// A Cluster's KCP, as the reconcile learnt it from the KCP's ownerReference.
-fn cluster_kcp(ctx: &Ctx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<KamajiControlPlane>> {
+fn cluster_kcp(ctx: &KcpCtx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<KamajiControlPlane>> {
     let ns = m.namespace.clone().unwrap_or_default();
     let name = m.name.clone().unwrap_or_default();
     let kcp = ctx
@@ -212,7 +212,7 @@ fn cluster_kcp(ctx: &Ctx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<Kamaji
 
 /// An infrastructure cluster's KCP, through its Cluster (ownerReference, else the cluster-name
 /// label) and the Clusters seen so far.
-fn infra_kcp(ctx: &Ctx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<KamajiControlPlane>> {
+fn infra_kcp(ctx: &KcpCtx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<KamajiControlPlane>> {
     let ns = m.namespace.clone().unwrap_or_default();
     let cluster = m
         .owner_references

@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
-use super::Ctx;
+use super::UpgradeCtx;
 use super::world::resource;
 use crate::Error;
 use crate::skeleton::MANAGER;
@@ -19,7 +19,7 @@ fn group_version(api_version: &str) -> (&str, Option<&str>) {
     }
 }
 
-async fn apply_step(ctx: &Ctx, ns: &str, s: &PlannedStep) -> Result<(), Error> {
+async fn apply_step(ctx: &UpgradeCtx, ns: &str, s: &PlannedStep) -> Result<(), Error> {
     for c in &s.clone_templates {
         let av = c.object["apiVersion"].as_str().unwrap_or_default();
         let (g, v) = group_version(av);
@@ -58,7 +58,7 @@ async fn apply_step(ctx: &Ctx, ns: &str, s: &PlannedStep) -> Result<(), Error> {
 
 /// Applies the steps `numbers` of the status plan.
 pub(super) async fn steps(
-    ctx: &Ctx,
+    ctx: &UpgradeCtx,
     cu: &ClusterUpgrade,
     st: &ClusterUpgradeStatus,
     numbers: &[u32],

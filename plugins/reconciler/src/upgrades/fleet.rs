@@ -13,13 +13,13 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::{Ctx, input, world};
+use super::{UpgradeCtx, input, world};
 use crate::Error;
 use crate::controller::Config;
 use crate::skeleton::{MANAGER, drive};
 
 /// Runs the FleetUpgrade controller until shutdown.
-pub(super) async fn run(ctx: Arc<Ctx>, cfg: Config) {
+pub(super) async fn run(ctx: Arc<UpgradeCtx>, cfg: Config) {
     let (fleets, upgrades): (Api<FleetUpgrade>, Api<ClusterUpgrade>) = match &cfg.namespace {
         Some(n) => (
             Api::namespaced(ctx.base.client.clone(), n),
@@ -36,12 +36,12 @@ pub(super) async fn run(ctx: Arc<Ctx>, cfg: Config) {
 }
 
 /// Failed reconciles run again after 10 s (`Retries::every`).
-fn error_policy(f: Arc<FleetUpgrade>, err: &Error, ctx: Arc<Ctx>) -> Action {
+fn error_policy(f: Arc<FleetUpgrade>, err: &Error, ctx: Arc<UpgradeCtx>) -> Action {
     ctx.fleet_retries
         .failed(&ctx.base, "fleet", f.as_ref(), err)
 }
 
-async fn write(ctx: &Ctx, f: &FleetUpgrade, st: &FleetUpgradeStatus) -> Result<(), Error> {
+async fn write(ctx: &UpgradeCtx, f: &FleetUpgrade, st: &FleetUpgradeStatus) -> Result<(), Error> {
     if f.status.as_ref() == Some(st) {
         return Ok(());
     }
@@ -61,7 +61,7 @@ async fn write(ctx: &Ctx, f: &FleetUpgrade, st: &FleetUpgradeStatus) -> Result<(
     Ok(())
 }
 
-fn clusters_api(ctx: &Ctx, ns: &str) -> Api<DynamicObject> {
+fn clusters_api(ctx: &UpgradeCtx, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(
         ctx.base.client.clone(),
         ns,
@@ -72,7 +72,7 @@ fn clusters_api(ctx: &Ctx, ns: &str) -> Api<DynamicObject> {
 /// The Clusters the selector picks, in wave order; `Err((reason, message))` for a selector
 /// the fleet cannot act on (malformed, or picking nothing).
 async fn pick(
-    ctx: &Ctx,
+    ctx: &UpgradeCtx,
     f: &FleetUpgrade,
 ) -> Result<Result<FleetUpgradeStatus, (&'static str, String)>, Error> {
     let ns = f.namespace().unwrap_or_default();
@@ -110,7 +110,12 @@ async fn pick(
 
 /// Reports a FleetUpgrade that cannot start: its status (Failed for this generation, so a
 /// fixed spec picks again) and, the first time, a Warning Event.
-async fn cannot_act(ctx: &Ctx, f: &FleetUpgrade, why: &str, message: &str) -> Result<(), Error> {
+async fn cannot_act(
+    ctx: &UpgradeCtx,
+    f: &FleetUpgrade,
+    why: &str,
+    message: &str,
+) -> Result<(), Error> {
     let generation = f.metadata.generation;
     let news = !f
         .status
@@ -130,7 +135,11 @@ async fn cannot_act(ctx: &Ctx, f: &FleetUpgrade, why: &str, message: &str) -> Re
 }
 
 /// Reads each started member's ClusterUpgrade into its phase.
-async fn refresh(ctx: &Ctx, f: &FleetUpgrade, st: &mut FleetUpgradeStatus) -> Result<(), Error> {
+async fn refresh(
+    ctx: &UpgradeCtx,
+    f: &FleetUpgrade,
+    st: &mut FleetUpgradeStatus,
+) -> Result<(), Error> {
     let api: Api<ClusterUpgrade> =
         Api::namespaced(ctx.base.client.clone(), &f.namespace().unwrap_or_default());
     for m in st.clusters.iter_mut().filter(|m| m.phase != "Pending") {
@@ -168,7 +177,11 @@ async fn refresh(ctx: &Ctx, f: &FleetUpgrade, st: &mut FleetUpgradeStatus) -> Re
 
 /// Creates the member's ClusterUpgrade, owned by the fleet, or renews a finished one. A
 /// ClusterUpgrade under way that is not the fleet's fails the member.
-async fn start(ctx: &Ctx, f: &FleetUpgrade, cluster: &str) -> Result<Result<(), String>, Error> {
+async fn start(
+    ctx: &UpgradeCtx,
+    f: &FleetUpgrade,
+    cluster: &str,
+) -> Result<Result<(), String>, Error> {
     let ns = f.namespace().unwrap_or_default();
     let api: Api<ClusterUpgrade> = Api::namespaced(ctx.base.client.clone(), &ns);
     let spec = fleet::member_spec(&f.spec, cluster);
@@ -228,7 +241,7 @@ async fn start(ctx: &Ctx, f: &FleetUpgrade, cluster: &str) -> Result<Result<(), 
     }
 }
 
-async fn reconcile(f: Arc<FleetUpgrade>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+async fn reconcile(f: Arc<FleetUpgrade>, ctx: Arc<UpgradeCtx>) -> Result<Action, Error> {
     ctx.base.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
     // Read afresh, as the ClusterUpgrade controller does: the cache may miss our last write.
     let api: Api<FleetUpgrade> =

@@ -13,12 +13,12 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::Ctx;
+use super::UpgradeCtx;
 use crate::Error;
 
 /// Publishes a Warning Event on `regarding`. A failure is logged, not returned: the condition
 /// on the object's status already says the same.
-pub(super) async fn warn(ctx: &Ctx, regarding: &ObjectReference, reason: &str, note: &str) {
+pub(super) async fn warn(ctx: &UpgradeCtx, regarding: &ObjectReference, reason: &str, note: &str) {
     let ev = Event {
         type_: EventType::Warning,
         reason: reason.into(),
@@ -56,7 +56,11 @@ fn is_cluster_ref(o: &Value) -> bool {
 /// ClusterUpgrade may have set it). A merge patch of the whole list, guarded by the
 /// resourceVersion read, so an owner someone else adds meanwhile is not lost (a conflict is
 /// retried). An owner reference to an earlier Cluster of the same name is replaced.
-pub(super) async fn own(ctx: &Ctx, cu: &ClusterUpgrade, cluster: &Value) -> Result<(), Error> {
+pub(super) async fn own(
+    ctx: &UpgradeCtx,
+    cu: &ClusterUpgrade,
+    cluster: &Value,
+) -> Result<(), Error> {
     let Some(owner) = cluster_owner(cluster) else {
         return Ok(());
     };

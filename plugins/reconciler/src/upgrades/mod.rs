@@ -37,7 +37,7 @@ use crate::skeleton::{Base, Contract, MANAGER, Retries, drive};
 
 use kcore::labels::CLUSTER_NAME_LABEL;
 
-struct Ctx {
+struct UpgradeCtx {
     base: Base,
     /// `apiVersion`/`group` + kind → resource, resolved once.
     resources: Mutex<HashMap<(String, String), ApiResource>>,
@@ -60,7 +60,7 @@ pub async fn run(client: Client, cfg: Config, metrics: Arc<Metrics>) -> Result<(
         return Ok(());
     }
     let capi_version = Contract::discover(&client).await?.capi_version();
-    let ctx = Arc::new(Ctx {
+    let ctx = Arc::new(UpgradeCtx {
         base: Base::new(client, metrics),
         resources: Mutex::new(HashMap::new()),
         capi_version,
@@ -106,7 +106,7 @@ fn upgrade_of(m: &kube::core::ObjectMeta, is_cluster: bool) -> Option<ObjectRef<
 
 /// The controller and its watches: Clusters, MachineDeployments and every served control-plane
 /// kind the planner knows, as metadata.
-async fn watches(ctx: &Arc<Ctx>, cfg: &Config) -> Controller<ClusterUpgrade> {
+async fn watches(ctx: &Arc<UpgradeCtx>, cfg: &Config) -> Controller<ClusterUpgrade> {
     let ns = cfg.namespace.as_deref();
     let client = &ctx.base.client;
     let primary: Api<ClusterUpgrade> = match ns {
@@ -156,11 +156,11 @@ async fn watches(ctx: &Arc<Ctx>, cfg: &Config) -> Controller<ClusterUpgrade> {
 }
 
 /// Failed reconciles back off (`Retries::doubling`).
-fn error_policy(cu: Arc<ClusterUpgrade>, err: &Error, ctx: Arc<Ctx>) -> Action {
+fn error_policy(cu: Arc<ClusterUpgrade>, err: &Error, ctx: Arc<UpgradeCtx>) -> Action {
     ctx.retries.failed(&ctx.base, "upgrade", cu.as_ref(), err)
 }
 
-async fn reconcile(cu: Arc<ClusterUpgrade>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+async fn reconcile(cu: Arc<ClusterUpgrade>, ctx: Arc<UpgradeCtx>) -> Result<Action, Error> {
     ctx.base.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
     // Read afresh: the watch cache may not hold the status this controller wrote a moment ago,
     // and deciding from an older one would start a step again.
@@ -184,7 +184,11 @@ fn now() -> String {
 }
 
 /// Writes the status (server-side apply of the whole status: fields it no longer holds go).
-async fn write(ctx: &Ctx, cu: &ClusterUpgrade, st: &ClusterUpgradeStatus) -> Result<(), Error> {
+async fn write(
+    ctx: &UpgradeCtx,
+    cu: &ClusterUpgrade,
+    st: &ClusterUpgradeStatus,
+) -> Result<(), Error> {
     if cu.status.as_ref() == Some(st) {
         return Ok(());
     }
@@ -223,7 +227,7 @@ fn needs_plan(cu: &ClusterUpgrade, st: &ClusterUpgradeStatus) -> bool {
 /// `None` when the upgrade goes on.
 async fn settle(
     cu: &ClusterUpgrade,
-    ctx: &Ctx,
+    ctx: &UpgradeCtx,
     st: &mut ClusterUpgradeStatus,
     now: &str,
 ) -> Result<Option<Action>, Error> {
@@ -248,7 +252,7 @@ async fn settle(
 /// its preflight blocked it (the status says why).
 async fn replan(
     cu: &ClusterUpgrade,
-    ctx: &Ctx,
+    ctx: &UpgradeCtx,
     w: &world::World,
     st: &mut ClusterUpgradeStatus,
     target: &str,
@@ -286,7 +290,7 @@ async fn replan(
 /// its name appears.
 async fn cluster_missing(
     cu: &ClusterUpgrade,
-    ctx: &Ctx,
+    ctx: &UpgradeCtx,
     st: &mut ClusterUpgradeStatus,
     now: &str,
 ) -> Result<Action, Error> {
@@ -310,7 +314,7 @@ async fn cluster_missing(
     Ok(Action::await_change())
 }
 
-async fn reconcile_inner(cu: &ClusterUpgrade, ctx: &Ctx) -> Result<Action, Error> {
+async fn reconcile_inner(cu: &ClusterUpgrade, ctx: &UpgradeCtx) -> Result<Action, Error> {
     let mut st = cu.status.clone().unwrap_or_default();
     let target = format!(
         "{}/{}",

@@ -14,7 +14,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
-use super::{CLUSTER_NAME_LABEL, Ctx};
+use super::{CLUSTER_NAME_LABEL, UpgradeCtx};
 use crate::Error;
 
 pub(super) fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -24,7 +24,7 @@ pub(super) fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiRes
 /// The resource of `group`'s `kind` (at `version` when the reference names one), resolved
 /// through discovery once per process.
 pub(super) async fn resource(
-    ctx: &Ctx,
+    ctx: &UpgradeCtx,
     group: &str,
     version: Option<&str>,
     kind: &str,
@@ -63,7 +63,7 @@ fn to_value(o: DynamicObject) -> Result<Value, Error> {
     serde_json::to_value(o).map_err(|e| Error::Other(format!("reading an object: {e}")))
 }
 
-async fn get_ref(ctx: &Ctx, ns: &str, r: &ObjectRef) -> Result<Option<Value>, Error> {
+async fn get_ref(ctx: &UpgradeCtx, ns: &str, r: &ObjectRef) -> Result<Option<Value>, Error> {
     let version = r
         .api_version
         .as_deref()
@@ -111,7 +111,7 @@ pub(super) struct World {
 
 /// Reads the cluster's objects; `None` when the Cluster is missing (input the caller reports,
 /// not an error to retry).
-pub(super) async fn read(ctx: &Ctx, cu: &ClusterUpgrade) -> Result<Option<World>, Error> {
+pub(super) async fn read(ctx: &UpgradeCtx, cu: &ClusterUpgrade) -> Result<Option<World>, Error> {
     let ns = cu.namespace().unwrap_or_default();
     let name = &cu.spec.cluster_name;
     let v = ctx.capi_version;
@@ -181,7 +181,7 @@ pub(super) async fn read(ctx: &Ctx, cu: &ClusterUpgrade) -> Result<Option<World>
 
 /// The Available ByoHosts: unclaimed (BYOH selects only hosts without the cluster-name label,
 /// `attachByoHost` in BYOH v0.5.0's byomachine_controller.go) and not cordoned.
-async fn free_hosts(ctx: &Ctx) -> Result<Vec<Value>, Error> {
+async fn free_hosts(ctx: &UpgradeCtx) -> Result<Vec<Value>, Error> {
     let Ok(res) = resource(ctx, "infrastructure.cluster.x-k8s.io", None, "ByoHost").await else {
         return Ok(Vec::new());
     };
