@@ -278,7 +278,7 @@ pub fn parse_output(s: &str) -> Result<OutputFormat, String> {
             }
         )
     };
-    let e = |e: shared::render::jsonpath::TemplateError| e.to_string();
+    let e = |e: shared::render::jsonpath::JsonPathError| e.to_string();
     match kind {
         "jsonpath" if arg.is_empty() => Err(needs("a template")),
         "jsonpath" => Template::parse(arg).map(OutputFormat::JsonPath).map_err(e),

@@ -379,3 +379,51 @@ fn no_verb_imports_another_verb() {
         crossings.join("\n")
     );
 }
+
+/// Issue 25: one meaning per name. A public type's name is unique across the workspace's
+/// libraries and binaries, but for each crate's `Error`, a verb's `…Args` (clap's, one per
+/// verb), and the KamajiControlPlane API's versions (`core/src/kcp/api/`: one kind in two
+/// versions).
+#[test]
+fn public_type_names_are_unique() {
+    let root = workspace();
+    let mut files = Vec::new();
+    for dir in ["core/src", "shared/src", "cli/src", "plugins"] {
+        sources(&root.join(dir), &mut files);
+    }
+    let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for f in files.iter().filter(|f| !is_test_source(f)) {
+        let rel = f.strip_prefix(&root).unwrap_or(f).display().to_string();
+        if rel.starts_with("core/src/kcp/api/") {
+            continue;
+        }
+        for l in std::fs::read_to_string(f).unwrap_or_default().lines() {
+            let l = l.trim_start();
+            let Some(rest) = ["pub struct ", "pub enum ", "pub trait ", "pub type "]
+                .iter()
+                .find_map(|p| l.strip_prefix(p))
+            else {
+                continue;
+            };
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if name == "Error" || name.ends_with("Args") {
+                continue;
+            }
+            seen.entry(name).or_default().push(rel.clone());
+        }
+    }
+    assert!(seen.len() > 100, "sanity: {} names", seen.len());
+    let twice: Vec<String> = seen
+        .iter()
+        .filter(|(_, at)| at.len() > 1)
+        .map(|(n, at)| format!("{n}: {}", at.join(", ")))
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "public types named alike:\n{}",
+        twice.join("\n")
+    );
+}

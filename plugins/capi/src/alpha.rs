@@ -39,11 +39,11 @@ pub enum AlphaCommand {
 #[derive(ClapArgs, Clone, Debug)]
 pub struct RolloutArgs {
     #[command(subcommand)]
-    pub action: Action,
+    pub action: RolloutAction,
 }
 
 #[derive(Subcommand, Clone, Debug)]
-pub enum Action {
+pub enum RolloutAction {
     /// Roll the machines of RESOURCE (sets the rollout time to now)
     Restart(ResourceArgs),
     /// Pause RESOURCE
@@ -108,9 +108,9 @@ fn is_paused(kind: &str, obj: &Value) -> bool {
 pub async fn run(args: &Args) -> Result<(), Error> {
     let AlphaCommand::Rollout(r) = &args.what;
     let (a, verb) = match &r.action {
-        Action::Restart(a) => (a, "restart"),
-        Action::Pause(a) => (a, "pause"),
-        Action::Resume(a) => (a, "resume"),
+        RolloutAction::Restart(a) => (a, "restart"),
+        RolloutAction::Pause(a) => (a, "pause"),
+        RolloutAction::Resume(a) => (a, "resume"),
     };
     let (kind, group, name) = parse_resource(&a.resource)?;
     let conn = a.kube.connect().await?;

@@ -28,10 +28,10 @@ pub const MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
 /// What is wrong with a template or column list, as one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct TemplateError(pub String);
+pub struct JsonPathError(pub String);
 
-fn err(msg: impl Into<String>) -> TemplateError {
-    TemplateError(msg.into())
+fn err(msg: impl Into<String>) -> JsonPathError {
+    JsonPathError(msg.into())
 }
 
 /// Where an expression starts: the document (`$`) or the current object (`.`, `@`).
@@ -84,7 +84,7 @@ pub struct Template {
 
 /// The text of the next `{…}` action starting after the `{` at `start`, and the index after
 /// its `}`. Braces inside quotes and brackets (filters) do not end the action.
-fn action_end(src: &str, start: usize) -> Result<(String, usize), TemplateError> {
+fn action_end(src: &str, start: usize) -> Result<(String, usize), JsonPathError> {
     let mut quote: Option<char> = None;
     let mut brackets = 0usize;
     let mut escaped = false;
@@ -144,7 +144,7 @@ fn quote_member(name: &str) -> String {
 }
 
 /// The end of a `[...]` selector starting at `start` (the `[`), quotes respected.
-fn bracket_end(s: &[char], start: usize) -> Result<usize, TemplateError> {
+fn bracket_end(s: &[char], start: usize) -> Result<usize, JsonPathError> {
     let mut depth = 0usize;
     let mut quote: Option<char> = None;
     let mut i = start;
@@ -192,7 +192,7 @@ fn member(s: &[char], mut i: usize) -> (String, usize) {
 }
 
 /// Translates one kubectl expression (`.items[*].metadata.name`, `$.kind`, `@`) to RFC 9535.
-fn translate(expr: &str) -> Result<Expr, TemplateError> {
+fn translate(expr: &str) -> Result<Expr, JsonPathError> {
     let e = expr.trim();
     let (base, rest) = if let Some(r) = e.strip_prefix('$') {
         (Base::Root, r)
@@ -272,7 +272,7 @@ fn translate(expr: &str) -> Result<Expr, TemplateError> {
 /// The indexes and slices of a `[…]` selector, `None` when it is something else (`*`, a
 /// filter, a quoted key), which the RFC query handles alone. A step of 0 or less is refused
 /// here, as kubectl refuses it (`step must be > 0`), since it depends on no data.
-fn array_slices(inner: &str) -> Result<Option<Vec<Slice>>, TemplateError> {
+fn array_slices(inner: &str) -> Result<Option<Vec<Slice>>, JsonPathError> {
     let t = inner.trim();
     let mut slices = Vec::new();
     for part in t.split(',') {
@@ -284,7 +284,7 @@ fn array_slices(inner: &str) -> Result<Option<Vec<Slice>>, TemplateError> {
         if pieces.len() > 3 || !pieces.iter().all(|p| numeric(p)) {
             return Ok(None);
         }
-        let number = |p: &str| -> Result<Option<i64>, TemplateError> {
+        let number = |p: &str| -> Result<Option<i64>, JsonPathError> {
             if p.is_empty() {
                 return Ok(None);
             }
@@ -323,7 +323,7 @@ fn array_slices(inner: &str) -> Result<Option<Vec<Slice>>, TemplateError> {
 /// kubectl's bounds check of one index or slice on an array of `len` items (`evalArray`,
 /// client-go `util/jsonpath/jsonpath.go`, v0.36): negative positions count from the end, an
 /// empty slice passes, anything else must lie inside the array.
-fn check_bounds(s: &Slice, len: usize) -> Result<(), TemplateError> {
+fn check_bounds(s: &Slice, len: usize) -> Result<(), JsonPathError> {
     let n = i64::try_from(len).unwrap_or(i64::MAX);
     let mut start = s.start.unwrap_or(0);
     if start < 0 {
@@ -424,7 +424,7 @@ fn filter(inner: &str) -> String {
 
 impl Template {
     /// Parses a kubectl JSONPath template (`{.items[*].metadata.name}`, with `range`/`end`).
-    pub fn parse(src: &str) -> Result<Template, TemplateError> {
+    pub fn parse(src: &str) -> Result<Template, JsonPathError> {
         if src.len() > MAX_TEMPLATE_BYTES {
             return Err(err(format!(
                 "the JSONPath template is {} bytes; the limit is {MAX_TEMPLATE_BYTES}",
@@ -479,7 +479,7 @@ impl Template {
     }
 
     /// The template's text for `root`.
-    pub fn render(&self, root: &Value) -> Result<String, TemplateError> {
+    pub fn render(&self, root: &Value) -> Result<String, JsonPathError> {
         let mut out = String::new();
         render_nodes(&self.nodes, root, root, &mut out)?;
         Ok(out)
@@ -499,7 +499,7 @@ fn query<'a>(
     e: &Expr,
     root: &'a Value,
     current: &'a Value,
-) -> Result<Vec<&'a Value>, TemplateError> {
+) -> Result<Vec<&'a Value>, JsonPathError> {
     let doc = match e.base {
         Base::Root => root,
         Base::Current => current,
@@ -528,7 +528,7 @@ pub fn value_text(v: &Value) -> String {
     }
 }
 
-fn push_bounded(out: &mut String, s: &str) -> Result<(), TemplateError> {
+fn push_bounded(out: &mut String, s: &str) -> Result<(), JsonPathError> {
     if out.len().saturating_add(s.len()) > MAX_OUTPUT_BYTES {
         return Err(err(format!(
             "the JSONPath template produces more than {} MiB",
@@ -544,7 +544,7 @@ fn render_nodes(
     root: &Value,
     current: &Value,
     out: &mut String,
-) -> Result<(), TemplateError> {
+) -> Result<(), JsonPathError> {
     for n in nodes {
         match n {
             Node::Text(t) => push_bounded(out, t)?,
@@ -583,7 +583,7 @@ pub const MAX_COLUMNS: usize = 64;
 
 impl Columns {
     /// Parses kubectl's inline form: `NAME:.metadata.name,STATE:.state`.
-    pub fn parse(spec: &str) -> Result<Columns, TemplateError> {
+    pub fn parse(spec: &str) -> Result<Columns, JsonPathError> {
         if spec.len() > MAX_TEMPLATE_BYTES {
             return Err(err("the custom-columns spec is too long"));
         }
@@ -600,7 +600,7 @@ impl Columns {
     }
 
     /// Parses kubectl's file form: a line of headers, then a line of paths, whitespace-separated.
-    pub fn parse_file(text: &str) -> Result<Columns, TemplateError> {
+    pub fn parse_file(text: &str) -> Result<Columns, JsonPathError> {
         let mut lines = text.lines().filter(|l| !l.trim().is_empty());
         let (Some(h), Some(p)) = (lines.next(), lines.next()) else {
             return Err(err(
@@ -625,7 +625,7 @@ impl Columns {
         )
     }
 
-    fn from_pairs(pairs: Vec<(String, String)>) -> Result<Columns, TemplateError> {
+    fn from_pairs(pairs: Vec<(String, String)>) -> Result<Columns, JsonPathError> {
         if pairs.len() > MAX_COLUMNS {
             return Err(err(format!("more than {MAX_COLUMNS} custom columns")));
         }
@@ -649,7 +649,7 @@ impl Columns {
     /// One row per object: the `items` of a list, else the value itself. A column matching
     /// nothing is `<none>`; several matches are joined with commas, as kubectl prints them. An
     /// index outside its array is an error, as in kubectl.
-    pub fn rows(&self, root: &Value) -> Result<Vec<Vec<String>>, TemplateError> {
+    pub fn rows(&self, root: &Value) -> Result<Vec<Vec<String>>, JsonPathError> {
         let objects: Vec<&Value> = match root.get("items").and_then(Value::as_array) {
             Some(items) => items.iter().collect(),
             None => vec![root],

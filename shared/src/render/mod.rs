@@ -353,7 +353,7 @@ impl Printer {
 
 /// A template that fails on the data (an index outside its array), as kubectl reports it
 /// (exit 1): the template parsed, so it is the data that does not fit.
-fn jsonpath_error(format: &str, e: &jsonpath::TemplateError) -> Error {
+fn jsonpath_error(format: &str, e: &jsonpath::JsonPathError) -> Error {
     Error::Other {
         message: format!("-o {format}: {e}"),
         hint: Some(
