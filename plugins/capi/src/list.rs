@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 use shared::discovery::ServerApis;
 use shared::error::Error;
-use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
+use shared::render::{Cell, Human, Printer, Render, Table, Tone};
 
 use crate::common::{cells, lists, time};
 
@@ -136,11 +136,10 @@ impl Render for ClusterList {
         Human::Table(t)
     }
     fn names(&self) -> Option<Vec<String>> {
-        Some(
-            self.items
-                .iter()
-                .map(|r| object_name("Cluster", kcore::groups::CAPI_GROUP, &r.name))
-                .collect(),
+        shared::render::names_column(
+            "Cluster",
+            kcore::groups::CAPI_GROUP,
+            self.items.iter().map(|r| &r.name),
         )
     }
 }

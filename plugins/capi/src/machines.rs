@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 use shared::discovery::ServerApis;
 use shared::error::{Error, Op};
-use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
+use shared::render::{Cell, Human, Printer, Render, Table, Tone};
 
 use crate::common::{cells, host_pool, time};
 
@@ -211,11 +211,10 @@ impl Render for MachineList {
         Human::Table(t)
     }
     fn names(&self) -> Option<Vec<String>> {
-        Some(
-            self.items
-                .iter()
-                .map(|r| object_name("Machine", kcore::groups::CAPI_GROUP, &r.name))
-                .collect(),
+        shared::render::names_column(
+            "Machine",
+            kcore::groups::CAPI_GROUP,
+            self.items.iter().map(|r| &r.name),
         )
     }
 }

@@ -212,6 +212,20 @@ pub fn labels_column<'a>(
     Some(rows.into_iter().map(labels_text).collect())
 }
 
+/// The `-o name` lines of a list's rows ([`Render::names`]): `kind.group/name` for each name.
+pub fn names_column<'a>(
+    kind: &str,
+    group: &str,
+    names: impl IntoIterator<Item = &'a String>,
+) -> Option<Vec<String>> {
+    Some(
+        names
+            .into_iter()
+            .map(|n| object_name(kind, group, n))
+            .collect(),
+    )
+}
+
 /// `kind.group/name`, as `kubectl get -o name` prints it (`kind/name` for the core group).
 pub fn object_name(kind: &str, group: &str, name: &str) -> String {
     if group.is_empty() {

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 use shared::discovery::ServerApis;
 use shared::error::Error;
-use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
+use shared::render::{Cell, Human, Printer, Render, Table, Tone};
 
 use crate::common::{cells, host_pool, lists};
 
@@ -139,11 +139,10 @@ impl Render for HostList {
         Human::Table(t)
     }
     fn names(&self) -> Option<Vec<String>> {
-        Some(
-            self.items
-                .iter()
-                .map(|r| object_name("ByoHost", kcore::groups::INFRASTRUCTURE_GROUP, &r.name))
-                .collect(),
+        shared::render::names_column(
+            "ByoHost",
+            kcore::groups::INFRASTRUCTURE_GROUP,
+            self.items.iter().map(|r| &r.name),
         )
     }
     fn footer(&self) -> Option<String> {
