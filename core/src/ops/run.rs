@@ -144,12 +144,7 @@ pub fn fresh_status(
         ..Default::default()
     };
     if plan.blocked {
-        let blocking: Vec<&str> = plan
-            .findings
-            .iter()
-            .filter(|f| f.severity == Severity::Error)
-            .map(|f| f.message.as_str())
-            .collect();
+        let blocking = plan.blocking();
         st.finish(
             phase::FAILED,
             super::reason::PREFLIGHT_FAILED,

@@ -217,6 +217,15 @@ pub struct UpgradePlan {
 }
 
 impl UpgradePlan {
+    /// What blocks the plan: the messages of its error findings.
+    pub fn blocking(&self) -> Vec<&str> {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .map(|f| f.message.as_str())
+            .collect()
+    }
+
     /// The steps still to do, given what runs now: a step is done when its target's observed
     /// version is at least the step's version.
     pub fn remaining(&self, observed: &Observed) -> Vec<&UpgradeStep> {

@@ -106,12 +106,7 @@ fn preflight(t: &ClusterHandle, req: &ClusterRequest, plan: &UpgradePlan) -> Res
     if !plan.blocked {
         return Ok(());
     }
-    let blocking: Vec<&str> = plan
-        .findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error)
-        .map(|f| f.message.as_str())
-        .collect();
+    let blocking = plan.blocking();
     Err(Error::Other {
         message: format!("the upgrade preflight failed: {}", blocking.join("; ")),
         hint: Some(format!(
