@@ -96,6 +96,35 @@ pub struct ObjectPatch {
     pub merge_patch: Option<Value>,
 }
 
+impl ObjectPatch {
+    /// A change of one field of a Cluster (`path`, a JSON pointer), applied as `json_patch`
+    /// (and as `merge_patch`, when expressible).
+    pub(crate) fn cluster_field(
+        cluster: &Value,
+        path: &str,
+        (from, to): (Value, Value),
+        json_patch: Value,
+        merge_patch: Option<Value>,
+    ) -> ObjectPatch {
+        ObjectPatch {
+            api_version: crate::json::str_at(cluster, &["apiVersion"])
+                .unwrap_or("cluster.x-k8s.io/v1beta2")
+                .to_string(),
+            kind: "Cluster".into(),
+            namespace: crate::json::namespace(cluster).to_string(),
+            name: crate::json::name(cluster).to_string(),
+            subresource: None,
+            changes: vec![FieldChange {
+                path: path.into(),
+                from,
+                to,
+            }],
+            json_patch,
+            merge_patch,
+        }
+    }
+}
+
 /// One field change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FieldChange {

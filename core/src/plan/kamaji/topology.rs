@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::Error;
 use crate::json::{self, at, str_at};
-use crate::plan::{FieldChange, ObjectPatch};
+use crate::plan::ObjectPatch;
 
 /// The Cluster's `spec.topology`, when it is a ClusterClass cluster.
 pub fn topology(cluster: &Value) -> Option<&Value> {
@@ -25,22 +25,7 @@ pub struct TopologyChange {
 }
 
 fn cluster_patch(cluster: &Value, path: &str, from: Value, to: Value, ops: Value) -> ObjectPatch {
-    ObjectPatch {
-        api_version: str_at(cluster, &["apiVersion"])
-            .unwrap_or("cluster.x-k8s.io/v1beta2")
-            .to_string(),
-        kind: "Cluster".into(),
-        namespace: json::namespace(cluster).to_string(),
-        name: json::name(cluster).to_string(),
-        subresource: None,
-        changes: vec![FieldChange {
-            path: path.into(),
-            from,
-            to,
-        }],
-        json_patch: ops,
-        merge_patch: None,
-    }
+    ObjectPatch::cluster_field(cluster, path, (from, to), ops, None)
 }
 
 fn not_topology(cluster: &Value) -> Error {

@@ -9,7 +9,7 @@ use crate::plan::scale::{
     control_plane_infra_ref, deployment_infra_ref, deployment_strategy, kcp_max_surge,
 };
 use crate::plan::selector::LabelSelector;
-use crate::plan::{FieldChange, Finding, ObjectPatch};
+use crate::plan::{Finding, ObjectPatch};
 use crate::version::KubeVersion;
 
 impl Planner<'_, '_> {
@@ -211,22 +211,13 @@ impl Planner<'_, '_> {
                 }
             }
             let path_ptr = "/spec/topology/version";
-            let patch = ObjectPatch {
-                api_version: str_at(cluster, &["apiVersion"])
-                    .unwrap_or("cluster.x-k8s.io/v1beta2")
-                    .to_string(),
-                kind: "Cluster".into(),
-                namespace: json::namespace(cluster).to_string(),
-                name: json::name(cluster).to_string(),
-                subresource: None,
-                changes: vec![FieldChange {
-                    path: path_ptr.into(),
-                    from: json!(str_at(topology, &["version"])),
-                    to: json!(to.to_string()),
-                }],
-                json_patch: json!([{"op": "add", "path": path_ptr, "value": to.to_string()}]),
-                merge_patch: Some(json!({"spec": {"topology": {"version": to.to_string()}}})),
-            };
+            let patch = ObjectPatch::cluster_field(
+                cluster,
+                path_ptr,
+                (json!(str_at(topology, &["version"])), json!(to.to_string())),
+                json!([{"op": "add", "path": path_ptr, "value": to.to_string()}]),
+                Some(json!({"spec": {"topology": {"version": to.to_string()}}})),
+            );
             self.steps.push(UpgradeStep {
                 number: 0,
                 role: StepRole::Topology,
