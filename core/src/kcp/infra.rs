@@ -1,7 +1,13 @@
-//! The infrastructure-cluster patch table (pure: decides the patch, the controller applies it).
+//! The infrastructure-cluster patch table (pure: decides the patch, the controller applies it):
+//! each provider of `kubectl kamaji create`'s registry (`build::kamaji::all`) says what is done to
+//! its kind ([`InfraProvider::endpoint_patch`](crate::build::kamaji::InfraProvider::endpoint_patch)), then the kinds of providers `create` does not
+//! build.
+
+use std::sync::LazyLock;
 
 use serde_json::{Value, json};
 
+use crate::build::kamaji::all;
 use crate::kcp::endpoint::Endpoint;
 
 /// What is done to an infrastructure cluster of a given kind.
@@ -21,24 +27,40 @@ pub enum Action {
     Generic,
 }
 
-/// The built-in table (group `infrastructure.cluster.x-k8s.io`).
-pub(crate) const TABLE: &[(&str, Action)] = &[
-    ("AWSCluster", Action::Endpoint),
+impl Action {
+    /// The `spec` fields of the infrastructure cluster this action writes.
+    pub(crate) fn fields(self) -> &'static [&'static str] {
+        match self {
+            Action::OpenStack => &["apiServerFixedIP", "apiServerPort"],
+            _ => &["controlPlaneEndpoint"],
+        }
+    }
+}
+
+/// The kinds of providers `kubectl kamaji create` does not build, which the reconciler serves
+/// too (group `infrastructure.cluster.x-k8s.io`).
+const OTHER_PROVIDERS: &[(&str, Action)] = &[
     ("AzureCluster", Action::Endpoint),
     ("HetznerCluster", Action::Endpoint),
     ("IonosCloudCluster", Action::Endpoint),
-    ("ByoCluster", Action::Endpoint),
-    ("KubevirtCluster", Action::EndpointAndReady),
     ("NutanixCluster", Action::EndpointAndReady),
     ("PacketCluster", Action::EndpointAndReady),
-    ("Metal3Cluster", Action::CheckOnly),
     ("MetalStackCluster", Action::CheckOnly),
     ("ProxmoxCluster", Action::CheckOrSetWhenEmpty),
     ("TinkerbellCluster", Action::CheckOrSetWhenEmpty),
     ("VSphereCluster", Action::CheckOrSetWhenEmpty),
-    ("OpenStackCluster", Action::OpenStack),
     ("OscCluster", Action::Generic),
 ];
+
+/// The built-in table: the registry's providers (their cluster kind and endpoint patch), then
+/// [`OTHER_PROVIDERS`].
+pub(crate) static TABLE: LazyLock<Vec<(&'static str, Action)>> = LazyLock::new(|| {
+    all()
+        .iter()
+        .filter_map(|p| Some((p.cluster_kind()?, p.endpoint_patch()?)))
+        .chain(OTHER_PROVIDERS.iter().copied())
+        .collect()
+});
 
 /// The action for `kind`, from the table or the extra kinds.
 pub fn action_for(kind: &str, extra: &[String]) -> Option<Action> {

@@ -12,7 +12,10 @@ use shared::error::Error;
 use shared::render;
 
 use crate::common::api_versions::versions;
-use crate::common::spec_flags::{ControlPlaneFlags, InfraFlags, MachineFlags, base_spec};
+use crate::common::spec_flags::{
+    ControlPlaneFlags, InfraFlags, InfraValues, MachineFlags, base_spec, class_wording,
+    infrastructure_help,
+};
 use crate::common::writes::apply_objects;
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -35,23 +38,19 @@ pub enum What {
 Then: kubectl kamaji create c1 --class kamaji-byoh --kubernetes-version v1.35.0 --workers 2 --service-address 10.0.0.5
 The control plane of each cluster is named after the cluster; --service-address fills the class's controlPlaneAddress variable.")]
 // The flags shared with `create` (crate::common::spec_flags), worded for a class: its template, no
-// Metal3, shorter infrastructure texts.
+// Metal3, shorter infrastructure texts (the providers' own flags: their `class_help`).
 #[command(
     mut_arg("admission_controllers", |a| a.help("Admission controllers to enable (comma separated)")),
     mut_arg("from_file", |a| a.help("KamajiControlPlaneTemplate fields from a YAML file (flags win); `-` reads stdin")),
     mut_arg("flavor", |a| a.help("Workers: OpenStack flavor, AWS instance type, KubeVirt CORESxMEMORY")),
     mut_arg("image", |a| a.help("Workers: OpenStack image name, AWS AMI id, KubeVirt container disk")),
-    mut_arg("cloud_conf_secret", |a| a.help("OpenStack: Secret whose key cloud.conf the workers get as /etc/kubernetes/cloud.conf")),
-    mut_arg("cloud_ca_key", |a| a.help("OpenStack: key of that Secret holding the cloud's CA, written to /etc/certs/cacert")),
-    mut_arg("bundle_repo", |a| a.help("BYOH: OCI repository of the Kubernetes installer bundles")),
-    mut_arg("preinstalled_hosts", |a| a.help("BYOH: the hosts have Kubernetes pre-installed: no installer template"))
+    mut_args(class_wording)
 )]
 pub struct ClassArgs {
     /// The ClusterClass name (also its templates')
     #[arg(value_name = "NAME")]
     pub name: String,
-    /// Where the workers run: byoh, openstack, kubevirt or aws
-    #[arg(long, value_name = "INFRA")]
+    #[arg(long, value_name = "INFRA", value_parser = InfraValues { class: true }, hide_possible_values = true, help = infrastructure_help(true))]
     pub infrastructure: Option<String>,
     /// Kamaji DataStore of every cluster of the class (default: Kamaji's default)
     #[arg(long, value_name = "DATASTORE")]
@@ -120,7 +119,7 @@ async fn cluster_class(a: &ClassArgs) -> Result<(), Error> {
     }
     // The flags are checked before connecting: a typo fails fast and offline.
     let offline = spec_from(a, "default")?;
-    let infra = offline.infrastructure.unwrap_or(Infrastructure::None);
+    let infra = offline.infrastructure.unwrap_or_default();
     kamaji::build_class(&offline, &kamaji::Versions::latest(infra))?;
 
     let conn = a.kube.connect().await?;

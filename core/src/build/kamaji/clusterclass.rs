@@ -25,18 +25,19 @@ use super::cluster::network_plugin;
 use super::control_plane::{kamaji_control_plane, values_spec};
 use super::endpoints::{check_network, cluster_network, pod_cidrs};
 use super::validate::{
-    check_bundle, check_control_plane, check_counts, check_host_selector, check_scoped_flags,
+    check_control_plane, check_counts, check_host_selector, check_scoped_flags,
     required_infrastructure, usage, validate_name,
 };
 use super::versions::{api_version, parse_version};
 use super::{
     Built, CLUSTER_NAME_LABEL, CreateSpec, Ctx, DEFAULT_PORT, Infrastructure, MANAGED_BY, Versions,
-    infra, workers,
+    workers,
 };
 use crate::Error;
 use crate::build::cni;
 use crate::groups::{CAPI_GROUP, CapiVersion};
 use crate::json::{at, str_at};
+use crate::kcp::infra::Action;
 
 /// The worker class of a generated ClusterClass.
 pub const WORKER_CLASS: &str = "default-worker";
@@ -54,21 +55,12 @@ pub fn template_kind(kind: &str) -> String {
     format!("{kind}Template")
 }
 
-/// The infrastructures a class can be generated for: those whose cluster needs no endpoint up
-/// front (Metal3's does, and `none` has no infrastructure cluster for the class to name).
+/// The infrastructures a class can be generated for: those whose provider does not refuse it
+/// ([`InfraProvider::class_support`](super::InfraProvider::class_support)).
 fn class_infrastructure(spec: &CreateSpec) -> Result<Infrastructure, Error> {
     let infra = required_infrastructure(spec)?;
-    match infra {
-        Infrastructure::None => Err(usage(
-            "a ClusterClass needs an infrastructure; --infrastructure none has none",
-            "use --infrastructure byoh|openstack|kubevirt|aws, or kubectl kamaji create --infrastructure none for a control plane only",
-        )),
-        Infrastructure::Metal3 => Err(usage(
-            "--infrastructure metal3 cannot be a ClusterClass here: Metal3Cluster needs the control-plane endpoint before the control plane exists",
-            "create Metal3 clusters with kubectl kamaji create NAME --infrastructure metal3 --service-address IP",
-        )),
-        i => Ok(i),
-    }
+    infra.class_support()?;
+    Ok(infra)
 }
 
 /// The flags a class takes, checked (one usage error each, the first found).
@@ -81,7 +73,7 @@ fn check_class(spec: &CreateSpec) -> Result<(Infrastructure, Map<String, Value>)
     };
     check_counts(spec)?;
     check_scoped_flags(spec, infra)?;
-    check_bundle(spec)?;
+    infra.check(spec)?;
     if let Some(t) = &spec.service_type
         && !["ClusterIP", "NodePort", "LoadBalancer"].contains(&t.as_str())
     {
@@ -115,7 +107,7 @@ pub fn build_class(spec: &CreateSpec, versions: &Versions) -> Result<Built, Erro
     };
     let mut notes = Vec::new();
     let kcp_template = control_plane_template(&ctx)?;
-    let infra = infra::objects(&ctx, &mut notes)?;
+    let infra = infra_kind.objects(&ctx, &mut notes)?;
     let cluster = infra
         .cluster
         .or(infra.deferred)
@@ -133,11 +125,7 @@ pub fn build_class(spec: &CreateSpec, versions: &Versions) -> Result<Built, Erro
         .cloned()
         .ok_or_else(|| Error::other("internal: the infrastructure has no machine template"))?;
     let class = cluster_class(&ctx, &kcp_template, &infra_template, &bootstrap, &machine);
-    if infra_kind == Infrastructure::Openstack && spec.identity_secret.is_none() {
-        notes.push(format!(
-            "every cluster of class {name} reads its OpenStack credentials from Secret {name}-cloud-config (pass --identity-secret to name another)"
-        ));
-    }
+    notes.extend(infra_kind.class_notes(spec));
     notes.push(format!(
         "clusters of this class: kubectl kamaji create NAME --class {name} --kubernetes-version VERSION [--service-address IP --port PORT] [--workers N]"
     ));
@@ -175,9 +163,10 @@ fn control_plane_template(ctx: &Ctx) -> Result<Value, Error> {
 /// own them and put them back).
 fn infrastructure_template(ctx: &Ctx, cluster: Value) -> Value {
     let mut spec = cluster["spec"].clone();
+    let fields = ctx.infra.endpoint_patch().map(Action::fields);
     if let Some(m) = spec.as_object_mut() {
-        for k in ["controlPlaneEndpoint", "apiServerFixedIP", "apiServerPort"] {
-            m.remove(k);
+        for k in fields.unwrap_or_default() {
+            m.remove(*k);
         }
     }
     let mut template = json!({"spec": spec});
@@ -259,8 +248,9 @@ fn cluster_class(
     })
 }
 
-/// The patch writing [`ADDRESS_VARIABLE`], when set, into the KamajiControlPlane (and the
-/// OpenStackCluster's `apiServerFixedIP`, which CAPO may not let change later).
+/// The patch writing [`ADDRESS_VARIABLE`], when set, into the KamajiControlPlane (and where the
+/// provider adds one, its cluster template: OpenStack's `apiServerFixedIP`, which CAPO may not
+/// let change later).
 fn address_patch(ctx: &Ctx, kcp_template: &Value, infra_template: &Value) -> Value {
     let from = json!({"variable": ADDRESS_VARIABLE});
     let mut definitions = vec![json!({
@@ -270,15 +260,7 @@ fn address_patch(ctx: &Ctx, kcp_template: &Value, infra_template: &Value) -> Val
         },
         "jsonPatches": [{"op": "add", "path": "/spec/template/spec/network/serviceAddress", "valueFrom": from}],
     })];
-    if ctx.infra == Infrastructure::Openstack {
-        definitions.push(json!({
-            "selector": {
-                "apiVersion": infra_template["apiVersion"], "kind": infra_template["kind"],
-                "matchResources": {"infrastructureCluster": true},
-            },
-            "jsonPatches": [{"op": "add", "path": "/spec/template/spec/apiServerFixedIP", "valueFrom": from}],
-        }));
-    }
+    definitions.extend(ctx.infra.class_patches(infra_template));
     json!({
         "name": ADDRESS_VARIABLE,
         "description": "The cluster's pre-assigned API server address, when it has one",
@@ -459,7 +441,7 @@ pub fn build_topology(
     let ctx = Ctx {
         spec,
         versions,
-        infra: Infrastructure::None,
+        infra: Infrastructure::default(),
         file: Map::new(),
         version: version.clone(),
         address: spec.service_address.clone(),
@@ -563,8 +545,8 @@ mod tests {
 
     fn generated_class_info() -> ClassInfo {
         let b = build_class(
-            &class_spec(Infrastructure::Byoh),
-            &Versions::latest(Infrastructure::Byoh),
+            &class_spec(Infrastructure::named("byoh")),
+            &Versions::latest(Infrastructure::named("byoh")),
         )
         .unwrap();
         ClassInfo::read(b.objects.last().unwrap())
@@ -573,10 +555,10 @@ mod tests {
     #[test]
     fn a_byoh_class_on_v1beta2_references_its_templates_and_names_the_control_plane_after_the_cluster()
      {
-        let mut s = class_spec(Infrastructure::Byoh);
+        let mut s = class_spec(Infrastructure::named("byoh"));
         s.host_selector = BTreeMap::from([("site".to_string(), "ams".to_string())]);
         s.datastore = Some("etcd-a".into());
-        let b = build_class(&s, &Versions::latest(Infrastructure::Byoh)).unwrap();
+        let b = build_class(&s, &Versions::latest(Infrastructure::named("byoh"))).unwrap();
         assert_eq!(
             kinds(&b),
             [
@@ -648,7 +630,7 @@ mod tests {
 
     #[test]
     fn a_class_on_v1beta1_uses_refs_with_namespaces_and_a_naming_strategy() {
-        let mut s = class_spec(Infrastructure::Byoh);
+        let mut s = class_spec(Infrastructure::named("byoh"));
         s.preinstalled_hosts = true;
         let b = build_class(&s, &v1beta1()).unwrap();
         assert!(!kinds(&b).contains(&"K8sInstallerConfigTemplate"));
@@ -679,10 +661,10 @@ mod tests {
 
     #[test]
     fn an_openstack_class_leaves_the_fixed_ip_to_the_variable_and_the_reconciler() {
-        let mut s = class_spec(Infrastructure::Openstack);
+        let mut s = class_spec(Infrastructure::named("openstack"));
         s.flavor = Some("m1.large".into());
         s.image = Some("ubuntu".into());
-        let b = build_class(&s, &Versions::latest(Infrastructure::Openstack)).unwrap();
+        let b = build_class(&s, &Versions::latest(Infrastructure::named("openstack"))).unwrap();
         let osct = &b.objects[1];
         assert_eq!(osct["kind"], "OpenStackClusterTemplate");
         let t = &osct["spec"]["template"]["spec"];
@@ -699,13 +681,16 @@ mod tests {
 
     #[test]
     fn classes_without_an_infrastructure_cluster_or_with_metal3_are_refused() {
-        for i in [Infrastructure::None, Infrastructure::Metal3] {
+        for i in [
+            Infrastructure::named("none"),
+            Infrastructure::named("metal3"),
+        ] {
             let e = build_class(&class_spec(i), &Versions::latest(i)).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{e}");
         }
-        let mut s = class_spec(Infrastructure::Byoh);
+        let mut s = class_spec(Infrastructure::named("byoh"));
         s.flavor = Some("x".into());
-        let e = build_class(&s, &Versions::latest(Infrastructure::Byoh)).unwrap_err();
+        let e = build_class(&s, &Versions::latest(Infrastructure::named("byoh"))).unwrap_err();
         assert!(e.to_string().contains("--flavor"), "{e}");
     }
 
@@ -718,7 +703,7 @@ mod tests {
         s.port = Some(7443);
         let b = build_topology(
             &s,
-            &Versions::latest(Infrastructure::None),
+            &Versions::latest(Infrastructure::named("none")),
             &generated_class_info(),
         )
         .unwrap();
@@ -756,7 +741,7 @@ mod tests {
     #[test]
     fn flags_the_class_decides_are_refused_with_class_in_one_usage_line() {
         let mut s = topo_spec();
-        s.infrastructure = Some(Infrastructure::Byoh);
+        s.infrastructure = Some(Infrastructure::named("byoh"));
         let e = check_topology(&s).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(
@@ -790,7 +775,7 @@ mod tests {
 
     #[test]
     fn classes_that_cannot_serve_the_flags_are_refused() {
-        let v = Versions::latest(Infrastructure::None);
+        let v = Versions::latest(Infrastructure::named("none"));
         let kubeadm = ClassInfo {
             name: "kubeadm".into(),
             control_plane_kind: "KubeadmControlPlaneTemplate".into(),

@@ -51,10 +51,13 @@ pub(super) fn check_service(
             "Kamaji announces NodePort control planes at a pre-assigned address: pass --service-address",
         ));
     }
-    if infra == Infrastructure::Metal3 && address.is_none() {
+    if infra.needs_address() && address.is_none() {
         return Err(usage(
-            "--infrastructure metal3 needs --service-address",
-            "Metal3Cluster's endpoint must be known up front: pass --service-address (the control plane's VIP)",
+            format!("--infrastructure {} needs --service-address", infra.name()),
+            format!(
+                "{}'s endpoint must be known up front: pass --service-address (the control plane's VIP)",
+                infra.cluster_kind().unwrap_or("its infrastructure cluster")
+            ),
         ));
     }
     Ok(address)

@@ -11,12 +11,14 @@
 //! waits for Kamaji's endpoint and creates it pre-filled ([`fill_openstack_endpoint`]).
 //!
 //! One submodule per concept, each public item re-exported here:
-//! - `spec`: what `create` takes ([`CreateSpec`], [`Infrastructure`], [`Addon`]);
+//! - `spec`: what `create` takes ([`CreateSpec`], [`Addon`]);
+//! - `providers`: the infrastructure providers, one file each behind [`InfraProvider`], and
+//!   their registry ([`all`]); [`Infrastructure`] names one of them;
 //! - `versions`: the served API versions ([`Versions`]), Kubernetes releases, references;
 //! - `validate`: the flag checks, one usage error each, run before anything is built;
 //! - `endpoints`: the API server address, certificate SANs, pod and service CIDRs;
 //! - `control_plane`: the KamajiControlPlane, from defaults, the values file and flags;
-//! - `infra`: the infrastructure cluster and machine template of each provider;
+//! - `infra`: what a provider contributes (`InfraObjects`) and the helpers it builds it with;
 //! - `cluster`: the Cluster, its network plugin, and what it owns;
 //! - `workers`: the KubeadmConfigTemplate and the MachineDeployment;
 //! - `clusterclass`: the ClusterClass of `generate clusterclass` and the topology Cluster of
@@ -27,6 +29,7 @@ mod clusterclass;
 mod control_plane;
 mod endpoints;
 mod infra;
+mod providers;
 mod spec;
 mod validate;
 mod values;
@@ -44,8 +47,8 @@ pub use clusterclass::{
 };
 pub use control_plane::values_spec;
 pub use endpoints::split_endpoint;
-pub use infra::fill_openstack_endpoint;
-pub use spec::{Addon, CreateSpec, Infrastructure};
+pub use providers::{FlagHelp, InfraProvider, Infrastructure, all, fill_openstack_endpoint};
+pub use spec::{Addon, CreateSpec};
 pub use validate::{normalise_arg, validate_name};
 pub use versions::{Versions, parse_version, upgrade_steps};
 
@@ -60,12 +63,6 @@ use crate::labels::DEPLOYMENT_NAME_LABEL;
 /// BYOH's installer template kind: the BYOH controller makes one K8sInstallerConfig per
 /// ByoMachine from it, whose installation secret the host agent runs to install Kubernetes.
 pub const INSTALLER_TEMPLATE_KIND: &str = "K8sInstallerConfigTemplate";
-/// The installer bundle repository of BYOH's own cluster templates and docs
-/// (vmware-tanzu/cluster-api-provider-bringyourownhost).
-pub(crate) const DEFAULT_BUNDLE_REPO: &str =
-    "projects.registry.vmware.com/cluster_api_provider_bringyourownhost";
-/// The only bundle type BYOH's installer knows.
-pub(crate) const DEFAULT_BUNDLE_TYPE: &str = "k8s";
 /// Kamaji's default API server port.
 pub const DEFAULT_PORT: u16 = 6443;
 /// Kamaji's TenantControlPlane defaults, written on the Cluster so they are visible.
@@ -104,7 +101,7 @@ pub fn build(spec: &CreateSpec, versions: &Versions) -> Result<Built, Error> {
     let ctx = Ctx::new(spec, versions, validate::check(spec)?);
     let kcp = control_plane::kamaji_control_plane(&ctx)?;
     let mut notes = Vec::new();
-    let infra = infra::objects(&ctx, &mut notes)?;
+    let infra = ctx.infra.objects(&ctx, &mut notes)?;
     let (cluster, network_plugin) = cluster::cluster(&ctx, &mut notes)?;
 
     let mut objects = vec![kcp];
@@ -120,8 +117,9 @@ pub fn build(spec: &CreateSpec, versions: &Versions) -> Result<Built, Error> {
     })
 }
 
-/// What every builder shares: the checked flags, the served versions, names and labels.
-struct Ctx<'a> {
+/// What every builder shares: the checked flags, the served versions, names and labels (what an
+/// [`InfraProvider`] builds from; opaque outside this module).
+pub struct Ctx<'a> {
     spec: &'a CreateSpec,
     versions: &'a Versions,
     infra: Infrastructure,

@@ -1,100 +1,13 @@
-//! What `kubectl kamaji create` takes: the flags ([`CreateSpec`]), where the workers run
-//! ([`Infrastructure`]) and the control-plane addons ([`Addon`]).
+//! What `kubectl kamaji create` takes: the flags ([`CreateSpec`]) and the control-plane addons
+//! ([`Addon`]). Where the workers run is an [`Infrastructure`], a provider of the registry
+//! (`providers/`).
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::Infrastructure;
 use crate::Error;
-
-/// Where the workers run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Infrastructure {
-    Byoh,
-    Openstack,
-    Kubevirt,
-    Metal3,
-    Aws,
-    /// A control plane only; workers are joined by hand (`token join`).
-    None,
-}
-
-impl Infrastructure {
-    pub const ALL: [Infrastructure; 6] = [
-        Infrastructure::Byoh,
-        Infrastructure::Openstack,
-        Infrastructure::Kubevirt,
-        Infrastructure::Metal3,
-        Infrastructure::Aws,
-        Infrastructure::None,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Infrastructure::Byoh => "byoh",
-            Infrastructure::Openstack => "openstack",
-            Infrastructure::Kubevirt => "kubevirt",
-            Infrastructure::Metal3 => "metal3",
-            Infrastructure::Aws => "aws",
-            Infrastructure::None => "none",
-        }
-    }
-    /// Parses a `--infrastructure` value; the error names the accepted ones.
-    pub fn parse(s: &str) -> Result<Infrastructure, Error> {
-        Infrastructure::ALL
-            .into_iter()
-            .find(|i| i.as_str() == s.to_ascii_lowercase())
-            .ok_or_else(|| Error::Usage {
-                message: format!("unknown infrastructure {s:?}"),
-                hint: Some(format!(
-                    "use one of: {}",
-                    Infrastructure::ALL.map(|i| i.as_str()).join(", ")
-                )),
-            })
-    }
-    /// The infrastructure cluster kind.
-    pub fn cluster_kind(self) -> Option<&'static str> {
-        match self {
-            Infrastructure::Byoh => Some("ByoCluster"),
-            Infrastructure::Openstack => Some("OpenStackCluster"),
-            Infrastructure::Kubevirt => Some("KubevirtCluster"),
-            Infrastructure::Metal3 => Some("Metal3Cluster"),
-            Infrastructure::Aws => Some("AWSCluster"),
-            Infrastructure::None => None,
-        }
-    }
-    /// The worker machine template kind.
-    pub fn template_kind(self) -> Option<&'static str> {
-        match self {
-            Infrastructure::Byoh => Some("ByoMachineTemplate"),
-            Infrastructure::Openstack => Some("OpenStackMachineTemplate"),
-            Infrastructure::Kubevirt => Some("KubevirtMachineTemplate"),
-            Infrastructure::Metal3 => Some("Metal3MachineTemplate"),
-            Infrastructure::Aws => Some("AWSMachineTemplate"),
-            Infrastructure::None => None,
-        }
-    }
-    /// The provider's current API version, used when the server does not serve the kind
-    /// (client dry-run against a cluster without that provider).
-    pub fn default_version(self) -> &'static str {
-        match self {
-            Infrastructure::Byoh | Infrastructure::Openstack | Infrastructure::Metal3 => "v1beta1",
-            Infrastructure::Kubevirt => "v1alpha1",
-            Infrastructure::Aws => "v1beta2",
-            Infrastructure::None => "",
-        }
-    }
-    /// The `clusterctl init --infrastructure` name, for hints.
-    pub fn provider_name(self) -> &'static str {
-        match self {
-            Infrastructure::Byoh => "byoh",
-            Infrastructure::Openstack => "openstack",
-            Infrastructure::Kubevirt => "kubevirt",
-            Infrastructure::Metal3 => "metal3",
-            Infrastructure::Aws => "aws",
-            Infrastructure::None => "",
-        }
-    }
-}
 
 /// The control-plane addons Kamaji installs in the tenant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -192,9 +105,9 @@ pub struct CreateSpec {
     /// BYOH: labels a host needs to be picked for a worker.
     pub host_selector: BTreeMap<String, String>,
     /// BYOH: the OCI repository of the Kubernetes installer bundles (default
-    /// [`DEFAULT_BUNDLE_REPO`](super::DEFAULT_BUNDLE_REPO)).
+    /// BYOH's own, `providers/byoh.rs`).
     pub bundle_repo: Option<String>,
-    /// BYOH: the bundle type (default [`DEFAULT_BUNDLE_TYPE`](super::DEFAULT_BUNDLE_TYPE)).
+    /// BYOH: the bundle type (default `k8s`, the only one BYOH's installer knows).
     pub bundle_type: Option<String>,
     /// BYOH: the hosts have Kubernetes pre-installed (agents started with
     /// `--skip-installation`): no installer template, no `installerRef`.

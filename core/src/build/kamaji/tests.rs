@@ -23,8 +23,8 @@ fn kinds(b: &Built) -> Vec<String> {
 #[test]
 fn none_is_a_control_plane_and_a_cluster() {
     let b = build(
-        &spec(Infrastructure::None),
-        &Versions::latest(Infrastructure::None),
+        &spec(Infrastructure::named("none")),
+        &Versions::latest(Infrastructure::named("none")),
     )
     .unwrap();
     assert_eq!(kinds(&b), ["KamajiControlPlane", "Cluster"]);
@@ -52,7 +52,7 @@ fn none_is_a_control_plane_and_a_cluster() {
 
 #[test]
 fn byoh_on_v1beta1_writes_versioned_refs_and_a_host_selector() {
-    let mut s = spec(Infrastructure::Byoh);
+    let mut s = spec(Infrastructure::named("byoh"));
     s.workers = Some(3);
     s.host_selector = BTreeMap::from([("site".to_string(), "ams".to_string())]);
     let v = Versions {
@@ -100,14 +100,14 @@ fn byoh_on_v1beta1_writes_versioned_refs_and_a_host_selector() {
 fn a_cni_is_a_labelled_cluster_a_configmap_and_a_resource_set() {
     use crate::build::cni::{CniKind, CniManifest};
     let calico = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: calico-node\nspec:\n  template:\n    spec:\n      containers:\n        - env:\n            # - name: CALICO_IPV4POOL_CIDR\n            #   value: \"192.168.0.0/16\"\n";
-    let mut s = spec(Infrastructure::Byoh);
+    let mut s = spec(Infrastructure::named("byoh"));
     s.pod_cidrs = vec!["10.200.0.0/16".into()];
     s.cni = Some(CniManifest {
         kind: CniKind::Calico,
         source: "https://example.com/calico.yaml".into(),
         text: calico.into(),
     });
-    let b = build(&s, &Versions::latest(Infrastructure::Byoh)).unwrap();
+    let b = build(&s, &Versions::latest(Infrastructure::named("byoh"))).unwrap();
     assert_eq!(
         kinds(&b)[..5],
         [
@@ -150,8 +150,8 @@ fn a_cni_is_a_labelled_cluster_a_configmap_and_a_resource_set() {
 
     // None: the Cluster carries no cni label and the preview warns about NotReady nodes.
     let b = build(
-        &spec(Infrastructure::Byoh),
-        &Versions::latest(Infrastructure::Byoh),
+        &spec(Infrastructure::named("byoh")),
+        &Versions::latest(Infrastructure::named("byoh")),
     )
     .unwrap();
     assert!(b.objects[2]["metadata"]["labels"].get("cni").is_none());
@@ -162,19 +162,19 @@ fn a_cni_is_a_labelled_cluster_a_configmap_and_a_resource_set() {
         "{:?}",
         b.notes
     );
-    let mut s = spec(Infrastructure::Byoh);
+    let mut s = spec(Infrastructure::named("byoh"));
     s.cni_none_explicit = true;
-    let b = build(&s, &Versions::latest(Infrastructure::Byoh)).unwrap();
+    let b = build(&s, &Versions::latest(Infrastructure::named("byoh"))).unwrap();
     assert!(!b.notes.iter().any(|n| n.contains("network plugin")));
 
     // A bad manifest fails the build with its one line.
-    let mut s = spec(Infrastructure::None);
+    let mut s = spec(Infrastructure::named("none"));
     s.cni = Some(CniManifest {
         kind: CniKind::Custom,
         source: "cni.yaml".into(),
         text: "hello: world\n".into(),
     });
-    let e = build(&s, &Versions::latest(Infrastructure::None)).unwrap_err();
+    let e = build(&s, &Versions::latest(Infrastructure::named("none"))).unwrap_err();
     assert_eq!(
         e.to_string(),
         "--cni-manifest cni.yaml: document 1 is not a Kubernetes object (no apiVersion or kind)"
@@ -184,8 +184,8 @@ fn a_cni_is_a_labelled_cluster_a_configmap_and_a_resource_set() {
 #[test]
 fn the_cluster_owns_what_capi_does_not_adopt() {
     let b = build(
-        &spec(Infrastructure::Byoh),
-        &Versions::latest(Infrastructure::Byoh),
+        &spec(Infrastructure::named("byoh")),
+        &Versions::latest(Infrastructure::named("byoh")),
     )
     .unwrap();
     let mut owned = Vec::new();
@@ -223,9 +223,9 @@ fn the_cluster_owns_what_capi_does_not_adopt() {
 
 #[test]
 fn byoh_bundle_flags_and_preinstalled_hosts() {
-    let mut s = spec(Infrastructure::Byoh);
+    let mut s = spec(Infrastructure::named("byoh"));
     s.bundle_repo = Some("registry.example.com/byoh/bundles".into());
-    let b = build(&s, &Versions::latest(Infrastructure::Byoh)).unwrap();
+    let b = build(&s, &Versions::latest(Infrastructure::named("byoh"))).unwrap();
     let ict = b
         .objects
         .iter()
@@ -243,9 +243,9 @@ fn byoh_bundle_flags_and_preinstalled_hosts() {
     );
 
     // Pre-installed hosts: no installer template, no installerRef, and the preview says so.
-    let mut s = spec(Infrastructure::Byoh);
+    let mut s = spec(Infrastructure::named("byoh"));
     s.preinstalled_hosts = true;
-    let b = build(&s, &Versions::latest(Infrastructure::Byoh)).unwrap();
+    let b = build(&s, &Versions::latest(Infrastructure::named("byoh"))).unwrap();
     assert!(!kinds(&b).contains(&"K8sInstallerConfigTemplate".to_string()));
     let bmt = b
         .objects
@@ -263,18 +263,18 @@ fn byoh_bundle_flags_and_preinstalled_hosts() {
     );
 
     // With 0 workers the templates are still rendered (to scale later), without the note.
-    let mut s = spec(Infrastructure::Byoh);
+    let mut s = spec(Infrastructure::named("byoh"));
     s.workers = Some(0);
-    let b = build(&s, &Versions::latest(Infrastructure::Byoh)).unwrap();
+    let b = build(&s, &Versions::latest(Infrastructure::named("byoh"))).unwrap();
     assert!(kinds(&b).contains(&"K8sInstallerConfigTemplate".to_string()));
     assert!(b.notes.is_empty(), "{:?}", b.notes);
 
     let err = |s: &CreateSpec| {
-        let e = build(s, &Versions::latest(Infrastructure::Byoh)).unwrap_err();
+        let e = build(s, &Versions::latest(Infrastructure::named("byoh"))).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
         e.to_string()
     };
-    let mut s = spec(Infrastructure::Byoh);
+    let mut s = spec(Infrastructure::named("byoh"));
     s.preinstalled_hosts = true;
     s.bundle_type = Some("k8s".into());
     assert_eq!(
@@ -287,14 +287,14 @@ fn byoh_bundle_flags_and_preinstalled_hosts() {
         "r.example.com/b:v1",
         "r.example.com/b/",
     ] {
-        let mut s = spec(Infrastructure::Byoh);
+        let mut s = spec(Infrastructure::named("byoh"));
         s.bundle_repo = Some(bad.into());
         assert!(err(&s).starts_with("invalid --bundle-repo"), "{bad}");
     }
-    let mut s = spec(Infrastructure::Byoh);
+    let mut s = spec(Infrastructure::named("byoh"));
     s.bundle_type = Some("rpm".into());
     assert_eq!(err(&s), "invalid --bundle-type \"rpm\"");
-    let mut s = spec(Infrastructure::Openstack);
+    let mut s = spec(Infrastructure::named("openstack"));
     s.preinstalled_hosts = true;
     assert_eq!(
         err(&s),
@@ -304,9 +304,9 @@ fn byoh_bundle_flags_and_preinstalled_hosts() {
 
 #[test]
 fn byoh_workers_get_an_installer_template_and_an_installer_ref() {
-    let mut s = spec(Infrastructure::Byoh);
+    let mut s = spec(Infrastructure::named("byoh"));
     s.workers = Some(2);
-    let b = build(&s, &Versions::latest(Infrastructure::Byoh)).unwrap();
+    let b = build(&s, &Versions::latest(Infrastructure::named("byoh"))).unwrap();
     assert_eq!(
         kinds(&b),
         [
@@ -339,11 +339,11 @@ fn byoh_workers_get_an_installer_template_and_an_installer_ref() {
 
 #[test]
 fn openstack_without_address_defers_the_cluster_and_fills_it_later() {
-    let mut s = spec(Infrastructure::Openstack);
+    let mut s = spec(Infrastructure::named("openstack"));
     s.flavor = Some("m1.large".into());
     s.image = Some("ubuntu-2404-kube-v1.35.0".into());
     s.network = Some("tenant-net".into());
-    let b = build(&s, &Versions::latest(Infrastructure::Openstack)).unwrap();
+    let b = build(&s, &Versions::latest(Infrastructure::named("openstack"))).unwrap();
     assert!(
         !kinds(&Built {
             deferred: None,
@@ -368,7 +368,7 @@ fn openstack_without_address_defers_the_cluster_and_fills_it_later() {
     );
     // With an address, it is created up front, pre-filled.
     s.service_address = Some("192.0.2.10".into());
-    let b = build(&s, &Versions::latest(Infrastructure::Openstack)).unwrap();
+    let b = build(&s, &Versions::latest(Infrastructure::named("openstack"))).unwrap();
     assert!(b.deferred.is_none());
     assert_eq!(b.objects[1]["spec"]["apiServerFixedIP"], "192.0.2.10");
     assert_eq!(
@@ -379,7 +379,7 @@ fn openstack_without_address_defers_the_cluster_and_fills_it_later() {
 
 #[test]
 fn flags_win_over_the_values_file_which_wins_over_defaults() {
-    let mut s = spec(Infrastructure::None);
+    let mut s = spec(Infrastructure::named("none"));
     s.values = Some(json!({
         "spec": {"replicas": 3, "network": {"serviceType": "NodePort", "serviceAddress": "192.0.2.1"},
                  "deployment": {"nodeSelector": {"kubernetes.io/os": "linux"}},
@@ -388,7 +388,7 @@ fn flags_win_over_the_values_file_which_wins_over_defaults() {
     s.cert_sans = vec!["api.example.com".into()];
     s.addons = Some(vec![Addon::CoreDns, Addon::Konnectivity]);
     s.apiserver_args = vec!["audit-log-maxage=30".into()];
-    let b = build(&s, &Versions::latest(Infrastructure::None)).unwrap();
+    let b = build(&s, &Versions::latest(Infrastructure::named("none"))).unwrap();
     let k = &b.objects[0]["spec"];
     assert_eq!(k["replicas"], 3);
     assert_eq!(k["network"]["serviceType"], "NodePort");
@@ -403,50 +403,50 @@ fn flags_win_over_the_values_file_which_wins_over_defaults() {
         json!(["--audit-log-maxage=30"])
     );
     s.replicas = Some(1);
-    let b = build(&s, &Versions::latest(Infrastructure::None)).unwrap();
+    let b = build(&s, &Versions::latest(Infrastructure::named("none"))).unwrap();
     assert_eq!(b.objects[0]["spec"]["replicas"], 1);
 }
 
 #[test]
 fn bad_input_gives_usage_errors() {
     let err = |s: &CreateSpec| {
-        let e = build(s, &Versions::latest(Infrastructure::None)).unwrap_err();
+        let e = build(s, &Versions::latest(Infrastructure::named("none"))).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
         e.to_string()
     };
-    let mut s = spec(Infrastructure::None);
+    let mut s = spec(Infrastructure::named("none"));
     s.name = "Prod_1".into();
     assert!(err(&s).starts_with("invalid name \"Prod_1\""));
-    let mut s = spec(Infrastructure::None);
+    let mut s = spec(Infrastructure::named("none"));
     s.kubernetes_version = Some("1.35".into());
     assert!(err(&s).starts_with("invalid Kubernetes version"));
-    let mut s = spec(Infrastructure::None);
+    let mut s = spec(Infrastructure::named("none"));
     s.workers = Some(2);
     assert_eq!(err(&s), "--workers does not apply to --infrastructure none");
-    let mut s = spec(Infrastructure::Byoh);
+    let mut s = spec(Infrastructure::named("byoh"));
     s.flavor = Some("x".into());
     assert_eq!(err(&s), "--flavor does not apply to --infrastructure byoh");
-    let mut s = spec(Infrastructure::None);
+    let mut s = spec(Infrastructure::named("none"));
     s.service_type = Some("NodePort".into());
     assert_eq!(err(&s), "--service-type NodePort needs --service-address");
-    let mut s = spec(Infrastructure::None);
+    let mut s = spec(Infrastructure::named("none"));
     s.cert_sans = vec!["api.example.com:6443".into()];
     assert!(err(&s).starts_with("invalid --cert-san"));
-    let mut s = spec(Infrastructure::None);
+    let mut s = spec(Infrastructure::named("none"));
     s.pod_cidrs = vec!["10.0.0.0/33".into()];
     assert!(err(&s).starts_with("invalid --pod-cidr"));
-    let mut s = spec(Infrastructure::None);
+    let mut s = spec(Infrastructure::named("none"));
     s.admission_controllers = vec!["PodSecurityy".into()];
-    let e = build(&s, &Versions::latest(Infrastructure::None)).unwrap_err();
+    let e = build(&s, &Versions::latest(Infrastructure::named("none"))).unwrap_err();
     assert!(e.hint().unwrap().contains("PodSecurity"));
-    let s = spec(Infrastructure::Openstack);
+    let s = spec(Infrastructure::named("openstack"));
     assert_eq!(err(&s), "--infrastructure openstack needs --flavor");
-    let mut s = spec(Infrastructure::Metal3);
+    let mut s = spec(Infrastructure::named("metal3"));
     s.image = Some("http://x/i.img".into());
     s.image_checksum = Some("http://x/i.img.sha256sum".into());
     assert_eq!(err(&s), "--infrastructure metal3 needs --service-address");
     assert!(Infrastructure::parse("docker").is_err());
-    let mut s = spec(Infrastructure::None);
+    let mut s = spec(Infrastructure::named("none"));
     s.kubernetes_version = None;
     assert_eq!(err(&s), "--kubernetes-version is required");
 }
@@ -483,12 +483,12 @@ fn endpoints_split() {
 /// cloud-config points at the file (issue 17).
 #[test]
 fn openstack_workers_get_cloud_conf_and_ca_from_a_secret() {
-    let mut s = spec(Infrastructure::Openstack);
+    let mut s = spec(Infrastructure::named("openstack"));
     s.flavor = Some("m1.large".into());
     s.image = Some("ubuntu".into());
     s.cloud_conf_secret = Some("prod-cloud-conf".into());
     s.cloud_ca_key = Some("cacert".into());
-    let b = build(&s, &Versions::latest(Infrastructure::Openstack)).unwrap();
+    let b = build(&s, &Versions::latest(Infrastructure::named("openstack"))).unwrap();
     let kct = b
         .objects
         .iter()
@@ -511,13 +511,13 @@ fn openstack_workers_get_cloud_conf_and_ca_from_a_secret() {
     );
     // Only for OpenStack, and the CA key needs the Secret.
     let err = |s: &CreateSpec| {
-        let e = build(s, &Versions::latest(Infrastructure::Openstack)).unwrap_err();
+        let e = build(s, &Versions::latest(Infrastructure::named("openstack"))).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
         e.to_string()
     };
     let mut byoh = spec_of_byoh_with_cloud_conf();
     assert!(err(&byoh).contains("--cloud-conf-secret/--cloud-ca-key does not apply"));
-    byoh.infrastructure = Some(Infrastructure::Openstack);
+    byoh.infrastructure = Some(Infrastructure::named("openstack"));
     byoh.flavor = Some("m1".into());
     byoh.image = Some("u".into());
     byoh.cloud_conf_secret = None;
@@ -525,7 +525,7 @@ fn openstack_workers_get_cloud_conf_and_ca_from_a_secret() {
 }
 
 fn spec_of_byoh_with_cloud_conf() -> CreateSpec {
-    let mut s = spec(Infrastructure::Byoh);
+    let mut s = spec(Infrastructure::named("byoh"));
     s.cloud_conf_secret = Some("x".into());
     s.cloud_ca_key = Some("cacert".into());
     s

@@ -6,10 +6,9 @@ use serde_json::{Map, Value};
 
 use super::control_plane::values_spec;
 use super::endpoints;
+use super::providers::one_of;
 use super::versions::parse_version;
-use super::{
-    ADMISSION_CONTROLLERS, CreateSpec, DEFAULT_BUNDLE_REPO, DEFAULT_BUNDLE_TYPE, Infrastructure,
-};
+use super::{ADMISSION_CONTROLLERS, CreateSpec, InfraProvider, Infrastructure, all};
 use crate::Error;
 
 /// A usage error with a hint.
@@ -44,10 +43,10 @@ pub(super) fn check(spec: &CreateSpec) -> Result<Checked, Error> {
     let version = kubernetes_version(spec, &file)?;
     check_counts(spec)?;
     check_scoped_flags(spec, infra)?;
-    check_bundle(spec)?;
-    let workers = match infra {
-        Infrastructure::None => 0,
-        _ => spec.workers.unwrap_or(1),
+    infra.check(spec)?;
+    let workers = match infra.template_kind() {
+        None => 0,
+        Some(_) => spec.workers.unwrap_or(1),
     };
     let address = endpoints::check_service(spec, infra, &file)?;
     endpoints::check_network(spec)?;
@@ -128,8 +127,8 @@ pub(super) fn required_infrastructure(spec: &CreateSpec) -> Result<Infrastructur
         usage(
             "--infrastructure is required",
             format!(
-                "use one of: {} (none = a control plane only, workers joined with `token join`)",
-                Infrastructure::ALL.map(|i| i.as_str()).join(", ")
+                "{} (none = a control plane only, workers joined with `token join`)",
+                one_of()
             ),
         )
     })
@@ -172,49 +171,34 @@ pub(super) fn check_counts(spec: &CreateSpec) -> Result<(), Error> {
     Ok(())
 }
 
-/// The flags that only some infrastructures take.
+/// The flags that only some infrastructures take: each is refused unless the provider lists it
+/// ([`InfraProvider::flags`]; `--workers`: a provider with workers).
 pub(super) fn check_scoped_flags(spec: &CreateSpec, infra: Infrastructure) -> Result<(), Error> {
-    use Infrastructure::{Aws, Byoh, Kubevirt, Metal3, Openstack};
-    let scoped: [(&str, bool, &[Infrastructure]); 12] = [
-        (
-            "--workers",
-            spec.workers.is_some(),
-            &[Byoh, Openstack, Kubevirt, Metal3, Aws],
-        ),
-        (
-            "--flavor",
-            spec.flavor.is_some(),
-            &[Openstack, Kubevirt, Aws],
-        ),
-        (
-            "--image",
-            spec.image.is_some(),
-            &[Openstack, Kubevirt, Metal3, Aws],
-        ),
-        ("--image-checksum", spec.image_checksum.is_some(), &[Metal3]),
-        ("--network", spec.network.is_some(), &[Openstack]),
-        ("--ssh-key", spec.ssh_key.is_some(), &[Openstack, Aws]),
-        ("--region", spec.region.is_some(), &[Aws]),
+    let scoped: [(&str, bool); 12] = [
+        ("--workers", spec.workers.is_some()),
+        ("--flavor", spec.flavor.is_some()),
+        ("--image", spec.image.is_some()),
+        ("--image-checksum", spec.image_checksum.is_some()),
+        ("--network", spec.network.is_some()),
+        ("--ssh-key", spec.ssh_key.is_some()),
+        ("--region", spec.region.is_some()),
         (
             "--cloud-name/--identity-secret",
             spec.cloud_name.is_some() || spec.identity_secret.is_some(),
-            &[Openstack],
         ),
         (
             "--cloud-conf-secret/--cloud-ca-key",
             spec.cloud_conf_secret.is_some() || spec.cloud_ca_key.is_some(),
-            &[Openstack],
         ),
-        ("--host-selector", !spec.host_selector.is_empty(), &[Byoh]),
+        ("--host-selector", !spec.host_selector.is_empty()),
         (
             "--bundle-repo/--bundle-type",
             spec.bundle_repo.is_some() || spec.bundle_type.is_some(),
-            &[Byoh],
         ),
-        ("--preinstalled-hosts", spec.preinstalled_hosts, &[Byoh]),
+        ("--preinstalled-hosts", spec.preinstalled_hosts),
     ];
-    for (flag, given, allowed) in scoped {
-        ensure_only_for(infra, flag, given, allowed)?;
+    for (flag, given) in scoped {
+        ensure_only_for(infra, flag, given)?;
     }
     if spec.cloud_ca_key.is_some() && spec.cloud_conf_secret.is_none() {
         return Err(usage(
@@ -228,18 +212,25 @@ pub(super) fn check_scoped_flags(spec: &CreateSpec, infra: Infrastructure) -> Re
     Ok(())
 }
 
-fn ensure_only_for(
-    spec_infra: Infrastructure,
-    flag: &str,
-    given: bool,
-    allowed: &[Infrastructure],
-) -> Result<(), Error> {
-    if given && !allowed.contains(&spec_infra) {
-        let names: Vec<&str> = allowed.iter().map(|i| i.as_str()).collect();
+/// Whether `provider` takes `flags` (`--a/--b`: both).
+fn takes(provider: &dyn InfraProvider, flags: &str) -> bool {
+    flags.split('/').all(|flag| match flag {
+        "--workers" => provider.template_kind().is_some(),
+        _ => provider.flags().iter().any(|f| f.flag == flag),
+    })
+}
+
+fn ensure_only_for(spec_infra: Infrastructure, flag: &str, given: bool) -> Result<(), Error> {
+    if given && !takes(&*spec_infra, flag) {
+        let names: Vec<&str> = all()
+            .iter()
+            .filter(|p| takes(**p, flag))
+            .map(|p| p.name())
+            .collect();
         return Err(usage(
             format!(
                 "{flag} does not apply to --infrastructure {}",
-                spec_infra.as_str()
+                spec_infra.name()
             ),
             format!(
                 "{flag} is for --infrastructure {}; drop it or change --infrastructure",
@@ -248,48 +239,6 @@ fn ensure_only_for(
         ));
     }
     Ok(())
-}
-
-/// BYOH's installer bundle flags.
-pub(super) fn check_bundle(spec: &CreateSpec) -> Result<(), Error> {
-    if spec.preinstalled_hosts && (spec.bundle_repo.is_some() || spec.bundle_type.is_some()) {
-        return Err(usage(
-            "--preinstalled-hosts and --bundle-repo/--bundle-type cannot be used together",
-            "hosts with Kubernetes pre-installed need no installer bundle: drop one of them",
-        ));
-    }
-    if let Some(r) = &spec.bundle_repo {
-        validate_bundle_repo(r)?;
-    }
-    if let Some(t) = &spec.bundle_type
-        && t != DEFAULT_BUNDLE_TYPE
-    {
-        return Err(usage(
-            format!("invalid --bundle-type {t:?}"),
-            format!("BYOH's installer knows one bundle type: {DEFAULT_BUNDLE_TYPE}"),
-        ));
-    }
-    Ok(())
-}
-
-/// An OCI repository as BYOH's installer joins it (`<repo>/byoh-bundle-<os>_k8s:<version>`):
-/// `registry[/path]`, without scheme, tag or trailing `/`.
-fn validate_bundle_repo(s: &str) -> Result<(), Error> {
-    let last = s.rsplit('/').next().unwrap_or(s);
-    let ok = s.contains('/')
-        && !s.contains("://")
-        && !s.contains(char::is_whitespace)
-        && !s.starts_with('/')
-        && !s.ends_with('/')
-        && !last.contains([':', '@']);
-    if ok {
-        Ok(())
-    } else {
-        Err(usage(
-            format!("invalid --bundle-repo {s:?}: not an OCI repository"),
-            format!("use REGISTRY/PATH without scheme or tag, e.g. {DEFAULT_BUNDLE_REPO}"),
-        ))
-    }
 }
 
 /// `--admission-controller` and `--datastore`.

@@ -18,7 +18,7 @@ fn spec(mode: Option<KubeProxyMode>) -> CreateSpec {
     CreateSpec {
         name: "prod".into(),
         namespace: "team".into(),
-        infrastructure: Some(Infrastructure::Byoh),
+        infrastructure: Some(Infrastructure::named("byoh")),
         kubernetes_version: Some("v1.35.0".into()),
         service_address: Some("192.0.2.10".into()),
         port: Some(7443),
@@ -126,7 +126,7 @@ fn the_tenant_objects_follow_kubeadms_addon_under_names_kamaji_leaves_alone() {
 fn build_turns_kamajis_addon_off_and_adds_a_labelled_resource_set() {
     let b = kamaji::build(
         &spec(Some(KubeProxyMode::Ipvs)),
-        &Versions::latest(Infrastructure::Byoh),
+        &Versions::latest(Infrastructure::named("byoh")),
     )
     .unwrap();
     let kcp = &b.objects[0];
@@ -202,7 +202,7 @@ fn build_turns_kamajis_addon_off_and_adds_a_labelled_resource_set() {
 
 #[test]
 fn iptables_and_no_flag_keep_kamajis_addon_and_add_nothing() {
-    let v = Versions::latest(Infrastructure::Byoh);
+    let v = Versions::latest(Infrastructure::named("byoh"));
     let plain = kamaji::build(&spec(None), &v).unwrap();
     let ipt = kamaji::build(&spec(Some(KubeProxyMode::Iptables)), &v).unwrap();
     assert_eq!(plain.objects, ipt.objects);
@@ -229,7 +229,7 @@ fn nftables_on_v1beta1_with_the_values_files_image() {
         capi: CapiVersion::V1Beta1,
         kcp: "v1alpha1".into(),
         addons: "v1beta1".into(),
-        ..Versions::latest(Infrastructure::Byoh)
+        ..Versions::latest(Infrastructure::named("byoh"))
     };
     let b = kamaji::build(&s, &v).unwrap();
     assert_eq!(b.objects[0]["spec"]["addons"], json!({"coreDNS": {}}));
@@ -254,7 +254,7 @@ fn nftables_on_v1beta1_with_the_values_files_image() {
 
 #[test]
 fn contradictions_are_usage_errors_before_building() {
-    let v = Versions::latest(Infrastructure::Byoh);
+    let v = Versions::latest(Infrastructure::named("byoh"));
     let err = |s: CreateSpec| match kamaji::build(&s, &v) {
         Err(Error::Usage { message, .. }) => message,
         other => panic!("{other:?}"),

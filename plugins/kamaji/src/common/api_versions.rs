@@ -35,11 +35,11 @@ fn infra_version(
         Some(ar) => Ok(ar.version),
         None if client_only => Ok(infra.default_version().into()),
         None => Err(apis.not_installed(
-            &format!("The {} infrastructure provider ({kind})", infra.as_str()),
+            &format!("The {} infrastructure provider ({kind})", infra.name()),
             INFRASTRUCTURE_GROUP,
             &format!(
                 "install it with clusterctl init --infrastructure {}",
-                infra.provider_name()
+                infra.clusterctl_name()
             ),
         )),
     }
@@ -53,7 +53,7 @@ fn bootstrap_version(
 ) -> Result<String, Error> {
     match apis.provider_kind(BOOTSTRAP_GROUP, "KubeadmConfigTemplate") {
         Some(ar) => Ok(ar.version),
-        None if client_only || infra == Infrastructure::None => Ok(capi.as_str().into()),
+        None if client_only || infra.template_kind().is_none() => Ok(capi.as_str().into()),
         None => Err(apis.not_installed(
             "The kubeadm bootstrap provider",
             BOOTSTRAP_GROUP,
@@ -69,7 +69,7 @@ fn installer_version(
     infra: Infrastructure,
     client_only: bool,
 ) -> Result<String, Error> {
-    if infra != Infrastructure::Byoh || spec.preinstalled_hosts {
+    if !infra.installer_template(spec) {
         return Ok(String::new());
     }
     match apis.provider_kind(INFRASTRUCTURE_GROUP, kamaji::INSTALLER_TEMPLATE_KIND) {
@@ -111,7 +111,7 @@ pub fn versions(
     cni_choice_calico: bool,
     client_only: bool,
 ) -> Result<Versions, Error> {
-    let infra = spec.infrastructure.unwrap_or(Infrastructure::None);
+    let infra = spec.infrastructure.unwrap_or_default();
     let capi = apis.require_capi()?;
     let kcp = kcp_version(apis, capi, client_only)?;
     if apis.tenant_control_plane().is_none() && !client_only {

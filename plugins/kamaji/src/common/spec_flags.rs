@@ -2,17 +2,97 @@
 //! verbs: the control plane's components and values file ([`ControlPlaneFlags`]), and the
 //! infrastructure (help heading "Infrastructure"): the workers' machine ([`MachineFlags`]) and
 //! the provider's settings ([`InfraFlags`]), two structs so that `create`'s own
-//! `--image-checksum` keeps its place between them. The help texts here are `create`'s;
-//! `generate clusterclass` words a few for a class (`mut_arg` there). [`base_spec`] reads them
-//! all into a [`CreateSpec`].
+//! `--image-checksum` keeps its place between them. The help of a flag only one provider takes
+//! comes from that provider ([`provider_flag_help`], `kcore::build::kamaji::InfraProvider::flags`;
+//! `generate clusterclass` words some for a class, [`class_wording`]); the flags several take are
+//! described here. `--infrastructure`'s help and completion list the registry
+//! ([`infrastructure_help`], [`InfraValues`]). [`base_spec`] reads them all into a [`CreateSpec`].
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
+use clap::builder::{PossibleValue, StringValueParser, TypedValueParser};
 use serde_json::Value;
-use shared::build::kamaji::{Addon, CreateSpec};
+use shared::build::kamaji::{self, Addon, CreateSpec, InfraProvider};
 use shared::error::Error;
+
+/// The providers `--infrastructure` takes: all of them, or (`class`) those a ClusterClass can be
+/// generated for.
+fn providers(class: bool) -> impl Iterator<Item = &'static dyn InfraProvider> {
+    kamaji::all()
+        .iter()
+        .copied()
+        .filter(move |p| !class || (p.cluster_kind().is_some() && p.class_support().is_ok()))
+}
+
+/// `--infrastructure`'s help, listing the registry (`class`: for `generate clusterclass`).
+pub(crate) fn infrastructure_help(class: bool) -> String {
+    let items: Vec<&str> = providers(class).map(|p| p.help()).collect();
+    let (last, rest) = items.split_last().map_or(("", &[][..]), |(l, r)| (*l, r));
+    let comma = if class { "" } else { "," };
+    format!(
+        "Where the workers run: {}{comma} or {last}",
+        rest.join(", ")
+    )
+}
+
+/// `--infrastructure`'s values: any string parses (`Infrastructure::parse` refuses an unknown
+/// one with its own message); the registry's names are the possible values shell completion
+/// offers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InfraValues {
+    /// Only the providers a ClusterClass can be generated for.
+    pub class: bool,
+}
+
+impl TypedValueParser for InfraValues {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<String, clap::Error> {
+        StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            providers(self.class).map(|p| PossibleValue::new(p.name())),
+        ))
+    }
+}
+
+/// The help of `flag`, which one provider takes: `Title: help` (`class`: its wording for
+/// `generate clusterclass`, if it has one).
+pub(crate) fn provider_flag_help(flag: &str, class: bool) -> String {
+    kamaji::all()
+        .iter()
+        .find_map(|p| {
+            let f = p.flags().iter().find(|f| f.flag == flag)?;
+            let help = f.help?;
+            let help = f.class_help.filter(|_| class).unwrap_or(help);
+            Some(format!("{}: {help}", p.title()))
+        })
+        .unwrap_or_default()
+}
+
+/// `generate clusterclass`'s wording of the providers' flags that have one (`mut_args`).
+pub(crate) fn class_wording(arg: clap::Arg) -> clap::Arg {
+    let flag = format!("--{}", arg.get_id().as_str().replace('_', "-"));
+    let worded = kamaji::all()
+        .iter()
+        .flat_map(|p| p.flags())
+        .any(|f| f.flag == flag && f.class_help.is_some());
+    if worded {
+        arg.help(provider_flag_help(&flag, true))
+    } else {
+        arg
+    }
+}
 
 /// The control plane's addons, admission controllers, component arguments and values file.
 #[derive(ClapArgs, Clone, Debug)]
@@ -55,43 +135,34 @@ pub struct MachineFlags {
 /// The provider's settings: OpenStack, AWS and BYOH.
 #[derive(ClapArgs, Clone, Debug)]
 pub struct InfraFlags {
-    /// OpenStack: network name of the workers
-    #[arg(long, value_name = "NETWORK", help_heading = "Infrastructure")]
+    #[arg(long, value_name = "NETWORK", help_heading = "Infrastructure", help = provider_flag_help("--network", false))]
     pub network: Option<String>,
     /// OpenStack, AWS: SSH key name for the workers
     #[arg(long, value_name = "KEY", help_heading = "Infrastructure")]
     pub ssh_key: Option<String>,
-    /// AWS: region
-    #[arg(long, value_name = "REGION", help_heading = "Infrastructure")]
+    #[arg(long, value_name = "REGION", help_heading = "Infrastructure", help = provider_flag_help("--region", false))]
     pub region: Option<String>,
-    /// OpenStack: cloud name in clouds.yaml (default openstack)
-    #[arg(long, value_name = "CLOUD", help_heading = "Infrastructure")]
+    #[arg(long, value_name = "CLOUD", help_heading = "Infrastructure", help = provider_flag_help("--cloud-name", false))]
     pub cloud_name: Option<String>,
-    /// OpenStack: Secret with clouds.yaml (default NAME-cloud-config)
-    #[arg(long, value_name = "SECRET", help_heading = "Infrastructure")]
+    #[arg(long, value_name = "SECRET", help_heading = "Infrastructure", help = provider_flag_help("--identity-secret", false))]
     pub identity_secret: Option<String>,
-    /// OpenStack: Secret whose key cloud.conf the workers get as /etc/kubernetes/cloud.conf (kubelet --cloud-config)
-    #[arg(long, value_name = "SECRET", help_heading = "Infrastructure")]
+    #[arg(long, value_name = "SECRET", help_heading = "Infrastructure", help = provider_flag_help("--cloud-conf-secret", false))]
     pub cloud_conf_secret: Option<String>,
-    /// OpenStack: key of that Secret holding the cloud's CA, written to /etc/certs/cacert on the workers
-    #[arg(long, value_name = "KEY", help_heading = "Infrastructure")]
+    #[arg(long, value_name = "KEY", help_heading = "Infrastructure", help = provider_flag_help("--cloud-ca-key", false))]
     pub cloud_ca_key: Option<String>,
-    /// BYOH: labels a host needs to become a worker (KEY=VALUE, comma separated)
     #[arg(
         long = "host-selector",
         value_name = "KEY=VALUE",
         value_delimiter = ',',
-        help_heading = "Infrastructure"
+        help_heading = "Infrastructure",
+        help = provider_flag_help("--host-selector", false)
     )]
     pub host_selector: Vec<String>,
-    /// BYOH: OCI repository of the Kubernetes installer bundles, written to the K8sInstallerConfigTemplate (default projects.registry.vmware.com/cluster_api_provider_bringyourownhost)
-    #[arg(long, value_name = "REPO", help_heading = "Infrastructure")]
+    #[arg(long, value_name = "REPO", help_heading = "Infrastructure", help = provider_flag_help("--bundle-repo", false))]
     pub bundle_repo: Option<String>,
-    /// BYOH: installer bundle type (default k8s)
-    #[arg(long, value_name = "TYPE", help_heading = "Infrastructure")]
+    #[arg(long, value_name = "TYPE", help_heading = "Infrastructure", help = provider_flag_help("--bundle-type", false))]
     pub bundle_type: Option<String>,
-    /// BYOH: the hosts have Kubernetes pre-installed (agents run with --skip-installation): no installer template
-    #[arg(long, help_heading = "Infrastructure")]
+    #[arg(long, help_heading = "Infrastructure", help = provider_flag_help("--preinstalled-hosts", false))]
     pub preinstalled_hosts: bool,
 }
 

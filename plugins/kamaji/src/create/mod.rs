@@ -11,16 +11,17 @@ use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags, OutputFlags, parse_duration};
 use serde_json::Value;
 use shared::build::cni::CniKind;
-use shared::build::kamaji::{
-    self, Built, CreateSpec, Infrastructure, Versions, fill_openstack_endpoint,
-};
+use shared::build::kamaji::{self, Built, CreateSpec, Versions, fill_openstack_endpoint};
 use shared::discovery::ServerApis;
 use shared::error::Error;
 use shared::render::{self};
 
 use crate::common::api_versions::versions;
 use crate::common::control_plane;
-use crate::common::spec_flags::{ControlPlaneFlags, InfraFlags, MachineFlags};
+use crate::common::spec_flags::{
+    ControlPlaneFlags, InfraFlags, InfraValues, MachineFlags, infrastructure_help,
+    provider_flag_help,
+};
 use crate::common::tenant_status;
 
 mod apply;
@@ -48,8 +49,7 @@ pub struct Args {
     /// A topology Cluster of this ClusterClass (kubectl kamaji generate clusterclass); the class decides the infrastructure and templates
     #[arg(long, value_name = "CLASS")]
     pub class: Option<String>,
-    /// Where the workers run: byoh, openstack, kubevirt, metal3, aws, or none (control plane only)
-    #[arg(long, value_name = "INFRA")]
+    #[arg(long, value_name = "INFRA", value_parser = InfraValues { class: false }, hide_possible_values = true, help = infrastructure_help(false))]
     pub infrastructure: Option<String>,
     /// Kubernetes version of the control plane and workers (e.g. v1.35.0)
     #[arg(long, value_name = "VERSION")]
@@ -85,8 +85,7 @@ pub struct Args {
     pub control_plane: ControlPlaneFlags,
     #[command(flatten)]
     pub machine: MachineFlags,
-    /// Metal3: image checksum (URL or SHA-256)
-    #[arg(long, value_name = "CHECKSUM", help_heading = "Infrastructure")]
+    #[arg(long, value_name = "CHECKSUM", help_heading = "Infrastructure", help = provider_flag_help("--image-checksum", false))]
     pub image_checksum: Option<String>,
     #[command(flatten)]
     pub infra: InfraFlags,
@@ -137,10 +136,7 @@ fn check_offline(args: &Args) -> Result<(), Error> {
         return Ok(());
     }
     let infra_hint = offline.infrastructure;
-    shared::build::kamaji::build(
-        &offline,
-        &Versions::latest(infra_hint.unwrap_or(Infrastructure::None)),
-    )?;
+    shared::build::kamaji::build(&offline, &Versions::latest(infra_hint.unwrap_or_default()))?;
     Ok(())
 }
 
