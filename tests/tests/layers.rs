@@ -427,3 +427,32 @@ fn public_type_names_are_unique() {
         twice.join("\n")
     );
 }
+
+/// Issue 25: every infrastructure provider file is in the registry that `create`, `generate
+/// clusterclass`, completion and the reconciler read (the registry's own test then checks each
+/// entry is complete).
+#[test]
+fn every_provider_file_is_registered() {
+    let dir = workspace().join("core/src/build/kamaji/providers");
+    let registry = std::fs::read_to_string(dir.join("mod.rs")).expect("providers/mod.rs");
+    let table = registry
+        .split_once("const REGISTRY")
+        .map(|(_, t)| t.split_once("];").map_or(t, |(t, _)| t))
+        .expect("a REGISTRY in providers/mod.rs");
+    let files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("providers/")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter_map(|n| n.strip_suffix(".rs").map(str::to_string))
+        .filter(|n| n != "mod" && n != "tests")
+        .collect();
+    assert!(files.len() >= 5, "sanity: {files:?}");
+    let missing: Vec<&String> = files
+        .iter()
+        .filter(|n| !registry.contains(&format!("mod {n};")) || !table.contains(&format!("&{n}::")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "provider files not in providers/mod.rs's REGISTRY: {missing:?}"
+    );
+}
