@@ -2,9 +2,10 @@
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags};
+use kcore::fields::object_json;
+use kcore::groups::KAMAJI_GROUP;
 use serde::Serialize;
-use shared::discovery::fields::object_json;
-use shared::discovery::{KAMAJI_GROUP, ServerApis};
+use shared::discovery::ServerApis;
 use shared::error::Error;
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 

@@ -6,8 +6,9 @@
 
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{DryRun, KubeFlags, OutputFlags, OutputFormat};
-use shared::build::kamaji::{self, CreateSpec, Infrastructure};
-use shared::discovery::{CONTROLPLANE_GROUP, ServerApis};
+use kcore::build::kamaji::{self, CreateSpec, Infrastructure};
+use kcore::groups::CONTROLPLANE_GROUP;
+use shared::discovery::ServerApis;
 use shared::error::Error;
 use shared::render;
 

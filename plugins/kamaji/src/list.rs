@@ -3,9 +3,9 @@
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags};
+use kcore::fields::object_json;
 use serde::Serialize;
 use shared::discovery::ServerApis;
-use shared::discovery::fields::object_json;
 use shared::error::Error;
 use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, parse_duration};
+use kcore::build::kamaji::CLUSTER_NAME_LABEL;
+use kcore::fields::object_json;
 use kcore::plan::kamaji::{self as plan, KamajiScaleRequest, ScaleObserved, topology};
 use serde_json::Value;
-use shared::build::kamaji::CLUSTER_NAME_LABEL;
 use shared::discovery::ServerApis;
-use shared::discovery::fields::object_json;
 use shared::error::Error;
 use shared::render::{self, Poll};
 

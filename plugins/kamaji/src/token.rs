@@ -9,10 +9,10 @@ use std::time::Duration;
 use clap::{ArgAction, Args as ClapArgs, Subcommand, ValueEnum};
 use cli::{KubeFlags, parse_duration};
 use k8s_openapi::api::core::v1::Secret;
+use kcore::build::pki;
+use kcore::fields;
 use kube::api::{Api, ListParams, PostParams};
-use shared::build::pki;
 use shared::discovery::ServerApis;
-use shared::discovery::fields;
 use shared::error::{ApiServer, Error, Op};
 use shared::render;
 
@@ -171,7 +171,7 @@ async fn create_token(
     secrets
         .create(
             &PostParams {
-                field_manager: Some(shared::build::kamaji::FIELD_MANAGER.into()),
+                field_manager: Some(kcore::build::kamaji::FIELD_MANAGER.into()),
                 ..Default::default()
             },
             &body,

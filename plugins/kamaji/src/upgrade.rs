@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{Conn, KubeFlags, OutputFlags, parse_duration};
+use kcore::build::kamaji::CLUSTER_NAME_LABEL;
+use kcore::fields::{self, object_json};
 use kcore::plan::kamaji::{self as plan, KamajiUpgradePlan, topology};
+use kcore::plan::upgrade::{StepLine, StepRole, parse_version, step_progress};
 use serde::Serialize;
 use serde_json::{Value, json};
-use shared::build::kamaji::CLUSTER_NAME_LABEL;
 use shared::discovery::ServerApis;
-use shared::discovery::fields::{self, object_json};
 use shared::error::Error;
-use shared::plan::upgrade::{StepLine, StepRole, parse_version, step_progress};
 use shared::render::{self, Fields, Human, Poll, Printer, Progress, Render, Table, Wait};
 
 use crate::common::control_plane::{self, ControlPlane};
@@ -92,7 +92,7 @@ impl Render for Shown<'_> {
 
 pub async fn run(args: &Args) -> Result<(), Error> {
     // The version is checked before anything is read.
-    shared::build::kamaji::parse_version(&args.to)?;
+    kcore::build::kamaji::parse_version(&args.to)?;
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let t = control_plane::resolve(&conn, &apis, &args.name).await?;
@@ -174,7 +174,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         t.name,
         p.from,
         p.to,
-        shared::error::human_duration(started.elapsed())
+        kcore::text::human_duration(started.elapsed())
     ));
     Ok(())
 }

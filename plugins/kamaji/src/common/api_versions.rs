@@ -2,9 +2,10 @@
 //! serves, with the contract labels of each provider's CRDs (clusterctl's rule), or the newest
 //! known ones offline.
 
-use shared::build::cni;
-use shared::build::kamaji::{self, CreateSpec, Infrastructure, Versions};
-use shared::discovery::{BOOTSTRAP_GROUP, CapiVersion, INFRASTRUCTURE_GROUP, ServerApis};
+use kcore::build::cni;
+use kcore::build::kamaji::{self, CreateSpec, Infrastructure, Versions};
+use kcore::groups::{BOOTSTRAP_GROUP, CapiVersion, INFRASTRUCTURE_GROUP};
+use shared::discovery::ServerApis;
 use shared::error::Error;
 
 use super::control_plane::{kcp_resource, tcp_resource};

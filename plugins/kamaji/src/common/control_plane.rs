@@ -3,11 +3,12 @@
 //! the provider or Kamaji is not installed, or a standalone TenantControlPlane cannot do.
 
 use cli::Conn;
+use kcore::fields::object_json;
+use kcore::groups::{CONTROLPLANE_GROUP, KAMAJI_GROUP};
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
 use shared::api::{get_opt, list};
-use shared::discovery::fields::object_json;
-use shared::discovery::{CONTROLPLANE_GROUP, KAMAJI_GROUP, ServerApis};
+use shared::discovery::ServerApis;
 use shared::error::Error;
 
 /// KamajiControlPlane at its served version, or "not installed".
@@ -163,6 +164,6 @@ pub async fn resolve(conn: &Conn, apis: &ServerApis, name: &str) -> Result<Contr
         kind: "KamajiControlPlane".into(),
         name: name.into(),
         namespace: Some(ns),
-        suggestions: shared::error::closest_names(name, names.iter().map(String::as_str)),
+        suggestions: kcore::text::closest_names(name, names.iter().map(String::as_str)),
     })
 }

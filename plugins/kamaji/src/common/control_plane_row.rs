@@ -1,9 +1,9 @@
 //! A control plane in one row: the columns `list` prints (cluster, version, phase, replicas,
 //! endpoint, DataStore, age), which `status`, `scale --wait` and `delete` read too.
 
+use kcore::fields;
 use serde::Serialize;
 use serde_json::Value;
-use shared::discovery::fields;
 
 use super::age::age;
 use super::control_plane::ControlPlane;

@@ -14,8 +14,8 @@ use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 use clap::builder::{PossibleValue, StringValueParser, TypedValueParser};
+use kcore::build::kamaji::{self, Addon, CreateSpec, InfraProvider};
 use serde_json::Value;
-use shared::build::kamaji::{self, Addon, CreateSpec, InfraProvider};
 use shared::error::Error;
 
 /// The providers `--infrastructure` takes: all of them, or (`class`) those a ClusterClass can be

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use base64::Engine;
 use cli::Conn;
+use kcore::fields;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::Value;
-use shared::discovery::fields;
 use shared::error::{ApiServer, Error, Op};
 
 use super::control_plane::ControlPlane;

@@ -1,8 +1,8 @@
 //! What Kamaji reports about a control plane: the TenantControlPlane's phase, whether its
 //! bootstrap-token phase ran in the tenant, and the endpoint it announced.
 
+use kcore::fields;
 use serde_json::Value;
-use shared::discovery::fields;
 
 use super::control_plane::ControlPlane;
 
@@ -36,12 +36,12 @@ pub fn endpoint(cp: &ControlPlane) -> Option<(String, u16)> {
             let port = kcp["spec"]["controlPlaneEndpoint"]["port"]
                 .as_u64()
                 .and_then(|p| u16::try_from(p).ok())
-                .unwrap_or(shared::build::kamaji::DEFAULT_PORT);
+                .unwrap_or(kcore::build::kamaji::DEFAULT_PORT);
             return Some((host.to_string(), port));
         }
     }
     let tcp = cp.tcp.as_ref()?;
     tcp["status"]["controlPlaneEndpoint"]
         .as_str()
-        .and_then(shared::build::kamaji::split_endpoint)
+        .and_then(kcore::build::kamaji::split_endpoint)
 }

@@ -2,11 +2,11 @@
 //! `kubectl-kamaji`, and the objects of a new cluster applied in order.
 
 use cli::Conn;
+use kcore::build::kamaji::{self, FIELD_MANAGER};
+use kcore::fields::object_json;
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
-use shared::build::kamaji::{self, FIELD_MANAGER};
 use shared::discovery::ServerApis;
-use shared::discovery::fields::object_json;
 use shared::error::Error;
 
 /// The ApiResource of an object to apply (from its apiVersion and kind); the kind must be

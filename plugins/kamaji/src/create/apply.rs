@@ -3,9 +3,9 @@
 //! endpoint, and the printing of what was applied.
 
 use cli::{DryRun, OutputFormat};
-use shared::build::kamaji::{Built, CreateSpec, fill_openstack_endpoint};
+use kcore::build::kamaji::{Built, CreateSpec, fill_openstack_endpoint};
+use kcore::fields::object_json;
 use shared::discovery::ServerApis;
-use shared::discovery::fields::object_json;
 use shared::error::Error;
 use shared::render;
 

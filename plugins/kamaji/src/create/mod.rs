@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags, OutputFlags, parse_duration};
+use kcore::build::cni::CniKind;
+use kcore::build::kamaji::{self, Built, CreateSpec, Versions, fill_openstack_endpoint};
 use serde_json::Value;
-use shared::build::cni::CniKind;
-use shared::build::kamaji::{self, Built, CreateSpec, Versions, fill_openstack_endpoint};
 use shared::discovery::ServerApis;
 use shared::error::Error;
 use shared::render::{self};
@@ -136,7 +136,7 @@ fn check_offline(args: &Args) -> Result<(), Error> {
         return Ok(());
     }
     let infra_hint = offline.infrastructure;
-    shared::build::kamaji::build(&offline, &Versions::latest(infra_hint.unwrap_or_default()))?;
+    kcore::build::kamaji::build(&offline, &Versions::latest(infra_hint.unwrap_or_default()))?;
     Ok(())
 }
 
@@ -168,7 +168,7 @@ async fn plan(
     if calico {
         spec.cni = Some(download_calico().await?);
     }
-    let mut built = shared::build::kamaji::build(spec, &versions)?;
+    let mut built = kcore::build::kamaji::build(spec, &versions)?;
     if !client_only {
         check_endpoint_unused(conn, apis, spec, &built).await?;
     }

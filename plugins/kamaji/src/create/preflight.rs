@@ -1,10 +1,11 @@
 //! `create`'s preflights on the server: the DataStore, the ClusterClass (`--class`) and the
 //! control-plane endpoint exist or are free before anything is written.
 
+use kcore::build::kamaji::{self, Built, CreateSpec};
+use kcore::fields::object_json;
+use kcore::groups::KAMAJI_GROUP;
 use serde_json::Value;
-use shared::build::kamaji::{self, Built, CreateSpec};
-use shared::discovery::fields::object_json;
-use shared::discovery::{KAMAJI_GROUP, ServerApis};
+use shared::discovery::ServerApis;
 use shared::error::Error;
 
 pub(super) async fn check_datastore(
@@ -26,7 +27,7 @@ pub(super) async fn check_datastore(
     let names = shared::api::list_names(conn, &ar, None)
         .await
         .unwrap_or_default();
-    let close = shared::error::closest_names(name, names.iter().map(String::as_str));
+    let close = kcore::text::closest_names(name, names.iter().map(String::as_str));
     Err(Error::Other {
         message: format!("DataStore \"{name}\" not found"),
         hint: Some(if close.is_empty() {
@@ -59,7 +60,7 @@ pub(super) async fn cluster_class(
     let names = shared::api::list_names(conn, &ar, Some(ns))
         .await
         .unwrap_or_default();
-    let close = shared::error::closest_names(class, names.iter().map(String::as_str));
+    let close = kcore::text::closest_names(class, names.iter().map(String::as_str));
     Err(Error::Other {
         message: format!(
             "ClusterClass \"{class}\" not found in namespace {ns}; nothing was created"

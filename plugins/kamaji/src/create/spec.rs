@@ -4,9 +4,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use shared::build::cni::{self, CniKind, CniManifest};
-use shared::build::kamaji::{CreateSpec, Infrastructure};
-use shared::build::kube_proxy::KubeProxyMode;
+use kcore::build::cni::{self, CniKind, CniManifest};
+use kcore::build::kamaji::{CreateSpec, Infrastructure};
+use kcore::build::kube_proxy::KubeProxyMode;
 use shared::error::Error;
 
 use super::Args;

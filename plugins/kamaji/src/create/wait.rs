@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use kcore::labels::DEPLOYMENT_NAME_LABEL;
 
+use kcore::build::kamaji;
+use kcore::fields::{self, object_json};
+use kcore::plan::workers::WorkerProgress;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use shared::build::kamaji;
 use shared::discovery::ServerApis;
-use shared::discovery::fields::{self, object_json};
 use shared::error::Error;
-use shared::plan::workers::WorkerProgress;
 use shared::render::{self, Poll};
 
 use crate::common::control_plane::{self, ControlPlane};

@@ -5,12 +5,12 @@ use clap::Args as ClapArgs;
 use cli::{Conn, DryRun, KubeFlags, OutputFlags, OutputFormat};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kcore::build::kamaji::FIELD_MANAGER;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde_json::Value;
-use shared::build::kamaji::FIELD_MANAGER;
 use shared::discovery::ServerApis;
 use shared::error::{Error, Op};
 use shared::render;
@@ -482,7 +482,7 @@ async fn refuse_while_clusters_remain(conn: &Conn, apis: &ServerApis) -> Result<
 /// BCM's teardown, steps 3 and 5: the hosts' BootstrapKubeconfigs, then the ByoHosts. A host
 /// that still serves a machine is left (BYOH's webhook refuses to delete it anyway) and named.
 async fn purge_host_pool(conn: &Conn, apis: &ServerApis) -> Result<(), Error> {
-    let infra = shared::discovery::INFRASTRUCTURE_GROUP;
+    let infra = kcore::groups::INFRASTRUCTURE_GROUP;
     let lp = kube::api::ListParams::default();
     if let Some(ar) = apis.provider_kind(infra, "BootstrapKubeconfig") {
         for b in shared::api::list_json(conn, &ar, None, &lp).await? {

@@ -4,14 +4,14 @@ use base64::Engine;
 use clap::Args as ClapArgs;
 use cli::{Conn, KubeFlags, OutputFlags};
 use k8s_openapi::api::core::v1::Pod;
+use kcore::build::kamaji::CLUSTER_NAME_LABEL;
+use kcore::build::pki;
+use kcore::fields::{self, Condition, object_json};
 use kcore::ops::summary::{UpgradeSummary, summarize};
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 use serde_json::Value;
-use shared::build::kamaji::CLUSTER_NAME_LABEL;
-use shared::build::pki;
 use shared::discovery::ServerApis;
-use shared::discovery::fields::{self, Condition, object_json};
 use shared::error::{Error, Op};
 use shared::render::Printer;
 
