@@ -4,6 +4,8 @@
 
 use std::process::Command;
 
+use testbed::fixtures::input::{self, InputCase};
+
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
 
 /// One bad input: the arguments (after the verb's `-n <ns>` is added), the exit code, and a
@@ -403,6 +405,12 @@ fn broken_kubeconfigs_and_wrong_servers_say_what_is_wrong() {
     }
 }
 
+const TEMPLATE: &str = "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata:\n  name: ${CLUSTER_NAME}\n  labels:\n    stdin-template-marker: \"yes\"\n";
+
+const BILLION_LAUGHS: &str = "apiVersion: v1\nkind: Config\npreferences: {}\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\n    a0: &a0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n    a1: &a1 [*a0,*a0,*a0,*a0,*a0,*a0,*a0,*a0,*a0]\n    a2: &a2 [*a1,*a1,*a1,*a1,*a1,*a1,*a1,*a1,*a1]\n    a3: &a3 [*a2,*a2,*a2,*a2,*a2,*a2,*a2,*a2,*a2]\n    a4: &a4 [*a3,*a3,*a3,*a3,*a3,*a3,*a3,*a3,*a3]\n    a5: &a5 [*a4,*a4,*a4,*a4,*a4,*a4,*a4,*a4,*a4]\n    a6: &a6 [*a5,*a5,*a5,*a5,*a5,*a5,*a5,*a5,*a5]\n    a7: &a7 [*a6,*a6,*a6,*a6,*a6,*a6,*a6,*a6,*a6]\n    a8: &a8 [*a7,*a7,*a7,*a7,*a7,*a7,*a7,*a7,*a7]\n";
+
+const NO_CONTEXT: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: \"\"\n";
+
 /// Issue 24: files the user names that never end (`/dev/zero`, an endless stdin), never come (a
 /// FIFO nobody writes, a stdin nobody closes) or expand (a billion laughs) are refused in one
 /// line and in bounded time, and so are a kubeconfig without a current context and a host
@@ -410,35 +418,9 @@ fn broken_kubeconfigs_and_wrong_servers_say_what_is_wrong() {
 /// laughs), `{nocontext}` (a kubeconfig with `current-context: ""`), `{tpl}` (a valid
 /// template), `{out}` (a directory whose `h1` is a symlink to an empty directory, which must
 /// stay empty).
-struct InputCase {
-    args: &'static [&'static str],
-    stdin: testbed::expect::Stdin,
-    /// 0: it works, and stdout holds `says`.
-    code: i32,
-    says: &'static str,
-}
-
-const TEMPLATE: &str = "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata:\n  name: ${CLUSTER_NAME}\n  labels:\n    stdin-template-marker: \"yes\"\n";
-
-const BILLION_LAUGHS: &str = "apiVersion: v1\nkind: Config\npreferences: {}\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\n    a0: &a0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n    a1: &a1 [*a0,*a0,*a0,*a0,*a0,*a0,*a0,*a0,*a0]\n    a2: &a2 [*a1,*a1,*a1,*a1,*a1,*a1,*a1,*a1,*a1]\n    a3: &a3 [*a2,*a2,*a2,*a2,*a2,*a2,*a2,*a2,*a2]\n    a4: &a4 [*a3,*a3,*a3,*a3,*a3,*a3,*a3,*a3,*a3]\n    a5: &a5 [*a4,*a4,*a4,*a4,*a4,*a4,*a4,*a4,*a4]\n    a6: &a6 [*a5,*a5,*a5,*a5,*a5,*a5,*a5,*a5,*a5]\n    a7: &a7 [*a6,*a6,*a6,*a6,*a6,*a6,*a6,*a6,*a6]\n    a8: &a8 [*a7,*a7,*a7,*a7,*a7,*a7,*a7,*a7,*a7]\n";
-
-const NO_CONTEXT: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: \"\"\n";
-
 const INPUT: &[InputCase] = {
     use testbed::expect::Stdin::{Endless, Null, Silent, Text};
-    const fn c(
-        args: &'static [&'static str],
-        stdin: testbed::expect::Stdin,
-        code: i32,
-        says: &'static str,
-    ) -> InputCase {
-        InputCase {
-            args,
-            stdin,
-            code,
-            says,
-        }
-    }
+    use testbed::fixtures::input::case as c;
     &[
         c(
             &["list", "--kubeconfig", "/dev/zero"],
@@ -532,9 +514,7 @@ const INPUT: &[InputCase] = {
 };
 
 fn check_input(c: &InputCase, dir: &std::path::Path, i: usize) -> Result<(), String> {
-    let fifo = dir.join(format!("fifo-{i}"));
-    let made = Command::new("mkfifo").arg(&fifo).status();
-    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", fifo.display());
+    let fifo = input::fifo(dir, i);
     let (out, elsewhere) = (
         dir.join(format!("out-{i}")),
         dir.join(format!("elsewhere-{i}")),
@@ -560,28 +540,14 @@ fn check_input(c: &InputCase, dir: &std::path::Path, i: usize) -> Result<(), Str
         .env("HOME", dir)
         .env("NO_COLOR", "1");
     let what = format!("kubectl capi {}", args.join(" "));
-    // Far above the 10 s a silent stream is given; a hang fails here instead of hanging.
-    let o = testbed::expect::run_bounded(&mut cmd, c.stdin, std::time::Duration::from_secs(60))?;
+    let judged = input::judge(&mut cmd, c, &what);
     let written = std::fs::read_dir(&elsewhere)
         .map(|d| d.count())
         .unwrap_or(0);
     if written != 0 {
         return Err(format!("{what}: wrote into {}", elsewhere.display()));
     }
-    if c.code != 0 {
-        return testbed::expect::one_line_refusal(&o, c.code, c.says, &what);
-    }
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    if o.status.success() && stdout.contains(c.says) {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what}: exit {:?}, stdout without {:?}\n{}",
-            o.status.code(),
-            c.says,
-            String::from_utf8_lossy(&o.stderr)
-        ))
-    }
+    judged
 }
 
 #[test]
@@ -594,27 +560,7 @@ fn unbounded_or_endless_input_is_refused_in_time_and_stdin_works() {
     ] {
         std::fs::write(dir.path().join(name), text).unwrap();
     }
-    // The cases run at once: several of them wait out the 10 s a silent stream is given.
-    let failures: Vec<String> = std::thread::scope(|s| {
-        let runs: Vec<_> = INPUT
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let dir = dir.path();
-                s.spawn(move || check_input(c, dir, i))
-            })
-            .collect();
-        runs.into_iter()
-            .filter_map(|r| r.join().expect("a case panicked").err())
-            .collect()
-    });
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases:\n{}",
-        failures.len(),
-        INPUT.len(),
-        failures.join("\n")
-    );
+    input::check_all(INPUT, |c, i| check_input(c, dir.path(), i));
 }
 
 /// Issue 24: `-v=6` logs carry no colour codes when stderr is not a terminal (`make demo >
@@ -622,9 +568,5 @@ fn unbounded_or_endless_input_is_refused_in_time_and_stdin_works() {
 #[test]
 fn logs_have_no_colour_codes_off_a_terminal_or_with_no_color() {
     let dir = tempfile::tempdir().unwrap();
-    let kc = testbed::expect::unreachable_kubeconfig(dir.path()).unwrap();
-    let kc = kc.to_str().unwrap();
-    let args = ["list", "-v=6", "--kubeconfig", kc];
-    testbed::expect::logs_without_colour(std::path::Path::new(BIN), &args, &[], "requesting")
-        .unwrap();
+    input::list_logs_without_colour(BIN, dir.path());
 }

@@ -136,6 +136,7 @@ const CLUSTERCTL_DOCS: &[(&str, &str, &str)] = &[
 ];
 
 use testbed::api_resource as ar;
+use testbed::fixtures::run;
 
 async fn apply(client: &Client, ns: &str, r: ApiResource, obj: Value) {
     let name = obj["metadata"]["name"].as_str().unwrap().to_string();
@@ -281,22 +282,16 @@ fn home() -> PathBuf {
 }
 
 fn run(args: &[String], kubeconfig: &Path, home: &Path) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .args(["--kubeconfig", kubeconfig.to_str().unwrap()])
-        .env_remove("KUBECONFIG")
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    testbed::fixtures::run::command(BIN, kubeconfig, &args)
         .env_remove("XDG_CONFIG_HOME")
         .env("HOME", home)
-        .env("NO_COLOR", "1")
         .output()
         .expect("run kubectl-capi")
 }
 
 fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).to_string(),
-        String::from_utf8_lossy(&o.stderr).to_string(),
-    )
+    (run::stdout(o), run::stderr(o))
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -3,7 +3,7 @@
 //! on the CAPI 1.10-shaped testbed, and `spec.topology` patches on the full profile.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -42,21 +42,11 @@ async fn get(client: &Client, ns: &str, r: &ApiResource, name: &str) -> Value {
         .data
 }
 
-fn run(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "-n", ns])
-        .env_remove("KUBECONFIG")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run kubectl-capi")
-}
+use testbed::fixtures::run::assert_contains;
+use testbed::fixtures::run::{stderr as err, stdout as out};
 
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
+fn run(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
+    testbed::fixtures::run::plugin_in(BIN, kubeconfig, ns, args)
 }
 
 #[tokio::test]
@@ -297,11 +287,7 @@ async fn clusterclass_clusters_patch_spec_topology() {
     let kc = &tb.kubeconfig;
     let o = run(kc, &ns, &["scale", "cc", "--workers", "3"]);
     assert_eq!(o.status.code(), Some(1), "two deployments: pick one");
-    assert!(
-        err(&o).contains("pick one with --deployment"),
-        "{}",
-        err(&o)
-    );
+    assert_contains(&err(&o), "pick one with --deployment");
     let o = run(
         kc,
         &ns,
@@ -356,7 +342,7 @@ async fn clusterclass_clusters_patch_spec_topology() {
         ],
     );
     assert_eq!(o.status.code(), Some(2));
-    assert!(err(&o).contains("uses a ClusterClass"), "{}", err(&o));
+    assert_contains(&err(&o), "uses a ClusterClass");
     let o = run(
         kc,
         &ns,
@@ -372,11 +358,7 @@ async fn clusterclass_clusters_patch_spec_topology() {
     );
     // The version is patched; nothing rolls it out here, so the wait times out and says how to resume.
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
-    assert!(
-        err(&o).contains("run the same command again to resume"),
-        "{}",
-        err(&o)
-    );
+    assert_contains(&err(&o), "run the same command again to resume");
     let c = get(&client, &ns, &cluster_ar, "cc").await;
     assert_eq!(c["spec"]["topology"]["version"], "v1.34.1");
 }
@@ -437,9 +419,9 @@ async fn kamaji_control_planes_scale_without_hosts_and_upgrade_in_one_reconciler
         ),
         "{plan}"
     );
-    assert!(
-        plan.contains("wait for: KamajiControlPlane/tenant: the reconciler reaches v1.33.1"),
-        "{plan}"
+    assert_contains(
+        &plan,
+        "wait for: KamajiControlPlane/tenant: the reconciler reaches v1.33.1",
     );
 }
 
@@ -539,10 +521,9 @@ async fn delete_wait_waits_for_the_secret_kamaji_holds() {
         out(&o),
         err(&o)
     );
-    assert!(
-        out(&o).contains("Then, once Kamaji lets go: Secret s7-datastore-config"),
-        "{}",
-        out(&o)
+    assert_contains(
+        &out(&o),
+        "Then, once Kamaji lets go: Secret s7-datastore-config",
     );
     assert!(
         out(&o).contains(&format!(
@@ -593,11 +574,10 @@ async fn delete_wait_waits_for_the_secret_kamaji_holds() {
     .unwrap();
     let o = waiting.await.unwrap();
     assert!(o.status.success(), "{}{}", out(&o), err(&o));
-    assert!(out(&o).contains("cluster s7 is gone"), "{}", out(&o));
-    assert!(
-        err(&o).contains("took Kamaji's finalizer off Secret s7-datastore-config"),
-        "{}",
-        err(&o)
+    assert_contains(&out(&o), "cluster s7 is gone");
+    assert_contains(
+        &err(&o),
+        "took Kamaji's finalizer off Secret s7-datastore-config",
     );
     assert!(
         secrets

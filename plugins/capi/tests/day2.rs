@@ -84,37 +84,13 @@ async fn apply(client: &Client, ns: &str, r: ApiResource, obj: Value) {
         .unwrap_or_else(|e| panic!("applying {} {name}: {e}", r.kind));
 }
 
+use testbed::fixtures::run::{stderr as err, stdout as out};
+
 fn run(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "-n", ns])
-        .env_remove("KUBECONFIG")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run kubectl-capi")
+    testbed::fixtures::run::plugin_in(BIN, kubeconfig, ns, args)
 }
 
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
-
-async fn eventually<F, Fut>(what: &str, timeout: Duration, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = std::time::Instant::now() + timeout;
-    while !f().await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
+use testbed::fixtures::poll::eventually;
 
 /// Agents act as their `byoh:host:<name>` users (the real BYOH webhook admits no one else)
 /// and do not join: the test plays their kubelets (`play_kubelets`).
@@ -433,10 +409,9 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
         out(&o),
         err(&o)
     );
-    assert!(
-        out(&o).contains("machinedeployment.cluster.x-k8s.io/c1-md-0 scaled from 1 to 3"),
-        "{}",
-        out(&o)
+    assert_contains(
+        &out(&o),
+        "machinedeployment.cluster.x-k8s.io/c1-md-0 scaled from 1 to 3",
     );
     assert_eq!(count_machines(&client, &ns, "c1").await, 3);
     assert_eq!(claimed_hosts(&client, &ns).await.len(), 3);
@@ -499,18 +474,14 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
         &["scale", "c1", "--remove-host", &free],
     );
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
-    assert!(
-        err(&o).contains(&format!("ByoHost {free} serves no machine")),
-        "{}",
-        err(&o)
-    );
+    assert_contains(&err(&o), &format!("ByoHost {free} serves no machine"));
     let o = run(
         &tb.kubeconfig,
         &ns,
         &["scale", "c1", "--remove-host", &victim, "--workers", "3"],
     );
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
-    assert!(err(&o).contains("pass --workers 2 or less"), "{}", err(&o));
+    assert_contains(&err(&o), "pass --workers 2 or less");
     let md = api(&client, &ns, &md_ar()).get("c1-md-0").await.unwrap();
     assert_eq!(md.data["spec"]["replicas"], 3, "refusals change nothing");
     let o = run(
@@ -532,11 +503,10 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
         out(&o),
         err(&o)
     );
-    assert!(out(&o).contains("marked for deletion"), "{}", out(&o));
-    assert!(
-        out(&o).contains("machinedeployment.cluster.x-k8s.io/c1-md-0 scaled from 3 to 2"),
-        "{}",
-        out(&o)
+    assert_contains(&out(&o), "marked for deletion");
+    assert_contains(
+        &out(&o),
+        "machinedeployment.cluster.x-k8s.io/c1-md-0 scaled from 3 to 2",
     );
     eventually("the chosen host released", Duration::from_secs(60), || {
         let (c, n, v) = (client.clone(), ns.clone(), victim.clone());
@@ -601,18 +571,14 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
         &["scale", "c1", "--control-plane", "2"],
     );
     assert_eq!(o.status.code(), Some(1));
-    assert!(err(&o).contains("replicas must be odd"), "{}", err(&o));
+    assert_contains(&err(&o), "replicas must be odd");
     let o = run(
         &tb.kubeconfig,
         &ns,
         &["scale", "c1", "--control-plane", "3", "--dry-run=server"],
     );
     assert!(o.status.success(), "stderr: {}", err(&o));
-    assert!(
-        out(&o).contains("scaled from 1 to 3 (server dry run)"),
-        "{}",
-        out(&o)
-    );
+    assert_contains(&out(&o), "scaled from 1 to 3 (server dry run)");
     let kcp_obj = api(&client, &ns, &kcp_ar())
         .get("c1-control-plane")
         .await
@@ -680,7 +646,7 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
         ],
     );
     assert!(o.status.success(), "stderr: {}", err(&o));
-    assert!(err(&o).contains("Warning: --force:"), "{}", err(&o));
+    assert_contains(&err(&o), "Warning: --force:");
 
     // Bad input: an unknown cluster gets the closest names; no flag is a usage error.
     let o = run(&tb.kubeconfig, &ns, &["scale", "c2", "--workers", "1"]);
@@ -741,8 +707,8 @@ async fn delete_cascades_and_names_a_host_stuck_releasing() {
     // Without a terminal and without --yes: nothing happens, exit 2.
     let o = run(&kc, &ns, &["delete", "doomed"]);
     assert_eq!(o.status.code(), Some(2), "stderr: {}", err(&o));
-    assert!(out(&o).contains("Hosts released:     2"), "{}", out(&o));
-    assert!(out(&o).contains(&stuck_host), "{}", out(&o));
+    assert_contains(&out(&o), "Hosts released:     2");
+    assert_contains(&out(&o), &stuck_host);
     assert!(
         out(&o)
             .contains("Control plane:      KubeadmControlPlane doomed-control-plane (1 replicas)"),
@@ -775,10 +741,7 @@ async fn delete_cascades_and_names_a_host_stuck_releasing() {
         err(&o)
     );
     let stdout = out(&o);
-    assert!(
-        stdout.contains("cluster.cluster.x-k8s.io/doomed deleted"),
-        "{stdout}"
-    );
+    assert_contains(&stdout, "cluster.cluster.x-k8s.io/doomed deleted");
     assert!(
         stdout.contains(&format!("\n  host {stuck_host} is still Releasing: ")),
         "the host whose agent is down is named: {stdout}"
@@ -808,19 +771,12 @@ async fn delete_cascades_and_names_a_host_stuck_releasing() {
             "error: cluster doomed is not torn down after 40s: 1 host still Releasing ({stuck_host})"
         )
     );
-    assert!(
-        err(&o).contains("start the BYOH host agent on those hosts"),
-        "{}",
-        err(&o)
-    );
+    assert_contains(&err(&o), "start the BYOH host agent on those hosts");
     // The merged context is gone; the admin context stays.
     let after = std::fs::read_to_string(&kc).unwrap();
-    assert!(!after.contains("doomed-admin@doomed"), "{after}");
-    assert!(after.contains("name: testbed"), "{after}");
-    assert!(
-        stdout.contains("deleted context doomed-admin@doomed"),
-        "{stdout}"
-    );
+    assert_lacks(&after, "doomed-admin@doomed");
+    assert_contains(&after, "name: testbed");
+    assert_contains(&stdout, "deleted context doomed-admin@doomed");
 
     // The agent comes back: the teardown finishes.
     let agents_b = tokio::spawn(byoh::run_agents(client.clone(), b, sim_opts(tb)));
@@ -842,11 +798,7 @@ async fn delete_cascades_and_names_a_host_stuck_releasing() {
     .await;
     let o = run(&kc, &ns, &["delete", "doomed", "--yes"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        err(&o).contains("Cluster \"doomed\" not found"),
-        "{}",
-        err(&o)
-    );
+    assert_contains(&err(&o), "Cluster \"doomed\" not found");
 
     agents_b.abort();
 }
@@ -897,11 +849,8 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
         let line = line.replace("NS", &ns);
         assert!(plan.contains(&line), "missing {line:?} in:\n{plan}");
     }
-    assert!(
-        plan.contains("/spec/version: \"v1.33.4\" -> \"v1.34.0\""),
-        "{plan}"
-    );
-    assert!(plan.contains("spare hosts: needs 1 matching"), "{plan}");
+    assert_contains(&plan, "/spec/version: \"v1.33.4\" -> \"v1.34.0\"");
+    assert_contains(&plan, "spare hosts: needs 1 matching");
     let o = run(
         &tb.kubeconfig,
         &ns,
@@ -945,10 +894,10 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     );
     let o = run(&tb.kubeconfig, &ns, &["upgrade", "upp", "--to", "v1.34.0"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(err(&o).contains("did you mean \"up\"?"), "{}", err(&o));
+    assert_contains(&err(&o), "did you mean \"up\"?");
     let o = run(&tb.kubeconfig, &ns, &["upgrade", "up", "--to", "v1.34.0"]);
     assert_eq!(o.status.code(), Some(2), "no terminal, no --yes");
-    assert!(err(&o).contains("pass --yes"), "{}", err(&o));
+    assert_contains(&err(&o), "pass --yes");
 
     // Apply, and kill the command once the second step (the workers to v1.34.0) has started.
     let log = tempfile::NamedTempFile::new().unwrap();
@@ -985,11 +934,11 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     let status = child.wait().unwrap();
     assert!(!status.success(), "the first run was interrupted");
     let first = std::fs::read_to_string(log.path()).unwrap();
-    assert!(
-        first.contains("step 1/4: KubeadmControlPlane up-control-plane to v1.34.0: done"),
-        "{first}"
+    assert_contains(
+        &first,
+        "step 1/4: KubeadmControlPlane up-control-plane to v1.34.0: done",
     );
-    assert!(!first.contains("upgraded to"), "{first}");
+    assert_lacks(&first, "upgraded to");
     let kcp_obj = api(&client, &ns, &kcp_ar())
         .get("up-control-plane")
         .await
@@ -1018,23 +967,17 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
         err(&o)
     );
     let second = out(&o);
-    assert!(second.contains("resuming: "), "{second}");
+    assert_contains(&second, "resuming: ");
     assert!(
         !second.contains("KubeadmControlPlane up-control-plane to v1.34.0"),
         "the control-plane step is not redone: {second}"
     );
-    assert!(
-        second.contains("KubeadmControlPlane up-control-plane to v1.35.2: done"),
-        "{second}"
+    assert_contains(
+        &second,
+        "KubeadmControlPlane up-control-plane to v1.35.2: done",
     );
-    assert!(
-        second.contains("MachineDeployment up-md-0 to v1.35.2: done"),
-        "{second}"
-    );
-    assert!(
-        second.contains("cluster up upgraded to v1.35.2 in "),
-        "{second}"
-    );
+    assert_contains(&second, "MachineDeployment up-md-0 to v1.35.2: done");
+    assert_contains(&second, "cluster up upgraded to v1.35.2 in ");
     // Issue 24: the progress (stderr, not a terminal) is a line per change naming the step
     // under way, what is left of it and what the cluster runs; no step counted from 0, no
     // line twice in a row, and one closing line.
@@ -1044,7 +987,7 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
             && progress.contains("; the cluster runs v1.35.2"),
         "{progress}"
     );
-    assert!(!progress.contains("step 0/"), "{progress}");
+    assert_lacks(&progress, "step 0/");
     let lines: Vec<&str> = progress.lines().collect();
     for w in lines.windows(2) {
         assert_ne!(w[0], w[1], "a line repeated:\n{progress}");
@@ -1074,11 +1017,7 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
         &["upgrade", "up", "--to", "v1.35.2", "--yes"],
     );
     assert!(o.status.success(), "{}", err(&o));
-    assert!(
-        out(&o).contains("already runs v1.35.2; nothing to do"),
-        "{}",
-        out(&o)
-    );
+    assert_contains(&out(&o), "already runs v1.35.2; nothing to do");
 }
 
 /// `hosts cordon|uncordon|drain` (issue 17), with the real CAPI and BYOH managers: a cordoned
@@ -1114,7 +1053,7 @@ async fn hosts_cordon_drain_uncordon() {
     );
     let o = run(&tb.kubeconfig, &ns, &["hosts", "cordon", &victim]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(err(&o).contains("drain it instead"), "{}", err(&o));
+    assert_contains(&err(&o), "drain it instead");
 
     // Cordon the spare: BYOH's selection skips it, so a scale-up finds no free host.
     let o = run(&tb.kubeconfig, &ns, &["hosts", "cordon", &spare]);
@@ -1125,7 +1064,7 @@ async fn hosts_cordon_drain_uncordon() {
         out(&o)
     );
     let o = run(&tb.kubeconfig, &ns, &["hosts", "cordon", &spare]);
-    assert!(out(&o).contains("already cordoned"), "{}", out(&o));
+    assert_contains(&out(&o), "already cordoned");
     let table = out(&run(&tb.kubeconfig, &ns, &["hosts", "--no-headers"]));
     assert!(
         table
@@ -1135,7 +1074,7 @@ async fn hosts_cordon_drain_uncordon() {
     );
     let o = run(&tb.kubeconfig, &ns, &["scale", "c1", "--workers", "3"]);
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
-    assert!(err(&o).contains("0 available"), "{}", err(&o));
+    assert_contains(&err(&o), "0 available");
     // Even past our preflight, BYOH itself keeps the new machine off the cordoned host.
     let o = run(
         &tb.kubeconfig,
@@ -1167,10 +1106,9 @@ async fn hosts_cordon_drain_uncordon() {
     // Drain with no spare: refused, nothing deleted.
     let o = run(&tb.kubeconfig, &ns, &["hosts", "drain", &victim, "--yes"]);
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
-    assert!(
-        err(&o).contains(&format!("no free host matches {{pool={ns},role=worker}}")),
-        "{}",
-        err(&o)
+    assert_contains(
+        &err(&o),
+        &format!("no free host matches {{pool={ns},role=worker}}"),
     );
     assert_eq!(count_machines(&client, &ns, "c1").await, 2);
     // Without a terminal, drain needs --yes.
@@ -1180,11 +1118,7 @@ async fn hosts_cordon_drain_uncordon() {
     // Uncordon the spare; drain the victim: its machine moves to the spare, it ends cordoned.
     let o = run(&tb.kubeconfig, &ns, &["hosts", "uncordon", &spare]);
     assert!(o.status.success(), "{}", err(&o));
-    assert!(
-        out(&o).contains(&format!("{spare} uncordoned")),
-        "{}",
-        out(&o)
-    );
+    assert_contains(&out(&o), &format!("{spare} uncordoned"));
     let o = run(
         &tb.kubeconfig,
         &ns,
@@ -1196,7 +1130,7 @@ async fn hosts_cordon_drain_uncordon() {
         out(&o),
         err(&o)
     );
-    assert!(out(&o).contains("drained and cordoned"), "{}", out(&o));
+    assert_contains(&out(&o), "drained and cordoned");
     let now = claimed_hosts(&client, &ns).await;
     assert!(now.contains(&spare) && !now.contains(&victim), "{now:?}");
     assert_eq!(count_machines(&client, &ns, "c1").await, 2);
@@ -1237,7 +1171,7 @@ async fn a_drain_that_times_out_is_finished_by_a_rerun() {
         &["hosts", "drain", &victim, "--yes", "--timeout", "1s"],
     );
     assert_eq!(o.status.code(), Some(1), "{}{}", out(&o), err(&o));
-    assert!(err(&o).contains("re-run to finish"), "{}", err(&o));
+    assert_contains(&err(&o), "re-run to finish");
     // Nobody waits any more; the agent releases the host.
     let hosts = api(&client, &ns, &host_ar());
     // (A quick release may find the first run still polling: it cordons then, and the
@@ -1266,7 +1200,7 @@ async fn a_drain_that_times_out_is_finished_by_a_rerun() {
         out(&o),
         err(&o)
     );
-    assert!(out(&o).contains("drained and cordoned"), "{}", out(&o));
+    assert_contains(&out(&o), "drained and cordoned");
     let h = hosts.get(&victim).await.unwrap();
     assert_eq!(
         h.labels()
@@ -1346,7 +1280,7 @@ async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
     // Several hosts need --output; with it, files per host, and a re-run is idempotent.
     let o = run(&tb.kubeconfig, &ns, &["hosts", "add", "a1", "a2"]);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
-    assert!(err(&o).contains("--output DIR"), "{}", err(&o));
+    assert_contains(&err(&o), "--output DIR");
     let dir = work.path().join("byoh");
     for _ in 0..2 {
         let o = run(
@@ -1371,7 +1305,7 @@ async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
             0o600
         );
         let script = std::fs::read_to_string(dir.join(h).join("agent.sh")).unwrap();
-        assert!(script.contains(&format!("--namespace {ns}")), "{script}");
+        assert_contains(&script, &format!("--namespace {ns}"));
     }
     // Bad input: one line each, nothing created.
     let o = run(
@@ -1386,7 +1320,7 @@ async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
         &["hosts", "add", "b1", "--apiserver", "http://10.0.0.1"],
     );
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
-    assert!(err(&o).contains("https://host:port"), "{}", err(&o));
+    assert_contains(&err(&o), "https://host:port");
 }
 
 /// Issue 24: a BootstrapKubeconfig made for another API server (a sandbox restarted on a new
@@ -1487,7 +1421,7 @@ async fn pause_resume_and_restart() {
     let o = run(&tb.kubeconfig, &ns, &["pause", "p1"]);
     assert_eq!(out(&o), "cluster.cluster.x-k8s.io/p1 is already paused\n");
     let o = run(&tb.kubeconfig, &ns, &["resume", "p1", "--dry-run=server"]);
-    assert!(out(&o).contains("resumed (server dry run)"), "{}", out(&o));
+    assert_contains(&out(&o), "resumed (server dry run)");
     assert_eq!(
         clusters.get("p1").await.unwrap().data["spec"]["paused"],
         true
@@ -1569,58 +1503,17 @@ async fn pause_resume_and_restart() {
         &["restart", "p1", "--deployment", "p1-md-9"],
     );
     assert_eq!(o.status.code(), Some(1));
-    assert!(err(&o).contains("did you mean \"p1-md-0\"?"), "{}", err(&o));
+    assert_contains(&err(&o), "did you mean \"p1-md-0\"?");
     kcp.abort();
 }
 
-/// The reconciler binary next to ours (built on demand, as the kamaji tests do).
-fn reconciler_binary() -> PathBuf {
-    let bin = PathBuf::from(BIN).with_file_name("kamaji-reconciler");
-    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    BUILT.get_or_init(|| {
-        let _ = testbed::cargo()
-            .args([
-                "build",
-                "-p",
-                "kamaji-reconciler",
-                "--bin",
-                "kamaji-reconciler",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status();
-        assert!(bin.exists(), "{} is missing", bin.display());
-    });
-    bin
-}
+use testbed::fixtures::reconciler::{Reconciler, binary_next_to};
+use testbed::fixtures::run::{assert_contains, assert_lacks};
 
-/// The reconciler for one namespace, its log in `log`; killed with SIGKILL on drop.
-struct Reconciler(std::process::Child);
-
-impl Reconciler {
-    fn start(tb: &Testbed, ns: &str, log: &Path) -> Reconciler {
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .unwrap();
-        Reconciler(
-            Command::new(reconciler_binary())
-                .args(["--kubeconfig", tb.kubeconfig.to_str().unwrap()])
-                .args(["--namespace", ns, "--metrics-bind-address", "0", "-v"])
-                .env_remove("KUBECONFIG")
-                .stdout(std::process::Stdio::null())
-                .stderr(f)
-                .spawn()
-                .unwrap(),
-        )
-    }
-}
-
-impl Drop for Reconciler {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// The reconciler for one namespace, its log in `log` (appended to across restarts).
+fn start_reconciler(tb: &Testbed, ns: &str, log: &Path) -> Reconciler {
+    let bin = binary_next_to(BIN);
+    Reconciler::start(&bin, &tb.kubeconfig, ns, log.to_path_buf(), &["-v"], &[])
 }
 
 fn cu_ar() -> ApiResource {
@@ -1634,31 +1527,11 @@ fn cu_ar() -> ApiResource {
 
 /// Installs the CRDs `kubectl kamaji install` applies (the ClusterUpgrade's among them).
 async fn install_crds(client: &Client) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in kcore::kcp::crds().into_iter().chain(kcore::ops::crds()) {
-        let name = crd.metadata.name.clone().unwrap();
-        crds.patch(
-            &name,
-            &PatchParams::apply("day2-test").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap();
-    }
-    eventually(
-        "the ClusterUpgrade API served",
-        Duration::from_secs(30),
-        || {
-            let c = client.clone();
-            async move {
-                kube::discovery::group(&c, "ops.capi-kamaji.io")
-                    .await
-                    .is_ok()
-            }
-        },
-    )
-    .await;
+    let crds: Vec<_> = kcore::kcp::crds()
+        .into_iter()
+        .chain(kcore::ops::crds())
+        .collect();
+    testbed::fixtures::crds::apply_and_wait(client, &crds, "day2-test").await;
 }
 
 /// Issue 18: `kubectl capi upgrade --to` hands a two-minor upgrade to the reconciler. The CLI is
@@ -1675,7 +1548,7 @@ async fn upgrade_runs_in_the_reconciler() {
     let _players = upgradable_cluster(tb, &client, &ns).await;
     install_crds(&client).await;
     let log = tb.dir.join(format!("reconciler-{ns}.log"));
-    let mut rec = Some(Reconciler::start(tb, &ns, &log));
+    let mut rec = Some(start_reconciler(tb, &ns, &log));
 
     // The plan the CLI prints, to compare with the one the reconciler records.
     let o = run(
@@ -1778,7 +1651,7 @@ async fn upgrade_runs_in_the_reconciler() {
     let before = cus.get("up").await.unwrap().data["status"].clone();
     drop(rec.take());
     assert_eq!(before["steps"][0]["phase"], "Succeeded", "{before}");
-    rec = Some(Reconciler::start(tb, &ns, &log));
+    rec = Some(start_reconciler(tb, &ns, &log));
     eventually("the upgrade to succeed", Duration::from_secs(300), || {
         let c = cus.clone();
         async move {
@@ -1880,7 +1753,7 @@ async fn upgrade_runs_in_the_reconciler() {
     );
     let o = run(&tb.kubeconfig, &ns, &["upgrade", "pause", "up"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(err(&o).contains("has ended"), "{}", err(&o));
+    assert_contains(&err(&o), "has ended");
 }
 
 /// Issue 18: a FleetUpgrade over 4 clusters with canary 1 and max-parallel 2 upgrades the
@@ -1946,7 +1819,7 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
         .unwrap();
     install_crds(&client).await;
     let log = tb.dir.join(format!("reconciler-{ns}.log"));
-    let _rec = Reconciler::start(tb, &ns, &log);
+    let _rec = start_reconciler(tb, &ns, &log);
 
     // The waves, planned by the CLI.
     let o = run(
@@ -2051,11 +1924,7 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
         out(&o),
         err(&o)
     );
-    assert!(
-        out(&o).contains("wave 3: cluster a3: Succeeded"),
-        "{}",
-        out(&o)
-    );
+    assert_contains(&out(&o), "wave 3: cluster a3: Succeeded");
     let samples = samples.lock().unwrap().clone();
     let phase_in =
         |s: &[(String, String)], n: &str| s.iter().find(|(x, _)| x == n).map(|(_, p)| p.clone());
@@ -2188,11 +2057,7 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
     assert!(o.status.success(), "{}", err(&o));
     let o = run(&tb.kubeconfig, &ns, &["upgrade", "cancel", "a1", "--yes"]);
     assert!(o.status.success(), "{}", err(&o));
-    assert!(
-        out(&o).contains("upgrade of cluster a1 cancelled"),
-        "{}",
-        out(&o)
-    );
+    assert_contains(&out(&o), "upgrade of cluster a1 cancelled");
     eventually(
         "a0 upgraded, a1 cancelled",
         Duration::from_secs(120),

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
+use testbed::fixtures::run::{assert_contains, assert_lacks};
 
 fn tb() -> &'static testbed::Testbed {
     testbed::shared()
@@ -129,7 +130,7 @@ async fn machines_watch_streams_a_change() {
             }
         }
     };
-    assert!(line.contains("Deleting"), "{line}");
+    assert_contains(&line, "Deleting");
     assert!(!line.starts_with("NAME"), "{line}");
     // A machine of another cluster does not show up.
     // And a deletion is streamed too.
@@ -147,7 +148,7 @@ async fn machines_watch_streams_a_change() {
             }
         }
     };
-    assert!(line.contains("Deleted"), "{line}");
+    assert_contains(&line, "Deleted");
     child.kill().unwrap();
     let _ = child.wait();
 }
@@ -185,7 +186,7 @@ async fn kubeconfig_missing_and_malformed_secrets() {
         ),
         "{e}"
     );
-    assert!(e.contains("hint: wait for the control plane"), "{e}");
+    assert_contains(&e, "hint: wait for the control plane");
     assert_eq!(e.lines().count(), 2, "{e}");
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
@@ -221,11 +222,7 @@ async fn kubeconfig_missing_and_malformed_secrets() {
         err(&o)
     );
     let o = run(tb(), &["kubeconfig", "nokey", "-n", &ns]);
-    assert!(
-        err(&o).contains("is malformed: it has no key \"value\""),
-        "{}",
-        err(&o)
-    );
+    assert_contains(&err(&o), "is malformed: it has no key \"value\"");
     assert!(out(&o).is_empty());
     let o = run(tb(), &["kubeconfig", "yuong", "-n", &ns]);
     assert_eq!(o.status.code(), Some(1));
@@ -304,10 +301,9 @@ async fn kubeconfig_merge_many() {
         }
         let o = run(tb(), &args);
         assert!(o.status.success(), "merge {cluster}: {}", err(&o));
-        assert!(
-            err(&o).contains(&format!("merged context \"{cluster}-admin@{cluster}\"")),
-            "{}",
-            err(&o)
+        assert_contains(
+            &err(&o),
+            &format!("merged context \"{cluster}-admin@{cluster}\""),
         );
         assert!(out(&o).is_empty(), "a merge prints nothing on stdout");
         let text = std::fs::read_to_string(&target).unwrap();
@@ -368,7 +364,7 @@ async fn kubeconfig_merge_many() {
         ],
     );
     assert!(o.status.success(), "{}", err(&o));
-    assert!(err(&o).contains("already up to date"), "{}", err(&o));
+    assert_contains(&err(&o), "already up to date");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), previous_text);
 
     // A name that exists with other settings is refused, nothing changes; --force replaces.
@@ -392,7 +388,7 @@ async fn kubeconfig_merge_many() {
         "{}",
         err(&o)
     );
-    assert!(err(&o).contains("--force"), "{}", err(&o));
+    assert_contains(&err(&o), "--force");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), previous_text);
 
     // An interrupted write (failure after the temporary file, before the rename) leaves the
@@ -412,7 +408,7 @@ async fn kubeconfig_merge_many() {
         &[("KUBECTL_CAPI_TEST_FAIL_BEFORE_RENAME", "1")],
     );
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
-    assert!(err(&o).contains("simulated failure"), "{}", err(&o));
+    assert_contains(&err(&o), "simulated failure");
     let now = std::fs::read_to_string(&target).unwrap();
     assert_eq!(now, previous_text, "the old file is intact");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
@@ -432,11 +428,7 @@ async fn kubeconfig_merge_many() {
         ],
     );
     assert!(o.status.success(), "{}", err(&o));
-    assert!(
-        err(&o).contains("replaced cluster \"cluster-1\""),
-        "{}",
-        err(&o)
-    );
+    assert_contains(&err(&o), "replaced cluster \"cluster-1\"");
     let now: Value = serde_saphyr::from_str(&std::fs::read_to_string(&target).unwrap()).unwrap();
     assert_eq!(
         entries(&now, "clusters")["cluster-1"]["cluster"]["server"],
@@ -508,37 +500,12 @@ async fn fleet_verbs_without_capi_or_byoh() {
 /// Our ClusterUpgrade API, as `kubectl kamaji install` applies it: once per test binary, and
 /// only `describe` tests here look at it (no test of this binary hands an upgrade over).
 async fn serve_cluster_upgrades() {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     READY
         .get_or_init(|| async {
             let client = tb().client().await;
-            let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-            for crd in kcore::ops::crds() {
-                let name = crd.metadata.name.clone().unwrap();
-                crds.patch(
-                    &name,
-                    &PatchParams::apply("fleet-test").force(),
-                    &Patch::Apply(&crd),
-                )
-                .await
-                .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
-            }
-            let deadline = Instant::now() + Duration::from_secs(60);
-            loop {
-                let served = client
-                    .list_api_group_resources("ops.capi-kamaji.io/v1alpha1")
-                    .await
-                    .is_ok_and(|l| l.resources.iter().any(|r| r.name == "clusterupgrades"));
-                if served {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "the ClusterUpgrade API is not served"
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            let crds = kcore::ops::crds();
+            testbed::fixtures::crds::apply_and_wait(&client, &crds, "fleet-test").await;
         })
         .await;
 }
@@ -625,7 +592,7 @@ async fn describe_shows_an_upgrade_under_way() {
 
     // Another cluster has none: no line, no field.
     let t = ok(tb(), &["describe", "cluster-2", "-n", ns]);
-    assert!(!t.contains("Upgrade:"), "{t}");
+    assert_lacks(&t, "Upgrade:");
     let v: Value = serde_json::from_str(&ok(
         tb(),
         &["describe", "cluster-2", "-n", ns, "-o", "json"],
@@ -642,7 +609,7 @@ async fn describe_shows_an_upgrade_under_way() {
     )
     .await;
     let t = ok(tb(), &["describe", "cluster-1", "-n", ns]);
-    assert!(!t.contains("Upgrade:"), "{t}");
+    assert_lacks(&t, "Upgrade:");
 }
 
 /// The URLs (path and query) of the requests a `-v=6` run logged, in order.
@@ -1044,11 +1011,7 @@ async fn a_canary_wave_that_is_the_whole_fleet_is_refused() {
                 "error: --canary {canary} would put all 3 cluster(s) the selector \"{sel}\" picks in the canary wave, which is no canary; nothing was created"
             )
         );
-        assert!(
-            err(&o).contains("hint: pass --canary between 1 and 2"),
-            "{}",
-            err(&o)
-        );
+        assert_contains(&err(&o), "hint: pass --canary between 1 and 2");
     }
     let fleets: Api<DynamicObject> = Api::namespaced_with(
         tb().client().await,
@@ -1105,16 +1068,13 @@ async fn upgrade_cancel_needs_yes_without_a_terminal() {
     ) {
         panic!("{e}");
     }
-    assert!(err(&o).contains("--yes"), "{}", err(&o));
+    assert_contains(&err(&o), "--yes");
     let cu = cus.get("cluster-1").await.unwrap();
     assert_ne!(cu.data["spec"]["cancelled"], true, "{:?}", cu.data);
     ok(tb(), &["upgrade", "pause", "cluster-1", "--yes", "-n", ns]);
     ok(tb(), &["upgrade", "resume", "cluster-1", "--yes", "-n", ns]);
     let out = ok(tb(), &["upgrade", "cancel", "cluster-1", "--yes", "-n", ns]);
-    assert!(
-        out.contains("upgrade of cluster cluster-1 cancelled"),
-        "{out}"
-    );
+    assert_contains(&out, "upgrade of cluster cluster-1 cancelled");
     let cu = cus.get("cluster-1").await.unwrap();
     assert_eq!(cu.data["spec"]["cancelled"], true, "{:?}", cu.data);
 }

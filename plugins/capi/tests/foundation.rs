@@ -12,49 +12,11 @@ use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
 
-/// The real kubectl: the first on PATH (CI may install it anywhere), else /usr/bin/kubectl.
-fn kubectl_bin() -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("kubectl"))
-                .find(|k| k.is_file())
-        })
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/kubectl"))
-}
-
-/// kubectl's directory, then the system directories (for sh and env).
-fn system_path() -> String {
-    let k = kubectl_bin();
-    let dir = k
-        .parent()
-        .map(|d| d.display().to_string())
-        .unwrap_or_default();
-    format!("{dir}:/usr/bin:/bin")
-}
-
-/// Only kubectl's directory, so that unrelated plugins do not interfere.
-fn kubectl_dir() -> String {
-    kubectl_bin()
-        .parent()
-        .map(|d| d.display().to_string())
-        .unwrap_or_default()
-}
+use testbed::fixtures::run::{assert_contains, assert_lacks};
+use testbed::fixtures::run::{kubectl_bin, kubectl_dir, stderr, stdout, system_path};
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(BIN);
-    c.args(args).env_remove("KUBECONFIG").env("NO_COLOR", "1");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("run kubectl-capi")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
+    testbed::fixtures::run::plugin_env(BIN, args, env)
 }
 
 fn kc(p: &Path) -> &str {
@@ -234,11 +196,7 @@ async fn rbac_limited_user_is_forbidden_with_can_i_hint() {
         "kubectl auth can-i list customresourcedefinitions.apiextensions.k8s.io",
     );
     // What discovery could see is still reported.
-    assert!(
-        stdout(&o).contains("cluster.x-k8s.io/v1beta2"),
-        "{}",
-        stdout(&o)
-    );
+    assert_contains(&stdout(&o), "cluster.x-k8s.io/v1beta2");
 
     // --as impersonates: the admin acting as "limited" gets the same answer.
     let o = run(
@@ -573,7 +531,7 @@ async fn completion_shim_returns_live_names() {
         verb_lines.contains(&"completion") && verb_lines.contains(&"version"),
         "{verbs}"
     );
-    assert!(!verbs.contains("__complete"), "{verbs}");
+    assert_lacks(&verbs, "__complete");
     assert_eq!(verb_lines.last(), Some(&":4"));
     let mut sorted = verb_lines[..verb_lines.len() - 1].to_vec();
     sorted.sort();
@@ -721,12 +679,9 @@ fn through_kubectl_usage_reads_kubectl_capi_and_plugin_list_is_clean() {
     let o = kubectl(dir.path(), &["capi", "--help"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let help = stdout(&o);
-    assert!(
-        help.contains("Usage: kubectl capi [OPTIONS] <COMMAND>"),
-        "{help}"
-    );
-    assert!(help.contains("Exit status:"), "{help}");
-    assert!(help.contains("  2  usage error"), "{help}");
+    assert_contains(&help, "Usage: kubectl capi [OPTIONS] <COMMAND>");
+    assert_contains(&help, "Exit status:");
+    assert_contains(&help, "  2  usage error");
     // Only real verbs are listed.
     assert!(!help.contains("__complete"));
     assert!(!help.contains("\n  help"));
@@ -735,11 +690,7 @@ fn through_kubectl_usage_reads_kubectl_capi_and_plugin_list_is_clean() {
     let o = kubectl(dir.path(), &["capi", "nope"]);
     assert_eq!(o.status.code(), Some(2));
     // One line and a hint naming the program as kubectl runs it.
-    assert!(
-        stderr(&o).contains("hint: see kubectl capi --help"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "hint: see kubectl capi --help");
     assert_eq!(stderr(&o).lines().count(), 2, "{}", stderr(&o));
 
     // A PATH with only our binaries and kubectl's directory: no warnings, exit 0.
@@ -762,7 +713,7 @@ fn through_kubectl_usage_reads_kubectl_capi_and_plugin_list_is_clean() {
     let all = format!("{}{}", stdout(&o), stderr(&o));
     assert!(o.status.success(), "{all}");
     assert!(!all.to_lowercase().contains("warning"), "{all}");
-    assert!(all.contains("kubectl-capi"), "{all}");
+    assert_contains(&all, "kubectl-capi");
 }
 
 #[test]
@@ -772,11 +723,7 @@ fn as_clusterctl_plugin_usage_reads_clusterctl_capi() {
     std::os::unix::fs::symlink(BIN, &link).unwrap();
     let o = Command::new(&link).arg("--help").output().unwrap();
     assert!(o.status.success());
-    assert!(
-        stdout(&o).contains("Usage: clusterctl capi [OPTIONS] <COMMAND>"),
-        "{}",
-        stdout(&o)
-    );
+    assert_contains(&stdout(&o), "Usage: clusterctl capi [OPTIONS] <COMMAND>");
     let o = Command::new(&link)
         .args(["version", "--help"])
         .output()
@@ -819,8 +766,8 @@ fn other_plugins_verbs_are_never_hidden() {
         .output()
         .unwrap();
     let help = stdout(&o);
-    assert!(help.contains("Verbs from other plugins on PATH"), "{help}");
-    assert!(help.contains("  hello-world "), "{help}");
+    assert_contains(&help, "Verbs from other plugins on PATH");
+    assert_contains(&help, "  hello-world ");
     let o = Command::new(BIN)
         .arg("goodbye")
         .env("PATH", path_with(dir.path()))

@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+use testbed::fixtures::run::assert_contains;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
 
@@ -35,19 +36,8 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).to_string()
 }
 
-/// The real kubectl: the first on PATH, else /usr/bin/kubectl.
-fn kubectl() -> std::path::PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("kubectl"))
-                .find(|k| k.is_file())
-        })
-        .unwrap_or_else(|| "/usr/bin/kubectl".into())
-}
-
 fn kubectl_apply_server_dry_run(kubeconfig: &Path, yaml: &[u8]) -> Output {
-    let mut child = Command::new(kubectl())
+    let mut child = Command::new(testbed::fixtures::run::kubectl_bin())
         .args(["apply", "--dry-run=server", "-f", "-"])
         .env("KUBECONFIG", kubeconfig)
         .stdin(Stdio::piped())
@@ -116,10 +106,7 @@ async fn byoh_template_renders_and_the_server_accepts_it() {
     let file = kcp["spec"]["kubeadmConfigSpec"]["files"][0]["content"]
         .as_str()
         .unwrap();
-    assert!(
-        file.contains("the price is $5, the VIP 10.141.168.1"),
-        "{file}"
-    );
+    assert_contains(file, "the price is $5, the VIP 10.141.168.1");
     let cluster = docs.iter().find(|d| d["kind"] == "Cluster").unwrap();
     assert_eq!(
         cluster["spec"]["clusterNetwork"]["serviceDomain"],
@@ -151,9 +138,9 @@ async fn byoh_template_renders_and_the_server_accepts_it() {
         text(&k.stdout)
     );
     let applied = text(&k.stdout);
-    assert!(
-        applied.contains("cluster.cluster.x-k8s.io/byoh-cluster created (server dry run)"),
-        "{applied}"
+    assert_contains(
+        &applied,
+        "cluster.cluster.x-k8s.io/byoh-cluster created (server dry run)",
     );
     assert!(
         applied.contains(
@@ -282,11 +269,11 @@ fn list_variables_and_bad_input_get_one_clear_line() {
     assert!(o.status.success(), "stderr: {}", text(&o.stderr));
     let out = text(&o.stdout);
     assert!(out.starts_with("Required Variables:\n"), "{out}");
-    assert!(out.contains("CONTROL_PLANE_ENDPOINT_IP"), "{out}");
-    assert!(out.contains("(NOT SET)"), "{out}");
-    assert!(out.contains("(set in the environment)"), "{out}");
-    assert!(out.contains("KAMAJI_DATASTORE"), "{out}");
-    assert!(out.contains("(defaults to \"default\")"), "{out}");
+    assert_contains(&out, "CONTROL_PLANE_ENDPOINT_IP");
+    assert_contains(&out, "(NOT SET)");
+    assert_contains(&out, "(set in the environment)");
+    assert_contains(&out, "KAMAJI_DATASTORE");
+    assert_contains(&out, "(defaults to \"default\")");
     let o = generate(
         &["c1", "--from", &kamaji, "--list-variables", "-o", "json"],
         &[],
@@ -329,8 +316,8 @@ fn list_variables_and_bad_input_get_one_clear_line() {
     );
     assert_eq!(o.status.code(), Some(1));
     let err = text(&o.stderr);
-    assert!(err.contains("cannot download the template"), "{err}");
-    assert!(err.contains("curl -fsSLo"), "{err}");
+    assert_contains(&err, "cannot download the template");
+    assert_contains(&err, "curl -fsSLo");
 
     // A missing file, a bad name, a flavor without a directory.
     let o = generate(&["c1", "--from", "/nonexistent/t.yaml"], &[], home.path());
@@ -346,10 +333,9 @@ fn list_variables_and_bad_input_get_one_clear_line() {
         home.path(),
     );
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        text(&o.stderr).contains("invalid value \"two\" for WORKER_MACHINE_COUNT"),
-        "{}",
-        text(&o.stderr)
+    assert_contains(
+        &text(&o.stderr),
+        "invalid value \"two\" for WORKER_MACHINE_COUNT",
     );
     let o = generate(
         &["c1", "--from", &kamaji, "--flavor", "x"],
@@ -364,7 +350,7 @@ fn list_variables_and_bad_input_get_one_clear_line() {
     std::fs::write(&bad, "kind: Cluster\nmetadata:\n  name: ${CLUSTER_NAME\n").unwrap();
     let o = generate(&["c1", "--from", bad.to_str().unwrap()], &[], home.path());
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("line 3"), "{}", text(&o.stderr));
+    assert_contains(&text(&o.stderr), "line 3");
 }
 
 /// Issue 24: `-o json` and `-o name` printed YAML with exit 0. The rendered objects now print
@@ -418,7 +404,7 @@ fn output_formats_are_honoured_or_refused() {
 
     let o = run(&["-o", "jsonpath={.items[*].kind}"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(text(&o.stdout).contains("Cluster"), "{}", text(&o.stdout));
+    assert_contains(&text(&o.stdout), "Cluster");
 
     // --write-to writes what -o says.
     let file = home.path().join("c1.json");

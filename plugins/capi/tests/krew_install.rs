@@ -14,6 +14,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use testbed::fixtures::run::assert_contains;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -265,10 +266,7 @@ fn krew_installs_upgrades_and_keeps_completion() {
             .unwrap();
         assert!(o.status.success(), "{sum}");
         let manifest = std::fs::read_to_string(dist.join(format!("{plugin}.yaml"))).unwrap();
-        assert!(
-            manifest.contains(&format!("sha256: {}", &sum[..64])),
-            "{manifest}"
-        );
+        assert_contains(&manifest, &format!("sha256: {}", &sum[..64]));
         assert!(manifest.contains(&format!("version: {new}")));
     }
     // Reproducible: packaging the same binaries twice gives byte-identical archives (sorted
@@ -296,7 +294,7 @@ fn krew_installs_upgrades_and_keeps_completion() {
     for plugin in ["capi", "kamaji"] {
         let m = dist.join(format!("{plugin}.yaml"));
         let out = krew.ok(validator, &["-manifest", m.to_str().unwrap()]);
-        assert!(out.contains("all 1 spec.platforms installed fine"), "{out}");
+        assert_contains(&out, "all 1 spec.platforms installed fine");
     }
     // ...and checks the templates in krew/plugins structurally (they name every platform).
     for plugin in ["capi", "kamaji"] {
@@ -318,7 +316,7 @@ fn krew_installs_upgrades_and_keeps_completion() {
             &format!("--archive={}", archive.display()),
         ],
     );
-    assert!(out.contains("Installed plugin: capi"), "{out}");
+    assert_contains(&out, "Installed plugin: capi");
     let link = krew.root.join("bin/kubectl-capi");
     assert!(
         std::fs::read_link(&link)
@@ -328,7 +326,7 @@ fn krew_installs_upgrades_and_keeps_completion() {
         "krew's bin/ link points into its store"
     );
     let out = krew.ok("kubectl", &["capi", "version", "--client"]);
-    assert!(out.contains(env!("CARGO_PKG_VERSION")), "{out}");
+    assert_contains(&out, env!("CARGO_PKG_VERSION"));
 
     // 2. our index: a git repository with plugins/<name>.yaml at its root.
     let index = work.path().join("index");
@@ -358,7 +356,7 @@ fn krew_installs_upgrades_and_keeps_completion() {
         ],
     );
     let out = krew.ok("kubectl", &["krew", "install", "capi-kamaji/kamaji"]);
-    assert!(out.contains("Installed plugin: kamaji"), "{out}");
+    assert_contains(&out, "Installed plugin: kamaji");
     let out = krew.ok("kubectl", &["krew", "list"]);
     assert!(
         out.contains("capi-kamaji/kamaji"),
@@ -369,12 +367,9 @@ fn krew_installs_upgrades_and_keeps_completion() {
     // Completion through kubectl, set up once; a second run changes nothing.
     let out = krew.ok("kubectl", &["kamaji", "completion", "install"]);
     let shim = krew.root.join("bin/kubectl_complete-kamaji");
-    assert!(
-        out.contains(&format!("{} created", shim.display())),
-        "{out}"
-    );
+    assert_contains(&out, &format!("{} created", shim.display()));
     let out = krew.ok("kubectl", &["kamaji", "completion", "install"]);
-    assert!(out.contains("unchanged"), "{out}");
+    assert_contains(&out, "unchanged");
     let complete = |word: &str| krew.ok("kubectl", &["__complete", "kamaji", word]);
     let before = complete("vers");
     assert!(before.lines().any(|l| l == "version"), "{before}");

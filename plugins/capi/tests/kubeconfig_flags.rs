@@ -14,22 +14,11 @@ use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
 
-fn run(tb: &testbed::Testbed, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&tb.kubeconfig)
-        .env_remove("KUBECONFIG")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run kubectl-capi")
-}
+use testbed::fixtures::run::assert_contains;
+use testbed::fixtures::run::{stderr as err, stdout as out};
 
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
+fn run(tb: &testbed::Testbed, args: &[&str]) -> Output {
+    testbed::fixtures::run::plugin(BIN, &tb.kubeconfig, args)
 }
 
 #[track_caller]
@@ -112,7 +101,7 @@ async fn print_formats_files_and_clusterctl_word_order() {
         ],
     );
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
-    assert!(err(&o).contains("nope"), "{}", err(&o));
+    assert_contains(&err(&o), "nope");
 
     // -o json: the same kubeconfig as JSON.
     let o = ok(tb, &["kubeconfig", "c1", "-n", &ns, "-o", "json"]);
@@ -209,10 +198,9 @@ async fn merge_flags_new_and_old_spellings() {
         &["kubeconfig", "m1", "-n", &ns, &merge_to, "--set-current"],
     );
     assert!(out(&o).is_empty(), "a merge prints nothing on stdout");
-    assert!(
-        err(&o).contains(&format!("merged context \"m1-admin@m1\" into {f}: added")),
-        "{}",
-        err(&o)
+    assert_contains(
+        &err(&o),
+        &format!("merged context \"m1-admin@m1\" into {f}: added"),
     );
     let v = yaml(&std::fs::read_to_string(&file).unwrap());
     assert_eq!(v["current-context"], "m1-admin@m1");
@@ -232,7 +220,7 @@ async fn merge_flags_new_and_old_spellings() {
             "--switch",
         ],
     );
-    assert!(err(&o).contains("already up to date"), "{}", err(&o));
+    assert_contains(&err(&o), "already up to date");
 
     // --context-name: another name for the context; --set-current not given, so the current
     // context stays.
@@ -266,14 +254,13 @@ async fn merge_flags_new_and_old_spellings() {
     let o = run(tb, &["kubeconfig", "m1", "-n", &ns, &merge_to]);
     let line = testbed::expect::one_line_refusal(&o, 1, "already has cluster \"m1\"", "conflict");
     line.unwrap();
-    assert!(
-        err(&o).contains(&format!("hint: {}", shared::kubeconfig::CONFLICT_HINT)),
-        "{}",
-        err(&o)
+    assert_contains(
+        &err(&o),
+        &format!("hint: {}", shared::kubeconfig::CONFLICT_HINT),
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), changed);
     let o = ok(tb, &["kubeconfig", "m1", "-n", &ns, &merge_to, "--force"]);
-    assert!(err(&o).contains("replaced cluster \"m1\""), "{}", err(&o));
+    assert_contains(&err(&o), "replaced cluster \"m1\"");
     assert!(
         std::fs::read_to_string(&file)
             .unwrap()

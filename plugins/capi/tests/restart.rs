@@ -7,12 +7,8 @@
 //! kamaji-reconciler and the KubeadmControlPlane provider would (SIMULATED), so the CLI's wait
 //! is the only thing under test.
 
-use std::io::Read;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
@@ -46,47 +42,13 @@ fn api(c: &Client, ns: &str, r: &ApiResource) -> Api<DynamicObject> {
     Api::namespaced_with(c.clone(), ns, r)
 }
 
-/// Polls `f` until it is true, failing with `why()` after `timeout`.
-async fn eventually<F, Fut>(what: &str, timeout: Duration, why: impl Fn() -> String, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while !f().await {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not after {timeout:?}\n{}",
-            why()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
+use testbed::fixtures::poll::eventually_or as eventually;
+use testbed::fixtures::run::assert_lacks;
+use testbed::fixtures::run::{self, Background};
 
 /// Our CRDs (`kubectl kamaji install` applies them), served before the test goes on.
 async fn install_ops_crds(c: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
-    for crd in kcore::ops::crds() {
-        let name = crd.metadata.name.clone().unwrap();
-        crds.patch(
-            &name,
-            &PatchParams::apply("restart-test").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap();
-    }
-    eventually(
-        "the ClusterUpgrade API served",
-        Duration::from_secs(60),
-        String::new,
-        || async {
-            c.list_api_group_resources("ops.capi-kamaji.io/v1alpha1")
-                .await
-                .is_ok_and(|l| l.resources.iter().any(|r| r.name == "clusterupgrades"))
-        },
-    )
-    .await;
+    testbed::fixtures::crds::apply_and_wait(c, &kcore::ops::crds(), "restart-test").await;
 }
 
 /// Cluster `rs` with a KubeadmControlPlane at v1.33.4, one replica ready. Its machine template
@@ -161,24 +123,6 @@ fn step_plan() -> Value {
             "kind": "KubeadmControlPlane", "name": "rs-cp", "jsonPatch": []}}])
 }
 
-fn read(path: &Path) -> String {
-    let mut s = String::new();
-    if let Ok(mut f) = std::fs::File::open(path) {
-        let _ = f.read_to_string(&mut s);
-    }
-    s
-}
-
-/// The CLI, killed on drop if the test fails first.
-struct Cli(Child);
-
-impl Drop for Cli {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Issue 24: with the API server killed and restarted, `upgrade --wait` exited 1 within a
 /// second despite its timeout. Now it says once that the server is unreachable and once that
 /// it is back, follows the upgrade to its end (exit 0) and closes with one line; its progress
@@ -190,40 +134,29 @@ async fn upgrade_wait_survives_an_api_server_restart() {
     let (c, ns) = tb.namespace("capi-restart").await;
     install_ops_crds(&c).await;
     cluster(&c, &ns).await;
-    let dir = tempfile::tempdir().unwrap();
-    let (out_path, err_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
-    let mut cli = Cli(Command::new(BIN)
-        .args(["upgrade", "rs", "--to", "v1.34.0", "--yes", "--wait"])
-        .args(["--timeout", "180s", "-n", &ns])
-        .arg("--kubeconfig")
-        .arg(&tb.kubeconfig)
-        .env_remove("KUBECONFIG")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .spawn()
-        .unwrap());
+    let upgrade = [
+        "upgrade",
+        "rs",
+        "--to",
+        "v1.34.0",
+        "--yes",
+        "--wait",
+        "--timeout",
+        "180s",
+    ];
+    let mut cli = Background::plugin_in(BIN, &tb.kubeconfig, &ns, &upgrade);
     let cus = api(&c, &ns, &cu_ar());
-    let output = || format!("stdout:\n{}\nstderr:\n{}", read(&out_path), read(&err_path));
-    eventually(
-        "the ClusterUpgrade",
-        Duration::from_secs(60),
-        output,
-        || {
-            let cus = cus.clone();
-            async move { cus.get_opt("rs").await.unwrap().is_some() }
-        },
-    )
-    .await;
+    let output = cli.output_fn();
+    let made = || async { cus.get_opt("rs").await.unwrap().is_some() };
+    eventually("the ClusterUpgrade", Duration::from_secs(60), &output, made).await;
 
-    tb.restart_apiserver_under(cli.0.id(), output)
+    tb.restart_apiserver_under(cli.child.id(), &output)
         .await
         .unwrap();
     // The restarted server is a new connection for this client too.
     let c = tb.client().await;
     assert!(
-        cli.0.try_wait().unwrap().is_none(),
+        cli.running(),
         "the wait ended with the API server's restart:\n{}",
         output()
     );
@@ -243,8 +176,8 @@ async fn upgrade_wait_survives_an_api_server_restart() {
     eventually(
         "the step's progress line",
         Duration::from_secs(60),
-        output,
-        || async { read(&err_path).contains(want) },
+        &output,
+        || async { cli.stderr().contains(want) },
     )
     .await;
     control_plane_status(&c, &ns, "v1.34.0", 1).await;
@@ -255,37 +188,16 @@ async fn upgrade_wait_survives_an_api_server_restart() {
             "steps": [{"number": 1, "phase": "Succeeded"}], "message": "upgraded to v1.34.0"}),
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = cli.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the CLI did not end:\n{}",
-            output()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    let (out, err) = (read(&out_path), read(&err_path));
+    let status = cli.exit(Duration::from_secs(60)).await;
+    let (out, err) = (cli.stdout(), cli.stderr());
     assert!(status.success(), "{}", output());
-    assert_eq!(
-        err.matches("the API server is unreachable").count()
-            + err.matches("the API server is not ready").count(),
-        1,
-        "{err}"
-    );
-    assert_eq!(
-        err.matches("the API server answers again").count(),
-        1,
-        "{err}"
-    );
+    run::assert_one_outage_reported(&err);
     // One line per change, no step counted from 0, one closing line.
     let lines: Vec<&str> = err.lines().collect();
     for w in lines.windows(2) {
         assert_ne!(w[0], w[1], "a line repeated:\n{err}");
     }
-    assert!(!err.contains("step 0/"), "{err}");
+    assert_lacks(&err, "step 0/");
     let closing: Vec<&str> = out
         .lines()
         .chain(err.lines())

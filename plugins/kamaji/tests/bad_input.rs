@@ -5,6 +5,8 @@
 
 use std::process::Command;
 
+use testbed::fixtures::input::{self, InputCase};
+
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-kamaji");
 
 struct Case {
@@ -575,17 +577,6 @@ async fn bad_input_is_one_line_the_right_code_and_changes_nothing() {
     tb.delete_namespace(&client, &ns).await;
 }
 
-/// Issue 24: files the user names that never end (`/dev/zero`, an endless stdin), never come (a
-/// FIFO nobody writes, a stdin nobody closes) or expand (a billion laughs) are refused in one
-/// line and in bounded time; `-` reads stdin. `{fifo}`, `{bl}` are made per case.
-struct InputCase {
-    args: &'static [&'static str],
-    stdin: testbed::expect::Stdin,
-    /// 0: it works, and stdout holds `says`.
-    code: i32,
-    says: &'static str,
-}
-
 const CREATE: [&str; 5] = [
     "create",
     "x",
@@ -598,21 +589,12 @@ const CNI_MANIFEST: &str = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  n
 
 const BILLION_LAUGHS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: lol\ndata:\n  a0: &a0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n  a1: &a1 [*a0,*a0,*a0,*a0,*a0,*a0,*a0,*a0,*a0]\n  a2: &a2 [*a1,*a1,*a1,*a1,*a1,*a1,*a1,*a1,*a1]\n  a3: &a3 [*a2,*a2,*a2,*a2,*a2,*a2,*a2,*a2,*a2]\n  a4: &a4 [*a3,*a3,*a3,*a3,*a3,*a3,*a3,*a3,*a3]\n  a5: &a5 [*a4,*a4,*a4,*a4,*a4,*a4,*a4,*a4,*a4]\n  a6: &a6 [*a5,*a5,*a5,*a5,*a5,*a5,*a5,*a5,*a5]\n  a7: &a7 [*a6,*a6,*a6,*a6,*a6,*a6,*a6,*a6,*a6]\n  a8: &a8 [*a7,*a7,*a7,*a7,*a7,*a7,*a7,*a7,*a7]\n";
 
+/// Issue 24: files the user names that never end (`/dev/zero`, an endless stdin), never come (a
+/// FIFO nobody writes, a stdin nobody closes) or expand (a billion laughs) are refused in one
+/// line and in bounded time; `-` reads stdin. `{fifo}`, `{bl}` are made per case.
 const INPUT: &[InputCase] = {
     use testbed::expect::Stdin::{Endless, Null, Silent, Text};
-    const fn c(
-        args: &'static [&'static str],
-        stdin: testbed::expect::Stdin,
-        code: i32,
-        says: &'static str,
-    ) -> InputCase {
-        InputCase {
-            args,
-            stdin,
-            code,
-            says,
-        }
-    }
+    use testbed::fixtures::input::case as c;
     &[
         c(
             &["--cni-manifest", "/dev/zero"],
@@ -696,9 +678,7 @@ fn check_input(
     i: usize,
     kubeconfig: &str,
 ) -> Result<(), String> {
-    let fifo = dir.join(format!("fifo-{i}"));
-    let made = Command::new("mkfifo").arg(&fifo).status();
-    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", fifo.display());
+    let fifo = input::fifo(dir, i);
     let bl = dir.join("billion-laughs.yaml");
     let args: Vec<String> = c
         .args
@@ -714,23 +694,11 @@ fn check_input(
         .args(&args)
         .env("KUBECONFIG", kubeconfig)
         .env("NO_COLOR", "1");
-    let what = format!("kubectl kamaji create ... {}", args.join(" "));
-    // Far above the 10 s a silent stream is given; a hang fails here instead of hanging.
-    let o = testbed::expect::run_bounded(&mut cmd, c.stdin, std::time::Duration::from_secs(60))?;
-    if c.code != 0 {
-        return testbed::expect::one_line_refusal(&o, c.code, c.says, &what);
-    }
-    let out = String::from_utf8_lossy(&o.stdout);
-    if o.status.success() && out.contains(c.says) {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what}: exit {:?}, stdout without {:?}\n{}",
-            o.status.code(),
-            c.says,
-            String::from_utf8_lossy(&o.stderr)
-        ))
-    }
+    input::judge(
+        &mut cmd,
+        c,
+        &format!("kubectl kamaji create ... {}", args.join(" ")),
+    )
 }
 
 #[tokio::test]
@@ -739,33 +707,15 @@ async fn unbounded_or_endless_input_is_refused_in_time_and_stdin_works() {
     let kubeconfig = tb.kubeconfig.display().to_string();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("billion-laughs.yaml"), BILLION_LAUGHS).unwrap();
-    // The cases run at once: two of them wait out the 10 s a silent stream is given.
-    let failures: Vec<String> = std::thread::scope(|s| {
-        let runs: Vec<_> = INPUT
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let (dir, kubeconfig) = (dir.path(), kubeconfig.as_str());
-                // Refusals happen before any connection: they run without a kubeconfig.
-                let kc = if c.code == 0 {
-                    kubeconfig
-                } else {
-                    "/nonexistent/kubeconfig"
-                };
-                s.spawn(move || check_input(c, dir, i, kc))
-            })
-            .collect();
-        runs.into_iter()
-            .filter_map(|r| r.join().expect("a case panicked").err())
-            .collect()
+    input::check_all(INPUT, |c, i| {
+        // Refusals happen before any connection: they run without a kubeconfig.
+        let kc = if c.code == 0 {
+            kubeconfig.as_str()
+        } else {
+            "/nonexistent/kubeconfig"
+        };
+        check_input(c, dir.path(), i, kc)
     });
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases:\n{}",
-        failures.len(),
-        INPUT.len(),
-        failures.join("\n")
-    );
 }
 
 /// Issue 24: logs carry no colour codes when stderr is not a terminal (`make demo > file`
@@ -774,12 +724,8 @@ async fn unbounded_or_endless_input_is_refused_in_time_and_stdin_works() {
 #[test]
 fn logs_have_no_colour_codes_off_a_terminal_or_with_no_color() {
     let dir = tempfile::tempdir().unwrap();
-    let kc = testbed::expect::unreachable_kubeconfig(dir.path()).unwrap();
-    let kc = kc.to_str().unwrap();
-    let args = ["list", "-v=6", "--kubeconfig", kc];
-    testbed::expect::logs_without_colour(std::path::Path::new(BIN), &args, &[], "requesting")
-        .unwrap();
-    let args = ["--kubeconfig", kc, "--metrics-bind-address", "0"];
+    let kc = input::list_logs_without_colour(BIN, dir.path());
+    let args = ["--kubeconfig", &kc, "--metrics-bind-address", "0"];
     let reconciler = reconciler_bin();
     testbed::expect::logs_without_colour(
         std::path::Path::new(&reconciler),

@@ -29,6 +29,7 @@ use common::*;
 use kube::Client;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
+use testbed::fixtures::run::assert_contains;
 
 /// The `Example:` of each command of clastix's plugin, verbatim (v1.0.0).
 const EXAMPLES: &[(&str, &str)] = &[
@@ -303,18 +304,7 @@ impl World<'_> {
         // The token is a bootstrap token of the tenant, valid, and not kubeadm's placeholder.
         assert_ne!(token, "abcdef.0123456789abcdef");
         let (id, secret) = token.split_once('.').unwrap();
-        let o = kubectl(
-            &self.tenant_kc,
-            &[
-                "-n",
-                "kube-system",
-                "get",
-                "secret",
-                &format!("bootstrap-token-{id}"),
-                "-o",
-                "json",
-            ],
-        );
+        let o = bootstrap_token_secret(&self.tenant_kc, id, "json");
         assert!(o.status.success(), "{}", stderr(&o));
         let s: Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(s["type"], "bootstrap.kubernetes.io/token");
@@ -580,10 +570,9 @@ async fn kubeconfig_flags_on_a_tenant(tb: &testbed::Testbed, ns: &str, tcp: &str
         ],
     );
     assert!(ok(&o).is_empty(), "a merge prints nothing on stdout");
-    assert!(
-        stderr(&o).contains(&format!("merged context \"{ctx}\" into {f}: added")),
-        "{}",
-        stderr(&o)
+    assert_contains(
+        &stderr(&o),
+        &format!("merged context \"{ctx}\" into {f}: added"),
     );
     let o = kubectl(&file, &["get", "namespace", "kube-system", "-o", "name"]);
     assert_eq!(stdout(&o).trim(), "namespace/kube-system", "{}", stderr(&o));
@@ -602,7 +591,7 @@ async fn kubeconfig_flags_on_a_tenant(tb: &testbed::Testbed, ns: &str, tcp: &str
         ],
     );
     ok(&o);
-    assert!(stderr(&o).contains("already up to date"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "already up to date");
     // --context-name: a second context for the same tenant.
     ok(&kamaji(
         tb,
@@ -636,11 +625,10 @@ async fn kubeconfig_flags_on_a_tenant(tb: &testbed::Testbed, ns: &str, tcp: &str
     std::fs::write(&file, &changed).unwrap();
     let o = kamaji(tb, ns, &["kubeconfig", "get", tcp, &format!("--merge={f}")]);
     let line = fails(&o, 1);
-    assert!(line.contains("already has cluster"), "{line}");
-    assert!(
-        stderr(&o).contains(&format!("hint: {}", shared::kubeconfig::CONFLICT_HINT)),
-        "{}",
-        stderr(&o)
+    assert_contains(&line, "already has cluster");
+    assert_contains(
+        &stderr(&o),
+        &format!("hint: {}", shared::kubeconfig::CONFLICT_HINT),
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), changed);
 }
@@ -780,8 +768,5 @@ fn clastix_flag_forms_parse_and_refuse() {
         "{help}"
     );
     let help = flat(&run(&["kubeconfig", "rotate", "--help"]));
-    assert!(
-        help.contains("clastix's plugin asks for one of them"),
-        "{help}"
-    );
+    assert_contains(&help, "clastix's plugin asks for one of them");
 }

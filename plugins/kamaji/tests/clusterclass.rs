@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use kube::Client;
 use serde_json::Value;
+use testbed::fixtures::reconciler::assert_ran;
+use testbed::fixtures::run::assert_contains;
 
 const CLASS: &str = "kamaji-byoh";
 
@@ -38,13 +40,7 @@ async fn deployments(client: &Client, ns: &str, cluster: &str) -> Vec<Value> {
     );
     let lp = kube::api::ListParams::default()
         .labels(&format!("cluster.x-k8s.io/cluster-name={cluster}"));
-    api.list(&lp)
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|o| serde_json::to_value(o).unwrap())
-        .collect()
+    list(&api, &lp).await
 }
 
 /// Polls `f` until it returns `Some`, or fails with `what` and the last value seen.
@@ -118,7 +114,7 @@ async fn class(tb: &testbed::Testbed, client: &Client, ns: &str) {
 async fn a_class_cluster_gets_its_objects_from_the_topology_and_upgrades_and_scales_through_it() {
     let tb = testbed_real().await;
     let (client, ns) = tb.namespace("cc-life").await;
-    let rec = Reconciler::start(tb, &ns);
+    let rec = start_reconciler(tb, &ns);
     class(tb, &client, &ns).await;
 
     let port = free_port().to_string();
@@ -146,24 +142,13 @@ async fn a_class_cluster_gets_its_objects_from_the_topology_and_upgrades_and_sca
             "300s",
         ],
     );
-    assert!(
-        out.status.success(),
-        "create --class failed:\n{}\n{}\n--- reconciler ---\n{}",
-        stdout(&out),
-        stderr(&out),
-        rec.log_tail()
-    );
+    assert_ran(&out, "create --class", &rec);
     eprintln!("create --class --wait took {:?}", started.elapsed());
-    assert!(
-        stdout(&out).contains("cluster.cluster.x-k8s.io/c1 serverside-applied"),
-        "{}",
-        stdout(&out)
+    assert_contains(
+        &stdout(&out),
+        "cluster.cluster.x-k8s.io/c1 serverside-applied",
     );
-    assert!(
-        stderr(&out).contains("cluster c1 is ready: control plane v1.35.4"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(&stderr(&out), "cluster c1 is ready: control plane v1.35.4");
 
     // The topology controller made the KamajiControlPlane (named after the cluster by the
     // class's naming template), with the version, replicas and address of the topology.
@@ -205,7 +190,7 @@ async fn a_class_cluster_gets_its_objects_from_the_topology_and_upgrades_and_sca
         ),
         2,
     );
-    assert!(line.contains("uses a ClusterClass"), "{line}");
+    assert_contains(&line, "uses a ClusterClass");
 
     // upgrade one minor: the topology's version, which the topology controller carries to the
     // KamajiControlPlane (Kamaji runs it) and then to the MachineDeployment.
@@ -214,13 +199,7 @@ async fn a_class_cluster_gets_its_objects_from_the_topology_and_upgrades_and_sca
         &ns,
         &["upgrade", "c1", "--to", "v1.36.3", "--timeout", "300s"],
     );
-    assert!(
-        out.status.success(),
-        "upgrade failed:\n{}\n{}\n--- reconciler ---\n{}",
-        stdout(&out),
-        stderr(&out),
-        rec.log_tail()
-    );
+    assert_ran(&out, "upgrade", &rec);
     let err = stderr(&out);
     assert!(
         err.contains("cluster.cluster.x-k8s.io/c1 topology version set to v1.36.3")
@@ -355,14 +334,11 @@ async fn create_class_refuses_a_missing_class_and_flags_the_class_decides() {
             ),
             2,
         );
-        assert!(
-            line.contains(&format!("{flag} cannot be used with --class")),
-            "{line}"
-        );
+        assert_contains(&line, &format!("{flag} cannot be used with --class"));
     }
     // No version: the topology needs one.
     let line = fails(&kamaji(tb, &ns, &["create", "c2", "--class", CLASS]), 2);
-    assert!(line.contains("--kubernetes-version is required"), "{line}");
+    assert_contains(&line, "--kubernetes-version is required");
     assert!(get(&client, &ns, &cluster_ar(), "c2").await.is_none());
 
     // generate refuses an infrastructure a class cannot have.
@@ -374,5 +350,5 @@ async fn create_class_refuses_a_missing_class_and_flags_the_class_decides() {
         ),
         2,
     );
-    assert!(line.contains("needs an infrastructure"), "{line}");
+    assert_contains(&line, "needs an infrastructure");
 }

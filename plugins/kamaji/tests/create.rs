@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use testbed::fixtures::run::{assert_contains, assert_lacks};
 
 const V: &str = "v1.35.0";
 
@@ -105,7 +106,7 @@ async fn every_client_dry_run_is_accepted_by_kubectl_apply_server_dry_run() {
             )),
             "{text}"
         );
-        assert!(text.contains("(server dry run)"), "{text}");
+        assert_contains(&text, "(server dry run)");
         // JSON output is a v1 List kubectl accepts too.
         let mut jargs = args.clone();
         let pos = jargs.iter().position(|a| *a == "yaml").unwrap();
@@ -149,9 +150,9 @@ async fn server_dry_run_validates_and_rerunning_converges() {
         &ns,
         &[&base[..], &["--dry-run=server"]].concat(),
     ));
-    assert!(
-        out.contains("cluster.cluster.x-k8s.io/conv serverside-applied (server dry run)"),
-        "{out}"
+    assert_contains(
+        &out,
+        "cluster.cluster.x-k8s.io/conv serverside-applied (server dry run)",
     );
     let cluster = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
     assert!(
@@ -281,7 +282,7 @@ async fn rerun_after_scale_reports_the_conflict_and_force_takes_over() {
         "{line}"
     );
     let o = kamaji(tb, &ns, &base);
-    assert!(stderr(&o).contains("--force-conflicts"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "--force-conflicts");
     ok(&kamaji(
         tb,
         &ns,
@@ -458,11 +459,7 @@ async fn bad_input_gives_one_clear_line() {
         "--datastore",
         "defualt",
     ]);
-    assert!(
-        stderr(&o).contains("did you mean \"default\"?"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "did you mean \"default\"?");
     // Nothing was half-created.
     let c = tb.client().await;
     assert!(
@@ -530,10 +527,9 @@ async fn byoh_installer_template_lives_and_goes_with_the_cluster() {
         &["--bundle-repo", "registry.example.com/byoh/bundles"],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("note: BYOH agents install Kubernetes v1.35.0 from registry.example.com/byoh/bundles/byoh-bundle-<os>_k8s:v1.35.0"),
-        "{}",
-        stderr(&out)
+    assert_contains(
+        &stderr(&out),
+        "note: BYOH agents install Kubernetes v1.35.0 from registry.example.com/byoh/bundles/byoh-bundle-<os>_k8s:v1.35.0",
     );
     let ict = get(&c, &ns, &ict_ar, "inst-md-0").await.unwrap();
     assert_eq!(
@@ -568,10 +564,9 @@ async fn byoh_installer_template_lives_and_goes_with_the_cluster() {
         .unwrap();
     let out = kamaji(tb, &ns, &["delete", "inst", "--yes"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("It keeps k8sinstallerconfigtemplate.infrastructure.cluster.x-k8s.io/inst-md-0 (still used by ByoMachineTemplate other-md-0)"),
-        "{}",
-        stderr(&out)
+    assert_contains(
+        &stderr(&out),
+        "It keeps k8sinstallerconfigtemplate.infrastructure.cluster.x-k8s.io/inst-md-0 (still used by ByoMachineTemplate other-md-0)",
     );
     // Released from the Cluster first, so the garbage collector leaves it once the Cluster is gone.
     let cluster_ar = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
@@ -679,14 +674,13 @@ async fn cni_reaches_cluster_api_through_a_cluster_resource_set() {
         "yaml",
     ]);
     let yaml = ok(&kamaji(tb, &ns, &a));
-    assert!(yaml.contains("kind: ClusterResourceSet"), "{yaml}");
-    assert!(yaml.contains("kind: ConfigMap"), "{yaml}");
+    assert_contains(&yaml, "kind: ClusterResourceSet");
+    assert_contains(&yaml, "kind: ConfigMap");
     let out = kubectl_apply_server_dry_run(tb, &ns, &yaml);
     assert!(out.status.success(), "{}\n{yaml}", stderr(&out));
-    assert!(
-        stdout(&out).contains("clusterresourceset.addons.cluster.x-k8s.io/dry-cni"),
-        "{}",
-        stdout(&out)
+    assert_contains(
+        &stdout(&out),
+        "clusterresourceset.addons.cluster.x-k8s.io/dry-cni",
     );
 
     // A manifest with a Secret: a resource-set Secret, the CRS, the labelled Cluster owning both.
@@ -694,11 +688,7 @@ async fn cni_reaches_cluster_api_through_a_cluster_resource_set() {
     a.extend(["--cni-manifest", with_secret.to_str().unwrap()]);
     let out = kamaji(tb, &ns, &a);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("secret/sec-cni serverside-applied"),
-        "{}",
-        stdout(&out)
-    );
+    assert_contains(&stdout(&out), "secret/sec-cni serverside-applied");
     assert!(
         stderr(&out).contains(&format!(
             "note: network plugin {}: in Secret sec-cni and ClusterResourceSet sec-cni",
@@ -737,9 +727,9 @@ async fn cni_reaches_cluster_api_through_a_cluster_resource_set() {
     assert!(out.status.success(), "{}", stderr(&out));
     let cm = get(&c, &ns, &cm_ar, "cal-cni").await.unwrap();
     let data = cm["data"]["calico.yaml"].as_str().unwrap();
-    assert!(
-        data.contains("- name: CALICO_IPV4POOL_CIDR\n              value: \"10.244.0.0/16\""),
-        "{data}"
+    assert_contains(
+        data,
+        "- name: CALICO_IPV4POOL_CIDR\n              value: \"10.244.0.0/16\"",
     );
     assert_eq!(
         get(&c, &ns, &cluster_ar, "cal").await.unwrap()["metadata"]["labels"]["cni"],
@@ -773,11 +763,7 @@ async fn cni_reaches_cluster_api_through_a_cluster_resource_set() {
         )),
         "{line}"
     );
-    assert!(
-        stderr(&out).contains("--cni-manifest FILE"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(&stderr(&out), "--cni-manifest FILE");
     assert!(get(&c, &ns, &cluster_ar, "off").await.is_none());
 
     // Bad flags fail before anything is written.
@@ -864,9 +850,9 @@ async fn wait_times_out_saying_where_it_is_stuck() {
     assert_eq!(tail.len(), 2, "{err}");
     assert!(tail[1].starts_with("hint: "), "{err}");
     let line = tail[0];
-    assert!(
-        err.contains("waiting for cluster stuck: 1/4 control plane provisioning"),
-        "{err}"
+    assert_contains(
+        &err,
+        "waiting for cluster stuck: 1/4 control plane provisioning",
     );
     assert!(
         line.starts_with("error: timed out after 3s while waiting for cluster stuck (last seen: 1/4 control plane provisioning: no TenantControlPlane yet"),
@@ -891,40 +877,14 @@ async fn wait_times_out_saying_where_it_is_stuck() {
     ));
     // status explains it.
     let text = ok(&kamaji(tb, &ns, &["status", "stuck"]));
-    assert!(text.contains("no TenantControlPlane yet"), "{text}");
-    assert!(
-        text.contains("no Cluster owns this KamajiControlPlane"),
-        "{text}"
-    );
+    assert_contains(&text, "no TenantControlPlane yet");
+    assert_contains(&text, "no Cluster owns this KamajiControlPlane");
 }
 
 /// Our ClusterUpgrade API, as `kubectl kamaji install` applies it; waits until it is served.
 async fn serve_cluster_upgrades(c: &kube::Client) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, Patch, PatchParams};
-    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
-    for crd in kcore::ops::crds() {
-        let name = crd.metadata.name.clone().unwrap();
-        crds.patch(
-            &name,
-            &PatchParams::apply("kubectl-kamaji-tests").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
-    }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !c
-        .list_api_group_resources("ops.capi-kamaji.io/v1alpha1")
-        .await
-        .is_ok_and(|l| l.resources.iter().any(|r| r.name == "clusterupgrades"))
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the ClusterUpgrade API is not served"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    let crds = kcore::ops::crds();
+    testbed::fixtures::crds::apply_and_wait(c, &crds, "kubectl-kamaji-tests").await;
 }
 
 /// Issue 18: `status` shows the ClusterUpgrade of the control plane's Cluster (named after
@@ -968,8 +928,8 @@ async fn status_shows_the_clusters_upgrade_under_way() {
     serve_cluster_upgrades(&c).await;
     // No ClusterUpgrade yet: no line, no field.
     let text = ok(&kamaji(tb, &ns, &["status", "up"]));
-    assert!(!text.contains("Upgrade"), "{text}");
-    assert!(!text.contains("no Cluster owns"), "{text}");
+    assert_lacks(&text, "Upgrade");
+    assert_lacks(&text, "no Cluster owns");
 
     let cu_ar = ar("ops.capi-kamaji.io", "v1alpha1", "ClusterUpgrade");
     let cus = Api::<DynamicObject>::namespaced_with(c.clone(), &ns, &cu_ar);
@@ -1104,7 +1064,7 @@ async fn a_refusal_of_the_last_object_creates_nothing() {
         ],
     );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("not allowed here"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "not allowed here");
     for (group, version, kind) in [
         ("cluster.x-k8s.io", "v1beta2", "Cluster"),
         (
@@ -1142,25 +1102,9 @@ async fn a_refusal_of_the_last_object_creates_nothing() {
 /// nobody removes holds the Cluster here, as a slow CAPI would.
 #[tokio::test]
 async fn an_interrupted_delete_resumes() {
-    use kube::api::{Api, DynamicObject, Patch, PatchParams};
     let tb = testbed().await;
     let (c, ns) = tb.namespace("kamaji-resume").await;
-    let clusters = Api::<DynamicObject>::namespaced_with(
-        c.clone(),
-        &ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Cluster"),
-    );
-    let cluster = serde_json::json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-        "metadata": {"name": "gone", "finalizers": ["test.example.com/hold"]},
-        "spec": {"clusterNetwork": {"apiServerPort": 6443}}});
-    clusters
-        .patch(
-            "gone",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&cluster),
-        )
-        .await
-        .unwrap();
+    let clusters = held_cluster(&c, &ns, "gone").await;
     // No KamajiControlPlane: the first delete got that far and was interrupted; the Cluster
     // is terminating. The re-run finds it and waits where the first one stopped.
     let o = kamaji(
@@ -1169,10 +1113,9 @@ async fn an_interrupted_delete_resumes() {
         &["delete", "gone", "--yes", "--wait", "--timeout", "2s"],
     );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("left: Cluster gone (finalizers test.example.com/hold)"),
-        "{}",
-        stderr(&o)
+    assert_contains(
+        &stderr(&o),
+        "left: Cluster gone (finalizers test.example.com/hold)",
     );
     assert!(!stderr(&o).contains("not found"), "{}", stderr(&o));
     // Resumed again; the holder lets go while it waits, and it finishes.
@@ -1187,10 +1130,10 @@ async fn an_interrupted_delete_resumes() {
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     drop_finalizers(&clusters, "gone").await;
     let out = ok(&resumed.await.unwrap());
-    assert!(out.contains("gone is gone"), "{out}");
+    assert_contains(&out, "gone is gone");
     // With nothing left at all, the name is simply not found.
     let line = fails(&kamaji(tb, &ns, &["delete", "gone", "--yes"]), 1);
-    assert!(line.contains("\"gone\" not found"), "{line}");
+    assert_contains(&line, "\"gone\" not found");
 }
 
 /// BCM's preflight (issue 17): a control-plane address another cluster already uses is refused
@@ -1298,16 +1241,11 @@ async fn delete_wait_waits_for_the_tenant_control_plane() {
         stdout(&o),
         stderr(&o)
     );
-    assert!(
-        stderr(&o).contains("TenantControlPlane held (finalizers test.example.com/hold)"),
-        "{}",
-        stderr(&o)
+    assert_contains(
+        &stderr(&o),
+        "TenantControlPlane held (finalizers test.example.com/hold)",
     );
-    assert!(
-        !stdout(&o).contains("no longer holds its data"),
-        "{}",
-        stdout(&o)
-    );
+    assert_lacks(&stdout(&o), "no longer holds its data");
     // Resumed: the KamajiControlPlane is gone, its TenantControlPlane terminating. The holder
     // lets go while it waits, and it finishes.
     let ns2 = ns.clone();
@@ -1321,7 +1259,7 @@ async fn delete_wait_waits_for_the_tenant_control_plane() {
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     drop_finalizers(&tcps, "held").await;
     let out = ok(&resumed.await.unwrap());
-    assert!(out.contains("no longer holds its data"), "{out}");
+    assert_contains(&out, "no longer holds its data");
     assert!(get(&c, &ns, &tcp_ar, "held").await.is_none());
 }
 
@@ -1443,19 +1381,16 @@ async fn a_rerun_resumes_the_wait_until_kamaji_lets_go() {
     let o = kamaji(tb, &ns, &delete);
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     let e = stderr(&o);
-    assert!(
-        e.contains("Cluster s5 (finalizers test.example.com/hold)"),
-        "{e}"
-    );
-    assert!(e.contains(held_tcp), "{e}");
-    assert!(e.contains(held), "{e}");
+    assert_contains(&e, "Cluster s5 (finalizers test.example.com/hold)");
+    assert_contains(&e, held_tcp);
+    assert_contains(&e, held);
     // The re-run: the KamajiControlPlane is gone; it says so and waits again.
     let o = kamaji(tb, &ns, &delete);
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     let e = stderr(&o);
-    assert!(e.contains("KamajiControlPlane s5 is gone already"), "{e}");
-    assert!(e.contains(held), "{e}");
-    assert!(!e.contains("not found"), "{e}");
+    assert_contains(&e, "KamajiControlPlane s5 is gone already");
+    assert_contains(&e, held);
+    assert_lacks(&e, "not found");
     // The Cluster goes; only Kamaji's objects are left: still resumed, not "not found".
     drop_finalizers(&clusters, "s5").await;
     let o = kamaji(tb, &ns, &delete);
@@ -1467,7 +1402,7 @@ async fn a_rerun_resumes_the_wait_until_kamaji_lets_go() {
         )),
         "{e}"
     );
-    assert!(!e.contains("not found"), "{e}");
+    assert_lacks(&e, "not found");
     // While the TenantControlPlane is there, Kamaji is at work: its Secret is not touched.
     assert!(
         secrets
@@ -1516,7 +1451,7 @@ async fn a_rerun_resumes_the_wait_until_kamaji_lets_go() {
         .unwrap();
     let e = reader.join().unwrap();
     assert!(o.status.success(), "{}{e}", stdout(&o));
-    assert!(stdout(&o).contains("s5 is gone"), "{}", stdout(&o));
+    assert_contains(&stdout(&o), "s5 is gone");
     assert!(
         e.contains(
             "took Kamaji's finalizer off Secret s5-datastore-config: its TenantControlPlane is gone"
@@ -1532,7 +1467,7 @@ async fn a_rerun_resumes_the_wait_until_kamaji_lets_go() {
     );
     // With nothing of the name left, it is not found (and s6 is offered).
     let line = fails(&kamaji(tb, &ns, &["delete", "s5", "--yes"]), 1);
-    assert!(line.contains("\"s5\" not found"), "{line}");
+    assert_contains(&line, "\"s5\" not found");
     assert!(
         get(&c, &ns, &ar("cluster.x-k8s.io", "v1beta2", "Cluster"), "s6")
             .await

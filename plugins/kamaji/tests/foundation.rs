@@ -2,7 +2,7 @@
 //! the completion shim with live names, and the binary run through the real `kubectl` and as
 //! a clusterctl plugin.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use kube::api::{Api, DynamicObject, PostParams};
@@ -11,50 +11,13 @@ use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-kamaji");
 
-/// The real kubectl: the first on PATH (CI may install it anywhere), else /usr/bin/kubectl.
-fn kubectl_bin() -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("kubectl"))
-                .find(|k| k.is_file())
-        })
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/kubectl"))
-}
-
-/// kubectl's directory, then the system directories (for sh and env).
-fn system_path() -> String {
-    let k = kubectl_bin();
-    let dir = k
-        .parent()
-        .map(|d| d.display().to_string())
-        .unwrap_or_default();
-    format!("{dir}:/usr/bin:/bin")
-}
-
-/// Only kubectl's directory, so that unrelated plugins do not interfere.
-fn kubectl_dir() -> String {
-    kubectl_bin()
-        .parent()
-        .map(|d| d.display().to_string())
-        .unwrap_or_default()
-}
+use testbed::fixtures::run::assert_contains;
+use testbed::fixtures::run::{kubectl_bin, kubectl_dir, stderr, stdout, system_path};
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(BIN);
-    c.args(args).env_remove("KUBECONFIG").env("NO_COLOR", "1");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("run kubectl-kamaji")
+    testbed::fixtures::run::plugin_env(BIN, args, env)
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
 fn kc(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
@@ -199,11 +162,7 @@ fn usage_follows_the_name_it_was_run_by() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("Usage: kubectl kamaji [OPTIONS] <COMMAND>"),
-        "{}",
-        stdout(&o)
-    );
+    assert_contains(&stdout(&o), "Usage: kubectl kamaji [OPTIONS] <COMMAND>");
     let o = Command::new(kubectl_bin())
         .args(["plugin", "list"])
         .env(
@@ -222,9 +181,5 @@ fn usage_follows_the_name_it_was_run_by() {
     let link = dir.path().join("clusterctl-kamaji");
     std::os::unix::fs::symlink(BIN, &link).unwrap();
     let o = Command::new(&link).arg("--help").output().unwrap();
-    assert!(
-        stdout(&o).contains("Usage: clusterctl kamaji [OPTIONS] <COMMAND>"),
-        "{}",
-        stdout(&o)
-    );
+    assert_contains(&stdout(&o), "Usage: clusterctl kamaji [OPTIONS] <COMMAND>");
 }

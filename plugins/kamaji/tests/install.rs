@@ -5,6 +5,7 @@ mod common;
 use common::*;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
+use testbed::fixtures::run::{assert_contains, assert_lacks};
 
 #[tokio::test]
 async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use() {
@@ -71,7 +72,7 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
         )),
         "{o}\n{e}"
     );
-    assert!(!e.contains("not found"), "{e}");
+    assert_lacks(&e, "not found");
 
     // Install, twice (converges).
     let out = ok(&kamaji(
@@ -79,24 +80,17 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
         &ns,
         &["install", "--image", "example.com/kamaji-reconciler:v1"],
     ));
-    assert!(out.contains("customresourcedefinition.apiextensions.k8s.io/kamajicontrolplanes.controlplane.cluster.x-k8s.io serverside-applied"), "{out}");
-    assert!(
-        out.contains("deployment.apps/kamaji-reconciler serverside-applied"),
-        "{out}"
+    assert_contains(
+        &out,
+        "customresourcedefinition.apiextensions.k8s.io/kamajicontrolplanes.controlplane.cluster.x-k8s.io serverside-applied",
     );
+    assert_contains(&out, "deployment.apps/kamaji-reconciler serverside-applied");
     ok(&kamaji(
         tb,
         &ns,
         &["install", "--image", "example.com/kamaji-reconciler:v2"],
     ));
-    let dep = get(
-        &client,
-        &ns,
-        &ar("apps", "v1", "Deployment"),
-        "kamaji-reconciler",
-    )
-    .await
-    .unwrap();
+    let dep = object(&client, &ns, "apps/v1", "Deployment", "kamaji-reconciler").await;
     assert_eq!(
         dep["spec"]["template"]["spec"]["containers"][0]["image"],
         "example.com/kamaji-reconciler:v2"
@@ -119,14 +113,7 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
     }
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     assert!(namespaces.get_opt(&other).await.unwrap().is_none());
-    let dep = get(
-        &client,
-        &ns,
-        &ar("apps", "v1", "Deployment"),
-        "kamaji-reconciler",
-    )
-    .await
-    .unwrap();
+    let dep = object(&client, &ns, "apps/v1", "Deployment", "kamaji-reconciler").await;
     assert_eq!(
         dep["spec"]["template"]["spec"]["containers"][0]["image"],
         "example.com/kamaji-reconciler:v2"
@@ -157,9 +144,9 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
     }
     assert!(served, "create after install failed");
     let line = fails(&kamaji(tb, &ns, &["uninstall"]), 2);
-    assert!(line.contains("stdin is not a terminal"), "{line}");
+    assert_contains(&line, "stdin is not a terminal");
     let line = fails(&kamaji(tb, &ns, &["uninstall", "--yes"]), 1);
-    assert!(line.contains("1 KamajiControlPlane(s) exist"), "{line}");
+    assert_contains(&line, "1 KamajiControlPlane(s) exist");
     assert!(
         crds.get_opt("kamajicontrolplanes.controlplane.cluster.x-k8s.io")
             .await
@@ -173,10 +160,7 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
         &["delete", "inuse", "--yes", "--wait", "--timeout", "60s"],
     ));
     let out = ok(&kamaji(tb, &ns, &["uninstall", "--yes"]));
-    assert!(
-        out.contains("deployment.apps/kamaji-reconciler deleted"),
-        "{out}"
-    );
+    assert_contains(&out, "deployment.apps/kamaji-reconciler deleted");
     let crd = crds
         .get_opt("kamajicontrolplanes.controlplane.cluster.x-k8s.io")
         .await

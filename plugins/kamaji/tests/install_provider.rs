@@ -12,6 +12,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kcore::kcp::install::{DEFAULT_IMAGE, DEFAULT_NAMESPACE, OWNER_LABEL};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
+use testbed::fixtures::run::assert_contains;
 
 const KCP_CRD: &str = "kamajicontrolplanes.controlplane.cluster.x-k8s.io";
 
@@ -68,7 +69,7 @@ async fn install_refuses_another_provider_unless_told_to_take_over() {
         "kamaji install over CACPPK's CRDs",
     )
     .unwrap();
-    assert!(stderr(&out).contains("--take-over"), "{}", stderr(&out));
+    assert_contains(&stderr(&out), "--take-over");
     assert!(
         ours.get_opt("kamaji-reconciler").await.unwrap().is_none(),
         "a refused install created its Deployment"
@@ -81,11 +82,11 @@ async fn install_refuses_another_provider_unless_told_to_take_over() {
     // --take-over replaces them, and the CRDs are ours from then on.
     let out = kamaji(tb, &ns, &["install", "--take-over"]);
     let text = ok(&out);
-    assert!(
-        text.contains("deployment.apps/kamaji-reconciler serverside-applied"),
-        "{text}"
+    assert_contains(
+        &text,
+        "deployment.apps/kamaji-reconciler serverside-applied",
     );
-    assert!(stderr(&out).contains("taking over"), "{}", stderr(&out));
+    assert_contains(&stderr(&out), "taking over");
     let crd = crds.get(KCP_CRD).await.unwrap();
     assert_eq!(
         crd.metadata.labels.unwrap_or_default().get(OWNER_LABEL.0),

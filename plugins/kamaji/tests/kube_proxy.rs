@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
+use testbed::fixtures::reconciler::assert_ran;
 
 /// Polls `kubectl get` through `kc` until it answers, for up to `secs`.
 async fn tenant_get(kc: &std::path::Path, args: &[&str], secs: u64) -> Result<Value, String> {
@@ -45,7 +46,7 @@ fn tenant_gone(kc: &std::path::Path, args: &[&str]) -> bool {
 async fn ipvs_kube_proxy_reaches_the_tenant_through_the_real_resource_set_controller() {
     let tb = testbed_real().await;
     let (client, ns) = tb.namespace("kube-proxy-ipvs").await;
-    let rec = Reconciler::start(tb, &ns);
+    let rec = start_reconciler(tb, &ns);
     let port = free_port();
     let port_s = port.to_string();
     let mut args = vec![
@@ -63,13 +64,7 @@ async fn ipvs_kube_proxy_reaches_the_tenant_through_the_real_resource_set_contro
     ];
     args.extend(tenant_flags(&port_s));
     let out = kamaji(tb, &ns, &args);
-    assert!(
-        out.status.success(),
-        "{}\n{}\n--- reconciler ---\n{}",
-        stdout(&out),
-        stderr(&out),
-        rec.log_tail()
-    );
+    assert_ran(&out, "create", &rec);
     let err = stderr(&out);
     assert!(
         err.contains("kube-proxy in ipvs mode") && err.contains("deprecates ipvs"),
@@ -77,27 +72,20 @@ async fn ipvs_kube_proxy_reaches_the_tenant_through_the_real_resource_set_contro
     );
 
     // Management side: Kamaji's addon is off, the Cluster carries the selector's label.
-    let tcp = get(
+    let tcp = object(
         &client,
         &ns,
-        &ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane"),
+        "kamaji.clastix.io/v1alpha1",
+        "TenantControlPlane",
         "kp",
     )
-    .await
-    .unwrap();
+    .await;
     assert!(
         tcp["spec"]["addons"].get("kubeProxy").is_none(),
         "{}",
         tcp["spec"]
     );
-    let cluster = get(
-        &client,
-        &ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Cluster"),
-        "kp",
-    )
-    .await
-    .unwrap();
+    let cluster = object(&client, &ns, "cluster.x-k8s.io/v1beta2", "Cluster", "kp").await;
     assert_eq!(
         cluster["metadata"]["labels"]["kube-proxy-mode"], "ipvs",
         "{cluster}"
@@ -157,18 +145,14 @@ async fn ipvs_kube_proxy_reaches_the_tenant_through_the_real_resource_set_contro
         .await
         .unwrap();
     assert_eq!(crb["roleRef"]["name"], "system:node-proxier");
-    let binding = get(
+    let binding = object(
         &client,
         &ns,
-        &ar(
-            "addons.cluster.x-k8s.io",
-            "v1beta2",
-            "ClusterResourceSetBinding",
-        ),
+        "addons.cluster.x-k8s.io/v1beta2",
+        "ClusterResourceSetBinding",
         "kp",
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         binding["spec"]["bindings"][0]["resources"][0]["applied"], true,
         "{binding}"

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
+use testbed::fixtures::reconciler::assert_ran;
+use testbed::fixtures::run::assert_contains;
 
 /// One real tenant at a time (see the module comment).
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -25,7 +27,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     let _turn = TURN.lock().await;
     let tb = testbed_real().await;
     let (client, ns) = tb.namespace(&format!("life-{infra}")).await;
-    let rec = Reconciler::start(tb, &ns);
+    let rec = start_reconciler(tb, &ns);
     let name = format!("c-{infra}");
     let name = name.as_str();
     let kcp_ar = ar(
@@ -54,17 +56,11 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     args.extend(tenant_flags(&port_s));
     args.extend_from_slice(extra);
     let out = kamaji(tb, &ns, &args);
-    assert!(
-        out.status.success(),
-        "create failed:\n{}\n{}\n--- reconciler ---\n{}",
-        stdout(&out),
-        stderr(&out),
-        rec.log_tail()
-    );
+    assert_ran(&out, "create", &rec);
     let err = stderr(&out);
-    assert!(
-        err.contains(&format!("cluster {name} is ready: control plane v1.35.4")),
-        "{err}"
+    assert_contains(
+        &err,
+        &format!("cluster {name} is ready: control plane v1.35.4"),
     );
     // Kamaji announces the tenant's own endpoint: the Service address and port it was given.
     let endpoint = format!("127.0.0.1:{port}");
@@ -103,18 +99,14 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         // testbed has no load balancer), so create applies the OpenStackCluster with it at once,
         // in order with the rest; the path that waits for Kamaji to announce an endpoint is
         // covered by shared/src/build/kamaji.rs's unit tests.
-        let osc = get(
+        let osc = object(
             &client,
             &ns,
-            &ar(
-                "infrastructure.cluster.x-k8s.io",
-                "v1beta1",
-                "OpenStackCluster",
-            ),
+            "infrastructure.cluster.x-k8s.io/v1beta1",
+            "OpenStackCluster",
             name,
         )
-        .await
-        .unwrap();
+        .await;
         assert_eq!(osc["spec"]["apiServerFixedIP"], host);
         assert_eq!(
             osc["spec"]["apiServerPort"].as_i64().unwrap().to_string(),
@@ -158,7 +150,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         "DATASTORE",
         "AGE",
     ] {
-        assert!(header.contains(col), "{header}");
+        assert_contains(header, col);
     }
 
     // status, human and JSON
@@ -207,7 +199,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     // kubeconfig get, --merge (atomic, 0600, backup, no overwrite), and it works against the
     // live tenant API server
     let kc = ok(&kamaji(tb, &ns, &["kubeconfig", "get", name]));
-    assert!(kc.contains(&format!("https://{endpoint}")), "{kc}");
+    assert_contains(&kc, &format!("https://{endpoint}"));
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config");
     std::fs::write(&file, "apiVersion: v1\nkind: Config\ncurrent-context: mine\ncontexts:\n- name: mine\n  context: {cluster: mine, user: me}\nclusters:\n- name: mine\n  cluster: {server: 'https://example.invalid'}\nusers:\n- name: me\n  user: {token: x}\n").unwrap();
@@ -219,10 +211,9 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     );
     assert!(ok(&merged).is_empty(), "a merge prints nothing on stdout");
     let ctx = format!("{name}-admin@{name}");
-    assert!(
-        stderr(&merged).contains(&format!("merged context \"{ctx}\" into {f}: added")),
-        "{}",
-        stderr(&merged)
+    assert_contains(
+        &stderr(&merged),
+        &format!("merged context \"{ctx}\" into {f}: added"),
     );
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
@@ -236,11 +227,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         &["kubeconfig", "get", name, "--merge", "--merge-file", f],
     );
     ok(&again);
-    assert!(
-        stderr(&again).contains("already up to date"),
-        "{}",
-        stderr(&again)
-    );
+    assert_contains(&stderr(&again), "already up to date");
     let k = kubectl(
         &file,
         &[
@@ -270,10 +257,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         ),
         1,
     );
-    assert!(
-        line.contains("your kubeconfig already has cluster \""),
-        "{line}"
-    );
+    assert_contains(&line, "your kubeconfig already has cluster \"");
 
     // token join: a real bootstrap token in the tenant's kube-system and the hash of the
     // tenant's CA (Kamaji's `<name>-ca` Secret).
@@ -294,18 +278,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         .decode(ca_secret["data"]["ca.crt"].as_str().unwrap())
         .unwrap();
     assert_eq!(words[6], shared::build::pki::ca_cert_hash(&ca).unwrap());
-    let secret = kubectl(
-        &tenant_kc,
-        &[
-            "-n",
-            "kube-system",
-            "get",
-            "secret",
-            &format!("bootstrap-token-{id}"),
-            "-o",
-            "name",
-        ],
-    );
+    let secret = bootstrap_token_secret(&tenant_kc, id, "name");
     assert!(
         secret.status.success(),
         "bootstrap-token-{id} not created in the tenant: {}",
@@ -323,14 +296,14 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     );
 
     // rotation deletes Kamaji's Secrets, which Kamaji re-issues
-    let before = get(
+    let before = object(
         &client,
         &ns,
-        &ar("", "v1", "Secret"),
+        "v1",
+        "Secret",
         &format!("{name}-api-server-certificate"),
     )
-    .await
-    .unwrap();
+    .await;
     let out = ok(&kamaji(tb, &ns, &["certificates", "rotate", name, "--all"]));
     assert!(
         out.contains(&format!(
@@ -383,10 +356,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         ),
         1,
     );
-    assert!(
-        line.contains("konnectivity-certificate\" not found"),
-        "{line}"
-    );
+    assert_contains(&line, "konnectivity-certificate\" not found");
     assert!(
         get(
             &client,
@@ -417,7 +387,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
             "180s",
         ],
     ));
-    assert!(out.contains("scaled from 1 to 0 (asleep)"), "{out}");
+    assert_contains(&out, "scaled from 1 to 0 (asleep)");
     let tcp = get(&client, &ns, &tcp_ar, name).await.unwrap();
     assert_eq!(tcp["spec"]["controlPlane"]["deployment"]["replicas"], 0);
     assert_eq!(
@@ -434,7 +404,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         tcp["status"]
     );
     let text = ok(&kamaji(tb, &ns, &["status", name]));
-    assert!(text.contains("asleep"), "{text}");
+    assert_contains(&text, "asleep");
     let out = ok(&kamaji(
         tb,
         &ns,
@@ -448,7 +418,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
             "180s",
         ],
     ));
-    assert!(out.contains("scaled from 0 to 1 (waking up)"), "{out}");
+    assert_contains(&out, "scaled from 0 to 1 (waking up)");
     let v = kubectl(&tenant_kc, &["get", "--raw", "/version"]);
     assert!(
         v.status.success(),
@@ -475,13 +445,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         &ns,
         &["upgrade", name, "--to", "v1.36.3", "--timeout", "300s"],
     );
-    assert!(
-        out.status.success(),
-        "upgrade failed:\n{}\n{}\n--- reconciler ---\n{}",
-        stdout(&out),
-        stderr(&out),
-        rec.log_tail()
-    );
+    assert_ran(&out, "upgrade", &rec);
     let err = stderr(&out);
     assert!(
         err.contains("step 1/1") && err.contains("runs v1.36.3"),
@@ -507,18 +471,18 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     if infra != "none" {
-        let md = get(
+        let md = object(
             &client,
             &ns,
-            &ar("cluster.x-k8s.io", "v1beta2", "MachineDeployment"),
+            "cluster.x-k8s.io/v1beta2",
+            "MachineDeployment",
             &format!("{name}-md-0"),
         )
-        .await
-        .unwrap();
+        .await;
         assert_eq!(md["spec"]["template"]["spec"]["version"], "v1.36.3");
     }
     let line = fails(&kamaji(tb, &ns, &["upgrade", name, "--to", "v1.35.4"]), 2);
-    assert!(line.contains("cannot downgrade"), "{line}");
+    assert_contains(&line, "cannot downgrade");
 
     // datastores
     let ds = ok(&kamaji(tb, &ns, &["datastores", "-o", "json"]));
@@ -540,7 +504,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
 
     // delete: refuses without a terminal, then --yes --wait
     let line = fails(&kamaji(tb, &ns, &["delete", name]), 2);
-    assert!(line.contains("stdin is not a terminal"), "{line}");
+    assert_contains(&line, "stdin is not a terminal");
     let out = kamaji(
         tb,
         &ns,
@@ -552,12 +516,8 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         stdout(&out),
         stderr(&out)
     );
-    assert!(stderr(&out).contains("This deletes"), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("no longer holds its data"),
-        "{}",
-        stdout(&out)
-    );
+    assert_contains(&stderr(&out), "This deletes");
+    assert_contains(&stdout(&out), "no longer holds its data");
     assert!(get(&client, &ns, &kcp_ar, name).await.is_none());
     assert!(get(&client, &ns, &tcp_ar, name).await.is_none());
     assert!(
@@ -609,7 +569,7 @@ async fn seed_kamaji_control_plane_becomes_this_tenant_control_plane() {
     // replicas (Kamaji v1.0.0 internal/webhook/handlers/tcp_defaults.go), both set here.
     let tb = testbed_real().await;
     let (client, ns) = tb.namespace("seed").await;
-    let rec = Reconciler::start(tb, &ns);
+    let rec = start_reconciler(tb, &ns);
     let name = "kamajicontrolplane-sample";
     let kcp: Value = serde_saphyr::from_str(include_str!("data/seed-kcp-v1alpha2.yaml")).unwrap();
     let kcp_ar = ar(
@@ -752,7 +712,7 @@ async fn byoh_workers_join() {
     let _turn = TURN.lock().await;
     let tb = testbed_real().await;
     let (client, ns) = tb.namespace("life-byoh-workers").await;
-    let rec = Reconciler::start(tb, &ns);
+    let rec = start_reconciler(tb, &ns);
     // The real controller selects hosts across all namespaces: the label is this test's own.
     let site = format!("ams-{ns}");
     host_agents(
@@ -787,13 +747,7 @@ async fn byoh_workers_join() {
     ];
     args.extend(tenant_flags(&port));
     let out = kamaji(tb, &ns, &args);
-    assert!(
-        out.status.success(),
-        "{}\n{}\n--- reconciler ---\n{}",
-        stdout(&out),
-        stderr(&out),
-        rec.log_tail()
-    );
+    assert_ran(&out, "create", &rec);
     let err = stderr(&out);
     assert!(
         err.contains("cluster w is ready") && err.contains("1/1 workers"),

@@ -14,6 +14,7 @@ use common::*;
 use kube::Client;
 use serde_json::Value;
 use testbed::Testbed;
+use testbed::fixtures::reconciler::assert_ran;
 
 /// `target/debug/kubectl-capi`, next to our binary (built if missing).
 fn capi_binary() -> PathBuf {
@@ -45,13 +46,7 @@ async fn hosts(client: &Client, ns: &str) -> Vec<Value> {
     let r = ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoHost");
     let api: kube::Api<kube::api::DynamicObject> =
         kube::Api::namespaced_with(client.clone(), ns, &r);
-    api.list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|o| serde_json::to_value(o).unwrap())
-        .collect()
+    list(&api, &Default::default()).await
 }
 
 /// The serial number of the certificate the tenant API server presents right now.
@@ -82,7 +77,7 @@ fn served_serial(port: u16) -> String {
 async fn byoh_cluster_on_the_real_controllers() {
     let tb = testbed_real().await;
     let (client, ns) = tb.namespace("real-byoh").await;
-    let rec = Reconciler::start(tb, &ns);
+    let rec = start_reconciler(tb, &ns);
     let role = format!("w-{ns}");
     host_agents(
         tb,
@@ -122,28 +117,15 @@ async fn byoh_cluster_on_the_real_controllers() {
             "--preinstalled-hosts",
             "--cni-manifest",
             cni.to_str().unwrap(),
-            "--replicas",
-            "1",
-            "--service-type",
-            "ClusterIP",
-            "--service-address",
-            "127.0.0.1",
-            "--port",
-            &port_s,
-            "--addons",
-            "none",
             "--wait",
             "--timeout",
             "300s",
-        ],
+        ]
+        .into_iter()
+        .chain(tenant_flags(&port_s))
+        .collect::<Vec<_>>(),
     );
-    assert!(
-        out.status.success(),
-        "{}\n{}\n--- reconciler ---\n{}",
-        stdout(&out),
-        stderr(&out),
-        rec.log_tail()
-    );
+    assert_ran(&out, "create", &rec);
 
     // The live tenant API server, with the requested version, lists the joined workers.
     let kc = tb.dir.join(format!("{ns}-c1.kubeconfig"));
@@ -189,18 +171,7 @@ async fn byoh_cluster_on_the_real_controllers() {
     // kubeadm's docs join a node.
     assert_ne!(token, "abcdef.0123456789abcdef", "{join}");
     let id = token.split('.').next().unwrap();
-    let secret = kubectl(
-        &kc,
-        &[
-            "-n",
-            "kube-system",
-            "get",
-            "secret",
-            &format!("bootstrap-token-{id}"),
-            "-o",
-            "json",
-        ],
-    );
+    let secret = bootstrap_token_secret(&kc, id, "json");
     assert!(
         secret.status.success(),
         "{}",
@@ -279,7 +250,7 @@ async fn byoh_cluster_on_the_real_controllers() {
 async fn byoh_installer_pieces_on_the_real_controller() {
     let tb = testbed_real().await;
     let (client, ns) = tb.namespace("real-installer").await;
-    let _rec = Reconciler::start(tb, &ns);
+    let _rec = start_reconciler(tb, &ns);
     let role = format!("i-{ns}");
     host_agents(
         tb,

@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use testbed::fixtures::run::assert_contains;
 
 #[tokio::test]
 async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
@@ -34,35 +35,22 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
         &ns,
         &[&args[..], &["--dry-run=client", "-o", "yaml"]].concat(),
     ));
-    assert!(
-        yaml.contains("apiVersion: cluster.x-k8s.io/v1beta1"),
-        "{yaml}"
-    );
-    assert!(
-        yaml.contains("apiVersion: controlplane.cluster.x-k8s.io/v1alpha1"),
-        "{yaml}"
-    );
+    assert_contains(&yaml, "apiVersion: cluster.x-k8s.io/v1beta1");
+    assert_contains(&yaml, "apiVersion: controlplane.cluster.x-k8s.io/v1alpha1");
     assert!(
         !yaml.contains("apiGroup:"),
         "v1beta2 references in a v1beta1 stream:\n{yaml}"
     );
     // CAPI 1.10 serves ClusterResourceSet v1beta1 only; BYOH's installer template is there too.
-    assert!(
-        yaml.contains("apiVersion: addons.cluster.x-k8s.io/v1beta1\nkind: ClusterResourceSet"),
-        "{yaml}"
+    assert_contains(
+        &yaml,
+        "apiVersion: addons.cluster.x-k8s.io/v1beta1\nkind: ClusterResourceSet",
     );
-    assert!(yaml.contains("kind: K8sInstallerConfigTemplate"), "{yaml}");
+    assert_contains(&yaml, "kind: K8sInstallerConfigTemplate");
     let out = kubectl_apply_server_dry_run(tb, &ns, &yaml);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     ok(&kamaji(tb, &ns, &args));
-    let cl = get(
-        &c,
-        &ns,
-        &ar("cluster.x-k8s.io", "v1beta1", "Cluster"),
-        "old",
-    )
-    .await
-    .unwrap();
+    let cl = object(&c, &ns, "cluster.x-k8s.io/v1beta1", "Cluster", "old").await;
     assert_eq!(
         cl["spec"]["controlPlaneRef"]["apiVersion"],
         "controlplane.cluster.x-k8s.io/v1alpha1"
@@ -71,27 +59,27 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
         cl["spec"]["infrastructureRef"]["apiVersion"],
         "infrastructure.cluster.x-k8s.io/v1beta1"
     );
-    let md = get(
+    let md = object(
         &c,
         &ns,
-        &ar("cluster.x-k8s.io", "v1beta1", "MachineDeployment"),
+        "cluster.x-k8s.io/v1beta1",
+        "MachineDeployment",
         "old-md-0",
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         md["spec"]["template"]["spec"]["bootstrap"]["configRef"]["apiVersion"],
         "bootstrap.cluster.x-k8s.io/v1beta1"
     );
     assert_eq!(md["spec"]["replicas"], 2);
-    let crs = get(
+    let crs = object(
         &c,
         &ns,
-        &ar("addons.cluster.x-k8s.io", "v1beta1", "ClusterResourceSet"),
+        "addons.cluster.x-k8s.io/v1beta1",
+        "ClusterResourceSet",
         "old-cni",
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         crs["spec"]["clusterSelector"]["matchLabels"]["cluster.x-k8s.io/cluster-name"],
         "old"
@@ -120,18 +108,18 @@ async fn generate_clusterclass_and_create_class_write_v1beta1_shapes_on_a_capi_1
             "--apply",
         ],
     ));
-    assert!(
-        out.contains("clusterclass.cluster.x-k8s.io/old-class serverside-applied"),
-        "{out}"
+    assert_contains(
+        &out,
+        "clusterclass.cluster.x-k8s.io/old-class serverside-applied",
     );
-    let cc = get(
+    let cc = object(
         &c,
         &ns,
-        &ar("cluster.x-k8s.io", "v1beta1", "ClusterClass"),
+        "cluster.x-k8s.io/v1beta1",
+        "ClusterClass",
         "old-class",
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         cc["spec"]["controlPlane"]["ref"]["apiVersion"],
         "controlplane.cluster.x-k8s.io/v1alpha1"
@@ -145,18 +133,14 @@ async fn generate_clusterclass_and_create_class_write_v1beta1_shapes_on_a_capi_1
         cc["spec"]["workers"]["machineDeployments"][0]["template"]["infrastructure"]["ref"]["kind"],
         "ByoMachineTemplate"
     );
-    let kcpt = get(
+    let kcpt = object(
         &c,
         &ns,
-        &ar(
-            "controlplane.cluster.x-k8s.io",
-            "v1alpha1",
-            "KamajiControlPlaneTemplate",
-        ),
+        "controlplane.cluster.x-k8s.io/v1alpha1",
+        "KamajiControlPlaneTemplate",
         "old-class",
     )
-    .await
-    .unwrap();
+    .await;
     assert!(kcpt["spec"]["template"]["spec"].get("version").is_none());
 
     let json = ok(&kamaji(

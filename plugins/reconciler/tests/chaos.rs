@@ -40,7 +40,7 @@ impl Rng {
 async fn kill_at_random(r: &mut Reconciler, rng: &mut Rng, tb: &testbed::Testbed, ns: &str) {
     tokio::time::sleep(rng.ms(1500)).await;
     r.kill();
-    *r = Reconciler::start(&tb.kubeconfig, ns, &[]);
+    *r = start_reconciler(&tb.kubeconfig, ns, &[]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -62,11 +62,9 @@ async fn killed_at_random_every_cycle_converges_without_orphans() {
     eprintln!("chaos: {cycles} cycles, CHAOS_SEED={seed}");
     let mut rng = Rng(seed);
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-chaos").await;
-    install_our_crds(&c).await;
-    let net = json!({"apiServerPort": 6443, "services": {"cidrBlocks": ["10.96.0.0/16"]},
-        "pods": {"cidrBlocks": ["10.244.0.0/16"]}});
-    let mut r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let (c, ns) = namespace(tb, "kr-chaos").await;
+    let net = small_net();
+    let mut r = start_reconciler(&tb.kubeconfig, &ns, &[]);
     let mut kills = 0;
     let mut first = 0;
     while first < cycles {
@@ -91,7 +89,7 @@ async fn killed_at_random_every_cycle_converges_without_orphans() {
         kill_at_random(&mut r, &mut rng, tb, &ns).await;
         kills += 1;
         for (_, kcp) in &batch {
-            wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, kcp)).await;
+            wait_tcp(&c, &ns, kcp, &r).await;
             kamaji_publish(&c, &ns, kcp, "10.0.0.5:6443", "v1.33.0", "Ready", 1).await;
         }
         kill_at_random(&mut r, &mut rng, tb, &ns).await;

@@ -221,18 +221,15 @@ async fn clusterctl_inits_the_reconciler_and_moves_kamaji_clusters() {
     let kamaji_crds: Vec<Value> = testbed_crds(&tb.assets.crds.join("full"), "kamaji.clastix.io");
     install_crds(&c, &kamaji_crds).await;
     let (_, ns) = tb.namespace("kr-clusterctl").await;
-    cluster_with_kcp(
+    plain_cluster(
         &c,
         &ns,
-        "v1beta2",
         "moved",
-        "moved-cp",
-        None,
         json!({"services": {"cidrBlocks": ["10.96.0.0/16"]}}),
         json!({"version": "1.33.0", "dataStoreName": "default"}),
     )
     .await;
-    let r = Reconciler::start(&tb.kubeconfig, &ns, &["--skip-infra-cluster-patch"]);
+    let r = start_reconciler(&tb.kubeconfig, &ns, &["--skip-infra-cluster-patch"]);
     wait_for(60, "the TenantControlPlane", Some(&r), || {
         get_tcp(&c, &ns, "moved-cp")
     })

@@ -9,6 +9,7 @@ use std::time::Duration;
 use common::*;
 use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
+use testbed::fixtures::run::assert_contains;
 
 const V: &str = "v1alpha2";
 
@@ -20,11 +21,8 @@ fn net() -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn create_ready_secrets_byo_annotations_and_readiness() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-create").await;
-    install_our_crds(&c).await;
-    let byo = ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster");
-    apply(&c, &ns, &byo, json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoCluster",
-        "metadata": {"name": "prod"}, "spec": {"bundleLookupBaseRegistry": "projects.registry.vmware.com/cluster_api_provider_bringyourownhost"}})).await;
+    let (c, ns) = namespace(tb, "kr-create").await;
+    byo_cluster(&c, &ns, "prod").await;
     let (_cl, _k) = cluster_with_kcp(
         &c,
         &ns,
@@ -38,7 +36,7 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
                "apiServer": {"extraArgs": ["--v=2"]}}),
     )
     .await;
-    let mut r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let mut r = start_reconciler(&tb.kubeconfig, &ns, &[]);
 
     // The TenantControlPlane, mapped field by field.
     let tcp = wait_for(60, "the TenantControlPlane", Some(&r), || {
@@ -86,7 +84,7 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
         &r,
     )
     .await;
-    assert!(m.contains("controlPlaneEndpoint"), "{m}");
+    assert_contains(&m, "controlPlaneEndpoint");
 
     // Kamaji reports the address, version and a running deployment.
     kamaji_publish(&c, &ns, "prod-cp", "10.0.0.5:7443", "v1.33.0", "Ready", 2).await;
@@ -134,6 +132,7 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
     );
 
     // ByoCluster: spec.controlPlaneEndpoint.
+    let byo = ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster");
     let b = get(&c, &ns, &byo, "prod").await.unwrap();
     assert_eq!(
         b["spec"]["controlPlaneEndpoint"],
@@ -264,8 +263,7 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_samples_apply_unchanged() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-samples").await;
-    install_our_crds(&c).await;
+    let (c, ns) = namespace(tb, "kr-samples").await;
     let dir = cacppk_dir()
         .expect("CACPPK v0.20.0 from the Go module proxy")
         .join("config/samples");
@@ -343,8 +341,7 @@ fn assert_subset(want: &Value, have: &Value, path: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_owner_and_pause() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-pause").await;
-    install_our_crds(&c).await;
+    let (c, ns) = namespace(tb, "kr-pause").await;
     apply(
         &c,
         &ns,
@@ -353,17 +350,7 @@ async fn missing_owner_and_pause() {
         "metadata": {"name": "orphan"}, "spec": {"version": "1.33.0"}}),
     )
     .await;
-    let (cl, _) = cluster_with_kcp(
-        &c,
-        &ns,
-        "v1beta2",
-        "paused",
-        "paused-cp",
-        None,
-        net(),
-        json!({"version": "1.33.0"}),
-    )
-    .await;
+    let (cl, _) = plain_cluster(&c, &ns, "paused", net(), json!({"version": "1.33.0"})).await;
     merge(
         &c,
         &ns,
@@ -372,7 +359,7 @@ async fn missing_owner_and_pause() {
         json!({"spec": {"paused": true}}),
     )
     .await;
-    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
 
     // Without a Cluster owner: a condition and an Event that say why nothing happens.
     let m = wait_condition(
@@ -441,21 +428,10 @@ async fn missing_owner_and_pause() {
 #[tokio::test(flavor = "multi_thread")]
 async fn deletion_garbage_collects_and_releases_the_finalizer() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-delete").await;
-    install_our_crds(&c).await;
-    cluster_with_kcp(
-        &c,
-        &ns,
-        "v1beta2",
-        "gone",
-        "gone-cp",
-        None,
-        net(),
-        json!({"version": "1.33.0"}),
-    )
-    .await;
-    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
-    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "gone-cp")).await;
+    let (c, ns) = namespace(tb, "kr-delete").await;
+    plain_cluster(&c, &ns, "gone", net(), json!({"version": "1.33.0"})).await;
+    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
+    wait_tcp(&c, &ns, "gone-cp", &r).await;
     kamaji_publish(&c, &ns, "gone-cp", "10.0.0.9:6443", "v1.33.0", "Ready", 1).await;
     wait_for(60, "the secrets", Some(&r), || async {
         secret(&c, &ns, "gone-kubeconfig").await?;
@@ -495,21 +471,10 @@ async fn deletion_garbage_collects_and_releases_the_finalizer() {
 #[tokio::test(flavor = "multi_thread")]
 async fn upgrade_1_33_to_1_35_steps_through_1_34() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-upgrade").await;
-    install_our_crds(&c).await;
-    cluster_with_kcp(
-        &c,
-        &ns,
-        "v1beta2",
-        "up",
-        "up-cp",
-        None,
-        net(),
-        json!({"version": "v1.33.0"}),
-    )
-    .await;
-    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
-    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "up-cp")).await;
+    let (c, ns) = namespace(tb, "kr-upgrade").await;
+    plain_cluster(&c, &ns, "up", net(), json!({"version": "v1.33.0"})).await;
+    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
+    wait_tcp(&c, &ns, "up-cp", &r).await;
     kamaji_publish(&c, &ns, "up-cp", "10.0.0.7:6443", "v1.33.0", "Ready", 2).await;
     wait_for(60, "ready at v1.33.0", Some(&r), || async {
         let k = get(&c, &ns, &kcp_ar(V), "up-cp").await?;
@@ -517,14 +482,7 @@ async fn upgrade_1_33_to_1_35_steps_through_1_34() {
     })
     .await;
 
-    merge(
-        &c,
-        &ns,
-        &kcp_ar(V),
-        "up-cp",
-        json!({"spec": {"version": "v1.35.0"}}),
-    )
-    .await;
+    set_version(&c, &ns, V, "up-cp", "v1.35.0").await;
     let spec_version = |c: kube::Client, ns: String| async move {
         get_tcp(&c, &ns, "up-cp").await.map(|t| {
             t["spec"]["kubernetes"]["version"]
@@ -578,14 +536,7 @@ async fn upgrade_1_33_to_1_35_steps_through_1_34() {
     assert_eq!(k["status"]["version"], "v1.35.0");
 
     // A downgrade of the minor is refused early, with a clear condition.
-    merge(
-        &c,
-        &ns,
-        &kcp_ar(V),
-        "up-cp",
-        json!({"spec": {"version": "v1.34.0"}}),
-    )
-    .await;
+    set_version(&c, &ns, V, "up-cp", "v1.34.0").await;
     let m = wait_condition(
         &c,
         &ns,
@@ -597,7 +548,7 @@ async fn upgrade_1_33_to_1_35_steps_through_1_34() {
         &r,
     )
     .await;
-    assert!(m.contains("downgrading"), "{m}");
+    assert_contains(&m, "downgrading");
     assert_eq!(
         spec_version(c.clone(), ns.clone()).await.as_deref(),
         Some("v1.35.0")
@@ -607,21 +558,10 @@ async fn upgrade_1_33_to_1_35_steps_through_1_34() {
 #[tokio::test(flavor = "multi_thread")]
 async fn killed_mid_way_converges_after_restart() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-restart").await;
-    install_our_crds(&c).await;
-    cluster_with_kcp(
-        &c,
-        &ns,
-        "v1beta2",
-        "phoenix",
-        "phoenix-cp",
-        None,
-        net(),
-        json!({"version": "1.34.1"}),
-    )
-    .await;
-    let mut r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
-    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "phoenix-cp")).await;
+    let (c, ns) = namespace(tb, "kr-restart").await;
+    plain_cluster(&c, &ns, "phoenix", net(), json!({"version": "1.34.1"})).await;
+    let mut r = start_reconciler(&tb.kubeconfig, &ns, &[]);
+    wait_tcp(&c, &ns, "phoenix-cp", &r).await;
     r.kill();
     // While it is down, Kamaji finishes its part and the user changes the spec.
     kamaji_publish(
@@ -642,7 +582,7 @@ async fn killed_mid_way_converges_after_restart() {
         json!({"spec": {"replicas": 3}}),
     )
     .await;
-    let r2 = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let r2 = start_reconciler(&tb.kubeconfig, &ns, &[]);
     wait_for(60, "converged after restart", Some(&r2), || async {
         let k = get(&c, &ns, &kcp_ar(V), "phoenix-cp").await?;
         let t = get_tcp(&c, &ns, "phoenix-cp").await?;
@@ -658,21 +598,10 @@ async fn killed_mid_way_converges_after_restart() {
 #[tokio::test(flavor = "multi_thread")]
 async fn dual_stack_on_a_kamaji_without_plural_cidrs_is_reported() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-dual").await;
-    install_our_crds(&c).await;
+    let (c, ns) = namespace(tb, "kr-dual").await;
     let net = json!({"services": {"cidrBlocks": ["10.96.0.0/16", "fd00:10:96::/108"]}, "pods": {"cidrBlocks": ["10.244.0.0/16", "fd00:10:244::/56"]}});
-    cluster_with_kcp(
-        &c,
-        &ns,
-        "v1beta2",
-        "dual",
-        "dual-cp",
-        None,
-        net,
-        json!({"version": "1.33.0"}),
-    )
-    .await;
-    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    plain_cluster(&c, &ns, "dual", net, json!({"version": "1.33.0"})).await;
+    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
     let m = wait_condition(
         &c,
         &ns,
@@ -694,21 +623,10 @@ async fn dual_stack_on_a_kamaji_without_plural_cidrs_is_reported() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_idle_reconciler_makes_no_api_requests() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-idle").await;
-    install_our_crds(&c).await;
-    cluster_with_kcp(
-        &c,
-        &ns,
-        "v1beta2",
-        "idle",
-        "idle-cp",
-        None,
-        net(),
-        json!({"version": "1.33.0"}),
-    )
-    .await;
-    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
-    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "idle-cp")).await;
+    let (c, ns) = namespace(tb, "kr-idle").await;
+    plain_cluster(&c, &ns, "idle", net(), json!({"version": "1.33.0"})).await;
+    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
+    wait_tcp(&c, &ns, "idle-cp", &r).await;
     kamaji_publish(&c, &ns, "idle-cp", "10.0.0.20:6443", "v1.33.0", "Ready", 2).await;
     wait_for(60, "ready", Some(&r), || async {
         let k = get(&c, &ns, &kcp_ar(V), "idle-cp").await?;
@@ -755,8 +673,7 @@ async fn an_idle_reconciler_makes_no_api_requests() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cluster_upgrade_of_a_kamaji_control_plane() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-cu").await;
-    install_our_crds(&c).await;
+    let (c, ns) = namespace(tb, "kr-cu").await;
     let ops: Vec<Value> = kcore::ops::crds()
         .iter()
         .map(|c| serde_json::to_value(c).unwrap())
@@ -773,8 +690,8 @@ async fn a_cluster_upgrade_of_a_kamaji_control_plane() {
         json!({"version": "v1.33.0"}),
     )
     .await;
-    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
-    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "cu")).await;
+    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
+    wait_tcp(&c, &ns, "cu", &r).await;
     kamaji_publish(&c, &ns, "cu", "10.0.0.8:6443", "v1.33.0", "Ready", 2).await;
     wait_for(60, "ready at v1.33.0", Some(&r), || async {
         let k = get(&c, &ns, &kcp_ar(V), "cu").await?;
@@ -816,10 +733,9 @@ async fn a_cluster_upgrade_of_a_kamaji_control_plane() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cluster_upgrade_of_a_missing_cluster_says_so_and_goes_with_its_cluster() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-cu-ghost").await;
-    install_our_crds(&c).await;
+    let (c, ns) = namespace(tb, "kr-cu-ghost").await;
     install_ops_crds(&c).await;
-    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
     let cus = dyn_api(&c, &ns, &ops_ar("ClusterUpgrade"));
     create(
         &c,
@@ -840,7 +756,7 @@ async fn a_cluster_upgrade_of_a_missing_cluster_says_so_and_goes_with_its_cluste
         },
     )
     .await;
-    assert!(m.contains(&format!("Cluster {ns}/ghost not found")), "{m}");
+    assert_contains(&m, &format!("Cluster {ns}/ghost not found"));
     let ev = warning_event(&c, &ns, "ClusterUpgrade", "ghost", "ClusterNotFound", &r).await;
     assert!(ev.note.unwrap_or_default().contains("not found"));
     let log = std::fs::read_to_string(&r.log).unwrap_or_default();
@@ -896,10 +812,9 @@ async fn a_cluster_upgrade_of_a_missing_cluster_says_so_and_goes_with_its_cluste
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fleet_upgrade_with_a_malformed_selector_says_so() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-fu-bad").await;
-    install_our_crds(&c).await;
+    let (c, ns) = namespace(tb, "kr-fu-bad").await;
     install_ops_crds(&c).await;
-    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
     let fu = ops_ar("FleetUpgrade");
     create(
         &c,
@@ -938,7 +853,7 @@ async fn a_fleet_upgrade_with_a_malformed_selector_says_so() {
         ready("NoClusterSelected"),
     )
     .await;
-    assert!(m.contains("picks no Cluster"), "{m}");
+    assert_contains(&m, "picks no Cluster");
     warning_event(&c, &ns, "FleetUpgrade", "bad", "NoClusterSelected", &r).await;
     let log = std::fs::read_to_string(&r.log).unwrap_or_default();
     assert!(

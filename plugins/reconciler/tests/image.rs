@@ -10,6 +10,7 @@
 //! re-includes, `**` spans any number of directories, and a trailing `/` is dropped.
 
 use std::path::Path;
+use testbed::fixtures::run::assert_contains;
 
 fn repo() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
@@ -149,9 +150,9 @@ fn release_stage_reads_the_binaries_where_the_workflow_puts_them() {
     let workflow = std::fs::read_to_string(repo().join(".github/workflows/release.yml")).unwrap();
     assert!(dockerfile.contains("AS release"));
     assert!(dockerfile.contains("ARG TARGETARCH"));
-    assert!(
-        dockerfile.contains("COPY dist/image/linux-${TARGETARCH}/kamaji-reconciler "),
-        "{dockerfile}"
+    assert_contains(
+        &dockerfile,
+        "COPY dist/image/linux-${TARGETARCH}/kamaji-reconciler ",
     );
     // The release stage has no libc: the workflow builds static musl binaries for it.
     assert!(dockerfile.contains("FROM gcr.io/distroless/static-debian12:nonroot AS release"));

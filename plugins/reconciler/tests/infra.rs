@@ -8,6 +8,7 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
+use testbed::fixtures::run::assert_contains;
 
 const V: &str = "v1alpha2";
 const G: &str = "infrastructure.cluster.x-k8s.io";
@@ -61,8 +62,7 @@ fn net() -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn patch_table_openstack_kubevirt_aws_metal3() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-infra").await;
-    install_our_crds(&c).await;
+    let (c, ns) = namespace(tb, "kr-infra").await;
     infra_crds(&c).await;
     let cases = [
         (
@@ -100,7 +100,7 @@ async fn patch_table_openstack_kubevirt_aws_metal3() {
         )
         .await;
     }
-    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
     for (i, (name, ..)) in cases.iter().enumerate() {
         let tcp = format!("{name}-cp");
         wait_for(60, &format!("TCP {tcp}"), Some(&r), || {
@@ -213,8 +213,7 @@ async fn patch_table_openstack_kubevirt_aws_metal3() {
 #[tokio::test(flavor = "multi_thread")]
 async fn unsupported_kind_is_reported_and_a_flag_adds_it() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-dyn").await;
-    install_our_crds(&c).await;
+    let (c, ns) = namespace(tb, "kr-dyn").await;
     install_crds(
         &c,
         &[minimal_crd(
@@ -244,7 +243,7 @@ async fn unsupported_kind_is_reported_and_a_flag_adds_it() {
         json!({"version": "1.33.0"}),
     )
     .await;
-    let mut r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let mut r = start_reconciler(&tb.kubeconfig, &ns, &[]);
     wait_for(60, "TCP", Some(&r), || get_tcp(&c, &ns, "dk-cp")).await;
     kamaji_publish(&c, &ns, "dk-cp", "10.0.1.1:6443", "v1.33.0", "Ready", 1).await;
     let m = wait_condition(
@@ -258,12 +257,9 @@ async fn unsupported_kind_is_reported_and_a_flag_adds_it() {
         &r,
     )
     .await;
-    assert!(
-        m.contains("--dynamic-infrastructure-clusters DockerCluster"),
-        "{m}"
-    );
+    assert_contains(&m, "--dynamic-infrastructure-clusters DockerCluster");
     r.kill();
-    let r = Reconciler::start(
+    let r = start_reconciler(
         &tb.kubeconfig,
         &ns,
         &["--dynamic-infrastructure-clusters", "DockerCluster"],

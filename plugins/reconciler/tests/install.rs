@@ -48,18 +48,15 @@ async fn installed_rbac_is_sufficient_and_manifests_apply() {
         .token;
     let kubeconfig = tb.kubeconfig_with_token(&format!("sa-{ns}"), &tok).unwrap();
 
-    cluster_with_kcp(
+    plain_cluster(
         &c,
         &ns,
-        "v1beta2",
         "sa",
-        "sa-cp",
-        None,
         json!({"services": {"cidrBlocks": ["10.96.0.0/16"]}}),
         json!({"version": "1.33.0"}),
     )
     .await;
-    let r = Reconciler::start(
+    let r = start_reconciler(
         &kubeconfig,
         &ns,
         &["--leader-elect", "--leader-election-namespace", &ns],

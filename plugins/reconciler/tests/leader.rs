@@ -9,6 +9,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
+use testbed::fixtures::run::assert_contains;
 
 fn ready(r: &Reconciler) -> bool {
     r.http_get("/readyz")
@@ -18,15 +19,14 @@ fn ready(r: &Reconciler) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn one_leader_at_a_time_and_failover() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-leader").await;
-    install_our_crds(&c).await;
+    let (c, ns) = namespace(tb, "kr-leader").await;
     let args = ["--leader-elect", "--leader-election-namespace", ns.as_str()];
-    let mut a = Reconciler::start(&tb.kubeconfig, &ns, &args);
+    let mut a = start_reconciler(&tb.kubeconfig, &ns, &args);
     wait_for(30, "A leads", Some(&a), || async {
         ready(&a).then_some(())
     })
     .await;
-    let b = Reconciler::start(&tb.kubeconfig, &ns, &args);
+    let b = start_reconciler(&tb.kubeconfig, &ns, &args);
     wait_for(30, "B serves HTTP", Some(&b), || async {
         b.http_get("/healthz").map(|_| ())
     })
@@ -80,7 +80,7 @@ async fn external_cluster_reference_needs_its_flag_and_cleans_up() {
             "kubeconfigSecretName": "remote", "kubeconfigSecretKey": "kubeconfig", "deploymentNamespace": remote_ns}}})).await;
 
     // Without the flag: a condition says why nothing happens.
-    let mut r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
+    let mut r = start_reconciler(&tb.kubeconfig, &ns, &[]);
     let m = wait_condition(
         &c,
         &ns,
@@ -92,11 +92,11 @@ async fn external_cluster_reference_needs_its_flag_and_cleans_up() {
         &r,
     )
     .await;
-    assert!(m.contains("--external-cluster-reference"), "{m}");
+    assert_contains(&m, "--external-cluster-reference");
     r.kill();
 
     // With it: the TCP lives in the remote namespace as kcp-<uid>, with the finalizer.
-    let r = Reconciler::start(&tb.kubeconfig, &ns, &["--external-cluster-reference"]);
+    let r = start_reconciler(&tb.kubeconfig, &ns, &["--external-cluster-reference"]);
     let kcp = get(&c, &ns, &kcp_ar("v1alpha2"), "far-cp").await.unwrap();
     let tcp_name = format!("kcp-{}", kcp["metadata"]["uid"].as_str().unwrap());
     wait_for(60, "the remote TCP", Some(&r), || {

@@ -178,26 +178,21 @@ async fn as_its_service_account(
 #[tokio::test(flavor = "multi_thread")]
 async fn create_ready_upgrade_delete_under_its_own_role() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-rbac").await;
-    install_our_crds(&c).await;
+    let (c, ns) = namespace(tb, "kr-rbac").await;
     let sa_kubeconfig = as_its_service_account(tb, &c, &ns).await;
 
-    let net = json!({"apiServerPort": 6443, "services": {"cidrBlocks": ["10.96.0.0/16"]},
-        "pods": {"cidrBlocks": ["10.244.0.0/16"]}});
-    cluster_with_kcp(
+    let net = small_net();
+    plain_cluster(
         &c,
         &ns,
-        "v1beta2",
         "rb",
-        "rb-cp",
-        None,
         net,
         json!({"version": "1.33.0", "replicas": 1}),
     )
     .await;
-    let r = Reconciler::start(&sa_kubeconfig, &ns, &[]);
+    let r = start_reconciler(&sa_kubeconfig, &ns, &[]);
     // Create.
-    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "rb-cp")).await;
+    wait_tcp(&c, &ns, "rb-cp", &r).await;
     // Ready: Kamaji publishes; the reconciler copies the Secrets and reports.
     kamaji_publish(&c, &ns, "rb-cp", "10.0.0.7:6443", "v1.33.0", "Ready", 1).await;
     wait_for(60, "ready with secrets", Some(&r), || async {
@@ -207,14 +202,7 @@ async fn create_ready_upgrade_delete_under_its_own_role() {
     })
     .await;
     // Upgrade one minor.
-    merge(
-        &c,
-        &ns,
-        &kcp_ar(V),
-        "rb-cp",
-        json!({"spec": {"version": "v1.34.0"}}),
-    )
-    .await;
+    set_version(&c, &ns, V, "rb-cp", "v1.34.0").await;
     wait_for(60, "the TCP at v1.34.0", Some(&r), || async {
         let t = get_tcp(&c, &ns, "rb-cp").await?;
         (t["spec"]["kubernetes"]["version"] == "v1.34.0").then_some(())
@@ -261,8 +249,7 @@ async fn create_ready_upgrade_delete_under_its_own_role() {
 #[tokio::test(flavor = "multi_thread")]
 async fn cluster_and_fleet_upgrades_under_its_own_role() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-rbac-up").await;
-    install_our_crds(&c).await;
+    let (c, ns) = namespace(tb, "kr-rbac-up").await;
     install_ops_crds(&c).await;
     let sa_kubeconfig = as_its_service_account(tb, &c, &ns).await;
     // Two KubeadmControlPlane clusters on BYOH, as CAPI, the KubeadmControlPlane provider and
@@ -300,7 +287,7 @@ async fn cluster_and_fleet_upgrades_under_its_own_role() {
             "spec": {"topology": {"classRef": {"name": "cc"}, "version": "v1.33.1"}}}),
     )
     .await;
-    let r = Reconciler::start(&sa_kubeconfig, &ns, &[]);
+    let r = start_reconciler(&sa_kubeconfig, &ns, &[]);
     let cu = |name: &str, version: &str| {
         json!({"apiVersion": "ops.capi-kamaji.io/v1alpha1", "kind": "ClusterUpgrade",
             "metadata": {"name": name},

@@ -11,23 +11,11 @@ const V: &str = "v1alpha2";
 #[tokio::test(flavor = "multi_thread")]
 async fn watches_recover_from_an_api_server_restart() {
     let tb = testbed::shared();
-    let (c, ns) = tb.namespace("kr-restart").await;
-    install_our_crds(&c).await;
-    let net = json!({"apiServerPort": 6443, "services": {"cidrBlocks": ["10.96.0.0/16"]},
-        "pods": {"cidrBlocks": ["10.244.0.0/16"]}});
-    cluster_with_kcp(
-        &c,
-        &ns,
-        "v1beta2",
-        "rs",
-        "rs-cp",
-        None,
-        net,
-        json!({"version": "1.33.0"}),
-    )
-    .await;
-    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
-    wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "rs-cp")).await;
+    let (c, ns) = namespace(tb, "kr-restart").await;
+    let net = small_net();
+    plain_cluster(&c, &ns, "rs", net, json!({"version": "1.33.0"})).await;
+    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
+    wait_tcp(&c, &ns, "rs-cp", &r).await;
 
     for round in 0..1 {
         tb.restart_process("kube-apiserver").await.unwrap();

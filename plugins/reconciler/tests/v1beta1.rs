@@ -11,17 +11,14 @@ const V: &str = "v1alpha1";
 #[tokio::test(flavor = "multi_thread")]
 async fn v1beta1_contract_create_ready_and_secrets() {
     let tb = testbed::shared_v1beta1();
-    let (c, ns) = tb.namespace("kr-v1beta1").await;
-    install_our_crds(&c).await;
-    let byo = ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster");
-    apply(&c, &ns, &byo, json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoCluster",
-        "metadata": {"name": "old"}, "spec": {"bundleLookupBaseRegistry": "projects.registry.vmware.com/cluster_api_provider_bringyourownhost"}})).await;
+    let (c, ns) = namespace(tb, "kr-v1beta1").await;
+    byo_cluster(&c, &ns, "old").await;
     cluster_with_kcp(&c, &ns, "v1beta1", "old", "old-cp",
         Some(("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster")),
         json!({"services": {"cidrBlocks": ["10.96.0.0/12"]}, "pods": {"cidrBlocks": ["192.168.0.0/16"]}, "serviceDomain": "cluster.local"}),
         json!({"version": "1.32.4", "replicas": 1})).await;
-    let r = Reconciler::start(&tb.kubeconfig, &ns, &[]);
-    let tcp = wait_for(60, "the TCP", Some(&r), || get_tcp(&c, &ns, "old-cp")).await;
+    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
+    let tcp = wait_tcp(&c, &ns, "old-cp", &r).await;
     assert_eq!(tcp["spec"]["kubernetes"]["version"], "v1.32.4");
     assert_eq!(tcp["spec"]["networkProfile"]["podCidr"], "192.168.0.0/16");
     kamaji_publish(&c, &ns, "old-cp", "10.1.0.5:6443", "v1.32.4", "Ready", 1).await;
@@ -54,6 +51,7 @@ async fn v1beta1_contract_create_ready_and_secrets() {
         condition(&k, "KamajiControlPlaneIsReady").unwrap().0,
         "True"
     );
+    let byo = ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster");
     let b = get(&c, &ns, &byo, "old").await.unwrap();
     assert_eq!(
         b["spec"]["controlPlaneEndpoint"],

@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 use testbed::Testbed;
+use testbed::fixtures::run::assert_contains;
 use testbed::fixtures::{Fleet, FleetSpec, HostState};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
@@ -157,16 +158,13 @@ pub async fn hosts_in_every_format(tb: &Testbed, fleet: &Fleet) {
     }
     let running = fleet.hosts_in(HostState::Running)[0];
     let line = w.lines().find(|l| l.starts_with(&running.name)).unwrap();
-    assert!(line.contains("Ubuntu 22.04.4 LTS"), "{line}");
-    assert!(
-        line.contains(&format!("byoh://{}/", running.name)),
-        "{line}"
-    );
-    assert!(line.contains("site=rack-1"), "{line}");
+    assert_contains(line, "Ubuntu 22.04.4 LTS");
+    assert_contains(line, &format!("byoh://{}/", running.name));
+    assert_contains(line, "site=rack-1");
     assert!(line.trim_end().ends_with(ns), "{line}");
     let failed = fleet.hosts_in(HostState::Failed)[0];
     let line = w.lines().find(|l| l.starts_with(&failed.name)).unwrap();
-    assert!(line.contains("K8sComponentsInstallationFailed"), "{line}");
+    assert_contains(line, "K8sComponentsInstallationFailed");
 
     // JSON and YAML carry the same rows and the summary.
     for v in [
@@ -255,11 +253,7 @@ pub async fn hosts_filters(tb: &Testbed, fleet: &Fleet) {
     // Bad input: one line, exit 2.
     let o = run(tb, &["hosts", "--state", "bogus"]);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
-    assert!(
-        err(&o).contains("unknown host state \"bogus\""),
-        "{}",
-        err(&o)
-    );
+    assert_contains(&err(&o), "unknown host state \"bogus\"");
     let o = run(tb, &["hosts", "-l", "a in (b"]);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     // All namespaces by default: ours are among them.
@@ -281,35 +275,32 @@ pub async fn hosts_describe(tb: &Testbed, fleet: &Fleet) {
     let ns = fleet.namespace.as_str();
     let failed = &fleet.hosts_in(HostState::Failed)[0].name;
     let d = ok(tb, &["hosts", "describe", failed]);
-    assert!(d.contains(&format!("Name:         {failed}")), "{d}");
-    assert!(d.contains("State:        Failed"), "{d}");
+    assert_contains(&d, &format!("Name:         {failed}"));
+    assert_contains(&d, "State:        Failed");
     assert!(
         d.contains(
             "Diagnosis:    failed: install script error: apt-get install kubelet=1.33.1-1.1 exited with status 100"
         ),
         "{d}"
     );
-    assert!(d.contains("K8sComponentsInstallationFailed"), "{d}");
+    assert_contains(&d, "K8sComponentsInstallationFailed");
     assert!(d.contains("InstallScriptExecutionFailed"), "events: {d}");
     assert!(d.contains("eno1        yes"), "network: {d}");
 
     let releasing = &fleet.hosts_in(HostState::Releasing)[0].name;
     let d = ok(tb, &["hosts", "describe", releasing, "-n", ns]);
-    assert!(
-        d.contains("released but the agent has not cleaned up: is the host agent running?"),
-        "{d}"
+    assert_contains(
+        &d,
+        "released but the agent has not cleaned up: is the host agent running?",
     );
     assert!(d.contains("(gone)"), "the ByoMachine is gone: {d}");
-    assert!(d.contains("ByoHostReleaseSucceeded"), "{d}");
+    assert_contains(&d, "ByoHostReleaseSucceeded");
 
     let running = fleet.hosts_in(HostState::Running)[0];
     let d = ok(tb, &["hosts", "describe", &running.name]);
     let m = running.machine.clone().unwrap();
-    assert!(d.contains(&format!("Machine:      {m} (Running)")), "{d}");
-    assert!(
-        d.contains(&format!("Node:         {}", running.name)),
-        "{d}"
-    );
+    assert_contains(&d, &format!("Machine:      {m} (Running)"));
+    assert_contains(&d, &format!("Node:         {}", running.name));
     assert!(
         d.contains(&format!(
             "running: node {} of cluster {}",
@@ -350,11 +341,7 @@ pub async fn hosts_describe(tb: &Testbed, fleet: &Fleet) {
 
     let o = run(tb, &["hosts", "describe", "no-such-host", "-n", ns]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        err(&o).contains("ByoHost \"no-such-host\" not found"),
-        "{}",
-        err(&o)
-    );
+    assert_contains(&err(&o), "ByoHost \"no-such-host\" not found");
 }
 
 // ------------------------------------------------------------------------------------ machines
@@ -419,8 +406,8 @@ pub async fn machines_in_every_format(tb: &Testbed, fleet: &Fleet) {
     for col in ["NAMESPACE", "DEPLOYMENT", "PROVIDER-ID", "REASON"] {
         assert!(header(&w).contains(col), "{w}");
     }
-    assert!(w.contains("byoh://"), "{w}");
-    assert!(w.contains("cluster-1-md-0"), "{w}");
+    assert_contains(&w, "byoh://");
+    assert_contains(&w, "cluster-1-md-0");
 
     for v in [
         json(tb, &["machines", "cluster-1", "-n", ns]),
@@ -453,11 +440,7 @@ pub async fn machines_in_every_format(tb: &Testbed, fleet: &Fleet) {
 
     let o = run(tb, &["machines", "no-such-cluster", "-n", ns]);
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
-    assert!(
-        err(&o).contains("Cluster \"no-such-cluster\" not found"),
-        "{}",
-        err(&o)
-    );
+    assert_contains(&err(&o), "Cluster \"no-such-cluster\" not found");
 }
 
 // ------------------------------------------------------------------------------------ list
@@ -481,14 +464,14 @@ pub async fn list_in_every_format(tb: &Testbed, fleet: &Fleet) {
     let lines: Vec<&str> = t.lines().skip(1).collect();
     assert_eq!(lines.len(), 3, "{t}");
     let k = lines.iter().find(|l| l.starts_with("cluster-0 ")).unwrap();
-    assert!(k.contains("2/2 KamajiControlPlane"), "{k}");
+    assert_contains(k, "2/2 KamajiControlPlane");
     assert!(
         k.contains("10.10.0.100:6443") && k.contains("ByoCluster"),
         "{k}"
     );
     assert!(k.contains("Provisioned") && k.contains("v1.33.1"), "{k}");
     let c1 = lines.iter().find(|l| l.starts_with("cluster-1 ")).unwrap();
-    assert!(c1.contains("1/1 KubeadmControlPlane"), "{c1}");
+    assert_contains(c1, "1/1 KubeadmControlPlane");
     let workers = |c: &str| {
         let ms: Vec<_> = fleet
             .machines_of(c)
@@ -503,14 +486,14 @@ pub async fn list_in_every_format(tb: &Testbed, fleet: &Fleet) {
         "{c1} {}",
         workers("cluster-1")
     );
-    assert!(k.contains(&workers("cluster-0")), "{k}");
+    assert_contains(k, &workers("cluster-0"));
 
     let w = ok(tb, &["list", "-n", ns, "-o", "wide"]);
     assert!(
         header(&w).contains("AVAILABLE") && header(&w).contains("MESSAGE"),
         "{w}"
     );
-    assert!(w.contains("WorkersAvailable"), "{w}");
+    assert_contains(&w, "WorkersAvailable");
     // NVIDIA BCM's KubeCluster template, set as BCM's example does (a label).
     let o = std::process::Command::new("kubectl")
         .args(["label", "cluster.cluster.x-k8s.io", "cluster-1", "-n", ns])
@@ -658,14 +641,14 @@ pub async fn describe_in_every_format(tb: &Testbed, fleet: &Fleet) {
         lines[1].starts_with(&format!("Cluster {ns}/cluster-0")),
         "{t}"
     );
-    assert!(t.contains("ByoCluster"), "{t}");
+    assert_contains(&t, "ByoCluster");
     let cp = lines
         .iter()
         .find(|l| l.contains("KamajiControlPlane"))
         .unwrap_or_else(|| panic!("no control plane row: {t}"));
-    assert!(cp.contains("(2/2 pods ready)"), "{cp}");
-    assert!(t.contains("Workers"), "{t}");
-    assert!(t.contains("MachineDeployment"), "{t}");
+    assert_contains(cp, "(2/2 pods ready)");
+    assert_contains(&t, "Workers");
+    assert_contains(&t, "MachineDeployment");
     assert!(t.contains("├─") && t.contains("└─"), "{t}");
     // Grouped: fewer machine rows than machines.
     let machine_rows = lines
@@ -686,7 +669,7 @@ pub async fn describe_in_every_format(tb: &Testbed, fleet: &Fleet) {
             })
             .unwrap_or_else(|| panic!("{} missing: {t}", m.name));
         if let Some(h) = &m.host {
-            assert!(l.contains(&format!("@ {h}")), "{l}");
+            assert_contains(l, &format!("@ {h}"));
         }
     }
 
@@ -704,8 +687,8 @@ pub async fn describe_in_every_format(tb: &Testbed, fleet: &Fleet) {
             "--echo",
         ],
     );
-    assert!(t.contains("KubeadmControlPlane"), "{t}");
-    assert!(t.contains("cluster-1-cp-0"), "{t}");
+    assert_contains(&t, "KubeadmControlPlane");
+    assert_contains(&t, "cluster-1-cp-0");
     if v1beta2 {
         assert!(
             t.contains("InfrastructureReady") && t.contains("NodeHealthy"),
@@ -791,9 +774,5 @@ pub async fn describe_in_every_format(tb: &Testbed, fleet: &Fleet) {
 
     let o = run(tb, &["describe", "cluster-9", "-n", ns]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        err(&o).contains("Cluster \"cluster-9\" not found"),
-        "{}",
-        err(&o)
-    );
+    assert_contains(&err(&o), "Cluster \"cluster-9\" not found");
 }

@@ -4,15 +4,15 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 use testbed::Testbed;
+use testbed::fixtures::{reconciler, run};
 
 pub const KUBECTL: &str = "/usr/bin/kubectl";
 
@@ -72,45 +72,12 @@ async fn install_crds(client: &Client) {
 /// Our CRDs and the extra infrastructure CRDs; with `fake_datastore`, a `default` DataStore
 /// whose content is never used (no Kamaji runs on those testbeds; the real one has its own).
 async fn install_crds_with(client: &Client, fake_datastore: bool) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut crds = kcore::kcp::crds();
     assert!(!crds.is_empty(), "kcore::kcp::crds() is empty");
     for (k, p, v) in EXTRA_INFRA {
         crds.push(minimal_crd(k, p, v));
     }
-    for crd in &crds {
-        let name = crd.metadata.name.clone().unwrap();
-        let mut crd = crd.clone();
-        crd.metadata.managed_fields = None;
-        api.patch(
-            &name,
-            &PatchParams::apply("kubectl-kamaji-tests").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
-    }
-    // Wait until every CRD is served.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for crd in &crds {
-        let name = crd.metadata.name.clone().unwrap();
-        loop {
-            let c = api.get(&name).await.unwrap();
-            let established = c
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                });
-            if established {
-                break;
-            }
-            assert!(Instant::now() < deadline, "CRD {name} not established");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
+    testbed::fixtures::crds::apply_and_wait(client, &crds, "kubectl-kamaji-tests").await;
     if !fake_datastore {
         return;
     }
@@ -180,6 +147,15 @@ pub fn ar(group: &str, version: &str, kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind))
 }
 
+/// The object `kind` `name` of `api_version` (`group/version`) in `ns`; fails the test when it
+/// is missing.
+pub async fn object(c: &Client, ns: &str, api_version: &str, kind: &str, name: &str) -> Value {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    get(c, ns, &ar(group, version, kind), name)
+        .await
+        .unwrap_or_else(|| panic!("{kind} {name} not found in {ns}"))
+}
+
 pub async fn get(c: &Client, ns: &str, r: &ApiResource, name: &str) -> Option<Value> {
     Api::<DynamicObject>::namespaced_with(c.clone(), ns, r)
         .get_opt(name)
@@ -194,26 +170,16 @@ pub fn kamaji(tb: &Testbed, ns: &str, args: &[&str]) -> Output {
 }
 
 pub fn kamaji_env(tb: &Testbed, ns: &str, args: &[&str], env: &[(&str, &Path)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubectl-kamaji"));
-    cmd.args(args)
-        .arg("--kubeconfig")
-        .arg(&tb.kubeconfig)
-        .args(["-n", ns])
-        .env_remove("KUBECONFIG")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("running kubectl-kamaji")
+    let mut all = args.to_vec();
+    all.extend(["-n", ns]);
+    run::command(env!("CARGO_BIN_EXE_kubectl-kamaji"), &tb.kubeconfig, &all)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("running kubectl-kamaji")
 }
 
-pub fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-pub fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
+pub use run::{stderr, stdout};
 
 /// Asserts success and returns stdout.
 #[track_caller]
@@ -276,61 +242,13 @@ pub fn kubectl_apply(tb: &Testbed, ns: &str, yaml: &str, extra: &[&str]) -> Outp
     child.wait_with_output().unwrap()
 }
 
-fn reconciler_binary() -> PathBuf {
-    // <workspace>/target/debug/kamaji-reconciler, next to our own binary.
-    let ours = PathBuf::from(env!("CARGO_BIN_EXE_kubectl-kamaji"));
-    let bin = ours.with_file_name("kamaji-reconciler");
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let status = testbed::cargo()
-            .args(["build", "-p", "kamaji-reconciler", "--bin", "kamaji-reconciler"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status();
-        if !bin.exists() {
-            panic!("{} is missing and building it failed ({status:?}); run cargo build -p kamaji-reconciler", bin.display());
-        }
-    });
-    bin
-}
+pub use testbed::fixtures::reconciler::Reconciler;
 
-/// The reconciler process for one namespace; killed on drop.
-pub struct Reconciler {
-    child: Child,
-    pub log: PathBuf,
-}
-
-impl Reconciler {
-    pub fn start(tb: &Testbed, ns: &str) -> Reconciler {
-        let log = tb.dir.join(format!("reconciler-{ns}.log"));
-        let f = std::fs::File::create(&log).unwrap();
-        let child = Command::new(reconciler_binary())
-            .arg("--kubeconfig")
-            .arg(&tb.kubeconfig)
-            .args([
-                "--namespace",
-                ns,
-                "--metrics-bind-address",
-                "127.0.0.1:0",
-                "-v",
-            ])
-            .stdout(Stdio::null())
-            .stderr(f)
-            .spawn()
-            .expect("spawning kamaji-reconciler");
-        Reconciler { child, log }
-    }
-    pub fn log_tail(&self) -> String {
-        let t = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let l: Vec<&str> = t.lines().collect();
-        l[l.len().saturating_sub(30)..].join("\n")
-    }
-}
-
-impl Drop for Reconciler {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The reconciler for one namespace, its log in the testbed's directory.
+pub fn start_reconciler(tb: &Testbed, ns: &str) -> Reconciler {
+    let bin = reconciler::binary_next_to(env!("CARGO_BIN_EXE_kubectl-kamaji"));
+    let log = tb.dir.join(format!("reconciler-{ns}.log"));
+    Reconciler::start(&bin, &tb.kubeconfig, ns, log, &["-v"], &[])
 }
 
 /// A free port on 127.0.0.1 (for a tenant's API server).
@@ -413,4 +331,47 @@ pub async fn drop_finalizers(api: &Api<DynamicObject>, name: &str) {
     )
     .await
     .unwrap();
+}
+
+/// A v1beta2 Cluster `name` that a finalizer of the test holds once deleted, as a slow CAPI
+/// would (`drop_finalizers` lets go); returns the Clusters of `ns`.
+pub async fn held_cluster(c: &Client, ns: &str, name: &str) -> Api<DynamicObject> {
+    let clusters = Api::<DynamicObject>::namespaced_with(
+        c.clone(),
+        ns,
+        &ar("cluster.x-k8s.io", "v1beta2", "Cluster"),
+    );
+    let cluster = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": name, "finalizers": ["test.example.com/hold"]},
+        "spec": {"clusterNetwork": {"apiServerPort": 6443}}});
+    clusters
+        .patch(
+            name,
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&cluster),
+        )
+        .await
+        .unwrap();
+    clusters
+}
+
+/// `kubectl get secret bootstrap-token-<id> -n kube-system -o <output>` in a tenant: where a
+/// join token lives once the tenant accepted it.
+pub fn bootstrap_token_secret(tenant_kc: &Path, id: &str, output: &str) -> Output {
+    let name = format!("bootstrap-token-{id}");
+    kubectl(
+        tenant_kc,
+        &["-n", "kube-system", "get", "secret", &name, "-o", output],
+    )
+}
+
+/// Every object `lp` selects, as JSON.
+pub async fn list(api: &Api<DynamicObject>, lp: &kube::api::ListParams) -> Vec<Value> {
+    api.list(lp)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|o| serde_json::to_value(o).unwrap())
+        .collect()
 }

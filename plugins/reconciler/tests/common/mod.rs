@@ -5,8 +5,8 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -16,82 +16,51 @@ use kube::api::{
 };
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use testbed::fixtures::poll;
 
 pub const FIXTURE: &str = "test-fixture";
 
-/// The reconciler process; killed (SIGKILL) on drop.
-pub struct Reconciler {
-    pub child: Child,
-    pub log: PathBuf,
-}
+pub use testbed::fixtures::reconciler::Reconciler;
 
-impl Reconciler {
-    pub fn start(kubeconfig: &Path, ns: &str, extra: &[&str]) -> Reconciler {
-        let log = std::env::temp_dir().join(format!(
-            "kamaji-reconciler-{ns}-{}.log",
-            Instant::now().elapsed().as_nanos() + u128::from(std::process::id())
-        ));
-        let f = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_kamaji-reconciler"))
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args([
-                "--namespace",
-                ns,
-                "--metrics-bind-address",
-                "127.0.0.1:0",
-                "-vv",
-            ])
-            .args(extra)
-            .env(
-                "RUST_LOG",
-                std::env::var("KR_TEST_LOG").unwrap_or_else(|_| "kamaji_reconciler=debug".into()),
-            )
-            .stdout(Stdio::null())
-            .stderr(f)
-            .spawn()
-            .expect("spawning kamaji-reconciler");
-        Reconciler { child, log }
-    }
-
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    pub fn log_tail(&self) -> String {
-        let t = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let l: Vec<&str> = t.lines().collect();
-        l[l.len().saturating_sub(40)..].join("\n")
-    }
-}
-
-impl Drop for Reconciler {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// The reconciler under test with debug logs (`KR_TEST_LOG` overrides them), its log a new file
+/// in the temporary directory.
+pub fn start_reconciler(kubeconfig: &Path, ns: &str, extra: &[&str]) -> Reconciler {
+    // One log per process started: two reconcilers of one namespace (leader election) each
+    // read their own address from theirs.
+    static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let pid = std::process::id();
+    let log = std::env::temp_dir().join(format!("kamaji-reconciler-{ns}-{pid}-{n}.log"));
+    let rust_log =
+        std::env::var("KR_TEST_LOG").unwrap_or_else(|_| "kamaji_reconciler=debug".into());
+    let args: Vec<&str> = std::iter::once("-vv")
+        .chain(extra.iter().copied())
+        .collect();
+    Reconciler::start(
+        Path::new(env!("CARGO_BIN_EXE_kamaji-reconciler")),
+        kubeconfig,
+        ns,
+        log,
+        &args,
+        &[("RUST_LOG", rust_log)],
+    )
 }
 
 /// Polls `f` every 200 ms until it yields `Some`, or panics after `secs` with `what` and the
 /// reconciler's log.
-pub async fn wait_for<T, F, Fut>(secs: u64, what: &str, r: Option<&Reconciler>, mut f: F) -> T
+pub async fn wait_for<T, F, Fut>(secs: u64, what: &str, r: Option<&Reconciler>, f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        if Instant::now() > deadline {
-            panic!(
-                "timed out after {secs}s waiting for {what}\n--- reconciler log ---\n{}",
-                r.map(|r| r.log_tail()).unwrap_or_default()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let why = || r.map(|r| format!("--- reconciler log ---\n{}", r.log_tail()));
+    poll::wait_for(
+        what,
+        Duration::from_secs(secs),
+        || why().unwrap_or_default(),
+        f,
+    )
+    .await
 }
 
 pub fn ar(group: &str, version: &str, kind: &str) -> ApiResource {
@@ -473,55 +442,6 @@ pub async fn get_tcp(c: &Client, ns: &str, name: &str) -> Option<Value> {
     get(c, ns, &tcp_ar(), name).await
 }
 
-impl Reconciler {
-    /// The address of /metrics, from the log line the reconciler prints at start-up.
-    pub fn metrics_addr(&self) -> Option<String> {
-        let t = std::fs::read_to_string(&self.log).ok()?;
-        let line = t
-            .lines()
-            .find(|l| l.contains("serving /healthz, /readyz and /metrics on"))?;
-        let clean: String = strip_ansi(line);
-        clean.rsplit(' ').next().map(str::to_string)
-    }
-
-    /// GETs a path of the reconciler's HTTP server.
-    pub fn http_get(&self, path: &str) -> Option<String> {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(self.metrics_addr()?).ok()?;
-        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-            .ok()?;
-        let mut out = String::new();
-        s.read_to_string(&mut out).ok()?;
-        Some(out)
-    }
-
-    /// A counter from /metrics.
-    pub fn counter(&self, name: &str) -> Option<u64> {
-        let body = self.http_get("/metrics")?;
-        body.lines()
-            .find(|l| l.starts_with(name) && !l.starts_with('#'))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-    }
-}
-
-pub fn strip_ansi(s: &str) -> String {
-    let mut out = String::new();
-    let mut esc = false;
-    for ch in s.chars() {
-        if esc {
-            if ch.is_ascii_alphabetic() {
-                esc = false;
-            }
-        } else if ch == '\x1b' {
-            esc = true;
-        } else {
-            out.push(ch);
-        }
-    }
-    out
-}
-
 /// A kind of our `ops.capi-kamaji.io` group.
 pub fn ops_ar(kind: &str) -> ApiResource {
     ar("ops.capi-kamaji.io", "v1alpha1", kind)
@@ -562,4 +482,49 @@ pub async fn warning_event(
         },
     )
     .await
+}
+
+/// The Cluster network of the tests that do not look at it: port 6443 and the usual CIDRs.
+pub fn small_net() -> Value {
+    json!({"apiServerPort": 6443, "services": {"cidrBlocks": ["10.96.0.0/16"]},
+        "pods": {"cidrBlocks": ["10.244.0.0/16"]}})
+}
+
+/// A v1beta2 Cluster `cluster` without infrastructure, its KamajiControlPlane `<cluster>-cp`
+/// of `kcp_spec` (the shape most stories start from).
+pub async fn plain_cluster(
+    c: &Client,
+    ns: &str,
+    cluster: &str,
+    net: Value,
+    kcp_spec: Value,
+) -> (Value, Value) {
+    let kcp = format!("{cluster}-cp");
+    cluster_with_kcp(c, ns, "v1beta2", cluster, &kcp, None, net, kcp_spec).await
+}
+
+/// The TenantControlPlane of `kcp`, once the reconciler made it.
+pub async fn wait_tcp(c: &Client, ns: &str, kcp: &str, r: &Reconciler) -> Value {
+    wait_for(60, "the TCP", Some(r), || get_tcp(c, ns, kcp)).await
+}
+
+/// Sets `spec.version` of the KamajiControlPlane `kcp` (served at `kcp_version`), as a user
+/// upgrading would.
+pub async fn set_version(c: &Client, ns: &str, kcp_version: &str, kcp: &str, version: &str) {
+    let body = json!({"spec": {"version": version}});
+    merge(c, ns, &kcp_ar(kcp_version), kcp, body).await;
+}
+
+/// A fresh namespace on `tb` with our CRDs served: where every story starts.
+pub async fn namespace(tb: &testbed::Testbed, prefix: &str) -> (Client, String) {
+    let (c, ns) = tb.namespace(prefix).await;
+    install_our_crds(&c).await;
+    (c, ns)
+}
+
+/// The ByoCluster `name`, as the BYOH provider's users write it.
+pub async fn byo_cluster(c: &Client, ns: &str, name: &str) {
+    let byo = ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster");
+    apply(c, ns, &byo, json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoCluster",
+        "metadata": {"name": name}, "spec": {"bundleLookupBaseRegistry": "projects.registry.vmware.com/cluster_api_provider_bringyourownhost"}})).await;
 }
