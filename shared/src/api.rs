@@ -8,7 +8,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::conn::Conn;
-use crate::error::{Error, Op, closest_names};
+use crate::error::{Error, Op};
+use kcore::text::closest_names;
 
 mod whole;
 pub use whole::{

@@ -159,7 +159,7 @@ impl ConnectOptions {
             return Ok(context);
         }
         let names: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
-        let close = crate::error::closest_names(&context, names.iter().copied());
+        let close = kcore::text::closest_names(&context, names.iter().copied());
         let hint = if close.is_empty() {
             format!("known contexts: {}", names.join(", "))
         } else {

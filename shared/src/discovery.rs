@@ -11,8 +11,8 @@
 //!
 //! The version-agnostic field accessors live in [`fields`].
 
-pub use kcore::fields;
-pub use kcore::groups::*;
+use kcore::fields;
+use kcore::groups::*;
 
 use std::collections::BTreeMap;
 

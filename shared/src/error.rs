@@ -74,7 +74,7 @@ impl Op {
     }
 }
 
-pub use kcore::text::{closest_names, human_duration};
+use kcore::text::human_duration;
 
 /// Every way a verb can fail, each with one line and a hint.
 #[derive(Debug, thiserror::Error)]
@@ -597,6 +597,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kcore::text::closest_names;
 
     fn status(code: u16, reason: &str, message: &str) -> kube::Error {
         kube::Error::Api(

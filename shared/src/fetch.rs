@@ -13,7 +13,7 @@ pub enum FetchError {
     Url(String),
     #[error("cannot set up the HTTP client: {0}")]
     Client(String),
-    #[error("no complete answer within {}", crate::error::human_duration(*.0))]
+    #[error("no complete answer within {}", kcore::text::human_duration(*.0))]
     Timeout(Duration),
     #[error("the server answered HTTP {code}")]
     Status { code: u16 },

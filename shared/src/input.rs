@@ -54,19 +54,19 @@ pub enum InputError {
     },
     #[error("{flag} {path} is a directory")]
     Directory { flag: String, path: String },
-    #[error("{flag} {path} is larger than the {} limit", crate::build::cni::human_bytes(*.limit))]
+    #[error("{flag} {path} is larger than the {} limit", kcore::build::cni::human_bytes(*.limit))]
     TooLarge {
         flag: String,
         path: String,
         limit: usize,
     },
-    #[error("{flag} {path}: nothing arrived for {}", crate::error::human_duration(*.after))]
+    #[error("{flag} {path}: nothing arrived for {}", kcore::text::human_duration(*.after))]
     Idle {
         flag: String,
         path: String,
         after: Duration,
     },
-    #[error("{flag} {path} did not end within {}", crate::error::human_duration(*.after))]
+    #[error("{flag} {path} did not end within {}", kcore::text::human_duration(*.after))]
     Unending {
         flag: String,
         path: String,

@@ -6,8 +6,8 @@
 //! 1. connect: `let conn = args.kube.connect().await?;` ([`conn::Conn`], from `cli`'s flags);
 //! 2. discover: `let apis = discovery::ServerApis::discover(&conn).await?;` then
 //!    `apis.cluster()?` and friends give `ApiResource`s at the served version;
-//!    [`discovery::fields`] reads fields that moved between v1beta1 and v1beta2;
-//! 3. plan with `kcore` (pure), then act through the API, mapping failures with
+//!    `kcore::fields` reads fields that moved between v1beta1 and v1beta2;
+//! 3. plan with `kcore` (pure; reached as `kcore::…`, never through this crate), then act through the API, mapping failures with
 //!    `conn.error(e, &error::Op::on("get", &ar))` ([`api::get_or_suggest`] adds the closest
 //!    names to not-found errors);
 //! 4. render: `render::Printer::new(&args.output).print(&result)?` where the result
@@ -24,7 +24,3 @@ pub mod input;
 pub mod kubeconfig;
 pub mod render;
 pub mod teardown;
-
-// The pure layer, re-exported so a verb reads `shared::plan::…` as before (as kube re-exports
-// kube-core).
-pub use kcore::{build, labels, plan};

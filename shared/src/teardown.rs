@@ -20,8 +20,10 @@ use serde_json::{Value, json};
 
 use crate::api::{self, Write};
 use crate::conn::Conn;
-use crate::discovery::{ADDONS_GROUP, INFRASTRUCTURE_GROUP, ServerApis, fields};
+use crate::discovery::ServerApis;
 use crate::error::{Error, Op};
+use kcore::fields;
+use kcore::groups::{ADDONS_GROUP, INFRASTRUCTURE_GROUP};
 use kcore::labels::CLUSTER_NAME_LABEL;
 
 /// One object of the teardown.

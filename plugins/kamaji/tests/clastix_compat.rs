@@ -276,7 +276,7 @@ impl World<'_> {
         let ca = base64::engine::general_purpose::STANDARD
             .decode(cluster["certificate-authority-data"].as_str().unwrap())
             .unwrap();
-        let hash = shared::build::pki::ca_cert_hash(&ca).unwrap();
+        let hash = kcore::build::pki::ca_cert_hash(&ca).unwrap();
         let token = out
             .split_whitespace()
             .find_map(|w| w.strip_prefix("JOIN_TOKEN="))

@@ -98,7 +98,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         // Pre-filled with the endpoint. The tenants here have a pre-assigned address (the
         // testbed has no load balancer), so create applies the OpenStackCluster with it at once,
         // in order with the rest; the path that waits for Kamaji to announce an endpoint is
-        // covered by shared/src/build/kamaji.rs's unit tests.
+        // covered by kcore::build::kamaji's unit tests.
         let osc = object(
             &client,
             &ns,
@@ -277,7 +277,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     let ca = base64::engine::general_purpose::STANDARD
         .decode(ca_secret["data"]["ca.crt"].as_str().unwrap())
         .unwrap();
-    assert_eq!(words[6], shared::build::pki::ca_cert_hash(&ca).unwrap());
+    assert_eq!(words[6], kcore::build::pki::ca_cert_hash(&ca).unwrap());
     let secret = bootstrap_token_secret(&tenant_kc, id, "name");
     assert!(
         secret.status.success(),

@@ -13,7 +13,8 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use super::info;
-use crate::error::{Error, human_duration};
+use crate::error::Error;
+use kcore::text::human_duration;
 
 /// A spinner or bar on stderr when it is a terminal; plain lines (printed when the message
 /// changes) otherwise.
