@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 
 use crate::flags::KubeFlags;
-use shared::error::Error;
+use kclient::error::Error;
 
 pub const DIRECTIVE_DEFAULT: u32 = 0;
 pub const DIRECTIVE_ERROR: u32 = 1;
@@ -345,7 +345,7 @@ async fn live_names(live: Live, flags: &KubeFlags) -> Result<Vec<String>, Error>
             .map_err(|e| {
                 conn.error(
                     e,
-                    &shared::error::Op::new("list", "", "namespaces", "Namespace"),
+                    &kclient::error::Op::new("list", "", "namespaces", "Namespace"),
                 )
             })?;
         return Ok(list
@@ -354,7 +354,7 @@ async fn live_names(live: Live, flags: &KubeFlags) -> Result<Vec<String>, Error>
             .filter_map(|n| n.metadata.name)
             .collect());
     }
-    let apis = shared::discovery::ServerApis::discover(&conn).await?;
+    let apis = kclient::discovery::ServerApis::discover(&conn).await?;
     let ar = match live {
         Live::Clusters => apis.cluster().ok(),
         Live::MachineDeployments => apis.capi_kind("MachineDeployment").ok(),
@@ -367,7 +367,7 @@ async fn live_names(live: Live, flags: &KubeFlags) -> Result<Vec<String>, Error>
     let Some(ar) = ar else {
         return Ok(Vec::new());
     };
-    shared::api::list_names(&conn, &ar, conn.list_namespace()).await
+    kclient::api::list_names(&conn, &ar, conn.list_namespace()).await
 }
 
 /// The answer to one `__complete` call on `root`: candidates and directive. Live lookups
@@ -410,7 +410,7 @@ pub async fn answer(root: &Command, words: &[String]) -> (Vec<String>, u32) {
 /// Runs the hidden `__complete` verb: prints the [`answer`].
 pub async fn run(root: &Command, args: &CompleteArgs) -> Result<(), Error> {
     let (candidates, directive) = answer(root, &args.words).await;
-    shared::render::completions(&candidates, directive);
+    kclient::render::completions(&candidates, directive);
     Ok(())
 }
 

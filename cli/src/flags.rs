@@ -1,17 +1,17 @@
 //! kubectl's flags: connection ([`KubeFlags`]), output ([`OutputFlags`]) and `-v` ([`LogFlags`]).
-//! The flags parse into the client layer's plain options ([`shared::conn::ConnectOptions`],
-//! [`shared::render::OutputOptions`]); nothing below this crate knows about clap.
+//! The flags parse into the client layer's plain options ([`kclient::conn::ConnectOptions`],
+//! [`kclient::render::OutputOptions`]); nothing below this crate knows about clap.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use kclient::conn::{Conn, ConnectOptions};
+use kclient::error::Error;
+use kclient::render::{ColorWhen, OutputFormat, OutputOptions};
 use kube::Config;
 use kube::config::Kubeconfig;
-use shared::conn::{Conn, ConnectOptions};
-use shared::error::Error;
-use shared::render::{ColorWhen, OutputFormat, OutputOptions};
 
 pub use kcore::text::parse_duration;
 
@@ -202,7 +202,7 @@ impl LogFlags {
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
             // Colour codes only on a terminal and without NO_COLOR, as for every other output.
-            .with_ansi(shared::render::color_enabled(
+            .with_ansi(kclient::render::color_enabled(
                 ColorWhen::Auto,
                 std::env::var("NO_COLOR").ok().as_deref(),
                 std::io::IsTerminal::is_terminal(&std::io::stderr()),
@@ -243,13 +243,13 @@ impl From<&OutputFlags> for OutputOptions {
 }
 
 /// The longest template file `-o jsonpath-file=` or `custom-columns-file=` reads.
-const MAX_TEMPLATE_FILE: usize = shared::render::jsonpath::MAX_TEMPLATE_BYTES;
+const MAX_TEMPLATE_FILE: usize = kclient::render::jsonpath::MAX_TEMPLATE_BYTES;
 
 /// Bounded in bytes whatever the file is, and in time when it is a FIFO or a pipe
-/// ([`shared::input`]): `-o jsonpath-file=FIFO` with no writer fails in one line.
+/// ([`kclient::input`]): `-o jsonpath-file=FIFO` with no writer fails in one line.
 fn read_template_file(kind: &str, path: &str) -> Result<String, String> {
     let flag = format!("-o {kind}");
-    let input = shared::input::Input {
+    let input = kclient::input::Input {
         flag: &flag,
         limit: MAX_TEMPLATE_FILE,
         stdin: false,
@@ -262,7 +262,7 @@ fn read_template_file(kind: &str, path: &str) -> Result<String, String> {
 /// `-o`: a name from the render layer's one list, or kubectl's templated forms, parsed (and
 /// template files read) here so a bad template is a usage error before any request.
 pub fn parse_output(s: &str) -> Result<OutputFormat, String> {
-    use shared::render::jsonpath::{Columns, Template};
+    use kclient::render::jsonpath::{Columns, Template};
     if let Some((f, _, _)) = OutputFormat::ALL.iter().find(|(_, n, _)| *n == s) {
         return Ok(f.clone());
     }
@@ -278,7 +278,7 @@ pub fn parse_output(s: &str) -> Result<OutputFormat, String> {
             }
         )
     };
-    let e = |e: shared::render::jsonpath::JsonPathError| e.to_string();
+    let e = |e: kclient::render::jsonpath::JsonPathError| e.to_string();
     match kind {
         "jsonpath" if arg.is_empty() => Err(needs("a template")),
         "jsonpath" => Template::parse(arg).map(OutputFormat::JsonPath).map_err(e),

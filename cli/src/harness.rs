@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
-use shared::error::Error;
+use kclient::error::Error;
 
 use crate::flags::{LogFlags, VERB_EXIT_CODES_HELP};
 
@@ -142,11 +142,11 @@ fn find_external(
 fn exec_external(exe: &Path, rest: &[OsString]) -> ExitCode {
     use std::os::unix::process::CommandExt;
     let err = std::process::Command::new(exe).args(rest).exec();
-    shared::render::error(&Error::other(format!(
+    kclient::render::error(&Error::other(format!(
         "cannot run {}: {err}",
         exe.display()
     )));
-    ExitCode::from(shared::error::EXIT_FAILURE)
+    ExitCode::from(kclient::error::EXIT_FAILURE)
 }
 
 /// Windows cannot replace the process: run the plugin, wait, and exit with its code (as
@@ -158,14 +158,14 @@ fn exec_external(exe: &Path, rest: &[OsString]) -> ExitCode {
             status
                 .code()
                 .and_then(|c| u8::try_from(c).ok())
-                .unwrap_or(shared::error::EXIT_FAILURE),
+                .unwrap_or(kclient::error::EXIT_FAILURE),
         ),
         Err(err) => {
-            shared::render::error(&Error::other(format!(
+            kclient::render::error(&Error::other(format!(
                 "cannot run {}: {err}",
                 exe.display()
             )));
-            ExitCode::from(shared::error::EXIT_FAILURE)
+            ExitCode::from(kclient::error::EXIT_FAILURE)
         }
     }
 }
@@ -182,8 +182,8 @@ fn usage_exit(e: clap::Error, help_on: &str) -> ExitCode {
     ) {
         e.exit()
     }
-    shared::render::error(&usage_error(&e.to_string(), help_on));
-    ExitCode::from(shared::error::EXIT_USAGE)
+    kclient::render::error(&usage_error(&e.to_string(), help_on));
+    ExitCode::from(kclient::error::EXIT_USAGE)
 }
 
 /// clap's usage error as our one line and hint ([`kcore::text::usage_line`]).
@@ -304,14 +304,14 @@ where
     {
         Ok(rt) => rt,
         Err(e) => {
-            shared::render::error(&Error::other(format!("cannot start the runtime: {e}")));
-            return ExitCode::from(shared::error::EXIT_FAILURE);
+            kclient::render::error(&Error::other(format!("cannot start the runtime: {e}")));
+            return ExitCode::from(kclient::error::EXIT_FAILURE);
         }
     };
     match rt.block_on(verb()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            shared::render::error(&e);
+            kclient::render::error(&e);
             ExitCode::from(e.exit_code())
         }
     }

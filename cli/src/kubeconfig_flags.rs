@@ -1,6 +1,6 @@
 //! The flags of the one kubeconfig surface both plugins share: `kubectl capi kubeconfig
 //! CLUSTER` and `kubectl kamaji kubeconfig get CONTROL_PLANE` flatten [`KubeconfigFlags`] and
-//! hand [`KubeconfigFlags::delivery`] to `shared::kubeconfig::deliver`, so the two take the same
+//! hand [`KubeconfigFlags::delivery`] to `kclient::kubeconfig::deliver`, so the two take the same
 //! flags, print the same hints and merge the same way.
 //!
 //! - `-o yaml|json`, as kubectl: the kubeconfig as stored (default), or as JSON.
@@ -16,8 +16,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use clap::builder::TypedValueParser;
-use shared::error::Error;
-use shared::kubeconfig::{Delivery, KubeconfigFormat};
+use kclient::error::Error;
+use kclient::kubeconfig::{Delivery, KubeconfigFormat};
 
 /// `-o` of the kubeconfig verbs: a format, or (old spelling) a file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

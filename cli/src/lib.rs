@@ -8,7 +8,7 @@
 //!
 //! A verb flattens [`KubeFlags`] and [`OutputFlags`] into its clap `Args`, connects with
 //! `args.kube.connect().await?`, plans with `kcore`, acts through `shared`, and prints with
-//! `shared::render::Printer::new(&args.output)`.
+//! `kclient::render::Printer::new(&args.output)`.
 
 pub mod complete;
 pub mod completion_shim;
@@ -22,6 +22,6 @@ pub use flags::{
     label_selector, parse_duration,
 };
 pub use harness::{Program, command_for, external_verbs, run};
+pub use kclient::conn::Conn;
+pub use kclient::render::{ColorWhen, OutputFormat, color_enabled};
 pub use kubeconfig_flags::{KubeconfigFlags, KubeconfigOutput};
-pub use shared::conn::Conn;
-pub use shared::render::{ColorWhen, OutputFormat, color_enabled};

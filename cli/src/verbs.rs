@@ -9,10 +9,10 @@ pub mod version {
 
     use crate::flags::{KubeFlags, OutputFlags};
     use crate::harness::Program;
+    use kclient::discovery::{ProviderInfo, ServerApis};
+    use kclient::error::{Error, Op};
+    use kclient::render::{Cell, Fields, Human, Printer, Render, Tone};
     use kcore::groups::{CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP, KAMAJI_GROUP};
-    use shared::discovery::{ProviderInfo, ServerApis};
-    use shared::error::{Error, Op};
-    use shared::render::{Cell, Fields, Human, Printer, Render, Tone};
 
     #[derive(ClapArgs, Clone, Debug, Default)]
     pub struct Args {
@@ -141,7 +141,7 @@ pub mod version {
                 // Like kubectl version: the client part, then the error.
                 if !matches!(
                     args.output.output,
-                    shared::render::OutputFormat::Json | shared::render::OutputFormat::Yaml
+                    kclient::render::OutputFormat::Json | kclient::render::OutputFormat::Yaml
                 ) {
                     printer.print(&VersionReport {
                         client_version,
@@ -168,7 +168,7 @@ pub mod completion {
     use clap::Args as ClapArgs;
 
     use crate::harness::Program;
-    use shared::error::Error;
+    use kclient::error::Error;
 
     /// What `completion` prints or does: a shell's script, or `install` for kubectl's shim.
     #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -312,7 +312,7 @@ complete -c @EXE@ -f -a '(__@FUNC@)'
         }
         let bin = program.executable();
         if let Some(s) = script(shell, &bin) {
-            shared::render::raw(s.as_bytes());
+            kclient::render::raw(s.as_bytes());
             return Ok(());
         }
         // The static scripts offer only the visible verbs (clap_complete would include hidden ones).
@@ -321,7 +321,7 @@ complete -c @EXE@ -f -a '(__@FUNC@)'
             .subcommands(root.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
         let mut buf: Vec<u8> = Vec::new();
         clap_complete::generate(shell, &mut cmd, bin, &mut buf);
-        shared::render::raw(&buf);
+        kclient::render::raw(&buf);
         Ok(())
     }
 
@@ -364,7 +364,7 @@ complete -c @EXE@ -f -a '(__@FUNC@)'
                         Error::other(format!("cannot remove the link {}: {e}", path.display()))
                     })?;
                 }
-                shared::kubeconfig::write_atomic_mode(
+                kclient::kubeconfig::write_atomic_mode(
                     &path,
                     shim_script(plugin).as_bytes(),
                     false,
@@ -377,9 +377,9 @@ complete -c @EXE@ -f -a '(__@FUNC@)'
                 }
             }
         };
-        shared::render::line(&format!("completion shim {} {verb}", path.display()));
+        kclient::render::line(&format!("completion shim {} {verb}", path.display()));
         if !on_path(&dir) {
-            shared::render::warn(&format!(
+            kclient::render::warn(&format!(
                 "{} is not on PATH, so kubectl will not find the shim; add it to PATH",
                 dir.display()
             ));

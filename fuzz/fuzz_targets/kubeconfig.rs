@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shared::kubeconfig::{MergeOptions, merge, parse};
+use kclient::kubeconfig::{MergeOptions, merge, parse};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else {

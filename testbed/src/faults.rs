@@ -7,7 +7,7 @@ use crate::{Error, Testbed};
 
 /// How long the stopped server waits for a request it has not read before it takes one it had
 /// read for granted. A `--wait` polls at least every [`Backoff::MAX`] (5 s) while the server
-/// answers (`shared::render::Backoff` in this workspace), so after this long a command still
+/// answers (`kclient::render::Backoff` in this workspace), so after this long a command still
 /// running has a request out: either one sent after the stop (seen as unread bytes), or one
 /// the server read just before the stop and never answered (invisible from outside, and reset
 /// by the kill all the same).

@@ -77,7 +77,7 @@ fn the_cli_does_not_link_the_controller_and_the_controller_no_cli_library() {
     let reconciler = deps("kamaji-reconciler");
     for banned in [
         "capi-kamaji-cli",
-        "capi-kamaji-shared",
+        "capi-kamaji-client",
         "kubectl-capi",
         "kubectl-kamaji",
     ] {
@@ -86,10 +86,10 @@ fn the_cli_does_not_link_the_controller_and_the_controller_no_cli_library() {
             "the reconciler depends on {banned}"
         );
     }
-    let shared = deps("capi-kamaji-shared");
+    let shared = deps("capi-kamaji-client");
     assert!(
         !shared.iter().any(|n| n == "clap"),
-        "shared depends on clap"
+        "the client layer depends on clap"
     );
 }
 
@@ -112,7 +112,7 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
 fn defining(matches: impl Fn(&str) -> bool) -> Vec<String> {
     let root = workspace();
     let mut files = Vec::new();
-    for dir in ["core/src", "shared/src", "cli/src", "plugins"] {
+    for dir in ["core/src", "client/src", "cli/src", "plugins"] {
         sources(&root.join(dir), &mut files);
     }
     let mut out: Vec<String> = files
@@ -162,17 +162,17 @@ fn one_definition_per_concept() {
     one(
         "the kubeconfig merge",
         defining(|l| l.starts_with("pub fn merge(") && !l.contains("merge(into")),
-        "shared/src/kubeconfig.rs",
+        "client/src/kubeconfig.rs",
     );
     one(
         "the atomic file writer",
         defining(|l| l.starts_with("pub fn write_atomic(")),
-        "shared/src/kubeconfig.rs",
+        "client/src/kubeconfig.rs",
     );
     one(
         "confirm",
         defining(|l| l.starts_with("pub fn confirm(")),
-        "shared/src/render/mod.rs",
+        "client/src/render/mod.rs",
     );
     one(
         "the cluster name label",
@@ -192,7 +192,7 @@ fn one_definition_per_concept() {
     one(
         "the teardown",
         defining(|l| l.starts_with("pub async fn execute(")),
-        "shared/src/teardown.rs",
+        "client/src/teardown.rs",
     );
 }
 
@@ -201,7 +201,7 @@ fn clap_only_in_the_cli_crate_and_the_binaries() {
     let users = defining(|l| l.starts_with("use clap") || l.contains("clap::"));
     let libraries: Vec<&String> = users
         .iter()
-        .filter(|f| f.starts_with("core/") || f.starts_with("shared/"))
+        .filter(|f| f.starts_with("core/") || f.starts_with("client/"))
         .collect();
     assert!(libraries.is_empty(), "clap in library code: {libraries:?}");
     assert!(
@@ -257,7 +257,7 @@ fn no_private_copy_of_a_core_constant() {
     );
     let root = workspace();
     let mut files = Vec::new();
-    for dir in ["core/src", "shared/src", "cli/src", "plugins"] {
+    for dir in ["core/src", "client/src", "cli/src", "plugins"] {
         sources(&root.join(dir), &mut files);
     }
     let mut copies = Vec::new();
@@ -388,7 +388,7 @@ fn no_verb_imports_another_verb() {
 fn public_type_names_are_unique() {
     let root = workspace();
     let mut files = Vec::new();
-    for dir in ["core/src", "shared/src", "cli/src", "plugins"] {
+    for dir in ["core/src", "client/src", "cli/src", "plugins"] {
         sources(&root.join(dir), &mut files);
     }
     let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();

@@ -11,12 +11,12 @@
 
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{DryRun, KubeFlags};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
 use kcore::fields;
 use kcore::groups::CapiVersion;
 use kcore::json::nest;
 use serde_json::{Value, json};
-use shared::discovery::ServerApis;
-use shared::error::Error;
 
 use crate::common::names::display_name;
 use crate::common::time::rollout_time;
@@ -120,7 +120,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let ar = apis
         .provider_kind(group, kind)
         .ok_or_else(|| apis.not_installed(kind, group, "clusterctl init"))?;
-    let obj = shared::api::get_or_suggest(&conn, &ar, &ns, name).await?;
+    let obj = kclient::api::get_or_suggest(&conn, &ar, &ns, name).await?;
     let obj = fields::object_json(&obj);
     let shown = display_name(&ar.kind, &ar.api_version, name);
     let paused = is_paused(kind, &obj);
@@ -160,21 +160,21 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             json!({"metadata": {"annotations": {PAUSED_ANNOTATION: value}}})
         }
     };
-    let w = shared::api::Write {
+    let w = kclient::api::Write {
         manager: FIELD_MANAGER,
         dry_run: a.dry_run.server(),
         force: false,
     };
     if a.dry_run == DryRun::Client {
-        shared::render::raw(format!("---\n{}", shared::render::to_yaml(&patch)?).as_bytes());
+        kclient::render::raw(format!("---\n{}", kclient::render::to_yaml(&patch)?).as_bytes());
     } else {
-        shared::api::merge_patch(&conn, &ar, &ns, name, &patch, w).await?;
+        kclient::api::merge_patch(&conn, &ar, &ns, name, &patch, w).await?;
     }
     let done = match verb {
         "restart" => "restarted",
         "pause" => "paused",
         _ => "resumed",
     };
-    shared::render::line(&format!("{shown} {done}{}", a.dry_run.suffix()));
+    kclient::render::line(&format!("{shown} {done}{}", a.dry_run.suffix()));
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `kubectl capi delete CLUSTER`: tear a cluster down the way the BCM runbook does by hand, in one
 //! command. It shows what goes (the cluster, its control plane, infrastructure, deployments,
 //! machines and the BYOH hosts that will be released), asks on a terminal (`--yes` otherwise),
-//! and runs the teardown `kubectl kamaji delete` runs too (`shared::teardown`): the Cluster
+//! and runs the teardown `kubectl kamaji delete` runs too (`kclient::teardown`): the Cluster
 //! goes and Cluster API cascades; the templates (and `kamaji create`'s addons) only this
 //! cluster used are deleted after it; templates another cluster uses are released from the
 //! Cluster's ownership and kept. `--wait` follows the teardown
@@ -18,15 +18,15 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags};
+use kclient::error::{Error, Op};
+use kclient::render::Poll;
+use kclient::teardown;
 use kcore::fields;
 use kcore::groups::INFRASTRUCTURE_GROUP;
 use kcore::plan::teardown as plan;
 use kube::api::DeleteParams;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use shared::error::{Error, Op};
-use shared::render::Poll;
-use shared::teardown;
 
 use crate::common::cluster::ClusterHandle;
 use crate::common::host_pool::{HostLists, inventory_lists};
@@ -92,8 +92,8 @@ fn kubeconfig_files(kube: &KubeFlags) -> Vec<PathBuf> {
 /// What `kubeconfig --merge` added for this cluster: the API servers and user credentials of its kubeconfig
 /// Secret (what `kubeconfig --merge` copied), and its control-plane endpoint. Read before the
 /// teardown deletes the Secret.
-async fn cluster_servers(t: &ClusterHandle) -> shared::kubeconfig::Added {
-    let mut out = shared::kubeconfig::Added::default();
+async fn cluster_servers(t: &ClusterHandle) -> kclient::kubeconfig::Added {
+    let mut out = kclient::kubeconfig::Added::default();
     let ep = |k: &str| fields::at(&t.cluster, &["spec", "controlPlaneEndpoint", k]).cloned();
     if let (Some(host), Some(port)) = (ep("host"), ep("port"))
         && let Some(host) = host.as_str().filter(|h| !h.is_empty())
@@ -109,7 +109,7 @@ async fn cluster_servers(t: &ClusterHandle) -> shared::kubeconfig::Added {
                 base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b).ok()
             })
             .and_then(|b| String::from_utf8(b).ok())
-        && let Ok(kc) = shared::kubeconfig::parse(&text, "the kubeconfig Secret")
+        && let Ok(kc) = kclient::kubeconfig::parse(&text, "the kubeconfig Secret")
     {
         for c in kc["clusters"].as_array().into_iter().flatten() {
             if let Some(server) = c["cluster"]["server"].as_str() {
@@ -132,32 +132,32 @@ async fn cluster_servers(t: &ClusterHandle) -> shared::kubeconfig::Added {
 fn remove_merged_context(
     kube: &KubeFlags,
     cluster: &str,
-    added: &shared::kubeconfig::Added,
+    added: &kclient::kubeconfig::Added,
 ) -> Result<(), Error> {
-    use shared::kubeconfig::ContextRemoval;
+    use kclient::kubeconfig::ContextRemoval;
     let ctx = context_name(cluster);
     for path in kubeconfig_files(kube) {
-        let was_current = match shared::kubeconfig::remove_context_from_file(&path, &ctx, added) {
+        let was_current = match kclient::kubeconfig::remove_context_from_file(&path, &ctx, added) {
             Ok(ContextRemoval::Removed { was_current }) => was_current,
             Ok(ContextRemoval::Absent) => continue,
             Ok(ContextRemoval::NotOurs) => {
-                shared::render::warn(&format!(
+                kclient::render::warn(&format!(
                     "kept context {ctx} in {}: its server or credentials are not cluster {cluster}'s",
                     path.display()
                 ));
                 continue;
             }
             Err(e) => {
-                shared::render::warn(&format!(
+                kclient::render::warn(&format!(
                     "context {ctx} was not removed from {}: {e}",
                     path.display()
                 ));
                 continue;
             }
         };
-        shared::render::line(&format!("deleted context {ctx} from {}", path.display()));
+        kclient::render::line(&format!("deleted context {ctx} from {}", path.display()));
         if was_current {
-            shared::render::warn(&format!(
+            kclient::render::warn(&format!(
                 "{ctx} was the current context; pick another with kubectl config use-context"
             ));
         }
@@ -253,9 +253,9 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let td = teardown::plan(&t.conn, &t.apis, &t.namespace, &t.name, Vec::new()).await?;
     let replicas = cp.as_ref().and_then(|(_, v)| fields::replicas(v).desired);
     let text = preview_text(&preview, replicas, lists.is_some(), &td);
-    shared::render::raw(text.as_bytes());
+    kclient::render::raw(text.as_bytes());
     if !args.yes && !args.dry_run.is_dry() && !confirmed(&t)? {
-        shared::render::line("cancelled; nothing was deleted");
+        kclient::render::line("cancelled; nothing was deleted");
         return Ok(());
     }
     let added = cluster_servers(&t).await;
@@ -397,20 +397,20 @@ fn confirmed(t: &ClusterHandle) -> Result<bool, Error> {
             hint: Some("pass --yes to delete without asking".into()),
         });
     }
-    shared::render::confirm(&format!("Delete cluster {}/{}?", t.namespace, t.name))
+    kclient::render::confirm(&format!("Delete cluster {}/{}?", t.namespace, t.name))
 }
 
 /// Runs the teardown, or with `--dry-run=client` only says what it would delete.
 async fn execute(args: &Args, t: &ClusterHandle, td: &teardown::Teardown) -> Result<(), Error> {
     let say = |d: &teardown::Part| {
         let shown = display_name(&d.ar.kind, &d.ar.api_version, &d.name);
-        shared::render::line(&format!("{shown} deleted{}", args.dry_run.suffix()));
+        kclient::render::line(&format!("{shown} deleted{}", args.dry_run.suffix()));
     };
     if args.dry_run == DryRun::Client {
         td.deleted().for_each(say);
         return Ok(());
     }
-    let write = shared::api::Write {
+    let write = kclient::api::Write {
         manager: FIELD_MANAGER,
         dry_run: args.dry_run.server(),
         force: false,
@@ -428,12 +428,12 @@ async fn wait_gone(
     // The last progress seen, for the report when the wait times out.
     let last = std::cell::RefCell::new(None);
     let released = std::cell::RefCell::new(Vec::new());
-    let write = shared::api::Write {
+    let write = kclient::api::Write {
         manager: FIELD_MANAGER,
         dry_run: false,
         force: false,
     };
-    let waited = shared::render::wait_until(&what, timeout, Duration::from_secs(1), || async {
+    let waited = kclient::render::wait_until(&what, timeout, Duration::from_secs(1), || async {
         let let_go = teardown::finish_kamaji_release(&t.conn, &t.apis, td, write).await?;
         released.borrow_mut().extend(let_go);
         let p = progress(t, td).await?;
@@ -453,7 +453,7 @@ async fn wait_gone(
     teardown::say_released(&released.take());
     match waited {
         Ok(()) => {
-            shared::render::line(&format!(
+            kclient::render::line(&format!(
                 "cluster {} is gone; its machines are deleted and its hosts released",
                 t.name
             ));
@@ -471,7 +471,7 @@ fn stuck_report(t: &ClusterHandle, p: &plan::DeleteProgress, timeout: Duration) 
     for l in p.report_lines() {
         s.push_str(&format!("  {l}\n"));
     }
-    shared::render::raw(s.as_bytes());
+    kclient::render::raw(s.as_bytes());
     let stuck = p
         .remaining
         .iter()
@@ -521,7 +521,7 @@ async fn cleanup_bootstrap_kubeconfigs(t: &ClusterHandle) -> Result<(), Error> {
         .apis
         .provider_kind(INFRASTRUCTURE_GROUP, "BootstrapKubeconfig")
     else {
-        shared::render::info("no BootstrapKubeconfig API on this cluster; nothing to clean up");
+        kclient::render::info("no BootstrapKubeconfig API on this cluster; nothing to clean up");
         return Ok(());
     };
     let hosts = match t.apis.byo_host() {
@@ -534,12 +534,12 @@ async fn cleanup_bootstrap_kubeconfigs(t: &ClusterHandle) -> Result<(), Error> {
         let op = Op::on("delete", &bk_ar)
             .in_namespace(Some(&u.namespace))
             .named(&u.name);
-        match shared::api::dynamic(&t.conn, &bk_ar, Some(&u.namespace))
+        match kclient::api::dynamic(&t.conn, &bk_ar, Some(&u.namespace))
             .delete(&u.name, &DeleteParams::default())
             .await
         {
             Ok(_) => {
-                shared::render::line(&format!(
+                kclient::render::line(&format!(
                     "{} deleted ({})",
                     display_name(&bk_ar.kind, &bk_ar.api_version, &u.name),
                     u.reason
@@ -549,7 +549,7 @@ async fn cleanup_bootstrap_kubeconfigs(t: &ClusterHandle) -> Result<(), Error> {
             Err(e) => return Err(t.conn.error(e, &op)),
         }
     }
-    shared::render::info(&format!(
+    kclient::render::info(&format!(
         "BootstrapKubeconfigs: {} deleted, {} kept (their host has not registered and the token is still valid)",
         unused.len(),
         bks.len() - unused.len()

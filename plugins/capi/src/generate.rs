@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{KubeFlags, OutputFlags, OutputFormat};
+use kclient::error::Error;
+use kclient::render::{Human, Printer, Render};
 use kcore::plan::template::{
     self, GenerateOptions, Source, TemplateError, VariableStatus, Variables,
 };
 use serde::Serialize;
 use serde_json::Value;
-use shared::error::Error;
-use shared::render::{Human, Printer, Render};
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
@@ -130,7 +130,7 @@ async fn read_config_map(a: &ClusterArgs, name: &str) -> Result<(String, String)
         .clone()
         .unwrap_or_else(|| conn.namespace.clone());
     let api: kube::Api<ConfigMap> = kube::Api::namespaced(conn.client.clone(), &ns);
-    let op = shared::error::Op::new("get", "", "configmaps", "ConfigMap")
+    let op = kclient::error::Op::new("get", "", "configmaps", "ConfigMap")
         .in_namespace(Some(&ns))
         .named(name);
     let cm = api.get_opt(name).await.map_err(|e| conn.error(e, &op))?.ok_or_else(|| Error::Other {
@@ -220,7 +220,7 @@ fn provider_dir(a: &ClusterArgs, provider: Option<&str>) -> Result<PathBuf, Erro
 fn read_providers(path: &Path) -> Result<Vec<(String, String, String)>, Error> {
     let text = config_input()
         .read_text(path)
-        .map_err(shared::input::InputError::failure)?;
+        .map_err(kclient::input::InputError::failure)?;
     let v: Value = serde_saphyr::from_str(&text).unwrap_or(Value::Null);
     Ok(v.get("providers")
         .and_then(Value::as_array)
@@ -234,8 +234,8 @@ fn read_providers(path: &Path) -> Result<Vec<(String, String, String)>, Error> {
 }
 
 /// How `--from` is read: bounded as the template engine is, `-` for stdin.
-fn template_input() -> shared::input::Input<'static> {
-    shared::input::Input {
+fn template_input() -> kclient::input::Input<'static> {
+    kclient::input::Input {
         flag: "--from",
         limit: kcore::plan::template::MAX_TEMPLATE_BYTES,
         stdin: true,
@@ -243,8 +243,8 @@ fn template_input() -> shared::input::Input<'static> {
 }
 
 /// How clusterctl's `--config` file is read (bounded; no stdin).
-fn config_input() -> shared::input::Input<'static> {
-    shared::input::Input::new("--config", false)
+fn config_input() -> kclient::input::Input<'static> {
+    kclient::input::Input::new("--config", false)
 }
 
 /// Reads the template text and says where it came from.
@@ -255,7 +255,7 @@ async fn read_template(from: &str, flavor: Option<&str>) -> Result<(String, Stri
                 "--flavor picks a file of a template directory; it cannot apply to a URL",
             ));
         }
-        let text = shared::fetch::fetch_text(
+        let text = kclient::fetch::fetch_text(
             from,
             kcore::plan::template::MAX_TEMPLATE_BYTES,
             FETCH_TIMEOUT,
@@ -277,7 +277,7 @@ async fn read_template(from: &str, flavor: Option<&str>) -> Result<(String, Stri
         }
         let s = template_input()
             .read_text(Path::new("-"))
-            .map_err(shared::input::InputError::failure)?;
+            .map_err(kclient::input::InputError::failure)?;
         return Ok((s, "stdin".into()));
     }
     let p = Path::new(from);
@@ -295,7 +295,7 @@ async fn read_template(from: &str, flavor: Option<&str>) -> Result<(String, Stri
         p.to_path_buf()
     };
     let text = template_input().read_text(&file).map_err(|e| match e {
-        shared::input::InputError::Io { source, .. } => Error::Other {
+        kclient::input::InputError::Io { source, .. } => Error::Other {
             message: format!("cannot read the template {}: {source}", file.display()),
             hint: match flavor {
                 Some(_) if p.is_dir() => Some(format!(
@@ -352,7 +352,7 @@ fn config_path(flag: Option<&Path>) -> Option<PathBuf> {
 fn read_config(path: &Path, explicit: bool) -> Result<BTreeMap<String, String>, Error> {
     let text = match config_input().read_text(path) {
         Ok(t) => t,
-        Err(shared::input::InputError::Io { source, .. })
+        Err(kclient::input::InputError::Io { source, .. })
             if !explicit && source.kind() == std::io::ErrorKind::NotFound =>
         {
             return Ok(BTreeMap::new());
@@ -594,11 +594,11 @@ async fn cluster(a: &ClusterArgs) -> Result<(), Error> {
             "the template {source} holds no objects"
         )));
     }
-    let out = shared::render::objects_text(&format, &objects, "")?;
+    let out = kclient::render::objects_text(&format, &objects, "")?;
     match &a.write_to {
-        Some(p) => shared::kubeconfig::write_atomic(p, out.as_bytes(), false),
+        Some(p) => kclient::kubeconfig::write_atomic(p, out.as_bytes(), false),
         None => {
-            shared::render::raw(out.as_bytes());
+            kclient::render::raw(out.as_bytes());
             Ok(())
         }
     }

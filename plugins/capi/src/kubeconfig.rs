@@ -2,7 +2,7 @@
 //! [--context-name NAME] [--set-current] [--force]]`: the workload cluster's kubeconfig from
 //! Secret `<cluster>-kubeconfig` (key `value`), printed, written to a file, or merged into the
 //! user's kubeconfig. The flags and the merge are the ones `kubectl kamaji kubeconfig get`
-//! has ([`cli::KubeconfigFlags`], `shared::kubeconfig::deliver`).
+//! has ([`cli::KubeconfigFlags`], `kclient::kubeconfig::deliver`).
 //!
 //! clusterctl's form works too: `get kubeconfig NAME -n NS` becomes
 //! `kubectl capi kubeconfig get NAME -n NS`, and its `--kubeconfig-context` is kubectl's
@@ -11,10 +11,10 @@
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{KubeFlags, KubeconfigFlags};
 use k8s_openapi::api::core::v1::Secret;
+use kclient::discovery::ServerApis;
+use kclient::error::{Error, Op};
+use kclient::kubeconfig;
 use kube::api::Api;
-use shared::discovery::ServerApis;
-use shared::error::{Error, Op};
-use shared::kubeconfig;
 
 const HELP: &str = "Without --write-to or --merge the kubeconfig is printed on stdout as the Secret holds it (-o json for JSON).
 
@@ -126,7 +126,7 @@ async fn fetch(cluster: &str, kube: &KubeFlags) -> Result<(String, String), Erro
         // Tell a missing cluster from one whose control plane is not up yet.
         let apis = ServerApis::discover(&conn).await?;
         let cluster_ar = apis.cluster()?;
-        let obj = shared::api::get_or_suggest(&conn, &cluster_ar, &ns, cluster).await?;
+        let obj = kclient::api::get_or_suggest(&conn, &cluster_ar, &ns, cluster).await?;
         let json = kcore::fields::object_json(&obj);
         let initialized = kcore::fields::cluster_control_plane_initialized(&json);
         let message = if initialized {

@@ -4,14 +4,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::{Cell, Human, Printer, Render, Table, Tone};
 use kcore::fields::{self, Replicas};
 use kcore::json;
 use kube::api::ListParams;
 use serde::Serialize;
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::{Cell, Human, Printer, Render, Table, Tone};
 
 use crate::common::{cells, lists, time};
 
@@ -86,7 +86,7 @@ pub struct ClusterList {
 
 impl Render for ClusterList {
     fn labels(&self) -> Option<Vec<String>> {
-        shared::render::labels_column(self.items.iter().map(|r| &r.metadata.labels))
+        kclient::render::labels_column(self.items.iter().map(|r| &r.metadata.labels))
     }
     fn human(&self) -> Human {
         let mut t = Table::new([
@@ -136,7 +136,7 @@ impl Render for ClusterList {
         Human::Table(t)
     }
     fn names(&self) -> Option<Vec<String>> {
-        shared::render::names_column(
+        kclient::render::names_column(
             "Cluster",
             kcore::groups::CAPI_GROUP,
             self.items.iter().map(|r| &r.name),
@@ -233,7 +233,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let md_ar = apis.capi_kind("MachineDeployment").ok();
     let all = ListParams::default();
     let (clusters, deployments) = tokio::try_join!(
-        shared::api::list_json(&conn, &cluster_ar, namespace.as_deref(), &lp),
+        kclient::api::list_json(&conn, &cluster_ar, namespace.as_deref(), &lp),
         lists::list_opt(&conn, md_ar.as_ref(), namespace.as_deref(), &all),
     )?;
     // One LIST per control-plane kind the clusters reference.
@@ -253,7 +253,8 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         let Ok(ar) = apis.resolve_ref(&r) else {
             continue;
         };
-        match shared::api::list_json(&conn, &ar, namespace.as_deref(), &ListParams::default()).await
+        match kclient::api::list_json(&conn, &ar, namespace.as_deref(), &ListParams::default())
+            .await
         {
             Ok(items) => {
                 cp_lists.insert((group, kind), items);
@@ -282,7 +283,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             Some(ns) => format!(" in namespace {ns}"),
             None => String::new(),
         };
-        shared::render::info(&format!("No clusters found{where_}."));
+        kclient::render::info(&format!("No clusters found{where_}."));
         return Ok(());
     }
     printer.print(&ClusterList { items })

@@ -6,6 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags, OutputFormat};
 use futures::StreamExt;
+use kclient::discovery::ServerApis;
+use kclient::error::{Error, Op};
+use kclient::render::{Cell, Human, Printer, Render, Table, Tone};
 use kcore::fields;
 use kcore::json;
 use kcore::plan::hosts::{BYOMACHINE_NAME_LABEL, host_from_provider_id};
@@ -13,9 +16,6 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::watcher;
 use serde::Serialize;
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::{Error, Op};
-use shared::render::{Cell, Human, Printer, Render, Table, Tone};
 
 use crate::common::{cells, host_pool, time};
 
@@ -167,7 +167,7 @@ fn phase_tone(p: Option<&str>) -> Tone {
 
 impl Render for MachineList {
     fn labels(&self) -> Option<Vec<String>> {
-        shared::render::labels_column(self.items.iter().map(|r| &r.metadata.labels))
+        kclient::render::labels_column(self.items.iter().map(|r| &r.metadata.labels))
     }
     fn human(&self) -> Human {
         let mut t = Table::new([
@@ -211,7 +211,7 @@ impl Render for MachineList {
         Human::Table(t)
     }
     fn names(&self) -> Option<Vec<String>> {
-        shared::render::names_column(
+        kclient::render::names_column(
             "Machine",
             kcore::groups::CAPI_GROUP,
             self.items.iter().map(|r| &r.name),
@@ -260,14 +260,14 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     // kept as text while the hosts are read, then parsed one at a time into their rows: a
     // 10,000-machine LIST is about 50 MB of JSON, and many times that parsed.
     let (text, hosts) = tokio::try_join!(
-        shared::api::list_whole_text(&conn, &machine_ar, namespace.as_deref(), &lp),
+        kclient::api::list_whole_text(&conn, &machine_ar, namespace.as_deref(), &lp),
         host_pool::host_claims(&conn, host_ar),
     )?;
     let host_map = hosts_by_byomachine(&hosts);
     drop(hosts);
     let now = time::now();
     let mut items: Vec<MachineRow> =
-        shared::api::whole_json_items(&machine_ar, text, |m| row(&m, &host_map, now))?;
+        kclient::api::whole_json_items(&machine_ar, text, |m| row(&m, &host_map, now))?;
     sort(&mut items);
     if let Some(c) = &args.cluster
         && items.is_empty()
@@ -275,7 +275,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         // Say whether the cluster itself exists.
         let cluster_ar = apis.cluster()?;
         let ns = conn.namespace.clone();
-        shared::api::get_or_suggest(&conn, &cluster_ar, &ns, c).await?;
+        kclient::api::get_or_suggest(&conn, &cluster_ar, &ns, c).await?;
     }
     let structured = args.output.output.is_structured();
     if items.is_empty() && !structured {
@@ -283,7 +283,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             Some(ns) => format!(" in namespace {ns}"),
             None => String::new(),
         };
-        shared::render::info(&format!("No machines found{where_}."));
+        kclient::render::info(&format!("No machines found{where_}."));
     } else if args.watch && structured {
         for r in &items {
             print_one(&printer, r)?;
@@ -316,12 +316,12 @@ fn print_one(printer: &Printer, r: &MachineRow) -> Result<(), Error> {
         OutputFormat::Json => {
             let s = serde_json::to_string(r)
                 .map_err(|e| Error::other(format!("cannot serialise the result as JSON: {e}")))?;
-            shared::render::line(&s);
+            kclient::render::line(&s);
             Ok(())
         }
         OutputFormat::Yaml => {
-            let s = shared::render::to_yaml(r)?;
-            shared::render::raw(format!("---\n{s}").as_bytes());
+            let s = kclient::render::to_yaml(r)?;
+            kclient::render::raw(format!("---\n{s}").as_bytes());
             Ok(())
         }
         _ => {
@@ -346,7 +346,7 @@ async fn watch(
     host_map: &HashMap<String, String>,
     initial: Vec<MachineRow>,
 ) -> Result<(), Error> {
-    let api: Api<DynamicObject> = shared::api::dynamic(conn, ar, namespace);
+    let api: Api<DynamicObject> = kclient::api::dynamic(conn, ar, namespace);
     let mut cfg = watcher::Config::default();
     if let Some(l) = &lp.label_selector {
         cfg = cfg.labels(l);

@@ -4,9 +4,9 @@
 
 use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags};
+use kclient::error::Error;
 use kcore::fields;
 use serde_json::{Value, json};
-use shared::error::Error;
 
 use crate::common::cluster::ClusterHandle;
 use crate::common::names::display_name;
@@ -43,7 +43,7 @@ async fn set_paused(args: &Args, paused: bool) -> Result<(), Error> {
     let shown = display_name(&t.cluster_ar.kind, &t.cluster_ar.api_version, &t.name);
     if now == paused {
         let state = if paused { "paused" } else { "not paused" };
-        shared::render::line(&format!("{shown} is already {state}"));
+        kclient::render::line(&format!("{shown} is already {state}"));
         return Ok(());
     }
     let obj = t
@@ -55,8 +55,8 @@ async fn set_paused(args: &Args, paused: bool) -> Result<(), Error> {
         )
         .await?;
     if args.dry_run == DryRun::Client {
-        shared::render::raw(shared::render::to_yaml(&obj)?.as_bytes());
+        kclient::render::raw(kclient::render::to_yaml(&obj)?.as_bytes());
     }
-    shared::render::line(&format!("{shown} {what}{}", args.dry_run.suffix()));
+    kclient::render::line(&format!("{shown} {what}{}", args.dry_run.suffix()));
     Ok(())
 }

@@ -6,10 +6,10 @@
 
 use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags};
+use kclient::error::Error;
 use kcore::fields;
 use kcore::groups::CapiVersion;
 use kcore::json::nest;
-use shared::error::Error;
 
 use crate::common::cluster::ClusterHandle;
 use crate::common::names::{display_name, name_of};
@@ -74,7 +74,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             restart_one(&t, &ar, name_of(&cp), paths.after, &at, args.dry_run).await?;
             done += 1;
         } else {
-            shared::render::info(&format!(
+            kclient::render::info(&format!(
                 "{} {} runs no machines of its own; nothing to roll there",
                 ar.kind,
                 name_of(&cp)
@@ -111,9 +111,9 @@ async fn restart_one(
         .apply(ar, name, nest(path, serde_json::json!(at)), dry)
         .await?;
     if dry == DryRun::Client {
-        shared::render::raw(format!("---\n{}", shared::render::to_yaml(&obj)?).as_bytes());
+        kclient::render::raw(format!("---\n{}", kclient::render::to_yaml(&obj)?).as_bytes());
     }
-    shared::render::line(&format!(
+    kclient::render::line(&format!(
         "{} restarted{}",
         display_name(&ar.kind, &ar.api_version, name),
         dry.suffix()

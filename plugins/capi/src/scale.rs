@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags};
+use kclient::error::Error;
+use kclient::render::Poll;
 use kcore::fields;
 use kcore::plan::scale::{
     HostPool, Role, ScaleError, ScalePlan, ScaleRequest, ScaleTarget, TOPOLOGY_DEPLOYMENT_LABEL,
     plan_scale,
 };
 use serde_json::Value;
-use shared::error::Error;
-use shared::render::Poll;
 
 use crate::common::cluster::ClusterHandle;
 use crate::common::cluster_parts::fetch;
@@ -172,13 +172,13 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     .map_err(scale_error)?;
     show_findings(&plan.findings);
     if args.dry_run == DryRun::Client {
-        shared::render::raw(shared::render::to_yaml(&plan)?.as_bytes());
+        kclient::render::raw(kclient::render::to_yaml(&plan)?.as_bytes());
     }
     // The marks go first: once the replicas drop, the MachineSet picks what to delete.
     for m in &marks {
         let ar = t.resource_of(&m.api_version, &m.kind)?;
         t.patch(&ar, m, args.dry_run).await?;
-        shared::render::line(&format!(
+        kclient::render::line(&format!(
             "{} marked for deletion{}",
             display_name(&m.kind, &m.api_version, &m.name),
             args.dry_run.suffix()
@@ -193,13 +193,13 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             shown
         };
         if s.from == Some(s.to) {
-            shared::render::line(&format!("{what} already at {} replicas", s.to));
+            kclient::render::line(&format!("{what} already at {} replicas", s.to));
             continue;
         }
         let ar = t.resource_of(&p.api_version, &p.kind)?;
         t.patch(&ar, p, args.dry_run).await?;
         let from = s.from.map(|f| f.to_string()).unwrap_or_else(|| "?".into());
-        shared::render::line(&format!(
+        kclient::render::line(&format!(
             "{what} scaled from {from} to {}{}",
             s.to,
             args.dry_run.suffix()
@@ -214,7 +214,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
 /// Waits until every step's object reports `to` replicas, all ready and up to date.
 async fn wait_ready(t: &ClusterHandle, plan: &ScalePlan, timeout: Duration) -> Result<(), Error> {
     let what = format!("waiting for cluster {} to reach its replica counts", t.name);
-    shared::render::wait_until(&what, timeout, Duration::from_secs(1), || async {
+    kclient::render::wait_until(&what, timeout, Duration::from_secs(1), || async {
         let mut pending = Vec::new();
         let cp = t.control_plane().await?.map(|(_, v)| v);
         let mds = t.machine_deployments().await?;
@@ -249,7 +249,7 @@ async fn wait_ready(t: &ClusterHandle, plan: &ScalePlan, timeout: Duration) -> R
         })
     })
     .await?;
-    shared::render::line(&format!("cluster {} scaled: replicas ready", t.name));
+    kclient::render::line(&format!("cluster {} scaled: replicas ready", t.name));
     Ok(())
 }
 

@@ -219,11 +219,11 @@ async fn rbac_limited_user_is_forbidden_with_can_i_hint() {
 
     // A namespaced list names the namespace in the line and in the can-i hint.
     let conn = conn_for(&limited, "team-a").await;
-    let err = shared::api::list_names(&conn, &cluster_ar("v1beta2"), Some("team-a"))
+    let err = kclient::api::list_names(&conn, &cluster_ar("v1beta2"), Some("team-a"))
         .await
         .unwrap_err();
     assert_eq!(
-        shared::render::error_text(&err, false),
+        kclient::render::error_text(&err, false),
         "error: user \"limited\" cannot list clusters.cluster.x-k8s.io in namespace \"team-a\"\nhint: check with `kubectl auth can-i list clusters.cluster.x-k8s.io -n team-a` and ask a cluster admin for that permission\n"
     );
     assert_eq!(err.exit_code(), 1);
@@ -301,16 +301,16 @@ async fn not_found_offers_the_closest_names() {
         create_cluster(&client, &ns, "v1beta2", name).await;
     }
     let conn = conn_for(&tb.kubeconfig, &ns).await;
-    let apis = shared::discovery::ServerApis::discover(&conn)
+    let apis = kclient::discovery::ServerApis::discover(&conn)
         .await
         .unwrap();
     let ar = apis.cluster().unwrap();
     assert_eq!(ar.version, "v1beta2");
-    let found = shared::api::get_or_suggest(&conn, &ar, &ns, "prod-east")
+    let found = kclient::api::get_or_suggest(&conn, &ar, &ns, "prod-east")
         .await
         .unwrap();
     assert_eq!(found.metadata.name.as_deref(), Some("prod-east"));
-    let err = shared::api::get_or_suggest(&conn, &ar, &ns, "prod-eats")
+    let err = kclient::api::get_or_suggest(&conn, &ar, &ns, "prod-eats")
         .await
         .unwrap_err();
     assert_eq!(
@@ -319,11 +319,11 @@ async fn not_found_offers_the_closest_names() {
             "Cluster \"prod-eats\" not found in namespace \"{ns}\"; did you mean one of \"prod-east\", \"prod-west\"?"
         )
     );
-    let err = shared::api::get_or_suggest(&conn, &ar, &ns, "nothing-like-it")
+    let err = kclient::api::get_or_suggest(&conn, &ar, &ns, "nothing-like-it")
         .await
         .unwrap_err();
     assert_eq!(
-        shared::render::error_text(&err, false),
+        kclient::render::error_text(&err, false),
         format!(
             "error: Cluster \"nothing-like-it\" not found in namespace \"{ns}\"\nhint: check the name and the namespace (looked in \"{ns}\"; use -n or -A)\n"
         )
@@ -387,7 +387,7 @@ async fn admission_denial_is_quoted() {
 
     let conn = conn_for(&tb.kubeconfig, &ns).await;
     let ar = cluster_ar("v1beta2");
-    let api = shared::api::dynamic(&conn, &ar, Some(&ns));
+    let api = kclient::api::dynamic(&conn, &ar, Some(&ns));
     let obj: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
         "metadata": {"name": "forbidden-one"},
@@ -409,7 +409,7 @@ async fn admission_denial_is_quoted() {
             }
         }
     };
-    let op = shared::error::Op::on("create", &ar)
+    let op = kclient::error::Op::on("create", &ar)
         .in_namespace(Some(&ns))
         .named("forbidden-one");
     let err = conn.error(err, &op);
@@ -437,7 +437,7 @@ async fn conflicts_are_typed_and_retried_where_safe() {
     create_cluster(&client, &ns, "v1beta2", "c1").await;
     let conn = conn_for(&tb.kubeconfig, &ns).await;
     let ar = cluster_ar("v1beta2");
-    let api = shared::api::dynamic(&conn, &ar, Some(&ns));
+    let api = kclient::api::dynamic(&conn, &ar, Some(&ns));
     let stale = api.get("c1").await.unwrap();
     // Someone else changes the object.
     let mut fresh = api.get("c1").await.unwrap();
@@ -450,7 +450,7 @@ async fn conflicts_are_typed_and_retried_where_safe() {
         .replace("c1", &PostParams::default(), &stale)
         .await
         .unwrap_err();
-    let op = shared::error::Op::on("update", &ar)
+    let op = kclient::error::Op::on("update", &ar)
         .in_namespace(Some(&ns))
         .named("c1");
     let err = conn.error(e, &op);
@@ -461,7 +461,7 @@ async fn conflicts_are_typed_and_retried_where_safe() {
 
     // The retry helper re-reads on every attempt: the first uses the stale copy and conflicts.
     let mut attempts = Vec::new();
-    let updated = shared::error::retry_on_conflict(5, |attempt| {
+    let updated = kclient::error::retry_on_conflict(5, |attempt| {
         attempts.push(attempt);
         let api = api.clone();
         let stale = stale.clone();

@@ -256,7 +256,7 @@ async fn merge_flags_new_and_old_spellings() {
     line.unwrap();
     assert_contains(
         &err(&o),
-        &format!("hint: {}", shared::kubeconfig::CONFLICT_HINT),
+        &format!("hint: {}", kclient::kubeconfig::CONFLICT_HINT),
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), changed);
     let o = ok(tb, &["kubeconfig", "m1", "-n", &ns, &merge_to, "--force"]);

@@ -5,8 +5,8 @@
 
 use clap::{ArgAction, Args as ClapArgs, Subcommand, ValueEnum};
 use cli::KubeFlags;
-use shared::discovery::ServerApis;
-use shared::error::Error;
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
 
 use crate::common::clastix::go_bool;
 use crate::common::control_plane::resolve;

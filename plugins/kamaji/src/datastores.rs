@@ -2,12 +2,12 @@
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 use kcore::fields::object_json;
 use kcore::groups::KAMAJI_GROUP;
 use serde::Serialize;
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
 use crate::common::age::age;
 use crate::common::control_plane;
@@ -44,7 +44,7 @@ impl Render for DataStores {
         let text = self
             .items
             .iter()
-            .map(|r| shared::render::labels_text(&r.metadata.labels));
+            .map(|r| kclient::render::labels_text(&r.metadata.labels));
         Some(text.collect())
     }
     fn human(&self) -> Human {
@@ -97,8 +97,8 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     })?;
     let ar = k.resource(k.version());
     let tcp_ar = control_plane::tcp_resource(&apis)?;
-    let stores = shared::api::list(&conn, &ar, None, None).await?;
-    let tcps: Vec<serde_json::Value> = shared::api::list(&conn, &tcp_ar, None, None)
+    let stores = kclient::api::list(&conn, &ar, None, None).await?;
+    let tcps: Vec<serde_json::Value> = kclient::api::list(&conn, &tcp_ar, None, None)
         .await?
         .iter()
         .map(object_json)
@@ -157,7 +157,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             cli::OutputFormat::Table | cli::OutputFormat::Wide
         )
     {
-        shared::render::info("No DataStores found.");
+        kclient::render::info("No DataStores found.");
         return Ok(());
     }
     Printer::new(&args.output).print(&DataStores { items })

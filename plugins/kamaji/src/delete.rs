@@ -1,6 +1,6 @@
 //! `kubectl kamaji delete CONTROL_PLANE [--yes] [--wait]`: the KamajiControlPlane and the
 //! cluster of the same name, through the teardown `kubectl capi delete` uses
-//! (`shared::teardown`): the Cluster goes and Cluster API cascades, the templates and addons
+//! (`kclient::teardown`): the Cluster goes and Cluster API cascades, the templates and addons
 //! only this cluster used go after it, templates other clusters use stay. Kamaji's
 //! TenantControlPlane finalizer then removes the control plane's data from its DataStore.
 
@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, parse_duration};
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::{self, Poll};
-use shared::teardown::{self, Part, Teardown};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::{self, Poll};
+use kclient::teardown::{self, Part, Teardown};
 
 use crate::common::control_plane::{self, ControlPlane};
 use crate::common::control_plane_row::ControlPlaneRow;
@@ -144,7 +144,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             return Err(Error::other("aborted: nothing was deleted"));
         }
     }
-    let write = shared::api::Write {
+    let write = kclient::api::Write {
         manager: kcore::build::kamaji::FIELD_MANAGER,
         dry_run: false,
         force: false,
@@ -223,7 +223,7 @@ async fn wait_gone(
 ) -> Result<(), Error> {
     let total = td.all().count();
     let released = std::cell::RefCell::new(Vec::new());
-    let write = shared::api::Write {
+    let write = kclient::api::Write {
         manager: kcore::build::kamaji::FIELD_MANAGER,
         dry_run: false,
         force: false,

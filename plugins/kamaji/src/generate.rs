@@ -6,11 +6,11 @@
 
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{DryRun, KubeFlags, OutputFlags, OutputFormat};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render;
 use kcore::build::kamaji::{self, CreateSpec, Infrastructure};
 use kcore::groups::CONTROLPLANE_GROUP;
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render;
 
 use crate::common::api_versions::versions;
 use crate::common::spec_flags::{

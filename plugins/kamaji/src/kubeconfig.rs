@@ -5,8 +5,8 @@
 
 use clap::{ArgAction, Args as ClapArgs, Subcommand, ValueEnum};
 use cli::{KubeFlags, KubeconfigFlags};
-use shared::discovery::ServerApis;
-use shared::error::Error;
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
 
 use crate::common::clastix::go_bool;
 use crate::common::control_plane::resolve;
@@ -180,7 +180,7 @@ async fn get(args: &GetArgs) -> Result<(), Error> {
     let t = resolve(&conn, &apis, &args.name).await?;
     let text = admin_kubeconfig(&conn, &t, &args.secret_key).await?;
     let secret = format!("{}/{}", t.namespace, admin_secret_name(&t));
-    shared::kubeconfig::deliver(&delivery, &t.name, &secret, &text)
+    kclient::kubeconfig::deliver(&delivery, &t.name, &secret, &text)
 }
 
 async fn rotate(args: &KubeconfigRotateArgs) -> Result<(), Error> {

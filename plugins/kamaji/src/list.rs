@@ -3,11 +3,11 @@
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 use kcore::fields::object_json;
 use serde::Serialize;
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
 use crate::common::control_plane;
 use crate::common::control_plane_row::ControlPlaneRow;
@@ -41,7 +41,7 @@ impl Render for List {
         let text = self
             .items
             .iter()
-            .map(|r| shared::render::labels_text(&r.metadata.labels));
+            .map(|r| kclient::render::labels_text(&r.metadata.labels));
         Some(text.collect())
     }
     fn human(&self) -> Human {
@@ -101,9 +101,9 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let apis = ServerApis::discover(&conn).await?;
     let tcp_ar = control_plane::tcp_resource(&apis)?;
     let ns = conn.list_namespace().map(str::to_string);
-    let tcps = shared::api::list(&conn, &tcp_ar, ns.as_deref(), None).await?;
+    let tcps = kclient::api::list(&conn, &tcp_ar, ns.as_deref(), None).await?;
     let kcps = match apis.kamaji_control_plane() {
-        Some(ar) => shared::api::list(&conn, &ar, ns.as_deref(), None).await?,
+        Some(ar) => kclient::api::list(&conn, &ar, ns.as_deref(), None).await?,
         None => Vec::new(),
     };
     let mut items = Vec::new();
@@ -139,7 +139,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             Some(n) => format!("in {n} namespace"),
             None => "in any namespace".into(),
         };
-        shared::render::info(&format!("No Kamaji control planes found {where_}."));
+        kclient::render::info(&format!("No Kamaji control planes found {where_}."));
         return Ok(());
     }
     Printer::new(&args.output).print(&List {

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{KubeFlags, parse_duration};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::{self, Poll};
 use kcore::build::kamaji::CLUSTER_NAME_LABEL;
 use kcore::fields::object_json;
 use kcore::plan::kamaji::{self as plan, KamajiScaleRequest, ScaleObserved, topology};
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::{self, Poll};
 
 use crate::common::control_plane::{self, ControlPlane};
 use crate::common::control_plane_row::ControlPlaneRow;
@@ -108,7 +108,7 @@ async fn scale_objects(
         let cluster = t.cluster_name().unwrap_or_else(|| t.name.clone());
         let md_ar = apis.capi_kind("MachineDeployment")?;
         let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
-        let mds: Vec<_> = shared::api::list(conn, &md_ar, Some(&t.namespace), Some(&selector))
+        let mds: Vec<_> = kclient::api::list(conn, &md_ar, Some(&t.namespace), Some(&selector))
             .await?
             .iter()
             .map(object_json)

@@ -9,12 +9,12 @@ use std::time::Duration;
 use clap::{ArgAction, Args as ClapArgs, Subcommand, ValueEnum};
 use cli::{KubeFlags, parse_duration};
 use k8s_openapi::api::core::v1::Secret;
+use kclient::discovery::ServerApis;
+use kclient::error::{ApiServer, Error, Op};
+use kclient::render;
 use kcore::build::pki;
 use kcore::fields;
 use kube::api::{Api, ListParams, PostParams};
-use shared::discovery::ServerApis;
-use shared::error::{ApiServer, Error, Op};
-use shared::render;
 
 use crate::common::clastix::go_bool;
 use crate::common::control_plane::{ControlPlane, resolve};
@@ -116,7 +116,7 @@ async fn reusable_token(
     let list = secrets
         .list(&ListParams::default().fields("type=bootstrap.kubernetes.io/token"))
         .await
-        .map_err(|e| shared::error::from_kube(e, target, &op))?;
+        .map_err(|e| kclient::error::from_kube(e, target, &op))?;
     let mut found: Vec<(String, String)> = list
         .items
         .iter()
@@ -178,7 +178,7 @@ async fn create_token(
         )
         .await
         .map_err(|e| {
-            shared::error::from_kube(
+            kclient::error::from_kube(
                 e,
                 target,
                 &Op::new("create", "", "secrets", "Secret").in_namespace(Some("kube-system")),

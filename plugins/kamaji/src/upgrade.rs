@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{Conn, KubeFlags, OutputFlags, parse_duration};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::{self, Fields, Human, Poll, Printer, Progress, Render, Table, Wait};
 use kcore::build::kamaji::CLUSTER_NAME_LABEL;
 use kcore::fields::{self, object_json};
 use kcore::plan::kamaji::{self as plan, KamajiUpgradePlan, topology};
 use kcore::plan::upgrade::{StepLine, StepRole, parse_version, step_progress};
 use serde::Serialize;
 use serde_json::{Value, json};
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::{self, Fields, Human, Poll, Printer, Progress, Render, Table, Wait};
 
 use crate::common::control_plane::{self, ControlPlane};
 use crate::common::tenant_status;
@@ -188,7 +188,7 @@ async fn cluster_deployments(
     let cluster = t.cluster_name().unwrap_or_else(|| t.name.clone());
     let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
     Ok(
-        shared::api::list(conn, ar, Some(&t.namespace), Some(&selector))
+        kclient::api::list(conn, ar, Some(&t.namespace), Some(&selector))
             .await?
             .iter()
             .map(object_json)

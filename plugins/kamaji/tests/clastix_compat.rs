@@ -628,7 +628,7 @@ async fn kubeconfig_flags_on_a_tenant(tb: &testbed::Testbed, ns: &str, tcp: &str
     assert_contains(&line, "already has cluster");
     assert_contains(
         &stderr(&o),
-        &format!("hint: {}", shared::kubeconfig::CONFLICT_HINT),
+        &format!("hint: {}", kclient::kubeconfig::CONFLICT_HINT),
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), changed);
 }

@@ -5,14 +5,14 @@
 //! `--dry-run`).
 
 use cli::{Conn, DryRun, KubeFlags};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
 use kcore::fields;
 use kcore::groups::CapiVersion;
 use kcore::json::{deep_merge, name as name_of};
 use kcore::labels::CLUSTER_NAME_LABEL;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-use shared::discovery::ServerApis;
-use shared::error::Error;
 
 use super::names::check_name;
 use super::writes::taking_over;
@@ -40,7 +40,7 @@ impl ClusterHandle {
         let level = apis.require_capi()?;
         let cluster_ar = apis.cluster()?;
         let namespace = conn.namespace.clone();
-        let obj = shared::api::get_or_suggest(&conn, &cluster_ar, &namespace, name).await?;
+        let obj = kclient::api::get_or_suggest(&conn, &cluster_ar, &namespace, name).await?;
         Ok(ClusterHandle {
             cluster: fields::object_json(&obj),
             conn,
@@ -59,7 +59,7 @@ impl ClusterHandle {
 
     /// Gets one object of the cluster's namespace as JSON, `None` when it does not exist.
     pub async fn get_opt(&self, ar: &ApiResource, name: &str) -> Result<Option<Value>, Error> {
-        let o = shared::api::get_opt(&self.conn, ar, Some(&self.namespace), name).await?;
+        let o = kclient::api::get_opt(&self.conn, ar, Some(&self.namespace), name).await?;
         Ok(o.map(|o| fields::object_json(&o)))
     }
 
@@ -67,7 +67,7 @@ impl ClusterHandle {
     pub async fn list_of_cluster(&self, ar: &ApiResource) -> Result<Vec<Value>, Error> {
         let selector = format!("{CLUSTER_NAME_LABEL}={}", self.name);
         let list =
-            shared::api::list(&self.conn, ar, Some(&self.namespace), Some(&selector)).await?;
+            kclient::api::list(&self.conn, ar, Some(&self.namespace), Some(&selector)).await?;
         let mut items: Vec<Value> = list.iter().map(fields::object_json).collect();
         items.sort_by(|a, b| name_of(a).cmp(name_of(b)));
         Ok(items)
@@ -79,7 +79,7 @@ impl ClusterHandle {
         ar: &ApiResource,
         namespace: Option<&str>,
     ) -> Result<Vec<Value>, Error> {
-        let list = shared::api::list(&self.conn, ar, namespace, None).await?;
+        let list = kclient::api::list(&self.conn, ar, namespace, None).await?;
         Ok(list.iter().map(fields::object_json).collect())
     }
 
@@ -138,7 +138,7 @@ impl ClusterHandle {
         if dry == DryRun::Client {
             return Ok(obj);
         }
-        let out = shared::api::apply(&self.conn, ar, &obj, taking_over(dry)).await?;
+        let out = kclient::api::apply(&self.conn, ar, &obj, taking_over(dry)).await?;
         Ok(fields::object_json(&out))
     }
 
@@ -152,6 +152,6 @@ impl ClusterHandle {
         if dry == DryRun::Client {
             return Ok(());
         }
-        shared::api::patch(&self.conn, ar, &self.namespace, p, taking_over(dry)).await
+        kclient::api::patch(&self.conn, ar, &self.namespace, p, taking_over(dry)).await
     }
 }

@@ -2,10 +2,10 @@
 //! control plane, the MachineDeployments, their infrastructure machine templates and, when one
 //! is a ByoMachineTemplate, the free BYOH hosts.
 
+use kclient::error::Error;
 use kcore::fields::{self, ObjectRef};
 use kcore::plan::ClusterObjects;
 use serde_json::Value;
-use shared::error::Error;
 
 use super::cluster::ClusterHandle;
 use super::host_pool::{HostLists, free_host_lists};

@@ -1,13 +1,13 @@
 //! A cluster's ClusterUpgrade (`ops.capi-kamaji.io`), the upgrade the reconciler carries out:
 //! where its API is served, and what its spec and status say.
 
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
 use kcore::groups::OPS_GROUP;
 use kcore::ops::api::{ClusterUpgradeSpec, ClusterUpgradeStatus};
 use kcore::ops::phase;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::Error;
 
 /// The ClusterUpgrade resource, where the API is served.
 pub fn resource(apis: &ServerApis) -> Option<ApiResource> {

@@ -6,8 +6,8 @@ use kcore::plan::{Finding, Severity};
 pub fn show_findings(findings: &[Finding]) {
     for f in findings {
         match f.severity {
-            Severity::Info => shared::render::info(&f.message),
-            Severity::Warning | Severity::Error => shared::render::warn(&f.message),
+            Severity::Info => kclient::render::info(&f.message),
+            Severity::Warning | Severity::Error => kclient::render::warn(&f.message),
         }
     }
 }

@@ -5,14 +5,14 @@
 //! the Machine it serves (`find_host`, `machine_on_host`).
 
 use cli::Conn;
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
 use kcore::groups::INFRASTRUCTURE_GROUP;
 use kcore::labels::CLUSTER_NAME_LABEL;
 use kcore::plan::hosts::{HostFilter, HostRow, Inventory};
 use kube::api::ListParams;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::Error;
 
 use super::cluster::ClusterHandle;
 use super::lists::{Narrow, list_narrow, list_opt, prune};
@@ -91,7 +91,7 @@ pub async fn host_lists(
 }
 
 /// The rows of `hosts` that pass `filter`. The ByoHosts come as one LIST response (see
-/// `shared::api::list_whole_text`: on an idle API server `continue` pages come from etcd, 4x
+/// `kclient::api::list_whole_text`: on an idle API server `continue` pages come from etcd, 4x
 /// slower at 10,000 hosts), kept as the text the server sent while the joined kinds are read
 /// (`detail`: ByoMachines as names and owners for the table; with their provider IDs for the
 /// wide table; and the Machines for the structured rows), then parsed one host at a time, each
@@ -137,11 +137,11 @@ pub async fn host_rows(
         }
     };
     let (text, (bms, machines)) = tokio::try_join!(
-        shared::api::list_whole_text(conn, &host_ar, host_namespace, &host_lp),
+        kclient::api::list_whole_text(conn, &host_ar, host_namespace, &host_lp),
         joined,
     )?;
     let inv = Inventory::build(&[], &bms, &machines, &[], Some(now()));
-    let rows = shared::api::whole_items(&host_ar, text, |h: Narrow<Value>| {
+    let rows = kclient::api::whole_items(&host_ar, text, |h: Narrow<Value>| {
         let row = inv.row(&h.host());
         filter.matches(&row).then_some(row)
     })?;
@@ -167,7 +167,7 @@ async fn full_host_lists(
         async move {
             match ar {
                 Some(ar) => {
-                    shared::api::list_json_map(conn, &ar, None, lp, |v| prune(v, spec, status))
+                    kclient::api::list_json_map(conn, &ar, None, lp, |v| prune(v, spec, status))
                         .await
                 }
                 None => Ok(Vec::new()),
@@ -175,7 +175,7 @@ async fn full_host_lists(
         }
     };
     let (hosts, byomachines, machines, clusters) = tokio::try_join!(
-        shared::api::list_json(conn, host_ar, host_namespace, host_lp),
+        kclient::api::list_json(conn, host_ar, host_namespace, host_lp),
         list_pruned(bm_ar, &["providerID", "selector"], &["ready", "conditions"]),
         list_pruned(
             machine_ar,
@@ -221,9 +221,9 @@ pub async fn free_host_lists(t: &ClusterHandle, host_ar: &ApiResource) -> Result
     let lp = kube::api::ListParams::default().labels(&format!("!{CLUSTER_NAME_LABEL}"));
     // Parsed into what a host's state and the selectors read (labels, annotations, status), in
     // one response: paged, a selector that matches few of many hosts makes `continue` pages,
-    // which an idle API server reads from etcd (`shared::api::whole`); `make bench` saw this
+    // which an idle API server reads from etcd (`kclient::api::whole`); `make bench` saw this
     // plan at 2.4x its empty-fleet cost with 10,000 claimed hosts elsewhere.
-    let hosts = shared::api::list_whole(&t.conn, host_ar, None, &lp, false, Narrow::host).await?;
+    let hosts = kclient::api::list_whole(&t.conn, host_ar, None, &lp, false, Narrow::host).await?;
     Ok(HostLists {
         hosts,
         byomachines: Vec::new(),
@@ -258,7 +258,7 @@ pub async fn find_host(
     prefer_ns: Option<&str>,
 ) -> Result<Value, Error> {
     let lp = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
-    let mut found = shared::api::list_json(conn, host_ar, None, &lp).await?;
+    let mut found = kclient::api::list_json(conn, host_ar, None, &lp).await?;
     if found.len() > 1
         && let Some(ns) = prefer_ns
         && found.iter().any(|h| kcore::json::namespace(h) == ns)

@@ -4,10 +4,10 @@
 //! held whole.
 
 use cli::Conn;
+use kclient::error::Error;
 use kube::api::ListParams;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use shared::error::Error;
 
 /// Lists `ar` (all namespaces when `namespace` is `None`); an absent resource lists as empty.
 pub async fn list_opt(
@@ -17,7 +17,7 @@ pub async fn list_opt(
     lp: &ListParams,
 ) -> Result<Vec<Value>, Error> {
     match ar {
-        Some(ar) => shared::api::list_json(conn, ar, namespace, lp).await,
+        Some(ar) => kclient::api::list_json(conn, ar, namespace, lp).await,
         None => Ok(Vec::new()),
     }
 }
@@ -32,7 +32,7 @@ pub async fn list_narrow<S: serde::de::DeserializeOwned + 'static>(
     to_value: fn(Narrow<S>) -> Value,
 ) -> Result<Vec<Value>, Error> {
     match ar {
-        Some(ar) => shared::api::list_whole(conn, &ar, None, lp, metadata_only, to_value).await,
+        Some(ar) => kclient::api::list_whole(conn, &ar, None, lp, metadata_only, to_value).await,
         None => Ok(Vec::new()),
     }
 }

@@ -1,7 +1,7 @@
 //! How objects are named: a cluster name checked before the server is asked, and objects shown
 //! as kubectl prints them.
 
-use shared::error::Error;
+use kclient::error::Error;
 
 pub use kcore::json::name as name_of;
 
@@ -13,5 +13,5 @@ pub fn check_name(name: &str) -> Result<(), Error> {
 /// `kind.group/name`, as kubectl prints objects.
 pub fn display_name(kind: &str, api_version: &str, name: &str) -> String {
     let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
-    shared::render::object_name(kind, group, name)
+    kclient::render::object_name(kind, group, name)
 }

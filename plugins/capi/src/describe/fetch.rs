@@ -5,14 +5,14 @@
 use std::collections::{BTreeSet, HashSet};
 
 use cli::Conn;
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
 use kcore::fields::{self, ObjectRef};
 use kcore::plan::hosts::BYOMACHINE_NAME_LABEL;
 use kcore::plan::tree::TreeOptions;
 use kube::api::ListParams;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::Error;
 
 use crate::common::{cluster_upgrade, host_pool, lists};
 
@@ -26,7 +26,7 @@ const GET_CONCURRENCY: usize = 16;
 async fn get_ref(conn: &Conn, apis: &ServerApis, r: &ObjectRef, ns: &str) -> Option<Value> {
     let ar = apis.resolve_ref(r).ok()?;
     let namespace = Some(r.namespace.as_deref().unwrap_or(ns));
-    match shared::api::get_json_opt(conn, &ar, namespace, &r.name).await {
+    match kclient::api::get_json_opt(conn, &ar, namespace, &r.name).await {
         Ok(o) => o,
         Err(e) => {
             tracing::info!("get {} {}: {e}", r.kind, r.name);
@@ -145,7 +145,7 @@ async fn list_machines(
     let ar = &ar;
     let lists = selectors.iter().map(|sel| async move {
         let lp = ListParams::default().labels(sel);
-        shared::api::list_json_whole(conn, ar, Some(ns), &lp, keep_for_tree).await
+        kclient::api::list_json_whole(conn, ar, Some(ns), &lp, keep_for_tree).await
     });
     let mut out = Vec::new();
     for part in futures::future::join_all(lists).await {
@@ -224,7 +224,7 @@ async fn read_resource_sets(conn: &Conn, apis: &ServerApis, ns: &str, cluster: &
     ) else {
         return vec![];
     };
-    let Ok(Some(binding)) = shared::api::get_json_opt(conn, &binding_ar, Some(ns), cluster).await
+    let Ok(Some(binding)) = kclient::api::get_json_opt(conn, &binding_ar, Some(ns), cluster).await
     else {
         return vec![];
     };
@@ -237,7 +237,7 @@ async fn read_resource_sets(conn: &Conn, apis: &ServerApis, ns: &str, cluster: &
         .collect();
     // One LIST of the namespace's sets, not a GET per bound set.
     let all = ListParams::default();
-    if let Ok(sets) = shared::api::list_json(conn, &crs_ar, Some(ns), &all).await {
+    if let Ok(sets) = kclient::api::list_json(conn, &crs_ar, Some(ns), &all).await {
         out.extend(
             sets.into_iter()
                 .filter(|c| names.iter().any(|n| n == kcore::json::name(c))),
@@ -250,7 +250,7 @@ async fn read_resource_sets(conn: &Conn, apis: &ServerApis, ns: &str, cluster: &
 /// no other name), only where the API is served; `None` when it is missing or unreadable.
 async fn read_upgrade(conn: &Conn, apis: &ServerApis, ns: &str, cluster: &str) -> Option<Value> {
     let ar = cluster_upgrade::resource(apis)?;
-    match shared::api::get_json_opt(conn, &ar, Some(ns), cluster).await {
+    match kclient::api::get_json_opt(conn, &ar, Some(ns), cluster).await {
         Ok(o) => o,
         Err(e) => {
             tracing::info!("get ClusterUpgrade {cluster}: {e}");
@@ -321,7 +321,7 @@ async fn read_hosts(conn: &Conn, apis: &ServerApis, byomachines: &[String]) -> V
             let lp = ListParams::default().labels(&selector);
             // The tree reads only the claim of each host.
             let keep = |v: Value| lists::prune(v, &[], &["machineRef"]);
-            shared::api::list_json_map(conn, host_ar, None, &lp, keep).await
+            kclient::api::list_json_map(conn, host_ar, None, &lp, keep).await
         };
         ("ByoHosts", list)
     });
@@ -341,7 +341,7 @@ pub(super) async fn read(
     opts: &TreeOptions,
 ) -> Result<Objects, Error> {
     let cluster_ar = apis.cluster()?;
-    let cluster = shared::api::get_or_suggest(conn, &cluster_ar, ns, name).await?;
+    let cluster = kclient::api::get_or_suggest(conn, &cluster_ar, ns, name).await?;
     let cluster = fields::object_json(&cluster);
     let infra_ref = fields::cluster_infrastructure_ref(&cluster);
     let cp_ref = fields::cluster_control_plane_ref(&cluster);

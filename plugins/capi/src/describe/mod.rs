@@ -4,6 +4,9 @@
 
 use clap::{ArgAction, Args as ClapArgs};
 use cli::{KubeFlags, OutputFlags};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 use kcore::groups::CapiVersion;
 use kcore::ops::summary::{UpgradeSummary, summarize};
 use kcore::plan::tree::{
@@ -11,9 +14,6 @@ use kcore::plan::tree::{
     machines_needing_details,
 };
 use serde::Serialize;
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
 
 use crate::common::time;
 

@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::KubeFlags;
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::Poll;
 use kcore::build::byoh;
 use kcore::groups::INFRASTRUCTURE_GROUP;
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::Poll;
 
 use crate::common::writes::FIELD_MANAGER;
 
@@ -164,31 +164,31 @@ async fn bootstrap_endpoint(args: &AddArgs) -> Result<(String, String), Error> {
 /// than `obj` (see [`outdated`]), applies `obj`, and waits for the bootstrap kubeconfig BYOH
 /// writes into its status.
 async fn issue(
-    conn: &shared::conn::Conn,
+    conn: &kclient::conn::Conn,
     ar: &kube::discovery::ApiResource,
     ns: &str,
     host: &str,
     obj: &Value,
     timeout: Duration,
 ) -> Result<String, Error> {
-    if let Some(old) = shared::api::get_json_opt(conn, ar, Some(ns), host).await?
+    if let Some(old) = kclient::api::get_json_opt(conn, ar, Some(ns), host).await?
         && let Some(why) = outdated(&old, obj)
     {
-        shared::render::info(&format!(
+        kclient::render::info(&format!(
             "replacing the bootstrap kubeconfig of {host}: {why}"
         ));
-        shared::api::delete(conn, ar, ns, host).await?;
+        kclient::api::delete(conn, ar, ns, host).await?;
         wait_gone(conn, ar, ns, host, timeout).await?;
     }
-    let write = shared::api::Write {
+    let write = kclient::api::Write {
         manager: FIELD_MANAGER,
         dry_run: false,
         force: true,
     };
-    shared::api::apply(conn, ar, obj, write).await?;
+    kclient::api::apply(conn, ar, obj, write).await?;
     let what = format!("waiting for BYOH to issue the bootstrap kubeconfig of {host}");
-    shared::render::wait_until(&what, timeout, Duration::from_millis(300), || async move {
-        let v = shared::api::get_json_opt(conn, ar, Some(ns), host).await?;
+    kclient::render::wait_until(&what, timeout, Duration::from_millis(300), || async move {
+        let v = kclient::api::get_json_opt(conn, ar, Some(ns), host).await?;
         Ok(
             match v
                 .as_ref()
@@ -210,7 +210,7 @@ fn render_host(args: &AddArgs, ns: &str, host: &str, kubeconfig: &str) -> Result
         Some(dir) => {
             let d = dir.join(host);
             let conf = d.join("bootstrap-kubeconfig.conf");
-            shared::kubeconfig::write_atomic(&conf, kubeconfig.as_bytes(), true)?;
+            kclient::kubeconfig::write_atomic(&conf, kubeconfig.as_bytes(), true)?;
             let script = format!(
                 "#!/bin/sh\n# Registers this host ({host}) as a ByoHost in {ns}. Copy \
                  bootstrap-kubeconfig.conf to {} first; its token expires {} minutes after \
@@ -218,24 +218,24 @@ fn render_host(args: &AddArgs, ns: &str, host: &str, kubeconfig: &str) -> Result
                 args.host_path,
                 byoh::BOOTSTRAP_TOKEN_TTL_MINUTES
             );
-            shared::kubeconfig::write_atomic_mode(
+            kclient::kubeconfig::write_atomic_mode(
                 &d.join("agent.sh"),
                 script.as_bytes(),
                 false,
                 0o755,
             )?;
-            shared::render::line(&format!(
+            kclient::render::line(&format!(
                 "bootstrapkubeconfig.infrastructure.cluster.x-k8s.io/{host} ready: {}",
                 d.display()
             ));
         }
         None => {
-            shared::render::info(&format!(
+            kclient::render::info(&format!(
                 "# Save this as {} on {host} (its token expires in {} minutes), then run as root:\n#   {command}",
                 args.host_path,
                 byoh::BOOTSTRAP_TOKEN_TTL_MINUTES
             ));
-            shared::render::raw(kubeconfig.as_bytes());
+            kclient::render::raw(kubeconfig.as_bytes());
         }
     }
     Ok(())
@@ -286,16 +286,16 @@ fn expired(obj: &Value) -> bool {
 }
 
 async fn wait_gone(
-    conn: &shared::conn::Conn,
+    conn: &kclient::conn::Conn,
     ar: &kube::discovery::ApiResource,
     ns: &str,
     name: &str,
     timeout: Duration,
 ) -> Result<(), Error> {
     let what = format!("replacing the bootstrap kubeconfig of {name}");
-    shared::render::wait_until(&what, timeout, Duration::from_millis(300), || async move {
+    kclient::render::wait_until(&what, timeout, Duration::from_millis(300), || async move {
         Ok(
-            match shared::api::get_json_opt(conn, ar, Some(ns), name).await? {
+            match kclient::api::get_json_opt(conn, ar, Some(ns), name).await? {
                 None => Poll::Ready(()),
                 Some(_) => Poll::Pending("still there".into()),
             },

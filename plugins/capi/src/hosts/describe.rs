@@ -3,14 +3,14 @@
 //! an object out.
 
 use cli::Conn;
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::{Human, Printer, Render, Table, object_name};
 use kcore::condition::Condition;
 use kcore::json;
 use kcore::plan::hosts::{Diagnosis, HostRow, HostState, Interface, Inventory, PendingMachine};
 use serde::Serialize;
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::{Human, Printer, Render, Table, object_name};
 
 use super::DescribeArgs;
 use crate::common::{cells, host_pool, time};
@@ -367,7 +367,7 @@ async fn host_events(conn: &Conn, namespace: &str, host: &str) -> Vec<EventRow> 
     let lp = kube::api::ListParams::default().fields(&format!(
         "involvedObject.kind=ByoHost,involvedObject.name={host}"
     ));
-    let items = match shared::api::list_json(conn, &ar, Some(namespace), &lp).await {
+    let items = match kclient::api::list_json(conn, &ar, Some(namespace), &lp).await {
         Ok(items) => items,
         Err(e) => {
             tracing::info!("events of ByoHost {host}: {e}");

@@ -17,13 +17,13 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::KubeFlags;
+use kclient::conn::Conn;
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::Poll;
 use kcore::json;
 use kcore::plan::hosts::maintenance::{self, HostChange};
 use serde_json::Value;
-use shared::conn::Conn;
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::Poll;
 
 use crate::common::cluster::ClusterHandle;
 use crate::common::cluster_parts::fetch;
@@ -100,12 +100,12 @@ async fn patch_as_agent(
     opts.as_user = Some(user);
     opts.as_group = groups;
     let agent = opts.connect().await?;
-    let w = shared::api::Write {
+    let w = kclient::api::Write {
         manager: FIELD_MANAGER,
         dry_run: false,
         force: false,
     };
-    shared::api::merge_patch(&agent, host_ar, json::namespace(host), name, patch, w).await?;
+    kclient::api::merge_patch(&agent, host_ar, json::namespace(host), name, patch, w).await?;
     Ok(())
 }
 
@@ -139,10 +139,10 @@ async fn apply_change(
         json::name(&f.host)
     );
     match change {
-        HostChange::Unchanged => shared::render::line(&format!("{shown} already {done}")),
+        HostChange::Unchanged => kclient::render::line(&format!("{shown} already {done}")),
         HostChange::Patch(p) => {
             patch_as_agent(kube, &f.host_ar, &f.host, &p).await?;
-            shared::render::line(&format!("{shown} {done}"));
+            kclient::render::line(&format!("{shown} {done}"));
         }
     }
     Ok(())
@@ -153,7 +153,7 @@ pub async fn drain(args: &DrainArgs) -> Result<(), Error> {
     let name = args.host.as_str();
     let resumes = maintenance::drain_resumes(&f.host);
     if maintenance::is_cordoned(&f.host) && !resumes {
-        shared::render::line(&format!(
+        kclient::render::line(&format!(
             "byohost.infrastructure.cluster.x-k8s.io/{name} already drained and cordoned"
         ));
         return Ok(());
@@ -175,7 +175,7 @@ pub async fn drain(args: &DrainArgs) -> Result<(), Error> {
         &maintenance::plan_drain_done(),
     )
     .await?;
-    shared::render::line(&format!(
+    kclient::render::line(&format!(
         "byohost.infrastructure.cluster.x-k8s.io/{name} drained and cordoned (kubectl capi hosts uncordon {name} returns it to the pool)"
     ));
     Ok(())
@@ -211,8 +211,8 @@ async fn start(args: &DrainArgs, f: &Found) -> Result<(Option<Worker>, String), 
 }
 
 async fn delete_machine(w: &Worker) -> Result<(), Error> {
-    shared::api::delete(&w.t.conn, &w.machine_ar, &w.t.namespace, &w.machine_name).await?;
-    shared::render::line(&format!(
+    kclient::api::delete(&w.t.conn, &w.machine_ar, &w.t.namespace, &w.machine_name).await?;
+    kclient::render::line(&format!(
         "machine.cluster.x-k8s.io/{} deleted (its MachineDeployment replaces it)",
         w.machine_name
     ));
@@ -230,10 +230,10 @@ async fn resume(args: &DrainArgs, f: &Found) -> Result<(Option<Worker>, String),
         .unwrap_or_default()
         .to_string();
     let Some(Ok(intent)) = maintenance::drain_intent(&f.host) else {
-        shared::render::info(&format!("resuming the unfinished drain of {name}"));
+        kclient::render::info(&format!("resuming the unfinished drain of {name}"));
         return Ok((None, served));
     };
-    shared::render::info(&format!(
+    kclient::render::info(&format!(
         "resuming the drain of {name} started at {} (Machine {} of cluster {})",
         intent.at, intent.machine, intent.cluster
     ));
@@ -374,7 +374,7 @@ fn confirm(yes: bool, what: &str) -> Result<(), Error> {
             hint: None,
         });
     }
-    if !shared::render::confirm(&format!("{what}?"))? {
+    if !kclient::render::confirm(&format!("{what}?"))? {
         return Err(Error::other("nothing was changed"));
     }
     Ok(())
@@ -397,7 +397,7 @@ async fn wait_drained(
         ),
         None => format!("waiting for {name} to be released"),
     };
-    shared::render::wait_until(&wait_what, args.timeout, Duration::from_millis(500), || {
+    kclient::render::wait_until(&wait_what, args.timeout, Duration::from_millis(500), || {
         let reason = &reason;
         async move {
             let host = find_host(&f.conn, &f.host_ar, name, Some(json::namespace(&f.host))).await?;

@@ -4,13 +4,13 @@
 
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{KubeFlags, OutputFlags};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::{Cell, Human, Printer, Render, Table, Tone};
 use kcore::plan::hosts::{HostFilter, HostRow, HostState, HostSummary};
 use kcore::plan::selector::LabelSelector;
 use serde::Serialize;
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::{Cell, Human, Printer, Render, Table, Tone};
 
 use crate::common::{cells, host_pool, lists};
 
@@ -111,7 +111,7 @@ fn machine_cell(r: &HostRow) -> String {
 
 impl Render for HostList {
     fn labels(&self) -> Option<Vec<String>> {
-        shared::render::labels_column(self.items.iter().map(|r| &r.metadata.labels))
+        kclient::render::labels_column(self.items.iter().map(|r| &r.metadata.labels))
     }
     fn human(&self) -> Human {
         let mut t = Table::new([
@@ -139,7 +139,7 @@ impl Render for HostList {
         Human::Table(t)
     }
     fn names(&self) -> Option<Vec<String>> {
-        shared::render::names_column(
+        kclient::render::names_column(
             "ByoHost",
             kcore::groups::INFRASTRUCTURE_GROUP,
             self.items.iter().map(|r| &r.name),
@@ -271,7 +271,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             Some(ns) => format!(" in namespace {ns}"),
             None => String::new(),
         };
-        shared::render::info(&format!("No hosts found{where_}."));
+        kclient::render::info(&format!("No hosts found{where_}."));
         return Ok(());
     }
     printer.print(&HostList { summary, items })

@@ -13,6 +13,8 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use cli::{DryRun, KubeFlags, OutputFlags};
+use kclient::error::Error;
+use kclient::render::{Poll, Printer, Progress, Wait};
 use kcore::plan::hosts::HostState;
 use kcore::plan::upgrade::{
     StepLine, StepProgress, StepRole, UpgradePlan, UpgradeRequest, UpgradeStep, parse_version,
@@ -21,8 +23,6 @@ use kcore::plan::upgrade::{
 use kcore::plan::{ClusterObjects, Severity};
 use kcore::text::human_duration;
 use serde_json::Value;
-use shared::error::Error;
-use shared::render::{Poll, Printer, Progress, Wait};
 
 use super::hand_over::{hand_over, refuse_busy};
 use super::plan_view::PlanView;
@@ -134,11 +134,11 @@ fn confirmed(t: &ClusterHandle, req: &ClusterRequest, view: &PlanView) -> Result
         });
     }
     Printer::new(&req.output).print(view)?;
-    if !shared::render::confirm(&format!(
+    if !kclient::render::confirm(&format!(
         "Upgrade cluster {}/{} to {}?",
         t.namespace, t.name, view.plan.to_version
     ))? {
-        shared::render::line("cancelled; nothing was changed");
+        kclient::render::line("cancelled; nothing was changed");
         return Ok(false);
     }
     Ok(true)
@@ -191,7 +191,7 @@ async fn apply_steps(
         apply_step(t, &step, req.dry_run).await?;
         if req.dry_run == DryRun::Server {
             progress.clear();
-            shared::render::line(&format!(
+            kclient::render::line(&format!(
                 "{head}: accepted by the server (server dry run; later steps depend on this one and were not sent)"
             ));
             return Ok(());
@@ -201,7 +201,7 @@ async fn apply_steps(
         progress.out(&format!("{head}: done"));
     }
     progress.clear();
-    shared::render::line(&format!(
+    kclient::render::line(&format!(
         "cluster {} upgraded to {to_version} in {}",
         t.name,
         human_duration(started.elapsed())
@@ -249,14 +249,14 @@ pub async fn run(req: &ClusterRequest) -> Result<(), Error> {
     preflight(&t, req, &view.plan)?;
     let (total, done) = (view.plan.steps.len(), view.done_steps.len());
     if done == total {
-        shared::render::line(&format!(
+        kclient::render::line(&format!(
             "cluster {} already runs {}; nothing to do",
             t.name, view.plan.to_version
         ));
         return Ok(());
     }
     if let Some(note) = resume_note(&t, &snap, &view.plan, &view.done_steps) {
-        shared::render::line(&format!("resuming: {note}"));
+        kclient::render::line(&format!("resuming: {note}"));
     }
     if !confirmed(&t, req, &view)? {
         return Ok(());
@@ -264,7 +264,7 @@ pub async fn run(req: &ClusterRequest) -> Result<(), Error> {
     if handing_over {
         match cluster_upgrade::resource(&t.apis) {
             Some(ar) => return hand_over(&t, &ar, req, total).await,
-            None => shared::render::info(
+            None => kclient::render::info(
                 "note: the ClusterUpgrade API is not installed (kubectl kamaji install adds it with the reconciler); upgrading from this terminal",
             ),
         }
@@ -332,7 +332,7 @@ async fn apply_step(t: &ClusterHandle, step: &UpgradeStep, dry: DryRun) -> Resul
             meta.remove("namespace");
         }
         t.apply(&ar, &c.new_name, body, dry).await?;
-        shared::render::line(&format!(
+        kclient::render::line(&format!(
             "{} created from {}{}",
             display_name(&c.kind, av, &c.new_name),
             c.source_name,

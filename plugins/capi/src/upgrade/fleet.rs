@@ -7,6 +7,9 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use cli::{DryRun, KubeFlags, OutputFlags};
+use kclient::discovery::ServerApis;
+use kclient::error::{Error, Op};
+use kclient::render::{Human, Poll, Printer, Progress, Render, Table, Wait};
 use kcore::groups::OPS_GROUP;
 use kcore::ops::api::{FleetMember, FleetUpgradeStatus};
 use kcore::ops::{fleet, phase};
@@ -14,9 +17,6 @@ use kube::api::ListParams;
 use kube::discovery::ApiResource;
 use serde::Serialize;
 use serde_json::{Value, json};
-use shared::discovery::ServerApis;
-use shared::error::{Error, Op};
-use shared::render::{Human, Poll, Printer, Progress, Render, Table, Wait};
 
 use crate::common::writes::FIELD_MANAGER;
 
@@ -88,7 +88,7 @@ pub async fn run(req: &FleetRequest) -> Result<(), Error> {
     let ar = fleet_resource(&apis)?;
     let cluster_ar = apis.cluster()?;
     let lp = ListParams::default().labels(selector);
-    let names: Vec<String> = shared::api::dynamic(&conn, &cluster_ar, Some(&conn.namespace))
+    let names: Vec<String> = kclient::api::dynamic(&conn, &cluster_ar, Some(&conn.namespace))
         .list_metadata(&lp)
         .await
         .map_err(|e| {
@@ -132,16 +132,16 @@ pub async fn run(req: &FleetRequest) -> Result<(), Error> {
             });
         }
         Printer::new(&req.output).print(&view)?;
-        if !shared::render::confirm(&format!(
+        if !kclient::render::confirm(&format!(
             "Upgrade these {} cluster(s) to {to}?",
             view.clusters.len()
         ))? {
-            shared::render::line("cancelled; nothing was changed");
+            kclient::render::line("cancelled; nothing was changed");
             return Ok(());
         }
     }
     create(&conn, &ar, req, &view).await?;
-    shared::render::line(&format!(
+    kclient::render::line(&format!(
         "FleetUpgrade {}/{} created: {} cluster(s) to {to} in {} wave(s); follow it with kubectl get fleetupgrade {} -o yaml or kubectl capi upgrade status",
         view.namespace,
         view.name,
@@ -179,7 +179,7 @@ fn refuse_whole_fleet_canary(canary: u32, clusters: usize, selector: &str) -> Re
 }
 
 async fn create(
-    conn: &shared::conn::Conn,
+    conn: &kclient::conn::Conn,
     ar: &ApiResource,
     req: &FleetRequest,
     view: &WavesView,
@@ -197,7 +197,7 @@ async fn create(
         },
     }))
     .map_err(|e| Error::other(format!("internal: a FleetUpgrade body: {e}")))?;
-    let api = shared::api::dynamic(conn, ar, Some(&view.namespace));
+    let api = kclient::api::dynamic(conn, ar, Some(&view.namespace));
     let pp = kube::api::PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
@@ -232,7 +232,7 @@ fn status_of(obj: &Value) -> FleetUpgradeStatus {
 /// Follows the FleetUpgrade until it ends, one line per member change; a failure names the
 /// cluster. The shared wait rides out an API server that goes away meanwhile.
 async fn follow(
-    conn: &shared::conn::Conn,
+    conn: &kclient::conn::Conn,
     ar: &ApiResource,
     name: &str,
     timeout: Duration,
@@ -246,7 +246,7 @@ async fn follow(
     )
     .on(&mut progress)
     .until(|| async {
-        let obj = shared::api::get_json_opt(conn, ar, Some(&conn.namespace), name)
+        let obj = kclient::api::get_json_opt(conn, ar, Some(&conn.namespace), name)
             .await?
             .ok_or_else(|| Error::other(format!("FleetUpgrade {name} was deleted")))?;
         let st = status_of(&obj);
@@ -254,7 +254,7 @@ async fn follow(
             let key = (m.name.clone(), m.phase.clone());
             let mut seen = seen.borrow_mut();
             if m.phase != "Pending" && !seen.contains(&key) {
-                shared::render::line(&format!("wave {}: cluster {}: {}", m.wave, m.name, m.phase));
+                kclient::render::line(&format!("wave {}: cluster {}: {}", m.wave, m.name, m.phase));
                 seen.push(key);
             }
         }
@@ -288,7 +288,7 @@ async fn follow(
     .await;
     progress.clear();
     let message = outcome??;
-    shared::render::line(&format!(
+    kclient::render::line(&format!(
         "fleet upgrade {name} done in {}: {message}",
         kcore::text::human_duration(started.elapsed())
     ));

@@ -5,13 +5,13 @@
 
 use std::time::{Duration, Instant};
 
+use kclient::error::{Error, Op};
+use kclient::render::{Poll, Progress, Wait};
 use kcore::ops::api::ClusterUpgradeStatus;
 use kcore::ops::phase;
 use kcore::plan::upgrade::{StepLine, StepProgress, StepRole, parse_version, step_progress};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-use shared::error::{Error, Op};
-use shared::render::{Poll, Progress, Wait};
 
 use super::cluster::ClusterRequest;
 use super::snapshot::{Snapshot, cluster_runs, role_object};
@@ -60,7 +60,7 @@ pub async fn hand_over(
             if s.version != req.to || s.cancelled {
                 return Err(busy(t, &cu));
             }
-            shared::render::line(&format!(
+            kclient::render::line(&format!(
                 "an upgrade of cluster {} {} is already under way",
                 t.name,
                 in_words(&cu)
@@ -70,13 +70,13 @@ pub async fn hand_over(
             // Replaces a finished one, only if nobody changed it meanwhile.
             let rv = cu["metadata"]["resourceVersion"].clone();
             let body = json!({"metadata": {"resourceVersion": rv}, "spec": spec});
-            shared::api::merge_patch(
+            kclient::api::merge_patch(
                 &t.conn,
                 ar,
                 &t.namespace,
                 &t.name,
                 &body,
-                shared::api::Write {
+                kclient::api::Write {
                 manager: FIELD_MANAGER,
                 dry_run: false,
                 force: false,
@@ -113,7 +113,7 @@ pub async fn hand_over(
 }
 
 fn created_line(t: &ClusterHandle, req: &ClusterRequest, steps: usize, what: &str) {
-    shared::render::line(&format!(
+    kclient::render::line(&format!(
         "ClusterUpgrade {}/{} {what}: kamaji-reconciler upgrades cluster {} to {} in {} step(s), control plane first; follow it with kubectl capi upgrade status {}",
         t.namespace, t.name, t.name, req.to, steps, t.name
     ));
@@ -140,7 +140,7 @@ async fn create(t: &ClusterHandle, ar: &ApiResource, spec: Value) -> Result<(), 
         "spec": spec,
     }))
     .map_err(|e| Error::other(format!("internal: a ClusterUpgrade body: {e}")))?;
-    let api = shared::api::dynamic(&t.conn, ar, Some(&t.namespace));
+    let api = kclient::api::dynamic(&t.conn, ar, Some(&t.namespace));
     let pp = kube::api::PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
@@ -206,7 +206,7 @@ async fn follow(t: &ClusterHandle, ar: &ApiResource, timeout: Duration) -> Resul
         .await;
     progress.clear();
     let version = outcome??;
-    shared::render::line(&format!(
+    kclient::render::line(&format!(
         "cluster {} upgraded to {version} in {}",
         t.name,
         kcore::text::human_duration(started.elapsed())

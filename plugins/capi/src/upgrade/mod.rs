@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags, OutputFlags};
+use kclient::error::Error;
 use kcore::plan::upgrade::{UpgradeError, parse_version};
-use shared::error::Error;
 
 use cluster::ClusterRequest;
 use fleet::FleetRequest;

@@ -5,11 +5,11 @@ use std::io::IsTerminal;
 
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{KubeFlags, OutputFlags};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::{Human, Printer, Render, Table};
 use serde::Serialize;
 use serde_json::{Value, json};
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::{Human, Printer, Render, Table};
 
 use crate::common::cluster::ClusterHandle;
 use crate::common::cluster_upgrade::{
@@ -87,7 +87,7 @@ async fn steer(a: &OneArgs, field: &str, value: bool) -> Result<(), Error> {
         });
     }
     if cu["spec"][field].as_bool().unwrap_or(false) == value {
-        shared::render::line(&format!(
+        kclient::render::line(&format!(
             "the upgrade of cluster {} is already {}",
             t.name,
             if value { field } else { "running" }
@@ -97,13 +97,13 @@ async fn steer(a: &OneArgs, field: &str, value: bool) -> Result<(), Error> {
     if field == "cancelled" && !cancel_confirmed(&t, &cu, a.yes)? {
         return Ok(());
     }
-    shared::api::merge_patch(
+    kclient::api::merge_patch(
         &t.conn,
         &ar,
         &t.namespace,
         &t.name,
         &json!({"spec": {field: value}}),
-        shared::api::Write {
+        kclient::api::Write {
             manager: FIELD_MANAGER,
             dry_run: false,
             force: false,
@@ -115,7 +115,7 @@ async fn steer(a: &OneArgs, field: &str, value: bool) -> Result<(), Error> {
         ("paused", false) => "resumed",
         _ => "cancelled: no further step starts (a rollout under way runs to its end)",
     };
-    shared::render::line(&format!("upgrade of cluster {} {what}", t.name));
+    kclient::render::line(&format!("upgrade of cluster {} {what}", t.name));
     Ok(())
 }
 
@@ -142,9 +142,9 @@ fn cancel_confirmed(t: &ClusterHandle, cu: &Value, yes: bool) -> Result<bool, Er
             )),
         });
     }
-    shared::render::info(&format!("This will {what}."));
-    if !shared::render::confirm(&format!("Cancel the upgrade of cluster {}?", t.name))? {
-        shared::render::line("not cancelled; nothing was changed");
+    kclient::render::info(&format!("This will {what}."));
+    if !kclient::render::confirm(&format!("Cancel the upgrade of cluster {}?", t.name))? {
+        kclient::render::line("not cancelled; nothing was changed");
         return Ok(false);
     }
     Ok(true)
@@ -259,7 +259,7 @@ async fn status(a: &StatusArgs) -> Result<(), Error> {
     let ar = resource(&apis).ok_or_else(|| not_installed(&apis))?;
     if let Some(name) = &a.cluster {
         kcore::names::check_object_name("cluster", name)?;
-        let obj = shared::api::get_or_suggest(&conn, &ar, &conn.namespace, name)
+        let obj = kclient::api::get_or_suggest(&conn, &ar, &conn.namespace, name)
             .await
             .map_err(|e| match e {
                 Error::NotFound { suggestions, .. } => Error::NotFound {
@@ -274,7 +274,7 @@ async fn status(a: &StatusArgs) -> Result<(), Error> {
         return Printer::new(&a.output).print(&UpgradeDetail { obj });
     }
     let ns = (!a.kube.all_namespaces).then_some(conn.namespace.as_str());
-    let list = shared::api::list(&conn, &ar, ns, None).await?;
+    let list = kclient::api::list(&conn, &ar, ns, None).await?;
     let mut items: Vec<StatusRow> = list
         .iter()
         .map(kcore::fields::object_json)

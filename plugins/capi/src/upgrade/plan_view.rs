@@ -1,10 +1,10 @@
 //! The plan `kubectl capi upgrade CLUSTER --to VERSION --plan` prints: the steps, their
 //! patches and template clones, the spare-host preflight, and which steps are already done.
 
+use kclient::render::{Human, Render};
 use kcore::plan::Severity;
 use kcore::plan::upgrade::UpgradePlan;
 use serde::Serialize;
-use shared::render::{Human, Render};
 
 use crate::common::names::display_name;
 

@@ -2,10 +2,10 @@
 //! step's progress is measured on (the client-side upgrade's waits and the reconciler's
 //! upgrade followed with `--wait` share them).
 
+use kclient::error::Error;
 use kcore::plan::upgrade::{Observed, StepRole};
 use kcore::version::KubeVersion;
 use serde_json::Value;
-use shared::error::Error;
 
 use crate::common::cluster::ClusterHandle;
 use crate::common::cluster_parts::{ClusterParts, fetch};

@@ -2,11 +2,11 @@
 //! serves, with the contract labels of each provider's CRDs (clusterctl's rule), or the newest
 //! known ones offline.
 
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
 use kcore::build::cni;
 use kcore::build::kamaji::{self, CreateSpec, Infrastructure, Versions};
 use kcore::groups::{BOOTSTRAP_GROUP, CapiVersion, INFRASTRUCTURE_GROUP};
-use shared::discovery::ServerApis;
-use shared::error::Error;
 
 use super::control_plane::{kcp_resource, tcp_resource};
 

@@ -3,13 +3,13 @@
 //! the provider or Kamaji is not installed, or a standalone TenantControlPlane cannot do.
 
 use cli::Conn;
+use kclient::api::{get_opt, list};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
 use kcore::fields::object_json;
 use kcore::groups::{CONTROLPLANE_GROUP, KAMAJI_GROUP};
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
-use shared::api::{get_opt, list};
-use shared::discovery::ServerApis;
-use shared::error::Error;
 
 /// KamajiControlPlane at its served version, or "not installed".
 pub fn kcp_resource(apis: &ServerApis) -> Result<ApiResource, Error> {
@@ -153,7 +153,7 @@ pub async fn resolve(conn: &Conn, apis: &ServerApis, name: &str) -> Result<Contr
         .collect();
     if let Some(kcp_ar) = apis.kamaji_control_plane() {
         names.extend(
-            shared::api::list_names(conn, &kcp_ar, Some(&ns))
+            kclient::api::list_names(conn, &kcp_ar, Some(&ns))
                 .await
                 .unwrap_or_default(),
         );

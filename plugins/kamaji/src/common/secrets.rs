@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use cli::Conn;
 use k8s_openapi::api::core::v1::Secret;
+use kclient::error::{Error, Op};
+use kclient::render;
 use kube::api::Api;
-use shared::error::{Error, Op};
-use shared::render;
 
 use super::control_plane::ControlPlane;
 
@@ -78,7 +78,7 @@ pub async fn rotate_secrets(
         // TenantControlPlane, so the deletion itself triggers it) and rolls the control plane
         // onto it. The `certs.kamaji.clastix.io/rotate` annotation only exists in newer Kamaji
         // releases; v1.0.0 ignores it (see its `internal/resources/*_certificate.go`).
-        shared::api::delete(conn, &ar, &cp.namespace, name).await?;
+        kclient::api::delete(conn, &ar, &cp.namespace, name).await?;
         render::line(&format!(
             "secret/{name} deleted: Kamaji re-issues it and rolls the control plane"
         ));

@@ -14,9 +14,9 @@ use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 use clap::builder::{PossibleValue, StringValueParser, TypedValueParser};
+use kclient::error::Error;
 use kcore::build::kamaji::{self, Addon, CreateSpec, InfraProvider};
 use serde_json::Value;
-use shared::error::Error;
 
 /// The providers `--infrastructure` takes: all of them, or (`class`) those a ClusterClass can be
 /// generated for.
@@ -212,9 +212,9 @@ fn parse_selector(pairs: &[String]) -> Result<BTreeMap<String, String>, Error> {
 
 /// `--from-file FILE` (`-` for stdin) as YAML, read through the one bounded reader.
 fn read_values(path: &std::path::Path) -> Result<Value, Error> {
-    let text = shared::input::Input::new("--from-file", true)
+    let text = kclient::input::Input::new("--from-file", true)
         .read_text(path)
-        .map_err(shared::input::InputError::usage)?;
+        .map_err(kclient::input::InputError::usage)?;
     serde_saphyr::from_str::<Value>(&text).map_err(|e| Error::Usage {
         message: format!(
             "--from-file {} is not valid YAML: {}",

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use base64::Engine;
 use cli::Conn;
+use kclient::error::{ApiServer, Error, Op};
 use kcore::fields;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::Value;
-use shared::error::{ApiServer, Error, Op};
 
 use super::control_plane::ControlPlane;
 use super::secrets::secret_data;
@@ -60,7 +60,7 @@ pub struct TenantAdmin {
 
 pub async fn tenant_admin(conn: &Conn, cp: &ControlPlane) -> Result<TenantAdmin, Error> {
     let text = admin_kubeconfig(conn, cp, "admin.conf").await?;
-    let kc_value = shared::kubeconfig::parse(&text, "the tenant admin kubeconfig")?;
+    let kc_value = kclient::kubeconfig::parse(&text, "the tenant admin kubeconfig")?;
     let current = kc_value["current-context"].as_str().unwrap_or_default();
     let ctx = kc_value["contexts"]
         .as_array()
@@ -114,7 +114,7 @@ pub async fn tenant_admin(conn: &Conn, cp: &ControlPlane) -> Result<TenantAdmin,
         server: server.clone(),
     };
     let client = kube::Client::try_from(config)
-        .map_err(|e| shared::error::from_kube(e, &tenant_target, &Op::default()))?;
+        .map_err(|e| kclient::error::from_kube(e, &tenant_target, &Op::default()))?;
     Ok(TenantAdmin {
         client,
         target: tenant_target,

@@ -2,12 +2,12 @@
 //! `kubectl-kamaji`, and the objects of a new cluster applied in order.
 
 use cli::Conn;
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
 use kcore::build::kamaji::{self, FIELD_MANAGER};
 use kcore::fields::object_json;
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::Error;
 
 /// The ApiResource of an object to apply (from its apiVersion and kind); the kind must be
 /// served.
@@ -46,7 +46,7 @@ pub async fn apply(
     force: bool,
 ) -> Result<DynamicObject, Error> {
     let ar = resource_of(apis, obj)?;
-    shared::api::apply(conn, &ar, obj, write(dry_run, force)).await
+    kclient::api::apply(conn, &ar, obj, write(dry_run, force)).await
 }
 
 /// Applies the objects in order; once the Cluster exists, it owns the objects after it.
@@ -87,7 +87,7 @@ pub async fn merge_patch(
     name: &str,
     patch: &Value,
 ) -> Result<DynamicObject, Error> {
-    shared::api::merge_patch(conn, ar, ns, name, patch, write(false, false)).await
+    kclient::api::merge_patch(conn, ar, ns, name, patch, write(false, false)).await
 }
 
 /// A planned JSON patch ([`kcore::plan::ObjectPatch`]) with field manager `kubectl-kamaji`.
@@ -96,11 +96,11 @@ pub async fn json_patch(
     ar: &ApiResource,
     patch: &kcore::plan::ObjectPatch,
 ) -> Result<(), Error> {
-    shared::api::patch(conn, ar, &patch.namespace, patch, write(false, false)).await
+    kclient::api::patch(conn, ar, &patch.namespace, patch, write(false, false)).await
 }
 
-fn write(dry_run: bool, force: bool) -> shared::api::Write<'static> {
-    shared::api::Write {
+fn write(dry_run: bool, force: bool) -> kclient::api::Write<'static> {
+    kclient::api::Write {
         manager: FIELD_MANAGER,
         dry_run,
         force,

@@ -3,11 +3,11 @@
 //! endpoint, and the printing of what was applied.
 
 use cli::{DryRun, OutputFormat};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render;
 use kcore::build::kamaji::{Built, CreateSpec, fill_openstack_endpoint};
 use kcore::fields::object_json;
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render;
 
 use super::wait::wait_endpoint;
 use super::{Args, print_objects};

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags, OutputFlags, parse_duration};
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::{self};
 use kcore::build::cni::CniKind;
 use kcore::build::kamaji::{self, Built, CreateSpec, Versions, fill_openstack_endpoint};
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::{self};
 
 use crate::common::api_versions::versions;
 use crate::common::control_plane;

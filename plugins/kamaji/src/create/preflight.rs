@@ -1,12 +1,12 @@
 //! `create`'s preflights on the server: the DataStore, the ClusterClass (`--class`) and the
 //! control-plane endpoint exist or are free before anything is written.
 
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
 use kcore::build::kamaji::{self, Built, CreateSpec};
 use kcore::fields::object_json;
 use kcore::groups::KAMAJI_GROUP;
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::Error;
 
 pub(super) async fn check_datastore(
     conn: &cli::Conn,
@@ -21,10 +21,13 @@ pub(super) async fn check_datastore(
         ));
     };
     let ar = k.resource(k.version());
-    if shared::api::get_opt(conn, &ar, None, name).await?.is_some() {
+    if kclient::api::get_opt(conn, &ar, None, name)
+        .await?
+        .is_some()
+    {
         return Ok(());
     }
-    let names = shared::api::list_names(conn, &ar, None)
+    let names = kclient::api::list_names(conn, &ar, None)
         .await
         .unwrap_or_default();
     let close = kcore::text::closest_names(name, names.iter().map(String::as_str));
@@ -54,10 +57,10 @@ pub(super) async fn cluster_class(
     class: &str,
 ) -> Result<kamaji::ClassInfo, Error> {
     let ar = apis.capi_kind("ClusterClass")?;
-    if let Some(c) = shared::api::get_opt(conn, &ar, Some(ns), class).await? {
+    if let Some(c) = kclient::api::get_opt(conn, &ar, Some(ns), class).await? {
         return Ok(kamaji::ClassInfo::read(&object_json(&c)));
     }
-    let names = shared::api::list_names(conn, &ar, Some(ns))
+    let names = kclient::api::list_names(conn, &ar, Some(ns))
         .await
         .unwrap_or_default();
     let close = kcore::text::closest_names(class, names.iter().map(String::as_str));
@@ -99,7 +102,7 @@ pub(super) async fn check_endpoint_unused(
         let lp = lp.clone();
         async move {
             match ar {
-                Some(ar) => shared::api::list_json(conn, &ar, None, &lp).await,
+                Some(ar) => kclient::api::list_json(conn, &ar, None, &lp).await,
                 None => Ok(Vec::new()),
             }
         }

@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::time::Duration;
 
+use kclient::error::Error;
 use kcore::build::cni::{self, CniKind, CniManifest};
 use kcore::build::kamaji::{CreateSpec, Infrastructure};
 use kcore::build::kube_proxy::KubeProxyMode;
-use shared::error::Error;
 
 use super::Args;
 use crate::common::spec_flags::base_spec;
@@ -15,13 +15,13 @@ use crate::common::spec_flags::base_spec;
 /// Reads `--cni-manifest FILE` (`-` for stdin) through the one bounded reader: at most the
 /// size `create` accepts, and a pipe or FIFO that sends nothing is given up.
 fn read_cni_manifest(path: &Path) -> Result<CniManifest, Error> {
-    let input = shared::input::Input {
+    let input = kclient::input::Input {
         flag: "--cni-manifest",
         limit: cni::MAX_MANIFEST_BYTES,
         stdin: true,
     };
     let text = input.read_text(path).map_err(|e| match e {
-        shared::input::InputError::TooLarge { .. } => Error::Usage {
+        kclient::input::InputError::TooLarge { .. } => Error::Usage {
             message: e.to_string(),
             hint: Some(
                 "install a network plugin this large by hand in the workload cluster (kubectl capi kubeconfig NAME)".into(),
@@ -67,7 +67,7 @@ const CALICO_DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(60);
 /// Downloads Calico's release manifest (bounded in size and time).
 pub(super) async fn download_calico() -> Result<CniManifest, Error> {
     let url = cni::calico_manifest_url();
-    let text = shared::fetch::fetch_text(&url, cni::MAX_MANIFEST_BYTES, CALICO_DOWNLOAD_TIMEOUT)
+    let text = kclient::fetch::fetch_text(&url, cni::MAX_MANIFEST_BYTES, CALICO_DOWNLOAD_TIMEOUT)
         .await
         .map_err(|e| Error::Other {
             message: format!("cannot download Calico's manifest from {url}: {e}"),

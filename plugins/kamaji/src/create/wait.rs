@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use kcore::labels::DEPLOYMENT_NAME_LABEL;
 
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::{self, Poll};
 use kcore::build::kamaji;
 use kcore::fields::{self, object_json};
 use kcore::plan::workers::WorkerProgress;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::Error;
-use shared::render::{self, Poll};
 
 use crate::common::control_plane::{self, ControlPlane};
 use crate::common::tenant_kubeconfig;
@@ -139,7 +139,7 @@ async fn worker_progress(
     let mut md_ready = 0;
     let sel = format!("{}={name}", kamaji::CLUSTER_NAME_LABEL);
     if let Some(ar) = md_ar {
-        for md in shared::api::list(conn, ar, Some(&t.namespace), Some(&sel)).await? {
+        for md in kclient::api::list(conn, ar, Some(&t.namespace), Some(&sel)).await? {
             let r = fields::replicas(&object_json(&md));
             want += r.desired.unwrap_or(0);
             md_ready += r.ready.unwrap_or(0);
@@ -148,7 +148,7 @@ async fn worker_progress(
     let mut machines = Vec::new();
     if let Some(ar) = machine_ar.filter(|_| want > 0) {
         let sel = format!("{sel},{DEPLOYMENT_NAME_LABEL}");
-        machines = shared::api::list(conn, ar, Some(&t.namespace), Some(&sel))
+        machines = kclient::api::list(conn, ar, Some(&t.namespace), Some(&sel))
             .await?
             .iter()
             .map(object_json)

@@ -5,16 +5,16 @@ use clap::Args as ClapArgs;
 use cli::{Conn, DryRun, KubeFlags, OutputFlags, OutputFormat};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kclient::discovery::ServerApis;
+use kclient::error::{Error, Op};
+use kclient::render;
+use kclient::render::display_name;
 use kcore::build::kamaji::FIELD_MANAGER;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::{Error, Op};
-use shared::render;
-use shared::render::display_name;
 
 use kcore::kcp::install as manifests;
 
@@ -366,7 +366,7 @@ async fn apply_all(
         } else {
             None
         };
-        let api = shared::api::dynamic(conn, &ar, ns_opt);
+        let api = kclient::api::dynamic(conn, &ar, ns_opt);
         api.patch(name, &pp, &Patch::Apply(o))
             .await
             .map_err(|e| conn.error(e, &Op::on("patch", &ar).in_namespace(ns_opt).named(name)))?;
@@ -394,7 +394,7 @@ pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
         refuse_while_clusters_remain(&conn, &apis).await?;
     }
     if let Some(ar) = apis.kamaji_control_plane() {
-        let kcps = shared::api::list(&conn, &ar, None, None).await?;
+        let kcps = kclient::api::list(&conn, &ar, None, None).await?;
         if !kcps.is_empty() && !args.force {
             let names: Vec<String> = kcps
                 .iter()
@@ -428,7 +428,7 @@ pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
     } else {
         format!("Uninstall the KamajiControlPlane provider from namespace {ns}?")
     };
-    if !args.yes && !shared::render::confirm(&what)? {
+    if !args.yes && !kclient::render::confirm(&what)? {
         return Err(Error::other("aborted: nothing was deleted"));
     }
     for o in &objects {
@@ -441,7 +441,7 @@ pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
         } else {
             None
         };
-        let api = shared::api::dynamic(&conn, &ar, ns_opt);
+        let api = kclient::api::dynamic(&conn, &ar, ns_opt);
         match api.delete(name, &DeleteParams::default()).await {
             Ok(_) => render::line(&format!("{} deleted", display_name(o))),
             Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -461,7 +461,7 @@ async fn refuse_while_clusters_remain(conn: &Conn, apis: &ServerApis) -> Result<
     let Ok(ar) = apis.cluster() else {
         return Ok(());
     };
-    let names = shared::api::list_names(conn, &ar, None).await?;
+    let names = kclient::api::list_names(conn, &ar, None).await?;
     if names.is_empty() {
         return Ok(());
     }
@@ -485,14 +485,14 @@ async fn purge_host_pool(conn: &Conn, apis: &ServerApis) -> Result<(), Error> {
     let infra = kcore::groups::INFRASTRUCTURE_GROUP;
     let lp = kube::api::ListParams::default();
     if let Some(ar) = apis.provider_kind(infra, "BootstrapKubeconfig") {
-        for b in shared::api::list_json(conn, &ar, None, &lp).await? {
+        for b in kclient::api::list_json(conn, &ar, None, &lp).await? {
             let (bns, name) = (kcore::json::namespace(&b), kcore::json::name(&b));
-            shared::api::delete(conn, &ar, bns, name).await?;
+            kclient::api::delete(conn, &ar, bns, name).await?;
             render::line(&format!("bootstrapkubeconfig.{infra}/{name} deleted"));
         }
     }
     if let Some(ar) = apis.byo_host() {
-        for h in shared::api::list_json(conn, &ar, None, &lp).await? {
+        for h in kclient::api::list_json(conn, &ar, None, &lp).await? {
             let (hns, name) = (kcore::json::namespace(&h), kcore::json::name(&h));
             if let Some(m) = kcore::json::str_at(&h, &["status", "machineRef", "name"]) {
                 render::warn(&format!(
@@ -500,7 +500,7 @@ async fn purge_host_pool(conn: &Conn, apis: &ServerApis) -> Result<(), Error> {
                 ));
                 continue;
             }
-            shared::api::delete(conn, &ar, hns, name).await?;
+            kclient::api::delete(conn, &ar, hns, name).await?;
             render::line(&format!("byohost.{infra}/{name} deleted"));
         }
         render::info(

@@ -4,6 +4,9 @@ use base64::Engine;
 use clap::Args as ClapArgs;
 use cli::{Conn, KubeFlags, OutputFlags};
 use k8s_openapi::api::core::v1::Pod;
+use kclient::discovery::ServerApis;
+use kclient::error::{Error, Op};
+use kclient::render::Printer;
 use kcore::build::kamaji::CLUSTER_NAME_LABEL;
 use kcore::build::pki;
 use kcore::fields::{self, Condition, object_json};
@@ -11,9 +14,6 @@ use kcore::ops::summary::{UpgradeSummary, summarize};
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 use serde_json::Value;
-use shared::discovery::ServerApis;
-use shared::error::{Error, Op};
-use shared::render::Printer;
 
 use crate::common::control_plane::{self, ControlPlane};
 use crate::common::control_plane_row::ControlPlaneRow;
@@ -136,7 +136,7 @@ pub fn secret_certificates(
             let Ok(text) = std::str::from_utf8(v) else {
                 continue;
             };
-            let Ok(kc) = shared::kubeconfig::parse(text, k) else {
+            let Ok(kc) = kclient::kubeconfig::parse(text, k) else {
                 continue;
             };
             for u in kc["users"].as_array().into_iter().flatten() {
@@ -172,7 +172,7 @@ async fn owning_cluster(
 ) -> Result<(Option<String>, Option<Value>), Error> {
     if let Some(c) = cluster
         && let Ok(ar) = apis.cluster()
-        && let Some(obj) = shared::api::get_opt(conn, &ar, Some(ns), c).await?
+        && let Some(obj) = kclient::api::get_opt(conn, &ar, Some(ns), c).await?
     {
         let v = object_json(&obj);
         let infrastructure =
@@ -196,7 +196,7 @@ async fn cluster_upgrade(
         .kind(kcore::groups::OPS_GROUP, "ClusterUpgrade")
         .map(|k| k.resource(k.version()))?;
     // The upgrade is a bonus: a user who may not read ClusterUpgrades still gets the status.
-    let cu = shared::api::get_json_opt(conn, &ar, Some(ns), cluster).await;
+    let cu = kclient::api::get_json_opt(conn, &ar, Some(ns), cluster).await;
     summarize(&cu.ok()??)
 }
 
@@ -353,7 +353,7 @@ async fn workers(
     if let Some(c) = cluster
         && let Ok(ar) = apis.capi_kind("MachineDeployment")
     {
-        for md in shared::api::list(
+        for md in kclient::api::list(
             conn,
             &ar,
             Some(ns),

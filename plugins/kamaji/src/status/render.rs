@@ -1,9 +1,9 @@
 //! How `status` lays a control plane out for people: sections of fields and tables, each
 //! with a line saying what an empty one means.
 
+use kclient::render::{Fields, Human, Render, Table};
 use kcore::fields::Condition;
 use kcore::ops::summary::UpgradeSummary;
-use shared::render::{Fields, Human, Render, Table};
 
 use super::{AddonRow, CertRow, PodRow, Status, Summary, WorkerRow};
 

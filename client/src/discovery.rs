@@ -3,8 +3,8 @@
 //! metadata-only list of CustomResourceDefinitions for the contract labels.
 //!
 //! ```no_run
-//! # async fn f(conn: &shared::conn::Conn) -> Result<(), shared::error::Error> {
-//! let apis = shared::discovery::ServerApis::discover(conn).await?;
+//! # async fn f(conn: &kclient::conn::Conn) -> Result<(), kclient::error::Error> {
+//! let apis = kclient::discovery::ServerApis::discover(conn).await?;
 //! let clusters = apis.cluster()?;          // ApiResource of Cluster, v1beta2 or v1beta1
 //! # Ok(()) }
 //! ```

@@ -219,8 +219,8 @@ pub fn classify(e: &Error, answered: bool) -> Fault {
 ///
 /// ```no_run
 /// # use std::time::Duration;
-/// # use shared::render::{Poll, Wait};
-/// # async fn demo(timeout: Duration) -> Result<(), shared::error::Error> {
+/// # use kclient::render::{Poll, Wait};
+/// # async fn demo(timeout: Duration) -> Result<(), kclient::error::Error> {
 /// Wait::new("waiting for cluster x", timeout)
 ///     .interval(Duration::from_millis(500))
 ///     .until(|| async { Ok(Poll::Ready(())) })

@@ -2,9 +2,9 @@
 //! keeps every entry it was given and every other field as it was, adds exactly the new
 //! entries, and refuses (changing nothing) when a name is taken by other content.
 
+use kclient::kubeconfig::{MergeOptions, merge};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use shared::kubeconfig::{MergeOptions, merge};
 
 fn opts(force: bool) -> MergeOptions<'static> {
     MergeOptions {
