@@ -25,11 +25,11 @@ TIMES=target/test-times.tsv
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
 
+# This builds every binary of the workspace too (each package with integration tests gets its
+# binaries built for them); the tests run those (`testbed::workspace_binary`) instead of building
+# a package alone, which would resolve the dependencies' features anew and compile them twice.
 "$CARGO" test --workspace --no-run --message-format=json-render-diagnostics >"$LOGS/build.json"
-# The reconciler the tests start, built as they build it (`cargo build -p kamaji-reconciler`: its
-# own feature set, not the workspace's), so their own build finds it fresh and no test waits on
-# a build another one started.
-"$CARGO" build -p kamaji-reconciler --bin kamaji-reconciler
+export CAPI_KAMAJI_WORKSPACE_BUILT=1
 
 # One line per test binary: <package dir> <executable>. A test harness is an artifact whose
 # profile has "test":true (the last field of "profile"); its manifest_path comes first.

@@ -480,6 +480,40 @@ fn start_blocking(opts: Options) -> Result<Testbed, String> {
     .map_err(|_| "testbed start panicked".to_string())?
 }
 
+/// Set by `make test` (`scripts/test.sh`) once `cargo test --workspace --no-run` has built every
+/// binary of the workspace into `target/debug/`: a test then runs them as they are.
+pub const WORKSPACE_BUILT: &str = "CAPI_KAMAJI_WORKSPACE_BUILT";
+
+/// `target/<profile>/<bin>` of package `package`, next to `sibling` (another binary of the
+/// workspace, e.g. `env!("CARGO_BIN_EXE_kubectl-capi")`), built at most once per test binary.
+///
+/// Under `make test` the workspace build already made it, so nothing is built: a second
+/// `cargo build -p <package>` resolves the dependencies' features for that package alone, not for
+/// the workspace's tests, and compiles a second copy of kube, hyper and rustls (minutes of a
+/// clean run) and then overwrites the binary other test processes are running. Run alone
+/// (`cargo test -p kubectl-kamaji --test lifecycle`), cargo builds only the package under test's
+/// own binaries, so the others are built here.
+pub fn workspace_binary(sibling: &str, package: &str, bin: &str) -> std::path::PathBuf {
+    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let path = std::path::PathBuf::from(sibling).with_file_name(bin);
+    if std::env::var_os(WORKSPACE_BUILT).is_some() && path.exists() {
+        return path;
+    }
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|b| b == bin) {
+        let status = cargo()
+            .args(["build", "-p", package, "--bin", bin])
+            .status();
+        assert!(
+            path.exists() && status.as_ref().is_ok_and(|s| s.success()),
+            "building {} failed ({status:?}); run cargo build -p {package} --bin {bin}",
+            path.display()
+        );
+        built.push(bin.to_string());
+    }
+    path
+}
+
 /// A `cargo` command (`$CARGO`, as `cargo test` sets it, else `cargo` on PATH) for a test that
 /// builds one of our binaries, in the environment a shell would give it.
 ///

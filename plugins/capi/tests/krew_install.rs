@@ -145,24 +145,14 @@ impl Krew {
     }
 }
 
-/// The plugins' binaries this test packages: the debug build, next to ours (built if needed).
-/// `make dist` is `cargo build --release` and then the two steps [`make_dist`] runs; a release
-/// build of the workspace costs a CI run 15 minutes and proves nothing krew sees.
+/// The plugins' binaries this test packages: the debug build, next to ours (built if `make test`
+/// did not build them, [`testbed::workspace_binary`]). `make dist` is `cargo build --release`
+/// and then the two steps [`make_dist`] runs; a release build of the workspace costs a CI run 15
+/// minutes and proves nothing krew sees.
 fn plugin_binaries() -> PathBuf {
-    let o = testbed::cargo()
-        .args(["build", "-p", "kubectl-capi", "-p", "kubectl-kamaji"])
-        .current_dir(repo_root())
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "building the plugins failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    PathBuf::from(env!("CARGO_BIN_EXE_kubectl-capi"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    let capi = env!("CARGO_BIN_EXE_kubectl-capi");
+    let kamaji = testbed::workspace_binary(capi, "kubectl-kamaji", "kubectl-kamaji");
+    kamaji.parent().unwrap().to_path_buf()
 }
 
 /// `make dist`'s packaging for `version` into `dir`, with the manifests pointing at `base_url`:

@@ -16,17 +16,13 @@ use serde_json::Value;
 use testbed::Testbed;
 use testbed::fixtures::reconciler::assert_ran;
 
-/// `target/debug/kubectl-capi`, next to our binary (built if missing).
+/// `target/debug/kubectl-capi`, next to our binary ([`testbed::workspace_binary`]).
 fn capi_binary() -> PathBuf {
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_kubectl-kamaji")).with_file_name("kubectl-capi");
-    if !bin.exists() {
-        let status = testbed::cargo()
-            .args(["build", "-p", "kubectl-capi", "--bin", "kubectl-capi"])
-            .status()
-            .unwrap();
-        assert!(status.success(), "building kubectl-capi failed");
-    }
-    bin
+    testbed::workspace_binary(
+        env!("CARGO_BIN_EXE_kubectl-kamaji"),
+        "kubectl-capi",
+        "kubectl-capi",
+    )
 }
 
 fn capi(tb: &Testbed, ns: &str, args: &[&str]) -> Output {
