@@ -6,10 +6,34 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{ArgMatches, CommandFactory, FromArgMatches};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use kclient::error::Error;
 
-use crate::flags::{LogFlags, VERB_EXIT_CODES_HELP};
+use crate::flags::{EXIT_CODES_HELP, LogFlags, VERB_EXIT_CODES_HELP};
+
+/// A plugin binary: its name (`capi`, `kamaji`), and its one-line description and version for
+/// `--help` and `--version`.
+#[derive(Clone, Copy, Debug)]
+pub struct Plugin {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub version: &'static str,
+}
+
+// The command line of every plugin: `-v`, then one of its verbs `V`. (No doc comment: clap
+// would print it in `--help`; [`run`] sets the plugin's own description.)
+#[derive(Parser)]
+#[command(
+    after_help = EXIT_CODES_HELP,
+    disable_help_subcommand = true,
+    propagate_version = false
+)]
+struct PluginCli<V: Subcommand> {
+    #[command(flatten)]
+    log: LogFlags,
+    #[command(subcommand)]
+    verb: V,
+}
 
 /// The name the program was run by: `kubectl-capi` (also through kubectl or krew) reads as
 /// `kubectl capi`, a `clusterctl-capi` link as `clusterctl capi`.
@@ -204,18 +228,21 @@ pub fn command_for<C: CommandFactory>(program: &Program) -> clap::Command {
         .display_name(display)
 }
 
-/// The `main` of every binary: parses `argv` with usage named after `argv[0]`, starts logging
-/// and a runtime, runs the verb, reports a failure as one line plus a hint, and returns the
-/// exit code (0 success, 1 failure, 2 usage).
-pub fn run<C, F, Fut>(plugin: &str, verbose: impl Fn(&C) -> LogFlags, f: F) -> ExitCode
+/// The `main` of every plugin binary: parses `argv` (`-v` and one verb of `V`) with usage named
+/// after `argv[0]`, starts logging and a runtime, runs the verb with `f`, reports a failure as
+/// one line plus a hint, and returns the exit code (0 success, 1 failure, 2 usage).
+pub fn run<V, F, Fut>(plugin: Plugin, f: F) -> ExitCode
 where
-    C: CommandFactory + FromArgMatches,
-    F: FnOnce(C, Program, clap::Command) -> Fut,
+    V: Subcommand,
+    F: FnOnce(V, Program, clap::Command) -> Fut,
     Fut: std::future::Future<Output = Result<(), Error>>,
 {
     let args: Vec<OsString> = crate::flags::kubectl_verbosity(std::env::args_os().collect());
-    let program = Program::from_argv0(args.first().and_then(|a| a.to_str()), plugin);
-    let mut cmd = with_exit_codes_help(command_for::<C>(&program));
+    let program = Program::from_argv0(args.first().and_then(|a| a.to_str()), plugin.name);
+    let cmd = command_for::<PluginCli<V>>(&program)
+        .about(plugin.about)
+        .version(plugin.version);
+    let mut cmd = with_exit_codes_help(cmd);
     let words: Vec<String> = args
         .iter()
         .skip(1)
@@ -234,12 +261,12 @@ where
         Ok(m) => m,
         Err(e) => return usage_exit(e, &help_on),
     };
-    let cli = match C::from_arg_matches(&matches) {
+    let cli = match PluginCli::<V>::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => return usage_exit(e.with_cmd(&cmd), &help_on),
     };
-    verbose(&cli).init();
-    run_verb(|| f(cli, program, cmd))
+    cli.log.init();
+    run_verb(|| f(cli.verb, program, cmd))
 }
 
 /// Every verb's --help ends with the exit codes too.

@@ -21,7 +21,7 @@ pub use flags::{
     DryRun, EXIT_CODES_HELP, KubeFlags, LogFlags, OutputFlags, VERB_EXIT_CODES_HELP, count,
     label_selector, parse_duration,
 };
-pub use harness::{Program, command_for, external_verbs, run};
+pub use harness::{Plugin, Program, command_for, external_verbs, run};
 pub use kclient::conn::Conn;
 pub use kclient::render::{ColorWhen, OutputFormat, color_enabled};
 pub use kubeconfig_flags::{KubeconfigFlags, KubeconfigOutput};

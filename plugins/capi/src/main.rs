@@ -26,24 +26,8 @@ mod version;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use cli::complete::CompleteArgs;
-use cli::{EXIT_CODES_HELP, LogFlags};
-
-#[derive(Parser, Debug)]
-#[command(
-    version,
-    about = "Create, inspect, scale, upgrade and tear down Cluster API clusters",
-    after_help = EXIT_CODES_HELP,
-    disable_help_subcommand = true,
-    propagate_version = false
-)]
-struct Cli {
-    #[command(flatten)]
-    log: LogFlags,
-    #[command(subcommand)]
-    verb: Verb,
-}
 
 // Parsed once per run: the size of the largest verb's flags does not matter.
 #[allow(clippy::large_enum_variant)]
@@ -101,31 +85,32 @@ enum ClusterctlGetWhat {
 }
 
 fn main() -> ExitCode {
-    cli::run::<Cli, _, _>(
-        "capi",
-        |cli| cli.log.clone(),
-        |cli, program, root| async move {
-            match cli.verb {
-                Verb::Version(a) => version::run(&program, &a).await,
-                Verb::Generate(a) => generate::run(&a).await,
-                Verb::Scale(a) => scale::run(&a).await,
-                Verb::Upgrade(a) => upgrade::run(&a).await,
-                Verb::Delete(a) => delete::run(&a).await,
-                Verb::Pause(a) => pause::pause(&a).await,
-                Verb::Resume(a) => pause::resume(&a).await,
-                Verb::Restart(a) => restart::run(&a).await,
-                Verb::List(a) => list::run(&a).await,
-                Verb::Describe(a) => describe::run(&a).await,
-                Verb::Hosts(a) => hosts::run(&a).await,
-                Verb::Machines(a) => machines::run(&a).await,
-                Verb::Kubeconfig(a) => kubeconfig::run(&a).await,
-                Verb::Completion(a) => completion::run(&program, &root, &a),
-                Verb::Complete(a) => cli::complete::run(&root, &a).await,
-                Verb::Alpha(a) => alpha::run(&a).await,
-                Verb::Get(ClusterctlGetArgs {
-                    what: ClusterctlGetWhat::Kubeconfig(a),
-                }) => kubeconfig::run(&a).await,
-            }
-        },
-    )
+    let plugin = cli::Plugin {
+        name: "capi",
+        about: "Create, inspect, scale, upgrade and tear down Cluster API clusters",
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    cli::run::<Verb, _, _>(plugin, |verb, program, root| async move {
+        match verb {
+            Verb::Version(a) => version::run(&program, &a).await,
+            Verb::Generate(a) => generate::run(&a).await,
+            Verb::Scale(a) => scale::run(&a).await,
+            Verb::Upgrade(a) => upgrade::run(&a).await,
+            Verb::Delete(a) => delete::run(&a).await,
+            Verb::Pause(a) => pause::pause(&a).await,
+            Verb::Resume(a) => pause::resume(&a).await,
+            Verb::Restart(a) => restart::run(&a).await,
+            Verb::List(a) => list::run(&a).await,
+            Verb::Describe(a) => describe::run(&a).await,
+            Verb::Hosts(a) => hosts::run(&a).await,
+            Verb::Machines(a) => machines::run(&a).await,
+            Verb::Kubeconfig(a) => kubeconfig::run(&a).await,
+            Verb::Completion(a) => completion::run(&program, &root, &a),
+            Verb::Complete(a) => cli::complete::run(&root, &a).await,
+            Verb::Alpha(a) => alpha::run(&a).await,
+            Verb::Get(ClusterctlGetArgs {
+                what: ClusterctlGetWhat::Kubeconfig(a),
+            }) => kubeconfig::run(&a).await,
+        }
+    })
 }

@@ -23,24 +23,8 @@ mod version;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use cli::complete::CompleteArgs;
-use cli::{EXIT_CODES_HELP, LogFlags};
-
-#[derive(Parser, Debug)]
-#[command(
-    version,
-    about = "Create and manage Kamaji-hosted control planes for Cluster API clusters",
-    after_help = EXIT_CODES_HELP,
-    disable_help_subcommand = true,
-    propagate_version = false
-)]
-struct Cli {
-    #[command(flatten)]
-    log: LogFlags,
-    #[command(subcommand)]
-    verb: Verb,
-}
 
 // Parsed once per run: the size of the largest verb's flags does not matter.
 #[allow(clippy::large_enum_variant)]
@@ -82,28 +66,29 @@ enum Verb {
 }
 
 fn main() -> ExitCode {
-    cli::run::<Cli, _, _>(
-        "kamaji",
-        |cli| cli.log.clone(),
-        |cli, program, root| async move {
-            match cli.verb {
-                Verb::Create(a) => create::run(&a).await,
-                Verb::Generate(a) => generate::run(&a).await,
-                Verb::List(a) => list::run(&a).await,
-                Verb::Status(a) => status::run(&a).await,
-                Verb::Datastores(a) => datastores::run(&a).await,
-                Verb::Scale(a) => scale::run(&a).await,
-                Verb::Upgrade(a) => upgrade::run(&a).await,
-                Verb::Delete(a) => delete::run(&a).await,
-                Verb::Kubeconfig(a) => kubeconfig::run(&a).await,
-                Verb::Certificates(a) => certificates::run(&a).await,
-                Verb::Token(a) => token::run(&a).await,
-                Verb::Install(a) => install::install(&a).await,
-                Verb::Uninstall(a) => install::uninstall(&a).await,
-                Verb::Version(a) => version::run(&program, &a).await,
-                Verb::Completion(a) => completion::run(&program, &root, &a),
-                Verb::Complete(a) => cli::complete::run(&root, &a).await,
-            }
-        },
-    )
+    let plugin = cli::Plugin {
+        name: "kamaji",
+        about: "Create and manage Kamaji-hosted control planes for Cluster API clusters",
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    cli::run::<Verb, _, _>(plugin, |verb, program, root| async move {
+        match verb {
+            Verb::Create(a) => create::run(&a).await,
+            Verb::Generate(a) => generate::run(&a).await,
+            Verb::List(a) => list::run(&a).await,
+            Verb::Status(a) => status::run(&a).await,
+            Verb::Datastores(a) => datastores::run(&a).await,
+            Verb::Scale(a) => scale::run(&a).await,
+            Verb::Upgrade(a) => upgrade::run(&a).await,
+            Verb::Delete(a) => delete::run(&a).await,
+            Verb::Kubeconfig(a) => kubeconfig::run(&a).await,
+            Verb::Certificates(a) => certificates::run(&a).await,
+            Verb::Token(a) => token::run(&a).await,
+            Verb::Install(a) => install::install(&a).await,
+            Verb::Uninstall(a) => install::uninstall(&a).await,
+            Verb::Version(a) => version::run(&program, &a).await,
+            Verb::Completion(a) => completion::run(&program, &root, &a),
+            Verb::Complete(a) => cli::complete::run(&root, &a).await,
+        }
+    })
 }
