@@ -476,7 +476,7 @@ def upgrades_bench(env, sandbox, work):
 VSPHERE_CRD = {
     # PLAYED: the infrastructure provider's CRD, reduced to what both controllers read and write
     # (spec.controlPlaneEndpoint). VSphereCluster is a kind both know (CACPPK v0.11.0's
-    # patchCluster, kcore::kcp::infra): each checks its endpoint and sets it when empty.
+    # patchCluster, kcore::kamaji::infra): each checks its endpoint and sets it when empty.
     "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
     "metadata": {"name": "vsphereclusters.infrastructure.cluster.x-k8s.io",
                  "labels": {"cluster.x-k8s.io/v1beta1": "v1beta1"}},

@@ -72,7 +72,7 @@ impl Teardown {
 
 /// The label selector of what `kubectl kamaji create` added for `cluster` besides CAPI's objects.
 fn created_addons_selector(cluster: &str) -> String {
-    let (k, v) = kcore::build::kamaji::MANAGED_BY;
+    let (k, v) = kcore::kamaji::create::MANAGED_BY;
     format!("{CLUSTER_NAME_LABEL}={cluster},{k}={v}")
 }
 
@@ -422,8 +422,10 @@ pub async fn execute(
 async fn release_kept(conn: &Conn, t: &Teardown, w: Write<'_>) -> Result<(), Error> {
     for k in &t.kept {
         if let Some(o) = api::get_opt(conn, &k.ar, Some(&t.namespace), &k.name).await?
-            && let Some(refs) =
-                kcore::build::kamaji::disowned_by_cluster(&fields::object_json(&o), &t.cluster_name)
+            && let Some(refs) = kcore::kamaji::create::disowned_by_cluster(
+                &fields::object_json(&o),
+                &t.cluster_name,
+            )
         {
             let patch = json!({"metadata": {"ownerReferences": refs,
                 "resourceVersion": o.metadata.resource_version}});

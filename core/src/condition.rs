@@ -147,7 +147,7 @@ pub fn current(obj: &Value, type_: &str) -> Option<Condition> {
 }
 
 /// The legacy (v1beta1, with severity) conditions ([`legacy_path`]).
-pub fn legacy_conditions(obj: &Value) -> Vec<Condition> {
+pub(crate) fn legacy_conditions(obj: &Value) -> Vec<Condition> {
     legacy_path(obj)
         .map(|p| conditions_at(obj, p))
         .unwrap_or_default()

@@ -19,6 +19,14 @@ pub enum Error {
     },
 }
 
+/// A usage error with a hint: what is wrong with the input as typed, and what to type instead.
+pub(crate) fn usage(message: impl Into<String>, hint: impl Into<String>) -> Error {
+    Error::Usage {
+        message: message.into(),
+        hint: Some(hint.into()),
+    }
+}
+
 impl Error {
     pub fn usage(message: impl Into<String>) -> Error {
         Error::Usage {

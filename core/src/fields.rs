@@ -25,9 +25,7 @@ use crate::json::{bool_at, i64_at as int_at, str_at};
 
 // Conditions are read through here too (their locations moved between contracts like the fields
 // above); the model itself is [`crate::condition`].
-pub use crate::condition::{
-    Condition, condition, conditions, legacy_conditions, summary_condition,
-};
+pub use crate::condition::{Condition, condition, conditions, summary_condition};
 
 /// The whole object of a `DynamicObject` as JSON (metadata, types and data).
 pub fn object_json(obj: &kube::core::DynamicObject) -> Value {
@@ -308,6 +306,7 @@ pub fn rollout(obj: &Value) -> Rollout {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::condition::legacy_conditions;
 
     fn cluster_v1beta2() -> Value {
         json!({

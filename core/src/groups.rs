@@ -139,21 +139,20 @@ pub fn api_version_for_contract(labels: &ContractLabels, contract: &str) -> Opti
 mod tests {
     use super::*;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+    /// The contract labels of an object labelled `pairs`.
+    fn contract_of(pairs: &[(&str, &str)]) -> ContractLabels {
+        let labels = pairs.iter().map(|&(k, v)| (k.into(), v.into())).collect();
+        contract_labels(&labels)
     }
 
     #[test]
     fn contract_labels_split_on_underscore_and_skip_other_labels() {
-        let l = contract_labels(&labels(&[
+        let l = contract_of(&[
             ("cluster.x-k8s.io/v1beta2", "v1alpha1_v1alpha2"),
             ("cluster.x-k8s.io/v1beta1", "v1alpha1"),
             ("cluster.x-k8s.io/provider", "control-plane-kamaji"),
             ("app", "x"),
-        ]));
+        ]);
         assert_eq!(l.len(), 2);
         assert_eq!(l["v1beta2"], vec!["v1alpha1", "v1alpha2"]);
         assert_eq!(
@@ -172,7 +171,7 @@ mod tests {
 
     #[test]
     fn v1beta1_providers_are_tolerated_under_v1beta2() {
-        let byoh = contract_labels(&labels(&[("cluster.x-k8s.io/v1beta1", "v1beta1")]));
+        let byoh = contract_of(&[("cluster.x-k8s.io/v1beta1", "v1beta1")]);
         assert_eq!(
             api_version_for_contract(&byoh, "v1beta2").as_deref(),
             Some("v1beta1")
@@ -181,7 +180,7 @@ mod tests {
             api_version_for_contract(&byoh, "v1beta1").as_deref(),
             Some("v1beta1")
         );
-        let new_only = contract_labels(&labels(&[("cluster.x-k8s.io/v1beta2", "v1alpha2")]));
+        let new_only = contract_of(&[("cluster.x-k8s.io/v1beta2", "v1alpha2")]);
         assert_eq!(api_version_for_contract(&new_only, "v1beta1"), None);
     }
 

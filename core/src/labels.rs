@@ -1,4 +1,5 @@
-//! Labels of Cluster API's contract that the suite reads and writes, defined once.
+//! Labels of Cluster API's contract that the suite reads and writes, and the labels of our own
+//! provider's objects, defined once (a leaf: the CRDs and the install manifests both read it).
 
 /// Every object of a CAPI cluster carries its cluster's name here (`clusterv1.ClusterNameLabel`).
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
@@ -14,6 +15,58 @@ pub const TOPOLOGY_DEPLOYMENT_LABEL: &str = "topology.cluster.x-k8s.io/deploymen
 /// (`clusterv1.PausedAnnotation`); on a ByoHost it mirrors a paused Cluster or ByoMachine, and the
 /// host agent skips the host.
 pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+
+/// The reconciler's name: its Deployment, ServiceAccount, ClusterRole and bindings, its field
+/// manager, and the value of [`OWNER_LABEL`].
+pub const RECONCILER: &str = "kamaji-reconciler";
+/// clusterctl's label on every object it manages (`ClusterctlLabel`, `cmd/clusterctl/api/v1alpha3/labels.go`,
+/// CAPI v1.14.2). `clusterctl move` discovers the kinds to move from CRDs carrying it.
+pub const CLUSTERCTL_LABEL: &str = "clusterctl.cluster.x-k8s.io";
+/// CAPI's provider label (`cluster.x-k8s.io/provider`); clusterctl sets it to the provider's
+/// manifest label, `control-plane-<name>`.
+pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
+/// Our manifest label: clusterctl's name for the control-plane provider `kamaji`.
+pub const PROVIDER: &str = "control-plane-kamaji";
+/// The label that tells our objects, CRDs included, from another provider's
+/// (`app.kubernetes.io/name: kamaji-reconciler`).
+pub const OWNER_LABEL: (&str, &str) = ("app.kubernetes.io/name", RECONCILER);
+
+/// The labels every object of the reconciler's install carries, CRDs included, whoever installs
+/// it (`kubectl kamaji install` or `clusterctl init`, which sets the same two clusterctl labels).
+fn provider_label_pairs() -> [(&'static str, &'static str); 4] {
+    [
+        OWNER_LABEL,
+        ("app.kubernetes.io/part-of", "kubectl-kamaji"),
+        (PROVIDER_LABEL, PROVIDER),
+        (CLUSTERCTL_LABEL, ""),
+    ]
+}
+
+/// [`provider_label_pairs`] as an object's `metadata.labels`.
+pub(crate) fn provider_labels() -> serde_json::Value {
+    serde_json::Value::Object(
+        provider_label_pairs()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.into()))
+            .collect(),
+    )
+}
+
+/// The labels of the KamajiControlPlane CRDs: the provider's labels (clusterctl's among them:
+/// without it `clusterctl move` does not look for KamajiControlPlanes at all: it lists only CRDs
+/// that carry it, `getCRDList` in `cmd/clusterctl/client/cluster/objectgraph.go`, CAPI v1.14.2;
+/// our owner label tells our CRDs from CACPPK's) and the CAPI contract labels (clusterctl and
+/// CAPI read `cluster.x-k8s.io/<contract>: <versions>`).
+pub fn contract_labels() -> std::collections::BTreeMap<String, String> {
+    provider_label_pairs()
+        .into_iter()
+        .chain([
+            ("cluster.x-k8s.io/v1beta2", "v1alpha2"),
+            ("cluster.x-k8s.io/v1beta1", "v1alpha1"),
+        ])
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
 
 /// NVIDIA Base Command Manager's KubeCluster template for a CAPI cluster (BCM 11's manual, the
 /// CAPI chapter); BCM's example sets it as a label, its prose calls it an annotation, so readers

@@ -9,15 +9,20 @@
 //! - [`groups`], [`labels`]: API groups, contract levels, well-known labels;
 //! - [`json`], [`fields`]: reading objects, including fields that moved between contracts;
 //! - [`condition`]: the one condition model; [`version`]: the one Kubernetes version type;
-//! - [`plan`]: every plan a verb shows before it acts; [`build`]: the objects a verb creates.
+//! - [`plan`]: every plan a verb shows before it acts; [`build`]: the objects a verb creates;
+//! - [`kamaji`]: everything about Kamaji and its control-plane provider; [`ops`]: our
+//!   ClusterUpgrade and FleetUpgrade API; [`install`]: the reconciler's install manifests, which
+//!   carry both; [`crd`]: what every CRD we generate goes through.
 
 pub mod build;
 pub mod condition;
+pub mod crd;
 pub mod error;
 pub mod fields;
 pub mod groups;
+pub mod install;
 pub mod json;
-pub mod kcp;
+pub mod kamaji;
 pub mod labels;
 pub mod names;
 pub mod ops;

@@ -391,7 +391,7 @@ pub fn objects_text(
     objects: &[Value],
     suffix: &str,
 ) -> Result<String, Error> {
-    let list = || kcore::build::kamaji::json_list(objects);
+    let list = || kcore::kamaji::create::json_list(objects);
     let text = match format {
         OutputFormat::Yaml => yaml_stream(objects)?,
         OutputFormat::Json => to_json(&list())?,

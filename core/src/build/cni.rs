@@ -17,6 +17,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::Error;
+use crate::error::usage;
 
 pub use crate::groups::ADDONS_GROUP;
 /// The Calico release `--cni calico` installs.
@@ -96,13 +97,6 @@ pub struct Parts {
     pub has_secrets: bool,
     /// Objects in it.
     pub objects: usize,
-}
-
-fn usage(message: impl Into<String>, hint: impl Into<String>) -> Error {
-    Error::Usage {
-        message: message.into(),
-        hint: Some(hint.into()),
-    }
 }
 
 /// Sizes as people read them: bytes, KiB or MiB.
@@ -328,19 +322,16 @@ pub fn objects(
         resources.push(json!({"kind": kind, "name": n}));
     }
     let selector = json!({
-        super::kamaji::CLUSTER_NAME_LABEL: name,
+        crate::labels::CLUSTER_NAME_LABEL: name,
         CNI_LABEL: manifest.kind.label(),
     });
-    out.push(json!({
-        "apiVersion": format!("{ADDONS_GROUP}/{addons_version}"),
-        "kind": "ClusterResourceSet",
-        "metadata": {"name": base, "namespace": namespace, "labels": labels},
-        "spec": {
-            "strategy": "ApplyOnce",
-            "clusterSelector": {"matchLabels": selector},
-            "resources": resources,
-        },
-    }));
+    out.push(super::cluster_resource_set(
+        (&base, namespace),
+        labels,
+        addons_version,
+        selector,
+        json!(resources),
+    ));
     Ok(out)
 }
 

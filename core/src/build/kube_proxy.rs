@@ -27,7 +27,6 @@ use serde_json::{Value, json};
 use crate::Error;
 use crate::version::KubeVersion;
 
-pub use crate::groups::ADDONS_GROUP;
 /// The Cluster label the ClusterResourceSet selects on (with the cluster-name label).
 pub(crate) const MODE_LABEL: &str = "kube-proxy-mode";
 /// The name of the ServiceAccount, ClusterRoleBinding, ConfigMap and DaemonSet in the tenant's
@@ -286,16 +285,13 @@ pub fn objects(
             "metadata": {"name": base, "namespace": namespace, "labels": labels},
             "data": {DATA_KEY: stream},
         }),
-        json!({
-            "apiVersion": format!("{ADDONS_GROUP}/{addons_version}"),
-            "kind": "ClusterResourceSet",
-            "metadata": {"name": base, "namespace": namespace, "labels": labels},
-            "spec": {
-                "strategy": "ApplyOnce",
-                "clusterSelector": {"matchLabels": selector},
-                "resources": [{"kind": "ConfigMap", "name": base}],
-            },
-        }),
+        super::cluster_resource_set(
+            (&base, namespace),
+            labels,
+            addons_version,
+            selector,
+            json!([{"kind": "ConfigMap", "name": base}]),
+        ),
     ])
 }
 

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use crate::kcp::api::v1alpha2::Condition;
+pub use crate::kamaji::api::v1alpha2::Condition;
 
 fn preserve_unknown(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "x-kubernetes-preserve-unknown-fields": true, "type": "object" })

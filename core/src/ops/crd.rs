@@ -6,6 +6,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 use super::api::{ClusterUpgrade, FleetUpgrade};
+use crate::crd::{for_the_api_server, root_schema_mut};
 
 /// The CRD rules no schema can state: a ClusterUpgrade is named after its cluster, so the API
 /// server refuses a second one for the same cluster (AlreadyExists), and the cluster it names
@@ -30,7 +31,7 @@ fn root_rules() -> Vec<ValidationRule> {
 }
 
 fn labelled(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
-    let mut labels = crate::kcp::contract_labels();
+    let mut labels = crate::labels::contract_labels();
     // Part of the provider's components (the provider and clusterctl labels stay, so
     // `clusterctl move` carries upgrades along) but not a CAPI contract type: no contract labels.
     labels.retain(|k, _| !k.starts_with("cluster.x-k8s.io/v1beta"));
@@ -42,16 +43,13 @@ fn labelled(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
 pub fn try_crds() -> Result<Vec<CustomResourceDefinition>, crate::Error> {
     let mut crd = ClusterUpgrade::crd();
     for v in &mut crd.spec.versions {
-        let root = v
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
+        let root = root_schema_mut(v)
             .ok_or_else(|| crate::Error::other("the ClusterUpgrade CRD has no schema"))?;
         root.x_kubernetes_validations = Some(root_rules());
     }
     Ok(vec![labelled(crd), labelled(FleetUpgrade::crd())]
         .into_iter()
-        .map(crate::kcp::crd::for_the_api_server)
+        .map(for_the_api_server)
         .collect())
 }
 
@@ -74,13 +72,7 @@ mod tests {
         assert_eq!(crd.spec.names.kind, "ClusterUpgrade");
         let v = &crd.spec.versions[0];
         assert!(v.subresources.as_ref().unwrap().status.is_some());
-        let root = v
-            .schema
-            .as_ref()
-            .unwrap()
-            .open_api_v3_schema
-            .as_ref()
-            .unwrap();
+        let root = crate::crd::root_schema(v).unwrap();
         let rules = root.x_kubernetes_validations.as_ref().unwrap();
         assert!(
             rules[0]

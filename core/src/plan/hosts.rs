@@ -25,7 +25,8 @@ use crate::json::{self, str_at};
 use crate::text;
 
 pub use diagnose::{Diagnosis, PendingMachine};
-pub use network::{Interface, default_ip, interfaces};
+pub(crate) use network::default_ip;
+pub use network::{Interface, interfaces};
 
 /// `cluster.x-k8s.io/cluster-name`: set on a host while a machine uses it.
 pub use crate::labels::CLUSTER_NAME_LABEL;

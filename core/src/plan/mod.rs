@@ -5,7 +5,6 @@
 //! code prints as tables, JSON or YAML.
 
 pub mod hosts;
-pub mod kamaji;
 pub mod scale;
 pub mod selector;
 pub mod teardown;
@@ -73,6 +72,24 @@ pub struct ClusterObjects<'a> {
     /// Infrastructure machine templates the control plane and deployments reference
     /// (e.g. ByoMachineTemplates, for host selectors and template cloning).
     pub infra_templates: &'a [Value],
+}
+
+#[cfg(test)]
+impl<'a> ClusterObjects<'a> {
+    /// A cluster, its control plane, MachineDeployments and machine templates (in tests).
+    pub(crate) fn of(
+        cluster: &'a Value,
+        control_plane: &'a Value,
+        machine_deployments: &'a [Value],
+        infra_templates: &'a [Value],
+    ) -> Self {
+        ClusterObjects {
+            cluster,
+            control_plane: Some(control_plane),
+            machine_deployments,
+            infra_templates,
+        }
+    }
 }
 
 /// A change to one object: an RFC 6902 JSON patch (always) and the equivalent merge patch

@@ -26,9 +26,9 @@ use super::{ClusterObjects, FieldChange, Finding, ObjectPatch};
 use crate::json::{self, at, str_at};
 
 pub use pool::HostPool;
-pub use rollout::{
-    Strategy, control_plane_infra_ref, deployment_infra_ref, deployment_strategy, find_template,
-    kcp_max_surge, kcp_stacked_etcd,
+pub use rollout::{Strategy, deployment_infra_ref};
+pub(crate) use rollout::{
+    control_plane_infra_ref, deployment_strategy, find_template, kcp_max_surge, kcp_stacked_etcd,
 };
 
 /// Label on generated MachineDeployments naming their topology entry.

@@ -161,6 +161,28 @@ pub struct TreeInput<'a> {
     pub now: Option<jiff::Timestamp>,
 }
 
+#[cfg(test)]
+impl<'a> TreeInput<'a> {
+    /// A Cluster and nothing else (in tests).
+    pub(crate) fn only(cluster: &'a Value) -> Self {
+        TreeInput {
+            cluster,
+            infrastructure_cluster: None,
+            control_plane: None,
+            machines: &[],
+            machine_deployments: &[],
+            machine_sets: &[],
+            machine_pools: &[],
+            infrastructure_machines: &[],
+            bootstrap_configs: &[],
+            byo_hosts: &[],
+            templates: &[],
+            resource_sets: &[],
+            now: None,
+        }
+    }
+}
+
 /// A condition as a row shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

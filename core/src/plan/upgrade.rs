@@ -38,8 +38,8 @@ use super::{ClusterObjects, FieldChange, Finding, ObjectPatch, Severity};
 use crate::json::{self, at, str_at};
 
 pub use observed::Observed;
-pub use patches::clone_template;
-pub use progress::{StepLine, StepProgress, step_progress, step_reached};
+pub(crate) use progress::step_reached;
+pub use progress::{StepLine, StepProgress, step_progress};
 
 /// The largest number of minors a kubelet may trail the API server (KEP-3935, Kubernetes ≥ 1.28).
 pub(crate) const MAX_KUBELET_SKEW: u64 = 3;

@@ -1527,7 +1527,7 @@ fn cu_ar() -> ApiResource {
 
 /// Installs the CRDs `kubectl kamaji install` applies (the ClusterUpgrade's among them).
 async fn install_crds(client: &Client) {
-    let crds: Vec<_> = kcore::kcp::crds()
+    let crds: Vec<_> = kcore::kamaji::crd::crds()
         .into_iter()
         .chain(kcore::ops::crds())
         .collect();

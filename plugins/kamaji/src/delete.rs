@@ -145,7 +145,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         }
     }
     let write = kclient::api::Write {
-        manager: kcore::build::kamaji::FIELD_MANAGER,
+        manager: kcore::kamaji::create::FIELD_MANAGER,
         dry_run: false,
         force: false,
     };
@@ -224,7 +224,7 @@ async fn wait_gone(
     let total = td.all().count();
     let released = std::cell::RefCell::new(Vec::new());
     let write = kclient::api::Write {
-        manager: kcore::build::kamaji::FIELD_MANAGER,
+        manager: kcore::kamaji::create::FIELD_MANAGER,
         dry_run: false,
         force: false,
     };

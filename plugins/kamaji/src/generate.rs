@@ -2,15 +2,15 @@
 //! whose control plane is a KamajiControlPlaneTemplate, with the infrastructure's cluster
 //! template and one worker class, at the versions the server serves. Printed as YAML (as
 //! `kubectl capi generate` prints), or server-side applied with `--apply`. Clusters of the class:
-//! `kubectl kamaji create NAME --class CLASS`. Builder: `kcore::build::kamaji::build_class`.
+//! `kubectl kamaji create NAME --class CLASS`. Builder: `kcore::kamaji::create::build_class`.
 
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{DryRun, KubeFlags, OutputFlags, OutputFormat};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render;
-use kcore::build::kamaji::{self, CreateSpec, Infrastructure};
 use kcore::groups::CONTROLPLANE_GROUP;
+use kcore::kamaji::create::{self as kamaji, CreateSpec, Infrastructure};
 
 use crate::common::api_versions::versions;
 use crate::common::spec_flags::{

@@ -1,7 +1,7 @@
 //! `kubectl kamaji scale CONTROL_PLANE [--replicas N] [--workers N] [--wait]`: control-plane
 //! replicas (0 puts it to sleep; Kamaji keeps its state in the DataStore) and the workers of
 //! the cluster's MachineDeployment; on a ClusterClass cluster, both through the Cluster's
-//! `spec.topology`. Plan: `kcore::plan::kamaji`.
+//! `spec.topology`. Plan: `kcore::kamaji::plan`.
 
 use std::time::Duration;
 
@@ -10,9 +10,9 @@ use cli::{KubeFlags, parse_duration};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render::{self, Poll};
-use kcore::build::kamaji::CLUSTER_NAME_LABEL;
 use kcore::fields::object_json;
-use kcore::plan::kamaji::{self as plan, KamajiScaleRequest, ScaleObserved, topology};
+use kcore::kamaji::plan::{self as plan, KamajiScaleRequest, ScaleObserved, topology};
+use kcore::labels::CLUSTER_NAME_LABEL;
 use serde_json::Value;
 
 use crate::common::control_plane::{self, ControlPlane};

@@ -171,7 +171,7 @@ async fn create_token(
     secrets
         .create(
             &PostParams {
-                field_manager: Some(kcore::build::kamaji::FIELD_MANAGER.into()),
+                field_manager: Some(kcore::kamaji::create::FIELD_MANAGER.into()),
                 ..Default::default()
             },
             &body,

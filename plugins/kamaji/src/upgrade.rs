@@ -2,7 +2,7 @@
 //! minor, so the control plane walks one minor at a time, each step waited for; the cluster's
 //! MachineDeployments follow. On a ClusterClass cluster each step sets the Cluster's
 //! `spec.topology.version` and CAPI's topology controller moves the KamajiControlPlane, then the
-//! MachineDeployments. Plan: `kcore::plan::kamaji::plan_upgrade`.
+//! MachineDeployments. Plan: `kcore::kamaji::plan::plan_upgrade`.
 
 use std::time::Duration;
 
@@ -11,9 +11,9 @@ use cli::{Conn, KubeFlags, OutputFlags, parse_duration};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render::{self, Fields, Human, Poll, Printer, Progress, Render, Table, Wait};
-use kcore::build::kamaji::CLUSTER_NAME_LABEL;
 use kcore::fields::{self, object_json};
-use kcore::plan::kamaji::{self as plan, KamajiUpgradePlan, topology};
+use kcore::kamaji::plan::{self as plan, KamajiUpgradePlan, topology};
+use kcore::labels::CLUSTER_NAME_LABEL;
 use kcore::plan::upgrade::{StepLine, StepRole, parse_version, step_progress};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -92,7 +92,7 @@ impl Render for Shown<'_> {
 
 pub async fn run(args: &Args) -> Result<(), Error> {
     // The version is checked before anything is read.
-    kcore::build::kamaji::parse_version(&args.to)?;
+    kcore::kamaji::version::parse_version(&args.to)?;
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let t = control_plane::resolve(&conn, &apis, &args.name).await?;

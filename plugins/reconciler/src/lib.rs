@@ -17,11 +17,13 @@ pub mod upgrades;
 
 // The API, its CRDs and install manifests, and the pure TenantControlPlane logic live in the core
 // crate (kubectl-kamaji installs them without linking this controller).
-pub use kcore::kcp::{
-    DEFAULT_IMAGE, DEFAULT_NAMESPACE, contract_labels, crds, install_manifests, try_crds,
-    uninstall_manifests,
+pub use kcore::install::{self, provider};
+pub use kcore::install::{
+    DEFAULT_IMAGE, DEFAULT_NAMESPACE, install_manifests, uninstall_manifests,
 };
-pub use kcore::kcp::{api, crd, endpoint, infra, install, provider, tcp, version};
+pub use kcore::kamaji::crd::{crds, try_crds};
+pub use kcore::kamaji::{api, crd, endpoint, infra, tcp, version};
+pub use kcore::labels::contract_labels;
 
 /// Errors of the reconciler library.
 #[derive(Debug, thiserror::Error)]

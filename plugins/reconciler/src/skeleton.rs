@@ -26,7 +26,7 @@ use crate::Error;
 use crate::metrics::Metrics;
 
 /// Field manager of everything the reconciler writes, and the reporter of its Events.
-pub const MANAGER: &str = kcore::kcp::install::NAME;
+pub const MANAGER: &str = kcore::labels::RECONCILER;
 
 /// What every controller's reconcile reaches: the client, the process counters and the Event
 /// recorder.

@@ -15,8 +15,9 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use kamaji_reconciler::install::{CLUSTERCTL_LABEL, DEFAULT_IMAGE, DEFAULT_NAMESPACE};
+use kamaji_reconciler::install::{DEFAULT_IMAGE, DEFAULT_NAMESPACE};
 use kamaji_reconciler::provider;
+use kcore::labels::CLUSTERCTL_LABEL;
 
 /// clusterctl with a config file of our own, a private home (no user config, no version check
 /// over the network) and the testbed's kubeconfig.

@@ -1,6 +1,6 @@
 use super::*;
-use crate::build::kamaji::{self, Addon, CreateSpec, Infrastructure, Versions};
 use crate::groups::CapiVersion;
+use crate::kamaji::create::{self as kamaji, Addon, CreateSpec, Infrastructure, Versions};
 
 fn kp(mode: KubeProxyMode, host: &str) -> KubeProxy<'_> {
     KubeProxy {
@@ -151,14 +151,13 @@ fn build_turns_kamajis_addon_off_and_adds_a_labelled_resource_set() {
     // delete finds what create added by these two labels.
     for o in [cm, crs] {
         assert_eq!(o["metadata"]["namespace"], "team");
-        assert_eq!(
-            o["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"],
-            "prod"
-        );
-        assert_eq!(
-            o["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-            "kubectl-kamaji"
-        );
+        let labels = &o["metadata"]["labels"];
+        for (k, v) in [
+            ("cluster.x-k8s.io/cluster-name", "prod"),
+            ("app.kubernetes.io/managed-by", "kubectl-kamaji"),
+        ] {
+            assert_eq!(labels[k], v, "{k}");
+        }
     }
     assert_eq!(
         crs["spec"],

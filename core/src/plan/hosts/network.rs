@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::json::{self, str_at};
 
 /// The first IP of the default interface (else of the first interface with an address), without `/prefix`.
-pub fn default_ip(host: &Value) -> Option<String> {
+pub(crate) fn default_ip(host: &Value) -> Option<String> {
     let nets = json::at(host, &["status", "network"])?.as_array()?;
     let first_ip = |n: &Value| {
         n.get("ipAddrs")

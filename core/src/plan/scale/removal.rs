@@ -14,7 +14,7 @@ use crate::json;
 use crate::labels::CLUSTER_NAME_LABEL;
 
 /// CAPI's annotation: a Machine that carries it is deleted first on scale-down.
-pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
+pub(crate) const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 /// CAPI's label on a MachineDeployment's Machines, naming the deployment.
 use crate::labels::DEPLOYMENT_NAME_LABEL;
 /// CAPI's label on control-plane Machines.

@@ -9,7 +9,7 @@ use crate::plan::ClusterObjects;
 
 /// The infrastructure template reference of a control plane (v1beta2
 /// `spec.machineTemplate.spec.infrastructureRef`, v1beta1 `spec.machineTemplate.infrastructureRef`).
-pub fn control_plane_infra_ref(cp: &Value) -> Option<(&str, &str)> {
+pub(crate) fn control_plane_infra_ref(cp: &Value) -> Option<(&str, &str)> {
     let r = at(
         cp,
         &["spec", "machineTemplate", "spec", "infrastructureRef"],
@@ -27,7 +27,7 @@ pub fn deployment_infra_ref(md: &Value) -> Option<(&str, &str)> {
 /// KCP `maxSurge` (v1beta2 `spec.rollout.strategy.rollingUpdate.maxSurge`, v1beta1
 /// `spec.rolloutStrategy.rollingUpdate.maxSurge`); MachineDeployments use
 /// [`deployment_strategy`]. Integers only (KCP allows 0 or 1); defaults to 1.
-pub fn kcp_max_surge(cp: &Value) -> i64 {
+pub(crate) fn kcp_max_surge(cp: &Value) -> i64 {
     at(
         cp,
         &["spec", "rollout", "strategy", "rollingUpdate", "maxSurge"],
@@ -46,7 +46,7 @@ pub fn kcp_max_surge(cp: &Value) -> i64 {
 }
 
 /// Whether a KubeadmControlPlane runs stacked etcd (no `clusterConfiguration.etcd.external`).
-pub fn kcp_stacked_etcd(cp: &Value) -> bool {
+pub(crate) fn kcp_stacked_etcd(cp: &Value) -> bool {
     at(
         cp,
         &[
@@ -90,7 +90,7 @@ fn int_or_percent(v: Option<&Value>, replicas: i64, round_up: bool, default: i64
 }
 
 /// Read a MachineDeployment's strategy.
-pub fn deployment_strategy(md: &Value) -> Strategy {
+pub(crate) fn deployment_strategy(md: &Value) -> Strategy {
     let s = at(md, &["spec", "rollout", "strategy"]).or_else(|| at(md, &["spec", "strategy"]));
     let replicas = i64_at(md, &["spec", "replicas"]).unwrap_or(1);
     let ru = s.and_then(|s| s.get("rollingUpdate"));
@@ -110,7 +110,11 @@ pub fn deployment_strategy(md: &Value) -> Strategy {
 }
 
 /// Find the infra template by kind and name in the cluster's namespace.
-pub fn find_template<'a>(objs: &ClusterObjects<'a>, kind: &str, name: &str) -> Option<&'a Value> {
+pub(crate) fn find_template<'a>(
+    objs: &ClusterObjects<'a>,
+    kind: &str,
+    name: &str,
+) -> Option<&'a Value> {
     let ns = json::namespace(objs.cluster);
     objs.infra_templates.iter().find(|t| {
         json::kind(t) == kind

@@ -109,12 +109,7 @@ fn req_cp(n: i64) -> ScaleRequest {
 fn kcp_odd_rule_with_stacked_etcd() {
     let c = cluster(None);
     let cp = kcp(1);
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &[],
-        infra_templates: &[],
-    };
+    let objs = ClusterObjects::of(&c, &cp, &[], &[]);
     let e = plan_scale(&objs, &req_cp(2), None).unwrap_err();
     assert!(matches!(
         e,
@@ -140,12 +135,7 @@ fn kcp_odd_rule_with_stacked_etcd() {
 fn external_etcd_is_exempt_from_odd_rule() {
     let c = cluster(None);
     let cp = kcp_v1beta1_external(3);
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &[],
-        infra_templates: &[],
-    };
+    let objs = ClusterObjects::of(&c, &cp, &[], &[]);
     let p = plan_scale(&objs, &req_cp(4), None).unwrap();
     assert_eq!(p.steps[0].to, 4);
     assert_eq!(
@@ -160,12 +150,7 @@ fn kcp_max_surge_zero_needs_three() {
     let mut cp = kcp(3);
     cp["spec"]["rollout"] =
         json!({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0}}});
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &[],
-        infra_templates: &[],
-    };
+    let objs = ClusterObjects::of(&c, &cp, &[], &[]);
     assert!(matches!(
         plan_scale(&objs, &req_cp(1), None),
         Err(ScaleError::MaxSurgeZeroNeedsThree { .. })
@@ -177,12 +162,7 @@ fn kcp_max_surge_zero_needs_three() {
 fn kamaji_and_other_control_planes() {
     let c = cluster(None);
     let cp = kamaji(2);
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &[],
-        infra_templates: &[],
-    };
+    let objs = ClusterObjects::of(&c, &cp, &[], &[]);
     // even counts are fine: control-plane pods with an external datastore
     let p = plan_scale(&objs, &req_cp(2), None).unwrap();
     assert!(p.is_noop());
@@ -192,12 +172,7 @@ fn kamaji_and_other_control_planes() {
 
     let other = json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta1", "kind": "K0smotronControlPlane",
         "metadata": {"name": "c1", "namespace": "team-a"}, "spec": {"replicas": 1}});
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&other),
-        machine_deployments: &[],
-        infra_templates: &[],
-    };
+    let objs = ClusterObjects::of(&c, &other, &[], &[]);
     let p = plan_scale(&objs, &req_cp(2), None).unwrap();
     assert_eq!(p.steps[0].patch.subresource.as_deref(), Some("scale"));
     assert_eq!(
@@ -228,12 +203,7 @@ fn byoh_refuses_when_hosts_are_short() {
     let mds = vec![md("c1-md-0", 1, "c1-md-0")];
     let t = templates();
     let hosts = [free_host("h1", "worker"), free_host("h2", "cp")];
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &t,
-    };
+    let objs = ClusterObjects::of(&c, &cp, &mds, &t);
     let mut pool = HostPool::from_free(hosts.iter().collect());
     let e = plan_scale(&objs, &req_workers(3), Some(&mut pool)).unwrap_err();
     let msg = e.to_string();
@@ -306,12 +276,7 @@ fn hosts_are_not_counted_twice_across_steps() {
         free_host("h2", "worker"),
         free_host("h3", "gpu"),
     ];
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &t,
-    };
+    let objs = ClusterObjects::of(&c, &cp, &mds, &t);
     // the control plane takes 2 of the 3 (first matches: h1, h2), leaving 1 for 2 workers
     let mut pool = HostPool::from_free(hosts.iter().collect());
     let req = ScaleRequest {
@@ -402,12 +367,7 @@ fn clusterclass_patches_topology() {
     gen1["metadata"]["labels"][TOPOLOGY_DEPLOYMENT_LABEL] = json!("md-1");
     let mds = vec![gen0, gen1];
     let cp = kcp(1);
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &[],
-    };
+    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
 
     let p = plan_scale(
         &objs,

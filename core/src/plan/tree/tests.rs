@@ -423,19 +423,9 @@ fn v1beta1_layout_groups_by_ready_severity_reason() {
         "status": {"replicas": 5, "readyReplicas": 2, "updatedReplicas": 5, "v1beta2": {"readyReplicas": 2, "availableReplicas": 2, "upToDateReplicas": 5},
             "conditions": [{"type": "Ready", "status": "False", "severity": "Warning", "reason": "ScalingUp"}]}});
     let i = TreeInput {
-        cluster: &c,
-        infrastructure_cluster: None,
         control_plane: Some(&cp),
         machines: &machines,
-        machine_deployments: &[],
-        machine_sets: &[],
-        machine_pools: &[],
-        infrastructure_machines: &[],
-        bootstrap_configs: &[],
-        byo_hosts: &[],
-        templates: &[],
-        resource_sets: &[],
-        now: None,
+        ..TreeInput::only(&c)
     };
     let t = build_tree(
         i,
@@ -506,21 +496,7 @@ fn deleted_objects_and_serialization() {
 #[test]
 fn empty_cluster_is_just_the_root() {
     let c = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "lonely", "namespace": "default"}});
-    let i = TreeInput {
-        cluster: &c,
-        infrastructure_cluster: None,
-        control_plane: None,
-        machines: &[],
-        machine_deployments: &[],
-        machine_sets: &[],
-        machine_pools: &[],
-        infrastructure_machines: &[],
-        bootstrap_configs: &[],
-        byo_hosts: &[],
-        templates: &[],
-        resource_sets: &[],
-        now: None,
-    };
+    let i = TreeInput::only(&c);
     let t = build_tree(i, &TreeOptions::default()).unwrap();
     assert!(t.root.children.is_empty());
     assert!(t.root.counters.is_none());

@@ -69,7 +69,7 @@ fn replace_in(
 }
 
 /// Clone a template for a version change, or `None` when it does not need to change.
-pub fn clone_template(
+pub(crate) fn clone_template(
     template: &Value,
     from: &KubeVersion,
     to: &KubeVersion,

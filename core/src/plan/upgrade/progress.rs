@@ -88,7 +88,7 @@ pub fn step_progress(
 
 /// Whether the step is reached (the observed version is at least `to`, every replica current,
 /// ready and up to date), and where it stands in words.
-pub fn step_reached(
+pub(crate) fn step_reached(
     role: StepRole,
     target: &str,
     obj: Option<&Value>,

@@ -66,6 +66,19 @@ fn req(to: &str) -> UpgradeRequest {
     }
 }
 
+/// One-replica MachineDeployments on Docker, each named after its template, at `version`.
+fn docker_mds(version: &str, names: &[&str]) -> Vec<Value> {
+    names
+        .iter()
+        .map(|n| md(n, version, 1, "DockerMachineTemplate", n))
+        .collect()
+}
+
+/// The plan of `r`, with nothing observed yet and no hosts.
+fn plan(objs: &ClusterObjects, r: &UpgradeRequest) -> Result<UpgradePlan, UpgradeError> {
+    plan_upgrade(objs, r, &Observed::default(), None)
+}
+
 fn summary(p: &UpgradePlan) -> Vec<String> {
     p.steps
         .iter()
@@ -106,13 +119,8 @@ fn kcp_two_mds_lockstep_each_minor() {
         md("c1-md-0", "v1.30.4", 3, "DockerMachineTemplate", "c1-md-0"),
         md("c1-md-1", "v1.30.4", 2, "DockerMachineTemplate", "c1-md-1"),
     ];
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &[],
-    };
-    let p = plan_upgrade(&objs, &req("v1.33.1"), &Observed::default(), None).unwrap();
+    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
+    let p = plan(&objs, &req("v1.33.1")).unwrap();
     assert_eq!(p.path, ["v1.31.0", "v1.32.0", "v1.33.1"]);
     assert_eq!(
         summary(&p),
@@ -178,21 +186,13 @@ fn version_matrix() {
     for (from, to, avail, want) in cases {
         let c = cluster();
         let cp = kcp(from, "DockerMachineTemplate", "t");
-        let mds = vec![
-            md("a", from, 1, "DockerMachineTemplate", "a"),
-            md("b", from, 1, "DockerMachineTemplate", "b"),
-        ];
-        let objs = ClusterObjects {
-            cluster: &c,
-            control_plane: Some(&cp),
-            machine_deployments: &mds,
-            infra_templates: &[],
-        };
+        let mds = docker_mds(from, &["a", "b"]);
+        let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
         let r = UpgradeRequest {
             available_versions: avail.iter().map(|s| s.to_string()).collect(),
             ..req(to)
         };
-        let p = plan_upgrade(&objs, &r, &Observed::default(), None).unwrap();
+        let p = plan(&objs, &r).unwrap();
         assert_eq!(p.path, *want, "{from} -> {to}");
         assert_eq!(p.steps.len(), want.len() * 3, "{from} -> {to}");
         if want.is_empty() {
@@ -206,17 +206,12 @@ fn version_matrix() {
     // the newest patch of the current minor is suggested first
     let c = cluster();
     let cp = kcp("v1.30.4", "DockerMachineTemplate", "t");
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &[],
-        infra_templates: &[],
-    };
+    let objs = ClusterObjects::of(&c, &cp, &[], &[]);
     let r = UpgradeRequest {
         available_versions: vec!["v1.30.14".into()],
         ..req("v1.31.0")
     };
-    let p = plan_upgrade(&objs, &r, &Observed::default(), None).unwrap();
+    let p = plan(&objs, &r).unwrap();
     assert!(
         p.findings
             .iter()
@@ -228,32 +223,27 @@ fn version_matrix() {
 fn refuses_downgrade_malformed_and_major() {
     let c = cluster();
     let cp = kcp("v1.31.2", "DockerMachineTemplate", "t");
-    let mds = vec![md("a", "v1.31.2", 1, "DockerMachineTemplate", "a")];
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &[],
-    };
-    let e = plan_upgrade(&objs, &req("v1.30.9"), &Observed::default(), None).unwrap_err();
+    let mds = docker_mds("v1.31.2", &["a"]);
+    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
+    let e = plan(&objs, &req("v1.30.9")).unwrap_err();
     assert_eq!(
         e.to_string(),
         "KubeadmControlPlane/c1-cp is at v1.31.2; v1.30.9 would be a downgrade, which Kubernetes does not support"
     );
     assert!(matches!(
-        plan_upgrade(&objs, &req("v1.31.1"), &Observed::default(), None),
+        plan(&objs, &req("v1.31.1")),
         Err(UpgradeError::Downgrade { .. })
     ));
     assert!(matches!(
-        plan_upgrade(&objs, &req("1.32.0"), &Observed::default(), None),
+        plan(&objs, &req("1.32.0")),
         Err(UpgradeError::MissingV(_))
     ));
     assert!(matches!(
-        plan_upgrade(&objs, &req("v1.32"), &Observed::default(), None),
+        plan(&objs, &req("v1.32")),
         Err(UpgradeError::Malformed { .. })
     ));
     assert!(matches!(
-        plan_upgrade(&objs, &req("v2.0.0"), &Observed::default(), None),
+        plan(&objs, &req("v2.0.0")),
         Err(UpgradeError::MajorChange { .. })
     ));
     let both = UpgradeRequest {
@@ -261,16 +251,13 @@ fn refuses_downgrade_malformed_and_major() {
         workers_only: true,
         ..req("v1.32.0")
     };
-    assert_eq!(
-        plan_upgrade(&objs, &both, &Observed::default(), None),
-        Err(UpgradeError::ConflictingScope)
-    );
+    assert_eq!(plan(&objs, &both), Err(UpgradeError::ConflictingScope));
     let no_cp = ClusterObjects {
         control_plane: None,
         ..objs
     };
     assert!(matches!(
-        plan_upgrade(&no_cp, &req("v1.32.0"), &Observed::default(), None),
+        plan(&no_cp, &req("v1.32.0")),
         Err(UpgradeError::NoControlPlane(_))
     ));
 }
@@ -279,21 +266,13 @@ fn refuses_downgrade_malformed_and_major() {
 fn within_skew_moves_workers_only_when_needed() {
     let c = cluster();
     let cp = kcp("v1.30.4", "DockerMachineTemplate", "t");
-    let mds = vec![
-        md("a", "v1.30.4", 1, "DockerMachineTemplate", "a"),
-        md("b", "v1.30.4", 1, "DockerMachineTemplate", "b"),
-    ];
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &[],
-    };
+    let mds = docker_mds("v1.30.4", &["a", "b"]);
+    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
     let r = UpgradeRequest {
         worker_strategy: WorkerStrategy::WithinSkew,
         ..req("v1.33.1")
     };
-    let p = plan_upgrade(&objs, &r, &Observed::default(), None).unwrap();
+    let p = plan(&objs, &r).unwrap();
     assert_eq!(
         summary(&p),
         [
@@ -306,13 +285,8 @@ fn within_skew_moves_workers_only_when_needed() {
     );
     // five minors: workers must catch up once on the way
     let cp = kcp("v1.29.1", "DockerMachineTemplate", "t");
-    let mds = vec![md("a", "v1.29.1", 1, "DockerMachineTemplate", "a")];
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &[],
-    };
+    let mds = docker_mds("v1.29.1", &["a"]);
+    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
     let p = plan_upgrade(
         &objs,
         &UpgradeRequest {
@@ -346,13 +320,8 @@ fn kamaji_is_one_reconciler_step() {
         md("a", "v1.30.4", 2, "KubevirtMachineTemplate", "a"),
         md("b", "v1.30.4", 2, "KubevirtMachineTemplate", "b"),
     ];
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &[],
-    };
-    let p = plan_upgrade(&objs, &req("v1.33.1"), &Observed::default(), None).unwrap();
+    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
+    let p = plan(&objs, &req("v1.33.1")).unwrap();
     assert_eq!(
         summary(&p),
         [
@@ -374,13 +343,8 @@ fn kamaji_is_one_reconciler_step() {
     // workers 5 minors behind the target: the control plane record is split where workers catch up
     let cp = kamaji("v1.29.0");
     let mds = vec![md("a", "v1.29.0", 2, "KubevirtMachineTemplate", "a")];
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &[],
-    };
-    let p = plan_upgrade(&objs, &req("v1.34.2"), &Observed::default(), None).unwrap();
+    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
+    let p = plan(&objs, &req("v1.34.2")).unwrap();
     assert_eq!(
         summary(&p),
         [
@@ -397,18 +361,13 @@ fn kamaji_is_one_reconciler_step() {
 fn scopes_control_plane_only_and_workers_only() {
     let c = cluster();
     let cp = kcp("v1.30.4", "DockerMachineTemplate", "t");
-    let mds = vec![md("a", "v1.30.4", 1, "DockerMachineTemplate", "a")];
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &[],
-    };
+    let mds = docker_mds("v1.30.4", &["a"]);
+    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
     let r = UpgradeRequest {
         control_plane_only: true,
         ..req("v1.33.1")
     };
-    let p = plan_upgrade(&objs, &r, &Observed::default(), None).unwrap();
+    let p = plan(&objs, &r).unwrap();
     assert_eq!(p.steps.len(), 3);
     assert!(p.steps.iter().all(|s| s.role == StepRole::ControlPlane));
     assert!(!p.blocked);
@@ -417,7 +376,7 @@ fn scopes_control_plane_only_and_workers_only() {
         control_plane_only: true,
         ..req("v1.34.0")
     };
-    let p = plan_upgrade(&objs, &r, &Observed::default(), None).unwrap();
+    let p = plan(&objs, &r).unwrap();
     assert!(p.blocked);
     assert!(
         p.findings.iter().any(|f| f.severity == Severity::Error
@@ -460,14 +419,9 @@ fn scopes_control_plane_only_and_workers_only() {
 fn workers_newer_than_control_plane_is_flagged() {
     let c = cluster();
     let cp = kcp("v1.30.4", "DockerMachineTemplate", "t");
-    let mds = vec![md("a", "v1.31.0", 1, "DockerMachineTemplate", "a")];
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &[],
-    };
-    let p = plan_upgrade(&objs, &req("v1.32.0"), &Observed::default(), None).unwrap();
+    let mds = docker_mds("v1.31.0", &["a"]);
+    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
+    let p = plan(&objs, &req("v1.32.0")).unwrap();
     assert!(p.blocked);
     assert!(p.findings[0].message.contains("must not be newer"));
 }
@@ -487,13 +441,8 @@ fn templates_naming_the_version_are_cloned_in_the_same_patch() {
         image_template("c1-cp-v1-30-4", "ubuntu-2204-kube-v1.30.4"),
         image_template("c1-md-0", "ubuntu-2204-kube-v1.30.4"),
     ];
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &t,
-    };
-    let p = plan_upgrade(&objs, &req("v1.32.1"), &Observed::default(), None).unwrap();
+    let objs = ClusterObjects::of(&c, &cp, &mds, &t);
+    let p = plan(&objs, &req("v1.32.1")).unwrap();
     assert_eq!(p.steps.len(), 4);
     let s0 = &p.steps[0];
     let cl = &s0.clone_templates[0];
@@ -553,7 +502,7 @@ fn templates_naming_the_version_are_cloned_in_the_same_patch() {
         infra_templates: &plain,
         ..objs
     };
-    let p = plan_upgrade(&objs, &req("v1.31.0"), &Observed::default(), None).unwrap();
+    let p = plan(&objs, &req("v1.31.0")).unwrap();
     assert!(p.steps.iter().all(|s| s.clone_templates.is_empty()));
     let p = plan_upgrade(
         &objs,
@@ -572,13 +521,8 @@ fn templates_naming_the_version_are_cloned_in_the_same_patch() {
 fn missing_template_is_reported_once() {
     let c = cluster();
     let cp = kcp("v1.30.4", "OpenStackMachineTemplate", "gone");
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &[],
-        infra_templates: &[],
-    };
-    let p = plan_upgrade(&objs, &req("v1.32.0"), &Observed::default(), None).unwrap();
+    let objs = ClusterObjects::of(&c, &cp, &[], &[]);
+    let p = plan(&objs, &req("v1.32.0")).unwrap();
     assert_eq!(
         p.findings
             .iter()
@@ -609,12 +553,7 @@ fn byoh_spare_hosts_per_rolling_step() {
     ];
     let hosts = [host("h1", "cp"), host("h2", "worker")];
     let free: Vec<&Value> = hosts.iter().collect();
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &t,
-    };
+    let objs = ClusterObjects::of(&c, &cp, &mds, &t);
     let p = plan_upgrade(&objs, &req("v1.31.0"), &Observed::default(), Some(&free)).unwrap();
     let by_target =
         |t: &str| p.steps.iter().find(|s| s.target == t).unwrap().spare_hosts[0].clone();
@@ -704,13 +643,8 @@ fn clusterclass_patches_topology_version_each_minor() {
         "DockerMachineTemplate",
         "c1-md-0-xyz",
     )];
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &[],
-    };
-    let p = plan_upgrade(&objs, &req("v1.32.2"), &Observed::default(), None).unwrap();
+    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
+    let p = plan(&objs, &req("v1.32.2")).unwrap();
     assert_eq!(
         summary(&p),
         ["Cluster/c1 v1.30.4->v1.31.0", "Cluster/c1 v1.31.0->v1.32.2"]
@@ -729,7 +663,7 @@ fn clusterclass_patches_topology_version_each_minor() {
         ..req("v1.32.2")
     };
     assert!(matches!(
-        plan_upgrade(&objs, &scoped, &Observed::default(), None),
+        plan(&objs, &scoped),
         Err(UpgradeError::ScopeWithTopology(_))
     ));
 }
@@ -738,17 +672,9 @@ fn clusterclass_patches_topology_version_each_minor() {
 fn resume_after_interruption() {
     let c = cluster();
     let cp = kcp("v1.30.4", "DockerMachineTemplate", "t");
-    let mds = vec![
-        md("a", "v1.30.4", 1, "DockerMachineTemplate", "a"),
-        md("b", "v1.30.4", 1, "DockerMachineTemplate", "b"),
-    ];
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &mds,
-        infra_templates: &[],
-    };
-    let plan = plan_upgrade(&objs, &req("v1.33.1"), &Observed::default(), None).unwrap();
+    let mds = docker_mds("v1.30.4", &["a", "b"]);
+    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
+    let plan = plan(&objs, &req("v1.33.1")).unwrap();
     assert_eq!(plan.remaining(&Observed::default()).len(), 9);
 
     // interrupted during step 5: CP at 1.32, md a rolling (lowest machine still 1.31), b at 1.31
@@ -765,12 +691,7 @@ fn resume_after_interruption() {
     a_now["status"]["versions"] =
         json!([{"version": "v1.32.0", "replicas": 1}, {"version": "v1.31.0", "replicas": 1}]);
     let mds_now = vec![a_now, md("b", "v1.31.0", 1, "DockerMachineTemplate", "b")];
-    let objs_now = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp_now),
-        machine_deployments: &mds_now,
-        infra_templates: &[],
-    };
+    let objs_now = ClusterObjects::of(&c, &cp_now, &mds_now, &[]);
     let observed = Observed::from_objects(&objs_now, &machines);
     assert_eq!(observed.versions["KubeadmControlPlane/c1-cp"], "v1.32.0");
     assert_eq!(observed.versions["MachineDeployment/a"], "v1.31.0");
@@ -837,13 +758,8 @@ fn resume_after_interruption() {
 fn plan_serializes() {
     let c = cluster();
     let cp = kamaji("v1.32.0");
-    let objs = ClusterObjects {
-        cluster: &c,
-        control_plane: Some(&cp),
-        machine_deployments: &[],
-        infra_templates: &[],
-    };
-    let p = plan_upgrade(&objs, &req("v1.33.0"), &Observed::default(), None).unwrap();
+    let objs = ClusterObjects::of(&c, &cp, &[], &[]);
+    let p = plan(&objs, &req("v1.33.0")).unwrap();
     let v = serde_json::to_value(&p).unwrap();
     assert_eq!(v["steps"][0]["role"], "ControlPlane");
     assert_eq!(v["steps"][0]["steppedByReconciler"], true);

@@ -5,8 +5,8 @@
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kcore::build::cni;
-use kcore::build::kamaji::{self, CreateSpec, Infrastructure, Versions};
 use kcore::groups::{BOOTSTRAP_GROUP, CapiVersion, INFRASTRUCTURE_GROUP};
+use kcore::kamaji::create::{self as kamaji, CreateSpec, Infrastructure, Versions};
 
 use super::control_plane::{kcp_resource, tcp_resource};
 

@@ -3,7 +3,7 @@
 //! infrastructure (help heading "Infrastructure"): the workers' machine ([`MachineFlags`]) and
 //! the provider's settings ([`InfraFlags`]), two structs so that `create`'s own
 //! `--image-checksum` keeps its place between them. The help of a flag only one provider takes
-//! comes from that provider ([`provider_flag_help`], `kcore::build::kamaji::InfraProvider::flags`;
+//! comes from that provider ([`provider_flag_help`], `kcore::kamaji::create::InfraProvider::flags`;
 //! `generate clusterclass` words some for a class, [`class_wording`]); the flags several take are
 //! described here. `--infrastructure`'s help and completion list the registry
 //! ([`infrastructure_help`], [`InfraValues`]). [`base_spec`] reads them all into a [`CreateSpec`].
@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use clap::Args as ClapArgs;
 use clap::builder::{PossibleValue, StringValueParser, TypedValueParser};
 use kclient::error::Error;
-use kcore::build::kamaji::{self, Addon, CreateSpec, InfraProvider};
+use kcore::kamaji::create::{self as kamaji, Addon, CreateSpec, InfraProvider};
 use serde_json::Value;
 
 /// The providers `--infrastructure` takes: all of them, or (`class`) those a ClusterClass can be

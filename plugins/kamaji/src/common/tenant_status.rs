@@ -36,12 +36,12 @@ pub fn endpoint(cp: &ControlPlane) -> Option<(String, u16)> {
             let port = kcp["spec"]["controlPlaneEndpoint"]["port"]
                 .as_u64()
                 .and_then(|p| u16::try_from(p).ok())
-                .unwrap_or(kcore::build::kamaji::DEFAULT_PORT);
+                .unwrap_or(kcore::kamaji::endpoint::DEFAULT_PORT);
             return Some((host.to_string(), port));
         }
     }
     let tcp = cp.tcp.as_ref()?;
     tcp["status"]["controlPlaneEndpoint"]
         .as_str()
-        .and_then(kcore::build::kamaji::split_endpoint)
+        .and_then(kcore::kamaji::endpoint::split_endpoint)
 }

@@ -4,8 +4,8 @@
 use cli::Conn;
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
-use kcore::build::kamaji::{self, FIELD_MANAGER};
 use kcore::fields::object_json;
+use kcore::kamaji::create::{self as kamaji, FIELD_MANAGER};
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
 

@@ -6,8 +6,8 @@ use cli::{DryRun, OutputFormat};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render;
-use kcore::build::kamaji::{Built, CreateSpec, fill_openstack_endpoint};
 use kcore::fields::object_json;
+use kcore::kamaji::create::{Built, CreateSpec, fill_openstack_endpoint};
 
 use super::wait::wait_endpoint;
 use super::{Args, print_objects};

@@ -13,7 +13,7 @@ use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render::{self};
 use kcore::build::cni::CniKind;
-use kcore::build::kamaji::{self, Built, CreateSpec, Versions, fill_openstack_endpoint};
+use kcore::kamaji::create::{self as kamaji, Built, CreateSpec, Versions, fill_openstack_endpoint};
 use serde_json::Value;
 
 use crate::common::api_versions::versions;
@@ -136,7 +136,7 @@ fn check_offline(args: &Args) -> Result<(), Error> {
         return Ok(());
     }
     let infra_hint = offline.infrastructure;
-    kcore::build::kamaji::build(&offline, &Versions::latest(infra_hint.unwrap_or_default()))?;
+    kcore::kamaji::create::build(&offline, &Versions::latest(infra_hint.unwrap_or_default()))?;
     Ok(())
 }
 
@@ -168,7 +168,7 @@ async fn plan(
     if calico {
         spec.cni = Some(download_calico().await?);
     }
-    let mut built = kcore::build::kamaji::build(spec, &versions)?;
+    let mut built = kcore::kamaji::create::build(spec, &versions)?;
     if !client_only {
         check_endpoint_unused(conn, apis, spec, &built).await?;
     }

@@ -3,9 +3,9 @@
 
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
-use kcore::build::kamaji::{self, Built, CreateSpec};
 use kcore::fields::object_json;
 use kcore::groups::KAMAJI_GROUP;
+use kcore::kamaji::create::{self as kamaji, Built, CreateSpec};
 use serde_json::Value;
 
 pub(super) async fn check_datastore(
@@ -112,8 +112,8 @@ pub(super) async fn check_endpoint_unused(
         list(apis.kamaji_control_plane()),
         list(apis.tenant_control_plane())
     )?;
-    let port = spec.port.unwrap_or(kcore::build::kamaji::DEFAULT_PORT);
-    let users = kcore::plan::kamaji::endpoint_users(
+    let port = spec.port.unwrap_or(kcore::kamaji::endpoint::DEFAULT_PORT);
+    let users = kcore::kamaji::plan::endpoint_users(
         address,
         &spec.namespace,
         &spec.name,

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use kclient::error::Error;
 use kcore::build::cni::{self, CniKind, CniManifest};
-use kcore::build::kamaji::{CreateSpec, Infrastructure};
 use kcore::build::kube_proxy::KubeProxyMode;
+use kcore::kamaji::create::{CreateSpec, Infrastructure};
 
 use super::Args;
 use crate::common::spec_flags::base_spec;

@@ -11,7 +11,6 @@ use kcore::labels::DEPLOYMENT_NAME_LABEL;
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render::{self, Poll};
-use kcore::build::kamaji;
 use kcore::fields::{self, object_json};
 use kcore::plan::workers::WorkerProgress;
 use kube::discovery::ApiResource;
@@ -137,7 +136,7 @@ async fn worker_progress(
 ) -> Result<(WorkerProgress, i64), Error> {
     let mut want = 0;
     let mut md_ready = 0;
-    let sel = format!("{}={name}", kamaji::CLUSTER_NAME_LABEL);
+    let sel = format!("{}={name}", kcore::labels::CLUSTER_NAME_LABEL);
     if let Some(ar) = md_ar {
         for md in kclient::api::list(conn, ar, Some(&t.namespace), Some(&sel)).await? {
             let r = fields::replicas(&object_json(&md));

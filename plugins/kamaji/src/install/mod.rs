@@ -9,14 +9,15 @@ use kclient::discovery::ServerApis;
 use kclient::error::{Error, Op};
 use kclient::render;
 use kclient::render::display_name;
-use kcore::build::kamaji::FIELD_MANAGER;
+use kcore::kamaji::create::FIELD_MANAGER;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde_json::Value;
 
-use kcore::kcp::install as manifests;
+use kcore::install as manifests;
+use kcore::labels;
 
 use crate::common::terminal;
 
@@ -82,7 +83,7 @@ fn crd_names(objects: &[Value]) -> Vec<String> {
 /// Whether a CRD on the server is ours: our owner label, or applied by this plugin before the
 /// label existed.
 fn crd_is_ours(crd: &CustomResourceDefinition) -> bool {
-    let (k, v) = manifests::OWNER_LABEL;
+    let (k, v) = labels::OWNER_LABEL;
     crd.labels().get(k).is_some_and(|x| x == v)
         || crd
             .managed_fields()
@@ -112,8 +113,8 @@ async fn other_provider(conn: &Conn, crd_names: &[String]) -> Result<Option<Stri
         }
         let mut whose: Vec<String> = crd
             .labels()
-            .get(manifests::PROVIDER_LABEL)
-            .map(|p| format!("{}={p}", manifests::PROVIDER_LABEL))
+            .get(labels::PROVIDER_LABEL)
+            .map(|p| format!("{}={p}", labels::PROVIDER_LABEL))
             .into_iter()
             .collect();
         let managers: Vec<String> = crd
@@ -132,10 +133,10 @@ async fn other_provider(conn: &Conn, crd_names: &[String]) -> Result<Option<Stri
     let deployments: Api<Deployment> = Api::all(conn.client.clone());
     let selector = format!(
         "{} in (kamaji,{}),{}!={}",
-        manifests::PROVIDER_LABEL,
-        manifests::PROVIDER,
-        manifests::OWNER_LABEL.0,
-        manifests::OWNER_LABEL.1
+        labels::PROVIDER_LABEL,
+        labels::PROVIDER,
+        labels::OWNER_LABEL.0,
+        labels::OWNER_LABEL.1
     );
     let op = Op::new("list", "apps", "deployments", "Deployment");
     let list = deployments
@@ -188,7 +189,7 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
     if !server_dry {
         render::info(&format!(
             "the KamajiControlPlane provider runs in namespace {ns} (kubectl -n {ns} rollout status deployment/{})",
-            manifests::NAME
+            labels::RECONCILER
         ));
     }
     Ok(())
@@ -278,7 +279,7 @@ async fn namespace_exists(conn: &Conn, ns: &str) -> Result<bool, Error> {
 /// same namespace is a re-install or upgrade and goes ahead.
 async fn check_installed_elsewhere(conn: &Conn, ns: &str) -> Result<(), Error> {
     let deployments: Api<Deployment> = Api::all(conn.client.clone());
-    let selector = format!("{}={}", manifests::OWNER_LABEL.0, manifests::OWNER_LABEL.1);
+    let selector = format!("{}={}", labels::OWNER_LABEL.0, labels::OWNER_LABEL.1);
     let op = Op::new("list", "apps", "deployments", "Deployment");
     let list = deployments
         .list(&ListParams::default().labels(&selector))

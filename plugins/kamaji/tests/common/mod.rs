@@ -72,8 +72,8 @@ async fn install_crds(client: &Client) {
 /// Our CRDs and the extra infrastructure CRDs; with `fake_datastore`, a `default` DataStore
 /// whose content is never used (no Kamaji runs on those testbeds; the real one has its own).
 async fn install_crds_with(client: &Client, fake_datastore: bool) {
-    let mut crds = kcore::kcp::crds();
-    assert!(!crds.is_empty(), "kcore::kcp::crds() is empty");
+    let mut crds = kcore::kamaji::crd::crds();
+    assert!(!crds.is_empty(), "kcore::kamaji::crd::crds() is empty");
     for (k, p, v) in EXTRA_INFRA {
         crds.push(minimal_crd(k, p, v));
     }

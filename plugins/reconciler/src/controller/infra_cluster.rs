@@ -1,12 +1,12 @@
 //! The infrastructure cluster named by the Cluster's `spec.infrastructureRef`: its control-plane
-//! endpoint set (or checked) as its kind needs (see `kcore::kcp::infra`).
+//! endpoint set (or checked) as its kind needs (see `kcore::kamaji::infra`).
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::{Cond, KcpCtx, no, yes};
 use crate::Error;
-use crate::endpoint::Endpoint;
+use crate::endpoint::{self, Endpoint};
 use crate::infra::{self, Plan};
 
 const C: &str = "InfrastructureClusterPatched";
@@ -91,13 +91,13 @@ async fn infra_resource(ctx: &KcpCtx, kind: &str, group: &str) -> Option<ApiReso
 async fn patch_infra(
     api: &Api<DynamicObject>,
     name: &str,
-    action: infra::Action,
+    action: endpoint::Action,
     spec: Value,
     status_ready: bool,
 ) -> Result<(), Error> {
     if spec.as_object().is_some_and(|o| !o.is_empty()) {
         let mut body = json!({"spec": spec});
-        if action == infra::Action::EndpointAndReady {
+        if action == endpoint::Action::EndpointAndReady {
             body["metadata"] = json!({"annotations": {"cluster.x-k8s.io/managed-by": "kamaji"}});
         }
         api.patch(name, &PatchParams::default(), &Patch::Merge(&body))

@@ -178,7 +178,7 @@ async fn version_target(
         let v = &t["status"]["kubernetesResources"]["version"];
         v["status"] == "Ready" && v["version"].as_str() == cur_version.as_deref()
     });
-    let desired = tcp::v_prefixed(&kcp.spec.version);
+    let desired = version::v_prefixed(&kcp.spec.version);
     let target = match version::next_step(&desired, cur_version.as_deref(), ready_at_current) {
         Step::Desired(v) => {
             conds.push(rollout_condition(existing, &v));

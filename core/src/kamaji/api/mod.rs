@@ -1,0 +1,106 @@
+//! The KamajiControlPlane API, field for field compatible with CACPPK:
+//! `v1alpha2` (CAPI v1beta2 contract, storage) and `v1alpha1` (CAPI v1beta1 contract).
+
+/// The KamajiControlPlane and KamajiControlPlaneTemplate kinds of one API version, stated once
+/// for both: the same spec (the shared fields, the endpoint, replicas and version) and template;
+/// what differs is the status (`KamajiControlPlaneStatus`) and the endpoint (`ApiEndpoint`) of
+/// the invoking module, and the path of the `Initialized` printer column.
+macro_rules! kinds {
+    ($version:tt, $initialized:tt) => {
+        /// The desired state of a KamajiControlPlane.
+        #[derive(kube::CustomResource, Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+        #[kube(
+            group = "controlplane.cluster.x-k8s.io",
+            version = $version,
+            kind = "KamajiControlPlane",
+            namespaced,
+            status = "KamajiControlPlaneStatus",
+            shortname = "ktcp",
+            category = "cluster-api",
+            category = "kamaji",
+            derive = "Default",
+            derive = "PartialEq",
+            doc = "KamajiControlPlane is the Schema for the kamajicontrolplanes API.",
+            scale(
+                spec_replicas_path = ".spec.replicas",
+                status_replicas_path = ".status.replicas",
+                label_selector_path = ".status.selector"
+            ),
+            printcolumn(
+                name = "Version",
+                type_ = "string",
+                json_path = ".spec.version",
+                description = "The desired Kubernetes version"
+            ),
+            printcolumn(
+                name = "Initialized",
+                type_ = "boolean",
+                json_path = $initialized,
+                description = "Check if the Kamaji Control Plane has been initialized"
+            ),
+            printcolumn(
+                name = "Ready",
+                type_ = "boolean",
+                json_path = ".status.ready",
+                description = "Check if the Kamaji Control Plane is up and running"
+            ),
+            printcolumn(
+                name = "Age",
+                type_ = "date",
+                json_path = ".metadata.creationTimestamp",
+                description = "Age"
+            )
+        )]
+        #[serde(rename_all = "camelCase")]
+        pub struct KamajiControlPlaneSpec {
+            #[serde(flatten)]
+            pub fields: KamajiControlPlaneFields,
+            /// The endpoint of the Kubernetes API server managed by Kamaji; written by the controller.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schemars(extend("minProperties" = 1))]
+            pub control_plane_endpoint: Option<ApiEndpoint>,
+            /// Number of desired replicas for the TenantControlPlane Deployment. Defaults to 2.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schemars(extend("default" = DEFAULT_REPLICAS))]
+            pub replicas: Option<i32>,
+            /// The desired Kubernetes version.
+            pub version: String,
+        }
+
+        /// The desired state of a KamajiControlPlaneTemplate.
+        #[derive(kube::CustomResource, Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+        #[kube(
+            group = "controlplane.cluster.x-k8s.io",
+            version = $version,
+            kind = "KamajiControlPlaneTemplate",
+            namespaced,
+            shortname = "ktcpt",
+            category = "cluster-api",
+            category = "kamaji",
+            derive = "Default",
+            derive = "PartialEq",
+            doc = "KamajiControlPlaneTemplate is the Schema for the kamajicontrolplanetemplates API."
+        )]
+        pub struct KamajiControlPlaneTemplateSpec {
+            pub template: KamajiControlPlaneTemplateResource,
+        }
+
+        /// The data needed to create a KamajiControlPlane from a template.
+        #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+        pub struct KamajiControlPlaneTemplateResource {
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[schemars(extend("minProperties" = 1))]
+            pub metadata: Option<TemplateMeta>,
+            pub spec: KamajiControlPlaneFields,
+        }
+    };
+}
+
+pub mod common;
+pub mod v1alpha1;
+pub mod v1alpha2;
+
+pub use common::*;
+
+/// API group of KamajiControlPlane and KamajiControlPlaneTemplate.
+pub const GROUP: &str = crate::groups::CONTROLPLANE_GROUP;

@@ -1,0 +1,77 @@
+//! AWS (CAPA, kubernetes-sigs/cluster-api-provider-aws): workers as EC2 instances; the
+//! AWSCluster's load balancer is off, Kamaji serves the API.
+
+use serde_json::json;
+
+use super::super::Ctx;
+use super::super::infra::{InfraObjects, WorkerInfra, endpoint, machine_template, need, object};
+use super::{Descriptor, FlagHelp, InfraProvider};
+use crate::Error;
+use crate::kamaji::endpoint::Action;
+
+pub(super) struct Aws;
+
+const AWS: Descriptor = Descriptor::new("aws", "AWS")
+    .kinds(
+        "AWSCluster",
+        "AWSMachineTemplate",
+        "v1beta2",
+        Action::Endpoint,
+    )
+    .flags(&[
+        FlagHelp::shared("--flavor"),
+        FlagHelp::shared("--image"),
+        FlagHelp::shared("--ssh-key"),
+        FlagHelp::own("--region", "region"),
+    ]);
+
+impl InfraProvider for Aws {
+    fn descriptor(&self) -> &'static Descriptor {
+        &AWS
+    }
+    fn objects(&self, ctx: &Ctx<'_>, _notes: &mut Vec<String>) -> Result<InfraObjects, Error> {
+        objects(ctx)
+    }
+}
+
+fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
+    let spec = ctx.spec;
+    let region = need(ctx, "--region", &spec.region)?;
+    let flavor = need(ctx, "--flavor", &spec.flavor)?;
+    let mut s = json!({
+        "region": region,
+        "controlPlaneLoadBalancer": {"loadBalancerType": "disabled"},
+    });
+    if let Some(k) = &spec.ssh_key {
+        s["sshKeyName"] = json!(k);
+    }
+    if let Some(ep) = endpoint(ctx) {
+        s["controlPlaneEndpoint"] = ep;
+    }
+    let cluster = object(
+        &ctx.infra_cluster_version(),
+        "AWSCluster",
+        ctx.meta(ctx.name()),
+        s,
+    );
+    let mut ts = json!({
+        "instanceType": flavor,
+        "iamInstanceProfile": "nodes.cluster-api-provider-aws.sigs.k8s.io",
+    });
+    if let Some(i) = &spec.image {
+        ts["ami"] = json!({"id": i});
+    }
+    if let Some(k) = &spec.ssh_key {
+        ts["sshKeyName"] = json!(k);
+    }
+    Ok(InfraObjects {
+        cluster: Some(cluster),
+        deferred: None,
+        workers: WorkerInfra {
+            template: Some(machine_template(ctx, "AWSMachineTemplate", ts)),
+            installer_template: None,
+            kubelet_args: vec![("cloud-provider", "external")],
+            files: Vec::new(),
+        },
+    })
+}

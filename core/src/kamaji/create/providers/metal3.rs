@@ -1,0 +1,64 @@
+//! Metal3 (metal3-io/cluster-api-provider-metal3): workers on bare-metal hosts provisioned from
+//! an image. Metal3Cluster needs the control-plane endpoint up front, so `create` needs
+//! `--service-address`, the reconciler only checks the endpoint, and no ClusterClass is made.
+
+use serde_json::json;
+
+use super::super::Ctx;
+use super::super::infra::{InfraObjects, WorkerInfra, endpoint, machine_template, need, object};
+use super::{Descriptor, FlagHelp, InfraProvider};
+use crate::Error;
+use crate::error::usage;
+use crate::kamaji::endpoint::Action;
+
+pub(super) struct Metal3;
+
+const METAL3: Descriptor = Descriptor::new("metal3", "Metal3")
+    .kinds(
+        "Metal3Cluster",
+        "Metal3MachineTemplate",
+        "v1beta1",
+        Action::CheckOnly,
+    )
+    .needs_address()
+    .flags(&[
+        FlagHelp::shared("--image"),
+        FlagHelp::own("--image-checksum", "image checksum (URL or SHA-256)"),
+    ]);
+
+impl InfraProvider for Metal3 {
+    fn descriptor(&self) -> &'static Descriptor {
+        &METAL3
+    }
+    fn objects(&self, ctx: &Ctx<'_>, _notes: &mut Vec<String>) -> Result<InfraObjects, Error> {
+        objects(ctx)
+    }
+    fn class_support(&self) -> Result<(), Error> {
+        Err(usage(
+            "--infrastructure metal3 cannot be a ClusterClass here: Metal3Cluster needs the control-plane endpoint before the control plane exists",
+            "create Metal3 clusters with kubectl kamaji create NAME --infrastructure metal3 --service-address IP",
+        ))
+    }
+}
+
+fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
+    let image = need(ctx, "--image", &ctx.spec.image)?;
+    let checksum = need(ctx, "--image-checksum", &ctx.spec.image_checksum)?;
+    let cluster = object(
+        &ctx.infra_cluster_version(),
+        "Metal3Cluster",
+        ctx.meta(ctx.name()),
+        json!({"controlPlaneEndpoint": endpoint(ctx), "noCloudProvider": true}),
+    );
+    let image = json!({"image": {
+        "url": image, "checksum": checksum, "checksumType": "sha256", "format": "raw",
+    }});
+    Ok(InfraObjects {
+        cluster: Some(cluster),
+        deferred: None,
+        workers: WorkerInfra {
+            template: Some(machine_template(ctx, "Metal3MachineTemplate", image)),
+            ..WorkerInfra::default()
+        },
+    })
+}

@@ -1,0 +1,144 @@
+//! OpenStack (CAPO, kubernetes-sigs/cluster-api-provider-openstack): the OpenStackCluster takes
+//! the API server address as `apiServerFixedIP`, which older CAPO refuses to change later: without
+//! `--service-address` it is created once Kamaji announces the address ([`fill_openstack_endpoint`]).
+
+use serde_json::{Value, json};
+
+use super::super::clusterclass::ADDRESS_VARIABLE;
+use super::super::infra::{InfraObjects, WorkerInfra, machine_template, need, object, secret_file};
+use super::super::{CreateSpec, Ctx};
+use super::{Descriptor, FlagHelp, InfraProvider};
+use crate::Error;
+use crate::kamaji::endpoint::Action;
+
+pub(super) struct OpenStack;
+
+const OPENSTACK: Descriptor = Descriptor::new("openstack", "OpenStack")
+    .kinds(
+        "OpenStackCluster",
+        "OpenStackMachineTemplate",
+        "v1beta1",
+        Action::OpenStack,
+    )
+    .flags(&[
+        FlagHelp::shared("--flavor"),
+        FlagHelp::shared("--image"),
+        FlagHelp::own("--network", "network name of the workers"),
+        FlagHelp::shared("--ssh-key"),
+        FlagHelp::own(
+            "--cloud-name",
+            "cloud name in clouds.yaml (default openstack)",
+        ),
+        FlagHelp::own(
+            "--identity-secret",
+            "Secret with clouds.yaml (default NAME-cloud-config)",
+        ),
+        FlagHelp::own("--cloud-conf-secret", "Secret whose key cloud.conf the workers get as /etc/kubernetes/cloud.conf (kubelet --cloud-config)").in_class("Secret whose key cloud.conf the workers get as /etc/kubernetes/cloud.conf"),
+        FlagHelp::own("--cloud-ca-key", "key of that Secret holding the cloud's CA, written to /etc/certs/cacert on the workers").in_class("key of that Secret holding the cloud's CA, written to /etc/certs/cacert"),
+    ]);
+
+impl InfraProvider for OpenStack {
+    fn descriptor(&self) -> &'static Descriptor {
+        &OPENSTACK
+    }
+    fn objects(&self, ctx: &Ctx<'_>, _notes: &mut Vec<String>) -> Result<InfraObjects, Error> {
+        objects(ctx)
+    }
+    fn class_patches(&self, infra_template: &Value) -> Vec<Value> {
+        vec![json!({
+            "selector": {
+                "apiVersion": infra_template["apiVersion"], "kind": infra_template["kind"],
+                "matchResources": {"infrastructureCluster": true},
+            },
+            "jsonPatches": [{"op": "add", "path": "/spec/template/spec/apiServerFixedIP", "valueFrom": {"variable": ADDRESS_VARIABLE}}],
+        })]
+    }
+    fn class_notes(&self, spec: &CreateSpec) -> Vec<String> {
+        let name = &spec.name;
+        match spec.identity_secret {
+            Some(_) => Vec::new(),
+            None => vec![format!(
+                "every cluster of class {name} reads its OpenStack credentials from Secret {name}-cloud-config (pass --identity-secret to name another)"
+            )],
+        }
+    }
+}
+
+/// Where OpenStack workers find the cloud configuration and CA (the paths of seed 000's
+/// KubeadmConfigTemplate).
+const OPENSTACK_CLOUD_CONF_PATH: &str = "/etc/kubernetes/cloud.conf";
+const OPENSTACK_CA_PATH: &str = "/etc/certs/cacert";
+
+fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
+    let spec = ctx.spec;
+    let flavor = need(ctx, "--flavor", &spec.flavor)?;
+    let image = need(ctx, "--image", &spec.image)?;
+    let cloud = spec
+        .cloud_name
+        .clone()
+        .unwrap_or_else(|| "openstack".into());
+    let secret = spec
+        .identity_secret
+        .clone()
+        .unwrap_or_else(|| format!("{}-cloud-config", ctx.name()));
+    let identity = json!({"name": secret, "cloudName": cloud});
+    let mut s = json!({
+        "identityRef": identity,
+        "apiServerLoadBalancer": {"enabled": false},
+        "disableAPIServerFloatingIP": true,
+        "apiServerFixedIP": ctx.address.clone().unwrap_or_default(),
+        "apiServerPort": ctx.port,
+        "managedSecurityGroups": {},
+    });
+    if let Some(n) = &spec.network {
+        s["network"] = json!({"filter": {"name": n}});
+    }
+    let osc = object(
+        &ctx.infra_cluster_version(),
+        "OpenStackCluster",
+        ctx.meta(ctx.name()),
+        s,
+    );
+    let (cluster, deferred) = if ctx.address.is_some() {
+        (Some(osc), None)
+    } else {
+        (None, Some(osc))
+    };
+    let mut ts = json!({
+        "flavor": flavor,
+        "image": {"filter": {"name": image}},
+        "identityRef": identity,
+    });
+    if let Some(k) = &spec.ssh_key {
+        ts["sshKeyName"] = json!(k);
+    }
+    // Seed 000 (the Kamaji provider discussion): the workers of an OpenStack cluster with an
+    // external cloud controller get the cloud configuration and the cloud's CA as files, and
+    // kubelet's cloud-config points at the former. The content comes from a Secret through
+    // CABPK's `contentFrom`, so the credentials never sit in the template.
+    let mut kubelet_args = vec![("cloud-provider", "external")];
+    let mut files = Vec::new();
+    if let Some(secret) = &spec.cloud_conf_secret {
+        kubelet_args.push(("cloud-config", OPENSTACK_CLOUD_CONF_PATH));
+        files.push(secret_file(secret, "cloud.conf", OPENSTACK_CLOUD_CONF_PATH));
+        if let Some(key) = &spec.cloud_ca_key {
+            files.push(secret_file(secret, key, OPENSTACK_CA_PATH));
+        }
+    }
+    Ok(InfraObjects {
+        cluster,
+        deferred,
+        workers: WorkerInfra {
+            template: Some(machine_template(ctx, "OpenStackMachineTemplate", ts)),
+            installer_template: None,
+            kubelet_args,
+            files,
+        },
+    })
+}
+
+/// Fills the deferred OpenStackCluster with the endpoint Kamaji announced.
+pub fn fill_openstack_endpoint(osc: &mut Value, host: &str, port: u16) {
+    osc["spec"]["apiServerFixedIP"] = json!(host);
+    osc["spec"]["apiServerPort"] = json!(port);
+}

@@ -1,0 +1,152 @@
+//! What `kubectl kamaji create` takes: the flags ([`CreateSpec`]) and the control-plane addons
+//! ([`Addon`]). Where the workers run is an [`Infrastructure`], a provider of the registry
+//! (`providers/`).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::Infrastructure;
+use crate::Error;
+
+/// The control-plane addons Kamaji installs in the tenant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Addon {
+    CoreDns,
+    KubeProxy,
+    Konnectivity,
+}
+
+impl Addon {
+    pub const ALL: [Addon; 3] = [Addon::CoreDns, Addon::KubeProxy, Addon::Konnectivity];
+    /// The flag spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Addon::CoreDns => "coredns",
+            Addon::KubeProxy => "kube-proxy",
+            Addon::Konnectivity => "konnectivity",
+        }
+    }
+    /// The key under `spec.addons`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Addon::CoreDns => "coreDNS",
+            Addon::KubeProxy => "kubeProxy",
+            Addon::Konnectivity => "konnectivity",
+        }
+    }
+    /// Parses `--addons`: a comma list, or `none`.
+    pub fn parse_list(s: &str) -> Result<Vec<Addon>, Error> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if part == "none" {
+                continue;
+            }
+            let a = Addon::ALL
+                .into_iter()
+                .find(|a| a.as_str() == part.to_ascii_lowercase() || a.key() == part)
+                .ok_or_else(|| Error::Usage {
+                    message: format!("unknown addon {part:?} in --addons"),
+                    hint: Some(
+                        "use coredns, kube-proxy, konnectivity (comma separated), or none".into(),
+                    ),
+                })?;
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+/// Everything `create` takes. `None`/empty means "not given": the values file, then the
+/// defaults, decide.
+#[derive(Clone, Debug, Default)]
+pub struct CreateSpec {
+    pub name: String,
+    pub namespace: String,
+    pub infrastructure: Option<Infrastructure>,
+    pub kubernetes_version: Option<String>,
+    pub replicas: Option<i64>,
+    pub workers: Option<i64>,
+    pub datastore: Option<String>,
+    pub service_type: Option<String>,
+    pub service_address: Option<String>,
+    pub cert_sans: Vec<String>,
+    pub pod_cidrs: Vec<String>,
+    pub service_cidrs: Vec<String>,
+    pub port: Option<u16>,
+    pub addons: Option<Vec<Addon>>,
+    pub admission_controllers: Vec<String>,
+    pub apiserver_args: Vec<String>,
+    pub controller_manager_args: Vec<String>,
+    pub scheduler_args: Vec<String>,
+    /// Machine size: OpenStack flavor, AWS instance type, KubeVirt `CORESxMEMORY`.
+    pub flavor: Option<String>,
+    /// OpenStack image name, AWS AMI id, KubeVirt container disk, Metal3 image URL.
+    pub image: Option<String>,
+    /// Metal3 image checksum (URL or hex digest).
+    pub image_checksum: Option<String>,
+    /// OpenStack network name.
+    pub network: Option<String>,
+    pub ssh_key: Option<String>,
+    /// AWS region.
+    pub region: Option<String>,
+    /// OpenStack cloud name in the clouds.yaml Secret.
+    pub cloud_name: Option<String>,
+    /// OpenStack clouds.yaml Secret (default `<name>-cloud-config`).
+    pub identity_secret: Option<String>,
+    /// OpenStack: a Secret (in the cluster's namespace) whose key `cloud.conf` the workers get
+    /// as `/etc/kubernetes/cloud.conf`, with kubelet's `cloud-config` pointing at it.
+    pub cloud_conf_secret: Option<String>,
+    /// OpenStack: the key of that Secret holding the cloud's CA, written to `/etc/certs/cacert`.
+    pub cloud_ca_key: Option<String>,
+    /// BYOH: labels a host needs to be picked for a worker.
+    pub host_selector: BTreeMap<String, String>,
+    /// BYOH: the OCI repository of the Kubernetes installer bundles (default
+    /// BYOH's own, `providers/byoh.rs`).
+    pub bundle_repo: Option<String>,
+    /// BYOH: the bundle type (default `k8s`, the only one BYOH's installer knows).
+    pub bundle_type: Option<String>,
+    /// BYOH: the hosts have Kubernetes pre-installed (agents started with
+    /// `--skip-installation`): no installer template, no `installerRef`.
+    pub preinstalled_hosts: bool,
+    /// The network plugin to install through a ClusterResourceSet (`--cni calico`, already
+    /// downloaded, or `--cni-manifest FILE`, already read); `None`: none.
+    pub cni: Option<crate::build::cni::CniManifest>,
+    /// `--kube-proxy-mode`: `None` or `iptables` keep Kamaji's kube-proxy addon; `ipvs` and
+    /// `nftables` turn it off and install kube-proxy through a ClusterResourceSet
+    /// ([`kube_proxy`](crate::build::kube_proxy)).
+    pub kube_proxy_mode: Option<crate::build::kube_proxy::KubeProxyMode>,
+    /// `--cni none` was given explicitly (no note about the missing network plugin).
+    pub cni_none_explicit: bool,
+    /// `--from-file`: KamajiControlPlane spec fields (a `spec:` map or the fields themselves).
+    pub values: Option<Value>,
+    /// `--class`: a topology Cluster of this ClusterClass instead of the objects themselves
+    /// ([`build_topology`](super::build_topology)).
+    pub class: Option<String>,
+}
+
+impl CreateSpec {
+    /// The flags only some infrastructure providers take, each with whether it was given, in the
+    /// order `create` checks and names them.
+    pub(super) fn infrastructure_flags(&self) -> [(&'static str, bool); 14] {
+        [
+            ("--flavor", self.flavor.is_some()),
+            ("--image", self.image.is_some()),
+            ("--image-checksum", self.image_checksum.is_some()),
+            ("--network", self.network.is_some()),
+            ("--ssh-key", self.ssh_key.is_some()),
+            ("--region", self.region.is_some()),
+            ("--cloud-name", self.cloud_name.is_some()),
+            ("--identity-secret", self.identity_secret.is_some()),
+            ("--cloud-conf-secret", self.cloud_conf_secret.is_some()),
+            ("--cloud-ca-key", self.cloud_ca_key.is_some()),
+            ("--host-selector", !self.host_selector.is_empty()),
+            ("--bundle-repo", self.bundle_repo.is_some()),
+            ("--bundle-type", self.bundle_type.is_some()),
+            ("--preinstalled-hosts", self.preinstalled_hosts),
+        ]
+    }
+}

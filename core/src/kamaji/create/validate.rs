@@ -1,0 +1,294 @@
+//! The checks `create` runs on its flags before building anything: one usage error each,
+//! naming the flag and saying what to pass instead. [`check`] runs them in a fixed order, so
+//! that the first problem reported does not depend on how the builders are arranged.
+
+use serde_json::{Map, Value};
+
+use super::endpoints;
+use super::providers::one_of;
+use super::values::values_spec;
+use super::{ADMISSION_CONTROLLERS, CreateSpec, InfraProvider, Infrastructure, all};
+use crate::Error;
+use crate::error::usage;
+use crate::kamaji::version::parse_version;
+use crate::plan::MAX_CONTROL_PLANE_REPLICAS;
+
+/// What the checks resolve, for the builders.
+pub(super) struct Checked {
+    pub infra: Infrastructure,
+    /// The values file's KamajiControlPlane spec fields.
+    pub file: Map<String, Value>,
+    /// The normalised Kubernetes version.
+    pub version: String,
+    /// MachineDeployment replicas: `--workers`, 1 by default, 0 without infrastructure.
+    pub workers: i64,
+    /// The API server address, from `--service-address` or the values file.
+    pub address: Option<String>,
+}
+
+/// Every check, in the order `create` reports them.
+pub(super) fn check(spec: &CreateSpec) -> Result<Checked, Error> {
+    validate_name(&spec.name)?;
+    let infra = required_infrastructure(spec)?;
+    let file = match &spec.values {
+        Some(v) => values_spec(v)?,
+        None => Map::new(),
+    };
+    let version = kubernetes_version(spec, &file)?;
+    check_counts(spec)?;
+    check_scoped_flags(spec, infra)?;
+    infra.check(spec)?;
+    let workers = match infra.template_kind() {
+        None => 0,
+        Some(_) => spec.workers.unwrap_or(1),
+    };
+    let address = endpoints::check_service(spec, infra, &file)?;
+    endpoints::check_network(spec)?;
+    check_control_plane(spec)?;
+    check_host_selector(spec)?;
+    check_kube_proxy(spec, &version, address.as_deref())?;
+    Ok(Checked {
+        infra,
+        file,
+        version,
+        workers,
+        address,
+    })
+}
+
+/// `--kube-proxy-mode` against `--addons`, the version and the address: `iptables` is Kamaji's
+/// addon, so `--addons` must keep it; another mode replaces the addon, so `--addons` must not
+/// name it, and needs the address up front (kube-proxy reaches the API server there).
+fn check_kube_proxy(spec: &CreateSpec, version: &str, address: Option<&str>) -> Result<(), Error> {
+    let Some(mode) = spec.kube_proxy_mode else {
+        return Ok(());
+    };
+    let m = mode.as_str();
+    let addon = spec
+        .addons
+        .as_ref()
+        .map(|a| a.contains(&super::Addon::KubeProxy));
+    if mode.is_kamaji_default() {
+        if addon == Some(false) {
+            return Err(usage(
+                format!(
+                    "--kube-proxy-mode {m} is Kamaji's kube-proxy addon, which --addons leaves out"
+                ),
+                "add kube-proxy to --addons, or drop --kube-proxy-mode",
+            ));
+        }
+        return Ok(());
+    }
+    if addon == Some(true) {
+        return Err(usage(
+            format!(
+                "--kube-proxy-mode {m} replaces Kamaji's kube-proxy addon: --addons cannot name kube-proxy too"
+            ),
+            "drop kube-proxy from --addons (e.g. --addons coredns,konnectivity)",
+        ));
+    }
+    if address.is_none() {
+        return Err(usage(
+            format!("--kube-proxy-mode {m} needs --service-address"),
+            "kube-proxy reaches the API server at the control plane's address, not through the kubernetes Service it implements: pass the pre-assigned IP (--service-address)",
+        ));
+    }
+    mode.check_version(&parse_version(version)?)
+}
+
+/// Checks a name the way Kamaji needs it: a DNS-1035 label (it names a Service), at most 63
+/// characters.
+pub(super) fn validate_name(name: &str) -> Result<(), Error> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(usage(
+            format!("invalid name {name:?}: it must be a DNS-1035 label"),
+            "use at most 63 lower-case letters, digits and '-', starting with a letter and ending with a letter or digit (e.g. prod-eu-1)",
+        ))
+    }
+}
+
+pub(super) fn required_infrastructure(spec: &CreateSpec) -> Result<Infrastructure, Error> {
+    spec.infrastructure.ok_or_else(|| {
+        usage(
+            "--infrastructure is required",
+            format!(
+                "{} (none = a control plane only, workers joined with `token join`)",
+                one_of()
+            ),
+        )
+    })
+}
+
+/// `--kubernetes-version`, else the values file's `version`, normalised.
+fn kubernetes_version(spec: &CreateSpec, file: &Map<String, Value>) -> Result<String, Error> {
+    let raw_version = spec
+        .kubernetes_version
+        .clone()
+        .or_else(|| {
+            file.get("version")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .ok_or_else(|| {
+            usage(
+                "--kubernetes-version is required",
+                "pass e.g. --kubernetes-version v1.35.0 (or set version: in --from-file)",
+            )
+        })?;
+    Ok(parse_version(&raw_version)?.to_string())
+}
+
+/// `--replicas` and `--workers`.
+pub(super) fn check_counts(spec: &CreateSpec) -> Result<(), Error> {
+    if let Some(r) = spec.replicas
+        && !(0..=MAX_CONTROL_PLANE_REPLICAS).contains(&r)
+    {
+        return Err(usage(
+            format!("invalid --replicas {r}"),
+            format!("use 0 (asleep) to {MAX_CONTROL_PLANE_REPLICAS} control-plane replicas"),
+        ));
+    }
+    if let Some(w) = spec.workers
+        && w < 0
+    {
+        return Err(usage(format!("invalid --workers {w}"), "use 0 or more"));
+    }
+    Ok(())
+}
+
+/// The flags that only some infrastructures take, as their refusals name them: one flag, or two
+/// that go together (`--a/--b`, refused if either is given).
+const SCOPED: [&str; 12] = [
+    "--workers",
+    "--flavor",
+    "--image",
+    "--image-checksum",
+    "--network",
+    "--ssh-key",
+    "--region",
+    "--cloud-name/--identity-secret",
+    "--cloud-conf-secret/--cloud-ca-key",
+    "--host-selector",
+    "--bundle-repo/--bundle-type",
+    "--preinstalled-hosts",
+];
+
+/// Each of [`SCOPED`] is refused unless the provider lists it ([`InfraProvider::flags`];
+/// `--workers`: a provider with workers).
+pub(super) fn check_scoped_flags(spec: &CreateSpec, infra: Infrastructure) -> Result<(), Error> {
+    let flags = spec.infrastructure_flags();
+    let given = |flag: &str| match flag {
+        "--workers" => spec.workers.is_some(),
+        _ => flags.iter().any(|(f, g)| *f == flag && *g),
+    };
+    for scoped in SCOPED {
+        ensure_only_for(infra, scoped, scoped.split('/').any(given))?;
+    }
+    if spec.cloud_ca_key.is_some() && spec.cloud_conf_secret.is_none() {
+        return Err(usage(
+            "--cloud-ca-key needs --cloud-conf-secret",
+            "name the Secret holding cloud.conf (and the CA under that key) with --cloud-conf-secret",
+        ));
+    }
+    if let Some(s) = &spec.cloud_conf_secret {
+        validate_dns_subdomain("--cloud-conf-secret", s)?;
+    }
+    Ok(())
+}
+
+/// Whether `provider` takes `flags` (`--a/--b`: both).
+fn takes(provider: &dyn InfraProvider, flags: &str) -> bool {
+    flags.split('/').all(|flag| match flag {
+        "--workers" => provider.template_kind().is_some(),
+        _ => provider.flags().iter().any(|f| f.flag == flag),
+    })
+}
+
+fn ensure_only_for(spec_infra: Infrastructure, flag: &str, given: bool) -> Result<(), Error> {
+    if given && !takes(&*spec_infra, flag) {
+        let names: Vec<&str> = all()
+            .iter()
+            .filter(|p| takes(**p, flag))
+            .map(|p| p.name())
+            .collect();
+        return Err(usage(
+            format!(
+                "{flag} does not apply to --infrastructure {}",
+                spec_infra.name()
+            ),
+            format!(
+                "{flag} is for --infrastructure {}; drop it or change --infrastructure",
+                names.join("|")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `--admission-controller` and `--datastore`.
+pub(super) fn check_control_plane(spec: &CreateSpec) -> Result<(), Error> {
+    for a in &spec.admission_controllers {
+        if !ADMISSION_CONTROLLERS.contains(&a.as_str()) {
+            let close = crate::text::closest_names(a, ADMISSION_CONTROLLERS.iter().copied());
+            let hint = match close.first() {
+                Some(c) => format!("did you mean {c}? Kamaji accepts the kube-apiserver plugin names"),
+                None => "Kamaji accepts the kube-apiserver plugin names, e.g. NodeRestriction,PodSecurity".into(),
+            };
+            return Err(usage(format!("unknown admission controller {a:?}"), hint));
+        }
+    }
+    if let Some(ds) = &spec.datastore {
+        validate_dns_subdomain("--datastore", ds)?;
+    }
+    Ok(())
+}
+
+pub(super) fn validate_dns_subdomain(flag: &str, s: &str) -> Result<(), Error> {
+    let ok = !s.is_empty()
+        && s.len() <= 253
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(usage(
+            format!("invalid {flag} {s:?}: not a valid object name"),
+            "use lower-case letters, digits, '-' and '.' (kubectl get datastores lists them)",
+        ))
+    }
+}
+
+pub(super) fn check_host_selector(spec: &CreateSpec) -> Result<(), Error> {
+    for (k, v) in &spec.host_selector {
+        if k.is_empty() || k.contains(char::is_whitespace) || v.contains(char::is_whitespace) {
+            return Err(usage(
+                format!("invalid --host-selector {k}={v}"),
+                "use KEY=VALUE label pairs, e.g. --host-selector site=ams,rack=r12",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Normalises an extra argument to `--key=value` (Kamaji's `extraArgs` form).
+pub(super) fn normalise_arg(flag: &str, s: &str) -> Result<String, Error> {
+    let t = s.trim().trim_start_matches('-');
+    if t.is_empty() || t.starts_with('=') {
+        return Err(usage(
+            format!("invalid {flag} {s:?}"),
+            "use KEY=VALUE, e.g. --apiserver-arg audit-log-maxage=30",
+        ));
+    }
+    Ok(format!("--{t}"))
+}

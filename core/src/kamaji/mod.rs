@@ -1,0 +1,26 @@
+//! Everything the suite knows about Kamaji and its Cluster API control-plane provider, in one
+//! place, one submodule per subject:
+//! - [`api`]: the KamajiControlPlane and KamajiControlPlaneTemplate types (v1alpha2, v1alpha1),
+//!   and Kamaji's defaults they state (replicas, Service type, admission controllers);
+//! - [`crd`]: their CRDs, generated from the types;
+//! - [`version`]: the Kubernetes releases Kamaji runs and the walk one minor at a time it
+//!   requires (the reconciler's next step, `kubectl kamaji upgrade`'s steps);
+//! - [`endpoint`]: the API server's endpoint: Kamaji's default port, `host:port` parsing, the
+//!   endpoint derived from a TenantControlPlane, and what each infrastructure cluster takes;
+//! - [`tcp`]: the TenantControlPlane built from a KamajiControlPlane and its Cluster;
+//! - [`infra`]: the reconciler's infrastructure-cluster patch table and plan;
+//! - [`create`]: `kubectl kamaji create` and `generate clusterclass` (the flags, the
+//!   infrastructure providers' registry, the objects they build);
+//! - [`plan`]: `kubectl kamaji scale` and `upgrade` (and their ClusterClass topology form).
+//!
+//! The reconciler's install manifests, which also carry our own `ops` CRDs, sit one level up, in
+//! [`crate::install`]. No two submodules import each other (`tests/tests/layers.rs`).
+
+pub mod api;
+pub mod crd;
+pub mod create;
+pub mod endpoint;
+pub mod infra;
+pub mod plan;
+pub mod tcp;
+pub mod version;

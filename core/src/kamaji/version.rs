@@ -1,0 +1,188 @@
+//! The Kubernetes releases Kamaji runs, and the walk one minor at a time it requires: Kamaji
+//! refuses to skip a minor, so a control plane more than one minor behind is walked there
+//! through every minor between ([`crate::version::minor_steps`]). `kubectl kamaji upgrade` shows
+//! the walk ([`upgrade_steps`]); the reconciler takes it step by step ([`next_step`]).
+
+use crate::Error;
+use crate::error::usage;
+use crate::version::{KubeVersion, minor_steps};
+
+/// `v`-prefixes a version (`1.33.0` → `v1.33.0`).
+pub fn v_prefixed(version: &str) -> String {
+    let v = version.trim();
+    if v.starts_with('v') {
+        v.to_string()
+    } else {
+        format!("v{v}")
+    }
+}
+
+/// Parses a Kubernetes release for Kamaji (`v1.35.0`; a missing `v` is added): Kamaji runs
+/// releases of Kubernetes 1.x, not pre-releases. The error says what is expected.
+pub fn parse_version(s: &str) -> Result<KubeVersion, Error> {
+    let hint = "use vMAJOR.MINOR.PATCH, e.g. v1.35.0";
+    let v = KubeVersion::parse(s)
+        .ok()
+        .filter(KubeVersion::is_release)
+        .ok_or_else(|| usage(format!("invalid Kubernetes version {s:?}"), hint))?;
+    if v.major != 1 {
+        return Err(usage(
+            format!("invalid Kubernetes version {s:?}: Kamaji runs Kubernetes 1.x"),
+            hint,
+        ));
+    }
+    Ok(v)
+}
+
+/// The versions an upgrade walks through: intermediate minors at `.0`, then the target. Empty
+/// when already there.
+pub(crate) fn upgrade_steps(from: &str, to: &str) -> Result<Vec<String>, Error> {
+    let f = parse_version(from)?;
+    let t = parse_version(to)?;
+    if t < f {
+        return Err(usage(
+            format!("cannot downgrade from {f} to {t}"),
+            "Kamaji does not support downgrades; pick a version at or above the current one",
+        ));
+    }
+    Ok(minor_steps(&f, &t)
+        .iter()
+        .map(ToString::to_string)
+        .collect())
+}
+
+/// What to write into the TenantControlPlane's `spec.kubernetes.version` now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Write the desired version (creation, a patch change, or the last minor step).
+    Desired(String),
+    /// A multi-minor upgrade: write this intermediate version; `remaining` minors to go after it.
+    Intermediate { version: String, remaining: u64 },
+    /// The current version is still rolling out: keep it; `remaining` minors to go.
+    Wait { version: String, remaining: u64 },
+    /// Refused: a downgrade of the minor, or a different major.
+    Refused(String),
+}
+
+/// Decides the next version. `current` is the TCP's `spec.kubernetes.version` (None before it
+/// exists), `ready_at_current` whether the TCP reports that version Ready.
+pub fn next_step(desired: &str, current: Option<&str>, ready_at_current: bool) -> Step {
+    let want = v_prefixed(desired);
+    let Some(cur_s) = current else {
+        return Step::Desired(want);
+    };
+    let (Some(d), Some(c)) = (
+        KubeVersion::parse(&want).ok(),
+        KubeVersion::parse(cur_s).ok(),
+    ) else {
+        return Step::Desired(want);
+    };
+    if d.major != c.major {
+        return Step::Refused(format!(
+            "changing the major version ({c} to {d}) is not supported"
+        ));
+    }
+    if d.minor < c.minor {
+        return Step::Refused(format!(
+            "downgrading the minor version ({c} to {d}) is not supported by Kamaji; set spec.version to v{}.{} or later",
+            c.major, c.minor
+        ));
+    }
+    if d.minor == c.minor {
+        return Step::Desired(want);
+    }
+    // A later minor of the same major: every minor after `c`, up to `d`.
+    let steps = minor_steps(&c, &d);
+    if !ready_at_current {
+        return Step::Wait {
+            version: cur_s.to_string(),
+            remaining: steps.len() as u64,
+        };
+    }
+    match steps.as_slice() {
+        [first, rest @ ..] if !rest.is_empty() => Step::Intermediate {
+            version: first.to_string(),
+            remaining: rest.len() as u64,
+        },
+        _ => Step::Desired(want),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creation_patch_and_single_minor_go_straight() {
+        assert_eq!(
+            next_step("1.33.1", None, false),
+            Step::Desired("v1.33.1".into())
+        );
+        assert_eq!(
+            next_step("v1.33.4", Some("v1.33.1"), false),
+            Step::Desired("v1.33.4".into())
+        );
+        assert_eq!(
+            next_step("v1.34.2", Some("v1.33.1"), true),
+            Step::Desired("v1.34.2".into())
+        );
+    }
+
+    #[test]
+    fn two_minors_are_stepped_and_each_step_waits_for_ready() {
+        assert_eq!(
+            next_step("v1.35.0", Some("v1.33.1"), true),
+            Step::Intermediate {
+                version: "v1.34.0".into(),
+                remaining: 1
+            }
+        );
+        assert_eq!(
+            next_step("v1.35.0", Some("v1.33.1"), false),
+            Step::Wait {
+                version: "v1.33.1".into(),
+                remaining: 2
+            }
+        );
+        // At the intermediate step, not yet Ready: keep it.
+        assert_eq!(
+            next_step("v1.35.0", Some("v1.34.0"), false),
+            Step::Wait {
+                version: "v1.34.0".into(),
+                remaining: 1
+            }
+        );
+        // Intermediate Ready: the final version.
+        assert_eq!(
+            next_step("v1.35.0", Some("v1.34.0"), true),
+            Step::Desired("v1.35.0".into())
+        );
+        // Already at the final version, rolling out: keep writing it.
+        assert_eq!(
+            next_step("v1.35.0", Some("v1.35.0"), false),
+            Step::Desired("v1.35.0".into())
+        );
+    }
+
+    #[test]
+    fn downgrades_and_major_changes_are_refused() {
+        assert!(
+            matches!(next_step("v1.32.0", Some("v1.33.0"), true), Step::Refused(m) if m.contains("downgrading"))
+        );
+        assert!(matches!(
+            next_step("v2.0.0", Some("v1.33.0"), true),
+            Step::Refused(_)
+        ));
+    }
+
+    #[test]
+    fn upgrade_steps_walk_one_minor_at_a_time() {
+        assert_eq!(
+            upgrade_steps("v1.33.2", "v1.35.1").unwrap(),
+            ["v1.34.0", "v1.35.1"]
+        );
+        assert_eq!(upgrade_steps("v1.33.2", "1.33.5").unwrap(), ["v1.33.5"]);
+        assert!(upgrade_steps("v1.35.0", "v1.35.0").unwrap().is_empty());
+        assert!(upgrade_steps("v1.35.0", "v1.34.0").is_err());
+    }
+}
