@@ -231,6 +231,16 @@ pub struct OutputFlags {
     pub color: ColorWhen,
 }
 
+/// The flags of a verb that lists and prints, and takes nothing else: kubectl's connection
+/// ([`KubeFlags`]) and output ([`OutputFlags`]) flags.
+#[derive(Args, Clone, Debug, Default)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
 impl From<&OutputFlags> for OutputOptions {
     fn from(f: &OutputFlags) -> OutputOptions {
         OutputOptions {

@@ -18,8 +18,8 @@ pub mod kubeconfig_flags;
 pub mod verbs;
 
 pub use flags::{
-    DryRun, EXIT_CODES_HELP, KubeFlags, LogFlags, OutputFlags, VERB_EXIT_CODES_HELP, count,
-    label_selector, parse_duration,
+    DryRun, EXIT_CODES_HELP, KubeFlags, ListArgs, LogFlags, OutputFlags, VERB_EXIT_CODES_HELP,
+    count, label_selector, parse_duration,
 };
 pub use harness::{Plugin, Program, command_for, external_verbs, run};
 pub use kclient::conn::Conn;

@@ -176,9 +176,16 @@ pub enum Human {
 pub trait Render: Serialize {
     /// The table or fields shown for `-o table` and `-o wide`.
     fn human(&self) -> Human;
+    /// The objects the table's rows are, when they are objects of one kind: what `-o name` and
+    /// `--show-labels` print unless [`Render::names`] or [`Render::labels`] say otherwise.
+    fn objects(&self) -> Option<RowObjects<'_>> {
+        None
+    }
     /// `kind.group/name` lines for `-o name`; `None` when a result has no objects.
     fn names(&self) -> Option<Vec<String>> {
-        None
+        let o = self.objects()?;
+        let names = o.rows.iter().map(|m| object_name(o.kind, o.group, &m.name));
+        Some(names.collect())
     }
     /// A line printed after the table (`-o table|wide`, not with `--no-headers`), such as a
     /// summary: "40 hosts: 12 available, 25 running".
@@ -188,7 +195,31 @@ pub trait Render: Serialize {
     /// Each table row's labels (`k=v,…`, `<none>` when empty) for `--show-labels`; `None` when
     /// the rows are not objects with labels.
     fn labels(&self) -> Option<Vec<String>> {
-        None
+        labels_column(self.objects()?.rows.iter().map(|m| &m.labels))
+    }
+}
+
+/// The objects of a list's rows ([`Render::objects`]): their kind and API group, and each
+/// row's `metadata`.
+pub struct RowObjects<'a> {
+    kind: &'a str,
+    group: &'a str,
+    rows: Vec<&'a kcore::json::RowMeta>,
+}
+
+impl<'a> RowObjects<'a> {
+    /// `rows` that are objects of `kind` in `group`, with the `metadata` of each.
+    pub fn of<R>(
+        kind: &'a str,
+        group: &'a str,
+        rows: &'a [R],
+        metadata: impl Fn(&'a R) -> &'a kcore::json::RowMeta,
+    ) -> Option<RowObjects<'a>> {
+        Some(RowObjects {
+            kind,
+            group,
+            rows: rows.iter().map(metadata).collect(),
+        })
     }
 }
 
@@ -210,20 +241,6 @@ pub fn labels_column<'a>(
     rows: impl IntoIterator<Item = &'a std::collections::BTreeMap<String, String>>,
 ) -> Option<Vec<String>> {
     Some(rows.into_iter().map(labels_text).collect())
-}
-
-/// The `-o name` lines of a list's rows ([`Render::names`]): `kind.group/name` for each name.
-pub fn names_column<'a>(
-    kind: &str,
-    group: &str,
-    names: impl IntoIterator<Item = &'a String>,
-) -> Option<Vec<String>> {
-    Some(
-        names
-            .into_iter()
-            .map(|n| object_name(kind, group, n))
-            .collect(),
-    )
 }
 
 /// `kind.group/name`, as `kubectl get -o name` prints it (`kind/name` for the core group).
@@ -455,6 +472,15 @@ fn eprint(text: &str) {
 /// A note on stderr (progress without a terminal, what a command is about to do).
 pub fn info(msg: &str) {
     eprint(&format!("{msg}\n"));
+}
+
+/// "No clusters found." (or "... found in namespace NS.") on stderr: what a table format says
+/// for an empty list of `what`.
+pub fn none_found(what: &str, namespace: Option<&str>) {
+    match namespace {
+        Some(ns) => info(&format!("No {what} found in namespace {ns}.")),
+        None => info(&format!("No {what} found.")),
+    }
 }
 
 /// A question on stderr, without a newline (the answer is typed after it).

@@ -98,6 +98,22 @@ impl Table {
             last: None,
         }
     }
+    /// A table of `rows` under `headers`, one row of `cells` each; `None` when there are no
+    /// rows (a section then says so in its own words).
+    pub fn of<R, I, C>(headers: &[&str], rows: &[R], cells: impl Fn(&R) -> I) -> Option<Table>
+    where
+        I: IntoIterator<Item = C>,
+        C: Into<Cell>,
+    {
+        if rows.is_empty() {
+            return None;
+        }
+        let mut t = Table::new(headers);
+        for r in rows {
+            t.row(cells(r));
+        }
+        Some(t)
+    }
     /// Extra columns shown only with `-o wide`, after the others.
     pub fn wide<I: IntoIterator<Item = S>, S: AsRef<str>>(mut self, headers: I) -> Table {
         self.headers

@@ -6,8 +6,9 @@ use clap::Args as ClapArgs;
 use cli::{KubeFlags, OutputFlags};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
-use kclient::render::{Cell, Human, Printer, Render, Table, Tone};
+use kclient::render::{Cell, Human, Printer, Render, RowObjects, Table, Tone};
 use kcore::fields::{self, Replicas};
+use kcore::groups::CAPI_GROUP;
 use kcore::json;
 use kube::api::ListParams;
 use serde::Serialize;
@@ -85,9 +86,6 @@ pub struct ClusterList {
 }
 
 impl Render for ClusterList {
-    fn labels(&self) -> Option<Vec<String>> {
-        kclient::render::labels_column(self.items.iter().map(|r| &r.metadata.labels))
-    }
     fn human(&self) -> Human {
         let mut t = Table::new([
             "NAME",
@@ -135,12 +133,8 @@ impl Render for ClusterList {
         }
         Human::Table(t)
     }
-    fn names(&self) -> Option<Vec<String>> {
-        kclient::render::names_column(
-            "Cluster",
-            kcore::groups::CAPI_GROUP,
-            self.items.iter().map(|r| &r.name),
-        )
+    fn objects(&self) -> Option<RowObjects<'_>> {
+        RowObjects::of("Cluster", CAPI_GROUP, &self.items, |r| &r.metadata)
     }
 }
 
@@ -279,11 +273,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         .collect();
     items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     if items.is_empty() && !args.output.output.is_structured() {
-        let where_ = match &namespace {
-            Some(ns) => format!(" in namespace {ns}"),
-            None => String::new(),
-        };
-        kclient::render::info(&format!("No clusters found{where_}."));
+        kclient::render::none_found("clusters", namespace.as_deref());
         return Ok(());
     }
     printer.print(&ClusterList { items })

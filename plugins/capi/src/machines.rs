@@ -8,8 +8,9 @@ use cli::{KubeFlags, OutputFlags, OutputFormat};
 use futures::StreamExt;
 use kclient::discovery::ServerApis;
 use kclient::error::{Error, Op};
-use kclient::render::{Cell, Human, Printer, Render, Table, Tone};
+use kclient::render::{Cell, Human, Printer, Render, RowObjects, Table, Tone};
 use kcore::fields;
+use kcore::groups::CAPI_GROUP;
 use kcore::json;
 use kcore::plan::hosts::{BYOMACHINE_NAME_LABEL, host_from_provider_id};
 use kube::api::{Api, DynamicObject, ListParams};
@@ -166,9 +167,6 @@ fn phase_tone(p: Option<&str>) -> Tone {
 }
 
 impl Render for MachineList {
-    fn labels(&self) -> Option<Vec<String>> {
-        kclient::render::labels_column(self.items.iter().map(|r| &r.metadata.labels))
-    }
     fn human(&self) -> Human {
         let mut t = Table::new([
             "NAME",
@@ -210,12 +208,8 @@ impl Render for MachineList {
         }
         Human::Table(t)
     }
-    fn names(&self) -> Option<Vec<String>> {
-        kclient::render::names_column(
-            "Machine",
-            kcore::groups::CAPI_GROUP,
-            self.items.iter().map(|r| &r.name),
-        )
+    fn objects(&self) -> Option<RowObjects<'_>> {
+        RowObjects::of("Machine", CAPI_GROUP, &self.items, |r| &r.metadata)
     }
 }
 
@@ -279,11 +273,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     }
     let structured = args.output.output.is_structured();
     if items.is_empty() && !structured {
-        let where_ = match &namespace {
-            Some(ns) => format!(" in namespace {ns}"),
-            None => String::new(),
-        };
-        kclient::render::info(&format!("No machines found{where_}."));
+        kclient::render::none_found("machines", namespace.as_deref());
     } else if args.watch && structured {
         for r in &items {
             print_one(&printer, r)?;

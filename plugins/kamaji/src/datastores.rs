@@ -1,10 +1,8 @@
 //! `kubectl kamaji datastores`: Kamaji DataStores, their driver, endpoints, readiness and use.
 
-use clap::Args as ClapArgs;
-use cli::{KubeFlags, OutputFlags};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
-use kclient::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
+use kclient::render::{Cell, Human, Printer, Render, RowObjects, Table, Tone};
 use kcore::fields::object_json;
 use kcore::groups::KAMAJI_GROUP;
 use serde::Serialize;
@@ -12,13 +10,8 @@ use serde::Serialize;
 use crate::common::age::age;
 use crate::common::control_plane;
 
-#[derive(ClapArgs, Clone, Debug)]
-pub struct Args {
-    #[command(flatten)]
-    pub kube: KubeFlags,
-    #[command(flatten)]
-    pub output: OutputFlags,
-}
+/// kubectl's connection and output flags, nothing else.
+pub type Args = cli::ListArgs;
 
 #[derive(Serialize, Clone, Debug)]
 #[serde(rename_all = "camelCase")]
@@ -40,13 +33,6 @@ pub struct DataStores {
 }
 
 impl Render for DataStores {
-    fn labels(&self) -> Option<Vec<String>> {
-        let text = self
-            .items
-            .iter()
-            .map(|r| kclient::render::labels_text(&r.metadata.labels));
-        Some(text.collect())
-    }
     fn human(&self) -> Human {
         let mut t = Table::new([
             "name",
@@ -75,13 +61,8 @@ impl Render for DataStores {
         }
         Human::Table(t)
     }
-    fn names(&self) -> Option<Vec<String>> {
-        Some(
-            self.items
-                .iter()
-                .map(|d| object_name("DataStore", KAMAJI_GROUP, &d.name))
-                .collect(),
-        )
+    fn objects(&self) -> Option<RowObjects<'_>> {
+        RowObjects::of("DataStore", KAMAJI_GROUP, &self.items, |r| &r.metadata)
     }
 }
 
@@ -157,7 +138,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             cli::OutputFormat::Table | cli::OutputFormat::Wide
         )
     {
-        kclient::render::info("No DataStores found.");
+        kclient::render::none_found("DataStores", None);
         return Ok(());
     }
     Printer::new(&args.output).print(&DataStores { items })

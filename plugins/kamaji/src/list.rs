@@ -1,8 +1,6 @@
 //! `kubectl kamaji list`: KamajiControlPlanes and standalone TenantControlPlanes, a
 //! `common::control_plane_row` each.
 
-use clap::Args as ClapArgs;
-use cli::{KubeFlags, OutputFlags};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render::{Cell, Human, Printer, Render, Table, Tone, object_name};
@@ -12,13 +10,8 @@ use serde::Serialize;
 use crate::common::control_plane;
 use crate::common::control_plane_row::ControlPlaneRow;
 
-#[derive(ClapArgs, Clone, Debug)]
-pub struct Args {
-    #[command(flatten)]
-    pub kube: KubeFlags,
-    #[command(flatten)]
-    pub output: OutputFlags,
-}
+/// kubectl's connection and output flags, nothing else.
+pub type Args = cli::ListArgs;
 
 #[derive(Serialize, Clone, Debug)]
 pub struct List {
@@ -38,11 +31,7 @@ fn tone(status: &str) -> Tone {
 
 impl Render for List {
     fn labels(&self) -> Option<Vec<String>> {
-        let text = self
-            .items
-            .iter()
-            .map(|r| kclient::render::labels_text(&r.metadata.labels));
-        Some(text.collect())
+        kclient::render::labels_column(self.items.iter().map(|r| &r.metadata.labels))
     }
     fn human(&self) -> Human {
         let mut cols = vec![

@@ -6,7 +6,8 @@ use clap::{Args as ClapArgs, Subcommand};
 use cli::{KubeFlags, OutputFlags};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
-use kclient::render::{Cell, Human, Printer, Render, Table, Tone};
+use kclient::render::{Cell, Human, Printer, Render, RowObjects, Table, Tone, labels_text};
+use kcore::groups::INFRASTRUCTURE_GROUP;
 use kcore::plan::hosts::{HostFilter, HostRow, HostState, HostSummary};
 use kcore::plan::selector::LabelSelector;
 use serde::Serialize;
@@ -89,17 +90,6 @@ pub fn state_tone(s: HostState) -> Tone {
     }
 }
 
-fn labels_text(labels: &std::collections::BTreeMap<String, String>) -> String {
-    if labels.is_empty() {
-        return "<none>".into();
-    }
-    labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// The MACHINE column: the CAPI Machine, else the ByoMachine that claimed the host.
 fn machine_cell(r: &HostRow) -> String {
     match (&r.machine, &r.byo_machine) {
@@ -110,9 +100,6 @@ fn machine_cell(r: &HostRow) -> String {
 }
 
 impl Render for HostList {
-    fn labels(&self) -> Option<Vec<String>> {
-        kclient::render::labels_column(self.items.iter().map(|r| &r.metadata.labels))
-    }
     fn human(&self) -> Human {
         let mut t = Table::new([
             "NAME", "STATE", "CLUSTER", "MACHINE", "VERSION", "OS", "ARCH", "IP", "AGE",
@@ -138,12 +125,10 @@ impl Render for HostList {
         }
         Human::Table(t)
     }
-    fn names(&self) -> Option<Vec<String>> {
-        kclient::render::names_column(
-            "ByoHost",
-            kcore::groups::INFRASTRUCTURE_GROUP,
-            self.items.iter().map(|r| &r.name),
-        )
+    fn objects(&self) -> Option<RowObjects<'_>> {
+        RowObjects::of("ByoHost", INFRASTRUCTURE_GROUP, &self.items, |r| {
+            &r.metadata
+        })
     }
     fn footer(&self) -> Option<String> {
         Some(format!("\n{}", self.summary))
@@ -267,11 +252,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     }
     let summary = HostSummary::of(&items);
     if items.is_empty() && !args.output.output.is_structured() {
-        let where_ = match &namespace {
-            Some(ns) => format!(" in namespace {ns}"),
-            None => String::new(),
-        };
-        kclient::render::info(&format!("No hosts found{where_}."));
+        kclient::render::none_found("hosts", namespace.as_deref());
         return Ok(());
     }
     printer.print(&HostList { summary, items })
