@@ -118,50 +118,39 @@ fn table_section(o: &mut String, title: &str, t: Option<Table>) {
 }
 
 fn conditions_table(conditions: &[Condition]) -> Option<Table> {
-    if conditions.is_empty() {
-        return None;
-    }
-    let mut t = Table::new(["TYPE", "STATUS", "SEVERITY", "REASON", "MESSAGE"]);
-    for c in conditions {
-        t.row([
+    let headers = ["TYPE", "STATUS", "SEVERITY", "REASON", "MESSAGE"];
+    Table::of(&headers, conditions, |c| {
+        [
             c.type_.clone(),
             c.status.clone(),
             c.severity.clone().unwrap_or_default(),
             c.reason.clone().unwrap_or_default(),
             c.message.clone().unwrap_or_default(),
-        ]);
-    }
-    Some(t)
+        ]
+    })
 }
 
 fn interfaces_table(interfaces: &[Interface]) -> Option<Table> {
-    if interfaces.is_empty() {
-        return None;
-    }
-    let mut t = Table::new(["INTERFACE", "DEFAULT", "CONNECTED", "MAC", "ADDRESSES"]);
-    for i in interfaces {
-        t.row([
+    let headers = ["INTERFACE", "DEFAULT", "CONNECTED", "MAC", "ADDRESSES"];
+    Table::of(&headers, interfaces, |i| {
+        let addresses = if i.addresses.is_empty() {
+            "<none>".to_string()
+        } else {
+            i.addresses.join(",")
+        };
+        [
             i.name.clone(),
             if i.is_default { "yes" } else { "" }.to_string(),
             if i.connected { "yes" } else { "no" }.to_string(),
             i.mac.clone().unwrap_or_default(),
-            if i.addresses.is_empty() {
-                "<none>".to_string()
-            } else {
-                i.addresses.join(",")
-            },
-        ]);
-    }
-    Some(t)
+            addresses,
+        ]
+    })
 }
 
 fn events_table(events: &[EventRow]) -> Option<Table> {
-    if events.is_empty() {
-        return None;
-    }
-    let mut t = Table::new(["TYPE", "REASON", "AGE", "FROM", "MESSAGE"]);
     let now = time::now();
-    for e in events {
+    Table::of(&["TYPE", "REASON", "AGE", "FROM", "MESSAGE"], events, |e| {
         let age = e
             .last_seen
             .as_deref()
@@ -170,15 +159,14 @@ fn events_table(events: &[EventRow]) -> Option<Table> {
             (a, n) if n > 1 => format!("{} (x{n})", cells::age(a)),
             (a, _) => cells::age(a),
         };
-        t.row([
+        [
             e.type_.clone(),
             e.reason.clone(),
             age,
             e.source.clone(),
             e.message.clone(),
-        ]);
-    }
-    Some(t)
+        ]
+    })
 }
 
 impl HostDescription {

@@ -59,36 +59,30 @@ fn summary_fields(s: &Summary, upgrade: Option<&UpgradeSummary>) -> String {
 }
 
 fn pods_table(pods: &[PodRow]) -> Option<Table> {
-    if pods.is_empty() {
-        return None;
-    }
-    let mut t = Table::new(["name", "status", "ready", "restarts", "node"]);
-    for p in pods {
-        t.row([
-            p.name.clone(),
-            p.phase.clone(),
-            p.ready.clone(),
-            p.restarts.to_string(),
-            p.node.clone(),
-        ]);
-    }
-    Some(t)
+    Table::of(
+        &["name", "status", "ready", "restarts", "node"],
+        pods,
+        |p| {
+            [
+                p.name.clone(),
+                p.phase.clone(),
+                p.ready.clone(),
+                p.restarts.to_string(),
+                p.node.clone(),
+            ]
+        },
+    )
 }
 
 fn conditions_table(conditions: &[Condition]) -> Option<Table> {
-    if conditions.is_empty() {
-        return None;
-    }
-    let mut t = Table::new(["type", "status", "reason", "message"]);
-    for c in conditions {
-        t.row([
+    Table::of(&["type", "status", "reason", "message"], conditions, |c| {
+        [
             c.type_.clone(),
             c.status.clone(),
             c.reason.clone().unwrap_or_default(),
             c.message.clone().unwrap_or_default(),
-        ]);
-    }
-    Some(t)
+        ]
+    })
 }
 
 fn addons_table(addons: &[AddonRow]) -> Table {
@@ -104,35 +98,24 @@ fn addons_table(addons: &[AddonRow]) -> Table {
 }
 
 fn certificates_table(certificates: &[CertRow]) -> Option<Table> {
-    if certificates.is_empty() {
-        return None;
-    }
-    let mut t = Table::new(["secret", "key", "subject", "expires", "days left"]);
-    for c in certificates {
-        t.row([
+    let headers = ["secret", "key", "subject", "expires", "days left"];
+    Table::of(&headers, certificates, |c| {
+        [
             c.secret.clone(),
             c.key.clone(),
             c.subject.clone(),
             c.not_after.clone(),
             c.days_left.to_string(),
-        ]);
-    }
-    Some(t)
+        ]
+    })
 }
 
 fn workers_table(workers: &[WorkerRow]) -> Option<Table> {
-    if workers.is_empty() {
-        return None;
-    }
-    let mut t = Table::new(["machinedeployment", "ready/desired", "version"]);
-    for w in workers {
-        t.row([
-            w.machine_deployment.clone(),
-            format!("{}/{}", w.ready, w.desired),
-            w.version.clone(),
-        ]);
-    }
-    Some(t)
+    let headers = ["machinedeployment", "ready/desired", "version"];
+    Table::of(&headers, workers, |w| {
+        let ready = format!("{}/{}", w.ready, w.desired);
+        [w.machine_deployment.clone(), ready, w.version.clone()]
+    })
 }
 
 impl Render for Status {
