@@ -3,14 +3,12 @@
 //! flags and names are clastix's `kamaji` plugin's (`cmd/certificates/rotate.go`,
 //! github.com/clastix/kamaji-kubectl-plugin v1.0.0).
 
-use clap::{ArgAction, Args as ClapArgs, Subcommand, ValueEnum};
+use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use cli::KubeFlags;
-use kclient::discovery::ServerApis;
 use kclient::error::Error;
 
-use crate::common::clastix::go_bool;
-use crate::common::control_plane::resolve;
-use crate::common::secrets::rotate_secrets;
+use crate::common::clastix::CobraBool;
+use crate::common::secrets::{rotate_named, rotation};
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
@@ -90,16 +88,7 @@ pub struct CertificatesRotateArgs {
     #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
     pub certificates: Vec<Cert>,
     /// Every certificate but the CA and the datastore's (--all=false is accepted, as cobra's flags take it)
-    #[arg(
-        long,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        action = ArgAction::Set,
-        value_parser = go_bool,
-        value_name = "BOOL"
-    )]
+    #[arg(long, cobra_bool = false)]
     pub all: bool,
     #[command(flatten)]
     pub kube: KubeFlags,
@@ -108,36 +97,25 @@ pub struct CertificatesRotateArgs {
 impl CertificatesRotateArgs {
     /// The certificates asked for, and whether a missing one is an error.
     fn certs(&self) -> Result<(Vec<Cert>, bool), Error> {
-        match (self.all, self.certificates.is_empty()) {
-            (true, false) => Err(Error::Usage {
-                message: "--all and --certificates both say what to rotate".into(),
-                hint: Some("pass one of them".into()),
-            }),
-            (true, true) => Ok((Cert::ALL.to_vec(), false)),
-            (false, true) => Err(Error::Usage {
-                message: "no certificate to rotate: --certificates or --all is required".into(),
-                hint: Some(
-                    "name them with --certificates=APIServer,... or pass --all (see --help)".into(),
-                ),
-            }),
-            (false, false) => {
-                let mut certs = self.certificates.clone();
-                certs.dedup();
-                Ok((certs, true))
-            }
-        }
+        let none = Err(Error::Usage {
+            message: "no certificate to rotate: --certificates or --all is required".into(),
+            hint: Some(
+                "name them with --certificates=APIServer,... or pass --all (see --help)".into(),
+            ),
+        });
+        rotation(
+            self.all,
+            &Cert::ALL,
+            "--certificates",
+            &self.certificates,
+            none,
+        )
     }
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
     let CertificatesCommand::Rotate(a) = &args.verb;
     let (certs, strict) = a.certs()?;
-    let conn = a.kube.connect().await?;
-    let apis = ServerApis::discover(&conn).await?;
-    let t = resolve(&conn, &apis, &a.name).await?;
-    let names: Vec<String> = certs
-        .iter()
-        .map(|c| format!("{}-{}", t.tcp_name(), c.suffix()))
-        .collect();
-    rotate_secrets(&conn, &t, &names, strict).await
+    let suffixes: Vec<&str> = certs.iter().map(|c| c.suffix()).collect();
+    rotate_named(&a.kube, &a.name, &suffixes, strict).await
 }

@@ -3,14 +3,14 @@
 //! github.com/clastix/kamaji-kubectl-plugin v1.0.0), and the kubeconfig flags `kubectl capi
 //! kubeconfig` has (`-o`, `--write-to`, `--merge`: [`cli::KubeconfigFlags`]).
 
-use clap::{ArgAction, Args as ClapArgs, Subcommand, ValueEnum};
+use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use cli::{KubeFlags, KubeconfigFlags};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 
-use crate::common::clastix::go_bool;
+use crate::common::clastix::CobraBool;
 use crate::common::control_plane::resolve;
-use crate::common::secrets::rotate_secrets;
+use crate::common::secrets::{rotate_named, rotation};
 use crate::common::tenant_kubeconfig::{admin_kubeconfig, admin_secret_name};
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -132,16 +132,7 @@ pub struct KubeconfigRotateArgs {
     )]
     pub kinds: Vec<KubeconfigKind>,
     /// Every component's kubeconfig (--all=false is accepted, as cobra's flags take it)
-    #[arg(
-        long,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        action = ArgAction::Set,
-        value_parser = go_bool,
-        value_name = "BOOL"
-    )]
+    #[arg(long, cobra_bool = false)]
     pub all: bool,
     #[command(flatten)]
     pub kube: KubeFlags,
@@ -150,19 +141,14 @@ pub struct KubeconfigRotateArgs {
 impl KubeconfigRotateArgs {
     /// The kubeconfigs asked for, and whether a missing one is an error.
     fn kinds(&self) -> Result<(Vec<KubeconfigKind>, bool), Error> {
-        match (self.all, self.kinds.is_empty()) {
-            (true, false) => Err(Error::Usage {
-                message: "--all and --components both say what to rotate".into(),
-                hint: Some("pass one of them".into()),
-            }),
-            (true, true) => Ok((KubeconfigKind::ALL.to_vec(), false)),
-            (false, true) => Ok((vec![KubeconfigKind::Admin], true)),
-            (false, false) => {
-                let mut kinds = self.kinds.clone();
-                kinds.dedup();
-                Ok((kinds, true))
-            }
-        }
+        let none = Ok(vec![KubeconfigKind::Admin]);
+        rotation(
+            self.all,
+            &KubeconfigKind::ALL,
+            "--components",
+            &self.kinds,
+            none,
+        )
     }
 }
 
@@ -185,12 +171,6 @@ async fn get(args: &GetArgs) -> Result<(), Error> {
 
 async fn rotate(args: &KubeconfigRotateArgs) -> Result<(), Error> {
     let (kinds, strict) = args.kinds()?;
-    let conn = args.kube.connect().await?;
-    let apis = ServerApis::discover(&conn).await?;
-    let t = resolve(&conn, &apis, &args.name).await?;
-    let names: Vec<String> = kinds
-        .iter()
-        .map(|k| format!("{}-{}", t.tcp_name(), k.suffix()))
-        .collect();
-    rotate_secrets(&conn, &t, &names, strict).await
+    let suffixes: Vec<&str> = kinds.iter().map(|k| k.suffix()).collect();
+    rotate_named(&args.kube, &args.name, &suffixes, strict).await
 }

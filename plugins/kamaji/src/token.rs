@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use clap::{ArgAction, Args as ClapArgs, Subcommand, ValueEnum};
+use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use cli::{KubeFlags, parse_duration};
 use k8s_openapi::api::core::v1::Secret;
 use kclient::discovery::ServerApis;
@@ -16,7 +16,7 @@ use kcore::build::pki;
 use kcore::fields;
 use kube::api::{Api, ListParams, PostParams};
 
-use crate::common::clastix::go_bool;
+use crate::common::clastix::CobraBool;
 use crate::common::control_plane::{ControlPlane, resolve};
 use crate::common::tenant_kubeconfig::{TenantAdmin, tenant_admin};
 use crate::common::tenant_status::bootstrap_token_phase_done;
@@ -64,16 +64,7 @@ pub struct JoinArgs {
     #[arg(long, value_parser = token_ttl, default_value = "24h", value_name = "DURATION")]
     pub ttl: Duration,
     /// Ignore expired tokens (clastix's flag; expired tokens are never offered here, since a join with one fails, so =false changes nothing)
-    #[arg(
-        long,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "true",
-        action = ArgAction::Set,
-        value_parser = go_bool,
-        value_name = "BOOL"
-    )]
+    #[arg(long, cobra_bool = true)]
     pub skip_expired: bool,
     /// Create a new token even if a valid one exists
     #[arg(long)]

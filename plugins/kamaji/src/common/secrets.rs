@@ -3,13 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use cli::Conn;
+use cli::{Conn, KubeFlags};
 use k8s_openapi::api::core::v1::Secret;
+use kclient::discovery::ServerApis;
 use kclient::error::{Error, Op};
 use kclient::render;
 use kube::api::Api;
 
-use super::control_plane::ControlPlane;
+use super::control_plane::{ControlPlane, resolve};
 
 /// Reads a Secret's data as bytes by key; `None` when the Secret does not exist.
 pub async fn secret_data(
@@ -36,6 +37,48 @@ pub async fn secret_data(
             .collect();
         (s, data)
     }))
+}
+
+/// What `rotate` asks for: `every` with `--all` (a missing Secret is then skipped), the `named`
+/// ones, deduplicated, with `flag` (a missing one is an error), else `neither`; `--all` with
+/// `flag` is a usage error.
+pub fn rotation<T: Clone + PartialEq>(
+    all: bool,
+    every: &[T],
+    flag: &str,
+    named: &[T],
+    neither: Result<Vec<T>, Error>,
+) -> Result<(Vec<T>, bool), Error> {
+    match (all, named.is_empty()) {
+        (true, false) => Err(Error::Usage {
+            message: format!("--all and {flag} both say what to rotate"),
+            hint: Some("pass one of them".into()),
+        }),
+        (true, true) => Ok((every.to_vec(), false)),
+        (false, true) => neither.map(|v| (v, true)),
+        (false, false) => {
+            let mut named = named.to_vec();
+            named.dedup();
+            Ok((named, true))
+        }
+    }
+}
+
+/// Rotates the Secrets `<tcp>-<suffix>` of the control plane `name` ([`rotate_secrets`]).
+pub async fn rotate_named(
+    kube: &KubeFlags,
+    name: &str,
+    suffixes: &[&str],
+    strict: bool,
+) -> Result<(), Error> {
+    let conn = kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    let t = resolve(&conn, &apis, name).await?;
+    let names: Vec<String> = suffixes
+        .iter()
+        .map(|s| format!("{}-{s}", t.tcp_name()))
+        .collect();
+    rotate_secrets(&conn, &t, &names, strict).await
 }
 
 /// Deletes Secrets so that Kamaji re-issues them (what clastix's plugin does,
