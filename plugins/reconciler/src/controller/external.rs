@@ -3,13 +3,13 @@
 //! do not cross clusters).
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use super::status::write_status;
-use super::{Cond, ECR_FINALIZER, KcpCtx, TcpPlace, kcp_ns, no, yes};
+use super::status::write_status_with;
+use super::{Cond, ECR_FINALIZER, KcpCtx, TcpPlace, kcp_ns, no, patch_kcp, yes};
 use crate::Error;
 use crate::api::ExternalClusterReference;
 use crate::api::v1alpha2::KamajiControlPlane;
@@ -38,12 +38,9 @@ pub(super) async fn tcp_place(
         return Ok(Some(TcpPlace::new(ctx, client, ns, name, false)));
     };
     if !ctx.cfg.external_cluster_reference {
-        conds.push(no(
-            "FoundExternalReferenceClient",
-            "FeatureDisabled",
-            "deployment.externalClusterReference is set but the reconciler runs without --external-cluster-reference; restart it with that flag or remove the reference",
-        ));
-        write_status(kcp, ctx, None, conds).await?;
+        let why = "deployment.externalClusterReference is set but the reconciler runs without --external-cluster-reference; restart it with that flag or remove the reference";
+        let cond = no("FoundExternalReferenceClient", "FeatureDisabled", why);
+        write_status_with(kcp, ctx, None, conds, cond).await?;
         return Ok(None);
     }
     match remote_client(kcp, &r, ctx).await {
@@ -54,8 +51,8 @@ pub(super) async fn tcp_place(
             Ok(Some(TcpPlace::new(ctx, c, ns, name, true)))
         }
         Err(e) => {
-            conds.push(no("FoundExternalReferenceClient", "Failed", e.to_string()));
-            write_status(kcp, ctx, None, conds).await?;
+            let cond = no("FoundExternalReferenceClient", "Failed", e.to_string());
+            write_status_with(kcp, ctx, None, conds, cond).await?;
             Err(e)
         }
     }
@@ -67,14 +64,8 @@ async fn ensure_finalizer(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Result<(), 
     }
     let mut f = kcp.finalizers().to_vec();
     f.push(ECR_FINALIZER.into());
-    let api: Api<KamajiControlPlane> = Api::namespaced(ctx.base.client.clone(), &kcp_ns(kcp));
     let body = json!({"metadata": {"finalizers": f, "resourceVersion": kcp.resource_version()}});
-    api.patch(
-        &kcp.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&body),
-    )
-    .await?;
+    patch_kcp(kcp, ctx, &body).await?;
     Ok(())
 }
 
@@ -109,16 +100,8 @@ pub(super) async fn finalize(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Result<A
         .filter(|f| *f != ECR_FINALIZER)
         .cloned()
         .collect();
-    let api: Api<KamajiControlPlane> = Api::namespaced(ctx.base.client.clone(), &kcp_ns(kcp));
     let body = json!({"metadata": {"finalizers": f, "resourceVersion": kcp.resource_version()}});
-    match api
-        .patch(
-            &kcp.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&body),
-        )
-        .await
-    {
+    match patch_kcp(kcp, ctx, &body).await {
         Ok(_) => Ok(Action::await_change()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(Action::await_change()),
         Err(e) => Err(e.into()),

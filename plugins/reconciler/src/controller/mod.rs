@@ -177,3 +177,15 @@ fn owner_ref(
 fn kcp_ns(kcp: &KamajiControlPlane) -> String {
     kcp.namespace().unwrap_or_default()
 }
+
+/// A JSON merge patch of the KamajiControlPlane itself (its finalizers, its endpoint).
+async fn patch_kcp(
+    kcp: &KamajiControlPlane,
+    ctx: &KcpCtx,
+    body: &serde_json::Value,
+) -> Result<KamajiControlPlane, kube::Error> {
+    let api: Api<KamajiControlPlane> = Api::namespaced(ctx.base.client.clone(), &kcp_ns(kcp));
+    let pp = kube::api::PatchParams::default();
+    api.patch(&kcp.name_any(), &pp, &kube::api::Patch::Merge(body))
+        .await
+}

@@ -17,8 +17,11 @@ use serde_json::{Value, json};
 use super::external::{finalize, tcp_place};
 use super::infra_cluster::infra_step;
 use super::secrets::publish_secrets;
-use super::status::{ObservedTcp, event, has_condition, observe, write_status, write_status_obs};
-use super::{Cond, KcpCtx, MANAGER, TcpPlace, kcp_ns, no, yes};
+use super::status::{
+    ObservedTcp, event, has_condition, observe, write_status, write_status_obs,
+    write_status_obs_with, write_status_with,
+};
+use super::{Cond, KcpCtx, MANAGER, TcpPlace, kcp_ns, no, patch_kcp, yes};
 use crate::Error;
 use crate::api::v1alpha2::KamajiControlPlane;
 use crate::endpoint::{self, Endpoint};
@@ -198,8 +201,8 @@ async fn version_target(
             version
         }
         Step::Refused(why) => {
-            conds.push(no("TenantControlPlaneCreated", "VersionRefused", why));
-            write_status(kcp, ctx, existing, conds).await?;
+            let cond = no("TenantControlPlaneCreated", "VersionRefused", why);
+            write_status_with(kcp, ctx, existing, conds, cond).await?;
             return Ok(None);
         }
     };
@@ -238,8 +241,7 @@ async fn apply_tcp(
     let spec = match tcp_spec(kcp, ctx, cluster, target) {
         Ok(s) => s,
         Err(c) => {
-            conds.push(c);
-            write_status(kcp, ctx, existing, conds).await?;
+            write_status_with(kcp, ctx, existing, conds, c).await?;
             return Ok(None);
         }
     };
@@ -265,8 +267,8 @@ async fn apply_tcp(
             Ok(Some(serde_json::to_value(&t).unwrap_or(Value::Null)))
         }
         Err(e) => {
-            conds.push(no("TenantControlPlaneCreated", "Failed", e.to_string()));
-            write_status(kcp, ctx, existing, conds).await?;
+            let cond = no("TenantControlPlaneCreated", "Failed", e.to_string());
+            write_status_with(kcp, ctx, existing, conds, cond).await?;
             Err(e.into())
         }
     }
@@ -367,12 +369,10 @@ async fn endpoint_step(
         .as_str()
         .unwrap_or_default();
     let Some(ep) = endpoint::derive(status_ep, kcp.spec.fields.network.as_ref()) else {
-        conds.push(no(
-            "TenantControlPlaneAddressReady",
-            "WaitingForKamaji",
-            "waiting for Kamaji to report the TenantControlPlane's status.controlPlaneEndpoint",
-        ));
-        write_status_obs(kcp, ctx, observed, conds).await?;
+        let why =
+            "waiting for Kamaji to report the TenantControlPlane's status.controlPlaneEndpoint";
+        let cond = no("TenantControlPlaneAddressReady", "WaitingForKamaji", why);
+        write_status_obs_with(kcp, ctx, observed, conds, cond).await?;
         return Ok(None);
     };
     conds.push(yes("TenantControlPlaneAddressReady", "Succeeded"));
@@ -433,14 +433,8 @@ async fn patch_endpoint(
     if cur.is_some_and(|c| c.host == ep.host && c.port == ep.port) {
         return Ok(());
     }
-    let api: Api<KamajiControlPlane> = Api::namespaced(ctx.base.client.clone(), &kcp_ns(kcp));
     let body = json!({"spec": {"controlPlaneEndpoint": {"host": ep.host, "port": ep.port}}});
-    api.patch(
-        &kcp.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&body),
-    )
-    .await?;
+    patch_kcp(kcp, ctx, &body).await?;
     Ok(())
 }
 
@@ -456,8 +450,8 @@ async fn secrets_condition(
         Ok(()) => conds.push(yes("KubeadmResourcesCreated", "Succeeded")),
         Err(Error::Waiting(m)) => conds.push(no("KubeadmResourcesCreated", "WaitingForKamaji", m)),
         Err(e) => {
-            conds.push(no("KubeadmResourcesCreated", "Failed", e.to_string()));
-            write_status_obs(kcp, ctx, observed, conds).await?;
+            let cond = no("KubeadmResourcesCreated", "Failed", e.to_string());
+            write_status_obs_with(kcp, ctx, observed, conds, cond).await?;
             return Err(e);
         }
     }

@@ -107,6 +107,31 @@ pub(super) async fn write_status(
     write_status_obs(kcp, ctx, &obs, conds).await
 }
 
+/// Adds `cond` to `conds` and writes the status from the TCP `tcp` (if any): how a step that
+/// stops the reconcile says why.
+pub(super) async fn write_status_with(
+    kcp: &KamajiControlPlane,
+    ctx: &KcpCtx,
+    tcp: Option<&Value>,
+    conds: &mut Vec<Cond>,
+    cond: Cond,
+) -> Result<(), Error> {
+    conds.push(cond);
+    write_status(kcp, ctx, tcp, conds).await
+}
+
+/// [`write_status_with`] for a TCP already observed.
+pub(super) async fn write_status_obs_with(
+    kcp: &KamajiControlPlane,
+    ctx: &KcpCtx,
+    obs: &ObservedTcp,
+    conds: &mut Vec<Cond>,
+    cond: Cond,
+) -> Result<(), Error> {
+    conds.push(cond);
+    write_status_obs(kcp, ctx, obs, conds).await
+}
+
 fn now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")

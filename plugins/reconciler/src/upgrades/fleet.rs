@@ -41,24 +41,9 @@ fn error_policy(f: Arc<FleetUpgrade>, err: &Error, ctx: Arc<UpgradeCtx>) -> Acti
         .failed(&ctx.base, "fleet", f.as_ref(), err)
 }
 
+/// Writes a FleetUpgrade's status ([`super::write_status`]).
 async fn write(ctx: &UpgradeCtx, f: &FleetUpgrade, st: &FleetUpgradeStatus) -> Result<(), Error> {
-    if f.status.as_ref() == Some(st) {
-        return Ok(());
-    }
-    let api: Api<FleetUpgrade> =
-        Api::namespaced(ctx.base.client.clone(), &f.namespace().unwrap_or_default());
-    let body = json!({
-        "apiVersion": format!("{}/{}", kcore::ops::GROUP, kcore::ops::VERSION),
-        "kind": "FleetUpgrade",
-        "status": st,
-    });
-    api.patch_status(
-        &f.name_any(),
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(body),
-    )
-    .await?;
-    Ok(())
+    super::write_status(ctx, f, f.status.as_ref(), st).await
 }
 
 fn clusters_api(ctx: &UpgradeCtx, ns: &str) -> Api<DynamicObject> {

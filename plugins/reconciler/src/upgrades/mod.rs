@@ -183,29 +183,48 @@ fn now() -> String {
         .unwrap_or_else(|_| jiff::Timestamp::now().to_string())
 }
 
-/// Writes the status (server-side apply of the whole status: fields it no longer holds go).
-async fn write(
+/// Writes `st` as the status of `obj`, a ClusterUpgrade or FleetUpgrade whose status is
+/// `current`, unless it is that already (server-side apply of the whole status: fields it no
+/// longer holds go).
+async fn write_status<K, S>(
     ctx: &UpgradeCtx,
-    cu: &ClusterUpgrade,
-    st: &ClusterUpgradeStatus,
-) -> Result<(), Error> {
-    if cu.status.as_ref() == Some(st) {
+    obj: &K,
+    current: Option<&S>,
+    st: &S,
+) -> Result<(), Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    S: serde::Serialize + PartialEq,
+{
+    if current == Some(st) {
         return Ok(());
     }
-    let ns = cu.namespace().unwrap_or_default();
-    let api: Api<ClusterUpgrade> = Api::namespaced(ctx.base.client.clone(), &ns);
+    let ns = obj.namespace().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(ctx.base.client.clone(), &ns);
     let body = serde_json::json!({
         "apiVersion": format!("{}/{}", kcore::ops::GROUP, kcore::ops::VERSION),
-        "kind": "ClusterUpgrade",
+        "kind": K::kind(&()),
         "status": st,
     });
     api.patch_status(
-        &cu.name_any(),
+        &obj.name_any(),
         &PatchParams::apply(MANAGER).force(),
         &Patch::Apply(body),
     )
     .await?;
     Ok(())
+}
+
+/// Writes a ClusterUpgrade's status ([`write_status`]).
+async fn write(
+    ctx: &UpgradeCtx,
+    cu: &ClusterUpgrade,
+    st: &ClusterUpgradeStatus,
+) -> Result<(), Error> {
+    write_status(ctx, cu, cu.status.as_ref(), st).await
 }
 
 /// Whether the status must be planned afresh: nothing planned yet (no phase, or Pending while
