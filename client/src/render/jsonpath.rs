@@ -692,31 +692,30 @@ mod tests {
 
     #[test]
     fn kubectl_examples() {
-        assert_eq!(render("{.items[*].metadata.name}"), "a b");
-        assert_eq!(
-            render("{range .items[*]}{.metadata.name}{\"\\t\"}{.state}{\"\\n\"}{end}"),
-            "a\tAvailable\nb\tRunning\n"
-        );
-        assert_eq!(render("names: {.items[0].metadata.name}!"), "names: a!");
-        assert_eq!(
-            render("{.items[*].metadata.labels.app\\.kubernetes\\.io/name}"),
-            "x"
-        );
-        assert_eq!(render("{.items[0].metadata.labels.tier-1}"), "db");
-        assert_eq!(
-            render("{.items[?(@.state==\"Running\")].metadata.name}"),
-            "b"
-        );
-        assert_eq!(render("{.items[*].n}"), "1 2");
-        assert_eq!(
-            render("{.items[1].metadata}"),
-            "{\"labels\":{},\"name\":\"b\"}"
-        );
-        assert_eq!(render("{..name}"), "a b");
-        assert_eq!(render("{$.items[-1:].metadata.name}"), "b");
-        assert_eq!(render("{.nothing.here}"), "");
-        assert_eq!(render("{range .items}{.n}{end}"), "12");
-        assert_eq!(render("{range .items[*]}{$.items[0].n}{end}"), "11");
+        let cases = [
+            ("{.items[*].metadata.name}", "a b"),
+            (
+                "{range .items[*]}{.metadata.name}{\"\\t\"}{.state}{\"\\n\"}{end}",
+                "a\tAvailable\nb\tRunning\n",
+            ),
+            ("names: {.items[0].metadata.name}!", "names: a!"),
+            (
+                "{.items[*].metadata.labels.app\\.kubernetes\\.io/name}",
+                "x",
+            ),
+            ("{.items[0].metadata.labels.tier-1}", "db"),
+            ("{.items[?(@.state==\"Running\")].metadata.name}", "b"),
+            ("{.items[*].n}", "1 2"),
+            ("{.items[1].metadata}", "{\"labels\":{},\"name\":\"b\"}"),
+            ("{..name}", "a b"),
+            ("{$.items[-1:].metadata.name}", "b"),
+            ("{.nothing.here}", ""),
+            ("{range .items}{.n}{end}", "12"),
+            ("{range .items[*]}{$.items[0].n}{end}", "11"),
+        ];
+        for (template, want) in cases {
+            assert_eq!(render(template), want, "{template}");
+        }
     }
 
     #[test]
