@@ -379,30 +379,43 @@ fn probes(f: &KamajiControlPlaneFields, comps: &Components<'_>) -> Map<String, V
 
 /// The pod-level settings of `deployment`, copied field by field.
 fn pod_settings(d: &DeploymentComponent, dep: &mut Map<String, Value>) {
-    set(dep, "nodeSelector", json!(d.node_selector));
-    set(dep, "runtimeClassName", json!(d.runtime_class_name));
-    set(dep, "serviceAccountName", json!(d.service_account_name));
-    set(dep, "additionalMetadata", to_value(&d.additional_metadata));
-    set(
-        dep,
-        "podAdditionalMetadata",
-        to_value(&d.pod_additional_metadata),
-    );
-    set(dep, "strategy", to_value(&d.strategy));
-    set(dep, "affinity", to_value(&d.affinity));
-    set(dep, "tolerations", to_value(&d.tolerations));
-    set(
-        dep,
-        "topologySpreadConstraints",
-        to_value(&d.topology_spread_constraints),
-    );
-    set(
-        dep,
-        "additionalInitContainers",
-        to_value(&d.extra_init_containers),
-    );
-    set(dep, "additionalContainers", to_value(&d.extra_containers));
-    set(dep, "additionalVolumes", to_value(&d.extra_volumes));
+    let fields = [
+        ("nodeSelector", json!(d.node_selector)),
+        ("runtimeClassName", json!(d.runtime_class_name)),
+        ("serviceAccountName", json!(d.service_account_name)),
+        ("additionalMetadata", to_value(&d.additional_metadata)),
+        (
+            "podAdditionalMetadata",
+            to_value(&d.pod_additional_metadata),
+        ),
+        ("strategy", to_value(&d.strategy)),
+        ("affinity", to_value(&d.affinity)),
+        ("tolerations", to_value(&d.tolerations)),
+        (
+            "topologySpreadConstraints",
+            to_value(&d.topology_spread_constraints),
+        ),
+        (
+            "additionalInitContainers",
+            to_value(&d.extra_init_containers),
+        ),
+        ("additionalContainers", to_value(&d.extra_containers)),
+        ("additionalVolumes", to_value(&d.extra_volumes)),
+    ];
+    for (key, value) in fields {
+        set(dep, key, value);
+    }
+}
+
+/// `additionalMetadata`: extra labels and annotations (empty ones left out).
+fn additional_metadata(
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+) -> Value {
+    let mut md = Map::new();
+    set(&mut md, "labels", json!(labels));
+    set(&mut md, "annotations", json!(annotations));
+    Value::Object(md)
 }
 
 /// `controlPlane.service`: type (LoadBalancer unless set), metadata and extra ports.
@@ -414,10 +427,11 @@ fn service(network: &NetworkComponent) -> Map<String, Value> {
         network.service_type.clone()
     };
     svc.insert("serviceType".into(), json!(st));
-    let mut md = Map::new();
-    set(&mut md, "labels", json!(network.service_labels));
-    set(&mut md, "annotations", json!(network.service_annotations));
-    set(&mut svc, "additionalMetadata", Value::Object(md));
+    set(
+        &mut svc,
+        "additionalMetadata",
+        additional_metadata(&network.service_labels, &network.service_annotations),
+    );
     set(
         &mut svc,
         "additionalPorts",
@@ -431,10 +445,11 @@ fn ingress(ing: &IngressComponent) -> Map<String, Value> {
     let mut m = Map::new();
     set(&mut m, "hostname", json!(ing.hostname));
     set(&mut m, "ingressClassName", json!(ing.class_name));
-    let mut md = Map::new();
-    set(&mut md, "labels", json!(ing.extra_labels));
-    set(&mut md, "annotations", json!(ing.extra_annotations));
-    set(&mut m, "additionalMetadata", Value::Object(md));
+    set(
+        &mut m,
+        "additionalMetadata",
+        additional_metadata(&ing.extra_labels, &ing.extra_annotations),
+    );
     m
 }
 
@@ -450,10 +465,11 @@ fn gateway(gw: &GatewayComponent) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("hostname".into(), json!(host_of(&gw.hostname)));
     m.insert("parentRefs".into(), json!([Value::Object(parent)]));
-    let mut md = Map::new();
-    set(&mut md, "labels", json!(gw.extra_labels));
-    set(&mut md, "annotations", json!(gw.extra_annotations));
-    set(&mut m, "additionalMetadata", Value::Object(md));
+    set(
+        &mut m,
+        "additionalMetadata",
+        additional_metadata(&gw.extra_labels, &gw.extra_annotations),
+    );
     m
 }
 

@@ -496,6 +496,8 @@ pub fn build_topology(
 mod tests {
     use std::collections::BTreeMap;
 
+    use crate::kamaji::create::tests::v1beta1;
+
     use super::*;
 
     fn class_spec(infra: Infrastructure) -> CreateSpec {
@@ -504,18 +506,6 @@ mod tests {
             namespace: "team".into(),
             infrastructure: Some(infra),
             ..Default::default()
-        }
-    }
-
-    fn v1beta1() -> Versions {
-        Versions {
-            capi: CapiVersion::V1Beta1,
-            kcp: "v1alpha1".into(),
-            infra_cluster: "v1beta1".into(),
-            infra_template: "v1beta1".into(),
-            bootstrap: "v1beta1".into(),
-            installer: "v1beta1".into(),
-            addons: String::new(),
         }
     }
 

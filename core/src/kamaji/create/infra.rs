@@ -20,6 +20,20 @@ pub struct InfraObjects {
     pub(super) workers: WorkerInfra,
 }
 
+impl InfraObjects {
+    /// An infrastructure cluster and the workers' machine template, and nothing else.
+    pub(super) fn new(cluster: Value, template: Value) -> InfraObjects {
+        InfraObjects {
+            cluster: Some(cluster),
+            deferred: None,
+            workers: WorkerInfra {
+                template: Some(template),
+                ..WorkerInfra::default()
+            },
+        }
+    }
+}
+
 /// What the infrastructure contributes to the workers.
 #[derive(Default)]
 pub(super) struct WorkerInfra {
@@ -58,11 +72,21 @@ pub(super) fn object(version: &str, kind: &str, metadata: Value, spec: Value) ->
     })
 }
 
-/// A machine template of `kind` whose machines have `machine_spec`.
-pub(super) fn machine_template(ctx: &Ctx, kind: &str, machine_spec: Value) -> Value {
+/// The provider's infrastructure cluster (its kind, named after the cluster) with `spec`.
+pub(super) fn infra_cluster(ctx: &Ctx, spec: Value) -> Value {
+    object(
+        &ctx.infra_cluster_version(),
+        ctx.infra.cluster_kind().unwrap_or_default(),
+        ctx.meta(ctx.name()),
+        spec,
+    )
+}
+
+/// The provider's machine template of the workers, whose machines have `machine_spec`.
+pub(super) fn machine_template(ctx: &Ctx, machine_spec: Value) -> Value {
     object(
         &ctx.infra_template_version(),
-        kind,
+        ctx.infra.template_kind().unwrap_or_default(),
         ctx.meta(&ctx.md_name),
         json!({"template": {"spec": machine_spec}}),
     )

@@ -13,6 +13,31 @@ fn spec(infra: Infrastructure) -> CreateSpec {
     }
 }
 
+/// The shapes of a CAPI 1.10 management cluster: v1beta1 everywhere, KamajiControlPlane
+/// v1alpha1.
+pub(super) fn v1beta1() -> Versions {
+    Versions {
+        capi: CapiVersion::V1Beta1,
+        kcp: "v1alpha1".into(),
+        infra_cluster: "v1beta1".into(),
+        infra_template: "v1beta1".into(),
+        bootstrap: "v1beta1".into(),
+        installer: "v1beta1".into(),
+        addons: "v1beta1".into(),
+    }
+}
+
+/// What `create` builds for BYOH with workers, in apply order.
+const BYOH_WORKERS: [&str; 7] = [
+    "KamajiControlPlane",
+    "ByoCluster",
+    "Cluster",
+    "KubeadmConfigTemplate",
+    "K8sInstallerConfigTemplate",
+    "ByoMachineTemplate",
+    "MachineDeployment",
+];
+
 fn kinds(b: &Built) -> Vec<String> {
     b.all()
         .iter()
@@ -55,28 +80,9 @@ fn byoh_on_v1beta1_writes_versioned_refs_and_a_host_selector() {
     let mut s = spec(Infrastructure::named("byoh"));
     s.workers = Some(3);
     s.host_selector = BTreeMap::from([("site".to_string(), "ams".to_string())]);
-    let v = Versions {
-        capi: CapiVersion::V1Beta1,
-        kcp: "v1alpha1".into(),
-        infra_cluster: "v1beta1".into(),
-        infra_template: "v1beta1".into(),
-        bootstrap: "v1beta1".into(),
-        installer: "v1beta1".into(),
-        addons: "v1beta1".into(),
-    };
+    let v = v1beta1();
     let b = build(&s, &v).unwrap();
-    assert_eq!(
-        kinds(&b),
-        [
-            "KamajiControlPlane",
-            "ByoCluster",
-            "Cluster",
-            "KubeadmConfigTemplate",
-            "K8sInstallerConfigTemplate",
-            "ByoMachineTemplate",
-            "MachineDeployment"
-        ]
-    );
+    assert_eq!(kinds(&b), BYOH_WORKERS);
     let c = &b.objects[2];
     assert_eq!(c["apiVersion"], "cluster.x-k8s.io/v1beta1");
     assert_eq!(
@@ -307,18 +313,7 @@ fn byoh_workers_get_an_installer_template_and_an_installer_ref() {
     let mut s = spec(Infrastructure::named("byoh"));
     s.workers = Some(2);
     let b = build(&s, &Versions::latest(Infrastructure::named("byoh"))).unwrap();
-    assert_eq!(
-        kinds(&b),
-        [
-            "KamajiControlPlane",
-            "ByoCluster",
-            "Cluster",
-            "KubeadmConfigTemplate",
-            "K8sInstallerConfigTemplate",
-            "ByoMachineTemplate",
-            "MachineDeployment"
-        ]
-    );
+    assert_eq!(kinds(&b), BYOH_WORKERS);
     let ict = &b.objects[4];
     assert_eq!(ict["apiVersion"], "infrastructure.cluster.x-k8s.io/v1beta1");
     assert_eq!(ict["metadata"]["name"], "prod-md-0");

@@ -74,6 +74,28 @@ fn docker_mds(version: &str, names: &[&str]) -> Vec<Value> {
         .collect()
 }
 
+/// A KubeadmControlPlane cluster on Docker at one version, with one-replica MachineDeployments
+/// at the same version.
+struct Docker {
+    cluster: Value,
+    control_plane: Value,
+    mds: Vec<Value>,
+}
+
+impl Docker {
+    fn at(version: &str, names: &[&str]) -> Docker {
+        Docker {
+            cluster: cluster(),
+            control_plane: kcp(version, "DockerMachineTemplate", "t"),
+            mds: docker_mds(version, names),
+        }
+    }
+
+    fn objs(&self) -> ClusterObjects<'_> {
+        ClusterObjects::of(&self.cluster, &self.control_plane, &self.mds, &[])
+    }
+}
+
 /// The plan of `r`, with nothing observed yet and no hosts.
 fn plan(objs: &ClusterObjects, r: &UpgradeRequest) -> Result<UpgradePlan, UpgradeError> {
     plan_upgrade(objs, r, &Observed::default(), None)
@@ -221,10 +243,8 @@ fn version_matrix() {
 
 #[test]
 fn refuses_downgrade_malformed_and_major() {
-    let c = cluster();
-    let cp = kcp("v1.31.2", "DockerMachineTemplate", "t");
-    let mds = docker_mds("v1.31.2", &["a"]);
-    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
+    let docker = Docker::at("v1.31.2", &["a"]);
+    let objs = docker.objs();
     let e = plan(&objs, &req("v1.30.9")).unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -287,14 +307,12 @@ fn within_skew_moves_workers_only_when_needed() {
     let cp = kcp("v1.29.1", "DockerMachineTemplate", "t");
     let mds = docker_mds("v1.29.1", &["a"]);
     let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
-    let p = plan_upgrade(
+    let p = plan(
         &objs,
         &UpgradeRequest {
             to: "v1.34.0".into(),
             ..r
         },
-        &Observed::default(),
-        None,
     )
     .unwrap();
     assert_eq!(
@@ -359,10 +377,8 @@ fn kamaji_is_one_reconciler_step() {
 
 #[test]
 fn scopes_control_plane_only_and_workers_only() {
-    let c = cluster();
-    let cp = kcp("v1.30.4", "DockerMachineTemplate", "t");
-    let mds = docker_mds("v1.30.4", &["a"]);
-    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
+    let docker = Docker::at("v1.30.4", &["a"]);
+    let objs = docker.objs();
     let r = UpgradeRequest {
         control_plane_only: true,
         ..req("v1.33.1")
@@ -391,25 +407,21 @@ fn scopes_control_plane_only_and_workers_only() {
         control_plane: Some(&cp2),
         ..objs
     };
-    let p = plan_upgrade(
+    let p = plan(
         &objs2,
         &UpgradeRequest {
             workers_only: true,
             ..req("v1.33.1")
         },
-        &Observed::default(),
-        None,
     )
     .unwrap();
     assert_eq!(summary(&p), ["MachineDeployment/a v1.30.4->v1.33.1"]);
-    let e = plan_upgrade(
+    let e = plan(
         &objs,
         &UpgradeRequest {
             workers_only: true,
             ..req("v1.31.0")
         },
-        &Observed::default(),
-        None,
     )
     .unwrap_err();
     assert!(matches!(e, UpgradeError::WorkersAheadOfControlPlane { .. }));
@@ -483,14 +495,12 @@ fn templates_naming_the_version_are_cloned_in_the_same_patch() {
     assert_eq!(p.steps[3].clone_templates[0].new_name, "c1-md-0-v1-32-1");
 
     // Never: no clones; Always: clone even without a version inside
-    let p = plan_upgrade(
+    let p = plan(
         &objs,
         &UpgradeRequest {
             clone_templates: CloneTemplates::Never,
             ..req("v1.31.0")
         },
-        &Observed::default(),
-        None,
     )
     .unwrap();
     assert!(p.steps.iter().all(|s| s.clone_templates.is_empty()));
@@ -504,14 +514,12 @@ fn templates_naming_the_version_are_cloned_in_the_same_patch() {
     };
     let p = plan(&objs, &req("v1.31.0")).unwrap();
     assert!(p.steps.iter().all(|s| s.clone_templates.is_empty()));
-    let p = plan_upgrade(
+    let p = plan(
         &objs,
         &UpgradeRequest {
             clone_templates: CloneTemplates::Always,
             ..req("v1.31.0")
         },
-        &Observed::default(),
-        None,
     )
     .unwrap();
     assert_eq!(p.steps[1].clone_templates[0].new_name, "c1-md-0-v1-31-0");

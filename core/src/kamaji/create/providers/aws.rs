@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::super::Ctx;
-use super::super::infra::{InfraObjects, WorkerInfra, endpoint, machine_template, need, object};
+use super::super::infra::{InfraObjects, endpoint, infra_cluster, machine_template, need};
 use super::{Descriptor, FlagHelp, InfraProvider};
 use crate::Error;
 use crate::kamaji::endpoint::Action;
@@ -48,12 +48,7 @@ fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
     if let Some(ep) = endpoint(ctx) {
         s["controlPlaneEndpoint"] = ep;
     }
-    let cluster = object(
-        &ctx.infra_cluster_version(),
-        "AWSCluster",
-        ctx.meta(ctx.name()),
-        s,
-    );
+    let cluster = infra_cluster(ctx, s);
     let mut ts = json!({
         "instanceType": flavor,
         "iamInstanceProfile": "nodes.cluster-api-provider-aws.sigs.k8s.io",
@@ -64,14 +59,7 @@ fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
     if let Some(k) = &spec.ssh_key {
         ts["sshKeyName"] = json!(k);
     }
-    Ok(InfraObjects {
-        cluster: Some(cluster),
-        deferred: None,
-        workers: WorkerInfra {
-            template: Some(machine_template(ctx, "AWSMachineTemplate", ts)),
-            installer_template: None,
-            kubelet_args: vec![("cloud-provider", "external")],
-            files: Vec::new(),
-        },
-    })
+    let mut objects = InfraObjects::new(cluster, machine_template(ctx, ts));
+    objects.workers.kubelet_args = vec![("cloud-provider", "external")];
+    Ok(objects)
 }

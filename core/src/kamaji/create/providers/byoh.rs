@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::super::infra::{InfraObjects, WorkerInfra, endpoint, machine_template, object};
+use super::super::infra::{InfraObjects, endpoint, infra_cluster, machine_template, object};
 use super::super::versions::api_version;
 use super::super::{CreateSpec, Ctx, INFRA_GROUP, INSTALLER_TEMPLATE_KIND};
 use super::{Descriptor, FlagHelp, InfraProvider};
@@ -54,12 +54,7 @@ fn objects(ctx: &Ctx, notes: &mut Vec<String>) -> InfraObjects {
     if let Some(ep) = endpoint(ctx) {
         s["controlPlaneEndpoint"] = ep;
     }
-    let cluster = object(
-        &ctx.infra_cluster_version(),
-        "ByoCluster",
-        ctx.meta(ctx.name()),
-        s,
-    );
+    let cluster = infra_cluster(ctx, s);
     let mut ts = json!({});
     if !spec.host_selector.is_empty() {
         ts["selector"] = json!({"matchLabels": spec.host_selector});
@@ -75,16 +70,9 @@ fn objects(ctx: &Ctx, notes: &mut Vec<String>) -> InfraObjects {
         ts["installerRef"] = installer_ref;
         installer_template = Some(template);
     }
-    InfraObjects {
-        cluster: Some(cluster),
-        deferred: None,
-        workers: WorkerInfra {
-            template: Some(machine_template(ctx, "ByoMachineTemplate", ts)),
-            installer_template,
-            kubelet_args: Vec::new(),
-            files: Vec::new(),
-        },
-    }
+    let mut objects = InfraObjects::new(cluster, machine_template(ctx, ts));
+    objects.workers.installer_template = installer_template;
+    objects
 }
 
 /// BYOH's installer: the machine template's `installerRef` and the K8sInstallerConfigTemplate

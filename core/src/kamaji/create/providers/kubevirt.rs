@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::super::Ctx;
-use super::super::infra::{InfraObjects, WorkerInfra, machine_template, need, object};
+use super::super::infra::{InfraObjects, infra_cluster, machine_template, need};
 use super::{Descriptor, FlagHelp, InfraProvider};
 use crate::Error;
 use crate::error::usage;
@@ -34,14 +34,8 @@ impl InfraProvider for Kubevirt {
 fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
     let image = need(ctx, "--image", &ctx.spec.image)?;
     let (cores, memory) = parse_kubevirt_flavor(ctx.spec.flavor.as_deref())?;
-    let mut m = ctx.meta(ctx.name());
-    m["annotations"] = json!({"cluster.x-k8s.io/managed-by": "kamaji"});
-    let cluster = object(
-        &ctx.infra_cluster_version(),
-        "KubevirtCluster",
-        m,
-        json!({}),
-    );
+    let mut cluster = infra_cluster(ctx, json!({}));
+    cluster["metadata"]["annotations"] = json!({"cluster.x-k8s.io/managed-by": "kamaji"});
     let vm = json!({"virtualMachineTemplate": {"spec": {
         "runStrategy": "Always",
         "template": {"spec": {
@@ -54,14 +48,7 @@ fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
             "volumes": [{"name": "containervolume", "containerDisk": {"image": image}}],
         }},
     }}});
-    Ok(InfraObjects {
-        cluster: Some(cluster),
-        deferred: None,
-        workers: WorkerInfra {
-            template: Some(machine_template(ctx, "KubevirtMachineTemplate", vm)),
-            ..WorkerInfra::default()
-        },
-    })
+    Ok(InfraObjects::new(cluster, machine_template(ctx, vm)))
 }
 
 /// `CORESxMEMORY` (e.g. `2x4Gi`); default 2 cores, 4Gi.

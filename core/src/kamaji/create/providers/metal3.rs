@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::super::Ctx;
-use super::super::infra::{InfraObjects, WorkerInfra, endpoint, machine_template, need, object};
+use super::super::infra::{InfraObjects, endpoint, infra_cluster, machine_template, need};
 use super::{Descriptor, FlagHelp, InfraProvider};
 use crate::Error;
 use crate::error::usage;
@@ -44,21 +44,12 @@ impl InfraProvider for Metal3 {
 fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
     let image = need(ctx, "--image", &ctx.spec.image)?;
     let checksum = need(ctx, "--image-checksum", &ctx.spec.image_checksum)?;
-    let cluster = object(
-        &ctx.infra_cluster_version(),
-        "Metal3Cluster",
-        ctx.meta(ctx.name()),
+    let cluster = infra_cluster(
+        ctx,
         json!({"controlPlaneEndpoint": endpoint(ctx), "noCloudProvider": true}),
     );
     let image = json!({"image": {
         "url": image, "checksum": checksum, "checksumType": "sha256", "format": "raw",
     }});
-    Ok(InfraObjects {
-        cluster: Some(cluster),
-        deferred: None,
-        workers: WorkerInfra {
-            template: Some(machine_template(ctx, "Metal3MachineTemplate", image)),
-            ..WorkerInfra::default()
-        },
-    })
+    Ok(InfraObjects::new(cluster, machine_template(ctx, image)))
 }

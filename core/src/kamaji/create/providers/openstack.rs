@@ -5,7 +5,9 @@
 use serde_json::{Value, json};
 
 use super::super::clusterclass::ADDRESS_VARIABLE;
-use super::super::infra::{InfraObjects, WorkerInfra, machine_template, need, object, secret_file};
+use super::super::infra::{
+    InfraObjects, WorkerInfra, infra_cluster, machine_template, need, secret_file,
+};
 use super::super::{CreateSpec, Ctx};
 use super::{Descriptor, FlagHelp, InfraProvider};
 use crate::Error;
@@ -93,12 +95,7 @@ fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
     if let Some(n) = &spec.network {
         s["network"] = json!({"filter": {"name": n}});
     }
-    let osc = object(
-        &ctx.infra_cluster_version(),
-        "OpenStackCluster",
-        ctx.meta(ctx.name()),
-        s,
-    );
+    let osc = infra_cluster(ctx, s);
     let (cluster, deferred) = if ctx.address.is_some() {
         (Some(osc), None)
     } else {
@@ -129,7 +126,7 @@ fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
         cluster,
         deferred,
         workers: WorkerInfra {
-            template: Some(machine_template(ctx, "OpenStackMachineTemplate", ts)),
+            template: Some(machine_template(ctx, ts)),
             installer_template: None,
             kubelet_args,
             files,
