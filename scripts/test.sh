@@ -56,7 +56,7 @@ run_one() {
   local name dir label start rc
   name=$(basename "$exe")
   dir=$(dirname "$manifest")
-  # plugins/kamaji/tests/lifecycle.rs and plugins/capi/tests/lifecycle.rs: kamaji/lifecycle, capi/lifecycle.
+  # plugins/kamaji/tests/restart.rs and plugins/capi/tests/restart.rs: kamaji/restart, capi/restart.
   label="$(basename "$dir")/${name%-*}"
   start=$(date +%s)
   rc=0

@@ -17,15 +17,13 @@
 //! `--flavour` prints the kubeadm line (theirs: yaki); a token is created when the tenant has no
 //! usable one, and kubeadm's well-known placeholder token is never handed out.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use base64::Engine;
-use common::*;
 use kube::Client;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -527,7 +525,7 @@ async fn clastix_plugin_command_lines() {
 }
 
 /// The kubeconfig flags `kubectl kamaji kubeconfig get` shares with `kubectl capi kubeconfig`
-/// (plugins/capi/tests/kubeconfig_flags.rs checks that side): `-o json`, `--write-to`,
+/// (plugins/capi/tests/verbs/kubeconfig_flags.rs checks that side): `-o json`, `--write-to`,
 /// `--merge=FILE --set-current` (the merged context reaches the tenant), the old spellings,
 /// and the conflict hint both give.
 async fn kubeconfig_flags_on_a_tenant(tb: &testbed::Testbed, ns: &str, tcp: &str, tenant: &Path) {

@@ -2,14 +2,12 @@
 //! `machines` (with `--watch`), `list`, `describe` and `kubeconfig` (print, `--output`,
 //! `--merge`), every output format, against fixtures that write what the controllers write.
 
-mod fleet_common;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fleet_common::*;
+use crate::fleet_common::*;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;

@@ -8,11 +8,9 @@
 //! No kubelet runs the DaemonSet's pods here (the tenant has no nodes): what is proven is what
 //! Cluster API delivers, not kube-proxy programming IPVS on a host.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use testbed::fixtures::reconciler::assert_ran;
 

@@ -4,9 +4,7 @@
 //! refuses CAPO, CAPK and CAPM3 (403), so OpenStackCluster, KubevirtCluster and Metal3Cluster
 //! get minimal CRDs generated here, holding the fields the provider touches.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 use testbed::fixtures::run::assert_contains;
 

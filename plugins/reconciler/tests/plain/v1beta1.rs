@@ -1,9 +1,7 @@
 //! The CAPI v1beta1 contract (a CAPI 1.10-shaped management cluster): the reconciler discovers
 //! that only v1beta1 is served and writes the v1alpha1 status shape.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 const V: &str = "v1alpha1";

@@ -2,9 +2,7 @@
 //! `kubectl apply --dry-run=server`, `--dry-run=server` validates, re-running converges, and
 //! bad input gives one clear line with exit code 2 (usage) or 1 (the cluster says no).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use testbed::fixtures::run::{assert_contains, assert_lacks};
 
 const V: &str = "v1.35.0";

@@ -7,11 +7,9 @@
 //! and the change shows on the objects the topology controller manages. Plus the bad-input
 //! lines of `create --class`.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use kube::Client;
 use serde_json::Value;
 use testbed::fixtures::reconciler::assert_ran;

@@ -4,13 +4,11 @@
 //! v1.14 core and kubeadm bootstrap managers, and our reconciler. Only the BYOH host agents'
 //! OS work is SIMULATED; their kubelets join the live tenant through the bootstrap token.
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use kube::Client;
 use serde_json::Value;
 use testbed::Testbed;

@@ -2,9 +2,7 @@
 //! as `fleet.rs`, with every object written at v1beta1 (old conditions with severity, the
 //! `status.v1beta2` blocks, versioned references).
 
-mod fleet_common;
-
-use fleet_common::*;
+use crate::fleet_common::*;
 
 fn tb() -> &'static testbed::Testbed {
     testbed::shared_v1beta1()

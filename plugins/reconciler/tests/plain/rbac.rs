@@ -3,11 +3,9 @@
 //! KamajiControlPlane's create, ready, upgrade and delete, and the API server refuses nothing;
 //! the role holds exactly the audited set of verbs.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 

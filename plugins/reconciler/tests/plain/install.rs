@@ -1,9 +1,7 @@
 //! The install manifests apply, and their ClusterRole is enough: the reconciler runs as the
 //! ServiceAccount they create (with leader election) and takes a KamajiControlPlane to ready.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, ApiResource, Patch, PatchParams, PostParams};

@@ -2,9 +2,7 @@
 //! and MachineDeployments with versioned references and a v1alpha1 KamajiControlPlane, as the
 //! CRDs' contract labels say, and the API server accepts them.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use testbed::fixtures::run::assert_contains;
 
 #[tokio::test]
@@ -91,7 +89,7 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
 /// namespaces, `namingStrategy`, `template.bootstrap/infrastructure`) referencing a v1alpha1
 /// KamajiControlPlaneTemplate, which the API server stores; `create --class` reads that shape
 /// and writes a topology Cluster naming the class with `class` (issue 17). No CAPI controller
-/// runs on this testbed: the topology controller's side is covered by tests/clusterclass.rs.
+/// runs on this testbed: the topology controller's side is covered by tests/live/clusterclass.rs.
 #[tokio::test]
 async fn generate_clusterclass_and_create_class_write_v1beta1_shapes_on_a_capi_1_10_cluster() {
     let tb = prepare_v1beta1().await;

@@ -12,12 +12,10 @@
 //! Each test runs one tenant (about three processes); the tests take turns, so that a 2-core
 //! machine runs one tenant of this file at a time.
 
-mod common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use kube::Client;
 use kube::api::ApiResource;
 use serde_json::Value;
@@ -613,7 +611,8 @@ async fn seed_kamaji_control_plane_becomes_this_tenant_control_plane() {
     let (client, ns) = tb.namespace("seed").await;
     let rec = start_reconciler(tb, &ns);
     let name = "kamajicontrolplane-sample";
-    let kcp: Value = serde_saphyr::from_str(include_str!("data/seed-kcp-v1alpha2.yaml")).unwrap();
+    let kcp: Value =
+        serde_saphyr::from_str(include_str!("../data/seed-kcp-v1alpha2.yaml")).unwrap();
     let kcp_ar = ar(
         "controlplane.cluster.x-k8s.io",
         "v1alpha2",

@@ -1,11 +1,9 @@
 //! Field-for-field compatibility: every property of CACPPK v0.20.0's CRDs (from the Go module
 //! proxy) exists in ours, with the same required fields, defaults, enums and CEL rules.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// Property path → the schema node, for every property in a schema.

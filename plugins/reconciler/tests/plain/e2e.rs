@@ -2,11 +2,9 @@
 //! The reconciler runs as a process; the fixture plays Kamaji, CAPI core and the
 //! infrastructure providers.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 use testbed::fixtures::run::assert_contains;
