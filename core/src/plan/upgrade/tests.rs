@@ -206,10 +206,8 @@ fn version_matrix() {
         ("v1.33.1", "v1.33.1", &[], &[]),
     ];
     for (from, to, avail, want) in cases {
-        let c = cluster();
-        let cp = kcp(from, "DockerMachineTemplate", "t");
-        let mds = docker_mds(from, &["a", "b"]);
-        let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
+        let docker = Docker::at(from, &["a", "b"]);
+        let objs = docker.objs();
         let r = UpgradeRequest {
             available_versions: avail.iter().map(|s| s.to_string()).collect(),
             ..req(to)
@@ -284,10 +282,8 @@ fn refuses_downgrade_malformed_and_major() {
 
 #[test]
 fn within_skew_moves_workers_only_when_needed() {
-    let c = cluster();
-    let cp = kcp("v1.30.4", "DockerMachineTemplate", "t");
-    let mds = docker_mds("v1.30.4", &["a", "b"]);
-    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
+    let docker = Docker::at("v1.30.4", &["a", "b"]);
+    let objs = docker.objs();
     let r = UpgradeRequest {
         worker_strategy: WorkerStrategy::WithinSkew,
         ..req("v1.33.1")
@@ -304,9 +300,8 @@ fn within_skew_moves_workers_only_when_needed() {
         ]
     );
     // five minors: workers must catch up once on the way
-    let cp = kcp("v1.29.1", "DockerMachineTemplate", "t");
-    let mds = docker_mds("v1.29.1", &["a"]);
-    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
+    let docker = Docker::at("v1.29.1", &["a"]);
+    let objs = docker.objs();
     let p = plan(
         &objs,
         &UpgradeRequest {
@@ -678,10 +673,8 @@ fn clusterclass_patches_topology_version_each_minor() {
 
 #[test]
 fn resume_after_interruption() {
-    let c = cluster();
-    let cp = kcp("v1.30.4", "DockerMachineTemplate", "t");
-    let mds = docker_mds("v1.30.4", &["a", "b"]);
-    let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
+    let docker = Docker::at("v1.30.4", &["a", "b"]);
+    let objs = docker.objs();
     let plan = plan(&objs, &req("v1.33.1")).unwrap();
     assert_eq!(plan.remaining(&Observed::default()).len(), 9);
 
@@ -699,7 +692,7 @@ fn resume_after_interruption() {
     a_now["status"]["versions"] =
         json!([{"version": "v1.32.0", "replicas": 1}, {"version": "v1.31.0", "replicas": 1}]);
     let mds_now = vec![a_now, md("b", "v1.31.0", 1, "DockerMachineTemplate", "b")];
-    let objs_now = ClusterObjects::of(&c, &cp_now, &mds_now, &[]);
+    let objs_now = ClusterObjects::of(&docker.cluster, &cp_now, &mds_now, &[]);
     let observed = Observed::from_objects(&objs_now, &machines);
     assert_eq!(observed.versions["KubeadmControlPlane/c1-cp"], "v1.32.0");
     assert_eq!(observed.versions["MachineDeployment/a"], "v1.31.0");
