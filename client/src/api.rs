@@ -140,6 +140,17 @@ pub async fn list(
         .map_err(|e| conn.error(e, &Op::on("list", ar).in_namespace(namespace)))
 }
 
+/// [`list`], each object as JSON ([`kcore::fields::object_json`]).
+pub async fn list_values(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    selector: Option<&str>,
+) -> Result<Vec<Value>, Error> {
+    let objects = list(conn, ar, namespace, selector).await?;
+    Ok(objects.iter().map(kcore::fields::object_json).collect())
+}
+
 /// How a write is sent: the field manager (`kubectl-capi`, `kubectl-kamaji`), server-side dry
 /// run (`dryRun=All`: validated, not stored), and whether server-side apply takes over fields
 /// another manager owns.
@@ -252,16 +263,30 @@ pub async fn delete(
     name: &str,
 ) -> Result<(), Error> {
     check_name(ar, name)?;
-    match dynamic(conn, ar, Some(namespace))
-        .delete(name, &DeleteParams::default())
+    delete_if_present(conn, ar, Some(namespace), name, false)
         .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        .map(|_| ())
+}
+
+/// Deletes an object the server named (its name is not checked here; `namespace` is `None`
+/// for a cluster-scoped one), validated and not stored with `dry_run`; `Ok(false)` when it was
+/// already gone.
+pub async fn delete_if_present(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    name: &str,
+    dry_run: bool,
+) -> Result<bool, Error> {
+    let dp = DeleteParams {
+        dry_run,
+        ..Default::default()
+    };
+    match dynamic(conn, ar, namespace).delete(name, &dp).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
         Err(e) => {
-            let op = Op::on("delete", ar)
-                .in_namespace(Some(namespace))
-                .named(name);
+            let op = Op::on("delete", ar).in_namespace(namespace).named(name);
             Err(conn.error(e, &op))
         }
     }
@@ -270,19 +295,6 @@ pub async fn delete(
 /// Items per page of [`list_json`] (kubectl's `--chunk-size` default).
 pub const PAGE_SIZE: u32 = 500;
 
-#[derive(Deserialize)]
-struct RawList {
-    #[serde(default)]
-    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
-    /// An empty metadata-only list (PartialObjectMetadataList) comes back as `"items": null`.
-    #[serde(default, deserialize_with = "null_as_empty")]
-    items: Vec<Item>,
-}
-
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Item>, D::Error> {
-    Ok(Option::<Vec<Item>>::deserialize(d)?.unwrap_or_default())
-}
-
 /// An object as plain JSON without `metadata.managedFields`: they are often the bulk of an
 /// object and nobody here reads them, so they are skipped while parsing, never allocated.
 struct Item(Value);
@@ -290,29 +302,35 @@ struct Item(Value);
 /// An object's `metadata` without `managedFields`.
 struct Metadata(Value);
 
-/// Parses a JSON object, skipping the value of `skip` and parsing that of `nested` as `N`.
-fn object_without<'de, A, N>(
-    mut map: A,
-    skip: &str,
-    nested: Option<&str>,
-) -> Result<Value, A::Error>
-where
-    A: serde::de::MapAccess<'de>,
-    N: Deserialize<'de> + Into<Value>,
-{
-    let mut out = serde_json::Map::new();
-    while let Some(key) = map.next_key::<String>()? {
-        if key == skip {
-            map.next_value::<serde::de::IgnoredAny>()?;
-        } else if nested == Some(key.as_str()) {
-            let v: N = map.next_value()?;
-            out.insert(key, v.into());
-        } else {
-            let v: Value = map.next_value()?;
-            out.insert(key, v);
-        }
+/// Parses a JSON object, skipping the value of key `skip` and parsing that of key `nested` as
+/// `N`; `what` is the "expected ..." of serde's errors.
+struct ObjectWithout<N> {
+    what: &'static str,
+    skip: &'static str,
+    nested: Option<&'static str>,
+    nested_as: std::marker::PhantomData<N>,
+}
+
+impl<'de, N: Deserialize<'de> + Into<Value>> serde::de::Visitor<'de> for ObjectWithout<N> {
+    type Value = Value;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(self.what)
     }
-    Ok(Value::Object(out))
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == self.skip {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            } else if self.nested == Some(key.as_str()) {
+                let v: N = map.next_value()?;
+                out.insert(key, v.into());
+            } else {
+                let v: Value = map.next_value()?;
+                out.insert(key, v);
+            }
+        }
+        Ok(Value::Object(out))
+    }
 }
 
 impl From<Metadata> for Value {
@@ -323,34 +341,26 @@ impl From<Metadata> for Value {
 
 impl<'de> Deserialize<'de> for Item {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Item;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Item, A::Error> {
-                // No top-level key is skipped; `metadata` is parsed without managedFields.
-                object_without::<A, Metadata>(map, "", Some("metadata")).map(Item)
-            }
-        }
-        d.deserialize_map(V)
+        // No top-level key is skipped; `metadata` is parsed without managedFields.
+        d.deserialize_map(ObjectWithout::<Metadata> {
+            what: "an object",
+            skip: "",
+            nested: Some("metadata"),
+            nested_as: std::marker::PhantomData,
+        })
+        .map(Item)
     }
 }
 
 impl<'de> Deserialize<'de> for Metadata {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Metadata;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an object's metadata")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Metadata, A::Error> {
-                object_without::<A, Value>(map, "managedFields", None).map(Metadata)
-            }
-        }
-        d.deserialize_map(V)
+        d.deserialize_map(ObjectWithout::<Value> {
+            what: "an object's metadata",
+            skip: "managedFields",
+            nested: None,
+            nested_as: std::marker::PhantomData,
+        })
+        .map(Metadata)
     }
 }
 
@@ -401,13 +411,29 @@ async fn list_pages(
     keep: impl Fn(Value) -> Value,
 ) -> Result<Vec<Value>, Error> {
     let mut items = Vec::new();
-    each_page(conn, ar, namespace, lp, metadata_only, |text| {
-        let page: RawList = parse_page(ar, &text)?;
-        items.extend(page.items.into_iter().map(|Item(v)| keep(v)));
-        Ok(page.metadata.continue_)
+    each_item(conn, ar, namespace, lp, metadata_only, |Item(v)| {
+        items.push(keep(v))
     })
     .await?;
     Ok(items)
+}
+
+/// Reads a LIST page by page ([`each_page`]), handing each item, parsed as `T`, to `each` as
+/// its page arrives.
+async fn each_item<T: serde::de::DeserializeOwned>(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    lp: &ListParams,
+    metadata_only: bool,
+    mut each: impl FnMut(T),
+) -> Result<(), Error> {
+    each_page(conn, ar, namespace, lp, metadata_only, |text| {
+        let page: TypedList<T> = parse_page(ar, &text)?;
+        page.items.into_iter().for_each(&mut each);
+        Ok(page.metadata.continue_)
+    })
+    .await
 }
 
 /// Reads a LIST page by page ([`PAGE_SIZE`] items, following `continue`), handing each page's
@@ -468,10 +494,12 @@ fn parse_page<P: serde::de::DeserializeOwned>(ar: &ApiResource, text: &str) -> R
 struct TypedList<T> {
     #[serde(default)]
     metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
+    /// An empty metadata-only list (PartialObjectMetadataList) comes back as `"items": null`.
     #[serde(default = "Vec::new", deserialize_with = "null_as_empty_of")]
     items: Vec<T>,
 }
 
+/// An empty metadata-only list (PartialObjectMetadataList) comes back as `"items": null`.
 fn null_as_empty_of<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
     d: D,
 ) -> Result<Vec<T>, D::Error> {
@@ -490,18 +518,14 @@ pub async fn list_as<T: serde::de::DeserializeOwned>(
     metadata_only: bool,
 ) -> Result<Vec<T>, Error> {
     let mut items = Vec::new();
-    each_page(conn, ar, namespace, lp, metadata_only, |text| {
-        let page: TypedList<T> = parse_page(ar, &text)?;
-        items.extend(page.items);
-        Ok(page.metadata.continue_)
-    })
-    .await?;
+    each_item(conn, ar, namespace, lp, metadata_only, |t| items.push(t)).await?;
     Ok(items)
 }
 
 #[cfg(test)]
 mod raw_list_tests {
-    use super::RawList;
+    /// One page of a LIST as plain JSON.
+    type RawList = super::TypedList<super::Item>;
 
     #[test]
     fn empty_metadata_lists_have_null_items() {

@@ -15,13 +15,13 @@
 //!    it), then deletes the rest; an object already gone is not an error, so a re-run finishes
 //!    an interrupted teardown.
 
-use kube::api::{ApiResource, DeleteParams};
+use kube::api::ApiResource;
 use serde_json::{Value, json};
 
 use crate::api::{self, Write};
 use crate::conn::Conn;
 use crate::discovery::ServerApis;
-use crate::error::{Error, Op};
+use crate::error::Error;
 use kcore::fields;
 use kcore::groups::{ADDONS_GROUP, INFRASTRUCTURE_GROUP};
 use kcore::labels::CLUSTER_NAME_LABEL;
@@ -173,16 +173,8 @@ pub async fn kamaji_held(conn: &Conn, ns: &str, tcps: &[String]) -> Result<Vec<P
         return Ok(Vec::new());
     }
     let ar = ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&());
-    let labelled: Vec<Value> = api::list(
-        conn,
-        &ar,
-        Some(ns),
-        Some(kcore::plan::teardown::KAMAJI_PROJECT_SELECTOR),
-    )
-    .await?
-    .iter()
-    .map(fields::object_json)
-    .collect();
+    let selector = kcore::plan::teardown::KAMAJI_PROJECT_SELECTOR;
+    let labelled = api::list_values(conn, &ar, Some(ns), Some(selector)).await?;
     Ok(kcore::plan::teardown::held_by_kamaji(&labelled, tcps)
         .into_iter()
         .map(|name| Part {
@@ -288,11 +280,7 @@ async fn deployment_parts(
     let Ok(ar) = apis.capi_kind("MachineDeployment") else {
         return Ok(Vec::new());
     };
-    let all_mds: Vec<Value> = api::list(conn, &ar, Some(ns), None)
-        .await?
-        .iter()
-        .map(fields::object_json)
-        .collect();
+    let all_mds = api::list_values(conn, &ar, Some(ns), None).await?;
     for v in all_mds
         .iter()
         .filter(|m| kcore::json::label(m, CLUSTER_NAME_LABEL) == Some(cluster_name))
@@ -359,11 +347,7 @@ async fn keep_shared_templates(
 ) -> Result<Vec<Kept>, Error> {
     let machine_templates: Vec<Value> =
         match apis.provider_kind(INFRASTRUCTURE_GROUP, "ByoMachineTemplate") {
-            Some(ar) => api::list(conn, &ar, Some(ns), None)
-                .await?
-                .iter()
-                .map(fields::object_json)
-                .collect(),
+            Some(ar) => api::list_values(conn, &ar, Some(ns), None).await?,
             None => Vec::new(),
         };
     let in_use =
@@ -395,23 +379,9 @@ pub async fn execute(
     if !w.dry_run {
         release_kept(conn, t, w).await?;
     }
-    let dp = DeleteParams {
-        dry_run: w.dry_run,
-        ..Default::default()
-    };
     for d in t.deleted() {
-        match api::dynamic(conn, &d.ar, Some(&t.namespace))
-            .delete(&d.name, &dp)
-            .await
-        {
-            Ok(_) => on_deleted(d),
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => {
-                let op = Op::on("delete", &d.ar)
-                    .in_namespace(Some(&t.namespace))
-                    .named(&d.name);
-                return Err(conn.error(e, &op));
-            }
+        if api::delete_if_present(conn, &d.ar, Some(&t.namespace), &d.name, w.dry_run).await? {
+            on_deleted(d);
         }
     }
     Ok(())

@@ -18,13 +18,12 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags};
-use kclient::error::{Error, Op};
+use kclient::error::Error;
 use kclient::render::Poll;
 use kclient::teardown;
 use kcore::fields;
 use kcore::groups::INFRASTRUCTURE_GROUP;
 use kcore::plan::teardown as plan;
-use kube::api::DeleteParams;
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
@@ -531,22 +530,13 @@ async fn cleanup_bootstrap_kubeconfigs(t: &ClusterHandle) -> Result<(), Error> {
     let bks = t.list_all(&bk_ar, Some(&t.namespace)).await?;
     let unused = plan::unused_bootstrap_kubeconfigs(&bks, &hosts, Some(jiff::Timestamp::now()));
     for u in &unused {
-        let op = Op::on("delete", &bk_ar)
-            .in_namespace(Some(&u.namespace))
-            .named(&u.name);
-        match kclient::api::dynamic(&t.conn, &bk_ar, Some(&u.namespace))
-            .delete(&u.name, &DeleteParams::default())
-            .await
-        {
-            Ok(_) => {
-                kclient::render::line(&format!(
-                    "{} deleted ({})",
-                    display_name(&bk_ar.kind, &bk_ar.api_version, &u.name),
-                    u.reason
-                ));
-            }
-            Err(kube::Error::Api(st)) if st.code == 404 => {}
-            Err(e) => return Err(t.conn.error(e, &op)),
+        let ns = Some(u.namespace.as_str());
+        if kclient::api::delete_if_present(&t.conn, &bk_ar, ns, &u.name, false).await? {
+            kclient::render::line(&format!(
+                "{} deleted ({})",
+                display_name(&bk_ar.kind, &bk_ar.api_version, &u.name),
+                u.reason
+            ));
         }
     }
     kclient::render::info(&format!(

@@ -79,11 +79,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let ar = k.resource(k.version());
     let tcp_ar = control_plane::tcp_resource(&apis)?;
     let stores = kclient::api::list(&conn, &ar, None, None).await?;
-    let tcps: Vec<serde_json::Value> = kclient::api::list(&conn, &tcp_ar, None, None)
-        .await?
-        .iter()
-        .map(object_json)
-        .collect();
+    let tcps = kclient::api::list_values(&conn, &tcp_ar, None, None).await?;
     let mut items = Vec::new();
     for d in &stores {
         let v = object_json(d);

@@ -10,7 +10,6 @@ use cli::{KubeFlags, parse_duration};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render::{self, Poll};
-use kcore::fields::object_json;
 use kcore::kamaji::plan::{self as plan, KamajiScaleRequest, ScaleObserved, topology};
 use kcore::labels::CLUSTER_NAME_LABEL;
 use serde_json::Value;
@@ -108,11 +107,8 @@ async fn scale_objects(
         let cluster = t.cluster_name().unwrap_or_else(|| t.name.clone());
         let md_ar = apis.capi_kind("MachineDeployment")?;
         let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
-        let mds: Vec<_> = kclient::api::list(conn, &md_ar, Some(&t.namespace), Some(&selector))
-            .await?
-            .iter()
-            .map(object_json)
-            .collect();
+        let mds =
+            kclient::api::list_values(conn, &md_ar, Some(&t.namespace), Some(&selector)).await?;
         let change = plan::scale_workers(&cluster, &mds, w)?;
         writes::merge_patch(
             conn,

@@ -11,7 +11,7 @@ use cli::{Conn, KubeFlags, OutputFlags, parse_duration};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render::{self, Fields, Human, Poll, Printer, Progress, Render, Table, Wait};
-use kcore::fields::{self, object_json};
+use kcore::fields;
 use kcore::kamaji::plan::{self as plan, KamajiUpgradePlan, topology};
 use kcore::labels::CLUSTER_NAME_LABEL;
 use kcore::plan::upgrade::{StepLine, StepRole, parse_version, step_progress};
@@ -187,13 +187,7 @@ async fn cluster_deployments(
 ) -> Result<Vec<Value>, Error> {
     let cluster = t.cluster_name().unwrap_or_else(|| t.name.clone());
     let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
-    Ok(
-        kclient::api::list(conn, ar, Some(&t.namespace), Some(&selector))
-            .await?
-            .iter()
-            .map(object_json)
-            .collect(),
-    )
+    kclient::api::list_values(conn, ar, Some(&t.namespace), Some(&selector)).await
 }
 
 /// One control-plane step, numbered for its progress line.

@@ -66,9 +66,9 @@ impl ClusterHandle {
     /// Lists objects of `ar` in the cluster's namespace with the cluster-name label.
     pub async fn list_of_cluster(&self, ar: &ApiResource) -> Result<Vec<Value>, Error> {
         let selector = format!("{CLUSTER_NAME_LABEL}={}", self.name);
-        let list =
-            kclient::api::list(&self.conn, ar, Some(&self.namespace), Some(&selector)).await?;
-        let mut items: Vec<Value> = list.iter().map(fields::object_json).collect();
+        let namespace = Some(self.namespace.as_str());
+        let mut items =
+            kclient::api::list_values(&self.conn, ar, namespace, Some(&selector)).await?;
         items.sort_by(|a, b| name_of(a).cmp(name_of(b)));
         Ok(items)
     }
@@ -79,8 +79,7 @@ impl ClusterHandle {
         ar: &ApiResource,
         namespace: Option<&str>,
     ) -> Result<Vec<Value>, Error> {
-        let list = kclient::api::list(&self.conn, ar, namespace, None).await?;
-        Ok(list.iter().map(fields::object_json).collect())
+        kclient::api::list_values(&self.conn, ar, namespace, None).await
     }
 
     /// The control-plane object and its ApiResource, when the cluster has one.

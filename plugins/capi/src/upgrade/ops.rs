@@ -274,13 +274,12 @@ async fn status(a: &StatusArgs) -> Result<(), Error> {
         return Printer::new(&a.output).print(&UpgradeDetail { obj });
     }
     let ns = (!a.kube.all_namespaces).then_some(conn.namespace.as_str());
-    let list = kclient::api::list(&conn, &ar, ns, None).await?;
+    let list = kclient::api::list_values(&conn, &ar, ns, None).await?;
     let mut items: Vec<StatusRow> = list
         .iter()
-        .map(kcore::fields::object_json)
         .map(|o| {
-            let spec = spec_of(&o);
-            let st = status_of(&o);
+            let spec = spec_of(o);
+            let st = status_of(o);
             StatusRow {
                 namespace: o["metadata"]["namespace"].as_str().unwrap_or("").into(),
                 cluster: spec.cluster_name,

@@ -147,11 +147,7 @@ async fn worker_progress(
     let mut machines = Vec::new();
     if let Some(ar) = machine_ar.filter(|_| want > 0) {
         let sel = format!("{sel},{DEPLOYMENT_NAME_LABEL}");
-        machines = kclient::api::list(conn, ar, Some(&t.namespace), Some(&sel))
-            .await?
-            .iter()
-            .map(object_json)
-            .collect();
+        machines = kclient::api::list_values(conn, ar, Some(&t.namespace), Some(&sel)).await?;
     }
     Ok((WorkerProgress::of(want, &machines, md_ready), want))
 }

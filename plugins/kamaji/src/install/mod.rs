@@ -11,7 +11,7 @@ use kclient::render;
 use kclient::render::display_name;
 use kcore::kamaji::create::FIELD_MANAGER;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde_json::Value;
@@ -442,13 +442,8 @@ pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
         } else {
             None
         };
-        let api = kclient::api::dynamic(&conn, &ar, ns_opt);
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => render::line(&format!("{} deleted", display_name(o))),
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => {
-                return Err(conn.error(e, &Op::on("delete", &ar).in_namespace(ns_opt).named(name)));
-            }
+        if kclient::api::delete_if_present(&conn, &ar, ns_opt, name, false).await? {
+            render::line(&format!("{} deleted", display_name(o)));
         }
     }
     if args.purge {
