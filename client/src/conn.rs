@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster};
 use kube::{Client, Config};
 
 use crate::error::{ApiServer, Error};
@@ -101,6 +101,19 @@ fn kubeconfig_error(e: impl std::fmt::Display, path: Option<&Path>) -> Error {
 
 fn default_kubeconfig_path() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"))
+}
+
+/// The kubeconfig's cluster entry named `name`.
+fn named_cluster<'a>(
+    kc: &'a mut Kubeconfig,
+    name: Option<&String>,
+) -> Option<&'a mut NamedCluster> {
+    kc.clusters.iter_mut().find(|c| Some(&c.name) == name)
+}
+
+/// The kubeconfig's user entry named `name`.
+fn named_user<'a>(kc: &'a mut Kubeconfig, name: Option<&String>) -> Option<&'a mut NamedAuthInfo> {
+    kc.auth_infos.iter_mut().find(|a| Some(&a.name) == name)
 }
 
 impl ConnectOptions {
@@ -237,22 +250,13 @@ impl ConnectOptions {
         let (cluster, user) = self.cluster_and_user(kc, context);
         let text = |p: &PathBuf| p.to_string_lossy().to_string();
         if let Some(ca) = &self.certificate_authority
-            && let Some(c) = kc
-                .clusters
-                .iter_mut()
-                .find(|c| Some(&c.name) == cluster.as_ref())
-                .and_then(|c| c.cluster.as_mut())
+            && let Some(c) = named_cluster(kc, cluster.as_ref()).and_then(|c| c.cluster.as_mut())
         {
             c.certificate_authority = Some(text(ca));
             c.certificate_authority_data = None;
         }
         if self.client_certificate.is_some() || self.client_key.is_some() {
-            let Some(a) = kc
-                .auth_infos
-                .iter_mut()
-                .find(|a| Some(&a.name) == user.as_ref())
-                .and_then(|a| a.auth_info.as_mut())
-            else {
+            let Some(a) = named_user(kc, user.as_ref()).and_then(|a| a.auth_info.as_mut()) else {
                 return Ok(());
             };
             if let Some(cert) = &self.client_certificate {
@@ -287,51 +291,41 @@ impl ConnectOptions {
                     },
                 })
         };
-        let b64 = |bytes: Vec<u8>| base64::engine::general_purpose::STANDARD.encode(bytes);
-        if let Some(c) = kc
-            .clusters
-            .iter_mut()
-            .find(|c| Some(&c.name) == cluster.as_ref())
-        {
-            let name = c.name.clone();
+        // The file a field names, taken out of the field: its data, base64.
+        let inline = |field: &mut Option<String>, flag, what| -> Result<Option<String>, Error> {
+            let Some(p) = field.take().filter(|p| !p.is_empty()) else {
+                return Ok(None);
+            };
+            let data = read(&p, flag, what)?;
+            Ok(Some(base64::engine::general_purpose::STANDARD.encode(data)))
+        };
+        if let Some(c) = named_cluster(kc, cluster.as_ref()) {
+            let what = format!("the certificate-authority of cluster \"{}\"", c.name);
+            let flag = self
+                .certificate_authority
+                .is_some()
+                .then_some("--certificate-authority");
             if let Some(cl) = c.cluster.as_mut()
-                && let Some(p) = cl.certificate_authority.take().filter(|p| !p.is_empty())
+                && let Some(data) = inline(&mut cl.certificate_authority, flag, what)?
             {
-                let flag = self
-                    .certificate_authority
-                    .is_some()
-                    .then_some("--certificate-authority");
-                let data = read(
-                    &p,
-                    flag,
-                    format!("the certificate-authority of cluster \"{name}\""),
-                )?;
-                cl.certificate_authority_data = Some(b64(data));
+                cl.certificate_authority_data = Some(data);
             }
         }
-        if let Some(a) = kc
-            .auth_infos
-            .iter_mut()
-            .find(|a| Some(&a.name) == user.as_ref())
-        {
+        if let Some(a) = named_user(kc, user.as_ref()) {
             let name = a.name.clone();
             if let Some(ai) = a.auth_info.as_mut() {
-                if let Some(p) = ai.client_certificate.take().filter(|p| !p.is_empty()) {
-                    let flag = self
-                        .client_certificate
-                        .is_some()
-                        .then_some("--client-certificate");
-                    let data = read(
-                        &p,
-                        flag,
-                        format!("the client-certificate of user \"{name}\""),
-                    )?;
-                    ai.client_certificate_data = Some(b64(data));
+                let what = format!("the client-certificate of user \"{name}\"");
+                let flag = self
+                    .client_certificate
+                    .is_some()
+                    .then_some("--client-certificate");
+                if let Some(data) = inline(&mut ai.client_certificate, flag, what)? {
+                    ai.client_certificate_data = Some(data);
                 }
-                if let Some(p) = ai.client_key.take().filter(|p| !p.is_empty()) {
-                    let flag = self.client_key.is_some().then_some("--client-key");
-                    let data = read(&p, flag, format!("the client-key of user \"{name}\""))?;
-                    ai.client_key_data = Some(b64(data).into());
+                let what = format!("the client-key of user \"{name}\"");
+                let flag = self.client_key.is_some().then_some("--client-key");
+                if let Some(data) = inline(&mut ai.client_key, flag, what)? {
+                    ai.client_key_data = Some(data.into());
                 }
                 if ai.token.is_none()
                     && let Some(p) = ai.token_file.take().filter(|p| !p.is_empty())
