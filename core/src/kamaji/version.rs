@@ -112,56 +112,44 @@ pub fn next_step(desired: &str, current: Option<&str>, ready_at_current: bool) -
 mod tests {
     use super::*;
 
+    /// Each case: the desired version, the TenantControlPlane's, whether it is Ready at it, and
+    /// the step: creation, a patch change and a single minor go straight; two minors are walked,
+    /// each step waiting for Ready.
     #[test]
-    fn creation_patch_and_single_minor_go_straight() {
-        assert_eq!(
-            next_step("1.33.1", None, false),
-            Step::Desired("v1.33.1".into())
-        );
-        assert_eq!(
-            next_step("v1.33.4", Some("v1.33.1"), false),
-            Step::Desired("v1.33.4".into())
-        );
-        assert_eq!(
-            next_step("v1.34.2", Some("v1.33.1"), true),
-            Step::Desired("v1.34.2".into())
-        );
-    }
-
-    #[test]
-    fn two_minors_are_stepped_and_each_step_waits_for_ready() {
-        assert_eq!(
-            next_step("v1.35.0", Some("v1.33.1"), true),
-            Step::Intermediate {
-                version: "v1.34.0".into(),
-                remaining: 1
-            }
-        );
-        assert_eq!(
-            next_step("v1.35.0", Some("v1.33.1"), false),
-            Step::Wait {
-                version: "v1.33.1".into(),
-                remaining: 2
-            }
-        );
-        // At the intermediate step, not yet Ready: keep it.
-        assert_eq!(
-            next_step("v1.35.0", Some("v1.34.0"), false),
-            Step::Wait {
-                version: "v1.34.0".into(),
-                remaining: 1
-            }
-        );
-        // Intermediate Ready: the final version.
-        assert_eq!(
-            next_step("v1.35.0", Some("v1.34.0"), true),
-            Step::Desired("v1.35.0".into())
-        );
-        // Already at the final version, rolling out: keep writing it.
-        assert_eq!(
-            next_step("v1.35.0", Some("v1.35.0"), false),
-            Step::Desired("v1.35.0".into())
-        );
+    fn one_minor_at_a_time_each_step_waiting_for_ready() {
+        let desired = |v: &str| Step::Desired(v.into());
+        let wait = |v: &str, remaining| Step::Wait {
+            version: v.into(),
+            remaining,
+        };
+        let cases = [
+            ("1.33.1", None, false, desired("v1.33.1")),
+            ("v1.33.4", Some("v1.33.1"), false, desired("v1.33.4")),
+            ("v1.34.2", Some("v1.33.1"), true, desired("v1.34.2")),
+            (
+                "v1.35.0",
+                Some("v1.33.1"),
+                true,
+                Step::Intermediate {
+                    version: "v1.34.0".into(),
+                    remaining: 1,
+                },
+            ),
+            ("v1.35.0", Some("v1.33.1"), false, wait("v1.33.1", 2)),
+            // At the intermediate step, not yet Ready: keep it.
+            ("v1.35.0", Some("v1.34.0"), false, wait("v1.34.0", 1)),
+            // Intermediate Ready: the final version.
+            ("v1.35.0", Some("v1.34.0"), true, desired("v1.35.0")),
+            // Already at the final version, rolling out: keep writing it.
+            ("v1.35.0", Some("v1.35.0"), false, desired("v1.35.0")),
+        ];
+        for (to, current, ready, want) in cases {
+            assert_eq!(
+                next_step(to, current, ready),
+                want,
+                "{to} from {current:?}, ready: {ready}"
+            );
+        }
     }
 
     #[test]

@@ -98,6 +98,14 @@ fn req_workers(n: i64) -> ScaleRequest {
     }
 }
 
+/// `--workers n --deployment name`.
+fn req_deployment(name: &str, n: i64) -> ScaleRequest {
+    ScaleRequest {
+        deployment: Some(name.into()),
+        ..req_workers(n)
+    }
+}
+
 fn req_cp(n: i64) -> ScaleRequest {
     ScaleRequest {
         control_plane: Some(n),
@@ -320,26 +328,10 @@ fn deployment_selection() {
         e.to_string(),
         "cluster c1 has 2 MachineDeployments (c1-md-0, c1-md-1): pick one with --deployment"
     );
-    let p = plan_scale(
-        &objs,
-        &ScaleRequest {
-            deployment: Some("c1-md-1".into()),
-            ..req_workers(5)
-        },
-        None,
-    )
-    .unwrap();
+    let p = plan_scale(&objs, &req_deployment("c1-md-1", 5), None).unwrap();
     assert_eq!(p.steps[0].from, Some(2));
     assert_eq!(p.steps[0].patch.name, "c1-md-1");
-    let e = plan_scale(
-        &objs,
-        &ScaleRequest {
-            deployment: Some("nope".into()),
-            ..req_workers(5)
-        },
-        None,
-    )
-    .unwrap_err();
+    let e = plan_scale(&objs, &req_deployment("nope", 5), None).unwrap_err();
     assert!(e.to_string().contains("it has: c1-md-0, c1-md-1"), "{e}");
     let none = ClusterObjects {
         machine_deployments: &[],
@@ -369,15 +361,7 @@ fn clusterclass_patches_topology() {
     let cp = kcp(1);
     let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
 
-    let p = plan_scale(
-        &objs,
-        &ScaleRequest {
-            deployment: Some("md-1".into()),
-            ..req_workers(4)
-        },
-        None,
-    )
-    .unwrap();
+    let p = plan_scale(&objs, &req_deployment("md-1", 4), None).unwrap();
     let s = &p.steps[0];
     assert_eq!(s.patch.kind, "Cluster");
     assert_eq!(s.from, Some(1));
@@ -395,15 +379,7 @@ fn clusterclass_patches_topology() {
     );
     assert_eq!(s.patch.merge_patch, None);
     // the generated MD's own name also selects the topology entry
-    let p = plan_scale(
-        &objs,
-        &ScaleRequest {
-            deployment: Some("c1-md-0-x7k2p".into()),
-            ..req_workers(3)
-        },
-        None,
-    )
-    .unwrap();
+    let p = plan_scale(&objs, &req_deployment("c1-md-0-x7k2p", 3), None).unwrap();
     assert_eq!(
         p.steps[0].patch.changes[0].path,
         "/spec/topology/workers/machineDeployments/0/replicas"

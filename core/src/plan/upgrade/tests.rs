@@ -601,16 +601,13 @@ fn byoh_spare_hosts_per_rolling_step() {
 
     // no spare host for the control plane: the way out names maxSurge 0 (3 replicas here)
     let none: Vec<&Value> = vec![];
-    let p = plan_upgrade(
-        &objs,
-        &UpgradeRequest {
-            control_plane_only: true,
-            ..req("v1.31.0")
-        },
-        &Observed::default(),
-        Some(&none),
-    )
-    .unwrap();
+    let cp_only = UpgradeRequest {
+        control_plane_only: true,
+        ..req("v1.31.0")
+    };
+    let without_hosts =
+        |objs: &ClusterObjects| plan_upgrade(objs, &cp_only, &Observed::default(), Some(&none));
+    let p = without_hosts(&objs).unwrap();
     assert!(p.steps[0].spare_hosts[0].ways_out[0].contains("maxSurge to 0"));
     // with maxSurge 0 the control plane needs no spare
     let mut cp0 = cp.clone();
@@ -619,16 +616,7 @@ fn byoh_spare_hosts_per_rolling_step() {
         control_plane: Some(&cp0),
         ..objs
     };
-    let p = plan_upgrade(
-        &objs0,
-        &UpgradeRequest {
-            control_plane_only: true,
-            ..req("v1.31.0")
-        },
-        &Observed::default(),
-        Some(&none),
-    )
-    .unwrap();
+    let p = without_hosts(&objs0).unwrap();
     assert!(p.steps[0].spare_hosts[0].ok);
     assert!(!p.blocked);
 }
