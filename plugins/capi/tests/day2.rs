@@ -84,7 +84,7 @@ async fn apply(client: &Client, ns: &str, r: ApiResource, obj: Value) {
         .unwrap_or_else(|e| panic!("applying {} {name}: {e}", r.kind));
 }
 
-use testbed::fixtures::run::{stderr as err, stdout as out};
+use testbed::fixtures::run::{stderr as err, stdout as out, words};
 
 fn run(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
     testbed::fixtures::run::plugin_in(BIN, kubeconfig, ns, args)
@@ -393,15 +393,7 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
     let o = run(
         &tb.kubeconfig,
         &ns,
-        &[
-            "scale",
-            "c1",
-            "--workers",
-            "3",
-            "--wait",
-            "--timeout",
-            "150s",
-        ],
+        &words("scale c1 --workers 3 --wait --timeout 150s"),
     );
     assert!(
         o.status.success(),
@@ -541,15 +533,7 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
     let o = run(
         &tb.kubeconfig,
         &ns,
-        &[
-            "scale",
-            "c1",
-            "--workers",
-            "1",
-            "--wait",
-            "--timeout",
-            "120s",
-        ],
+        &words("scale c1 --workers 1 --wait --timeout 120s"),
     );
     assert!(
         o.status.success(),
@@ -590,15 +574,7 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
     let o = run(
         &tb.kubeconfig,
         &ns,
-        &[
-            "scale",
-            "c1",
-            "--control-plane",
-            "3",
-            "--wait",
-            "--timeout",
-            "60s",
-        ],
+        &words("scale c1 --control-plane 3 --wait --timeout 60s"),
     );
     assert!(
         o.status.success(),
@@ -636,14 +612,7 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
     let o = run(
         &tb.kubeconfig,
         &ns,
-        &[
-            "scale",
-            "c1",
-            "--control-plane",
-            "7",
-            "--force",
-            "--dry-run=server",
-        ],
+        &words("scale c1 --control-plane 7 --force --dry-run=server"),
     );
     assert!(o.status.success(), "stderr: {}", err(&o));
     assert_contains(&err(&o), "Warning: --force:");
@@ -949,16 +918,7 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     let o = run(
         &tb.kubeconfig,
         &ns,
-        &[
-            "upgrade",
-            "up",
-            "--to",
-            "v1.35.2",
-            "--yes",
-            "--client-side",
-            "--timeout",
-            "150s",
-        ],
+        &words("upgrade up --to v1.35.2 --yes --client-side --timeout 150s"),
     );
     assert!(
         o.status.success(),
@@ -1091,15 +1051,7 @@ async fn hosts_cordon_drain_uncordon() {
     let o = run(
         &tb.kubeconfig,
         &ns,
-        &[
-            "scale",
-            "c1",
-            "--workers",
-            "2",
-            "--wait",
-            "--timeout",
-            "90s",
-        ],
+        &words("scale c1 --workers 2 --wait --timeout 90s"),
     );
     assert!(o.status.success(), "{}", err(&o));
 
@@ -1825,20 +1777,7 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
     let o = run(
         &tb.kubeconfig,
         &ns,
-        &[
-            "upgrade",
-            "-l",
-            "env=staging",
-            "--to",
-            "v1.35.2",
-            "--canary",
-            "1",
-            "--max-parallel",
-            "2",
-            "--plan",
-            "-o",
-            "json",
-        ],
+        &words("upgrade -l env=staging --to v1.35.2 --canary 1 --max-parallel 2 --plan -o json"),
     );
     assert!(o.status.success(), "{}", err(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -1889,21 +1828,9 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
     let o = run(
         &tb.kubeconfig,
         &ns,
-        &[
-            "upgrade",
-            "-l",
-            "env=staging",
-            "--to",
-            "v1.35.2",
-            "--canary",
-            "1",
-            "--max-parallel",
-            "2",
-            "--yes",
-            "--wait",
-            "--timeout",
-            "240s",
-        ],
+        &words(
+            "upgrade -l env=staging --to v1.35.2 --canary 1 --max-parallel 2 --yes --wait --timeout 240s",
+        ),
     );
     sampler.abort();
     let tail = |log: &Path| {
@@ -1967,23 +1894,9 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
     let o = run(
         &tb.kubeconfig,
         &ns,
-        &[
-            "upgrade",
-            "-l",
-            "env=prod",
-            "--to",
-            "v1.35.2",
-            "--canary",
-            "1",
-            "--max-parallel",
-            "1",
-            "--name",
-            "prod",
-            "--yes",
-            "--wait",
-            "--timeout",
-            "240s",
-        ],
+        &words(
+            "upgrade -l env=prod --to v1.35.2 --canary 1 --max-parallel 1 --name prod --yes --wait --timeout 240s",
+        ),
     );
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
     // Progress lines come first on a non-terminal stderr; the failure is the `error:` line.

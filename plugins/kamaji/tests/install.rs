@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
-use testbed::fixtures::run::{assert_contains, assert_lacks};
+use testbed::fixtures::run::{assert_contains, assert_lacks, words};
 
 #[tokio::test]
 async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use() {
@@ -16,14 +16,7 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
     let yaml = ok(&kamaji(
         tb,
         &ns,
-        &[
-            "install",
-            "--image",
-            "example.com/kamaji-reconciler:v1",
-            "--dry-run=client",
-            "-o",
-            "yaml",
-        ],
+        &words("install --image example.com/kamaji-reconciler:v1 --dry-run=client -o yaml"),
     ));
     assert!(
         yaml.contains("kind: CustomResourceDefinition")
@@ -50,12 +43,7 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
     let out = kamaji(
         tb,
         &fresh,
-        &[
-            "install",
-            "--image",
-            "example.com/kamaji-reconciler:v1",
-            "--dry-run=server",
-        ],
+        &words("install --image example.com/kamaji-reconciler:v1 --dry-run=server"),
     );
     let (o, e) = (ok(&out), stderr(&out));
     assert!(
@@ -125,14 +113,7 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
         if kamaji(
             tb,
             &ns,
-            &[
-                "create",
-                "inuse",
-                "--infrastructure",
-                "none",
-                "--kubernetes-version",
-                "v1.35.0",
-            ],
+            &words("create inuse --infrastructure none --kubernetes-version v1.35.0"),
         )
         .status
         .success()

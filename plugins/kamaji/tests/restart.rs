@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DynamicObject};
 use testbed::fixtures::poll::eventually_or;
 use testbed::fixtures::run::assert_contains;
-use testbed::fixtures::run::{self, Background};
+use testbed::fixtures::run::{self, Background, words};
 
 /// The tests of this binary restart its API server one at a time: a restart in the middle of
 /// another test's own requests (not the CLI's, which ride it out) would fail that test.
@@ -85,17 +85,7 @@ async fn create_wait_survives_an_api_server_restart() {
     let mut cli = spawn_kamaji(
         tb,
         &ns,
-        &[
-            "create",
-            "rc",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            "v1.35.0",
-            "--wait",
-            "--timeout",
-            "40s",
-        ],
+        &words("create rc --infrastructure none --kubernetes-version v1.35.0 --wait --timeout 40s"),
     );
     // The command is in its wait once its KamajiControlPlane is applied.
     let kcps = Api::<DynamicObject>::namespaced_with(

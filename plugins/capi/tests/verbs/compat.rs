@@ -137,6 +137,7 @@ const CLUSTERCTL_DOCS: &[(&str, &str, &str)] = &[
 
 use testbed::api_resource as ar;
 use testbed::fixtures::run;
+use testbed::fixtures::run::words;
 
 async fn apply(client: &Client, ns: &str, r: ApiResource, obj: Value) {
     let name = obj["metadata"]["name"].as_str().unwrap().to_string();
@@ -383,12 +384,9 @@ async fn clusterctl_documented_command_lines() {
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).1.contains("is paused"), "{:?}", text(&o));
     let o = run(
-        &a(&[
-            "alpha",
-            "rollout",
-            "pause",
-            "kubeadmcontrolplane/capi-quickstart-control-plane",
-        ]),
+        &a(&words(
+            "alpha rollout pause kubeadmcontrolplane/capi-quickstart-control-plane",
+        )),
         &tb.kubeconfig,
         &home,
     );

@@ -43,7 +43,7 @@ async fn get(client: &Client, ns: &str, r: &ApiResource, name: &str) -> Value {
 }
 
 use testbed::fixtures::run::assert_contains;
-use testbed::fixtures::run::{stderr as err, stdout as out};
+use testbed::fixtures::run::{stderr as err, stdout as out, words};
 
 fn run(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
     testbed::fixtures::run::plugin_in(BIN, kubeconfig, ns, args)
@@ -332,29 +332,14 @@ async fn clusterclass_clusters_patch_spec_topology() {
     let o = run(
         kc,
         &ns,
-        &[
-            "upgrade",
-            "cc",
-            "--to",
-            "v1.34.1",
-            "--control-plane-only",
-            "--plan",
-        ],
+        &words("upgrade cc --to v1.34.1 --control-plane-only --plan"),
     );
     assert_eq!(o.status.code(), Some(2));
     assert_contains(&err(&o), "uses a ClusterClass");
     let o = run(
         kc,
         &ns,
-        &[
-            "upgrade",
-            "cc",
-            "--to",
-            "v1.34.1",
-            "--yes",
-            "--timeout",
-            "2s",
-        ],
+        &words("upgrade cc --to v1.34.1 --yes --timeout 2s"),
     );
     // The version is patched; nothing rolls it out here, so the wait times out and says how to resume.
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));

@@ -28,6 +28,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use testbed::fixtures::run::assert_contains;
+use testbed::fixtures::run::words;
 
 /// The `Example:` of each command of clastix's plugin, verbatim (v1.0.0).
 const EXAMPLES: &[(&str, &str)] = &[
@@ -605,15 +606,7 @@ async fn kubeconfig_flags_on_a_tenant(tb: &testbed::Testbed, ns: &str, tcp: &str
     ));
     let o = kubectl(
         &file,
-        &[
-            "--context",
-            "mine",
-            "get",
-            "namespace",
-            "default",
-            "-o",
-            "name",
-        ],
+        &words("--context mine get namespace default -o name"),
     );
     assert_eq!(stdout(&o).trim(), "namespace/default", "{}", stderr(&o));
     // A conflict: refused with the hint both plugins give.
@@ -647,57 +640,15 @@ fn clastix_flag_forms_parse_and_refuse() {
     for args in [
         &["kubeconfig", "rotate", "t", "--all=true"][..],
         &["kubeconfig", "rotate", "t", "--all"],
-        &[
-            "kubeconfig",
-            "rotate",
-            "t",
-            "--all=false",
-            "--components=Admin",
-        ],
-        &[
-            "kubeconfig",
-            "rotate",
-            "t",
-            "--components",
-            "Admin",
-            "--components",
-            "Scheduler",
-        ],
-        &[
-            "kubeconfig",
-            "rotate",
-            "t",
-            "--certificates=Admin,ControllerManager",
-        ],
+        &words("kubeconfig rotate t --all=false --components=Admin"),
+        &words("kubeconfig rotate t --components Admin --components Scheduler"),
+        &words("kubeconfig rotate t --certificates=Admin,ControllerManager"),
         &["kubeconfig", "get", "t", "--secret-type=admin.svc"],
         &["certificates", "rotate", "t", "--all=True"],
-        &[
-            "certificates",
-            "rotate",
-            "t",
-            "--certificates=FrontProxyCA,FrontProxyClient",
-        ],
-        &[
-            "certificates",
-            "rotate",
-            "t",
-            "--certificates=APIServerKubeletClient",
-        ],
-        &[
-            "token",
-            "join",
-            "t",
-            "--flavour=yaki",
-            "--skip-expired=false",
-        ],
-        &[
-            "token",
-            "join",
-            "t",
-            "--flavour",
-            "kubeadm",
-            "--skip-expired",
-        ],
+        &words("certificates rotate t --certificates=FrontProxyCA,FrontProxyClient"),
+        &words("certificates rotate t --certificates=APIServerKubeletClient"),
+        &words("token join t --flavour=yaki --skip-expired=false"),
+        &words("token join t --flavour kubeadm --skip-expired"),
     ] {
         let o = run(args);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
@@ -727,13 +678,7 @@ fn clastix_flag_forms_parse_and_refuse() {
             "not a boolean",
         ),
         (
-            &[
-                "certificates",
-                "rotate",
-                "t",
-                "--all",
-                "--certificates=APIServer",
-            ],
+            &words("certificates rotate t --all --certificates=APIServer"),
             "both say",
         ),
         (

@@ -14,6 +14,7 @@ use kube::Client;
 use serde_json::Value;
 use testbed::fixtures::reconciler::assert_ran;
 use testbed::fixtures::run::assert_contains;
+use testbed::fixtures::run::words;
 
 const CLASS: &str = "kamaji-byoh";
 
@@ -291,14 +292,7 @@ async fn create_class_refuses_a_missing_class_and_flags_the_class_decides() {
         &kamaji(
             tb,
             &ns,
-            &[
-                "create",
-                "c2",
-                "--class",
-                "nope",
-                "--kubernetes-version",
-                "v1.35.4",
-            ],
+            &words("create c2 --class nope --kubernetes-version v1.35.4"),
         ),
         1,
     );

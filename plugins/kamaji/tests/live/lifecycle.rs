@@ -22,6 +22,7 @@ use serde_json::Value;
 use testbed::Testbed;
 use testbed::fixtures::reconciler::assert_ran;
 use testbed::fixtures::run::assert_contains;
+use testbed::fixtures::run::words;
 
 /// One real tenant at a time (see the module comment).
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -195,14 +196,14 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
 async fn read_rotate_and_sleep(
     tb: &Testbed,
     client: &Client,
-    ns: &String,
+    ns: &str,
     name: &str,
-    endpoint: &String,
+    endpoint: &str,
     tenant_kc: &Path,
 ) {
     let tcp_ar = ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane");
     // list
-    let list = ok(&kamaji(tb, &ns, &["list"]));
+    let list = ok(&kamaji(tb, ns, &["list"]));
     let line = list
         .lines()
         .find(|l| l.starts_with(name))
@@ -210,7 +211,7 @@ async fn read_rotate_and_sleep(
     assert!(
         line.contains("Ready")
             && line.contains("v1.35.4")
-            && line.contains(endpoint.as_str())
+            && line.contains(endpoint)
             && line.contains("default"),
         "{list}"
     );
@@ -229,7 +230,7 @@ async fn read_rotate_and_sleep(
     }
 
     // status, human and JSON
-    let text = ok(&kamaji(tb, &ns, &["status", name]));
+    let text = ok(&kamaji(tb, ns, &["status", name]));
     for section in [
         "Control plane",
         "Control-plane pods",
@@ -241,7 +242,7 @@ async fn read_rotate_and_sleep(
         assert!(text.contains(section), "missing section {section}:\n{text}");
     }
     let status: Value =
-        serde_json::from_str(&ok(&kamaji(tb, &ns, &["status", name, "-o", "json"]))).unwrap();
+        serde_json::from_str(&ok(&kamaji(tb, ns, &["status", name, "-o", "json"]))).unwrap();
     assert_eq!(status["summary"]["cluster"], name);
     assert_eq!(status["summary"]["ready"], true);
     assert_eq!(status["summary"]["version"], "v1.35.4");
@@ -262,7 +263,7 @@ async fn read_rotate_and_sleep(
     let addons = status["addons"].as_array().unwrap();
     assert_eq!(addons.len(), 3, "{addons:?}");
     assert!(addons.iter().all(|a| a["enabled"] == false), "{addons:?}");
-    let yaml = ok(&kamaji(tb, &ns, &["status", name, "-o", "yaml"]));
+    let yaml = ok(&kamaji(tb, ns, &["status", name, "-o", "yaml"]));
     let mut back: Value = serde_saphyr::from_str(&yaml).unwrap();
     // The same data in both formats; only the age may have ticked between the two calls.
     let mut summary = status["summary"].clone();
@@ -273,7 +274,7 @@ async fn read_rotate_and_sleep(
 
     // kubeconfig get, --merge (atomic, 0600, backup, no overwrite), and it works against the
     // live tenant API server
-    let kc = ok(&kamaji(tb, &ns, &["kubeconfig", "get", name]));
+    let kc = ok(&kamaji(tb, ns, &["kubeconfig", "get", name]));
     assert_contains(&kc, &format!("https://{endpoint}"));
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config");
@@ -281,7 +282,7 @@ async fn read_rotate_and_sleep(
     let f = file.to_str().unwrap();
     let merged = kamaji(
         tb,
-        &ns,
+        ns,
         &["kubeconfig", "get", name, "--merge", "--merge-file", f],
     );
     assert!(ok(&merged).is_empty(), "a merge prints nothing on stdout");
@@ -298,7 +299,7 @@ async fn read_rotate_and_sleep(
     assert!(dir.path().join("config.bak").exists());
     let again = kamaji(
         tb,
-        &ns,
+        ns,
         &["kubeconfig", "get", name, "--merge", "--merge-file", f],
     );
     ok(&again);
@@ -327,7 +328,7 @@ async fn read_rotate_and_sleep(
     let line = fails(
         &kamaji(
             tb,
-            &ns,
+            ns,
             &["kubeconfig", "get", name, "--merge", "--merge-file", f],
         ),
         1,
@@ -336,16 +337,12 @@ async fn read_rotate_and_sleep(
 
     // token join: a real bootstrap token in the tenant's kube-system and the hash of the
     // tenant's CA (Kamaji's `<name>-ca` Secret).
-    let join = ok(&kamaji(tb, &ns, &["token", "join", name]));
+    let join = ok(&kamaji(tb, ns, &["token", "join", name]));
     let words: Vec<&str> = join.split_whitespace().collect();
-    assert_eq!(
-        &words[..3],
-        ["kubeadm", "join", endpoint.as_str()],
-        "{join}"
-    );
+    assert_eq!(&words[..3], ["kubeadm", "join", endpoint], "{join}");
     let token = words[4];
     let (id, _) = token.split_once('.').unwrap();
-    let ca_secret = get(&client, &ns, &ar("", "v1", "Secret"), &format!("{name}-ca"))
+    let ca_secret = get(client, ns, &ar("", "v1", "Secret"), &format!("{name}-ca"))
         .await
         .unwrap();
     use base64::Engine;
@@ -353,7 +350,7 @@ async fn read_rotate_and_sleep(
         .decode(ca_secret["data"]["ca.crt"].as_str().unwrap())
         .unwrap();
     assert_eq!(words[6], kcore::build::pki::ca_cert_hash(&ca).unwrap());
-    let secret = bootstrap_token_secret(&tenant_kc, id, "name");
+    let secret = bootstrap_token_secret(tenant_kc, id, "name");
     assert!(
         secret.status.success(),
         "bootstrap-token-{id} not created in the tenant: {}",
@@ -361,7 +358,7 @@ async fn read_rotate_and_sleep(
     );
     let yaki = ok(&kamaji(
         tb,
-        &ns,
+        ns,
         &["token", "join", name, "--flavour", "yaki"],
     ));
     assert!(
@@ -372,14 +369,14 @@ async fn read_rotate_and_sleep(
 
     // rotation deletes Kamaji's Secrets, which Kamaji re-issues
     let before = object(
-        &client,
-        &ns,
+        client,
+        ns,
         "v1",
         "Secret",
         &format!("{name}-api-server-certificate"),
     )
     .await;
-    let out = ok(&kamaji(tb, &ns, &["certificates", "rotate", name, "--all"]));
+    let out = ok(&kamaji(tb, ns, &["certificates", "rotate", name, "--all"]));
     assert!(
         out.contains(&format!(
             "secret/{name}-api-server-certificate deleted: Kamaji re-issues it"
@@ -389,15 +386,15 @@ async fn read_rotate_and_sleep(
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let after = get(
-            &client,
-            &ns,
+            client,
+            ns,
             &ar("", "v1", "Secret"),
             &format!("{name}-api-server-certificate"),
         )
         .await;
         let front_proxy = get(
-            &client,
-            &ns,
+            client,
+            ns,
             &ar("", "v1", "Secret"),
             &format!("{name}-front-proxy-client-certificate"),
         )
@@ -420,7 +417,7 @@ async fn read_rotate_and_sleep(
     let line = fails(
         &kamaji(
             tb,
-            &ns,
+            ns,
             &[
                 "certificates",
                 "rotate",
@@ -434,8 +431,8 @@ async fn read_rotate_and_sleep(
     assert_contains(&line, "konnectivity-certificate\" not found");
     assert!(
         get(
-            &client,
-            &ns,
+            client,
+            ns,
             &ar("", "v1", "Secret"),
             &format!("{name}-front-proxy-client-certificate"),
         )
@@ -443,7 +440,7 @@ async fn read_rotate_and_sleep(
         .is_some(),
         "a refused rotation deleted nothing"
     );
-    ok(&kamaji(tb, &ns, &["kubeconfig", "rotate", name]));
+    ok(&kamaji(tb, ns, &["kubeconfig", "rotate", name]));
 
     // scale to sleep and back. Kamaji v1.0.0 has no "Sleeping" status: with 0 replicas its
     // Deployment resource reports the version "Ready" once the scaled-down Deployment is
@@ -451,7 +448,7 @@ async fn read_rotate_and_sleep(
     // so --wait waits for the Deployment's 0 replicas, as for a Kamaji before "Sleeping".
     let out = ok(&kamaji(
         tb,
-        &ns,
+        ns,
         &[
             "scale",
             name,
@@ -463,7 +460,7 @@ async fn read_rotate_and_sleep(
         ],
     ));
     assert_contains(&out, "scaled from 1 to 0 (asleep)");
-    let tcp = get(&client, &ns, &tcp_ar, name).await.unwrap();
+    let tcp = get(client, ns, &tcp_ar, name).await.unwrap();
     assert_eq!(tcp["spec"]["controlPlane"]["deployment"]["replicas"], 0);
     assert_eq!(
         tcp["status"]["kubernetesResources"]["deployment"]["replicas"]
@@ -478,11 +475,11 @@ async fn read_rotate_and_sleep(
         "Kamaji v1.0.0 reports a sleeping tenant Ready: {}",
         tcp["status"]
     );
-    let text = ok(&kamaji(tb, &ns, &["status", name]));
+    let text = ok(&kamaji(tb, ns, &["status", name]));
     assert_contains(&text, "asleep");
     let out = ok(&kamaji(
         tb,
-        &ns,
+        ns,
         &[
             "scale",
             name,
@@ -494,7 +491,7 @@ async fn read_rotate_and_sleep(
         ],
     ));
     assert_contains(&out, "scaled from 0 to 1 (waking up)");
-    let v = kubectl(&tenant_kc, &["get", "--raw", "/version"]);
+    let v = kubectl(tenant_kc, &["get", "--raw", "/version"]);
     assert!(
         v.status.success(),
         "the woken tenant answers: {}",
@@ -507,7 +504,7 @@ async fn read_rotate_and_sleep(
 async fn upgrade(
     tb: &Testbed,
     client: &Client,
-    ns: &String,
+    ns: &str,
     name: &str,
     tenant_kc: &Path,
     kcp_ar: &ApiResource,
@@ -518,7 +515,7 @@ async fn upgrade(
     // releases the testbed can run.
     let plan = ok(&kamaji(
         tb,
-        &ns,
+        ns,
         &["upgrade", name, "--to", "v1.37.0", "--plan", "-o", "json"],
     ));
     let plan: Value = serde_json::from_str(&plan).unwrap();
@@ -526,27 +523,27 @@ async fn upgrade(
         plan["controlPlaneSteps"],
         serde_json::json!(["v1.36.0", "v1.37.0"])
     );
-    let k = get(&client, &ns, &kcp_ar, name).await.unwrap();
+    let k = get(client, ns, kcp_ar, name).await.unwrap();
     assert_eq!(k["spec"]["version"], "v1.35.4", "--plan changed something");
     let out = kamaji(
         tb,
-        &ns,
+        ns,
         &["upgrade", name, "--to", "v1.36.3", "--timeout", "300s"],
     );
-    assert_ran(&out, "upgrade", &rec);
+    assert_ran(&out, "upgrade", rec);
     let err = stderr(&out);
     assert!(
         err.contains("step 1/1") && err.contains("runs v1.36.3"),
         "{err}"
     );
-    let k = get(&client, &ns, &kcp_ar, name).await.unwrap();
+    let k = get(client, ns, kcp_ar, name).await.unwrap();
     assert_eq!(k["status"]["version"], "v1.36.3");
     // The live tenant API server runs the new release. The status reports the new version once
     // the new control-plane pod is ready; the old one may answer on the tenant's address for a
     // moment longer while it stops (CI once caught it), so ask until the new one answers.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let raw = kubectl(&tenant_kc, &["get", "--raw", "/version"]);
+        let raw = kubectl(tenant_kc, &["get", "--raw", "/version"]);
         let version: Value = serde_json::from_slice(&raw.stdout).unwrap_or(Value::Null);
         if version["gitVersion"] == "v1.36.3" {
             break;
@@ -560,8 +557,8 @@ async fn upgrade(
     }
     if infra != "none" {
         let md = object(
-            &client,
-            &ns,
+            client,
+            ns,
             "cluster.x-k8s.io/v1beta2",
             "MachineDeployment",
             &format!("{name}-md-0"),
@@ -569,7 +566,7 @@ async fn upgrade(
         .await;
         assert_eq!(md["spec"]["template"]["spec"]["version"], "v1.36.3");
     }
-    let line = fails(&kamaji(tb, &ns, &["upgrade", name, "--to", "v1.35.4"]), 2);
+    let line = fails(&kamaji(tb, ns, &["upgrade", name, "--to", "v1.35.4"]), 2);
     assert_contains(&line, "cannot downgrade");
 }
 
@@ -582,14 +579,7 @@ async fn lifecycle_byoh() {
 async fn lifecycle_openstack() {
     lifecycle(
         "openstack",
-        &[
-            "--workers",
-            "0",
-            "--flavor",
-            "m1.large",
-            "--image",
-            "ubuntu-2404-kube-v1.35.4",
-        ],
+        &words("--workers 0 --flavor m1.large --image ubuntu-2404-kube-v1.35.4"),
     )
     .await;
 }

@@ -13,6 +13,7 @@ use kube::Client;
 use serde_json::Value;
 use testbed::Testbed;
 use testbed::fixtures::reconciler::assert_ran;
+use testbed::fixtures::run::words;
 
 /// `target/debug/kubectl-capi`, next to our binary ([`testbed::workspace_binary`]).
 fn capi_binary() -> PathBuf {
@@ -178,13 +179,7 @@ async fn byoh_cluster_on_the_real_controllers() {
     ok(&kamaji(
         tb,
         &ns,
-        &[
-            "certificates",
-            "rotate",
-            "c1",
-            "--certificates",
-            "api-server",
-        ],
+        &words("certificates rotate c1 --certificates api-server"),
     ));
     let deadline = Instant::now() + Duration::from_secs(180);
     let mut failures = Vec::new();

@@ -4,6 +4,7 @@
 
 use crate::common::*;
 use testbed::fixtures::run::assert_contains;
+use testbed::fixtures::run::words;
 
 #[tokio::test]
 async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
@@ -97,14 +98,7 @@ async fn generate_clusterclass_and_create_class_write_v1beta1_shapes_on_a_capi_1
     let out = ok(&kamaji(
         tb,
         &ns,
-        &[
-            "generate",
-            "clusterclass",
-            "old-class",
-            "--infrastructure",
-            "byoh",
-            "--apply",
-        ],
+        &words("generate clusterclass old-class --infrastructure byoh --apply"),
     ));
     assert_contains(
         &out,
@@ -144,21 +138,9 @@ async fn generate_clusterclass_and_create_class_write_v1beta1_shapes_on_a_capi_1
     let json = ok(&kamaji(
         tb,
         &ns,
-        &[
-            "create",
-            "old",
-            "--class",
-            "old-class",
-            "--kubernetes-version",
-            "v1.33.0",
-            "--workers",
-            "2",
-            "--service-address",
-            "10.0.0.9",
-            "--dry-run=server",
-            "-o",
-            "json",
-        ],
+        &words(
+            "create old --class old-class --kubernetes-version v1.33.0 --workers 2 --service-address 10.0.0.9 --dry-run=server -o json",
+        ),
     ));
     let list: serde_json::Value = serde_json::from_str(&json).unwrap();
     let cluster = &list["items"][0];
