@@ -115,7 +115,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let t = resolve_or_leftovers(&conn, &apis, &args.name).await?;
-    let cluster_name = t.cluster_name().unwrap_or_else(|| t.name.clone());
+    let cluster_name = t.cluster_or_own_name();
     let mut td = teardown::plan(
         &conn,
         &apis,

@@ -11,7 +11,6 @@ use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render::{self, Poll};
 use kcore::kamaji::plan::{self as plan, KamajiScaleRequest, ScaleObserved, topology};
-use kcore::labels::CLUSTER_NAME_LABEL;
 use serde_json::Value;
 
 use crate::common::control_plane::{self, ControlPlane};
@@ -104,12 +103,9 @@ async fn scale_objects(
         render::line(&change.done);
     }
     if let Some(w) = req.workers {
-        let cluster = t.cluster_name().unwrap_or_else(|| t.name.clone());
         let md_ar = apis.capi_kind("MachineDeployment")?;
-        let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
-        let mds =
-            kclient::api::list_values(conn, &md_ar, Some(&t.namespace), Some(&selector)).await?;
-        let change = plan::scale_workers(&cluster, &mds, w)?;
+        let mds = t.cluster_objects(conn, &md_ar).await?;
+        let change = plan::scale_workers(&t.cluster_or_own_name(), &mds, w)?;
         writes::merge_patch(
             conn,
             &md_ar,

@@ -13,12 +13,11 @@ use kclient::error::Error;
 use kclient::render::{self, Fields, Human, Poll, Printer, Progress, Render, Table, Wait};
 use kcore::fields;
 use kcore::kamaji::plan::{self as plan, KamajiUpgradePlan, topology};
-use kcore::labels::CLUSTER_NAME_LABEL;
 use kcore::plan::upgrade::{StepLine, StepRole, parse_version, step_progress};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::common::control_plane::{self, ControlPlane};
+use crate::common::control_plane;
 use crate::common::tenant_status;
 use crate::common::writes;
 
@@ -107,7 +106,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let md_ar = apis.capi_kind("MachineDeployment").ok();
     let mds = match &md_ar {
         Some(ar) if !args.control_plane_only && topo.is_none() => {
-            cluster_deployments(&conn, ar, &t).await?
+            t.cluster_objects(&conn, ar).await?
         }
         _ => Vec::new(),
     };
@@ -177,17 +176,6 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         kcore::text::human_duration(started.elapsed())
     ));
     Ok(())
-}
-
-/// The MachineDeployments of the control plane's cluster.
-async fn cluster_deployments(
-    conn: &Conn,
-    ar: &kube::api::ApiResource,
-    t: &ControlPlane,
-) -> Result<Vec<Value>, Error> {
-    let cluster = t.cluster_name().unwrap_or_else(|| t.name.clone());
-    let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
-    kclient::api::list_values(conn, ar, Some(&t.namespace), Some(&selector)).await
 }
 
 /// One control-plane step, numbered for its progress line.

@@ -8,6 +8,7 @@ use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kcore::fields::object_json;
 use kcore::groups::{CONTROLPLANE_GROUP, KAMAJI_GROUP};
+use kcore::labels::CLUSTER_NAME_LABEL;
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
 
@@ -81,6 +82,19 @@ impl ControlPlane {
             })
             .and_then(|o| o["name"].as_str())
             .map(str::to_string)
+    }
+    /// The cluster's name: the owning Cluster's, else the control plane's own.
+    pub fn cluster_or_own_name(&self) -> String {
+        self.cluster_name().unwrap_or_else(|| self.name.clone())
+    }
+    /// The objects of `ar` labelled with the cluster's name, in the control plane's namespace.
+    pub async fn cluster_objects(
+        &self,
+        conn: &Conn,
+        ar: &ApiResource,
+    ) -> Result<Vec<Value>, Error> {
+        let selector = format!("{CLUSTER_NAME_LABEL}={}", self.cluster_or_own_name());
+        kclient::api::list_values(conn, ar, Some(&self.namespace), Some(&selector)).await
     }
     /// The KamajiControlPlane, or the refusal a standalone TenantControlPlane gets from the
     /// verbs that change one (scale, upgrade).
