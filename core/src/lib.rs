@@ -12,11 +12,11 @@
 //! - [`plan`]: every plan a verb shows before it acts; [`build`]: the objects a verb creates;
 //! - [`kamaji`]: everything about Kamaji and its control-plane provider; [`ops`]: our
 //!   ClusterUpgrade and FleetUpgrade API; [`install`]: the reconciler's install manifests, which
-//!   carry both; [`crd`]: what every CRD we generate goes through.
+//!   carry both; `crd` (crate-private): what every CRD we generate goes through.
 
 pub mod build;
 pub mod condition;
-pub mod crd;
+pub(crate) mod crd;
 pub mod error;
 pub mod fields;
 pub mod groups;

@@ -285,7 +285,7 @@ fn no_private_copy_of_a_core_constant() {
 /// only for an item another crate needs.
 #[test]
 fn the_core_public_surface_is_bounded() {
-    const MAX_PUBLIC_ITEMS: usize = 538;
+    const MAX_PUBLIC_ITEMS: usize = 536;
     let root = workspace();
     let mut files = Vec::new();
     sources(&root.join("core/src"), &mut files);

@@ -27,7 +27,8 @@ impl<'a> HostPool<'a> {
     }
 
     /// Free hosts given directly (already known to be Available).
-    pub fn from_free(free: Vec<&'a Value>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_free(free: Vec<&'a Value>) -> Self {
         let taken = vec![false; free.len()];
         HostPool { free, taken }
     }
