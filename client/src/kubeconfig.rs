@@ -471,6 +471,16 @@ pub fn write_atomic_mode(
 mod tests {
     use super::*;
 
+    /// A temporary directory (removed when dropped) and its `config`, holding `text` if given.
+    fn config_file(text: Option<&str>) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        if let Some(t) = text {
+            std::fs::write(&path, t).unwrap();
+        }
+        (dir, path)
+    }
+
     fn opts(force: bool, set_current: bool) -> MergeOptions<'static> {
         MergeOptions {
             force,
@@ -526,9 +536,9 @@ mod tests {
     #[test]
     fn file_merge_is_atomic_private_and_backed_up() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config");
-        std::fs::write(&path, "apiVersion: v1\nkind: Config\ncurrent-context: mgmt\ncontexts:\n- name: mgmt\n  context: {cluster: mgmt, user: me}\n").unwrap();
+        let (dir, path) = config_file(Some(
+            "apiVersion: v1\nkind: Config\ncurrent-context: mgmt\ncontexts:\n- name: mgmt\n  context: {cluster: mgmt, user: me}\n",
+        ));
         let add = rename(&fetched(), "prod", "prod-admin", "prod-admin@prod").unwrap();
         let r = merge_into_file(&path, &add, opts(false, true)).unwrap();
         assert!(r.backup.is_some());
@@ -593,8 +603,7 @@ mod tests {
 
     #[test]
     fn atomic_write_keeps_the_old_file_on_failure() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("config");
+        let (dir, p) = config_file(None);
         write_atomic(&p, b"one", false).unwrap();
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(
@@ -650,8 +659,7 @@ mod tests {
     // Issue 13: 20 concurrent merges kept only 11 (capi) and 7 (kamaji) of the 20 contexts.
     #[test]
     fn concurrent_merges_all_land() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config");
+        let (dir, path) = config_file(None);
         let threads: Vec<_> = (0..20)
             .map(|i| {
                 let path = path.clone();
@@ -680,9 +688,7 @@ mod tests {
     #[test]
     fn a_read_only_kubeconfig_is_refused_and_a_mode_is_kept() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config");
-        std::fs::write(&path, "apiVersion: v1\nkind: Config\n").unwrap();
+        let (_dir, path) = config_file(Some("apiVersion: v1\nkind: Config\n"));
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
         let e = merge_into_file(&path, &prod("p"), opts(false, false)).unwrap_err();
         assert!(e.to_string().contains("read-only"), "{e}");
@@ -706,8 +712,7 @@ mod tests {
     // Issue 13: a symlink planted at config.bak received the credentials.
     #[test]
     fn a_planted_backup_symlink_is_replaced_not_followed() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config");
+        let (dir, path) = config_file(None);
         let elsewhere = dir.path().join("elsewhere");
         std::fs::write(&path, "apiVersion: v1\nkind: Config\n").unwrap();
         std::fs::write(&elsewhere, "untouched").unwrap();
@@ -726,8 +731,7 @@ mod tests {
     #[test]
     fn a_planted_temporary_symlink_receives_nothing() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config");
+        let (dir, path) = config_file(None);
         let elsewhere = dir.path().join("elsewhere");
         std::fs::write(&elsewhere, "untouched").unwrap();
         for name in [
@@ -746,29 +750,25 @@ mod tests {
     // Issue 13: `capi delete --yes` removed a context of the same name pointing at another server.
     #[test]
     fn removal_needs_the_server_it_added() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config");
+        let (_dir, path) = config_file(None);
         merge_into_file(&path, &prod("c1"), opts(false, true)).unwrap();
         let before = std::fs::read_to_string(&path).unwrap();
-        let other = Added {
+        let other_server = Added {
             servers: vec!["https://10.9.9.9:6443".to_string()],
             users: vec![],
         };
-        assert_eq!(
-            remove_context_from_file(&path, "c1-admin@c1", &other).unwrap(),
-            ContextRemoval::NotOurs
-        );
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
         // The same server, other credentials: someone else's context of that name.
         let other_user = Added {
             servers: vec!["https://10.0.0.1:6443".to_string()],
             users: vec![json!({"token": "someone-else"})],
         };
-        assert_eq!(
-            remove_context_from_file(&path, "c1-admin@c1", &other_user).unwrap(),
-            ContextRemoval::NotOurs
-        );
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+        for other in [other_server, other_user] {
+            assert_eq!(
+                remove_context_from_file(&path, "c1-admin@c1", &other).unwrap(),
+                ContextRemoval::NotOurs
+            );
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+        }
         let ours = Added {
             servers: vec!["https://10.0.0.1:6443".to_string()],
             users: fetched()["users"]
