@@ -1,0 +1,122 @@
+//! `delete`: the cascade through the real CAPI manager, and a host stuck releasing named.
+
+use crate::common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_cascades_and_names_a_host_stuck_releasing() {
+    let _turn = TURN.lock().await;
+    let tb = testbed::shared_real();
+    let (client, ns) = tb.namespace("delete").await;
+    // Pool "a" has running agents; pool "b" registered its host but its agent is down.
+    let a = pool(&ns, "a", 1, "worker");
+    let b = pool(&ns, "b", 1, "worker");
+    register_then_stop(tb, &client, b.clone()).await;
+    let _players = play(tb, &client, &ns, a);
+    make_cluster(&client, &ns, "doomed", 2, &tb.kubeconfig).await;
+    eventually("both hosts claimed", Duration::from_secs(90), || {
+        let (c, n) = (client.clone(), ns.clone());
+        async move { claimed_hosts(&c, &n).await.len() == 2 }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = kubeconfig_with_merged_context(tb, dir.path(), "doomed");
+    let stuck_host = format!("{ns}-b01");
+
+    // Without a terminal and without --yes: nothing happens, exit 2.
+    let o = run(&kc, &ns, &["delete", "doomed"]);
+    assert_eq!(o.status.code(), Some(2), "stderr: {}", err(&o));
+    assert_contains(&out(&o), "Hosts released:     2");
+    assert_contains(&out(&o), &stuck_host);
+    assert!(
+        out(&o)
+            .contains("Control plane:      KubeadmControlPlane doomed-control-plane (1 replicas)"),
+        "{}",
+        out(&o)
+    );
+    assert_eq!(
+        err(&o).lines().next().unwrap(),
+        "error: refusing to delete cluster doomed without confirmation: stdin is not a terminal"
+    );
+    assert!(
+        api(&client, &ns, &cluster_ar())
+            .get_opt("doomed")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // --yes --wait: the cascade runs; the host whose agent is down stays Releasing, by name.
+    let o = run(
+        &kc,
+        &ns,
+        &["delete", "doomed", "--yes", "--wait", "--timeout", "40s"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "stdout: {}\nstderr: {}",
+        out(&o),
+        err(&o)
+    );
+    let stdout = out(&o);
+    assert_contains(&stdout, "cluster.cluster.x-k8s.io/doomed deleted");
+    assert!(
+        stdout.contains(&format!("\n  host {stuck_host} is still Releasing: ")),
+        "the host whose agent is down is named: {stdout}"
+    );
+    assert!(
+        !stdout.contains(&format!("host {ns}-a01 is still Releasing")),
+        "the host whose agent runs was released: {stdout}"
+    );
+    // The real BYOH controller lets a deleted ByoMachine go at once: it marks the attached host
+    // for cleanup and removes the ByoMachine's finalizer without waiting for the agent (BYOH
+    // v0.5.0 controllers/infrastructure/byomachine_controller.go, reconcileDelete), so the
+    // Machines and the Cluster go too and no object is stuck on finalizers. (The old simulator
+    // held the ByoMachine's finalizer until the agent had cleaned up.) What is left is the
+    // host whose agent is down, named.
+    assert!(
+        !stdout.contains("is stuck on finalizers"),
+        "nothing waits for the agent: {stdout}"
+    );
+    let first = err(&o)
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        first,
+        format!(
+            "error: cluster doomed is not torn down after 40s: 1 host still Releasing ({stuck_host})"
+        )
+    );
+    assert_contains(&err(&o), "start the BYOH host agent on those hosts");
+    // The merged context is gone; the admin context stays.
+    let after = std::fs::read_to_string(&kc).unwrap();
+    assert_lacks(&after, "doomed-admin@doomed");
+    assert_contains(&after, "name: testbed");
+    assert_contains(&stdout, "deleted context doomed-admin@doomed");
+
+    // The agent comes back: the teardown finishes.
+    let agents_b = tokio::spawn(byoh::run_agents(client.clone(), b, sim_opts(tb)));
+    eventually(
+        "the cluster to be gone and its hosts released",
+        Duration::from_secs(90),
+        || {
+            let (c, n) = (client.clone(), ns.clone());
+            async move {
+                api(&c, &n, &cluster_ar())
+                    .get_opt("doomed")
+                    .await
+                    .unwrap()
+                    .is_none()
+                    && claimed_hosts(&c, &n).await.is_empty()
+            }
+        },
+    )
+    .await;
+    let o = run(&kc, &ns, &["delete", "doomed", "--yes"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_contains(&err(&o), "Cluster \"doomed\" not found");
+
+    agents_b.abort();
+}
