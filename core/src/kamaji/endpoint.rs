@@ -118,32 +118,20 @@ mod tests {
     use super::*;
     use crate::kamaji::api::{GatewayComponent, IngressComponent};
 
+    fn ep(host: &str, port: i32) -> Option<Endpoint> {
+        Some(Endpoint {
+            host: host.into(),
+            port,
+        })
+    }
+
     #[test]
     fn plain_status_endpoint() {
-        assert_eq!(
-            derive("10.0.0.5:6443", None),
-            Some(Endpoint {
-                host: "10.0.0.5".into(),
-                port: 6443
-            })
-        );
-        assert_eq!(
-            derive("[fd00::5]:6443", None),
-            Some(Endpoint {
-                host: "fd00::5".into(),
-                port: 6443
-            })
-        );
+        assert_eq!(derive("10.0.0.5:6443", None), ep("10.0.0.5", 6443));
+        assert_eq!(derive("[fd00::5]:6443", None), ep("fd00::5", 6443));
         assert_eq!(derive("", None), None);
         assert_eq!(derive("10.0.0.5", None), None);
-        assert_eq!(
-            Endpoint {
-                host: "fd00::5".into(),
-                port: 1
-            }
-            .to_string(),
-            "[fd00::5]:1"
-        );
+        assert_eq!(ep("fd00::5", 1).unwrap().to_string(), "[fd00::5]:1");
     }
 
     #[test]
@@ -155,24 +143,12 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert_eq!(
-            derive("10.0.0.5:6443", Some(&n)),
-            Some(Endpoint {
-                host: "gw.example".into(),
-                port: 443
-            })
-        );
+        assert_eq!(derive("10.0.0.5:6443", Some(&n)), ep("gw.example", 443));
         n.ingress = Some(IngressComponent {
             hostname: "in.example:8443".into(),
             ..Default::default()
         });
-        assert_eq!(
-            derive("10.0.0.5:6443", Some(&n)),
-            Some(Endpoint {
-                host: "in.example".into(),
-                port: 8443
-            })
-        );
+        assert_eq!(derive("10.0.0.5:6443", Some(&n)), ep("in.example", 8443));
     }
 
     #[test]
