@@ -228,10 +228,7 @@ async fn start(
 
 async fn reconcile(f: Arc<FleetUpgrade>, ctx: Arc<UpgradeCtx>) -> Result<Action, Error> {
     ctx.base.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
-    // Read afresh, as the ClusterUpgrade controller does: the cache may miss our last write.
-    let api: Api<FleetUpgrade> =
-        Api::namespaced(ctx.base.client.clone(), &f.namespace().unwrap_or_default());
-    let Some(f) = api.get_opt(&f.name_any()).await? else {
+    let Some(f) = super::read_afresh(&ctx, f.as_ref()).await? else {
         return Ok(Action::await_change());
     };
     let mut st = match f.status.clone() {

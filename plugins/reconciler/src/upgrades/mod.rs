@@ -162,11 +162,7 @@ fn error_policy(cu: Arc<ClusterUpgrade>, err: &Error, ctx: Arc<UpgradeCtx>) -> A
 
 async fn reconcile(cu: Arc<ClusterUpgrade>, ctx: Arc<UpgradeCtx>) -> Result<Action, Error> {
     ctx.base.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
-    // Read afresh: the watch cache may not hold the status this controller wrote a moment ago,
-    // and deciding from an older one would start a step again.
-    let api: Api<ClusterUpgrade> =
-        Api::namespaced(ctx.base.client.clone(), &cu.namespace().unwrap_or_default());
-    let Some(fresh) = api.get_opt(&cu.name_any()).await? else {
+    let Some(fresh) = read_afresh(&ctx, cu.as_ref()).await? else {
         return Ok(Action::await_change());
     };
     let r = reconcile_inner(&fresh, &ctx).await;
@@ -183,27 +179,49 @@ fn now() -> String {
         .unwrap_or_else(|_| jiff::Timestamp::now().to_string())
 }
 
-/// Writes `st` as the status of `obj`, a ClusterUpgrade or FleetUpgrade whose status is
-/// `current`, unless it is that already (server-side apply of the whole status: fields it no
-/// longer holds go).
-async fn write_status<K, S>(
+/// What the upgrade controllers act on: ClusterUpgrades and FleetUpgrades.
+trait OpsObject:
+    kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> OpsObject for K where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+{
+}
+
+/// The API of `obj`'s kind in its namespace.
+fn api_of<K: OpsObject>(ctx: &UpgradeCtx, obj: &K) -> Api<K> {
+    Api::namespaced(
+        ctx.base.client.clone(),
+        &obj.namespace().unwrap_or_default(),
+    )
+}
+
+/// `obj` read afresh, `None` once it is gone: the watch cache may not hold the status this
+/// controller wrote a moment ago, and deciding from an older one would start a step again.
+async fn read_afresh<K: OpsObject>(ctx: &UpgradeCtx, obj: &K) -> Result<Option<K>, Error> {
+    Ok(api_of(ctx, obj).get_opt(&obj.name_any()).await?)
+}
+
+/// Writes `st` as the status of `obj` whose status is `current`, unless it is that already
+/// (server-side apply of the whole status: fields it no longer holds go).
+async fn write_status<K: OpsObject, S: serde::Serialize + PartialEq>(
     ctx: &UpgradeCtx,
     obj: &K,
     current: Option<&S>,
     st: &S,
-) -> Result<(), Error>
-where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    S: serde::Serialize + PartialEq,
-{
+) -> Result<(), Error> {
     if current == Some(st) {
         return Ok(());
     }
-    let ns = obj.namespace().unwrap_or_default();
-    let api: Api<K> = Api::namespaced(ctx.base.client.clone(), &ns);
+    let api = api_of(ctx, obj);
     let body = serde_json::json!({
         "apiVersion": format!("{}/{}", kcore::ops::GROUP, kcore::ops::VERSION),
         "kind": K::kind(&()),
