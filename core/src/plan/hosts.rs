@@ -378,8 +378,11 @@ impl<'a> Inventory<'a> {
         None
     }
 
-    /// The Cluster object of a host, if it exists.
-    pub fn cluster_of(&self, host: &Value) -> Option<&'a Value> {
+    /// The `(namespace, name)` of the cluster a host serves or last served: the cluster-name
+    /// label (else its Machine's cluster), in the namespace of its Machine (else of the
+    /// ByoMachine it points at, else its own). Cluster names repeat across namespaces (a `c1`
+    /// per team), so a name alone does not say whose a host is.
+    pub(crate) fn cluster_key_of(&self, host: &'a Value) -> Option<(&'a str, &'a str)> {
         let m = self.machine_of(host);
         let name = json::label(host, CLUSTER_NAME_LABEL)
             .or_else(|| m.and_then(|m| str_at(m, &["spec", "clusterName"])))?;
@@ -387,7 +390,20 @@ impl<'a> Inventory<'a> {
             .map(json::namespace)
             .or_else(|| byomachine_ref(host).map(|(ns, _)| ns))
             .unwrap_or_else(|| json::namespace(host));
-        self.clusters.get(&(ns, name)).copied()
+        Some((ns, name))
+    }
+
+    /// The Cluster object of a host, if it exists.
+    pub fn cluster_of(&self, host: &'a Value) -> Option<&'a Value> {
+        self.clusters.get(&self.cluster_key_of(host)?).copied()
+    }
+
+    /// The hosts of cluster `namespace/name` ([`Inventory::cluster_key_of`]).
+    pub(crate) fn hosts_of(&self, namespace: &str, name: &str) -> Vec<&'a Value> {
+        self.hosts
+            .iter()
+            .filter(|h| self.cluster_key_of(h) == Some((namespace, name)))
+            .collect()
     }
 
     /// Derive the state of one host.

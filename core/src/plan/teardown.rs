@@ -93,10 +93,9 @@ pub fn preview(
     });
     let mut hosts: Vec<String> = inventory
         .map(|inv| {
-            inv.rows()
+            inv.hosts_of(&ns, &name)
                 .into_iter()
-                .filter(|r| r.cluster.as_deref() == Some(name.as_str()))
-                .map(|r| r.name)
+                .map(|h| json::name(h).to_string())
                 .collect()
         })
         .unwrap_or_default();
@@ -179,9 +178,13 @@ impl DeleteProgress {
     }
 }
 
-/// Compute the progress of a delete. `remaining` are the cluster's objects still listed (any
-/// kinds: Cluster, control plane, Machines, infra objects...); `inventory` joins the ByoHosts.
+/// Compute the progress of a delete of cluster `namespace/cluster_name`. `remaining` are the
+/// cluster's objects still listed (any kinds: Cluster, control plane, Machines, infra
+/// objects...); `inventory` joins the ByoHosts. A host counts when it is the cluster's and not
+/// free yet, or Releasing with no cluster left on it (BYOH took the label off) in the cluster's
+/// namespace: never a host of a same-named cluster elsewhere, nor one stuck in another namespace.
 pub fn progress(
+    namespace: &str,
     cluster_name: &str,
     remaining: &[Value],
     hosts: &[Value],
@@ -205,10 +208,10 @@ pub fn progress(
             .iter()
             .filter(|h| {
                 let st = inv.state(h);
-                st == HostState::Releasing
-                    && json::label(h, CLUSTER_NAME_LABEL).is_none_or(|c| c == cluster_name)
-                    || (st != HostState::Available
-                        && json::label(h, CLUSTER_NAME_LABEL) == Some(cluster_name))
+                match inv.cluster_key_of(h) {
+                    Some(key) => key == (namespace, cluster_name) && st != HostState::Available,
+                    None => st == HostState::Releasing && json::namespace(h) == namespace,
+                }
             })
             .map(|h| ReleasingHost {
                 name: json::name(h).to_string(),
@@ -559,7 +562,7 @@ mod tests {
             json!({"kind": "ByoMachine", "metadata": {"name": "bm-node009", "namespace": "team-a"}}),
         ];
         let inv = Inventory::build(&hosts, &bms, &[], &[], None);
-        let p = progress("c1", &remaining, &hosts, Some(&inv), Some(now));
+        let p = progress("team-a", "c1", &remaining, &hosts, Some(&inv), Some(now));
         assert!(!p.done);
         assert_eq!(p.remaining[0].kind, "ByoCluster");
         assert_eq!(p.remaining[1].deleting_for_seconds, Some(600));
@@ -577,9 +580,36 @@ mod tests {
 
         let clean = vec![host("node003", None, false)];
         let inv = Inventory::build(&clean, &[], &[], &[], None);
-        let p = progress("c1", &[], &clean, Some(&inv), Some(now));
+        let p = progress("team-a", "c1", &[], &clean, Some(&inv), Some(now));
         assert!(p.done);
         assert!(p.report_lines().is_empty());
+    }
+
+    /// Cluster names repeat across namespaces: deleting team-a's c1 neither waits for team-b's
+    /// c1's host nor for a host stuck Releasing in another namespace (a shared testbed caught
+    /// the wait on another test's host), and its preview does not list team-b's.
+    #[test]
+    fn a_same_named_cluster_elsewhere_is_not_this_ones() {
+        let now: jiff::Timestamp = "2026-11-30T08:00:00Z".parse().unwrap();
+        let mut theirs = host("node005", Some("c1"), true);
+        theirs["metadata"]["labels"][BYOMACHINE_NAME_LABEL] = json!("team-b.bm-node005");
+        theirs["status"]["machineRef"]["namespace"] = json!("team-b");
+        let mut stray = host("node006", None, true);
+        stray["metadata"]["namespace"] = json!("team-c");
+        let ours = host("node003", Some("c1"), true);
+        let hosts = vec![theirs, stray, ours];
+        let inv = Inventory::build(&hosts, &[], &[], &[], None);
+        let p = progress("team-a", "c1", &[], &hosts, Some(&inv), Some(now));
+        let names: Vec<&str> = p.releasing_hosts.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["node003"]);
+        let p = progress("team-b", "c1", &[], &hosts, Some(&inv), Some(now));
+        let names: Vec<&str> = p.releasing_hosts.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["node005"]);
+        let cluster = json!({"kind": "Cluster", "metadata": {"name": "c1", "namespace": "team-a"}});
+        assert_eq!(
+            preview(&cluster, &[], &[], Some(&inv)).hosts_to_release,
+            ["node003"]
+        );
     }
 
     #[test]

@@ -225,6 +225,7 @@ async fn progress(
         Some(lists) => {
             let inv = lists.inventory(None);
             plan::progress(
+                &t.namespace,
                 &t.name,
                 &remaining,
                 &lists.hosts,
@@ -232,7 +233,14 @@ async fn progress(
                 Some(jiff::Timestamp::now()),
             )
         }
-        None => plan::progress(&t.name, &remaining, &[], None, Some(jiff::Timestamp::now())),
+        None => plan::progress(
+            &t.namespace,
+            &t.name,
+            &remaining,
+            &[],
+            None,
+            Some(jiff::Timestamp::now()),
+        ),
     })
 }
 
