@@ -78,6 +78,19 @@ pub fn run(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
     testbed::fixtures::run::plugin_in(BIN, kubeconfig, ns, args)
 }
 
+/// `kubectl capi <args>` in `ns` on the testbed, which must succeed (its output is the failure).
+pub fn ok(tb: &Testbed, ns: &str, args: &[&str]) -> Output {
+    let o = run(&tb.kubeconfig, ns, args);
+    assert!(
+        o.status.success(),
+        "kubectl capi {}\nstdout: {}\nstderr: {}",
+        args.join(" "),
+        out(&o),
+        err(&o)
+    );
+    o
+}
+
 pub use testbed::fixtures::poll::eventually;
 
 /// Agents act as their `byoh:host:<name>` users (the real BYOH webhook admits no one else)

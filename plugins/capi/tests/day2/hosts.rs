@@ -39,8 +39,7 @@ async fn hosts_cordon_drain_uncordon() {
     assert_contains(&err(&o), "drain it instead");
 
     // Cordon the spare: BYOH's selection skips it, so a scale-up finds no free host.
-    let o = run(&tb.kubeconfig, &ns, &["hosts", "cordon", &spare]);
-    assert!(o.status.success(), "{}", err(&o));
+    let o = ok(tb, &ns, &["hosts", "cordon", &spare]);
     assert!(
         out(&o).ends_with(&format!("{spare} cordoned\n")),
         "{}",
@@ -59,24 +58,14 @@ async fn hosts_cordon_drain_uncordon() {
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
     assert_contains(&err(&o), "0 available");
     // Even past our preflight, BYOH itself keeps the new machine off the cordoned host.
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["scale", "c1", "--workers", "3", "--force"],
-    );
-    assert!(o.status.success(), "{}", err(&o));
+    ok(tb, &ns, &["scale", "c1", "--workers", "3", "--force"]);
     tokio::time::sleep(Duration::from_secs(5)).await;
     let hosts = api(&client, &ns, &host_ar()).get(&spare).await.unwrap();
     assert!(
         hosts.data["status"]["machineRef"]["name"].is_null(),
         "the cordoned host was not picked"
     );
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &words("scale c1 --workers 2 --wait --timeout 90s"),
-    );
-    assert!(o.status.success(), "{}", err(&o));
+    ok(tb, &ns, &words("scale c1 --workers 2 --wait --timeout 90s"));
 
     // Drain with no spare: refused, nothing deleted.
     let o = run(&tb.kubeconfig, &ns, &["hosts", "drain", &victim, "--yes"]);
@@ -91,19 +80,12 @@ async fn hosts_cordon_drain_uncordon() {
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
 
     // Uncordon the spare; drain the victim: its machine moves to the spare, it ends cordoned.
-    let o = run(&tb.kubeconfig, &ns, &["hosts", "uncordon", &spare]);
-    assert!(o.status.success(), "{}", err(&o));
+    let o = ok(tb, &ns, &["hosts", "uncordon", &spare]);
     assert_contains(&out(&o), &format!("{spare} uncordoned"));
-    let o = run(
-        &tb.kubeconfig,
+    let o = ok(
+        tb,
         &ns,
         &["hosts", "drain", &victim, "--yes", "--timeout", "150s"],
-    );
-    assert!(
-        o.status.success(),
-        "stdout: {}\nstderr: {}",
-        out(&o),
-        err(&o)
     );
     assert_contains(&out(&o), "drained and cordoned");
     let now = claimed_hosts(&client, &ns).await;
@@ -116,8 +98,7 @@ async fn hosts_cordon_drain_uncordon() {
             .map(String::as_str),
         Some("")
     );
-    let o = run(&tb.kubeconfig, &ns, &["hosts", "uncordon", &victim]);
-    assert!(o.status.success(), "{}", err(&o));
+    ok(tb, &ns, &["hosts", "uncordon", &victim]);
     let h = api(&client, &ns, &host_ar()).get(&victim).await.unwrap();
     assert!(h.labels().get("cluster.x-k8s.io/cluster-name").is_none());
 }
@@ -164,16 +145,10 @@ async fn a_drain_that_times_out_is_finished_by_a_rerun() {
     })
     .await;
     // The re-run finishes: the host ends cordoned, the replacement runs on the spare.
-    let o = run(
-        &tb.kubeconfig,
+    let o = ok(
+        tb,
         &ns,
         &["hosts", "drain", &victim, "--yes", "--timeout", "120s"],
-    );
-    assert!(
-        o.status.success(),
-        "stdout: {}\nstderr: {}",
-        out(&o),
-        err(&o)
     );
     assert_contains(&out(&o), "drained and cordoned");
     let h = hosts.get(&victim).await.unwrap();

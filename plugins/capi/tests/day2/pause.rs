@@ -13,8 +13,7 @@ async fn pause_resume_and_restart() {
     make_cluster(&client, &ns, "p1", 1, &tb.kubeconfig).await;
     let clusters = api(&client, &ns, &cluster_ar());
 
-    let o = run(&tb.kubeconfig, &ns, &["pause", "p1"]);
-    assert!(o.status.success(), "{}", err(&o));
+    let o = ok(tb, &ns, &["pause", "p1"]);
     assert_eq!(out(&o), "cluster.cluster.x-k8s.io/p1 paused\n");
     assert_eq!(
         clusters.get("p1").await.unwrap().data["spec"]["paused"],
@@ -28,8 +27,7 @@ async fn pause_resume_and_restart() {
         clusters.get("p1").await.unwrap().data["spec"]["paused"],
         true
     );
-    let o = run(&tb.kubeconfig, &ns, &["resume", "p1"]);
-    assert!(o.status.success(), "{}", err(&o));
+    let o = ok(tb, &ns, &["resume", "p1"]);
     assert_eq!(out(&o), "cluster.cluster.x-k8s.io/p1 resumed\n");
     assert_eq!(
         clusters.get("p1").await.unwrap().data["spec"]["paused"],
@@ -51,12 +49,7 @@ async fn pause_resume_and_restart() {
         }
     })
     .await;
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["restart", "p1", "--deployment", "p1-md-0"],
-    );
-    assert!(o.status.success(), "{}", err(&o));
+    let o = ok(tb, &ns, &["restart", "p1", "--deployment", "p1-md-0"]);
     assert_eq!(
         out(&o),
         "machinedeployment.cluster.x-k8s.io/p1-md-0 restarted\n"
@@ -85,8 +78,7 @@ async fn pause_resume_and_restart() {
     )
     .await;
     // Without --deployment: the KubeadmControlPlane too (spec.rollout.after).
-    let o = run(&tb.kubeconfig, &ns, &["restart", "p1"]);
-    assert!(o.status.success(), "{}", err(&o));
+    let o = ok(tb, &ns, &["restart", "p1"]);
     assert!(
         out(&o).contains(
             "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/p1-control-plane restarted"

@@ -19,16 +19,10 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
     .await;
 
     // Up: 1 -> 3 workers, waiting until they are ready.
-    let o = run(
-        &tb.kubeconfig,
+    let o = ok(
+        tb,
         &ns,
         &words("scale c1 --workers 3 --wait --timeout 150s"),
-    );
-    assert!(
-        o.status.success(),
-        "stdout: {}\nstderr: {}",
-        out(&o),
-        err(&o)
     );
     assert_contains(
         &out(&o),
@@ -105,8 +99,8 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
     assert_contains(&err(&o), "pass --workers 2 or less");
     let md = api(&client, &ns, &md_ar()).get("c1-md-0").await.unwrap();
     assert_eq!(md.data["spec"]["replicas"], 3, "refusals change nothing");
-    let o = run(
-        &tb.kubeconfig,
+    let o = ok(
+        tb,
         &ns,
         &[
             "scale",
@@ -117,12 +111,6 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
             "--timeout",
             "120s",
         ],
-    );
-    assert!(
-        o.status.success(),
-        "stdout: {}\nstderr: {}",
-        out(&o),
-        err(&o)
     );
     assert_contains(&out(&o), "marked for deletion");
     assert_contains(
@@ -159,16 +147,10 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
     );
 
     // Down: 2 -> 1; the agents release the hosts.
-    let o = run(
-        &tb.kubeconfig,
+    ok(
+        tb,
         &ns,
         &words("scale c1 --workers 1 --wait --timeout 120s"),
-    );
-    assert!(
-        o.status.success(),
-        "stdout: {}\nstderr: {}",
-        out(&o),
-        err(&o)
     );
     eventually("a host released", Duration::from_secs(60), || {
         let (c, n) = (client.clone(), ns.clone());
@@ -200,16 +182,10 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
         kcp_obj.data["spec"]["replicas"], 1,
         "a dry run changes nothing"
     );
-    let o = run(
-        &tb.kubeconfig,
+    let o = ok(
+        tb,
         &ns,
         &words("scale c1 --control-plane 3 --wait --timeout 60s"),
-    );
-    assert!(
-        o.status.success(),
-        "stdout: {}\nstderr: {}",
-        out(&o),
-        err(&o)
     );
     assert!(
         out(&o).contains(

@@ -125,16 +125,10 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     assert_eq!(kcp_obj.data["spec"]["version"], "v1.34.0");
 
     // Run it again: it resumes (step 1 is not redone) and finishes.
-    let o = run(
-        &tb.kubeconfig,
+    let o = ok(
+        tb,
         &ns,
         &words("upgrade up --to v1.35.2 --yes --client-side --timeout 150s"),
-    );
-    assert!(
-        o.status.success(),
-        "stdout: {}\nstderr: {}",
-        out(&o),
-        err(&o)
     );
     let second = out(&o);
     assert_contains(&second, "resuming: ");
@@ -181,12 +175,7 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     assert_eq!(machines.len(), 1);
     assert_eq!(machines[0].data["spec"]["version"], "v1.35.2");
     // A third run has nothing to do.
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["upgrade", "up", "--to", "v1.35.2", "--yes"],
-    );
-    assert!(o.status.success(), "{}", err(&o));
+    let o = ok(tb, &ns, &["upgrade", "up", "--to", "v1.35.2", "--yes"]);
     assert_contains(&out(&o), "already runs v1.35.2; nothing to do");
 }
 
@@ -207,12 +196,11 @@ async fn upgrade_runs_in_the_reconciler() {
     let mut rec = Some(start_reconciler(tb, &ns, &log));
 
     // The plan the CLI prints, to compare with the one the reconciler records.
-    let o = run(
-        &tb.kubeconfig,
+    let o = ok(
+        tb,
         &ns,
         &["upgrade", "up", "--to", "v1.35.2", "--plan", "-o", "json"],
     );
-    assert!(o.status.success(), "{}", err(&o));
     let cli_plan: Value = serde_json::from_slice(&o.stdout).unwrap();
 
     // Hand it over with --wait, and kill the CLI as soon as the ClusterUpgrade exists.
@@ -396,8 +384,7 @@ async fn upgrade_runs_in_the_reconciler() {
     );
 
     // `upgrade status` shows it; a finished upgrade cannot be paused.
-    let o = run(&tb.kubeconfig, &ns, &["upgrade", "status", "up"]);
-    assert!(o.status.success(), "{}", err(&o));
+    let o = ok(tb, &ns, &["upgrade", "status", "up"]);
     assert!(
         out(&o).contains(
             "Upgrade of cluster NS/up to v1.35.2: Succeeded (step 4/4)"
@@ -478,12 +465,11 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
     let _rec = start_reconciler(tb, &ns, &log);
 
     // The waves, planned by the CLI.
-    let o = run(
-        &tb.kubeconfig,
+    let o = ok(
+        tb,
         &ns,
         &words("upgrade -l env=staging --to v1.35.2 --canary 1 --max-parallel 2 --plan -o json"),
     );
-    assert!(o.status.success(), "{}", err(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let waves: Vec<(String, u64)> = v["clusters"]
         .as_array()
@@ -670,10 +656,8 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
         k.data["spec"]["version"], "v1.35.2",
         "paused: nothing started"
     );
-    let o = run(&tb.kubeconfig, &ns, &["upgrade", "resume", "a0"]);
-    assert!(o.status.success(), "{}", err(&o));
-    let o = run(&tb.kubeconfig, &ns, &["upgrade", "cancel", "a1", "--yes"]);
-    assert!(o.status.success(), "{}", err(&o));
+    ok(tb, &ns, &["upgrade", "resume", "a0"]);
+    let o = ok(tb, &ns, &["upgrade", "cancel", "a1", "--yes"]);
     assert_contains(&out(&o), "upgrade of cluster a1 cancelled");
     eventually(
         "a0 upgraded, a1 cancelled",
@@ -695,8 +679,7 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
         k.data["spec"]["version"], "v1.35.2",
         "cancelled before any step"
     );
-    let o = run(&tb.kubeconfig, &ns, &["upgrade", "status"]);
-    assert!(o.status.success(), "{}", err(&o));
+    let o = ok(tb, &ns, &["upgrade", "status"]);
     let table = out(&o);
     assert!(
         table
