@@ -61,6 +61,9 @@ where
 /// `generate clusterclass --apply`, then waits until CAPI's ClusterClass controller has
 /// reconciled the class (the Cluster webhook refuses a class it has not seen yet).
 async fn class(tb: &testbed::Testbed, client: &Client, ns: &str) {
+    // Workers take only hosts labelled for this test: the BYOH controller picks hosts
+    // cluster-wide, and the other tests of this binary register theirs on the same testbed.
+    let selector = format!("class-test={ns}");
     let out = kamaji(
         tb,
         ns,
@@ -70,6 +73,8 @@ async fn class(tb: &testbed::Testbed, client: &Client, ns: &str) {
             CLASS,
             "--infrastructure",
             "byoh",
+            "--host-selector",
+            &selector,
             "--preinstalled-hosts",
             "--service-type",
             "ClusterIP",
