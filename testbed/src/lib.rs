@@ -496,7 +496,7 @@ pub const WORKSPACE_BUILT: &str = "CAPI_KAMAJI_WORKSPACE_BUILT";
 pub fn workspace_binary(sibling: &str, package: &str, bin: &str) -> std::path::PathBuf {
     static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let path = std::path::PathBuf::from(sibling).with_file_name(bin);
-    if std::env::var_os(WORKSPACE_BUILT).is_some() && path.exists() {
+    if std::env::var_os(WORKSPACE_BUILT).is_some_and(|v| !v.is_empty()) && path.exists() {
         return path;
     }
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
