@@ -92,6 +92,19 @@ pub fn header(table: &str) -> String {
     table.lines().next().unwrap_or_default().to_string()
 }
 
+/// The table's header has these columns (`|`-separated, as some names have spaces), in this
+/// order.
+pub fn assert_columns(table: &str, columns: &str) {
+    let head = header(table);
+    let mut at = 0;
+    for col in columns.split('|').map(str::trim) {
+        match head[at..].find(col) {
+            Some(i) => at += i + col.len(),
+            None => panic!("no column {col:?} (in this order: {columns}) in:\n{table}"),
+        }
+    }
+}
+
 fn state_counts(fleet: &Fleet) -> BTreeMap<&'static str, usize> {
     let mut m = BTreeMap::new();
     for h in &fleet.hosts {
@@ -349,22 +362,10 @@ pub async fn hosts_describe(tb: &Testbed, fleet: &Fleet) {
 pub async fn machines_in_every_format(tb: &Testbed, fleet: &Fleet) {
     let ns = fleet.namespace.as_str();
     let t = ok(tb, &["machines", "-n", ns]);
-    let h = header(&t);
-    for col in [
-        "NAME",
-        "CLUSTER",
-        "ROLE",
-        "PHASE",
-        "READY",
-        "AVAILABLE",
-        "UP-TO-DATE",
-        "VERSION",
-        "NODE",
-        "HOST",
-        "AGE",
-    ] {
-        assert!(h.contains(col), "{t}");
-    }
+    assert_columns(
+        &t,
+        "NAME | CLUSTER | ROLE | PHASE | READY | AVAILABLE | UP-TO-DATE | VERSION | NODE | HOST | AGE",
+    );
     let r = rows(&t);
     assert_eq!(r.len(), 20, "{t}");
     for m in &fleet.machines {
@@ -448,19 +449,10 @@ pub async fn machines_in_every_format(tb: &Testbed, fleet: &Fleet) {
 pub async fn list_in_every_format(tb: &Testbed, fleet: &Fleet) {
     let ns = fleet.namespace.as_str();
     let t = ok(tb, &["list", "-n", ns]);
-    for col in [
-        "NAME",
-        "NAMESPACE",
-        "PHASE",
-        "CONTROL PLANE",
-        "WORKERS",
-        "VERSION",
-        "ENDPOINT",
-        "INFRASTRUCTURE",
-        "AGE",
-    ] {
-        assert!(header(&t).contains(col), "{t}");
-    }
+    assert_columns(
+        &t,
+        "NAME | NAMESPACE | PHASE | CONTROL PLANE | WORKERS | VERSION | ENDPOINT | INFRASTRUCTURE | AGE",
+    );
     let lines: Vec<&str> = t.lines().skip(1).collect();
     assert_eq!(lines.len(), 3, "{t}");
     let k = lines.iter().find(|l| l.starts_with("cluster-0 ")).unwrap();
@@ -617,19 +609,10 @@ pub async fn describe_in_every_format(tb: &Testbed, fleet: &Fleet) {
     let t = ok(tb, &["describe", "cluster-0", "-n", ns]);
     let head = header(&t);
     if v1beta2 {
-        for col in [
-            "NAME",
-            "REPLICAS",
-            "AVAILABLE",
-            "READY",
-            "UP TO DATE",
-            "STATUS",
-            "REASON",
-            "SINCE",
-            "MESSAGE",
-        ] {
-            assert!(head.contains(col), "{t}");
-        }
+        assert_columns(
+            &t,
+            "NAME | REPLICAS | AVAILABLE | READY | UP TO DATE | STATUS | REASON | SINCE | MESSAGE",
+        );
     } else {
         for col in ["NAME", "READY", "SEVERITY", "REASON", "SINCE", "MESSAGE"] {
             assert!(head.contains(col), "{t}");
