@@ -79,15 +79,10 @@ pub fn run(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
 }
 
 /// `kubectl capi <args>` in `ns` on the testbed, which must succeed (its output is the failure).
+#[track_caller]
 pub fn ok(tb: &Testbed, ns: &str, args: &[&str]) -> Output {
     let o = run(&tb.kubeconfig, ns, args);
-    assert!(
-        o.status.success(),
-        "kubectl capi {}\nstdout: {}\nstderr: {}",
-        args.join(" "),
-        out(&o),
-        err(&o)
-    );
+    testbed::fixtures::run::assert_ok(&o, &format!("kubectl capi {}", args.join(" ")));
     o
 }
 

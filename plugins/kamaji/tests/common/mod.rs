@@ -186,14 +186,7 @@ pub use run::{stderr, stdout};
 /// Asserts success and returns stdout.
 #[track_caller]
 pub fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "kubectl-kamaji failed ({:?})\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        stdout(o),
-        stderr(o)
-    );
-    stdout(o)
+    run::assert_ok(o, "kubectl-kamaji")
 }
 
 /// Asserts a failure with `code`, one `error:` line (plus at most a hint) and returns it.

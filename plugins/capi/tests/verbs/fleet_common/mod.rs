@@ -41,15 +41,9 @@ pub fn err(o: &Output) -> String {
 }
 
 /// Runs and insists on success; returns stdout.
+#[track_caller]
 pub fn ok(tb: &Testbed, args: &[&str]) -> String {
-    let o = run(tb, args);
-    assert!(
-        o.status.success(),
-        "kubectl-capi {args:?} failed: {}\n{}",
-        err(&o),
-        out(&o)
-    );
-    out(&o)
+    testbed::fixtures::run::assert_ok(&run(tb, args), &format!("kubectl-capi {}", args.join(" ")))
 }
 
 pub fn json(tb: &Testbed, args: &[&str]) -> Value {
