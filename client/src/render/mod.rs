@@ -488,6 +488,19 @@ pub fn prompt(msg: &str) {
     eprint(msg);
 }
 
+/// Refuses (exit 2) when stdin is not a terminal, so there is nobody to ask before something is
+/// destroyed: `refusing to <what> without confirmation: stdin is not a terminal`, and `hint`
+/// (which names `--yes`). Every destructive verb says it the same way.
+pub fn require_terminal(what: &str, hint: String) -> Result<(), Error> {
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Ok(());
+    }
+    Err(Error::Usage {
+        message: format!("refusing to {what} without confirmation: stdin is not a terminal"),
+        hint: Some(hint),
+    })
+}
+
 /// Asks a yes/no question on the terminal (stderr), as kubectl does; anything but y/yes is no.
 /// Callers ask only when stdin is a terminal and `--yes` was not given.
 pub fn confirm(question: &str) -> Result<bool, Error> {

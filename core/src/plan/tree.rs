@@ -183,21 +183,12 @@ impl<'a> TreeInput<'a> {
     }
 }
 
-/// A condition as a row shows it.
+/// A condition as a row shows it: the condition, and what the row derives from it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConditionView {
-    #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub severity: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_transition_time: Option<String>,
+    #[serde(flatten)]
+    pub condition: Condition,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since_seconds: Option<i64>,
     /// True is the bad state for this type (Paused, Deleting, RollingOut, ...).
@@ -207,12 +198,7 @@ pub struct ConditionView {
 impl ConditionView {
     fn new(c: &Condition, now: Option<jiff::Timestamp>) -> Self {
         ConditionView {
-            type_: c.type_.clone(),
-            status: c.status.clone(),
-            reason: c.reason.clone(),
-            message: c.message.clone(),
-            severity: c.severity.clone(),
-            last_transition_time: c.last_transition_time.clone(),
+            condition: c.clone(),
             since_seconds: now.and_then(|n| {
                 c.last_transition_time
                     .as_deref()
@@ -224,7 +210,7 @@ impl ConditionView {
 
     /// In its good state (True, or False for negative polarity).
     pub fn is_good(&self) -> bool {
-        match self.status.as_str() {
+        match self.condition.status.as_str() {
             "True" => !self.negative_polarity,
             "False" => self.negative_polarity,
             _ => false,

@@ -12,7 +12,6 @@
 //! BootstrapKubeconfigs no host needs any more. The preview, the progress report and the
 //! BootstrapKubeconfig rule are `kcore::plan::teardown`.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -395,15 +394,10 @@ fn machine_line(m: &plan::MachineToDelete) -> String {
 
 /// Asks on a terminal; without one, refuses (exit 2) and points at `--yes`.
 fn confirmed(t: &ClusterHandle) -> Result<bool, Error> {
-    if !std::io::stdin().is_terminal() {
-        return Err(Error::Usage {
-            message: format!(
-                "refusing to delete cluster {} without confirmation: stdin is not a terminal",
-                t.name
-            ),
-            hint: Some("pass --yes to delete without asking".into()),
-        });
-    }
+    kclient::render::require_terminal(
+        &format!("delete cluster {}", t.name),
+        "pass --yes to delete without asking".into(),
+    )?;
     kclient::render::confirm(&format!("Delete cluster {}/{}?", t.namespace, t.name))
 }
 

@@ -15,7 +15,6 @@ use kclient::teardown::{self, Part, Teardown};
 
 use crate::common::control_plane::{self, ControlPlane};
 use crate::common::control_plane_row::ControlPlaneRow;
-use crate::common::terminal;
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
@@ -103,14 +102,14 @@ fn show(td: &Teardown, datastore: &Option<String>) {
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    if !args.yes && !terminal::stdin_is_tty() {
-        return Err(Error::Usage {
-            message: "refusing to delete without confirmation: stdin is not a terminal".into(),
-            hint: Some(format!(
+    if !args.yes {
+        render::require_terminal(
+            "delete",
+            format!(
                 "pass --yes (kubectl kamaji status {} shows what goes)",
                 args.name
-            )),
-        });
+            ),
+        )?;
     }
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;

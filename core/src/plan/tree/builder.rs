@@ -132,7 +132,9 @@ impl<'a> Builder<'a> {
             ConditionFilter::NonZero => all
                 .iter()
                 .map(|c| ConditionView::new(c, self.now()))
-                .filter(|c| c.type_ == "Available" || c.type_ == "Ready" || !c.is_good())
+                .filter(|c| {
+                    c.condition.type_ == "Available" || c.condition.type_ == "Ready" || !c.is_good()
+                })
                 .collect(),
         };
         let deleting = at(v, &["metadata", "deletionTimestamp"]).is_some_and(|d| !d.is_null());

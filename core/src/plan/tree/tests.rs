@@ -209,7 +209,7 @@ fn clusterctl_shape_with_grouping() {
     let root = &t.root;
     assert_eq!(root.counters.as_ref().unwrap().replicas_cell(), "6/6");
     assert_eq!(root.counters.as_ref().unwrap().ready, Some(5));
-    assert_eq!(root.status.as_ref().unwrap().type_, "Available");
+    assert_eq!(root.status.as_ref().unwrap().condition.type_, "Available");
     assert_eq!(
         root.children[0].meta_name.as_deref(),
         Some("ClusterInfrastructure")
@@ -225,8 +225,8 @@ fn clusterctl_shape_with_grouping() {
     assert_eq!(gi.items, ["c1-cp-a", "c1-cp-b", "c1-cp-c"]);
     assert_eq!(gi.hosts, ["node001", "node002", "node003"]);
     assert_eq!(g.counters.as_ref().unwrap().ready, Some(3));
-    assert_eq!(g.status.as_ref().unwrap().type_, "Ready");
-    assert_eq!(g.status.as_ref().unwrap().message, None);
+    assert_eq!(g.status.as_ref().unwrap().condition.type_, "Ready");
+    assert_eq!(g.status.as_ref().unwrap().condition.message, None);
     assert_eq!(g.status.as_ref().unwrap().since_seconds, Some(3600));
     // the lone not-ready worker shows its ByoMachine (its Ready differs); the host comes from the providerID
     let w = &root.children[2].children[0].children[1];
@@ -246,7 +246,13 @@ fn clusterctl_shape_with_grouping() {
         Some("MachineInfrastructure")
     );
     assert_eq!(
-        w.children[0].status.as_ref().unwrap().reason.as_deref(),
+        w.children[0]
+            .status
+            .as_ref()
+            .unwrap()
+            .condition
+            .reason
+            .as_deref(),
         Some("BYOHostsUnavailable")
     );
     // the Other node sits inside Workers, and is not grouped
@@ -308,7 +314,12 @@ fn show_conditions_filters() {
         ..Default::default()
     };
     let t = build_tree(input(&f), &opts).unwrap();
-    let types: Vec<&str> = t.root.conditions.iter().map(|c| c.type_.as_str()).collect();
+    let types: Vec<&str> = t
+        .root
+        .conditions
+        .iter()
+        .map(|c| c.condition.type_.as_str())
+        .collect();
     // non-zero: Available always, RollingOut True is bad (negative polarity), Paused False is good
     assert_eq!(types, ["Available", "RollingOut"]);
     assert!(t.root.conditions[1].negative_polarity);
@@ -374,7 +385,7 @@ fn kamaji_control_plane_carries_pods() {
         (Some(2), Some(2), Some(2), Some(1))
     );
     // no Available condition: the row falls back to Ready
-    assert_eq!(cp.status.as_ref().unwrap().type_, "Ready");
+    assert_eq!(cp.status.as_ref().unwrap().condition.type_, "Ready");
     assert_eq!(cp.status.as_ref().unwrap().since_seconds, Some(1800));
 }
 
@@ -436,10 +447,10 @@ fn v1beta1_layout_groups_by_ready_severity_reason() {
     )
     .unwrap();
     assert_eq!(t.layout, Layout::V1Beta1);
-    assert_eq!(t.root.status.as_ref().unwrap().type_, "Ready");
+    assert_eq!(t.root.status.as_ref().unwrap().condition.type_, "Ready");
     let cpn = &t.root.children[0];
     assert_eq!(
-        cpn.status.as_ref().unwrap().severity.as_deref(),
+        cpn.status.as_ref().unwrap().condition.severity.as_deref(),
         Some("Warning")
     );
     assert_eq!(cpn.counters.as_ref().unwrap().up_to_date, Some(5));
@@ -469,7 +480,10 @@ fn v1beta1_layout_groups_by_ready_severity_reason() {
         .map(|n| n.display_name.as_str())
         .collect();
     assert_eq!(rows, ["2 Machines...", "3 Machines..."]);
-    assert_eq!(t2.root.status.as_ref().unwrap().type_, "Available");
+    assert_eq!(
+        t2.root.status.as_ref().unwrap().condition.type_,
+        "Available"
+    );
 }
 
 #[test]

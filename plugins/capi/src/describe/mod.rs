@@ -99,12 +99,12 @@ fn since(c: &ConditionView) -> String {
 fn status_cell(c: &ConditionView) -> Cell {
     let tone = if c.is_good() {
         Tone::Good
-    } else if c.status == "Unknown" {
+    } else if c.condition.status == "Unknown" {
         Tone::Warn
     } else {
         Tone::Bad
     };
-    Cell::new(c.status.clone(), tone)
+    Cell::new(c.condition.status.clone(), tone)
 }
 
 fn first_line(s: &str) -> String {
@@ -171,7 +171,7 @@ fn add_rows(t: &mut Table, n: &TreeNode, prefix: &str, last: bool, root: bool, l
     let message = n
         .message
         .clone()
-        .or_else(|| n.status.as_ref().and_then(|s| s.message.clone()))
+        .or_else(|| n.status.as_ref().and_then(|s| s.condition.message.clone()))
         .map(|m| first_line(&m))
         .unwrap_or_default();
     let st = n.status.as_ref();
@@ -185,7 +185,10 @@ fn add_rows(t: &mut Table, n: &TreeNode, prefix: &str, last: bool, root: bool, l
                 Cell::from(opt(c.ready)),
                 Cell::from(opt(c.up_to_date)),
                 st.map(status_cell).unwrap_or_default(),
-                Cell::from(st.and_then(|s| s.reason.clone()).unwrap_or_default()),
+                Cell::from(
+                    st.and_then(|s| s.condition.reason.clone())
+                        .unwrap_or_default(),
+                ),
                 Cell::from(st.map(since).unwrap_or_default()),
                 Cell::from(message),
             ]);
@@ -194,8 +197,14 @@ fn add_rows(t: &mut Table, n: &TreeNode, prefix: &str, last: bool, root: bool, l
             t.row([
                 Cell::from(name),
                 st.map(status_cell).unwrap_or_default(),
-                Cell::from(st.and_then(|s| s.severity.clone()).unwrap_or_default()),
-                Cell::from(st.and_then(|s| s.reason.clone()).unwrap_or_default()),
+                Cell::from(
+                    st.and_then(|s| s.condition.severity.clone())
+                        .unwrap_or_default(),
+                ),
+                Cell::from(
+                    st.and_then(|s| s.condition.reason.clone())
+                        .unwrap_or_default(),
+                ),
                 Cell::from(st.map(since).unwrap_or_default()),
                 Cell::from(message),
             ]);
@@ -208,8 +217,13 @@ fn add_rows(t: &mut Table, n: &TreeNode, prefix: &str, last: bool, root: bool, l
         format!("{child_prefix}│ ")
     };
     for c in &n.conditions {
-        let msg = c.message.as_deref().map(first_line).unwrap_or_default();
-        let label = format!("{cond_prefix}{}", c.type_);
+        let msg = c
+            .condition
+            .message
+            .as_deref()
+            .map(first_line)
+            .unwrap_or_default();
+        let label = format!("{cond_prefix}{}", c.condition.type_);
         match layout {
             Layout::V1Beta2 => t.row([
                 Cell::new(label, Tone::Dim),
@@ -218,15 +232,15 @@ fn add_rows(t: &mut Table, n: &TreeNode, prefix: &str, last: bool, root: bool, l
                 Cell::default(),
                 Cell::default(),
                 status_cell(c),
-                Cell::from(c.reason.clone().unwrap_or_default()),
+                Cell::from(c.condition.reason.clone().unwrap_or_default()),
                 Cell::from(since(c)),
                 Cell::from(msg),
             ]),
             Layout::V1Beta1 => t.row([
                 Cell::new(label, Tone::Dim),
                 status_cell(c),
-                Cell::from(c.severity.clone().unwrap_or_default()),
-                Cell::from(c.reason.clone().unwrap_or_default()),
+                Cell::from(c.condition.severity.clone().unwrap_or_default()),
+                Cell::from(c.condition.reason.clone().unwrap_or_default()),
                 Cell::from(since(c)),
                 Cell::from(msg),
             ]),

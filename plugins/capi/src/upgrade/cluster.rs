@@ -9,7 +9,6 @@
 //! waited for, with progress. Because the plan is computed from observed versions, running the
 //! command again after an interruption resumes at the first step not done.
 
-use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use cli::{DryRun, KubeFlags, OutputFlags};
@@ -121,18 +120,13 @@ fn confirmed(t: &ClusterHandle, req: &ClusterRequest, view: &PlanView) -> Result
     if req.yes || req.dry_run.is_dry() {
         return Ok(true);
     }
-    if !std::io::stdin().is_terminal() {
-        return Err(Error::Usage {
-            message: format!(
-                "refusing to upgrade cluster {} without confirmation: stdin is not a terminal",
-                t.name
-            ),
-            hint: Some(format!(
-                "review it with --plan, then pass --yes (kubectl capi upgrade {} --to {} --yes)",
-                t.name, req.to
-            )),
-        });
-    }
+    kclient::render::require_terminal(
+        &format!("upgrade cluster {}", t.name),
+        format!(
+            "review it with --plan, then pass --yes (kubectl capi upgrade {} --to {} --yes)",
+            t.name, req.to
+        ),
+    )?;
     Printer::new(&req.output).print(view)?;
     if !kclient::render::confirm(&format!(
         "Upgrade cluster {}/{} to {}?",

@@ -3,7 +3,6 @@
 //! `--plan` prints the waves; `--wait` follows it and names the cluster that failed.
 
 use std::cell::RefCell;
-use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use cli::{DryRun, KubeFlags, OutputFlags};
@@ -122,15 +121,10 @@ pub async fn run(req: &FleetRequest) -> Result<(), Error> {
         return Printer::new(&req.output).print(&view);
     }
     if !req.yes {
-        if !std::io::stdin().is_terminal() {
-            return Err(Error::Usage {
-                message: format!(
-                    "refusing to upgrade {} cluster(s) without confirmation: stdin is not a terminal",
-                    view.clusters.len()
-                ),
-                hint: Some("review the waves with --plan, then pass --yes".into()),
-            });
-        }
+        kclient::render::require_terminal(
+            &format!("upgrade {} cluster(s)", view.clusters.len()),
+            "review the waves with --plan, then pass --yes".into(),
+        )?;
         Printer::new(&req.output).print(&view)?;
         if !kclient::render::confirm(&format!(
             "Upgrade these {} cluster(s) to {to}?",

@@ -1,8 +1,6 @@
 //! `kubectl capi upgrade status [CLUSTER]`, `pause`, `resume` and `cancel`: reading and
 //! steering the ClusterUpgrades the reconciler carries out.
 
-use std::io::IsTerminal;
-
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{KubeFlags, OutputFlags};
 use kclient::discovery::ServerApis;
@@ -130,18 +128,13 @@ fn cancel_confirmed(t: &ClusterHandle, cu: &Value, yes: bool) -> Result<bool, Er
         t.name,
         in_words(cu)
     );
-    if !std::io::stdin().is_terminal() {
-        return Err(Error::Usage {
-            message: format!(
-                "refusing to cancel the upgrade of cluster {} without confirmation: stdin is not a terminal",
-                t.name
-            ),
-            hint: Some(format!(
-                "pass --yes (kubectl capi upgrade cancel {} --yes); pause it instead with kubectl capi upgrade pause {}",
-                t.name, t.name
-            )),
-        });
-    }
+    kclient::render::require_terminal(
+        &format!("cancel the upgrade of cluster {}", t.name),
+        format!(
+            "pass --yes (kubectl capi upgrade cancel {} --yes); pause it instead with kubectl capi upgrade pause {}",
+            t.name, t.name
+        ),
+    )?;
     kclient::render::info(&format!("This will {what}."));
     if !kclient::render::confirm(&format!("Cancel the upgrade of cluster {}?", t.name))? {
         kclient::render::line("not cancelled; nothing was changed");

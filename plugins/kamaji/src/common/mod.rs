@@ -10,7 +10,7 @@
 //!   [`api_versions`]: the versions a new cluster's or class's objects are written at.
 //! - [`spec_flags`]: the flags `create` and `generate clusterclass` share; [`clastix`]: cobra's
 //!   flag values, as clastix's plugin takes them.
-//! - [`age`]: kubectl's AGE; [`terminal`]: whether a person is there to answer.
+//! - [`age`]: kubectl's AGE.
 
 pub mod age;
 pub mod api_versions;
@@ -21,5 +21,4 @@ pub mod secrets;
 pub mod spec_flags;
 pub mod tenant_kubeconfig;
 pub mod tenant_status;
-pub mod terminal;
 pub mod writes;

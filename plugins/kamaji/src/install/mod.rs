@@ -19,8 +19,6 @@ use serde_json::Value;
 use kcore::install as manifests;
 use kcore::labels;
 
-use crate::common::terminal;
-
 mod image_ref;
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -382,11 +380,8 @@ async fn apply_all(
 }
 
 pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
-    if !args.yes && !terminal::stdin_is_tty() {
-        return Err(Error::Usage {
-            message: "refusing to uninstall without confirmation: stdin is not a terminal".into(),
-            hint: Some("pass --yes".into()),
-        });
+    if !args.yes {
+        render::require_terminal("uninstall", "pass --yes".into())?;
     }
     let conn = args.kube.connect().await?;
     let ns = namespace(&conn);
