@@ -72,18 +72,163 @@ pub async fn apply(client: &Client, ns: &str, r: ApiResource, obj: Value) {
         .unwrap_or_else(|e| panic!("applying {} {name}: {e}", r.kind));
 }
 
-pub use testbed::fixtures::run::{stderr as err, stdout as out, words};
+pub use testbed::fixtures::run::{Background, assert_ok, stderr as err, stdout as out, words};
 
 pub fn run(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
     testbed::fixtures::run::plugin_in(BIN, kubeconfig, ns, args)
 }
 
-/// `kubectl capi <args>` in `ns` on the testbed, which must succeed (its output is the failure).
+/// Asserts the command exited with `code`; a failure shows both outputs.
 #[track_caller]
-pub fn ok(tb: &Testbed, ns: &str, args: &[&str]) -> Output {
-    let o = run(&tb.kubeconfig, ns, args);
-    testbed::fixtures::run::assert_ok(&o, &format!("kubectl capi {}", args.join(" ")));
-    o
+pub fn exits(o: &Output, code: i32) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "stdout:\n{}\nstderr:\n{}",
+        out(o),
+        err(o)
+    );
+}
+
+/// The first line of stderr: a refusal says what is wrong in it.
+pub fn first_line(o: &Output) -> String {
+    err(o).lines().next().unwrap_or_default().to_string()
+}
+
+/// The `error:` line of stderr, after any progress lines (a non-terminal stderr gets those first).
+#[track_caller]
+pub fn error_line(o: &Output) -> String {
+    let e = err(o);
+    e.lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_else(|| panic!("no error: line in:\n{e}"))
+        .to_string()
+}
+
+/// One story: its turn on the shared real testbed (one cluster's machines at a time) and a
+/// fresh namespace there; the turn passes on when it is dropped, after what the test made later.
+pub struct Story {
+    pub tb: &'static Testbed,
+    pub client: Client,
+    pub ns: String,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Story {
+    pub async fn start(prefix: &str) -> Story {
+        let turn = TURN.lock().await;
+        let tb = testbed::shared_real();
+        let (client, ns) = tb.namespace(prefix).await;
+        Story {
+            tb,
+            client,
+            ns,
+            _turn: turn,
+        }
+    }
+
+    /// `kubectl capi <args>` in the story's namespace on the testbed.
+    pub fn run(&self, args: &[&str]) -> Output {
+        run(&self.tb.kubeconfig, &self.ns, args)
+    }
+
+    /// [`Story::run`], which must succeed (its output is the failure).
+    #[track_caller]
+    pub fn ok(&self, args: &[&str]) -> Output {
+        let o = self.run(args);
+        assert_ok(&o, &format!("kubectl capi {}", args.join(" ")));
+        o
+    }
+
+    /// [`Story::run`], which must exit with `code`.
+    #[track_caller]
+    pub fn fails(&self, code: i32, args: &[&str]) -> Output {
+        let o = self.run(args);
+        exits(&o, code);
+        o
+    }
+
+    pub fn api(&self, r: &ApiResource) -> Api<DynamicObject> {
+        api(&self.client, &self.ns, r)
+    }
+
+    pub async fn get(&self, r: &ApiResource, name: &str) -> DynamicObject {
+        self.api(r)
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("getting {} {name}: {e}", r.kind))
+    }
+
+    /// The objects of kind `r` that belong to `cluster` (by its cluster-name label).
+    pub async fn of_cluster(&self, r: &ApiResource, cluster: &str) -> Vec<DynamicObject> {
+        self.api(r)
+            .list(
+                &ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={cluster}")),
+            )
+            .await
+            .unwrap()
+            .items
+    }
+
+    pub async fn machines(&self, cluster: &str) -> usize {
+        self.of_cluster(&machine_ar(), cluster).await.len()
+    }
+
+    /// The hosts that serve a machine.
+    pub async fn claimed(&self) -> Vec<String> {
+        claimed_hosts(&self.client, &self.ns).await
+    }
+
+    pub async fn until_claimed(&self, n: usize) {
+        eventually(
+            &format!("{n} hosts claimed"),
+            Duration::from_secs(90),
+            async || self.claimed().await.len() == n,
+        )
+        .await;
+    }
+
+    /// Waits until MachineDeployment `md` has `n` replicas, all ready.
+    pub async fn until_ready(&self, md: &str, n: i64) {
+        eventually(
+            &format!("{md} with {n} ready"),
+            Duration::from_secs(120),
+            async || md_ready(&self.client, &self.ns, md, n).await,
+        )
+        .await;
+    }
+
+    /// Cluster `name` with `workers` machines, on the hosts of `played` (their agents running,
+    /// with the players of `play`), after the hosts of `stopped` registered and stopped.
+    pub async fn cluster(
+        &self,
+        name: &str,
+        workers: i64,
+        played: byoh::Pool,
+        stopped: Option<byoh::Pool>,
+    ) -> Players {
+        if let Some(stopped) = stopped {
+            register_then_stop(self.tb, &self.client, stopped).await;
+        }
+        let players = play(self.tb, &self.client, &self.ns, played);
+        make_cluster(&self.client, &self.ns, name, workers, &self.tb.kubeconfig).await;
+        players
+    }
+
+    /// [`Story::cluster`] on `worker_hosts` worker hosts (pool `w`) and `cp_hosts` control-plane
+    /// hosts registered and stopped (pool `c`; none when 0): no machine claims those, the control
+    /// plane is played, but the preflights count them.
+    pub async fn cluster_on(
+        &self,
+        name: &str,
+        workers: i64,
+        worker_hosts: usize,
+        cp_hosts: usize,
+    ) -> Players {
+        let cps = (cp_hosts > 0).then(|| pool(&self.ns, "c", cp_hosts, "control-plane"));
+        let played = pool(&self.ns, "w", worker_hosts, "worker");
+        self.cluster(name, workers, played, cps).await
+    }
 }
 
 pub use testbed::fixtures::poll::eventually;
@@ -106,28 +251,17 @@ pub fn sim_opts(tb: &Testbed) -> SimOptions {
 pub async fn register_then_stop(tb: &Testbed, client: &Client, pool: byoh::Pool) {
     let (ns, prefix, count) = (pool.namespace.clone(), pool.name_prefix.clone(), pool.count);
     let agents = tokio::spawn(byoh::run_agents(client.clone(), pool, sim_opts(tb)));
+    let hosts = api(client, &ns, &host_ar());
     eventually(
         &format!("{count} hosts {prefix}* registered"),
         Duration::from_secs(60),
-        || {
-            let (c, n, p) = (client.clone(), ns.clone(), prefix.clone());
-            async move {
-                api(&c, &n, &host_ar())
-                    .list(&ListParams::default())
-                    .await
-                    .unwrap()
-                    .items
-                    .iter()
-                    .filter(|h| {
-                        h.metadata
-                            .name
-                            .as_deref()
-                            .is_some_and(|x| x.starts_with(&p))
-                    })
-                    .filter(|h| h.data["status"]["hostinfo"]["osname"].is_string())
-                    .count()
-                    == count
-            }
+        async || {
+            let list = hosts.list(&ListParams::default()).await.unwrap().items;
+            let registered = |h: &&DynamicObject| {
+                h.name_any().starts_with(&prefix)
+                    && h.data["status"]["hostinfo"]["osname"].is_string()
+            };
+            list.iter().filter(registered).count() == count
         },
     )
     .await;
@@ -149,104 +283,103 @@ pub fn pool(ns: &str, suffix: &str, count: usize, role: &str) -> byoh::Pool {
 /// (a data secret instead of a KubeadmConfig, since no control plane really runs).
 pub async fn make_cluster(client: &Client, ns: &str, name: &str, workers: i64, kubeconfig: &Path) {
     let infra = "infrastructure.cluster.x-k8s.io";
-    apply(
-        client,
-        ns,
-        ar(infra, "v1beta1", "ByoCluster", "byoclusters"),
-        json!({"apiVersion": format!("{infra}/v1beta1"), "kind": "ByoCluster",
-               "metadata": {"name": name},
-               "spec": {"controlPlaneEndpoint": {"host": "192.0.2.1", "port": 6443}}}),
-    )
-    .await;
-    for (tname, role) in [
-        (format!("{name}-control-plane"), "control-plane"),
-        (format!("{name}-md-0"), "worker"),
-    ] {
-        apply(
-            client,
-            ns,
-            bmt_ar(),
-            json!({"apiVersion": format!("{infra}/v1beta1"), "kind": "ByoMachineTemplate",
-                   "metadata": {"name": tname},
-                   "spec": {"template": {"spec": {"selector": {"matchLabels": {"pool": ns, "role": role}}}}}}),
-        )
-        .await;
-    }
-    apply(
-        client,
-        ns,
-        kcp_ar(),
-        json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
-               "metadata": {"name": format!("{name}-control-plane")},
-               "spec": {"replicas": 1, "version": "v1.33.4",
-                 "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": infra, "kind": "ByoMachineTemplate", "name": format!("{name}-control-plane")}}},
-                 "kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"local": {"dataDir": "/var/lib/etcd"}}}}}}),
-    )
-    .await;
+    let template = |tname: String, role: &str| {
+        json!({"apiVersion": format!("{infra}/v1beta1"), "kind": "ByoMachineTemplate",
+               "metadata": {"name": tname},
+               "spec": {"template": {"spec": {"selector": {"matchLabels": {"pool": ns, "role": role}}}}}})
+    };
     // The workload cluster is the testbed itself, as in the sandbox.
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
     let kc = std::fs::read_to_string(kubeconfig).unwrap();
-    secrets
-        .patch(
-            &format!("{name}-kubeconfig"),
-            &PatchParams::apply("day2-test"),
-            &Patch::Apply(json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": format!("{name}-kubeconfig"), "labels": {"cluster.x-k8s.io/cluster-name": name}},
-                "type": "cluster.x-k8s.io/secret", "stringData": {"value": kc}})),
-        )
-        .await
-        .unwrap();
-    apply(
-        client,
-        ns,
-        cluster_ar(),
-        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-               "metadata": {"name": name},
-               "spec": {"clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]}},
-                 "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": format!("{name}-control-plane")},
-                 "infrastructureRef": {"apiGroup": infra, "kind": "ByoCluster", "name": name}}}),
-    )
-    .await;
-    apply(
-        client,
-        ns,
-        md_ar(),
-        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
-               "metadata": {"name": format!("{name}-md-0")},
-               "spec": {"clusterName": name, "replicas": workers,
-                 "template": {"spec": {"clusterName": name, "version": "v1.33.4",
-                   "bootstrap": {"dataSecretName": format!("{name}-md-0-bootstrap")},
-                   "infrastructureRef": {"apiGroup": infra, "kind": "ByoMachineTemplate", "name": format!("{name}-md-0")}}}}}),
-    )
-    .await;
+    let objects = [
+        (
+            ar(infra, "v1beta1", "ByoCluster", "byoclusters"),
+            json!({"apiVersion": format!("{infra}/v1beta1"), "kind": "ByoCluster",
+                   "metadata": {"name": name},
+                   "spec": {"controlPlaneEndpoint": {"host": "192.0.2.1", "port": 6443}}}),
+        ),
+        (
+            bmt_ar(),
+            template(format!("{name}-control-plane"), "control-plane"),
+        ),
+        (bmt_ar(), template(format!("{name}-md-0"), "worker")),
+        (
+            kcp_ar(),
+            json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+                   "metadata": {"name": format!("{name}-control-plane")},
+                   "spec": {"replicas": 1, "version": "v1.33.4",
+                     "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": infra, "kind": "ByoMachineTemplate", "name": format!("{name}-control-plane")}}},
+                     "kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"local": {"dataDir": "/var/lib/etcd"}}}}}}),
+        ),
+        (
+            ar("", "v1", "Secret", "secrets"),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": format!("{name}-kubeconfig"), "labels": {"cluster.x-k8s.io/cluster-name": name}},
+                   "type": "cluster.x-k8s.io/secret", "stringData": {"value": kc}}),
+        ),
+        (
+            cluster_ar(),
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                   "metadata": {"name": name},
+                   "spec": {"clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]}},
+                     "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": format!("{name}-control-plane")},
+                     "infrastructureRef": {"apiGroup": infra, "kind": "ByoCluster", "name": name}}}),
+        ),
+        (
+            md_ar(),
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+                   "metadata": {"name": format!("{name}-md-0")},
+                   "spec": {"clusterName": name, "replicas": workers,
+                     "template": {"spec": {"clusterName": name, "version": "v1.33.4",
+                       "bootstrap": {"dataSecretName": format!("{name}-md-0-bootstrap")},
+                       "infrastructureRef": {"apiGroup": infra, "kind": "ByoMachineTemplate", "name": format!("{name}-md-0")}}}}}),
+        ),
+    ];
+    for (r, obj) in objects {
+        apply(client, ns, r, obj).await;
+    }
+}
+
+/// Plays a controller: `f` on each object `objs` lists, over and over until the task is aborted.
+async fn play_each<F, Fut>(objs: Api<DynamicObject>, mut f: F)
+where
+    F: FnMut(DynamicObject) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    loop {
+        if let Ok(list) = objs.list(&ListParams::default()).await {
+            for o in list.items {
+                f(o).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
 
 /// Plays the KubeadmControlPlane provider: status mirrors spec (version, replicas, initialized).
 pub async fn play_kcp(client: Client, ns: String) {
     let kcps = api(&client, &ns, &kcp_ar());
-    loop {
-        if let Ok(list) = kcps.list(&ListParams::default()).await {
-            for k in list.items {
-                let n = k.data["spec"]["replicas"].as_i64().unwrap_or(1);
-                let v = k.data["spec"]["version"].clone();
-                let status = json!({"status": {
-                    "version": v, "replicas": n, "readyReplicas": n, "availableReplicas": n, "upToDateReplicas": n,
-                    "observedGeneration": k.metadata.generation,
-                    "initialization": {"controlPlaneInitialized": true},
-                    "conditions": [{"type": "Available", "status": "True", "reason": "Available",
-                                    "message": "", "lastTransitionTime": "2026-11-30T00:00:00Z"}],
-                }});
-                let _ = kcps
-                    .patch_status(
-                        k.metadata.name.as_deref().unwrap_or(""),
-                        &PatchParams::default(),
-                        &Patch::Merge(status),
-                    )
-                    .await;
-            }
+    play_each(kcps.clone(), move |k| {
+        let kcps = kcps.clone();
+        async move {
+        let n = k.data["spec"]["replicas"].as_i64().unwrap_or(1);
+        let v = k.data["spec"]["version"].clone();
+        let status = json!({"status": {
+            "version": v, "replicas": n, "readyReplicas": n, "availableReplicas": n, "upToDateReplicas": n,
+            "observedGeneration": k.metadata.generation,
+            "initialization": {"controlPlaneInitialized": true},
+            "conditions": [{"type": "Available", "status": "True", "reason": "Available",
+                            "message": "", "lastTransitionTime": "2026-11-30T00:00:00Z"}],
+        }});
+        let _ = kcps
+            .patch_status(
+                k.metadata.name.as_deref().unwrap_or(""),
+                &PatchParams::default(),
+                &Patch::Merge(status),
+            )
+            .await;
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    })
+    .await
 }
 
 /// SIMULATED kubelets of the hosts (no kubelet runs here, and the testbed's own API server, the
@@ -258,70 +391,68 @@ pub async fn play_kcp(client: Client, ns: String) {
 /// updateNodeProviderID: without the Node the ByoMachine never becomes ready).
 pub async fn play_kubelets(client: Client, ns: String) {
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-    let hosts = api(&client, &ns, &host_ar());
     let cond = |t: &str, status: &str, reason: &str| {
         json!({"type": t, "status": status, "reason": reason, "message": "played by the test (SIMULATED kubelet)",
                "lastHeartbeatTime": "2026-11-30T00:00:00Z", "lastTransitionTime": "2026-11-30T00:00:00Z"})
     };
-    loop {
-        if let Ok(list) = hosts.list(&ListParams::default()).await {
-            for h in list.items {
-                let attached = h.data["status"]["machineRef"]["name"].is_string();
-                let bootstrapped = h.data["status"]["conditions"].as_array().is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["type"] == "K8sNodeBootstrapSucceeded" && c["status"] == "True")
-                });
-                let name = h.metadata.name.clone().unwrap_or_default();
-                if !attached || !bootstrapped {
-                    continue;
-                }
-                let version = h
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get("byoh.infrastructure.cluster.x-k8s.io/k8sversion"))
-                    .cloned()
-                    .unwrap_or_default();
-                match nodes.get_opt(&name).await {
-                    Ok(None) => {
-                        let node = serde_json::from_value(json!({"metadata": {"name": name, "labels": {
-                            "kubernetes.io/hostname": name, "testbed.capi-kamaji.io/simulated": "true"}}}))
-                        .unwrap();
-                        if nodes.create(&Default::default(), &node).await.is_err() {
-                            continue;
-                        }
-                    }
-                    // A host joined again (a new machine, another version) finds its Node from
-                    // before, provider ID and all (CAPI v1.14.2 keeps the Nodes of a cluster
-                    // without control-plane Machines: core/reconcilers/machine/
-                    // machine_controller.go, errNoControlPlaneNodes), and BYOH v0.5.0 reuses a
-                    // provider ID of the host's name (setNodeProviderID); the kubelet's status
-                    // update reports its new version.
-                    Ok(Some(n))
-                        if n.status
-                            .as_ref()
-                            .and_then(|s| s.node_info.as_ref())
-                            .is_some_and(|i| i.kubelet_version != version) => {}
-                    _ => continue,
-                }
-                let status = json!({"status": {
-                    "conditions": [
-                        cond("Ready", "True", "KubeletReady"),
-                        cond("MemoryPressure", "False", "KubeletHasSufficientMemory"),
-                        cond("DiskPressure", "False", "KubeletHasNoDiskPressure"),
-                        cond("PIDPressure", "False", "KubeletHasSufficientPID"),
-                    ],
-                    "nodeInfo": {"kubeletVersion": version, "kubeProxyVersion": "", "operatingSystem": "linux",
-                                 "architecture": "amd64", "osImage": "SIMULATED", "kernelVersion": "",
-                                 "containerRuntimeVersion": "", "machineID": "", "systemUUID": "", "bootID": ""},
-                }});
-                let _ = nodes
-                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
-                    .await;
-            }
+    play_each(api(&client, &ns, &host_ar()), move |h| {
+        let nodes = nodes.clone();
+        async move {
+        let attached = h.data["status"]["machineRef"]["name"].is_string();
+        let bootstrapped = h.data["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "K8sNodeBootstrapSucceeded" && c["status"] == "True")
+        });
+        let name = h.metadata.name.clone().unwrap_or_default();
+        if !attached || !bootstrapped {
+            return;
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        let version = h
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("byoh.infrastructure.cluster.x-k8s.io/k8sversion"))
+            .cloned()
+            .unwrap_or_default();
+        match nodes.get_opt(&name).await {
+            Ok(None) => {
+                let node = serde_json::from_value(json!({"metadata": {"name": name, "labels": {
+                    "kubernetes.io/hostname": name, "testbed.capi-kamaji.io/simulated": "true"}}}))
+                .unwrap();
+                if nodes.create(&Default::default(), &node).await.is_err() {
+                    return;
+                }
+            }
+            // A host joined again (a new machine, another version) finds its Node from
+            // before, provider ID and all (CAPI v1.14.2 keeps the Nodes of a cluster
+            // without control-plane Machines: core/reconcilers/machine/
+            // machine_controller.go, errNoControlPlaneNodes), and BYOH v0.5.0 reuses a
+            // provider ID of the host's name (setNodeProviderID); the kubelet's status
+            // update reports its new version.
+            Ok(Some(n))
+                if n.status
+                    .as_ref()
+                    .and_then(|s| s.node_info.as_ref())
+                    .is_some_and(|i| i.kubelet_version != version) => {}
+            _ => return,
+        }
+        let status = json!({"status": {
+            "conditions": [
+                cond("Ready", "True", "KubeletReady"),
+                cond("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+                cond("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+                cond("PIDPressure", "False", "KubeletHasSufficientPID"),
+            ],
+            "nodeInfo": {"kubeletVersion": version, "kubeProxyVersion": "", "operatingSystem": "linux",
+                         "architecture": "amd64", "osImage": "SIMULATED", "kernelVersion": "",
+                         "containerRuntimeVersion": "", "machineID": "", "systemUUID": "", "bootID": ""},
+        }});
+        let _ = nodes
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+            .await;
+        }
+    })
+    .await
 }
 
 /// The SIMULATED host agents of `workers`, and the test's KubeadmControlPlane provider and
@@ -346,15 +477,6 @@ pub fn play(tb: &Testbed, client: &Client, ns: &str, workers: byoh::Pool) -> Pla
         tokio::spawn(play_kcp(client.clone(), ns.to_string())),
         tokio::spawn(play_kubelets(client.clone(), ns.to_string())),
     ])
-}
-
-pub async fn count_machines(client: &Client, ns: &str, cluster: &str) -> usize {
-    api(client, ns, &machine_ar())
-        .list(&ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={cluster}")))
-        .await
-        .unwrap()
-        .items
-        .len()
 }
 
 pub async fn claimed_hosts(client: &Client, ns: &str) -> Vec<String> {
@@ -402,16 +524,9 @@ pub async fn md_ready(client: &Client, ns: &str, name: &str, replicas: i64) -> b
 
 /// The cluster `up` of the upgrade tests, its one worker ready: 3 worker hosts (2 spare), 2
 /// control-plane hosts registered, and the players of `play`.
-pub async fn upgradable_cluster(tb: &Testbed, client: &Client, ns: &str) -> Players {
-    let workers = pool(ns, "w", 3, "worker");
-    register_then_stop(tb, client, pool(ns, "c", 2, "control-plane")).await;
-    let players = play(tb, client, ns, workers);
-    make_cluster(client, ns, "up", 1, &tb.kubeconfig).await;
-    eventually("the worker ready", Duration::from_secs(120), || {
-        let (c, n) = (client.clone(), ns.to_string());
-        async move { md_ready(&c, &n, "up-md-0", 1).await }
-    })
-    .await;
+pub async fn upgradable_cluster(s: &Story) -> Players {
+    let players = s.cluster_on("up", 1, 3, 2).await;
+    s.until_ready("up-md-0", 1).await;
     players
 }
 
@@ -440,4 +555,69 @@ pub async fn install_crds(client: &Client) {
         .chain(kcore::ops::crds())
         .collect();
     testbed::fixtures::crds::apply_and_wait(client, &crds, "day2-test").await;
+}
+
+/// What `look` sees each time it changes (`None`: nothing seen this time), polled in the
+/// background every `every` until the recorder is stopped or dropped.
+pub struct Recorder<T> {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<T>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+pub fn record<T, F, Fut>(every: Duration, look: F) -> Recorder<T>
+where
+    T: PartialEq + Send + 'static,
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Option<T>> + Send,
+{
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let task = {
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Some(v) = look().await {
+                    let mut s = seen.lock().unwrap();
+                    if s.last() != Some(&v) {
+                        s.push(v);
+                    }
+                }
+                tokio::time::sleep(every).await;
+            }
+        })
+    };
+    Recorder { seen, task }
+}
+
+impl<T> Recorder<T> {
+    /// Stops it; what it saw, in order.
+    pub fn stop(self) -> Vec<T> {
+        self.task.abort();
+        std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+}
+
+impl<T> Drop for Recorder<T> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The `fields` of each item of the array `list`, as an array of arrays (each field present).
+#[track_caller]
+pub fn pluck(list: &Value, fields: &[&str]) -> Value {
+    let items = list
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"));
+    items
+        .iter()
+        .map(|item| {
+            fields
+                .iter()
+                .map(|f| match &item[f] {
+                    Value::Null => panic!("no {f} in {item}"),
+                    v => v.clone(),
+                })
+                .collect::<Value>()
+        })
+        .collect()
 }

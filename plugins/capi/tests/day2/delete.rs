@@ -4,60 +4,37 @@ use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_cascades_and_names_a_host_stuck_releasing() {
-    let _turn = TURN.lock().await;
-    let tb = testbed::shared_real();
-    let (client, ns) = tb.namespace("delete").await;
+    let s = Story::start("delete").await;
+    let (tb, client, ns) = (s.tb, &s.client, &s.ns);
     // Pool "a" has running agents; pool "b" registered its host but its agent is down.
-    let a = pool(&ns, "a", 1, "worker");
-    let b = pool(&ns, "b", 1, "worker");
-    register_then_stop(tb, &client, b.clone()).await;
-    let _players = play(tb, &client, &ns, a);
-    make_cluster(&client, &ns, "doomed", 2, &tb.kubeconfig).await;
-    eventually("both hosts claimed", Duration::from_secs(90), || {
-        let (c, n) = (client.clone(), ns.clone());
-        async move { claimed_hosts(&c, &n).await.len() == 2 }
-    })
-    .await;
+    let b = pool(ns, "b", 1, "worker");
+    let _players = s
+        .cluster("doomed", 2, pool(ns, "a", 1, "worker"), Some(b.clone()))
+        .await;
+    s.until_claimed(2).await;
     let dir = tempfile::tempdir().unwrap();
     let kc = kubeconfig_with_merged_context(tb, dir.path(), "doomed");
     let stuck_host = format!("{ns}-b01");
 
     // Without a terminal and without --yes: nothing happens, exit 2.
-    let o = run(&kc, &ns, &["delete", "doomed"]);
-    assert_eq!(o.status.code(), Some(2), "stderr: {}", err(&o));
+    let o = run(&kc, ns, &["delete", "doomed"]);
+    exits(&o, 2);
     assert_contains(&out(&o), "Hosts released:     2");
     assert_contains(&out(&o), &stuck_host);
-    assert!(
-        out(&o)
-            .contains("Control plane:      KubeadmControlPlane doomed-control-plane (1 replicas)"),
-        "{}",
-        out(&o)
+    assert_contains(
+        &out(&o),
+        "Control plane:      KubeadmControlPlane doomed-control-plane (1 replicas)",
     );
     assert_eq!(
-        err(&o).lines().next().unwrap(),
+        first_line(&o),
         "error: refusing to delete cluster doomed without confirmation: stdin is not a terminal"
     );
-    assert!(
-        api(&client, &ns, &cluster_ar())
-            .get_opt("doomed")
-            .await
-            .unwrap()
-            .is_some()
-    );
+    let clusters = s.api(&cluster_ar());
+    assert!(clusters.get_opt("doomed").await.unwrap().is_some());
 
     // --yes --wait: the cascade runs; the host whose agent is down stays Releasing, by name.
-    let o = run(
-        &kc,
-        &ns,
-        &["delete", "doomed", "--yes", "--wait", "--timeout", "40s"],
-    );
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "stdout: {}\nstderr: {}",
-        out(&o),
-        err(&o)
-    );
+    let o = run(&kc, ns, &words("delete doomed --yes --wait --timeout 40s"));
+    exits(&o, 1);
     let stdout = out(&o);
     assert_contains(&stdout, "cluster.cluster.x-k8s.io/doomed deleted");
     assert!(
@@ -78,13 +55,8 @@ async fn delete_cascades_and_names_a_host_stuck_releasing() {
         !stdout.contains("is stuck on finalizers"),
         "nothing waits for the agent: {stdout}"
     );
-    let first = err(&o)
-        .lines()
-        .find(|l| l.starts_with("error:"))
-        .unwrap()
-        .to_string();
     assert_eq!(
-        first,
+        error_line(&o),
         format!(
             "error: cluster doomed is not torn down after 40s: 1 host still Releasing ({stuck_host})"
         )
@@ -101,21 +73,13 @@ async fn delete_cascades_and_names_a_host_stuck_releasing() {
     eventually(
         "the cluster to be gone and its hosts released",
         Duration::from_secs(90),
-        || {
-            let (c, n) = (client.clone(), ns.clone());
-            async move {
-                api(&c, &n, &cluster_ar())
-                    .get_opt("doomed")
-                    .await
-                    .unwrap()
-                    .is_none()
-                    && claimed_hosts(&c, &n).await.is_empty()
-            }
+        async || {
+            clusters.get_opt("doomed").await.unwrap().is_none() && s.claimed().await.is_empty()
         },
     )
     .await;
-    let o = run(&kc, &ns, &["delete", "doomed", "--yes"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = run(&kc, ns, &["delete", "doomed", "--yes"]);
+    exits(&o, 1);
     assert_contains(&err(&o), "Cluster \"doomed\" not found");
 
     agents_b.abort();

@@ -8,19 +8,12 @@ use crate::common::*;
 /// then moves the machine to the spare and leaves the host cordoned, and uncordon returns it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hosts_cordon_drain_uncordon() {
-    let _turn = TURN.lock().await;
-    let tb = testbed::shared_real();
-    let (client, ns) = tb.namespace("maint").await;
-    let workers = pool(&ns, "w", 3, "worker");
-    register_then_stop(tb, &client, pool(&ns, "c", 1, "control-plane")).await;
-    let _players = play(tb, &client, &ns, workers);
-    make_cluster(&client, &ns, "c1", 2, &tb.kubeconfig).await;
-    eventually("two worker hosts claimed", Duration::from_secs(90), || {
-        let (c, n) = (client.clone(), ns.clone());
-        async move { claimed_hosts(&c, &n).await.len() == 2 }
-    })
-    .await;
-    let claimed = claimed_hosts(&client, &ns).await;
+    let s = Story::start("maint").await;
+    let ns = &s.ns;
+    // 3 worker hosts, one of them spare; 1 control-plane host.
+    let _players = s.cluster_on("c1", 2, 3, 1).await;
+    s.until_claimed(2).await;
+    let claimed = s.claimed().await;
     let spare = (1..=3)
         .map(|i| format!("{ns}-w{i:02}"))
         .find(|h| !claimed.contains(h))
@@ -28,79 +21,64 @@ async fn hosts_cordon_drain_uncordon() {
     let victim = claimed[0].clone();
 
     // A missing host, and a host that serves a machine: one line each.
-    let o = run(&tb.kubeconfig, &ns, &["hosts", "cordon", "nope"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert_eq!(
-        err(&o).lines().next().unwrap(),
-        "error: ByoHost \"nope\" not found"
-    );
-    let o = run(&tb.kubeconfig, &ns, &["hosts", "cordon", &victim]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = s.fails(1, &["hosts", "cordon", "nope"]);
+    assert_eq!(first_line(&o), "error: ByoHost \"nope\" not found");
+    let o = s.fails(1, &["hosts", "cordon", &victim]);
     assert_contains(&err(&o), "drain it instead");
 
     // Cordon the spare: BYOH's selection skips it, so a scale-up finds no free host.
-    let o = ok(tb, &ns, &["hosts", "cordon", &spare]);
+    let o = s.ok(&["hosts", "cordon", &spare]);
     assert!(
         out(&o).ends_with(&format!("{spare} cordoned\n")),
         "{}",
         out(&o)
     );
-    let o = run(&tb.kubeconfig, &ns, &["hosts", "cordon", &spare]);
+    let o = s.run(&["hosts", "cordon", &spare]);
     assert_contains(&out(&o), "already cordoned");
-    let table = out(&run(&tb.kubeconfig, &ns, &["hosts", "--no-headers"]));
+    let table = out(&s.run(&["hosts", "--no-headers"]));
     assert!(
         table
             .lines()
             .any(|l| l.contains(&spare) && l.contains("Cordoned")),
         "{table}"
     );
-    let o = run(&tb.kubeconfig, &ns, &["scale", "c1", "--workers", "3"]);
-    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    let o = s.fails(1, &["scale", "c1", "--workers", "3"]);
     assert_contains(&err(&o), "0 available");
     // Even past our preflight, BYOH itself keeps the new machine off the cordoned host.
-    ok(tb, &ns, &["scale", "c1", "--workers", "3", "--force"]);
+    s.ok(&["scale", "c1", "--workers", "3", "--force"]);
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let hosts = api(&client, &ns, &host_ar()).get(&spare).await.unwrap();
+    let hosts = s.get(&host_ar(), &spare).await;
     assert!(
         hosts.data["status"]["machineRef"]["name"].is_null(),
         "the cordoned host was not picked"
     );
-    ok(tb, &ns, &words("scale c1 --workers 2 --wait --timeout 90s"));
+    s.ok(&words("scale c1 --workers 2 --wait --timeout 90s"));
 
     // Drain with no spare: refused, nothing deleted.
-    let o = run(&tb.kubeconfig, &ns, &["hosts", "drain", &victim, "--yes"]);
-    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    let o = s.fails(1, &["hosts", "drain", &victim, "--yes"]);
     assert_contains(
         &err(&o),
         &format!("no free host matches {{pool={ns},role=worker}}"),
     );
-    assert_eq!(count_machines(&client, &ns, "c1").await, 2);
+    assert_eq!(s.machines("c1").await, 2);
     // Without a terminal, drain needs --yes.
-    let o = run(&tb.kubeconfig, &ns, &["hosts", "drain", &victim]);
-    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    s.fails(1, &["hosts", "drain", &victim]);
 
     // Uncordon the spare; drain the victim: its machine moves to the spare, it ends cordoned.
-    let o = ok(tb, &ns, &["hosts", "uncordon", &spare]);
+    let o = s.ok(&["hosts", "uncordon", &spare]);
     assert_contains(&out(&o), &format!("{spare} uncordoned"));
-    let o = ok(
-        tb,
-        &ns,
-        &["hosts", "drain", &victim, "--yes", "--timeout", "150s"],
-    );
+    let o = s.ok(&words(&format!(
+        "hosts drain {victim} --yes --timeout 150s"
+    )));
     assert_contains(&out(&o), "drained and cordoned");
-    let now = claimed_hosts(&client, &ns).await;
+    let now = s.claimed().await;
     assert!(now.contains(&spare) && !now.contains(&victim), "{now:?}");
-    assert_eq!(count_machines(&client, &ns, "c1").await, 2);
-    let h = api(&client, &ns, &host_ar()).get(&victim).await.unwrap();
-    assert_eq!(
-        h.labels()
-            .get("cluster.x-k8s.io/cluster-name")
-            .map(String::as_str),
-        Some("")
-    );
-    ok(tb, &ns, &["hosts", "uncordon", &victim]);
-    let h = api(&client, &ns, &host_ar()).get(&victim).await.unwrap();
-    assert!(h.labels().get("cluster.x-k8s.io/cluster-name").is_none());
+    assert_eq!(s.machines("c1").await, 2);
+    let h = s.get(&host_ar(), &victim).await;
+    assert_eq!(cluster_label(&h), Some(""));
+    s.ok(&["hosts", "uncordon", &victim]);
+    let h = s.get(&host_ar(), &victim).await;
+    assert_eq!(cluster_label(&h), None);
 }
 
 /// Issue 24: `hosts drain HOST --timeout 1s` deleted the Machine, returned 1, and the host,
@@ -109,65 +87,44 @@ async fn hosts_cordon_drain_uncordon() {
 /// to re-run, and the re-run waits for the release and cordons the host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_that_times_out_is_finished_by_a_rerun() {
-    let _turn = TURN.lock().await;
-    let tb = testbed::shared_real();
-    let (client, ns) = tb.namespace("drain-rerun").await;
-    let _players = play(tb, &client, &ns, pool(&ns, "w", 2, "worker"));
-    make_cluster(&client, &ns, "c1", 1, &tb.kubeconfig).await;
-    eventually("the worker ready", Duration::from_secs(120), || {
-        let (c, n) = (client.clone(), ns.clone());
-        async move { md_ready(&c, &n, "c1-md-0", 1).await }
-    })
-    .await;
-    let victim = claimed_hosts(&client, &ns).await.remove(0);
+    let s = Story::start("drain-rerun").await;
+    let _players = s.cluster_on("c1", 1, 2, 0).await;
+    s.until_ready("c1-md-0", 1).await;
+    let victim = s.claimed().await.remove(0);
 
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["hosts", "drain", &victim, "--yes", "--timeout", "1s"],
+    let o = s.fails(
+        1,
+        &words(&format!("hosts drain {victim} --yes --timeout 1s")),
     );
-    assert_eq!(o.status.code(), Some(1), "{}{}", out(&o), err(&o));
     assert_contains(&err(&o), "re-run to finish");
     // Nobody waits any more; the agent releases the host.
-    let hosts = api(&client, &ns, &host_ar());
     // (A quick release may find the first run still polling: it cordons then, and the
     // re-run waits for the replacement.)
-    eventually("the drained host released", Duration::from_secs(90), || {
-        let (hosts, victim) = (hosts.clone(), victim.clone());
-        async move {
-            let h = hosts.get(&victim).await.unwrap();
-            h.data["status"]["machineRef"]["name"].is_null()
-                && h.labels()
-                    .get("cluster.x-k8s.io/cluster-name")
-                    .map(String::as_str)
-                    != Some("c1")
-        }
-    })
+    eventually(
+        "the drained host released",
+        Duration::from_secs(90),
+        async || {
+            let h = s.get(&host_ar(), &victim).await;
+            h.data["status"]["machineRef"]["name"].is_null() && cluster_label(&h) != Some("c1")
+        },
+    )
     .await;
     // The re-run finishes: the host ends cordoned, the replacement runs on the spare.
-    let o = ok(
-        tb,
-        &ns,
-        &["hosts", "drain", &victim, "--yes", "--timeout", "120s"],
-    );
+    let o = s.ok(&words(&format!(
+        "hosts drain {victim} --yes --timeout 120s"
+    )));
     assert_contains(&out(&o), "drained and cordoned");
-    let h = hosts.get(&victim).await.unwrap();
-    assert_eq!(
-        h.labels()
-            .get("cluster.x-k8s.io/cluster-name")
-            .map(String::as_str),
-        Some(""),
-        "{:?}",
-        h.metadata
-    );
+    let h = s.get(&host_ar(), &victim).await;
+    assert_eq!(cluster_label(&h), Some(""), "{:?}", h.metadata);
     assert!(h.annotations().contains_key("capi-kamaji.io/cordoned"));
     assert!(!h.annotations().contains_key("capi-kamaji.io/draining"));
-    let now = claimed_hosts(&client, &ns).await;
+    let now = s.claimed().await;
     assert!(now.len() == 1 && !now.contains(&victim), "{now:?}");
-    eventually("the drained machine gone", Duration::from_secs(60), || {
-        let (c, n) = (client.clone(), ns.clone());
-        async move { count_machines(&c, &n, "c1").await == 1 }
-    })
+    eventually(
+        "the drained machine gone",
+        Duration::from_secs(60),
+        async || s.machines("c1").await == 1,
+    )
     .await;
 }
 
@@ -176,24 +133,17 @@ async fn a_drain_that_times_out_is_finished_by_a_rerun() {
 /// do): `kubectl auth whoami` with it answers `system:bootstrap:<id>`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
-    let _turn = TURN.lock().await;
-    let tb = testbed::shared_real();
-    let (_client, ns) = tb.namespace("onboard").await;
+    let s = Story::start("onboard").await;
+    let ns = &s.ns;
     let work = tempfile::tempdir().unwrap();
 
     // One host: the kubeconfig on stdout, the agent command on stderr.
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["hosts", "add", "rack1-node7", "--label", "site=lab,rack=r1"],
-    );
-    assert!(o.status.success(), "stderr: {}", err(&o));
-    assert!(
-        err(&o).contains(&format!(
+    let o = s.ok(&words("hosts add rack1-node7 --label site=lab,rack=r1"));
+    assert_contains(
+        &err(&o),
+        &format!(
             "byoh-hostagent --bootstrap-kubeconfig /etc/byoh/bootstrap-kubeconfig.conf --namespace {ns} --label site=lab --label rack=r1"
-        )),
-        "{}",
-        err(&o)
+        ),
     );
     let conf = work.path().join("bootstrap.conf");
     std::fs::write(&conf, out(&o)).unwrap();
@@ -216,36 +166,25 @@ async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
         .env_remove("KUBECONFIG")
         .output()
         .unwrap();
-    assert!(
-        who.status.success(),
-        "{}",
-        String::from_utf8_lossy(&who.stderr)
-    );
     assert_eq!(
-        String::from_utf8_lossy(&who.stdout),
+        assert_ok(&who, "kubectl auth whoami"),
         format!("system:bootstrap:{id}"),
         "the token authenticates"
     );
 
     // Several hosts need --output; with it, files per host, and a re-run is idempotent.
-    let o = run(&tb.kubeconfig, &ns, &["hosts", "add", "a1", "a2"]);
-    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let o = s.fails(2, &["hosts", "add", "a1", "a2"]);
     assert_contains(&err(&o), "--output DIR");
     let dir = work.path().join("byoh");
     for _ in 0..2 {
-        let o = run(
-            &tb.kubeconfig,
-            &ns,
-            &[
-                "hosts",
-                "add",
-                "a1",
-                "a2",
-                "--output",
-                dir.to_str().unwrap(),
-            ],
-        );
-        assert!(o.status.success(), "stderr: {}", err(&o));
+        s.ok(&[
+            "hosts",
+            "add",
+            "a1",
+            "a2",
+            "--output",
+            dir.to_str().unwrap(),
+        ]);
     }
     for h in ["a1", "a2"] {
         let conf = dir.join(h).join("bootstrap-kubeconfig.conf");
@@ -258,18 +197,8 @@ async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
         assert_contains(&script, &format!("--namespace {ns}"));
     }
     // Bad input: one line each, nothing created.
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["hosts", "add", "b1", "--label", "bad key=x"],
-    );
-    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["hosts", "add", "b1", "--apiserver", "http://10.0.0.1"],
-    );
-    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    s.fails(2, &["hosts", "add", "b1", "--label", "bad key=x"]);
+    let o = s.fails(2, &words("hosts add b1 --apiserver http://10.0.0.1"));
     assert_contains(&err(&o), "https://host:port");
 }
 
@@ -278,9 +207,7 @@ async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
 /// for the old server and never issues it again. A second run reuses the fresh one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hosts_add_replaces_a_bootstrap_kubeconfig_made_for_another_api_server() {
-    let _turn = TURN.lock().await;
-    let tb = testbed::shared_real();
-    let (client, ns) = tb.namespace("onboard-stale").await;
+    let s = Story::start("onboard-stale").await;
     let bk = ar(
         "infrastructure.cluster.x-k8s.io",
         "v1beta1",
@@ -288,12 +215,12 @@ async fn hosts_add_replaces_a_bootstrap_kubeconfig_made_for_another_api_server()
         "bootstrapkubeconfigs",
     );
     let mine: Value =
-        serde_saphyr::from_str(&std::fs::read_to_string(&tb.kubeconfig).unwrap()).unwrap();
+        serde_saphyr::from_str(&std::fs::read_to_string(&s.tb.kubeconfig).unwrap()).unwrap();
     let ca = mine["clusters"][0]["cluster"]["certificate-authority-data"].clone();
     let stale = "https://127.0.0.1:1";
     apply(
-        &client,
-        &ns,
+        &s.client,
+        &s.ns,
         bk.clone(),
         json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
@@ -307,27 +234,22 @@ async fn hosts_add_replaces_a_bootstrap_kubeconfig_made_for_another_api_server()
     eventually(
         "BYOH to issue the planted one",
         Duration::from_secs(60),
-        || {
-            let (c, n, r) = (client.clone(), ns.clone(), bk.clone());
-            async move {
-                api(&c, &n, &r)
-                    .get("stale1")
-                    .await
-                    .is_ok_and(|o| o.data.pointer("/status/bootstrapKubeconfigData").is_some())
-            }
+        async || {
+            s.api(&bk)
+                .get("stale1")
+                .await
+                .is_ok_and(|o| o.data.pointer("/status/bootstrapKubeconfigData").is_some())
         },
     )
     .await;
-    let old_uid = api(&client, &ns, &bk).get("stale1").await.unwrap().uid();
+    let old_uid = s.get(&bk, "stale1").await.uid();
 
-    let o = run(&tb.kubeconfig, &ns, &["hosts", "add", "stale1"]);
-    assert!(o.status.success(), "stderr: {}", err(&o));
-    assert!(
-        err(&o).contains(&format!(
+    let o = s.ok(&["hosts", "add", "stale1"]);
+    assert_contains(
+        &err(&o),
+        &format!(
             "replacing the bootstrap kubeconfig of stale1: it names the API server {stale}, not https://"
-        )),
-        "{}",
-        err(&o)
+        ),
     );
     let issued: Value = serde_saphyr::from_str(&out(&o)).unwrap();
     let server = issued["clusters"][0]["cluster"]["server"]
@@ -335,17 +257,20 @@ async fn hosts_add_replaces_a_bootstrap_kubeconfig_made_for_another_api_server()
         .unwrap()
         .to_string();
     assert_ne!(server, stale, "the printed kubeconfig names the old server");
-    let now = api(&client, &ns, &bk).get("stale1").await.unwrap();
+    let now = s.get(&bk, "stale1").await;
     assert_eq!(now.data["spec"]["apiserver"], server.as_str());
     assert_ne!(now.uid(), old_uid, "replaced, not patched");
 
     // Idempotent: the fresh one is reused, without a word about replacing.
-    let o = run(&tb.kubeconfig, &ns, &["hosts", "add", "stale1"]);
-    assert!(o.status.success(), "stderr: {}", err(&o));
-    assert!(!err(&o).contains("replacing"), "{}", err(&o));
-    assert_eq!(
-        api(&client, &ns, &bk).get("stale1").await.unwrap().uid(),
-        now.uid()
-    );
-    tb.delete_namespace(&client, &ns).await;
+    let o = s.ok(&["hosts", "add", "stale1"]);
+    assert_lacks(&err(&o), "replacing");
+    assert_eq!(s.get(&bk, "stale1").await.uid(), now.uid());
+    s.tb.delete_namespace(&s.client, &s.ns).await;
+}
+
+/// The cluster-name label of a host: the cluster it serves, `""` while cordoned, none when free.
+fn cluster_label(h: &DynamicObject) -> Option<&str> {
+    h.labels()
+        .get("cluster.x-k8s.io/cluster-name")
+        .map(String::as_str)
 }

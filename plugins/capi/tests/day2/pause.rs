@@ -4,57 +4,40 @@ use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_resume_and_restart() {
-    let _turn = TURN.lock().await;
     // The same testbed as the other tests of this binary (one testbed per binary); no host
     // matches this cluster's selectors, so the real BYOH controller attaches nothing.
-    let tb = testbed::shared_real();
-    let (client, ns) = tb.namespace("pause").await;
-    let kcp = tokio::spawn(play_kcp(client.clone(), ns.clone()));
-    make_cluster(&client, &ns, "p1", 1, &tb.kubeconfig).await;
-    let clusters = api(&client, &ns, &cluster_ar());
+    let s = Story::start("pause").await;
+    let _kcp = Players(vec![tokio::spawn(play_kcp(s.client.clone(), s.ns.clone()))]);
+    make_cluster(&s.client, &s.ns, "p1", 1, &s.tb.kubeconfig).await;
+    let paused = async || s.get(&cluster_ar(), "p1").await.data["spec"]["paused"].clone();
 
-    let o = ok(tb, &ns, &["pause", "p1"]);
+    let o = s.ok(&["pause", "p1"]);
     assert_eq!(out(&o), "cluster.cluster.x-k8s.io/p1 paused\n");
-    assert_eq!(
-        clusters.get("p1").await.unwrap().data["spec"]["paused"],
-        true
-    );
-    let o = run(&tb.kubeconfig, &ns, &["pause", "p1"]);
+    assert_eq!(paused().await, true);
+    let o = s.run(&["pause", "p1"]);
     assert_eq!(out(&o), "cluster.cluster.x-k8s.io/p1 is already paused\n");
-    let o = run(&tb.kubeconfig, &ns, &["resume", "p1", "--dry-run=server"]);
+    let o = s.run(&["resume", "p1", "--dry-run=server"]);
     assert_contains(&out(&o), "resumed (server dry run)");
-    assert_eq!(
-        clusters.get("p1").await.unwrap().data["spec"]["paused"],
-        true
-    );
-    let o = ok(tb, &ns, &["resume", "p1"]);
+    assert_eq!(paused().await, true);
+    let o = s.ok(&["resume", "p1"]);
     assert_eq!(out(&o), "cluster.cluster.x-k8s.io/p1 resumed\n");
-    assert_eq!(
-        clusters.get("p1").await.unwrap().data["spec"]["paused"],
-        false
-    );
+    assert_eq!(paused().await, false);
 
     // restart: the rollout time is set, and the real MachineDeployment controller rolls a new
     // MachineSet.
-    eventually("the first MachineSet", Duration::from_secs(60), || {
-        let (c, n) = (client.clone(), ns.clone());
-        async move {
-            api(&c, &n, &ms_ar())
-                .list(&ListParams::default().labels("cluster.x-k8s.io/cluster-name=p1"))
-                .await
-                .unwrap()
-                .items
-                .len()
-                == 1
-        }
-    })
+    let machine_sets = async |n| s.of_cluster(&ms_ar(), "p1").await.len() == n;
+    eventually(
+        "the first MachineSet",
+        Duration::from_secs(60),
+        async || machine_sets(1).await,
+    )
     .await;
-    let o = ok(tb, &ns, &["restart", "p1", "--deployment", "p1-md-0"]);
+    let o = s.ok(&["restart", "p1", "--deployment", "p1-md-0"]);
     assert_eq!(
         out(&o),
         "machinedeployment.cluster.x-k8s.io/p1-md-0 restarted\n"
     );
-    let md = api(&client, &ns, &md_ar()).get("p1-md-0").await.unwrap();
+    let md = s.get(&md_ar(), "p1-md-0").await;
     assert!(
         md.data["spec"]["rollout"]["after"].is_string(),
         "{}",
@@ -63,40 +46,17 @@ async fn pause_resume_and_restart() {
     eventually(
         "a second MachineSet from the rollout",
         Duration::from_secs(60),
-        || {
-            let (c, n) = (client.clone(), ns.clone());
-            async move {
-                api(&c, &n, &ms_ar())
-                    .list(&ListParams::default().labels("cluster.x-k8s.io/cluster-name=p1"))
-                    .await
-                    .unwrap()
-                    .items
-                    .len()
-                    == 2
-            }
-        },
+        async || machine_sets(2).await,
     )
     .await;
     // Without --deployment: the KubeadmControlPlane too (spec.rollout.after).
-    let o = ok(tb, &ns, &["restart", "p1"]);
-    assert!(
-        out(&o).contains(
-            "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/p1-control-plane restarted"
-        ),
-        "{}",
-        out(&o)
+    let o = s.ok(&["restart", "p1"]);
+    assert_contains(
+        &out(&o),
+        "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/p1-control-plane restarted",
     );
-    let k = api(&client, &ns, &kcp_ar())
-        .get("p1-control-plane")
-        .await
-        .unwrap();
+    let k = s.get(&kcp_ar(), "p1-control-plane").await;
     assert!(k.data["spec"]["rollout"]["after"].is_string(), "{}", k.data);
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["restart", "p1", "--deployment", "p1-md-9"],
-    );
-    assert_eq!(o.status.code(), Some(1));
+    let o = s.fails(1, &["restart", "p1", "--deployment", "p1-md-9"]);
     assert_contains(&err(&o), "did you mean \"p1-md-0\"?");
-    kcp.abort();
 }

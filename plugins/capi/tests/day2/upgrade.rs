@@ -5,19 +5,12 @@ use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
-    let _turn = TURN.lock().await;
-    let tb = testbed::shared_real();
-    let (client, ns) = tb.namespace("upgrade").await;
-    let _players = upgradable_cluster(tb, &client, &ns).await;
+    let s = Story::start("upgrade").await;
+    let ns = &s.ns;
+    let _players = upgradable_cluster(&s).await;
 
     // The plan: minor by minor, control plane first, then the deployment.
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["upgrade", "up", "--to", "v1.35.2", "--plan"],
-    );
-    assert!(o.status.success(), "stderr: {}", err(&o));
-    let plan = out(&o);
+    let plan = out(&s.ok(&words("upgrade up --to v1.35.2 --plan")));
     for line in [
         "Upgrade plan for cluster NS/up: v1.33.4 -> v1.35.2 (path: v1.34.0, v1.35.2)",
         "Step 1/4 [to do]: KubeadmControlPlane/up-control-plane v1.33.4 -> v1.34.0",
@@ -25,123 +18,70 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
         "Step 3/4 [to do]: KubeadmControlPlane/up-control-plane v1.34.0 -> v1.35.2",
         "Step 4/4 [to do]: MachineDeployment/up-md-0 v1.34.0 -> v1.35.2",
     ] {
-        let line = line.replace("NS", &ns);
+        let line = line.replace("NS", ns);
         assert!(plan.contains(&line), "missing {line:?} in:\n{plan}");
     }
     assert_contains(&plan, "/spec/version: \"v1.33.4\" -> \"v1.34.0\"");
     assert_contains(&plan, "spare hosts: needs 1 matching");
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["upgrade", "up", "--to", "v1.35.2", "--plan", "-o", "json"],
-    );
+    let o = s.run(&words("upgrade up --to v1.35.2 --plan -o json"));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["steps"].as_array().unwrap().len(), 4);
     assert_eq!(v["doneSteps"], json!([]));
 
     // Bad input: one clear line each.
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["upgrade", "up", "--to", "1.35.2", "--plan"],
-    );
-    assert_eq!(o.status.code(), Some(2));
+    let o = s.fails(2, &words("upgrade up --to 1.35.2 --plan"));
     assert_eq!(
-        err(&o).lines().next().unwrap(),
+        first_line(&o),
         "error: version \"1.35.2\" must start with v, e.g. v1.35.2"
     );
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["upgrade", "up", "--to", "v1.35", "--plan"],
-    );
-    assert_eq!(o.status.code(), Some(2));
+    let o = s.fails(2, &words("upgrade up --to v1.35 --plan"));
     assert!(
         err(&o).starts_with("error: version \"v1.35\" is not semver"),
         "{}",
         err(&o)
     );
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["upgrade", "up", "--to", "v1.32.9", "--plan"],
-    );
-    assert_eq!(o.status.code(), Some(1));
+    let o = s.fails(1, &words("upgrade up --to v1.32.9 --plan"));
     assert_eq!(
-        err(&o).lines().next().unwrap(),
+        first_line(&o),
         "error: KubeadmControlPlane/up-control-plane is at v1.33.4; v1.32.9 would be a downgrade, which Kubernetes does not support"
     );
-    let o = run(&tb.kubeconfig, &ns, &["upgrade", "upp", "--to", "v1.34.0"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = s.fails(1, &words("upgrade upp --to v1.34.0"));
     assert_contains(&err(&o), "did you mean \"up\"?");
-    let o = run(&tb.kubeconfig, &ns, &["upgrade", "up", "--to", "v1.34.0"]);
-    assert_eq!(o.status.code(), Some(2), "no terminal, no --yes");
+    // No terminal, no --yes.
+    let o = s.fails(2, &words("upgrade up --to v1.34.0"));
     assert_contains(&err(&o), "pass --yes");
 
     // Apply, and kill the command once the second step (the workers to v1.34.0) has started.
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let mut child = Command::new(BIN)
-        .args([
-            "upgrade",
-            "up",
-            "--to",
-            "v1.35.2",
-            "--yes",
-            "--client-side",
-            "--timeout",
-            "150s",
-        ])
-        .args(["--kubeconfig", tb.kubeconfig.to_str().unwrap(), "-n", &ns])
-        .env_remove("KUBECONFIG")
-        .stdout(log.reopen().unwrap())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let apply = "upgrade up --to v1.35.2 --yes --client-side --timeout 150s";
+    let mut first = Background::plugin_in(BIN, &s.tb.kubeconfig, ns, &words(apply));
     eventually(
         "the workers' upgrade to v1.34.0 to start",
         Duration::from_secs(120),
-        || {
-            let (c, n) = (client.clone(), ns.clone());
-            async move {
-                let md = api(&c, &n, &md_ar()).get("up-md-0").await.unwrap();
-                md.data["spec"]["template"]["spec"]["version"] == "v1.34.0"
-            }
-        },
+        async || md_version(&s).await == "v1.34.0",
     )
     .await;
-    child.kill().unwrap();
-    let status = child.wait().unwrap();
+    first.child.kill().unwrap();
+    let status = first.child.wait().unwrap();
     assert!(!status.success(), "the first run was interrupted");
-    let first = std::fs::read_to_string(log.path()).unwrap();
     assert_contains(
-        &first,
+        &first.stdout(),
         "step 1/4: KubeadmControlPlane up-control-plane to v1.34.0: done",
     );
-    assert_lacks(&first, "upgraded to");
-    let kcp_obj = api(&client, &ns, &kcp_ar())
-        .get("up-control-plane")
-        .await
-        .unwrap();
-    assert_eq!(kcp_obj.data["spec"]["version"], "v1.34.0");
+    assert_lacks(&first.stdout(), "upgraded to");
+    assert_eq!(kcp_version(&s, "up").await, "v1.34.0");
 
     // Run it again: it resumes (step 1 is not redone) and finishes.
-    let o = ok(
-        tb,
-        &ns,
-        &words("upgrade up --to v1.35.2 --yes --client-side --timeout 150s"),
-    );
+    let o = s.ok(&words(apply));
     let second = out(&o);
-    assert_contains(&second, "resuming: ");
-    assert!(
-        !second.contains("KubeadmControlPlane up-control-plane to v1.34.0"),
-        "the control-plane step is not redone: {second}"
-    );
-    assert_contains(
-        &second,
+    assert_lacks(&second, "KubeadmControlPlane up-control-plane to v1.34.0");
+    for done in [
+        "resuming: ",
         "KubeadmControlPlane up-control-plane to v1.35.2: done",
-    );
-    assert_contains(&second, "MachineDeployment up-md-0 to v1.35.2: done");
-    assert_contains(&second, "cluster up upgraded to v1.35.2 in ");
+        "MachineDeployment up-md-0 to v1.35.2: done",
+        "cluster up upgraded to v1.35.2 in ",
+    ] {
+        assert_contains(&second, done);
+    }
     // Issue 24: the progress (stderr, not a terminal) is a line per change naming the step
     // under way, what is left of it and what the cluster runs; no step counted from 0, no
     // line twice in a row, and one closing line.
@@ -162,20 +102,12 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
         .filter(|l| l.contains("upgraded"))
         .count();
     assert_eq!(closing, 1, "{second}\n{progress}");
-    let kcp_obj = api(&client, &ns, &kcp_ar())
-        .get("up-control-plane")
-        .await
-        .unwrap();
-    assert_eq!(kcp_obj.data["spec"]["version"], "v1.35.2");
-    let machines = api(&client, &ns, &machine_ar())
-        .list(&ListParams::default().labels("cluster.x-k8s.io/cluster-name=up"))
-        .await
-        .unwrap()
-        .items;
+    assert_eq!(kcp_version(&s, "up").await, "v1.35.2");
+    let machines = s.of_cluster(&machine_ar(), "up").await;
     assert_eq!(machines.len(), 1);
     assert_eq!(machines[0].data["spec"]["version"], "v1.35.2");
     // A third run has nothing to do.
-    let o = ok(tb, &ns, &["upgrade", "up", "--to", "v1.35.2", "--yes"]);
+    let o = s.ok(&words("upgrade up --to v1.35.2 --yes"));
     assert_contains(&out(&o), "already runs v1.35.2; nothing to do");
 }
 
@@ -187,84 +119,60 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
 /// played as in the test above (SIMULATED).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgrade_runs_in_the_reconciler() {
-    let _turn = TURN.lock().await;
-    let tb = testbed::shared_real();
-    let (client, ns) = tb.namespace("cu").await;
-    let _players = upgradable_cluster(tb, &client, &ns).await;
-    install_crds(&client).await;
+    let s = Story::start("cu").await;
+    let (tb, ns) = (s.tb, &s.ns);
+    let _players = upgradable_cluster(&s).await;
+    install_crds(&s.client).await;
     let log = tb.dir.join(format!("reconciler-{ns}.log"));
-    let mut rec = Some(start_reconciler(tb, &ns, &log));
+    let mut rec = Some(start_reconciler(tb, ns, &log));
 
     // The plan the CLI prints, to compare with the one the reconciler records.
-    let o = ok(
-        tb,
-        &ns,
-        &["upgrade", "up", "--to", "v1.35.2", "--plan", "-o", "json"],
-    );
+    let o = s.ok(&words("upgrade up --to v1.35.2 --plan -o json"));
     let cli_plan: Value = serde_json::from_slice(&o.stdout).unwrap();
 
     // Hand it over with --wait, and kill the CLI as soon as the ClusterUpgrade exists.
-    let mut child = Command::new(BIN)
-        .args(["upgrade", "up", "--to", "v1.35.2", "--yes", "--wait"])
-        .args(["--kubeconfig", tb.kubeconfig.to_str().unwrap(), "-n", &ns])
-        .env_remove("KUBECONFIG")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let cus = api(&client, &ns, &cu_ar());
-    eventually("the ClusterUpgrade", Duration::from_secs(60), || {
-        let c = cus.clone();
-        async move { c.get_opt("up").await.unwrap().is_some() }
+    let cli = Background::plugin_in(
+        BIN,
+        &tb.kubeconfig,
+        ns,
+        &words("upgrade up --to v1.35.2 --yes --wait"),
+    );
+    let cus = s.api(&cu_ar());
+    eventually("the ClusterUpgrade", Duration::from_secs(60), async || {
+        cus.get_opt("up").await.unwrap().is_some()
     })
     .await;
-    child.kill().unwrap();
-    let _ = child.wait();
+    drop(cli);
 
     // Record the versions as they change: the control plane must lead each minor.
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, String)>::new()));
-    let sampler = {
-        let (c, n, seen) = (client.clone(), ns.clone(), seen.clone());
-        tokio::spawn(async move {
-            loop {
-                let k = api(&c, &n, &kcp_ar()).get("up-control-plane").await;
-                let m = api(&c, &n, &md_ar()).get("up-md-0").await;
-                if let (Ok(k), Ok(m)) = (k, m) {
-                    let pair = (
-                        k.data["spec"]["version"].as_str().unwrap_or("").to_string(),
-                        m.data["spec"]["template"]["spec"]["version"]
-                            .as_str()
-                            .unwrap_or("")
-                            .to_string(),
-                    );
-                    let mut s = seen.lock().unwrap();
-                    if s.last() != Some(&pair) {
-                        s.push(pair);
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
+    let versions = {
+        let (kcps, mds) = (s.api(&kcp_ar()), s.api(&md_ar()));
+        record(Duration::from_millis(200), move || {
+            let (kcps, mds) = (kcps.clone(), mds.clone());
+            async move {
+                let (k, m) = (kcps.get("up-control-plane").await, mds.get("up-md-0").await);
+                let (k, m) = (k.ok()?, m.ok()?);
+                Some((
+                    k.data["spec"]["version"].as_str().unwrap_or("").to_string(),
+                    m.data["spec"]["template"]["spec"]["version"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
+                ))
             }
         })
     };
 
     // A second upgrade is refused: by the CLI in one line, and by the API server itself.
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &["upgrade", "up", "--to", "v1.34.0", "--yes"],
-    );
-    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    let o = s.fails(1, &words("upgrade up --to v1.34.0 --yes"));
     assert!(
-        err(&o)
-            .lines()
-            .next()
-            .unwrap()
+        first_line(&o)
             .starts_with("error: cluster up already has an upgrade under way: to v1.35.2"),
         "{}",
         err(&o)
     );
     let second = DynamicObject::new("up-again", &cu_ar())
-        .within(&ns)
+        .within(ns)
         .data(json!({"spec": {"clusterName": "up", "version": "v1.34.0"}}));
     let refused = cus
         .create(&Default::default(), &second)
@@ -279,51 +187,32 @@ async fn upgrade_runs_in_the_reconciler() {
     eventually(
         "step 2 (the workers to v1.34.0) applied and rolling",
         Duration::from_secs(180),
-        || {
-            let (c, log) = (cus.clone(), log.clone());
-            async move {
-                let cu = c.get("up").await.unwrap();
-                let logged = std::fs::read_to_string(&log).is_ok_and(|t| {
-                    t.lines()
-                        .any(|l| l.contains("applied") && l.contains("step=2 "))
-                });
-                cu.data["status"]["currentSteps"] == json!([2]) && logged
-            }
+        async || {
+            let cu = cus.get("up").await.unwrap();
+            let logged = std::fs::read_to_string(&log).is_ok_and(|t| {
+                t.lines()
+                    .any(|l| l.contains("applied") && l.contains("step=2 "))
+            });
+            cu.data["status"]["currentSteps"] == json!([2]) && logged
         },
     )
     .await;
     let before = cus.get("up").await.unwrap().data["status"].clone();
     drop(rec.take());
     assert_eq!(before["steps"][0]["phase"], "Succeeded", "{before}");
-    rec = Some(start_reconciler(tb, &ns, &log));
-    eventually("the upgrade to succeed", Duration::from_secs(300), || {
-        let c = cus.clone();
-        async move {
-            let cu = c.get("up").await.unwrap();
-            cu.data["status"]["phase"] == "Succeeded"
-        }
-    })
+    rec = Some(start_reconciler(tb, ns, &log));
+    eventually(
+        "the upgrade to succeed",
+        Duration::from_secs(300),
+        async || cus.get("up").await.unwrap().data["status"]["phase"] == "Succeeded",
+    )
     .await;
-    sampler.abort();
+    let seen = versions.stop();
     drop(rec.take());
     let after = cus.get("up").await.unwrap().data["status"].clone();
 
     // The status plan is the CLI's plan.
-    let pick = |steps: &Value| -> Vec<(u64, String, String, String)> {
-        steps
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| {
-                (
-                    s["number"].as_u64().unwrap(),
-                    s["target"].as_str().unwrap().to_string(),
-                    s["fromVersion"].as_str().unwrap().to_string(),
-                    s["toVersion"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect()
-    };
+    let pick = |steps: &Value| pluck(steps, &["number", "target", "fromVersion", "toVersion"]);
     assert_eq!(pick(&after["plan"]), pick(&cli_plan["steps"]), "{after}");
     assert_eq!(after["progress"], "4/4", "{after}");
     // Resumed at the right step: step 1 kept its times, step 2 kept its start.
@@ -342,7 +231,6 @@ async fn upgrade_runs_in_the_reconciler() {
         assert_eq!(applied, 1, "step {n} applied {applied} times:\n{text}");
     }
     // Control plane first per minor, never a worker ahead of it.
-    let seen = seen.lock().unwrap().clone();
     let order: Vec<(String, String)> = vec![
         ("v1.34.0".into(), "v1.33.4".into()),
         ("v1.34.0".into(), "v1.34.0".into()),
@@ -372,11 +260,7 @@ async fn upgrade_runs_in_the_reconciler() {
             "a step started before the one before it completed: {after}"
         );
     }
-    let machines = api(&client, &ns, &machine_ar())
-        .list(&ListParams::default().labels("cluster.x-k8s.io/cluster-name=up"))
-        .await
-        .unwrap()
-        .items;
+    let machines = s.of_cluster(&machine_ar(), "up").await;
     assert!(
         machines
             .iter()
@@ -384,18 +268,12 @@ async fn upgrade_runs_in_the_reconciler() {
     );
 
     // `upgrade status` shows it; a finished upgrade cannot be paused.
-    let o = ok(tb, &ns, &["upgrade", "status", "up"]);
-    assert!(
-        out(&o).contains(
-            "Upgrade of cluster NS/up to v1.35.2: Succeeded (step 4/4)"
-                .replace("NS", &ns)
-                .as_str()
-        ),
-        "{}",
-        out(&o)
+    let o = s.ok(&["upgrade", "status", "up"]);
+    assert_contains(
+        &out(&o),
+        &format!("Upgrade of cluster {ns}/up to v1.35.2: Succeeded (step 4/4)"),
     );
-    let o = run(&tb.kubeconfig, &ns, &["upgrade", "pause", "up"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = s.fails(1, &["upgrade", "pause", "up"]);
     assert_contains(&err(&o), "has ended");
 }
 
@@ -407,52 +285,38 @@ async fn upgrade_runs_in_the_reconciler() {
 /// control-plane steps and an empty MachineDeployment's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fleet_upgrade_in_waves_stops_at_a_failure() {
-    let _turn = TURN.lock().await;
-    let tb = testbed::shared_real();
-    let (client, ns) = tb.namespace("fleet").await;
+    let s = Story::start("fleet").await;
+    let (tb, client, ns) = (s.tb, &s.client, &s.ns);
     let _kcp = Players(vec![tokio::spawn(play_kcp(client.clone(), ns.clone()))]);
-    let label = |name: &str, env: &str| {
-        let (c, n, name, env) = (
-            client.clone(),
-            ns.clone(),
-            name.to_string(),
-            env.to_string(),
-        );
-        async move {
-            api(&c, &n, &cluster_ar())
-                .patch(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"metadata": {"labels": {"env": env}}})),
-                )
-                .await
-                .unwrap();
-        }
-    };
-    for name in ["a0", "a1", "a2", "a3"] {
-        make_cluster(&client, &ns, name, 0, &tb.kubeconfig).await;
-        label(name, "staging").await;
-    }
-    for name in ["b0", "b1", "b2"] {
-        make_cluster(&client, &ns, name, 0, &tb.kubeconfig).await;
-        label(name, "prod").await;
+    let (staging, prod) = (["a0", "a1", "a2", "a3"], ["b0", "b1", "b2"]);
+    for (name, env) in staging
+        .map(|n| (n, "staging"))
+        .into_iter()
+        .chain(prod.map(|n| (n, "prod")))
+    {
+        make_cluster(client, ns, name, 0, &tb.kubeconfig).await;
+        let labels = json!({"metadata": {"labels": {"env": env}}});
+        s.api(&cluster_ar())
+            .patch(name, &PatchParams::default(), &Patch::Merge(labels))
+            .await
+            .unwrap();
     }
     // Spare control-plane hosts for the rolling steps' preflight (no machine claims them: the
     // control planes are played).
-    register_then_stop(tb, &client, pool(&ns, "c", 2, "control-plane")).await;
+    register_then_stop(tb, client, pool(ns, "c", 2, "control-plane")).await;
     // b1's control plane moves to a template whose hosts do not exist: its preflight finds no
     // spare host and its upgrade fails.
     let infra = "infrastructure.cluster.x-k8s.io";
     apply(
-        &client,
-        &ns,
+        client,
+        ns,
         bmt_ar(),
         json!({"apiVersion": format!("{infra}/v1beta1"), "kind": "ByoMachineTemplate",
                "metadata": {"name": "b1-gpu"},
                "spec": {"template": {"spec": {"selector": {"matchLabels": {"pool": ns, "role": "gpu"}}}}}}),
     )
     .await;
-    api(&client, &ns, &kcp_ar())
+    s.api(&kcp_ar())
         .patch(
             "b1-control-plane",
             &PatchParams::default(),
@@ -460,69 +324,45 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
         )
         .await
         .unwrap();
-    install_crds(&client).await;
+    install_crds(client).await;
     let log = tb.dir.join(format!("reconciler-{ns}.log"));
-    let _rec = start_reconciler(tb, &ns, &log);
+    let _rec = start_reconciler(tb, ns, &log);
 
     // The waves, planned by the CLI.
-    let o = ok(
-        tb,
-        &ns,
-        &words("upgrade -l env=staging --to v1.35.2 --canary 1 --max-parallel 2 --plan -o json"),
-    );
+    let o = s.ok(&words(
+        "upgrade -l env=staging --to v1.35.2 --canary 1 --max-parallel 2 --plan -o json",
+    ));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let waves: Vec<(String, u64)> = v["clusters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["name"].as_str().unwrap().to_string(),
-                m["wave"].as_u64().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        waves,
-        [
-            ("a0".to_string(), 1),
-            ("a1".into(), 2),
-            ("a2".into(), 2),
-            ("a3".into(), 3)
-        ]
+        pluck(&v["clusters"], &["name", "wave"]),
+        json!([["a0", 1], ["a1", 2], ["a2", 2], ["a3", 3]])
     );
 
     // Watch the ClusterUpgrades while the fleet runs.
-    let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Vec<(String, String)>>::new()));
-    let sampler = {
-        let (cus, samples) = (api(&client, &ns, &cu_ar()), samples.clone());
-        tokio::spawn(async move {
-            loop {
-                if let Ok(l) = cus.list(&ListParams::default()).await {
-                    let s: Vec<(String, String)> = l
-                        .items
-                        .iter()
-                        .map(|c| {
-                            (
-                                c.metadata.name.clone().unwrap_or_default(),
-                                c.data["status"]["phase"].as_str().unwrap_or("").to_string(),
-                            )
-                        })
-                        .collect();
-                    samples.lock().unwrap().push(s);
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
+    let phases = {
+        let cus = s.api(&cu_ar());
+        record(Duration::from_millis(100), move || {
+            let cus = cus.clone();
+            async move {
+                let l = cus.list(&ListParams::default()).await.ok()?;
+                let phases: Vec<(String, String)> = l
+                    .items
+                    .iter()
+                    .map(|c| {
+                        (
+                            c.metadata.name.clone().unwrap_or_default(),
+                            c.data["status"]["phase"].as_str().unwrap_or("").to_string(),
+                        )
+                    })
+                    .collect();
+                Some(phases)
             }
         })
     };
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &words(
-            "upgrade -l env=staging --to v1.35.2 --canary 1 --max-parallel 2 --yes --wait --timeout 240s",
-        ),
-    );
-    sampler.abort();
+    let o = s.run(&words(
+        "upgrade -l env=staging --to v1.35.2 --canary 1 --max-parallel 2 --yes --wait --timeout 240s",
+    ));
+    let samples = phases.stop();
     let tail = |log: &Path| {
         let t = std::fs::read_to_string(log).unwrap_or_default();
         let l: Vec<&str> = t.lines().collect();
@@ -535,14 +375,7 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
         err(&o),
         tail(&log)
     );
-    assert!(
-        o.status.success(),
-        "stdout: {}\nstderr: {}",
-        out(&o),
-        err(&o)
-    );
     assert_contains(&out(&o), "wave 3: cluster a3: Succeeded");
-    let samples = samples.lock().unwrap().clone();
     let phase_in =
         |s: &[(String, String)], n: &str| s.iter().find(|(x, _)| x == n).map(|(_, p)| p.clone());
     let mut saw_canary_alone = false;
@@ -560,12 +393,8 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
         }
     }
     assert!(saw_canary_alone, "{samples:?}");
-    for name in ["a0", "a1", "a2", "a3"] {
-        let k = api(&client, &ns, &kcp_ar())
-            .get(&format!("{name}-control-plane"))
-            .await
-            .unwrap();
-        assert_eq!(k.data["spec"]["version"], "v1.35.2", "{name}");
+    for name in staging {
+        assert_eq!(kcp_version(&s, name).await, "v1.35.2", "{name}");
     }
     let fleet_ar = ar(
         "ops.capi-kamaji.io",
@@ -573,37 +402,27 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
         "FleetUpgrade",
         "fleetupgrades",
     );
-    let f = api(&client, &ns, &fleet_ar)
-        .get("upgrade-to-v1-35-2")
-        .await
-        .unwrap();
+    let f = s.get(&fleet_ar, "upgrade-to-v1-35-2").await;
     assert_eq!(f.data["status"]["phase"], "Succeeded");
     assert_eq!(f.data["status"]["progress"], "4/4");
 
     // The failing fleet: b0 (canary) upgrades, b1 fails, b2 never starts.
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
+    let o = s.fails(
+        1,
         &words(
             "upgrade -l env=prod --to v1.35.2 --canary 1 --max-parallel 1 --name prod --yes --wait --timeout 240s",
         ),
     );
-    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
-    // Progress lines come first on a non-terminal stderr; the failure is the `error:` line.
-    let line = err(&o)
-        .lines()
-        .find(|l| l.starts_with("error:"))
-        .unwrap_or_default()
-        .to_string();
+    let line = error_line(&o);
     assert!(
         line.starts_with("error: fleet upgrade prod stopped: cluster b1 failed:")
             && line.contains("spare host"),
         "{line}"
     );
-    let f = api(&client, &ns, &fleet_ar).get("prod").await.unwrap();
+    let f = s.get(&fleet_ar, "prod").await;
     assert_eq!(f.data["status"]["phase"], "Failed");
     assert_eq!(f.data["status"]["failedCluster"], "b1");
-    let cus = api(&client, &ns, &cu_ar());
+    let cus = s.api(&cu_ar());
     assert_eq!(
         cus.get("b0").await.unwrap().data["status"]["phase"],
         "Succeeded"
@@ -613,14 +432,10 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
         "b2 must not start"
     );
     // A second fleet of the same name is refused in one line.
-    let o = run(
-        &tb.kubeconfig,
-        &ns,
-        &[
-            "upgrade", "-l", "env=prod", "--to", "v1.35.2", "--name", "prod", "--yes",
-        ],
+    let o = s.fails(
+        1,
+        &words("upgrade -l env=prod --to v1.35.2 --name prod --yes"),
     );
-    assert_eq!(o.status.code(), Some(1));
     assert!(
         err(&o).starts_with(&format!("error: FleetUpgrade {ns}/prod already exists")),
         "{}",
@@ -639,47 +454,37 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
         .await
         .unwrap();
     }
-    eventually("both planned and paused", Duration::from_secs(60), || {
-        let c = cus.clone();
-        async move {
-            let (a, b) = (c.get("a0").await.unwrap(), c.get("a1").await.unwrap());
-            a.data["status"]["phase"] == "Paused" && b.data["status"]["phase"] == "Paused"
-        }
-    })
+    let phases_are = async |a0: &str, a1: &str| {
+        let phase = async |n| s.get(&cu_ar(), n).await.data["status"]["phase"].clone();
+        phase("a0").await == a0 && phase("a1").await == a1
+    };
+    eventually(
+        "both planned and paused",
+        Duration::from_secs(60),
+        async || phases_are("Paused", "Paused").await,
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let k = api(&client, &ns, &kcp_ar())
-        .get("a0-control-plane")
-        .await
-        .unwrap();
     assert_eq!(
-        k.data["spec"]["version"], "v1.35.2",
+        kcp_version(&s, "a0").await,
+        "v1.35.2",
         "paused: nothing started"
     );
-    ok(tb, &ns, &["upgrade", "resume", "a0"]);
-    let o = ok(tb, &ns, &["upgrade", "cancel", "a1", "--yes"]);
+    s.ok(&["upgrade", "resume", "a0"]);
+    let o = s.ok(&["upgrade", "cancel", "a1", "--yes"]);
     assert_contains(&out(&o), "upgrade of cluster a1 cancelled");
     eventually(
         "a0 upgraded, a1 cancelled",
         Duration::from_secs(120),
-        || {
-            let c = cus.clone();
-            async move {
-                let (a, b) = (c.get("a0").await.unwrap(), c.get("a1").await.unwrap());
-                a.data["status"]["phase"] == "Succeeded" && b.data["status"]["phase"] == "Cancelled"
-            }
-        },
+        async || phases_are("Succeeded", "Cancelled").await,
     )
     .await;
-    let k = api(&client, &ns, &kcp_ar())
-        .get("a1-control-plane")
-        .await
-        .unwrap();
     assert_eq!(
-        k.data["spec"]["version"], "v1.35.2",
+        kcp_version(&s, "a1").await,
+        "v1.35.2",
         "cancelled before any step"
     );
-    let o = ok(tb, &ns, &["upgrade", "status"]);
+    let o = s.ok(&["upgrade", "status"]);
     let table = out(&o);
     assert!(
         table
@@ -693,4 +498,16 @@ async fn fleet_upgrade_in_waves_stops_at_a_failure() {
             .any(|l| l.contains("a1") && l.contains("Cancelled")),
         "{table}"
     );
+}
+
+/// The version of cluster `cluster`'s control plane.
+async fn kcp_version(s: &Story, cluster: &str) -> Value {
+    let kcp = s.get(&kcp_ar(), &format!("{cluster}-control-plane")).await;
+    kcp.data["spec"]["version"].clone()
+}
+
+/// The version of cluster up's workers.
+async fn md_version(s: &Story) -> Value {
+    let md = s.get(&md_ar(), "up-md-0").await;
+    md.data["spec"]["template"]["spec"]["version"].clone()
 }
