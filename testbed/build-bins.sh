@@ -36,6 +36,25 @@ stamp_flags() { # $1 = version like v1.36.3
   echo "$f"
 }
 
+# Moves the finished "$1.tmp" into place as "$1", writable (files copied from the Go module
+# cache are read-only), and prints "$1".
+publish() {
+  chmod -R u+w "$1.tmp"
+  rm -rf "$1" && mv "$1.tmp" "$1"
+  echo "$1"
+}
+
+# `go install`s the packages "${@:2}" (module@version) into the folder $1.
+go_install() {
+  local dir=$1; shift
+  (cd "$dir" && GOBIN="$dir" GOFLAGS= go install -trimpath -ldflags "-s -w" "$@")
+}
+
+# Stops unless every module directory given was downloaded.
+need_dirs() {
+  for d in "$@"; do [ -d "$d" ] || { echo "module download failed" >&2; exit 1; }; done
+}
+
 build_k8s() {
   local out="$cache_root/k8s-$k8s_version-etcd-$etcd_version"
   local missing=()
@@ -53,8 +72,7 @@ build_k8s() {
     (cd "$here/k8s" && go build -trimpath -ldflags "$(stamp_flags "$k8s_version")" -o "$out.tmp/" "${missing[@]}")
   fi
   [ -x "$out.tmp/etcd" ] || (cd "$here/k8s" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3)
-  rm -rf "$out" && mv "$out.tmp" "$out"
-  echo "$out"
+  publish "$out"
 }
 
 # A second Kubernetes release (testbed/k8s-prev) for tenant control planes: a tenant created at
@@ -70,8 +88,7 @@ build_k8s_prev() {
   echo "building kube-apiserver, kube-controller-manager and kube-scheduler $v for tenant control planes (first time only)" >&2
   (cd "$here/k8s-prev" && go build -trimpath -ldflags "$(stamp_flags "$v")" -o "$out.tmp/" \
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler)
-  rm -rf "$out" && mv "$out.tmp" "$out"
-  echo "$out"
+  publish "$out"
 }
 
 # The upstream Kamaji operator and BYOH controller manager, each from its own tools module
@@ -85,8 +102,7 @@ build_kamaji() {
   echo "building the Kamaji $KAMAJI_VERSION operator (first time only; about 3 minutes)" >&2
   local ldf="-s -w -X 'github.com/clastix/kamaji/internal.GitTag=$KAMAJI_VERSION' -X 'github.com/clastix/kamaji/internal.GitRepo=github.com/clastix/kamaji' -X 'github.com/clastix/kamaji/internal.GitDirty='"
   (cd "$here/kamaji" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/kamaji" github.com/clastix/kamaji)
-  rm -rf "$out" && mv "$out.tmp" "$out"
-  echo "$out"
+  publish "$out"
 }
 
 build_byoh() {
@@ -97,8 +113,7 @@ build_byoh() {
   rm -rf "$out.tmp"; mkdir -p "$out.tmp"
   echo "building the BYOH $BYOH_VERSION controller manager (first time only; about 90 seconds)" >&2
   (cd "$here/byoh" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/byoh-manager" github.com/vmware-tanzu/cluster-api-provider-bringyourownhost)
-  rm -rf "$out" && mv "$out.tmp" "$out"
-  echo "$out"
+  publish "$out"
 }
 
 # CACPPK v0.11.0, the Kamaji control-plane provider users run today, for make bench's comparison
@@ -114,11 +129,9 @@ build_cacppk() {
   (cd "$here/cacppk" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/cacppk-manager" github.com/clastix/cluster-api-control-plane-provider-kamaji)
   local src
   src=$(cd "$here/cacppk" && mod_dir "github.com/clastix/cluster-api-control-plane-provider-kamaji@$v")
-  [ -d "$src" ] || { echo "module download failed" >&2; exit 1; }
+  need_dirs "$src"
   cp "$src"/config/crd/bases/*.yaml "$out.tmp/crds/"
-  chmod -R u+w "$out.tmp"
-  rm -rf "$out" && mv "$out.tmp" "$out"
-  echo "$out"
+  publish "$out"
 }
 
 build_capi() {
@@ -136,8 +149,7 @@ build_capi() {
   (cd "$here/capi" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/capi-manager" sigs.k8s.io/cluster-api/core)
   (cd "$here/capi" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl)
   (cd "$here/capi" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/kubeadm-bootstrap-manager" sigs.k8s.io/cluster-api/bootstrap/kubeadm)
-  rm -rf "$out" && mv "$out.tmp" "$out"
-  echo "$out"
+  publish "$out"
 }
 
 # Upstream CRDs, straight from the upstream Go modules' files at the pinned versions.
@@ -157,7 +169,7 @@ build_crds() {
   kamaji=$(mod_dir "github.com/clastix/kamaji@$KAMAJI_VERSION")
   byoh=$(mod_dir "github.com/vmware-tanzu/cluster-api-provider-bringyourownhost@$BYOH_VERSION")
   cacppk=$(mod_dir "github.com/clastix/cluster-api-control-plane-provider-kamaji@$CACPPK_VERSION")
-  for d in "$capi" "$capi_old" "$kamaji" "$byoh" "$cacppk"; do [ -d "$d" ] || { echo "module download failed" >&2; exit 1; }; done
+  need_dirs "$capi" "$capi_old" "$kamaji" "$byoh" "$cacppk"
   cp "$capi"/core/config/crd/bases/*.yaml "$capi"/bootstrap/kubeadm/config/crd/bases/*.yaml \
      "$capi"/controlplane/kubeadm/config/crd/bases/*.yaml "$out.tmp/full/"
   cp "$capi_old"/config/crd/bases/*.yaml "$capi_old"/bootstrap/kubeadm/config/crd/bases/*.yaml \
@@ -170,9 +182,7 @@ build_crds() {
   cp "$capi"/bootstrap/kubeadm/config/webhook/manifests.yaml "$out.tmp/kubeadm-bootstrap-webhooks.yaml"
   cp "$kamaji"/config/webhook/manifests.yaml "$out.tmp/kamaji-webhooks.yaml"
   cp "$byoh"/config/webhook/manifests.yaml "$out.tmp/byoh-webhooks.yaml"
-  chmod -R u+w "$out.tmp"
-  rm -rf "$out" && mv "$out.tmp" "$out"
-  echo "$out"
+  publish "$out"
 }
 
 # A clusterctl local repository ({provider-label}/{version}/{file}, clusterctl's
@@ -187,24 +197,22 @@ build_clusterctl_repo() {
   if [ ! -x "$kz/kustomize" ]; then
     echo "building kustomize $KUSTOMIZE_VERSION (first time only; about 30 seconds)" >&2
     rm -rf "$kz.tmp"; mkdir -p "$kz.tmp"
-    (cd "$kz.tmp" && GOBIN="$kz.tmp" GOFLAGS= go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION")
-    rm -rf "$kz" && mv "$kz.tmp" "$kz"
+    go_install "$kz.tmp" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
+    publish "$kz" > /dev/null
   fi
   local out="$cache_root/clusterctl-repo-capi-$CAPI_VERSION-cert-manager-$CERT_MANAGER_VERSION"
   if [ -f "$out/cluster-api/$CAPI_VERSION/core-components.yaml" ] && [ -d "$out/cert-manager-crds" ]; then echo "$out"; return; fi
   local capi cm
   capi=$(mod_dir "sigs.k8s.io/cluster-api@$CAPI_VERSION")
   cm=$(mod_dir "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION")
-  for d in "$capi" "$cm"; do [ -d "$d" ] || { echo "module download failed" >&2; exit 1; }; done
+  need_dirs "$capi" "$cm"
   rm -rf "$out.tmp"; mkdir -p "$out.tmp/cluster-api/$CAPI_VERSION" "$out.tmp/bootstrap-kubeadm/$CAPI_VERSION" "$out.tmp/cert-manager-crds"
   (cd "$capi" && "$kz/kustomize" build core/config/default) > "$out.tmp/cluster-api/$CAPI_VERSION/core-components.yaml"
   (cd "$capi" && "$kz/kustomize" build bootstrap/kubeadm/config/default) > "$out.tmp/bootstrap-kubeadm/$CAPI_VERSION/bootstrap-components.yaml"
   cp "$capi/metadata.yaml" "$out.tmp/cluster-api/$CAPI_VERSION/metadata.yaml"
   cp "$capi/metadata.yaml" "$out.tmp/bootstrap-kubeadm/$CAPI_VERSION/metadata.yaml"
   cp "$cm"/deploy/crds/*.yaml "$out.tmp/cert-manager-crds/"
-  chmod -R u+w "$out.tmp"
-  rm -rf "$out" && mv "$out.tmp" "$out"
-  echo "$out"
+  publish "$out"
 }
 
 # The release tooling: krew as a kubectl plugin (kubectl-krew), the manifest validator the
@@ -219,13 +227,11 @@ build_krew() {
   fi
   rm -rf "$out.tmp"; mkdir -p "$out.tmp"
   echo "building krew $KREW_VERSION and actionlint $ACTIONLINT_VERSION (first time only; about a minute)" >&2
-  (cd "$out.tmp" && GOBIN="$out.tmp" GOFLAGS= go install -trimpath -ldflags "-s -w" \
-      "sigs.k8s.io/krew/cmd/krew@$KREW_VERSION" "sigs.k8s.io/krew/cmd/validate-krew-manifest@$KREW_VERSION")
-  (cd "$out.tmp" && GOBIN="$out.tmp" GOFLAGS= go install -trimpath -ldflags "-s -w" \
-      "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION")
+  go_install "$out.tmp" "sigs.k8s.io/krew/cmd/krew@$KREW_VERSION" \
+      "sigs.k8s.io/krew/cmd/validate-krew-manifest@$KREW_VERSION"
+  go_install "$out.tmp" "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION"
   mv "$out.tmp/krew" "$out.tmp/kubectl-krew"
-  rm -rf "$out" && mv "$out.tmp" "$out"
-  echo "$out"
+  publish "$out"
 }
 
 case "${1:-all}" in

@@ -23,6 +23,13 @@ pub struct Assets {
     pub tenant_releases: Vec<(String, PathBuf)>,
 }
 
+/// The directory of an optional set of binaries, or `missing` as the error that stops a testbed
+/// needing them.
+pub(crate) fn built<'a>(dir: &'a Option<PathBuf>, missing: &str) -> Result<&'a Path, Error> {
+    dir.as_deref()
+        .ok_or_else(|| Error::Start(missing.to_string()))
+}
+
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("build-bins.sh")
 }

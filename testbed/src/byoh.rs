@@ -22,11 +22,7 @@ use crate::{BYOH_MANAGER_TOKEN, Error, Proc, Testbed, certs, free_port};
 pub const WEBHOOK_PORT: u16 = 9443;
 
 pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
-    let bin = tb
-        .assets
-        .byoh
-        .as_ref()
-        .ok_or_else(|| Error::Start("the BYOH controller manager was not built".into()))?
+    let bin = crate::assets::built(&tb.assets.byoh, "the BYOH controller manager was not built")?
         .join("byoh-manager");
     // controller-runtime v0.14 reads the serving certificate from $TMPDIR.
     let tmp = tb.dir.join("byoh-tmp");

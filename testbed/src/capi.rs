@@ -20,12 +20,7 @@ use crate::{Error, Proc, Testbed, certs, free_port};
 /// Starts the CAPI core manager and the kubeadm bootstrap manager (both real, v1.14); the
 /// testbed keeps (and stops) them.
 pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
-    let dir = tb
-        .assets
-        .capi
-        .as_ref()
-        .ok_or_else(|| Error::Start("CAPI binaries were not built".into()))?
-        .clone();
+    let dir = crate::assets::built(&tb.assets.capi, "CAPI binaries were not built")?;
     let (port, ca) = start_one(
         tb,
         client,

@@ -63,11 +63,7 @@ async fn apply(
 /// Starts the datastore etcd, Kamaji, the tenant pod runner and the tenant name/port plumbing;
 /// the testbed keeps (and stops) all of them.
 pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
-    let bin = tb
-        .assets
-        .kamaji
-        .as_ref()
-        .ok_or_else(|| Error::Start("the Kamaji operator was not built".into()))?
+    let bin = crate::assets::built(&tb.assets.kamaji, "the Kamaji operator was not built")?
         .join("kamaji");
     let datastore::DataStore {
         proc: ds_proc,

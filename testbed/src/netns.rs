@@ -127,27 +127,15 @@ impl NetSandbox {
             return Ok(());
         }
         let listener = listen_in(&self.netns, port)?;
-        crate::background()?.spawn(async move {
-            let listener = match tokio::net::TcpListener::from_std(listener) {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::warn!("forwarder {port}: {e}");
-                    return;
+        serve(
+            listener,
+            format!("forwarder {port}"),
+            move |mut inside| async move {
+                if let Ok(mut host) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inside, &mut host).await;
                 }
-            };
-            loop {
-                let Ok((mut inside, _)) = listener.accept().await else {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                };
-                tokio::spawn(async move {
-                    if let Ok(mut host) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await
-                    {
-                        let _ = tokio::io::copy_bidirectional(&mut inside, &mut host).await;
-                    }
-                });
-            }
-        });
+            },
+        )?;
         done.insert(port);
         Ok(())
     }
@@ -157,51 +145,56 @@ impl NetSandbox {
     /// Exposes `127.0.0.1:inner` inside on a free port of the host's loopback (for a webhook
     /// server inside that the API server must call). Returns the host port.
     pub fn expose(&self, inner: u16) -> Result<u16, Error> {
-        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
-            .map_err(|e| Error::Start(format!("exposing port {inner}: {e}")))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| Error::Start(format!("exposing port {inner}: {e}")))?
-            .port();
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| Error::Start(format!("exposing port {inner}: {e}")))?;
-        let fd = self
-            .netns
-            .try_clone()
-            .map_err(|e| Error::Start(format!("exposing port {inner}: {e}")))?;
+        let failed = |e: std::io::Error| Error::Start(format!("exposing port {inner}: {e}"));
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(failed)?;
+        let port = listener.local_addr().map_err(failed)?.port();
+        listener.set_nonblocking(true).map_err(failed)?;
+        let fd = self.netns.try_clone().map_err(failed)?;
         let fd = std::sync::Arc::new(fd);
-        crate::background()?.spawn(async move {
-            let listener = match tokio::net::TcpListener::from_std(listener) {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::warn!("exposing {inner}: {e}");
-                    return;
-                }
-            };
-            loop {
-                let Ok((mut outside, _)) = listener.accept().await else {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                };
-                let fd = fd.clone();
-                tokio::spawn(async move {
-                    // A fresh thread enters the namespace to connect (never a pooled one:
-                    // setns would stick to it).
-                    let (tx, rx) = tokio::sync::oneshot::channel();
-                    std::thread::spawn(move || {
-                        let _ = tx.send(connect_in(&fd, inner));
-                    });
-                    let Ok(Ok(stream)) = rx.await else { return };
-                    let Ok(mut inside) = tokio::net::TcpStream::from_std(stream) else {
-                        return;
-                    };
-                    let _ = tokio::io::copy_bidirectional(&mut outside, &mut inside).await;
+        serve(listener, format!("exposing {inner}"), move |mut outside| {
+            let fd = fd.clone();
+            async move {
+                // A fresh thread enters the namespace to connect (never a pooled one:
+                // setns would stick to it).
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                std::thread::spawn(move || {
+                    let _ = tx.send(connect_in(&fd, inner));
                 });
+                let Ok(Ok(stream)) = rx.await else { return };
+                let Ok(mut inside) = tokio::net::TcpStream::from_std(stream) else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut outside, &mut inside).await;
             }
-        });
+        })?;
         Ok(port)
     }
+}
+
+/// Accepts connections on `listener` (non-blocking) for good, on the background runtime, each
+/// served by `conn` on a task of its own; `what` names the listener in a warning.
+fn serve<F, Fut>(listener: std::net::TcpListener, what: String, conn: F) -> Result<(), Error>
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    crate::background()?.spawn(async move {
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!("{what}: {e}");
+                return;
+            }
+        };
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            tokio::spawn(conn(stream));
+        }
+    });
+    Ok(())
 }
 
 /// Connects to `127.0.0.1:port` inside `netns`; call on a thread of its own.

@@ -46,11 +46,18 @@ fn deps(package: &str) -> Vec<String> {
     names
 }
 
+/// Asserts that `deps`, the dependencies of `who`, hold none of `banned`.
+fn assert_none_of(deps: &[String], banned: &[&str], who: &str) {
+    for b in banned {
+        assert!(!deps.iter().any(|n| n == b), "{who} depends on {b}");
+    }
+}
+
 #[test]
 fn the_core_is_pure() {
     let d = deps("capi-kamaji-core");
     assert!(d.iter().any(|n| n == "serde_json"), "sanity: {d:?}");
-    for banned in [
+    let banned = [
         "tokio",
         "hyper",
         "clap",
@@ -58,12 +65,8 @@ fn the_core_is_pure() {
         "tower",
         "comfy-table",
         "indicatif",
-    ] {
-        assert!(
-            !d.iter().any(|n| n == banned),
-            "capi-kamaji-core depends on {banned}"
-        );
-    }
+    ];
+    assert_none_of(&d, &banned, "capi-kamaji-core");
 }
 
 #[test]
@@ -75,17 +78,13 @@ fn the_cli_does_not_link_the_controller_and_the_controller_no_cli_library() {
     );
     assert!(!kamaji.iter().any(|n| n == "kamaji-reconciler"));
     let reconciler = deps("kamaji-reconciler");
-    for banned in [
+    let banned = [
         "capi-kamaji-cli",
         "capi-kamaji-client",
         "kubectl-capi",
         "kubectl-kamaji",
-    ] {
-        assert!(
-            !reconciler.iter().any(|n| n == banned),
-            "the reconciler depends on {banned}"
-        );
-    }
+    ];
+    assert_none_of(&reconciler, &banned, "the reconciler");
     let shared = deps("capi-kamaji-client");
     assert!(
         !shared.iter().any(|n| n == "clap"),
@@ -108,14 +107,26 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The files (relative to the workspace) of the library and binary sources whose lines match.
-fn defining(matches: impl Fn(&str) -> bool) -> Vec<String> {
-    let root = workspace();
+/// Every `.rs` file of the product: the core, client, cli and plugin crates (their tests too).
+fn product_sources() -> Vec<PathBuf> {
     let mut files = Vec::new();
     for dir in ["core/src", "client/src", "cli/src", "plugins"] {
-        sources(&root.join(dir), &mut files);
+        sources(&workspace().join(dir), &mut files);
     }
-    let mut out: Vec<String> = files
+    files
+}
+
+/// `f` relative to the workspace, for a message.
+fn rel(f: &Path) -> String {
+    f.strip_prefix(workspace())
+        .unwrap_or(f)
+        .display()
+        .to_string()
+}
+
+/// The files (relative to the workspace) of the library and binary sources whose lines match.
+fn defining(matches: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut out: Vec<String> = product_sources()
         .iter()
         .filter(|f| !f.components().any(|c| c.as_os_str() == "tests"))
         .filter(|f| {
@@ -124,7 +135,7 @@ fn defining(matches: impl Fn(&str) -> bool) -> Vec<String> {
                 .lines()
                 .any(|l| matches(l.trim_start()))
         })
-        .map(|f| f.strip_prefix(&root).unwrap_or(f).display().to_string())
+        .map(|f| rel(f))
         .collect();
     out.sort();
     out
@@ -164,36 +175,33 @@ fn one_definition_per_concept() {
         defining(|l| l.starts_with("pub fn merge(") && !l.contains("merge(into")),
         "client/src/kubeconfig.rs",
     );
-    one(
-        "the atomic file writer",
-        defining(|l| l.starts_with("pub fn write_atomic(")),
-        "client/src/kubeconfig.rs",
-    );
-    one(
-        "confirm",
-        defining(|l| l.starts_with("pub fn confirm(")),
-        "client/src/render/mod.rs",
-    );
-    one(
-        "the cluster name label",
-        defining(|l| l.starts_with("pub const CLUSTER_NAME_LABEL")),
-        "core/src/labels.rs",
-    );
-    one(
-        "the admission-controller list",
-        defining(|l| l.starts_with("pub const ADMISSION_CONTROLLERS")),
-        "core/src/kamaji/api/common.rs",
-    );
-    one(
-        "--dry-run",
-        defining(|l| l.starts_with("pub enum DryRun")),
-        "cli/src/flags.rs",
-    );
-    one(
-        "the teardown",
-        defining(|l| l.starts_with("pub async fn execute(")),
-        "client/src/teardown.rs",
-    );
+    // Concepts a line starting with a prefix defines.
+    for (what, prefix, want) in [
+        (
+            "the atomic file writer",
+            "pub fn write_atomic(",
+            "client/src/kubeconfig.rs",
+        ),
+        ("confirm", "pub fn confirm(", "client/src/render/mod.rs"),
+        (
+            "the cluster name label",
+            "pub const CLUSTER_NAME_LABEL",
+            "core/src/labels.rs",
+        ),
+        (
+            "the admission-controller list",
+            "pub const ADMISSION_CONTROLLERS",
+            "core/src/kamaji/api/common.rs",
+        ),
+        ("--dry-run", "pub enum DryRun", "cli/src/flags.rs"),
+        (
+            "the teardown",
+            "pub async fn execute(",
+            "client/src/teardown.rs",
+        ),
+    ] {
+        one(what, defining(|l| l.starts_with(prefix)), want);
+    }
 }
 
 #[test]
@@ -213,16 +221,13 @@ fn clap_only_in_the_cli_crate_and_the_binaries() {
 /// The string constants the core defines publicly (`pub const NAME: &str = "value";`), by value,
 /// with the file that defines each.
 fn core_string_constants() -> Vec<(String, String)> {
-    let root = workspace();
-    let mut files = Vec::new();
-    sources(&root.join("core/src"), &mut files);
     let mut out = Vec::new();
-    for f in files.iter().filter(|f| !is_test_source(f)) {
+    for f in &core_library_sources() {
         for l in std::fs::read_to_string(f).unwrap_or_default().lines() {
             if let Some(v) =
                 string_const(l.trim_start()).filter(|_| l.trim_start().starts_with("pub const"))
             {
-                out.push((v, f.strip_prefix(&root).unwrap_or(f).display().to_string()));
+                out.push((v, rel(f)));
             }
         }
     }
@@ -245,6 +250,14 @@ fn is_test_source(f: &Path) -> bool {
     f.components().any(|c| c.as_os_str() == "tests") || f.ends_with("tests.rs")
 }
 
+/// The core's library sources (test code left out).
+fn core_library_sources() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    sources(&workspace().join("core/src"), &mut files);
+    files.retain(|f| !is_test_source(f));
+    files
+}
+
 /// Issue 25: a label, annotation or other constant the core defines is used from there, never
 /// written again under another (private) name, where it could drift.
 #[test]
@@ -255,14 +268,9 @@ fn no_private_copy_of_a_core_constant() {
             .any(|(v, _)| v == "cluster.x-k8s.io/cluster-name"),
         "sanity: {core:?}"
     );
-    let root = workspace();
-    let mut files = Vec::new();
-    for dir in ["core/src", "client/src", "cli/src", "plugins"] {
-        sources(&root.join(dir), &mut files);
-    }
     let mut copies = Vec::new();
-    for f in files.iter().filter(|f| !is_test_source(f)) {
-        let rel = f.strip_prefix(&root).unwrap_or(f).display().to_string();
+    for f in product_sources().iter().filter(|f| !is_test_source(f)) {
+        let rel = rel(f);
         for l in std::fs::read_to_string(f).unwrap_or_default().lines() {
             let Some(v) = string_const(l.trim_start()) else {
                 continue;
@@ -285,10 +293,8 @@ fn no_private_copy_of_a_core_constant() {
 /// only for an item another crate needs.
 #[test]
 fn the_core_public_surface_is_bounded() {
-    const MAX_PUBLIC_ITEMS: usize = 536;
-    let root = workspace();
-    let mut files = Vec::new();
-    sources(&root.join("core/src"), &mut files);
+    // 536 when issue 25 cut the core down; +19 for `doctor`'s API (issue 26).
+    const MAX_PUBLIC_ITEMS: usize = 555;
     let kinds = [
         "fn ",
         "async fn ",
@@ -301,9 +307,8 @@ fn the_core_public_surface_is_bounded() {
         "use ",
         "static ",
     ];
-    let count = files
+    let count = core_library_sources()
         .iter()
-        .filter(|f| !is_test_source(f))
         .map(|f| {
             std::fs::read_to_string(f)
                 .unwrap_or_default()
@@ -366,8 +371,7 @@ fn no_verb_imports_another_verb() {
                             .starts_with(|c: char| c.is_alphanumeric() || c == '_')
                     });
                     if crosses {
-                        let rel = f.strip_prefix(&root).unwrap_or(&f).display().to_string();
-                        crossings.push(format!("{rel} uses {path}"));
+                        crossings.push(format!("{} uses {path}", rel(&f)));
                     }
                 }
             }
@@ -387,14 +391,9 @@ fn no_verb_imports_another_verb() {
 /// versions).
 #[test]
 fn public_type_names_are_unique() {
-    let root = workspace();
-    let mut files = Vec::new();
-    for dir in ["core/src", "client/src", "cli/src", "plugins"] {
-        sources(&root.join(dir), &mut files);
-    }
     let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    for f in files.iter().filter(|f| !is_test_source(f)) {
-        let rel = f.strip_prefix(&root).unwrap_or(f).display().to_string();
+    for f in product_sources().iter().filter(|f| !is_test_source(f)) {
+        let rel = rel(f);
         if rel.starts_with("core/src/kamaji/api/") {
             continue;
         }

@@ -10,29 +10,48 @@ use serde_json::json;
 
 use testbed::api_resource as ar;
 
-async fn eventually<F, Fut>(what: &str, timeout: Duration, mut f: F)
+use testbed::fixtures::poll::eventually;
+
+const INFRA: &str = "infrastructure.cluster.x-k8s.io";
+
+/// The objects of the kind `r` in namespace `ns`.
+fn api(client: &kube::Client, ns: &str, r: ApiResource) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &r)
+}
+
+fn byohosts(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    api(client, ns, ar(INFRA, "v1beta1", "ByoHost", "byohosts"))
+}
+
+/// Waits (60 s) until `name` is gone from `api`.
+async fn wait_gone<K>(what: &str, api: &Api<K>, name: &str)
 where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
+    K: Clone + std::fmt::Debug + k8s_openapi::serde::de::DeserializeOwned,
 {
-    let deadline = std::time::Instant::now() + timeout;
-    while !f().await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let gone = || async move { api.get_opt(name).await.unwrap().is_none() };
+    eventually(what, Duration::from_secs(60), gone).await;
+}
+
+/// Creates `obj` (JSON) through `api`, which must accept it.
+async fn create<K>(api: &Api<K>, obj: serde_json::Value) -> K
+where
+    K: Clone
+        + std::fmt::Debug
+        + k8s_openapi::serde::de::DeserializeOwned
+        + k8s_openapi::serde::Serialize,
+{
+    let obj: K = serde_json::from_value(obj).unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap()
 }
 
 #[tokio::test]
 async fn invalid_v1beta2_cluster_is_rejected_by_the_crd_schema() {
     let tb = testbed::shared();
     let (client, ns) = tb.namespace("schema").await;
-    let clusters: Api<DynamicObject> = Api::namespaced_with(
-        client,
+    let clusters = api(
+        &client,
         &ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
+        ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
     );
     // clusterNetwork.apiServerPort must be an integer within 1..65535.
     let bad: DynamicObject = serde_json::from_value(json!({
@@ -65,96 +84,45 @@ async fn owned_object_is_garbage_collected_after_its_owner_is_deleted() {
     let tb = testbed::shared();
     let (client, ns) = tb.namespace("gc").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let owner = cms
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    let owner = create(&cms, json!({"metadata": {"name": "owner"}})).await;
     let uid = owner.metadata.uid.clone().unwrap();
-    cms.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "child", "ownerReferences": [
-            {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}
-        ]}}))
-        .unwrap(),
+    let owned_by = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}]);
+    create(
+        &cms,
+        json!({"metadata": {"name": "child", "ownerReferences": owned_by}}),
     )
-    .await
-    .unwrap();
+    .await;
     // A custom resource owned by the same owner: the GC must know CRD kinds too.
-    let hosts: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &ns,
-        &ar(
-            "infrastructure.cluster.x-k8s.io",
-            "v1beta1",
-            "ByoHost",
-            "byohosts",
-        ),
-    );
-    hosts
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoHost",
-                "metadata": {"name": "owned-host", "ownerReferences": [
-                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}
-                ]},
-                "spec": {}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    let hosts = byohosts(&client, &ns);
+    create(
+        &hosts,
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoHost",
+            "metadata": {"name": "owned-host", "ownerReferences": owned_by},
+            "spec": {}
+        }),
+    )
+    .await;
     cms.delete("owner", &DeleteParams::default()).await.unwrap();
-    eventually(
-        "the child ConfigMap to be collected",
-        Duration::from_secs(60),
-        || {
-            let cms = cms.clone();
-            async move { cms.get_opt("child").await.unwrap().is_none() }
-        },
-    )
-    .await;
-    eventually(
-        "the owned ByoHost to be collected",
-        Duration::from_secs(60),
-        || {
-            let hosts = hosts.clone();
-            async move { hosts.get_opt("owned-host").await.unwrap().is_none() }
-        },
-    )
-    .await;
+    wait_gone("the child ConfigMap to be collected", &cms, "child").await;
+    wait_gone("the owned ByoHost to be collected", &hosts, "owned-host").await;
 }
 
 #[tokio::test]
 async fn byohost_status_is_written_through_the_status_subresource() {
     let tb = testbed::shared();
     let (client, ns) = tb.namespace("status").await;
-    let hosts: Api<DynamicObject> = Api::namespaced_with(
-        client,
-        &ns,
-        &ar(
-            "infrastructure.cluster.x-k8s.io",
-            "v1beta1",
-            "ByoHost",
-            "byohosts",
-        ),
-    );
-    hosts
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoHost",
-                "metadata": {"name": "host-1"}, "spec": {},
-                // Status in a create is dropped by the status subresource.
-                "status": {"hostinfo": {"osname": "dropped"}}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    let hosts = byohosts(&client, &ns);
+    create(
+        &hosts,
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoHost",
+            "metadata": {"name": "host-1"}, "spec": {},
+            // Status in a create is dropped by the status subresource.
+            "status": {"hostinfo": {"osname": "dropped"}}
+        }),
+    )
+    .await;
     let created = hosts.get("host-1").await.unwrap();
     assert!(
         created
@@ -196,20 +164,10 @@ async fn namespace_deletion_completes() {
     let tb = testbed::shared();
     let (client, ns) = tb.namespace("nsdel").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    cms.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "content"}})).unwrap(),
-    )
-    .await
-    .unwrap();
+    create(&cms, json!({"metadata": {"name": "content"}})).await;
     tb.delete_namespace(&client, &ns).await;
     let nss: Api<Namespace> = Api::all(client);
-    eventually("the namespace to be gone", Duration::from_secs(60), || {
-        let nss = nss.clone();
-        let ns = ns.clone();
-        async move { nss.get_opt(&ns).await.unwrap().is_none() }
-    })
-    .await;
+    wait_gone("the namespace to be gone", &nss, &ns).await;
 }
 
 #[tokio::test]
@@ -269,10 +227,8 @@ async fn capi_manager_turns_a_machinedeployment_into_machines() {
     let tb = testbed::shared_with_capi();
     let (client, ns) = tb.namespace("capi-md").await;
     let apply = |ar: ApiResource, obj: serde_json::Value| {
-        let client = client.clone();
-        let ns = ns.clone();
+        let api = api(&client, &ns, ar.clone());
         async move {
-            let api: Api<DynamicObject> = Api::namespaced_with(client, &ns, &ar);
             let name = obj["metadata"]["name"].as_str().unwrap().to_string();
             api.patch(
                 &name,
@@ -327,10 +283,10 @@ async fn capi_manager_turns_a_machinedeployment_into_machines() {
                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ByoMachineTemplate", "name": "md-test-workers"}}}}}),
     )
     .await;
-    let machines: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
+    let machines = api(
+        &client,
         &ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Machine", "machines"),
+        ar("cluster.x-k8s.io", "v1beta2", "Machine", "machines"),
     );
     eventually(
         "2 Machines from the MachineDeployment",
@@ -352,21 +308,16 @@ async fn capi_manager_turns_a_machinedeployment_into_machines() {
     )
     .await;
     // The MachineSet exists and the machines' infrastructure was cloned from the template.
-    let sets: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
+    let sets = api(
+        &client,
         &ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "MachineSet", "machinesets"),
+        ar("cluster.x-k8s.io", "v1beta2", "MachineSet", "machinesets"),
     );
     assert_eq!(sets.list(&Default::default()).await.unwrap().items.len(), 1);
-    let byomachines: Api<DynamicObject> = Api::namespaced_with(
-        client,
+    let byomachines = api(
+        &client,
         &ns,
-        &ar(
-            "infrastructure.cluster.x-k8s.io",
-            "v1beta1",
-            "ByoMachine",
-            "byomachines",
-        ),
+        ar(INFRA, "v1beta1", "ByoMachine", "byomachines"),
     );
     eventually("2 cloned ByoMachines", Duration::from_secs(30), || {
         let b = byomachines.clone();
@@ -381,24 +332,26 @@ async fn capi_manager_turns_a_machinedeployment_into_machines() {
 async fn v1beta1_reads_of_v1beta2_clusters_are_converted_by_the_capi_manager() {
     let tb = testbed::shared_with_capi();
     let (client, ns) = tb.namespace("conversion").await;
-    let v2: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
+    let v2 = api(
+        &client,
         &ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
+        ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
     );
-    let c: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-        "metadata": {"name": "conv"},
-        "spec": {"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io",
-                                     "kind": "KubeadmControlPlane", "name": "conv"},
-                 "clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]}}},
-    }))
-    .unwrap();
-    v2.create(&PostParams::default(), &c).await.unwrap();
-    let v1: Api<DynamicObject> = Api::namespaced_with(
-        client,
+    create(
+        &v2,
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": "conv"},
+            "spec": {"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io",
+                                         "kind": "KubeadmControlPlane", "name": "conv"},
+                     "clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]}}},
+        }),
+    )
+    .await;
+    let v1 = api(
+        &client,
         &ns,
-        &ar("cluster.x-k8s.io", "v1beta1", "Cluster", "clusters"),
+        ar("cluster.x-k8s.io", "v1beta1", "Cluster", "clusters"),
     );
     let got = v1.get("conv").await.unwrap();
     // v1beta2's ContractVersionedObjectReference (apiGroup) becomes v1beta1's ObjectReference
@@ -462,11 +415,8 @@ async fn two_real_testbeds_start_side_by_side() {
                 "testbed {n}: no {p} in {names:?}"
             );
         }
-        let clusters: Api<DynamicObject> = Api::namespaced_with(
-            tb.client().await,
-            "default",
-            &ar("cluster.x-k8s.io", "v1beta1", "Cluster", "clusters"),
-        );
+        let v1beta1 = ar("cluster.x-k8s.io", "v1beta1", "Cluster", "clusters");
+        let clusters = api(&tb.client().await, "default", v1beta1);
         let c: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
             "metadata": {"name": "side-by-side"},

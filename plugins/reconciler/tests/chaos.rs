@@ -9,7 +9,6 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use kube::api::DeleteParams;
 use serde_json::json;
 
 const V: &str = "v1alpha2";
@@ -121,10 +120,7 @@ async fn killed_at_random_every_cycle_converges_without_orphans() {
         }
         // Delete, killed somewhere along the way.
         for (_, kcp) in &batch {
-            dyn_api(&c, &ns, &kcp_ar(V))
-                .delete(kcp, &DeleteParams::background())
-                .await
-                .unwrap();
+            delete(&c, &ns, &kcp_ar(V), kcp).await;
         }
         kill_at_random(&mut r, &mut rng, tb, &ns).await;
         kills += 1;

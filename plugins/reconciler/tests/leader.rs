@@ -86,9 +86,7 @@ async fn external_cluster_reference_needs_its_flag_and_cleans_up() {
         &ns,
         "v1alpha2",
         "far-cp",
-        "FoundExternalReferenceClient",
-        "False",
-        "FeatureDisabled",
+        "FoundExternalReferenceClient=False/FeatureDisabled",
         &r,
     )
     .await;

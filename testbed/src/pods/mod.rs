@@ -551,25 +551,26 @@ mod tests {
             ("/etc/kubernetes/pki".to_string(), PathBuf::from("/r/pki")),
             ("/etc/kubernetes".to_string(), PathBuf::from("/r/kc")),
         ];
-        assert_eq!(
-            remap("--tls-cert-file=/etc/kubernetes/pki/apiserver.crt", &mounts),
-            "--tls-cert-file=/r/pki/apiserver.crt"
-        );
-        assert_eq!(
-            remap("--kubeconfig=/etc/kubernetes/scheduler.conf", &mounts),
-            "--kubeconfig=/r/kc/scheduler.conf"
-        );
-        assert_eq!(
-            remap("--etcd-servers=https://127.0.0.1:2379", &mounts),
-            "--etcd-servers=https://127.0.0.1:2379"
-        );
-        assert_eq!(
-            remap("--x=/etc/kubernetes/pki/a,/etc/kubernetes/b", &mounts),
-            "--x=/r/pki/a,/r/kc/b"
-        );
-        assert_eq!(
-            remap("--y=/etc/kubernetesX/a", &mounts),
-            "--y=/etc/kubernetesX/a"
-        );
+        for (arg, want) in [
+            (
+                "--tls-cert-file=/etc/kubernetes/pki/apiserver.crt",
+                "--tls-cert-file=/r/pki/apiserver.crt",
+            ),
+            (
+                "--kubeconfig=/etc/kubernetes/scheduler.conf",
+                "--kubeconfig=/r/kc/scheduler.conf",
+            ),
+            (
+                "--etcd-servers=https://127.0.0.1:2379",
+                "--etcd-servers=https://127.0.0.1:2379",
+            ),
+            (
+                "--x=/etc/kubernetes/pki/a,/etc/kubernetes/b",
+                "--x=/r/pki/a,/r/kc/b",
+            ),
+            ("--y=/etc/kubernetesX/a", "--y=/etc/kubernetesX/a"),
+        ] {
+            assert_eq!(remap(arg, &mounts), want, "{arg}");
+        }
     }
 }

@@ -80,15 +80,26 @@ fn project(
     }
 }
 
+/// The object `ns/name`; an error names it by its kind, in lower case (`secret ns/name: ...`).
+async fn get<K>(client: &Client, ns: &str, name: &str) -> Result<K, String>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    Api::<K>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .map_err(|e| format!("{} {ns}/{name}: {e}", K::kind(&()).to_lowercase()))
+}
+
 async fn secret_data(
     client: &Client,
     ns: &str,
     name: &str,
 ) -> Result<BTreeMap<String, Vec<u8>>, String> {
-    let s = Api::<Secret>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .map_err(|e| format!("secret {ns}/{name}: {e}"))?;
+    let s: Secret = get(client, ns, name).await?;
     Ok(s.data
         .unwrap_or_default()
         .into_iter()
@@ -101,10 +112,7 @@ async fn config_map_data(
     ns: &str,
     name: &str,
 ) -> Result<BTreeMap<String, Vec<u8>>, String> {
-    let c = Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .map_err(|e| format!("configmap {ns}/{name}: {e}"))?;
+    let c: ConfigMap = get(client, ns, name).await?;
     let mut out: BTreeMap<String, Vec<u8>> = c
         .data
         .unwrap_or_default()

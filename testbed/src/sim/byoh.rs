@@ -14,8 +14,7 @@ use serde_json::{Value, json};
 
 use super::{SimOptions, annotation, ar, join, label, name, now, unit_hash};
 
-const GROUP: &str = "infrastructure.cluster.x-k8s.io";
-const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
+use crate::fixtures::{CLUSTER_NAME, INFRA as GROUP};
 const BYOMACHINE_NAME: &str = "byoh.infrastructure.cluster.x-k8s.io/byomachine-name";
 const UNREGISTERING: &str = "byoh.infrastructure.cluster.x-k8s.io/unregistering";
 const ENDPOINT_IP: &str = "byoh.infrastructure.cluster.x-k8s.io/endpointip";

@@ -73,19 +73,18 @@ pub(crate) fn name(o: &DynamicObject) -> String {
 }
 
 pub(crate) fn label<'a>(o: &'a DynamicObject, key: &str) -> Option<&'a str> {
-    o.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
+    entry(&o.metadata.labels, key)
 }
 
 pub(crate) fn annotation<'a>(o: &'a DynamicObject, key: &str) -> Option<&'a str> {
-    o.metadata
-        .annotations
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
+    entry(&o.metadata.annotations, key)
+}
+
+fn entry<'a>(
+    map: &'a Option<std::collections::BTreeMap<String, String>>,
+    key: &str,
+) -> Option<&'a str> {
+    map.as_ref().and_then(|m| m.get(key)).map(String::as_str)
 }
 
 pub(crate) fn now() -> String {

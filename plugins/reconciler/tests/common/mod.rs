@@ -12,7 +12,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -165,11 +165,15 @@ pub async fn install_crds(c: &Client, crds: &[Value]) {
 
 /// Our own CRDs, generated from the Rust types.
 pub async fn install_our_crds(c: &Client) {
-    let crds: Vec<Value> = kamaji_reconciler::crds()
+    install_crds(c, &as_values(&kamaji_reconciler::crds())).await;
+}
+
+/// Typed objects (CRDs generated from the Rust types) as JSON.
+pub fn as_values<T: serde::Serialize>(objects: &[T]) -> Vec<Value> {
+    objects
         .iter()
-        .map(|c| serde_json::to_value(c).unwrap())
-        .collect();
-    install_crds(c, &crds).await;
+        .map(|o| serde_json::to_value(o).unwrap())
+        .collect()
 }
 
 /// The Cluster in the shape of the served contract.
@@ -374,28 +378,103 @@ pub fn condition(kcp: &Value, type_: &str) -> Option<(String, String, String)> {
         })
 }
 
-/// Waits for a condition with the given status and reason, and returns its message.
+/// Waits for the condition `want`, written `Type=Status/Reason` as kubectl shows it, on the
+/// KamajiControlPlane `kcp` (served at `kcp_version`), and returns its message.
 pub async fn wait_condition(
     c: &Client,
     ns: &str,
     kcp_version: &str,
     kcp: &str,
-    type_: &str,
-    status: &str,
-    reason: &str,
+    want: &str,
     r: &Reconciler,
 ) -> String {
-    wait_for(
-        60,
-        &format!("{kcp} condition {type_}={status}/{reason}"),
-        Some(r),
-        || async {
-            let k = get(c, ns, &kcp_ar(kcp_version), kcp).await?;
-            let (s, re, m) = condition(&k, type_)?;
-            (s == status && re == reason).then_some(m)
-        },
-    )
+    let (type_, status, reason) = want
+        .split_once('=')
+        .and_then(|(t, rest)| rest.split_once('/').map(|(s, re)| (t, s, re)))
+        .unwrap_or_else(|| panic!("{want:?} is not Type=Status/Reason"));
+    wait_for(60, &format!("{kcp} condition {want}"), Some(r), || async {
+        let k = get(c, ns, &kcp_ar(kcp_version), kcp).await?;
+        let (s, re, m) = condition(&k, type_)?;
+        (s == status && re == reason).then_some(m)
+    })
     .await
+}
+
+/// Waits (60 s) until the KamajiControlPlane `kcp` (served at `kcp_version`) passes `ok`, and
+/// returns it.
+pub async fn wait_kcp(
+    c: &Client,
+    ns: &str,
+    kcp_version: &str,
+    kcp: &str,
+    what: &str,
+    r: &Reconciler,
+    ok: impl Fn(&Value) -> bool,
+) -> Value {
+    wait_for(60, &format!("KCP {kcp} {what}"), Some(r), || async {
+        get(c, ns, &kcp_ar(kcp_version), kcp)
+            .await
+            .filter(|k| ok(k))
+    })
+    .await
+}
+
+/// A KamajiControlPlane's `status.ready`.
+pub fn ready(kcp: &Value) -> bool {
+    kcp["status"]["ready"] == json!(true)
+}
+
+/// Plays Kamaji once the reconciler made the TCP of the v1alpha2 KamajiControlPlane `kcp`: its
+/// address `endpoint`, `version` Ready, 2 replicas available; then waits until the KCP is ready.
+pub async fn kamaji_ready(
+    c: &Client,
+    ns: &str,
+    kcp: &str,
+    endpoint: &str,
+    version: &str,
+    r: &Reconciler,
+) {
+    wait_tcp(c, ns, kcp, r).await;
+    kamaji_publish(c, ns, kcp, endpoint, version, "Ready", 2).await;
+    wait_kcp(
+        c,
+        ns,
+        "v1alpha2",
+        kcp,
+        &format!("ready at {version}"),
+        r,
+        ready,
+    )
+    .await;
+}
+
+/// Deletes `name` in the background, as `kubectl delete` does.
+pub async fn delete(c: &Client, ns: &str, r: &ApiResource, name: &str) {
+    dyn_api(c, ns, r)
+        .delete(name, &DeleteParams::background())
+        .await
+        .unwrap_or_else(|e| panic!("deleting {} {name}: {e}", r.kind));
+}
+
+/// Deletes the KamajiControlPlane `kcp` (served at `kcp_version`) and waits until it is gone:
+/// the reconciler released its finalizer.
+pub async fn delete_kcp(c: &Client, ns: &str, kcp_version: &str, kcp: &str, r: &Reconciler) {
+    delete(c, ns, &kcp_ar(kcp_version), kcp).await;
+    wait_for(60, &format!("the KCP {kcp} gone"), Some(r), || async {
+        get(c, ns, &kcp_ar(kcp_version), kcp)
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}
+
+/// Asserts the reconciler's log holds none of `unwanted`; `why` says what such a line means.
+pub fn assert_log_lacks(r: &Reconciler, unwanted: &[&str], why: &str) {
+    let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+    for u in unwanted {
+        assert!(!log.contains(u), "{why} ({u}):\n{}", r.log_tail());
+    }
 }
 
 pub fn name_of(v: &Value) -> String {
@@ -449,11 +528,7 @@ pub fn ops_ar(kind: &str) -> ApiResource {
 
 /// The ClusterUpgrade and FleetUpgrade CRDs, generated from the Rust types.
 pub async fn install_ops_crds(c: &Client) {
-    let ops: Vec<Value> = kcore::ops::crds()
-        .iter()
-        .map(|c| serde_json::to_value(c).unwrap())
-        .collect();
-    install_crds(c, &ops).await;
+    install_crds(c, &as_values(&kcore::ops::crds())).await;
 }
 
 /// Waits for the Warning Event `reason` about the object `name` and returns it.

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use testbed::fixtures::run::assert_contains;
 
@@ -76,9 +76,7 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
         &ns,
         V,
         "prod-cp",
-        "TenantControlPlaneAddressReady",
-        "False",
-        "WaitingForKamaji",
+        "TenantControlPlaneAddressReady=False/WaitingForKamaji",
         &r,
     )
     .await;
@@ -88,11 +86,9 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
     kamaji_publish(&c, &ns, "prod-cp", "10.0.0.5:7443", "v1.33.0", "Ready", 2).await;
     // Ready, with conditions of the current generation: patching spec.controlPlaneEndpoint bumps
     // the generation, and the status of that generation follows on the next reconcile.
-    let kcp = wait_for(60, "KCP ready", Some(&r), || async {
-        let k = get(&c, &ns, &kcp_ar(V), "prod-cp").await?;
-        let current =
-            k["status"]["conditions"][0]["observedGeneration"] == k["metadata"]["generation"];
-        (k["status"]["ready"] == json!(true) && current).then_some(k)
+    let kcp = wait_kcp(&c, &ns, V, "prod-cp", "ready, current", &r, |k| {
+        ready(k)
+            && k["status"]["conditions"][0]["observedGeneration"] == k["metadata"]["generation"]
     })
     .await;
     assert_eq!(
@@ -185,17 +181,14 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
         v.contains("server: https://10.0.0.5:7443") && !v.contains("# super"),
         "{v}"
     );
-    let o = &kc.metadata.owner_references.as_ref().unwrap()[0];
-    assert_eq!(
-        (o.kind.as_str(), o.controller, o.block_owner_deletion),
-        ("KamajiControlPlane", Some(true), Some(true))
-    );
     let ca = secret(&c, &ns, "prod-ca").await.expect("prod-ca");
-    let o = &ca.metadata.owner_references.as_ref().unwrap()[0];
-    assert_eq!(
-        (o.kind.as_str(), o.controller, o.block_owner_deletion),
-        ("KamajiControlPlane", Some(true), Some(true))
-    );
+    for s in [&kc, &ca] {
+        let o = &s.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (o.kind.as_str(), o.controller, o.block_owner_deletion),
+            ("KamajiControlPlane", Some(true), Some(true))
+        );
+    }
     assert_eq!(data(&ca, "tls.crt").as_deref(), Some("CERT"));
     assert_eq!(data(&ca, "tls.key").as_deref(), Some("KEY"));
     assert_eq!(ca.type_.as_deref(), Some("cluster.x-k8s.io/secret"));
@@ -205,8 +198,14 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
     );
 
     // The kubeconfig key annotation, and an annotation that must follow its removal.
-    merge(&c, &ns, &kcp_ar(V), "prod-cp", json!({"metadata": {"annotations": {
-        "kamaji.clastix.io/kubeconfig-secret-key": "super-admin.svc", "example.com/team": "blue"}}})).await;
+    annotate_kcp(
+        &c,
+        &ns,
+        "prod-cp",
+        json!({
+        "kamaji.clastix.io/kubeconfig-secret-key": "super-admin.svc", "example.com/team": "blue"}),
+    )
+    .await;
     wait_for(60, "super-admin.svc copied", Some(&r), || async {
         let s = secret(&c, &ns, "prod-kubeconfig").await?;
         data(&s, "value").filter(|v| v.contains("# super") && v.contains(".svc:6443"))
@@ -220,14 +219,7 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
             .then_some(())
     })
     .await;
-    merge(
-        &c,
-        &ns,
-        &kcp_ar(V),
-        "prod-cp",
-        json!({"metadata": {"annotations": {"example.com/team": null}}}),
-    )
-    .await;
+    annotate_kcp(&c, &ns, "prod-cp", json!({"example.com/team": null})).await;
     wait_for(
         60,
         "the removed annotation gone from the TCP",
@@ -244,9 +236,8 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
 
     // Readiness also needs the deployment: no available replica → not ready (CACPPK#71).
     merge_status(&c, &ns, &tcp_ar(), "prod-cp", json!({"status": {"kubernetesResources": {"deployment": {"availableReplicas": 0, "readyReplicas": 0}}}})).await;
-    let kcp = wait_for(60, "KCP not ready", Some(&r), || async {
-        let k = get(&c, &ns, &kcp_ar(V), "prod-cp").await?;
-        (k["status"]["ready"] == json!(false)).then_some(k)
+    let kcp = wait_kcp(&c, &ns, V, "prod-cp", "not ready", &r, |k| {
+        k["status"]["ready"] == json!(false)
     })
     .await;
     assert_eq!(condition(&kcp, "Available").unwrap().1, "NotAvailable");
@@ -273,17 +264,11 @@ async fn upstream_samples_apply_unchanged() {
             let kind = doc["kind"].as_str().unwrap().to_string();
             let o = create(&c, &ns, &kcp_ar(V).clone_with_kind(&kind), doc.clone()).await;
             // Nothing the sample says was dropped.
-            let spec_in = if kind == "KamajiControlPlane" {
-                &doc["spec"]
-            } else {
-                &doc["spec"]["template"]["spec"]
+            let spec = |v: &Value| match kind.as_str() {
+                "KamajiControlPlane" => v["spec"].clone(),
+                _ => v["spec"]["template"]["spec"].clone(),
             };
-            let spec_out = if kind == "KamajiControlPlane" {
-                &o["spec"]
-            } else {
-                &o["spec"]["template"]["spec"]
-            };
-            assert_subset(spec_in, spec_out, &kind);
+            assert_subset(&spec(&doc), &spec(&o), &kind);
         }
     }
     // The CRD's CEL rules hold: loadBalancerClass needs a LoadBalancer Service.
@@ -336,6 +321,46 @@ fn assert_subset(want: &Value, have: &Value, path: &str) {
     }
 }
 
+/// A story's start on the shared testbed: a fresh namespace, the plain cluster `cluster` whose
+/// KamajiControlPlane wants `version`, and a reconciler watching the namespace.
+async fn story(
+    prefix: &str,
+    cluster: &str,
+    net: Value,
+    version: &str,
+) -> (kube::Client, String, Reconciler) {
+    let tb = testbed::shared();
+    let (c, ns) = namespace(tb, prefix).await;
+    plain_cluster(&c, &ns, cluster, net, json!({"version": version})).await;
+    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
+    (c, ns, r)
+}
+
+/// Waits for `TenantControlPlaneCreated=False/<reason>` on the KamajiControlPlane `kcp`, and
+/// returns its message.
+async fn not_created(
+    c: &kube::Client,
+    ns: &str,
+    kcp: &str,
+    reason: &str,
+    r: &Reconciler,
+) -> String {
+    let want = format!("TenantControlPlaneCreated=False/{reason}");
+    wait_condition(c, ns, V, kcp, &want, r).await
+}
+
+/// Merges `annotations` (null removes one) into those of the KamajiControlPlane `kcp`.
+async fn annotate_kcp(c: &kube::Client, ns: &str, kcp: &str, annotations: Value) {
+    let body = json!({"metadata": {"annotations": annotations}});
+    merge(c, ns, &kcp_ar(V), kcp, body).await;
+}
+
+/// Sets the v1beta2 Cluster `name`'s `spec.paused`, as a user (or `clusterctl move`) does.
+async fn pause_cluster(c: &kube::Client, ns: &str, name: &str, paused: bool) {
+    let body = json!({"spec": {"paused": paused}});
+    merge(c, ns, &cluster_ar("v1beta2"), name, body).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_owner_and_pause() {
     let tb = testbed::shared();
@@ -349,28 +374,11 @@ async fn missing_owner_and_pause() {
     )
     .await;
     let (cl, _) = plain_cluster(&c, &ns, "paused", net(), json!({"version": "1.33.0"})).await;
-    merge(
-        &c,
-        &ns,
-        &cluster_ar("v1beta2"),
-        &name_of(&cl),
-        json!({"spec": {"paused": true}}),
-    )
-    .await;
+    pause_cluster(&c, &ns, &name_of(&cl), true).await;
     let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
 
     // Without a Cluster owner: a condition and an Event that say why nothing happens.
-    let m = wait_condition(
-        &c,
-        &ns,
-        V,
-        "orphan",
-        "TenantControlPlaneCreated",
-        "False",
-        "WaitingForClusterOwner",
-        &r,
-    )
-    .await;
+    let m = not_created(&c, &ns, "orphan", "WaitingForClusterOwner", &r).await;
     assert!(m.contains("ownerReference") && m.contains("Cluster"), "{m}");
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), &ns);
     let ev = wait_for(30, "the Event", Some(&r), || async {
@@ -385,50 +393,32 @@ async fn missing_owner_and_pause() {
     assert!(get_tcp(&c, &ns, "orphan").await.is_none());
 
     // Paused Cluster: Paused=True and nothing created.
-    wait_condition(&c, &ns, V, "paused-cp", "Paused", "True", "Paused", &r).await;
+    wait_condition(&c, &ns, V, "paused-cp", "Paused=True/Paused", &r).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(get_tcp(&c, &ns, "paused-cp").await.is_none());
     // Unpaused, but the KCP carries the paused annotation: still paused.
-    merge(
-        &c,
-        &ns,
-        &kcp_ar(V),
-        "paused-cp",
-        json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}}),
-    )
-    .await;
-    merge(
-        &c,
-        &ns,
-        &cluster_ar("v1beta2"),
-        "paused",
-        json!({"spec": {"paused": false}}),
-    )
-    .await;
+    annotate_kcp(&c, &ns, "paused-cp", json!({"cluster.x-k8s.io/paused": ""})).await;
+    pause_cluster(&c, &ns, "paused", false).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(get_tcp(&c, &ns, "paused-cp").await.is_none());
     // Annotation removed: reconciliation resumes (watch-driven, no polling).
-    merge(
+    annotate_kcp(
         &c,
         &ns,
-        &kcp_ar(V),
         "paused-cp",
-        json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": null}}}),
+        json!({"cluster.x-k8s.io/paused": null}),
     )
     .await;
     wait_for(60, "the TCP after unpausing", Some(&r), || {
         get_tcp(&c, &ns, "paused-cp")
     })
     .await;
-    wait_condition(&c, &ns, V, "paused-cp", "Paused", "False", "NotPaused", &r).await;
+    wait_condition(&c, &ns, V, "paused-cp", "Paused=False/NotPaused", &r).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn deletion_garbage_collects_and_releases_the_finalizer() {
-    let tb = testbed::shared();
-    let (c, ns) = namespace(tb, "kr-delete").await;
-    plain_cluster(&c, &ns, "gone", net(), json!({"version": "1.33.0"})).await;
-    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
+    let (c, ns, r) = story("kr-delete", "gone", net(), "1.33.0").await;
     wait_tcp(&c, &ns, "gone-cp", &r).await;
     kamaji_publish(&c, &ns, "gone-cp", "10.0.0.9:6443", "v1.33.0", "Ready", 1).await;
     wait_for(60, "the secrets", Some(&r), || async {
@@ -445,17 +435,7 @@ async fn deletion_garbage_collects_and_releases_the_finalizer() {
         json!({"metadata": {"finalizers": ["ecr.kamaji.clastix.io/finalizer"]}}),
     )
     .await;
-    dyn_api(&c, &ns, &kcp_ar(V))
-        .delete("gone-cp", &DeleteParams::background())
-        .await
-        .unwrap();
-    wait_for(60, "the KCP gone", Some(&r), || async {
-        get(&c, &ns, &kcp_ar(V), "gone-cp")
-            .await
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    delete_kcp(&c, &ns, V, "gone-cp", &r).await;
     // Garbage collection (kube-controller-manager) removes what the KCP owned.
     wait_for(90, "TCP and CAPI secrets collected", Some(&r), || async {
         let t = get_tcp(&c, &ns, "gone-cp").await;
@@ -468,17 +448,8 @@ async fn deletion_garbage_collects_and_releases_the_finalizer() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn upgrade_1_33_to_1_35_steps_through_1_34() {
-    let tb = testbed::shared();
-    let (c, ns) = namespace(tb, "kr-upgrade").await;
-    plain_cluster(&c, &ns, "up", net(), json!({"version": "v1.33.0"})).await;
-    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
-    wait_tcp(&c, &ns, "up-cp", &r).await;
-    kamaji_publish(&c, &ns, "up-cp", "10.0.0.7:6443", "v1.33.0", "Ready", 2).await;
-    wait_for(60, "ready at v1.33.0", Some(&r), || async {
-        let k = get(&c, &ns, &kcp_ar(V), "up-cp").await?;
-        (k["status"]["ready"] == json!(true)).then_some(())
-    })
-    .await;
+    let (c, ns, r) = story("kr-upgrade", "up", net(), "v1.33.0").await;
+    kamaji_ready(&c, &ns, "up-cp", "10.0.0.7:6443", "v1.33.0", &r).await;
 
     set_version(&c, &ns, V, "up-cp", "v1.35.0").await;
     let spec_version = |c: kube::Client, ns: String| async move {
@@ -505,9 +476,7 @@ async fn upgrade_1_33_to_1_35_steps_through_1_34() {
         &ns,
         V,
         "up-cp",
-        "VersionUpgrade",
-        "True",
-        "WaitingForStep",
+        "VersionUpgrade=True/WaitingForStep",
         &r,
     )
     .await;
@@ -519,33 +488,13 @@ async fn upgrade_1_33_to_1_35_steps_through_1_34() {
     })
     .await;
     kamaji_version(&c, &ns, "up-cp", "v1.35.0", "Ready").await;
-    wait_condition(
-        &c,
-        &ns,
-        V,
-        "up-cp",
-        "VersionUpgrade",
-        "False",
-        "UpToDate",
-        &r,
-    )
-    .await;
+    wait_condition(&c, &ns, V, "up-cp", "VersionUpgrade=False/UpToDate", &r).await;
     let k = get(&c, &ns, &kcp_ar(V), "up-cp").await.unwrap();
     assert_eq!(k["status"]["version"], "v1.35.0");
 
     // A downgrade of the minor is refused early, with a clear condition.
     set_version(&c, &ns, V, "up-cp", "v1.34.0").await;
-    let m = wait_condition(
-        &c,
-        &ns,
-        V,
-        "up-cp",
-        "TenantControlPlaneCreated",
-        "False",
-        "VersionRefused",
-        &r,
-    )
-    .await;
+    let m = not_created(&c, &ns, "up-cp", "VersionRefused", &r).await;
     assert_contains(&m, "downgrading");
     assert_eq!(
         spec_version(c.clone(), ns.clone()).await.as_deref(),
@@ -555,10 +504,7 @@ async fn upgrade_1_33_to_1_35_steps_through_1_34() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn killed_mid_way_converges_after_restart() {
-    let tb = testbed::shared();
-    let (c, ns) = namespace(tb, "kr-restart").await;
-    plain_cluster(&c, &ns, "phoenix", net(), json!({"version": "1.34.1"})).await;
-    let mut r = start_reconciler(&tb.kubeconfig, &ns, &[]);
+    let (c, ns, mut r) = story("kr-restart", "phoenix", net(), "1.34.1").await;
     wait_tcp(&c, &ns, "phoenix-cp", &r).await;
     r.kill();
     // While it is down, Kamaji finishes its part and the user changes the spec.
@@ -580,7 +526,7 @@ async fn killed_mid_way_converges_after_restart() {
         json!({"spec": {"replicas": 3}}),
     )
     .await;
-    let r2 = start_reconciler(&tb.kubeconfig, &ns, &[]);
+    let r2 = start_reconciler(&testbed::shared().kubeconfig, &ns, &[]);
     wait_for(60, "converged after restart", Some(&r2), || async {
         let k = get(&c, &ns, &kcp_ar(V), "phoenix-cp").await?;
         let t = get_tcp(&c, &ns, "phoenix-cp").await?;
@@ -595,22 +541,9 @@ async fn killed_mid_way_converges_after_restart() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn dual_stack_on_a_kamaji_without_plural_cidrs_is_reported() {
-    let tb = testbed::shared();
-    let (c, ns) = namespace(tb, "kr-dual").await;
     let net = json!({"services": {"cidrBlocks": ["10.96.0.0/16", "fd00:10:96::/108"]}, "pods": {"cidrBlocks": ["10.244.0.0/16", "fd00:10:244::/56"]}});
-    plain_cluster(&c, &ns, "dual", net, json!({"version": "1.33.0"})).await;
-    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
-    let m = wait_condition(
-        &c,
-        &ns,
-        V,
-        "dual-cp",
-        "TenantControlPlaneCreated",
-        "False",
-        "UnsupportedByInstalledKamaji",
-        &r,
-    )
-    .await;
+    let (c, ns, r) = story("kr-dual", "dual", net, "1.33.0").await;
+    let m = not_created(&c, &ns, "dual-cp", "UnsupportedByInstalledKamaji", &r).await;
     assert!(
         m.contains("dual stack") && m.contains("serviceCidrs") && m.contains("podCidrs"),
         "{m}"
@@ -620,17 +553,8 @@ async fn dual_stack_on_a_kamaji_without_plural_cidrs_is_reported() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_idle_reconciler_makes_no_api_requests() {
-    let tb = testbed::shared();
-    let (c, ns) = namespace(tb, "kr-idle").await;
-    plain_cluster(&c, &ns, "idle", net(), json!({"version": "1.33.0"})).await;
-    let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
-    wait_tcp(&c, &ns, "idle-cp", &r).await;
-    kamaji_publish(&c, &ns, "idle-cp", "10.0.0.20:6443", "v1.33.0", "Ready", 2).await;
-    wait_for(60, "ready", Some(&r), || async {
-        let k = get(&c, &ns, &kcp_ar(V), "idle-cp").await?;
-        (k["status"]["ready"] == json!(true)).then_some(())
-    })
-    .await;
+    let (c, ns, r) = story("kr-idle", "idle", net(), "1.33.0").await;
+    kamaji_ready(&c, &ns, "idle-cp", "10.0.0.20:6443", "v1.33.0", &r).await;
     let health = r.http_get("/healthz").unwrap_or_default();
     assert!(
         health.starts_with("HTTP/1.1 200") && health.ends_with("ok\n"),
@@ -672,11 +596,7 @@ async fn an_idle_reconciler_makes_no_api_requests() {
 async fn a_cluster_upgrade_of_a_kamaji_control_plane() {
     let tb = testbed::shared();
     let (c, ns) = namespace(tb, "kr-cu").await;
-    let ops: Vec<Value> = kcore::ops::crds()
-        .iter()
-        .map(|c| serde_json::to_value(c).unwrap())
-        .collect();
-    install_crds(&c, &ops).await;
+    install_ops_crds(&c).await;
     cluster_with_kcp(
         &c,
         &ns,
@@ -689,13 +609,7 @@ async fn a_cluster_upgrade_of_a_kamaji_control_plane() {
     )
     .await;
     let r = start_reconciler(&tb.kubeconfig, &ns, &[]);
-    wait_tcp(&c, &ns, "cu", &r).await;
-    kamaji_publish(&c, &ns, "cu", "10.0.0.8:6443", "v1.33.0", "Ready", 2).await;
-    wait_for(60, "ready at v1.33.0", Some(&r), || async {
-        let k = get(&c, &ns, &kcp_ar(V), "cu").await?;
-        (k["status"]["ready"] == json!(true)).then_some(())
-    })
-    .await;
+    kamaji_ready(&c, &ns, "cu", "10.0.0.8:6443", "v1.33.0", &r).await;
     let cu_ar = kube::discovery::ApiResource::from_gvk_with_plural(
         &kube::api::GroupVersionKind::gvk("ops.capi-kamaji.io", "v1alpha1", "ClusterUpgrade"),
         "clusterupgrades",
@@ -706,9 +620,8 @@ async fn a_cluster_upgrade_of_a_kamaji_control_plane() {
         .within(&ns)
         .data(json!({"spec": {"clusterName": "cu", "version": "v1.34.0"}}));
     cus.create(&Default::default(), &cu).await.unwrap();
-    wait_for(60, "the KCP patched to v1.34.0", Some(&r), || async {
-        let k = get(&c, &ns, &kcp_ar(V), "cu").await?;
-        (k["spec"]["version"] == "v1.34.0").then_some(())
+    wait_kcp(&c, &ns, V, "cu", "patched to v1.34.0", &r, |k| {
+        k["spec"]["version"] == "v1.34.0"
     })
     .await;
     kamaji_version(&c, &ns, "cu", "v1.34.0", "Ready").await;
@@ -757,11 +670,10 @@ async fn a_cluster_upgrade_of_a_missing_cluster_says_so_and_goes_with_its_cluste
     assert_contains(&m, &format!("Cluster {ns}/ghost not found"));
     let ev = warning_event(&c, &ns, "ClusterUpgrade", "ghost", "ClusterNotFound", &r).await;
     assert!(ev.note.unwrap_or_default().contains("not found"));
-    let log = std::fs::read_to_string(&r.log).unwrap_or_default();
-    assert!(
-        !log.contains("upgrade reconcile failed"),
-        "a missing Cluster is input to report, not an error to retry:\n{}",
-        r.log_tail()
+    assert_log_lacks(
+        &r,
+        &["upgrade reconcile failed"],
+        "a missing Cluster is input to report, not an error to retry",
     );
 
     // The Cluster appears: the ClusterUpgrade is acted on and owned by it.
@@ -792,10 +704,7 @@ async fn a_cluster_upgrade_of_a_missing_cluster_says_so_and_goes_with_its_cluste
         },
     )
     .await;
-    dyn_api(&c, &ns, &cluster_ar("v1beta2"))
-        .delete("ghost", &DeleteParams::background())
-        .await
-        .unwrap();
+    delete(&c, &ns, &cluster_ar("v1beta2"), "ghost").await;
     wait_for(
         90,
         "the ClusterUpgrade collected with its Cluster",
@@ -853,10 +762,9 @@ async fn a_fleet_upgrade_with_a_malformed_selector_says_so() {
     .await;
     assert_contains(&m, "picks no Cluster");
     warning_event(&c, &ns, "FleetUpgrade", "bad", "NoClusterSelected", &r).await;
-    let log = std::fs::read_to_string(&r.log).unwrap_or_default();
-    assert!(
-        !log.contains("fleet reconcile failed"),
-        "a malformed selector is input to report, not an error to retry:\n{}",
-        r.log_tail()
+    assert_log_lacks(
+        &r,
+        &["fleet reconcile failed"],
+        "a malformed selector is input to report, not an error to retry",
     );
 }

@@ -53,6 +53,13 @@ async fn infra_crds(c: &kube::Client) {
     install_crds(c, &crds).await;
 }
 
+/// Waits for `InfrastructureClusterPatched=<want>` (`Status/Reason`) on the KamajiControlPlane
+/// `kcp`, and returns its message.
+async fn patched(c: &kube::Client, ns: &str, kcp: &str, want: &str, r: &Reconciler) -> String {
+    let want = format!("InfrastructureClusterPatched={want}");
+    wait_condition(c, ns, V, kcp, &want, r).await
+}
+
 fn net() -> Value {
     json!({"services": {"cidrBlocks": ["10.96.0.0/16"]}, "pods": {"cidrBlocks": ["10.244.0.0/16"]}})
 }
@@ -154,30 +161,10 @@ async fn patch_table_openstack_kubevirt_aws_metal3() {
     .await;
     assert_eq!(aws["spec"]["controlPlaneEndpoint"]["port"], 6443);
     assert_eq!(aws["spec"]["region"], "eu-west-1");
-    wait_condition(
-        &c,
-        &ns,
-        V,
-        "aws-cp",
-        "InfrastructureClusterPatched",
-        "True",
-        "Succeeded",
-        &r,
-    )
-    .await;
+    patched(&c, &ns, "aws-cp", "True/Succeeded", &r).await;
 
     // Metal3: checked only; a mismatch is reported and nothing is changed.
-    let m = wait_condition(
-        &c,
-        &ns,
-        V,
-        "m3-cp",
-        "InfrastructureClusterPatched",
-        "False",
-        "ControlPlaneEndpointMismatch",
-        &r,
-    )
-    .await;
+    let m = patched(&c, &ns, "m3-cp", "False/ControlPlaneEndpointMismatch", &r).await;
     assert!(
         m.contains("10.9.9.9:6443") && m.contains("10.0.0.13:6443") && m.contains("serviceAddress"),
         "{m}"
@@ -195,17 +182,7 @@ async fn patch_table_openstack_kubevirt_aws_metal3() {
         json!({"spec": {"controlPlaneEndpoint": {"host": "10.0.0.13"}}}),
     )
     .await;
-    wait_condition(
-        &c,
-        &ns,
-        V,
-        "m3-cp",
-        "InfrastructureClusterPatched",
-        "True",
-        "Succeeded",
-        &r,
-    )
-    .await;
+    patched(&c, &ns, "m3-cp", "True/Succeeded", &r).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -244,14 +221,11 @@ async fn unsupported_kind_is_reported_and_a_flag_adds_it() {
     let mut r = start_reconciler(&tb.kubeconfig, &ns, &[]);
     wait_for(60, "TCP", Some(&r), || get_tcp(&c, &ns, "dk-cp")).await;
     kamaji_publish(&c, &ns, "dk-cp", "10.0.1.1:6443", "v1.33.0", "Ready", 1).await;
-    let m = wait_condition(
+    let m = patched(
         &c,
         &ns,
-        V,
         "dk-cp",
-        "InfrastructureClusterPatched",
-        "False",
-        "UnsupportedInfrastructureProvider",
+        "False/UnsupportedInfrastructureProvider",
         &r,
     )
     .await;
@@ -262,17 +236,7 @@ async fn unsupported_kind_is_reported_and_a_flag_adds_it() {
         &ns,
         &["--dynamic-infrastructure-clusters", "DockerCluster"],
     );
-    wait_condition(
-        &c,
-        &ns,
-        V,
-        "dk-cp",
-        "InfrastructureClusterPatched",
-        "True",
-        "Succeeded",
-        &r,
-    )
-    .await;
+    patched(&c, &ns, "dk-cp", "True/Succeeded", &r).await;
     let d = get(&c, &ns, &ar(G, "v1beta1", "DockerCluster"), "dk")
         .await
         .unwrap();

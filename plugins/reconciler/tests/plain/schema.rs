@@ -136,10 +136,7 @@ fn our_crds_cover_cacppk_v0_20_0_field_for_field() {
     let dir = cacppk_dir()
         .expect("CACPPK v0.20.0 from the Go module proxy")
         .join("config/crd/bases");
-    let ours: Vec<Value> = kamaji_reconciler::crds()
-        .iter()
-        .map(|c| serde_json::to_value(c).unwrap())
-        .collect();
+    let ours = as_values(&kamaji_reconciler::crds());
     for (i, f) in [
         "controlplane.cluster.x-k8s.io_kamajicontrolplanes.yaml",
         "controlplane.cluster.x-k8s.io_kamajicontrolplanetemplates.yaml",
@@ -179,19 +176,12 @@ fn our_crds_cover_cacppk_v0_20_0_field_for_field() {
 }
 
 /// Every `default` in a schema, by property path.
-fn defaults(n: &Value, p: &str, props: &mut BTreeMap<String, Option<Value>>) {
-    props.insert(p.to_string(), n.get("default").cloned());
-    if let Some(ps) = n["properties"].as_object() {
-        for (k, c) in ps {
-            defaults(c, &format!("{p}.{k}"), props);
-        }
-    }
-    if n["items"].is_object() {
-        defaults(&n["items"], &format!("{p}[]"), props);
-    }
-    if n["additionalProperties"].is_object() {
-        defaults(&n["additionalProperties"], &format!("{p}{{}}"), props);
-    }
+fn defaults(n: &Value) -> BTreeMap<String, Option<Value>> {
+    let mut all = BTreeMap::new();
+    paths(n, "", &mut all);
+    all.into_iter()
+        .map(|(p, n)| (p, n.get("default").cloned()))
+        .collect()
 }
 
 fn version_schema<'a>(crd: &'a Value, version: &str) -> &'a Value {
@@ -230,10 +220,7 @@ fn our_crd_defaults_are_cacppks() {
     let v11 = go_mod_dir("github.com/clastix/cluster-api-control-plane-provider-kamaji@v0.11.0")
         .expect("CACPPK v0.11.0 from the Go module proxy")
         .join("config/crd/bases");
-    let ours: Vec<Value> = kamaji_reconciler::crds()
-        .iter()
-        .map(|c| serde_json::to_value(c).unwrap())
-        .collect();
+    let ours = as_values(&kamaji_reconciler::crds());
     let mut checked = 0;
     for (i, f) in [
         "controlplane.cluster.x-k8s.io_kamajicontrolplanes.yaml",
@@ -242,20 +229,16 @@ fn our_crd_defaults_are_cacppks() {
     .iter()
     .enumerate()
     {
-        let (mut u20, mut u11) = (BTreeMap::new(), BTreeMap::new());
-        defaults(
-            version_schema(&read_yaml_docs(&v20.join(f)).remove(0), "v1alpha2"),
-            "",
-            &mut u20,
-        );
-        defaults(
-            version_schema(&read_yaml_docs(&v11.join(f)).remove(0), "v1alpha1"),
-            "",
-            &mut u11,
-        );
+        let u20 = defaults(version_schema(
+            &read_yaml_docs(&v20.join(f)).remove(0),
+            "v1alpha2",
+        ));
+        let u11 = defaults(version_schema(
+            &read_yaml_docs(&v11.join(f)).remove(0),
+            "v1alpha1",
+        ));
         for version in ["v1alpha2", "v1alpha1"] {
-            let mut o = BTreeMap::new();
-            defaults(version_schema(&ours[i], version), "", &mut o);
+            let o = defaults(version_schema(&ours[i], version));
             let mut differ = Vec::new();
             let paths: std::collections::BTreeSet<&String> =
                 u20.keys().chain(u11.keys()).chain(o.keys()).collect();

@@ -22,11 +22,7 @@ async fn v1beta1_contract_create_ready_and_secrets() {
     kamaji_publish(&c, &ns, "old-cp", "10.1.0.5:6443", "v1.32.4", "Ready", 1).await;
 
     // Read through the v1alpha1 view, as CAPI 1.10 does (contract label cluster.x-k8s.io/v1beta1).
-    let k = wait_for(60, "KCP ready (v1alpha1 view)", Some(&r), || async {
-        let k = get(&c, &ns, &kcp_ar(V), "old-cp").await?;
-        (k["status"]["ready"] == json!(true)).then_some(k)
-    })
-    .await;
+    let k = wait_kcp(&c, &ns, V, "old-cp", "ready (v1alpha1 view)", &r, ready).await;
     assert_eq!(k["apiVersion"], "controlplane.cluster.x-k8s.io/v1alpha1");
     assert_eq!(k["status"]["initialized"], true);
     assert_eq!(k["status"]["replicas"], 2);
