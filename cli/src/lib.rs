@@ -4,7 +4,8 @@
 //!   plain options;
 //! - [`harness`]: the `main` of every binary ([`run`]);
 //! - [`complete`]: the hidden `__complete` verb (cobra's protocol, live names);
-//! - [`verbs`]: the `version` and `completion` verbs both plugins expose.
+//! - [`verbs`]: the `version` and `completion` verbs both plugins expose; [`doctor`]: the
+//!   fleet report both expose.
 //!
 //! A verb flattens [`KubeFlags`] and [`OutputFlags`] into its clap `Args`, connects with
 //! `args.kube.connect().await?`, plans with `kcore`, acts through `shared`, and prints with
@@ -12,6 +13,7 @@
 
 pub mod complete;
 pub mod completion_shim;
+pub mod doctor;
 pub mod flags;
 pub mod harness;
 pub mod kubeconfig_flags;

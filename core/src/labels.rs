@@ -4,6 +4,16 @@
 /// Every object of a CAPI cluster carries its cluster's name here (`clusterv1.ClusterNameLabel`).
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 
+/// Control-plane Machines carry it, empty (`clusterv1.MachineControlPlaneLabel`).
+pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+
+/// kamaji-reconciler's leader-election Lease: our own name, not CACPPK's `LeaderElectionID`
+/// ([`CACPPK_LEASE`]), so that neither provider takes the other's Lease for its own.
+pub const RECONCILER_LEASE: &str = "kamaji-reconciler.controlplane.cluster.x-k8s.io";
+
+/// CACPPK's leader-election Lease (`LeaderElectionID` in its `main.go`, v0.11.0 to v0.20.0).
+pub const CACPPK_LEASE: &str = "kamaji.controlplane.cluster.x-k8s.io";
+
 /// A MachineSet's and Machine's MachineDeployment (`clusterv1.MachineDeploymentNameLabel`).
 pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
 

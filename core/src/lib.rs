@@ -9,6 +9,7 @@
 //! - [`groups`], [`labels`]: API groups, contract levels, well-known labels;
 //! - [`json`], [`fields`]: reading objects, including fields that moved between contracts;
 //! - [`condition`]: the one condition model; [`version`]: the one Kubernetes version type;
+//! - [`doctor`]: what is wrong across the fleet, from one read of each kind;
 //! - [`plan`]: every plan a verb shows before it acts; [`build`]: the objects a verb creates;
 //! - [`kamaji`]: everything about Kamaji and its control-plane provider; [`ops`]: our
 //!   ClusterUpgrade and FleetUpgrade API; [`install`]: the reconciler's install manifests, which
@@ -17,6 +18,7 @@
 pub mod build;
 pub mod condition;
 pub(crate) mod crd;
+pub mod doctor;
 pub mod error;
 pub mod fields;
 pub mod groups;

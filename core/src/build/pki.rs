@@ -51,6 +51,36 @@ pub fn pem_certificates(pem: &[u8]) -> Vec<CertInfo> {
     out
 }
 
+/// The certificates of a Secret's data, with the key each came from: `*.crt` keys, and the
+/// client certificates inside the kubeconfigs (`*.conf`) Kamaji keeps for a tenant's admin and
+/// components. Data that is not PEM or not a kubeconfig is skipped.
+pub fn secret_certificates(
+    data: &std::collections::BTreeMap<String, Vec<u8>>,
+) -> Vec<(String, CertInfo)> {
+    use base64::Engine;
+    let mut out = Vec::new();
+    for (k, v) in data {
+        if k.ends_with(".crt") {
+            out.extend(pem_certificates(v).into_iter().map(|c| (k.clone(), c)));
+        } else if k.ends_with(".conf") {
+            let Ok(kc) = std::str::from_utf8(v)
+                .map_err(|_| ())
+                .and_then(|t| serde_saphyr::from_str::<Value>(t).map_err(|_| ()))
+            else {
+                continue;
+            };
+            for u in kc["users"].as_array().into_iter().flatten() {
+                if let Some(b64) = u["user"]["client-certificate-data"].as_str()
+                    && let Ok(pem) = base64::engine::general_purpose::STANDARD.decode(b64)
+                {
+                    out.extend(pem_certificates(&pem).into_iter().map(|c| (k.clone(), c)));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// kubeadm's `--discovery-token-ca-cert-hash`: `sha256:` and the hex SHA-256 of the CA
 /// certificate's DER SubjectPublicKeyInfo.
 pub fn ca_cert_hash(ca_pem: &[u8]) -> Result<String, Error> {

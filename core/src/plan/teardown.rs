@@ -76,7 +76,7 @@ pub fn preview(
         .iter()
         .map(|m| MachineToDelete {
             name: json::name(m).to_string(),
-            role: if json::label(m, "cluster.x-k8s.io/control-plane").is_some() {
+            role: if json::label(m, crate::labels::CONTROL_PLANE_LABEL).is_some() {
                 "control-plane"
             } else {
                 "worker"

@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::common::{cells, host_pool, time};
 
 use kcore::labels::CLUSTER_NAME_LABEL;
-const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+use kcore::labels::CONTROL_PLANE_LABEL;
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(

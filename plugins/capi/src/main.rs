@@ -13,6 +13,7 @@ mod common;
 mod completion;
 mod delete;
 mod describe;
+mod doctor;
 mod generate;
 mod hosts;
 mod kubeconfig;
@@ -53,6 +54,8 @@ enum Verb {
     List(list::Args),
     /// A cluster's object tree with conditions, as clusterctl describe cluster (-o json|yaml too)
     Describe(describe::Args),
+    /// What is wrong across the management cluster and the fleet, and the command that fixes each
+    Doctor(doctor::Args),
     /// The ByoHost inventory: state, cluster, machine and version of every host
     Hosts(hosts::Args),
     /// The Machines of a cluster (or all): role, phase, readiness, node and host; --watch streams changes
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
             Verb::Restart(a) => restart::run(&a).await,
             Verb::List(a) => list::run(&a).await,
             Verb::Describe(a) => describe::run(&a).await,
+            Verb::Doctor(a) => doctor::run(&a).await,
             Verb::Hosts(a) => hosts::run(&a).await,
             Verb::Machines(a) => machines::run(&a).await,
             Verb::Kubeconfig(a) => kubeconfig::run(&a).await,

@@ -11,6 +11,7 @@ mod completion;
 mod create;
 mod datastores;
 mod delete;
+mod doctor;
 mod generate;
 mod install;
 mod kubeconfig;
@@ -40,6 +41,8 @@ enum Verb {
     Status(status::Args),
     /// List Kamaji DataStores: driver, endpoints, readiness and the control planes using them
     Datastores(datastores::Args),
+    /// What is wrong across the management cluster and the fleet, and the command that fixes each
+    Doctor(doctor::Args),
     /// Scale the control plane (0 = asleep) and the workers
     Scale(scale::Args),
     /// Upgrade one minor at a time, waiting for each step (--plan shows the steps)
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
             Verb::List(a) => list::run(&a).await,
             Verb::Status(a) => status::run(&a).await,
             Verb::Datastores(a) => datastores::run(&a).await,
+            Verb::Doctor(a) => doctor::run(&a).await,
             Verb::Scale(a) => scale::run(&a).await,
             Verb::Upgrade(a) => upgrade::run(&a).await,
             Verb::Delete(a) => delete::run(&a).await,

@@ -8,11 +8,12 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
+use kcore::labels::RECONCILER_LEASE;
+
 use crate::Error;
 
-/// The Lease name: our own, not CACPPK's `LeaderElectionID` `kamaji.controlplane.cluster.x-k8s.io`
-/// (`main.go`, CACPPK v0.20.0), so that neither provider takes the other's Lease for its own.
-pub const LEASE_NAME: &str = "kamaji-reconciler.controlplane.cluster.x-k8s.io";
+/// The Lease name ([`RECONCILER_LEASE`]: `kubectl capi doctor` reads it too).
+pub const LEASE_NAME: &str = RECONCILER_LEASE;
 const LEASE_SECONDS: i32 = 15;
 
 fn now() -> MicroTime {

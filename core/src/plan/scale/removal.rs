@@ -15,10 +15,10 @@ use crate::labels::CLUSTER_NAME_LABEL;
 
 /// CAPI's annotation: a Machine that carries it is deleted first on scale-down.
 pub(crate) const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
+/// CAPI's label on control-plane Machines.
+use crate::labels::CONTROL_PLANE_LABEL;
 /// CAPI's label on a MachineDeployment's Machines, naming the deployment.
 use crate::labels::DEPLOYMENT_NAME_LABEL;
-/// CAPI's label on control-plane Machines.
-const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
 
 /// Why the named machines cannot be removed; each message names the way out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

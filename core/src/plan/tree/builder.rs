@@ -27,7 +27,7 @@ pub(super) struct Builder<'a> {
 }
 
 pub(super) fn is_cp_machine(m: &Value) -> bool {
-    json::label(m, "cluster.x-k8s.io/control-plane").is_some()
+    json::label(m, crate::labels::CONTROL_PLANE_LABEL).is_some()
 }
 
 impl<'a> Builder<'a> {

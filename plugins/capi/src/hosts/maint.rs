@@ -316,7 +316,7 @@ async fn worker_on(args: &DrainArgs, f: &Found) -> Result<Worker, Error> {
         .await?
         .ok_or_else(|| Error::other(format!("Machine {machine_name} is already gone")))?;
     let labels = json::labels(&machine);
-    if labels.contains_key("cluster.x-k8s.io/control-plane") {
+    if labels.contains_key(kcore::labels::CONTROL_PLANE_LABEL) {
         return Err(Error::other(format!(
             "ByoHost {name} runs control-plane machine {machine_name}; drain covers workers (scale or upgrade the control plane to move it)"
         )));

@@ -1,6 +1,5 @@
 //! `kubectl kamaji status NAME`: one control plane in sections, as `kubectl cnpg status` does.
 
-use base64::Engine;
 use clap::Args as ClapArgs;
 use cli::{Conn, KubeFlags, OutputFlags};
 use k8s_openapi::api::core::v1::Pod;
@@ -116,39 +115,16 @@ pub fn secret_certificates(
     data: &std::collections::BTreeMap<String, Vec<u8>>,
     now: i64,
 ) -> Vec<CertRow> {
-    let mut out = Vec::new();
-    let mut push = |key: &str, pem: &[u8]| {
-        for c in pki::pem_certificates(pem) {
-            out.push(CertRow {
-                secret: name.to_string(),
-                key: key.to_string(),
-                subject: c.subject.clone(),
-                not_after: c.not_after.clone(),
-                days_left: (c.not_after_unix - now).div_euclid(86_400),
-            });
-        }
-    };
-    for (k, v) in data {
-        if k.ends_with(".crt") {
-            push(k, v);
-        } else if k.ends_with(".conf") {
-            // A kubeconfig: its users' client-certificate-data.
-            let Ok(text) = std::str::from_utf8(v) else {
-                continue;
-            };
-            let Ok(kc) = kclient::kubeconfig::parse(text, k) else {
-                continue;
-            };
-            for u in kc["users"].as_array().into_iter().flatten() {
-                if let Some(b64) = u["user"]["client-certificate-data"].as_str()
-                    && let Ok(pem) = base64::engine::general_purpose::STANDARD.decode(b64)
-                {
-                    push(k, &pem);
-                }
-            }
-        }
-    }
-    out
+    pki::secret_certificates(data)
+        .into_iter()
+        .map(|(key, c)| CertRow {
+            secret: name.to_string(),
+            key,
+            subject: c.subject,
+            not_after: c.not_after,
+            days_left: (c.not_after_unix - now).div_euclid(86_400),
+        })
+        .collect()
 }
 
 const CERT_SECRETS: [&str; 9] = [

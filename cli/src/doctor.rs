@@ -1,0 +1,396 @@
+//! `doctor`, shared by `kubectl capi doctor` and `kubectl kamaji doctor`: one read-only report of
+//! what is wrong across the management cluster and the fleet, and the command that fixes each
+//! finding. It reads each kind once (paged LISTs, no per-object GETs) and decides in
+//! `kcore::doctor`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use clap::Args as ClapArgs;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
+use kclient::discovery::ServerApis;
+use kclient::error::Error;
+use kclient::render::{Cell, Human, Printer, Render, Table, Tone};
+use kcore::build::pki;
+use kcore::doctor::{
+    self, Counts, Fleet, LeaseInfo, Problem, Section, TenantCertificate, Thresholds,
+};
+use kcore::groups::{CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP, OPS_GROUP};
+use kcore::json;
+use kcore::labels::{CACPPK_LEASE, CLUSTER_NAME_LABEL, RECONCILER_LEASE};
+use kcore::plan::Severity;
+use kcore::plan::teardown::{KAMAJI_NAME_LABEL, KAMAJI_PROJECT_SELECTOR};
+use kube::api::ListParams;
+use kube::discovery::ApiResource;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::flags::{KubeFlags, OutputFlags};
+
+/// The longest `--cert-warn`: ten years (certificates are issued for one).
+const MAX_CERT_WARN_DAYS: u64 = 3650;
+
+#[derive(ClapArgs, Clone, Debug)]
+#[command(
+    after_help = "Findings are errors (exit 1), warnings or info (exit 0). Each names its \
+object, the cause and the command that fixes it. Every namespace is read unless -n is given.\n\n\
+Sections (--only): management, control-planes, workers, leftovers, operations.\n\n\
+Examples:\n  kubectl capi doctor\n  kubectl capi doctor --only control-planes --cert-warn 60d\n  \
+kubectl capi doctor -n team-a -o json"
+)]
+pub struct Args {
+    /// Only these sections (comma-separated or repeated)
+    #[arg(long, value_name = "SECTION", value_delimiter = ',', value_parser = section)]
+    pub only: Vec<Section>,
+    /// Warn about certificates expiring within this long (e.g. 30d, 720h; at most 3650d)
+    #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = days_or_duration)]
+    pub cert_warn: Duration,
+    /// A machine or control plane in a passing state longer than this is stuck (e.g. 15m)
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = crate::flags::parse_duration)]
+    pub stuck_after: Duration,
+    /// Label selector over Cluster labels: only these clusters' objects (leftovers are then not checked)
+    #[arg(short = 'l', long, value_name = "SELECTOR", value_parser = crate::flags::label_selector)]
+    pub selector: Option<String>,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+fn section(s: &str) -> Result<Section, String> {
+    Section::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = Section::ALL.iter().map(|s| s.as_str()).collect();
+        format!("unknown section {s:?} (one of: {})", names.join(", "))
+    })
+}
+
+/// `30d` (days), else a Go duration (`720h`); at most [`MAX_CERT_WARN_DAYS`].
+fn days_or_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if let Some(d) = t.strip_suffix('d') {
+        let days: u64 = d
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?} (examples: 30d, 720h)"))?;
+        if days > MAX_CERT_WARN_DAYS {
+            return Err(format!(
+                "duration {s:?} is too long (at most {MAX_CERT_WARN_DAYS}d)"
+            ));
+        }
+        return Ok(Duration::from_secs(days.saturating_mul(86_400)));
+    }
+    crate::flags::parse_duration(t)
+}
+
+/// The report `-o json|yaml` prints (schema in the README, "kubectl capi doctor").
+#[derive(Serialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// Worst first.
+    pub findings: Vec<Problem>,
+    pub counts: Counts,
+    /// How many objects of each kind were read.
+    pub checked: BTreeMap<&'static str, usize>,
+    /// What could not be checked, and why.
+    pub not_checked: Vec<String>,
+}
+
+fn tone(s: Severity) -> Tone {
+    match s {
+        Severity::Error => Tone::Bad,
+        Severity::Warning => Tone::Warn,
+        Severity::Info => Tone::Dim,
+    }
+}
+
+impl Render for Report {
+    fn human(&self) -> Human {
+        if self.findings.is_empty() {
+            return Human::Text(format!("No problems found ({}).", self.read()));
+        }
+        let mut t = Table::new(["SEVERITY", "SECTION", "OBJECT", "CAUSE", "FIX"]).wide(["CHECK"]);
+        for f in &self.findings {
+            let o = &f.object;
+            let object = if o.namespace.is_empty() {
+                format!("{}/{}", o.kind, o.name)
+            } else {
+                format!("{}/{}/{}", o.kind, o.namespace, o.name)
+            };
+            t.row([
+                Cell::new(format!("{:?}", f.severity), tone(f.severity)),
+                Cell::from(f.section.as_str()),
+                Cell::from(object),
+                Cell::from(f.cause.as_str()),
+                Cell::from(f.fix.as_str()),
+                Cell::from(format!("{:?}", f.check)),
+            ]);
+        }
+        Human::Table(t)
+    }
+    fn footer(&self) -> Option<String> {
+        let c = &self.counts;
+        let mut s = format!(
+            "{} error(s), {} warning(s), {} info ({}).",
+            c.error,
+            c.warning,
+            c.info,
+            self.read()
+        );
+        for n in &self.not_checked {
+            s.push_str(&format!("\nNot checked: {n}"));
+        }
+        Some(s)
+    }
+}
+
+impl Report {
+    /// "read 3 clusters, 12 machines, ..."
+    fn read(&self) -> String {
+        let parts: Vec<String> = self
+            .checked
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
+        format!("read {}", parts.join(", "))
+    }
+}
+
+/// Lists `ar` when served (an unserved kind reads as empty), dropping `managedFields`.
+async fn list(
+    conn: &crate::Conn,
+    ar: Option<ApiResource>,
+    namespace: Option<&str>,
+    lp: &ListParams,
+) -> Result<Vec<Value>, Error> {
+    let Some(ar) = ar else {
+        return Ok(Vec::new());
+    };
+    kclient::api::list_json_map(conn, &ar, namespace, lp, |mut v| {
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        v
+    })
+    .await
+}
+
+/// Kamaji's certificate Secrets (one LIST by its project label), as certificates per tenant.
+async fn certificates(
+    conn: &crate::Conn,
+    namespace: Option<&str>,
+) -> Result<Vec<TenantCertificate>, Error> {
+    let ar = ApiResource::erase::<Secret>(&());
+    let lp = ListParams::default().labels(KAMAJI_PROJECT_SELECTOR);
+    let secrets: Vec<Secret> = kclient::api::list_as(conn, &ar, namespace, &lp, false).await?;
+    let mut out = Vec::new();
+    for s in secrets {
+        let (Some(name), Some(ns)) = (s.metadata.name.clone(), s.metadata.namespace.clone()) else {
+            continue;
+        };
+        let Some(tenant) = s
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(KAMAJI_NAME_LABEL))
+            .cloned()
+        else {
+            continue;
+        };
+        let data: BTreeMap<String, Vec<u8>> = s
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
+        for (key, c) in pki::secret_certificates(&data) {
+            out.push(TenantCertificate {
+                namespace: ns.clone(),
+                tenant: tenant.clone(),
+                secret: name.clone(),
+                key,
+                not_after: c.not_after,
+                not_after_unix: c.not_after_unix,
+            });
+        }
+    }
+    Ok(out)
+}
+
+async fn leases(conn: &crate::Conn) -> Result<Vec<LeaseInfo>, Error> {
+    let ar = ApiResource::erase::<Lease>(&());
+    let all: Vec<Lease> =
+        kclient::api::list_as(conn, &ar, None, &ListParams::default(), false).await?;
+    Ok(all
+        .into_iter()
+        .filter(|l| {
+            l.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n == RECONCILER_LEASE || n == CACPPK_LEASE)
+        })
+        .map(|l| {
+            let spec = l.spec.unwrap_or_default();
+            LeaseInfo {
+                namespace: l.metadata.namespace.unwrap_or_default(),
+                name: l.metadata.name.unwrap_or_default(),
+                renewed_unix: spec
+                    .renew_time
+                    .or(spec.acquire_time)
+                    .map(|t| t.0.as_second()),
+                duration_seconds: i64::from(spec.lease_duration_seconds.unwrap_or(15)),
+            }
+        })
+        .collect())
+}
+
+/// Narrows the fleet to the clusters `selected` (`namespace/name`) and their objects.
+fn narrow(f: &mut Fleet, selected: &BTreeSet<(String, String)>) {
+    let has = |ns: &str, c: Option<&str>| {
+        c.is_some_and(|c| selected.contains(&(ns.to_string(), c.to_string())))
+    };
+    fn cluster_of(v: &Value) -> Option<&str> {
+        json::str_at(v, &["spec", "clusterName"]).or_else(|| json::label(v, CLUSTER_NAME_LABEL))
+    }
+    f.machines
+        .retain(|m| has(json::namespace(m), cluster_of(m)));
+    f.cluster_upgrades
+        .retain(|u| has(json::namespace(u), cluster_of(u)));
+    f.cluster_secrets
+        .retain(|s| has(json::namespace(s), cluster_of(s)));
+    f.byo_hosts.retain(|h| {
+        json::label(h, CLUSTER_NAME_LABEL).is_some_and(|c| selected.iter().any(|(_, n)| n == c))
+    });
+    let cps: BTreeSet<(String, String)> = f
+        .clusters
+        .iter()
+        .filter_map(|c| {
+            kcore::fields::cluster_control_plane_ref(c)
+                .map(|r| (json::namespace(c).to_string(), r.name))
+        })
+        .collect();
+    let in_cps =
+        |v: &Value| cps.contains(&(json::namespace(v).to_string(), json::name(v).to_string()));
+    f.kamaji_control_planes.retain(in_cps);
+    f.tenant_control_planes.retain(in_cps);
+    f.certificates
+        .retain(|c| cps.contains(&(c.namespace.clone(), c.tenant.clone())));
+    f.fleet_upgrades.clear();
+}
+
+/// Runs `doctor`: prints the report, then fails (exit 1) when it holds an error finding.
+pub async fn run(args: &Args) -> Result<(), Error> {
+    let printer = Printer::new(&args.output);
+    let conn = args.kube.connect().await?;
+    let namespace =
+        (conn.namespace_explicit && !conn.all_namespaces).then(|| conn.namespace.clone());
+    let ns = namespace.as_deref();
+    let apis = ServerApis::discover(&conn).await?;
+    let all = ListParams::default();
+    let mut clusters_lp = ListParams::default();
+    if let Some(s) = args.selector.as_deref().filter(|s| !s.trim().is_empty()) {
+        clusters_lp = clusters_lp.labels(s);
+    }
+    let capi = |kind: &str| apis.capi_kind(kind).ok();
+    let secrets_lp = ListParams::default().labels(CLUSTER_NAME_LABEL);
+    let secret_ar = ApiResource::erase::<Secret>(&());
+    let (
+        clusters,
+        machines,
+        byo_hosts,
+        byo_machines,
+        tenant_control_planes,
+        kamaji_control_planes,
+        cluster_upgrades,
+        fleet_upgrades,
+    ) = tokio::try_join!(
+        list(&conn, capi("Cluster"), ns, &clusters_lp),
+        list(&conn, capi("Machine"), ns, &all),
+        list(&conn, apis.byo_host(), ns, &all),
+        list(
+            &conn,
+            apis.provider_kind(INFRASTRUCTURE_GROUP, "ByoMachine"),
+            ns,
+            &all
+        ),
+        list(&conn, apis.tenant_control_plane(), ns, &all),
+        list(
+            &conn,
+            apis.provider_kind(CONTROLPLANE_GROUP, "KamajiControlPlane"),
+            ns,
+            &all
+        ),
+        list(
+            &conn,
+            apis.provider_kind(OPS_GROUP, "ClusterUpgrade"),
+            ns,
+            &all
+        ),
+        list(
+            &conn,
+            apis.provider_kind(OPS_GROUP, "FleetUpgrade"),
+            ns,
+            &all
+        ),
+    )?;
+    let (cluster_secrets, certificates, leases) = tokio::try_join!(
+        kclient::api::list_metadata_json(&conn, &secret_ar, ns, &secrets_lp),
+        certificates(&conn, ns),
+        leases(&conn),
+    )?;
+    let mut fleet = Fleet {
+        capi_served: apis.capi_version().is_some(),
+        clusters,
+        machines,
+        byo_hosts,
+        byo_machines,
+        tenant_control_planes,
+        kamaji_control_planes,
+        cluster_upgrades,
+        fleet_upgrades,
+        cluster_secrets,
+        certificates,
+        leases,
+    };
+    let mut not_checked = vec![
+        "hosts whose agent stopped reporting: BYOH v0.5.0's agent keeps no heartbeat on its ByoHost".to_string(),
+    ];
+    let mut only = args.only.clone();
+    if args.selector.is_some() {
+        let selected: BTreeSet<(String, String)> = fleet
+            .clusters
+            .iter()
+            .map(|c| (json::namespace(c).to_string(), json::name(c).to_string()))
+            .collect();
+        narrow(&mut fleet, &selected);
+        if only.is_empty() {
+            only = Section::ALL.to_vec();
+        }
+        only.retain(|s| *s != Section::Leftovers);
+        not_checked.push("leftovers: -l picks clusters, and leftovers belong to none".into());
+    }
+    let thresholds = Thresholds {
+        cert_warn_seconds: i64::try_from(args.cert_warn.as_secs()).unwrap_or(i64::MAX),
+        stuck_after_seconds: i64::try_from(args.stuck_after.as_secs()).unwrap_or(i64::MAX),
+    };
+    let findings = doctor::examine(&fleet, &thresholds, &only, jiff::Timestamp::now());
+    let checked = BTreeMap::from([
+        ("clusters", fleet.clusters.len()),
+        ("machines", fleet.machines.len()),
+        ("hosts", fleet.byo_hosts.len()),
+        ("control planes", fleet.tenant_control_planes.len()),
+        ("certificates", fleet.certificates.len()),
+    ]);
+    let report = Report {
+        counts: Counts::of(&findings),
+        findings,
+        checked,
+        not_checked,
+    };
+    printer.print(&report)?;
+    match report.counts.error {
+        0 => Ok(()),
+        n => Err(Error::other(format!(
+            "doctor found {n} error(s); each row says what to type"
+        ))),
+    }
+}

@@ -1,0 +1,577 @@
+//! The checks, one function per kind of problem, grouped by section.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::{Check, Problem, Section, Subject, TenantCertificate, Thresholds};
+use crate::fields;
+use crate::json::{self, str_at};
+use crate::labels::{CLUSTER_NAME_LABEL, PAUSED_ANNOTATION};
+use crate::plan::Severity;
+use crate::plan::hosts::{HostState, Inventory};
+use crate::version::KubeVersion;
+
+use crate::labels::{CACPPK_LEASE, RECONCILER_LEASE};
+/// How many minors a kubelet may lag its API server (Kubernetes' version skew policy since
+/// v1.28).
+const MAX_KUBELET_SKEW: u64 = 3;
+
+pub(super) struct Ctx<'a> {
+    pub fleet: &'a super::Fleet,
+    pub thresholds: &'a Thresholds,
+    /// Unix seconds.
+    pub now: i64,
+}
+
+impl Ctx<'_> {
+    /// Seconds since an RFC 3339 time at `path`, if set and readable.
+    fn since(&self, obj: &Value, path: &[&str]) -> Option<i64> {
+        let t = str_at(obj, path)?;
+        let ts: jiff::Timestamp = t.parse().ok()?;
+        Some(self.now.saturating_sub(ts.as_second()))
+    }
+    fn stuck(&self, seconds: i64) -> bool {
+        seconds > self.thresholds.stuck_after_seconds
+    }
+}
+
+fn finding(
+    section: Section,
+    severity: Severity,
+    check: Check,
+    object: Subject,
+    cause: String,
+    fix: String,
+) -> Problem {
+    Problem {
+        section,
+        severity,
+        check,
+        object,
+        cause,
+        fix,
+    }
+}
+
+/// `-n NS` for a fix line.
+fn ns_flag(ns: &str) -> String {
+    if ns.is_empty() {
+        String::new()
+    } else {
+        format!(" -n {ns}")
+    }
+}
+
+/// The findings of one section.
+pub(super) fn run(section: Section, c: &Ctx) -> Vec<Problem> {
+    let mut out = Vec::new();
+    match section {
+        Section::Management => {
+            cluster_api(c, &mut out);
+            leases(c, &mut out);
+        }
+        Section::ControlPlanes => {
+            certificates(c, &mut out);
+            control_planes_ready(c, &mut out);
+        }
+        Section::Workers => {
+            machines_stuck(c, &mut out);
+            version_skew(c, &mut out);
+            hosts(c, &mut out);
+        }
+        Section::Leftovers => {
+            orphan_tenants(c, &mut out);
+            orphan_secrets(c, &mut out);
+        }
+        Section::Operations => {
+            paused_clusters(c, &mut out);
+            upgrades(c, &mut out);
+        }
+    }
+    out
+}
+
+fn cluster_api(c: &Ctx, out: &mut Vec<Problem>) {
+    if !c.fleet.capi_served {
+        out.push(finding(
+            Section::Management,
+            Severity::Error,
+            Check::ClusterApiMissing,
+            Subject {
+                kind: "APIGroup".into(),
+                namespace: String::new(),
+                name: crate::groups::CAPI_GROUP.into(),
+            },
+            "Cluster API's core (cluster.x-k8s.io Clusters) is not served".into(),
+            "clusterctl init --control-plane kamaji --infrastructure byoh, then kubectl kamaji install".into(),
+        ));
+    }
+}
+
+/// A Lease is held while it was renewed within twice its duration (one missed renewal is
+/// allowed for, as client-go's leader election does with its retry period).
+fn lease_alive(l: &super::LeaseInfo, now: i64) -> Option<bool> {
+    let renewed = l.renewed_unix?;
+    Some(now.saturating_sub(renewed) <= l.duration_seconds.saturating_mul(2).max(1))
+}
+
+fn leases(c: &Ctx, out: &mut Vec<Problem>) {
+    let ours = c.fleet.leases.iter().find(|l| l.name == RECONCILER_LEASE);
+    let theirs = c.fleet.leases.iter().find(|l| l.name == CACPPK_LEASE);
+    let lease_subject = |l: &super::LeaseInfo| Subject {
+        kind: "Lease".into(),
+        namespace: l.namespace.clone(),
+        name: l.name.clone(),
+    };
+    if let Some(l) = ours
+        && lease_alive(l, c.now) == Some(false)
+    {
+        let ago = l.renewed_unix.map(|r| c.now.saturating_sub(r)).unwrap_or(0);
+        out.push(finding(
+            Section::Management,
+            Severity::Error,
+            Check::ReconcilerStopped,
+            lease_subject(l),
+            format!(
+                "kamaji-reconciler last renewed its Lease {} ago: no KamajiControlPlane, ClusterUpgrade or FleetUpgrade moves",
+                crate::text::age(ago)
+            ),
+            format!(
+                "kubectl{} rollout restart deployment/kamaji-reconciler (kubectl kamaji install puts it back if it is gone)",
+                ns_flag(&l.namespace)
+            ),
+        ));
+    }
+    if let (Some(a), Some(b)) = (ours, theirs)
+        && lease_alive(a, c.now) == Some(true)
+        && lease_alive(b, c.now) == Some(true)
+    {
+        out.push(finding(
+            Section::Management,
+            Severity::Error,
+            Check::SecondControlPlaneProvider,
+            lease_subject(b),
+            "two KamajiControlPlane providers run (kamaji-reconciler and CACPPK): they write the same TenantControlPlanes".into(),
+            "keep one: clusterctl delete --control-plane kamaji, or kubectl kamaji uninstall".into(),
+        ));
+    }
+}
+
+fn certificates(c: &Ctx, out: &mut Vec<Problem>) {
+    // Per tenant, the certificate that expires first.
+    let mut first: BTreeMap<(&str, &str), (&TenantCertificate, usize, usize)> = BTreeMap::new();
+    for cert in &c.fleet.certificates {
+        let left = cert.not_after_unix.saturating_sub(c.now);
+        let expired = usize::from(left < 0);
+        let soon = usize::from(left >= 0 && left < c.thresholds.cert_warn_seconds);
+        if expired + soon == 0 {
+            continue;
+        }
+        let e = first
+            .entry((cert.namespace.as_str(), cert.tenant.as_str()))
+            .or_insert((cert, 0, 0));
+        if cert.not_after_unix < e.0.not_after_unix {
+            e.0 = cert;
+        }
+        e.1 += expired;
+        e.2 += soon;
+    }
+    for ((ns, tenant), (cert, expired, soon)) in first {
+        let subject = Subject {
+            kind: "TenantControlPlane".into(),
+            namespace: ns.into(),
+            name: tenant.into(),
+        };
+        let left = cert.not_after_unix.saturating_sub(c.now);
+        let which = format!("{} of Secret {}", cert.key, cert.secret);
+        let (severity, check, cause) = if expired > 0 {
+            (
+                Severity::Error,
+                Check::CertificateExpired,
+                format!(
+                    "{expired} certificate(s) expired, {which} on {} ({} ago)",
+                    cert.not_after,
+                    crate::text::age(left.saturating_neg())
+                ),
+            )
+        } else {
+            (
+                Severity::Warning,
+                Check::CertificateExpiring,
+                format!(
+                    "{soon} certificate(s) expire within {}, {which} first, in {} days",
+                    crate::text::age(c.thresholds.cert_warn_seconds),
+                    left.div_euclid(86_400)
+                ),
+            )
+        };
+        let fix = format!(
+            "kubectl kamaji certificates rotate {tenant}{} --all=true",
+            ns_flag(ns)
+        );
+        out.push(finding(
+            Section::ControlPlanes,
+            severity,
+            check,
+            subject,
+            cause,
+            fix,
+        ));
+    }
+}
+
+fn control_planes_ready(c: &Ctx, out: &mut Vec<Problem>) {
+    for tcp in &c.fleet.tenant_control_planes {
+        let status = str_at(tcp, &["status", "kubernetesResources", "version", "status"]);
+        if status == Some("Ready") || json::at(tcp, &["metadata", "deletionTimestamp"]).is_some() {
+            continue;
+        }
+        let Some(age) = c.since(tcp, &["metadata", "creationTimestamp"]) else {
+            continue;
+        };
+        if !c.stuck(age) {
+            continue;
+        }
+        let name = json::name(tcp);
+        out.push(finding(
+            Section::ControlPlanes,
+            Severity::Error,
+            Check::ControlPlaneNotReady,
+            Subject::of("TenantControlPlane", tcp),
+            format!(
+                "{} {} after its creation",
+                status.unwrap_or("no status"),
+                crate::text::age(age)
+            ),
+            format!(
+                "kubectl kamaji status {name}{}",
+                ns_flag(json::namespace(tcp))
+            ),
+        ));
+    }
+}
+
+/// Machine phases that should pass, and the timestamp they are counted from.
+fn transient_since(m: &Value) -> Option<(&str, &'static [&'static str])> {
+    let phase = str_at(m, &["status", "phase"]).unwrap_or("Pending");
+    if json::at(m, &["metadata", "deletionTimestamp"]).is_some() {
+        return Some(("Deleting", &["metadata", "deletionTimestamp"]));
+    }
+    match phase {
+        "Pending" | "Provisioning" | "Provisioned" => {
+            Some((phase, &["metadata", "creationTimestamp"]))
+        }
+        "Deleting" => Some((phase, &["metadata", "deletionTimestamp"])),
+        _ => None,
+    }
+}
+
+fn machines_stuck(c: &Ctx, out: &mut Vec<Problem>) {
+    for m in &c.fleet.machines {
+        let Some((phase, from)) = transient_since(m) else {
+            continue;
+        };
+        let Some(secs) = c.since(m, from) else {
+            continue;
+        };
+        if !c.stuck(secs) {
+            continue;
+        }
+        let cluster = str_at(m, &["spec", "clusterName"]).unwrap_or_default();
+        let ns = json::namespace(m);
+        let why = fields::condition(m, "Ready")
+            .filter(|r| !r.is_true())
+            .and_then(|r| r.message.or(r.reason))
+            .map(|w| format!(": {}", w.replace('\n', " ")))
+            .unwrap_or_default();
+        let byoh = fields::machine_infrastructure_ref(m).is_some_and(|r| r.kind == "ByoMachine");
+        let fix = if byoh && phase != "Deleting" {
+            format!(
+                "kubectl capi hosts --available (a BYOH machine waits for a free matching host; kubectl capi hosts add brings more), then kubectl capi describe {cluster}{}",
+                ns_flag(ns)
+            )
+        } else {
+            format!("kubectl capi describe {cluster}{}", ns_flag(ns))
+        };
+        out.push(finding(
+            Section::Workers,
+            Severity::Warning,
+            Check::MachineStuck,
+            Subject::of("Machine", m),
+            format!("{phase} for {}{why}", crate::text::age(secs)),
+            fix,
+        ));
+    }
+}
+
+/// The control plane's version of each cluster, `(namespace, cluster)` → version: a
+/// KamajiControlPlane's `status.version` (else `spec.version`); for other control planes, the
+/// oldest control-plane Machine.
+fn control_plane_versions(c: &Ctx) -> BTreeMap<(String, String), KubeVersion> {
+    let mut out = BTreeMap::new();
+    let kcps: BTreeMap<(&str, &str), &Value> = c
+        .fleet
+        .kamaji_control_planes
+        .iter()
+        .map(|k| ((json::namespace(k), json::name(k)), k))
+        .collect();
+    for cl in &c.fleet.clusters {
+        let ns = json::namespace(cl);
+        if let Some(r) = fields::cluster_control_plane_ref(cl)
+            && r.kind == "KamajiControlPlane"
+            && let Some(k) = kcps.get(&(ns, r.name.as_str()))
+            && let Some(v) = str_at(k, &["status", "version"])
+                .or_else(|| str_at(k, &["spec", "version"]))
+                .and_then(|v| KubeVersion::parse_v(v).ok())
+        {
+            out.insert((ns.to_string(), json::name(cl).to_string()), v);
+        }
+    }
+    for m in &c.fleet.machines {
+        if json::label(m, crate::labels::CONTROL_PLANE_LABEL).is_none() {
+            continue;
+        }
+        let (Some(cluster), Some(v)) = (
+            str_at(m, &["spec", "clusterName"]),
+            str_at(m, &["spec", "version"]).and_then(|v| KubeVersion::parse_v(v).ok()),
+        ) else {
+            continue;
+        };
+        let key = (json::namespace(m).to_string(), cluster.to_string());
+        match out.get(&key) {
+            Some(have) if *have <= v => {}
+            _ => {
+                out.insert(key, v);
+            }
+        }
+    }
+    out
+}
+
+fn version_skew(c: &Ctx, out: &mut Vec<Problem>) {
+    let cps = control_plane_versions(c);
+    for m in &c.fleet.machines {
+        if json::label(m, crate::labels::CONTROL_PLANE_LABEL).is_some() {
+            continue;
+        }
+        let ns = json::namespace(m);
+        let (Some(cluster), Some(v)) = (
+            str_at(m, &["spec", "clusterName"]),
+            str_at(m, &["spec", "version"]).and_then(|v| KubeVersion::parse_v(v).ok()),
+        ) else {
+            continue;
+        };
+        let Some(cp) = cps.get(&(ns.to_string(), cluster.to_string())) else {
+            continue;
+        };
+        let newer = (v.major, v.minor) > (cp.major, cp.minor);
+        let behind = cp.major == v.major && cp.minor.saturating_sub(v.minor) > MAX_KUBELET_SKEW;
+        if !newer && !behind && cp.major == v.major {
+            continue;
+        }
+        let cause = if newer {
+            format!("runs {v}, newer than its control plane's {cp}")
+        } else {
+            format!(
+                "runs {v}, more than {MAX_KUBELET_SKEW} minors behind its control plane's {cp} (Kubernetes' version skew policy)"
+            )
+        };
+        out.push(finding(
+            Section::Workers,
+            Severity::Error,
+            Check::VersionSkew,
+            Subject::of("Machine", m),
+            cause,
+            format!(
+                "kubectl capi upgrade {cluster}{} --to {cp} --plan",
+                ns_flag(ns)
+            ),
+        ));
+    }
+}
+
+fn hosts(c: &Ctx, out: &mut Vec<Problem>) {
+    let inv = Inventory::build(
+        &c.fleet.byo_hosts,
+        &c.fleet.byo_machines,
+        &c.fleet.machines,
+        &c.fleet.clusters,
+        None,
+    );
+    for h in &c.fleet.byo_hosts {
+        let row = inv.row(h);
+        let fix = format!(
+            "kubectl capi hosts describe {}{}",
+            row.name,
+            ns_flag(&row.namespace)
+        );
+        let why = row
+            .reason
+            .as_deref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        match row.state {
+            HostState::Failed => out.push(finding(
+                Section::Workers,
+                Severity::Error,
+                Check::HostFailed,
+                Subject::of("ByoHost", h),
+                format!("the agent reported a failure{why}"),
+                fix,
+            )),
+            HostState::Releasing => out.push(finding(
+                Section::Workers,
+                Severity::Warning,
+                Check::HostReleasing,
+                Subject::of("ByoHost", h),
+                format!(
+                    "its machine is gone{}; the host returns to the pool once its agent cleans up",
+                    row.cluster
+                        .as_deref()
+                        .map(|c| format!(" (cluster {c})"))
+                        .unwrap_or_default()
+                ),
+                format!("{fix} (is its agent running?)"),
+            )),
+            _ => {}
+        }
+    }
+}
+
+fn orphan_tenants(c: &Ctx, out: &mut Vec<Problem>) {
+    let kcps: BTreeSet<(&str, &str)> = c
+        .fleet
+        .kamaji_control_planes
+        .iter()
+        .map(|k| (json::namespace(k), json::name(k)))
+        .collect();
+    for tcp in &c.fleet.tenant_control_planes {
+        let ns = json::namespace(tcp);
+        match json::owner_of_kind(tcp, "KamajiControlPlane") {
+            Some(owner) if kcps.contains(&(ns, owner)) => continue,
+            _ => {}
+        }
+        if json::at(tcp, &["metadata", "deletionTimestamp"]).is_some() {
+            continue;
+        }
+        out.push(finding(
+            Section::Leftovers,
+            Severity::Warning,
+            Check::OrphanTenantControlPlane,
+            Subject::of("TenantControlPlane", tcp),
+            "no KamajiControlPlane owns it: no Cluster API cluster uses this control plane".into(),
+            format!(
+                "kubectl kamaji delete {}{} (if nothing outside Cluster API uses it)",
+                json::name(tcp),
+                ns_flag(ns)
+            ),
+        ));
+    }
+}
+
+fn orphan_secrets(c: &Ctx, out: &mut Vec<Problem>) {
+    let clusters: BTreeSet<(&str, &str)> = c
+        .fleet
+        .clusters
+        .iter()
+        .map(|k| (json::namespace(k), json::name(k)))
+        .collect();
+    let mut orphans: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for s in &c.fleet.cluster_secrets {
+        let Some(cluster) = json::label(s, CLUSTER_NAME_LABEL) else {
+            continue;
+        };
+        let ns = json::namespace(s);
+        if !clusters.contains(&(ns, cluster)) {
+            *orphans.entry((ns, cluster)).or_default() += 1;
+        }
+    }
+    for ((ns, cluster), n) in orphans {
+        out.push(finding(
+            Section::Leftovers,
+            Severity::Warning,
+            Check::OrphanSecrets,
+            Subject {
+                kind: "Cluster".into(),
+                namespace: ns.into(),
+                name: cluster.into(),
+            },
+            format!("{n} Secret(s) labelled for cluster {cluster}, which does not exist"),
+            format!(
+                "kubectl delete secret{} -l {CLUSTER_NAME_LABEL}={cluster}",
+                ns_flag(ns)
+            ),
+        ));
+    }
+}
+
+fn paused_clusters(c: &Ctx, out: &mut Vec<Problem>) {
+    for cl in &c.fleet.clusters {
+        let paused = json::bool_at(cl, &["spec", "paused"]) == Some(true)
+            || json::has_annotation(cl, PAUSED_ANNOTATION);
+        if !paused {
+            continue;
+        }
+        out.push(finding(
+            Section::Operations,
+            Severity::Info,
+            Check::ClusterPaused,
+            Subject::of("Cluster", cl),
+            "paused: Cluster API reconciles none of its objects".into(),
+            format!(
+                "kubectl capi resume {}{}",
+                json::name(cl),
+                ns_flag(json::namespace(cl))
+            ),
+        ));
+    }
+}
+
+fn upgrades(c: &Ctx, out: &mut Vec<Problem>) {
+    let kinds = [
+        ("ClusterUpgrade", &c.fleet.cluster_upgrades),
+        ("FleetUpgrade", &c.fleet.fleet_upgrades),
+    ];
+    for (kind, list) in kinds {
+        for u in list.iter() {
+            let ns = json::namespace(u);
+            let name = json::name(u);
+            let msg = str_at(u, &["status", "message"])
+                .map(|m| format!(": {}", m.replace('\n', " ")))
+                .unwrap_or_default();
+            let status_cmd = if kind == "ClusterUpgrade" {
+                let cluster = str_at(u, &["spec", "clusterName"]).unwrap_or(name);
+                format!("kubectl capi upgrade status {cluster}{}", ns_flag(ns))
+            } else {
+                format!("kubectl{} get fleetupgrade {name} -o yaml", ns_flag(ns))
+            };
+            if str_at(u, &["status", "phase"]) == Some("Failed") {
+                out.push(finding(
+                    Section::Operations,
+                    Severity::Error,
+                    Check::UpgradeFailed,
+                    Subject::of(kind, u),
+                    format!("failed{msg}"),
+                    status_cmd,
+                ));
+            } else if json::bool_at(u, &["spec", "paused"]) == Some(true)
+                && json::bool_at(u, &["spec", "cancelled"]) != Some(true)
+            {
+                out.push(finding(
+                    Section::Operations,
+                    Severity::Info,
+                    Check::UpgradePaused,
+                    Subject::of(kind, u),
+                    "paused: no further step starts".into(),
+                    if kind == "ClusterUpgrade" {
+                        let cluster = str_at(u, &["spec", "clusterName"]).unwrap_or(name);
+                        format!("kubectl capi upgrade resume {cluster}{}", ns_flag(ns))
+                    } else {
+                        status_cmd
+                    },
+                ));
+            }
+        }
+    }
+}

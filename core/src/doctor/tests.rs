@@ -1,0 +1,364 @@
+use serde_json::{Value, json};
+
+use super::*;
+use crate::labels::{CACPPK_LEASE, RECONCILER_LEASE};
+
+const NOW: &str = "2026-12-01T12:00:00Z";
+
+fn now() -> jiff::Timestamp {
+    NOW.parse().unwrap()
+}
+
+/// `secs` seconds before [`NOW`], RFC 3339.
+fn ago(secs: i64) -> String {
+    jiff::Timestamp::from_second(now().as_second() - secs)
+        .unwrap()
+        .to_string()
+}
+
+fn obj(kind: &str, ns: &str, name: &str) -> Value {
+    json!({"kind": kind, "metadata": {"name": name, "namespace": ns, "creationTimestamp": ago(86_400)}})
+}
+
+fn healthy() -> Fleet {
+    let mut cluster = obj("Cluster", "team-a", "c1");
+    cluster["spec"] = json!({"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KamajiControlPlane", "name": "c1"}});
+    let mut kcp = obj("KamajiControlPlane", "team-a", "c1");
+    kcp["spec"] = json!({"version": "v1.31.2"});
+    kcp["status"] = json!({"version": "v1.31.2"});
+    let mut tcp = obj("TenantControlPlane", "team-a", "c1");
+    tcp["metadata"]["ownerReferences"] = json!([{"kind": "KamajiControlPlane", "name": "c1", "apiVersion": "controlplane.cluster.x-k8s.io/v1alpha1", "uid": "u"}]);
+    tcp["status"] =
+        json!({"kubernetesResources": {"version": {"status": "Ready", "version": "v1.31.2"}}});
+    let mut m = obj("Machine", "team-a", "c1-md-0-abc");
+    m["spec"] = json!({"clusterName": "c1", "version": "v1.31.2",
+        "infrastructureRef": {"kind": "ByoMachine", "name": "c1-md-0-abc"}});
+    m["status"] = json!({"phase": "Running"});
+    let mut secret = obj("Secret", "team-a", "c1-kubeconfig");
+    secret["metadata"]["labels"] = json!({"cluster.x-k8s.io/cluster-name": "c1"});
+    Fleet {
+        capi_served: true,
+        clusters: vec![cluster],
+        machines: vec![m],
+        kamaji_control_planes: vec![kcp],
+        tenant_control_planes: vec![tcp],
+        cluster_secrets: vec![secret],
+        certificates: vec![cert("c1", 400 * 86_400)],
+        ..Fleet::default()
+    }
+}
+
+fn cert(tenant: &str, left: i64) -> TenantCertificate {
+    let at = now().as_second() + left;
+    TenantCertificate {
+        namespace: "team-a".into(),
+        tenant: tenant.into(),
+        secret: format!("{tenant}-api-server-certificate"),
+        key: "apiserver.crt".into(),
+        not_after: jiff::Timestamp::from_second(at).unwrap().to_string(),
+        not_after_unix: at,
+    }
+}
+
+fn checks(f: &Fleet) -> Vec<(Check, Severity, String)> {
+    examine(f, &Thresholds::default(), &[], now())
+        .into_iter()
+        .map(|f| (f.check, f.severity, f.object.name))
+        .collect()
+}
+
+#[test]
+fn a_healthy_fleet_has_no_finding() {
+    assert_eq!(checks(&healthy()), vec![]);
+}
+
+#[test]
+fn no_cluster_api_is_an_error() {
+    let f = Fleet::default();
+    assert_eq!(
+        checks(&f),
+        vec![(
+            Check::ClusterApiMissing,
+            Severity::Error,
+            "cluster.x-k8s.io".into()
+        )]
+    );
+}
+
+#[test]
+fn certificates_expired_and_expiring_are_reported_once_per_tenant_with_the_first_to_go() {
+    let mut f = healthy();
+    f.certificates = vec![
+        cert("c1", 20 * 86_400),
+        cert("c1", 5 * 86_400),
+        cert("c2", -3 * 86_400),
+        cert("c3", 31 * 86_400),
+    ];
+    let all = examine(&f, &Thresholds::default(), &[], now());
+    let got: Vec<_> = all
+        .iter()
+        .map(|x| (x.check, x.severity, x.object.name.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (Check::CertificateExpired, Severity::Error, "c2"),
+            (Check::CertificateExpiring, Severity::Warning, "c1"),
+        ]
+    );
+    assert!(
+        all[1].cause.contains("2 certificate(s)"),
+        "{}",
+        all[1].cause
+    );
+    assert!(all[1].cause.contains("in 5 days"), "{}", all[1].cause);
+    assert_eq!(
+        all[0].fix,
+        "kubectl kamaji certificates rotate c2 -n team-a --all=true"
+    );
+    // A shorter threshold leaves the 20-day one out, not the 5-day one.
+    let t = Thresholds {
+        cert_warn_seconds: 10 * 86_400,
+        ..Thresholds::default()
+    };
+    let short = examine(&f, &t, &[Section::ControlPlanes], now());
+    assert!(
+        short[1].cause.starts_with("1 certificate(s)"),
+        "{}",
+        short[1].cause
+    );
+}
+
+#[test]
+fn a_control_plane_not_ready_counts_only_after_stuck_after() {
+    let mut f = healthy();
+    f.tenant_control_planes[0]["status"]["kubernetesResources"]["version"]["status"] =
+        json!("Provisioning");
+    assert_eq!(
+        checks(&f),
+        vec![(Check::ControlPlaneNotReady, Severity::Error, "c1".into())]
+    );
+    f.tenant_control_planes[0]["metadata"]["creationTimestamp"] = json!(ago(60));
+    assert_eq!(checks(&f), vec![]);
+}
+
+#[test]
+fn machines_stuck_pending_or_deleting_beyond_the_threshold() {
+    let mut f = healthy();
+    let mut pending = obj("Machine", "team-a", "c1-md-0-new");
+    pending["metadata"]["creationTimestamp"] = json!(ago(3600));
+    pending["spec"] = json!({"clusterName": "c1", "version": "v1.31.2",
+        "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ByoMachine", "name": "c1-md-0-new"}});
+    pending["status"] = json!({"phase": "Pending"});
+    let mut young = pending.clone();
+    young["metadata"]["name"] = json!("c1-md-0-young");
+    young["metadata"]["creationTimestamp"] = json!(ago(60));
+    let mut deleting = obj("Machine", "team-a", "c1-md-0-old");
+    deleting["metadata"]["deletionTimestamp"] = json!(ago(7200));
+    deleting["status"] = json!({"phase": "Deleting"});
+    deleting["spec"] = json!({"clusterName": "c1"});
+    f.machines.extend([pending, young, deleting]);
+    let all = examine(&f, &Thresholds::default(), &[Section::Workers], now());
+    let names: Vec<_> = all.iter().map(|x| x.object.name.as_str()).collect();
+    assert_eq!(names, ["c1-md-0-new", "c1-md-0-old"]);
+    assert!(all.iter().all(|x| x.check == Check::MachineStuck));
+    assert!(
+        all[0].cause.starts_with("Pending for 60m"),
+        "{}",
+        all[0].cause
+    );
+    assert!(
+        all[0].fix.contains("kubectl capi hosts --available"),
+        "{}",
+        all[0].fix
+    );
+    assert_eq!(all[1].fix, "kubectl capi describe c1 -n team-a");
+}
+
+#[test]
+fn workers_newer_than_the_control_plane_or_four_minors_behind_are_skew() {
+    let mut f = healthy();
+    let worker = |name: &str, v: &str| {
+        let mut m = f.machines[0].clone();
+        m["metadata"]["name"] = json!(name);
+        m["spec"]["version"] = json!(v);
+        m
+    };
+    let (newer, old, ok) = (
+        worker("newer", "v1.32.0"),
+        worker("old", "v1.27.9"),
+        worker("ok", "v1.28.1"),
+    );
+    f.machines.extend([newer, old, ok]);
+    let got: Vec<_> = checks(&f).into_iter().map(|(c, _, n)| (c, n)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (Check::VersionSkew, "newer".to_string()),
+            (Check::VersionSkew, "old".to_string())
+        ]
+    );
+}
+
+#[test]
+fn failed_and_releasing_hosts() {
+    let mut f = healthy();
+    let mut failed = obj("ByoHost", "hosts", "h1");
+    failed["status"] = json!({"conditions": [{"type": "K8sNodeBootstrapSucceeded", "status": "False",
+        "reason": "K8sComponentsInstallationFailed", "severity": "Error"}]});
+    let mut releasing = obj("ByoHost", "hosts", "h2");
+    releasing["metadata"]["labels"] = json!({"cluster.x-k8s.io/cluster-name": "gone"});
+    releasing["status"] =
+        json!({"machineRef": {"kind": "ByoMachine", "name": "gone-md-0-x", "namespace": "team-a"}});
+    f.byo_hosts = vec![failed, releasing, obj("ByoHost", "hosts", "h3")];
+    let all = examine(&f, &Thresholds::default(), &[Section::Workers], now());
+    let got: Vec<_> = all
+        .iter()
+        .map(|x| (x.check, x.severity, x.object.name.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (Check::HostFailed, Severity::Error, "h1"),
+            (Check::HostReleasing, Severity::Warning, "h2"),
+        ]
+    );
+    assert!(
+        all[0].cause.contains("K8sComponentsInstallationFailed"),
+        "{}",
+        all[0].cause
+    );
+    assert!(
+        all[1]
+            .fix
+            .starts_with("kubectl capi hosts describe h2 -n hosts")
+    );
+}
+
+#[test]
+fn leftovers_tenants_without_a_kamaji_control_plane_and_secrets_without_a_cluster() {
+    let mut f = healthy();
+    f.tenant_control_planes
+        .push(obj("TenantControlPlane", "team-a", "lone"));
+    let mut s = obj("Secret", "team-a", "old-kubeconfig");
+    s["metadata"]["labels"] = json!({"cluster.x-k8s.io/cluster-name": "old"});
+    let mut s2 = s.clone();
+    s2["metadata"]["name"] = json!("old-ca");
+    // The same cluster name in another namespace exists there only.
+    let mut s3 = s.clone();
+    s3["metadata"]["namespace"] = json!("team-b");
+    s3["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"] = json!("c1");
+    f.cluster_secrets.extend([s, s2, s3]);
+    let all = examine(&f, &Thresholds::default(), &[Section::Leftovers], now());
+    let got: Vec<_> = all
+        .iter()
+        .map(|x| (x.check, x.object.namespace.as_str(), x.object.name.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (Check::OrphanTenantControlPlane, "team-a", "lone"),
+            (Check::OrphanSecrets, "team-a", "old"),
+            (Check::OrphanSecrets, "team-b", "c1"),
+        ]
+    );
+    assert!(all[1].cause.starts_with("2 Secret(s)"), "{}", all[1].cause);
+    assert_eq!(
+        all[1].fix,
+        "kubectl delete secret -n team-a -l cluster.x-k8s.io/cluster-name=old"
+    );
+}
+
+#[test]
+fn operations_paused_clusters_and_failed_or_paused_upgrades() {
+    let mut f = healthy();
+    f.clusters[0]["spec"]["paused"] = json!(true);
+    let mut failed = obj("ClusterUpgrade", "team-a", "c1");
+    failed["spec"] = json!({"clusterName": "c1", "version": "v1.32.0"});
+    failed["status"] = json!({"phase": "Failed", "message": "step 2 timed out"});
+    let mut paused = obj("FleetUpgrade", "team-a", "wave");
+    paused["spec"] = json!({"selector": "env=prod", "version": "v1.32.0", "paused": true});
+    f.cluster_upgrades.push(failed);
+    f.fleet_upgrades.push(paused);
+    let all = examine(&f, &Thresholds::default(), &[Section::Operations], now());
+    let got: Vec<_> = all
+        .iter()
+        .map(|x| (x.check, x.severity, x.fix.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                Check::UpgradeFailed,
+                Severity::Error,
+                "kubectl capi upgrade status c1 -n team-a"
+            ),
+            (
+                Check::ClusterPaused,
+                Severity::Info,
+                "kubectl capi resume c1 -n team-a"
+            ),
+            (
+                Check::UpgradePaused,
+                Severity::Info,
+                "kubectl -n team-a get fleetupgrade wave -o yaml"
+            ),
+        ]
+    );
+    assert!(all[0].cause.contains("step 2 timed out"));
+}
+
+#[test]
+fn a_stopped_reconciler_and_a_second_provider_from_their_leases() {
+    let lease = |name: &str, renewed_ago: i64| LeaseInfo {
+        namespace: "kamaji-system".into(),
+        name: name.into(),
+        renewed_unix: Some(now().as_second() - renewed_ago),
+        duration_seconds: 15,
+    };
+    let mut f = healthy();
+    f.leases = vec![lease(RECONCILER_LEASE, 600)];
+    assert_eq!(
+        checks(&f),
+        vec![(
+            Check::ReconcilerStopped,
+            Severity::Error,
+            RECONCILER_LEASE.into()
+        )]
+    );
+    f.leases = vec![lease(RECONCILER_LEASE, 5), lease(CACPPK_LEASE, 3)];
+    assert_eq!(
+        checks(&f),
+        vec![(
+            Check::SecondControlPlaneProvider,
+            Severity::Error,
+            CACPPK_LEASE.into()
+        )]
+    );
+    // CACPPK's Lease alone (it is the provider) is no finding.
+    f.leases = vec![lease(CACPPK_LEASE, 3)];
+    assert_eq!(checks(&f), vec![]);
+}
+
+#[test]
+fn only_keeps_the_sections_asked_for_and_counts_add_up() {
+    let mut f = healthy();
+    f.clusters[0]["spec"]["paused"] = json!(true);
+    f.certificates.push(cert("c1", -1));
+    let all = examine(&f, &Thresholds::default(), &[], now());
+    assert_eq!(
+        Counts::of(&all),
+        Counts {
+            error: 1,
+            warning: 0,
+            info: 1
+        }
+    );
+    let ops = examine(&f, &Thresholds::default(), &[Section::Operations], now());
+    assert_eq!(ops.len(), 1);
+    assert_eq!(
+        Section::parse("Control-Planes"),
+        Some(Section::ControlPlanes)
+    );
+    assert_eq!(Section::parse("hosts"), None);
+}

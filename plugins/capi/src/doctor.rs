@@ -1,0 +1,2 @@
+//! `kubectl capi doctor`: the fleet report (shared with `kubectl kamaji doctor`; see `cli::doctor`).
+pub use cli::doctor::{Args, run};

@@ -1,0 +1,2 @@
+//! `kubectl kamaji doctor`: the fleet report (shared with `kubectl capi doctor`; see `cli::doctor`).
+pub use cli::doctor::{Args, run};
