@@ -66,7 +66,7 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
     let out = ok(&kamaji(
         tb,
         &ns,
-        &["install", "--image", "example.com/kamaji-reconciler:v1"],
+        &words("install --image example.com/kamaji-reconciler:v1"),
     ));
     assert_contains(
         &out,
@@ -76,7 +76,7 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
     ok(&kamaji(
         tb,
         &ns,
-        &["install", "--image", "example.com/kamaji-reconciler:v2"],
+        &words("install --image example.com/kamaji-reconciler:v2"),
     ));
     let dep = object(&client, &ns, "apps/v1", "Deployment", "kamaji-reconciler").await;
     assert_eq!(
@@ -135,11 +135,7 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
             .is_some()
     );
 
-    ok(&kamaji(
-        tb,
-        &ns,
-        &["delete", "inuse", "--yes", "--wait", "--timeout", "60s"],
-    ));
+    ok(&delete_wait(tb, &ns, "inuse", "60s"));
     let out = ok(&kamaji(tb, &ns, &["uninstall", "--yes"]));
     assert_contains(&out, "deployment.apps/kamaji-reconciler deleted");
     let crd = crds

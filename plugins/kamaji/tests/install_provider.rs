@@ -21,16 +21,20 @@ const KCP_CRD: &str = "kamajicontrolplanes.controlplane.cluster.x-k8s.io";
 fn client_dry_run_needs_no_kubeconfig() {
     let home = tempfile::tempdir().unwrap();
     let missing = home.path().join("no-such-kubeconfig");
-    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-kamaji"))
-        .args(["install", "--dry-run=client", "-o", "yaml"])
-        .env("KUBECONFIG", &missing)
-        .env("HOME", home.path())
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let yaml = ok(&out);
+    // No kubeconfig at all: none where KUBECONFIG points, none at home, not in a pod.
+    let install = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kubectl-kamaji"))
+            .arg("install")
+            .args(args)
+            .env("KUBECONFIG", &missing)
+            .env("HOME", home.path())
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let yaml = ok(&install(&["--dry-run=client", "-o", "yaml"]));
     assert!(
         yaml.contains(&format!("image: {DEFAULT_IMAGE}"))
             && yaml.contains(&format!("namespace: {DEFAULT_NAMESPACE}"))
@@ -39,16 +43,7 @@ fn client_dry_run_needs_no_kubeconfig() {
     );
     assert!(!DEFAULT_IMAGE.ends_with(":latest"));
     // A server dry run does need the cluster, and says so in one line.
-    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-kamaji"))
-        .args(["install", "--dry-run=server"])
-        .env("KUBECONFIG", &missing)
-        .env("HOME", home.path())
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    fails(&out, 1);
+    fails(&install(&["--dry-run=server"]), 1);
 }
 
 #[tokio::test]
@@ -62,23 +57,22 @@ async fn install_refuses_another_provider_unless_told_to_take_over() {
     testbed::install_crds(&client, &tb.assets.crds.join("extra"))
         .await
         .unwrap();
-    let out = kamaji(tb, &ns, &["install"]);
-    testbed::expect::one_line_refusal(
-        &out,
-        1,
-        &format!("CRD {KCP_CRD} belongs to another KamajiControlPlane provider"),
-        "kamaji install over CACPPK's CRDs",
-    )
-    .unwrap();
+    // `install ARGS` is refused in one line saying `says`; the output.
+    let refused = |args: &[&str], says: &str, what: &str| {
+        let out = kamaji(tb, &ns, args);
+        testbed::expect::one_line_refusal(&out, 1, says, what).unwrap();
+        out
+    };
+    let says = format!("CRD {KCP_CRD} belongs to another KamajiControlPlane provider");
+    let out = refused(&["install"], &says, "kamaji install over CACPPK's CRDs");
     assert_contains(&stderr(&out), "--take-over");
     assert!(
         ours.get_opt("kamaji-reconciler").await.unwrap().is_none(),
         "a refused install created its Deployment"
     );
     // A server dry run is refused the same way.
-    let out = kamaji(tb, &ns, &["install", "--dry-run=server"]);
-    testbed::expect::one_line_refusal(&out, 1, "another KamajiControlPlane provider", "dry run")
-        .unwrap();
+    let says = "another KamajiControlPlane provider";
+    refused(&["install", "--dry-run=server"], says, "dry run");
 
     // --take-over replaces them, and the CRDs are ours from then on.
     let out = kamaji(tb, &ns, &["install", "--take-over"]);
@@ -117,14 +111,12 @@ async fn install_refuses_another_provider_unless_told_to_take_over() {
     }))
     .unwrap();
     theirs.create(&PostParams::default(), &dep).await.unwrap();
-    let out = kamaji(tb, &ns, &["install"]);
-    testbed::expect::one_line_refusal(
-        &out,
-        1,
-        &format!("Deployment {other}/capi-kamaji-controller-manager"),
+    let says = format!("Deployment {other}/capi-kamaji-controller-manager");
+    refused(
+        &["install"],
+        &says,
         "kamaji install next to CACPPK's Deployment",
-    )
-    .unwrap();
+    );
     ok(&kamaji(tb, &ns, &["install", "--take-over"]));
     theirs
         .delete("capi-kamaji-controller-manager", &DeleteParams::default())

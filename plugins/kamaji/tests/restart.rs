@@ -6,7 +6,6 @@ mod common;
 use common::*;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DynamicObject};
 use testbed::fixtures::poll::eventually_or;
 use testbed::fixtures::run::assert_contains;
 use testbed::fixtures::run::{self, Background, words};
@@ -57,12 +56,7 @@ async fn delete_wait_survives_an_api_server_restart() {
     );
     // The restarted server is a new connection for this client too.
     let c = tb.client().await;
-    let clusters = Api::<DynamicObject>::namespaced_with(
-        c.clone(),
-        &ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Cluster"),
-    );
-    drop_finalizers(&clusters, "held").await;
+    drop_finalizers(&api(&c, &ns, &cluster_ar()), "held").await;
     let status = cli.exit(Duration::from_secs(120)).await;
     let (out, err) = (cli.stdout(), cli.stderr());
     assert!(status.success(), "{out}\n{err}");
@@ -88,15 +82,7 @@ async fn create_wait_survives_an_api_server_restart() {
         &words("create rc --infrastructure none --kubernetes-version v1.35.0 --wait --timeout 40s"),
     );
     // The command is in its wait once its KamajiControlPlane is applied.
-    let kcps = Api::<DynamicObject>::namespaced_with(
-        c.clone(),
-        &ns,
-        &ar(
-            "controlplane.cluster.x-k8s.io",
-            "v1alpha2",
-            "KamajiControlPlane",
-        ),
-    );
+    let kcps = api(&c, &ns, &kcp_ar());
     eventually_or(
         "create to apply its KamajiControlPlane",
         Duration::from_secs(30),

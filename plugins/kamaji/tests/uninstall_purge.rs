@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 #[tokio::test]
@@ -16,8 +16,7 @@ async fn purge_waits_for_the_last_cluster_then_clears_the_pool() {
 
     let infra = "infrastructure.cluster.x-k8s.io";
     let create = |group: &str, version: &str, kind: &str, obj: serde_json::Value| {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &ns, &ar_v(group, version, kind));
+        let api = api(&client, &ns, &ar(group, version, kind));
         async move {
             api.create(
                 &PostParams::default(),
@@ -65,11 +64,7 @@ async fn purge_waits_for_the_last_cluster_then_clears_the_pool() {
             .is_some()
     );
 
-    let clusters: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &ns,
-        &ar_v("cluster.x-k8s.io", "v1beta2", "Cluster"),
-    );
+    let clusters = api(&client, &ns, &cluster_ar());
     clusters.delete("left", &Default::default()).await.unwrap();
     for _ in 0..50 {
         if clusters.get_opt("left").await.unwrap().is_none() {
@@ -87,17 +82,9 @@ async fn purge_waits_for_the_last_cluster_then_clears_the_pool() {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
     assert!(stderr(&out).contains("clusterctl delete --infrastructure byoh"));
-    let hosts: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &ns, &ar_v(infra, "v1beta1", "ByoHost"));
-    assert!(hosts.get_opt("node1").await.unwrap().is_none());
-}
-
-fn ar_v(group: &str, version: &str, kind: &str) -> kube::discovery::ApiResource {
-    kube::discovery::ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: format!("{group}/{version}"),
-        kind: kind.into(),
-        plural: format!("{}s", kind.to_lowercase()),
-    }
+    assert!(
+        get(&client, &ns, &byoh_ar("ByoHost"), "node1")
+            .await
+            .is_none()
+    );
 }

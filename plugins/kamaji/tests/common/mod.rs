@@ -17,29 +17,22 @@ use testbed::fixtures::{reconciler, run};
 pub const KUBECTL: &str = "/usr/bin/kubectl";
 
 /// Minimal CRDs for infrastructure kinds the testbed does not install (CAPO, CAPK, CAPM3,
-/// CAPA): the real group, kind, plural and version, contract labels, and an open schema. They
-/// let the API server store and validate the objects' envelope; the providers' own schemas
-/// are not checked here.
-const EXTRA_INFRA: &[(&str, &str, &str)] = &[
-    ("OpenStackCluster", "openstackclusters", "v1beta1"),
-    (
-        "OpenStackMachineTemplate",
-        "openstackmachinetemplates",
-        "v1beta1",
-    ),
-    ("KubevirtCluster", "kubevirtclusters", "v1alpha1"),
-    (
-        "KubevirtMachineTemplate",
-        "kubevirtmachinetemplates",
-        "v1alpha1",
-    ),
-    ("Metal3Cluster", "metal3clusters", "v1beta1"),
-    ("Metal3MachineTemplate", "metal3machinetemplates", "v1beta1"),
-    ("AWSCluster", "awsclusters", "v1beta2"),
-    ("AWSMachineTemplate", "awsmachinetemplates", "v1beta2"),
+/// CAPA): the real group, kind, plural (the kind's, lowercase, with an `s`) and version, contract
+/// labels, and an open schema. They let the API server store and validate the objects' envelope;
+/// the providers' own schemas are not checked here.
+const EXTRA_INFRA: &[(&str, &str)] = &[
+    ("OpenStackCluster", "v1beta1"),
+    ("OpenStackMachineTemplate", "v1beta1"),
+    ("KubevirtCluster", "v1alpha1"),
+    ("KubevirtMachineTemplate", "v1alpha1"),
+    ("Metal3Cluster", "v1beta1"),
+    ("Metal3MachineTemplate", "v1beta1"),
+    ("AWSCluster", "v1beta2"),
+    ("AWSMachineTemplate", "v1beta2"),
 ];
 
-fn minimal_crd(kind: &str, plural: &str, version: &str) -> CustomResourceDefinition {
+fn minimal_crd(kind: &str, version: &str) -> CustomResourceDefinition {
+    let plural = format!("{}s", kind.to_lowercase());
     serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -74,8 +67,8 @@ async fn install_crds(client: &Client) {
 async fn install_crds_with(client: &Client, fake_datastore: bool) {
     let mut crds = kcore::kamaji::crd::crds();
     assert!(!crds.is_empty(), "kcore::kamaji::crd::crds() is empty");
-    for (k, p, v) in EXTRA_INFRA {
-        crds.push(minimal_crd(k, p, v));
+    for (k, v) in EXTRA_INFRA {
+        crds.push(minimal_crd(k, v));
     }
     testbed::fixtures::crds::apply_and_wait(client, &crds, "kubectl-kamaji-tests").await;
     if !fake_datastore {
@@ -149,6 +142,37 @@ pub fn ar(group: &str, version: &str, kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind))
 }
 
+/// The kinds the tests read most, in the versions `create` writes on the full testbed.
+pub fn kcp_ar() -> ApiResource {
+    ar(
+        "controlplane.cluster.x-k8s.io",
+        "v1alpha2",
+        "KamajiControlPlane",
+    )
+}
+
+pub fn cluster_ar() -> ApiResource {
+    ar("cluster.x-k8s.io", "v1beta2", "Cluster")
+}
+
+pub fn tcp_ar() -> ApiResource {
+    ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane")
+}
+
+pub fn secret_ar() -> ApiResource {
+    ar("", "v1", "Secret")
+}
+
+/// An infrastructure kind of BYOH's v1beta1 (ByoHost, ByoMachineTemplate, …).
+pub fn byoh_ar(kind: &str) -> ApiResource {
+    ar("infrastructure.cluster.x-k8s.io", "v1beta1", kind)
+}
+
+/// The objects of `r` in `ns`.
+pub fn api(c: &Client, ns: &str, r: &ApiResource) -> Api<DynamicObject> {
+    Api::namespaced_with(c.clone(), ns, r)
+}
+
 /// The object `kind` `name` of `api_version` (`group/version`) in `ns`; fails the test when it
 /// is missing.
 pub async fn object(c: &Client, ns: &str, api_version: &str, kind: &str, name: &str) -> Value {
@@ -159,7 +183,7 @@ pub async fn object(c: &Client, ns: &str, api_version: &str, kind: &str, name: &
 }
 
 pub async fn get(c: &Client, ns: &str, r: &ApiResource, name: &str) -> Option<Value> {
-    Api::<DynamicObject>::namespaced_with(c.clone(), ns, r)
+    api(c, ns, r)
         .get_opt(name)
         .await
         .unwrap()
@@ -182,6 +206,34 @@ pub fn kamaji_env(tb: &Testbed, ns: &str, args: &[&str], env: &[(&str, &Path)]) 
 }
 
 pub use run::{stderr, stdout};
+
+/// `create NAME --infrastructure INFRA --kubernetes-version VERSION EXTRA…`.
+pub fn create_args<'a>(
+    name: &'a str,
+    infra: &'a str,
+    version: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "create",
+        name,
+        "--infrastructure",
+        infra,
+        "--kubernetes-version",
+        version,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// `delete NAME --yes --wait --timeout TIMEOUT`.
+pub fn delete_wait(tb: &Testbed, ns: &str, name: &str, timeout: &str) -> Output {
+    kamaji(
+        tb,
+        ns,
+        &["delete", name, "--yes", "--wait", "--timeout", timeout],
+    )
+}
 
 /// Asserts success and returns stdout.
 #[track_caller]
@@ -280,7 +332,56 @@ pub fn tenant_flags(port: &str) -> Vec<&str> {
     ]
 }
 
-/// SIMULATED host agents (`count` hosts named `<prefix>NN`, labelled `role=<role>`, in `ns`)
+/// `create NAME --infrastructure INFRA` of a live tenant: v1.35.4, `extra`, `--wait` (300 s) and
+/// the [`tenant_flags`] for `port`.
+pub fn create_tenant(
+    tb: &Testbed,
+    ns: &str,
+    name: &str,
+    infra: &str,
+    port: &str,
+    extra: &[&str],
+) -> Output {
+    let mut args = create_args(name, infra, "v1.35.4", extra);
+    args.extend(["--wait", "--timeout", "300s"]);
+    args.extend(tenant_flags(port));
+    kamaji(tb, ns, &args)
+}
+
+/// [`create_tenant`] on BYOH: `workers` workers on the pre-installed hosts `selector` picks, with
+/// the demo's network add-on (nodes become Ready once it lands).
+pub fn create_byoh_tenant(
+    tb: &Testbed,
+    ns: &str,
+    name: &str,
+    workers: &str,
+    selector: &str,
+    port: &str,
+) -> Output {
+    let cni = cni_manifest(tb, ns);
+    let cni = cni.to_str().unwrap();
+    let extra = ["--workers", workers, "--host-selector", selector];
+    let extra = [&extra[..], &["--preinstalled-hosts", "--cni-manifest", cni]].concat();
+    create_tenant(tb, ns, name, "byoh", port, &extra)
+}
+
+/// A namespace `prefix…` of the real testbed ([`testbed_real`]) with a reconciler of its own.
+pub async fn live_namespace(prefix: &str) -> (&'static Testbed, Client, String, Reconciler) {
+    let tb = testbed_real().await;
+    let (client, ns) = tb.namespace(prefix).await;
+    let rec = start_reconciler(tb, &ns);
+    (tb, client, ns, rec)
+}
+
+/// The admin kubeconfig of the tenant `name` (`kubeconfig get`), written to the testbed's
+/// directory.
+pub fn tenant_kubeconfig(tb: &Testbed, ns: &str, name: &str) -> PathBuf {
+    let kc = tb.dir.join(format!("{ns}-{name}.kubeconfig"));
+    std::fs::write(&kc, ok(&kamaji(tb, ns, &["kubeconfig", "get", name]))).unwrap();
+    kc
+}
+
+/// SIMULATED host agents (`count` hosts named `<ns>-<prefix>NN`, labelled `label`, in `ns`)
 /// acting as their `byoh:host:<name>` users; their kubelets join live tenants for real. With
 /// `install`, they wait for the installation secret as agents without --skip-installation do.
 pub fn host_agents(
@@ -305,9 +406,28 @@ pub fn host_agents(
         namespace: ns.to_string(),
         count,
         labels: vec![(label.0.to_string(), label.1.to_string())],
-        name_prefix: prefix.to_string(),
+        name_prefix: format!("{ns}-{prefix}"),
     };
     tokio::spawn(byoh::run_agents(client.clone(), pool, opts));
+}
+
+/// Polls `f` every half second until it returns `Ok`, and returns that; after `timeout`, fails
+/// with `what` and the last `Err` seen.
+pub async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(last) if std::time::Instant::now() > deadline => {
+                panic!("{what} in {timeout:?}; last seen: {last}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
 }
 
 /// The demo's stand-in network add-on, written for `ns` (nodes become Ready once it lands).
@@ -331,11 +451,7 @@ pub async fn drop_finalizers(api: &Api<DynamicObject>, name: &str) {
 /// A v1beta2 Cluster `name` that a finalizer of the test holds once deleted, as a slow CAPI
 /// would (`drop_finalizers` lets go); returns the Clusters of `ns`.
 pub async fn held_cluster(c: &Client, ns: &str, name: &str) -> Api<DynamicObject> {
-    let clusters = Api::<DynamicObject>::namespaced_with(
-        c.clone(),
-        ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Cluster"),
-    );
+    let clusters = api(c, ns, &cluster_ar());
     let cluster = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
         "metadata": {"name": name, "finalizers": ["test.example.com/hold"]},
         "spec": {"clusterNetwork": {"apiServerPort": 6443}}});

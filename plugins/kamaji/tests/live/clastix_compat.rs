@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use base64::Engine;
 use kube::Client;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
 use testbed::fixtures::run::assert_contains;
 use testbed::fixtures::run::words;
@@ -161,13 +161,9 @@ fn flag_values(words: &[String], flag: &str) -> Vec<String> {
     out
 }
 
-fn secret_ar() -> kube::api::ApiResource {
-    ar("", "v1", "Secret")
-}
-
 /// name -> uid of the Secrets in `ns`.
 async fn secret_uids(client: &Client, ns: &str) -> BTreeMap<String, String> {
-    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &secret_ar())
+    api(client, ns, &secret_ar())
         .list(&Default::default())
         .await
         .unwrap()
@@ -186,24 +182,21 @@ fn secret_key(secret: &Value, key: &str) -> Vec<u8> {
 /// Waits until the TenantControlPlane is Ready and Kamaji ran its bootstrap-token phase (what
 /// clastix's `token join` requires); returns it.
 async fn ready_tcp(client: &Client, ns: &str, name: &str) -> Value {
-    let tcp_ar = ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane");
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
+    let tcp_ar = tcp_ar();
+    let what = format!("TenantControlPlane {name} to be ready");
+    wait_until(&what, Duration::from_secs(300), || async {
         let tcp = get(client, ns, &tcp_ar, name).await.unwrap();
         let ready = tcp["status"]["kubernetesResources"]["version"]["status"] == "Ready";
         let bootstrapped = tcp["status"]["kubeadmPhase"]["bootstrapToken"]["checksum"]
             .as_str()
             .is_some_and(|c| !c.is_empty());
         if ready && bootstrapped {
-            return tcp;
+            Ok(tcp)
+        } else {
+            Err(tcp["status"].to_string())
         }
-        assert!(
-            Instant::now() < deadline,
-            "TenantControlPlane {name} not ready: {}",
-            tcp["status"]
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    })
+    .await
 }
 
 /// Runs `kubectl <words[1..]>` as a user of clastix's plugin would: the real kubectl, our
@@ -370,7 +363,6 @@ async fn clastix_plugin_command_lines() {
     let (client, ns) = tb.namespace("clastix").await;
     let tcp_name = "tcp1";
     let port = free_port();
-    let tcp_ar = ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane");
     // A TenantControlPlane as a Kamaji user writes one: one replica, its API server on a free
     // port of the testbed's loopback, no addons (Konnectivity's server is not a binary the
     // SIMULATED kubelet can run).
@@ -385,7 +377,7 @@ async fn clastix_plugin_command_lines() {
         }
     }))
     .unwrap();
-    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &tcp_ar)
+    api(&client, &ns, &tcp_ar())
         .create(&PostParams::default(), &obj)
         .await
         .unwrap();
@@ -415,12 +407,7 @@ async fn clastix_plugin_command_lines() {
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let tenant_kc = plugins.path().join("tenant");
-    std::fs::write(
-        &tenant_kc,
-        ok(&kamaji(tb, &ns, &["kubeconfig", "get", tcp_name])),
-    )
-    .unwrap();
+    let tenant_kc = tenant_kubeconfig(tb, &ns, tcp_name);
     let world = World {
         client: &client,
         ns: &ns,
@@ -502,24 +489,16 @@ async fn clastix_plugin_command_lines() {
     // After every rotation Kamaji brings the tenant back: ready, and answering with the
     // re-issued admin kubeconfig.
     ready_tcp(&client, &ns, tcp_name).await;
-    std::fs::write(
-        &tenant_kc,
-        ok(&kamaji(tb, &ns, &["kubeconfig", "get", tcp_name])),
+    let tenant_kc = tenant_kubeconfig(tb, &ns, tcp_name);
+    wait_until(
+        "the tenant to answer after the rotations",
+        Duration::from_secs(180),
+        || async {
+            let o = kubectl(&tenant_kc, &["get", "--raw", "/readyz"]);
+            o.status.success().then_some(()).ok_or_else(|| stderr(&o))
+        },
     )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let o = kubectl(&tenant_kc, &["get", "--raw", "/readyz"]);
-        if o.status.success() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the tenant does not answer after the rotations: {}",
-            stderr(&o)
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    .await;
 
     kubeconfig_flags_on_a_tenant(tb, &ns, tcp_name, &tenant_kc).await;
     tb.delete_namespace(&client, &ns).await;
@@ -530,23 +509,17 @@ async fn clastix_plugin_command_lines() {
 /// `--merge=FILE --set-current` (the merged context reaches the tenant), the old spellings,
 /// and the conflict hint both give.
 async fn kubeconfig_flags_on_a_tenant(tb: &testbed::Testbed, ns: &str, tcp: &str, tenant: &Path) {
+    let get = |flags: &[&str]| kamaji(tb, ns, &[&["kubeconfig", "get", tcp], flags].concat());
     let text = std::fs::read_to_string(tenant).unwrap();
     let parsed: Value = serde_saphyr::from_str(&text).unwrap();
-    let json_out = ok(&kamaji(tb, ns, &["kubeconfig", "get", tcp, "-o", "json"]));
+    let json_out = ok(&get(&["-o", "json"]));
     assert_eq!(serde_json::from_str::<Value>(&json_out).unwrap(), parsed);
-    assert_eq!(
-        ok(&kamaji(tb, ns, &["kubeconfig", "get", tcp, "-o", "yaml"])),
-        text
-    );
+    assert_eq!(ok(&get(&["-o", "yaml"])), text);
 
     let dir = tempfile::tempdir().unwrap();
     for flag in ["--write-to", "--output-file"] {
         let f = dir.path().join(flag.trim_start_matches('-'));
-        let o = kamaji(
-            tb,
-            ns,
-            &["kubeconfig", "get", tcp, flag, f.to_str().unwrap()],
-        );
+        let o = get(&[flag, f.to_str().unwrap()]);
         assert!(ok(&o).is_empty(), "{flag}");
         assert_eq!(std::fs::read_to_string(&f).unwrap(), text, "{flag}");
         use std::os::unix::fs::PermissionsExt;
@@ -556,18 +529,9 @@ async fn kubeconfig_flags_on_a_tenant(tb: &testbed::Testbed, ns: &str, tcp: &str
 
     let file = dir.path().join("config");
     let f = file.to_str().unwrap();
+    let merge = format!("--merge={f}");
     let ctx = format!("{tcp}-admin@{tcp}");
-    let o = kamaji(
-        tb,
-        ns,
-        &[
-            "kubeconfig",
-            "get",
-            tcp,
-            &format!("--merge={f}"),
-            "--set-current",
-        ],
-    );
+    let o = get(&[&merge, "--set-current"]);
     assert!(ok(&o).is_empty(), "a merge prints nothing on stdout");
     assert_contains(
         &stderr(&o),
@@ -576,34 +540,11 @@ async fn kubeconfig_flags_on_a_tenant(tb: &testbed::Testbed, ns: &str, tcp: &str
     let o = kubectl(&file, &["get", "namespace", "kube-system", "-o", "name"]);
     assert_eq!(stdout(&o).trim(), "namespace/kube-system", "{}", stderr(&o));
     // The old spellings: --merge --merge-file FILE --switch.
-    let o = kamaji(
-        tb,
-        ns,
-        &[
-            "kubeconfig",
-            "get",
-            tcp,
-            "--merge",
-            "--merge-file",
-            f,
-            "--switch",
-        ],
-    );
+    let o = get(&["--merge", "--merge-file", f, "--switch"]);
     ok(&o);
     assert_contains(&stderr(&o), "already up to date");
     // --context-name: a second context for the same tenant.
-    ok(&kamaji(
-        tb,
-        ns,
-        &[
-            "kubeconfig",
-            "get",
-            tcp,
-            &format!("--merge={f}"),
-            "--context-name",
-            "mine",
-        ],
-    ));
+    ok(&get(&[&merge, "--context-name", "mine"]));
     let o = kubectl(
         &file,
         &words("--context mine get namespace default -o name"),
@@ -614,7 +555,7 @@ async fn kubeconfig_flags_on_a_tenant(tb: &testbed::Testbed, ns: &str, tcp: &str
         .unwrap()
         .replace("https://127.0.0.1", "https://127.0.0.2");
     std::fs::write(&file, &changed).unwrap();
-    let o = kamaji(tb, ns, &["kubeconfig", "get", tcp, &format!("--merge={f}")]);
+    let o = get(&[&merge]);
     let line = fails(&o, 1);
     assert_contains(&line, "already has cluster");
     assert_contains(
@@ -628,88 +569,72 @@ async fn kubeconfig_flags_on_a_tenant(tb: &testbed::Testbed, ns: &str, tcp: &str
 /// request (the kubeconfig does not exist).
 #[test]
 fn clastix_flag_forms_parse_and_refuse() {
-    let run = |args: &[&str]| {
+    let run = |line: &str| {
         Command::new(env!("CARGO_BIN_EXE_kubectl-kamaji"))
-            .args(args)
+            .args(words(line))
             .env("KUBECONFIG", "/nonexistent/kubeconfig")
             .env("NO_COLOR", "1")
             .output()
             .unwrap()
     };
     // Parsed: they fail only at reading the (missing) kubeconfig, exit 1.
-    for args in [
-        &["kubeconfig", "rotate", "t", "--all=true"][..],
-        &["kubeconfig", "rotate", "t", "--all"],
-        &words("kubeconfig rotate t --all=false --components=Admin"),
-        &words("kubeconfig rotate t --components Admin --components Scheduler"),
-        &words("kubeconfig rotate t --certificates=Admin,ControllerManager"),
-        &["kubeconfig", "get", "t", "--secret-type=admin.svc"],
-        &["certificates", "rotate", "t", "--all=True"],
-        &words("certificates rotate t --certificates=FrontProxyCA,FrontProxyClient"),
-        &words("certificates rotate t --certificates=APIServerKubeletClient"),
-        &words("token join t --flavour=yaki --skip-expired=false"),
-        &words("token join t --flavour kubeadm --skip-expired"),
+    for line in [
+        "kubeconfig rotate t --all=true",
+        "kubeconfig rotate t --all",
+        "kubeconfig rotate t --all=false --components=Admin",
+        "kubeconfig rotate t --components Admin --components Scheduler",
+        "kubeconfig rotate t --certificates=Admin,ControllerManager",
+        "kubeconfig get t --secret-type=admin.svc",
+        "certificates rotate t --all=True",
+        "certificates rotate t --certificates=FrontProxyCA,FrontProxyClient",
+        "certificates rotate t --certificates=APIServerKubeletClient",
+        "token join t --flavour=yaki --skip-expired=false",
+        "token join t --flavour kubeadm --skip-expired",
     ] {
-        let o = run(args);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let o = run(line);
+        assert_eq!(o.status.code(), Some(1), "{line}: {}", stderr(&o));
         assert!(
             stderr(&o).contains("/nonexistent/kubeconfig"),
-            "{args:?}: {}",
+            "{line}: {}",
             stderr(&o)
         );
     }
     // Refused as clastix's plugin refuses them (and --all with a list, which its help calls
     // mutually exclusive).
-    for (args, says) in [
+    for (line, says) in [
+        ("certificates rotate t", "no certificate to rotate"),
         (
-            &["certificates", "rotate", "t"][..],
+            "certificates rotate t --all=false",
             "no certificate to rotate",
         ),
         (
-            &["certificates", "rotate", "t", "--all=false"],
-            "no certificate to rotate",
-        ),
-        (
-            &["certificates", "rotate", "t", "--certificates=Bogus"],
+            "certificates rotate t --certificates=Bogus",
             "invalid value 'Bogus'",
         ),
+        ("certificates rotate t --all=yes", "not a boolean"),
         (
-            &["certificates", "rotate", "t", "--all=yes"],
-            "not a boolean",
-        ),
-        (
-            &words("certificates rotate t --all --certificates=APIServer"),
+            "certificates rotate t --all --certificates=APIServer",
             "both say",
         ),
+        ("kubeconfig rotate t --all --components=Admin", "both say"),
         (
-            &["kubeconfig", "rotate", "t", "--all", "--components=Admin"],
-            "both say",
-        ),
-        (
-            &["kubeconfig", "rotate", "t", "--components=Kubelet"],
+            "kubeconfig rotate t --components=Kubelet",
             "invalid value 'Kubelet'",
         ),
-        (
-            &["token", "join", "t", "--flavour=chef"],
-            "invalid value 'chef'",
-        ),
-        (
-            &["token", "join", "t", "--skip-expired=maybe"],
-            "not a boolean",
-        ),
+        ("token join t --flavour=chef", "invalid value 'chef'"),
+        ("token join t --skip-expired=maybe", "not a boolean"),
     ] {
-        let o = run(args);
-        testbed::expect::one_line_refusal(&o, 2, says, &args.join(" ")).unwrap();
+        testbed::expect::one_line_refusal(&run(line), 2, says, line).unwrap();
     }
     // Where the default differs on purpose, --help says why and how to get clastix's.
     // (help wraps at the terminal's width: compare with the whitespace collapsed)
     let flat = |o: &Output| stdout(o).split_whitespace().collect::<Vec<_>>().join(" ");
-    let help = flat(&run(&["token", "join", "--help"]));
+    let help = flat(&run("token join --help"));
     assert!(
         help.contains("clastix's kamaji plugin prints the yaki one-liner by default")
             && help.contains("--flavour=yaki prints clastix's line exactly"),
         "{help}"
     );
-    let help = flat(&run(&["kubeconfig", "rotate", "--help"]));
+    let help = flat(&run("kubeconfig rotate --help"));
     assert_contains(&help, "clastix's plugin asks for one of them");
 }

@@ -13,49 +13,20 @@ use crate::common::*;
 use kube::Client;
 use serde_json::Value;
 use testbed::fixtures::reconciler::assert_ran;
-use testbed::fixtures::run::assert_contains;
-use testbed::fixtures::run::words;
+use testbed::fixtures::run::{assert_contains, words};
 
 const CLASS: &str = "kamaji-byoh";
 
-fn kcp_ar() -> kube::api::ApiResource {
-    ar(
-        "controlplane.cluster.x-k8s.io",
-        "v1alpha2",
-        "KamajiControlPlane",
-    )
-}
-
-fn cluster_ar() -> kube::api::ApiResource {
-    ar("cluster.x-k8s.io", "v1beta2", "Cluster")
-}
-
 /// The MachineDeployments the topology controller made for `cluster`.
 async fn deployments(client: &Client, ns: &str, cluster: &str) -> Vec<Value> {
-    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
-        client.clone(),
+    let mds = api(
+        client,
         ns,
         &ar("cluster.x-k8s.io", "v1beta2", "MachineDeployment"),
     );
     let lp = kube::api::ListParams::default()
         .labels(&format!("cluster.x-k8s.io/cluster-name={cluster}"));
-    list(&api, &lp).await
-}
-
-/// Polls `f` until it returns `Some`, or fails with `what` and the last value seen.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        match f().await {
-            Ok(v) => return v,
-            Err(last) if Instant::now() > deadline => panic!("{what}; last seen: {last}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-        }
-    }
+    list(&mds, &lp).await
 }
 
 /// `generate clusterclass --apply`, then waits until CAPI's ClusterClass controller has
@@ -95,8 +66,8 @@ async fn class(tb: &testbed::Testbed, client: &Client, ns: &str) {
         "{text}"
     );
     let cc_ar = ar("cluster.x-k8s.io", "v1beta2", "ClusterClass");
-    eventually(
-        "CAPI's ClusterClass controller did not reconcile the class",
+    wait_until(
+        "CAPI's ClusterClass controller to reconcile the class",
         Duration::from_secs(120),
         || async {
             let cc = get(client, ns, &cc_ar, CLASS).await.unwrap_or_default();
@@ -116,9 +87,7 @@ async fn class(tb: &testbed::Testbed, client: &Client, ns: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_class_cluster_gets_its_objects_from_the_topology_and_upgrades_and_scales_through_it() {
-    let tb = testbed_real().await;
-    let (client, ns) = tb.namespace("cc-life").await;
-    let rec = start_reconciler(tb, &ns);
+    let (tb, client, ns, rec) = live_namespace("cc-life").await;
     class(tb, &client, &ns).await;
 
     let port = free_port().to_string();
@@ -190,7 +159,7 @@ async fn a_class_cluster_gets_its_objects_from_the_topology_and_upgrades_and_sca
         &kamaji(
             tb,
             &ns,
-            &["upgrade", "c1", "--to", "v1.36.3", "--control-plane-only"],
+            &words("upgrade c1 --to v1.36.3 --control-plane-only"),
         ),
         2,
     );
@@ -215,8 +184,8 @@ async fn a_class_cluster_gets_its_objects_from_the_topology_and_upgrades_and_sca
     let kcp = get(&client, &ns, &kcp_ar(), "c1").await.unwrap();
     assert_eq!(kcp["spec"]["version"], "v1.36.3");
     assert_eq!(kcp["status"]["version"], "v1.36.3");
-    eventually(
-        "the topology controller did not move the MachineDeployment to v1.36.3",
+    wait_until(
+        "the topology controller to move the MachineDeployment to v1.36.3",
         Duration::from_secs(180),
         || async {
             let mds = deployments(&client, &ns, "c1").await;
@@ -252,8 +221,8 @@ async fn a_class_cluster_gets_its_objects_from_the_topology_and_upgrades_and_sca
         cluster["spec"]["topology"]["workers"]["machineDeployments"][0]["replicas"],
         2
     );
-    eventually(
-        "the topology controller did not scale the KamajiControlPlane and MachineDeployment",
+    wait_until(
+        "the topology controller to scale the KamajiControlPlane and MachineDeployment",
         Duration::from_secs(120),
         || async {
             let kcp = get(&client, &ns, &kcp_ar(), "c1").await.unwrap_or_default();
@@ -271,9 +240,9 @@ async fn a_class_cluster_gets_its_objects_from_the_topology_and_upgrades_and_sca
     )
     .await;
     // The tenant goes to sleep: Kamaji scaled its Deployment down.
-    let tcp_ar = ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane");
-    eventually(
-        "Kamaji did not scale the tenant down",
+    let tcp_ar = tcp_ar();
+    wait_until(
+        "Kamaji to scale the tenant down",
         Duration::from_secs(120),
         || async {
             let tcp = get(&client, &ns, &tcp_ar, "c1").await.unwrap_or_default();
@@ -293,14 +262,18 @@ async fn create_class_refuses_a_missing_class_and_flags_the_class_decides() {
     let (client, ns) = tb.namespace("cc-bad").await;
 
     // A missing class: one line naming it, nothing created.
-    let line = fails(
-        &kamaji(
-            tb,
-            &ns,
-            &words("create c2 --class nope --kubernetes-version v1.35.4"),
-        ),
-        1,
-    );
+    let create = |class, extra: &[&str]| {
+        let args = [
+            "create",
+            "c2",
+            "--class",
+            class,
+            "--kubernetes-version",
+            "v1.35.4",
+        ];
+        kamaji(tb, &ns, &[&args[..], extra].concat())
+    };
+    let line = fails(&create("nope", &[]), 1);
     assert!(
         line.contains("ClusterClass \"nope\" not found in namespace")
             && line.contains("nothing was created"),
@@ -314,23 +287,7 @@ async fn create_class_refuses_a_missing_class_and_flags_the_class_decides() {
         ("--host-selector", "a=b"),
         ("--datastore", "default"),
     ] {
-        let line = fails(
-            &kamaji(
-                tb,
-                &ns,
-                &[
-                    "create",
-                    "c2",
-                    "--class",
-                    CLASS,
-                    "--kubernetes-version",
-                    "v1.35.4",
-                    flag,
-                    value,
-                ],
-            ),
-            2,
-        );
+        let line = fails(&create(CLASS, &[flag, value]), 2);
         assert_contains(&line, &format!("{flag} cannot be used with --class"));
     }
     // No version: the topology needs one.
@@ -343,7 +300,7 @@ async fn create_class_refuses_a_missing_class_and_flags_the_class_decides() {
         &kamaji(
             tb,
             &ns,
-            &["generate", "clusterclass", "x", "--infrastructure", "none"],
+            &words("generate clusterclass x --infrastructure none"),
         ),
         2,
     );

@@ -42,26 +42,10 @@ fn tenant_gone(kc: &std::path::Path, args: &[&str]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ipvs_kube_proxy_reaches_the_tenant_through_the_real_resource_set_controller() {
-    let tb = testbed_real().await;
-    let (client, ns) = tb.namespace("kube-proxy-ipvs").await;
-    let rec = start_reconciler(tb, &ns);
+    let (tb, client, ns, rec) = live_namespace("kube-proxy-ipvs").await;
     let port = free_port();
-    let port_s = port.to_string();
-    let mut args = vec![
-        "create",
-        "kp",
-        "--infrastructure",
-        "none",
-        "--kubernetes-version",
-        "v1.35.4",
-        "--kube-proxy-mode",
-        "ipvs",
-        "--wait",
-        "--timeout",
-        "300s",
-    ];
-    args.extend(tenant_flags(&port_s));
-    let out = kamaji(tb, &ns, &args);
+    let ipvs = ["--kube-proxy-mode", "ipvs"];
+    let out = create_tenant(tb, &ns, "kp", "none", &port.to_string(), &ipvs);
     assert_ran(&out, "create", &rec);
     let err = stderr(&out);
     assert!(
@@ -90,8 +74,8 @@ async fn ipvs_kube_proxy_reaches_the_tenant_through_the_real_resource_set_contro
     );
 
     // Tenant side: the real ClusterResourceSet controller applied our objects.
-    let kc = tb.dir.join(format!("{ns}-kp.kubeconfig"));
-    std::fs::write(&kc, ok(&kamaji(tb, &ns, &["kubeconfig", "get", "kp"]))).unwrap();
+    let kc = tenant_kubeconfig(tb, &ns, "kp");
+    let crs_ar = ar("addons.cluster.x-k8s.io", "v1beta2", "ClusterResourceSet");
     let cm = match tenant_get(
         &kc,
         &["-n", "kube-system", "configmap", "capi-kube-proxy"],
@@ -101,13 +85,7 @@ async fn ipvs_kube_proxy_reaches_the_tenant_through_the_real_resource_set_contro
     {
         Ok(cm) => cm,
         Err(e) => {
-            let crs = get(
-                &client,
-                &ns,
-                &ar("addons.cluster.x-k8s.io", "v1beta2", "ClusterResourceSet"),
-                "kp-kube-proxy",
-            )
-            .await;
+            let crs = get(&client, &ns, &crs_ar, "kp-kube-proxy").await;
             panic!("the ClusterResourceSet did not deliver kube-proxy's ConfigMap: {e}\n{crs:?}")
         }
     };
@@ -190,29 +168,19 @@ async fn ipvs_kube_proxy_reaches_the_tenant_through_the_real_resource_set_contro
     }
 
     // delete removes what create added in the management cluster.
-    let out = kamaji(
-        tb,
-        &ns,
-        &["delete", "kp", "--yes", "--wait", "--timeout", "300s"],
-    );
-    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let crs = get(
-            &client,
-            &ns,
-            &ar("addons.cluster.x-k8s.io", "v1beta2", "ClusterResourceSet"),
-            "kp-kube-proxy",
-        )
-        .await;
-        let cm = get(&client, &ns, &ar("", "v1", "ConfigMap"), "kp-kube-proxy").await;
-        if crs.is_none() && cm.is_none() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "left after delete: {crs:?} {cm:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    ok(&delete_wait(tb, &ns, "kp", "300s"));
+    let cm_ar = ar("", "v1", "ConfigMap");
+    wait_until(
+        "delete to remove what create added",
+        Duration::from_secs(60),
+        || async {
+            let crs = get(&client, &ns, &crs_ar, "kp-kube-proxy").await;
+            let cm = get(&client, &ns, &cm_ar, "kp-kube-proxy").await;
+            match (&crs, &cm) {
+                (None, None) => Ok(()),
+                _ => Err(format!("{crs:?} {cm:?}")),
+            }
+        },
+    )
+    .await;
 }

@@ -13,7 +13,7 @@
 //! machine runs one tenant of this file at a time.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
 use kube::Client;
@@ -29,37 +29,15 @@ static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn lifecycle(infra: &str, extra: &[&str]) {
     let _turn = TURN.lock().await;
-    let tb = testbed_real().await;
-    let (client, ns) = tb.namespace(&format!("life-{infra}")).await;
-    let rec = start_reconciler(tb, &ns);
+    let (tb, client, ns, rec) = live_namespace(&format!("life-{infra}")).await;
     let name = format!("c-{infra}");
     let name = name.as_str();
-    let kcp_ar = ar(
-        "controlplane.cluster.x-k8s.io",
-        "v1alpha2",
-        "KamajiControlPlane",
-    );
-    let tcp_ar = ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane");
+    let (kcp_ar, tcp_ar) = (kcp_ar(), tcp_ar());
     let port = free_port();
-    let port_s = port.to_string();
 
     // create --wait
-    let mut args = vec![
-        "create",
-        name,
-        "--infrastructure",
-        infra,
-        "--kubernetes-version",
-        "v1.35.4",
-        "--datastore",
-        "default",
-        "--wait",
-        "--timeout",
-        "300s",
-    ];
-    args.extend(tenant_flags(&port_s));
-    args.extend_from_slice(extra);
-    let out = kamaji(tb, &ns, &args);
+    let extra = [&["--datastore", "default"], extra].concat();
+    let out = create_tenant(tb, &ns, name, infra, &port.to_string(), &extra);
     assert_ran(&out, "create", &rec);
     let err = stderr(&out);
     assert_contains(
@@ -74,12 +52,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     // admin.conf's kubeadm:cluster-admins group to cluster-admin
     // (internal/resources/kubeadm_phases.go, PhaseClusterAdminRBAC). `create --wait` waits for
     // both, so right after it the admin kubeconfig works and a join token can be made.
-    let tenant_kc = tb.dir.join(format!("{ns}-{name}.kubeconfig"));
-    std::fs::write(
-        &tenant_kc,
-        ok(&kamaji(tb, &ns, &["kubeconfig", "get", name])),
-    )
-    .unwrap();
+    let tenant_kc = tenant_kubeconfig(tb, &ns, name);
     let tcp = get(&client, &ns, &tcp_ar, name).await.unwrap();
     assert!(
         tcp["status"]["kubeadmPhase"]["bootstrapToken"]["checksum"]
@@ -163,31 +136,13 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     // delete: refuses without a terminal, then --yes --wait
     let line = fails(&kamaji(tb, &ns, &["delete", name]), 2);
     assert_contains(&line, "stdin is not a terminal");
-    let out = kamaji(
-        tb,
-        &ns,
-        &["delete", name, "--yes", "--wait", "--timeout", "300s"],
-    );
-    assert!(
-        out.status.success(),
-        "delete failed:\n{}\n{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    let out = delete_wait(tb, &ns, name, "300s");
+    ok(&out);
     assert_contains(&stderr(&out), "This deletes");
     assert_contains(&stdout(&out), "no longer holds its data");
     assert!(get(&client, &ns, &kcp_ar, name).await.is_none());
     assert!(get(&client, &ns, &tcp_ar, name).await.is_none());
-    assert!(
-        get(
-            &client,
-            &ns,
-            &ar("cluster.x-k8s.io", "v1beta2", "Cluster"),
-            name
-        )
-        .await
-        .is_none()
-    );
+    assert!(get(&client, &ns, &cluster_ar(), name).await.is_none());
     drop(rec);
 }
 
@@ -201,7 +156,12 @@ async fn read_rotate_and_sleep(
     endpoint: &str,
     tenant_kc: &Path,
 ) {
-    let tcp_ar = ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane");
+    let tcp_ar = tcp_ar();
+    // Kamaji's Secret `<name>-<suffix>`.
+    let kamaji_secret = |suffix: &str| {
+        let secret = format!("{name}-{suffix}");
+        async move { get(client, ns, &secret_ar(), &secret).await }
+    };
     // list
     let list = ok(&kamaji(tb, ns, &["list"]));
     let line = list
@@ -280,11 +240,14 @@ async fn read_rotate_and_sleep(
     let file = dir.path().join("config");
     std::fs::write(&file, "apiVersion: v1\nkind: Config\ncurrent-context: mine\ncontexts:\n- name: mine\n  context: {cluster: mine, user: me}\nclusters:\n- name: mine\n  cluster: {server: 'https://example.invalid'}\nusers:\n- name: me\n  user: {token: x}\n").unwrap();
     let f = file.to_str().unwrap();
-    let merged = kamaji(
-        tb,
-        ns,
-        &["kubeconfig", "get", name, "--merge", "--merge-file", f],
-    );
+    let merge = || {
+        kamaji(
+            tb,
+            ns,
+            &["kubeconfig", "get", name, "--merge", "--merge-file", f],
+        )
+    };
+    let merged = merge();
     assert!(ok(&merged).is_empty(), "a merge prints nothing on stdout");
     let ctx = format!("{name}-admin@{name}");
     assert_contains(
@@ -297,11 +260,7 @@ async fn read_rotate_and_sleep(
         0o600
     );
     assert!(dir.path().join("config.bak").exists());
-    let again = kamaji(
-        tb,
-        ns,
-        &["kubeconfig", "get", name, "--merge", "--merge-file", f],
-    );
+    let again = merge();
     ok(&again);
     assert_contains(&stderr(&again), "already up to date");
     let k = kubectl(
@@ -325,14 +284,7 @@ async fn read_rotate_and_sleep(
     let mut text = std::fs::read_to_string(&file).unwrap();
     text = text.replace(&format!("https://{endpoint}"), "https://10.255.255.1:6443");
     std::fs::write(&file, &text).unwrap();
-    let line = fails(
-        &kamaji(
-            tb,
-            ns,
-            &["kubeconfig", "get", name, "--merge", "--merge-file", f],
-        ),
-        1,
-    );
+    let line = fails(&merge(), 1);
     assert_contains(&line, "your kubeconfig already has cluster \"");
 
     // token join: a real bootstrap token in the tenant's kube-system and the hash of the
@@ -342,9 +294,7 @@ async fn read_rotate_and_sleep(
     assert_eq!(&words[..3], ["kubeadm", "join", endpoint], "{join}");
     let token = words[4];
     let (id, _) = token.split_once('.').unwrap();
-    let ca_secret = get(client, ns, &ar("", "v1", "Secret"), &format!("{name}-ca"))
-        .await
-        .unwrap();
+    let ca_secret = kamaji_secret("ca").await.unwrap();
     use base64::Engine;
     let ca = base64::engine::general_purpose::STANDARD
         .decode(ca_secret["data"]["ca.crt"].as_str().unwrap())
@@ -377,39 +327,23 @@ async fn read_rotate_and_sleep(
     )
     .await;
     let out = ok(&kamaji(tb, ns, &["certificates", "rotate", name, "--all"]));
-    assert!(
-        out.contains(&format!(
-            "secret/{name}-api-server-certificate deleted: Kamaji re-issues it"
-        )),
-        "{out}"
-    );
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let after = get(
-            client,
-            ns,
-            &ar("", "v1", "Secret"),
-            &format!("{name}-api-server-certificate"),
-        )
-        .await;
-        let front_proxy = get(
-            client,
-            ns,
-            &ar("", "v1", "Secret"),
-            &format!("{name}-front-proxy-client-certificate"),
-        )
-        .await;
-        if after.is_some_and(|a| a["metadata"]["uid"] != before["metadata"]["uid"])
-            && front_proxy.is_some()
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "Kamaji did not re-issue {name}-api-server-certificate and {name}-front-proxy-client-certificate"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let deleted = format!("secret/{name}-api-server-certificate deleted: Kamaji re-issues it");
+    assert_contains(&out, &deleted);
+    wait_until(
+        &format!("Kamaji to re-issue {name}-api-server-certificate and {name}-front-proxy-client-certificate"),
+        Duration::from_secs(120),
+        || async {
+            let after = kamaji_secret("api-server-certificate").await;
+            let front_proxy = kamaji_secret("front-proxy-client-certificate").await;
+            let reissued = after
+                .as_ref()
+                .is_some_and(|a| a["metadata"]["uid"] != before["metadata"]["uid"]);
+            (reissued && front_proxy.is_some())
+                .then_some(())
+                .ok_or(format!("{after:?} {front_proxy:?}"))
+        },
+    )
+    .await;
     // A Secret Kamaji has not created is refused by name, and nothing is deleted. (Kamaji
     // v1.0.0 creates the front-proxy client certificate, internal/resources/
     // front-proxy-client-certificate.go, so the missing one here is Konnectivity's: with
@@ -430,14 +364,9 @@ async fn read_rotate_and_sleep(
     );
     assert_contains(&line, "konnectivity-certificate\" not found");
     assert!(
-        get(
-            client,
-            ns,
-            &ar("", "v1", "Secret"),
-            &format!("{name}-front-proxy-client-certificate"),
-        )
-        .await
-        .is_some(),
+        kamaji_secret("front-proxy-client-certificate")
+            .await
+            .is_some(),
         "a refused rotation deleted nothing"
     );
     ok(&kamaji(tb, ns, &["kubeconfig", "rotate", name]));
@@ -446,20 +375,19 @@ async fn read_rotate_and_sleep(
     // Deployment resource reports the version "Ready" once the scaled-down Deployment is
     // observed (internal/resources/k8s_deployment_resource.go, UpdateTenantControlPlaneStatus),
     // so --wait waits for the Deployment's 0 replicas, as for a Kamaji before "Sleeping".
-    let out = ok(&kamaji(
-        tb,
-        ns,
-        &[
+    let scale = |replicas| {
+        let args = [
             "scale",
             name,
             "--replicas",
-            "0",
+            replicas,
             "--wait",
             "--timeout",
             "180s",
-        ],
-    ));
-    assert_contains(&out, "scaled from 1 to 0 (asleep)");
+        ];
+        ok(&kamaji(tb, ns, &args))
+    };
+    assert_contains(&scale("0"), "scaled from 1 to 0 (asleep)");
     let tcp = get(client, ns, &tcp_ar, name).await.unwrap();
     assert_eq!(tcp["spec"]["controlPlane"]["deployment"]["replicas"], 0);
     assert_eq!(
@@ -477,20 +405,7 @@ async fn read_rotate_and_sleep(
     );
     let text = ok(&kamaji(tb, ns, &["status", name]));
     assert_contains(&text, "asleep");
-    let out = ok(&kamaji(
-        tb,
-        ns,
-        &[
-            "scale",
-            name,
-            "--replicas",
-            "1",
-            "--wait",
-            "--timeout",
-            "180s",
-        ],
-    ));
-    assert_contains(&out, "scaled from 0 to 1 (waking up)");
+    assert_contains(&scale("1"), "scaled from 0 to 1 (waking up)");
     let v = kubectl(tenant_kc, &["get", "--raw", "/version"]);
     assert!(
         v.status.success(),
@@ -541,20 +456,18 @@ async fn upgrade(
     // The live tenant API server runs the new release. The status reports the new version once
     // the new control-plane pod is ready; the old one may answer on the tenant's address for a
     // moment longer while it stops (CI once caught it), so ask until the new one answers.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let raw = kubectl(tenant_kc, &["get", "--raw", "/version"]);
-        let version: Value = serde_json::from_slice(&raw.stdout).unwrap_or(Value::Null);
-        if version["gitVersion"] == "v1.36.3" {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the tenant still answers as {version} 60 s after the upgrade: {}",
-            String::from_utf8_lossy(&raw.stderr)
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    wait_until(
+        "the tenant to answer as v1.36.3 after the upgrade",
+        Duration::from_secs(60),
+        || async {
+            let raw = kubectl(tenant_kc, &["get", "--raw", "/version"]);
+            let version: Value = serde_json::from_slice(&raw.stdout).unwrap_or(Value::Null);
+            (version["gitVersion"] == "v1.36.3")
+                .then_some(())
+                .ok_or(format!("{version}: {}", stderr(&raw)))
+        },
+    )
+    .await;
     if infra != "none" {
         let md = object(
             client,
@@ -593,24 +506,16 @@ async fn lifecycle_none() {
 /// Cluster that points at it: the reconciler's TenantControlPlane, checked field by field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_kamaji_control_plane_becomes_this_tenant_control_plane() {
-    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use kube::api::{Patch, PatchParams};
     // On the shared real testbed (one testbed per test binary); the real Kamaji acts on this
     // TenantControlPlane too, but its defaulting webhook only fills an empty dataStore and
     // replicas (Kamaji v1.0.0 internal/webhook/handlers/tcp_defaults.go), both set here.
-    let tb = testbed_real().await;
-    let (client, ns) = tb.namespace("seed").await;
-    let rec = start_reconciler(tb, &ns);
+    let (tb, client, ns, rec) = live_namespace("seed").await;
     let name = "kamajicontrolplane-sample";
     let kcp: Value =
         serde_saphyr::from_str(include_str!("../data/seed-kcp-v1alpha2.yaml")).unwrap();
-    let kcp_ar = ar(
-        "controlplane.cluster.x-k8s.io",
-        "v1alpha2",
-        "KamajiControlPlane",
-    );
-    let cluster_ar = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
     let pp = PatchParams::apply("seed-test").force();
-    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &kcp_ar)
+    api(&client, &ns, &kcp_ar())
         .patch(name, &pp, &Patch::Apply(&kcp))
         .await
         .unwrap();
@@ -622,20 +527,21 @@ async fn seed_kamaji_control_plane_becomes_this_tenant_control_plane() {
             "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KamajiControlPlane", "name": name},
         },
     });
-    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &cluster_ar)
+    api(&client, &ns, &cluster_ar())
         .patch("capi-quickstart", &pp, &Patch::Apply(&cluster))
         .await
         .unwrap();
-    let tcp_ar = ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane");
-    let mut tcp = None;
-    for _ in 0..300 {
-        tcp = get(&client, &ns, &tcp_ar, name).await;
-        if tcp.is_some() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    let tcp = tcp.unwrap_or_else(|| panic!("no TenantControlPlane\n{}", rec.log_tail()));
+    let tcp_ar = tcp_ar();
+    let tcp = wait_until(
+        "the TenantControlPlane",
+        Duration::from_secs(60),
+        || async {
+            get(&client, &ns, &tcp_ar, name)
+                .await
+                .ok_or_else(|| rec.log_tail())
+        },
+    )
+    .await;
     let s = &tcp["spec"];
     let d = &s["controlPlane"]["deployment"];
     let k = &kcp["spec"];
@@ -741,43 +647,12 @@ async fn seed_kamaji_control_plane_becomes_this_tenant_control_plane() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn byoh_workers_join() {
     let _turn = TURN.lock().await;
-    let tb = testbed_real().await;
-    let (client, ns) = tb.namespace("life-byoh-workers").await;
-    let rec = start_reconciler(tb, &ns);
+    let (tb, client, ns, rec) = live_namespace("life-byoh-workers").await;
     // The real controller selects hosts across all namespaces: the label is this test's own.
     let site = format!("ams-{ns}");
-    host_agents(
-        tb,
-        &client,
-        &ns,
-        &format!("{ns}-h"),
-        2,
-        ("site", &site),
-        false,
-    );
-    let cni = cni_manifest(tb, &ns);
+    host_agents(tb, &client, &ns, "h", 2, ("site", &site), false);
     let port = free_port().to_string();
-    let selector = format!("site={site}");
-    let mut args = vec![
-        "create",
-        "w",
-        "--infrastructure",
-        "byoh",
-        "--kubernetes-version",
-        "v1.35.4",
-        "--workers",
-        "1",
-        "--host-selector",
-        &selector,
-        "--preinstalled-hosts",
-        "--cni-manifest",
-        cni.to_str().unwrap(),
-        "--wait",
-        "--timeout",
-        "300s",
-    ];
-    args.extend(tenant_flags(&port));
-    let out = kamaji(tb, &ns, &args);
+    let out = create_byoh_tenant(tb, &ns, "w", "1", &format!("site={site}"), &port);
     assert_ran(&out, "create", &rec);
     let err = stderr(&out);
     assert!(
@@ -788,17 +663,11 @@ async fn byoh_workers_join() {
         serde_json::from_str(&ok(&kamaji(tb, &ns, &["status", "w", "-o", "json"]))).unwrap();
     assert_eq!(status["workers"][0]["ready"], 1, "{status}");
     // Exactly one of the two hosts joined the tenant, under its own name.
-    let kc = tb.dir.join(format!("{ns}-w.kubeconfig"));
-    std::fs::write(&kc, ok(&kamaji(tb, &ns, &["kubeconfig", "get", "w"]))).unwrap();
+    let kc = tenant_kubeconfig(tb, &ns, "w");
     let nodes = kubectl(&kc, &["get", "nodes", "-o", "name"]);
     let nodes = String::from_utf8_lossy(&nodes.stdout).to_string();
     let nodes: Vec<&str> = nodes.lines().collect();
     assert_eq!(nodes.len(), 1, "{nodes:?}");
     assert!(nodes[0].starts_with(&format!("node/{ns}-h")), "{nodes:?}");
-    let out = kamaji(
-        tb,
-        &ns,
-        &["delete", "w", "--yes", "--wait", "--timeout", "300s"],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
+    ok(&delete_wait(tb, &ns, "w", "300s"));
 }

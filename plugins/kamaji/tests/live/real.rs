@@ -5,7 +5,7 @@
 //! OS work is SIMULATED; their kubelets join the live tenant through the bootstrap token.
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -13,7 +13,7 @@ use kube::Client;
 use serde_json::Value;
 use testbed::Testbed;
 use testbed::fixtures::reconciler::assert_ran;
-use testbed::fixtures::run::words;
+use testbed::fixtures::run::{plugin_in, words};
 
 /// `target/debug/kubectl-capi`, next to our binary ([`testbed::workspace_binary`]).
 fn capi_binary() -> PathBuf {
@@ -24,24 +24,15 @@ fn capi_binary() -> PathBuf {
     )
 }
 
-fn capi(tb: &Testbed, ns: &str, args: &[&str]) -> Output {
-    Command::new(capi_binary())
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&tb.kubeconfig)
-        .args(["-n", ns])
-        .env_remove("KUBECONFIG")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+/// `kubectl capi delete NAME --yes --wait`, which must succeed.
+fn capi_delete(tb: &Testbed, ns: &str, name: &str) {
+    let args = ["delete", name, "--yes", "--wait", "--timeout", "180s"];
+    let out = plugin_in(capi_binary().to_str().unwrap(), &tb.kubeconfig, ns, &args);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
 }
 
 async fn hosts(client: &Client, ns: &str) -> Vec<Value> {
-    let r = ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoHost");
-    let api: kube::Api<kube::api::DynamicObject> =
-        kube::Api::namespaced_with(client.clone(), ns, &r);
-    list(&api, &Default::default()).await
+    list(&api(client, ns, &byoh_ar("ByoHost")), &Default::default()).await
 }
 
 /// The serial number of the certificate the tenant API server presents right now.
@@ -70,61 +61,17 @@ fn served_serial(port: u16) -> String {
 /// tenant keeps answering, and `kubectl capi delete` releases the hosts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn byoh_cluster_on_the_real_controllers() {
-    let tb = testbed_real().await;
-    let (client, ns) = tb.namespace("real-byoh").await;
-    let rec = start_reconciler(tb, &ns);
+    let (tb, client, ns, rec) = live_namespace("real-byoh").await;
     let role = format!("w-{ns}");
-    host_agents(
-        tb,
-        &client,
-        &ns,
-        &format!("{ns}-a"),
-        2,
-        ("role", &role),
-        false,
-    );
-    host_agents(
-        tb,
-        &client,
-        &ns,
-        &format!("{ns}-b"),
-        1,
-        ("role", "elsewhere"),
-        false,
-    );
-    let cni = cni_manifest(tb, &ns);
+    host_agents(tb, &client, &ns, "a", 2, ("role", &role), false);
+    host_agents(tb, &client, &ns, "b", 1, ("role", "elsewhere"), false);
     let port = free_port();
-    let port_s = port.to_string();
-    let out = kamaji(
-        tb,
-        &ns,
-        &[
-            "create",
-            "c1",
-            "--infrastructure",
-            "byoh",
-            "--workers",
-            "2",
-            "--kubernetes-version",
-            "v1.35.4",
-            "--host-selector",
-            &format!("role={role}"),
-            "--preinstalled-hosts",
-            "--cni-manifest",
-            cni.to_str().unwrap(),
-            "--wait",
-            "--timeout",
-            "300s",
-        ]
-        .into_iter()
-        .chain(tenant_flags(&port_s))
-        .collect::<Vec<_>>(),
-    );
+    let selector = format!("role={role}");
+    let out = create_byoh_tenant(tb, &ns, "c1", "2", &selector, &port.to_string());
     assert_ran(&out, "create", &rec);
 
     // The live tenant API server, with the requested version, lists the joined workers.
-    let kc = tb.dir.join(format!("{ns}-c1.kubeconfig"));
-    std::fs::write(&kc, ok(&kamaji(tb, &ns, &["kubeconfig", "get", "c1"]))).unwrap();
+    let kc = tenant_kubeconfig(tb, &ns, "c1");
     let version: Value =
         serde_json::from_slice(&kubectl(&kc, &["get", "--raw", "/version"]).stdout).unwrap();
     assert_eq!(version["gitVersion"], "v1.35.4", "{version}");
@@ -204,31 +151,18 @@ async fn byoh_cluster_on_the_real_controllers() {
     );
 
     // kubectl capi delete releases the hosts (the real BYOH controller marks them for cleanup).
-    let out = capi(
-        tb,
-        &ns,
-        &["delete", "c1", "--yes", "--wait", "--timeout", "180s"],
-    );
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    capi_delete(tb, &ns, "c1");
+    wait_until("the hosts released", Duration::from_secs(60), || async {
         let all = hosts(&client, &ns).await;
-        if all.iter().all(|h| {
+        let released = all.iter().all(|h| {
             h["status"]["machineRef"].is_null()
                 && h["metadata"]["labels"]
                     .get("cluster.x-k8s.io/cluster-name")
                     .is_none()
-        }) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "hosts not released: {all:?}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        });
+        released.then_some(()).ok_or(format!("{all:?}"))
+    })
+    .await;
 }
 
 /// Without --preinstalled-hosts, create renders the installer pieces: the real BYOH webhooks
@@ -237,127 +171,51 @@ async fn byoh_cluster_on_the_real_controllers() {
 /// installation secret, as agents without --skip-installation do).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn byoh_installer_pieces_on_the_real_controller() {
-    let tb = testbed_real().await;
-    let (client, ns) = tb.namespace("real-installer").await;
-    let _rec = start_reconciler(tb, &ns);
+    let (tb, client, ns, _rec) = live_namespace("real-installer").await;
     let role = format!("i-{ns}");
-    host_agents(
-        tb,
-        &client,
-        &ns,
-        &format!("{ns}-h"),
-        1,
-        ("role", &role),
-        true,
-    );
+    host_agents(tb, &client, &ns, "h", 1, ("role", &role), true);
     let port = free_port().to_string();
-    let out = kamaji(
-        tb,
-        &ns,
-        &[
-            "create",
-            "c2",
-            "--infrastructure",
-            "byoh",
-            "--workers",
-            "1",
-            "--kubernetes-version",
-            "v1.36.3",
-            "--host-selector",
-            &format!("role={role}"),
-            "--replicas",
-            "1",
-            "--service-type",
-            "ClusterIP",
-            "--service-address",
-            "127.0.0.1",
-            "--port",
-            &port,
-            "--addons",
-            "none",
-        ],
-    );
-    ok(&out);
-    let tmpl = get(
-        &client,
-        &ns,
-        &ar(
-            "infrastructure.cluster.x-k8s.io",
-            "v1beta1",
-            "ByoMachineTemplate",
-        ),
-        "c2-md-0",
-    )
-    .await
-    .expect("ByoMachineTemplate c2-md-0");
+    let selector = format!("role={role}");
+    let extra = ["--workers", "1", "--host-selector", &selector];
+    let mut args = create_args("c2", "byoh", "v1.36.3", &extra);
+    args.extend(tenant_flags(&port));
+    ok(&kamaji(tb, &ns, &args));
+    let tmpl = get(&client, &ns, &byoh_ar("ByoMachineTemplate"), "c2-md-0")
+        .await
+        .expect("ByoMachineTemplate c2-md-0");
     let iref = &tmpl["spec"]["template"]["spec"]["installerRef"];
     assert_eq!(iref["kind"], "K8sInstallerConfigTemplate", "{tmpl}");
     let name = iref["name"].as_str().unwrap();
-    assert!(
-        get(
-            &client,
-            &ns,
-            &ar(
-                "infrastructure.cluster.x-k8s.io",
-                "v1beta1",
-                "K8sInstallerConfigTemplate"
-            ),
-            name
-        )
-        .await
-        .is_some()
-    );
+    let ict = byoh_ar("K8sInstallerConfigTemplate");
+    assert!(get(&client, &ns, &ict, name).await.is_some());
     // The real controller creates a K8sInstallerConfig named after the ByoMachine.
-    let r = ar(
-        "infrastructure.cluster.x-k8s.io",
-        "v1beta1",
-        "K8sInstallerConfig",
-    );
-    let api: kube::Api<kube::api::DynamicObject> =
-        kube::Api::namespaced_with(client.clone(), &ns, &r);
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        if !api
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no K8sInstallerConfig from the real BYOH controller"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let configs = api(&client, &ns, &byoh_ar("K8sInstallerConfig"));
+    wait_until(
+        "a K8sInstallerConfig from the real BYOH controller",
+        Duration::from_secs(180),
+        || async {
+            let all = list(&configs, &Default::default()).await;
+            (!all.is_empty()).then_some(()).ok_or("none".to_string())
+        },
+    )
+    .await;
     // The host waits for the installation secret, with upstream's reason.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let h = hosts(&client, &ns).await;
-        let waiting = h.iter().any(|h| {
-            h["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    c["type"] == "K8sComponentsInstallationSucceeded"
-                        && c["reason"] == "K8sInstallationSecretUnavailable"
+    wait_until(
+        "the host to wait for the installation secret",
+        Duration::from_secs(60),
+        || async {
+            let h = hosts(&client, &ns).await;
+            let waiting = h.iter().any(|h| {
+                h["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "K8sComponentsInstallationSucceeded"
+                            && c["reason"] == "K8sInstallationSecretUnavailable"
+                    })
                 })
-            })
-        });
-        if waiting {
-            break;
-        }
-        assert!(Instant::now() < deadline, "hosts: {h:?}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    let out = capi(
-        tb,
-        &ns,
-        &["delete", "c2", "--yes", "--wait", "--timeout", "180s"],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+            });
+            waiting.then_some(()).ok_or(format!("hosts: {h:?}"))
+        },
+    )
+    .await;
+    capi_delete(tb, &ns, "c2");
 }

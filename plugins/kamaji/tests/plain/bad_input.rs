@@ -5,18 +5,71 @@
 
 use std::process::Command;
 
+use crate::common::create_args;
 use testbed::fixtures::input::{self, InputCase};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-kamaji");
 
 struct Case {
+    /// `Some((name, infra, version))`: the arguments follow
+    /// `create NAME --infrastructure INFRA --kubernetes-version VERSION`.
+    create: Option<(&'static str, &'static str, &'static str)>,
     args: &'static [&'static str],
     code: i32,
     says: &'static str,
 }
 
+impl Case {
+    /// The whole command line.
+    fn args(&self) -> Vec<&'static str> {
+        let mut all = self.create.map_or_else(Vec::new, |(name, infra, version)| {
+            create_args(name, infra, version, &[])
+        });
+        all.extend(self.args);
+        all
+    }
+}
+
 const fn case(args: &'static [&'static str], code: i32, says: &'static str) -> Case {
-    Case { args, code, says }
+    Case {
+        create: None,
+        args,
+        code,
+        says,
+    }
+}
+
+/// A case of `create NAME --infrastructure INFRA --kubernetes-version VERSION`.
+const fn create(
+    (name, infra, version): (&'static str, &'static str, &'static str),
+    code: i32,
+    says: &'static str,
+) -> Case {
+    Case {
+        create: Some((name, infra, version)),
+        ..case(&[], code, says)
+    }
+}
+
+/// A case of `create x --infrastructure none --kubernetes-version V ARGS`.
+const fn create_none(args: &'static [&'static str], code: i32, says: &'static str) -> Case {
+    Case {
+        args,
+        ..create(("x", "none", V), code, says)
+    }
+}
+
+/// A case of `create x --infrastructure byoh --kubernetes-version V ARGS`.
+const fn create_byoh(args: &'static [&'static str], code: i32, says: &'static str) -> Case {
+    Case {
+        args,
+        ..create(("x", "byoh", V), code, says)
+    }
+}
+
+/// A case of a verb refusing its KamajiControlPlane name.
+const fn bad_name(args: &'static [&'static str]) -> Case {
+    case(args, 2, "not a valid KamajiControlPlane name")
 }
 
 const V: &str = "v1.35.0";
@@ -32,261 +85,41 @@ const LOCAL: &[Case] = &[
         2,
         "--kubernetes-version is required",
     ),
-    case(
-        &[
-            "create",
-            "X_bad",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-        ],
-        2,
-        "DNS-1035",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "nope",
-            "--kubernetes-version",
-            V,
-        ],
-        2,
-        "unknown infrastructure",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            "v2.0.0",
-        ],
-        2,
-        "Kubernetes 1.x",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            "v1.999999.0",
-        ],
+    create(("X_bad", "none", V), 2, "DNS-1035"),
+    create(("x", "nope", V), 2, "unknown infrastructure"),
+    create(("x", "none", "v2.0.0"), 2, "Kubernetes 1.x"),
+    create(
+        ("x", "none", "v1.999999.0"),
         2,
         "invalid Kubernetes version",
     ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            "latest",
-        ],
-        2,
-        "invalid Kubernetes version",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "byoh",
-            "--kubernetes-version",
-            V,
-            "--workers",
-            "99999999999",
-        ],
-        2,
-        "not in 0..=5000",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "byoh",
-            "--kubernetes-version",
-            V,
-            "--workers",
-            "-1",
-        ],
-        2,
-        "-1 is not in 0..=5000",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-            "--workers",
-            "2",
-        ],
-        2,
-        "--workers does not apply",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-            "--replicas",
-            "17",
-        ],
-        2,
-        "17 is not in 0..=16",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-            "--pod-cidr",
-            "10.0.0.0/99",
-        ],
-        2,
-        "not a CIDR",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-            "--service-cidr",
-            "nope",
-        ],
-        2,
-        "not a CIDR",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-            "--addons",
-            "dns",
-        ],
-        2,
-        "unknown addon",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-            "--cni",
-            "flannel",
-        ],
-        2,
-        "flannel",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-            "--kube-proxy-mode",
-            "userspace",
-        ],
+    create(("x", "none", "latest"), 2, "invalid Kubernetes version"),
+    create_byoh(&["--workers", "99999999999"], 2, "not in 0..=5000"),
+    create_byoh(&["--workers", "-1"], 2, "-1 is not in 0..=5000"),
+    create_none(&["--workers", "2"], 2, "--workers does not apply"),
+    create_none(&["--replicas", "17"], 2, "17 is not in 0..=16"),
+    create_none(&["--pod-cidr", "10.0.0.0/99"], 2, "not a CIDR"),
+    create_none(&["--service-cidr", "nope"], 2, "not a CIDR"),
+    create_none(&["--addons", "dns"], 2, "unknown addon"),
+    create_none(&["--cni", "flannel"], 2, "flannel"),
+    create_none(
+        &["--kube-proxy-mode", "userspace"],
         2,
         "unknown --kube-proxy-mode \"userspace\"",
     ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-            "--kube-proxy-mode",
-            "ipvs",
-        ],
+    create_none(
+        &["--kube-proxy-mode", "ipvs"],
         2,
         "--kube-proxy-mode ipvs needs --service-address",
     ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-            "--wait",
-            "--dry-run=client",
-        ],
+    create_none(
+        &["--wait", "--dry-run=client"],
         2,
         "cannot be used together",
     ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-            "--timeout",
-            "99999999999999999999s",
-        ],
-        2,
-        "too long",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-            "--dry-run=maybe",
-        ],
-        2,
-        "invalid value 'maybe'",
-    ),
-    case(
-        &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-            "--admission-controllers",
-            "Bogus",
-        ],
-        2,
-        "Bogus",
-    ),
+    create_none(&["--timeout", "99999999999999999999s"], 2, "too long"),
+    create_none(&["--dry-run=maybe"], 2, "invalid value 'maybe'"),
+    create_none(&["--admission-controllers", "Bogus"], 2, "Bogus"),
     case(&["scale", "x"], 2, "nothing to scale"),
     case(
         &["scale", "x", "--replicas", "17"],
@@ -390,14 +223,8 @@ const LOCAL: &[Case] = &[
     ),
     // Issue 24: a value of the wrong type in --from-file is named locally, not answered by the
     // API server's 500 `failed to create typed patch object`.
-    case(
+    create_none(
         &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
             "--dry-run=client",
             "--from-file",
             "tests/data/values-replicas-two.yaml",
@@ -405,14 +232,8 @@ const LOCAL: &[Case] = &[
         2,
         "--from-file: spec.replicas is \"two\" (a string); it must be an integer",
     ),
-    case(
+    create_none(
         &[
-            "create",
-            "x",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
             "--dry-run=client",
             "--from-file",
             "tests/data/values-wrong-types.yaml",
@@ -431,36 +252,12 @@ const WITH_SERVER: &[Case] = &[
         2,
         "\"c2?\" is not a valid KamajiControlPlane name",
     ),
-    case(
-        &["status", "UPPER"],
-        2,
-        "not a valid KamajiControlPlane name",
-    ),
-    case(
-        &["scale", "a/b", "--replicas", "1"],
-        2,
-        "not a valid KamajiControlPlane name",
-    ),
-    case(
-        &["upgrade", "x?", "--to", "v1.35.0"],
-        2,
-        "not a valid KamajiControlPlane name",
-    ),
-    case(
-        &["kubeconfig", "get", "x%2F"],
-        2,
-        "not a valid KamajiControlPlane name",
-    ),
-    case(
-        &["token", "join", "x?"],
-        2,
-        "not a valid KamajiControlPlane name",
-    ),
-    case(
-        &["delete", "x?", "--yes"],
-        2,
-        "not a valid KamajiControlPlane name",
-    ),
+    bad_name(&["status", "UPPER"]),
+    bad_name(&["scale", "a/b", "--replicas", "1"]),
+    bad_name(&["upgrade", "x?", "--to", "v1.35.0"]),
+    bad_name(&["kubeconfig", "get", "x%2F"]),
+    bad_name(&["token", "join", "x?"]),
+    bad_name(&["delete", "x?", "--yes"]),
     case(&["status", "absent"], 1, "\"absent\" not found"),
     case(
         &["list", "--context", "nope"],
@@ -496,15 +293,16 @@ const RECONCILER: &[Case] = &[
 ];
 
 fn check(bin: &str, c: &Case, kubeconfig: &str, ns: Option<&str>) -> Result<(), String> {
+    let args = c.args();
     let mut cmd = Command::new(bin);
-    cmd.args(c.args)
+    cmd.args(&args)
         .env("KUBECONFIG", kubeconfig)
         .env("NO_COLOR", "1");
     if let Some(ns) = ns {
         cmd.args(["-n", ns]);
     }
     let o = cmd.output().expect("run the binary");
-    testbed::expect::one_line_refusal(&o, c.code, c.says, &format!("{bin} {}", c.args.join(" ")))
+    testbed::expect::one_line_refusal(&o, c.code, c.says, &format!("{bin} {}", args.join(" ")))
 }
 
 fn reconciler_bin() -> String {
@@ -522,7 +320,8 @@ async fn bad_input_is_one_line_the_right_code_and_changes_nothing() {
     let none = "/nonexistent/kubeconfig";
     // Verbs take the test's -n, unless the case names its own.
     let scoped = |c: &Case| {
-        !matches!(c.args.first(), Some(&"nope") | Some(&"completion")) && !c.args.contains(&"-n")
+        let args = c.args();
+        !matches!(args.first(), Some(&"nope") | Some(&"completion")) && !args.contains(&"-n")
     };
     // The reconciler binary sits next to ours (cargo builds every binary of the workspace).
     let reconciler = reconciler_bin();
@@ -576,14 +375,6 @@ async fn bad_input_is_one_line_the_right_code_and_changes_nothing() {
     );
     tb.delete_namespace(&client, &ns).await;
 }
-
-const CREATE: [&str; 5] = [
-    "create",
-    "x",
-    "--infrastructure",
-    "none",
-    "--kubernetes-version",
-];
 
 const CNI_MANIFEST: &str = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: stdin-cni-marker\n  namespace: kube-system\n";
 
@@ -689,8 +480,7 @@ fn check_input(
         })
         .collect();
     let mut cmd = Command::new(BIN);
-    cmd.args(CREATE)
-        .arg(V)
+    cmd.args(create_args("x", "none", V, &[]))
         .args(&args)
         .env("KUBECONFIG", kubeconfig)
         .env("NO_COLOR", "1");

@@ -3,9 +3,10 @@
 //! bad input gives one clear line with exit code 2 (usage) or 1 (the cluster says no).
 
 use crate::common::*;
-use testbed::fixtures::run::{assert_contains, assert_lacks};
+use testbed::fixtures::run::{assert_contains, assert_lacks, words};
 
 const V: &str = "v1.35.0";
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-kamaji");
 
 fn infra_flags(infra: &str) -> Vec<&'static str> {
     match infra {
@@ -53,32 +54,20 @@ fn infra_flags(infra: &str) -> Vec<&'static str> {
 #[tokio::test]
 async fn every_client_dry_run_is_accepted_by_kubectl_apply_server_dry_run() {
     let tb = testbed().await;
-    let (_c, ns) = tb.namespace("kamaji-dry").await;
+    let (c, ns) = tb.namespace("kamaji-dry").await;
     for infra in ["byoh", "openstack", "kubevirt", "metal3", "aws", "none"] {
         let name = format!("dry-{infra}");
-        let mut args = vec![
-            "create",
-            name.as_str(),
-            "--infrastructure",
+        let mut args = create_args(
+            &name,
             infra,
-            "--kubernetes-version",
             V,
-            "--datastore",
-            "default",
-            "--cert-san",
-            "api.example.com",
-            "--admission-controllers",
-            "NodeRestriction,PodSecurity",
-            "--apiserver-arg",
-            "audit-log-maxage=30",
-            "--pod-cidr",
-            "10.200.0.0/16",
-            "--port",
-            "6443",
-            "--dry-run=client",
-            "-o",
-            "yaml",
-        ];
+            &words(
+                "--datastore default --cert-san api.example.com \
+                 --admission-controllers NodeRestriction,PodSecurity \
+                 --apiserver-arg audit-log-maxage=30 --pod-cidr 10.200.0.0/16 --port 6443 \
+                 --dry-run=client -o yaml",
+            ),
+        );
         args.extend(infra_flags(infra));
         let yaml = ok(&kamaji(tb, &ns, &args));
         let kinds = yaml.matches("\nkind: ").count() + usize::from(yaml.starts_with("kind: "));
@@ -98,12 +87,8 @@ async fn every_client_dry_run_is_accepted_by_kubectl_apply_server_dry_run() {
             stderr(&out)
         );
         let text = stdout(&out);
-        assert!(
-            text.contains(&format!(
-                "kamajicontrolplane.controlplane.cluster.x-k8s.io/{name}"
-            )),
-            "{text}"
-        );
+        let kcp = format!("kamajicontrolplane.controlplane.cluster.x-k8s.io/{name}");
+        assert_contains(&text, &kcp);
         assert_contains(&text, "(server dry run)");
         // JSON output is a v1 List kubectl accepts too.
         let mut jargs = args.clone();
@@ -116,49 +101,30 @@ async fn every_client_dry_run_is_accepted_by_kubectl_apply_server_dry_run() {
         assert!(out.status.success(), "{infra} json: {}", stderr(&out));
     }
     // Nothing was created.
-    let c = tb.client().await;
-    assert!(
-        get(
-            &c,
-            &ns,
-            &ar("cluster.x-k8s.io", "v1beta2", "Cluster"),
-            "dry-byoh"
-        )
-        .await
-        .is_none()
-    );
+    assert!(get(&c, &ns, &cluster_ar(), "dry-byoh").await.is_none());
 }
 
 #[tokio::test]
 async fn server_dry_run_validates_and_rerunning_converges() {
     let tb = testbed().await;
     let (c, ns) = tb.namespace("kamaji-conv").await;
-    let base = [
-        "create",
-        "conv",
-        "--infrastructure",
-        "byoh",
-        "--kubernetes-version",
-        V,
-        "--workers",
-        "0",
-    ];
-    let out = ok(&kamaji(
-        tb,
-        &ns,
-        &[&base[..], &["--dry-run=server"]].concat(),
-    ));
+    // `create conv` of BYOH without workers, with `extra` flags; its output.
+    let create = |extra: &[&str]| {
+        let extra = [&["--workers", "0"], extra].concat();
+        ok(&kamaji(tb, &ns, &create_args("conv", "byoh", V, &extra)))
+    };
+    let out = create(&["--dry-run=server"]);
     assert_contains(
         &out,
         "cluster.cluster.x-k8s.io/conv serverside-applied (server dry run)",
     );
-    let cluster = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
+    let cluster = cluster_ar();
     assert!(
         get(&c, &ns, &cluster, "conv").await.is_none(),
         "server dry run created objects"
     );
 
-    let out = ok(&kamaji(tb, &ns, &base));
+    let out = create(&[]);
     for line in [
         "kamajicontrolplane.controlplane.cluster.x-k8s.io/conv serverside-applied",
         "bycluster.infrastructure.cluster.x-k8s.io/conv serverside-applied",
@@ -171,11 +137,7 @@ async fn server_dry_run_validates_and_rerunning_converges() {
         let line = line.replace("bycluster", "byocluster");
         assert!(out.contains(&line), "missing {line:?} in\n{out}");
     }
-    let kcp = ar(
-        "controlplane.cluster.x-k8s.io",
-        "v1alpha2",
-        "KamajiControlPlane",
-    );
+    let kcp = kcp_ar();
     let k = get(&c, &ns, &kcp, "conv").await.unwrap();
     assert_eq!(k["spec"]["version"], V);
     assert_eq!(k["spec"]["replicas"], 2);
@@ -184,15 +146,9 @@ async fn server_dry_run_validates_and_rerunning_converges() {
     assert_eq!(cl["spec"]["infrastructureRef"]["kind"], "ByoCluster");
     // BYOH v0.5.0's CRDs: the installer template, the installerRef to it (with the namespace
     // BYOH reads it from), and the Cluster owns the template (CAPI does not adopt it).
-    let infra = "infrastructure.cluster.x-k8s.io";
-    let ict = get(
-        &c,
-        &ns,
-        &ar(infra, "v1beta1", "K8sInstallerConfigTemplate"),
-        "conv-md-0",
-    )
-    .await
-    .unwrap();
+    let ict = get(&c, &ns, &byoh_ar("K8sInstallerConfigTemplate"), "conv-md-0")
+        .await
+        .unwrap();
     assert_eq!(
         ict["spec"]["template"]["spec"],
         serde_json::json!({"bundleRepo": "projects.registry.vmware.com/cluster_api_provider_bringyourownhost", "bundleType": "k8s"})
@@ -202,14 +158,9 @@ async fn server_dry_run_validates_and_rerunning_converges() {
         ict["metadata"]["ownerReferences"][0]["uid"],
         cl["metadata"]["uid"]
     );
-    let bmt = get(
-        &c,
-        &ns,
-        &ar(infra, "v1beta1", "ByoMachineTemplate"),
-        "conv-md-0",
-    )
-    .await
-    .unwrap();
+    let bmt = get(&c, &ns, &byoh_ar("ByoMachineTemplate"), "conv-md-0")
+        .await
+        .unwrap();
     assert_eq!(
         bmt["spec"]["template"]["spec"]["installerRef"],
         serde_json::json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
@@ -218,18 +169,10 @@ async fn server_dry_run_validates_and_rerunning_converges() {
     let gen1 = k["metadata"]["generation"].as_i64().unwrap();
 
     // Same flags again: nothing changes. New flags: the objects follow.
-    ok(&kamaji(tb, &ns, &base));
+    create(&[]);
     let k = get(&c, &ns, &kcp, "conv").await.unwrap();
     assert_eq!(k["metadata"]["generation"].as_i64().unwrap(), gen1);
-    ok(&kamaji(
-        tb,
-        &ns,
-        &[
-            &base[..],
-            &["--replicas", "3", "--cert-san", "conv.example.com"],
-        ]
-        .concat(),
-    ));
+    create(&words("--replicas 3 --cert-san conv.example.com"));
     let k = get(&c, &ns, &kcp, "conv").await.unwrap();
     assert_eq!(k["spec"]["replicas"], 3);
     assert_eq!(
@@ -241,15 +184,7 @@ async fn server_dry_run_validates_and_rerunning_converges() {
     let dir = tempfile::tempdir().unwrap();
     let values = dir.path().join("values.yaml");
     std::fs::write(&values, "deployment:\n  nodeSelector:\n    kubernetes.io/os: linux\nreplicas: 1\nkubelet:\n  cgroupfs: systemd\n").unwrap();
-    ok(&kamaji(
-        tb,
-        &ns,
-        &[
-            &base[..],
-            &["--replicas", "3", "--from-file", values.to_str().unwrap()],
-        ]
-        .concat(),
-    ));
+    create(&["--replicas", "3", "--from-file", values.to_str().unwrap()]);
     let k = get(&c, &ns, &kcp, "conv").await.unwrap();
     assert_eq!(k["spec"]["replicas"], 3);
     assert_eq!(
@@ -263,14 +198,7 @@ async fn server_dry_run_validates_and_rerunning_converges() {
 async fn rerun_after_scale_reports_the_conflict_and_force_takes_over() {
     let tb = testbed().await;
     let (c, ns) = tb.namespace("kamaji-conflict").await;
-    let base = [
-        "create",
-        "cf",
-        "--infrastructure",
-        "none",
-        "--kubernetes-version",
-        V,
-    ];
+    let base = create_args("cf", "none", V, &[]);
     ok(&kamaji(tb, &ns, &base));
     ok(&kamaji(tb, &ns, &["scale", "cf", "--replicas", "3"]));
     // create's default (2 replicas) would undo the scale: server-side apply says so.
@@ -286,13 +214,8 @@ async fn rerun_after_scale_reports_the_conflict_and_force_takes_over() {
         &ns,
         &[&base[..], &["--force-conflicts"]].concat(),
     ));
-    let kcp = ar(
-        "controlplane.cluster.x-k8s.io",
-        "v1alpha2",
-        "KamajiControlPlane",
-    );
     assert_eq!(
-        get(&c, &ns, &kcp, "cf").await.unwrap()["spec"]["replicas"],
+        get(&c, &ns, &kcp_ar(), "cf").await.unwrap()["spec"]["replicas"],
         2
     );
 }
@@ -300,136 +223,57 @@ async fn rerun_after_scale_reports_the_conflict_and_force_takes_over() {
 #[tokio::test]
 async fn bad_input_gives_one_clear_line() {
     let tb = testbed().await;
-    let (_c, ns) = tb.namespace("kamaji-bad").await;
+    let (c, ns) = tb.namespace("kamaji-bad").await;
     let run = |args: &[&str]| kamaji(tb, &ns, args);
-    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+    let none = |extra: &[&'static str]| create_args("ok", "none", V, extra);
+    let cases = [
         (
-            vec![
-                "create",
-                "Bad_Name",
-                "--infrastructure",
-                "none",
-                "--kubernetes-version",
-                V,
-            ],
+            create_args("Bad_Name", "none", V, &[]),
             2,
             "error: invalid name \"Bad_Name\"",
         ),
         (
-            vec![
-                "create",
-                "ok",
-                "--infrastructure",
-                "none",
-                "--kubernetes-version",
-                "1.35",
-            ],
+            create_args("ok", "none", "1.35", &[]),
             2,
             "error: invalid Kubernetes version \"1.35\"",
         ),
         (
-            vec![
-                "create",
-                "ok",
-                "--infrastructure",
-                "none",
-                "--kubernetes-version",
-                "latest",
-            ],
+            create_args("ok", "none", "latest", &[]),
             2,
             "error: invalid Kubernetes version \"latest\"",
         ),
         (
-            vec![
-                "create",
-                "ok",
-                "--infrastructure",
-                "docker",
-                "--kubernetes-version",
-                V,
-            ],
+            create_args("ok", "docker", V, &[]),
             2,
             "error: unknown infrastructure \"docker\"",
         ),
         (
-            vec![
-                "create",
-                "ok",
-                "--infrastructure",
-                "none",
-                "--kubernetes-version",
-                V,
-                "--datastore",
-                "missing",
-            ],
+            none(&["--datastore", "missing"]),
             1,
             "error: DataStore \"missing\" not found",
         ),
         (
-            vec![
-                "create",
-                "ok",
-                "--infrastructure",
-                "none",
-                "--kubernetes-version",
-                V,
-                "--workers",
-                "2",
-            ],
+            none(&["--workers", "2"]),
             2,
             "error: --workers does not apply to --infrastructure none",
         ),
         (
-            vec![
-                "create",
-                "ok",
-                "--infrastructure",
-                "byoh",
-                "--kubernetes-version",
-                V,
-                "--flavor",
-                "m1",
-            ],
+            create_args("ok", "byoh", V, &["--flavor", "m1"]),
             2,
             "error: --flavor does not apply to --infrastructure byoh",
         ),
         (
-            vec![
-                "create",
-                "ok",
-                "--infrastructure",
-                "none",
-                "--kubernetes-version",
-                V,
-                "--wait",
-                "--dry-run=client",
-            ],
+            none(&["--wait", "--dry-run=client"]),
             2,
             "error: --wait and --dry-run cannot be used together",
         ),
         (
-            vec![
-                "create",
-                "ok",
-                "--infrastructure",
-                "none",
-                "--kubernetes-version",
-                V,
-                "--service-type",
-                "NodePort",
-            ],
+            none(&["--service-type", "NodePort"]),
             2,
             "error: --service-type NodePort needs --service-address",
         ),
         (
-            vec![
-                "create",
-                "ok",
-                "--infrastructure",
-                "openstack",
-                "--kubernetes-version",
-                V,
-            ],
+            create_args("ok", "openstack", V, &[]),
             2,
             "error: --infrastructure openstack needs --flavor",
         ),
@@ -447,33 +291,10 @@ async fn bad_input_gives_one_clear_line() {
         );
     }
     // The datastore hint names the existing ones.
-    let o = run(&[
-        "create",
-        "ok",
-        "--infrastructure",
-        "none",
-        "--kubernetes-version",
-        V,
-        "--datastore",
-        "defualt",
-    ]);
+    let o = run(&none(&["--datastore", "defualt"]));
     assert_contains(&stderr(&o), "did you mean \"default\"?");
     // Nothing was half-created.
-    let c = tb.client().await;
-    assert!(
-        get(
-            &c,
-            &ns,
-            &ar(
-                "controlplane.cluster.x-k8s.io",
-                "v1alpha2",
-                "KamajiControlPlane"
-            ),
-            "ok"
-        )
-        .await
-        .is_none()
-    );
+    assert!(get(&c, &ns, &kcp_ar(), "ok").await.is_none());
 }
 
 /// BYOH installer: `--preinstalled-hosts` renders neither the template nor the installerRef
@@ -485,30 +306,16 @@ async fn byoh_installer_template_lives_and_goes_with_the_cluster() {
     let tb = testbed().await;
     let (c, ns) = tb.namespace("kamaji-installer").await;
     let infra = "infrastructure.cluster.x-k8s.io";
-    let ict_ar = ar(infra, "v1beta1", "K8sInstallerConfigTemplate");
-    let bmt_ar = ar(infra, "v1beta1", "ByoMachineTemplate");
-    let create = |name: &str, extra: &[&str]| {
-        let mut a = vec![
-            "create",
-            name,
-            "--infrastructure",
-            "byoh",
-            "--kubernetes-version",
-            V,
-        ];
-        a.extend_from_slice(extra);
-        kamaji(tb, &ns, &a)
-    };
+    let ict_ar = byoh_ar("K8sInstallerConfigTemplate");
+    let bmt_ar = byoh_ar("ByoMachineTemplate");
+    let create = |name: &str, extra: &[&str]| kamaji(tb, &ns, &create_args(name, "byoh", V, extra));
 
     // Pre-installed hosts: the preview says so, nothing installer-related is written.
     let out = create("pre", &["--preinstalled-hosts"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains(
-            "note: --preinstalled-hosts: no K8sInstallerConfigTemplate and no installerRef"
-        ),
-        "{}",
-        stderr(&out)
+    assert_contains(
+        &stderr(&out),
+        "note: --preinstalled-hosts: no K8sInstallerConfigTemplate and no installerRef",
     );
     assert!(get(&c, &ns, &ict_ar, "pre-md-0").await.is_none());
     let bmt = get(&c, &ns, &bmt_ar, "pre-md-0").await.unwrap();
@@ -552,7 +359,7 @@ async fn byoh_installer_template_lives_and_goes_with_the_cluster() {
         "metadata": {"name": "other-md-0", "namespace": ns},
         "spec": {"template": {"spec": {"installerRef": {"apiVersion": format!("{infra}/v1beta1"),
             "kind": "K8sInstallerConfigTemplate", "name": "inst-md-0", "namespace": ns}}}}});
-    kube::Api::<kube::api::DynamicObject>::namespaced_with(c.clone(), &ns, &bmt_ar)
+    api(&c, &ns, &bmt_ar)
         .patch(
             "other-md-0",
             &kube::api::PatchParams::apply("test"),
@@ -567,8 +374,7 @@ async fn byoh_installer_template_lives_and_goes_with_the_cluster() {
         "It keeps k8sinstallerconfigtemplate.infrastructure.cluster.x-k8s.io/inst-md-0 (still used by ByoMachineTemplate other-md-0)",
     );
     // Released from the Cluster first, so the garbage collector leaves it once the Cluster is gone.
-    let cluster_ar = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
-    wait_gone(&c, &ns, &cluster_ar, "inst").await;
+    wait_gone(&c, &ns, &cluster_ar(), "inst").await;
     let kept = get(&c, &ns, &ict_ar, "inst-md-0").await.unwrap();
     assert!(
         kept["metadata"]["ownerReferences"]
@@ -598,7 +404,7 @@ async fn byoh_installer_template_lives_and_goes_with_the_cluster() {
     // removes the installer template the Cluster owns.
     let out = create("gc", &[]);
     assert!(out.status.success(), "{}", stderr(&out));
-    kube::Api::<kube::api::DynamicObject>::namespaced_with(c.clone(), &ns, &cluster_ar)
+    api(&c, &ns, &cluster_ar())
         .delete("gc", &Default::default())
         .await
         .unwrap();
@@ -647,31 +453,25 @@ async fn cni_reaches_cluster_api_through_a_cluster_resource_set() {
     .unwrap();
     let plain = dir.path().join("plain.yaml");
     std::fs::write(&plain, &FAKE_CALICO[4..]).unwrap();
-    let base = |name: &'static str| {
-        vec![
-            "create",
-            name,
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-        ]
+    let create = |name: &str, extra: &[&str]| kamaji(tb, &ns, &create_args(name, "none", V, extra));
+    let calico = |name: &'static str, url: &str| {
+        kamaji_env(
+            tb,
+            &ns,
+            &create_args(name, "none", V, &["--cni", "calico"]),
+            &[("KUBECTL_KAMAJI_CALICO_URL", std::path::Path::new(url))],
+        )
     };
     let crs_ar = ar("addons.cluster.x-k8s.io", "v1beta2", "ClusterResourceSet");
     let cm_ar = ar("", "v1", "ConfigMap");
-    let secret_ar = ar("", "v1", "Secret");
-    let cluster_ar = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
+    let (secret_ar, cluster_ar) = (secret_ar(), cluster_ar());
 
     // Dry run: the stream shows the CNI objects, and the API server accepts it.
-    let mut a = base("dry");
-    a.extend([
-        "--cni-manifest",
-        plain.to_str().unwrap(),
-        "--dry-run=client",
-        "-o",
-        "yaml",
-    ]);
-    let yaml = ok(&kamaji(tb, &ns, &a));
+    let plain = plain.to_str().unwrap();
+    let yaml = ok(&create(
+        "dry",
+        &["--cni-manifest", plain, "--dry-run=client", "-o", "yaml"],
+    ));
     assert_contains(&yaml, "kind: ClusterResourceSet");
     assert_contains(&yaml, "kind: ConfigMap");
     let out = kubectl_apply_server_dry_run(tb, &ns, &yaml);
@@ -682,19 +482,14 @@ async fn cni_reaches_cluster_api_through_a_cluster_resource_set() {
     );
 
     // A manifest with a Secret: a resource-set Secret, the CRS, the labelled Cluster owning both.
-    let mut a = base("sec");
-    a.extend(["--cni-manifest", with_secret.to_str().unwrap()]);
-    let out = kamaji(tb, &ns, &a);
+    let out = create("sec", &["--cni-manifest", with_secret.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_contains(&stdout(&out), "secret/sec-cni serverside-applied");
-    assert!(
-        stderr(&out).contains(&format!(
-            "note: network plugin {}: in Secret sec-cni and ClusterResourceSet sec-cni",
-            with_secret.display()
-        )),
-        "{}",
-        stderr(&out)
+    let note = format!(
+        "note: network plugin {}: in Secret sec-cni and ClusterResourceSet sec-cni",
+        with_secret.display()
     );
+    assert_contains(&stderr(&out), &note);
     let cluster = get(&c, &ns, &cluster_ar, "sec").await.unwrap();
     assert_eq!(cluster["metadata"]["labels"]["cni"], "custom");
     let secret = get(&c, &ns, &secret_ar, "sec-cni").await.unwrap();
@@ -713,15 +508,7 @@ async fn cni_reaches_cluster_api_through_a_cluster_resource_set() {
     );
 
     // --cni calico: downloaded (here from the stand-in), the pod CIDR filled in.
-    let url = serve_http(FAKE_CALICO);
-    let mut a = base("cal");
-    a.extend(["--cni", "calico"]);
-    let out = kamaji_env(
-        tb,
-        &ns,
-        &a,
-        &[("KUBECTL_KAMAJI_CALICO_URL", std::path::Path::new(&url))],
-    );
+    let out = calico("cal", &serve_http(FAKE_CALICO));
     assert!(out.status.success(), "{}", stderr(&out));
     let cm = get(&c, &ns, &cm_ar, "cal-cni").await.unwrap();
     let data = cm["data"]["calico.yaml"].as_str().unwrap();
@@ -746,14 +533,7 @@ async fn cni_reaches_cluster_api_through_a_cluster_resource_set() {
             l.local_addr().unwrap().port()
         )
     };
-    let mut a = base("off");
-    a.extend(["--cni", "calico"]);
-    let out = kamaji_env(
-        tb,
-        &ns,
-        &a,
-        &[("KUBECTL_KAMAJI_CALICO_URL", std::path::Path::new(&closed))],
-    );
+    let out = calico("off", &closed);
     let line = fails(&out, 1);
     assert!(
         line.starts_with(&format!(
@@ -765,29 +545,27 @@ async fn cni_reaches_cluster_api_through_a_cluster_resource_set() {
     assert!(get(&c, &ns, &cluster_ar, "off").await.is_none());
 
     // Bad flags fail before anything is written.
-    let mut a = base("bad");
-    a.extend(["--cni", "calico", "--cni-manifest", plain.to_str().unwrap()]);
-    assert_eq!(
-        fails(&kamaji(tb, &ns, &a), 2),
-        "error: --cni and --cni-manifest cannot be used together"
-    );
-    let mut a = base("bad");
-    a.extend(["--cni", "flannel"]);
-    assert_eq!(
-        fails(&kamaji(tb, &ns, &a), 2),
-        "error: unknown --cni \"flannel\""
-    );
     let not_yaml = dir.path().join("notes.txt");
     std::fs::write(&not_yaml, "just: text\n").unwrap();
-    let mut a = base("bad");
-    a.extend(["--cni-manifest", not_yaml.to_str().unwrap()]);
-    assert_eq!(
-        fails(&kamaji(tb, &ns, &a), 2),
-        format!(
-            "error: --cni-manifest {}: document 1 is not a Kubernetes object (no apiVersion or kind)",
-            not_yaml.display()
-        )
-    );
+    for (extra, says) in [
+        (
+            &["--cni", "calico", "--cni-manifest", plain][..],
+            "error: --cni and --cni-manifest cannot be used together".to_string(),
+        ),
+        (
+            &["--cni", "flannel"],
+            "error: unknown --cni \"flannel\"".to_string(),
+        ),
+        (
+            &["--cni-manifest", not_yaml.to_str().unwrap()],
+            format!(
+                "error: --cni-manifest {}: document 1 is not a Kubernetes object (no apiVersion or kind)",
+                not_yaml.display()
+            ),
+        ),
+    ] {
+        assert_eq!(fails(&create("bad", extra), 2), says);
+    }
 
     // delete removes what create handed to Cluster API.
     let out = kamaji(tb, &ns, &["delete", "sec", "--yes"]);
@@ -823,20 +601,11 @@ async fn wait_times_out_saying_where_it_is_stuck() {
     // TenantControlPlane, so --wait stops at the first phase and says so.
     let tb = testbed().await;
     let (_c, ns) = tb.namespace("kamaji-stuck").await;
+    let create = create_args("stuck", "none", V, &[]);
     let out = kamaji(
         tb,
         &ns,
-        &[
-            "create",
-            "stuck",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-            "--wait",
-            "--timeout",
-            "3s",
-        ],
+        &[&create[..], &["--wait", "--timeout", "3s"]].concat(),
     );
     // Progress lines (stderr is not a terminal), then one error line and a hint.
     assert_eq!(out.status.code(), Some(1));
@@ -861,18 +630,7 @@ async fn wait_times_out_saying_where_it_is_stuck() {
         stdout(&out)
             .contains("kamajicontrolplane.controlplane.cluster.x-k8s.io/stuck serverside-applied")
     );
-    ok(&kamaji(
-        tb,
-        &ns,
-        &[
-            "create",
-            "stuck",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-        ],
-    ));
+    ok(&kamaji(tb, &ns, &create));
     // status explains it.
     let text = ok(&kamaji(tb, &ns, &["status", "stuck"]));
     assert_contains(&text, "no TenantControlPlane yet");
@@ -891,28 +649,13 @@ async fn serve_cluster_upgrades(c: &kube::Client) {
 /// the ClusterUpgrade's status through its status subresource as the reconciler does.
 #[tokio::test]
 async fn status_shows_the_clusters_upgrade_under_way() {
-    use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+    use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
     use serde_json::{Value, json};
     let tb = testbed().await;
     let (c, ns) = tb.namespace("kamaji-upgrade").await;
-    let create = [
-        "create",
-        "up",
-        "--infrastructure",
-        "none",
-        "--kubernetes-version",
-        V,
-    ];
-    ok(&kamaji(tb, &ns, &create));
-    let cluster = get(&c, &ns, &ar("cluster.x-k8s.io", "v1beta2", "Cluster"), "up")
-        .await
-        .unwrap();
-    let kcp_ar = ar(
-        "controlplane.cluster.x-k8s.io",
-        "v1alpha2",
-        "KamajiControlPlane",
-    );
-    Api::<DynamicObject>::namespaced_with(c.clone(), &ns, &kcp_ar)
+    ok(&kamaji(tb, &ns, &create_args("up", "none", V, &[])));
+    let cluster = get(&c, &ns, &cluster_ar(), "up").await.unwrap();
+    api(&c, &ns, &kcp_ar())
         .patch(
             "up",
             &PatchParams::default(),
@@ -929,8 +672,11 @@ async fn status_shows_the_clusters_upgrade_under_way() {
     assert_lacks(&text, "Upgrade");
     assert_lacks(&text, "no Cluster owns");
 
-    let cu_ar = ar("ops.capi-kamaji.io", "v1alpha1", "ClusterUpgrade");
-    let cus = Api::<DynamicObject>::namespaced_with(c.clone(), &ns, &cu_ar);
+    let cus = api(
+        &c,
+        &ns,
+        &ar("ops.capi-kamaji.io", "v1alpha1", "ClusterUpgrade"),
+    );
     let cu: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "ops.capi-kamaji.io/v1alpha1", "kind": "ClusterUpgrade",
         "metadata": {"name": "up", "namespace": ns},
@@ -1020,8 +766,8 @@ async fn a_refusal_of_the_last_object_creates_nothing() {
         .await
         .unwrap();
     // The policy takes effect once the API server has loaded it: a direct dry-run probe says when.
-    let mds = Api::<DynamicObject>::namespaced_with(
-        c.clone(),
+    let mds = api(
+        &c,
         &ns,
         &ar("cluster.x-k8s.io", "v1beta2", "MachineDeployment"),
     );
@@ -1050,45 +796,27 @@ async fn a_refusal_of_the_last_object_creates_nothing() {
     let o = kamaji(
         tb,
         &ns,
-        &[
-            "create",
-            "half",
-            "--infrastructure",
-            "byoh",
-            "--kubernetes-version",
-            V,
-            "--workers",
-            "1",
-        ],
+        &create_args("half", "byoh", V, &["--workers", "1"]),
     );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_contains(&stderr(&o), "not allowed here");
-    for (group, version, kind) in [
-        ("cluster.x-k8s.io", "v1beta2", "Cluster"),
-        (
-            "controlplane.cluster.x-k8s.io",
-            "v1alpha2",
-            "KamajiControlPlane",
-        ),
-        ("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster"),
-        (
-            "infrastructure.cluster.x-k8s.io",
-            "v1beta1",
-            "ByoMachineTemplate",
-        ),
-        (
+    for r in [
+        cluster_ar(),
+        kcp_ar(),
+        byoh_ar("ByoCluster"),
+        byoh_ar("ByoMachineTemplate"),
+        ar(
             "bootstrap.cluster.x-k8s.io",
             "v1beta2",
             "KubeadmConfigTemplate",
         ),
     ] {
-        let list = Api::<DynamicObject>::namespaced_with(c.clone(), &ns, &ar(group, version, kind))
-            .list(&Default::default())
-            .await
-            .unwrap();
         assert!(
-            list.items.is_empty(),
-            "{kind} was created although the MachineDeployment was refused"
+            list(&api(&c, &ns, &r), &Default::default())
+                .await
+                .is_empty(),
+            "{} was created although the MachineDeployment was refused",
+            r.kind
         );
     }
     let _ = bindings.delete(&name, &Default::default()).await;
@@ -1105,11 +833,7 @@ async fn an_interrupted_delete_resumes() {
     let clusters = held_cluster(&c, &ns, "gone").await;
     // No KamajiControlPlane: the first delete got that far and was interrupted; the Cluster
     // is terminating. The re-run finds it and waits where the first one stopped.
-    let o = kamaji(
-        tb,
-        &ns,
-        &["delete", "gone", "--yes", "--wait", "--timeout", "2s"],
-    );
+    let o = delete_wait(tb, &ns, "gone", "2s");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_contains(
         &stderr(&o),
@@ -1118,13 +842,7 @@ async fn an_interrupted_delete_resumes() {
     assert!(!stderr(&o).contains("not found"), "{}", stderr(&o));
     // Resumed again; the holder lets go while it waits, and it finishes.
     let (tb2, ns2) = (tb, ns.clone());
-    let resumed = tokio::task::spawn_blocking(move || {
-        kamaji(
-            tb2,
-            &ns2,
-            &["delete", "gone", "--yes", "--wait", "--timeout", "60s"],
-        )
-    });
+    let resumed = tokio::task::spawn_blocking(move || delete_wait(tb2, &ns2, "gone", "60s"));
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     drop_finalizers(&clusters, "gone").await;
     let out = ok(&resumed.await.unwrap());
@@ -1141,18 +859,12 @@ async fn a_used_control_plane_address_is_refused() {
     let tb = testbed().await;
     let (c, ns) = tb.namespace("kamaji-addr").await;
     let create = |name: &'static str| {
-        [
-            "create",
+        create_args(
             name,
-            "--infrastructure",
             "none",
-            "--kubernetes-version",
             V,
-            "--service-type",
-            "NodePort",
-            "--service-address",
-            "192.0.2.77",
-        ]
+            &words("--service-type NodePort --service-address 192.0.2.77"),
+        )
     };
     ok(&kamaji(tb, &ns, &create("first")));
     ok(&kamaji(tb, &ns, &create("first")));
@@ -1170,10 +882,10 @@ async fn a_used_control_plane_address_is_refused() {
         )),
         "{err}"
     );
-    let cluster = ar("cluster.x-k8s.io", "v1beta2", "Cluster");
+    let cluster = cluster_ar();
     assert!(get(&c, &ns, &cluster, "second").await.is_none());
     // The same address on another port is another endpoint.
-    let mut third = create("third").to_vec();
+    let mut third = create("third");
     third.extend(["--port", "30443"]);
     ok(&kamaji(tb, &ns, &third));
     assert!(get(&c, &ns, &cluster, "third").await.is_some());
@@ -1186,36 +898,15 @@ async fn a_used_control_plane_address_is_refused() {
 /// holds the TenantControlPlane here, as Kamaji's does while it cleans up.
 #[tokio::test]
 async fn delete_wait_waits_for_the_tenant_control_plane() {
-    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::api::{DynamicObject, PostParams};
     let tb = testbed().await;
     let (c, ns) = tb.namespace("kamaji-tcp-wait").await;
-    ok(&kamaji(
-        tb,
-        &ns,
-        &[
-            "create",
-            "held",
-            "--infrastructure",
-            "none",
-            "--kubernetes-version",
-            V,
-        ],
-    ));
-    let kcp = get(
-        &c,
-        &ns,
-        &ar(
-            "controlplane.cluster.x-k8s.io",
-            "v1alpha2",
-            "KamajiControlPlane",
-        ),
-        "held",
-    )
-    .await
-    .expect("create made the KamajiControlPlane");
+    ok(&kamaji(tb, &ns, &create_args("held", "none", V, &[])));
+    let kcp = get(&c, &ns, &kcp_ar(), "held")
+        .await
+        .expect("create made the KamajiControlPlane");
     // The TenantControlPlane as the reconciler makes it: owned by the KamajiControlPlane.
-    let tcp_ar = ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane");
-    let tcps = Api::<DynamicObject>::namespaced_with(c.clone(), &ns, &tcp_ar);
+    let tcps = api(&c, &ns, &tcp_ar());
     let tcp: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
         "metadata": {"name": "held", "finalizers": ["test.example.com/hold"],
@@ -1227,11 +918,7 @@ async fn delete_wait_waits_for_the_tenant_control_plane() {
             "kubernetes": {"version": V, "kubelet": {"cgroupfs": "systemd"}}}}))
     .unwrap();
     tcps.create(&PostParams::default(), &tcp).await.unwrap();
-    let o = kamaji(
-        tb,
-        &ns,
-        &["delete", "held", "--yes", "--wait", "--timeout", "5s"],
-    );
+    let o = delete_wait(tb, &ns, "held", "5s");
     assert_eq!(
         o.status.code(),
         Some(1),
@@ -1247,18 +934,12 @@ async fn delete_wait_waits_for_the_tenant_control_plane() {
     // Resumed: the KamajiControlPlane is gone, its TenantControlPlane terminating. The holder
     // lets go while it waits, and it finishes.
     let ns2 = ns.clone();
-    let resumed = tokio::task::spawn_blocking(move || {
-        kamaji(
-            tb,
-            &ns2,
-            &["delete", "held", "--yes", "--wait", "--timeout", "60s"],
-        )
-    });
+    let resumed = tokio::task::spawn_blocking(move || delete_wait(tb, &ns2, "held", "60s"));
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     drop_finalizers(&tcps, "held").await;
     let out = ok(&resumed.await.unwrap());
     assert_contains(&out, "no longer holds its data");
-    assert!(get(&c, &ns, &tcp_ar, "held").await.is_none());
+    assert!(get(&c, &ns, &tcp_ar(), "held").await.is_none());
 }
 
 /// A TenantControlPlane `tcp` in the middle of Kamaji's DataStore clean-up, with its
@@ -1278,24 +959,11 @@ async fn kamaji_cleaning_up(
     kube::api::Api<kube::api::DynamicObject>,
     kube::api::Api<kube::api::DynamicObject>,
 ) {
-    use kube::api::{Api, DynamicObject, PostParams};
-    let kcp = get(
-        c,
-        ns,
-        &ar(
-            "controlplane.cluster.x-k8s.io",
-            "v1alpha2",
-            "KamajiControlPlane",
-        ),
-        tcp,
-    )
-    .await
-    .expect("create made the KamajiControlPlane");
-    let tcps = Api::<DynamicObject>::namespaced_with(
-        c.clone(),
-        ns,
-        &ar("kamaji.clastix.io", "v1alpha1", "TenantControlPlane"),
-    );
+    use kube::api::{DynamicObject, PostParams};
+    let kcp = get(c, ns, &kcp_ar(), tcp)
+        .await
+        .expect("create made the KamajiControlPlane");
+    let tcps = api(c, ns, &tcp_ar());
     let t: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
         "metadata": {"name": tcp, "finalizers": ["finalizer.kamaji.clastix.io"],
@@ -1307,7 +975,7 @@ async fn kamaji_cleaning_up(
             "kubernetes": {"version": V, "kubelet": {"cgroupfs": "systemd"}}}}))
     .unwrap();
     let t = tcps.create(&PostParams::default(), &t).await.unwrap();
-    let secrets = Api::<DynamicObject>::namespaced_with(c.clone(), ns, &ar("", "v1", "Secret"));
+    let secrets = api(c, ns, &secret_ar());
     let s: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": format!("{tcp}-datastore-config"),
@@ -1337,29 +1005,14 @@ async fn kamaji_cleaning_up(
 /// says so.
 #[tokio::test]
 async fn a_rerun_resumes_the_wait_until_kamaji_lets_go() {
-    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use kube::api::{Patch, PatchParams};
     use std::io::BufRead;
     let tb = testbed().await;
     let (c, ns) = tb.namespace("kamaji-rerun").await;
     for n in ["s5", "s6"] {
-        ok(&kamaji(
-            tb,
-            &ns,
-            &[
-                "create",
-                n,
-                "--infrastructure",
-                "none",
-                "--kubernetes-version",
-                V,
-            ],
-        ));
+        ok(&kamaji(tb, &ns, &create_args(n, "none", V, &[])));
     }
-    let clusters = Api::<DynamicObject>::namespaced_with(
-        c.clone(),
-        &ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Cluster"),
-    );
+    let clusters = api(&c, &ns, &cluster_ar());
     clusters
         .patch(
             "s5",
@@ -1394,12 +1047,8 @@ async fn a_rerun_resumes_the_wait_until_kamaji_lets_go() {
     let o = kamaji(tb, &ns, &delete);
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     let e = stderr(&o);
-    assert!(
-        e.contains(&format!(
-            "is gone already; its teardown is under way, left: {held_tcp}, {held}"
-        )),
-        "{e}"
-    );
+    let left = format!("is gone already; its teardown is under way, left: {held_tcp}, {held}");
+    assert_contains(&e, &left);
     assert_lacks(&e, "not found");
     // While the TenantControlPlane is there, Kamaji is at work: its Secret is not touched.
     assert!(
@@ -1412,13 +1061,17 @@ async fn a_rerun_resumes_the_wait_until_kamaji_lets_go() {
     // Resumed once more; Kamaji's clean-up ends while it waits (the TenantControlPlane goes,
     // the garbage collector deletes the Secret) but leaves the Secret's finalizer, and it
     // finishes.
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-kamaji"))
-        .args(["delete", "s5", "--yes", "--wait", "--timeout", "60s"])
-        .arg("--kubeconfig")
-        .arg(&tb.kubeconfig)
-        .args(["-n", &ns])
-        .env_remove("KUBECONFIG")
-        .env("NO_COLOR", "1")
+    let args = [
+        "delete",
+        "s5",
+        "--yes",
+        "--wait",
+        "--timeout",
+        "60s",
+        "-n",
+        &ns,
+    ];
+    let mut child = testbed::fixtures::run::command(BIN, &tb.kubeconfig, &args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -1450,11 +1103,9 @@ async fn a_rerun_resumes_the_wait_until_kamaji_lets_go() {
     let e = reader.join().unwrap();
     assert!(o.status.success(), "{}{e}", stdout(&o));
     assert_contains(&stdout(&o), "s5 is gone");
-    assert!(
-        e.contains(
-            "took Kamaji's finalizer off Secret s5-datastore-config: its TenantControlPlane is gone"
-        ),
-        "{e}"
+    assert_contains(
+        &e,
+        "took Kamaji's finalizer off Secret s5-datastore-config: its TenantControlPlane is gone",
     );
     assert!(
         secrets
@@ -1466,9 +1117,5 @@ async fn a_rerun_resumes_the_wait_until_kamaji_lets_go() {
     // With nothing of the name left, it is not found (and s6 is offered).
     let line = fails(&kamaji(tb, &ns, &["delete", "s5", "--yes"]), 1);
     assert_contains(&line, "\"s5\" not found");
-    assert!(
-        get(&c, &ns, &ar("cluster.x-k8s.io", "v1beta2", "Cluster"), "s6")
-            .await
-            .is_some()
-    );
+    assert!(get(&c, &ns, &cluster_ar(), "s6").await.is_some());
 }

@@ -133,17 +133,8 @@ async fn completion_shim_returns_live_names() {
                 .arg(clap::Arg::new("name").value_name("TENANT_CONTROL_PLANE")),
         ),
     );
-    let words: Vec<String> = [
-        "kubeconfig",
-        "--kubeconfig",
-        kc(&tb.kubeconfig),
-        "-n",
-        &ns,
-        "ten",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let kubeconfig = kc(&tb.kubeconfig);
+    let words = ["kubeconfig", "--kubeconfig", kubeconfig, "-n", &ns, "ten"].map(String::from);
     assert_eq!(
         cli::complete::answer(&root, &words).await,
         (vec!["tenant-a".to_string()], 4)
@@ -153,24 +144,19 @@ async fn completion_shim_returns_live_names() {
 #[test]
 fn usage_follows_the_name_it_was_run_by() {
     let dir = plugin_dir();
-    let o = Command::new(kubectl_bin())
-        .args(["kamaji", "--help"])
-        .env(
-            "PATH",
-            format!("{}:{}", dir.path().display(), kubectl_dir()),
-        )
-        .output()
-        .unwrap();
+    // The real kubectl, finding our plugin and no one else's.
+    let kubectl = |args: &[&str]| {
+        let path = format!("{}:{}", dir.path().display(), kubectl_dir());
+        Command::new(kubectl_bin())
+            .args(args)
+            .env("PATH", path)
+            .output()
+            .unwrap()
+    };
+    let o = kubectl(&["kamaji", "--help"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_contains(&stdout(&o), "Usage: kubectl kamaji [OPTIONS] <COMMAND>");
-    let o = Command::new(kubectl_bin())
-        .args(["plugin", "list"])
-        .env(
-            "PATH",
-            format!("{}:{}", dir.path().display(), kubectl_dir()),
-        )
-        .output()
-        .unwrap();
+    let o = kubectl(&["plugin", "list"]);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert!(
         !stderr(&o).to_lowercase().contains("warning"),

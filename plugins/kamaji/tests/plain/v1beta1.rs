@@ -6,6 +6,8 @@ use crate::common::*;
 use testbed::fixtures::run::assert_contains;
 use testbed::fixtures::run::words;
 
+const V1BETA1: &str = "cluster.x-k8s.io/v1beta1";
+
 #[tokio::test]
 async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
     let tb = prepare_v1beta1().await;
@@ -17,18 +19,8 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
         "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: my-cni\n  namespace: kube-system\n",
     )
     .unwrap();
-    let args = [
-        "create",
-        "old",
-        "--infrastructure",
-        "byoh",
-        "--kubernetes-version",
-        "v1.33.0",
-        "--workers",
-        "2",
-        "--cni-manifest",
-        cni.to_str().unwrap(),
-    ];
+    let extra = ["--workers", "2", "--cni-manifest", cni.to_str().unwrap()];
+    let args = create_args("old", "byoh", "v1.33.0", &extra);
     let yaml = ok(&kamaji(
         tb,
         &ns,
@@ -49,7 +41,8 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
     let out = kubectl_apply_server_dry_run(tb, &ns, &yaml);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     ok(&kamaji(tb, &ns, &args));
-    let cl = object(&c, &ns, "cluster.x-k8s.io/v1beta1", "Cluster", "old").await;
+    let capi_object = |kind, name| object(&c, &ns, V1BETA1, kind, name);
+    let cl = capi_object("Cluster", "old").await;
     assert_eq!(
         cl["spec"]["controlPlaneRef"]["apiVersion"],
         "controlplane.cluster.x-k8s.io/v1alpha1"
@@ -58,27 +51,14 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
         cl["spec"]["infrastructureRef"]["apiVersion"],
         "infrastructure.cluster.x-k8s.io/v1beta1"
     );
-    let md = object(
-        &c,
-        &ns,
-        "cluster.x-k8s.io/v1beta1",
-        "MachineDeployment",
-        "old-md-0",
-    )
-    .await;
+    let md = capi_object("MachineDeployment", "old-md-0").await;
     assert_eq!(
         md["spec"]["template"]["spec"]["bootstrap"]["configRef"]["apiVersion"],
         "bootstrap.cluster.x-k8s.io/v1beta1"
     );
     assert_eq!(md["spec"]["replicas"], 2);
-    let crs = object(
-        &c,
-        &ns,
-        "addons.cluster.x-k8s.io/v1beta1",
-        "ClusterResourceSet",
-        "old-cni",
-    )
-    .await;
+    let addons = "addons.cluster.x-k8s.io/v1beta1";
+    let crs = object(&c, &ns, addons, "ClusterResourceSet", "old-cni").await;
     assert_eq!(
         crs["spec"]["clusterSelector"]["matchLabels"]["cluster.x-k8s.io/cluster-name"],
         "old"
@@ -104,14 +84,7 @@ async fn generate_clusterclass_and_create_class_write_v1beta1_shapes_on_a_capi_1
         &out,
         "clusterclass.cluster.x-k8s.io/old-class serverside-applied",
     );
-    let cc = object(
-        &c,
-        &ns,
-        "cluster.x-k8s.io/v1beta1",
-        "ClusterClass",
-        "old-class",
-    )
-    .await;
+    let cc = object(&c, &ns, V1BETA1, "ClusterClass", "old-class").await;
     assert_eq!(
         cc["spec"]["controlPlane"]["ref"]["apiVersion"],
         "controlplane.cluster.x-k8s.io/v1alpha1"
@@ -155,14 +128,6 @@ async fn generate_clusterclass_and_create_class_write_v1beta1_shapes_on_a_capi_1
     assert_eq!(t["workers"]["machineDeployments"][0]["replicas"], 2);
     assert_eq!(t["variables"][0]["value"], "10.0.0.9");
     // A server dry run stores nothing.
-    assert!(
-        get(
-            &c,
-            &ns,
-            &ar("cluster.x-k8s.io", "v1beta1", "Cluster"),
-            "old"
-        )
-        .await
-        .is_none()
-    );
+    let clusters = ar("cluster.x-k8s.io", "v1beta1", "Cluster");
+    assert!(get(&c, &ns, &clusters, "old").await.is_none());
 }
