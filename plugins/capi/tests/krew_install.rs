@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use testbed::fixtures::run::assert_contains;
+use testbed::fixtures::run::{assert_contains, assert_ok, stderr};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -129,19 +129,11 @@ impl Krew {
         self.cmd(program).args(args).output().unwrap()
     }
 
+    /// Runs and insists on success; returns stdout and stderr.
     fn ok(&self, program: &str, args: &[&str]) -> String {
         let o = self.run(program, args);
-        assert!(
-            o.status.success(),
-            "{program} {args:?} failed:\n{}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
+        let out = assert_ok(&o, &format!("{program} {args:?}"));
+        out + &stderr(&o)
     }
 }
 
@@ -160,32 +152,28 @@ fn plugin_binaries() -> PathBuf {
 /// `bins`, then `scripts/dist.sh manifests --only-available`, as `make dist` runs them.
 fn make_dist(bins: &Path, dir: &Path, version: &str, base_url: &str) {
     let (os, arch) = host_platform();
-    let steps: [Vec<String>; 2] = [
-        vec![
-            "package".into(),
-            os,
-            arch,
-            bins.to_string_lossy().into_owned(),
-        ],
-        vec!["manifests".into(), "--only-available".into()],
-    ];
-    for step in steps {
-        let o = Command::new("bash")
-            .arg(repo_root().join("scripts/dist.sh"))
-            .args(&step)
-            .current_dir(repo_root())
-            .env("DIST_DIR", dir)
-            .env("VERSION", version)
-            .env("BASE_URL", base_url)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "dist.sh {step:?} failed:\n{}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
+    let bins = bins.to_str().unwrap();
+    for step in [
+        &["package", &os, &arch, bins][..],
+        &["manifests", "--only-available"],
+    ] {
+        dist_sh(step, dir, version, &[("BASE_URL", base_url)]);
     }
+}
+
+/// `scripts/dist.sh <args>` with `DIST_DIR=dir`, `VERSION=version` and `env`, insisting on
+/// success.
+fn dist_sh(args: &[&str], dir: &Path, version: &str, env: &[(&str, &str)]) {
+    let o = Command::new("bash")
+        .arg(repo_root().join("scripts/dist.sh"))
+        .args(args)
+        .current_dir(repo_root())
+        .env("DIST_DIR", dir)
+        .env("VERSION", version)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert_ok(&o, &format!("dist.sh {args:?}"));
 }
 
 /// krew's os/arch names for the machine the test runs on (what `make dist` builds).
@@ -262,16 +250,8 @@ fn krew_installs_upgrades_and_keeps_completion() {
     // Reproducible: packaging the same binaries twice gives byte-identical archives (sorted
     // entries, fixed owner and time, gzip without a name or time stamp).
     let pack = |dir: &Path| {
-        let o = Command::new("bash")
-            .arg(repo_root().join("scripts/dist.sh"))
-            .args(["package", &os, &arch])
-            .arg(&bins)
-            .env("DIST_DIR", dir)
-            .env("VERSION", &new)
-            .env("SOURCE_DATE_EPOCH", "1700000000")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let args = ["package", &os, &arch, bins.to_str().unwrap()];
+        dist_sh(&args, dir, &new, &[("SOURCE_DATE_EPOCH", "1700000000")]);
         std::fs::read(dir.join(format!("kubectl-capi_{new}_{os}_{arch}.tar.gz"))).unwrap()
     };
     let (one, two) = (work.path().join("repro1"), work.path().join("repro2"));

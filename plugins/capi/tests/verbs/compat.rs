@@ -13,9 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::discovery::ApiResource;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
 
@@ -135,21 +133,9 @@ const CLUSTERCTL_DOCS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-use testbed::api_resource as ar;
-use testbed::fixtures::run;
-use testbed::fixtures::run::words;
+use testbed::fixtures::run::{assert_lacks, assert_ok, stderr, stdout, words};
 
-async fn apply(client: &Client, ns: &str, r: ApiResource, obj: Value) {
-    let name = obj["metadata"]["name"].as_str().unwrap().to_string();
-    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &r)
-        .patch(
-            &name,
-            &PatchParams::apply("compat-test"),
-            &Patch::Apply(&obj),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("applying {} {name}: {e}", r.kind));
-}
+use crate::objects::{CAPI, CP, apply, ar, assert_fails, get};
 
 /// A cluster named as in clusterctl's docs, with a KubeadmControlPlane, a MachineDeployment
 /// `my-md-0`, their templates, a ClusterResourceSet bound to it, the `foo` kubeconfig Secret
@@ -166,7 +152,7 @@ async fn seed(client: &Client, ns: &str, kubeconfig: &Path) {
         apply(
             client,
             ns,
-            bmt.clone(),
+            &bmt,
             json!({"apiVersion": format!("{infra}/v1beta1"), "kind": "ByoMachineTemplate",
             "metadata": {"name": t}, "spec": {"template": {"spec": {}}}}),
         )
@@ -175,7 +161,7 @@ async fn seed(client: &Client, ns: &str, kubeconfig: &Path) {
     apply(
         client,
         ns,
-        ar(
+        &ar(
             "bootstrap.cluster.x-k8s.io",
             "v1beta2",
             "KubeadmConfigTemplate",
@@ -185,17 +171,17 @@ async fn seed(client: &Client, ns: &str, kubeconfig: &Path) {
             "metadata": {"name": "capi-quickstart-md-0"}, "spec": {"template": {"spec": {"format": "cloud-config"}}}}),
     )
     .await;
-    apply(client, ns, ar("controlplane.cluster.x-k8s.io", "v1beta2", "KubeadmControlPlane", "kubeadmcontrolplanes"),
+    apply(client, ns, &ar("controlplane.cluster.x-k8s.io", "v1beta2", "KubeadmControlPlane", "kubeadmcontrolplanes"),
         json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
             "metadata": {"name": "capi-quickstart-control-plane"},
             "spec": {"replicas": 1, "version": "v1.33.4",
               "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": infra, "kind": "ByoMachineTemplate", "name": "capi-quickstart-control-plane"}}},
               "kubeadmConfigSpec": {"format": "cloud-config"}}})).await;
-    apply(client, ns, ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
+    apply(client, ns, &ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
         json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
             "metadata": {"name": "capi-quickstart", "labels": {"env": "compat"}},
             "spec": {"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": "capi-quickstart-control-plane"}}})).await;
-    apply(client, ns, ar("cluster.x-k8s.io", "v1beta2", "MachineDeployment", "machinedeployments"),
+    apply(client, ns, &ar("cluster.x-k8s.io", "v1beta2", "MachineDeployment", "machinedeployments"),
         json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
             "metadata": {"name": "my-md-0", "labels": {"cluster.x-k8s.io/cluster-name": "capi-quickstart"}},
             "spec": {"clusterName": "capi-quickstart", "replicas": 0,
@@ -204,10 +190,10 @@ async fn seed(client: &Client, ns: &str, kubeconfig: &Path) {
                 "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": "capi-quickstart-md-0"}},
                 "infrastructureRef": {"apiGroup": infra, "kind": "ByoMachineTemplate", "name": "capi-quickstart-md-0"}}}}})).await;
     let addons = "addons.cluster.x-k8s.io";
-    apply(client, ns, ar(addons, "v1beta2", "ClusterResourceSet", "clusterresourcesets"),
+    apply(client, ns, &ar(addons, "v1beta2", "ClusterResourceSet", "clusterresourcesets"),
         json!({"apiVersion": format!("{addons}/v1beta2"), "kind": "ClusterResourceSet",
             "metadata": {"name": "cni"}, "spec": {"clusterSelector": {"matchLabels": {"env": "compat"}}, "resources": [{"kind": "ConfigMap", "name": "cni"}]}})).await;
-    apply(client, ns, ar(addons, "v1beta2", "ClusterResourceSetBinding", "clusterresourcesetbindings"),
+    apply(client, ns, &ar(addons, "v1beta2", "ClusterResourceSetBinding", "clusterresourcesetbindings"),
         json!({"apiVersion": format!("{addons}/v1beta2"), "kind": "ClusterResourceSetBinding",
             "metadata": {"name": "capi-quickstart"},
             "spec": {"clusterName": "capi-quickstart", "bindings": [{"clusterResourceSetName": "cni"}]}})).await;
@@ -215,7 +201,7 @@ async fn seed(client: &Client, ns: &str, kubeconfig: &Path) {
     apply(
         client,
         ns,
-        ar("", "v1", "Secret", "secrets"),
+        &ar("", "v1", "Secret", "secrets"),
         json!({"apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "foo-kubeconfig", "labels": {"cluster.x-k8s.io/cluster-name": "foo"}},
         "type": "cluster.x-k8s.io/secret", "stringData": {"value": kc}}),
@@ -224,7 +210,7 @@ async fn seed(client: &Client, ns: &str, kubeconfig: &Path) {
     apply(
         client,
         ns,
-        ar("", "v1", "ConfigMap", "configmaps"),
+        &ar("", "v1", "ConfigMap", "configmaps"),
         json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "my-templates"}, "data": {"template": TEMPLATE}}),
     )
@@ -282,17 +268,12 @@ fn home() -> PathBuf {
     home
 }
 
-fn run(args: &[String], kubeconfig: &Path, home: &Path) -> Output {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    testbed::fixtures::run::command(BIN, kubeconfig, &args)
+fn run(kubeconfig: &Path, home: &Path, args: &[&str]) -> Output {
+    testbed::fixtures::run::command(BIN, kubeconfig, args)
         .env_remove("XDG_CONFIG_HOME")
         .env("HOME", home)
         .output()
         .expect("run kubectl-capi")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (run::stdout(o), run::stderr(o))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -308,16 +289,12 @@ async fn clusterctl_documented_command_lines() {
             .replace("https://foo.bar", &url)
             .replace('~', &home.display().to_string())
             .replace(" NS", &format!(" {ns}"));
-        let mut args: Vec<String> = line
-            .split_whitespace()
-            .skip(1)
-            .map(str::to_string)
-            .collect();
-        if !args.iter().any(|a| a == "--namespace") {
-            args.extend(["-n".to_string(), ns.clone()]);
+        let mut args: Vec<&str> = line.split_whitespace().skip(1).collect();
+        if !args.contains(&"--namespace") {
+            args.extend(["-n", &ns]);
         }
-        let o = run(&args, &tb.kubeconfig, &home);
-        let (out, err) = text(&o);
+        let o = run(&tb.kubeconfig, &home, &args);
+        let (out, err) = (stdout(&o), stderr(&o));
         if !o.status.success() || !(out.contains(expect) || err.contains(expect)) {
             failures.push(format!(
                 "{source}: `{line}` exited {:?}; stdout:\n{out}\nstderr:\n{err}",
@@ -334,103 +311,49 @@ async fn clusterctl_documented_command_lines() {
     );
 
     // What the lines did, read back from the server.
-    let md = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        &ns,
-        &ar(
-            "cluster.x-k8s.io",
-            "v1beta2",
-            "MachineDeployment",
-            "machinedeployments",
-        ),
-    )
-    .get("my-md-0")
-    .await
-    .unwrap();
+    let md_ar = ar(CAPI, "v1beta2", "MachineDeployment", "machinedeployments");
+    let md = get(&client, &ns, &md_ar, "my-md-0").await;
     assert_eq!(
-        md.data["spec"]["paused"],
+        md["spec"]["paused"],
         json!(false),
         "pause then resume leaves it unpaused"
     );
     assert!(
-        md.data["spec"]["rollout"]["after"].is_string(),
+        md["spec"]["rollout"]["after"].is_string(),
         "restart sets spec.rollout.after: {:?}",
-        md.data["spec"]
+        md["spec"]
     );
     // clusterctl refuses pausing twice and restarting a paused object; so do we.
-    let a = |v: &[&str]| {
-        v.iter()
-            .map(|s| s.to_string())
-            .chain(["-n".into(), ns.clone()])
-            .collect::<Vec<_>>()
-    };
-    let o = run(
-        &a(&["alpha", "rollout", "pause", "md/my-md-0"]),
-        &tb.kubeconfig,
-        &home,
-    );
-    assert!(o.status.success());
-    let o = run(
-        &a(&["alpha", "rollout", "pause", "md/my-md-0"]),
-        &tb.kubeconfig,
-        &home,
-    );
-    assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
-    let o = run(
-        &a(&["alpha", "rollout", "restart", "machinedeployment/my-md-0"]),
-        &tb.kubeconfig,
-        &home,
-    );
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o).1.contains("is paused"), "{:?}", text(&o));
-    let o = run(
-        &a(&words(
-            "alpha rollout pause kubeadmcontrolplane/capi-quickstart-control-plane",
-        )),
-        &tb.kubeconfig,
-        &home,
-    );
-    assert!(o.status.success(), "{:?}", text(&o));
-    let kcp = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        &ns,
-        &ar(
-            "controlplane.cluster.x-k8s.io",
-            "v1beta2",
-            "KubeadmControlPlane",
-            "kubeadmcontrolplanes",
-        ),
-    )
-    .get("capi-quickstart-control-plane")
-    .await
-    .unwrap();
+    let capi = |args: &[&str]| run(&tb.kubeconfig, &home, &[args, &["-n", &ns]].concat());
+    assert_ok(&capi(&words("alpha rollout pause md/my-md-0")), "pause");
+    assert_fails(&capi(&words("alpha rollout pause md/my-md-0")), 1, "");
+    let o = capi(&words("alpha rollout restart machinedeployment/my-md-0"));
+    assert_fails(&o, 1, "is paused");
+    let o = capi(&words(
+        "alpha rollout pause kubeadmcontrolplane/capi-quickstart-control-plane",
+    ));
+    assert_ok(&o, "pause the control plane");
+    let kcp_ar = ar(CP, "v1beta2", "KubeadmControlPlane", "kubeadmcontrolplanes");
+    let kcp = get(&client, &ns, &kcp_ar, "capi-quickstart-control-plane").await;
     assert!(
-        kcp.metadata
-            .annotations
-            .unwrap_or_default()
-            .contains_key("cluster.x-k8s.io/paused")
+        kcp["metadata"]["annotations"]
+            .get("cluster.x-k8s.io/paused")
+            .is_some(),
+        "{kcp}"
     );
     // --write-to writes the file, prints nothing.
     let out_file = home.join("out/my-cluster.yaml");
     std::fs::create_dir_all(out_file.parent().unwrap()).unwrap();
-    let o = run(
-        &a(&[
-            "generate",
-            "cluster",
-            "my-cluster",
-            "-i",
-            "aws",
-            "-f",
-            "high-availability",
-            "--kubernetes-version",
-            "v1.28.0",
-            "--write-to",
-            out_file.to_str().unwrap(),
-        ]),
-        &tb.kubeconfig,
-        &home,
+    let generate = words("generate cluster my-cluster -i aws -f high-availability");
+    let o = capi(
+        &[
+            &generate[..],
+            &words("--kubernetes-version v1.28.0"),
+            &["--write-to", out_file.to_str().unwrap()],
+        ]
+        .concat(),
     );
-    assert!(o.status.success() && o.stdout.is_empty(), "{:?}", text(&o));
+    assert!(assert_ok(&o, "generate --write-to").is_empty());
     assert!(
         std::fs::read_to_string(&out_file)
             .unwrap()
@@ -446,46 +369,23 @@ async fn kubectl_habits_on_list_verbs() {
     let (client, ns) = tb.namespace("habits").await;
     seed(&client, &ns, &tb.kubeconfig).await;
     let home = std::env::temp_dir();
-    let a = |v: &[&str]| {
-        v.iter()
-            .map(|s| s.to_string())
-            .chain(["-n".into(), ns.clone()])
-            .collect::<Vec<_>>()
-    };
+    let capi = |args: &[&str]| run(&tb.kubeconfig, &home, &[args, &["-n", &ns]].concat());
 
-    let o = run(
-        &a(&["list", "-o", "jsonpath={.items[*].metadata.name}"]),
-        &tb.kubeconfig,
-        &home,
-    );
-    assert_eq!(text(&o).0, "capi-quickstart", "{:?}", text(&o));
-    let o = run(
-        &a(&[
-            "list",
-            "-o",
+    for (format, want) in [
+        ("jsonpath={.items[*].metadata.name}", "capi-quickstart"),
+        (
             "jsonpath={range .items[*]}{.metadata.name}={.metadata.labels.env}{\"\\n\"}{end}",
-        ]),
-        &tb.kubeconfig,
-        &home,
-    );
-    assert_eq!(text(&o).0, "capi-quickstart=compat\n", "{:?}", text(&o));
-    let o = run(
-        &a(&[
-            "list",
-            "-o",
+            "capi-quickstart=compat\n",
+        ),
+        (
             "custom-columns=NAME:.metadata.name,ENV:.metadata.labels.env",
-        ]),
-        &tb.kubeconfig,
-        &home,
-    );
-    assert_eq!(
-        text(&o).0,
-        "NAME              ENV\ncapi-quickstart   compat\n",
-        "{:?}",
-        text(&o)
-    );
-    let o = run(&a(&["list", "--show-labels"]), &tb.kubeconfig, &home);
-    let (out, _) = text(&o);
+            "NAME              ENV\ncapi-quickstart   compat\n",
+        ),
+    ] {
+        let o = capi(&["list", "-o", format]);
+        assert_eq!(stdout(&o), want, "-o {format}: {}", stderr(&o));
+    }
+    let out = stdout(&capi(&["list", "--show-labels"]));
     let header = out.lines().next().unwrap_or_default();
     assert!(header.trim_end().ends_with("LABELS"), "{out}");
     assert!(
@@ -498,22 +398,16 @@ async fn kubectl_habits_on_list_verbs() {
     );
     // kubectl's -v=6: each request on stderr; without it, none.
     for v in ["-v=6", "--v=6", "-v6"] {
-        let o = run(&a(&["list", v]), &tb.kubeconfig, &home);
-        let (_, err) = text(&o);
+        let o = capi(&["list", v]);
+        let err = stderr(&o);
         assert!(
             o.status.success() && err.contains("/apis/cluster.x-k8s.io/"),
             "{v}: {err}"
         );
     }
-    let o = run(&a(&["list"]), &tb.kubeconfig, &home);
-    assert!(!text(&o).1.contains("/apis/"), "{:?}", text(&o));
+    assert_lacks(&stderr(&capi(&["list"])), "/apis/");
     // A bad template is a usage error before any request.
-    let o = run(
-        &a(&["list", "-o", "jsonpath={.items"]),
-        &tb.kubeconfig,
-        &home,
-    );
-    assert_eq!(o.status.code(), Some(2));
+    assert_fails(&capi(&["list", "-o", "jsonpath={.items"]), 2, "");
     // The bash completion script asks the binary for live names (kubectl's __complete protocol).
     let script = Command::new(BIN)
         .args(["completion", "bash"])
@@ -542,16 +436,7 @@ async fn kubectl_habits_on_list_verbs() {
     );
     let _ = std::fs::remove_file(&script_file);
     // hosts: --cluster is the kubeconfig cluster; the CAPI filter is --cluster-name.
-    let o = run(
-        &a(&["hosts", "--cluster", "capi-quickstart"]),
-        &tb.kubeconfig,
-        &home,
-    );
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        text(&o).1.contains("--cluster-name capi-quickstart"),
-        "{:?}",
-        text(&o)
-    );
+    let o = capi(&["hosts", "--cluster", "capi-quickstart"]);
+    assert_fails(&o, 1, "--cluster-name capi-quickstart");
     tb.delete_namespace(&client, &ns).await;
 }

@@ -8,61 +8,25 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::fleet_common::*;
+use crate::objects::{self, CAPI, ar, b64, create};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-use testbed::fixtures::run::{assert_contains, assert_lacks};
+use testbed::fixtures::run::{assert_contains, assert_lacks, assert_ok};
 
 fn tb() -> &'static testbed::Testbed {
     testbed::shared()
 }
 
-#[tokio::test]
-async fn hosts_table_wide_json_yaml_name() {
-    let fleet = seed(tb(), "hosts").await;
-    assert_eq!(fleet.capi_version, "v1beta2");
-    hosts_in_every_format(tb(), &fleet).await;
-}
-
-#[tokio::test]
-async fn hosts_filters_and_scope() {
-    let fleet = seed(tb(), "hosts-filters").await;
-    hosts_filters(tb(), &fleet).await;
-}
-
-#[tokio::test]
-async fn hosts_describe_diagnoses() {
-    let fleet = seed(tb(), "hosts-describe").await;
-    hosts_describe(tb(), &fleet).await;
-}
-
-#[tokio::test]
-async fn machines_table_wide_json_yaml_name() {
-    let fleet = seed(tb(), "machines").await;
-    machines_in_every_format(tb(), &fleet).await;
-}
-
-#[tokio::test]
-async fn list_table_wide_json_yaml_name() {
-    let fleet = seed(tb(), "list").await;
-    list_in_every_format(tb(), &fleet).await;
-}
-
-#[tokio::test]
-async fn kubeconfig_prints_and_writes_0600() {
-    let fleet = seed(tb(), "kubeconfig").await;
-    kubeconfig_print_and_output(tb(), &fleet).await;
-}
-
-fn machine_ar() -> ApiResource {
-    ApiResource {
-        group: "cluster.x-k8s.io".into(),
-        version: "v1beta2".into(),
-        api_version: "cluster.x-k8s.io/v1beta2".into(),
-        kind: "Machine".into(),
-        plural: "machines".into(),
-    }
+fleet_tests! { tb(), "v1beta2";
+    hosts_table_wide_json_yaml_name("hosts"): hosts_in_every_format;
+    hosts_filters_and_scope("hosts-filters"): hosts_filters;
+    hosts_describe_diagnoses("hosts-describe"): hosts_describe;
+    machines_table_wide_json_yaml_name("machines"): machines_in_every_format;
+    list_table_wide_json_yaml_name("list"): list_in_every_format;
+    kubeconfig_prints_and_writes_0600("kubeconfig"): kubeconfig_print_and_output;
+    describe_tree_table_json_yaml_name("describe"): describe_in_every_format;
 }
 
 /// `machines --watch` prints the table, then one line per change, as it happens.
@@ -108,7 +72,7 @@ async fn machines_watch_streams_a_change() {
     assert!(initial[0].starts_with("NAME"), "{initial:?}");
     // Change one machine the way CAPI would: it starts deleting.
     let client = tb().client().await;
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &machine_ar());
+    let api = objects::api(&client, &ns, &ar(CAPI, "v1beta2", "Machine", "machines"));
     api.patch_status(
         "cluster-1-cp-0",
         &PatchParams::default(),
@@ -156,28 +120,15 @@ async fn machines_watch_streams_a_change() {
 #[tokio::test]
 async fn kubeconfig_missing_and_malformed_secrets() {
     let (client, ns) = tb().namespace("kubeconfig-errors").await;
-    let clusters: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &ns,
-        &ApiResource {
-            group: "cluster.x-k8s.io".into(),
-            version: "v1beta2".into(),
-            api_version: "cluster.x-k8s.io/v1beta2".into(),
-            kind: "Cluster".into(),
-            plural: "clusters".into(),
-        },
-    );
+    let clusters = objects::api(&client, &ns, &ar(CAPI, "v1beta2", "Cluster", "clusters"));
     for name in ["young", "broken", "nokey"] {
-        let obj: DynamicObject = serde_json::from_value(json!({
+        create(&clusters, json!({
             "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
             "metadata": {"name": name}, "spec": {"clusterNetwork": {"services": {"cidrBlocks": ["10.96.0.0/12"]}}}
         }))
-        .unwrap();
-        clusters.create(&PostParams::default(), &obj).await.unwrap();
+        .await;
     }
-    let o = run(tb(), &["kubeconfig", "young", "-n", &ns]);
-    assert_eq!(o.status.code(), Some(1));
-    let e = err(&o);
+    let e = assert_fails(&run(tb(), &["kubeconfig", "young", "-n", &ns]), 1, "");
     assert!(
         e.starts_with(
             "error: cluster \"young\" has no kubeconfig yet: its control plane is not initialized"
@@ -188,47 +139,29 @@ async fn kubeconfig_missing_and_malformed_secrets() {
     assert_eq!(e.lines().count(), 2, "{e}");
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    let secret = |name: &str, data: Value| -> Secret {
-        serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap()
-    };
-    use base64::Engine;
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    secrets
-        .create(
-            &PostParams::default(),
-            &secret(
-                "broken-kubeconfig",
-                json!({"value": b64("clusters: [unclosed")}),
-            ),
-        )
-        .await
-        .unwrap();
-    secrets
-        .create(
-            &PostParams::default(),
-            &secret("nokey-kubeconfig", json!({"other": b64("x")})),
-        )
-        .await
-        .unwrap();
+    for (name, data) in [
+        (
+            "broken-kubeconfig",
+            json!({"value": b64("clusters: [unclosed")}),
+        ),
+        ("nokey-kubeconfig", json!({"other": b64("x")})),
+    ] {
+        create(&secrets, json!({"metadata": {"name": name}, "data": data})).await;
+    }
     let o = run(tb(), &["kubeconfig", "broken", "-n", &ns]);
-    assert_eq!(o.status.code(), Some(1));
+    let e = assert_fails(&o, 1, "");
     assert!(
-        err(&o).starts_with(&format!(
+        e.starts_with(&format!(
             "error: Secret {ns}/broken-kubeconfig is malformed: \"value\" is not a kubeconfig"
         )),
-        "{}",
-        err(&o)
+        "{e}"
     );
     let o = run(tb(), &["kubeconfig", "nokey", "-n", &ns]);
     assert_contains(&err(&o), "is malformed: it has no key \"value\"");
     assert!(out(&o).is_empty());
     let o = run(tb(), &["kubeconfig", "yuong", "-n", &ns]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        err(&o).contains("Cluster \"yuong\" not found") && err(&o).contains("\"young\""),
-        "{}",
-        err(&o)
-    );
+    let e = assert_fails(&o, 1, "Cluster \"yuong\" not found");
+    assert_contains(&e, "\"young\"");
 }
 
 fn entries(v: &Value, key: &str) -> BTreeMap<String, Value> {
@@ -260,17 +193,14 @@ const USER_KUBECONFIG: &str = "apiVersion: v1\nkind: Config\npreferences:\n  col
 async fn kubeconfig_merge_many() {
     let (client, ns) = tb().namespace("kubeconfig-merge").await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    use base64::Engine;
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     const N: usize = 24;
     for i in 0..N {
-        let s: Secret = serde_json::from_value(json!({
+        create(&secrets, json!({
             "metadata": {"name": format!("gen-{i:02}-kubeconfig"), "labels": {"cluster.x-k8s.io/cluster-name": format!("gen-{i:02}")}},
             "type": "cluster.x-k8s.io/secret",
             "data": {"value": b64(&generated_kubeconfig(i))}
         }))
-        .unwrap();
-        secrets.create(&PostParams::default(), &s).await.unwrap();
+        .await;
     }
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("config");
@@ -279,26 +209,27 @@ async fn kubeconfig_merge_many() {
     let stale = dir.path().join(".config.stale1.tmp");
     std::fs::write(&stale, "garbage from a crash").unwrap();
     let t = target.to_str().unwrap().to_string();
+    // `kubeconfig CLUSTER -n NS --merge --merge-into TARGET EXTRA…` with `env`.
+    let merge = |cluster: &str, ns: &str, extra: &[&str], env: &[(&str, &str)]| {
+        let base = [
+            "kubeconfig",
+            cluster,
+            "-n",
+            ns,
+            "--merge",
+            "--merge-into",
+            &t,
+        ];
+        run_env(tb(), &[&base[..], extra].concat(), env)
+    };
 
     let mut previous_text = std::fs::read_to_string(&target).unwrap();
     let mut expected: Value = serde_saphyr::from_str(USER_KUBECONFIG).unwrap();
     for i in 0..N {
         let cluster = format!("gen-{i:02}");
         let switch = i % 5 == 0;
-        let mut args = vec![
-            "kubeconfig",
-            cluster.as_str(),
-            "-n",
-            &ns,
-            "--merge",
-            "--merge-into",
-            &t,
-        ];
-        if switch {
-            args.push("--switch");
-        }
-        let o = run(tb(), &args);
-        assert!(o.status.success(), "merge {cluster}: {}", err(&o));
+        let o = merge(&cluster, &ns, if switch { &["--switch"] } else { &[] }, &[]);
+        assert_ok(&o, &format!("merge {cluster}"));
         assert_contains(
             &err(&o),
             &format!("merged context \"{cluster}-admin@{cluster}\""),
@@ -349,83 +280,33 @@ async fn kubeconfig_merge_many() {
     assert_eq!(files, [".config.stale1.tmp", "config", "config.bak"]);
 
     // Re-running a merge is a no-op (idempotent), the file is untouched.
-    let o = run(
-        tb(),
-        &[
-            "kubeconfig",
-            "gen-03",
-            "-n",
-            &ns,
-            "--merge",
-            "--merge-into",
-            &t,
-        ],
-    );
-    assert!(o.status.success(), "{}", err(&o));
+    let o = merge("gen-03", &ns, &[], &[]);
+    assert_ok(&o, "merge gen-03 again");
     assert_contains(&err(&o), "already up to date");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), previous_text);
 
     // A name that exists with other settings is refused, nothing changes; --force replaces.
     let fleet_ns = seed(tb(), "kubeconfig-merge-fleet").await.namespace;
-    let o = run(
-        tb(),
-        &[
-            "kubeconfig",
-            "cluster-1",
-            "-n",
-            &fleet_ns,
-            "--merge",
-            "--merge-into",
-            &t,
-        ],
+    let o = merge("cluster-1", &fleet_ns, &[], &[]);
+    let e = assert_fails(
+        &o,
+        1,
+        "already has cluster \"cluster-1\" with other settings; nothing was changed",
     );
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        err(&o)
-            .contains("already has cluster \"cluster-1\" with other settings; nothing was changed"),
-        "{}",
-        err(&o)
-    );
-    assert_contains(&err(&o), "--force");
+    assert_contains(&e, "--force");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), previous_text);
 
     // An interrupted write (failure after the temporary file, before the rename) leaves the
     // old file intact and no temporary file behind.
-    let o = run_env(
-        tb(),
-        &[
-            "kubeconfig",
-            "cluster-1",
-            "-n",
-            &fleet_ns,
-            "--merge",
-            "--force",
-            "--merge-into",
-            &t,
-        ],
-        &[("KUBECTL_CAPI_TEST_FAIL_BEFORE_RENAME", "1")],
-    );
-    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
-    assert_contains(&err(&o), "simulated failure");
+    let fail = [("KUBECTL_CAPI_TEST_FAIL_BEFORE_RENAME", "1")];
+    let o = merge("cluster-1", &fleet_ns, &["--force"], &fail);
+    assert_fails(&o, 1, "simulated failure");
     let now = std::fs::read_to_string(&target).unwrap();
     assert_eq!(now, previous_text, "the old file is intact");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
 
-    let o = run(
-        tb(),
-        &[
-            "kubeconfig",
-            "cluster-1",
-            "-n",
-            &fleet_ns,
-            "--merge",
-            "--force",
-            "--switch",
-            "--merge-into",
-            &t,
-        ],
-    );
-    assert!(o.status.success(), "{}", err(&o));
+    let o = merge("cluster-1", &fleet_ns, &["--force", "--switch"], &[]);
+    assert_ok(&o, "merge --force --switch");
     assert_contains(&err(&o), "replaced cluster \"cluster-1\"");
     let now: Value = serde_saphyr::from_str(&std::fs::read_to_string(&target).unwrap()).unwrap();
     assert_eq!(
@@ -448,18 +329,12 @@ async fn kubeconfig_merge_many() {
         &["kubeconfig", "cluster-2", "-n", &fleet_ns, "--merge"],
         &[("KUBECONFIG", joined.to_str().unwrap())],
     );
-    assert!(o.status.success(), "{}", err(&o));
+    assert_ok(&o, "merge into the first file of KUBECONFIG");
     let v: Value = serde_saphyr::from_str(&std::fs::read_to_string(&first).unwrap()).unwrap();
     assert_eq!(entries(&v, "contexts").len(), 1);
     assert!(entries(&v, "contexts").contains_key("cluster-2-admin@cluster-2"));
     assert_eq!(mode(&first), 0o600);
     assert_eq!(std::fs::read_to_string(&second).unwrap(), USER_KUBECONFIG);
-}
-
-#[tokio::test]
-async fn describe_tree_table_json_yaml_name() {
-    let fleet = seed(tb(), "describe").await;
-    describe_in_every_format(tb(), &fleet).await;
 }
 
 /// Without Cluster API or BYOH: one clear line, exit 1, for every fleet verb.
@@ -478,6 +353,8 @@ async fn fleet_verbs_without_capi_or_byoh() {
         (vec!["machines"], "Cluster API is not installed"),
         (vec!["list"], "Cluster API is not installed"),
         (vec!["describe", "c1"], "Cluster API is not installed"),
+        // kubeconfig reads only the secret: a missing secret and no Cluster API is still clear.
+        (vec!["kubeconfig", "c1"], "Cluster API is not installed"),
     ] {
         let o = run(bare, &args);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {}", err(&o));
@@ -485,14 +362,6 @@ async fn fleet_verbs_without_capi_or_byoh() {
         assert!(e.starts_with(&format!("error: {want}")), "{args:?}: {e}");
         assert!(out(&o).is_empty(), "{args:?}");
     }
-    // kubeconfig reads only the secret: a missing secret and no Cluster API is still clear.
-    let o = run(bare, &["kubeconfig", "c1"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        err(&o).starts_with("error: Cluster API is not installed"),
-        "{}",
-        err(&o)
-    );
 }
 
 /// Our ClusterUpgrade API, as `kubectl kamaji install` applies it: once per test binary, and
@@ -517,31 +386,39 @@ fn cluster_upgrade_ar() -> ApiResource {
     )
 }
 
-/// Creates the ClusterUpgrade of `cluster` and writes `status` through the status
+async fn cluster_upgrades(ns: &str) -> Api<DynamicObject> {
+    objects::api(&tb().client().await, ns, &cluster_upgrade_ar())
+}
+
+/// A fleet (in a namespace named after `prefix`) whose cluster-1 has a ClusterUpgrade to
+/// v1.35.2 under way: step 2/4, saying `message`. The status is written through the status
 /// subresource, as the reconciler would (no reconciler runs here).
-async fn put_cluster_upgrade(ns: &str, cluster: &str, version: &str, status: Value) {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(tb().client().await, ns, &cluster_upgrade_ar());
-    let cu: DynamicObject = serde_json::from_value(json!({
+async fn fleet_upgrading(prefix: &str, message: &str) -> testbed::fixtures::Fleet {
+    serve_cluster_upgrades().await;
+    let fleet = seed(tb(), prefix).await;
+    let ns = fleet.namespace.as_str();
+    let cu = json!({
         "apiVersion": "ops.capi-kamaji.io/v1alpha1", "kind": "ClusterUpgrade",
-        "metadata": {"name": cluster, "namespace": ns},
-        "spec": {"clusterName": cluster, "version": version},
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &cu).await.unwrap();
-    set_upgrade_status(ns, cluster, status).await;
+        "metadata": {"name": "cluster-1", "namespace": ns},
+        "spec": {"clusterName": "cluster-1", "version": "v1.35.2"},
+    });
+    create(&cluster_upgrades(ns).await, cu).await;
+    let status = json!({"observedGeneration": 1, "phase": "Running", "progress": "1/4",
+        "currentSteps": [2], "message": message});
+    set_upgrade_status(ns, "cluster-1", status).await;
+    fleet
 }
 
 async fn set_upgrade_status(ns: &str, cluster: &str, status: Value) {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(tb().client().await, ns, &cluster_upgrade_ar());
-    api.patch_status(
-        cluster,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": status})),
-    )
-    .await
-    .unwrap();
+    cluster_upgrades(ns)
+        .await
+        .patch_status(
+            cluster,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await
+        .unwrap();
 }
 
 /// Issue 18: `describe` shows the cluster's ClusterUpgrade under way in one line under the
@@ -549,17 +426,12 @@ async fn set_upgrade_status(ns: &str, cluster: &str, status: Value) {
 /// shows none.
 #[tokio::test]
 async fn describe_shows_an_upgrade_under_way() {
-    serve_cluster_upgrades().await;
-    let fleet = seed(tb(), "describe-upgrade").await;
-    let ns = fleet.namespace.as_str();
-    put_cluster_upgrade(
-        ns,
-        "cluster-1",
-        "v1.35.2",
-        json!({"observedGeneration": 1, "phase": "Running", "progress": "1/4",
-            "currentSteps": [2], "message": "KubeadmControlPlane/cluster-1: 1/3 machines at v1.35.2"}),
+    let fleet = fleet_upgrading(
+        "describe-upgrade",
+        "KubeadmControlPlane/cluster-1: 1/3 machines at v1.35.2",
     )
     .await;
+    let ns = fleet.namespace.as_str();
     let want = "Upgrade: to v1.35.2, Running, step 2/4: KubeadmControlPlane/cluster-1: 1/3 machines at v1.35.2 (kubectl capi upgrade status cluster-1)";
     let t = ok(tb(), &["describe", "cluster-1", "-n", ns]);
     assert_eq!(t.lines().last(), Some(want), "{t}");
@@ -623,6 +495,50 @@ fn request_urls(stderr: &str) -> Vec<String> {
         .collect()
 }
 
+/// A URL's path, without its query.
+fn path(url: &str) -> &str {
+    url.split('?').next().unwrap_or("")
+}
+
+/// A request that is not discovery, taken apart:
+/// /apis/GROUP/VERSION[/namespaces/NAMESPACE]/PLURAL[/NAME]?QUERY.
+struct Request<'a> {
+    url: &'a str,
+    query: &'a str,
+    namespace: Option<&'a str>,
+    /// PLURAL (a LIST) or PLURAL/NAME (a GET).
+    tail: Vec<&'a str>,
+}
+
+impl Request<'_> {
+    fn is_list(&self) -> bool {
+        self.tail.len() == 1
+    }
+}
+
+/// The requests of `urls` other than discovery (of the APIs and of the CRDs).
+fn requests(urls: &[String]) -> Vec<Request<'_>> {
+    urls.iter()
+        .filter_map(|url| {
+            let (path, query) = url.split_once('?').unwrap_or((url, ""));
+            if matches!(path, "/api" | "/apis") || path.starts_with("/apis/apiextensions.k8s.io/") {
+                return None;
+            }
+            let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+            let (namespace, tail) = match &parts[3.min(parts.len())..] {
+                ["namespaces", n, tail @ ..] => (Some(*n), tail.to_vec()),
+                tail => (None, tail.to_vec()),
+            };
+            Some(Request {
+                url,
+                query,
+                namespace,
+                tail,
+            })
+        })
+        .collect()
+}
+
 /// `describe` reads only the cluster's own objects, whatever else the management cluster holds:
 /// every request is discovery, a GET in the cluster's namespace, a LIST there selected by the
 /// cluster's name, or a LIST of the BYOH hosts (which any namespace may hold) claimed by the
@@ -656,24 +572,17 @@ async fn describe_reads_only_the_clusters_objects() {
             )],
             "{cluster}: {urls:#?}"
         );
-        for url in &urls {
-            let (path, query) = url.split_once('?').unwrap_or((url, ""));
-            let discovery =
-                matches!(path, "/api" | "/apis") || path.starts_with("/apis/apiextensions.k8s.io/");
-            if discovery {
-                continue;
-            }
+        for Request {
+            url,
+            query,
+            namespace,
+            tail,
+        } in requests(&urls)
+        {
             assert!(
                 !url.contains(&other.namespace),
                 "{cluster}: read another namespace: {url}"
             );
-            // /apis/GROUP/VERSION[/namespaces/NS]/PLURAL[/NAME]
-            let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-            let rest = &parts[3.min(parts.len())..];
-            let (namespace, tail) = match rest {
-                ["namespaces", n, tail @ ..] => (Some(*n), tail),
-                tail => (None, tail),
-            };
             let is_list = tail.len() == 1;
             if is_list && namespace.is_none() {
                 // The hosts, in any namespace: only those claimed by this cluster's
@@ -724,10 +633,9 @@ async fn fleet_verbs_read_each_kind_in_one_response() {
         let lists: Vec<&String> = urls
             .iter()
             .filter(|u| {
-                let path = u.split('?').next().unwrap_or("");
                 ["/byohosts", "/byomachines", "/machines"]
                     .iter()
-                    .any(|k| path.ends_with(k))
+                    .any(|k| path(u).ends_with(k))
             })
             .collect();
         assert!(!lists.is_empty(), "{args:?}: {urls:#?}");
@@ -748,35 +656,18 @@ async fn fleet_verbs_read_each_kind_in_one_response() {
 async fn describe_reads_details_of_shown_machines_only() {
     let fleet = seed(tb(), "describe-details").await;
     let ns = fleet.namespace.as_str();
-    // (GETs, LISTs) of ByoMachines and KubeadmConfigs in the fleet's namespace:
-    // /apis/GROUP/VERSION/namespaces/NS/PLURAL[/NAME].
+    // (GETs, LISTs) of ByoMachines and KubeadmConfigs in the fleet's namespace.
     let details = |urls: &[String]| -> (usize, usize) {
-        let (mut gets, mut lists) = (0, 0);
-        for u in urls {
-            let path = u.split('?').next().unwrap_or("");
-            let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-            match parts[..] {
-                [
-                    "apis",
-                    _,
-                    _,
-                    "namespaces",
-                    n,
-                    "byomachines" | "kubeadmconfigs",
-                ] if n == ns => lists += 1,
-                [
-                    "apis",
-                    _,
-                    _,
-                    "namespaces",
-                    n,
-                    "byomachines" | "kubeadmconfigs",
-                    _,
-                ] if n == ns => gets += 1,
-                _ => {}
-            }
-        }
-        (gets, lists)
+        let (lists, gets): (Vec<_>, Vec<_>) = requests(urls)
+            .into_iter()
+            .filter(|r| {
+                r.url.starts_with("/apis/")
+                    && r.namespace == Some(ns)
+                    && matches!(r.tail[..], ["byomachines" | "kubeadmconfigs", ..])
+                    && r.tail.len() <= 2
+            })
+            .partition(Request::is_list);
+        (gets.len(), lists.len())
     };
     let (mut grouped_total, mut all_total) = (0, 0);
     for cluster in &fleet.clusters {
@@ -802,7 +693,7 @@ async fn describe_reads_details_of_shown_machines_only() {
         // rest (`deployment-name notin (...)`), each in one response (no limit, no continue).
         let machine_lists: Vec<&String> = urls
             .iter()
-            .filter(|u| u.split('?').next().unwrap_or("").ends_with("/machines"))
+            .filter(|u| path(u).ends_with("/machines"))
             .collect();
         let deployments: std::collections::BTreeSet<&String> = fleet
             .machines
@@ -906,26 +797,22 @@ async fn scale_and_upgrade_plans_read_only_the_free_pool() {
         assert!(o.status.success(), "{args:?}: {}", err(&o));
         let urls = request_urls(&err(&o));
         let mut host_lists = 0;
-        for url in &urls {
-            let (path, query) = url.split_once('?').unwrap_or((url, ""));
-            if matches!(path, "/api" | "/apis") || path.starts_with("/apis/apiextensions.k8s.io/") {
-                continue;
-            }
+        for r in requests(&urls) {
+            let Request {
+                url,
+                query,
+                namespace,
+                ..
+            } = r;
             assert!(!url.contains(&other.namespace), "{args:?}: {url}");
-            let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-            let rest = &parts[3.min(parts.len())..];
-            let (namespace, tail) = match rest {
-                ["namespaces", n, tail @ ..] => (Some(*n), tail),
-                tail => (None, tail),
-            };
             if let Some(n) = namespace {
                 assert_eq!(n, ns, "{args:?}: read another namespace: {url}");
             }
-            if tail.len() != 1 {
+            if !r.is_list() {
                 assert_eq!(namespace, Some(ns), "{args:?}: a GET elsewhere: {url}");
                 continue;
             }
-            if tail == ["byohosts"] && namespace.is_none() && query.contains(free) {
+            if r.tail == ["byohosts"] && namespace.is_none() && query.contains(free) {
                 // One response: paged, a selector matching few of many hosts makes `continue`
                 // pages, which an idle API server reads from etcd.
                 assert!(
@@ -965,11 +852,7 @@ async fn hosts_read_only_what_the_rows_show() {
             out(&o)
         );
         let urls = request_urls(&err(&o));
-        let lists = |plural: &str| {
-            urls.iter()
-                .filter(|u| u.split('?').next().unwrap_or("").ends_with(plural))
-                .count()
-        };
+        let lists = |plural: &str| urls.iter().filter(|u| path(u).ends_with(plural)).count();
         assert!(lists("/byohosts") > 0, "{format}: {urls:#?}");
         assert!(lists("/byomachines") > 0, "{format}: {urls:#?}");
         assert_eq!(
@@ -1043,19 +926,9 @@ async fn a_canary_wave_that_is_the_whole_fleet_is_refused() {
 /// line, exit 2, the ClusterUpgrade unchanged; with it, cancelled.
 #[tokio::test]
 async fn upgrade_cancel_needs_yes_without_a_terminal() {
-    serve_cluster_upgrades().await;
-    let fleet = seed(tb(), "cancel").await;
+    let fleet = fleet_upgrading("cancel", "rolling").await;
     let ns = fleet.namespace.as_str();
-    put_cluster_upgrade(
-        ns,
-        "cluster-1",
-        "v1.35.2",
-        json!({"observedGeneration": 1, "phase": "Running", "progress": "1/4",
-            "currentSteps": [2], "message": "rolling"}),
-    )
-    .await;
-    let cus: Api<DynamicObject> =
-        Api::namespaced_with(tb().client().await, ns, &cluster_upgrade_ar());
+    let cus = cluster_upgrades(ns).await;
     let args = ["upgrade", "cancel", "cluster-1", "-n", ns];
     let o = run(tb(), &args);
     if let Err(e) = testbed::expect::one_line_refusal(

@@ -12,7 +12,10 @@ use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
 
-use testbed::fixtures::run::{assert_contains, assert_lacks};
+use crate::objects::{self, CAPI, ar, assert_fails, create};
+use testbed::fixtures::poll;
+
+use testbed::fixtures::run::{assert_contains, assert_lacks, assert_ok};
 use testbed::fixtures::run::{kubectl_bin, kubectl_dir, stderr, stdout, system_path};
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -23,27 +26,29 @@ fn kc(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
 
+/// `version <args> -o json|yaml` with `env`, insisting on success; its output as data.
+#[track_caller]
+fn version(args: &[&str], format: &str, env: &[(&str, &str)]) -> Value {
+    let o = run(&[&["version"], args, &["-o", format]].concat(), env);
+    let text = assert_ok(&o, "version");
+    let v = match format {
+        "json" => serde_json::from_str(&text).map_err(|e| e.to_string()),
+        _ => serde_saphyr::from_str(&text).map_err(|e| e.to_string()),
+    };
+    v.unwrap_or_else(|e| panic!("-o {format}: {e}\n{text}"))
+}
+
 fn cluster_ar(version: &str) -> ApiResource {
-    ApiResource {
-        group: "cluster.x-k8s.io".into(),
-        version: version.into(),
-        api_version: format!("cluster.x-k8s.io/{version}"),
-        kind: "Cluster".into(),
-        plural: "clusters".into(),
-    }
+    ar(CAPI, version, "Cluster", "clusters")
 }
 
 async fn create_cluster(client: &kube::Client, ns: &str, version: &str, name: &str) {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &cluster_ar(version));
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": format!("cluster.x-k8s.io/{version}"), "kind": "Cluster",
+    let cluster = json!({
+        "apiVersion": format!("{CAPI}/{version}"), "kind": "Cluster",
         "metadata": {"name": name},
         "spec": {"clusterNetwork": {"services": {"cidrBlocks": ["10.96.0.0/12"]}}}
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &obj)
-        .await
-        .unwrap_or_else(|e| panic!("create cluster {name}: {e}"));
+    });
+    create(&objects::api(client, ns, &cluster_ar(version)), cluster).await;
 }
 
 async fn conn_for(kubeconfig: &Path, ns: &str) -> cli::Conn {
@@ -57,17 +62,26 @@ async fn conn_for(kubeconfig: &Path, ns: &str) -> cli::Conn {
     .expect("connect")
 }
 
+/// `e`, the answer to `verb` on the v1beta2 Cluster `name` in `ns`, as the plugins report it.
+fn reported(
+    conn: &cli::Conn,
+    e: kube::Error,
+    verb: &str,
+    ns: &str,
+    name: &str,
+) -> kclient::error::Error {
+    let op = kclient::error::Op::on(verb, &cluster_ar("v1beta2"))
+        .in_namespace(Some(ns))
+        .named(name);
+    conn.error(e, &op)
+}
+
 // ------------------------------------------------------------------ version and discovery
 
 #[tokio::test]
 async fn version_reports_v1beta2_on_the_full_profile() {
     let tb = testbed::shared();
-    let o = run(
-        &["version", "-o", "json", "--kubeconfig", kc(&tb.kubeconfig)],
-        &[],
-    );
-    assert!(o.status.success(), "stderr: {}", stderr(&o));
-    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let v = version(&["--kubeconfig", kc(&tb.kubeconfig)], "json", &[]);
     assert_eq!(v["clientVersion"]["name"], "kubectl-capi");
     let capi = &v["server"]["clusterAPI"];
     assert_eq!(capi["version"], "v1beta2");
@@ -87,24 +101,14 @@ async fn version_reports_v1beta2_on_the_full_profile() {
             && l.contains("cluster.x-k8s.io/v1beta2 (served: v1beta2, v1beta1; contract v1beta2)")),
         "{text}"
     );
-    let o = run(
-        &["version", "-o", "yaml"],
-        &[("KUBECONFIG", kc(&tb.kubeconfig))],
-    );
-    assert!(o.status.success(), "stderr: {}", stderr(&o));
-    let y: Value = serde_saphyr::from_str(&stdout(&o)).expect("YAML");
+    let y = version(&[], "yaml", &[("KUBECONFIG", kc(&tb.kubeconfig))]);
     assert_eq!(y["server"]["clusterAPI"]["version"], "v1beta2");
 }
 
 #[tokio::test]
 async fn version_reports_v1beta1_on_the_capi_1_10_profile() {
     let tb = testbed::shared_v1beta1();
-    let o = run(
-        &["version", "-o", "json", "--kubeconfig", kc(&tb.kubeconfig)],
-        &[],
-    );
-    assert!(o.status.success(), "stderr: {}", stderr(&o));
-    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let v = version(&["--kubeconfig", kc(&tb.kubeconfig)], "json", &[]);
     assert_eq!(v["server"]["clusterAPI"]["version"], "v1beta1");
     assert_eq!(v["server"]["clusterAPI"]["served"], json!(["v1beta1"]));
     assert_eq!(v["server"]["clusterAPI"]["contract"], "v1beta1");
@@ -122,9 +126,7 @@ async fn kubeconfig_env_with_several_files_is_merged() {
     )
     .unwrap();
     let joined = format!("{}:{}", first.display(), tb.kubeconfig.display());
-    let o = run(&["version", "-o", "json"], &[("KUBECONFIG", &joined)]);
-    assert!(o.status.success(), "stderr: {}", stderr(&o));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = version(&[], "json", &[("KUBECONFIG", &joined)]);
     assert_eq!(v["server"]["clusterAPI"]["version"], "v1beta2");
 }
 
@@ -264,8 +266,7 @@ async fn unanswered_request_times_out() {
         &[],
     );
     assert!(started.elapsed() < Duration::from_secs(20));
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = assert_fails(&o, 1, "");
     assert!(
         err.lines().any(|l| l.starts_with(&format!(
             "error: timed out after 1s waiting for the API server https://127.0.0.1:{port}"
@@ -277,20 +278,24 @@ async fn unanswered_request_times_out() {
 
 #[tokio::test]
 async fn usage_errors_exit_2() {
-    let o = run(&["nope"], &[]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("unrecognized subcommand 'nope'"));
-    let o = run(&["version", "--request-timeout", "soon"], &[]);
-    assert_eq!(o.status.code(), Some(2));
-    let o = run(&["version", "--kubeconfig", "/nonexistent/kc"], &[]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).starts_with("error: cannot read the kubeconfig: /nonexistent/kc"));
-    let o = run(
-        &["version", "--context", "nope"],
-        &[("KUBECONFIG", kc(&testbed::shared().kubeconfig))],
-    );
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).starts_with("error: context \"nope\" not found in the kubeconfig"));
+    assert_fails(&run(&["nope"], &[]), 2, "unrecognized subcommand 'nope'");
+    assert_fails(&run(&["version", "--request-timeout", "soon"], &[]), 2, "");
+    let kubeconfig = [("KUBECONFIG", kc(&testbed::shared().kubeconfig))];
+    for (args, env, first) in [
+        (
+            ["version", "--kubeconfig", "/nonexistent/kc"],
+            &[][..],
+            "error: cannot read the kubeconfig: /nonexistent/kc",
+        ),
+        (
+            ["version", "--context", "nope"],
+            &kubeconfig,
+            "error: context \"nope\" not found in the kubeconfig",
+        ),
+    ] {
+        let err = assert_fails(&run(&args, env), 1, "");
+        assert!(err.starts_with(first), "want {first:?} first in:\n{err}");
+    }
 }
 
 #[tokio::test]
@@ -336,54 +341,44 @@ async fn admission_denial_is_quoted() {
     let (client, ns) = tb.namespace("denial").await;
     // A ValidatingAdmissionPolicy is a real admission denial produced by the API server.
     let policy_name = format!("deny-forbidden-names-{ns}");
-    let vap = ApiResource {
-        group: "admissionregistration.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "admissionregistration.k8s.io/v1".into(),
-        kind: "ValidatingAdmissionPolicy".into(),
-        plural: "validatingadmissionpolicies".into(),
-    };
-    let binding = ApiResource {
-        kind: "ValidatingAdmissionPolicyBinding".into(),
-        plural: "validatingadmissionpolicybindings".into(),
-        ..vap.clone()
-    };
+    let group = "admissionregistration.k8s.io";
+    let policy: Vec<(ApiResource, Value)> = [
+        (
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            json!({
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [{
+                    "apiGroups": ["cluster.x-k8s.io"], "apiVersions": ["*"],
+                    "operations": ["CREATE"], "resources": ["clusters"]}]},
+                "validations": [{"expression": "!object.metadata.name.startsWith('forbidden-')",
+                                 "message": "cluster names must not start with forbidden-"}]
+            }),
+        ),
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            json!({
+                "policyName": policy_name,
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}
+            }),
+        ),
+    ]
+    .into_iter()
+    .map(|(kind, plural, spec)| {
+        let obj = json!({"apiVersion": format!("{group}/v1"), "kind": kind,
+                         "metadata": {"name": policy_name}, "spec": spec});
+        (ar(group, "v1", kind, plural), obj)
+    })
+    .collect();
     let pp = PatchParams::apply("foundation-test").force();
-    Api::<DynamicObject>::all_with(client.clone(), &vap)
-        .patch(
-            &policy_name,
-            &pp,
-            &Patch::Apply(json!({
-                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-                "metadata": {"name": policy_name},
-                "spec": {
-                    "failurePolicy": "Fail",
-                    "matchConstraints": {"resourceRules": [{
-                        "apiGroups": ["cluster.x-k8s.io"], "apiVersions": ["*"],
-                        "operations": ["CREATE"], "resources": ["clusters"]}]},
-                    "validations": [{"expression": "!object.metadata.name.startsWith('forbidden-')",
-                                     "message": "cluster names must not start with forbidden-"}]
-                }
-            })),
-        )
-        .await
-        .expect("policy");
-    Api::<DynamicObject>::all_with(client.clone(), &binding)
-        .patch(
-            &policy_name,
-            &pp,
-            &Patch::Apply(json!({
-                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-                "metadata": {"name": policy_name},
-                "spec": {
-                    "policyName": policy_name,
-                    "validationActions": ["Deny"],
-                    "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}
-                }
-            })),
-        )
-        .await
-        .expect("binding");
+    for (r, obj) in &policy {
+        Api::<DynamicObject>::all_with(client.clone(), r)
+            .patch(&policy_name, &pp, &Patch::Apply(obj))
+            .await
+            .unwrap_or_else(|e| panic!("applying the {}: {e}", r.kind));
+    }
 
     let conn = conn_for(&tb.kubeconfig, &ns).await;
     let ar = cluster_ar("v1beta2");
@@ -395,24 +390,22 @@ async fn admission_denial_is_quoted() {
     }))
     .unwrap();
     // The policy takes effect within a few seconds of its creation.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let err = loop {
-        match api.create(&PostParams::default(), &obj).await {
-            Err(e) => break e,
-            Ok(_) => {
-                api.delete("forbidden-one", &Default::default()).await.ok();
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the policy never denied"
-                );
-                tokio::time::sleep(Duration::from_millis(300)).await;
+    let err = poll::wait_for(
+        "the policy to deny",
+        Duration::from_secs(30),
+        String::new,
+        || async {
+            match api.create(&PostParams::default(), &obj).await {
+                Err(e) => Some(e),
+                Ok(_) => {
+                    api.delete("forbidden-one", &Default::default()).await.ok();
+                    None
+                }
             }
-        }
-    };
-    let op = kclient::error::Op::on("create", &ar)
-        .in_namespace(Some(&ns))
-        .named("forbidden-one");
-    let err = conn.error(err, &op);
+        },
+    )
+    .await;
+    let err = reported(&conn, err, "create", &ns, "forbidden-one");
     assert_eq!(
         err.to_string(),
         format!(
@@ -420,14 +413,12 @@ async fn admission_denial_is_quoted() {
         )
     );
     assert_eq!(err.exit_code(), 1);
-    Api::<DynamicObject>::all_with(client.clone(), &binding)
-        .delete(&policy_name, &Default::default())
-        .await
-        .ok();
-    Api::<DynamicObject>::all_with(client, &vap)
-        .delete(&policy_name, &Default::default())
-        .await
-        .ok();
+    for (r, _) in policy.iter().rev() {
+        Api::<DynamicObject>::all_with(client.clone(), r)
+            .delete(&policy_name, &Default::default())
+            .await
+            .ok();
+    }
 }
 
 #[tokio::test]
@@ -450,10 +441,7 @@ async fn conflicts_are_typed_and_retried_where_safe() {
         .replace("c1", &PostParams::default(), &stale)
         .await
         .unwrap_err();
-    let op = kclient::error::Op::on("update", &ar)
-        .in_namespace(Some(&ns))
-        .named("c1");
-    let err = conn.error(e, &op);
+    let err = reported(&conn, e, "update", &ns, "c1");
     assert_eq!(
         err.to_string(),
         "Cluster \"c1\" was changed by someone else while we updated it"
@@ -500,6 +488,21 @@ fn plugin_dir() -> tempfile::TempDir {
         std::fs::copy(completions.join(shim), dir.path().join(shim)).unwrap();
     }
     dir
+}
+
+/// The completion of `describe <words>` for a `describe` verb whose positional is a CLUSTER:
+/// the candidates and the directive.
+async fn complete_describe(words: &[&str]) -> (Vec<String>, u32) {
+    let root = clap::Command::new("kubectl-capi").subcommand(
+        <cli::KubeFlags as clap::Args>::augment_args(
+            clap::Command::new("describe").arg(clap::Arg::new("name").value_name("CLUSTER")),
+        ),
+    );
+    let words: Vec<String> = std::iter::once("describe")
+        .chain(words.iter().copied())
+        .map(str::to_string)
+        .collect();
+    cli::complete::answer(&root, &words).await
 }
 
 fn path_with(dir: &Path) -> String {
@@ -573,24 +576,11 @@ async fn completion_shim_returns_live_names() {
     eprintln!("live Cluster names checked through {checked} verbs");
 
     // Live Cluster names for any positional named CLUSTER, at the served version.
-    let root = clap::Command::new("kubectl-capi").subcommand(
-        <cli::KubeFlags as clap::Args>::augment_args(
-            clap::Command::new("describe").arg(clap::Arg::new("name").value_name("CLUSTER")),
-        ),
+    let kubeconfig = kc(&tb.kubeconfig);
+    assert_eq!(
+        complete_describe(&["--kubeconfig", kubeconfig, "-n", &ns, "al"]).await,
+        (vec!["alpha".to_string()], 4)
     );
-    let words: Vec<String> = [
-        "describe",
-        "--kubeconfig",
-        kc(&tb.kubeconfig),
-        "-n",
-        &ns,
-        "al",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (names, directive) = cli::complete::answer(&root, &words).await;
-    assert_eq!((names, directive), (vec!["alpha".to_string()], 4));
 }
 
 #[tokio::test]
@@ -598,39 +588,20 @@ async fn completion_lists_v1beta1_clusters_too() {
     let tb = testbed::shared_v1beta1();
     let (client, ns) = tb.namespace("complete-v1beta1").await;
     create_cluster(&client, &ns, "v1beta1", "old-one").await;
-    let root = clap::Command::new("kubectl-capi").subcommand(
-        <cli::KubeFlags as clap::Args>::augment_args(
-            clap::Command::new("describe").arg(clap::Arg::new("name").value_name("CLUSTER")),
-        ),
-    );
-    let words: Vec<String> = [
-        "describe",
-        "--kubeconfig",
-        kc(&tb.kubeconfig),
-        "-n",
-        &ns,
-        "",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let kubeconfig = kc(&tb.kubeconfig);
     assert_eq!(
-        cli::complete::answer(&root, &words).await,
+        complete_describe(&["--kubeconfig", kubeconfig, "-n", &ns, ""]).await,
         (vec!["old-one".to_string()], 4)
     );
     // An unreachable server answers nothing, with the error directive.
-    let words: Vec<String> = [
-        "describe",
+    let unreachable = [
         "--server",
         "https://127.0.0.1:1",
         "--kubeconfig",
-        kc(&tb.kubeconfig),
+        kubeconfig,
         "",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    assert_eq!(cli::complete::answer(&root, &words).await, (vec![], 1));
+    ];
+    assert_eq!(complete_describe(&unreachable).await, (vec![], 1));
 }
 
 #[test]
@@ -721,18 +692,13 @@ fn as_clusterctl_plugin_usage_reads_clusterctl_capi() {
     let dir = tempfile::tempdir().unwrap();
     let link: PathBuf = dir.path().join("clusterctl-capi");
     std::os::unix::fs::symlink(BIN, &link).unwrap();
-    let o = Command::new(&link).arg("--help").output().unwrap();
+    let clusterctl_capi = |args: &[&str]| Command::new(&link).args(args).output().unwrap();
+    let o = clusterctl_capi(&["--help"]);
     assert!(o.status.success());
     assert_contains(&stdout(&o), "Usage: clusterctl capi [OPTIONS] <COMMAND>");
-    let o = Command::new(&link)
-        .args(["version", "--help"])
-        .output()
-        .unwrap();
-    assert!(stdout(&o).contains("Usage: clusterctl capi version [OPTIONS]"));
-    let o = Command::new(&link)
-        .args(["version", "--client", "-o", "json"])
-        .output()
-        .unwrap();
+    let o = clusterctl_capi(&["version", "--help"]);
+    assert_contains(&stdout(&o), "Usage: clusterctl capi version [OPTIONS]");
+    let o = clusterctl_capi(&["version", "--client", "-o", "json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["clientVersion"]["name"], "clusterctl-capi");
 }
@@ -753,25 +719,18 @@ fn other_plugins_verbs_are_never_hidden() {
         "{}",
         stderr(&o)
     );
-    let o = Command::new(BIN)
-        .args(["hello-world", "--flag"])
-        .env("PATH", path_with(dir.path()))
-        .output()
-        .unwrap();
+    let capi = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("PATH", path_with(dir.path()))
+            .output()
+            .unwrap()
+    };
+    let o = capi(&["hello-world", "--flag"]);
     assert_eq!(stdout(&o), "hello from the outside: --flag\n");
     // --help lists it; an unknown verb without such a binary is still a usage error.
-    let o = Command::new(BIN)
-        .arg("--help")
-        .env("PATH", path_with(dir.path()))
-        .output()
-        .unwrap();
-    let help = stdout(&o);
+    let help = stdout(&capi(&["--help"]));
     assert_contains(&help, "Verbs from other plugins on PATH");
     assert_contains(&help, "  hello-world ");
-    let o = Command::new(BIN)
-        .arg("goodbye")
-        .env("PATH", path_with(dir.path()))
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(capi(&["goodbye"]).status.code(), Some(2));
 }

@@ -4,7 +4,9 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use testbed::fixtures::run::assert_contains;
+use testbed::fixtures::run::{assert_contains, assert_ok, kubectl_bin, stderr, stdout};
+
+use crate::objects::assert_fails;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
 
@@ -16,8 +18,9 @@ fn data(name: &str) -> String {
         .to_string()
 }
 
-/// Runs the binary with a clean environment (HOME in a temp dir, so no user config leaks in).
-fn generate(args: &[&str], env: &[(&str, &str)], home: &Path) -> Output {
+/// `generate cluster <args>` with a clean environment (HOME in a temp dir, so no user config
+/// leaks in) and `env`.
+fn generate_cmd(args: &[&str], env: &[(&str, &str)], home: &Path) -> Command {
     let mut c = Command::new(BIN);
     c.arg("generate")
         .arg("cluster")
@@ -25,33 +28,52 @@ fn generate(args: &[&str], env: &[(&str, &str)], home: &Path) -> Output {
         .env_clear()
         .env("HOME", home)
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("NO_COLOR", "1");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("run kubectl-capi")
+        .env("NO_COLOR", "1")
+        .envs(env.iter().copied());
+    c
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).to_string()
+fn generate(args: &[&str], env: &[(&str, &str)], home: &Path) -> Output {
+    generate_cmd(args, env, home)
+        .output()
+        .expect("run kubectl-capi")
 }
 
-fn kubectl_apply_server_dry_run(kubeconfig: &Path, yaml: &[u8]) -> Output {
-    let mut child = Command::new(testbed::fixtures::run::kubectl_bin())
-        .args(["apply", "--dry-run=server", "-f", "-"])
-        .env("KUBECONFIG", kubeconfig)
+/// [`generate`], insisting on success; returns stdout.
+#[track_caller]
+fn generated(args: &[&str], env: &[(&str, &str)], home: &Path) -> String {
+    assert_ok(&generate(args, env, home), "generate cluster")
+}
+
+/// Runs `cmd` with `input` on its stdin.
+fn with_stdin(mut cmd: Command, input: &[u8]) -> Output {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("run kubectl");
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
     child
         .stdin
         .take()
         .expect("stdin")
-        .write_all(yaml)
-        .expect("write to kubectl");
-    child.wait_with_output().expect("kubectl output")
+        .write_all(input)
+        .expect("writing stdin");
+    child.wait_with_output().expect("output")
+}
+
+/// `kubectl apply --dry-run=server` of `yaml` succeeds and says each of `created`.
+#[track_caller]
+fn assert_server_accepts(kubeconfig: &Path, yaml: &str, created: &[&str]) {
+    let mut kubectl = Command::new(kubectl_bin());
+    kubectl
+        .args(["apply", "--dry-run=server", "-f", "-"])
+        .env("KUBECONFIG", kubeconfig);
+    let k = with_stdin(kubectl, yaml.as_bytes());
+    let applied = assert_ok(&k, "kubectl apply --dry-run=server");
+    for c in created {
+        assert_contains(&applied, &format!("{c} created (server dry run)"));
+    }
 }
 
 #[tokio::test]
@@ -67,7 +89,7 @@ async fn byoh_template_renders_and_the_server_accepts_it() {
         "SERVICE_DOMAIN: cluster.local\nWORKER_HOST_ROLE: from-config\nproviders:\n- name: byoh\n  url: https://example.com\n  type: InfrastructureProvider\n",
     )
     .unwrap();
-    let o = generate(
+    let out = generated(
         &[
             "byoh-cluster",
             "--from",
@@ -88,8 +110,6 @@ async fn byoh_template_renders_and_the_server_accepts_it() {
         ],
         home.path(),
     );
-    assert!(o.status.success(), "stderr: {}", text(&o.stderr));
-    let out = text(&o.stdout);
     let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&out).unwrap();
     let docs: Vec<_> = docs.into_iter().filter(|d| !d.is_null()).collect();
     assert_eq!(docs.len(), 9, "{out}");
@@ -130,23 +150,13 @@ async fn byoh_template_renders_and_the_server_accepts_it() {
         .unwrap();
     assert_eq!(md["spec"]["replicas"], 2);
 
-    let k = kubectl_apply_server_dry_run(&tb.kubeconfig, &o.stdout);
-    assert!(
-        k.status.success(),
-        "kubectl apply --dry-run=server failed: {}\n{}",
-        text(&k.stderr),
-        text(&k.stdout)
-    );
-    let applied = text(&k.stdout);
-    assert_contains(
-        &applied,
-        "cluster.cluster.x-k8s.io/byoh-cluster created (server dry run)",
-    );
-    assert!(
-        applied.contains(
-            "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/byoh-cluster-control-plane created (server dry run)"
-        ),
-        "{applied}"
+    assert_server_accepts(
+        &tb.kubeconfig,
+        &out,
+        &[
+            "cluster.cluster.x-k8s.io/byoh-cluster",
+            "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/byoh-cluster-control-plane",
+        ],
     );
 }
 
@@ -167,7 +177,7 @@ async fn kamaji_template_from_a_directory_with_a_flavor_and_from_stdin() {
     )
     .unwrap();
     // The namespace comes from -n when --target-namespace is not given.
-    let o = generate(
+    let out = generated(
         &[
             "tenant-1",
             "--from",
@@ -184,8 +194,6 @@ async fn kamaji_template_from_a_directory_with_a_flavor_and_from_stdin() {
         ],
         home.path(),
     );
-    assert!(o.status.success(), "stderr: {}", text(&o.stderr));
-    let out = text(&o.stdout);
     let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&out).unwrap();
     let kcp = docs
         .iter()
@@ -209,51 +217,22 @@ async fn kamaji_template_from_a_directory_with_a_flavor_and_from_stdin() {
         md["spec"]["replicas"], 0,
         "WORKER_MACHINE_COUNT defaults to 0"
     );
-    let k = kubectl_apply_server_dry_run(&tb.kubeconfig, &o.stdout);
-    assert!(
-        k.status.success(),
-        "kubectl apply --dry-run=server failed: {}\n{}",
-        text(&k.stderr),
-        text(&k.stdout)
-    );
-    assert!(
-        text(&k.stdout).contains(
-            "kamajicontrolplane.controlplane.cluster.x-k8s.io/tenant-1 created (server dry run)"
-        ),
-        "{}",
-        text(&k.stdout)
+    assert_server_accepts(
+        &tb.kubeconfig,
+        &out,
+        &["kamajicontrolplane.controlplane.cluster.x-k8s.io/tenant-1"],
     );
 
     // The same template on stdin.
-    let mut child = Command::new(BIN)
-        .args([
-            "generate",
-            "cluster",
-            "tenant-2",
-            "--from",
-            "-",
-            "--kubernetes-version",
-            "v1.33.1",
-            "--target-namespace",
-            &ns,
-        ])
-        .env_clear()
-        .env("HOME", home.path())
-        .env("CONTROL_PLANE_ENDPOINT_IP", "192.0.2.11")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(&std::fs::read(data("kamaji-cluster-template.yaml")).unwrap())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "stderr: {}", text(&o.stderr));
-    assert!(text(&o.stdout).contains("name: tenant-2"));
+    let args = ["tenant-2", "--from", "-", "--kubernetes-version", "v1.33.1"];
+    let cmd = generate_cmd(
+        &[&args[..], &["--target-namespace", &ns]].concat(),
+        &[("CONTROL_PLANE_ENDPOINT_IP", "192.0.2.11")],
+        home.path(),
+    );
+    let template = std::fs::read(data("kamaji-cluster-template.yaml")).unwrap();
+    let out = assert_ok(&with_stdin(cmd, &template), "generate --from -");
+    assert_contains(&out, "name: tenant-2");
 }
 
 #[test]
@@ -261,13 +240,11 @@ fn list_variables_and_bad_input_get_one_clear_line() {
     let home = tempfile::tempdir().unwrap();
     let kamaji = data("kamaji-cluster-template.yaml");
 
-    let o = generate(
+    let out = generated(
         &["c1", "--from", &kamaji, "--list-variables"],
         &[("KUBERNETES_VERSION", "v1.34.2")],
         home.path(),
     );
-    assert!(o.status.success(), "stderr: {}", text(&o.stderr));
-    let out = text(&o.stdout);
     assert!(out.starts_with("Required Variables:\n"), "{out}");
     assert_contains(&out, "CONTROL_PLANE_ENDPOINT_IP");
     assert_contains(&out, "(NOT SET)");
@@ -284,11 +261,9 @@ fn list_variables_and_bad_input_get_one_clear_line() {
 
     // Every missing variable, named in one line; exit 1.
     let o = generate(&["c1", "--from", &kamaji], &[], home.path());
-    assert_eq!(o.status.code(), Some(1));
-    let err = text(&o.stderr);
-    let first = err.lines().next().unwrap();
+    let err = assert_fails(&o, 1, "");
     assert_eq!(
-        first,
+        err.lines().next().unwrap(),
         format!(
             "error: the template {kamaji} needs variables that are not set: CONTROL_PLANE_ENDPOINT_IP, KUBERNETES_VERSION"
         )
@@ -301,56 +276,65 @@ fn list_variables_and_bad_input_get_one_clear_line() {
         &[],
         home.path(),
     );
-    assert_eq!(o.status.code(), Some(2));
     assert_eq!(
-        text(&o.stderr).lines().next().unwrap(),
+        assert_fails(&o, 2, "").lines().next().unwrap(),
         "error: invalid Kubernetes version \"1.34\": use a semantic version such as v1.33.1"
     );
 
-    // URLs are fetched (the compat test serves one); an unreachable one fails in one line with
-    // a way out.
-    let o = generate(
-        &["c1", "--from", "http://127.0.0.1:1/cluster-template.yaml"],
-        &[],
-        home.path(),
-    );
-    assert_eq!(o.status.code(), Some(1));
-    let err = text(&o.stderr);
-    assert_contains(&err, "cannot download the template");
-    assert_contains(&err, "curl -fsSLo");
-
-    // A missing file, a bad name, a flavor without a directory.
+    // A missing file.
     let o = generate(&["c1", "--from", "/nonexistent/t.yaml"], &[], home.path());
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).starts_with("error: cannot read the template /nonexistent/t.yaml:"));
-    let o = generate(&["Bad_Name", "--from", &kamaji], &[], home.path());
-    assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("is not a valid cluster name"));
-    // A malformed count from the environment.
-    let o = generate(
-        &["c1", "--from", &kamaji],
-        &[("WORKER_MACHINE_COUNT", "two")],
-        home.path(),
+    let err = assert_fails(&o, 1, "");
+    assert!(
+        err.starts_with("error: cannot read the template /nonexistent/t.yaml:"),
+        "{err}"
     );
-    assert_eq!(o.status.code(), Some(2));
-    assert_contains(
-        &text(&o.stderr),
-        "invalid value \"two\" for WORKER_MACHINE_COUNT",
-    );
-    let o = generate(
-        &["c1", "--from", &kamaji, "--flavor", "x"],
-        &[],
-        home.path(),
-    );
-    assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("pass the directory to --from"));
 
-    // A parse error names the line.
     let bad = home.path().join("bad.yaml");
     std::fs::write(&bad, "kind: Cluster\nmetadata:\n  name: ${CLUSTER_NAME\n").unwrap();
-    let o = generate(&["c1", "--from", bad.to_str().unwrap()], &[], home.path());
-    assert_eq!(o.status.code(), Some(1));
-    assert_contains(&text(&o.stderr), "line 3");
+    let no_env: &[(&str, &str)] = &[];
+    for (args, env, code, says) in [
+        // URLs are fetched (the compat test serves one); an unreachable one fails in one line
+        // with a way out.
+        (
+            vec!["c1", "--from", "http://127.0.0.1:1/cluster-template.yaml"],
+            no_env,
+            1,
+            &["cannot download the template", "curl -fsSLo"][..],
+        ),
+        // A bad name, a malformed count from the environment, a flavor without a directory.
+        (
+            vec!["Bad_Name", "--from", &kamaji],
+            no_env,
+            2,
+            &["is not a valid cluster name"],
+        ),
+        (
+            vec!["c1", "--from", &kamaji],
+            &[("WORKER_MACHINE_COUNT", "two")],
+            2,
+            &["invalid value \"two\" for WORKER_MACHINE_COUNT"],
+        ),
+        (
+            vec!["c1", "--from", &kamaji, "--flavor", "x"],
+            no_env,
+            2,
+            &["pass the directory to --from"],
+        ),
+        // A parse error names the line.
+        (
+            vec!["c1", "--from", bad.to_str().unwrap()],
+            no_env,
+            1,
+            &["line 3"],
+        ),
+    ] {
+        let o = generate(&args, env, home.path());
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+        for s in says {
+            assert!(err.contains(s), "{args:?}: want {s:?} in:\n{err}");
+        }
+    }
 }
 
 /// Issue 24: `-o json` and `-o name` printed YAML with exit 0. The rendered objects now print
@@ -366,22 +350,19 @@ fn output_formats_are_honoured_or_refused() {
         ("CONTROL_PLANE_ENDPOINT_IP", "10.0.0.1"),
     ];
     let run = |extra: &[&str]| {
-        let mut args = vec!["c1", "--from", kamaji.as_str(), "-n", "team-a"];
-        args.extend_from_slice(extra);
+        let args = [&["c1", "--from", kamaji.as_str(), "-n", "team-a"], extra].concat();
         generate(&args, &env, home.path())
     };
-    let yaml = run(&[]);
-    assert!(yaml.status.success(), "{}", text(&yaml.stderr));
-    let yaml = text(&yaml.stdout);
+    let ok = |extra: &[&str]| assert_ok(&run(extra), &format!("generate cluster {extra:?}"));
+    let yaml = ok(&[]);
     assert!(yaml.starts_with("---\n"), "{yaml}");
     let docs = yaml.matches("---\n").count();
     assert!(docs >= 3, "{yaml}");
-    assert_eq!(text(&run(&["-o", "yaml"]).stdout), yaml);
+    assert_eq!(stdout(&run(&["-o", "yaml"])), yaml);
 
-    let o = run(&["-o", "json"]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("-o json is not JSON ({e}):\n{}", text(&o.stdout)));
+    let json = ok(&["-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json)
+        .unwrap_or_else(|e| panic!("-o json is not JSON ({e}):\n{json}"));
     assert_eq!(v["apiVersion"], "v1");
     assert_eq!(v["kind"], "List");
     let items = v["items"].as_array().unwrap();
@@ -393,36 +374,26 @@ fn output_formats_are_honoured_or_refused() {
         "{v}"
     );
 
-    let o = run(&["-o", "name"]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let names = text(&o.stdout);
+    let names = ok(&["-o", "name"]);
     assert_eq!(names.lines().count(), docs, "{names}");
     assert!(
         names.lines().any(|l| l == "cluster.cluster.x-k8s.io/c1"),
         "{names}"
     );
 
-    let o = run(&["-o", "jsonpath={.items[*].kind}"]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    assert_contains(&text(&o.stdout), "Cluster");
+    assert_contains(&ok(&["-o", "jsonpath={.items[*].kind}"]), "Cluster");
 
     // --write-to writes what -o says.
     let file = home.path().join("c1.json");
-    let o = run(&["-o", "json", "--write-to", file.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    ok(&["-o", "json", "--write-to", file.to_str().unwrap()]);
     let written: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(written["kind"], "List");
 
     for format in ["table", "wide"] {
         let o = run(&["-o", format]);
-        assert_eq!(o.status.code(), Some(2), "-o {format}: {}", text(&o.stderr));
-        assert!(
-            o.stdout.is_empty(),
-            "-o {format} printed {}",
-            text(&o.stdout)
-        );
-        let err = text(&o.stderr);
+        let err = assert_fails(&o, 2, "");
+        assert!(o.stdout.is_empty(), "-o {format} printed {}", stdout(&o));
         let lines: Vec<&str> = err.lines().collect();
         assert_eq!(lines.len(), 2, "{err}");
         assert_eq!(
@@ -437,7 +408,6 @@ fn output_formats_are_honoured_or_refused() {
         );
     }
     // --list-variables keeps its human form (the default) and -o json.
-    let o = run(&["--list-variables", "-o", "table"]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(text(&o.stdout).starts_with("Required Variables:\n"));
+    let out = ok(&["--list-variables", "-o", "table"]);
+    assert!(out.starts_with("Required Variables:\n"), "{out}");
 }

@@ -4,9 +4,10 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use serde::Deserialize;
+use testbed::fixtures::run::{assert_contains, assert_ok, stderr, stdout};
 
 #[derive(Deserialize, Debug)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -296,68 +297,89 @@ fn sha256sum(path: &Path) -> String {
         .to_string()
 }
 
-/// A scratch directory with copies of the manifests (`plugins/`) and an empty `dist/`, and
-/// the fill script; the directory lives as long as the returned guard.
-fn fill_workspace() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../krew/fill-manifests.sh");
-    let work = tempfile::tempdir().unwrap();
-    let manifests = work.path().join("plugins");
-    std::fs::create_dir(&manifests).unwrap();
-    for m in ["capi.yaml", "kamaji.yaml"] {
-        std::fs::copy(manifests_dir().join(m), manifests.join(m)).unwrap();
+/// A scratch directory with copies of the manifests (`plugins/`) and an empty `dist/`, for
+/// the fill script; the directory lives as long as this.
+struct FillWorkspace {
+    _work: tempfile::TempDir,
+    manifests: PathBuf,
+    dist: PathBuf,
+}
+
+impl FillWorkspace {
+    fn new() -> FillWorkspace {
+        let work = tempfile::tempdir().unwrap();
+        let manifests = work.path().join("plugins");
+        std::fs::create_dir(&manifests).unwrap();
+        for m in ["capi.yaml", "kamaji.yaml"] {
+            std::fs::copy(manifests_dir().join(m), manifests.join(m)).unwrap();
+        }
+        let dist = work.path().join("dist");
+        std::fs::create_dir(&dist).unwrap();
+        FillWorkspace {
+            _work: work,
+            manifests,
+            dist,
+        }
     }
-    let dist = work.path().join("dist");
-    std::fs::create_dir(&dist).unwrap();
-    (work, script, manifests, dist)
+
+    /// `krew/fill-manifests.sh <args> DIST MANIFESTS` with `env`.
+    fn fill(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../krew/fill-manifests.sh");
+        Command::new("sh")
+            .arg(script)
+            .args(args)
+            .args([&self.dist, &self.manifests])
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    }
+
+    /// The manifest of `plugin` as it stands.
+    fn manifest(&self, plugin: &str) -> String {
+        std::fs::read_to_string(self.manifests.join(format!("{plugin}.yaml"))).unwrap()
+    }
+
+    /// Writes an archive of `plugin` for `os`/`arch` at `version` into `dist/`.
+    fn archive(&self, plugin: &str, version: &str, os: &str, arch: &str) {
+        let f = self
+            .dist
+            .join(format!("kubectl-{plugin}_{version}_{os}_{arch}.tar.gz"));
+        std::fs::write(&f, format!("archive of {plugin} for {os}/{arch}")).unwrap();
+    }
 }
 
 #[test]
 fn fill_script_sets_version_uris_and_sums_from_archives() {
-    let (_work, script, manifests, dist) = fill_workspace();
+    let ws = FillWorkspace::new();
     let version = "v1.2.3";
     for plugin in ["capi", "kamaji"] {
         for (os, arch) in all_platforms() {
-            let f = dist.join(format!("kubectl-{plugin}_{version}_{os}_{arch}.tar.gz"));
-            std::fs::write(&f, format!("archive of {plugin} for {os}/{arch}")).unwrap();
+            ws.archive(plugin, version, &os, &arch);
         }
     }
     // A missing archive fails and changes nothing.
-    let missing = dist.join(format!("kubectl-kamaji_{version}_darwin_arm64.tar.gz"));
+    let missing = ws
+        .dist
+        .join(format!("kubectl-kamaji_{version}_darwin_arm64.tar.gz"));
     let saved = std::fs::read(&missing).unwrap();
     std::fs::remove_file(&missing).unwrap();
-    let before = std::fs::read_to_string(manifests.join("capi.yaml")).unwrap();
-    let o = Command::new("sh")
-        .arg(&script)
-        .args([version, dist.to_str().unwrap(), manifests.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let before = ws.manifest("capi");
+    let o = ws.fill(&[version], &[]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("missing archive"));
-    assert_eq!(
-        std::fs::read_to_string(manifests.join("capi.yaml")).unwrap(),
-        before
-    );
+    assert_contains(&stderr(&o), "missing archive");
+    assert_eq!(ws.manifest("capi"), before);
     std::fs::write(&missing, saved).unwrap();
 
-    let o = Command::new("sh")
-        .arg(&script)
-        .args(["1.2.3", dist.to_str().unwrap(), manifests.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let o = ws.fill(&["1.2.3"], &[]);
     assert_eq!(
         o.status.code(),
         Some(2),
         "a version without v is a usage error"
     );
 
-    let o = Command::new("sh")
-        .arg(&script)
-        .args([version, dist.to_str().unwrap(), manifests.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_ok(&ws.fill(&[version], &[]), "fill-manifests.sh");
     for plugin in ["capi", "kamaji"] {
-        let p = validate(&manifests.join(format!("{plugin}.yaml")));
+        let p = validate(&ws.manifests.join(format!("{plugin}.yaml")));
         assert_eq!(p.spec.version, version);
         assert_eq!(platforms_of(&p), all_platforms());
         for pl in &p.spec.platforms {
@@ -370,46 +392,34 @@ fn fill_script_sets_version_uris_and_sums_from_archives() {
                     "https://github.com/capi-kamaji/kubectl-plugins/releases/download/{version}/{file}"
                 )
             );
-            assert_eq!(pl.sha256, sha256sum(&dist.join(&file)));
+            assert_eq!(pl.sha256, sha256sum(&ws.dist.join(&file)));
         }
     }
 }
 
 #[test]
 fn fill_script_only_available_keeps_the_platforms_with_archives() {
-    let (_work, script, manifests, dist) = fill_workspace();
+    let ws = FillWorkspace::new();
     let version = "v0.9.0-rc.1";
-    let run = || {
-        Command::new("sh")
-            .arg(&script)
-            .args([
-                "--only-available",
-                version,
-                dist.to_str().unwrap(),
-                manifests.to_str().unwrap(),
-            ])
-            .env("BASE_URL", "http://127.0.0.1:9/rel")
-            .output()
-            .unwrap()
+    let fill = || {
+        ws.fill(
+            &["--only-available", version],
+            &[("BASE_URL", "http://127.0.0.1:9/rel")],
+        )
     };
     // No archive at all: still an error, and nothing changes.
-    let before = std::fs::read_to_string(manifests.join("kamaji.yaml")).unwrap();
-    let o = run();
+    let before = ws.manifest("kamaji");
+    let o = fill();
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no archive"));
-    assert_eq!(
-        std::fs::read_to_string(manifests.join("kamaji.yaml")).unwrap(),
-        before
-    );
+    assert_contains(&stderr(&o), "no archive");
+    assert_eq!(ws.manifest("kamaji"), before);
     // One platform each (what `make dist` produces on one machine).
     for plugin in ["capi", "kamaji"] {
-        let f = dist.join(format!("kubectl-{plugin}_{version}_darwin_arm64.tar.gz"));
-        std::fs::write(&f, format!("{plugin} for darwin/arm64")).unwrap();
+        ws.archive(plugin, version, "darwin", "arm64");
     }
-    let o = run();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_ok(&fill(), "fill-manifests.sh --only-available");
     for plugin in ["capi", "kamaji"] {
-        let p = validate(&manifests.join(format!("{plugin}.yaml")));
+        let p = validate(&ws.manifests.join(format!("{plugin}.yaml")));
         assert_eq!(p.spec.version, version);
         assert_eq!(
             platforms_of(&p),
@@ -420,7 +430,7 @@ fn fill_script_only_available_keeps_the_platforms_with_archives() {
             p.spec.platforms[0].uri,
             format!("http://127.0.0.1:9/rel/{file}")
         );
-        assert_eq!(p.spec.platforms[0].sha256, sha256sum(&dist.join(&file)));
+        assert_eq!(p.spec.platforms[0].sha256, sha256sum(&ws.dist.join(&file)));
     }
 }
 
@@ -432,18 +442,15 @@ fn release_workflow_passes_actionlint() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let workflow = root.join(".github/workflows/release.yml");
     assert!(workflow.is_file());
-    let o = Command::new(dir.join("actionlint"))
-        .arg("-no-color")
-        .arg(&workflow)
-        .current_dir(&root)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "actionlint:\n{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let actionlint = |workflow: &Path, cwd: &Path| {
+        Command::new(dir.join("actionlint"))
+            .arg("-no-color")
+            .arg(workflow)
+            .current_dir(cwd)
+            .output()
+            .unwrap()
+    };
+    assert_ok(&actionlint(&workflow, &root), "actionlint");
     // And it can fail: a job on a runner that does not exist.
     let bad = tempfile::tempdir().unwrap();
     let wf = bad.path().join(".github/workflows");
@@ -452,12 +459,7 @@ fn release_workflow_passes_actionlint() {
         .unwrap()
         .replace("runs-on: ubuntu-24.04\n", "runs-on: ubuntu-12.04\n");
     std::fs::write(wf.join("release.yml"), text).unwrap();
-    let o = Command::new(dir.join("actionlint"))
-        .arg("-no-color")
-        .arg(wf.join("release.yml"))
-        .current_dir(bad.path())
-        .output()
-        .unwrap();
+    let o = actionlint(&wf.join("release.yml"), bad.path());
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stdout).contains("ubuntu-12.04"));
+    assert_contains(&stdout(&o), "ubuntu-12.04");
 }

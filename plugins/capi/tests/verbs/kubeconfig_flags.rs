@@ -5,17 +5,18 @@
 //! -n NS [--kubeconfig-context CTX]` word order works. The Secret is written here as Cluster API
 //! writes it (`<cluster>-kubeconfig`, key `value`).
 
-use std::path::Path;
 use std::process::{Command, Output};
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use serde_json::{Value, json};
+use testbed::fixtures::run::{assert_contains, words};
+use testbed::fixtures::run::{stderr as err, stdout as out};
+
+use crate::fleet_common::{mode, names};
+use crate::objects::{b64, create};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
-
-use testbed::fixtures::run::assert_contains;
-use testbed::fixtures::run::{stderr as err, stdout as out};
 
 fn run(tb: &testbed::Testbed, args: &[&str]) -> Output {
     testbed::fixtures::run::plugin(BIN, &tb.kubeconfig, args)
@@ -28,30 +29,25 @@ fn ok(tb: &testbed::Testbed, args: &[&str]) -> Output {
     o
 }
 
-fn mode(p: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
-}
-
 fn yaml(text: &str) -> Value {
     serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
-/// Seeds `<cluster>-kubeconfig` and returns its text.
-async fn seed(client: &kube::Client, ns: &str, cluster: &str, server: &str) -> String {
-    use base64::Engine;
-    let text = testbed::fixtures::workload_kubeconfig(cluster, server);
-    let s: Secret = serde_json::from_value(json!({
+/// Writes `text` as `<cluster>-kubeconfig`.
+async fn put_secret(client: &kube::Client, ns: &str, cluster: &str, text: &str) {
+    let secret = json!({
         "metadata": {"name": format!("{cluster}-kubeconfig"),
                      "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
         "type": "cluster.x-k8s.io/secret",
-        "data": {"value": base64::engine::general_purpose::STANDARD.encode(&text)}
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &s)
-        .await
-        .unwrap();
+        "data": {"value": b64(text)}
+    });
+    create(&Api::<Secret>::namespaced(client.clone(), ns), secret).await;
+}
+
+/// Seeds `<cluster>-kubeconfig` and returns its text.
+async fn seed(client: &kube::Client, ns: &str, cluster: &str, server: &str) -> String {
+    let text = testbed::fixtures::workload_kubeconfig(cluster, server);
+    put_secret(client, ns, cluster, &text).await;
     text
 }
 
@@ -100,8 +96,7 @@ async fn print_formats_files_and_clusterctl_word_order() {
             "nope",
         ],
     );
-    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
-    assert_contains(&err(&o), "nope");
+    crate::objects::assert_fails(&o, 1, "nope");
 
     // -o json: the same kubeconfig as JSON.
     let o = ok(tb, &["kubeconfig", "c1", "-n", &ns, "-o", "json"]);
@@ -130,53 +125,29 @@ async fn print_formats_files_and_clusterctl_word_order() {
         );
     }
     let f = dir.path().join("d.json");
+    let json_to = ["-o", "json", "--write-to", f.to_str().unwrap()];
     ok(
         tb,
-        &[
-            "kubeconfig",
-            "c1",
-            "-n",
-            &ns,
-            "-o",
-            "json",
-            "--write-to",
-            f.to_str().unwrap(),
-        ],
+        &[&["kubeconfig", "c1", "-n", &ns], &json_to[..]].concat(),
     );
     let j: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
     assert_eq!(j, yaml(&text));
 
     // Usage errors: one line, exit 2, nothing printed, no request needed.
-    for (args, says) in [
-        (vec!["kubeconfig", "c1", "-o", "wide"], "yaml or json"),
+    for (line, says) in [
+        ("kubeconfig c1 -o wide", "yaml or json"),
+        ("kubeconfig c1 -o jsn", "use -o yaml or -o json"),
+        ("kubeconfig c1 -o json --merge", "cannot be used with"),
+        ("kubeconfig c1 --write-to x --merge", "cannot be used with"),
+        ("kubeconfig c1 --set-current", "--merge"),
+        ("kubeconfig get", "required"),
         (
-            vec!["kubeconfig", "c1", "-o", "jsn"],
-            "use -o yaml or -o json",
-        ),
-        (
-            vec!["kubeconfig", "c1", "-o", "json", "--merge"],
-            "cannot be used with",
-        ),
-        (
-            vec!["kubeconfig", "c1", "--write-to", "x", "--merge"],
-            "cannot be used with",
-        ),
-        (vec!["kubeconfig", "c1", "--set-current"], "--merge"),
-        (vec!["kubeconfig", "get"], "required"),
-        (
-            vec![
-                "kubeconfig",
-                "c1",
-                "--context",
-                "a",
-                "--kubeconfig-context",
-                "b",
-            ],
+            "kubeconfig c1 --context a --kubeconfig-context b",
             "two contexts",
         ),
     ] {
-        let o = run(tb, &args);
-        testbed::expect::one_line_refusal(&o, 2, says, &args.join(" ")).unwrap();
+        let o = run(tb, &words(line));
+        testbed::expect::one_line_refusal(&o, 2, says, line).unwrap();
     }
     tb.delete_namespace(&client, &ns).await;
 }
@@ -207,44 +178,19 @@ async fn merge_flags_new_and_old_spellings() {
     assert_eq!(mode(&file), 0o600);
 
     // The old spellings: --merge --merge-into FILE --switch; again: already up to date.
-    let o = ok(
-        tb,
-        &[
-            "kubeconfig",
-            "m1",
-            "-n",
-            &ns,
-            "--merge",
-            "--merge-into",
-            f,
-            "--switch",
-        ],
-    );
+    let old = ["--merge", "--merge-into", f, "--switch"];
+    let o = ok(tb, &[&["kubeconfig", "m1", "-n", &ns], &old[..]].concat());
     assert_contains(&err(&o), "already up to date");
 
     // --context-name: another name for the context; --set-current not given, so the current
     // context stays.
+    let named = [&merge_to, "--context-name", "second"];
     ok(
         tb,
-        &[
-            "kubeconfig",
-            "get",
-            "m2",
-            "-n",
-            &ns,
-            &merge_to,
-            "--context-name",
-            "second",
-        ],
+        &[&["kubeconfig", "get", "m2", "-n", &ns], &named[..]].concat(),
     );
     let v = yaml(&std::fs::read_to_string(&file).unwrap());
-    let contexts: Vec<&str> = v["contexts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(contexts, ["m1-admin@m1", "second"]);
+    assert_eq!(names(&v["contexts"]), ["m1-admin@m1", "second"]);
     assert_eq!(v["current-context"], "m1-admin@m1");
 
     // A conflict: one line, the hint both plugins give, nothing changed; --force replaces.
@@ -274,7 +220,6 @@ async fn merge_flags_new_and_old_spellings() {
 /// are checked against the real kubectl first: it must refuse each of them.
 #[tokio::test]
 async fn merge_refuses_a_secret_kubectl_cannot_load() {
-    use base64::Engine;
     let tb = testbed::shared();
     let (client, ns) = tb.namespace("kc-flags-bad-secret").await;
     let dir = tempfile::tempdir().unwrap();
@@ -321,16 +266,7 @@ async fn merge_refuses_a_secret_kubectl_cannot_load() {
             !kubectl.status.success(),
             "{cluster}: kubectl loads it:\n{text}"
         );
-        let s: Secret = serde_json::from_value(json!({
-            "metadata": {"name": format!("{cluster}-kubeconfig")},
-            "type": "cluster.x-k8s.io/secret",
-            "data": {"value": base64::engine::general_purpose::STANDARD.encode(text)}
-        }))
-        .unwrap();
-        Api::<Secret>::namespaced(client.clone(), &ns)
-            .create(&PostParams::default(), &s)
-            .await
-            .unwrap();
+        put_secret(&client, &ns, cluster, text).await;
         let merge_to = format!("--merge={}", file.display());
         let o = run(
             tb,

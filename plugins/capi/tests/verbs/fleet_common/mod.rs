@@ -6,39 +6,30 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 use testbed::Testbed;
 use testbed::fixtures::run::assert_contains;
 use testbed::fixtures::{Fleet, FleetSpec, HostState};
 
+pub use crate::objects::assert_fails;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
 
 pub fn run_env(tb: &Testbed, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(BIN);
-    c.args(args)
-        .arg("--kubeconfig")
-        .arg(tb.kubeconfig.display().to_string())
-        .env_remove("KUBECONFIG")
+    testbed::fixtures::run::command(BIN, &tb.kubeconfig, args)
         .env_remove("KUBECTL_CAPI_TEST_FAIL_BEFORE_RENAME")
-        .env("NO_COLOR", "1");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("run kubectl-capi")
+        .envs(env.iter().copied())
+        .output()
+        .expect("run kubectl-capi")
 }
 
 pub fn run(tb: &Testbed, args: &[&str]) -> Output {
     run_env(tb, args, &[])
 }
 
-pub fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-pub fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
+pub use testbed::fixtures::run::{stderr as err, stdout as out};
 
 /// Runs and insists on success; returns stdout.
 #[track_caller]
@@ -59,6 +50,21 @@ pub fn yaml(tb: &Testbed, args: &[&str]) -> Value {
     let s = ok(tb, &a);
     serde_saphyr::from_str(&s).unwrap_or_else(|e| panic!("{args:?} -o yaml: {e}\n{s}"))
 }
+
+/// One test per line `name("namespace prefix"): check, …;`: each seeds the fleet on `$tb` in
+/// a namespace of its own, checks its CAPI API version is `$version` and runs the checks on it.
+macro_rules! fleet_tests {
+    ($tb:expr, $version:literal; $($name:ident($prefix:literal): $($check:ident),+;)+) => {$(
+        #[tokio::test]
+        async fn $name() {
+            let tb: &'static testbed::Testbed = $tb;
+            let fleet = $crate::fleet_common::seed(tb, $prefix).await;
+            assert_eq!(fleet.capi_version, $version);
+            $($crate::fleet_common::$check(tb, &fleet).await;)+
+        }
+    )+};
+}
+pub(crate) use fleet_tests;
 
 /// Seeds the acceptance fleet (3 clusters, one Kamaji; 2 MachineDeployments; 20 Machines;
 /// 30 ByoHosts in every state) into a fresh namespace.
@@ -82,6 +88,23 @@ pub fn rows(table: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The `name` of every entry of a JSON list (`items`, a kubeconfig's `contexts`).
+pub fn names(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect()
+}
+
+/// The entry named `name` of a JSON list.
+#[track_caller]
+pub fn item<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list.as_array()
+        .and_then(|a| a.iter().find(|i| i["name"] == name))
+        .unwrap_or_else(|| panic!("no {name:?} in {list}"))
+}
+
 pub fn header(table: &str) -> String {
     table.lines().next().unwrap_or_default().to_string()
 }
@@ -97,6 +120,21 @@ pub fn assert_columns(table: &str, columns: &str) {
             None => panic!("no column {col:?} (in this order: {columns}) in:\n{table}"),
         }
     }
+}
+
+/// The table `args` prints, its header checked with [`assert_columns`].
+#[track_caller]
+fn table(tb: &Testbed, args: &[&str], columns: &str) -> String {
+    let t = ok(tb, args);
+    assert_columns(&t, columns);
+    t
+}
+
+/// `verb name -n ns` fails with exit 1 saying `kind "name"` is not found.
+#[track_caller]
+fn assert_not_found(tb: &Testbed, verb: &[&str], name: &str, ns: &str, kind: &str) {
+    let o = run(tb, &[verb, &[name, "-n", ns]].concat());
+    assert_fails(&o, 1, &format!("{kind} \"{name}\" not found"));
 }
 
 fn state_counts(fleet: &Fleet) -> BTreeMap<&'static str, usize> {
@@ -181,10 +219,9 @@ pub async fn hosts_in_every_format(tb: &Testbed, fleet: &Fleet) {
         assert_eq!(v["summary"]["total"], 30);
         assert_eq!(v["summary"]["available"], c["Available"]);
         assert_eq!(v["summary"]["failed"], c["Failed"]);
-        let items = v["items"].as_array().unwrap();
-        assert_eq!(items.len(), 30);
+        assert_eq!(v["items"].as_array().unwrap().len(), 30);
         for h in &fleet.hosts {
-            let i = items.iter().find(|i| i["name"] == h.name.as_str()).unwrap();
+            let i = item(&v["items"], &h.name);
             assert_eq!(i["state"], h.state.as_str());
             assert_eq!(i["namespace"], ns);
             if let Some(m) = &h.machine {
@@ -213,15 +250,8 @@ pub async fn hosts_in_every_format(tb: &Testbed, fleet: &Fleet) {
 pub async fn hosts_filters(tb: &Testbed, fleet: &Fleet) {
     let ns = fleet.namespace.as_str();
     let names = |args: &[&str]| -> Vec<String> {
-        let mut a = vec!["hosts", "-n", ns];
-        a.extend(args);
-        let v = json(tb, &a);
-        v["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["name"].as_str().unwrap().to_string())
-            .collect()
+        let v = json(tb, &[&["hosts", "-n", ns], args].concat());
+        names(&v["items"]).into_iter().map(str::to_string).collect()
     };
     let want = |pred: &dyn Fn(&testbed::fixtures::FixtureHost) -> bool| -> Vec<String> {
         fleet
@@ -259,10 +289,8 @@ pub async fn hosts_filters(tb: &Testbed, fleet: &Fleet) {
     );
     // Bad input: one line, exit 2.
     let o = run(tb, &["hosts", "--state", "bogus"]);
-    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
-    assert_contains(&err(&o), "unknown host state \"bogus\"");
-    let o = run(tb, &["hosts", "-l", "a in (b"]);
-    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert_fails(&o, 2, "unknown host state \"bogus\"");
+    assert_fails(&run(tb, &["hosts", "-l", "a in (b"]), 2, "");
     // All namespaces by default: ours are among them.
     let all = json(tb, &["hosts"]);
     let items = all["items"].as_array().unwrap();
@@ -320,12 +348,8 @@ pub async fn hosts_describe(tb: &Testbed, fleet: &Fleet) {
     let paused = &fleet.hosts_in(HostState::Paused)[0].name;
     let v = json(tb, &["hosts", "describe", paused]);
     assert_eq!(v["state"], "Paused");
-    assert!(
-        v["diagnosis"]["summary"]
-            .as_str()
-            .unwrap()
-            .starts_with("paused:")
-    );
+    let summary = |v: &Value| v["diagnosis"]["summary"].as_str().unwrap().to_string();
+    assert!(summary(&v).starts_with("paused:"), "{v}");
     assert!(v["chain"]["machine"].is_string());
     assert_eq!(v["chain"]["byoMachineExists"], true);
     assert_eq!(v["interfaces"].as_array().unwrap().len(), 2);
@@ -333,31 +357,23 @@ pub async fn hosts_describe(tb: &Testbed, fleet: &Fleet) {
     let reserved = &fleet.hosts_in(HostState::Reserved)[0].name;
     let v = yaml(tb, &["hosts", "describe", reserved]);
     assert_eq!(v["state"], "Reserved");
-    assert!(
-        v["diagnosis"]["summary"]
-            .as_str()
-            .unwrap()
-            .contains("waiting for the machine's bootstrap data"),
-        "{v}"
-    );
+    assert_contains(&summary(&v), "waiting for the machine's bootstrap data");
     let n = ok(tb, &["hosts", "describe", reserved, "-o", "name"]);
     assert_eq!(
         n.trim(),
         format!("byohost.infrastructure.cluster.x-k8s.io/{reserved}")
     );
 
-    let o = run(tb, &["hosts", "describe", "no-such-host", "-n", ns]);
-    assert_eq!(o.status.code(), Some(1));
-    assert_contains(&err(&o), "ByoHost \"no-such-host\" not found");
+    assert_not_found(tb, &["hosts", "describe"], "no-such-host", ns, "ByoHost");
 }
 
 // ------------------------------------------------------------------------------------ machines
 
 pub async fn machines_in_every_format(tb: &Testbed, fleet: &Fleet) {
     let ns = fleet.namespace.as_str();
-    let t = ok(tb, &["machines", "-n", ns]);
-    assert_columns(
-        &t,
+    let t = table(
+        tb,
+        &["machines", "-n", ns],
         "NAME | CLUSTER | ROLE | PHASE | READY | AVAILABLE | UP-TO-DATE | VERSION | NODE | HOST | AGE",
     );
     let r = rows(&t);
@@ -410,10 +426,7 @@ pub async fn machines_in_every_format(tb: &Testbed, fleet: &Fleet) {
     ] {
         let items = v["items"].as_array().unwrap();
         assert_eq!(items.len(), fleet.machines_of("cluster-1").len());
-        let cp = items
-            .iter()
-            .find(|i| i["name"] == "cluster-1-cp-0")
-            .unwrap();
+        let cp = item(&v["items"], "cluster-1-cp-0");
         assert_eq!(cp["role"], "control-plane");
         assert_eq!(cp["ready"], "True");
         assert_eq!(cp["available"], "True");
@@ -433,18 +446,16 @@ pub async fn machines_in_every_format(tb: &Testbed, fleet: &Fleet) {
             .all(|l| l.starts_with("machine.cluster.x-k8s.io/cluster-0-"))
     );
 
-    let o = run(tb, &["machines", "no-such-cluster", "-n", ns]);
-    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
-    assert_contains(&err(&o), "Cluster \"no-such-cluster\" not found");
+    assert_not_found(tb, &["machines"], "no-such-cluster", ns, "Cluster");
 }
 
 // ------------------------------------------------------------------------------------ list
 
 pub async fn list_in_every_format(tb: &Testbed, fleet: &Fleet) {
     let ns = fleet.namespace.as_str();
-    let t = ok(tb, &["list", "-n", ns]);
-    assert_columns(
-        &t,
+    let t = table(
+        tb,
+        &["list", "-n", ns],
         "NAME | NAMESPACE | PHASE | CONTROL PLANE | WORKERS | VERSION | ENDPOINT | INFRASTRUCTURE | AGE",
     );
     let lines: Vec<&str> = t.lines().skip(1).collect();
@@ -497,18 +508,14 @@ pub async fn list_in_every_format(tb: &Testbed, fleet: &Fleet) {
         "{w}"
     );
     let j = json(tb, &["list", "-n", ns]);
-    let c1 = j["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["name"] == "cluster-1")
-        .unwrap();
-    assert_eq!(c1["bcmTemplate"], "my-capi-cluster-template");
+    assert_eq!(
+        item(&j["items"], "cluster-1")["bcmTemplate"],
+        "my-capi-cluster-template"
+    );
 
     for v in [json(tb, &["list", "-n", ns]), yaml(tb, &["list", "-n", ns])] {
-        let items = v["items"].as_array().unwrap();
-        assert_eq!(items.len(), 3);
-        let k = items.iter().find(|i| i["name"] == "cluster-0").unwrap();
+        assert_eq!(v["items"].as_array().unwrap().len(), 3);
+        let k = item(&v["items"], "cluster-0");
         assert_eq!(k["controlPlaneKind"], "KamajiControlPlane");
         assert_eq!(k["controlPlane"]["ready"], 2);
         assert_eq!(k["controlPlane"]["desired"], 2);
@@ -526,13 +533,7 @@ pub async fn list_in_every_format(tb: &Testbed, fleet: &Fleet) {
         ]
     );
     let prod = json(tb, &["list", "-n", ns, "-l", "env=prod"]);
-    let names: Vec<&str> = prod["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["cluster-0", "cluster-2"]);
+    assert_eq!(names(&prod["items"]), ["cluster-0", "cluster-2"]);
     // All namespaces by default.
     let all = json(tb, &["list"]);
     assert!(
@@ -558,7 +559,7 @@ pub async fn kubeconfig_print_and_output(tb: &Testbed, fleet: &Fleet) {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("sub").join("c1.kubeconfig");
     std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-    let o = run(
+    ok(
         tb,
         &[
             "kubeconfig",
@@ -569,7 +570,6 @@ pub async fn kubeconfig_print_and_output(tb: &Testbed, fleet: &Fleet) {
             f.to_str().unwrap(),
         ],
     );
-    assert!(o.status.success(), "{}", err(&o));
     assert_eq!(std::fs::read_to_string(&f).unwrap(), s);
     assert_eq!(mode(&f), 0o600);
 }
@@ -651,18 +651,11 @@ pub async fn describe_in_every_format(tb: &Testbed, fleet: &Fleet) {
     }
 
     // --show-conditions all: condition rows.
+    let c1 = ["describe", "cluster-1", "-n", ns];
+    let with = |extra: &[&'static str]| [&c1[..], extra].concat();
     let t = ok(
         tb,
-        &[
-            "describe",
-            "cluster-1",
-            "-n",
-            ns,
-            "--show-conditions",
-            "all",
-            "--grouping=false",
-            "--echo",
-        ],
+        &with(&["--show-conditions", "all", "--grouping=false", "--echo"]),
     );
     assert_contains(&t, "KubeadmControlPlane");
     assert_contains(&t, "cluster-1-cp-0");
@@ -681,23 +674,13 @@ pub async fn describe_in_every_format(tb: &Testbed, fleet: &Fleet) {
         t.contains("ByoMachine"),
         "--echo shows infrastructure machines: {t}"
     );
-    let o = run(
-        tb,
-        &[
-            "describe",
-            "cluster-1",
-            "-n",
-            ns,
-            "--show-conditions",
-            "all, Machine",
-        ],
-    );
-    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let o = run(tb, &with(&["--show-conditions", "all, Machine"]));
+    assert_fails(&o, 2, "");
 
     // JSON and YAML: the same tree as data.
     for v in [
-        json(tb, &["describe", "cluster-1", "-n", ns, "--grouping=false"]),
-        yaml(tb, &["describe", "cluster-1", "-n", ns, "--grouping=false"]),
+        json(tb, &with(&["--grouping=false"])),
+        yaml(tb, &with(&["--grouping=false"])),
     ] {
         assert_eq!(v["cluster"], "cluster-1");
         assert_eq!(v["apiVersion"], fleet.capi_version.as_str());
@@ -722,18 +705,7 @@ pub async fn describe_in_every_format(tb: &Testbed, fleet: &Fleet) {
     let kcp = nodes_of(&kamaji, "KamajiControlPlane");
     assert_eq!(kcp.len(), 1);
     assert_eq!(kcp[0]["controlPlanePods"]["desired"], 2);
-    let n = ok(
-        tb,
-        &[
-            "describe",
-            "cluster-1",
-            "-n",
-            ns,
-            "-o",
-            "name",
-            "--grouping=false",
-        ],
-    );
+    let n = ok(tb, &with(&["-o", "name", "--grouping=false"]));
     assert!(
         n.lines().any(|l| l == "cluster.cluster.x-k8s.io/cluster-1"),
         "{n}"
@@ -749,7 +721,5 @@ pub async fn describe_in_every_format(tb: &Testbed, fleet: &Fleet) {
         "{n}"
     );
 
-    let o = run(tb, &["describe", "cluster-9", "-n", ns]);
-    assert_eq!(o.status.code(), Some(1));
-    assert_contains(&err(&o), "Cluster \"cluster-9\" not found");
+    assert_not_found(tb, &["describe"], "cluster-9", ns, "Cluster");
 }

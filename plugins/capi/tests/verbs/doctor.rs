@@ -1,0 +1,406 @@
+//! Issue 26: `kubectl capi doctor` (and `kubectl kamaji doctor`) on the shared testbed. Each test
+//! plants problems in a namespace of its own, as the controllers or a user would leave them,
+//! and reads the report with `-n` so that other tests' namespaces do not count.
+
+use std::collections::BTreeSet;
+use std::process::Output;
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use testbed::Testbed;
+use testbed::fixtures::poll::wait_for;
+use testbed::fixtures::run::{plugin, stderr, stdout};
+use testbed::fixtures::{FleetSpec, HostState};
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
+
+/// `kubectl-kamaji`, whose `doctor` is the same report.
+fn kamaji_bin() -> String {
+    testbed::workspace_binary(BIN, "kubectl-kamaji", "kubectl-kamaji")
+        .display()
+        .to_string()
+}
+
+fn doctor(tb: &Testbed, ns: &str, extra: &[&str]) -> (Output, Value) {
+    let mut args = vec!["doctor", "-n", ns, "-o", "json"];
+    args.extend(extra);
+    let o = plugin(BIN, &tb.kubeconfig, &args);
+    let v = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("doctor -o json: {e}\n{}\n{}", stdout(&o), stderr(&o)));
+    (o, v)
+}
+
+/// The object names of the findings of `check`.
+fn named(report: &Value, check: &str) -> BTreeSet<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["check"] == check)
+        .map(|f| f["object"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn the(report: &Value, check: &str) -> Value {
+    let all: Vec<&Value> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["check"] == check)
+        .collect();
+    assert_eq!(all.len(), 1, "one {check} finding expected:\n{report:#}");
+    all[0].clone()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// Creates an object and sets its status (as a controller would) through the subresource.
+async fn put(client: &Client, ns: &str, group: &str, version: &str, kind: &str, mut obj: Value) {
+    let plural = format!("{}s", kind.to_lowercase());
+    let api_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    let ar = ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: api_version.clone(),
+        kind: kind.into(),
+        plural,
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let status = obj.as_object_mut().and_then(|o| o.remove("status"));
+    obj["apiVersion"] = json!(api_version);
+    obj["kind"] = json!(kind);
+    let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+    let body: DynamicObject = serde_json::from_value(obj).unwrap();
+    api.create(&PostParams::default(), &body)
+        .await
+        .unwrap_or_else(|e| panic!("create {kind} {name}: {e}"));
+    if let Some(status) = status {
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("status of {kind} {name}: {e}"));
+    }
+}
+
+/// Our ClusterUpgrade API, as `kubectl kamaji install` applies it, once per test binary.
+async fn serve_cluster_upgrades(client: &Client) {
+    static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    READY
+        .get_or_init(|| async {
+            let crds = kcore::ops::crds();
+            testbed::fixtures::crds::apply_and_wait(client, &crds, "fleet-test").await;
+        })
+        .await;
+}
+
+/// A PEM certificate for `tenant` that expires `days` from now (negative: expired).
+fn certificate(days: i64) -> String {
+    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * days);
+    let d = at.to_zoned(jiff::tz::TimeZone::UTC).date();
+    let mut p = rcgen::CertificateParams::new(vec!["kube-apiserver".to_string()]).unwrap();
+    p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    p.not_after = rcgen::date_time_ymd(i32::from(d.year()), d.month() as u8, d.day() as u8);
+    let key = rcgen::KeyPair::generate().unwrap();
+    p.self_signed(&key).unwrap().pem()
+}
+
+fn kamaji_secret(name: &str, tenant: &str, days: i64) -> Value {
+    use base64::Engine;
+    let pem = base64::engine::general_purpose::STANDARD.encode(certificate(days));
+    json!({"metadata": {"name": name, "labels": {
+            "kamaji.clastix.io/project": "kamaji", "kamaji.clastix.io/name": tenant}},
+           "data": {"apiserver.crt": pem}})
+}
+
+#[tokio::test]
+async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("doctor").await;
+    let capi = testbed::fixtures::capi_version(&client).await.unwrap();
+
+    // A clean namespace: nothing to report, exit 0, in both plugins.
+    let (o, clean) = doctor(tb, &ns, &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(clean["findings"], json!([]), "{clean:#}");
+    let human = plugin(&kamaji_bin(), &tb.kubeconfig, &["doctor", "-n", &ns]);
+    assert_eq!(code(&human), 0, "{}", stderr(&human));
+    assert!(
+        stdout(&human).starts_with("No problems found"),
+        "{}",
+        stdout(&human)
+    );
+
+    // Leftovers: Secrets of a cluster that does not exist (a warning: exit 0).
+    for n in ["gone-kubeconfig", "gone-ca"] {
+        put(
+            &client,
+            &ns,
+            "",
+            "v1",
+            "Secret",
+            json!({"metadata": {"name": n,
+            "labels": {"cluster.x-k8s.io/cluster-name": "gone"}}, "type": "Opaque"}),
+        )
+        .await;
+    }
+    let (o, r) = doctor(tb, &ns, &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let f = the(&r, "OrphanSecrets");
+    assert_eq!(f["severity"], "Warning");
+    assert_eq!(f["section"], "leftovers");
+    assert_eq!(f["object"]["name"], "gone");
+    assert!(
+        f["cause"].as_str().unwrap().starts_with("2 Secret(s)"),
+        "{f}"
+    );
+    assert_eq!(
+        f["fix"],
+        format!("kubectl delete secret -n {ns} -l cluster.x-k8s.io/cluster-name=gone")
+    );
+
+    // Certificates issued short: one expiring within --cert-warn, one expired (an error: exit 1).
+    put(
+        &client,
+        &ns,
+        "",
+        "v1",
+        "Secret",
+        kamaji_secret("t1-api-server-certificate", "t1", 5),
+    )
+    .await;
+    let (o, r) = doctor(tb, &ns, &["--only", "control-planes"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let f = the(&r, "CertificateExpiring");
+    assert_eq!(
+        (f["severity"].as_str(), f["object"]["name"].as_str()),
+        (Some("Warning"), Some("t1"))
+    );
+    assert!(
+        f["cause"]
+            .as_str()
+            .unwrap()
+            .contains("apiserver.crt of Secret t1-api-server-certificate"),
+        "{f}"
+    );
+    assert_eq!(
+        f["fix"],
+        format!("kubectl kamaji certificates rotate t1 -n {ns} --all=true")
+    );
+    // Below the threshold, it is no finding.
+    let (_, r) = doctor(tb, &ns, &["--only", "control-planes", "--cert-warn", "2d"]);
+    assert_eq!(r["findings"], json!([]), "{r:#}");
+    put(
+        &client,
+        &ns,
+        "",
+        "v1",
+        "Secret",
+        kamaji_secret("t2-api-server-certificate", "t2", -2),
+    )
+    .await;
+    let (o, r) = doctor(tb, &ns, &["--only", "control-planes"]);
+    assert_eq!(code(&o), 1, "an expired certificate is an error");
+    assert_eq!(the(&r, "CertificateExpired")["object"]["name"], "t2");
+    assert!(
+        stderr(&o).contains("doctor found 1 error(s)"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Operations: a paused cluster (info), a failed ClusterUpgrade (error).
+    serve_cluster_upgrades(&client).await;
+    put(
+        &client,
+        &ns,
+        "cluster.x-k8s.io",
+        &capi,
+        "Cluster",
+        json!({"metadata": {"name": "c1"}, "spec": {"paused": true}}),
+    )
+    .await;
+    put(
+        &client,
+        &ns,
+        "ops.capi-kamaji.io",
+        "v1alpha1",
+        "ClusterUpgrade",
+        json!({
+        "metadata": {"name": "c1"}, "spec": {"clusterName": "c1", "version": "v1.33.2"},
+        "status": {"phase": "Failed", "message": "step 2 did not finish in 30m"}}),
+    )
+    .await;
+    let (o, r) = doctor(tb, &ns, &["--only", "operations"]);
+    assert_eq!(code(&o), 1);
+    let f = the(&r, "UpgradeFailed");
+    assert_eq!(f["severity"], "Error");
+    assert!(
+        f["cause"]
+            .as_str()
+            .unwrap()
+            .contains("step 2 did not finish"),
+        "{f}"
+    );
+    assert_eq!(f["fix"], format!("kubectl capi upgrade status c1 -n {ns}"));
+    let f = the(&r, "ClusterPaused");
+    assert_eq!(
+        (f["severity"].as_str(), f["fix"].as_str()),
+        (
+            Some("Info"),
+            Some(format!("kubectl capi resume c1 -n {ns}").as_str())
+        )
+    );
+    // --only kept the other sections out.
+    assert!(
+        r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["section"] == "operations"),
+        "{r:#}"
+    );
+
+    // Management: kamaji-reconciler's Lease, last renewed ten minutes ago (a stopped reconciler).
+    let renewed = (jiff::Timestamp::now() - jiff::SignedDuration::from_mins(10))
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    put(
+        &client,
+        &ns,
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        json!({
+        "metadata": {"name": "kamaji-reconciler.controlplane.cluster.x-k8s.io"},
+        "spec": {"holderIdentity": "gone", "leaseDurationSeconds": 15, "renewTime": renewed}}),
+    )
+    .await;
+    let (o, r) = doctor(tb, &ns, &["--only", "management"]);
+    assert_eq!(code(&o), 1);
+    let f = the(&r, "ReconcilerStopped");
+    assert!(f["cause"].as_str().unwrap().contains("ago"), "{f}");
+    assert!(
+        f["fix"]
+            .as_str()
+            .unwrap()
+            .contains("rollout restart deployment/kamaji-reconciler"),
+        "{f}"
+    );
+    // The same report through kubectl kamaji.
+    let k = plugin(
+        &kamaji_bin(),
+        &tb.kubeconfig,
+        &["doctor", "-n", &ns, "-o", "json"],
+    );
+    let kr: Value = serde_json::from_str(&stdout(&k)).unwrap();
+    let all = doctor(tb, &ns, &[]).1;
+    assert_eq!(kr["findings"], all["findings"]);
+    assert_eq!(code(&k), 1);
+    // The Lease is read in every namespace: remove it so that no other doctor run sees it.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), &ns);
+    leases
+        .delete(
+            "kamaji-reconciler.controlplane.cluster.x-k8s.io",
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    tb.delete_namespace(&client, &ns).await;
+}
+
+#[tokio::test]
+async fn doctor_on_the_fixture_fleet_names_its_failed_and_releasing_hosts_and_stuck_machines() {
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("doctor-fleet").await;
+    let fleet = testbed::fixtures::fleet(&client, &ns, &FleetSpec::small())
+        .await
+        .unwrap();
+    let names = |hs: Vec<&testbed::fixtures::FixtureHost>| -> BTreeSet<String> {
+        hs.into_iter().map(|h| h.name.clone()).collect()
+    };
+    let stuck: BTreeSet<String> = fleet
+        .machines
+        .iter()
+        .filter(|m| matches!(m.phase.as_str(), "Pending" | "Provisioning"))
+        .map(|m| m.name.clone())
+        .collect();
+    assert!(!stuck.is_empty() && !fleet.hosts_in(HostState::Failed).is_empty());
+    // Machines count as stuck once older than --stuck-after: wait for that, not a fixed time.
+    let r = wait_for(
+        "every Pending and Provisioning machine reported stuck",
+        std::time::Duration::from_secs(60),
+        String::new,
+        || async {
+            let (_, r) = doctor(tb, &ns, &["--only", "workers", "--stuck-after", "1s"]);
+            (named(&r, "MachineStuck") == stuck).then_some(r)
+        },
+    )
+    .await;
+    assert_eq!(
+        named(&r, "HostFailed"),
+        names(fleet.hosts_in(HostState::Failed))
+    );
+    assert_eq!(
+        named(&r, "HostReleasing"),
+        names(fleet.hosts_in(HostState::Releasing))
+    );
+    for f in r["findings"].as_array().unwrap() {
+        assert!(f["fix"].as_str().unwrap().starts_with("kubectl "), "{f}");
+        assert!(!f["cause"].as_str().unwrap().contains('\n'), "{f}");
+    }
+    let c = &r["counts"];
+    let total =
+        c["error"].as_u64().unwrap() + c["warning"].as_u64().unwrap() + c["info"].as_u64().unwrap();
+    assert_eq!(total as usize, r["findings"].as_array().unwrap().len());
+    // A table for people: one row per finding, under its headers, and the counts.
+    let o = plugin(
+        BIN,
+        &tb.kubeconfig,
+        &[
+            "doctor",
+            "-n",
+            &ns,
+            "--only",
+            "workers",
+            "--stuck-after",
+            "1s",
+        ],
+    );
+    assert_eq!(code(&o), 1, "a failed host is an error");
+    let out = stdout(&o);
+    assert!(out.starts_with("SEVERITY"), "{out}");
+    assert!(
+        out.contains("error(s)")
+            && out.contains("Not checked: hosts whose agent stopped reporting"),
+        "{out}"
+    );
+    tb.delete_namespace(&client, &ns).await;
+}
+
+#[test]
+fn doctor_refuses_bad_flags_with_one_line_and_exit_2() {
+    let tb = testbed::shared();
+    for (args, says) in [
+        (&["--only", "hosts"][..], "unknown section \"hosts\""),
+        (&["--cert-warn", "4000d"][..], "at most 3650d"),
+        (&["--cert-warn", "soon"][..], "invalid duration"),
+        (&["--stuck-after", "1000h"][..], "too long"),
+        (&["-l", "a=(b"][..], "selector"),
+    ] {
+        let mut all = vec!["doctor"];
+        all.extend(args);
+        let o = plugin(BIN, &tb.kubeconfig, &all);
+        assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+}
