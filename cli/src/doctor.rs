@@ -155,23 +155,26 @@ impl Report {
     }
 }
 
-/// Lists `ar` when served (an unserved kind reads as empty), dropping `managedFields`.
-async fn list(
+/// Lists `ar` into `slot` when served (an unserved kind reads as empty), dropping
+/// `managedFields`.
+async fn fill(
+    slot: &mut Vec<Value>,
     conn: &crate::Conn,
     ar: Option<ApiResource>,
     namespace: Option<&str>,
     lp: &ListParams,
-) -> Result<Vec<Value>, Error> {
+) -> Result<(), Error> {
     let Some(ar) = ar else {
-        return Ok(Vec::new());
+        return Ok(());
     };
-    kclient::api::list_json_map(conn, &ar, namespace, lp, |mut v| {
+    *slot = kclient::api::list_json_map(conn, &ar, namespace, lp, |mut v| {
         if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
         }
         v
     })
-    .await
+    .await?;
+    Ok(())
 }
 
 /// Kamaji's certificate Secrets (one LIST by its project label), as certificates per tenant.
@@ -291,66 +294,67 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         clusters_lp = clusters_lp.labels(s);
     }
     let capi = |kind: &str| apis.capi_kind(kind).ok();
+    let provider = |group: &str, kind: &str| apis.provider_kind(group, kind);
     let secrets_lp = ListParams::default().labels(CLUSTER_NAME_LABEL);
     let secret_ar = ApiResource::erase::<Secret>(&());
-    let (
-        clusters,
-        machines,
-        byo_hosts,
-        byo_machines,
-        tenant_control_planes,
-        kamaji_control_planes,
-        cluster_upgrades,
-        fleet_upgrades,
-    ) = tokio::try_join!(
-        list(&conn, capi("Cluster"), ns, &clusters_lp),
-        list(&conn, capi("Machine"), ns, &all),
-        list(&conn, apis.byo_host(), ns, &all),
-        list(
-            &conn,
-            apis.provider_kind(INFRASTRUCTURE_GROUP, "ByoMachine"),
-            ns,
-            &all
-        ),
-        list(&conn, apis.tenant_control_plane(), ns, &all),
-        list(
-            &conn,
-            apis.provider_kind(CONTROLPLANE_GROUP, "KamajiControlPlane"),
-            ns,
-            &all
-        ),
-        list(
-            &conn,
-            apis.provider_kind(OPS_GROUP, "ClusterUpgrade"),
-            ns,
-            &all
-        ),
-        list(
-            &conn,
-            apis.provider_kind(OPS_GROUP, "FleetUpgrade"),
-            ns,
-            &all
-        ),
-    )?;
-    let (cluster_secrets, certificates, leases) = tokio::try_join!(
-        kclient::api::list_metadata_json(&conn, &secret_ar, ns, &secrets_lp),
-        certificates(&conn, ns),
-        leases(&conn),
-    )?;
     let mut fleet = Fleet {
         capi_served: apis.capi_version().is_some(),
-        clusters,
-        machines,
-        byo_hosts,
-        byo_machines,
-        tenant_control_planes,
-        kamaji_control_planes,
-        cluster_upgrades,
-        fleet_upgrades,
-        cluster_secrets,
-        certificates,
-        leases,
+        ..Fleet::default()
     };
+    let f = &mut fleet;
+    tokio::try_join!(
+        fill(&mut f.clusters, &conn, capi("Cluster"), ns, &clusters_lp),
+        fill(&mut f.machines, &conn, capi("Machine"), ns, &all),
+        fill(&mut f.byo_hosts, &conn, apis.byo_host(), ns, &all),
+        fill(
+            &mut f.byo_machines,
+            &conn,
+            provider(INFRASTRUCTURE_GROUP, "ByoMachine"),
+            ns,
+            &all
+        ),
+        fill(
+            &mut f.tenant_control_planes,
+            &conn,
+            apis.tenant_control_plane(),
+            ns,
+            &all
+        ),
+        fill(
+            &mut f.kamaji_control_planes,
+            &conn,
+            provider(CONTROLPLANE_GROUP, "KamajiControlPlane"),
+            ns,
+            &all
+        ),
+        fill(
+            &mut f.cluster_upgrades,
+            &conn,
+            provider(OPS_GROUP, "ClusterUpgrade"),
+            ns,
+            &all
+        ),
+        fill(
+            &mut f.fleet_upgrades,
+            &conn,
+            provider(OPS_GROUP, "FleetUpgrade"),
+            ns,
+            &all
+        ),
+        async {
+            f.cluster_secrets =
+                kclient::api::list_metadata_json(&conn, &secret_ar, ns, &secrets_lp).await?;
+            Ok(())
+        },
+        async {
+            f.certificates = certificates(&conn, ns).await?;
+            Ok(())
+        },
+        async {
+            f.leases = leases(&conn).await?;
+            Ok::<_, Error>(())
+        },
+    )?;
     let mut not_checked = vec![
         "hosts whose agent stopped reporting: BYOH v0.5.0's agent keeps no heartbeat on its ByoHost".to_string(),
     ];

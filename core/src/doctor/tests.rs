@@ -60,6 +60,13 @@ fn cert(tenant: &str, left: i64) -> TenantCertificate {
     }
 }
 
+/// Check, severity and object name of each finding.
+fn rows(all: &[Problem]) -> Vec<(Check, Severity, &str)> {
+    all.iter()
+        .map(|x| (x.check, x.severity, x.object.name.as_str()))
+        .collect()
+}
+
 fn checks(f: &Fleet) -> Vec<(Check, Severity, String)> {
     examine(f, &Thresholds::default(), &[], now())
         .into_iter()
@@ -95,12 +102,8 @@ fn certificates_expired_and_expiring_are_reported_once_per_tenant_with_the_first
         cert("c3", 31 * 86_400),
     ];
     let all = examine(&f, &Thresholds::default(), &[], now());
-    let got: Vec<_> = all
-        .iter()
-        .map(|x| (x.check, x.severity, x.object.name.as_str()))
-        .collect();
     assert_eq!(
-        got,
+        rows(&all),
         vec![
             (Check::CertificateExpired, Severity::Error, "c2"),
             (Check::CertificateExpiring, Severity::Warning, "c1"),
@@ -212,12 +215,8 @@ fn failed_and_releasing_hosts() {
         json!({"machineRef": {"kind": "ByoMachine", "name": "gone-md-0-x", "namespace": "team-a"}});
     f.byo_hosts = vec![failed, releasing, obj("ByoHost", "hosts", "h3")];
     let all = examine(&f, &Thresholds::default(), &[Section::Workers], now());
-    let got: Vec<_> = all
-        .iter()
-        .map(|x| (x.check, x.severity, x.object.name.as_str()))
-        .collect();
     assert_eq!(
-        got,
+        rows(&all),
         vec![
             (Check::HostFailed, Severity::Error, "h1"),
             (Check::HostReleasing, Severity::Warning, "h2"),

@@ -92,6 +92,10 @@ async fn put(client: &Client, ns: &str, group: &str, version: &str, kind: &str, 
     }
 }
 
+async fn put_secret(client: &Client, ns: &str, obj: Value) {
+    put(client, ns, "", "v1", "Secret", obj).await
+}
+
 /// Our ClusterUpgrade API, as `kubectl kamaji install` applies it, once per test binary.
 async fn serve_cluster_upgrades(client: &Client) {
     static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
@@ -142,12 +146,9 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
 
     // Leftovers: Secrets of a cluster that does not exist (a warning: exit 0).
     for n in ["gone-kubeconfig", "gone-ca"] {
-        put(
+        put_secret(
             &client,
             &ns,
-            "",
-            "v1",
-            "Secret",
             json!({"metadata": {"name": n,
             "labels": {"cluster.x-k8s.io/cluster-name": "gone"}}, "type": "Opaque"}),
         )
@@ -169,12 +170,9 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
     );
 
     // Certificates issued short: one expiring within --cert-warn, one expired (an error: exit 1).
-    put(
+    put_secret(
         &client,
         &ns,
-        "",
-        "v1",
-        "Secret",
         kamaji_secret("t1-api-server-certificate", "t1", 5),
     )
     .await;
@@ -199,12 +197,9 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
     // Below the threshold, it is no finding.
     let (_, r) = doctor(tb, &ns, &["--only", "control-planes", "--cert-warn", "2d"]);
     assert_eq!(r["findings"], json!([]), "{r:#}");
-    put(
+    put_secret(
         &client,
         &ns,
-        "",
-        "v1",
-        "Secret",
         kamaji_secret("t2-api-server-certificate", "t2", -2),
     )
     .await;
