@@ -293,8 +293,9 @@ fn no_private_copy_of_a_core_constant() {
 /// only for an item another crate needs.
 #[test]
 fn the_core_public_surface_is_bounded() {
-    // 536 when issue 25 cut the core down; +19 for `doctor`'s API (issue 26).
-    const MAX_PUBLIC_ITEMS: usize = 555;
+    // 536 when issue 25 cut the core down; issue 26: +19 for `doctor`'s API, +3 for the host
+    // pool `create` checks (`PoolCheck`).
+    const MAX_PUBLIC_ITEMS: usize = 558;
     let kinds = [
         "fn ",
         "async fn ",

@@ -517,5 +517,48 @@ fn failure(conds: &[Condition]) -> Option<&Condition> {
     })
 }
 
+/// What the BYOH pool holds for `wanted` workers of cluster `namespace/name`: the hosts that
+/// already serve it (a re-run of `create`) and the free hosts whose labels carry every pair of
+/// `selector` (BYOH picks from every namespace).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolCheck {
+    pub wanted: usize,
+    pub serving: usize,
+    pub free: usize,
+}
+
+impl PoolCheck {
+    /// Of the pool's ByoHosts; only the hosts' own fields are read.
+    pub fn of(
+        hosts: &[Value],
+        namespace: &str,
+        name: &str,
+        selector: &BTreeMap<String, String>,
+        wanted: usize,
+    ) -> PoolCheck {
+        let inv = Inventory::build(hosts, &[], &[], &[], None);
+        let free = hosts
+            .iter()
+            .filter(|h| inv.state(h) == HostState::Available)
+            .filter(|h| {
+                selector
+                    .iter()
+                    .all(|(k, v)| json::label(h, k) == Some(v.as_str()))
+            })
+            .count();
+        PoolCheck {
+            wanted,
+            serving: inv.hosts_of(namespace, name).len(),
+            free,
+        }
+    }
+
+    /// Workers that would wait in Pending for a host.
+    pub fn missing(&self) -> usize {
+        self.wanted
+            .saturating_sub(self.serving.saturating_add(self.free))
+    }
+}
+
 #[cfg(test)]
 mod tests;

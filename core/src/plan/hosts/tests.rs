@@ -604,3 +604,30 @@ fn five_thousand_hosts_join_in_linear_time() {
         "5000 hosts: 2500 available, 2500 running"
     );
 }
+
+#[test]
+fn the_pool_counts_free_matching_hosts_and_those_already_serving_the_cluster() {
+    let host = |name: &str, labels: Value, claimed_by: Option<&str>| {
+        let mut h = json!({"metadata": {"name": name, "namespace": "hosts", "labels": labels}});
+        if let Some(c) = claimed_by {
+            h["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"] = json!(c);
+            h["status"] = json!({"machineRef": {"kind": "ByoMachine", "name": format!("{c}-x"), "namespace": "team-a"}});
+        }
+        h
+    };
+    let hosts = vec![
+        host("h1", json!({"site": "ams"}), None),
+        host("h2", json!({"site": "fra"}), None),
+        host("h3", json!({"site": "ams"}), Some("c1")),
+        host("h4", json!({"site": "ams"}), Some("other")),
+    ];
+    let ams = BTreeMap::from([("site".to_string(), "ams".to_string())]);
+    let p = PoolCheck::of(&hosts, "team-a", "c1", &ams, 3);
+    assert_eq!((p.serving, p.free, p.missing()), (1, 1, 1));
+    // No selector: every free host matches.
+    let p = PoolCheck::of(&hosts, "team-a", "c1", &BTreeMap::new(), 3);
+    assert_eq!((p.serving, p.free, p.missing()), (1, 2, 0));
+    // The same name in another namespace is another cluster.
+    let p = PoolCheck::of(&hosts, "team-b", "c1", &ams, 1);
+    assert_eq!((p.serving, p.free, p.missing()), (0, 1, 0));
+}

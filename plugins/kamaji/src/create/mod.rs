@@ -29,7 +29,7 @@ mod preflight;
 mod spec;
 mod wait;
 use apply::{apply, print_client_dry_run};
-use preflight::{check_datastore, check_endpoint_unused, cluster_class};
+use preflight::{check_datastore, check_endpoint_unused, check_host_pool, cluster_class};
 use spec::{cni_choice, download_calico, spec_from};
 use wait::wait_ready;
 
@@ -106,6 +106,9 @@ pub struct Args {
     /// Take over fields another field manager owns
     #[arg(long)]
     pub force_conflicts: bool,
+    /// Create even when fewer free BYOH hosts match than --workers (the missing machines wait in Pending for hosts)
+    #[arg(long)]
+    pub allow_pending: bool,
     /// Wait until the control plane is ready and the workers joined
     #[arg(long)]
     pub wait: bool,
@@ -147,6 +150,7 @@ async fn plan(
     spec: &mut CreateSpec,
     calico: bool,
     client_only: bool,
+    allow_pending: bool,
 ) -> Result<Built, Error> {
     let versions = versions(apis, spec, calico, client_only)?;
     if let Some(class) = spec.class.clone() {
@@ -171,6 +175,7 @@ async fn plan(
     let mut built = kcore::kamaji::create::build(spec, &versions)?;
     if !client_only {
         check_endpoint_unused(conn, apis, spec, &built).await?;
+        check_host_pool(conn, apis, spec, allow_pending).await?;
     }
 
     // OpenStack without an address: use Kamaji's endpoint if it is already known (a re-run).
@@ -193,7 +198,15 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let calico = cni_choice(args)? == Some(CniKind::Calico);
     let apis = ServerApis::discover(&conn).await?;
     let client_only = args.dry_run == DryRun::Client;
-    let built = plan(&conn, &apis, &mut spec, calico, client_only).await?;
+    let built = plan(
+        &conn,
+        &apis,
+        &mut spec,
+        calico,
+        client_only,
+        args.allow_pending,
+    )
+    .await?;
     for note in &built.notes {
         render::info(&format!("note: {note}"));
     }

@@ -1,5 +1,6 @@
 //! `create`'s preflights on the server: the DataStore, the ClusterClass (`--class`) and the
-//! control-plane endpoint exist or are free before anything is written.
+//! control-plane endpoint exist or are free, and the host pool has a host for every worker,
+//! before anything is written.
 
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
@@ -131,5 +132,60 @@ pub(super) async fn check_endpoint_unused(
             users.join(", ")
         ),
         hint: Some("pick a free address for --service-address, or another --port".into()),
+    })
+}
+
+/// BYOH's preflight: a free host matching the workers' selector for every worker the cluster
+/// does not have yet (a re-run counts the hosts already serving it), unless `--allow-pending`.
+/// BYOH picks the first free matching host of any namespace and otherwise leaves the Machine
+/// Pending without a word (vmware-tanzu/cluster-api-provider-bringyourownhost v0.5.0,
+/// `byomachine_controller.go`), so a short pool is refused here, before anything is written.
+pub(super) async fn check_host_pool(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    spec: &CreateSpec,
+    allow_pending: bool,
+) -> Result<(), Error> {
+    let Some(infra) = spec.infrastructure else {
+        return Ok(());
+    };
+    let Some(selector) = infra.host_pool(spec) else {
+        return Ok(());
+    };
+    let wanted = usize::try_from(spec.workers.unwrap_or(1)).unwrap_or(0);
+    let Some(ar) = apis.byo_host() else {
+        return Ok(());
+    };
+    if wanted == 0 || allow_pending {
+        return Ok(());
+    }
+    let hosts = kclient::api::list_json(conn, &ar, None, &kube::api::ListParams::default()).await?;
+    let pool =
+        kcore::plan::hosts::PoolCheck::of(&hosts, &spec.namespace, &spec.name, selector, wanted);
+    if pool.missing() == 0 {
+        return Ok(());
+    }
+    let sel: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let (matching, list) = if sel.is_empty() {
+        (String::new(), String::new())
+    } else {
+        (
+            format!(" matching {}", sel.join(",")),
+            format!(" -l {}", sel.join(",")),
+        )
+    };
+    let serving = match pool.serving {
+        0 => String::new(),
+        n => format!(" ({n} already serve it)"),
+    };
+    Err(Error::Other {
+        message: format!(
+            "{wanted} worker(s) need hosts but only {} free ByoHost(s){matching} are left{serving}: {} machine(s) would wait in Pending; nothing was created",
+            pool.free,
+            pool.missing()
+        ),
+        hint: Some(format!(
+            "register more hosts (kubectl capi hosts add), see the free ones (kubectl capi hosts --available{list}), or pass --allow-pending to create it anyway"
+        )),
     })
 }

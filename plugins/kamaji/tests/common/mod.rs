@@ -384,7 +384,9 @@ pub fn tenant_kubeconfig(tb: &Testbed, ns: &str, name: &str) -> PathBuf {
 /// SIMULATED host agents (`count` hosts named `<ns>-<prefix>NN`, labelled `label`, in `ns`)
 /// acting as their `byoh:host:<name>` users; their kubelets join live tenants for real. With
 /// `install`, they wait for the installation secret as agents without --skip-installation do.
-pub fn host_agents(
+/// Returns once every agent registered its ByoHost, as an operator registers hosts before
+/// creating a cluster on them (`create` checks the pool).
+pub async fn host_agents(
     tb: &Testbed,
     client: &Client,
     ns: &str,
@@ -409,6 +411,32 @@ pub fn host_agents(
         name_prefix: format!("{ns}-{prefix}"),
     };
     tokio::spawn(byoh::run_agents(client.clone(), pool, opts));
+    let hosts = api(client, ns, &byoh_ar("ByoHost"));
+    let lp = kube::api::ListParams::default().labels(&format!("{}={}", label.0, label.1));
+    let name_prefix = format!("{ns}-{prefix}");
+    wait_until(
+        "the host agents to register",
+        Duration::from_secs(60),
+        || async {
+            let l = hosts.list(&lp).await.map_err(|e| e.to_string())?;
+            let n = l
+                .items
+                .iter()
+                .filter(|h| {
+                    h.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with(&name_prefix))
+                })
+                .count();
+            if n >= count {
+                Ok(())
+            } else {
+                Err(format!("{n} of {count} registered"))
+            }
+        },
+    )
+    .await;
 }
 
 /// Polls `f` every half second until it returns `Ok`, and returns that; after `timeout`, fails

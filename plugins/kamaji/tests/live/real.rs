@@ -63,8 +63,8 @@ fn served_serial(port: u16) -> String {
 async fn byoh_cluster_on_the_real_controllers() {
     let (tb, client, ns, rec) = live_namespace("real-byoh").await;
     let role = format!("w-{ns}");
-    host_agents(tb, &client, &ns, "a", 2, ("role", &role), false);
-    host_agents(tb, &client, &ns, "b", 1, ("role", "elsewhere"), false);
+    host_agents(tb, &client, &ns, "a", 2, ("role", &role), false).await;
+    host_agents(tb, &client, &ns, "b", 1, ("role", "elsewhere"), false).await;
     let port = free_port();
     let selector = format!("role={role}");
     let out = create_byoh_tenant(tb, &ns, "c1", "2", &selector, &port.to_string());
@@ -173,7 +173,7 @@ async fn byoh_cluster_on_the_real_controllers() {
 async fn byoh_installer_pieces_on_the_real_controller() {
     let (tb, client, ns, _rec) = live_namespace("real-installer").await;
     let role = format!("i-{ns}");
-    host_agents(tb, &client, &ns, "h", 1, ("role", &role), true);
+    host_agents(tb, &client, &ns, "h", 1, ("role", &role), true).await;
     let port = free_port().to_string();
     let selector = format!("role={role}");
     let extra = ["--workers", "1", "--host-selector", &selector];

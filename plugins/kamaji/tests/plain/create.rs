@@ -2,6 +2,11 @@
 //! `kubectl apply --dry-run=server`, `--dry-run=server` validates, re-running converges, and
 //! bad input gives one clear line with exit code 2 (usage) or 1 (the cluster says no).
 
+use std::process::Output;
+
+use kube::api::DynamicObject;
+use serde_json::{Value, json};
+
 use crate::common::*;
 use testbed::fixtures::run::{assert_contains, assert_lacks, words};
 
@@ -308,7 +313,11 @@ async fn byoh_installer_template_lives_and_goes_with_the_cluster() {
     let infra = "infrastructure.cluster.x-k8s.io";
     let ict_ar = byoh_ar("K8sInstallerConfigTemplate");
     let bmt_ar = byoh_ar("ByoMachineTemplate");
-    let create = |name: &str, extra: &[&str]| kamaji(tb, &ns, &create_args(name, "byoh", V, extra));
+    // No hosts here: the workers may wait (`--allow-pending`), as this test is about templates.
+    let create = |name: &str, extra: &[&str]| {
+        let extra = [extra, &["--allow-pending"]].concat();
+        kamaji(tb, &ns, &create_args(name, "byoh", V, &extra))
+    };
 
     // Pre-installed hosts: the preview says so, nothing installer-related is written.
     let out = create("pre", &["--preinstalled-hosts"]);
@@ -796,7 +805,7 @@ async fn a_refusal_of_the_last_object_creates_nothing() {
     let o = kamaji(
         tb,
         &ns,
-        &create_args("half", "byoh", V, &["--workers", "1"]),
+        &create_args("half", "byoh", V, &["--workers", "1", "--allow-pending"]),
     );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_contains(&stderr(&o), "not allowed here");
@@ -1118,4 +1127,92 @@ async fn a_rerun_resumes_the_wait_until_kamaji_lets_go() {
     let line = fails(&kamaji(tb, &ns, &["delete", "s5", "--yes"]), 1);
     assert_contains(&line, "\"s5\" not found");
     assert!(get(&c, &ns, &cluster_ar(), "s6").await.is_some());
+}
+
+/// Issue 26: `create` of a BYOH cluster refuses, before anything is written, when fewer free
+/// hosts match the selector than it wants workers; hosts already serving it (a re-run) count;
+/// `--allow-pending` creates it anyway.
+#[tokio::test]
+async fn byoh_create_refuses_a_short_host_pool_and_creates_nothing() {
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-pool").await;
+    // A selector of this namespace's own: BYOH picks from every namespace.
+    let pool = format!("pool={ns}");
+    let create = |workers: &str, extra: &[&str]| {
+        let flags = [&["--workers", workers, "--host-selector", &pool][..], extra].concat();
+        kamaji(tb, &ns, &create_args("short", "byoh", V, &flags))
+    };
+    let hosts = api(&c, &ns, &byoh_ar("ByoHost"));
+    let add_host = |name: String, labels: Value| {
+        let hosts = hosts.clone();
+        async move {
+            let h: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoHost",
+                "metadata": {"name": name, "labels": labels}, "spec": {}}))
+            .unwrap();
+            hosts.create(&Default::default(), &h).await.unwrap();
+        }
+    };
+    let nothing_created = || async {
+        for r in [
+            cluster_ar(),
+            kcp_ar(),
+            byoh_ar("ByoCluster"),
+            byoh_ar("ByoMachineTemplate"),
+        ] {
+            let names: Vec<String> = api(&c, &ns, &r)
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter_map(|o| o.metadata.name)
+                .collect();
+            assert!(names.is_empty(), "{} created: {names:?}", r.kind);
+        }
+    };
+    let refused = |o: &Output, says: &str| {
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(o));
+        let err = stderr(o);
+        assert_contains(&err, says);
+        assert_contains(&err, "nothing was created");
+        assert_contains(&err, "--allow-pending");
+    };
+
+    refused(
+        &create("2", &[]),
+        &format!("2 worker(s) need hosts but only 0 free ByoHost(s) matching {pool} are left"),
+    );
+    nothing_created().await;
+    // One host matches, one does not: still short, and a server dry run says so too.
+    add_host(format!("{ns}-h1"), json!({"pool": ns})).await;
+    add_host(format!("{ns}-other"), json!({"pool": "elsewhere"})).await;
+    refused(
+        &create("2", &["--dry-run=server"]),
+        "only 1 free ByoHost(s)",
+    );
+    nothing_created().await;
+    // Enough hosts: created.
+    add_host(format!("{ns}-h2"), json!({"pool": ns})).await;
+    ok(&create("2", &[]));
+    // BYOH claims both (as its controller labels a host it picks): a re-run still converges,
+    // the claimed hosts counting as the cluster's; a third worker has no host.
+    for h in ["h1", "h2"] {
+        let patch = json!({"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "short"}},
+            "status": {"machineRef": {"kind": "ByoMachine", "namespace": ns, "name": format!("short-md-0-{h}")}}});
+        let name = format!("{ns}-{h}");
+        hosts
+            .patch(&name, &Default::default(), &kube::api::Patch::Merge(&patch))
+            .await
+            .unwrap();
+        hosts
+            .patch_status(&name, &Default::default(), &kube::api::Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+    ok(&create("2", &[]));
+    refused(&create("3", &[]), "(2 already serve it)");
+    // --allow-pending: on purpose.
+    ok(&create("3", &["--allow-pending"]));
+    tb.delete_namespace(&c, &ns).await;
 }

@@ -19,7 +19,13 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
         "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: my-cni\n  namespace: kube-system\n",
     )
     .unwrap();
-    let extra = ["--workers", "2", "--cni-manifest", cni.to_str().unwrap()];
+    let extra = [
+        "--workers",
+        "2",
+        "--allow-pending",
+        "--cni-manifest",
+        cni.to_str().unwrap(),
+    ];
     let args = create_args("old", "byoh", "v1.33.0", &extra);
     let yaml = ok(&kamaji(
         tb,

@@ -2,6 +2,8 @@
 //! hosts running BYOH's agent, picked by label; the agent installs Kubernetes from an installer
 //! bundle (a K8sInstallerConfigTemplate) unless the hosts have it pre-installed.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use super::super::infra::{InfraObjects, endpoint, infra_cluster, machine_template, object};
@@ -39,6 +41,9 @@ impl InfraProvider for Byoh {
     }
     fn check(&self, spec: &CreateSpec) -> Result<(), Error> {
         check_bundle(spec)
+    }
+    fn host_pool<'a>(&self, spec: &'a CreateSpec) -> Option<&'a BTreeMap<String, String>> {
+        Some(&spec.host_selector)
     }
     fn installer_template(&self, spec: &CreateSpec) -> bool {
         !spec.preinstalled_hosts

@@ -27,6 +27,7 @@ mod metal3;
 mod none;
 mod openstack;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Deref;
 
@@ -241,6 +242,12 @@ pub trait InfraProvider: Sync {
     /// Its own checks of its flags, after the flags it does not take were refused.
     fn check(&self, _spec: &CreateSpec) -> Result<(), Error> {
         Ok(())
+    }
+    /// When its workers take hosts from a pool (BYOH's ByoHosts, from every namespace): the
+    /// labels a host needs for `spec`, which `create` checks enough free hosts carry. `None`:
+    /// its machines are not picked from a pool.
+    fn host_pool<'a>(&self, _spec: &'a CreateSpec) -> Option<&'a BTreeMap<String, String>> {
+        None
     }
     /// Whether `create` writes BYOH's K8sInstallerConfigTemplate for `spec`.
     fn installer_template(&self, _spec: &CreateSpec) -> bool {
