@@ -104,6 +104,12 @@ run kubectl --kubeconfig "$dir/demo.kubeconfig" get --raw /version
 say "7. The control plane, in sections"
 run kubectl kamaji status demo
 
+say "7b. The fleet doctor: what is wrong across the fleet, and what to type (a paused cluster is a finding)"
+run kubectl capi pause demo
+run kubectl capi doctor
+run kubectl capi resume demo
+run kubectl capi doctor
+
 say "8. Tear it down: CAPI cascades, hosts are released"
 run kubectl capi delete demo --yes --wait
 

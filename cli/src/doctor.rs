@@ -106,7 +106,11 @@ fn tone(s: Severity) -> Tone {
 impl Render for Report {
     fn human(&self) -> Human {
         if self.findings.is_empty() {
-            return Human::Text(format!("No problems found ({}).", self.read()));
+            let mut text = format!("No problems found ({}).", self.read());
+            for n in &self.not_checked {
+                text.push_str(&format!("\nNot checked: {n}"));
+            }
+            return Human::Text(text);
         }
         let mut t = Table::new(["SEVERITY", "SECTION", "OBJECT", "CAUSE", "FIX"]).wide(["CHECK"]);
         for f in &self.findings {
