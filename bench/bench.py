@@ -220,6 +220,7 @@ def main():
         per_cluster(env, kubectl, capi, clusterctl, f"{HOSTS} hosts and {MACHINES} machines elsewhere", alone)
         fleet_verbs(env, kubectl, capi)
         reconciler_bench(env, sandbox, work)
+        doctor_bench(env, kubectl, capi)
         upgrades_bench(env, sandbox, work)
         stop(sbx)
         # Each controller alone on a fresh v1beta1 sandbox of its own. It takes about 6 minutes even
@@ -306,6 +307,30 @@ def fleet_verbs(env, kubectl, capi):
     compare(f"kubectl-capi machines, {MACHINES} machines (vs kubectl get machines)",
             [capi, "machines", "-n", ns], [kubectl, "get", "machines.cluster.x-k8s.io", "-n", ns], env,
             target=0.5)
+
+
+def doctor_bench(env, kubectl, capi):
+    """doctor over everything seeded so far (the fleet, the described clusters, the reconciler's
+    KamajiControlPlanes and their Clusters), against the raw LISTs it reads, one after another."""
+    paths = [
+        "/apis/cluster.x-k8s.io/v1beta2/clusters",
+        "/apis/cluster.x-k8s.io/v1beta2/machines",
+        "/apis/infrastructure.cluster.x-k8s.io/v1beta1/byohosts",
+        "/apis/infrastructure.cluster.x-k8s.io/v1beta1/byomachines",
+        "/apis/kamaji.clastix.io/v1alpha1/tenantcontrolplanes",
+        "/apis/controlplane.cluster.x-k8s.io/v1alpha2/kamajicontrolplanes",
+        "/api/v1/secrets?labelSelector=cluster.x-k8s.io%2Fcluster-name",
+        "/api/v1/secrets?labelSelector=kamaji.clastix.io%2Fproject%3Dkamaji",
+        "/apis/coordination.k8s.io/v1/leases",
+    ]
+    lists = "; ".join(f"{kubectl} get --raw '{p}' >/dev/null" for p in paths)
+    clusters = len(json.loads(subprocess.run(raw(kubectl, paths[0]), env=env, check=True,
+                                             capture_output=True, text=True).stdout)["items"])
+    # doctor exits 1 when it finds an error (the fixture fleet has failed hosts): that is a result.
+    ours = ["sh", "-c", f"{capi} doctor -o json >/dev/null; [ $? -le 1 ]"]
+    compare(f"kubectl-capi doctor, {HOSTS} hosts, {MACHINES} machines, {clusters} clusters "
+            "(vs the raw LISTs it reads, one after another)",
+            ours, ["sh", "-c", lists], env, target=1.5, rss_target="150 MiB")
 
 
 def reconciler_bench(env, sandbox, work):

@@ -28,9 +28,6 @@ use serde_json::Value;
 
 use crate::flags::{KubeFlags, OutputFlags};
 
-/// The longest `--cert-warn`: ten years (certificates are issued for one).
-const MAX_CERT_WARN_DAYS: u64 = 3650;
-
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
     after_help = "Findings are errors (exit 1), warnings or info (exit 0). Each names its \
@@ -44,7 +41,7 @@ pub struct Args {
     #[arg(long, value_name = "SECTION", value_delimiter = ',', value_parser = section)]
     pub only: Vec<Section>,
     /// Warn about certificates expiring within this long (e.g. 30d, 720h; at most 3650d)
-    #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = days_or_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = kcore::text::parse_cert_warn)]
     pub cert_warn: Duration,
     /// A machine or control plane in a passing state longer than this is stuck (e.g. 15m)
     #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = crate::flags::parse_duration)]
@@ -63,23 +60,6 @@ fn section(s: &str) -> Result<Section, String> {
         let names: Vec<&str> = Section::ALL.iter().map(|s| s.as_str()).collect();
         format!("unknown section {s:?} (one of: {})", names.join(", "))
     })
-}
-
-/// `30d` (days), else a Go duration (`720h`); at most [`MAX_CERT_WARN_DAYS`].
-fn days_or_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if let Some(d) = t.strip_suffix('d') {
-        let days: u64 = d
-            .parse()
-            .map_err(|_| format!("invalid duration {s:?} (examples: 30d, 720h)"))?;
-        if days > MAX_CERT_WARN_DAYS {
-            return Err(format!(
-                "duration {s:?} is too long (at most {MAX_CERT_WARN_DAYS}d)"
-            ));
-        }
-        return Ok(Duration::from_secs(days.saturating_mul(86_400)));
-    }
-    crate::flags::parse_duration(t)
 }
 
 /// The report `-o json|yaml` prints (schema in the README, "kubectl capi doctor").
@@ -159,8 +139,8 @@ impl Report {
     }
 }
 
-/// Lists `ar` into `slot` when served (an unserved kind reads as empty), dropping
-/// `managedFields`.
+/// Lists `ar` into `slot` when served (an unserved kind reads as empty), each object pruned to
+/// what the checks read as its page arrives.
 async fn fill(
     slot: &mut Vec<Value>,
     conn: &crate::Conn,
@@ -171,13 +151,7 @@ async fn fill(
     let Some(ar) = ar else {
         return Ok(());
     };
-    *slot = kclient::api::list_json_map(conn, &ar, namespace, lp, |mut v| {
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("managedFields");
-        }
-        v
-    })
-    .await?;
+    *slot = kclient::api::list_json_map(conn, &ar, namespace, lp, doctor::prune).await?;
     Ok(())
 }
 

@@ -17,9 +17,10 @@ use crate::json::at;
 /// Condition types whose normal state is False, so True is the abnormal one. clusterctl's set
 /// (CAPI v1.14, `internal/util/tree/tree.go`, `negativePolarityConditions`: Paused, Deleting,
 /// RollingOut, ScalingUp, ScalingDown, Updating, Remediating), plus two that report work in
-/// progress the same way: our reconciler's `VersionUpgrade` (True while it steps minors) and
-/// `MachinesUpdating`.
-pub const NEGATIVE_POLARITY: [&str; 9] = [
+/// progress the same way, our reconciler's `VersionUpgrade` (True while it steps minors) and
+/// `MachinesUpdating`, and our reconciler's [`CERTIFICATES_EXPIRING`] (True while a certificate
+/// of the tenant has expired or is about to).
+pub const NEGATIVE_POLARITY: [&str; 10] = [
     "Paused",
     "Deleting",
     "RollingOut",
@@ -29,7 +30,13 @@ pub const NEGATIVE_POLARITY: [&str; 9] = [
     "Remediating",
     "VersionUpgrade",
     "MachinesUpdating",
+    CERTIFICATES_EXPIRING,
 ];
+
+/// The condition type kamaji-reconciler sets on a KamajiControlPlane: `True` while a certificate
+/// of its TenantControlPlane has expired or expires within the reconciler's `--cert-warn`
+/// (`kubectl capi doctor`'s check where the work lives; `crate::doctor::certificates_condition`).
+pub const CERTIFICATES_EXPIRING: &str = "CertificatesExpiring";
 
 /// One condition of either style; `severity` only in v1beta1 CAPI conditions.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -193,6 +200,7 @@ mod tests {
         assert!(cond("TenantControlPlaneCreated", "False").is_problem());
         assert!(!cond("Paused", "False").is_problem());
         assert!(!cond("VersionUpgrade", "False").is_problem());
+        assert!(!cond(CERTIFICATES_EXPIRING, "False").is_problem());
         assert!(!cond("Available", "True").is_problem());
         assert!(cond("RollingOut", "True").is_negative_polarity());
     }

@@ -120,6 +120,29 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(total))
 }
 
+/// The longest certificate-warning window (`--cert-warn` of `kubectl capi doctor` and of
+/// kamaji-reconciler): ten years (certificates are issued for one).
+pub const MAX_CERT_WARN_DAYS: u64 = 3650;
+
+/// `--cert-warn`: days (`30d`), else a Go duration (`720h`, at most [`MAX_DURATION`]); at most
+/// [`MAX_CERT_WARN_DAYS`] days.
+pub fn parse_cert_warn(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let Some(d) = t.strip_suffix('d') else {
+        return parse_duration(t);
+    };
+    let days: u64 = d
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?} (examples: 30d, 720h)"))?;
+    if days > MAX_CERT_WARN_DAYS {
+        return Err(format!(
+            "duration {s:?} is too long (at most {MAX_CERT_WARN_DAYS}d)"
+        ));
+    }
+    // At most 3650 * 86,400 seconds: no overflow.
+    Ok(Duration::from_secs(days.saturating_mul(86_400)))
+}
+
 /// Seconds elapsed from an RFC 3339 timestamp to `now`; `None` when it does not parse.
 pub fn seconds_since(timestamp: &str, now: jiff::Timestamp) -> Option<i64> {
     let t: jiff::Timestamp = timestamp.parse().ok()?;

@@ -293,9 +293,11 @@ fn no_private_copy_of_a_core_constant() {
 /// only for an item another crate needs.
 #[test]
 fn the_core_public_surface_is_bounded() {
-    // 536 when issue 25 cut the core down; issue 26: +19 for `doctor`'s API, +3 for the host
-    // pool `create` checks (`PoolCheck`).
-    const MAX_PUBLIC_ITEMS: usize = 558;
+    // 536 when issue 25 cut the core down; issue 26: +20 for `doctor`'s API (`prune` among
+    // them), +3 for the host pool `create` checks (`PoolCheck`), +5 for the reconciler's
+    // certificate scan (`tenant_expiries`, `certificates_condition`), +2 for `--cert-warn`'s
+    // one parser (`text::parse_cert_warn`).
+    const MAX_PUBLIC_ITEMS: usize = 566;
     let kinds = [
         "fn ",
         "async fn ",

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::{Check, Problem, Section, Subject, TenantCertificate, Thresholds};
+use super::{Check, Problem, Section, Subject, Thresholds};
 use crate::fields;
 use crate::json::{self, str_at};
 use crate::labels::{CLUSTER_NAME_LABEL, PAUSED_ANNOTATION};
@@ -160,24 +160,14 @@ fn leases(c: &Ctx, out: &mut Vec<Problem>) {
 
 fn certificates(c: &Ctx, out: &mut Vec<Problem>) {
     // Per tenant, the certificate that expires first.
-    let mut first: BTreeMap<(&str, &str), (&TenantCertificate, usize, usize)> = BTreeMap::new();
-    for cert in &c.fleet.certificates {
-        let left = cert.not_after_unix.saturating_sub(c.now);
-        let expired = usize::from(left < 0);
-        let soon = usize::from(left >= 0 && left < c.thresholds.cert_warn_seconds);
-        if expired + soon == 0 {
-            continue;
-        }
-        let e = first
-            .entry((cert.namespace.as_str(), cert.tenant.as_str()))
-            .or_insert((cert, 0, 0));
-        if cert.not_after_unix < e.0.not_after_unix {
-            e.0 = cert;
-        }
-        e.1 += expired;
-        e.2 += soon;
-    }
-    for ((ns, tenant), (cert, expired, soon)) in first {
+    let tenants =
+        super::tenant_expiries(&c.fleet.certificates, c.thresholds.cert_warn_seconds, c.now);
+    for t in tenants
+        .iter()
+        .filter(|t| t.expired.saturating_add(t.expiring) > 0)
+    {
+        let (cert, expired, soon) = (&t.first, t.expired, t.expiring);
+        let (ns, tenant) = (cert.namespace.as_str(), cert.tenant.as_str());
         let subject = Subject {
             kind: "TenantControlPlane".into(),
             namespace: ns.into(),

@@ -145,6 +145,124 @@ pub struct TenantCertificate {
     pub not_after_unix: i64,
 }
 
+/// One tenant's certificates at a glance: the one that expires first, and how many have expired
+/// or expire within the threshold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantExpiry {
+    /// The certificate that expires first (its namespace and tenant are the tenant's).
+    pub first: TenantCertificate,
+    /// Certificates whose `notAfter` has passed.
+    pub expired: usize,
+    /// Certificates not expired that expire within the threshold.
+    pub expiring: usize,
+}
+
+/// Per tenant (by namespace, then name): the certificate that expires first (the earlier read
+/// on a tie) and the counts of expired and expiring ones, `warn_seconds` being the threshold and
+/// `now` the time in Unix seconds.
+pub fn tenant_expiries(
+    certs: &[TenantCertificate],
+    warn_seconds: i64,
+    now: i64,
+) -> Vec<TenantExpiry> {
+    let mut by_tenant: std::collections::BTreeMap<(&str, &str), TenantExpiry> =
+        std::collections::BTreeMap::new();
+    for cert in certs {
+        let left = cert.not_after_unix.saturating_sub(now);
+        let expired = usize::from(left < 0);
+        let expiring = usize::from(left >= 0 && left < warn_seconds);
+        let e = by_tenant
+            .entry((cert.namespace.as_str(), cert.tenant.as_str()))
+            .or_insert_with(|| TenantExpiry {
+                first: cert.clone(),
+                expired: 0,
+                expiring: 0,
+            });
+        if cert.not_after_unix < e.first.not_after_unix {
+            e.first = cert.clone();
+        }
+        e.expired = e.expired.saturating_add(expired);
+        e.expiring = e.expiring.saturating_add(expiring);
+    }
+    by_tenant.into_values().collect()
+}
+
+/// The [`crate::condition::CERTIFICATES_EXPIRING`] condition of a KamajiControlPlane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificatesCondition {
+    /// `True`: a certificate expired or expires within the threshold.
+    pub status: bool,
+    /// `Expired`, `Expiring` or `NotExpiring`.
+    pub reason: &'static str,
+    /// The first certificate to go (Secret and key), when, and the command that renews them.
+    /// It changes only when the certificates or the verdict do, and, while `Expiring`, once a
+    /// day (the days left), so that writing it costs nothing while nothing changes.
+    pub message: String,
+}
+
+/// The [`crate::condition::CERTIFICATES_EXPIRING`] condition of the TenantControlPlane `tenant`
+/// from its
+/// [`TenantExpiry`] (none: no certificate of it was found), with the threshold `warn_seconds`
+/// and `now` in Unix seconds.
+pub fn certificates_condition(
+    tenant: &str,
+    expiry: Option<&TenantExpiry>,
+    warn_seconds: i64,
+    now: i64,
+) -> CertificatesCondition {
+    let Some(e) = expiry else {
+        return CertificatesCondition {
+            status: false,
+            reason: "NotExpiring",
+            message: format!(
+                "no certificate of TenantControlPlane {tenant} found (Secrets labelled {}={tenant})",
+                crate::plan::teardown::KAMAJI_NAME_LABEL
+            ),
+        };
+    };
+    let c = &e.first;
+    let which = format!("{} of Secret {}", c.key, c.secret);
+    let fix = format!(
+        "renew them: kubectl kamaji certificates rotate {}{} --all=true",
+        c.tenant,
+        if c.namespace.is_empty() {
+            String::new()
+        } else {
+            format!(" -n {}", c.namespace)
+        }
+    );
+    let within = crate::text::age(warn_seconds);
+    if e.expired > 0 {
+        CertificatesCondition {
+            status: true,
+            reason: "Expired",
+            message: format!(
+                "{} certificate(s) expired, {which} on {}; {fix}",
+                e.expired, c.not_after
+            ),
+        }
+    } else if e.expiring > 0 {
+        let days = c.not_after_unix.saturating_sub(now).div_euclid(86_400);
+        CertificatesCondition {
+            status: true,
+            reason: "Expiring",
+            message: format!(
+                "{} certificate(s) expire within {within}, {which} first, on {} ({days} days left); {fix}",
+                e.expiring, c.not_after
+            ),
+        }
+    } else {
+        CertificatesCondition {
+            status: false,
+            reason: "NotExpiring",
+            message: format!(
+                "no certificate expires within {within}; the first, {which}, on {}",
+                c.not_after
+            ),
+        }
+    }
+}
+
 /// A Lease as the checks read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseInfo {
@@ -221,6 +339,70 @@ pub fn examine(
             .then(a.object.cmp(&b.object))
     });
     out
+}
+
+/// An object cut down to the fields the checks read, as each LIST page arrives: a fleet of
+/// 10,000 hosts and 10,000 machines then costs the report little more than its findings.
+/// Everything else (`managedFields`, kubectl's last-applied annotation, addresses, host info,
+/// templates) is dropped; [`examine`] finds the same on the pruned objects (a unit test).
+pub fn prune(mut v: Value) -> Value {
+    const METADATA: &[&str] = &[
+        "name",
+        "namespace",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "creationTimestamp",
+        "deletionTimestamp",
+    ];
+    const SPEC: &[&str] = &[
+        "clusterName",
+        "version",
+        "paused",
+        "cancelled",
+        "infrastructureRef",
+        "controlPlaneRef",
+        "providerID",
+    ];
+    const STATUS: &[&str] = &[
+        "phase",
+        "conditions",
+        "version",
+        "kubernetesResources",
+        "machineRef",
+        "message",
+        "v1beta2",
+        "deprecated",
+    ];
+    let Some(o) = v.as_object_mut() else {
+        return v;
+    };
+    o.retain(|k, _| {
+        matches!(
+            k.as_str(),
+            "apiVersion" | "kind" | "metadata" | "spec" | "status"
+        )
+    });
+    for (part, keep) in [("metadata", METADATA), ("spec", SPEC), ("status", STATUS)] {
+        if let Some(p) = o.get_mut(part).and_then(Value::as_object_mut) {
+            p.retain(|k, _| keep.contains(&k.as_str()));
+        }
+    }
+    if let Some(a) = o
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("annotations"))
+        .and_then(Value::as_object_mut)
+    {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+    if let Some(k) = o
+        .get_mut("status")
+        .and_then(|s| s.get_mut("kubernetesResources"))
+        .and_then(Value::as_object_mut)
+    {
+        k.retain(|key, _| key == "version");
+    }
+    v
 }
 
 /// How many findings of each severity.

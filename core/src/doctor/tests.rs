@@ -361,3 +361,174 @@ fn only_keeps_the_sections_asked_for_and_counts_add_up() {
     );
     assert_eq!(Section::parse("hosts"), None);
 }
+
+/// `cert` with a Secret key of its own, to tell which one a summary picked.
+fn cert_key(tenant: &str, key: &str, left: i64) -> TenantCertificate {
+    TenantCertificate {
+        key: key.into(),
+        ..cert(tenant, left)
+    }
+}
+
+#[test]
+fn tenant_expiries_keep_the_first_to_go_per_tenant_and_count_the_rest() {
+    const DAY: i64 = 86_400;
+    let mut other_ns = cert("c1", DAY);
+    other_ns.namespace = "team-b".into();
+    let certs = vec![
+        cert_key("c2", "admin.conf", 400 * DAY),
+        cert_key("c1", "apiserver.crt", 20 * DAY),
+        cert_key("c1", "front-proxy-client.crt", 5 * DAY),
+        cert_key("c1", "late.crt", 5 * DAY),
+        cert_key("c1", "gone.crt", -DAY),
+        other_ns,
+    ];
+    let all = tenant_expiries(&certs, 30 * DAY, now().as_second());
+    let rows: Vec<(&str, &str, &str, usize, usize)> = all
+        .iter()
+        .map(|t| {
+            let f = &t.first;
+            (
+                f.namespace.as_str(),
+                f.tenant.as_str(),
+                f.key.as_str(),
+                t.expired,
+                t.expiring,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("team-a", "c1", "gone.crt", 1, 3),
+            ("team-a", "c2", "admin.conf", 0, 0),
+            ("team-b", "c1", "apiserver.crt", 0, 1),
+        ]
+    );
+    // On a tie the certificate read first stays.
+    let tie = tenant_expiries(&certs[2..4], 30 * DAY, now().as_second());
+    assert_eq!(tie[0].first.key, "front-proxy-client.crt");
+    assert_eq!(tenant_expiries(&[], 30 * DAY, 0), vec![]);
+}
+
+#[test]
+fn the_certificates_condition_says_which_goes_first_when_and_the_fix() {
+    const DAY: i64 = 86_400;
+    let warn = 30 * DAY;
+    let t = now().as_second();
+    let of = |certs: &[TenantCertificate]| {
+        let e = tenant_expiries(certs, warn, t);
+        certificates_condition("c1", e.first(), warn, t)
+    };
+    let fix = "renew them: kubectl kamaji certificates rotate c1 -n team-a --all=true";
+
+    let soon = of(&[cert("c1", 400 * DAY), cert("c1", 5 * DAY + 3600)]);
+    assert_eq!((soon.status, soon.reason), (true, "Expiring"));
+    assert!(
+        soon.message.contains("1 certificate(s) expire within 30d")
+            && soon
+                .message
+                .contains("apiserver.crt of Secret c1-api-server-certificate first")
+            && soon.message.contains("(5 days left)")
+            && soon.message.ends_with(fix),
+        "{}",
+        soon.message
+    );
+
+    let gone = of(&[cert("c1", 5 * DAY), cert("c1", -DAY)]);
+    assert_eq!((gone.status, gone.reason), (true, "Expired"));
+    assert!(
+        gone.message
+            .starts_with("1 certificate(s) expired, apiserver.crt")
+            && gone.message.ends_with(fix),
+        "{}",
+        gone.message
+    );
+
+    // Not expiring: no days left in the message, so that it stays the same from day to day.
+    let fine = of(&[cert("c1", 400 * DAY)]);
+    assert_eq!((fine.status, fine.reason), (false, "NotExpiring"));
+    assert!(
+        fine.message
+            .starts_with("no certificate expires within 30d")
+            && !fine.message.contains("days"),
+        "{}",
+        fine.message
+    );
+    assert_eq!(
+        of(&[cert("c1", 400 * DAY)]),
+        certificates_condition(
+            "c1",
+            tenant_expiries(&[cert("c1", 400 * DAY)], warn, t + DAY).first(),
+            warn,
+            t + DAY
+        )
+    );
+    // Exactly at the threshold is no longer expiring; one second earlier is.
+    assert_eq!(of(&[cert("c1", warn)]).reason, "NotExpiring");
+    assert_eq!(of(&[cert("c1", warn - 1)]).reason, "Expiring");
+
+    let none = certificates_condition("c1", None, warn, t);
+    assert_eq!((none.status, none.reason), (false, "NotExpiring"));
+    assert!(
+        none.message.contains("kamaji.clastix.io/name=c1"),
+        "{}",
+        none.message
+    );
+}
+
+#[test]
+fn pruned_objects_give_the_same_findings() {
+    let mut f = healthy();
+    f.clusters[0]["spec"]["paused"] = json!(true);
+    f.clusters[0]["metadata"]["annotations"] =
+        json!({"kubectl.kubernetes.io/last-applied-configuration": "{...}"});
+    f.tenant_control_planes[0]["status"]["kubernetesResources"]["version"]["status"] =
+        json!("Provisioning");
+    f.tenant_control_planes[0]["status"]["kubernetesResources"]["deployment"] =
+        json!({"big": "x".repeat(1000)});
+    let mut m = f.machines[0].clone();
+    m["metadata"]["name"] = json!("stuck");
+    m["metadata"]["managedFields"] = json!([{"manager": "capi"}]);
+    m["status"] = json!({"phase": "Provisioning", "addresses": [{"type": "InternalIP"}],
+        "deprecated": {"v1beta1": {"conditions": [{"type": "Ready", "status": "False", "reason": "WaitingForHost", "severity": "Info"}]}}});
+    f.machines.push(m);
+    let mut host = obj("ByoHost", "hosts", "h1");
+    host["status"] = json!({"hostinfo": {"osname": "linux"}, "conditions": [{"type": "K8sNodeBootstrapSucceeded",
+        "status": "False", "reason": "CleanK8sNodeFailed", "severity": "Error"}]});
+    let mut releasing = obj("ByoHost", "hosts", "h2");
+    releasing["metadata"]["annotations"] =
+        json!({"byoh.infrastructure.cluster.x-k8s.io/unregistering": ""});
+    f.byo_hosts = vec![host, releasing];
+    let mut cu = obj("ClusterUpgrade", "team-a", "c1");
+    cu["spec"] = json!({"clusterName": "c1", "paused": true, "version": "v1.32.0"});
+    cu["status"] = json!({"phase": "Running", "plan": [{"number": 1}]});
+    f.cluster_upgrades.push(cu);
+    let before = examine(&f, &Thresholds::default(), &[], now());
+    assert!(before.len() >= 5, "{before:#?}");
+    let prune_all = |l: &mut Vec<Value>| {
+        *l = l.drain(..).map(prune).collect();
+    };
+    let mut p = f.clone();
+    for l in [
+        &mut p.clusters,
+        &mut p.machines,
+        &mut p.byo_hosts,
+        &mut p.byo_machines,
+        &mut p.tenant_control_planes,
+        &mut p.kamaji_control_planes,
+        &mut p.cluster_upgrades,
+        &mut p.fleet_upgrades,
+        &mut p.cluster_secrets,
+    ] {
+        prune_all(l);
+    }
+    assert_eq!(examine(&p, &Thresholds::default(), &[], now()), before);
+    assert!(p.machines[1]["status"].get("addresses").is_none());
+    assert!(p.machines[1]["metadata"].get("managedFields").is_none());
+    assert!(
+        p.tenant_control_planes[0]["status"]["kubernetesResources"]
+            .get("deployment")
+            .is_none()
+    );
+}

@@ -6,8 +6,11 @@
 //! - [`install_manifests`]: everything `kubectl kamaji install` applies;
 //! - [`controller::run`]: the controller itself (the binary is a thin wrapper around it);
 //! - [`upgrades::run`]: the ClusterUpgrade controller, where that API is served;
-//! - [`skeleton`]: what every controller is built on (context, retries, CAPI contract, run loop).
+//! - [`skeleton`]: what every controller is built on (context, retries, CAPI contract, run loop);
+//! - [`certificates`]: the scan of the TenantControlPlanes' certificates (`/metrics` and the
+//!   KamajiControlPlane's `CertificatesExpiring` condition).
 
+pub mod certificates;
 pub mod controller;
 pub mod leader;
 pub mod metrics;

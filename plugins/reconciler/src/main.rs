@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use kamaji_reconciler::controller::{self, Config};
 use kamaji_reconciler::metrics::Metrics;
-use kamaji_reconciler::{leader, server};
+use kamaji_reconciler::{certificates, leader, server};
 
 /// The KamajiControlPlane provider for Cluster API: turns KamajiControlPlanes into Kamaji
 /// TenantControlPlanes, publishes their endpoint and kubeconfig, and steps upgrades one minor
@@ -58,6 +58,15 @@ struct Args {
     /// Concurrent reconciles.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     max_concurrent_reconciles: u16,
+    /// How often the TenantControlPlanes' certificates are read, for /metrics and the
+    /// KamajiControlPlanes' CertificatesExpiring condition: one paged LIST of Kamaji's Secrets
+    /// (10s to 24h; e.g. 10m, 1h).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = scan_interval)]
+    cert_scan_interval: Duration,
+    /// CertificatesExpiring is True once a certificate of the tenant expires within this long
+    /// (days or a Go duration: 30d, 720h; at most 3650d).
+    #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = kcore::text::parse_cert_warn)]
+    cert_warn: Duration,
     /// Print the CRDs as YAML and exit.
     #[arg(long)]
     print_crds: bool,
@@ -89,6 +98,20 @@ fn bind_address(s: &str) -> std::result::Result<String, String> {
     parse_addr(s)
         .map(|_| s.to_string())
         .map_err(|e| e.to_string())
+}
+
+/// The shortest and longest `--cert-scan-interval`: each scan is a paged LIST of every
+/// certificate Secret, and a day is as stale as an alert may be.
+const SCAN_INTERVAL: std::ops::RangeInclusive<Duration> =
+    Duration::from_secs(10)..=Duration::from_secs(24 * 3600);
+
+/// `--cert-scan-interval`: a Go duration within [`SCAN_INTERVAL`].
+fn scan_interval(s: &str) -> std::result::Result<Duration, String> {
+    let d = kcore::text::parse_duration(s)?;
+    if !SCAN_INTERVAL.contains(&d) {
+        return Err(format!("{s:?} is out of range (10s to 24h)"));
+    }
+    Ok(d)
 }
 
 fn parse_addr(s: &str) -> Result<Option<SocketAddr>> {
@@ -273,17 +296,37 @@ async fn real_main(args: Args) -> Result<()> {
     let ready = Arc::new(AtomicBool::new(false));
     serve_http(&args, &metrics, &ready)?;
     let lease = leader_lease(&args, &client).await?;
+    let scan = certificates::ScanConfig {
+        namespace: args.namespace.clone(),
+        interval: args.cert_scan_interval,
+        warn: args.cert_warn,
+    };
     let run = async {
-        tokio::try_join!(
-            controller::run(
-                client.clone(),
-                config(&args),
-                metrics.clone(),
-                ready.clone()
-            ),
-            kamaji_reconciler::upgrades::run(client.clone(), config(&args), metrics.clone()),
-        )
-        .map(|_| ())
+        // The first certificate scan before the controller starts, so that its first reconcile
+        // of each KamajiControlPlane writes CertificatesExpiring; then one every interval beside
+        // the controllers (ended with them).
+        if let Err(e) = certificates::scan(&client, &scan, &metrics).await {
+            tracing::warn!(
+                "certificates: first scan failed (next in {:?}): {e}",
+                scan.interval
+            );
+        }
+        let controllers = async {
+            tokio::try_join!(
+                controller::run(
+                    client.clone(),
+                    config(&args),
+                    metrics.clone(),
+                    ready.clone()
+                ),
+                kamaji_reconciler::upgrades::run(client.clone(), config(&args), metrics.clone()),
+            )
+            .map(|_| ())
+        };
+        tokio::select! {
+            r = controllers => r,
+            () = certificates::run(client.clone(), scan.clone(), metrics.clone()) => Ok(()),
+        }
     };
     tokio::select! {
         r = run => r?,

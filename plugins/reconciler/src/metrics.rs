@@ -9,17 +9,20 @@ pub struct Metrics {
     pub reconcile_errors: AtomicU64,
     /// Requests sent to the API server (watches count once per (re)connection).
     pub api_requests: AtomicU64,
+    /// The TenantControlPlanes' certificates as the last scan saw them.
+    pub certificates: crate::certificates::Expiries,
 }
 
 impl Metrics {
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
-        format!(
+        let counters = format!(
             "# HELP kamaji_reconciler_reconciles_total Reconciliations run.\n# TYPE kamaji_reconciler_reconciles_total counter\nkamaji_reconciler_reconciles_total {}\n# HELP kamaji_reconciler_reconcile_errors_total Reconciliations that failed.\n# TYPE kamaji_reconciler_reconcile_errors_total counter\nkamaji_reconciler_reconcile_errors_total {}\n# HELP kamaji_reconciler_api_requests_total Requests sent to the Kubernetes API server.\n# TYPE kamaji_reconciler_api_requests_total counter\nkamaji_reconciler_api_requests_total {}\n",
             self.reconciles.load(Ordering::Relaxed),
             self.reconcile_errors.load(Ordering::Relaxed),
             self.api_requests.load(Ordering::Relaxed)
-        )
+        );
+        counters + &self.certificates.render()
     }
 }
 

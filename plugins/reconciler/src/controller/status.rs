@@ -10,6 +10,7 @@ use super::discover::ar;
 use super::{Cond, Contract, KcpCtx, kcp_ns};
 use crate::Error;
 use crate::api::v1alpha2::{Condition, KamajiControlPlane};
+use kcore::condition::CERTIFICATES_EXPIRING;
 
 /// ObservedTcp TCP state copied into the KCP status.
 #[derive(Clone, Debug, Default)]
@@ -148,7 +149,14 @@ pub(super) async fn write_status_obs(
 ) -> Result<(), Error> {
     let existing = kcp.status.clone().unwrap_or_default();
     let contract = ctx.disc.contract;
-    let merged = merge_conditions(&existing.conditions, conds, contract, kcp.meta().generation);
+    let mut conds = conds.to_vec();
+    conds.extend(certificates_condition(kcp, ctx));
+    let merged = merge_conditions(
+        &existing.conditions,
+        &conds,
+        contract,
+        kcp.meta().generation,
+    );
     let status = status_body(contract, obs, merged);
     // Compare with what is there, ignoring transition times of unchanged conditions (kept).
     let current = serde_json::to_value(&existing).unwrap_or(Value::Null);
@@ -165,6 +173,32 @@ pub(super) async fn write_status_obs(
     patch_status(kcp, ctx, status).await?;
     ctx.set_written(kcp, |w| w.status = Some((hash, uid)));
     Ok(())
+}
+
+/// `CertificatesExpiring` from the last certificate scan (`crate::certificates`), for a
+/// KamajiControlPlane whose TenantControlPlane is local (named like it, in its namespace; a
+/// remote one is not scanned). None before the first scan: the condition written before stays.
+fn certificates_condition(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Option<Cond> {
+    let remote = kcp
+        .spec
+        .fields
+        .deployment
+        .as_ref()
+        .is_some_and(|d| d.external_cluster_reference.is_some());
+    if remote {
+        return None;
+    }
+    let c = ctx
+        .base
+        .metrics
+        .certificates
+        .condition(&kcp_ns(kcp), &kcp.name_any())?;
+    Some(Cond {
+        type_: CERTIFICATES_EXPIRING,
+        ok: c.status,
+        reason: c.reason.into(),
+        message: c.message,
+    })
 }
 
 /// A hash of a status body without the conditions' transition times (kept from the KCP read,

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::{DynamicResourceScope, NamespaceResourceScope, PartialObjectMeta};
@@ -159,6 +160,12 @@ fn watches(ctx: &Arc<KcpCtx>) -> Controller<KamajiControlPlane> {
     controller = controller.watches_with(clusters, disc.cluster.clone(), wc.clone(), move |c| {
         cluster_kcp(&ctx_c, c.meta()).into_iter()
     });
+
+    // The certificate scan: the KCPs whose CertificatesExpiring condition changed (the
+    // condition is written from the last scan; see crate::certificates).
+    let changed = ctx.base.metrics.certificates.triggers();
+    controller =
+        controller.reconcile_on(changed.map(|(ns, name)| ObjectRef::new(&name).within(&ns)));
 
     // Infrastructure clusters: map through their Cluster (ownerReference or label).
     if !ctx.cfg.skip_infra_patch {

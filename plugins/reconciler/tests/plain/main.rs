@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod certificates;
 mod e2e;
 mod image;
 mod infra;
