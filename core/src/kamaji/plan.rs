@@ -460,3 +460,79 @@ mod endpoint_tests {
         assert_eq!(users(6443), ["KamajiControlPlane m/orphan".to_string()]);
     }
 }
+
+/// A key of a Secret that a Kamaji DataStore reads (`secretReference`: name, namespace,
+/// keyPath).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataStoreSecretKey {
+    pub namespace: String,
+    pub name: String,
+    pub key: String,
+}
+
+/// Every Secret key a DataStore's spec points at (its TLS certificates and keys, its basic-auth
+/// user and password): Kamaji reads them to reach the datastore, so a missing one leaves every
+/// control plane on it unprovisioned. Values given inline (`content`) need nothing.
+pub fn datastore_secret_keys(datastore: &Value) -> Vec<DataStoreSecretKey> {
+    fn walk(v: &Value, out: &mut Vec<DataStoreSecretKey>) {
+        match v {
+            Value::Object(o) => {
+                if let Some(r) = o.get("secretReference")
+                    && let (Some(name), Some(key)) = (
+                        r.get("name").and_then(Value::as_str),
+                        r.get("keyPath").and_then(Value::as_str),
+                    )
+                {
+                    out.push(DataStoreSecretKey {
+                        namespace: r
+                            .get("namespace")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string(),
+                        name: name.to_string(),
+                        key: key.to_string(),
+                    });
+                }
+                o.values().for_each(|c| walk(c, out));
+            }
+            Value::Array(a) => a.iter().for_each(|c| walk(c, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(spec) = datastore.get("spec") {
+        walk(spec, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod datastore_tests {
+    use super::*;
+
+    #[test]
+    fn every_secret_reference_of_a_datastore_is_found_and_inline_content_needs_none() {
+        let ds = json!({"spec": {"driver": "etcd", "endpoints": ["e:2379"], "tlsConfig": {
+            "certificateAuthority": {
+                "certificate": {"secretReference": {"name": "ca", "namespace": "kamaji-system", "keyPath": "ca.crt"}},
+                "privateKey": {"content": "LS0t"}},
+            "clientCertificate": {
+                "certificate": {"secretReference": {"name": "client", "namespace": "kamaji-system", "keyPath": "tls.crt"}},
+                "privateKey": {"secretReference": {"name": "client", "namespace": "kamaji-system", "keyPath": "tls.key"}}}},
+            "basicAuth": {"username": {"content": "cm9vdA=="}}}});
+        let keys: Vec<String> = datastore_secret_keys(&ds)
+            .into_iter()
+            .map(|k| format!("{}/{}:{}", k.namespace, k.name, k.key))
+            .collect();
+        let mut want = vec![
+            "kamaji-system/ca:ca.crt",
+            "kamaji-system/client:tls.crt",
+            "kamaji-system/client:tls.key",
+        ];
+        let mut got = keys.clone();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+        assert!(datastore_secret_keys(&json!({"spec": {"driver": "etcd"}})).is_empty());
+    }
+}

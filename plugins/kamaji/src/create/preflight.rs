@@ -9,6 +9,8 @@ use kcore::groups::KAMAJI_GROUP;
 use kcore::kamaji::create::{self as kamaji, Built, CreateSpec};
 use serde_json::Value;
 
+use crate::common::secrets;
+
 pub(super) async fn check_datastore(
     conn: &cli::Conn,
     apis: &ServerApis,
@@ -22,11 +24,8 @@ pub(super) async fn check_datastore(
         ));
     };
     let ar = k.resource(k.version());
-    if kclient::api::get_opt(conn, &ar, None, name)
-        .await?
-        .is_some()
-    {
-        return Ok(());
+    if let Some(ds) = kclient::api::get_opt(conn, &ar, None, name).await? {
+        return check_datastore_secrets(conn, name, &object_json(&ds)).await;
     }
     let names = kclient::api::list_names(conn, &ar, None)
         .await
@@ -47,6 +46,37 @@ pub(super) async fn check_datastore(
             format!("did you mean \"{}\"? (kubectl kamaji datastores)", close[0])
         }),
     })
+}
+
+/// Kamaji reaches a DataStore with the Secret keys its spec names (TLS certificates and keys,
+/// basic auth); one that is missing leaves the new control plane unprovisioned for good, so it
+/// is refused here, before anything is written.
+async fn check_datastore_secrets(conn: &cli::Conn, name: &str, ds: &Value) -> Result<(), Error> {
+    // A reference without a namespace is resolved by Kamaji in a namespace of its own choosing:
+    // not checked here.
+    let keys = kcore::kamaji::plan::datastore_secret_keys(ds);
+    for k in keys.into_iter().filter(|k| !k.namespace.is_empty()) {
+        let secret = secrets::secret_data(conn, &k.namespace, &k.name).await?;
+        let missing = match &secret {
+            None => Some(format!("Secret {}/{} does not exist", k.namespace, k.name)),
+            Some((_, data)) if !data.contains_key(&k.key) => Some(format!(
+                "Secret {}/{} has no key {}",
+                k.namespace, k.name, k.key
+            )),
+            Some(_) => None,
+        };
+        if let Some(missing) = missing {
+            return Err(Error::Other {
+                message: format!(
+                    "DataStore \"{name}\" cannot be used: {missing}, which Kamaji needs to reach it; nothing was created"
+                ),
+                hint: Some(format!(
+                    "create the Secret (kubectl get datastore {name} -o yaml names what it needs), or pick another --datastore (kubectl kamaji datastores)"
+                )),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `create --class`'s preflight: the ClusterClass exists in the namespace (one line otherwise,

@@ -4,7 +4,7 @@
 
 use std::process::Output;
 
-use kube::api::DynamicObject;
+use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 
 use crate::common::*;
@@ -1214,5 +1214,66 @@ async fn byoh_create_refuses_a_short_host_pool_and_creates_nothing() {
     refused(&create("3", &[]), "(2 already serve it)");
     // --allow-pending: on purpose.
     ok(&create("3", &["--allow-pending"]));
+    tb.delete_namespace(&c, &ns).await;
+}
+
+/// Issue 26: a DataStore whose Secrets Kamaji cannot read is refused at `create --datastore`,
+/// before anything is written, naming the Secret and key; once they exist, it is used.
+#[tokio::test]
+async fn a_datastore_whose_secrets_are_missing_is_refused_and_nothing_is_created() {
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-ds").await;
+    let ds_name = format!("broken-{ns}");
+    let stores: Api<DynamicObject> =
+        Api::all_with(c.clone(), &ar("kamaji.clastix.io", "v1alpha1", "DataStore"));
+    let reference =
+        json!({"secretReference": {"name": "ds-certs", "namespace": ns, "keyPath": "tls.crt"}});
+    let ds: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "DataStore",
+        "metadata": {"name": ds_name},
+        "spec": {"driver": "etcd", "endpoints": ["etcd.example:2379"], "tlsConfig": {
+            "certificateAuthority": {"certificate": {"content": "Q0E="}},
+            "clientCertificate": {"certificate": reference, "privateKey": {"content": "S0VZ"}}}}}))
+    .unwrap();
+    stores.create(&Default::default(), &ds).await.unwrap();
+    let create = || {
+        let flags = ["--datastore", ds_name.as_str()];
+        kamaji(tb, &ns, &create_args("on-ds", "none", V, &flags))
+    };
+    let refused = |says: String| {
+        let o = create();
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert_contains(
+            &stderr(&o),
+            &format!("DataStore \"{ds_name}\" cannot be used: {says}"),
+        );
+        assert_contains(&stderr(&o), "nothing was created");
+    };
+    refused(format!("Secret {ns}/ds-certs does not exist"));
+    assert!(get(&c, &ns, &kcp_ar(), "on-ds").await.is_none());
+    assert!(get(&c, &ns, &cluster_ar(), "on-ds").await.is_none());
+    let secrets = api(&c, &ns, &secret_ar());
+    let secret = |data: Value| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "ds-certs"}, "data": data}))
+        .unwrap()
+    };
+    secrets
+        .create(&Default::default(), &secret(json!({"ca.crt": "Q0E="})))
+        .await
+        .unwrap();
+    refused(format!("Secret {ns}/ds-certs has no key tls.crt"));
+    assert!(get(&c, &ns, &kcp_ar(), "on-ds").await.is_none());
+    secrets
+        .replace(
+            "ds-certs",
+            &Default::default(),
+            &secret(json!({"tls.crt": "Q0VSVA=="})),
+        )
+        .await
+        .unwrap();
+    ok(&create());
+    assert!(get(&c, &ns, &kcp_ar(), "on-ds").await.is_some());
+    stores.delete(&ds_name, &Default::default()).await.unwrap();
     tb.delete_namespace(&c, &ns).await;
 }
