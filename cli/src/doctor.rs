@@ -16,7 +16,7 @@ use kcore::build::pki;
 use kcore::doctor::{
     self, Counts, Fleet, LeaseInfo, Problem, Section, TenantCertificate, Thresholds,
 };
-use kcore::groups::{CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP, OPS_GROUP};
+use kcore::groups::{CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP, KAMAJI_GROUP, OPS_GROUP};
 use kcore::json;
 use kcore::labels::{CACPPK_LEASE, CLUSTER_NAME_LABEL, RECONCILER_LEASE};
 use kcore::plan::Severity;
@@ -197,6 +197,34 @@ async fn certificates(
     Ok(out)
 }
 
+/// The data keys of each Secret the DataStores reference (`None`: it does not exist). One GET
+/// per Secret: DataStores are few, and their Secrets are not labelled for a LIST.
+async fn datastore_secrets(
+    conn: &crate::Conn,
+    datastores: &[Value],
+) -> Result<BTreeMap<String, Option<Vec<String>>>, Error> {
+    let ar = ApiResource::erase::<Secret>(&());
+    let wanted: BTreeSet<(String, String)> = datastores
+        .iter()
+        .flat_map(kcore::kamaji::plan::datastore_secret_keys)
+        .filter(|k| !k.namespace.is_empty())
+        .map(|k| (k.namespace, k.name))
+        .collect();
+    let mut out = BTreeMap::new();
+    for (ns, name) in wanted {
+        let keys = kclient::api::get_json_opt(conn, &ar, Some(&ns), &name)
+            .await?
+            .map(|s| {
+                s.get("data")
+                    .and_then(Value::as_object)
+                    .map(|d| d.keys().cloned().collect())
+                    .unwrap_or_default()
+            });
+        out.insert(format!("{ns}/{name}"), keys);
+    }
+    Ok(out)
+}
+
 async fn leases(conn: &crate::Conn) -> Result<Vec<LeaseInfo>, Error> {
     let ar = ApiResource::erase::<Lease>(&());
     let all: Vec<Lease> =
@@ -331,6 +359,15 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         async {
             f.leases = leases(&conn).await?;
             Ok::<_, Error>(())
+        },
+        async {
+            // Whole (not pruned: the checks walk their spec); DataStores are few.
+            if let Some(k) = apis.kind(KAMAJI_GROUP, "DataStore") {
+                let ar = k.resource(k.version());
+                f.datastores = kclient::api::list_json(&conn, &ar, None, &all).await?;
+            }
+            f.datastore_secrets = datastore_secrets(&conn, &f.datastores).await?;
+            Ok(())
         },
     )?;
     let mut not_checked = vec![

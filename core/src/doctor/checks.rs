@@ -74,6 +74,7 @@ pub(super) fn run(section: Section, c: &Ctx) -> Vec<Problem> {
         Section::ControlPlanes => {
             certificates(c, &mut out);
             control_planes_ready(c, &mut out);
+            datastores(c, &mut out);
         }
         Section::Workers => {
             machines_stuck(c, &mut out);
@@ -239,6 +240,39 @@ fn control_planes_ready(c: &Ctx, out: &mut Vec<Problem>) {
                 ns_flag(json::namespace(tcp))
             ),
         ));
+    }
+}
+
+fn datastores(c: &Ctx, out: &mut Vec<Problem>) {
+    for ds in &c.fleet.datastores {
+        let name = json::name(ds);
+        let missing = crate::kamaji::plan::datastore_secret_keys(ds)
+            .into_iter()
+            .filter(|k| !k.namespace.is_empty())
+            .find_map(|k| {
+                let id = format!("{}/{}", k.namespace, k.name);
+                match c.fleet.datastore_secrets.get(&id) {
+                    Some(Some(keys)) if keys.contains(&k.key) => None,
+                    Some(Some(_)) => Some(format!("Secret {id} has no key {}", k.key)),
+                    Some(None) => Some(format!("Secret {id} does not exist")),
+                    // Not read: nothing to say.
+                    None => None,
+                }
+            });
+        if let Some(missing) = missing {
+            out.push(finding(
+                Section::ControlPlanes,
+                Severity::Error,
+                Check::DataStoreUnusable,
+                Subject {
+                    kind: "DataStore".into(),
+                    namespace: String::new(),
+                    name: name.into(),
+                },
+                format!("{missing}, which Kamaji needs to reach it: control planes on it are not provisioned"),
+                format!("kubectl get datastore {name} -o yaml (create the Secret and key it names)"),
+            ));
+        }
     }
 }
 

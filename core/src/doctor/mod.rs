@@ -75,6 +75,8 @@ pub enum Check {
     CertificateExpiring,
     /// A TenantControlPlane is not Ready after `--stuck-after`.
     ControlPlaneNotReady,
+    /// A DataStore names a Secret key that does not exist: Kamaji cannot reach it.
+    DataStoreUnusable,
     /// A Machine sits Pending, Provisioning or Deleting beyond `--stuck-after`.
     MachineStuck,
     /// Workers newer than their control plane, or more minors behind than Kubernetes allows.
@@ -291,6 +293,11 @@ pub struct Fleet {
     pub cluster_secrets: Vec<Value>,
     pub certificates: Vec<TenantCertificate>,
     pub leases: Vec<LeaseInfo>,
+    /// Kamaji's DataStores (cluster-scoped).
+    pub datastores: Vec<Value>,
+    /// The Secrets the DataStores reference, as `namespace/name` → their data's keys (`None`:
+    /// the Secret does not exist).
+    pub datastore_secrets: std::collections::BTreeMap<String, Option<Vec<String>>>,
 }
 
 /// The thresholds a user can set.

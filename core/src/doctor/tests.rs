@@ -532,3 +532,44 @@ fn pruned_objects_give_the_same_findings() {
             .is_none()
     );
 }
+
+#[test]
+fn a_datastore_naming_a_missing_secret_or_key_is_unusable() {
+    let ds = |name: &str, secret: &str| {
+        json!({"metadata": {"name": name}, "spec": {"driver": "etcd", "tlsConfig": {
+            "certificateAuthority": {"certificate": {"secretReference":
+                {"name": secret, "namespace": "kamaji-system", "keyPath": "ca.crt"}}}}}})
+    };
+    let mut f = healthy();
+    f.datastores = vec![ds("ok", "ca"), ds("nokey", "other"), ds("gone", "absent")];
+    f.datastore_secrets = [
+        (
+            "kamaji-system/ca".to_string(),
+            Some(vec!["ca.crt".to_string()]),
+        ),
+        (
+            "kamaji-system/other".to_string(),
+            Some(vec!["tls.crt".to_string()]),
+        ),
+        ("kamaji-system/absent".to_string(), None),
+    ]
+    .into();
+    let all = examine(&f, &Thresholds::default(), &[], now());
+    assert_eq!(
+        rows(&all),
+        vec![
+            (Check::DataStoreUnusable, Severity::Error, "gone"),
+            (Check::DataStoreUnusable, Severity::Error, "nokey"),
+        ]
+    );
+    assert!(
+        all[0]
+            .cause
+            .starts_with("Secret kamaji-system/absent does not exist")
+    );
+    assert!(
+        all[1]
+            .cause
+            .starts_with("Secret kamaji-system/other has no key ca.crt")
+    );
+}

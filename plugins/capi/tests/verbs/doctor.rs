@@ -212,6 +212,40 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
         stderr(&o)
     );
 
+    // A DataStore naming a Secret that does not exist (cluster-scoped: removed right after, so
+    // that no other doctor run sees it).
+    let ds_name = format!("doctor-{ns}");
+    let stores: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource {
+            group: "kamaji.clastix.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "kamaji.clastix.io/v1alpha1".into(),
+            kind: "DataStore".into(),
+            plural: "datastores".into(),
+        },
+    );
+    let ds: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "DataStore",
+        "metadata": {"name": ds_name},
+        "spec": {"driver": "etcd", "endpoints": ["etcd.example:2379"], "tlsConfig": {
+            "certificateAuthority": {"certificate": {"secretReference":
+                {"name": "ds-missing", "namespace": ns, "keyPath": "ca.crt"}}}}}}))
+    .unwrap();
+    stores.create(&PostParams::default(), &ds).await.unwrap();
+    let (o, r) = doctor(tb, &ns, &["--only", "control-planes"]);
+    stores.delete(&ds_name, &Default::default()).await.unwrap();
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let f = the(&r, "DataStoreUnusable");
+    assert_eq!(f["object"]["name"], ds_name.as_str());
+    assert!(
+        f["cause"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("Secret {ns}/ds-missing does not exist")),
+        "{f}"
+    );
+
     // Operations: a paused cluster (info), a failed ClusterUpgrade (error).
     serve_cluster_upgrades(&client).await;
     put(
