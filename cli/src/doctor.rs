@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render::{Cell, Human, Printer, Render, Table, Tone};
-use kcore::build::pki;
 use kcore::doctor::{
     self, Counts, Fleet, LeaseInfo, Problem, Section, TenantCertificate, Thresholds,
 };
@@ -20,7 +19,7 @@ use kcore::groups::{CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP, KAMAJI_GROUP, OPS_
 use kcore::json;
 use kcore::labels::{CACPPK_LEASE, CLUSTER_NAME_LABEL, RECONCILER_LEASE};
 use kcore::plan::Severity;
-use kcore::plan::teardown::{KAMAJI_NAME_LABEL, KAMAJI_PROJECT_SELECTOR};
+use kcore::plan::teardown::KAMAJI_PROJECT_SELECTOR;
 use kube::api::ListParams;
 use kube::discovery::ApiResource;
 use serde::Serialize;
@@ -163,38 +162,10 @@ async fn certificates(
     let ar = ApiResource::erase::<Secret>(&());
     let lp = ListParams::default().labels(KAMAJI_PROJECT_SELECTOR);
     let secrets: Vec<Secret> = kclient::api::list_as(conn, &ar, namespace, &lp, false).await?;
-    let mut out = Vec::new();
-    for s in secrets {
-        let (Some(name), Some(ns)) = (s.metadata.name.clone(), s.metadata.namespace.clone()) else {
-            continue;
-        };
-        let Some(tenant) = s
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(KAMAJI_NAME_LABEL))
-            .cloned()
-        else {
-            continue;
-        };
-        let data: BTreeMap<String, Vec<u8>> = s
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0))
-            .collect();
-        for (key, c) in pki::secret_certificates(&data) {
-            out.push(TenantCertificate {
-                namespace: ns.clone(),
-                tenant: tenant.clone(),
-                secret: name.clone(),
-                key,
-                not_after: c.not_after,
-                not_after_unix: c.not_after_unix,
-            });
-        }
-    }
-    Ok(out)
+    Ok(secrets
+        .into_iter()
+        .flat_map(doctor::secret_certificates)
+        .collect())
 }
 
 /// The data keys of each Secret the DataStores reference (`None`: it does not exist). One GET

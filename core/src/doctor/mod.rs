@@ -147,6 +147,39 @@ pub struct TenantCertificate {
     pub not_after_unix: i64,
 }
 
+/// The certificates of one of Kamaji's Secrets, for the tenant its `kamaji.clastix.io/name`
+/// label names (none without that label): what `kubectl capi doctor` and kamaji-reconciler's
+/// certificate scan both read.
+pub fn secret_certificates(s: k8s_openapi::api::core::v1::Secret) -> Vec<TenantCertificate> {
+    let (Some(name), Some(ns)) = (s.metadata.name, s.metadata.namespace) else {
+        return Vec::new();
+    };
+    let Some(tenant) = s
+        .metadata
+        .labels
+        .and_then(|mut l| l.remove(crate::plan::teardown::KAMAJI_NAME_LABEL))
+    else {
+        return Vec::new();
+    };
+    let data: std::collections::BTreeMap<String, Vec<u8>> = s
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    crate::build::pki::secret_certificates(&data)
+        .into_iter()
+        .map(|(key, c)| TenantCertificate {
+            namespace: ns.clone(),
+            tenant: tenant.clone(),
+            secret: name.clone(),
+            key,
+            not_after: c.not_after,
+            not_after_unix: c.not_after_unix,
+        })
+        .collect()
+}
+
 /// One tenant's certificates at a glance: the one that expires first, and how many have expired
 /// or expire within the threshold.
 #[derive(Debug, Clone, PartialEq, Eq)]

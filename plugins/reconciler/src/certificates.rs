@@ -17,11 +17,10 @@ use std::time::Duration;
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use k8s_openapi::api::core::v1::Secret;
-use kcore::build::pki;
 use kcore::doctor::{
     CertificatesCondition, TenantCertificate, TenantExpiry, certificates_condition, tenant_expiries,
 };
-use kcore::plan::teardown::{KAMAJI_NAME_LABEL, KAMAJI_PROJECT_SELECTOR};
+use kcore::plan::teardown::KAMAJI_PROJECT_SELECTOR;
 use kube::Client;
 use kube::api::{Api, ListParams};
 
@@ -251,42 +250,12 @@ async fn read_certificates(
     loop {
         let page = api.list(&lp).await?;
         for s in page.items {
-            certificates_of(s, &mut out);
+            out.extend(kcore::doctor::secret_certificates(s));
         }
         match page.metadata.continue_ {
             Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
             _ => return Ok(out),
         }
-    }
-}
-
-/// The certificates of one of Kamaji's Secrets (none without its tenant's label).
-fn certificates_of(s: Secret, out: &mut Vec<TenantCertificate>) {
-    let (Some(name), Some(ns)) = (s.metadata.name, s.metadata.namespace) else {
-        return;
-    };
-    let Some(tenant) = s
-        .metadata
-        .labels
-        .and_then(|mut l| l.remove(KAMAJI_NAME_LABEL))
-    else {
-        return;
-    };
-    let data: BTreeMap<String, Vec<u8>> = s
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.0))
-        .collect();
-    for (key, c) in pki::secret_certificates(&data) {
-        out.push(TenantCertificate {
-            namespace: ns.clone(),
-            tenant: tenant.clone(),
-            secret: name.clone(),
-            key,
-            not_after: c.not_after,
-            not_after_unix: c.not_after_unix,
-        });
     }
 }
 
