@@ -183,6 +183,50 @@ pub struct ScaleStep {
     pub hosts: Option<HostCheck>,
 }
 
+impl ScaleStep {
+    /// Why `obj` (this step's object as last read) has not reached the step's count, or `None`
+    /// once it has. `machines` is how many Machines the object owns, deleting ones included
+    /// (workers; `None` where there are none to count, as for a Kamaji control plane): a
+    /// scale-down is done when the extra Machines are gone, not when the counters say so. A
+    /// status older than the object's spec (`observedGeneration` behind `generation`) is not
+    /// believed: right after a patch it still shows the previous count.
+    pub fn pending(&self, obj: &Value, machines: Option<usize>) -> Option<String> {
+        let to = self.to;
+        let r = crate::fields::replicas(obj);
+        let observed = match (
+            obj.pointer("/status/observedGeneration")
+                .and_then(Value::as_i64),
+            obj.pointer("/metadata/generation").and_then(Value::as_i64),
+        ) {
+            (Some(seen), Some(generation)) => seen >= generation,
+            _ => true,
+        };
+        let machines_done = machines.is_none_or(|n| i64::try_from(n).is_ok_and(|n| n == to));
+        let done = observed
+            && machines_done
+            && r.desired == Some(to)
+            && r.current.unwrap_or(0) == to
+            && r.ready.unwrap_or(0) == to
+            && r.up_to_date.unwrap_or(to) == to;
+        if done {
+            return None;
+        }
+        let mut why = format!(
+            "{}: {}/{to} ready, {} current",
+            self.target,
+            r.ready.unwrap_or(0),
+            r.current.unwrap_or(0)
+        );
+        if let Some(n) = machines.filter(|_| !machines_done) {
+            why.push_str(&format!(", {n} machines"));
+        }
+        if !observed {
+            why.push_str(" (status not yet updated)");
+        }
+        Some(why)
+    }
+}
+
 /// The plan: steps to apply, and findings to show.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScalePlan {

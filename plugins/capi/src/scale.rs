@@ -12,7 +12,7 @@ use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags};
 use kclient::error::Error;
 use kclient::render::Poll;
-use kcore::fields;
+use kcore::labels::DEPLOYMENT_NAME_LABEL;
 use kcore::plan::scale::{
     HostPool, Role, ScaleError, ScalePlan, ScaleRequest, ScaleTarget, TOPOLOGY_DEPLOYMENT_LABEL,
     plan_scale,
@@ -218,6 +218,13 @@ async fn wait_ready(t: &ClusterHandle, plan: &ScalePlan, timeout: Duration) -> R
         let mut pending = Vec::new();
         let cp = t.control_plane().await?.map(|(_, v)| v);
         let mds = t.machine_deployments().await?;
+        // Workers are done when the extra Machines are gone, so they are counted per
+        // MachineDeployment (a Kamaji control plane has no Machines to count).
+        let machines = if plan.steps.iter().any(|s| s.role == Role::Workers) {
+            t.machines().await?
+        } else {
+            Vec::new()
+        };
         for s in &plan.steps {
             let obj = match s.role {
                 Role::ControlPlane => cp.clone(),
@@ -227,19 +234,19 @@ async fn wait_ready(t: &ClusterHandle, plan: &ScalePlan, timeout: Duration) -> R
                 pending.push(format!("{} not found yet", s.target));
                 continue;
             };
-            let r = fields::replicas(&obj);
-            let done = r.desired == Some(s.to)
-                && r.current.unwrap_or(0) == s.to
-                && r.ready.unwrap_or(0) == s.to
-                && r.up_to_date.unwrap_or(s.to) == s.to;
-            if !done {
-                pending.push(format!(
-                    "{}: {}/{} ready, {} current",
-                    s.target,
-                    r.ready.unwrap_or(0),
-                    s.to,
-                    r.current.unwrap_or(0)
-                ));
+            let owned = match s.role {
+                Role::ControlPlane => None,
+                Role::Workers => Some(
+                    machines
+                        .iter()
+                        .filter(|m| {
+                            kcore::json::label(m, DEPLOYMENT_NAME_LABEL) == Some(name_of(&obj))
+                        })
+                        .count(),
+                ),
+            };
+            if let Some(why) = s.pending(&obj, owned) {
+                pending.push(why);
             }
         }
         Ok(if pending.is_empty() {

@@ -511,3 +511,40 @@ fn strategies_resolve_percentages() {
         Some(("ByoMachineTemplate", "c1-control-plane"))
     );
 }
+
+/// CI saw `scale --workers 2 --wait` return while the third Machine still existed: the wait
+/// believed counters that were either stale (status behind the spec) or blind to a Machine
+/// being deleted. Both now keep the step pending.
+#[test]
+fn a_scale_step_is_reached_only_when_the_status_is_current_and_extra_machines_are_gone() {
+    let c = cluster(None);
+    let mds = vec![md("c1-md-0", 3, "c1-md-0")];
+    let t = templates();
+    let objs = ClusterObjects {
+        cluster: &c,
+        control_plane: None,
+        machine_deployments: &mds,
+        infra_templates: &t,
+    };
+    let mut pool = HostPool::from_free(vec![]);
+    let p = plan_scale(&objs, &req_workers(2), Some(&mut pool)).unwrap();
+    let step = &p.steps[0];
+    let mut obj = md("c1-md-0", 2, "c1-md-0");
+    obj["metadata"]["generation"] = json!(4);
+    obj["status"] =
+        json!({"observedGeneration": 4, "replicas": 2, "readyReplicas": 2, "upToDateReplicas": 2});
+    assert_eq!(step.pending(&obj, Some(2)), None);
+    assert_eq!(step.pending(&obj, None), None);
+    // The third Machine is being deleted: not done yet, and the message says why.
+    let why = step.pending(&obj, Some(3)).unwrap();
+    assert!(why.ends_with(", 3 machines"), "{why}");
+    // The status was written before the patch to 2: not believed.
+    obj["metadata"]["generation"] = json!(5);
+    let why = step.pending(&obj, Some(2)).unwrap();
+    assert!(why.ends_with("(status not yet updated)"), "{why}");
+    // Counters short of the target.
+    obj["status"] =
+        json!({"observedGeneration": 5, "replicas": 2, "readyReplicas": 1, "upToDateReplicas": 2});
+    let why = step.pending(&obj, Some(2)).unwrap();
+    assert!(why.contains("1/2 ready, 2 current"), "{why}");
+}

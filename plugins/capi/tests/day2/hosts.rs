@@ -46,7 +46,28 @@ async fn hosts_cordon_drain_uncordon() {
     assert_contains(&err(&o), "0 available");
     // Even past our preflight, BYOH itself keeps the new machine off the cordoned host.
     s.ok(&["scale", "c1", "--workers", "3", "--force"]);
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // BYOH says it looked and found no host (BYOH v0.5.0 byomachine_controller.go: BYOHostReady
+    // False, BYOHostsUnavailable), rather than a fixed sleep that hopes it has looked.
+    let byomachine = ar(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "ByoMachine",
+        "byomachines",
+    );
+    eventually(
+        "BYOH to find no host for the third machine",
+        Duration::from_secs(60),
+        async || {
+            s.of_cluster(&byomachine, "c1").await.iter().any(|m| {
+                m.data["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "BYOHostReady" && c["reason"] == "BYOHostsUnavailable")
+            })
+        },
+    )
+    .await;
     let hosts = s.get(&host_ar(), &spare).await;
     assert!(
         hosts.data["status"]["machineRef"]["name"].is_null(),
