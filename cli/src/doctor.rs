@@ -196,6 +196,77 @@ async fn datastore_secrets(
     Ok(out)
 }
 
+/// How many of Kamaji's answers `doctor` waits for at once.
+const KAMAJI_PROBES_AT_ONCE: usize = 4;
+
+/// Kamaji's refusals, per Kubernetes version the TenantControlPlanes run: a server dry run of
+/// a change to one TenantControlPlane per version (an annotation; nothing is stored), judged by
+/// Kamaji's validating webhook, which refuses every change to a control plane above the
+/// version it was built with (Kamaji v1.0.0 `internal/webhook/handlers/tcp_version.go`). One
+/// request per version, not per object; a webhook that does not answer is said in
+/// `not_checked`.
+async fn kamaji_refusals(
+    conn: &crate::Conn,
+    apis: &ServerApis,
+    tcps: &[Value],
+    not_checked: &mut Vec<String>,
+) -> Result<BTreeMap<String, String>, Error> {
+    use futures::StreamExt;
+    let Some(ar) = apis.tenant_control_plane() else {
+        return Ok(BTreeMap::new());
+    };
+    let mut one_per_version: BTreeMap<&str, &Value> = BTreeMap::new();
+    for t in tcps {
+        if let Some(v) = json::str_at(t, &["spec", "kubernetes", "version"])
+            && json::at(t, &["metadata", "deletionTimestamp"]).is_none()
+        {
+            one_per_version.entry(v).or_insert(t);
+        }
+    }
+    let probe =
+        serde_json::json!({"metadata": {"annotations": {"kubectl-capi.doctor/probe": "dry-run"}}});
+    let write = || kclient::api::Write {
+        manager: "kubectl-capi",
+        dry_run: true,
+        force: false,
+    };
+    let answers: Vec<(&str, Result<_, Error>)> =
+        futures::stream::iter(one_per_version.into_iter().map(|(version, t)| {
+            let (ar, probe) = (&ar, &probe);
+            async move {
+                let r = kclient::api::merge_patch(
+                    conn,
+                    ar,
+                    json::namespace(t),
+                    json::name(t),
+                    probe,
+                    write(),
+                )
+                .await;
+                (version, r)
+            }
+        }))
+        .buffer_unordered(KAMAJI_PROBES_AT_ONCE)
+        .collect()
+        .await;
+    let mut refusals = BTreeMap::new();
+    for (version, answer) in answers {
+        match answer {
+            Ok(_) | Err(Error::NotFound { .. }) => {}
+            Err(Error::Denied { message, .. }) => {
+                refusals.insert(version.to_string(), message);
+            }
+            Err(e @ (Error::Api { .. } | Error::Timeout { .. } | Error::Unreachable { .. })) => {
+                not_checked.push(format!(
+                    "whether Kamaji accepts Kubernetes {version}: it did not answer ({e})"
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(refusals)
+}
+
 async fn leases(conn: &crate::Conn) -> Result<Vec<LeaseInfo>, Error> {
     let ar = ApiResource::erase::<Lease>(&());
     let all: Vec<Lease> =
@@ -305,6 +376,20 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             &all
         ),
         fill(
+            &mut f.byo_machine_templates,
+            &conn,
+            provider(INFRASTRUCTURE_GROUP, "ByoMachineTemplate"),
+            ns,
+            &all
+        ),
+        fill(
+            &mut f.installer_templates,
+            &conn,
+            provider(INFRASTRUCTURE_GROUP, "K8sInstallerConfigTemplate"),
+            ns,
+            &all
+        ),
+        fill(
             &mut f.cluster_upgrades,
             &conn,
             provider(OPS_GROUP, "ClusterUpgrade"),
@@ -344,6 +429,10 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let mut not_checked = vec![
         "hosts whose agent stopped reporting: BYOH v0.5.0's agent keeps no heartbeat on its ByoHost".to_string(),
     ];
+    if args.only.is_empty() || args.only.contains(&Section::ControlPlanes) {
+        fleet.kamaji_refusals =
+            kamaji_refusals(&conn, &apis, &fleet.tenant_control_planes, &mut not_checked).await?;
+    }
     let mut only = args.only.clone();
     if args.selector.is_some() {
         let selected: BTreeSet<(String, String)> = fleet

@@ -202,6 +202,33 @@ pub async fn apply(
         })
 }
 
+/// Creates `obj` (namespace and name from its metadata) as `ar`; with `w.dry_run`, a server
+/// dry run that runs admission (webhooks included) and persists nothing.
+pub async fn create(
+    conn: &Conn,
+    ar: &ApiResource,
+    obj: &Value,
+    w: Write<'_>,
+) -> Result<DynamicObject, Error> {
+    let ns = obj["metadata"]["namespace"].as_str();
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    check_name(ar, name)?;
+    let pp = kube::api::PostParams {
+        dry_run: w.dry_run,
+        field_manager: Some(w.manager.to_string()),
+    };
+    let body: DynamicObject = serde_json::from_value(obj.clone()).map_err(|e| {
+        Error::other(format!(
+            "internal: {} {name} is not an object: {e}",
+            ar.kind
+        ))
+    })?;
+    dynamic(conn, ar, ns)
+        .create(&pp, &body)
+        .await
+        .map_err(|e| conn.error(e, &Op::on("create", ar).in_namespace(ns).named(name)))
+}
+
 /// A JSON merge patch.
 pub async fn merge_patch(
     conn: &Conn,

@@ -4,9 +4,11 @@
 //! Kamaji runs in a network and mount namespace of its own ([`crate::netns`]); see there why.
 //! Its mutating webhooks are registered (reached through a port exposed from that namespace):
 //! the defaulting one fills in `spec.dataStore`, which Kamaji's reconciler needs. Its validating
-//! webhooks are not: Kamaji v1.0.0's version check refuses any Kubernetes newer than v1.30.2,
-//! while the testbed runs tenants on the releases it builds (see [`crate::pods`]), so tenant
-//! versions are what those binaries really are, above what Kamaji v1.0.0 validates.
+//! TenantControlPlane webhook is registered only for namespaces labelled
+//! [`KAMAJI_VALIDATION_LABEL`]: Kamaji v1.0.0's version check refuses any Kubernetes newer than
+//! v1.30.2, while the testbed runs tenants on the releases it builds (see [`crate::pods`]), so
+//! tenant versions are what those binaries really are, above what Kamaji v1.0.0 validates. A
+//! test that wants Kamaji's real refusal labels its namespace.
 //!
 //! Tenant control planes really run: the SIMULATED kubelet in [`crate::pods`] runs their pods,
 //! and every tenant's port and `<name>.<namespace>.svc` name are made reachable inside Kamaji's
@@ -96,7 +98,7 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     }
     sandbox.forward(ds_port)?;
     let webhook = sandbox.expose(9443)?;
-    register_mutating_webhooks(tb, client, webhook, &webhook_ca).await?;
+    register_webhooks(tb, client, webhook, &webhook_ca).await?;
 
     let log = spawn_manager(tb, &bin, &sandbox, &tmp, &certs_dir, &work)?;
     // Ready when its log says its controllers started; reported with its own last error line
@@ -107,7 +109,7 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
         .await?;
     start_tenant_runner(tb)?;
     tracing::info!(
-        "Kamaji running (namespace-isolated, webhooks not registered); tenants run Kubernetes {}",
+        "Kamaji running (namespace-isolated, version webhook only where a namespace asks for it); tenants run Kubernetes {}",
         tb.assets.tenant_versions().join(", ")
     );
     Ok(())
@@ -267,9 +269,14 @@ async fn plumb_tenants(client: Client, sandboxes: Arc<std::sync::Mutex<Vec<Arc<N
     }
 }
 
+/// The namespace label (value `enforced`) under which Kamaji's validating TenantControlPlane
+/// webhook judges TenantControlPlanes (see the module documentation).
+pub const KAMAJI_VALIDATION_LABEL: &str = "capi-testbed.io/kamaji-validation";
+
 /// Registers Kamaji's MutatingWebhookConfiguration (upstream `config/webhook/manifests.yaml`)
-/// by URL; the validating one stays out (see the module documentation).
-async fn register_mutating_webhooks(
+/// by URL, and its TenantControlPlane validating webhook for the namespaces labelled
+/// [`KAMAJI_VALIDATION_LABEL`] only (see the module documentation).
+async fn register_webhooks(
     tb: &Testbed,
     client: &Client,
     port: u16,
@@ -282,12 +289,25 @@ async fn register_mutating_webhooks(
             file: src.display().to_string(),
             msg: e.to_string(),
         })?;
-    let mutating: Vec<serde_json::Value> = docs
-        .into_iter()
-        .filter(|d| d["kind"] == "MutatingWebhookConfiguration")
-        .collect();
+    let mut mutating: Vec<serde_json::Value> = Vec::new();
+    for mut d in docs {
+        if d["kind"] == "MutatingWebhookConfiguration" {
+            mutating.push(d);
+        } else if d["kind"] == "ValidatingWebhookConfiguration"
+            && let Some(hooks) = d["webhooks"].as_array_mut()
+        {
+            hooks.retain(|h| h["name"] == "vtenantcontrolplane.kb.io");
+            for h in hooks.iter_mut() {
+                h["namespaceSelector"] =
+                    serde_json::json!({"matchLabels": {KAMAJI_VALIDATION_LABEL: "enforced"}});
+            }
+            if !hooks.is_empty() {
+                mutating.push(d);
+            }
+        }
+    }
     let dir = tb.dir.join("kamaji-tmp");
-    let file = dir.join("kamaji-mutating-webhooks.yaml");
+    let file = dir.join("kamaji-webhooks-registered.yaml");
     let mut out = String::new();
     for d in &mutating {
         out.push_str("---\n");

@@ -27,6 +27,7 @@ mod faults;
 pub mod fixtures;
 mod inotify;
 mod kamaji;
+pub use kamaji::KAMAJI_VALIDATION_LABEL;
 mod netns;
 pub mod pods;
 mod process;

@@ -74,6 +74,7 @@ pub(super) fn run(section: Section, c: &Ctx) -> Vec<Problem> {
         Section::ControlPlanes => {
             certificates(c, &mut out);
             control_planes_ready(c, &mut out);
+            kamaji_range(c, &mut out);
             datastores(c, &mut out);
         }
         Section::Workers => {
@@ -84,6 +85,7 @@ pub(super) fn run(section: Section, c: &Ctx) -> Vec<Problem> {
         Section::Leftovers => {
             orphan_tenants(c, &mut out);
             orphan_secrets(c, &mut out);
+            unused_installer_templates(c, &mut out);
         }
         Section::Operations => {
             paused_clusters(c, &mut out);
@@ -238,6 +240,29 @@ fn control_planes_ready(c: &Ctx, out: &mut Vec<Problem>) {
             format!(
                 "kubectl kamaji status {name}{}",
                 ns_flag(json::namespace(tcp))
+            ),
+        ));
+    }
+}
+
+/// TenantControlPlanes at a version Kamaji refused a change to (the CLI asks Kamaji once per
+/// version): stuck, since Kamaji has no rollback (clastix/kamaji#979).
+fn kamaji_range(c: &Ctx, out: &mut Vec<Problem>) {
+    for tcp in &c.fleet.tenant_control_planes {
+        let Some(version) = str_at(tcp, &["spec", "kubernetes", "version"]) else {
+            continue;
+        };
+        let Some(refusal) = c.fleet.kamaji_refusals.get(version) else {
+            continue;
+        };
+        out.push(finding(
+            Section::ControlPlanes,
+            Severity::Error,
+            Check::VersionOutsideKamajiRange,
+            Subject::of("TenantControlPlane", tcp),
+            format!("runs Kubernetes {version}, and Kamaji refuses every change to it: \"{refusal}\""),
+            format!(
+                "install a Kamaji release that supports {version}: Kamaji cannot downgrade a control plane, so this one waits for it"
             ),
         ));
     }
@@ -530,6 +555,64 @@ fn orphan_secrets(c: &Ctx, out: &mut Vec<Problem>) {
     }
 }
 
+/// The first step of a running ClusterUpgrade that started longer than `--stuck-after` ago, and
+/// for how long it has run.
+fn stalled_step<'a>(c: &Ctx, u: &'a Value) -> Option<(&'a Value, i64)> {
+    if str_at(u, &["status", "phase"]) != Some("Running") {
+        return None;
+    }
+    json::at(u, &["status", "steps"])?
+        .as_array()?
+        .iter()
+        .filter(|s| str_at(s, &["phase"]) == Some("Running"))
+        .find_map(|s| {
+            let age = c.since(s, &["startedAt"])?;
+            c.stuck(age).then_some((s, age))
+        })
+}
+
+/// K8sInstallerConfigTemplates no ByoMachineTemplate names (in `spec.template.spec.installerRef`,
+/// its namespace defaulting to the template's): left behind by a cluster deleted by hand. One
+/// younger than `--stuck-after` may be a create under way, and is not reported.
+fn unused_installer_templates(c: &Ctx, out: &mut Vec<Problem>) {
+    let used: BTreeSet<(&str, &str)> = c
+        .fleet
+        .byo_machine_templates
+        .iter()
+        .filter_map(|t| {
+            let r = json::at(t, &["spec", "template", "spec", "installerRef"])?;
+            let name = str_at(r, &["name"])?;
+            let ns = str_at(r, &["namespace"])
+                .filter(|n| !n.is_empty())
+                .unwrap_or(json::namespace(t));
+            Some((ns, name))
+        })
+        .collect();
+    for t in &c.fleet.installer_templates {
+        let (ns, name) = (json::namespace(t), json::name(t));
+        if used.contains(&(ns, name))
+            || json::at(t, &["metadata", "deletionTimestamp"]).is_some()
+            || !c
+                .since(t, &["metadata", "creationTimestamp"])
+                .is_some_and(|age| c.stuck(age))
+        {
+            continue;
+        }
+        out.push(finding(
+            Section::Leftovers,
+            Severity::Info,
+            Check::UnusedInstallerTemplate,
+            Subject::of("K8sInstallerConfigTemplate", t),
+            "no ByoMachineTemplate names it as its installer: no host installs Kubernetes from it"
+                .into(),
+            format!(
+                "kubectl delete k8sinstallerconfigtemplate {name}{}",
+                ns_flag(ns)
+            ),
+        ));
+    }
+}
+
 fn paused_clusters(c: &Ctx, out: &mut Vec<Problem>) {
     for cl in &c.fleet.clusters {
         let paused = json::bool_at(cl, &["spec", "paused"]) == Some(true)
@@ -594,6 +677,22 @@ fn upgrades(c: &Ctx, out: &mut Vec<Problem>) {
                     } else {
                         status_cmd
                     },
+                ));
+            } else if let Some((step, age)) = stalled_step(c, u) {
+                let message = str_at(step, &["message"])
+                    .map(|m| format!(": {}", m.replace('\n', " ")))
+                    .unwrap_or_default();
+                out.push(finding(
+                    Section::Operations,
+                    Severity::Warning,
+                    Check::UpgradeStalled,
+                    Subject::of(kind, u),
+                    format!(
+                        "step {} has been running for {}{message}",
+                        step["number"],
+                        crate::text::age(age)
+                    ),
+                    status_cmd,
                 ));
             }
         }

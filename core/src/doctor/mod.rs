@@ -77,6 +77,9 @@ pub enum Check {
     ControlPlaneNotReady,
     /// A DataStore names a Secret key that does not exist: Kamaji cannot reach it.
     DataStoreUnusable,
+    /// A TenantControlPlane runs a Kubernetes version the installed Kamaji refuses: every
+    /// change to it, an upgrade included, is refused.
+    VersionOutsideKamajiRange,
     /// A Machine sits Pending, Provisioning or Deleting beyond `--stuck-after`.
     MachineStuck,
     /// Workers newer than their control plane, or more minors behind than Kubernetes allows.
@@ -89,12 +92,16 @@ pub enum Check {
     OrphanTenantControlPlane,
     /// Secrets of a cluster that no longer exists.
     OrphanSecrets,
+    /// A BYOH K8sInstallerConfigTemplate that no ByoMachineTemplate names.
+    UnusedInstallerTemplate,
     /// A cluster paused (spec.paused or the paused annotation).
     ClusterPaused,
     /// A ClusterUpgrade or FleetUpgrade that failed.
     UpgradeFailed,
     /// A ClusterUpgrade or FleetUpgrade paused.
     UpgradePaused,
+    /// A ClusterUpgrade whose running step started longer than `--stuck-after` ago.
+    UpgradeStalled,
 }
 
 /// The object of a finding.
@@ -331,6 +338,13 @@ pub struct Fleet {
     /// The Secrets the DataStores reference, as `namespace/name` → their data's keys (`None`:
     /// the Secret does not exist).
     pub datastore_secrets: std::collections::BTreeMap<String, Option<Vec<String>>>,
+    /// BYOH ByoMachineTemplates (their `spec.template.spec.installerRef` is read).
+    pub byo_machine_templates: Vec<Value>,
+    /// BYOH K8sInstallerConfigTemplates.
+    pub installer_templates: Vec<Value>,
+    /// Kamaji's refusal, per Kubernetes version (`spec.kubernetes.version`) that
+    /// TenantControlPlanes run, of a change to one of them (versions it accepts are absent).
+    pub kamaji_refusals: std::collections::BTreeMap<String, String>,
 }
 
 /// The thresholds a user can set.
@@ -398,11 +412,14 @@ pub fn prune(mut v: Value) -> Value {
     const SPEC: &[&str] = &[
         "clusterName",
         "version",
+        "kubernetes",
         "paused",
         "cancelled",
         "infrastructureRef",
         "controlPlaneRef",
         "providerID",
+        // A ByoMachineTemplate's (its installerRef); the kinds listed have no other.
+        "template",
     ];
     const STATUS: &[&str] = &[
         "phase",
@@ -413,6 +430,8 @@ pub fn prune(mut v: Value) -> Value {
         "message",
         "v1beta2",
         "deprecated",
+        // A ClusterUpgrade's steps (their phase, start and message).
+        "steps",
     ];
     let Some(o) = v.as_object_mut() else {
         return v;
@@ -435,12 +454,14 @@ pub fn prune(mut v: Value) -> Value {
     {
         a.remove("kubectl.kubernetes.io/last-applied-configuration");
     }
-    if let Some(k) = o
-        .get_mut("status")
-        .and_then(|s| s.get_mut("kubernetesResources"))
-        .and_then(Value::as_object_mut)
-    {
-        k.retain(|key, _| key == "version");
+    for (part, key) in [("status", "kubernetesResources"), ("spec", "kubernetes")] {
+        if let Some(k) = o
+            .get_mut(part)
+            .and_then(|s| s.get_mut(key))
+            .and_then(Value::as_object_mut)
+        {
+            k.retain(|key, _| key == "version");
+        }
     }
     v
 }

@@ -573,3 +573,106 @@ fn a_datastore_naming_a_missing_secret_or_key_is_unusable() {
             .starts_with("Secret kamaji-system/other has no key ca.crt")
     );
 }
+
+/// Issue 26: a TenantControlPlane at a version Kamaji refused a change to is an error naming
+/// Kamaji's words; one at a version it accepts is not, and pruning keeps the version read.
+#[test]
+fn a_control_plane_at_a_version_kamaji_refuses() {
+    let mut f = healthy();
+    let mut newer = obj("TenantControlPlane", "team-a", "c2");
+    newer["spec"] =
+        json!({"kubernetes": {"version": "v1.35.0", "kubelet": {"cgroupfs": "systemd"}}});
+    newer["status"] =
+        json!({"kubernetesResources": {"version": {"status": "Ready", "version": "v1.35.0"}}});
+    f.tenant_control_planes[0]["spec"] = json!({"kubernetes": {"version": "v1.30.2"}});
+    f.tenant_control_planes.push(prune(newer));
+    f.kamaji_refusals.insert(
+        "v1.35.0".into(),
+        "unable to upgrade to a version greater than the supported one, actually 1.30.2".into(),
+    );
+    let all = examine(&f, &Thresholds::default(), &[Section::ControlPlanes], now());
+    assert_eq!(
+        rows(&all),
+        vec![(Check::VersionOutsideKamajiRange, Severity::Error, "c2")]
+    );
+    assert!(
+        all[0].cause.contains("runs Kubernetes v1.35.0"),
+        "{}",
+        all[0].cause
+    );
+    assert!(all[0].cause.contains("actually 1.30.2"), "{}", all[0].cause);
+    assert!(
+        all[0]
+            .fix
+            .starts_with("install a Kamaji release that supports v1.35.0")
+    );
+}
+
+/// Issue 26: an installer template no ByoMachineTemplate names is a leftover (info); one named
+/// (same namespace by default, or another by an explicit namespace), or younger than
+/// `--stuck-after`, is not. Pruning keeps the installerRef read.
+#[test]
+fn installer_templates_no_machine_template_names() {
+    let mut f = healthy();
+    let mut bmt = obj("ByoMachineTemplate", "team-a", "c1-md-0");
+    bmt["spec"] = json!({"template": {"spec": {"installerRef": {
+        "kind": "K8sInstallerConfigTemplate", "name": "c1-md-0"}}}});
+    let mut other = obj("ByoMachineTemplate", "team-a", "c2-md-0");
+    other["spec"] = json!({"template": {"spec": {"installerRef": {
+        "kind": "K8sInstallerConfigTemplate", "name": "shared", "namespace": "installers"}}}});
+    f.byo_machine_templates = vec![prune(bmt), prune(other)];
+    let mut young = obj("K8sInstallerConfigTemplate", "team-a", "new");
+    young["metadata"]["creationTimestamp"] = json!(ago(60));
+    f.installer_templates = vec![
+        obj("K8sInstallerConfigTemplate", "team-a", "c1-md-0"),
+        obj("K8sInstallerConfigTemplate", "installers", "shared"),
+        obj("K8sInstallerConfigTemplate", "team-a", "shared"),
+        obj("K8sInstallerConfigTemplate", "team-a", "gone-md-0"),
+        young,
+    ];
+    let all = examine(&f, &Thresholds::default(), &[Section::Leftovers], now());
+    assert_eq!(
+        rows(&all),
+        vec![
+            (Check::UnusedInstallerTemplate, Severity::Info, "gone-md-0"),
+            (Check::UnusedInstallerTemplate, Severity::Info, "shared"),
+        ]
+    );
+    assert_eq!(
+        all[0].fix,
+        "kubectl delete k8sinstallerconfigtemplate gone-md-0 -n team-a"
+    );
+    assert_eq!(all[1].object.namespace, "team-a");
+}
+
+/// Issue 26: a ClusterUpgrade whose running step started longer than `--stuck-after` ago is
+/// stalled (a warning naming the step and its message); a younger running step, or a step
+/// already done, is not. Pruning keeps the steps read.
+#[test]
+fn a_running_upgrade_step_older_than_stuck_after_is_stalled() {
+    let mut f = healthy();
+    let mut slow = obj("ClusterUpgrade", "team-a", "c1");
+    slow["spec"] = json!({"clusterName": "c1", "version": "v1.33.0"});
+    slow["status"] = json!({"phase": "Running", "steps": [
+        {"number": 1, "phase": "Succeeded", "startedAt": ago(7200)},
+        {"number": 2, "phase": "Running", "startedAt": ago(3600),
+         "message": "MachineDeployment c1-md-0: 1/3 up to date"}]});
+    let mut fresh = obj("ClusterUpgrade", "team-a", "c2");
+    fresh["spec"] = json!({"clusterName": "c2", "version": "v1.33.0"});
+    fresh["status"] = json!({"phase": "Running", "steps": [
+        {"number": 1, "phase": "Running", "startedAt": ago(60)}]});
+    f.cluster_upgrades = vec![prune(slow), prune(fresh)];
+    let all = examine(&f, &Thresholds::default(), &[Section::Operations], now());
+    assert_eq!(
+        rows(&all),
+        vec![(Check::UpgradeStalled, Severity::Warning, "c1")]
+    );
+    assert_eq!(
+        all[0].cause,
+        format!(
+            "step 2 has been running for {}: MachineDeployment c1-md-0: 1/3 up to date",
+            crate::text::age(3600)
+        )
+    );
+    assert_eq!(all[0].fix, "kubectl capi upgrade status c1 -n team-a");
+}

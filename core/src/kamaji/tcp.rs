@@ -65,6 +65,8 @@ pub enum BuildError {
         "network.ingress and network.gateway are both set; Kamaji exposes a control plane through one of them only"
     )]
     IngressAndGateway,
+    #[error("the KamajiControlPlane's spec cannot be read: {0}")]
+    UnreadableSpec(String),
 }
 
 fn host_of(hostname: &str) -> String {
@@ -174,6 +176,24 @@ pub fn build_spec(
         Value::Object(control_plane(kcp, &network)),
     );
     Ok(prune_keeping_required(Value::Object(spec)))
+}
+
+/// The TenantControlPlane the reconciler creates for a KamajiControlPlane object and its
+/// Cluster, both as they are applied: named and placed as the KamajiControlPlane, at its
+/// version. For a server dry run that asks the installed Kamaji's own admission webhooks
+/// (its version cap, its DataStore checks) before anything is written. Not fitted to the
+/// installed CRD: the server prunes, in a dry run, what its schema does not hold.
+pub fn tcp_for(kcp: &Value, cluster: &Value) -> Result<Value, BuildError> {
+    let spec: KamajiControlPlaneSpec = serde_json::from_value(kcp["spec"].clone())
+        .map_err(|e| BuildError::UnreadableSpec(e.to_string()))?;
+    let version = v_prefixed(&spec.version);
+    let net = ClusterNetwork::from_cluster(cluster);
+    Ok(json!({
+        "apiVersion": format!("{}/v1alpha1", crate::groups::KAMAJI_GROUP),
+        "kind": "TenantControlPlane",
+        "metadata": {"name": kcp["metadata"]["name"], "namespace": kcp["metadata"]["namespace"]},
+        "spec": build_spec(&spec, &net, &version)?,
+    }))
 }
 
 /// Refuses what Kamaji cannot express: both an Ingress and a Gateway, a certificate SAN with a port.

@@ -116,3 +116,31 @@ fn coredns_ips_win_and_probes_are_copied_per_block() {
         json!(["--v=2"])
     );
 }
+
+/// `create`'s dry run asks Kamaji about the TenantControlPlane the reconciler would create:
+/// named and placed as the KamajiControlPlane, at its version, with the Cluster's network.
+#[test]
+fn the_tenant_control_plane_for_a_kamaji_control_plane_object() {
+    let kcp = json!({
+        "apiVersion": "controlplane.cluster.x-k8s.io/v1alpha2", "kind": "KamajiControlPlane",
+        "metadata": {"name": "lab", "namespace": "team-a"},
+        "spec": {"version": "1.35.0", "dataStoreName": "etcd-a", "replicas": 1}
+    });
+    let cluster =
+        json!({"spec": {"clusterNetwork": {"services": {"cidrBlocks": ["10.96.0.0/16"]}}}});
+    let t = tcp_for(&kcp, &cluster).unwrap();
+    assert_eq!(t["kind"], "TenantControlPlane");
+    assert_eq!(t["metadata"], json!({"name": "lab", "namespace": "team-a"}));
+    assert_eq!(t["spec"]["kubernetes"]["version"], "v1.35.0");
+    assert_eq!(t["spec"]["dataStore"], "etcd-a");
+    assert_eq!(
+        t["spec"]["networkProfile"]["serviceCidrs"],
+        json!(["10.96.0.0/16"])
+    );
+    // A spec that is not a KamajiControlPlane's is an error, not a guess.
+    let bad = json!({"metadata": {"name": "x"}, "spec": {"version": 7}});
+    assert!(matches!(
+        tcp_for(&bad, &cluster),
+        Err(BuildError::UnreadableSpec(_))
+    ));
+}

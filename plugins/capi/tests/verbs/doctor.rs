@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::process::Output;
+use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -169,6 +170,39 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
         format!("kubectl delete secret -n {ns} -l cluster.x-k8s.io/cluster-name=gone")
     );
 
+    // Leftovers: an installer template no ByoMachineTemplate names (info), once older than
+    // --stuck-after.
+    put(
+        &client,
+        &ns,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "K8sInstallerConfigTemplate",
+        json!({"metadata": {"name": "gone-md-0"}, "spec": {"template": {"spec": {
+            "bundleRepo": "projects.registry.vmware.com/cluster_api_provider_bringyourownhost",
+            "bundleType": "k8s"}}}}),
+    )
+    .await;
+    let mut last = Value::Null;
+    testbed::fixtures::poll::eventually(
+        "the unused installer template",
+        Duration::from_secs(30),
+        || {
+            let (o, r) = doctor(tb, &ns, &["--only", "leftovers", "--stuck-after", "1s"]);
+            assert_eq!(code(&o), 0, "{}", stderr(&o));
+            let found = named(&r, "UnusedInstallerTemplate").contains("gone-md-0");
+            last = r;
+            async move { found }
+        },
+    )
+    .await;
+    let f = the(&last, "UnusedInstallerTemplate");
+    assert_eq!(f["severity"], "Info");
+    assert_eq!(
+        f["fix"],
+        format!("kubectl delete k8sinstallerconfigtemplate gone-md-0 -n {ns}")
+    );
+
     // Certificates issued short: one expiring within --cert-warn, one expired (an error: exit 1).
     put_secret(
         &client,
@@ -268,8 +302,32 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
         "status": {"phase": "Failed", "message": "step 2 did not finish in 30m"}}),
     )
     .await;
+    // A ClusterUpgrade whose running step started an hour ago (a warning).
+    let hour_ago = (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1)).to_string();
+    put(
+        &client,
+        &ns,
+        "ops.capi-kamaji.io",
+        "v1alpha1",
+        "ClusterUpgrade",
+        json!({
+        "metadata": {"name": "c2"}, "spec": {"clusterName": "c2", "version": "v1.33.2"},
+        "status": {"phase": "Running", "steps": [{"number": 1, "phase": "Running",
+            "startedAt": hour_ago, "message": "KamajiControlPlane c2: rolling out"}]}}),
+    )
+    .await;
     let (o, r) = doctor(tb, &ns, &["--only", "operations"]);
     assert_eq!(code(&o), 1);
+    let f = the(&r, "UpgradeStalled");
+    assert_eq!(f["severity"], "Warning");
+    assert!(
+        f["cause"]
+            .as_str()
+            .unwrap()
+            .starts_with("step 1 has been running for"),
+        "{f}"
+    );
+    assert_eq!(f["fix"], format!("kubectl capi upgrade status c2 -n {ns}"));
     let f = the(&r, "UpgradeFailed");
     assert_eq!(f["severity"], "Error");
     assert!(

@@ -106,3 +106,11 @@ fn write(dry_run: bool, force: bool) -> kclient::api::Write<'static> {
         force,
     }
 }
+
+/// A server dry run of creating `obj` with field manager `kubectl-kamaji`: admission (the
+/// webhooks included) answers, nothing is stored.
+pub async fn create_dry_run(conn: &Conn, ar: &ApiResource, obj: &Value) -> Result<(), Error> {
+    kclient::api::create(conn, ar, obj, write(true, false))
+        .await
+        .map(|_| ())
+}

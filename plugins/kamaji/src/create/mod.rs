@@ -29,7 +29,9 @@ mod preflight;
 mod spec;
 mod wait;
 use apply::{apply, print_client_dry_run};
-use preflight::{check_datastore, check_endpoint_unused, check_host_pool, cluster_class};
+use preflight::{
+    check_datastore, check_endpoint_unused, check_host_pool, check_kamaji_accepts, cluster_class,
+};
 use spec::{cni_choice, download_calico, spec_from};
 use wait::wait_ready;
 
@@ -176,6 +178,7 @@ async fn plan(
     if !client_only {
         check_endpoint_unused(conn, apis, spec, &built).await?;
         check_host_pool(conn, apis, spec, allow_pending).await?;
+        check_kamaji_accepts(conn, apis, spec, &built).await?;
     }
 
     // OpenStack without an address: use Kamaji's endpoint if it is already known (a re-run).

@@ -9,7 +9,7 @@ use kcore::groups::KAMAJI_GROUP;
 use kcore::kamaji::create::{self as kamaji, Built, CreateSpec};
 use serde_json::Value;
 
-use crate::common::secrets;
+use crate::common::{secrets, writes};
 
 pub(super) async fn check_datastore(
     conn: &cli::Conn,
@@ -218,4 +218,53 @@ pub(super) async fn check_host_pool(
             "register more hosts (kubectl capi hosts add), see the free ones (kubectl capi hosts --available{list}), or pass --allow-pending to create it anyway"
         )),
     })
+}
+
+/// Kamaji's own answer about the TenantControlPlane the reconciler would create: a server dry
+/// run of it, which its admission webhooks judge (Kamaji v1.0.0's
+/// `internal/webhook/handlers/tcp_version.go` refuses a Kubernetes version above the one it
+/// was built with; other handlers check the DataStore). A refusal stops `create` before
+/// anything is written: the KamajiControlPlane would otherwise sit unprovisioned for good, and
+/// Kamaji has no rollback. A re-run (the TenantControlPlane exists) and a Kamaji whose webhook
+/// does not answer are not refused; the latter is said.
+pub(super) async fn check_kamaji_accepts(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    spec: &CreateSpec,
+    built: &Built,
+) -> Result<(), Error> {
+    let Some(ar) = apis.tenant_control_plane() else {
+        return Ok(());
+    };
+    let of_kind = |kind: &str| built.objects.iter().find(|o| o["kind"] == kind);
+    let (Some(kcp), Some(cluster)) = (of_kind("KamajiControlPlane"), of_kind("Cluster")) else {
+        return Ok(());
+    };
+    let mut tcp = kcore::kamaji::tcp::tcp_for(kcp, cluster)
+        .map_err(|e| Error::usage(format!("cluster {}: {e}", spec.name)))?;
+    tcp["apiVersion"] = Value::String(ar.api_version.clone());
+    match writes::create_dry_run(conn, &ar, &tcp).await {
+        Ok(()) | Err(Error::AlreadyExists { .. }) => Ok(()),
+        Err(Error::Denied {
+            source_name,
+            message,
+        }) => Err(Error::Other {
+            message: format!(
+                "Kamaji refuses the control plane of {}: {source_name} denied it: \"{message}\"; nothing was created",
+                spec.name
+            ),
+            hint: Some(
+                "pick a --kubernetes-version the installed Kamaji supports (the message names its highest), or upgrade Kamaji"
+                    .into(),
+            ),
+        }),
+        Err(e @ (Error::Api { .. } | Error::Unreachable { .. } | Error::Timeout { .. })) => {
+            kclient::render::info(&format!(
+                "note: could not ask Kamaji whether it accepts the control plane of {} ({e}); creating anyway",
+                spec.name
+            ));
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }

@@ -9,6 +9,7 @@ mod common;
 
 mod clastix_compat;
 mod clusterclass;
+mod kamaji_range;
 mod kube_proxy;
 mod lifecycle;
 mod real;
