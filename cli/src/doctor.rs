@@ -13,7 +13,7 @@ use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render::{Cell, Human, Printer, Render, Table, Tone};
 use kcore::doctor::{
-    self, Counts, Fleet, LeaseInfo, Problem, Section, TenantCertificate, Thresholds,
+    self, Counts, CrdInfo, Fleet, LeaseInfo, Problem, Section, TenantCertificate, Thresholds,
 };
 use kcore::groups::{CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP, KAMAJI_GROUP, OPS_GROUP};
 use kcore::json;
@@ -196,8 +196,152 @@ async fn datastore_secrets(
     Ok(out)
 }
 
-/// How many of Kamaji's answers `doctor` waits for at once.
-const KAMAJI_PROBES_AT_ONCE: usize = 4;
+/// A CRD as the management checks read it: everything else (the schemas, which make CRDs
+/// megabytes each) is skipped while parsing.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct NarrowCrd {
+    metadata: NarrowName,
+    spec: NarrowCrdSpec,
+    status: NarrowCrdStatus,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct NarrowName {
+    name: String,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct NarrowCrdSpec {
+    group: String,
+    names: NarrowCrdNames,
+    versions: Vec<NarrowCrdVersion>,
+    conversion: Option<NarrowConversion>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct NarrowCrdNames {
+    kind: String,
+    plural: String,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct NarrowCrdVersion {
+    name: String,
+    served: bool,
+    storage: bool,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct NarrowConversion {
+    strategy: String,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct NarrowCrdStatus {
+    stored_versions: Vec<String>,
+}
+
+/// CRDs per page: each carries its schemas (CAPI's are hundreds of KiB).
+const CRD_PAGE: u32 = 20;
+
+/// The CRDs of the fleet's APIs, and, for each converted by a webhook, whether reading one of
+/// its objects at another served version works: a LIST of one object at that version makes the
+/// API server call the webhook (no object, no call, nothing to say). A probe that fails for
+/// another reason is said in `not_checked`.
+async fn crds(conn: &crate::Conn, not_checked: &mut Vec<String>) -> Result<Vec<CrdInfo>, Error> {
+    use futures::StreamExt;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let ar = ApiResource::erase::<CustomResourceDefinition>(&());
+    let lp = ListParams::default().limit(CRD_PAGE);
+    let all: Vec<NarrowCrd> = match kclient::api::list_as(conn, &ar, None, &lp, false).await {
+        Ok(all) => all,
+        // Reading CRDs is a cluster-wide right a namespace's user may lack.
+        Err(e @ Error::Forbidden { .. }) => {
+            not_checked.push(format!("the CRDs: {e}"));
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e),
+    };
+    let mut probes = Vec::new();
+    let mut infos: Vec<CrdInfo> = all
+        .into_iter()
+        .map(|c| {
+            let storage = c.spec.versions.iter().find(|v| v.storage);
+            let info = CrdInfo {
+                name: c.metadata.name,
+                group: c.spec.group.clone(),
+                storage_version: storage.map(|v| v.name.clone()).unwrap_or_default(),
+                other_served: c
+                    .spec
+                    .versions
+                    .iter()
+                    .filter(|v| v.served && !v.storage)
+                    .map(|v| v.name.clone())
+                    .collect(),
+                stored_versions: c.status.stored_versions,
+                webhook_conversion: c
+                    .spec
+                    .conversion
+                    .as_ref()
+                    .is_some_and(|x| x.strategy == "Webhook"),
+                conversion_failure: None,
+            };
+            if info.is_fleet_api()
+                && info.webhook_conversion
+                && let Some(v) = info.other_served.first()
+            {
+                probes.push(ApiResource {
+                    group: c.spec.group.clone(),
+                    version: v.clone(),
+                    api_version: format!("{}/{v}", c.spec.group),
+                    kind: c.spec.names.kind.clone(),
+                    plural: c.spec.names.plural.clone(),
+                });
+            }
+            info
+        })
+        .filter(CrdInfo::is_fleet_api)
+        .collect();
+    let answers: Vec<(ApiResource, Result<_, kube::Error>)> =
+        futures::stream::iter(probes.into_iter().map(|ar| async move {
+            let api: kube::Api<kube::api::DynamicObject> =
+                kube::Api::all_with(conn.client.clone(), &ar);
+            let r = api.list(&ListParams::default().limit(1)).await;
+            (ar, r)
+        }))
+        .buffer_unordered(PROBES_AT_ONCE)
+        .collect()
+        .await;
+    for (ar, answer) in answers {
+        match answer {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.message.contains("conversion webhook") => {
+                let name = format!("{}.{}", ar.plural, ar.group);
+                if let Some(i) = infos.iter_mut().find(|i| i.name == name) {
+                    i.conversion_failure = Some((ar.version.clone(), s.message));
+                }
+            }
+            Err(e) => not_checked.push(format!(
+                "the conversion of {}.{} to {}: {}",
+                ar.plural,
+                ar.group,
+                ar.version,
+                kclient::error::chain_text(&e)
+            )),
+        }
+    }
+    Ok(infos)
+}
+
+/// How many probes (Kamaji's answers, conversions) `doctor` waits for at once.
+const PROBES_AT_ONCE: usize = 4;
 
 /// Kamaji's refusals, per Kubernetes version the TenantControlPlanes run: a server dry run of
 /// a change to one TenantControlPlane per version (an annotation; nothing is stored), judged by
@@ -246,7 +390,7 @@ async fn kamaji_refusals(
                 (version, r)
             }
         }))
-        .buffer_unordered(KAMAJI_PROBES_AT_ONCE)
+        .buffer_unordered(PROBES_AT_ONCE)
         .collect()
         .await;
     let mut refusals = BTreeMap::new();
@@ -429,6 +573,9 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let mut not_checked = vec![
         "hosts whose agent stopped reporting: BYOH v0.5.0's agent keeps no heartbeat on its ByoHost".to_string(),
     ];
+    if args.only.is_empty() || args.only.contains(&Section::Management) {
+        fleet.crds = crds(&conn, &mut not_checked).await?;
+    }
     if args.only.is_empty() || args.only.contains(&Section::ControlPlanes) {
         fleet.kamaji_refusals =
             kamaji_refusals(&conn, &apis, &fleet.tenant_control_planes, &mut not_checked).await?;

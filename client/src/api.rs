@@ -393,7 +393,8 @@ impl<'de> Deserialize<'de> for Metadata {
 
 /// Lists every object of `ar` in `namespace` (all namespaces when `None`) as plain JSON, in
 /// pages of [`PAGE_SIZE`] (`limit` + `continue`): one paginated LIST, whatever the fleet size.
-/// `lp` carries selectors; its `limit` and `continue_token` are managed here. Items keep any
+/// `lp` carries selectors (and may lower the page size with `limit`); the continue token is
+/// managed here. Items keep any
 /// field the server returns (forks' extra fields included). A kind whose API is not served
 /// lists as an error; callers decide whether that matters.
 pub async fn list_json(
@@ -476,7 +477,8 @@ async fn each_page(
 ) -> Result<(), Error> {
     let op = Op::on("list", ar).in_namespace(namespace);
     let mut lp = lp.clone();
-    lp.limit = Some(PAGE_SIZE);
+    // A caller may ask for smaller pages (objects of megabytes, as CRDs with their schemas).
+    lp.limit = Some(lp.limit.map_or(PAGE_SIZE, |l| l.clamp(1, PAGE_SIZE)));
     lp.continue_token = None;
     loop {
         let req = list_request(ar, namespace, &lp, metadata_only)?;

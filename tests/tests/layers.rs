@@ -300,8 +300,9 @@ fn the_core_public_surface_is_bounded() {
     // (`datastore_secret_keys`), +1 for reading a Kamaji Secret's certificates once
     // (`doctor::secret_certificates`), +1 for when a scale step is reached
     // (`ScaleStep::pending`, shared by the wait and its unit test), +1 for the
-    // TenantControlPlane `create` asks Kamaji about (`kamaji::tcp::tcp_for`).
-    const MAX_PUBLIC_ITEMS: usize = 571;
+    // TenantControlPlane `create` asks Kamaji about (`kamaji::tcp::tcp_for`), +2 for the CRDs
+    // doctor's management checks read (`doctor::CrdInfo`, `CrdInfo::is_fleet_api`).
+    const MAX_PUBLIC_ITEMS: usize = 573;
     let kinds = [
         "fn ",
         "async fn ",

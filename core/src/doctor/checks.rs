@@ -70,6 +70,7 @@ pub(super) fn run(section: Section, c: &Ctx) -> Vec<Problem> {
         Section::Management => {
             cluster_api(c, &mut out);
             leases(c, &mut out);
+            crds(c, &mut out);
         }
         Section::ControlPlanes => {
             certificates(c, &mut out);
@@ -109,6 +110,56 @@ fn cluster_api(c: &Ctx, out: &mut Vec<Problem>) {
             "Cluster API's core (cluster.x-k8s.io Clusters) is not served".into(),
             "clusterctl init --control-plane kamaji --infrastructure byoh, then kubectl kamaji install".into(),
         ));
+    }
+}
+
+fn crds(c: &Ctx, out: &mut Vec<Problem>) {
+    for crd in &c.fleet.crds {
+        let subject = || Subject {
+            kind: "CustomResourceDefinition".into(),
+            namespace: String::new(),
+            name: crd.name.clone(),
+        };
+        if let Some((version, message)) = &crd.conversion_failure {
+            out.push(finding(
+                Section::Management,
+                Severity::Error,
+                Check::ConversionFailing,
+                subject(),
+                format!(
+                    "reading it at {version} fails in its conversion webhook: {}",
+                    message.replace('\n', " ")
+                ),
+                format!(
+                    "check the provider that serves its conversion webhook (kubectl get crd {} -o jsonpath='{{.spec.conversion.webhook.clientConfig}}')",
+                    crd.name
+                ),
+            ));
+        }
+        let old: Vec<&str> = crd
+            .stored_versions
+            .iter()
+            .filter(|v| **v != crd.storage_version)
+            .map(String::as_str)
+            .collect();
+        if !old.is_empty() && !crd.storage_version.is_empty() {
+            out.push(finding(
+                Section::Management,
+                Severity::Warning,
+                Check::CrdStoredVersions,
+                subject(),
+                format!(
+                    "objects may still be stored at {} (it stores {} now): a release that stops serving {} cannot read them",
+                    old.join(", "),
+                    crd.storage_version,
+                    if old.len() == 1 { "it" } else { "them" }
+                ),
+                format!(
+                    "re-write every object at {} (clusterctl upgrade apply does for its providers), then: kubectl patch crd {} --subresource=status --type=merge -p '{{\"status\":{{\"storedVersions\":[\"{}\"]}}}}'",
+                    crd.storage_version, crd.name, crd.storage_version
+                ),
+            ));
+        }
     }
 }
 

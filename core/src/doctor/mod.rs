@@ -66,6 +66,12 @@ pub enum Check {
     ClusterApiMissing,
     /// kamaji-reconciler's Lease is not renewed: the reconciler stopped.
     ReconcilerStopped,
+    /// A CRD of Cluster API, a provider, Kamaji or ours still lists an old version among the
+    /// versions its objects are stored at.
+    CrdStoredVersions,
+    /// Reading a CRD's objects at a served version other than the stored one fails in its
+    /// conversion webhook: clients of that version (BYOH v0.5.0 reads CAPI v1beta1) fail.
+    ConversionFailing,
     /// Two KamajiControlPlane providers hold their Leases (ours and CACPPK): they fight over
     /// the same objects.
     SecondControlPlaneProvider,
@@ -305,6 +311,35 @@ pub fn certificates_condition(
     }
 }
 
+/// A CustomResourceDefinition as the management checks read it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrdInfo {
+    pub name: String,
+    pub group: String,
+    /// The version objects are stored at now.
+    pub storage_version: String,
+    /// Served versions other than the storage one.
+    pub other_served: Vec<String>,
+    /// `status.storedVersions`: every version objects may still be stored at.
+    pub stored_versions: Vec<String>,
+    /// `spec.conversion.strategy` is `Webhook`.
+    pub webhook_conversion: bool,
+    /// Reading at this served version failed in the conversion webhook, with this message.
+    pub conversion_failure: Option<(String, String)>,
+}
+
+impl CrdInfo {
+    /// Whether the doctor looks after this CRD: Cluster API's and its providers' groups
+    /// (`*.cluster.x-k8s.io`), Kamaji's and ours.
+    pub fn is_fleet_api(&self) -> bool {
+        let g = self.group.as_str();
+        g == crate::groups::CAPI_GROUP
+            || g.ends_with(&format!(".{}", crate::groups::CAPI_GROUP))
+            || g == crate::groups::KAMAJI_GROUP
+            || g == crate::groups::OPS_GROUP
+    }
+}
+
 /// A Lease as the checks read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseInfo {
@@ -338,6 +373,8 @@ pub struct Fleet {
     /// The Secrets the DataStores reference, as `namespace/name` → their data's keys (`None`:
     /// the Secret does not exist).
     pub datastore_secrets: std::collections::BTreeMap<String, Option<Vec<String>>>,
+    /// The CRDs of the fleet's APIs ([`CrdInfo::is_fleet_api`]).
+    pub crds: Vec<CrdInfo>,
     /// BYOH ByoMachineTemplates (their `spec.template.spec.installerRef` is read).
     pub byo_machine_templates: Vec<Value>,
     /// BYOH K8sInstallerConfigTemplates.

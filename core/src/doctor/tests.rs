@@ -676,3 +676,69 @@ fn a_running_upgrade_step_older_than_stuck_after_is_stalled() {
     );
     assert_eq!(all[0].fix, "kubectl capi upgrade status c1 -n team-a");
 }
+
+/// Issue 26: a CRD still listing an old stored version is a warning with the migration as its
+/// fix; a conversion webhook that fails is an error naming the version and the message.
+#[test]
+fn crds_with_old_stored_versions_or_a_failing_conversion() {
+    let mut f = healthy();
+    let crd = |name: &str, stored: &[&str]| CrdInfo {
+        name: name.into(),
+        group: "cluster.x-k8s.io".into(),
+        storage_version: "v1beta2".into(),
+        other_served: vec!["v1beta1".into()],
+        stored_versions: stored.iter().map(|s| s.to_string()).collect(),
+        webhook_conversion: true,
+        conversion_failure: None,
+    };
+    let mut failing = crd("machines.cluster.x-k8s.io", &["v1beta2"]);
+    failing.conversion_failure = Some((
+        "v1beta1".into(),
+        "conversion webhook for cluster.x-k8s.io/v1beta2, Kind=Machine failed: connection refused"
+            .into(),
+    ));
+    f.crds = vec![
+        crd("clusters.cluster.x-k8s.io", &["v1beta1", "v1beta2"]),
+        failing,
+        crd("machinesets.cluster.x-k8s.io", &["v1beta2"]),
+    ];
+    let all = examine(&f, &Thresholds::default(), &[Section::Management], now());
+    assert_eq!(
+        rows(&all),
+        vec![
+            (
+                Check::ConversionFailing,
+                Severity::Error,
+                "machines.cluster.x-k8s.io"
+            ),
+            (
+                Check::CrdStoredVersions,
+                Severity::Warning,
+                "clusters.cluster.x-k8s.io"
+            ),
+        ]
+    );
+    assert!(
+        all[0]
+            .cause
+            .starts_with("reading it at v1beta1 fails in its conversion webhook"),
+        "{}",
+        all[0].cause
+    );
+    assert!(
+        all[1]
+            .cause
+            .starts_with("objects may still be stored at v1beta1 (it stores v1beta2 now)")
+    );
+    assert!(all[1].fix.ends_with(
+        "kubectl patch crd clusters.cluster.x-k8s.io --subresource=status --type=merge -p '{\"status\":{\"storedVersions\":[\"v1beta2\"]}}'"
+    ));
+    let ours = |g: &str| CrdInfo {
+        group: g.into(),
+        ..CrdInfo::default()
+    };
+    assert!(ours("infrastructure.cluster.x-k8s.io").is_fleet_api());
+    assert!(ours("kamaji.clastix.io").is_fleet_api());
+    assert!(!ours("example.com").is_fleet_api());
+    assert!(!ours("notcluster.x-k8s.io").is_fleet_api());
+}

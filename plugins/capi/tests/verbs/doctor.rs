@@ -402,7 +402,80 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
         )
         .await
         .unwrap();
+
+    // Management: a CRD of a Cluster API group converted by a webhook nothing serves, with an
+    // object, and an old version left in its stored versions (cluster-scoped: removed right
+    // after, as the DataStore).
+    crd_conversion_and_stored_versions(tb, &client, &ns).await;
     tb.delete_namespace(&client, &ns).await;
+}
+
+async fn crd_conversion_and_stored_versions(tb: &Testbed, client: &Client, ns: &str) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let group = format!("{ns}.cluster.x-k8s.io");
+    let name = format!("widgets.{group}");
+    let version = |v: &str, storage: bool| {
+        json!({"name": v, "served": true, "storage": storage,
+            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+    };
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": name},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [version("v1alpha1", false), version("v1beta1", true)],
+            // Nothing listens on the discard port: every conversion fails.
+            "conversion": {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+                "clientConfig": {"url": "https://127.0.0.1:9/convert"}}}}}))
+    .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let widget = |v: &str| ApiResource {
+        group: group.clone(),
+        version: v.into(),
+        api_version: format!("{group}/{v}"),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &widget("v1beta1"));
+    let w: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1beta1"), "kind": "Widget", "metadata": {"name": "w1"}}))
+    .unwrap();
+    testbed::fixtures::poll::eventually("the Widget CRD to serve", Duration::from_secs(30), || {
+        let (widgets, w) = (widgets.clone(), w.clone());
+        async move { widgets.create(&PostParams::default(), &w).await.is_ok() }
+    })
+    .await;
+    crds.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"storedVersions": ["v1alpha1", "v1beta1"]}})),
+    )
+    .await
+    .unwrap();
+    let (o, r) = doctor(tb, ns, &["--only", "management"]);
+    crds.delete(&name, &Default::default()).await.unwrap();
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let f = the(&r, "ConversionFailing");
+    assert_eq!(f["severity"], "Error");
+    assert_eq!(f["object"]["name"], name.as_str());
+    assert!(
+        f["cause"]
+            .as_str()
+            .unwrap()
+            .starts_with("reading it at v1alpha1 fails in its conversion webhook"),
+        "{f}"
+    );
+    let f = the(&r, "CrdStoredVersions");
+    assert_eq!(f["severity"], "Warning");
+    assert_eq!(f["object"]["name"], name.as_str());
+    assert!(
+        f["fix"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("kubectl patch crd {name} --subresource=status")),
+        "{f}"
+    );
 }
 
 #[tokio::test]
