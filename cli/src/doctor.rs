@@ -527,6 +527,13 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             &all
         ),
         fill(
+            &mut f.bootstrap_kubeconfigs,
+            &conn,
+            provider(INFRASTRUCTURE_GROUP, "BootstrapKubeconfig"),
+            ns,
+            &all
+        ),
+        fill(
             &mut f.installer_templates,
             &conn,
             provider(INFRASTRUCTURE_GROUP, "K8sInstallerConfigTemplate"),

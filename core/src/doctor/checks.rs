@@ -87,6 +87,7 @@ pub(super) fn run(section: Section, c: &Ctx) -> Vec<Problem> {
             orphan_tenants(c, &mut out);
             orphan_secrets(c, &mut out);
             unused_installer_templates(c, &mut out);
+            unused_bootstrap_kubeconfigs(c, &mut out);
         }
         Section::Operations => {
             paused_clusters(c, &mut out);
@@ -620,6 +621,56 @@ fn stalled_step<'a>(c: &Ctx, u: &'a Value) -> Option<(&'a Value, i64)> {
             let age = c.since(s, &["startedAt"])?;
             c.stuck(age).then_some((s, age))
         })
+}
+
+/// BootstrapKubeconfigs no host needs (the rules `kubectl capi delete` cleans up by): one whose
+/// token expired before a host registered with it is a warning (a host still waiting cannot
+/// register with it); one whose host registered is clutter.
+fn unused_bootstrap_kubeconfigs(c: &Ctx, out: &mut Vec<Problem>) {
+    let now = jiff::Timestamp::from_second(c.now).ok();
+    let unused = crate::plan::teardown::unused_bootstrap_kubeconfigs(
+        &c.fleet.bootstrap_kubeconfigs,
+        &c.fleet.byo_hosts,
+        now,
+    );
+    for u in unused {
+        let (severity, cause) = if u.expired {
+            (
+                Severity::Warning,
+                format!(
+                    "{}: a host that has not registered yet cannot register with it",
+                    u.reason
+                ),
+            )
+        } else {
+            (
+                Severity::Info,
+                format!("{}: it is not needed any more", u.reason),
+            )
+        };
+        let fix = format!(
+            "kubectl delete bootstrapkubeconfig {}{}{}",
+            u.name,
+            ns_flag(&u.namespace),
+            if u.expired {
+                " (kubectl capi hosts add issues a new one for a host still to register)"
+            } else {
+                ""
+            }
+        );
+        out.push(finding(
+            Section::Leftovers,
+            severity,
+            Check::UnusedBootstrapKubeconfig,
+            Subject {
+                kind: "BootstrapKubeconfig".into(),
+                namespace: u.namespace,
+                name: u.name,
+            },
+            cause,
+            fix,
+        ));
+    }
 }
 
 /// K8sInstallerConfigTemplates no ByoMachineTemplate names (in `spec.template.spec.installerRef`,

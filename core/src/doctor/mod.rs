@@ -98,6 +98,8 @@ pub enum Check {
     OrphanTenantControlPlane,
     /// Secrets of a cluster that no longer exists.
     OrphanSecrets,
+    /// A BYOH BootstrapKubeconfig no host needs: its host registered, or its token expired.
+    UnusedBootstrapKubeconfig,
     /// A BYOH K8sInstallerConfigTemplate that no ByoMachineTemplate names.
     UnusedInstallerTemplate,
     /// A cluster paused (spec.paused or the paused annotation).
@@ -375,6 +377,8 @@ pub struct Fleet {
     pub datastore_secrets: std::collections::BTreeMap<String, Option<Vec<String>>>,
     /// The CRDs of the fleet's APIs ([`CrdInfo::is_fleet_api`]).
     pub crds: Vec<CrdInfo>,
+    /// BYOH BootstrapKubeconfigs (metadata is enough).
+    pub bootstrap_kubeconfigs: Vec<Value>,
     /// BYOH ByoMachineTemplates (their `spec.template.spec.installerRef` is read).
     pub byo_machine_templates: Vec<Value>,
     /// BYOH K8sInstallerConfigTemplates.

@@ -742,3 +742,51 @@ fn crds_with_old_stored_versions_or_a_failing_conversion() {
     assert!(!ours("example.com").is_fleet_api());
     assert!(!ours("notcluster.x-k8s.io").is_fleet_api());
 }
+
+/// Issue 26: a BootstrapKubeconfig whose token expired before its host registered is a
+/// warning; one whose host registered is info; a fresh one for a host still to come is none.
+#[test]
+fn bootstrap_kubeconfigs_no_host_needs() {
+    let mut f = healthy();
+    let bkc = |name: &str, age: i64| {
+        let mut b = obj("BootstrapKubeconfig", "hosts", name);
+        b["metadata"]["creationTimestamp"] = json!(ago(age));
+        b
+    };
+    f.byo_hosts = vec![obj("ByoHost", "hosts", "h1")];
+    f.bootstrap_kubeconfigs = vec![
+        bkc("bootstrap-kubeconfig-h1", 60),
+        bkc("bootstrap-kubeconfig-h2", 3 * 3600),
+        bkc("bootstrap-kubeconfig-h3", 60),
+    ];
+    let all = examine(&f, &Thresholds::default(), &[Section::Leftovers], now());
+    assert_eq!(
+        rows(&all),
+        vec![
+            (
+                Check::UnusedBootstrapKubeconfig,
+                Severity::Warning,
+                "bootstrap-kubeconfig-h2"
+            ),
+            (
+                Check::UnusedBootstrapKubeconfig,
+                Severity::Info,
+                "bootstrap-kubeconfig-h1"
+            ),
+        ]
+    );
+    assert!(
+        all[0].cause.contains("cannot register with it"),
+        "{}",
+        all[0].cause
+    );
+    assert!(
+        all[0].fix.contains("kubectl capi hosts add"),
+        "{}",
+        all[0].fix
+    );
+    assert_eq!(
+        all[1].fix,
+        "kubectl delete bootstrapkubeconfig bootstrap-kubeconfig-h1 -n hosts"
+    );
+}

@@ -236,6 +236,9 @@ pub struct UnusedBootstrapKubeconfig {
     pub namespace: String,
     pub name: String,
     pub reason: String,
+    /// Its token expired and no host of its name has registered (rather than: its host has).
+    #[serde(skip)]
+    pub expired: bool,
 }
 
 /// BootstrapKubeconfigs no host needs any more: their bootstrap token expired (it lives 30
@@ -269,6 +272,7 @@ pub fn unused_bootstrap_kubeconfigs(
                 namespace: json::namespace(b).to_string(),
                 name: name.to_string(),
                 reason,
+                expired: registered.is_none(),
             });
         }
     }

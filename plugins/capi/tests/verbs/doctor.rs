@@ -203,6 +203,35 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
         format!("kubectl delete k8sinstallerconfigtemplate gone-md-0 -n {ns}")
     );
 
+    // Leftovers: a BootstrapKubeconfig whose host has registered (info).
+    put(
+        &client,
+        &ns,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "ByoHost",
+        json!({"metadata": {"name": format!("{ns}-h1")}}),
+    )
+    .await;
+    put(
+        &client,
+        &ns,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "BootstrapKubeconfig",
+        json!({"metadata": {"name": format!("bootstrap-kubeconfig-{ns}-h1")},
+            "spec": {"apiserver": "https://127.0.0.1:6443", "certificate-authority-data": ""}}),
+    )
+    .await;
+    let (o, r) = doctor(tb, &ns, &["--only", "leftovers"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let f = the(&r, "UnusedBootstrapKubeconfig");
+    assert_eq!(f["severity"], "Info");
+    assert_eq!(
+        f["fix"],
+        format!("kubectl delete bootstrapkubeconfig bootstrap-kubeconfig-{ns}-h1 -n {ns}")
+    );
+
     // Certificates issued short: one expiring within --cert-warn, one expired (an error: exit 1).
     put_secret(
         &client,
