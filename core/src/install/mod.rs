@@ -96,6 +96,13 @@ pub fn cluster_role() -> Value {
             {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kubeadmcontrolplanes"], "verbs": ["get", "list", "watch", "patch"]},
             {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": machine_templates, "verbs": ["get", "create", "patch"]},
             {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": ["byohosts"], "verbs": ["list"]},
+            // The findings scan (plugins/reconciler/src/findings.rs) lists what `kubectl capi
+            // doctor` reads (the kinds above, and BYOH's machines and templates), and the two
+            // providers' Leases by name, in every namespace (RBAC authorizes a LIST with the
+            // field selector metadata.name=X as a request for X: `requestinfo.go` of
+            // k8s.io/apiserver, Kubernetes v1.36.3).
+            {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": ["byomachines", "byomachinetemplates", "k8sinstallerconfigtemplates"], "verbs": ["list"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [crate::labels::RECONCILER_LEASE, crate::labels::CACPPK_LEASE], "verbs": ["list"]},
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "patch"]},
             {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra, "verbs": ["get", "list", "watch", "patch"]},
             {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra_status, "verbs": ["patch"]},

@@ -8,11 +8,13 @@
 //! The first scan runs before the controller starts, so its first reconcile of each
 //! KamajiControlPlane writes the condition; a later scan asks for a reconcile (through
 //! [`Expiries::triggers`]) only of the KamajiControlPlanes whose condition changed. A reconcile
-//! reads the condition from the last scan and makes no request for it.
+//! reads the condition from the last scan and makes no request for it. The timer that repeats
+//! the scan is `crate::findings::run`'s, which counts the fleet doctor's findings with the
+//! certificates each scan read.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
@@ -195,8 +197,13 @@ fn escape(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// One scan: reads the certificates, decides, and publishes.
-pub async fn scan(client: &Client, cfg: &ScanConfig, metrics: &Metrics) -> Result<(), Error> {
+/// One scan: reads the certificates, decides, and publishes; returns the certificates read, which
+/// the findings scan reuses (`crate::findings`) rather than listing Kamaji's Secrets again.
+pub async fn scan(
+    client: &Client,
+    cfg: &ScanConfig,
+    metrics: &Metrics,
+) -> Result<Vec<TenantCertificate>, Error> {
     let certs = read_certificates(client, cfg.namespace.as_deref()).await?;
     let at = jiff::Timestamp::now().as_second();
     let warn = cfg.warn_seconds();
@@ -217,21 +224,7 @@ pub async fn scan(client: &Client, cfg: &ScanConfig, metrics: &Metrics) -> Resul
         warn_seconds: warn,
         tenants,
     });
-    Ok(())
-}
-
-/// Scans every `cfg.interval`, for ever (the first scan is the caller's; a failed scan is
-/// logged and the last good one kept).
-pub async fn run(client: Client, cfg: ScanConfig, metrics: Arc<Metrics>) {
-    loop {
-        tokio::time::sleep(cfg.interval).await;
-        if let Err(e) = scan(&client, &cfg, &metrics).await {
-            tracing::warn!(
-                "certificates: scan failed (next in {}s): {e}",
-                cfg.interval.as_secs()
-            );
-        }
-    }
+    Ok(certs)
 }
 
 /// Every certificate of Kamaji's Secrets, in one paged LIST.

@@ -8,10 +8,13 @@
 //! - [`upgrades::run`]: the ClusterUpgrade controller, where that API is served;
 //! - [`skeleton`]: what every controller is built on (context, retries, CAPI contract, run loop);
 //! - [`certificates`]: the scan of the TenantControlPlanes' certificates (`/metrics` and the
-//!   KamajiControlPlane's `CertificatesExpiring` condition).
+//!   KamajiControlPlane's `CertificatesExpiring` condition);
+//! - [`findings`]: the fleet doctor's findings, counted by check and severity for `/metrics`, at
+//!   each certificate scan.
 
 pub mod certificates;
 pub mod controller;
+pub mod findings;
 pub mod leader;
 pub mod metrics;
 pub mod server;

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use kamaji_reconciler::controller::{self, Config};
 use kamaji_reconciler::metrics::Metrics;
-use kamaji_reconciler::{certificates, leader, server};
+use kamaji_reconciler::{certificates, findings, leader, server};
 
 /// The KamajiControlPlane provider for Cluster API: turns KamajiControlPlanes into Kamaji
 /// TenantControlPlanes, publishes their endpoint and kubeconfig, and steps upgrades one minor
@@ -59,14 +59,20 @@ struct Args {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     max_concurrent_reconciles: u16,
     /// How often the TenantControlPlanes' certificates are read, for /metrics and the
-    /// KamajiControlPlanes' CertificatesExpiring condition: one paged LIST of Kamaji's Secrets
-    /// (10s to 24h; e.g. 10m, 1h).
+    /// KamajiControlPlanes' CertificatesExpiring condition: one paged LIST of Kamaji's Secrets;
+    /// then the fleet doctor's findings are counted for /metrics: one paged LIST of each kind
+    /// its checks read (10s to 24h; e.g. 10m, 1h).
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = scan_interval)]
     cert_scan_interval: Duration,
     /// CertificatesExpiring is True once a certificate of the tenant expires within this long
     /// (days or a Go duration: 30d, 720h; at most 3650d).
     #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = kcore::text::parse_cert_warn)]
     cert_warn: Duration,
+    /// A Machine, TenantControlPlane or upgrade step in a passing state longer than this counts
+    /// as stuck among the findings on /metrics, counted at each certificate scan (1m to 24h;
+    /// e.g. 15m, 1h).
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = stuck_after)]
+    stuck_after: Duration,
     /// Print the CRDs as YAML and exit.
     #[arg(long)]
     print_crds: bool,
@@ -107,9 +113,28 @@ const SCAN_INTERVAL: std::ops::RangeInclusive<Duration> =
 
 /// `--cert-scan-interval`: a Go duration within [`SCAN_INTERVAL`].
 fn scan_interval(s: &str) -> std::result::Result<Duration, String> {
+    duration_within(s, &SCAN_INTERVAL, "10s to 24h")
+}
+
+/// The shortest and longest `--stuck-after`: a Machine takes minutes to move on, and a day
+/// stuck is as long as an alert may wait.
+const STUCK_AFTER: std::ops::RangeInclusive<Duration> =
+    Duration::from_secs(60)..=Duration::from_secs(24 * 3600);
+
+/// `--stuck-after`: a Go duration within [`STUCK_AFTER`].
+fn stuck_after(s: &str) -> std::result::Result<Duration, String> {
+    duration_within(s, &STUCK_AFTER, "1m to 24h")
+}
+
+/// A Go duration within `range` (`says` in words, for the error).
+fn duration_within(
+    s: &str,
+    range: &std::ops::RangeInclusive<Duration>,
+    says: &str,
+) -> std::result::Result<Duration, String> {
     let d = kcore::text::parse_duration(s)?;
-    if !SCAN_INTERVAL.contains(&d) {
-        return Err(format!("{s:?} is out of range (10s to 24h)"));
+    if !range.contains(&d) {
+        return Err(format!("{s:?} is out of range ({says})"));
     }
     Ok(d)
 }
@@ -303,14 +328,19 @@ async fn real_main(args: Args) -> Result<()> {
     };
     let run = async {
         // The first certificate scan before the controller starts, so that its first reconcile
-        // of each KamajiControlPlane writes CertificatesExpiring; then one every interval beside
-        // the controllers (ended with them).
-        if let Err(e) = certificates::scan(&client, &scan, &metrics).await {
-            tracing::warn!(
-                "certificates: first scan failed (next in {:?}): {e}",
-                scan.interval
-            );
-        }
+        // of each KamajiControlPlane writes CertificatesExpiring; then, beside the controllers
+        // (ended with them), the findings scan with the certificates it read, and both again
+        // every interval (one timer: findings::run).
+        let first = match certificates::scan(&client, &scan, &metrics).await {
+            Ok(certs) => Some(certs),
+            Err(e) => {
+                tracing::warn!(
+                    "certificates: first scan failed (next in {:?}): {e}",
+                    scan.interval
+                );
+                None
+            }
+        };
         let controllers = async {
             tokio::try_join!(
                 controller::run(
@@ -325,7 +355,7 @@ async fn real_main(args: Args) -> Result<()> {
         };
         tokio::select! {
             r = controllers => r,
-            () = certificates::run(client.clone(), scan.clone(), metrics.clone()) => Ok(()),
+            () = findings::run(client.clone(), scan.clone(), args.stuck_after, metrics.clone(), first) => Ok(()),
         }
     };
     tokio::select! {

@@ -11,6 +11,8 @@ pub struct Metrics {
     pub api_requests: AtomicU64,
     /// The TenantControlPlanes' certificates as the last scan saw them.
     pub certificates: crate::certificates::Expiries,
+    /// The fleet doctor's findings as the last scan counted them.
+    pub findings: crate::findings::Findings,
 }
 
 impl Metrics {
@@ -22,7 +24,7 @@ impl Metrics {
             self.reconcile_errors.load(Ordering::Relaxed),
             self.api_requests.load(Ordering::Relaxed)
         );
-        counters + &self.certificates.render()
+        counters + &self.certificates.render() + &self.findings.render()
     }
 }
 

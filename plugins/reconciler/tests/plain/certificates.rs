@@ -12,22 +12,10 @@ use serde_json::json;
 
 const V: &str = "v1alpha2";
 
-/// A PEM certificate that expires `days` from now (at midnight UTC of that day).
-fn certificate(days: i64) -> (String, i64) {
-    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * days);
-    let d = at.to_zoned(jiff::tz::TimeZone::UTC).date();
-    let mut p = rcgen::CertificateParams::new(vec!["kube-apiserver".to_string()]).unwrap();
-    p.not_before = rcgen::date_time_ymd(2020, 1, 1);
-    p.not_after = rcgen::date_time_ymd(i32::from(d.year()), d.month() as u8, d.day() as u8);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let not_after = d.to_zoned(jiff::tz::TimeZone::UTC).unwrap().timestamp();
-    (p.self_signed(&key).unwrap().pem(), not_after.as_second())
-}
-
 /// Plays Kamaji: the tenant's API server certificate Secret, with Kamaji's two labels, expiring
 /// `days` from now; returns its notAfter in Unix seconds.
 async fn plant(c: &kube::Client, ns: &str, tenant: &str, days: i64) -> i64 {
-    let (pem, not_after) = certificate(days);
+    let (pem, not_after) = testbed::expiring_certificate(days);
     let name = format!("{tenant}-api-server-certificate");
     let body = json!({"apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": name, "labels": {

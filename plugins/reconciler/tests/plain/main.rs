@@ -9,6 +9,7 @@ mod common;
 
 mod certificates;
 mod e2e;
+mod findings;
 mod image;
 mod infra;
 mod install;

@@ -17,17 +17,19 @@ fn rules(role: &Value) -> BTreeMap<String, Vec<String>> {
     for r in role["rules"].as_array().unwrap() {
         for g in r["apiGroups"].as_array().unwrap() {
             for res in r["resources"].as_array().unwrap() {
-                let mut verbs: Vec<String> = r["verbs"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.as_str().unwrap().to_string())
-                    .collect();
-                verbs.sort();
-                out.insert(
-                    format!("{}/{}", g.as_str().unwrap(), res.as_str().unwrap()),
-                    verbs,
+                // Two rules may name one resource: their verbs add up.
+                let verbs: &mut Vec<String> = out
+                    .entry(format!("{}/{}", g.as_str().unwrap(), res.as_str().unwrap()))
+                    .or_default();
+                verbs.extend(
+                    r["verbs"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_str().unwrap().to_string()),
                 );
+                verbs.sort();
+                verbs.dedup();
             }
         }
     }
@@ -90,9 +92,17 @@ fn the_role_is_the_audited_set() {
         ),
         (
             "infrastructure.cluster.x-k8s.io/byomachinetemplates",
-            &["create", "get", "patch"],
+            &["create", "get", "list", "patch"],
         ),
         ("infrastructure.cluster.x-k8s.io/byohosts", &["list"]),
+        // The findings scan (plugins/reconciler/src/findings.rs): what `kubectl capi doctor`
+        // reads, and the providers' Leases by name.
+        ("infrastructure.cluster.x-k8s.io/byomachines", &["list"]),
+        (
+            "infrastructure.cluster.x-k8s.io/k8sinstallerconfigtemplates",
+            &["list"],
+        ),
+        ("coordination.k8s.io/leases", &["list"]),
         ("/secrets", &["create", "get", "list", "patch", "watch"]),
         ("events.k8s.io/events", &["create", "patch"]),
     ];
