@@ -17,13 +17,39 @@ pub struct Pki {
     pub admin_key_pem: String,
 }
 
+/// Days since the Unix epoch, today (UTC), from the system clock.
+fn epoch_days() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() / 86_400)
+        .unwrap_or(0) as i64
+}
+
 /// Today's date as (year, month, day), from the system clock (civil-from-days, proleptic
 /// Gregorian), so certificates have kubeadm-like validity periods instead of rcgen's default.
 fn today() -> (i32, u8, u8) {
-    let days = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() / 86_400)
-        .unwrap_or(0) as i64;
+    let (y, m, d) = civil(epoch_days());
+    (y, m, d.min(28))
+}
+
+/// A self-signed PEM certificate (CN kube-apiserver, as Kamaji's API server certificate) that
+/// expires at midnight UTC `days` from today (negative: expired), and that moment in Unix
+/// seconds: what a test plants to play a tenant's certificate issued short.
+pub fn expiring_certificate(days: i64) -> (String, i64) {
+    let day = epoch_days() + days;
+    let (y, m, d) = civil(day);
+    let mut p = CertificateParams::new(vec!["kube-apiserver".to_string()]).unwrap_or_default();
+    p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    p.not_after = rcgen::date_time_ymd(y, m, d);
+    let pem = KeyPair::generate()
+        .and_then(|key| p.self_signed(&key))
+        .map(|c| c.pem())
+        .unwrap_or_default();
+    (pem, day * 86_400)
+}
+
+/// The civil date (year, month, day) of a day counted from the Unix epoch.
+fn civil(days: i64) -> (i32, u8, u8) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -33,7 +59,7 @@ fn today() -> (i32, u8, u8) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u8;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
     let y = (yoe + era * 400 + i64::from(m <= 2)) as i32;
-    (y, m, d.min(28))
+    (y, m, d)
 }
 
 /// Valid from today for `years` (kubeadm: CAs 10 years, leaves 1 year).

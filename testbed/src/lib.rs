@@ -20,6 +20,7 @@ mod assets;
 mod byoh;
 mod capi;
 mod certs;
+pub use certs::expiring_certificate;
 mod crds;
 mod datastore;
 pub mod expect;

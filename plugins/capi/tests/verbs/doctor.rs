@@ -108,20 +108,10 @@ async fn serve_cluster_upgrades(client: &Client) {
         .await;
 }
 
-/// A PEM certificate for `tenant` that expires `days` from now (negative: expired).
-fn certificate(days: i64) -> String {
-    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * days);
-    let d = at.to_zoned(jiff::tz::TimeZone::UTC).date();
-    let mut p = rcgen::CertificateParams::new(vec!["kube-apiserver".to_string()]).unwrap();
-    p.not_before = rcgen::date_time_ymd(2020, 1, 1);
-    p.not_after = rcgen::date_time_ymd(i32::from(d.year()), d.month() as u8, d.day() as u8);
-    let key = rcgen::KeyPair::generate().unwrap();
-    p.self_signed(&key).unwrap().pem()
-}
-
 fn kamaji_secret(name: &str, tenant: &str, days: i64) -> Value {
     use base64::Engine;
-    let pem = base64::engine::general_purpose::STANDARD.encode(certificate(days));
+    let pem =
+        base64::engine::general_purpose::STANDARD.encode(testbed::expiring_certificate(days).0);
     json!({"metadata": {"name": name, "labels": {
             "kamaji.clastix.io/project": "kamaji", "kamaji.clastix.io/name": tenant}},
            "data": {"apiserver.crt": pem}})
