@@ -411,31 +411,17 @@ async fn kamaji_refusals(
     Ok(refusals)
 }
 
+/// The providers' Leases, ours and CACPPK's, in every namespace: one LIST per name (a field
+/// selector), so that no other Lease is read.
 async fn leases(conn: &crate::Conn) -> Result<Vec<LeaseInfo>, Error> {
     let ar = ApiResource::erase::<Lease>(&());
-    let all: Vec<Lease> =
-        kclient::api::list_as(conn, &ar, None, &ListParams::default(), false).await?;
-    Ok(all
-        .into_iter()
-        .filter(|l| {
-            l.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n == RECONCILER_LEASE || n == CACPPK_LEASE)
-        })
-        .map(|l| {
-            let spec = l.spec.unwrap_or_default();
-            LeaseInfo {
-                namespace: l.metadata.namespace.unwrap_or_default(),
-                name: l.metadata.name.unwrap_or_default(),
-                renewed_unix: spec
-                    .renew_time
-                    .or(spec.acquire_time)
-                    .map(|t| t.0.as_second()),
-                duration_seconds: i64::from(spec.lease_duration_seconds.unwrap_or(15)),
-            }
-        })
-        .collect())
+    let mut out = Vec::new();
+    for name in [RECONCILER_LEASE, CACPPK_LEASE] {
+        let lp = ListParams::default().fields(&format!("metadata.name={name}"));
+        let found: Vec<Lease> = kclient::api::list_as(conn, &ar, None, &lp, false).await?;
+        out.extend(found.into_iter().map(LeaseInfo::of));
+    }
+    Ok(out)
 }
 
 /// Narrows the fleet to the clusters `selected` (`namespace/name`) and their objects.

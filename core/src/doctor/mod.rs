@@ -352,6 +352,23 @@ pub struct LeaseInfo {
     pub duration_seconds: i64,
 }
 
+impl LeaseInfo {
+    /// What the checks read of a Lease (a Lease without a duration is held for client-go's
+    /// leader-election default, 15 s).
+    pub fn of(l: k8s_openapi::api::coordination::v1::Lease) -> LeaseInfo {
+        let spec = l.spec.unwrap_or_default();
+        LeaseInfo {
+            namespace: l.metadata.namespace.unwrap_or_default(),
+            name: l.metadata.name.unwrap_or_default(),
+            renewed_unix: spec
+                .renew_time
+                .or(spec.acquire_time)
+                .map(|t| t.0.as_second()),
+            duration_seconds: i64::from(spec.lease_duration_seconds.unwrap_or(15)),
+        }
+    }
+}
+
 /// Everything the checks read: one list per kind (objects as the server sent them, either CAPI
 /// contract), already narrowed to the namespaces asked for.
 #[derive(Debug, Clone, Default)]

@@ -27,7 +27,7 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 
 use crate::Error;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, family};
 
 /// Secrets per page of a scan: a page is held in memory while its certificates are read
 /// (Kamaji's Secrets carry kubeconfigs of a few KiB each), as the watches' pages are.
@@ -154,12 +154,20 @@ impl Expiries {
         let Some(scan) = last.as_ref() else {
             return out;
         };
-        let _ = write!(
-            out,
-            "# HELP kamaji_reconciler_certificate_scan_timestamp_seconds Unix time of the last scan of the TenantControlPlanes' certificates that succeeded.\n# TYPE kamaji_reconciler_certificate_scan_timestamp_seconds gauge\nkamaji_reconciler_certificate_scan_timestamp_seconds {}\n",
-            scan.at
+        family(
+            &mut out,
+            "kamaji_reconciler_certificate_scan_timestamp_seconds",
+            "gauge",
+            "Unix time of the last scan of the TenantControlPlanes' certificates that succeeded.",
+            Some(scan.at),
         );
-        out.push_str("# HELP kamaji_reconciler_tenant_certificate_expiry_timestamp_seconds Unix time at which the first certificate of the TenantControlPlane expires (its earliest notAfter).\n# TYPE kamaji_reconciler_tenant_certificate_expiry_timestamp_seconds gauge\n");
+        family(
+            &mut out,
+            "kamaji_reconciler_tenant_certificate_expiry_timestamp_seconds",
+            "gauge",
+            "Unix time at which the first certificate of the TenantControlPlane expires (its earliest notAfter).",
+            None,
+        );
         for ((ns, name), t) in &scan.tenants {
             let _ = writeln!(
                 out,
@@ -168,7 +176,13 @@ impl Expiries {
                 t.earliest
             );
         }
-        out.push_str("# HELP kamaji_reconciler_tenant_certificates_expiring Certificates of the TenantControlPlane expired or expiring within --cert-warn.\n# TYPE kamaji_reconciler_tenant_certificates_expiring gauge\n");
+        family(
+            &mut out,
+            "kamaji_reconciler_tenant_certificates_expiring",
+            "gauge",
+            "Certificates of the TenantControlPlane expired or expiring within --cert-warn.",
+            None,
+        );
         for ((ns, name), t) in &scan.tenants {
             let _ = writeln!(
                 out,

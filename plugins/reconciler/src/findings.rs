@@ -33,7 +33,7 @@ use serde_json::Value;
 
 use crate::Error;
 use crate::certificates::{self, ScanConfig};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, family};
 
 /// Objects per page: each page is pruned as it arrives, so a page is all that is held whole.
 const PAGE: u32 = 500;
@@ -72,9 +72,6 @@ const GROUPS: [&str; 5] = [
     KAMAJI_GROUP,
     OPS_GROUP,
 ];
-
-/// A Lease's duration when it states none: client-go's leader election default.
-const LEASE_SECONDS: i32 = 15;
 
 /// The counts of the last scan, `(check, severity)` → findings.
 #[derive(Clone, Debug, PartialEq)]
@@ -118,12 +115,20 @@ impl Findings {
         let Some(scan) = last.as_ref() else {
             return out;
         };
-        let _ = write!(
-            out,
-            "# HELP kamaji_reconciler_findings_scan_timestamp_seconds Unix time of the last scan of the fleet doctor's findings that succeeded.\n# TYPE kamaji_reconciler_findings_scan_timestamp_seconds gauge\nkamaji_reconciler_findings_scan_timestamp_seconds {}\n",
-            scan.at
+        family(
+            &mut out,
+            "kamaji_reconciler_findings_scan_timestamp_seconds",
+            "gauge",
+            "Unix time of the last scan of the fleet doctor's findings that succeeded.",
+            Some(scan.at),
         );
-        out.push_str("# HELP kamaji_reconciler_findings Findings of the fleet doctor (the checks of kubectl capi doctor) in the last scan, by check and severity.\n# TYPE kamaji_reconciler_findings gauge\n");
+        family(
+            &mut out,
+            "kamaji_reconciler_findings",
+            "gauge",
+            "Findings of the fleet doctor (the checks of kubectl capi doctor) in the last scan, by check and severity.",
+            None,
+        );
         for ((check, severity), n) in &scan.counts {
             // Both are Rust identifiers (a `Check` variant, a `Severity` name): nothing to
             // escape in a label value.
@@ -282,16 +287,7 @@ async fn leases(client: &Client) -> Result<Vec<LeaseInfo>, Error> {
         let api = &api;
         let list = |lp: ListParams| async move { api.list(&lp).await };
         paged(lp, list, |l: Lease| {
-            let spec = l.spec.unwrap_or_default();
-            out.push(LeaseInfo {
-                namespace: l.metadata.namespace.unwrap_or_default(),
-                name: l.metadata.name.unwrap_or_default(),
-                renewed_unix: spec
-                    .renew_time
-                    .or(spec.acquire_time)
-                    .map(|t| t.0.as_second()),
-                duration_seconds: i64::from(spec.lease_duration_seconds.unwrap_or(LEASE_SECONDS)),
-            });
+            out.push(LeaseInfo::of(l));
             Ok(())
         })
         .await?;

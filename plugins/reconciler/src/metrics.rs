@@ -28,6 +28,15 @@ impl Metrics {
     }
 }
 
+/// The `# HELP` and `# TYPE` lines of the metric `name` (`kind`: gauge, counter), then, when
+/// given, its one unlabelled sample.
+pub(crate) fn family(out: &mut String, name: &str, kind: &str, help: &str, value: Option<i64>) {
+    out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+    if let Some(v) = value {
+        out.push_str(&format!("{name} {v}\n"));
+    }
+}
+
 /// A client whose every API request is counted in `metrics.api_requests`.
 pub fn counting_client(
     config: kube::Config,

@@ -54,6 +54,17 @@ fn the(report: &Value, check: &str) -> Value {
     all[0].clone()
 }
 
+/// The one finding of `check`, asserting its severity and fix line.
+fn the_one(report: &Value, check: &str, severity: &str, fix: &str) -> Value {
+    let f = the(report, check);
+    assert_eq!(
+        (f["severity"].as_str(), f["fix"].as_str()),
+        (Some(severity), Some(fix)),
+        "{f}"
+    );
+    f
+}
+
 fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)
 }
@@ -91,6 +102,19 @@ async fn put(client: &Client, ns: &str, group: &str, version: &str, kind: &str, 
         .await
         .unwrap_or_else(|e| panic!("status of {kind} {name}: {e}"));
     }
+}
+
+/// A BYOH object (`infrastructure.cluster.x-k8s.io/v1beta1`).
+async fn put_byoh(client: &Client, ns: &str, kind: &str, obj: Value) {
+    put(
+        client,
+        ns,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        kind,
+        obj,
+    )
+    .await
 }
 
 async fn put_secret(client: &Client, ns: &str, obj: Value) {
@@ -162,11 +186,9 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
 
     // Leftovers: an installer template no ByoMachineTemplate names (info), once older than
     // --stuck-after.
-    put(
+    put_byoh(
         &client,
         &ns,
-        "infrastructure.cluster.x-k8s.io",
-        "v1beta1",
         "K8sInstallerConfigTemplate",
         json!({"metadata": {"name": "gone-md-0"}, "spec": {"template": {"spec": {
             "bundleRepo": "projects.registry.vmware.com/cluster_api_provider_bringyourownhost",
@@ -186,28 +208,24 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
         },
     )
     .await;
-    let f = the(&last, "UnusedInstallerTemplate");
-    assert_eq!(f["severity"], "Info");
-    assert_eq!(
-        f["fix"],
-        format!("kubectl delete k8sinstallerconfigtemplate gone-md-0 -n {ns}")
+    the_one(
+        &last,
+        "UnusedInstallerTemplate",
+        "Info",
+        &format!("kubectl delete k8sinstallerconfigtemplate gone-md-0 -n {ns}"),
     );
 
     // Leftovers: a BootstrapKubeconfig whose host has registered (info).
-    put(
+    put_byoh(
         &client,
         &ns,
-        "infrastructure.cluster.x-k8s.io",
-        "v1beta1",
         "ByoHost",
         json!({"metadata": {"name": format!("{ns}-h1")}}),
     )
     .await;
-    put(
+    put_byoh(
         &client,
         &ns,
-        "infrastructure.cluster.x-k8s.io",
-        "v1beta1",
         "BootstrapKubeconfig",
         json!({"metadata": {"name": format!("bootstrap-kubeconfig-{ns}-h1")},
             "spec": {"apiserver": "https://127.0.0.1:6443", "certificate-authority-data": ""}}),
@@ -215,11 +233,11 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
     .await;
     let (o, r) = doctor(tb, &ns, &["--only", "leftovers"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let f = the(&r, "UnusedBootstrapKubeconfig");
-    assert_eq!(f["severity"], "Info");
-    assert_eq!(
-        f["fix"],
-        format!("kubectl delete bootstrapkubeconfig bootstrap-kubeconfig-{ns}-h1 -n {ns}")
+    the_one(
+        &r,
+        "UnusedBootstrapKubeconfig",
+        "Info",
+        &format!("kubectl delete bootstrapkubeconfig bootstrap-kubeconfig-{ns}-h1 -n {ns}"),
     );
 
     // Certificates issued short: one expiring within --cert-warn, one expired (an error: exit 1).
