@@ -10,7 +10,9 @@ and stops everything it started, even on Ctrl-C.
 Sizes: BENCH_HOSTS and BENCH_MACHINES (the fleet, 10,000 each), BENCH_DESCRIBE_MACHINES (the
 described clusters, "1000,5000"), BENCH_KCPS (1,000), BENCH_RUNS (5), BENCH_IDLE_SECONDS (60),
 BENCH_LATENCY_SAMPLES (100 ready latencies), BENCH_UPGRADES (100 ClusterUpgrades). BENCH_QUICK=1 shrinks them all (a run of a few
-minutes, for development). `bench.py providers` runs only kamaji-reconciler against CACPPK v0.11.0.
+minutes, for development). `bench.py providers` runs only kamaji-reconciler against CACPPK v0.11.0;
+`bench.py doctor` only the doctor row (the fleet seeded, the reconciler's rows over BENCH_KCPS
+clusters, then doctor).
 """
 import json
 import os
@@ -199,16 +201,16 @@ def main():
         if sys.argv[1:] == ["providers"]:
             cacppk_bench(work)
             return
+        if sys.argv[1:] == ["doctor"]:
+            start_sandbox(work, "sandbox", "full")
+            seed(env, FLEET_NS, 3, MACHINES, HOSTS)
+            # The reconciler makes the KamajiControlPlanes' TenantControlPlanes, as in the full run.
+            reconciler_bench(env, sandbox, work)
+            doctor_bench(env, kubectl, capi)
+            return
         startup_and_sizes(env, clusterctl)
 
-        log("starting the sandbox")
-        sbx = subprocess.Popen([os.path.join(REL, "capi-testbed"), "up", "--dir", sandbox, "--audit"],
-                               stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "sandbox.log"), "w"))
-        procs.append(sbx)
-        while not os.path.exists(os.path.join(sandbox, "ready")):
-            if sbx.poll() is not None:
-                raise RuntimeError("sandbox failed; see " + os.path.join(work, "sandbox.log"))
-            time.sleep(0.2)
+        sbx, _, _ = start_sandbox(work, "sandbox", "full")
 
         # The described clusters first, each with a host per machine, in namespaces of their own.
         for n in DESCRIBE_SIZES:
@@ -321,7 +323,15 @@ def doctor_bench(env, kubectl, capi):
         "/apis/controlplane.cluster.x-k8s.io/v1alpha2/kamajicontrolplanes",
         "/api/v1/secrets?labelSelector=cluster.x-k8s.io%2Fcluster-name",
         "/api/v1/secrets?labelSelector=kamaji.clastix.io%2Fproject%3Dkamaji",
-        "/apis/coordination.k8s.io/v1/leases",
+        "/apis/coordination.k8s.io/v1/leases?fieldSelector=metadata.name%3Dkamaji-reconciler.controlplane.cluster.x-k8s.io",
+        "/apis/coordination.k8s.io/v1/leases?fieldSelector=metadata.name%3Dkamaji.controlplane.cluster.x-k8s.io",
+        "/apis/infrastructure.cluster.x-k8s.io/v1beta1/byomachinetemplates",
+        "/apis/infrastructure.cluster.x-k8s.io/v1beta1/k8sinstallerconfigtemplates",
+        "/apis/infrastructure.cluster.x-k8s.io/v1beta1/bootstrapkubeconfigs",
+        "/apis/ops.capi-kamaji.io/v1alpha1/clusterupgrades",
+        "/apis/ops.capi-kamaji.io/v1alpha1/fleetupgrades",
+        "/apis/kamaji.clastix.io/v1alpha1/datastores",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
     ]
     lists = "; ".join(f"{kubectl} get --raw '{p}' >/dev/null" for p in paths)
     clusters = len(json.loads(subprocess.run(raw(kubectl, paths[0]), env=env, check=True,
@@ -333,11 +343,8 @@ def doctor_bench(env, kubectl, capi):
             ours, ["sh", "-c", lists], env, target=1.5, rss_target="150 MiB")
 
 
-def reconciler_bench(env, sandbox, work):
-    log(f"reconciler: {KCPS} KamajiControlPlanes")
-    token_kc = os.path.join(work, "reconciler.kubeconfig")
-    token_kubeconfig(env, sandbox, token_kc)
-    # Our CRDs, then KCPS Clusters, each owning a KamajiControlPlane (as CAPI would set it).
+def seed_kcps(env):
+    """Our CRDs, then KCPS Clusters, each owning a KamajiControlPlane (as CAPI would set it)."""
     crds = subprocess.run([os.path.join(REL, "kamaji-reconciler"), "--print-crds"], check=True,
                           capture_output=True, text=True).stdout
     subprocess.run([shutil.which("kubectl"), "apply", "--server-side", "--force-conflicts", "-f", "-"],
@@ -363,6 +370,13 @@ def reconciler_bench(env, sandbox, work):
         "spec": {"version": "v1.34.2", "replicas": 2, "dataStoreName": "default",
                  "network": {"serviceType": "ClusterIP"}},
     } for i in range(KCPS)])
+
+
+def reconciler_bench(env, sandbox, work):
+    log(f"reconciler: {KCPS} KamajiControlPlanes")
+    token_kc = os.path.join(work, "reconciler.kubeconfig")
+    token_kubeconfig(env, sandbox, token_kc)
+    seed_kcps(env)
     rec = subprocess.Popen([os.path.join(REL, "kamaji-reconciler"), "--kubeconfig", token_kc,
                             "--metrics-bind-address", "0"],
                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "reconciler.log"), "w"))

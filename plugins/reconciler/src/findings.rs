@@ -156,27 +156,28 @@ fn count(findings: &[Problem]) -> BTreeMap<(String, String), usize> {
     out
 }
 
-/// Every `cfg.interval`, for ever: the certificate scan, then the findings scan with the
-/// certificates it read. `first` is what the certificate scan that ran before the controllers
-/// read (`None`: it failed), so that the first findings scan runs at once. A failed scan is
-/// logged and the last good numbers stay.
+/// Every `cfg.interval`, for ever: the certificate scan, then, when `stuck_after` is given
+/// (`--findings-scan`), the findings scan with the certificates it read. `first` is what the
+/// certificate scan that ran before the controllers read (`None`: it failed), so that the first
+/// findings scan runs at once. A failed scan is logged and the last good numbers stay.
 pub async fn run(
     client: Client,
     cfg: ScanConfig,
-    stuck_after: Duration,
+    stuck_after: Option<Duration>,
     metrics: Arc<Metrics>,
     first: Option<Vec<TenantCertificate>>,
 ) {
-    let thresholds = Thresholds {
+    let thresholds = stuck_after.map(|stuck| Thresholds {
         cert_warn_seconds: seconds(cfg.warn),
-        stuck_after_seconds: seconds(stuck_after),
-    };
+        stuck_after_seconds: seconds(stuck),
+    });
     let mut certs = first;
     loop {
         // No certificates (their scan failed): this round is skipped rather than run without
         // them, which would report every certificate finding resolved.
-        if let Some(c) = certs.take()
-            && let Err(e) = scan(&client, cfg.namespace.as_deref(), &thresholds, c, &metrics).await
+        if let Some(thresholds) = &thresholds
+            && let Some(c) = certs.take()
+            && let Err(e) = scan(&client, cfg.namespace.as_deref(), thresholds, c, &metrics).await
         {
             tracing::warn!(
                 "findings: scan failed (the last counts stay on /metrics; next in {}s): {e}",

@@ -96,6 +96,9 @@ async fn certificates_expiring_show_on_metrics_and_as_a_condition() {
     .await;
     let k = get(&c, &ns, &kcp_ar(V), kcp).await.unwrap();
     assert!(ready(&k), "{:?}", k["status"]);
+    // Without --findings-scan, the fleet is not read for findings (their memory grows with it).
+    let body = r.http_get("/metrics").unwrap();
+    assert!(!body.contains("kamaji_reconciler_findings"), "{body}");
 }
 
 #[test]

@@ -46,7 +46,11 @@ async fn findings_by_check_and_severity_show_on_metrics() {
     held["spec"]["paused"] = json!(true);
     apply(&c, &ns, &cluster_ar("v1beta2"), held).await;
 
-    let r = start_reconciler(&tb.kubeconfig, &ns, &["--cert-scan-interval", "10s"]);
+    let r = start_reconciler(
+        &tb.kubeconfig,
+        &ns,
+        &["--cert-scan-interval", "10s", "--findings-scan"],
+    );
     wait_for(60, "both findings on /metrics", Some(&r), || async {
         (findings(&r, "OrphanSecrets", "Warning")? == Some(1)
             && findings(&r, "ClusterPaused", "Info")? == Some(1))
