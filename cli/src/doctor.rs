@@ -150,9 +150,14 @@ async fn fill(
     let Some(ar) = ar else {
         return Ok(());
     };
-    *slot = kclient::api::list_json_map(conn, &ar, namespace, lp, doctor::prune).await?;
+    let lp = lp.clone().limit(PAGE);
+    *slot = kclient::api::list_json_map(conn, &ar, namespace, &lp, doctor::prune).await?;
     Ok(())
 }
+
+/// Objects per page of doctor's LISTs: a page is parsed whole before its objects are pruned,
+/// and a dozen LISTs run at once, so smaller pages than the usual 500 keep the peak down.
+const PAGE: u32 = 100;
 
 /// Kamaji's certificate Secrets (one LIST by its project label), as certificates per tenant.
 async fn certificates(

@@ -521,6 +521,24 @@ pub fn prune(mut v: Value) -> Value {
             k.retain(|key, _| key == "version");
         }
     }
+    // Conditions: no check reads when they changed; of a Machine's (seven each in v1beta2, the
+    // bulk of a fleet's memory), only Ready is read.
+    let machine = o.get("kind").and_then(Value::as_str) == Some("Machine");
+    for path in [
+        "/status/conditions",
+        "/status/v1beta2/conditions",
+        "/status/deprecated/v1beta1/conditions",
+    ] {
+        if let Some(conds) = v.pointer_mut(path).and_then(Value::as_array_mut) {
+            if machine {
+                conds.retain(|c| c.get("type").and_then(Value::as_str) == Some("Ready"));
+            }
+            for c in conds.iter_mut().filter_map(Value::as_object_mut) {
+                c.remove("lastTransitionTime");
+                c.remove("observedGeneration");
+            }
+        }
+    }
     v
 }
 

@@ -493,6 +493,15 @@ fn pruned_objects_give_the_same_findings() {
     m["status"] = json!({"phase": "Provisioning", "addresses": [{"type": "InternalIP"}],
         "deprecated": {"v1beta1": {"conditions": [{"type": "Ready", "status": "False", "reason": "WaitingForHost", "severity": "Info"}]}}});
     f.machines.push(m);
+    // A v1beta2 Machine: seven conditions, of which the checks read Ready.
+    let mut m2 = f.machines[0].clone();
+    m2["metadata"]["name"] = json!("stuck2");
+    m2["status"] = json!({"phase": "Provisioning", "conditions": [
+        {"type": "Available", "status": "False", "reason": "NotAvailable", "lastTransitionTime": ago(60)},
+        {"type": "Ready", "status": "False", "reason": "NotReady", "message": "* InfrastructureReady: no host",
+         "lastTransitionTime": ago(60), "observedGeneration": 2},
+        {"type": "UpToDate", "status": "True", "reason": "UpToDate"}]});
+    f.machines.push(m2);
     let mut host = obj("ByoHost", "hosts", "h1");
     host["status"] = json!({"hostinfo": {"osname": "linux"}, "conditions": [{"type": "K8sNodeBootstrapSucceeded",
         "status": "False", "reason": "CleanK8sNodeFailed", "severity": "Error"}]});
@@ -526,6 +535,11 @@ fn pruned_objects_give_the_same_findings() {
     assert_eq!(examine(&p, &Thresholds::default(), &[], now()), before);
     assert!(p.machines[1]["status"].get("addresses").is_none());
     assert!(p.machines[1]["metadata"].get("managedFields").is_none());
+    assert_eq!(
+        p.machines[2]["status"]["conditions"],
+        json!([{"type": "Ready", "status": "False", "reason": "NotReady",
+            "message": "* InfrastructureReady: no host"}])
+    );
     assert!(
         p.tenant_control_planes[0]["status"]["kubernetesResources"]
             .get("deployment")
