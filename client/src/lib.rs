@@ -22,5 +22,6 @@ pub mod error;
 pub mod fetch;
 pub mod input;
 pub mod kubeconfig;
+pub mod releases;
 pub mod render;
 pub mod teardown;

@@ -3,6 +3,8 @@
 //! minor at a time that Kubernetes' version skew policy and Kamaji require (a control plane
 //! never skips a minor).
 
+pub mod releases;
+
 use std::fmt;
 use std::ops::Deref;
 use std::str::FromStr;

@@ -16,6 +16,7 @@ use crate::Error;
 use crate::error::usage;
 use crate::json::{self, at, str_at};
 use crate::plan::MAX_CONTROL_PLANE_REPLICAS;
+use crate::version::releases::Releases;
 
 /// `scale`'s flags, checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,6 +156,14 @@ pub struct KamajiUpgradePlan {
     pub to: String,
     pub control_plane_steps: Vec<String>,
     pub machine_deployments: Vec<String>,
+    /// Where the intermediate versions came from, and the minors stepped at `.0`; none for a
+    /// single step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch_releases_from: Option<String>,
+    /// The newest patch of each minor the walk passes, as recorded on the KamajiControlPlane
+    /// ([`crate::version::releases::PATCH_RELEASES_ANNOTATION`]) with each step.
+    #[serde(skip)]
+    pub recorded: String,
 }
 
 /// The version a KamajiControlPlane runs: its status, else its TenantControlPlane's, else its
@@ -176,12 +185,14 @@ pub fn plan_upgrade(
     tcp: Option<&Value>,
     mds: &[Value],
     to: &str,
+    releases: &Releases,
 ) -> Result<KamajiUpgradePlan, Error> {
     let target = parse_version(to)?.to_string();
     let name = json::name(kcp).to_string();
     let from = current_version(kcp, tcp)
         .ok_or_else(|| Error::other(format!("{name} reports no version yet")))?;
-    let control_plane_steps = upgrade_steps(&from, &target)?;
+    let walk = upgrade_steps(&from, &target, releases)?;
+    let (from_v, to_v) = (parse_version(&from)?, parse_version(&target)?);
     let machine_deployments = mds
         .iter()
         .filter(|md| str_at(md, &["spec", "template", "spec", "version"]) != Some(target.as_str()))
@@ -192,8 +203,10 @@ pub fn plan_upgrade(
         namespace: json::namespace(kcp).to_string(),
         from,
         to: target,
-        control_plane_steps,
+        control_plane_steps: walk.steps.iter().map(ToString::to_string).collect(),
         machine_deployments,
+        patch_releases_from: walk.provenance(),
+        recorded: releases.recorded(&from_v, &to_v).join(","),
     })
 }
 
@@ -216,6 +229,7 @@ pub fn refuse_asleep(kcp: &Value) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::version::releases::Source;
 
     fn kcp(replicas: i64, spec: &str, status: Option<&str>) -> Value {
         json!({"metadata": {"name": "c1", "namespace": "ns"},
@@ -294,13 +308,26 @@ mod tests {
             json!({"metadata": {"name": "a"}, "spec": {"template": {"spec": {"version": "v1.33.1"}}}}),
             json!({"metadata": {"name": "b"}, "spec": {"template": {"spec": {"version": "v1.35.0"}}}}),
         ];
-        let p = plan_upgrade(&kcp(2, "v1.33.1", Some("v1.33.1")), None, &mds, "v1.35.0").unwrap();
-        assert_eq!(p.control_plane_steps, ["v1.34.0", "v1.35.0"]);
+        let known = Releases::none().with(["v1.33.6", "v1.34.4"], Source::Markers);
+        let p = plan_upgrade(
+            &kcp(2, "v1.33.1", Some("v1.33.1")),
+            None,
+            &mds,
+            "v1.35.0",
+            &known,
+        )
+        .unwrap();
+        assert_eq!(p.control_plane_steps, ["v1.33.6", "v1.34.4", "v1.35.0"]);
+        assert_eq!(p.recorded, "v1.33.6,v1.34.4");
+        assert_eq!(
+            p.patch_releases_from.as_deref(),
+            Some("intermediate versions from Kubernetes' stable-release markers")
+        );
         assert_eq!(p.machine_deployments, ["a"]);
         assert_eq!(p.from, "v1.33.1");
         assert!(refuse_asleep(&kcp(0, "v1.33.1", None)).is_err());
         assert!(refuse_asleep(&kcp(2, "v1.33.1", None)).is_ok());
-        assert!(plan_upgrade(&kcp(2, "v1.35.0", None), None, &[], "v1.34.0").is_err());
+        assert!(plan_upgrade(&kcp(2, "v1.35.0", None), None, &[], "v1.34.0", &known).is_err());
     }
 }
 

@@ -73,6 +73,16 @@ pub struct ClusterUpgradeSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub max_parallel_machine_deployments: Option<u32>,
+    /// The newest patch release of each minor on the way, as the command that asked for the
+    /// upgrade resolved them (Kubernetes' stable-release markers, else its shipped table): the
+    /// upgrade steps through these, the path that command showed. Empty: the reconciler's
+    /// shipped table.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 32),
+        inner(length(min = 1, max = 64), regex(pattern = r"^v\d+\.\d+\.\d+$"))
+    )]
+    pub patch_releases: Vec<String>,
     /// Go ahead despite blocking preflight findings (too few spare BYOH hosts).
     #[serde(default, skip_serializing_if = "is_false")]
     pub force: bool,
@@ -268,6 +278,16 @@ pub struct FleetUpgradeSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub max_parallel_machine_deployments: Option<u32>,
+    /// The newest patch release of each minor on the way, as the command that asked for the
+    /// upgrade resolved them (Kubernetes' stable-release markers, else its shipped table): the
+    /// upgrade steps through these, the path that command showed. Empty: the reconciler's
+    /// shipped table.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 32),
+        inner(length(min = 1, max = 64), regex(pattern = r"^v\d+\.\d+\.\d+$"))
+    )]
+    pub patch_releases: Vec<String>,
     /// Go ahead despite blocking preflight findings.
     #[serde(default, skip_serializing_if = "is_false")]
     pub force: bool,

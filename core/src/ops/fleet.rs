@@ -41,6 +41,7 @@ pub fn member_spec(fleet: &FleetUpgradeSpec, cluster: &str) -> ClusterUpgradeSpe
         version: fleet.version.clone(),
         max_parallel_machine_deployments: fleet.max_parallel_machine_deployments,
         force: fleet.force,
+        patch_releases: fleet.patch_releases.clone(),
         ..Default::default()
     }
 }

@@ -21,17 +21,20 @@ use crate::plan::upgrade::{
     Observed, StepRole, UpgradePlan, UpgradeRequest, parse_version, step_reached,
 };
 use crate::version::KubeVersion;
+use crate::version::releases::{Releases, Source};
 
 /// At most this many earlier upgrades are kept in `status.history`.
 pub(crate) const MAX_HISTORY: usize = 10;
 
-/// The request the plan is made from.
+/// The request the plan is made from: the patch releases the ClusterUpgrade recorded over the
+/// shipped table.
 pub fn request(spec: &ClusterUpgradeSpec) -> UpgradeRequest {
     UpgradeRequest {
         to: spec.version.clone(),
         control_plane_only: spec.control_plane_only,
         workers_only: spec.workers_only,
         force: spec.force,
+        releases: Releases::shipped().with(&spec.patch_releases, Source::Recorded),
         ..Default::default()
     }
 }

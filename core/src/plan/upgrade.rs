@@ -29,6 +29,7 @@ mod steps;
 
 use std::collections::BTreeMap;
 
+use crate::version::releases::Releases;
 use crate::version::{KubeVersion, VersionError};
 use serde::Serialize;
 use serde_json::Value;
@@ -126,9 +127,9 @@ pub struct UpgradeRequest {
     pub workers_only: bool,
     pub worker_strategy: WorkerStrategy,
     pub clone_templates: CloneTemplates,
-    /// Versions known to exist (e.g. ClusterClass `spec.kubernetesVersions`, host images, BYOH
-    /// bundles): intermediate minors use the newest patch listed; otherwise `vX.Y.0`.
-    pub available_versions: Vec<String>,
+    /// The newest patch release of each minor (stable-release markers, the ClusterClass's
+    /// list, the shipped table): the walk steps through them ([`Releases::walk`]).
+    pub releases: Releases,
     /// Go ahead despite blocking findings (short of spare hosts).
     pub force: bool,
 }
@@ -302,7 +303,7 @@ pub fn plan_upgrade(
         .collect();
     check_versions(objs, req, &cp_version, &to, &mds, &mut p.findings)?;
 
-    let path = path::minor_path(&cp_version, &to, &req.available_versions, &mut p.findings);
+    let path = path::minor_path(&cp_version, &to, &req.releases, &mut p.findings);
     if let Some(t) = topology {
         p.plan_topology(t, &cp_version, &path);
     } else if req.workers_only {
@@ -330,6 +331,13 @@ fn current(observed: &Observed, obj: &Value, spec_path: &[&str]) -> Option<KubeV
     let spec = version_at(obj, spec_path);
     let obs = observed.get(&key(obj));
     [spec, obs].into_iter().flatten().min()
+}
+
+/// Where an upgrade's walk starts: the control plane's current version (with a ClusterClass,
+/// the lowest of the topology's, the Cluster's observed one and the control plane's).
+pub fn walk_start(objs: &ClusterObjects<'_>, observed: &Observed) -> Option<KubeVersion> {
+    let topology = at(objs.cluster, &["spec", "topology"]).filter(|t| !t.is_null());
+    control_plane_version(objs, observed, topology)
 }
 
 /// The control plane's current version; with a ClusterClass, the lowest of the topology's, the

@@ -14,6 +14,7 @@ use kclient::render::{self, Fields, Human, Poll, Printer, Progress, Render, Tabl
 use kcore::fields;
 use kcore::kamaji::plan::{self as plan, KamajiUpgradePlan, topology};
 use kcore::plan::upgrade::{StepLine, StepRole, parse_version, step_progress};
+use kcore::version::releases::{PATCH_RELEASES_ANNOTATION, Releases, Source};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -23,8 +24,11 @@ use crate::common::writes;
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
-    after_help = "Kamaji refuses to skip a minor version, so v1.33 -> v1.35 goes through v1.34.0, waiting for \
-each step to be Ready. Workers (MachineDeployments) follow once the control plane is at the target."
+    after_help = "Kamaji refuses to skip a minor version, so v1.33 -> v1.35 goes through the newest patch of \
+v1.33, then of v1.34, waiting for each step to be Ready. The newest patches come from Kubernetes' \
+stable-release markers (https://cdn.dl.k8s.io/release/stable-1.N.txt; CAPI_KAMAJI_RELEASE_MARKERS names a \
+mirror, or off), else from a table shipped with this release. Workers (MachineDeployments) follow once the \
+control plane is at the target."
 )]
 pub struct Args {
     /// The KamajiControlPlane
@@ -85,6 +89,9 @@ impl Render for Shown<'_> {
         }
         out.push('\n');
         out.push_str(&t.render(false, true, false));
+        if let Some(from) = &self.0.patch_releases_from {
+            out.push_str(&format!("\n{from}\n"));
+        }
         Human::Text(out)
     }
 }
@@ -110,7 +117,8 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         }
         _ => Vec::new(),
     };
-    let mut p = plan::plan_upgrade(&kcp, t.tcp.as_ref(), &mds, &args.to)?;
+    let releases = releases(&kcp, t.tcp.as_ref(), topo, &args.to).await;
+    let mut p = plan::plan_upgrade(&kcp, t.tcp.as_ref(), &mds, &args.to, &releases)?;
     if let Some(c) = topo {
         // The topology controller moves every one of them once the control plane is there.
         p.machine_deployments = topology::deployment_names(c);
@@ -133,7 +141,11 @@ pub async fn run(args: &Args) -> Result<(), Error> {
                 progress.note(&format!("step {}/{total}: {}", i + 1, change.done));
             }
             None => {
-                let patch = json!({"spec": {"version": step}});
+                // The reconciler walks the minors between through the same patch releases.
+                let mut patch = json!({"spec": {"version": step}});
+                if !p.recorded.is_empty() {
+                    patch["metadata"]["annotations"][PATCH_RELEASES_ANNOTATION] = json!(p.recorded);
+                }
                 writes::merge_patch(&conn, &kcp_ar, &t.namespace, &t.name, &patch).await?;
             }
         }
@@ -176,6 +188,29 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         kcore::text::human_duration(started.elapsed())
     ));
     Ok(())
+}
+
+/// The patch releases the walk steps through: on a ClusterClass cluster the versions its class
+/// lists (CAPI takes only those), else Kubernetes' stable-release markers over the shipped
+/// table, with a note when some marker could not be read.
+async fn releases(kcp: &Value, tcp: Option<&Value>, topo: Option<&Value>, to: &str) -> Releases {
+    let class = topo
+        .map(|c| kcore::json::strings_at(c, &["status", "kubernetesVersions"]))
+        .unwrap_or_default();
+    if !class.is_empty() {
+        return Releases::none().with(class, Source::ClusterClass);
+    }
+    let from = plan::current_version(kcp, tcp).and_then(|v| parse_version(&v).ok());
+    match (from, parse_version(to)) {
+        (Some(from), Ok(to)) => {
+            let r = kclient::releases::resolve(&from, &to).await;
+            if let Some(note) = &r.note {
+                render::warn(note);
+            }
+            r.releases
+        }
+        _ => Releases::shipped(),
+    }
 }
 
 /// One control-plane step, numbered for its progress line.

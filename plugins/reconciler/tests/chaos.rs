@@ -101,9 +101,11 @@ async fn killed_at_random_every_cycle_converges_without_orphans() {
             })
             .await;
         }
-        // Upgrade two minors: the reconciler steps through v1.34.0, killed in between.
+        // Upgrade two minors: the reconciler steps through v1.34.0 (the patch releases recorded
+        // as `kubectl kamaji upgrade` records them), killed in between.
         for (_, kcp) in &batch {
-            let to = json!({"spec": {"version": "v1.35.0"}});
+            let to = json!({"metadata": {"annotations": {"capi-kamaji.io/patch-releases": "v1.33.0,v1.34.0"}},
+                "spec": {"version": "v1.35.0"}});
             merge(&c, &ns, &kcp_ar(V), kcp, to).await;
         }
         kill_at_random(&mut r, &mut rng, tb, &ns).await;

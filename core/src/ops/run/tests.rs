@@ -74,16 +74,23 @@ impl World {
     }
 }
 
+/// An upgrade to v1.35.2 whose command recorded v1.33.4 and v1.34.0 as the newest patches
+/// (they replace the shipped table's): the world at v1.33.4 walks v1.34.0, v1.35.2.
+fn to_v1_35_2() -> ClusterUpgradeSpec {
+    ClusterUpgradeSpec {
+        version: "v1.35.2".into(),
+        patch_releases: vec!["v1.33.4".into(), "v1.34.0".into()],
+        ..Default::default()
+    }
+}
+
 fn two_minor_world() -> (World, Vec<PlannedStep>) {
     let w = World {
         cluster: cluster(),
         cp: kcp("v1.33.4", "v1.33.4", 1),
         mds: vec![md("a", "v1.33.4", "v1.33.4"), md("b", "v1.33.4", "v1.33.4")],
     };
-    let spec = ClusterUpgradeSpec {
-        version: "v1.35.2".into(),
-        ..Default::default()
-    };
+    let spec = to_v1_35_2();
     let plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
     (w, planned_steps(&plan))
 }
@@ -91,10 +98,7 @@ fn two_minor_world() -> (World, Vec<PlannedStep>) {
 #[test]
 fn the_status_plan_is_the_cli_plan() {
     let (w, steps) = two_minor_world();
-    let spec = ClusterUpgradeSpec {
-        version: "v1.35.2".into(),
-        ..Default::default()
-    };
+    let spec = to_v1_35_2();
     let plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
     assert_eq!(steps.len(), plan.steps.len());
     for (a, b) in steps.iter().zip(&plan.steps) {
@@ -153,10 +157,7 @@ fn a_step_not_ready_is_not_complete() {
 #[test]
 fn status_bookkeeping_and_history() {
     let (w, _) = two_minor_world();
-    let spec = ClusterUpgradeSpec {
-        version: "v1.35.2".into(),
-        ..Default::default()
-    };
+    let spec = to_v1_35_2();
     let plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
     let now = "2026-12-01T00:00:00Z";
     let mut st = fresh_status(&plan, Some(1), None, "n/c", now);
@@ -184,10 +185,7 @@ fn status_bookkeeping_and_history() {
 #[test]
 fn a_blocked_plan_fails_with_the_preflight_reason() {
     let (w, _) = two_minor_world();
-    let spec = ClusterUpgradeSpec {
-        version: "v1.35.2".into(),
-        ..Default::default()
-    };
+    let spec = to_v1_35_2();
     let mut plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
     plan.blocked = true;
     plan.findings
@@ -217,10 +215,7 @@ fn an_empty_deployment_step_completes_once() {
     };
     w.mds[0]["spec"]["replicas"] = json!(0);
     w.mds[0]["status"] = json!({"replicas": 0});
-    let spec = ClusterUpgradeSpec {
-        version: "v1.35.2".into(),
-        ..Default::default()
-    };
+    let spec = to_v1_35_2();
     let plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
     let steps = planned_steps(&plan);
     assert_eq!(w.decide_done(&steps, &[], &[], 1), Decision::Start(vec![1]));
@@ -263,10 +258,7 @@ fn input_the_reconciler_cannot_act_on_is_reported_once_per_generation() {
     );
     // Under way: the phase and the plan stay, so the upgrade resumes once the input is fixed.
     let (w, _) = two_minor_world();
-    let spec = ClusterUpgradeSpec {
-        version: "v1.35.2".into(),
-        ..Default::default()
-    };
+    let spec = to_v1_35_2();
     let plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
     let mut st = fresh_status(&plan, Some(1), None, "n/c", now);
     st.start(&[1], now);

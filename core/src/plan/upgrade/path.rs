@@ -5,57 +5,25 @@
 
 use serde_json::Value;
 
-use super::{CpKind, MAX_KUBELET_SKEW, Planner, WorkerStrategy, key, parse_version};
+use super::{CpKind, MAX_KUBELET_SKEW, Planner, WorkerStrategy, key};
 use crate::plan::Finding;
 use crate::version::KubeVersion;
+use crate::version::releases::Releases;
 
-/// The versions to pass through: each minor after `from` up to `to`'s minor, ending at `to`.
+/// The versions to pass through ([`Releases::walk`]): the newest patch of `from`'s minor
+/// first, each minor after it at its newest known patch, ending at `to`; where the intermediate
+/// versions came from is an info finding.
 pub(super) fn minor_path(
     from: &KubeVersion,
     to: &KubeVersion,
-    available: &[String],
+    releases: &Releases,
     findings: &mut Vec<Finding>,
 ) -> Vec<KubeVersion> {
-    if to <= from {
-        return vec![];
+    let walk = releases.walk(from, to);
+    if let Some(line) = walk.provenance() {
+        findings.push(Finding::info(line));
     }
-    let avail: Vec<KubeVersion> = available
-        .iter()
-        .filter_map(|s| parse_version(s).ok())
-        .filter(|v| v.pre.is_empty())
-        .collect();
-    // The walk one minor at a time, each intermediate minor at its newest listed patch release
-    // when there is one, else at .0.
-    let mut path = crate::version::minor_steps(from, to);
-    path.pop();
-    let mut guessed = Vec::new();
-    for step in &mut path {
-        match avail.iter().filter(|v| v.same_minor(step)).max() {
-            Some(v) => *step = v.clone(),
-            None => guessed.push(step.to_string()),
-        }
-    }
-    if !guessed.is_empty() {
-        findings.push(Finding::info(format!(
-            "intermediate versions {} are .0 releases: list the patch releases you have (e.g. the newest patch of each minor) to use those instead",
-            guessed.join(", ")
-        )));
-    }
-    if let Some(latest) = avail
-        .iter()
-        .filter(|v| v.major == from.major && v.minor == from.minor)
-        .max()
-        && latest > from
-        && to.minor > from.minor
-    {
-        findings.push(Finding::info(format!(
-            "{} is not the newest patch of its minor ({} is available): consider upgrading to it first",
-            from,
-            latest
-        )));
-    }
-    path.push(to.clone());
-    path
+    walk.steps
 }
 
 /// Where a control plane and its MachineDeployments stand as the walk plans their steps.

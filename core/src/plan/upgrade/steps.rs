@@ -9,8 +9,9 @@ use crate::plan::scale::{
     control_plane_infra_ref, deployment_infra_ref, deployment_strategy, kcp_max_surge,
 };
 use crate::plan::selector::LabelSelector;
-use crate::plan::{Finding, ObjectPatch};
+use crate::plan::{FieldChange, Finding, ObjectPatch};
 use crate::version::KubeVersion;
+use crate::version::releases::PATCH_RELEASES_ANNOTATION;
 
 impl Planner<'_, '_> {
     pub(super) fn cp_step(
@@ -33,7 +34,9 @@ impl Planner<'_, '_> {
             "/spec/machineTemplate/infrastructureRef/name"
         };
         let (patch, clones) = if kind == CpKind::Kamaji {
-            self.version_patch(cp, "/spec/version", None, "", from, to)
+            let (mut patch, clones) = self.version_patch(cp, "/spec/version", None, "", from, to);
+            record_patch_releases(cp, &mut patch, &self.req.releases.recorded(from, to));
+            (patch, clones)
         } else {
             self.version_patch(cp, "/spec/version", infra, infra_path, from, to)
         };
@@ -237,5 +240,43 @@ impl Planner<'_, '_> {
             });
             from = to.clone();
         }
+    }
+}
+
+/// A Kamaji control plane's reconciler walks the minors itself: the step records the newest
+/// patch of each minor it passes (its own included) on the KamajiControlPlane
+/// ([`PATCH_RELEASES_ANNOTATION`]) so it steps through the ones the plan shows, whatever table
+/// it ships with.
+fn record_patch_releases(cp: &Value, patch: &mut ObjectPatch, recorded: &[String]) {
+    if recorded.is_empty() {
+        return;
+    }
+    let value = recorded.join(",");
+    let has_annotations = at(cp, &["metadata", "annotations"]).is_some_and(Value::is_object);
+    let op = if has_annotations {
+        let path = format!(
+            "/metadata/annotations/{}",
+            PATCH_RELEASES_ANNOTATION
+                .replace('~', "~0")
+                .replace('/', "~1")
+        );
+        json!({"op": "add", "path": path, "value": value})
+    } else {
+        json!({"op": "add", "path": "/metadata/annotations",
+            "value": {PATCH_RELEASES_ANNOTATION: value}})
+    };
+    patch.changes.push(FieldChange {
+        path: format!("/metadata/annotations/{PATCH_RELEASES_ANNOTATION}"),
+        from: json!(str_at(
+            cp,
+            &["metadata", "annotations", PATCH_RELEASES_ANNOTATION]
+        )),
+        to: json!(value),
+    });
+    if let Some(ops) = patch.json_patch.as_array_mut() {
+        ops.push(op);
+    }
+    if let Some(m) = &mut patch.merge_patch {
+        m["metadata"]["annotations"][PATCH_RELEASES_ANNOTATION] = json!(value);
     }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::version::releases::Source;
 use serde_json::json;
 
 fn cluster() -> Value {
@@ -59,9 +60,11 @@ fn host(name: &str, role: &str) -> Value {
     json!({"kind": "ByoHost", "metadata": {"name": name, "namespace": "default", "labels": {"role": role}}})
 }
 
+/// A request to `to` that knows no patch release: intermediate minors at `.0`.
 fn req(to: &str) -> UpgradeRequest {
     UpgradeRequest {
         to: to.into(),
+        releases: Releases::none(),
         ..Default::default()
     }
 }
@@ -174,7 +177,7 @@ fn kcp_two_mds_lockstep_each_minor() {
     assert!(
         p.findings
             .iter()
-            .any(|f| f.message.contains("v1.31.0, v1.32.0 are .0 releases"))
+            .any(|f| f.message.contains("v1.31.0, v1.32.0 stepped at .0"))
     );
     assert!(!p.blocked);
 }
@@ -195,7 +198,7 @@ fn version_matrix() {
                 "v1.32.10-rc.1",
                 "v1.30.14",
             ],
-            &["v1.31.14", "v1.32.9", "v1.33.1"],
+            &["v1.30.14", "v1.31.14", "v1.32.9", "v1.33.1"],
         ),
         (
             "v1.28.0",
@@ -209,12 +212,20 @@ fn version_matrix() {
         let docker = Docker::at(from, &["a", "b"]);
         let objs = docker.objs();
         let r = UpgradeRequest {
-            available_versions: avail.iter().map(|s| s.to_string()).collect(),
+            releases: Releases::none().with(*avail, Source::ClusterClass),
             ..req(to)
         };
         let p = plan(&objs, &r).unwrap();
         assert_eq!(p.path, *want, "{from} -> {to}");
         assert_eq!(p.steps.len(), want.len() * 3, "{from} -> {to}");
+        if want.len() > 1 && !avail.is_empty() {
+            let from_class = "intermediate versions from the versions the ClusterClass lists";
+            assert!(
+                p.findings.iter().any(|f| f.message.starts_with(from_class)),
+                "{:?}",
+                p.findings
+            );
+        }
         if want.is_empty() {
             assert!(
                 p.findings
@@ -223,19 +234,22 @@ fn version_matrix() {
             );
         }
     }
-    // the newest patch of the current minor is suggested first
+    // the newest patch of the current minor comes first, and the plan says where it came from
     let c = cluster();
     let cp = kcp("v1.30.4", "DockerMachineTemplate", "t");
     let objs = ClusterObjects::of(&c, &cp, &[], &[]);
     let r = UpgradeRequest {
-        available_versions: vec!["v1.30.14".into()],
+        releases: Releases::none().with(["v1.30.14"], Source::Markers),
         ..req("v1.31.0")
     };
     let p = plan(&objs, &r).unwrap();
+    assert_eq!(p.path, ["v1.30.14", "v1.31.0"]);
     assert!(
         p.findings
             .iter()
-            .any(|f| f.message.contains("v1.30.14 is available"))
+            .any(|f| f.message == "intermediate versions from Kubernetes' stable-release markers"),
+        "{:?}",
+        p.findings
     );
 }
 
@@ -334,7 +348,12 @@ fn kamaji_is_one_reconciler_step() {
         md("b", "v1.30.4", 2, "KubevirtMachineTemplate", "b"),
     ];
     let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
-    let p = plan(&objs, &req("v1.33.1")).unwrap();
+    // 1.31's newest patch is known, 1.32's is not.
+    let r = UpgradeRequest {
+        releases: Releases::none().with(["v1.31.14"], Source::Markers),
+        ..req("v1.33.1")
+    };
+    let p = plan(&objs, &r).unwrap();
     assert_eq!(
         summary(&p),
         [
@@ -345,10 +364,19 @@ fn kamaji_is_one_reconciler_step() {
     );
     let s = &p.steps[0];
     assert!(s.stepped_by_reconciler);
-    assert_eq!(s.via, ["v1.31.0", "v1.32.0", "v1.33.1"]);
+    assert_eq!(s.via, ["v1.31.14", "v1.32.0", "v1.33.1"]);
+    // The reconciler steps through the versions the plan shows.
     assert_eq!(
         s.patch.merge_patch,
-        Some(json!({"spec": {"version": "v1.33.1"}}))
+        Some(
+            json!({"metadata": {"annotations": {"capi-kamaji.io/patch-releases": "v1.31.14"}},
+            "spec": {"version": "v1.33.1"}})
+        )
+    );
+    assert_eq!(
+        s.patch.json_patch[1],
+        json!({"op": "add", "path": "/metadata/annotations",
+            "value": {"capi-kamaji.io/patch-releases": "v1.31.14"}})
     );
     assert!(s.wait_for.contains("reconciler"));
     assert!(s.clone_templates.is_empty());

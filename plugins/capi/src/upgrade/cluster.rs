@@ -17,10 +17,11 @@ use kclient::render::{Poll, Printer, Progress, Wait};
 use kcore::plan::hosts::HostState;
 use kcore::plan::upgrade::{
     StepLine, StepProgress, StepRole, UpgradePlan, UpgradeRequest, UpgradeStep, parse_version,
-    plan_upgrade, step_progress,
+    plan_upgrade, step_progress, walk_start,
 };
 use kcore::plan::{ClusterObjects, Severity};
 use kcore::text::human_duration;
+use kcore::version::releases::{Releases, Source};
 use serde_json::Value;
 
 use super::hand_over::{hand_over, refuse_busy};
@@ -57,6 +58,7 @@ fn plan(
     t: &ClusterHandle,
     snap: &Snapshot,
     req: &ClusterRequest,
+    releases: &Releases,
 ) -> Result<(UpgradePlan, Vec<usize>), Error> {
     let co: ClusterObjects<'_> = snap.objs.cluster_objects(t);
     let observed = snap.observed(t);
@@ -65,7 +67,7 @@ fn plan(
         control_plane_only: req.control_plane_only,
         workers_only: req.workers_only,
         force: req.force,
-        available_versions: topology_versions(t),
+        releases: releases.clone(),
         ..Default::default()
     };
     let free: Option<Vec<&Value>> = snap.objs.free_hosts.as_ref().map(|lists| {
@@ -87,9 +89,26 @@ fn plan(
     Ok((plan, done))
 }
 
-/// ClusterClass clusters may list the versions their class supports.
-fn topology_versions(t: &ClusterHandle) -> Vec<String> {
-    kcore::json::strings_at(&t.cluster, &["status", "kubernetesVersions"])
+/// The patch releases the walk steps through: the versions a ClusterClass lists (CAPI takes
+/// only those), else Kubernetes' stable-release markers over the shipped table, with a note
+/// when some marker could not be read. Resolved once per command, so every re-plan between
+/// steps walks the same path.
+async fn releases(t: &ClusterHandle, snap: &Snapshot, to: &str) -> Releases {
+    let class = kcore::json::strings_at(&t.cluster, &["status", "kubernetesVersions"]);
+    if !class.is_empty() {
+        return Releases::none().with(class, Source::ClusterClass);
+    }
+    let from = walk_start(&snap.objs.cluster_objects(t), &snap.observed(t));
+    match (from, parse_version(to)) {
+        (Some(from), Ok(to)) => {
+            let r = kclient::releases::resolve(&from, &to).await;
+            if let Some(note) = &r.note {
+                kclient::render::warn(note);
+            }
+            r.releases
+        }
+        _ => Releases::shipped(),
+    }
 }
 
 /// Shows the preflight's warnings; blocking findings fail the command (`--force` drops them).
@@ -146,6 +165,7 @@ fn confirmed(t: &ClusterHandle, req: &ClusterRequest, view: &PlanView) -> Result
 async fn apply_steps(
     t: &mut ClusterHandle,
     req: &ClusterRequest,
+    releases: &Releases,
     total: usize,
     done: usize,
     to_version: &str,
@@ -166,7 +186,7 @@ async fn apply_steps(
         }
         let read: &ClusterHandle = t;
         let snap = steady(&what, req.timeout, &mut progress, || Snapshot::read(read)).await?;
-        let (plan, _) = plan(t, &snap, req)?;
+        let (plan, _) = plan(t, &snap, req, releases)?;
         let observed = snap.observed(t);
         let Some(step) = plan.resume_point(&observed).cloned() else {
             break;
@@ -234,7 +254,8 @@ pub async fn run(req: &ClusterRequest) -> Result<(), Error> {
         refuse_busy(&t, &ar, to).await?;
     }
     let snap = Snapshot::read(&t).await?;
-    let (plan, done_steps) = plan(&t, &snap, req)?;
+    let releases = releases(&t, &snap, to).await;
+    let (plan, done_steps) = plan(&t, &snap, req, &releases)?;
     let view = PlanView { plan, done_steps };
     if req.plan || req.dry_run == DryRun::Client {
         Printer::new(&req.output).print(&view)?;
@@ -257,13 +278,22 @@ pub async fn run(req: &ClusterRequest) -> Result<(), Error> {
     }
     if handing_over {
         match cluster_upgrade::resource(&t.apis) {
-            Some(ar) => return hand_over(&t, &ar, req, total).await,
+            Some(ar) => {
+                let recorded = match (
+                    parse_version(&view.plan.from_version),
+                    parse_version(&view.plan.to_version),
+                ) {
+                    (Ok(from), Ok(to)) => releases.recorded(&from, &to),
+                    _ => Vec::new(),
+                };
+                return hand_over(&t, &ar, req, total, &recorded).await;
+            }
             None => kclient::render::info(
                 "note: the ClusterUpgrade API is not installed (kubectl kamaji install adds it with the reconciler); upgrading from this terminal",
             ),
         }
     }
-    apply_steps(&mut t, req, total, done, &view.plan.to_version).await
+    apply_steps(&mut t, req, &releases, total, done, &view.plan.to_version).await
 }
 
 /// Why this run is a resumption, if it is: steps of the plan already done, or the first step's

@@ -12,6 +12,8 @@ use kclient::render::{Human, Poll, Printer, Progress, Render, Table, Wait};
 use kcore::groups::OPS_GROUP;
 use kcore::ops::api::{FleetMember, FleetUpgradeStatus};
 use kcore::ops::{fleet, phase};
+use kcore::plan::upgrade::parse_version;
+use kcore::version::KubeVersion;
 use kube::api::ListParams;
 use kube::discovery::ApiResource;
 use serde::Serialize;
@@ -49,6 +51,9 @@ struct WavesView {
     namespace: String,
     selector: String,
     version: String,
+    /// The newest patch of each minor below the target, recorded for the reconciler.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    patch_releases: Vec<String>,
     clusters: Vec<FleetMember>,
 }
 
@@ -115,6 +120,7 @@ pub async fn run(req: &FleetRequest) -> Result<(), Error> {
         namespace: conn.namespace.clone(),
         selector: selector.to_string(),
         version: to.to_string(),
+        patch_releases: fleet_releases(to).await,
         clusters: fleet::waves(names, req.canary, req.max_parallel.unwrap_or(1)),
     };
     if req.plan || req.dry_run.is_dry() {
@@ -148,6 +154,25 @@ pub async fn run(req: &FleetRequest) -> Result<(), Error> {
     } else {
         Ok(())
     }
+}
+
+/// How many minors below the target a fleet's patch releases are resolved for: the members'
+/// versions are not read here, and a member further behind walks the rest from the
+/// reconciler's shipped table.
+const FLEET_MINORS: u64 = 8;
+
+/// The newest patch of each of the [`FLEET_MINORS`] minors below `to` (stable-release markers
+/// over the shipped table), for every member's ClusterUpgrade to walk through.
+async fn fleet_releases(to: &str) -> Vec<String> {
+    let Ok(to) = parse_version(to) else {
+        return Vec::new();
+    };
+    let from = KubeVersion::new(to.major, to.minor.saturating_sub(FLEET_MINORS), 0);
+    let r = kclient::releases::resolve(&from, &to).await;
+    if let Some(note) = &r.note {
+        kclient::render::warn(note);
+    }
+    r.releases.recorded(&from, &to)
 }
 
 /// A canary wave is the few clusters that go first so a bad upgrade stops there; one that
@@ -188,6 +213,7 @@ async fn create(
             "maxParallel": req.max_parallel,
             "maxParallelMachineDeployments": req.max_parallel_deployments,
             "force": req.force,
+            "patchReleases": view.patch_releases,
         },
     }))
     .map_err(|e| Error::other(format!("internal: a FleetUpgrade body: {e}")))?;

@@ -36,12 +36,14 @@ pub async fn refuse_busy(t: &ClusterHandle, ar: &ApiResource, to: &str) -> Resul
 
 /// Creates the cluster's ClusterUpgrade (or replaces a finished one), then follows it with
 /// `--wait`. A ClusterUpgrade under way for another target is refused in one line.
-/// `steps` is the number of steps of the plan shown.
+/// `steps` is the number of steps of the plan shown; `patch_releases` its intermediate
+/// versions, which the reconciler steps through (`spec.patchReleases`).
 pub async fn hand_over(
     t: &ClusterHandle,
     ar: &ApiResource,
     req: &ClusterRequest,
     steps: usize,
+    patch_releases: &[String],
 ) -> Result<(), Error> {
     let existing = t.get_opt(ar, &t.name).await?;
     let spec = json!({
@@ -51,6 +53,7 @@ pub async fn hand_over(
         "workersOnly": req.workers_only,
         "force": req.force,
         "maxParallelMachineDeployments": req.max_parallel_deployments,
+        "patchReleases": patch_releases,
         "paused": false,
         "cancelled": false,
     });

@@ -33,6 +33,12 @@ use ops::UpgradeOp;
 upgrade out: the command creates a ClusterUpgrade and returns (--wait follows it), so closing the
 terminal stops nothing. Without it, or with --client-side, this terminal applies the steps.
 
+A later minor is reached through the newest patch of the current minor, then of each minor between
+(Kubernetes' upgrade advice). The newest patches come from Kubernetes' stable-release markers
+(https://cdn.dl.k8s.io/release/stable-1.N.txt; CAPI_KAMAJI_RELEASE_MARKERS names a mirror, or off),
+else from a table shipped with this release; a ClusterClass cluster steps through the versions its
+class lists. The plan says which it used.
+
 Examples:
   kubectl capi upgrade prod --to v1.34.2 --plan     # the steps, the patches, the preflight
   kubectl capi upgrade prod --to v1.34.2 --yes      # hand it to the reconciler

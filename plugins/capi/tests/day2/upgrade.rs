@@ -12,16 +12,16 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     // The plan: minor by minor, control plane first, then the deployment.
     let plan = out(&s.ok(&words("upgrade up --to v1.35.2 --plan")));
     for line in [
-        "Upgrade plan for cluster NS/up: v1.33.4 -> v1.35.2 (path: v1.34.0, v1.35.2)",
-        "Step 1/4 [to do]: KubeadmControlPlane/up-control-plane v1.33.4 -> v1.34.0",
-        "Step 2/4 [to do]: MachineDeployment/up-md-0 v1.33.4 -> v1.34.0",
-        "Step 3/4 [to do]: KubeadmControlPlane/up-control-plane v1.34.0 -> v1.35.2",
-        "Step 4/4 [to do]: MachineDeployment/up-md-0 v1.34.0 -> v1.35.2",
+        "Upgrade plan for cluster NS/up: v1.33.5 -> v1.35.2 (path: v1.34.3, v1.35.2)",
+        "Step 1/4 [to do]: KubeadmControlPlane/up-control-plane v1.33.5 -> v1.34.3",
+        "Step 2/4 [to do]: MachineDeployment/up-md-0 v1.33.5 -> v1.34.3",
+        "Step 3/4 [to do]: KubeadmControlPlane/up-control-plane v1.34.3 -> v1.35.2",
+        "Step 4/4 [to do]: MachineDeployment/up-md-0 v1.34.3 -> v1.35.2",
     ] {
         let line = line.replace("NS", ns);
         assert!(plan.contains(&line), "missing {line:?} in:\n{plan}");
     }
-    assert_contains(&plan, "/spec/version: \"v1.33.4\" -> \"v1.34.0\"");
+    assert_contains(&plan, "/spec/version: \"v1.33.5\" -> \"v1.34.3\"");
     assert_contains(&plan, "spare hosts: needs 1 matching");
     let o = s.run(&words("upgrade up --to v1.35.2 --plan -o json"));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -43,21 +43,21 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     let o = s.fails(1, &words("upgrade up --to v1.32.9 --plan"));
     assert_eq!(
         first_line(&o),
-        "error: KubeadmControlPlane/up-control-plane is at v1.33.4; v1.32.9 would be a downgrade, which Kubernetes does not support"
+        "error: KubeadmControlPlane/up-control-plane is at v1.33.5; v1.32.9 would be a downgrade, which Kubernetes does not support"
     );
-    let o = s.fails(1, &words("upgrade upp --to v1.34.0"));
+    let o = s.fails(1, &words("upgrade upp --to v1.34.3"));
     assert_contains(&err(&o), "did you mean \"up\"?");
     // No terminal, no --yes.
-    let o = s.fails(2, &words("upgrade up --to v1.34.0"));
+    let o = s.fails(2, &words("upgrade up --to v1.34.3"));
     assert_contains(&err(&o), "pass --yes");
 
-    // Apply, and kill the command once the second step (the workers to v1.34.0) has started.
+    // Apply, and kill the command once the second step (the workers to v1.34.3) has started.
     let apply = "upgrade up --to v1.35.2 --yes --client-side --timeout 150s";
     let mut first = Background::plugin_in(BIN, &s.tb.kubeconfig, ns, &words(apply));
     eventually(
-        "the workers' upgrade to v1.34.0 to start",
+        "the workers' upgrade to v1.34.3 to start",
         Duration::from_secs(120),
-        async || md_version(&s).await == "v1.34.0",
+        async || md_version(&s).await == "v1.34.3",
     )
     .await;
     first.child.kill().unwrap();
@@ -65,15 +65,15 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     assert!(!status.success(), "the first run was interrupted");
     assert_contains(
         &first.stdout(),
-        "step 1/4: KubeadmControlPlane up-control-plane to v1.34.0: done",
+        "step 1/4: KubeadmControlPlane up-control-plane to v1.34.3: done",
     );
     assert_lacks(&first.stdout(), "upgraded to");
-    assert_eq!(kcp_version(&s, "up").await, "v1.34.0");
+    assert_eq!(kcp_version(&s, "up").await, "v1.34.3");
 
     // Run it again: it resumes (step 1 is not redone) and finishes.
     let o = s.ok(&words(apply));
     let second = out(&o);
-    assert_lacks(&second, "KubeadmControlPlane up-control-plane to v1.34.0");
+    assert_lacks(&second, "KubeadmControlPlane up-control-plane to v1.34.3");
     for done in [
         "resuming: ",
         "KubeadmControlPlane up-control-plane to v1.35.2: done",
@@ -164,7 +164,7 @@ async fn upgrade_runs_in_the_reconciler() {
     };
 
     // A second upgrade is refused: by the CLI in one line, and by the API server itself.
-    let o = s.fails(1, &words("upgrade up --to v1.34.0 --yes"));
+    let o = s.fails(1, &words("upgrade up --to v1.34.3 --yes"));
     assert!(
         first_line(&o)
             .starts_with("error: cluster up already has an upgrade under way: to v1.35.2"),
@@ -173,7 +173,7 @@ async fn upgrade_runs_in_the_reconciler() {
     );
     let second = DynamicObject::new("up-again", &cu_ar())
         .within(ns)
-        .data(json!({"spec": {"clusterName": "up", "version": "v1.34.0"}}));
+        .data(json!({"spec": {"clusterName": "up", "version": "v1.34.3"}}));
     let refused = cus
         .create(&Default::default(), &second)
         .await
@@ -185,7 +185,7 @@ async fn upgrade_runs_in_the_reconciler() {
     // goes out, so a kill right after that record could fall before the log line this test
     // counts below; CI saw "step 2 applied 0 times" that way).
     eventually(
-        "step 2 (the workers to v1.34.0) applied and rolling",
+        "step 2 (the workers to v1.34.3) applied and rolling",
         Duration::from_secs(180),
         async || {
             let cu = cus.get("up").await.unwrap();
@@ -232,18 +232,18 @@ async fn upgrade_runs_in_the_reconciler() {
     }
     // Control plane first per minor, never a worker ahead of it.
     let order: Vec<(String, String)> = vec![
-        ("v1.34.0".into(), "v1.33.4".into()),
-        ("v1.34.0".into(), "v1.34.0".into()),
-        ("v1.35.2".into(), "v1.34.0".into()),
+        ("v1.34.3".into(), "v1.33.5".into()),
+        ("v1.34.3".into(), "v1.34.3".into()),
+        ("v1.35.2".into(), "v1.34.3".into()),
         ("v1.35.2".into(), "v1.35.2".into()),
     ];
     let tail: Vec<_> = seen
         .iter()
-        .skip_while(|p| p.0 == "v1.33.4")
+        .skip_while(|p| p.0 == "v1.33.5")
         .cloned()
         .collect();
     // The sampler polls, so under load it can miss a short-lived state (CI once missed the
-    // control plane at v1.35.2 with the workers still at v1.34.0). What it saw must be the
+    // control plane at v1.35.2 with the workers still at v1.34.3). What it saw must be the
     // expected states in order, never one outside them, ending at the target; the order of
     // the steps themselves comes from the times the reconciler recorded in status.
     let mut expected = order.iter();

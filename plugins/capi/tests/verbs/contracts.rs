@@ -10,6 +10,7 @@ use kube::api::{Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use testbed::fixtures::poll;
+use testbed::fixtures::releases::{MARKERS_ENV, newest};
 use testbed::fixtures::run::{assert_contains, assert_ok, words};
 
 use crate::objects::{CAPI, CP, INFRA, api, apply, ar, assert_fails, create, get};
@@ -299,11 +300,44 @@ async fn kamaji_control_planes_scale_without_hosts_and_upgrade_in_one_reconciler
         get(&client, &ns, &kamaji_ar(), "tenant").await["spec"]["replicas"],
         4
     );
-    // One step: the reconciler walks the minors itself.
+    // One step: the reconciler walks the minors itself, through the newest patch of 1.31 and
+    // of 1.32 as the stable-release markers (the test mirror) give them, recorded on the
+    // KamajiControlPlane for it.
     let plan = ok(kc, &ns, &words("upgrade tenant --to v1.33.1 --plan"));
+    let (p31, p32) = (newest(31), newest(32));
     assert_contains(
         &plan,
-        "Step 1/1 [to do]: KamajiControlPlane/tenant v1.31.2 -> v1.33.1 (the reconciler steps through v1.32.0, v1.33.1)",
+        &format!(
+            "Step 1/1 [to do]: KamajiControlPlane/tenant v1.31.2 -> v1.33.1 (the reconciler steps through {p31}, {p32}, v1.33.1)"
+        ),
+    );
+    assert_contains(
+        &plan,
+        "intermediate versions from Kubernetes' stable-release markers",
+    );
+    assert_contains(
+        &plan,
+        &format!("/metadata/annotations/capi-kamaji.io/patch-releases: null -> \"{p31},{p32}\""),
+    );
+    // Without the markers (off), the shipped table, and the plan says so.
+    let o = testbed::fixtures::run::plugin_env(
+        BIN,
+        &[
+            "upgrade",
+            "tenant",
+            "--to",
+            "v1.33.1",
+            "--plan",
+            "-n",
+            &ns,
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ],
+        &[(MARKERS_ENV, "off")],
+    );
+    assert_contains(
+        &String::from_utf8_lossy(&o.stdout),
+        "intermediate versions from the table of patch releases shipped with this release",
     );
     assert_contains(
         &plan,

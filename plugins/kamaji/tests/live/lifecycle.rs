@@ -426,7 +426,7 @@ async fn upgrade(
     rec: &Reconciler,
     infra: &str,
 ) {
-    // upgrade: the plan goes one minor at a time; the apply runs v1.35.4 -> v1.36.3, the two
+    // upgrade: the plan goes one minor at a time, each at its newest patch; the apply runs v1.35.4 -> v1.36.3, the two
     // releases the testbed can run.
     let plan = ok(&kamaji(
         tb,
@@ -434,9 +434,14 @@ async fn upgrade(
         &["upgrade", name, "--to", "v1.37.0", "--plan", "-o", "json"],
     ));
     let plan: Value = serde_json::from_str(&plan).unwrap();
+    // Through the newest patch of 1.36 the stable-release markers (the test mirror) name.
     assert_eq!(
         plan["controlPlaneSteps"],
-        serde_json::json!(["v1.36.0", "v1.37.0"])
+        serde_json::json!([testbed::fixtures::releases::newest(36), "v1.37.0"])
+    );
+    assert_eq!(
+        plan["patchReleasesFrom"],
+        "intermediate versions from Kubernetes' stable-release markers"
     );
     let k = get(client, ns, kcp_ar, name).await.unwrap();
     assert_eq!(k["spec"]["version"], "v1.35.4", "--plan changed something");

@@ -28,6 +28,8 @@ use crate::endpoint::{self, Endpoint};
 use crate::tcp::{self, ClusterNetwork, Fit};
 use crate::version::{self, Step};
 use kcore::labels::PAUSED_ANNOTATION;
+use kcore::version::KubeVersion;
+use kcore::version::releases::{PATCH_RELEASES_ANNOTATION, Releases};
 
 /// Failed reconciles back off (`Retries::doubling`).
 pub(super) fn error_policy(kcp: Arc<KamajiControlPlane>, err: &Error, ctx: Arc<KcpCtx>) -> Action {
@@ -164,8 +166,10 @@ async fn paused(
     Ok(paused)
 }
 
-/// The version to apply now: upgrades step one minor at a time, each step waiting until Kamaji
-/// reports the previous one Ready; downgrades of the minor are refused.
+/// The version to apply now: a later minor is reached through the newest patch of the current
+/// minor and of each minor between (those recorded on the KamajiControlPlane, else the shipped
+/// table), each step waiting until Kamaji reports the previous one Ready; downgrades of the
+/// minor are refused.
 async fn version_target(
     kcp: &KamajiControlPlane,
     ctx: &KcpCtx,
@@ -182,7 +186,22 @@ async fn version_target(
         v["status"] == "Ready" && v["version"].as_str() == cur_version.as_deref()
     });
     let desired = version::v_prefixed(&kcp.spec.version);
-    let target = match version::next_step(&desired, cur_version.as_deref(), ready_at_current) {
+    // The patch releases the planning command recorded, over the shipped table; an upgrade
+    // nobody planned (a hand edit, a ClusterClass's topology) gets no extra step within the
+    // current minor.
+    let releases = match kcp.annotations().get(PATCH_RELEASES_ANNOTATION) {
+        Some(a) => Releases::shipped().with_recorded(Some(a)),
+        None => match cur_version.as_deref().map(KubeVersion::parse) {
+            Some(Ok(c)) => Releases::shipped().without_minor_of(&c),
+            _ => Releases::shipped(),
+        },
+    };
+    let target = match version::next_step(
+        &desired,
+        cur_version.as_deref(),
+        ready_at_current,
+        &releases,
+    ) {
         Step::Desired(v) => {
             conds.push(rollout_condition(existing, &v));
             v

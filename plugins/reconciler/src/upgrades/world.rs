@@ -10,6 +10,7 @@ use kcore::ops::run::{self, Observation};
 use kcore::plan::ClusterObjects;
 use kcore::plan::hosts::{HostState, Inventory};
 use kcore::plan::upgrade::{Observed, UpgradePlan, plan_upgrade};
+use kcore::version::releases::{Releases, Source};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -214,8 +215,11 @@ impl World {
     /// The plan `kubectl capi upgrade --plan` makes from the same objects.
     pub(super) fn plan(&self, cu: &ClusterUpgrade) -> Result<UpgradePlan, String> {
         let mut req = run::request(&cu.spec);
-        req.available_versions =
-            kcore::json::strings_at(&self.cluster, &["status", "kubernetesVersions"]);
+        // A ClusterClass's list is the only versions CAPI takes for it (as the CLI plans).
+        let class = kcore::json::strings_at(&self.cluster, &["status", "kubernetesVersions"]);
+        if !class.is_empty() {
+            req.releases = Releases::none().with(class, Source::ClusterClass);
+        }
         let free: Option<Vec<&Value>> = self.free_hosts.as_ref().map(|h| h.iter().collect());
         plan_upgrade(&self.objects(), &req, &self.observed, free.as_deref())
             .map_err(|e| e.to_string())

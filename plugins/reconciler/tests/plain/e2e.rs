@@ -447,10 +447,20 @@ async fn deletion_garbage_collects_and_releases_the_finalizer() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn upgrade_1_33_to_1_35_steps_through_1_34() {
+async fn upgrade_1_33_to_1_35_steps_through_the_recorded_1_34_patch() {
     let (c, ns, r) = story("kr-upgrade", "up", net(), "v1.33.0").await;
     kamaji_ready(&c, &ns, "up-cp", "10.0.0.7:6443", "v1.33.0", &r).await;
 
+    // As `kubectl kamaji upgrade` records them: the newest patch of 1.33 and of 1.34 (the
+    // reconciler walks through these, not its shipped table).
+    merge(
+        &c,
+        &ns,
+        &kcp_ar(V),
+        "up-cp",
+        json!({"metadata": {"annotations": {"capi-kamaji.io/patch-releases": "v1.33.0,v1.34.2"}}}),
+    )
+    .await;
     set_version(&c, &ns, V, "up-cp", "v1.35.0").await;
     let spec_version = |c: kube::Client, ns: String| async move {
         get_tcp(&c, &ns, "up-cp").await.map(|t| {
@@ -460,16 +470,16 @@ async fn upgrade_1_33_to_1_35_steps_through_1_34() {
                 .to_string()
         })
     };
-    wait_for(60, "step v1.34.0 written", Some(&r), || async {
-        (spec_version(c.clone(), ns.clone()).await? == "v1.34.0").then_some(())
+    wait_for(60, "step v1.34.2 written", Some(&r), || async {
+        (spec_version(c.clone(), ns.clone()).await? == "v1.34.2").then_some(())
     })
     .await;
-    // Kamaji is rolling v1.34.0 out: the reconciler waits.
+    // Kamaji is rolling v1.34.2 out: the reconciler waits.
     kamaji_version(&c, &ns, "up-cp", "v1.33.0", "Upgrading").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         spec_version(c.clone(), ns.clone()).await.as_deref(),
-        Some("v1.34.0")
+        Some("v1.34.2")
     );
     let m = wait_condition(
         &c,
@@ -480,9 +490,9 @@ async fn upgrade_1_33_to_1_35_steps_through_1_34() {
         &r,
     )
     .await;
-    assert!(m.contains("v1.34.0") && m.contains("v1.35.0"), "{m}");
-    // v1.34.0 Ready: the last step.
-    kamaji_version(&c, &ns, "up-cp", "v1.34.0", "Ready").await;
+    assert!(m.contains("v1.34.2") && m.contains("v1.35.0"), "{m}");
+    // v1.34.2 Ready: the last step.
+    kamaji_version(&c, &ns, "up-cp", "v1.34.2", "Ready").await;
     wait_for(60, "v1.35.0 written", Some(&r), || async {
         (spec_version(c.clone(), ns.clone()).await? == "v1.35.0").then_some(())
     })
@@ -493,7 +503,7 @@ async fn upgrade_1_33_to_1_35_steps_through_1_34() {
     assert_eq!(k["status"]["version"], "v1.35.0");
 
     // A downgrade of the minor is refused early, with a clear condition.
-    set_version(&c, &ns, V, "up-cp", "v1.34.0").await;
+    set_version(&c, &ns, V, "up-cp", "v1.34.2").await;
     let m = not_created(&c, &ns, "up-cp", "VersionRefused", &r).await;
     assert_contains(&m, "downgrading");
     assert_eq!(
@@ -618,7 +628,9 @@ async fn a_cluster_upgrade_of_a_kamaji_control_plane() {
         kube::Api::namespaced_with(c.clone(), &ns, &cu_ar);
     let cu = kube::api::DynamicObject::new("cu", &cu_ar)
         .within(&ns)
-        .data(json!({"spec": {"clusterName": "cu", "version": "v1.34.0"}}));
+        // As `kubectl capi upgrade` records it when v1.33.0 is the newest patch of 1.33 it
+        // knows: one step.
+        .data(json!({"spec": {"clusterName": "cu", "version": "v1.34.0", "patchReleases": ["v1.33.0"]}}));
     cus.create(&Default::default(), &cu).await.unwrap();
     wait_kcp(&c, &ns, V, "cu", "patched to v1.34.0", &r, |k| {
         k["spec"]["version"] == "v1.34.0"
