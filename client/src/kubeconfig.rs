@@ -14,11 +14,13 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 
+mod client;
 mod deliver;
 mod file;
 mod load;
 mod validate;
 
+pub use client::client_of;
 pub use deliver::{CONFLICT_HINT, Delivery, KubeconfigFormat, deliver, merge_message, merge_names};
 pub use file::backup_path;
 use file::{FileLock, read_writable, replace_file};

@@ -22,6 +22,7 @@ pub mod error;
 pub mod fetch;
 pub mod input;
 pub mod kubeconfig;
+pub mod metrics;
 pub mod releases;
 pub mod render;
 pub mod teardown;

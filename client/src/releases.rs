@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kcore::version::KubeVersion;
-use kcore::version::releases::{MAX_MARKER_BYTES, Releases, Source, marker_name, parse_marker};
+use kcore::version::releases::{
+    MAX_MARKER_BYTES, ReleaseSource, Releases, marker_name, parse_marker,
+};
 
 use crate::fetch::fetch_text;
 
@@ -109,7 +111,7 @@ pub async fn resolve_from(base: &str, from: &KubeVersion, to: &KubeVersion) -> R
         )
     });
     Resolved {
-        releases: shipped.with(found, Source::Markers),
+        releases: shipped.with(found, ReleaseSource::Markers),
         note,
     }
 }
@@ -150,9 +152,11 @@ mod tests {
         KubeVersion::parse(s).unwrap()
     }
 
+    /// The newest patch of each minor from `from`'s to the one before `to`'s.
     fn steps(r: &Resolved, from: &str, to: &str) -> Vec<String> {
-        let w = r.releases.walk(&v(from), &v(to));
-        w.steps.iter().map(ToString::to_string).collect()
+        let mut s = r.releases.recorded(&v(from), &v(to));
+        s.push(to.to_string());
+        s
     }
 
     #[tokio::test]

@@ -302,8 +302,14 @@ fn the_core_public_surface_is_bounded() {
     // (`ScaleStep::pending`, shared by the wait and its unit test), +1 for the
     // TenantControlPlane `create` asks Kamaji about (`kamaji::tcp::tcp_for`), +2 for the CRDs
     // doctor's management checks read (`doctor::CrdInfo`, `CrdInfo::is_fleet_api`), +1 for
-    // one reading of a provider's Lease by the CLI and the reconciler (`LeaseInfo::of`).
-    const MAX_PUBLIC_ITEMS: usize = 574;
+    // one reading of a provider's Lease by the CLI and the reconciler (`LeaseInfo::of`), +15
+    // for the patch releases the CLI resolves and the reconcilers walk through
+    // (`version::releases`: the table and the markers' parsing the client reads, the walk's
+    // sources, what is recorded and read back; `ClusterUpgradeSpec`/`FleetUpgradeSpec`
+    // `patch_releases`, `walk_start`, `KamajiUpgradePlan`'s three fields), +6 for the
+    // deprecated APIs an upgrade's preflight reads from a tenant's metrics
+    // (`plan::upgrade::deprecated`).
+    const MAX_PUBLIC_ITEMS: usize = 595;
     let kinds = [
         "fn ",
         "async fn ",

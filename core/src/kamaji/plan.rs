@@ -164,6 +164,10 @@ pub struct KamajiUpgradePlan {
     /// ([`crate::version::releases::PATCH_RELEASES_ANNOTATION`]) with each step.
     #[serde(skip)]
     pub recorded: String,
+    /// What the preflight found (the deprecated APIs clients still call, or that it could not
+    /// tell); an error blocks the upgrade unless forced.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<crate::plan::Finding>,
 }
 
 /// The version a KamajiControlPlane runs: its status, else its TenantControlPlane's, else its
@@ -206,6 +210,7 @@ pub fn plan_upgrade(
         control_plane_steps: walk.steps.iter().map(ToString::to_string).collect(),
         machine_deployments,
         patch_releases_from: walk.provenance(),
+        findings: Vec::new(),
         recorded: releases.recorded(&from_v, &to_v).join(","),
     })
 }
@@ -229,7 +234,7 @@ pub fn refuse_asleep(kcp: &Value) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::version::releases::Source;
+    use crate::version::releases::ReleaseSource;
 
     fn kcp(replicas: i64, spec: &str, status: Option<&str>) -> Value {
         json!({"metadata": {"name": "c1", "namespace": "ns"},
@@ -308,7 +313,7 @@ mod tests {
             json!({"metadata": {"name": "a"}, "spec": {"template": {"spec": {"version": "v1.33.1"}}}}),
             json!({"metadata": {"name": "b"}, "spec": {"template": {"spec": {"version": "v1.35.0"}}}}),
         ];
-        let known = Releases::none().with(["v1.33.6", "v1.34.4"], Source::Markers);
+        let known = Releases::none().with(["v1.33.6", "v1.34.4"], ReleaseSource::Markers);
         let p = plan_upgrade(
             &kcp(2, "v1.33.1", Some("v1.33.1")),
             None,

@@ -118,11 +118,11 @@ pub fn next_step(
 mod tests {
     use super::*;
 
-    use crate::version::releases::Source;
+    use crate::version::releases::ReleaseSource;
 
     /// The releases the cases know: 1.33.6 and 1.34.4 are the newest patches.
     fn known() -> Releases {
-        Releases::none().with(["v1.33.6", "v1.34.4"], Source::Recorded)
+        Releases::none().with(["v1.33.6", "v1.34.4"], ReleaseSource::Recorded)
     }
 
     /// Each case: the desired version, the TenantControlPlane's, whether it is Ready at it, and

@@ -21,7 +21,7 @@ use crate::plan::upgrade::{
     Observed, StepRole, UpgradePlan, UpgradeRequest, parse_version, step_reached,
 };
 use crate::version::KubeVersion;
-use crate::version::releases::{Releases, Source};
+use crate::version::releases::{ReleaseSource, Releases};
 
 /// At most this many earlier upgrades are kept in `status.history`.
 pub(crate) const MAX_HISTORY: usize = 10;
@@ -34,7 +34,7 @@ pub fn request(spec: &ClusterUpgradeSpec) -> UpgradeRequest {
         control_plane_only: spec.control_plane_only,
         workers_only: spec.workers_only,
         force: spec.force,
-        releases: Releases::shipped().with(&spec.patch_releases, Source::Recorded),
+        releases: Releases::shipped().with(&spec.patch_releases, ReleaseSource::Recorded),
         ..Default::default()
     }
 }

@@ -21,6 +21,7 @@
 //! the control plane with its workers), `patches` (version patches and template clones), `steps`
 //! (one step per object and minor); this file holds the request, the plan and its assembly.
 
+pub mod deprecated;
 mod observed;
 mod patches;
 mod path;

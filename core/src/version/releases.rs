@@ -4,7 +4,7 @@
 //! walk, the one `kubectl capi upgrade`, `kubectl kamaji upgrade`, the ClusterUpgrade reconciler
 //! and the KamajiControlPlane reconciler all take.
 //!
-//! Where the newest patches come from ([`Source`]): Kubernetes' published stable-release markers
+//! Where the newest patches come from ([`ReleaseSource`]): Kubernetes' published stable-release markers
 //! (`stable-1.N.txt` under `https://dl.k8s.io/release`; the client reads them, bounded and timed),
 //! the versions a ClusterClass lists, the versions the planning command recorded on the object it
 //! changed ([`PATCH_RELEASES_ANNOTATION`], so the reconcilers step through what the user was
@@ -23,7 +23,7 @@ pub const PATCH_RELEASES_ANNOTATION: &str = "capi-kamaji.io/patch-releases";
 
 /// The most patch releases one annotation or list is read for: one per minor of a walk, and a
 /// walk of more than 32 minors is a typo.
-pub const MAX_LISTED: usize = 32;
+pub(crate) const MAX_LISTED: usize = 32;
 
 /// The newest patch release of each minor known when this table was written (2026-12-02): each
 /// one is a published release; a newer patch may exist since, which the markers find. Ordered
@@ -43,7 +43,7 @@ const SHIPPED: &[(u64, u64, u64)] = &[
 /// Where a walk's patch releases came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Source {
+pub enum ReleaseSource {
     /// Kubernetes' stable-release markers (`stable-1.N.txt`).
     Markers,
     /// The versions the cluster's ClusterClass lists (`status.kubernetesVersions`).
@@ -54,14 +54,14 @@ pub enum Source {
     Shipped,
 }
 
-impl Source {
+impl ReleaseSource {
     /// What a plan says about where its intermediate versions came from.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
-            Source::Markers => "Kubernetes' stable-release markers",
-            Source::ClusterClass => "the versions the ClusterClass lists",
-            Source::Recorded => "the patch releases recorded when the upgrade was planned",
-            Source::Shipped => "the table of patch releases shipped with this release",
+            ReleaseSource::Markers => "Kubernetes' stable-release markers",
+            ReleaseSource::ClusterClass => "the versions the ClusterClass lists",
+            ReleaseSource::Recorded => "the patch releases recorded when the upgrade was planned",
+            ReleaseSource::Shipped => "the table of patch releases shipped with this release",
         }
     }
 }
@@ -69,17 +69,17 @@ impl Source {
 /// The newest known patch release of each minor, and where each came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Releases {
-    newest: BTreeMap<(u64, u64), (KubeVersion, Source)>,
+    newest: BTreeMap<(u64, u64), (KubeVersion, ReleaseSource)>,
 }
 
 /// A walk from one version to another: the versions in order, the last one the target.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Walk {
-    pub steps: Vec<KubeVersion>,
+pub(crate) struct Walk {
+    pub(crate) steps: Vec<KubeVersion>,
     /// Intermediate minors no source knew a patch of: stepped at `.0`.
-    pub guessed: Vec<KubeVersion>,
+    pub(crate) guessed: Vec<KubeVersion>,
     /// Where the intermediate versions came from (none when the walk is one step).
-    pub sources: Vec<Source>,
+    pub(crate) sources: Vec<ReleaseSource>,
 }
 
 impl Default for Releases {
@@ -93,7 +93,12 @@ impl Releases {
     pub fn shipped() -> Releases {
         let newest = SHIPPED
             .iter()
-            .map(|&(ma, mi, p)| ((ma, mi), (KubeVersion::new(ma, mi, p), Source::Shipped)))
+            .map(|&(ma, mi, p)| {
+                (
+                    (ma, mi),
+                    (KubeVersion::new(ma, mi, p), ReleaseSource::Shipped),
+                )
+            })
             .collect();
         Releases { newest }
     }
@@ -112,7 +117,7 @@ impl Releases {
     pub fn with<S: AsRef<str>>(
         mut self,
         versions: impl IntoIterator<Item = S>,
-        source: Source,
+        source: ReleaseSource,
     ) -> Releases {
         let mut listed: BTreeMap<(u64, u64), KubeVersion> = BTreeMap::new();
         for v in versions.into_iter().take(MAX_LISTED) {
@@ -138,7 +143,7 @@ impl Releases {
     /// The versions recorded in [`PATCH_RELEASES_ANNOTATION`]'s format laid over these.
     pub fn with_recorded(self, annotation: Option<&str>) -> Releases {
         match annotation {
-            Some(a) => self.with(a.split(',').map(str::trim), Source::Recorded),
+            Some(a) => self.with(a.split(',').map(str::trim), ReleaseSource::Recorded),
             None => self,
         }
     }
@@ -151,16 +156,11 @@ impl Releases {
         self
     }
 
-    /// The newest known release of `v`'s minor.
-    pub fn newest(&self, v: &KubeVersion) -> Option<&KubeVersion> {
-        self.newest.get(&(v.major, v.minor)).map(|(v, _)| v)
-    }
-
     /// The walk from `from` to `to`: when `to` is a later minor, first the newest patch of
     /// `from`'s minor (when newer than `from`), then each minor between at its newest known
     /// patch (`.0` when none is known), then `to`. A patch change is one step; empty when `to`
     /// is not newer.
-    pub fn walk(&self, from: &KubeVersion, to: &KubeVersion) -> Walk {
+    pub(crate) fn walk(&self, from: &KubeVersion, to: &KubeVersion) -> Walk {
         let mut w = Walk::default();
         let mut bare = minor_steps(from, to);
         let Some(last) = bare.pop() else {
@@ -214,7 +214,7 @@ impl Releases {
 impl Walk {
     /// One line on where the intermediate versions came from, and which minors had to be
     /// guessed; `None` for a walk of one step.
-    pub fn provenance(&self) -> Option<String> {
+    pub(crate) fn provenance(&self) -> Option<String> {
         if self.steps.len() < 2 {
             return None;
         }
@@ -276,7 +276,7 @@ mod tests {
     fn the_walk_takes_the_current_minors_newest_patch_first_then_each_minors_newest() {
         let r = Releases::none().with(
             ["v1.33.6", "v1.33.2", "v1.34.4", "v1.34.5-rc.0", "nonsense"],
-            Source::Markers,
+            ReleaseSource::Markers,
         );
         assert_eq!(
             walk(&r, "v1.33.1", "v1.35.2"),
@@ -296,12 +296,12 @@ mod tests {
 
     #[test]
     fn later_sources_replace_earlier_ones_minor_by_minor_and_the_walk_says_which_it_used() {
-        let r = Releases::shipped().with(["v1.34.9"], Source::Markers);
+        let r = Releases::shipped().with(["v1.34.9"], ReleaseSource::Markers);
         let w = r.walk(&v("v1.33.6"), &v("v1.35.0"));
         assert_eq!(w.steps, [v("v1.34.9"), v("v1.35.0")]);
-        assert_eq!(w.sources, [Source::Markers]);
+        assert_eq!(w.sources, [ReleaseSource::Markers]);
         let w = r.walk(&v("v1.32.1"), &v("v1.35.0"));
-        assert_eq!(w.sources, [Source::Markers, Source::Shipped]);
+        assert_eq!(w.sources, [ReleaseSource::Markers, ReleaseSource::Shipped]);
         assert_eq!(
             w.provenance().unwrap(),
             "intermediate versions from Kubernetes' stable-release markers and the table of patch releases shipped with this release"
@@ -326,7 +326,7 @@ mod tests {
         );
         assert!(Releases::marker_minors(&v("v1.33.1"), &v("v1.33.2")).is_empty());
         assert_eq!(marker_name(1, 34), "stable-1.34.txt");
-        let r = Releases::none().with(["v1.33.6", "v1.35.1"], Source::Markers);
+        let r = Releases::none().with(["v1.33.6", "v1.35.1"], ReleaseSource::Markers);
         assert_eq!(
             r.recorded(&v("v1.33.1"), &v("v1.36.0")),
             ["v1.33.6", "v1.35.1"]

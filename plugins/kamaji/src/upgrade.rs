@@ -13,12 +13,15 @@ use kclient::error::Error;
 use kclient::render::{self, Fields, Human, Poll, Printer, Progress, Render, Table, Wait};
 use kcore::fields;
 use kcore::kamaji::plan::{self as plan, KamajiUpgradePlan, topology};
+use kcore::plan::upgrade::deprecated;
 use kcore::plan::upgrade::{StepLine, StepRole, parse_version, step_progress};
-use kcore::version::releases::{PATCH_RELEASES_ANNOTATION, Releases, Source};
+use kcore::plan::{Finding, Severity};
+use kcore::version::releases::{PATCH_RELEASES_ANNOTATION, ReleaseSource, Releases};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::common::control_plane;
+use crate::common::control_plane::{self, ControlPlane};
+use crate::common::tenant_kubeconfig;
 use crate::common::tenant_status;
 use crate::common::writes;
 
@@ -43,6 +46,9 @@ pub struct Args {
     /// Do not change the workers' version
     #[arg(long)]
     pub control_plane_only: bool,
+    /// Upgrade although clients still call APIs the target version removes
+    #[arg(long)]
+    pub force: bool,
     /// How long each step may take
     #[arg(long, value_parser = parse_duration, default_value = "10m", value_name = "DURATION")]
     pub timeout: Duration,
@@ -92,6 +98,14 @@ impl Render for Shown<'_> {
         if let Some(from) = &self.0.patch_releases_from {
             out.push_str(&format!("\n{from}\n"));
         }
+        for f in &self.0.findings {
+            let word = match f.severity {
+                Severity::Error => "Blocking",
+                Severity::Warning => "Warning",
+                Severity::Info => "Note",
+            };
+            out.push_str(&format!("{word}: {}\n", f.message));
+        }
         Human::Text(out)
     }
 }
@@ -123,9 +137,11 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         // The topology controller moves every one of them once the control plane is there.
         p.machine_deployments = topology::deployment_names(c);
     }
+    p.findings.extend(deprecated_apis(&conn, &t, &p).await);
     if args.plan {
         return Printer::new(&args.output).print(&Shown(&p));
     }
+    refuse_blocked(&p, args)?;
     plan::refuse_asleep(&kcp)?;
     let kcp_ar = control_plane::kcp_resource(&apis)?;
     let total = p.control_plane_steps.len();
@@ -198,7 +214,7 @@ async fn releases(kcp: &Value, tcp: Option<&Value>, topo: Option<&Value>, to: &s
         .map(|c| kcore::json::strings_at(c, &["status", "kubernetesVersions"]))
         .unwrap_or_default();
     if !class.is_empty() {
-        return Releases::none().with(class, Source::ClusterClass);
+        return Releases::none().with(class, ReleaseSource::ClusterClass);
     }
     let from = plan::current_version(kcp, tcp).and_then(|v| parse_version(&v).ok());
     match (from, parse_version(to)) {
@@ -211,6 +227,57 @@ async fn releases(kcp: &Value, tcp: Option<&Value>, topo: Option<&Value>, to: &s
         }
         _ => Releases::shipped(),
     }
+}
+
+/// Before crossing a minor: the deprecated APIs the tenant's clients still call that the
+/// target removes, from the tenant API server's own count (a blocking finding), or a note that
+/// they could not be read.
+async fn deprecated_apis(conn: &Conn, t: &ControlPlane, p: &KamajiUpgradePlan) -> Vec<Finding> {
+    let (Ok(from), Ok(to)) = (parse_version(&p.from), parse_version(&p.to)) else {
+        return Vec::new();
+    };
+    if to.minor <= from.minor {
+        return Vec::new();
+    }
+    let read = async {
+        let admin = tenant_kubeconfig::tenant_admin(conn, t).await?;
+        kclient::metrics::requested_deprecated_apis(&admin.client, &admin.target).await
+    };
+    match read.await {
+        Ok(apis) => deprecated::finding(&deprecated::removed_by(&apis, &from, &to), &to)
+            .into_iter()
+            .collect(),
+        Err(e) => vec![Finding::warning(format!(
+            "the deprecated APIs the tenant's clients call were not checked: {}",
+            e.to_string().lines().next().unwrap_or_default()
+        ))],
+    }
+}
+
+/// A blocking finding stops the upgrade before anything is written, unless `--force`.
+fn refuse_blocked(p: &KamajiUpgradePlan, args: &Args) -> Result<(), Error> {
+    let blocking: Vec<&str> = p
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .map(|f| f.message.as_str())
+        .collect();
+    for f in p.findings.iter().filter(|f| f.severity != Severity::Error) {
+        render::warn(&f.message);
+    }
+    if blocking.is_empty() || args.force {
+        return Ok(());
+    }
+    Err(Error::Other {
+        message: format!(
+            "the upgrade preflight failed: {}; nothing was changed",
+            blocking.join("; ")
+        ),
+        hint: Some(format!(
+            "see kubectl kamaji upgrade {} --to {} --plan, or pass --force",
+            args.name, args.to
+        )),
+    })
 }
 
 /// One control-plane step, numbered for its progress line.

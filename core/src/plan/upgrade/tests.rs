@@ -1,5 +1,5 @@
 use super::*;
-use crate::version::releases::Source;
+use crate::version::releases::ReleaseSource;
 use serde_json::json;
 
 fn cluster() -> Value {
@@ -212,7 +212,7 @@ fn version_matrix() {
         let docker = Docker::at(from, &["a", "b"]);
         let objs = docker.objs();
         let r = UpgradeRequest {
-            releases: Releases::none().with(*avail, Source::ClusterClass),
+            releases: Releases::none().with(*avail, ReleaseSource::ClusterClass),
             ..req(to)
         };
         let p = plan(&objs, &r).unwrap();
@@ -239,7 +239,7 @@ fn version_matrix() {
     let cp = kcp("v1.30.4", "DockerMachineTemplate", "t");
     let objs = ClusterObjects::of(&c, &cp, &[], &[]);
     let r = UpgradeRequest {
-        releases: Releases::none().with(["v1.30.14"], Source::Markers),
+        releases: Releases::none().with(["v1.30.14"], ReleaseSource::Markers),
         ..req("v1.31.0")
     };
     let p = plan(&objs, &r).unwrap();
@@ -350,7 +350,7 @@ fn kamaji_is_one_reconciler_step() {
     let objs = ClusterObjects::of(&c, &cp, &mds, &[]);
     // 1.31's newest patch is known, 1.32's is not.
     let r = UpgradeRequest {
-        releases: Releases::none().with(["v1.31.14"], Source::Markers),
+        releases: Releases::none().with(["v1.31.14"], ReleaseSource::Markers),
         ..req("v1.33.1")
     };
     let p = plan(&objs, &r).unwrap();

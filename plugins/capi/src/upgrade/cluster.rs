@@ -15,13 +15,14 @@ use cli::{DryRun, KubeFlags, OutputFlags};
 use kclient::error::Error;
 use kclient::render::{Poll, Printer, Progress, Wait};
 use kcore::plan::hosts::HostState;
+use kcore::plan::upgrade::deprecated;
 use kcore::plan::upgrade::{
     StepLine, StepProgress, StepRole, UpgradePlan, UpgradeRequest, UpgradeStep, parse_version,
     plan_upgrade, step_progress, walk_start,
 };
-use kcore::plan::{ClusterObjects, Severity};
+use kcore::plan::{ClusterObjects, Finding, Severity};
 use kcore::text::human_duration;
-use kcore::version::releases::{Releases, Source};
+use kcore::version::releases::{ReleaseSource, Releases};
 use serde_json::Value;
 
 use super::hand_over::{hand_over, refuse_busy};
@@ -96,7 +97,7 @@ fn plan(
 async fn releases(t: &ClusterHandle, snap: &Snapshot, to: &str) -> Releases {
     let class = kcore::json::strings_at(&t.cluster, &["status", "kubernetesVersions"]);
     if !class.is_empty() {
-        return Releases::none().with(class, Source::ClusterClass);
+        return Releases::none().with(class, ReleaseSource::ClusterClass);
     }
     let from = walk_start(&snap.objs.cluster_objects(t), &snap.observed(t));
     match (from, parse_version(to)) {
@@ -109,6 +110,53 @@ async fn releases(t: &ClusterHandle, snap: &Snapshot, to: &str) -> Releases {
         }
         _ => Releases::shipped(),
     }
+}
+
+/// Before crossing a minor: the deprecated APIs the workload cluster's clients still call that
+/// the target removes, from its API server's own count (read with the cluster's kubeconfig
+/// Secret, `<cluster>-kubeconfig`), or a warning that they could not be read.
+async fn deprecated_apis(t: &ClusterHandle, plan: &UpgradePlan) -> Option<Finding> {
+    let (Ok(from), Ok(to)) = (
+        parse_version(&plan.from_version),
+        parse_version(&plan.to_version),
+    ) else {
+        return None;
+    };
+    if to.minor <= from.minor {
+        return None;
+    }
+    let read = async {
+        let text = workload_kubeconfig(t).await?;
+        let label = format!("cluster {}", t.name);
+        let (client, target) = kclient::kubeconfig::client_of(&text, &label).await?;
+        kclient::metrics::requested_deprecated_apis(&client, &target).await
+    };
+    match read.await {
+        Ok(apis) => deprecated::finding(&deprecated::removed_by(&apis, &from, &to), &to),
+        Err(e) => Some(Finding::warning(format!(
+            "the deprecated APIs the cluster's clients call were not checked: {}",
+            e.to_string().lines().next().unwrap_or_default()
+        ))),
+    }
+}
+
+/// The workload cluster's kubeconfig, from the Secret Cluster API keeps it in.
+async fn workload_kubeconfig(t: &ClusterHandle) -> Result<String, Error> {
+    let secret = format!("{}-kubeconfig", t.name);
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(t.conn.client.clone(), &t.namespace);
+    let op = kclient::error::Op::new("get", "", "secrets", "Secret")
+        .in_namespace(Some(&t.namespace))
+        .named(&secret);
+    let found = api
+        .get_opt(&secret)
+        .await
+        .map_err(|e| t.conn.error(e, &op))?;
+    found
+        .and_then(|s| s.data)
+        .and_then(|d| d.get("value").cloned())
+        .and_then(|v| String::from_utf8(v.0).ok())
+        .ok_or_else(|| Error::other(format!("Secret {secret} holds no kubeconfig (key value)")))
 }
 
 /// Shows the preflight's warnings; blocking findings fail the command (`--force` drops them).
@@ -255,7 +303,11 @@ pub async fn run(req: &ClusterRequest) -> Result<(), Error> {
     }
     let snap = Snapshot::read(&t).await?;
     let releases = releases(&t, &snap, to).await;
-    let (plan, done_steps) = plan(&t, &snap, req, &releases)?;
+    let (mut plan, done_steps) = plan(&t, &snap, req, &releases)?;
+    if let Some(f) = deprecated_apis(&t, &plan).await {
+        plan.blocked |= f.severity == Severity::Error && !req.force;
+        plan.findings.push(f);
+    }
     let view = PlanView { plan, done_steps };
     if req.plan || req.dry_run == DryRun::Client {
         Printer::new(&req.output).print(&view)?;

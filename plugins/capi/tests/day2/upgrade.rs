@@ -23,6 +23,11 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     }
     assert_contains(&plan, "/spec/version: \"v1.33.5\" -> \"v1.34.3\"");
     assert_contains(&plan, "spare hosts: needs 1 matching");
+    // Crossing two minors, the preflight read the workload cluster's (the testbed's) count of
+    // deprecated APIs its clients call, through the cluster's kubeconfig Secret: none it could
+    // not read, and none v1.35 removes.
+    assert_lacks(&plan, "were not checked");
+    assert_lacks(&plan, "deprecated API");
     let o = s.run(&words("upgrade up --to v1.35.2 --plan -o json"));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["steps"].as_array().unwrap().len(), 4);

@@ -144,13 +144,17 @@ async fn v1beta1_contract_fields() {
             )
         })
         .collect();
+    // The newest patch of the current minor first, then of the next (the test mirror's).
+    let (p30, p31) = (newest(30), newest(31));
     assert_eq!(
         steps,
         [
-            "KubeadmControlPlane/old-cp v1.31.0",
-            "MachineDeployment/old-md-0 v1.31.0",
-            "KubeadmControlPlane/old-cp v1.32.1",
-            "MachineDeployment/old-md-0 v1.32.1",
+            format!("KubeadmControlPlane/old-cp {p30}"),
+            format!("MachineDeployment/old-md-0 {p30}"),
+            format!("KubeadmControlPlane/old-cp {p31}"),
+            format!("MachineDeployment/old-md-0 {p31}"),
+            "KubeadmControlPlane/old-cp v1.32.1".into(),
+            "MachineDeployment/old-md-0 v1.32.1".into(),
         ]
     );
     // The workers have no spare host for a rolling step: blocked with the ways out...
@@ -257,12 +261,15 @@ async fn clusterclass_clusters_patch_spec_topology() {
     assert_eq!(topology["workers"]["machineDeployments"][0]["replicas"], 1);
     assert_eq!(topology["controlPlane"]["replicas"], 3);
 
-    // Upgrade: spec.topology.version, one minor at a time; scopes do not apply.
+    // Upgrade: spec.topology.version, one minor at a time, first to the newest patch of the
+    // current minor (the class lists no versions: the markers); scopes do not apply.
     let plan = ok(kc, &ns, &words("upgrade cc --to v1.34.1 --plan -o json"));
     let plan: Value = serde_json::from_str(&plan).unwrap();
     let steps = plan["steps"].as_array().unwrap();
-    assert_eq!(steps.len(), 1, "{plan}");
+    assert_eq!(steps.len(), 2, "{plan}");
     assert_eq!(steps[0]["target"], "Cluster/cc");
+    assert_eq!(steps[0]["toVersion"], newest(33));
+    assert_eq!(steps[1]["toVersion"], "v1.34.1");
     assert_eq!(
         steps[0]["patch"]["changes"][0]["path"],
         "/spec/topology/version"
@@ -281,7 +288,7 @@ async fn clusterclass_clusters_patch_spec_topology() {
     );
     assert_fails(&o, 1, "run the same command again to resume");
     let c = get(&client, &ns, &cluster_ar, "cc").await;
-    assert_eq!(c["spec"]["topology"]["version"], "v1.34.1");
+    assert_eq!(c["spec"]["topology"]["version"], newest(33));
 }
 
 #[tokio::test]

@@ -1,13 +1,10 @@
 //! The tenant cluster's admin kubeconfig, as Kamaji keeps it in a Secret: the Secret's name,
 //! its text, and a client of the tenant cluster made from it.
 
-use std::time::Duration;
-
 use base64::Engine;
 use cli::Conn;
-use kclient::error::{ApiServer, Error, Op};
+use kclient::error::{ApiServer, Error};
 use kcore::fields;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::Value;
 
 use super::control_plane::ControlPlane;
@@ -96,25 +93,8 @@ pub async fn tenant_admin(conn: &Conn, cp: &ControlPlane) -> Result<TenantAdmin,
         })?;
 
     // The tenant cluster's API.
-    let kc = Kubeconfig::from_yaml(&text).map_err(|e| Error::Other {
-        message: format!("the tenant admin kubeconfig is not valid: {e}"),
-        hint: None,
-    })?;
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| Error::Other {
-            message: format!("the tenant admin kubeconfig: {e}"),
-            hint: None,
-        })?;
-    // A tenant that accepts connections but does not answer must not hang a command.
-    config.connect_timeout = Some(Duration::from_secs(10));
-    config.read_timeout = Some(Duration::from_secs(30));
-    let tenant_target = ApiServer {
-        context: format!("tenant {}", cp.name),
-        server: server.clone(),
-    };
-    let client = kube::Client::try_from(config)
-        .map_err(|e| kclient::error::from_kube(e, &tenant_target, &Op::default()))?;
+    let (client, tenant_target) =
+        kclient::kubeconfig::client_of(&text, &format!("tenant {}", cp.name)).await?;
     Ok(TenantAdmin {
         client,
         target: tenant_target,

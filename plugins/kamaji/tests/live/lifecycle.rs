@@ -427,7 +427,14 @@ async fn upgrade(
     infra: &str,
 ) {
     // upgrade: the plan goes one minor at a time, each at its newest patch; the apply runs v1.35.4 -> v1.36.3, the two
-    // releases the testbed can run.
+    // releases the testbed can run. On `none`, a client of the tenant first calls
+    // networking.k8s.io/v1beta1, which v1.37 no longer serves: the tenant API server counts it
+    // (apiserver_requested_deprecated_apis) and the preflight blocks an upgrade to v1.37.
+    let calls_deprecated = infra == "none";
+    if calls_deprecated {
+        let o = kubectl(tenant_kc, &["get", "ipaddresses.v1beta1.networking.k8s.io"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
     let plan = ok(&kamaji(
         tb,
         ns,
@@ -443,6 +450,22 @@ async fn upgrade(
         plan["patchReleasesFrom"],
         "intermediate versions from Kubernetes' stable-release markers"
     );
+    if calls_deprecated {
+        assert_eq!(plan["findings"][0]["severity"], "Error", "{plan}");
+        let m = plan["findings"][0]["message"].as_str().unwrap();
+        assert_contains(
+            m,
+            "v1.37.0 no longer serves: networking.k8s.io/v1beta1 ipaddresses (removed in 1.37)",
+        );
+        let refused = kamaji(tb, ns, &["upgrade", name, "--to", "v1.37.0"]);
+        let line = fails(&refused, 1);
+        assert_contains(
+            &line,
+            "the upgrade preflight failed: clients of the cluster still call",
+        );
+    } else {
+        assert!(plan.get("findings").is_none(), "{plan}");
+    }
     let k = get(client, ns, kcp_ar, name).await.unwrap();
     assert_eq!(k["spec"]["version"], "v1.35.4", "--plan changed something");
     let out = kamaji(
@@ -504,7 +527,9 @@ async fn lifecycle_openstack() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lifecycle_none() {
-    lifecycle("none", &[]).await;
+    // Its API server also serves a deprecated API, which the upgrade's preflight finds called.
+    let from_file = "tests/data/values-deprecated-api.yaml";
+    lifecycle("none", &["--from-file", from_file]).await;
 }
 
 /// The KamajiControlPlane of the seed discussion, translated to v1alpha2, applied with a

@@ -10,7 +10,7 @@ use kcore::ops::run::{self, Observation};
 use kcore::plan::ClusterObjects;
 use kcore::plan::hosts::{HostState, Inventory};
 use kcore::plan::upgrade::{Observed, UpgradePlan, plan_upgrade};
-use kcore::version::releases::{Releases, Source};
+use kcore::version::releases::{ReleaseSource, Releases};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -218,7 +218,7 @@ impl World {
         // A ClusterClass's list is the only versions CAPI takes for it (as the CLI plans).
         let class = kcore::json::strings_at(&self.cluster, &["status", "kubernetesVersions"]);
         if !class.is_empty() {
-            req.releases = Releases::none().with(class, Source::ClusterClass);
+            req.releases = Releases::none().with(class, ReleaseSource::ClusterClass);
         }
         let free: Option<Vec<&Value>> = self.free_hosts.as_ref().map(|h| h.iter().collect());
         plan_upgrade(&self.objects(), &req, &self.observed, free.as_deref())

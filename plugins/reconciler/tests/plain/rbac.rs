@@ -240,6 +240,10 @@ async fn create_ready_upgrade_delete_under_its_own_role() {
 /// `spec.topology.version`), and a ClusterUpgrade of a missing Cluster whose warning repeats
 /// for a second generation (kube-runtime's Recorder patches the Event's series). The API server
 /// refuses nothing.
+/// The clusters run v1.33.1: recorded as the newest patch of 1.33 (as `kubectl capi upgrade`
+/// records what its markers name), each upgrade is one minor, no patch step before it.
+const PATCH_1_33: [&str; 1] = ["v1.33.1"];
+
 #[tokio::test(flavor = "multi_thread")]
 async fn cluster_and_fleet_upgrades_under_its_own_role() {
     let tb = testbed::shared();
@@ -285,7 +289,7 @@ async fn cluster_and_fleet_upgrades_under_its_own_role() {
     let cu = |name: &str, version: &str| {
         json!({"apiVersion": "ops.capi-kamaji.io/v1alpha1", "kind": "ClusterUpgrade",
             "metadata": {"name": name},
-            "spec": {"clusterName": name, "version": version, "force": true}})
+            "spec": {"clusterName": name, "version": version, "force": true, "patchReleases": PATCH_1_33}})
     };
     let cu_ar = ops_ar("ClusterUpgrade");
     create(&c, &ns, &cu_ar, cu("cluster-0", "v1.34.0")).await;
@@ -297,7 +301,7 @@ async fn cluster_and_fleet_upgrades_under_its_own_role() {
         &ops_ar("FleetUpgrade"),
         json!({"apiVersion": "ops.capi-kamaji.io/v1alpha1", "kind": "FleetUpgrade",
             "metadata": {"name": "wave"},
-            "spec": {"selector": "wave=one", "version": "v1.34.0", "force": true}}),
+            "spec": {"selector": "wave=one", "version": "v1.34.0", "force": true, "patchReleases": PATCH_1_33}}),
     )
     .await;
     for cp in ["cluster-0", "cluster-1"] {
