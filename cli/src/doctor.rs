@@ -165,12 +165,17 @@ async fn certificates(
     namespace: Option<&str>,
 ) -> Result<Vec<TenantCertificate>, Error> {
     let ar = ApiResource::erase::<Secret>(&());
-    let lp = ListParams::default().labels(KAMAJI_PROJECT_SELECTOR);
-    let secrets: Vec<Secret> = kclient::api::list_as(conn, &ar, namespace, &lp, false).await?;
-    Ok(secrets
-        .into_iter()
-        .flat_map(doctor::secret_certificates)
-        .collect())
+    // A page at a time, each Secret cut to its certificates' dates as it arrives: a fleet's
+    // certificate Secrets (several per tenant, keys and all) are never held together.
+    let lp = ListParams::default()
+        .labels(KAMAJI_PROJECT_SELECTOR)
+        .limit(PAGE);
+    let mut certificates = Vec::new();
+    kclient::api::list_each(conn, &ar, namespace, &lp, |s: Secret| {
+        certificates.extend(doctor::secret_certificates(s));
+    })
+    .await?;
+    Ok(certificates)
 }
 
 /// The data keys of each Secret the DataStores reference (`None`: it does not exist). One GET

@@ -551,6 +551,18 @@ pub async fn list_as<T: serde::de::DeserializeOwned>(
     Ok(items)
 }
 
+/// Like [`list_as`], each item handed to `each` as its page arrives instead of collected: for a
+/// caller that keeps a little of each (a Secret's certificate dates, not its keys).
+pub async fn list_each<T: serde::de::DeserializeOwned>(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    lp: &ListParams,
+    each: impl FnMut(T),
+) -> Result<(), Error> {
+    each_item(conn, ar, namespace, lp, false, each).await
+}
+
 #[cfg(test)]
 mod raw_list_tests {
     /// One page of a LIST as plain JSON.
