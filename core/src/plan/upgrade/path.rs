@@ -27,7 +27,7 @@ pub(super) fn minor_path(
 }
 
 /// Where a control plane and its MachineDeployments stand as the walk plans their steps.
-struct Walk<'m, 'v> {
+struct WalkState<'m, 'v> {
     /// The MachineDeployments, with their versions at the start.
     mds: &'m [(&'v Value, KubeVersion)],
     /// Each MachineDeployment's version once the steps so far are applied.
@@ -57,7 +57,7 @@ impl Planner<'_, '_> {
             WorkerStrategy::Auto => WorkerStrategy::Lockstep,
             s => s,
         };
-        let mut w = Walk {
+        let mut w = WalkState {
             mds,
             md_versions: mds.iter().map(|(_, v)| v.clone()).collect(),
             cp_now: cp_version.clone(),
@@ -99,7 +99,7 @@ impl Planner<'_, '_> {
     }
 
     /// Every MachineDeployment behind the control plane moves to its version.
-    fn catch_up(&mut self, w: &mut Walk) {
+    fn catch_up(&mut self, w: &mut WalkState) {
         for (k, (m, _)) in w.mds.iter().enumerate() {
             if w.md_versions[k] < w.cp_now {
                 self.md_step(m, &w.md_versions[k].clone(), &w.cp_now);
@@ -110,7 +110,7 @@ impl Planner<'_, '_> {
 
     /// After a control-plane segment, the MachineDeployments that must follow: all in lockstep;
     /// within skew, those the `next` minor would leave too far behind, and all at the end.
-    fn follow(&mut self, w: &mut Walk, next: Option<&KubeVersion>) {
+    fn follow(&mut self, w: &mut WalkState, next: Option<&KubeVersion>) {
         let last = next.is_none();
         for (k, (m, _)) in w.mds.iter().enumerate() {
             let must = match w.strategy {
@@ -148,7 +148,7 @@ impl Planner<'_, '_> {
 
 /// How far along `path` from `i` the control plane may go before the workers must catch up;
 /// `None` when they are already out of skew.
-fn segment_end(w: &Walk, path: &[KubeVersion], i: usize) -> Option<usize> {
+fn segment_end(w: &WalkState, path: &[KubeVersion], i: usize) -> Option<usize> {
     match w.strategy {
         WorkerStrategy::Lockstep if w.workers => Some(i),
         _ if !w.workers || w.md_versions.is_empty() => Some(path.len() - 1),

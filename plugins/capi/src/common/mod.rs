@@ -22,4 +22,5 @@ pub mod host_pool;
 pub mod lists;
 pub mod names;
 pub mod time;
+pub mod workload_kubeconfig;
 pub mod writes;

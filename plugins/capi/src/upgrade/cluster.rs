@@ -33,6 +33,7 @@ use crate::common::cluster::ClusterHandle;
 use crate::common::cluster_upgrade;
 use crate::common::findings::show_findings;
 use crate::common::names::{display_name, name_of};
+use crate::common::workload_kubeconfig;
 
 /// `kubectl capi upgrade CLUSTER --to VERSION`, checked: the cluster and a well-formed version
 /// are there.
@@ -126,7 +127,7 @@ async fn deprecated_apis(t: &ClusterHandle, plan: &UpgradePlan) -> Option<Findin
         return None;
     }
     let read = async {
-        let text = workload_kubeconfig(t).await?;
+        let (text, _) = workload_kubeconfig::read(&t.conn, &t.namespace, &t.name).await?;
         let label = format!("cluster {}", t.name);
         let (client, target) = kclient::kubeconfig::client_of(&text, &label).await?;
         kclient::metrics::requested_deprecated_apis(&client, &target).await
@@ -138,25 +139,6 @@ async fn deprecated_apis(t: &ClusterHandle, plan: &UpgradePlan) -> Option<Findin
             e.to_string().lines().next().unwrap_or_default()
         ))),
     }
-}
-
-/// The workload cluster's kubeconfig, from the Secret Cluster API keeps it in.
-async fn workload_kubeconfig(t: &ClusterHandle) -> Result<String, Error> {
-    let secret = format!("{}-kubeconfig", t.name);
-    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
-        kube::Api::namespaced(t.conn.client.clone(), &t.namespace);
-    let op = kclient::error::Op::new("get", "", "secrets", "Secret")
-        .in_namespace(Some(&t.namespace))
-        .named(&secret);
-    let found = api
-        .get_opt(&secret)
-        .await
-        .map_err(|e| t.conn.error(e, &op))?;
-    found
-        .and_then(|s| s.data)
-        .and_then(|d| d.get("value").cloned())
-        .and_then(|v| String::from_utf8(v.0).ok())
-        .ok_or_else(|| Error::other(format!("Secret {secret} holds no kubeconfig (key value)")))
 }
 
 /// Shows the preflight's warnings; blocking findings fail the command (`--force` drops them).
