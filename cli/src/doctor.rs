@@ -155,6 +155,22 @@ async fn fill(
     Ok(())
 }
 
+/// Lists `ar` (when served; an unserved kind reads as empty) and hands each object to `each` as
+/// its page arrives: the fleet-sized kinds are kept as a few fields each, never as objects.
+async fn each(
+    conn: &crate::Conn,
+    ar: Option<ApiResource>,
+    namespace: Option<&str>,
+    metadata_only: bool,
+    each: impl FnMut(Value),
+) -> Result<(), Error> {
+    let Some(ar) = ar else {
+        return Ok(());
+    };
+    let lp = ListParams::default().limit(PAGE);
+    kclient::api::list_json_each(conn, &ar, namespace, &lp, metadata_only, each).await
+}
+
 /// Objects per page of doctor's LISTs: a page is parsed whole before its objects are pruned,
 /// and a dozen LISTs run at once, so smaller pages than the usual 500 keep the peak down.
 const PAGE: u32 = 100;
@@ -439,17 +455,20 @@ fn narrow(f: &mut Fleet, selected: &BTreeSet<(String, String)>) {
     let has = |ns: &str, c: Option<&str>| {
         c.is_some_and(|c| selected.contains(&(ns.to_string(), c.to_string())))
     };
-    fn cluster_of(v: &Value) -> Option<&str> {
-        json::str_at(v, &["spec", "clusterName"]).or_else(|| json::label(v, CLUSTER_NAME_LABEL))
-    }
     f.machines
-        .retain(|m| has(json::namespace(m), cluster_of(m)));
-    f.cluster_upgrades
-        .retain(|u| has(json::namespace(u), cluster_of(u)));
-    f.cluster_secrets
-        .retain(|s| has(json::namespace(s), cluster_of(s)));
+        .retain(|m| has(&m.namespace, m.cluster.as_deref()));
+    f.cluster_upgrades.retain(|u| {
+        has(
+            json::namespace(u),
+            json::str_at(u, &["spec", "clusterName"])
+                .or_else(|| json::label(u, CLUSTER_NAME_LABEL)),
+        )
+    });
+    f.cluster_secrets.retain(|key, _| selected.contains(key));
     f.byo_hosts.retain(|h| {
-        json::label(h, CLUSTER_NAME_LABEL).is_some_and(|c| selected.iter().any(|(_, n)| n == c))
+        h.cluster_label
+            .as_deref()
+            .is_some_and(|c| selected.iter().any(|(_, n)| n == c))
     });
     let cps: BTreeSet<(String, String)> = f
         .clusters
@@ -492,14 +511,20 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let f = &mut fleet;
     tokio::try_join!(
         fill(&mut f.clusters, &conn, capi("Cluster"), ns, &clusters_lp),
-        fill(&mut f.machines, &conn, capi("Machine"), ns, &all),
-        fill(&mut f.byo_hosts, &conn, apis.byo_host(), ns, &all),
-        fill(
-            &mut f.byo_machines,
+        each(&conn, capi("Machine"), ns, false, |m| f
+            .machines
+            .push(doctor::MachineFacts::of(&m))),
+        each(&conn, apis.byo_host(), ns, false, |h| f
+            .byo_hosts
+            .push(doctor::HostFacts::of(&h))),
+        each(
             &conn,
             provider(INFRASTRUCTURE_GROUP, "ByoMachine"),
             ns,
-            &all
+            true,
+            |b| {
+                f.byo_machines.insert(doctor::object_key(&b));
+            }
         ),
         fill(
             &mut f.tenant_control_planes,
@@ -551,9 +576,13 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             &all
         ),
         async {
-            f.cluster_secrets =
-                kclient::api::list_metadata_json(&conn, &secret_ar, ns, &secrets_lp).await?;
-            Ok(())
+            let secrets = &mut f.cluster_secrets;
+            kclient::api::list_json_each(&conn, &secret_ar, ns, &secrets_lp, true, |s| {
+                if let Some(key) = doctor::secret_cluster(&s) {
+                    *secrets.entry(key).or_default() += 1;
+                }
+            })
+            .await
         },
         async {
             f.certificates = certificates(&conn, ns).await?;

@@ -439,11 +439,25 @@ async fn list_pages(
     keep: impl Fn(Value) -> Value,
 ) -> Result<Vec<Value>, Error> {
     let mut items = Vec::new();
-    each_item(conn, ar, namespace, lp, metadata_only, |Item(v)| {
+    list_json_each(conn, ar, namespace, lp, metadata_only, |v| {
         items.push(keep(v))
     })
     .await?;
     Ok(items)
+}
+
+/// Like [`list_json`] (or [`list_metadata_json`] with `metadata_only`), each item handed to
+/// `each` as its page arrives instead of collected: for a caller that keeps a few fields of
+/// each object of a fleet-sized kind.
+pub async fn list_json_each(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    lp: &ListParams,
+    metadata_only: bool,
+    mut each: impl FnMut(Value),
+) -> Result<(), Error> {
+    each_item(conn, ar, namespace, lp, metadata_only, |Item(v)| each(v)).await
 }
 
 /// Reads a LIST page by page ([`each_page`]), handing each item, parsed as `T`, to `each` as

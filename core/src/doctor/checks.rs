@@ -4,12 +4,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::{Check, Problem, Section, Subject, Thresholds};
+use super::{Check, MachineFacts, Problem, Section, Subject, Thresholds};
 use crate::fields;
 use crate::json::{self, str_at};
 use crate::labels::{CLUSTER_NAME_LABEL, PAUSED_ANNOTATION};
 use crate::plan::Severity;
-use crate::plan::hosts::{HostState, Inventory};
+use crate::plan::hosts::HostState;
 use crate::version::KubeVersion;
 
 use crate::labels::{CACPPK_LEASE, RECONCILER_LEASE};
@@ -353,41 +353,35 @@ fn datastores(c: &Ctx, out: &mut Vec<Problem>) {
     }
 }
 
-/// Machine phases that should pass, and the timestamp they are counted from.
-fn transient_since(m: &Value) -> Option<(&str, &'static [&'static str])> {
-    let phase = str_at(m, &["status", "phase"]).unwrap_or("Pending");
-    if json::at(m, &["metadata", "deletionTimestamp"]).is_some() {
-        return Some(("Deleting", &["metadata", "deletionTimestamp"]));
+/// The passing phase a Machine is in, and since when (Unix seconds).
+fn transient_since(m: &MachineFacts) -> Option<(&str, Option<i64>)> {
+    if m.deleting_unix.is_some() {
+        return Some(("Deleting", m.deleting_unix));
     }
-    match phase {
-        "Pending" | "Provisioning" | "Provisioned" => {
-            Some((phase, &["metadata", "creationTimestamp"]))
-        }
-        "Deleting" => Some((phase, &["metadata", "deletionTimestamp"])),
+    match m.phase.as_deref().unwrap_or("Pending") {
+        phase @ ("Pending" | "Provisioning" | "Provisioned") => Some((phase, m.created_unix)),
+        "Deleting" => Some(("Deleting", m.deleting_unix)),
         _ => None,
     }
 }
 
 fn machines_stuck(c: &Ctx, out: &mut Vec<Problem>) {
     for m in &c.fleet.machines {
-        let Some((phase, from)) = transient_since(m) else {
+        let Some((phase, Some(from))) = transient_since(m) else {
             continue;
         };
-        let Some(secs) = c.since(m, from) else {
-            continue;
-        };
+        let secs = c.now.saturating_sub(from);
         if !c.stuck(secs) {
             continue;
         }
-        let cluster = str_at(m, &["spec", "clusterName"]).unwrap_or_default();
-        let ns = json::namespace(m);
-        let why = fields::condition(m, "Ready")
-            .filter(|r| !r.is_true())
-            .and_then(|r| r.message.or(r.reason))
+        let cluster = m.cluster.as_deref().unwrap_or_default();
+        let ns = m.namespace.as_str();
+        let why = m
+            .not_ready
+            .as_deref()
             .map(|w| format!(": {}", w.replace('\n', " ")))
             .unwrap_or_default();
-        let byoh = fields::machine_infrastructure_ref(m).is_some_and(|r| r.kind == "ByoMachine");
-        let fix = if byoh && phase != "Deleting" {
+        let fix = if m.byoh && phase != "Deleting" {
             format!(
                 "kubectl capi hosts --available (a BYOH machine waits for a free matching host; kubectl capi hosts add brings more), then kubectl capi describe {cluster}{}",
                 ns_flag(ns)
@@ -399,10 +393,18 @@ fn machines_stuck(c: &Ctx, out: &mut Vec<Problem>) {
             Section::Workers,
             Severity::Warning,
             Check::MachineStuck,
-            Subject::of("Machine", m),
+            machine_subject(m),
             format!("{phase} for {}{why}", crate::text::age(secs)),
             fix,
         ));
+    }
+}
+
+fn machine_subject(m: &MachineFacts) -> Subject {
+    Subject {
+        kind: "Machine".into(),
+        namespace: m.namespace.clone(),
+        name: m.name.clone(),
     }
 }
 
@@ -429,17 +431,16 @@ fn control_plane_versions(c: &Ctx) -> BTreeMap<(String, String), KubeVersion> {
             out.insert((ns.to_string(), json::name(cl).to_string()), v);
         }
     }
-    for m in &c.fleet.machines {
-        if json::label(m, crate::labels::CONTROL_PLANE_LABEL).is_none() {
-            continue;
-        }
+    for m in c.fleet.machines.iter().filter(|m| m.control_plane) {
         let (Some(cluster), Some(v)) = (
-            str_at(m, &["spec", "clusterName"]),
-            str_at(m, &["spec", "version"]).and_then(|v| KubeVersion::parse_v(v).ok()),
+            m.cluster.as_deref(),
+            m.version
+                .as_deref()
+                .and_then(|v| KubeVersion::parse_v(v).ok()),
         ) else {
             continue;
         };
-        let key = (json::namespace(m).to_string(), cluster.to_string());
+        let key = (m.namespace.clone(), cluster.to_string());
         match out.get(&key) {
             Some(have) if *have <= v => {}
             _ => {
@@ -452,14 +453,13 @@ fn control_plane_versions(c: &Ctx) -> BTreeMap<(String, String), KubeVersion> {
 
 fn version_skew(c: &Ctx, out: &mut Vec<Problem>) {
     let cps = control_plane_versions(c);
-    for m in &c.fleet.machines {
-        if json::label(m, crate::labels::CONTROL_PLANE_LABEL).is_some() {
-            continue;
-        }
-        let ns = json::namespace(m);
+    for m in c.fleet.machines.iter().filter(|m| !m.control_plane) {
+        let ns = m.namespace.as_str();
         let (Some(cluster), Some(v)) = (
-            str_at(m, &["spec", "clusterName"]),
-            str_at(m, &["spec", "version"]).and_then(|v| KubeVersion::parse_v(v).ok()),
+            m.cluster.as_deref(),
+            m.version
+                .as_deref()
+                .and_then(|v| KubeVersion::parse_v(v).ok()),
         ) else {
             continue;
         };
@@ -482,7 +482,7 @@ fn version_skew(c: &Ctx, out: &mut Vec<Problem>) {
             Section::Workers,
             Severity::Error,
             Check::VersionSkew,
-            Subject::of("Machine", m),
+            machine_subject(m),
             cause,
             format!(
                 "kubectl capi upgrade {cluster}{} --to {cp} --plan",
@@ -493,48 +493,57 @@ fn version_skew(c: &Ctx, out: &mut Vec<Problem>) {
 }
 
 fn hosts(c: &Ctx, out: &mut Vec<Problem>) {
-    let inv = Inventory::build(
-        &c.fleet.byo_hosts,
-        &c.fleet.byo_machines,
-        &c.fleet.machines,
-        &c.fleet.clusters,
-        None,
-    );
+    let byo_machines = &c.fleet.byo_machines;
+    // The cluster of a host whose label is gone: the Machine whose providerID names it.
+    let by_host: BTreeMap<&str, &str> = c
+        .fleet
+        .machines
+        .iter()
+        .filter_map(|m| Some((m.provider_host.as_deref()?, m.cluster.as_deref()?)))
+        .collect();
     for h in &c.fleet.byo_hosts {
-        let row = inv.row(h);
+        let state = h.state(|ns, name| byo_machines.contains(&(ns.to_string(), name.to_string())));
+        let subject = || Subject {
+            kind: "ByoHost".into(),
+            namespace: h.namespace.clone(),
+            name: h.name.clone(),
+        };
         let fix = format!(
             "kubectl capi hosts describe {}{}",
-            row.name,
-            ns_flag(&row.namespace)
+            h.name,
+            ns_flag(&h.namespace)
         );
-        let why = row
+        let why = h
             .reason
             .as_deref()
             .map(|r| format!(": {r}"))
             .unwrap_or_default();
-        match row.state {
+        match state {
             HostState::Failed => out.push(finding(
                 Section::Workers,
                 Severity::Error,
                 Check::HostFailed,
-                Subject::of("ByoHost", h),
+                subject(),
                 format!("the agent reported a failure{why}"),
                 fix,
             )),
-            HostState::Releasing => out.push(finding(
-                Section::Workers,
-                Severity::Warning,
-                Check::HostReleasing,
-                Subject::of("ByoHost", h),
-                format!(
-                    "its machine is gone{}; the host returns to the pool once its agent cleans up",
-                    row.cluster
-                        .as_deref()
-                        .map(|c| format!(" (cluster {c})"))
-                        .unwrap_or_default()
-                ),
-                format!("{fix} (is its agent running?)"),
-            )),
+            HostState::Releasing => {
+                let cluster = h
+                    .cluster_label
+                    .as_deref()
+                    .or_else(|| by_host.get(h.name.as_str()).copied());
+                out.push(finding(
+                    Section::Workers,
+                    Severity::Warning,
+                    Check::HostReleasing,
+                    subject(),
+                    format!(
+                        "its machine is gone{}; the host returns to the pool once its agent cleans up",
+                        cluster.map(|c| format!(" (cluster {c})")).unwrap_or_default()
+                    ),
+                    format!("{fix} (is its agent running?)"),
+                ));
+            }
             _ => {}
         }
     }
@@ -578,17 +587,11 @@ fn orphan_secrets(c: &Ctx, out: &mut Vec<Problem>) {
         .iter()
         .map(|k| (json::namespace(k), json::name(k)))
         .collect();
-    let mut orphans: BTreeMap<(&str, &str), usize> = BTreeMap::new();
-    for s in &c.fleet.cluster_secrets {
-        let Some(cluster) = json::label(s, CLUSTER_NAME_LABEL) else {
+    for ((ns, cluster), n) in &c.fleet.cluster_secrets {
+        let (ns, cluster) = (ns.as_str(), cluster.as_str());
+        if clusters.contains(&(ns, cluster)) {
             continue;
-        };
-        let ns = json::namespace(s);
-        if !clusters.contains(&(ns, cluster)) {
-            *orphans.entry((ns, cluster)).or_default() += 1;
         }
-    }
-    for ((ns, cluster), n) in orphans {
         out.push(finding(
             Section::Leftovers,
             Severity::Warning,
@@ -628,9 +631,10 @@ fn stalled_step<'a>(c: &Ctx, u: &'a Value) -> Option<(&'a Value, i64)> {
 /// register with it); one whose host registered is clutter.
 fn unused_bootstrap_kubeconfigs(c: &Ctx, out: &mut Vec<Problem>) {
     let now = jiff::Timestamp::from_second(c.now).ok();
+    let hosts = c.fleet.byo_hosts.iter().map(|h| h.name.as_str()).collect();
     let unused = crate::plan::teardown::unused_bootstrap_kubeconfigs(
         &c.fleet.bootstrap_kubeconfigs,
-        &c.fleet.byo_hosts,
+        &hosts,
         now,
     );
     for u in unused {

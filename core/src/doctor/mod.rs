@@ -6,8 +6,12 @@
 //! that automation can key on it (`-o json`, schema in the README).
 
 mod checks;
+mod facts;
 #[cfg(test)]
 mod tests;
+
+pub use crate::plan::hosts::HostFacts;
+pub use facts::{MachineFacts, object_key, secret_cluster};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -369,22 +373,26 @@ impl LeaseInfo {
     }
 }
 
-/// Everything the checks read: one list per kind (objects as the server sent them, either CAPI
-/// contract), already narrowed to the namespaces asked for.
+/// Everything the checks read: one list per kind, already narrowed to the namespaces asked
+/// for. The kinds a fleet holds thousands of (Machines, ByoHosts, ByoMachines, Secrets) as
+/// the few fields the checks read ([`MachineFacts`], [`HostFacts`], keys, counts); the others
+/// as objects the server sent (either CAPI contract), [`prune`]d.
 #[derive(Debug, Clone, Default)]
 pub struct Fleet {
     /// Whether the server serves Cluster API's core (`cluster.x-k8s.io` Clusters).
     pub capi_served: bool,
     pub clusters: Vec<Value>,
-    pub machines: Vec<Value>,
-    pub byo_hosts: Vec<Value>,
-    pub byo_machines: Vec<Value>,
+    pub machines: Vec<MachineFacts>,
+    pub byo_hosts: Vec<HostFacts>,
+    /// The ByoMachines, `(namespace, name)`.
+    pub byo_machines: std::collections::HashSet<(String, String)>,
     pub tenant_control_planes: Vec<Value>,
     pub kamaji_control_planes: Vec<Value>,
     pub cluster_upgrades: Vec<Value>,
     pub fleet_upgrades: Vec<Value>,
-    /// Secrets carrying the `cluster.x-k8s.io/cluster-name` label (metadata is enough).
-    pub cluster_secrets: Vec<Value>,
+    /// How many Secrets carry the `cluster.x-k8s.io/cluster-name` label, per `(namespace,
+    /// cluster)` it names.
+    pub cluster_secrets: std::collections::BTreeMap<(String, String), usize>,
     pub certificates: Vec<TenantCertificate>,
     pub leases: Vec<LeaseInfo>,
     /// Kamaji's DataStores (cluster-scoped).
@@ -453,10 +461,10 @@ pub fn examine(
     out
 }
 
-/// An object cut down to the fields the checks read, as each LIST page arrives: a fleet of
-/// 10,000 hosts and 10,000 machines then costs the report little more than its findings.
-/// Everything else (`managedFields`, kubectl's last-applied annotation, addresses, host info,
-/// templates) is dropped; [`examine`] finds the same on the pruned objects (a unit test).
+/// An object of the kinds [`Fleet`] holds as objects (a cluster's, not a machine's: a fleet
+/// has a few of them per cluster) cut down to the fields the checks read, as each LIST page
+/// arrives. Everything else (`managedFields`, kubectl's last-applied annotation, templates,
+/// status details) is dropped; [`examine`] finds the same on the pruned objects (a unit test).
 pub fn prune(mut v: Value) -> Value {
     const METADATA: &[&str] = &[
         "name",
@@ -475,7 +483,6 @@ pub fn prune(mut v: Value) -> Value {
         "cancelled",
         "infrastructureRef",
         "controlPlaneRef",
-        "providerID",
         // A ByoMachineTemplate's (its installerRef); the kinds listed have no other.
         "template",
     ];
@@ -484,7 +491,6 @@ pub fn prune(mut v: Value) -> Value {
         "conditions",
         "version",
         "kubernetesResources",
-        "machineRef",
         "message",
         "v1beta2",
         "deprecated",
@@ -521,18 +527,13 @@ pub fn prune(mut v: Value) -> Value {
             k.retain(|key, _| key == "version");
         }
     }
-    // Conditions: no check reads when they changed; of a Machine's (seven each in v1beta2, the
-    // bulk of a fleet's memory), only Ready is read.
-    let machine = o.get("kind").and_then(Value::as_str) == Some("Machine");
+    // Conditions: no check reads when they changed.
     for path in [
         "/status/conditions",
         "/status/v1beta2/conditions",
         "/status/deprecated/v1beta1/conditions",
     ] {
         if let Some(conds) = v.pointer_mut(path).and_then(Value::as_array_mut) {
-            if machine {
-                conds.retain(|c| c.get("type").and_then(Value::as_str) == Some("Ready"));
-            }
             for c in conds.iter_mut().filter_map(Value::as_object_mut) {
                 c.remove("lastTransitionTime");
                 c.remove("observedGeneration");

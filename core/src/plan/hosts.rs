@@ -408,40 +408,7 @@ impl<'a> Inventory<'a> {
 
     /// Derive the state of one host.
     pub fn state(&self, host: &Value) -> HostState {
-        let conds = condition::conditions_at(host, &["status", "conditions"]);
-        let claimed =
-            byomachine_ref(host).is_some() || json::label(host, CLUSTER_NAME_LABEL).is_some();
-        if json::has_annotation(host, UNREGISTERING_ANNOTATION) {
-            return HostState::Releasing;
-        }
-        if failure(&conds).is_some() {
-            return HostState::Failed;
-        }
-        if json::has_annotation(host, crate::labels::PAUSED_ANNOTATION) {
-            return HostState::Paused;
-        }
-        if maintenance::is_cordoned(host) {
-            return HostState::Cordoned;
-        }
-        if !claimed {
-            return HostState::Available;
-        }
-        // Claimed by a ByoMachine that no longer exists: the controller released it (or the
-        // machine was force-deleted) and the agent has not cleaned up.
-        if let Some(k) = byomachine_ref(host)
-            && !self.byomachines.contains_key(&k)
-        {
-            return HostState::Releasing;
-        }
-        if condition::find(&conds, BOOTSTRAP_CONDITION).is_some_and(Condition::is_true) {
-            return HostState::Running;
-        }
-        let has_machine_ref = str_at(host, &["status", "machineRef", "name"]).is_some();
-        if has_machine_ref && agent_started(&conds) {
-            HostState::Provisioning
-        } else {
-            HostState::Reserved
-        }
+        HostFacts::of(host).state(|ns, name| self.byomachines.contains_key(&(ns, name)))
     }
 
     /// One row per host, in list order.
@@ -451,14 +418,11 @@ impl<'a> Inventory<'a> {
 
     /// The row of one host.
     pub fn row(&self, host: &Value) -> HostRow {
-        let state = self.state(host);
+        let facts = HostFacts::of(host);
+        let state = facts.state(|ns, name| self.byomachines.contains_key(&(ns, name)));
         let machine = self.machine_of(host);
         let bm = self.byomachine_of(host);
-        let conds = condition::conditions_at(host, &["status", "conditions"]);
         let s = |v: Option<&str>| v.map(str::to_string);
-        let reason_cond = failure(&conds)
-            .or_else(|| conds.iter().find(|c| !c.is_true() && c.reason.is_some()))
-            .or_else(|| condition::find(&conds, BOOTSTRAP_CONDITION));
         HostRow {
             metadata: json::RowMeta::of(host),
             name: json::name(host).to_string(),
@@ -485,9 +449,93 @@ impl<'a> Inventory<'a> {
             provider_id: s(machine
                 .and_then(|m| str_at(m, &["spec", "providerID"]))
                 .or_else(|| bm.and_then(|b| str_at(b, &["spec", "providerID"])))),
+            reason: facts.reason,
+            message: facts.message,
+            labels: json::labels(host),
+        }
+    }
+}
+
+/// What a host's state is derived from, read from its object: the one derivation behind the
+/// hosts table and `doctor`, small enough that a fleet of hosts can be held as facts rather
+/// than as objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFacts {
+    pub namespace: String,
+    pub name: String,
+    /// The cluster-name label (empty on a cordoned host).
+    pub cluster_label: Option<String>,
+    /// The ByoMachine that claimed it (`status.machineRef`, else the byomachine-name label).
+    byomachine: Option<(String, String)>,
+    unregistering: bool,
+    failed: bool,
+    paused: bool,
+    cordoned: bool,
+    bootstrapped: bool,
+    /// `status.machineRef` is set and the agent reported progress on it.
+    provisioning: bool,
+    /// Why it is in its state: the failed condition, else one not True with a reason, else the
+    /// bootstrap condition.
+    pub reason: Option<String>,
+    pub message: Option<String>,
+}
+
+impl HostFacts {
+    /// The facts of one ByoHost as the server sent it.
+    pub fn of(host: &Value) -> HostFacts {
+        let conds = condition::conditions_at(host, &["status", "conditions"]);
+        let reason_cond = failure(&conds)
+            .or_else(|| conds.iter().find(|c| !c.is_true() && c.reason.is_some()))
+            .or_else(|| condition::find(&conds, BOOTSTRAP_CONDITION));
+        let has_machine_ref = str_at(host, &["status", "machineRef", "name"]).is_some();
+        HostFacts {
+            namespace: json::namespace(host).to_string(),
+            name: json::name(host).to_string(),
+            cluster_label: json::label(host, CLUSTER_NAME_LABEL).map(str::to_string),
+            byomachine: byomachine_ref(host).map(|(ns, n)| (ns.to_string(), n.to_string())),
+            unregistering: json::has_annotation(host, UNREGISTERING_ANNOTATION),
+            failed: failure(&conds).is_some(),
+            paused: json::has_annotation(host, crate::labels::PAUSED_ANNOTATION),
+            cordoned: maintenance::is_cordoned(host),
+            bootstrapped: condition::find(&conds, BOOTSTRAP_CONDITION)
+                .is_some_and(Condition::is_true),
+            provisioning: has_machine_ref && agent_started(&conds),
             reason: reason_cond.and_then(|c| c.reason.clone()),
             message: reason_cond.and_then(|c| c.message.clone()),
-            labels: json::labels(host),
+        }
+    }
+
+    /// Its state, `byomachine_exists(namespace, name)` saying whether the ByoMachine that
+    /// claimed it is still there.
+    pub fn state(&self, byomachine_exists: impl Fn(&str, &str) -> bool) -> HostState {
+        if self.unregistering {
+            return HostState::Releasing;
+        }
+        if self.failed {
+            return HostState::Failed;
+        }
+        if self.paused {
+            return HostState::Paused;
+        }
+        if self.cordoned {
+            return HostState::Cordoned;
+        }
+        if self.byomachine.is_none() && self.cluster_label.is_none() {
+            return HostState::Available;
+        }
+        // Claimed by a ByoMachine that no longer exists: the controller released it (or the
+        // machine was force-deleted) and the agent has not cleaned up.
+        if let Some((ns, name)) = &self.byomachine
+            && !byomachine_exists(ns, name)
+        {
+            return HostState::Releasing;
+        }
+        if self.bootstrapped {
+            HostState::Running
+        } else if self.provisioning {
+            HostState::Provisioning
+        } else {
+            HostState::Reserved
         }
     }
 }

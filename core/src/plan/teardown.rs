@@ -247,10 +247,9 @@ pub struct UnusedBootstrapKubeconfig {
 /// certificate. With `now` unknown only the second rule applies.
 pub fn unused_bootstrap_kubeconfigs(
     bootstrap_kubeconfigs: &[Value],
-    hosts: &[Value],
+    host_names: &std::collections::HashSet<&str>,
     now: Option<jiff::Timestamp>,
 ) -> Vec<UnusedBootstrapKubeconfig> {
-    let host_names: std::collections::HashSet<&str> = hosts.iter().map(json::name).collect();
     let mut out = Vec::new();
     for b in bootstrap_kubeconfigs {
         let name = json::name(b);
@@ -671,7 +670,7 @@ mod tests {
             bkc("bootstrap-kubeconfig-node002", "2026-11-30T07:59:00Z"),
             bkc("bootstrap-kubeconfig-node005", "2026-11-29T07:00:00Z"),
         ];
-        let hosts = vec![host("node001", None, false)];
+        let hosts = std::collections::HashSet::from(["node001"]);
         let u = unused_bootstrap_kubeconfigs(&bkcs, &hosts, Some(now));
         assert_eq!(u.len(), 2);
         assert_eq!(u[0].name, "bootstrap-kubeconfig-node001");

@@ -530,7 +530,8 @@ async fn cleanup_bootstrap_kubeconfigs(t: &ClusterHandle) -> Result<(), Error> {
         None => Vec::new(),
     };
     let bks = t.list_all(&bk_ar, Some(&t.namespace)).await?;
-    let unused = plan::unused_bootstrap_kubeconfigs(&bks, &hosts, Some(jiff::Timestamp::now()));
+    let names = hosts.iter().map(kcore::json::name).collect();
+    let unused = plan::unused_bootstrap_kubeconfigs(&bks, &names, Some(jiff::Timestamp::now()));
     for u in &unused {
         let ns = Some(u.namespace.as_str());
         if kclient::api::delete_if_present(&t.conn, &bk_ar, ns, &u.name, false).await? {

@@ -2,8 +2,8 @@
 //! without anyone running `kubectl capi doctor`.
 //!
 //! At every certificate scan (one timer for both: [`run`]), the reconciler reads a
-//! [`Fleet`] the way the CLI does (one paged LIST per kind, each object pruned by
-//! [`kcore::doctor::prune`] as its page arrives, in the namespace it watches or all), reuses the
+//! [`Fleet`] the way the CLI does (one paged LIST per kind, each object kept as its facts or
+//! pruned by [`kcore::doctor::prune`] as its page arrives, in the namespace it watches or all), reuses the
 //! certificates that scan just read instead of listing Kamaji's Secrets twice, and asks
 //! [`kcore::doctor::examine`], the checks of `kubectl capi doctor`. `/metrics` then shows
 //! `kamaji_reconciler_findings{check,severity}` for every pair the last scan found, and for one
@@ -38,30 +38,45 @@ use crate::metrics::{Metrics, family};
 /// Objects per page: each page is pruned as it arrives, so a page is all that is held whole.
 const PAGE: u32 = 500;
 
-/// Where a kind's objects go in the [`Fleet`].
-type Slot = fn(&mut Fleet) -> &mut Vec<Value>;
+/// How a kind's objects are kept in the [`Fleet`], each as its page arrives.
+type Keep = fn(&mut Fleet, Value);
 
-/// The kinds the checks read whole (pruned), by group and kind: what `kubectl capi doctor`
-/// lists (`cli/src/doctor.rs`), each read where served.
-const KINDS: [(&str, &str, Slot); 10] = [
-    (CAPI_GROUP, "Cluster", |f| &mut f.clusters),
-    (CAPI_GROUP, "Machine", |f| &mut f.machines),
-    (INFRASTRUCTURE_GROUP, "ByoHost", |f| &mut f.byo_hosts),
-    (INFRASTRUCTURE_GROUP, "ByoMachine", |f| &mut f.byo_machines),
-    (KAMAJI_GROUP, "TenantControlPlane", |f| {
-        &mut f.tenant_control_planes
+/// The kinds the checks read, by group and kind, and how each is kept (the fleet-sized kinds as
+/// facts, the others pruned): what `kubectl capi doctor` lists (`cli/src/doctor.rs`), each read
+/// where served.
+const KINDS: [(&str, &str, Keep); 10] = [
+    (CAPI_GROUP, "Cluster", |f, o| {
+        f.clusters.push(doctor::prune(o))
     }),
-    (CONTROLPLANE_GROUP, "KamajiControlPlane", |f| {
-        &mut f.kamaji_control_planes
+    (CAPI_GROUP, "Machine", |f, o| {
+        f.machines.push(doctor::MachineFacts::of(&o))
     }),
-    (INFRASTRUCTURE_GROUP, "ByoMachineTemplate", |f| {
-        &mut f.byo_machine_templates
+    (INFRASTRUCTURE_GROUP, "ByoHost", |f, o| {
+        f.byo_hosts.push(doctor::HostFacts::of(&o))
     }),
-    (INFRASTRUCTURE_GROUP, "K8sInstallerConfigTemplate", |f| {
-        &mut f.installer_templates
+    (INFRASTRUCTURE_GROUP, "ByoMachine", |f, o| {
+        f.byo_machines.insert(doctor::object_key(&o));
     }),
-    (OPS_GROUP, "ClusterUpgrade", |f| &mut f.cluster_upgrades),
-    (OPS_GROUP, "FleetUpgrade", |f| &mut f.fleet_upgrades),
+    (KAMAJI_GROUP, "TenantControlPlane", |f, o| {
+        f.tenant_control_planes.push(doctor::prune(o))
+    }),
+    (CONTROLPLANE_GROUP, "KamajiControlPlane", |f, o| {
+        f.kamaji_control_planes.push(doctor::prune(o))
+    }),
+    (INFRASTRUCTURE_GROUP, "ByoMachineTemplate", |f, o| {
+        f.byo_machine_templates.push(doctor::prune(o))
+    }),
+    (
+        INFRASTRUCTURE_GROUP,
+        "K8sInstallerConfigTemplate",
+        |f, o| f.installer_templates.push(doctor::prune(o)),
+    ),
+    (OPS_GROUP, "ClusterUpgrade", |f, o| {
+        f.cluster_upgrades.push(doctor::prune(o))
+    }),
+    (OPS_GROUP, "FleetUpgrade", |f, o| {
+        f.fleet_upgrades.push(doctor::prune(o))
+    }),
 ];
 
 /// The API groups of [`KINDS`]: discovery asks about these only.
@@ -241,7 +256,7 @@ async fn read_fleet(
     };
     // One kind after another rather than all at once: a background scan has no one waiting,
     // and the API server and the memory see one LIST at a time.
-    for (group, kind, slot) in KINDS {
+    for (group, kind, keep) in KINDS {
         // A kind not served (BYOH or our API not installed) reads as none, as in the CLI.
         let Some(ar) = served(&discovery, group, kind) else {
             continue;
@@ -250,11 +265,11 @@ async fn read_fleet(
             Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
             None => Api::all_with(client.clone(), &ar),
         };
-        let out = slot(&mut fleet);
+        let fleet = &mut fleet;
         let api = &api;
         let list = |lp: ListParams| async move { api.list(&lp).await };
         paged(ListParams::default(), list, |o| {
-            out.push(doctor::prune(to_value(o)?));
+            keep(fleet, to_value(o)?);
             Ok(())
         })
         .await?;
@@ -269,7 +284,9 @@ async fn read_fleet(
     let secrets = &secrets;
     let list = |lp: ListParams| async move { secrets.list_metadata(&lp).await };
     paged(lp, list, |s| {
-        out.push(doctor::prune(to_value(s)?));
+        if let Some(key) = doctor::secret_cluster(&to_value(s)?) {
+            *out.entry(key).or_default() += 1;
+        }
         Ok(())
     })
     .await?;
