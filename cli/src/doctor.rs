@@ -603,7 +603,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         },
     )?;
     let mut not_checked = vec![
-        "hosts whose agent stopped reporting: BYOH v0.5.0's agent keeps no heartbeat on its ByoHost".to_string(),
+        "whether the agent of a host that serves no cluster still runs: BYOH v0.5.0's agent keeps no heartbeat of its own (a serving host that stops is found by its Node)".to_string(),
     ];
     if args.only.is_empty() || args.only.contains(&Section::Management) {
         fleet.crds = crds(&conn, &mut not_checked).await?;

@@ -82,6 +82,7 @@ pub(super) fn run(section: Section, c: &Ctx) -> Vec<Problem> {
             machines_stuck(c, &mut out);
             version_skew(c, &mut out);
             hosts(c, &mut out);
+            unreachable(c, &mut out);
         }
         Section::Leftovers => {
             orphan_tenants(c, &mut out);
@@ -546,6 +547,70 @@ fn hosts(c: &Ctx, out: &mut Vec<Problem>) {
             }
             _ => {}
         }
+    }
+}
+
+/// Machines whose Node stopped reporting, named by their BYOH host where they have one: the
+/// signal is Kubernetes' own (the tenant's node lifecycle controller, after its grace period),
+/// as Cluster API mirrors it, so no workload cluster is read. BYOH v0.5.0's agent keeps no
+/// heartbeat of its own; a host that serves no cluster is not seen to stop.
+fn unreachable(c: &Ctx, out: &mut Vec<Problem>) {
+    let hosts: BTreeMap<&str, &super::HostFacts> = c
+        .fleet
+        .byo_hosts
+        .iter()
+        .map(|h| (h.name.as_str(), h))
+        .collect();
+    for m in &c.fleet.machines {
+        let Some(silence) = &m.node_silent else {
+            continue;
+        };
+        if m.deleting_unix.is_some() {
+            continue;
+        }
+        let ns = m.namespace.as_str();
+        let cluster = m.cluster.as_deref().unwrap_or_default();
+        let since = silence
+            .since_unix
+            .map(|t| format!(" {} ago", crate::text::age(c.now.saturating_sub(t))))
+            .unwrap_or_default();
+        let said = silence
+            .message
+            .trim_start_matches("* Node.Ready: ")
+            .replace('\n', " ");
+        let host = m.provider_host.as_deref().and_then(|h| hosts.get(h));
+        let (object, fix) = match host {
+            Some(h) => (
+                Subject {
+                    kind: "ByoHost".into(),
+                    namespace: h.namespace.clone(),
+                    name: h.name.clone(),
+                },
+                format!(
+                    "check that the host is up and that byoh-hostagent and the kubelet run on it; kubectl capi hosts describe {}{}",
+                    h.name,
+                    ns_flag(&h.namespace)
+                ),
+            ),
+            None => (
+                machine_subject(m),
+                format!(
+                    "check the machine's host; a MachineHealthCheck replaces it: kubectl capi describe {cluster}{}",
+                    ns_flag(ns)
+                ),
+            ),
+        };
+        out.push(finding(
+            Section::Workers,
+            Severity::Error,
+            Check::HostUnreachable,
+            object,
+            format!(
+                "the Node of Machine {} (cluster {cluster}) stopped reporting{since}: {said}",
+                m.name
+            ),
+            fix,
+        ));
     }
 }
 

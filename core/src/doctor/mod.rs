@@ -11,7 +11,7 @@ mod facts;
 mod tests;
 
 pub use crate::plan::hosts::HostFacts;
-pub use facts::{MachineFacts, object_key, secret_cluster};
+pub use facts::{MachineFacts, NodeSilence, object_key, secret_cluster};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -98,6 +98,9 @@ pub enum Check {
     HostFailed,
     /// A BYOH host lost its machine and its agent has not cleaned up.
     HostReleasing,
+    /// A Machine's Node stopped reporting (its kubelet stopped posting status): the host is
+    /// down, or its kubelet and, on a BYOH host, its agent stopped.
+    HostUnreachable,
     /// A TenantControlPlane that no KamajiControlPlane owns.
     OrphanTenantControlPlane,
     /// Secrets of a cluster that no longer exists.

@@ -803,3 +803,74 @@ fn bootstrap_kubeconfigs_no_host_needs() {
         "kubectl delete bootstrapkubeconfig bootstrap-kubeconfig-h1 -n hosts"
     );
 }
+
+/// Issue 26: a Machine whose Node stopped reporting (Cluster API's mirror of the Node's Ready
+/// Unknown), named by its BYOH host when it has one, in either contract; a Node still starting
+/// or a workload cluster that cannot be reached is not a silent host.
+#[test]
+fn machines_whose_node_stopped_reporting_name_their_host() {
+    let mut f = healthy();
+    let node_ready = |reason: &str, message: &str| {
+        json!({"type": "NodeReady", "status": "Unknown", "reason": reason, "message": message,
+            "lastTransitionTime": ago(300)})
+    };
+    let silent = node_ready(
+        "NodeReadyUnknown",
+        "* Node.Ready: Kubelet stopped posting node status.",
+    );
+    // v1beta2, on a BYOH host.
+    let mut on_host = worker_machine();
+    on_host["metadata"]["name"] = json!("on-host");
+    on_host["spec"]["providerID"] = json!("byoh://h1/x1");
+    on_host["status"]["conditions"] = json!([silent.clone()]);
+    // v1beta1 (its v1beta2 conditions under status.v1beta2), no host known.
+    let mut elsewhere = worker_machine();
+    elsewhere["metadata"]["name"] = json!("elsewhere");
+    elsewhere["status"]["v1beta2"] = json!({"conditions": [silent]});
+    let mut starting = worker_machine();
+    starting["metadata"]["name"] = json!("starting");
+    starting["status"]["conditions"] = json!([node_ready(
+        "NodeReadyUnknown",
+        "* Node.Ready: Condition not yet reported"
+    )]);
+    let mut cut_off = worker_machine();
+    cut_off["metadata"]["name"] = json!("cut-off");
+    cut_off["status"]["conditions"] = json!([node_ready(
+        "ConnectionDown",
+        "Last successful probe at 2026-12-01T11:00:00Z"
+    )]);
+    f.machines
+        .extend(machines(&[on_host, elsewhere, starting, cut_off]));
+    let mut h1 = obj("ByoHost", "hosts", "h1");
+    h1["metadata"]["labels"] = json!({"cluster.x-k8s.io/cluster-name": "c1"});
+    h1["status"] = json!({"machineRef": {"kind": "ByoMachine", "name": "on-host", "namespace": "team-a"},
+        "conditions": [{"type": "K8sNodeBootstrapSucceeded", "status": "True"}]});
+    f.byo_hosts = hosts(&[h1]);
+    f.byo_machines.insert(("team-a".into(), "on-host".into()));
+    let all = examine(&f, &Thresholds::default(), &[Section::Workers], now());
+    assert_eq!(
+        rows(&all),
+        vec![
+            (Check::HostUnreachable, Severity::Error, "h1"),
+            (Check::HostUnreachable, Severity::Error, "elsewhere"),
+        ]
+    );
+    assert_eq!(all[0].object.kind, "ByoHost");
+    assert_eq!(
+        all[0].cause,
+        "the Node of Machine on-host (cluster c1) stopped reporting 5m ago: Kubelet stopped posting node status."
+    );
+    assert!(
+        all[0]
+            .fix
+            .ends_with("kubectl capi hosts describe h1 -n hosts"),
+        "{}",
+        all[0].fix
+    );
+    assert_eq!(all[1].object.kind, "Machine");
+    assert!(
+        all[1].fix.ends_with("kubectl capi describe c1 -n team-a"),
+        "{}",
+        all[1].fix
+    );
+}

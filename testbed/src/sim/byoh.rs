@@ -20,6 +20,30 @@ const UNREGISTERING: &str = "byoh.infrastructure.cluster.x-k8s.io/unregistering"
 const ENDPOINT_IP: &str = "byoh.infrastructure.cluster.x-k8s.io/endpointip";
 const K8S_VERSION: &str = "byoh.infrastructure.cluster.x-k8s.io/k8sversion";
 const BUNDLE_REGISTRY: &str = "byoh.infrastructure.cluster.x-k8s.io/bundle-registry";
+/// Fault injection: the hosts powered off ([`power`]), by name, in this process.
+static POWERED_OFF: std::sync::Mutex<std::collections::BTreeSet<String>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Fault injection for the agents this process runs: powers host `name` off (`on` false) or
+/// back on. A host powered off does nothing, its SIMULATED agent and kubelet alike (no
+/// reconcile, no Node heartbeat), as a host that lost power or network; powered back on, it
+/// carries on with its state intact. (Not an annotation: BYOH's webhook lets only the host's
+/// own agent change its ByoHost.)
+pub fn power(name: &str, on: bool) {
+    let mut off = POWERED_OFF.lock().unwrap_or_else(|e| e.into_inner());
+    if on {
+        off.remove(name);
+    } else {
+        off.insert(name.to_string());
+    }
+}
+
+fn powered_off(name: &str) -> bool {
+    POWERED_OFF
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(name)
+}
 
 fn hosts_api(client: &Client, ns: Option<&str>) -> Api<DynamicObject> {
     let r = ar(GROUP, "v1beta1", "ByoHost", "byohosts");
@@ -338,6 +362,9 @@ async fn agent_step(
     host: &DynamicObject,
 ) -> Result<(), kube::Error> {
     let h = name(host);
+    if powered_off(&h) {
+        return Ok(());
+    }
     if annotation(host, "cluster.x-k8s.io/paused").is_some() {
         return Ok(());
     }

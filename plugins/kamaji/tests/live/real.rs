@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 use kube::Client;
-use serde_json::Value;
+use serde_json::{Value, json};
 use testbed::Testbed;
 use testbed::fixtures::reconciler::assert_ran;
 use testbed::fixtures::run::{plugin_in, words};
@@ -33,6 +33,25 @@ fn capi_delete(tb: &Testbed, ns: &str, name: &str) {
 
 async fn hosts(client: &Client, ns: &str) -> Vec<Value> {
     list(&api(client, ns, &byoh_ar("ByoHost")), &Default::default()).await
+}
+
+/// `kubectl kamaji doctor -n NS -o json --only workers`: its exit and report.
+fn doctor(tb: &Testbed, ns: &str) -> (std::process::Output, Value) {
+    let o = kamaji(tb, ns, &words("doctor -o json --only workers"));
+    let report = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("doctor -o json: {e}\n{}\n{}", stdout(&o), stderr(&o)));
+    (o, report)
+}
+
+/// The hosts the report finds unreachable.
+fn unreachable_hosts(report: &Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["check"] == "HostUnreachable")
+        .filter_map(|f| f["object"]["name"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// The serial number of the certificate the tenant API server presents right now.
@@ -100,6 +119,13 @@ async fn byoh_cluster_on_the_real_controllers() {
         }
     }
 
+    // A host that loses power (fault injection: its SIMULATED agent and kubelet stop): the
+    // tenant's node lifecycle controller marks its Node's Ready Unknown after its grace period,
+    // Cluster API mirrors that on the Machine, and the doctor names the host while the steps
+    // below run.
+    let silent = format!("{ns}-a02");
+    testbed::sim::byoh::power(&silent, false);
+
     // token join prints a bootstrap token that exists in the tenant's kube-system.
     let join = ok(&kamaji(tb, &ns, &["token", "join", "c1"]));
     let token = join
@@ -149,6 +175,57 @@ async fn byoh_cluster_on_the_real_controllers() {
         failures.is_empty(),
         "the tenant stopped answering: {failures:?}"
     );
+
+    let report = wait_until(
+        "the doctor to find the powered-off host",
+        Duration::from_secs(180),
+        || async {
+            let (o, report) = doctor(tb, &ns);
+            let found = unreachable_hosts(&report);
+            (found == [silent.clone()] && o.status.code() == Some(1))
+                .then_some(report.clone())
+                .ok_or(format!("exit {:?}: {report:#}", o.status.code()))
+        },
+    )
+    .await;
+    let f = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "HostUnreachable")
+        .unwrap();
+    assert_eq!(
+        (&f["severity"], &f["section"], &f["object"]["kind"]),
+        (&json!("Error"), &json!("workers"), &json!("ByoHost")),
+        "{f}"
+    );
+    let cause = f["cause"].as_str().unwrap();
+    assert!(
+        cause.contains("(cluster c1) stopped reporting")
+            && cause.contains("Kubelet stopped posting node status"),
+        "{cause}"
+    );
+    assert!(
+        f["fix"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("kubectl capi hosts describe {silent} -n {ns}")),
+        "{f}"
+    );
+    // Power back: its kubelet reports again, and the finding goes.
+    testbed::sim::byoh::power(&silent, true);
+    wait_until(
+        "the doctor to stop naming the host",
+        Duration::from_secs(120),
+        || async {
+            let (_, report) = doctor(tb, &ns);
+            unreachable_hosts(&report)
+                .is_empty()
+                .then_some(())
+                .ok_or(format!("{report:#}"))
+        },
+    )
+    .await;
 
     // kubectl capi delete releases the hosts (the real BYOH controller marks them for cleanup).
     capi_delete(tb, &ns, "c1");
