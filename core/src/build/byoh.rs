@@ -95,6 +95,26 @@ pub fn agent_command(
     words.join(" ")
 }
 
+/// The host's preflight (`preflight.sh`, next to `agent.sh`, which runs it first): what BYOH's
+/// agent and kubeadm need, checked on the host before the agent starts, one line per failure
+/// with its fix (kernel modules and sysctls, swap, a running containerd, the kubelet's port, the
+/// hostname the agent registers under, the clock against `issued_unix`, when the bootstrap
+/// kubeconfig was made, and its token's life; `--ipvs` adds kube-proxy's IPVS modules). `host`
+/// and `namespace` are valid object names (checked by the caller), so they need no quoting.
+pub fn preflight_script(host: &str, namespace: &str, issued_unix: i64) -> String {
+    include_str!("byoh_preflight.sh")
+        .replace("@HOST@", host)
+        .replace("@NAMESPACE@", namespace)
+        .replace("@ISSUED@", &issued_unix.to_string())
+        .replace(
+            "@TOKEN_TTL@",
+            &(i64::from(BOOTSTRAP_TOKEN_TTL_MINUTES) * 60).to_string(),
+        )
+}
+
+#[cfg(test)]
+mod preflight_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;

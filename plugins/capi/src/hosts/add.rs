@@ -50,7 +50,7 @@ pub struct AddArgs {
         default_value = "/etc/byoh/bootstrap-kubeconfig.conf"
     )]
     pub host_path: String,
-    /// Write DIR/HOST/bootstrap-kubeconfig.conf (0600) and DIR/HOST/agent.sh instead of printing
+    /// Write DIR/HOST/bootstrap-kubeconfig.conf (0600), DIR/HOST/preflight.sh and DIR/HOST/agent.sh (which runs preflight.sh first) instead of printing
     #[arg(long, value_name = "DIR")]
     pub output: Option<PathBuf>,
     /// How long to wait for BYOH to issue each bootstrap kubeconfig
@@ -76,8 +76,8 @@ pub async fn run(args: &AddArgs) -> Result<(), Error> {
     let ns = conn.namespace.clone();
     for host in &args.hosts {
         let obj = byoh::bootstrap_kubeconfig(host, &ns, &apiserver, &ca);
-        let kubeconfig = issue(&conn, &ar, &ns, host, &obj, args.timeout).await?;
-        render_host(args, &ns, host, &kubeconfig)?;
+        let (kubeconfig, issued) = issue(&conn, &ar, &ns, host, &obj, args.timeout).await?;
+        render_host(args, &ns, host, &kubeconfig, issued)?;
     }
     Ok(())
 }
@@ -162,7 +162,8 @@ async fn bootstrap_endpoint(args: &AddArgs) -> Result<(String, String), Error> {
 
 /// apply: replaces an object whose token has expired or that names another API server or CA
 /// than `obj` (see [`outdated`]), applies `obj`, and waits for the bootstrap kubeconfig BYOH
-/// writes into its status.
+/// writes into its status; returns it with the object's creation (Unix seconds), when its
+/// token's life began.
 async fn issue(
     conn: &kclient::conn::Conn,
     ar: &kube::discovery::ApiResource,
@@ -170,7 +171,7 @@ async fn issue(
     host: &str,
     obj: &Value,
     timeout: Duration,
-) -> Result<String, Error> {
+) -> Result<(String, i64), Error> {
     if let Some(old) = kclient::api::get_json_opt(conn, ar, Some(ns), host).await?
         && let Some(why) = outdated(&old, obj)
     {
@@ -195,7 +196,15 @@ async fn issue(
                 .and_then(|v| v.pointer("/status/bootstrapKubeconfigData"))
                 .and_then(Value::as_str)
             {
-                Some(k) => Poll::Ready(k.to_string()),
+                Some(k) => {
+                    let created = v
+                        .as_ref()
+                        .and_then(|v| v.pointer("/metadata/creationTimestamp"))
+                        .and_then(Value::as_str)
+                        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                        .unwrap_or_else(jiff::Timestamp::now);
+                    Poll::Ready((k.to_string(), created.as_second()))
+                }
                 None => Poll::Pending("no status.bootstrapKubeconfigData yet".into()),
             },
         )
@@ -204,17 +213,32 @@ async fn issue(
 }
 
 /// render: the agent command with the kubeconfig on stdout, or both as files under `--output`.
-fn render_host(args: &AddArgs, ns: &str, host: &str, kubeconfig: &str) -> Result<(), Error> {
+fn render_host(
+    args: &AddArgs,
+    ns: &str,
+    host: &str,
+    kubeconfig: &str,
+    issued_unix: i64,
+) -> Result<(), Error> {
     let command = byoh::agent_command(&args.host_path, ns, &args.label);
     match &args.output {
         Some(dir) => {
             let d = dir.join(host);
             let conf = d.join("bootstrap-kubeconfig.conf");
             kclient::kubeconfig::write_atomic(&conf, kubeconfig.as_bytes(), true)?;
+            kclient::kubeconfig::write_atomic_mode(
+                &d.join("preflight.sh"),
+                byoh::preflight_script(host, ns, issued_unix).as_bytes(),
+                false,
+                0o755,
+            )?;
             let script = format!(
                 "#!/bin/sh\n# Registers this host ({host}) as a ByoHost in {ns}. Copy \
                  bootstrap-kubeconfig.conf to {} first; its token expires {} minutes after \
-                 `kubectl capi hosts add` ran.\nexec {command} \"$@\"\n",
+                 `kubectl capi hosts add` ran.\n# preflight.sh first (pass --ipvs for kube-proxy's \
+                 IPVS mode): it says what the host lacks, before the agent fails on it.\n\
+                 sh \"$(dirname \"$0\")/preflight.sh\" ${{PREFLIGHT_ARGS:-}} || exit 1\n\
+                 exec {command} \"$@\"\n",
                 args.host_path,
                 byoh::BOOTSTRAP_TOKEN_TTL_MINUTES
             );

@@ -216,6 +216,17 @@ async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
         );
         let script = std::fs::read_to_string(dir.join(h).join("agent.sh")).unwrap();
         assert_contains(&script, &format!("--namespace {ns}"));
+        // The host's preflight runs first (its checks are core's build::byoh tests).
+        assert_contains(&script, "preflight.sh\" ${PREFLIGHT_ARGS:-} || exit 1");
+        let preflight = dir.join(h).join("preflight.sh");
+        assert_eq!(
+            std::fs::metadata(&preflight).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+        assert_contains(
+            &std::fs::read_to_string(&preflight).unwrap(),
+            &format!("HOST='{h}'"),
+        );
     }
     // Bad input: one line each, nothing created.
     s.fails(2, &["hosts", "add", "b1", "--label", "bad key=x"]);
