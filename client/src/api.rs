@@ -250,6 +250,27 @@ pub async fn merge_patch(
         })
 }
 
+/// Like [`merge_patch`], to the object's status subresource.
+pub async fn merge_patch_status(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: &str,
+    name: &str,
+    patch: &Value,
+    w: Write<'_>,
+) -> Result<DynamicObject, Error> {
+    check_name(ar, name)?;
+    dynamic(conn, ar, Some(namespace))
+        .patch_status(name, &w.params(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| {
+            let op = Op::on("patch", ar)
+                .in_namespace(Some(namespace))
+                .named(&format!("{name}/status"));
+            conn.error(e, &op)
+        })
+}
+
 /// A planned change ([`kcore::plan::ObjectPatch`]): its RFC 6902 JSON patch, or for the scale
 /// subresource its merge patch.
 pub async fn patch(

@@ -303,6 +303,46 @@ pub fn rollout(obj: &Value) -> Rollout {
     }
 }
 
+/// A Node that stopped reporting, as its Machine mirrors it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSilence {
+    /// Unix seconds of the condition's last transition.
+    pub since_unix: Option<i64>,
+    /// The mirrored message (`* Node.Ready: Kubelet stopped posting node status.`).
+    pub message: String,
+}
+
+/// Cluster API's reason for a `NodeReady` that mirrors a Node's Ready Unknown.
+const NODE_READY_UNKNOWN: &str = "NodeReadyUnknown";
+/// Cluster API's message for a Node without a Ready condition yet, under the same reason: a
+/// Node still starting, not one that went silent.
+const NOT_YET_REPORTED: &str = "Condition not yet reported";
+
+/// Whether a Machine's Node stopped reporting: Kubernetes' node lifecycle controller set the
+/// Node's Ready to Unknown ("Kubelet stopped posting node status.") after its grace period,
+/// which Cluster API mirrors on the Machine as `NodeReady` Unknown, reason `NodeReadyUnknown`
+/// (Cluster API v1.14, `machine_controller_status.go`). The host is down, or its kubelet (and on
+/// a BYOH host, its agent) stopped. A workload cluster Cluster API cannot reach reads
+/// `ConnectionDown` instead, and says nothing of the host.
+pub fn node_silence(m: &Value) -> Option<NodeSilence> {
+    let c = condition(m, "NodeReady")?;
+    if c.status != "Unknown" || c.reason.as_deref() != Some(NODE_READY_UNKNOWN) {
+        return None;
+    }
+    let message = c.message.unwrap_or_default();
+    if message.contains(NOT_YET_REPORTED) {
+        return None;
+    }
+    let since_unix = c
+        .last_transition_time
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .map(|t| t.as_second());
+    Some(NodeSilence {
+        since_unix,
+        message,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

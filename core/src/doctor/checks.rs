@@ -587,7 +587,7 @@ fn unreachable(c: &Ctx, out: &mut Vec<Problem>) {
                     name: h.name.clone(),
                 },
                 format!(
-                    "check that the host is up and that byoh-hostagent and the kubelet run on it; kubectl capi hosts describe {}{}",
+                    "check that the host is up and that byoh-hostagent and the kubelet run on it; if it is gone for good: kubectl capi hosts retire {}{}",
                     h.name,
                     ns_flag(&h.namespace)
                 ),

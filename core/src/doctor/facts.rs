@@ -31,46 +31,8 @@ pub struct MachineFacts {
     pub byoh: bool,
     /// The host named by a `byoh://<host>/<id>` `spec.providerID`.
     pub provider_host: Option<String>,
-    /// Its Node stopped reporting: Kubernetes' node lifecycle controller set the Node's Ready
-    /// to Unknown ("Kubelet stopped posting node status."), which Cluster API mirrors on the
-    /// Machine as `NodeReady` Unknown, reason `NodeReadyUnknown` (Cluster API v1.14,
-    /// `machine_controller_status.go`).
-    pub node_silent: Option<NodeSilence>,
-}
-
-/// A Node that stopped reporting, as its Machine mirrors it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeSilence {
-    /// Unix seconds of the condition's last transition.
-    pub since_unix: Option<i64>,
-    /// The mirrored message (`* Node.Ready: Kubelet stopped posting node status.`).
-    pub message: String,
-}
-
-/// Cluster API's reason for a `NodeReady` that mirrors a Node's Ready Unknown.
-const NODE_READY_UNKNOWN: &str = "NodeReadyUnknown";
-/// Cluster API's message for a Node without a Ready condition yet, under the same reason: a
-/// Node still starting, not one that went silent.
-const NOT_YET_REPORTED: &str = "Condition not yet reported";
-
-/// The Machine's Node went silent (see [`MachineFacts::node_silent`]).
-fn node_silence(m: &Value) -> Option<NodeSilence> {
-    let c = fields::condition(m, "NodeReady")?;
-    if c.status != "Unknown" || c.reason.as_deref() != Some(NODE_READY_UNKNOWN) {
-        return None;
-    }
-    let message = c.message.unwrap_or_default();
-    if message.contains(NOT_YET_REPORTED) {
-        return None;
-    }
-    let since_unix = c
-        .last_transition_time
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-        .map(|t| t.as_second());
-    Some(NodeSilence {
-        since_unix,
-        message,
-    })
+    /// Its Node stopped reporting ([`fields::node_silence`]).
+    pub node_silent: Option<fields::NodeSilence>,
 }
 
 fn unix_at(obj: &Value, path: &[&str]) -> Option<i64> {
@@ -98,7 +60,7 @@ impl MachineFacts {
             byoh: fields::machine_infrastructure_ref(m).is_some_and(|r| r.kind == "ByoMachine"),
             provider_host: s(str_at(m, &["spec", "providerID"])
                 .and_then(crate::plan::hosts::host_from_provider_id)),
-            node_silent: node_silence(m),
+            node_silent: fields::node_silence(m),
         }
     }
 }

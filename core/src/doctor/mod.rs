@@ -11,7 +11,7 @@ mod facts;
 mod tests;
 
 pub use crate::plan::hosts::HostFacts;
-pub use facts::{MachineFacts, NodeSilence, object_key, secret_cluster};
+pub use facts::{MachineFacts, object_key, secret_cluster};
 
 use serde::Serialize;
 use serde_json::Value;

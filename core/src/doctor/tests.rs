@@ -863,7 +863,7 @@ fn machines_whose_node_stopped_reporting_name_their_host() {
     assert!(
         all[0]
             .fix
-            .ends_with("kubectl capi hosts describe h1 -n hosts"),
+            .ends_with("kubectl capi hosts retire h1 -n hosts"),
         "{}",
         all[0].fix
     );

@@ -61,6 +61,10 @@ pub enum HostState {
     Provisioning,
     /// The node bootstrapped.
     Running,
+    /// It serves a machine whose Node stopped reporting ([`crate::fields::node_silence`]): the
+    /// host is down, or its kubelet and agent stopped. `kubectl capi hosts retire` replaces its
+    /// machine and releases it.
+    Unreachable,
     /// Its machine is gone or being deleted; the agent has not cleaned up yet.
     Releasing,
     /// The agent reported an install, bootstrap or cleanup failure.
@@ -74,11 +78,12 @@ pub enum HostState {
 
 impl HostState {
     /// Every state, in summary order.
-    pub const ALL: [HostState; 8] = [
+    pub const ALL: [HostState; 9] = [
         HostState::Available,
         HostState::Reserved,
         HostState::Provisioning,
         HostState::Running,
+        HostState::Unreachable,
         HostState::Releasing,
         HostState::Failed,
         HostState::Paused,
@@ -92,6 +97,7 @@ impl HostState {
             HostState::Reserved => "Reserved",
             HostState::Provisioning => "Provisioning",
             HostState::Running => "Running",
+            HostState::Unreachable => "Unreachable",
             HostState::Releasing => "Releasing",
             HostState::Failed => "Failed",
             HostState::Paused => "Paused",
@@ -118,7 +124,7 @@ impl fmt::Display for HostState {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostsError {
     #[error(
-        "unknown host state {0:?}: use one of Available, Reserved, Provisioning, Running, Releasing, Failed, Paused, Cordoned"
+        "unknown host state {0:?}: use one of Available, Reserved, Provisioning, Running, Unreachable, Releasing, Failed, Paused, Cordoned"
     )]
     UnknownState(String),
 }
@@ -231,6 +237,7 @@ pub struct HostSummary {
     pub reserved: usize,
     pub provisioning: usize,
     pub running: usize,
+    pub unreachable: usize,
     pub releasing: usize,
     pub failed: usize,
     pub paused: usize,
@@ -256,6 +263,7 @@ impl HostSummary {
             HostState::Reserved => &mut self.reserved,
             HostState::Provisioning => &mut self.provisioning,
             HostState::Running => &mut self.running,
+            HostState::Unreachable => &mut self.unreachable,
             HostState::Releasing => &mut self.releasing,
             HostState::Failed => &mut self.failed,
             HostState::Paused => &mut self.paused,
@@ -408,7 +416,22 @@ impl<'a> Inventory<'a> {
 
     /// Derive the state of one host.
     pub fn state(&self, host: &Value) -> HostState {
-        HostFacts::of(host).state(|ns, name| self.byomachines.contains_key(&(ns, name)))
+        self.state_of(host, &HostFacts::of(host))
+    }
+
+    /// The state from the host's facts, and its machine's Node: a Running host whose Node
+    /// stopped reporting is Unreachable.
+    fn state_of(&self, host: &Value, facts: &HostFacts) -> HostState {
+        match facts.state(|ns, name| self.byomachines.contains_key(&(ns, name))) {
+            HostState::Running
+                if self
+                    .machine_of(host)
+                    .is_some_and(|m| crate::fields::node_silence(m).is_some()) =>
+            {
+                HostState::Unreachable
+            }
+            s => s,
+        }
     }
 
     /// One row per host, in list order.
@@ -419,7 +442,7 @@ impl<'a> Inventory<'a> {
     /// The row of one host.
     pub fn row(&self, host: &Value) -> HostRow {
         let facts = HostFacts::of(host);
-        let state = facts.state(|ns, name| self.byomachines.contains_key(&(ns, name)));
+        let state = self.state_of(host, &facts);
         let machine = self.machine_of(host);
         let bm = self.byomachine_of(host);
         let s = |v: Option<&str>| v.map(str::to_string);

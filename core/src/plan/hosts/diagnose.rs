@@ -76,6 +76,16 @@ impl Inventory<'_> {
             ),
             HostState::Reserved => reserved_summary(host, row, cluster),
             HostState::Provisioning => self.provisioning_summary(host, &conds, hints),
+            HostState::Unreachable => {
+                let name = json::name(host);
+                hints.push(format!(
+                    "if the host is gone for good: kubectl capi hosts retire {name} replaces its machine on a spare host, releases and cordons it"
+                ));
+                format!(
+                    "unreachable: node {} of cluster {cluster} stopped reporting (its kubelet, and the agent with it, or the host is down)",
+                    row.node.as_deref().unwrap_or(name)
+                )
+            }
             HostState::Running => match (&row.node, &row.machine) {
                 (Some(n), Some(m)) => {
                     format!("running: node {n} of cluster {cluster} (machine {m})")

@@ -155,6 +155,52 @@ pub fn plan_uncordon(host: &Value) -> Result<HostChange, MaintenanceError> {
     }
 }
 
+/// What BYOH v0.5.0's agent undoes when it releases a host, after its `kubeadm reset`
+/// (`agent/reconciler/host_reconciler.go`, `hostCleanUp` and `removeAnnotations`): the claim
+/// (`status.machineRef`), the secrets it was handed, the labels and annotations the controller
+/// set, and `K8sNodeBootstrapSucceeded` False with `K8sNodeAbsent`. `kubectl capi hosts retire`
+/// writes it for an agent that is gone, with the host cordoned in the same write (the
+/// cluster-name label left empty, not removed), so that BYOH never picks a host nobody reset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentRelease {
+    /// A merge patch of the host's metadata and spec.
+    pub object: Value,
+    /// A merge patch of its status subresource.
+    pub status: Value,
+}
+
+/// The [`AgentRelease`] of `host`, cordoned with `reason`, at `now` (RFC 3339).
+pub fn plan_agent_release(host: &Value, reason: &str, now: &str) -> AgentRelease {
+    const BYOH: &str = "byoh.infrastructure.cluster.x-k8s.io";
+    let object = json!({
+        "metadata": {
+            "labels": {CLUSTER_NAME_LABEL: "", super::BYOMACHINE_NAME_LABEL: null},
+            "annotations": {
+                format!("{BYOH}/endpointip"): null,
+                super::UNREGISTERING_ANNOTATION: null,
+                super::K8S_VERSION_ANNOTATION: null,
+                format!("{BYOH}/bundle-registry"): null,
+                CORDON_ANNOTATION: reason,
+            },
+        },
+        "spec": {"bootstrapSecret": null, "installationSecret": null, "uninstallationScript": null},
+    });
+    // Conditions are a list: a merge patch replaces it, so the others are kept as they are.
+    let mut conditions: Vec<Value> = json::at(host, &["status", "conditions"])
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    conditions.retain(|c| c["type"] != super::BOOTSTRAP_CONDITION);
+    conditions.push(
+        json!({"type": super::BOOTSTRAP_CONDITION, "status": "False",
+        "reason": "K8sNodeAbsent", "severity": "Info", "lastTransitionTime": now}),
+    );
+    AgentRelease {
+        object,
+        status: json!({"status": {"machineRef": null, "conditions": conditions}}),
+    }
+}
+
 /// Drain's preflight: how many free hosts could take the replacement of the machine on
 /// `drained`, picked by the ByoMachineTemplate `template` (BYOH's selection: free and matching
 /// the template's selector). None spare is a refusal: the replacement would wait for a host.
@@ -310,6 +356,42 @@ mod tests {
             panic!("patch expected")
         };
         assert!(u["metadata"]["annotations"][DRAIN_ANNOTATION].is_null());
+    }
+
+    /// The release an agent would make, for a host whose agent is gone: the claim and what the
+    /// controller set go, the host stays cordoned, the other conditions are kept.
+    #[test]
+    fn an_agent_release_clears_the_claim_and_cordons() {
+        let mut h = host(
+            json!({CLUSTER_NAME_LABEL: "c1", crate::plan::hosts::BYOMACHINE_NAME_LABEL: "p.bm1", "role": "w"}),
+            json!({crate::plan::hosts::UNREGISTERING_ANNOTATION: ""}),
+            Some("bm1"),
+        );
+        h["status"]["conditions"] = json!([
+            {"type": "K8sNodeBootstrapSucceeded", "status": "True"},
+            {"type": "K8sComponentsInstallationSucceeded", "status": "True"}]);
+        let r = plan_agent_release(&h, "retired", "2026-12-03T00:00:00Z");
+        let labels = &r.object["metadata"]["labels"];
+        assert_eq!(labels[CLUSTER_NAME_LABEL], "");
+        assert!(labels[crate::plan::hosts::BYOMACHINE_NAME_LABEL].is_null());
+        assert!(labels.get("role").is_none(), "other labels untouched");
+        let annotations = &r.object["metadata"]["annotations"];
+        assert_eq!(annotations[CORDON_ANNOTATION], "retired");
+        assert!(annotations[crate::plan::hosts::UNREGISTERING_ANNOTATION].is_null());
+        assert!(r.object["spec"]["bootstrapSecret"].is_null());
+        assert!(r.status["status"]["machineRef"].is_null());
+        assert_eq!(
+            r.status["status"]["conditions"],
+            json!([{"type": "K8sComponentsInstallationSucceeded", "status": "True"},
+                {"type": "K8sNodeBootstrapSucceeded", "status": "False", "reason": "K8sNodeAbsent",
+                 "severity": "Info", "lastTransitionTime": "2026-12-03T00:00:00Z"}])
+        );
+        // Written, the host reads as cordoned.
+        let mut after = h.clone();
+        after["metadata"]["labels"] = json!({CLUSTER_NAME_LABEL: "", "role": "w"});
+        after["metadata"]["annotations"] = json!({CORDON_ANNOTATION: "retired"});
+        after["status"] = json!({"conditions": r.status["status"]["conditions"]});
+        assert!(is_cordoned(&after));
     }
 
     #[test]

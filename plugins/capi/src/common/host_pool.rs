@@ -57,12 +57,14 @@ impl HostLists {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostDetail {
     /// The table's columns: hosts, and ByoMachines as metadata (the Machine is the
-    /// ByoMachine's controller owner). No Machines, no Clusters.
+    /// ByoMachine's controller owner). Of Machines, only which Nodes stopped reporting (an
+    /// Unreachable host); no Clusters.
     Table,
-    /// The wide table's columns: the table's, and the ByoMachines' provider IDs. No Machines:
-    /// on a claimed host BYOH's cluster-name label and k8sversion annotation name the cluster
-    /// and version (set with `status.machineRef`, `attachByoHost` in BYOH v0.5.0), and a
-    /// Machine's providerID is its ByoMachine's, copied by CAPI's Machine controller.
+    /// The wide table's columns: the table's, and the ByoMachines' provider IDs. Of Machines,
+    /// as for the table, only the silent Nodes: on a claimed host BYOH's cluster-name label and
+    /// k8sversion annotation name the cluster and version (set with `status.machineRef`,
+    /// `attachByoHost` in BYOH v0.5.0), and a Machine's providerID is its ByoMachine's, copied
+    /// by CAPI's Machine controller.
     Wide,
     /// Every field of a row (`-o json|yaml|jsonpath|custom-columns`): hosts, ByoMachines and Machines, each parsed
     /// into the few fields a row reads. No Clusters (a row names its cluster from the host's
@@ -112,23 +114,25 @@ pub async fn host_rows(
     }
     let lp = &ListParams::default();
     let joined = async {
+        let machine_ar = apis.capi_kind("Machine").ok();
         match detail {
-            HostDetail::Table => {
-                let bms = list_narrow(conn, bm_ar, lp, true, Narrow::<Value>::owned).await?;
+            HostDetail::Table | HostDetail::Wide => {
+                let to_value = match detail {
+                    HostDetail::Table => Narrow::<Value>::owned,
+                    _ => Narrow::<Value>::byomachine_row,
+                };
+                let (bms, silent) = tokio::try_join!(
+                    list_narrow(conn, bm_ar, lp, detail == HostDetail::Table, to_value),
+                    list_narrow(conn, machine_ar, lp, false, Narrow::silent),
+                )?;
                 // The Machine of a ByoMachine is its controller owner (CAPI sets it, the
                 // garbage collector removes ByoMachines whose Machine is gone): its name needs
-                // no Machine LIST.
-                let machines = machines_from_owners(&bms);
+                // no more of the Machine LIST than which Machines' Nodes stopped reporting
+                // (an Unreachable host).
+                let machines = machines_from_owners(&bms, &silent);
                 Ok::<_, Error>((bms, machines))
             }
-            HostDetail::Wide => {
-                let bms =
-                    list_narrow(conn, bm_ar, lp, false, Narrow::<Value>::byomachine_row).await?;
-                let machines = machines_from_owners(&bms);
-                Ok((bms, machines))
-            }
             HostDetail::Rows => {
-                let machine_ar = apis.capi_kind("Machine").ok();
                 tokio::try_join!(
                     list_narrow(conn, bm_ar, lp, false, Narrow::<Value>::byomachine_row),
                     list_narrow(conn, machine_ar, lp, false, Narrow::machine_row),
@@ -198,14 +202,25 @@ pub async fn host_claims(conn: &Conn, host_ar: Option<ApiResource>) -> Result<Ve
     list_narrow(conn, host_ar, &ListParams::default(), false, Narrow::claim).await
 }
 
-/// Minimal Machines (namespace and name) named by the ByoMachines' Machine owner references.
-pub fn machines_from_owners(byomachines: &[Value]) -> Vec<Value> {
+/// Minimal Machines (namespace and name) named by the ByoMachines' Machine owner references,
+/// with the `NodeReady` condition of those among `silent` ([`Narrow::silent`]).
+pub fn machines_from_owners(byomachines: &[Value], silent: &[Value]) -> Vec<Value> {
+    let silent: std::collections::HashMap<(&str, &str), &Value> = silent
+        .iter()
+        .filter(|m| !m.is_null())
+        .map(|m| ((kcore::json::namespace(m), kcore::json::name(m)), m))
+        .collect();
     byomachines
         .iter()
         .filter_map(|bm| {
             let owner = kcore::json::owner_of_kind(bm, "Machine")?;
-            Some(serde_json::json!({"kind": "Machine", "metadata": {
-                "name": owner, "namespace": kcore::json::namespace(bm)}}))
+            let ns = kcore::json::namespace(bm);
+            let mut m = serde_json::json!({"kind": "Machine", "metadata": {
+                "name": owner, "namespace": ns}});
+            if let Some(s) = silent.get(&(ns, owner)) {
+                m["status"] = s["status"].clone();
+            }
+            Some(m)
         })
         .collect()
 }

@@ -82,6 +82,32 @@ struct NarrowSpec {
 pub struct MachineStatus {
     phase: Option<Value>,
     node_ref: Option<Value>,
+    /// v1beta2's conditions (a v1beta1 Machine's are under `v1beta2`).
+    conditions: Option<Vec<Value>>,
+    v1beta2: Option<V1beta2Conditions>,
+}
+
+#[derive(serde::Deserialize, Default)]
+pub struct V1beta2Conditions {
+    conditions: Option<Vec<Value>>,
+}
+
+impl MachineStatus {
+    /// The Machine's `NodeReady` condition when it says its Node stopped reporting
+    /// ([`kcore::fields::node_silence`]), as `status.conditions` of a v1beta2 Machine: all a
+    /// host's row reads of a Machine's conditions.
+    fn silent_node(&mut self) -> Option<Value> {
+        let v1beta2 = self.v1beta2.take().and_then(|c| c.conditions);
+        let c = self
+            .conditions
+            .take()
+            .into_iter()
+            .chain(v1beta2)
+            .flatten()
+            .find(|c| c["type"] == "NodeReady")?;
+        let status = serde_json::json!({"status": {"conditions": [c]}});
+        kcore::fields::node_silence(&status).map(|_| status["status"]["conditions"].clone())
+    }
 }
 
 /// A JSON object of the fields that are set.
@@ -203,9 +229,24 @@ impl Narrow<MachineStatus> {
             ("providerID", spec.provider_id),
             ("infrastructureRef", spec.infrastructure_ref),
         ]);
-        let st = self.status.take().unwrap_or_default();
-        let status = object([("phase", st.phase), ("nodeRef", st.node_ref)]);
+        let mut st = self.status.take().unwrap_or_default();
+        let conditions = st.silent_node();
+        let status = object([
+            ("phase", st.phase),
+            ("nodeRef", st.node_ref),
+            ("conditions", conditions),
+        ]);
         self.key_with(Some(spec), Some(status))
+    }
+
+    /// A Machine whose Node stopped reporting, as a key with that condition; `Null` for any
+    /// other (the table reads no more of Machines: their names come from the ByoMachines).
+    pub fn silent(mut self) -> Value {
+        let mut st = self.status.take().unwrap_or_default();
+        match st.silent_node() {
+            Some(c) => self.key_with(None, Some(object([("conditions", Some(c))]))),
+            None => Value::Null,
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! `kubectl capi hosts cordon|uncordon|drain HOST`: host maintenance in a BYOH pool.
+//! `kubectl capi hosts cordon|uncordon|drain|retire HOST`: host maintenance in a BYOH pool.
 //!
 //! parse (the host name) → find the host (one field-selected LIST over every namespace: BYOH
 //! picks hosts anywhere) → plan (`kcore::plan::hosts::maintenance`, pure) → apply → one line.
@@ -12,6 +12,11 @@
 //! delete it marks the host as draining (`kcore::plan::hosts::maintenance::DRAIN_ANNOTATION`),
 //! so a drain that times out or is interrupted is finished by a re-run: it resumes the wait
 //! and cordons the host once released.
+//!
+//! Retire is drain for a host that stopped (`Unreachable`: its Node stopped reporting): the same
+//! mark, Machine delete and wait, but nobody is there to clean up, so once BYOH's controller let
+//! go of the host (its ByoMachine is gone) retire writes what the agent would have
+//! (`maintenance::plan_agent_release`), cordoned, and says what is left to do on the hardware.
 
 use std::time::Duration;
 
@@ -62,9 +67,73 @@ pub struct DrainArgs {
     pub kube: KubeFlags,
 }
 
+#[derive(ClapArgs, Clone, Debug)]
+#[command(
+    after_help = "Retire is for a host that stopped (kubectl capi hosts shows it Unreachable: its
+Node stopped reporting). It deletes the Machine on HOST (its MachineSet creates a replacement,
+which BYOH places on a free matching host), waits until BYOH's controller lets go of HOST,
+then does what HOST's agent would have done on release (clears its machine reference, the
+labels and annotations BYOH set) and cordons it, so BYOH never picks it again; it waits until
+the MachineDeployment is back to its replicas. The host itself is not reset: do that on the
+hardware before kubectl capi hosts uncordon HOST. A host whose Node still reports is refused
+(drain it) unless --force. Interrupted, a re-run finishes."
+)]
+pub struct RetireArgs {
+    /// The ByoHost
+    #[arg(value_name = "HOST")]
+    pub host: String,
+    /// How long to wait for the host's release and the replacement
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = cli::parse_duration)]
+    pub timeout: Duration,
+    /// Retire without asking (needed without a terminal)
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Retire a host that does not read Unreachable (its Node reports, or it is stuck releasing)
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+}
+
+/// A drain or a retire: what both take from their flags.
+struct Job<'a> {
+    host: &'a str,
+    timeout: Duration,
+    yes: bool,
+    kube: &'a KubeFlags,
+    /// Retire: the host's agent is gone, so its release is written here.
+    retire: bool,
+}
+
+impl<'a> Job<'a> {
+    fn drain(a: &'a DrainArgs) -> Self {
+        Job {
+            host: &a.host,
+            timeout: a.timeout,
+            yes: a.yes,
+            kube: &a.kube,
+            retire: false,
+        }
+    }
+    fn retire(a: &'a RetireArgs) -> Self {
+        Job {
+            host: &a.host,
+            timeout: a.timeout,
+            yes: a.yes,
+            kube: &a.kube,
+            retire: true,
+        }
+    }
+    fn verb(&self) -> &'static str {
+        if self.retire { "retire" } else { "drain" }
+    }
+}
+
 struct Found {
     conn: Conn,
     host_ar: kube::discovery::ApiResource,
+    /// BYOH's ByoMachines (served with ByoHosts).
+    byo_machine_ar: Option<kube::discovery::ApiResource>,
     host: Value,
 }
 
@@ -80,9 +149,11 @@ async fn find(kube: &KubeFlags, name: &str) -> Result<Found, Error> {
     })?;
     let ns = conn.namespace_explicit.then(|| conn.namespace.clone());
     let host = find_host(&conn, &host_ar, name, ns.as_deref()).await?;
+    let byo_machine_ar = apis.provider_kind(kcore::groups::INFRASTRUCTURE_GROUP, "ByoMachine");
     Ok(Found {
         conn,
         host_ar,
+        byo_machine_ar,
         host,
     })
 }
@@ -149,6 +220,7 @@ async fn apply_change(
 }
 
 pub async fn drain(args: &DrainArgs) -> Result<(), Error> {
+    let job = Job::drain(args);
     let f = find(&args.kube, &args.host).await?;
     let name = args.host.as_str();
     let resumes = maintenance::drain_resumes(&f.host);
@@ -159,24 +231,129 @@ pub async fn drain(args: &DrainArgs) -> Result<(), Error> {
         return Ok(());
     }
     let (w, bm) = if resumes {
-        resume(args, &f).await?
+        resume(&job, &f).await?
     } else {
-        start(args, &f).await?
+        let w = worker_on(&job, &f).await?;
+        start(&job, &f, w).await?
     };
-    wait_drained(args, &f, w.as_ref(), &bm)
-        .await
-        .map_err(|e| unfinished(e, name))?;
-    // Done: the mark goes (read again: the wait changed the host).
-    let host = find_host(&f.conn, &f.host_ar, name, Some(json::namespace(&f.host))).await?;
-    patch_as_agent(
-        &args.kube,
-        &f.host_ar,
-        &host,
-        &maintenance::plan_drain_done(),
-    )
-    .await?;
+    finish(&job, &f, w.as_ref(), &bm).await?;
     kclient::render::line(&format!(
         "byohost.infrastructure.cluster.x-k8s.io/{name} drained and cordoned (kubectl capi hosts uncordon {name} returns it to the pool)"
+    ));
+    Ok(())
+}
+
+/// Waits for the release, the cordon and the replacement, then takes the mark off (read again:
+/// the wait changed the host).
+async fn finish(job: &Job<'_>, f: &Found, w: Option<&Worker>, bm: &str) -> Result<(), Error> {
+    let name = job.host;
+    wait_drained(job, f, w, bm)
+        .await
+        .map_err(|e| unfinished(e, job))?;
+    let host = find_host(&f.conn, &f.host_ar, name, Some(json::namespace(&f.host))).await?;
+    patch_as_agent(job.kube, &f.host_ar, &host, &maintenance::plan_drain_done()).await
+}
+
+pub async fn retire(args: &RetireArgs) -> Result<(), Error> {
+    let job = Job::retire(args);
+    let f = find(&args.kube, &args.host).await?;
+    let name = args.host.as_str();
+    let resumes = maintenance::drain_resumes(&f.host);
+    if maintenance::is_cordoned(&f.host) && !resumes {
+        kclient::render::line(&format!(
+            "byohost.infrastructure.cluster.x-k8s.io/{name} already released and cordoned"
+        ));
+        return Ok(());
+    }
+    let (w, bm) = if resumes {
+        resume(&job, &f).await?
+    } else if let Some(bm) = stuck_releasing(&f).await? {
+        // Its machine is gone already and nobody cleans up: only the release is left.
+        if !args.force {
+            return Err(Error::other(format!(
+                "ByoHost {name} is releasing ByoMachine {bm}, which is gone; if its agent is gone too, retire it with --force (kubectl capi hosts describe {name} shows it)"
+            )));
+        }
+        confirm(
+            args.yes,
+            &format!("retire ByoHost {name}: release it for its agent and cordon it"),
+        )?;
+        let mark = maintenance::plan_drain_intent(&maintenance::DrainIntent {
+            namespace: json::namespace(&f.host).to_string(),
+            cluster: String::new(),
+            machine: String::new(),
+            machine_deployment: String::new(),
+            byo_machine: bm.clone(),
+            at: now(),
+        });
+        patch_as_agent(&args.kube, &f.host_ar, &f.host, &mark).await?;
+        (None, bm)
+    } else {
+        let w = worker_on(&job, &f).await?;
+        if !w.silent && !args.force {
+            return Err(Error::other(format!(
+                "ByoHost {name} still reports (the Node of Machine {} is not Unknown): retire is for a host that stopped; move its machine with kubectl capi hosts drain {name} (--force retires it anyway)",
+                w.machine_name
+            )));
+        }
+        start(&job, &f, w).await?
+    };
+    finish(&job, &f, w.as_ref(), &bm).await?;
+    kclient::render::line(&format!(
+        "byohost.infrastructure.cluster.x-k8s.io/{name} retired: released for its agent and cordoned"
+    ));
+    kclient::render::line(&format!(
+        "On the host: it still holds the node's state; reset it (kubeadm reset, remove /etc/kubernetes and /var/lib/kubelet) or reinstall it, start byoh-hostagent, then kubectl capi hosts uncordon {name}"
+    ));
+    Ok(())
+}
+
+/// The ByoMachine a host still names although it is gone (BYOH's controller let go; the agent
+/// has not cleaned up): the host is stuck releasing.
+async fn stuck_releasing(f: &Found) -> Result<Option<String>, Error> {
+    let Some(bm) = json::str_at(&f.host, &["status", "machineRef", "name"]) else {
+        return Ok(None);
+    };
+    Ok((!byo_machine_exists(f, &f.host).await?).then(|| bm.to_string()))
+}
+
+/// Whether the ByoMachine `host` names still exists.
+async fn byo_machine_exists(f: &Found, host: &Value) -> Result<bool, Error> {
+    let (Some(ar), Some(bm)) = (
+        &f.byo_machine_ar,
+        json::str_at(host, &["status", "machineRef", "name"]),
+    ) else {
+        return Ok(false);
+    };
+    let ns = json::str_at(host, &["status", "machineRef", "namespace"])
+        .unwrap_or_else(|| json::namespace(host));
+    Ok(kclient::api::get_json_opt(&f.conn, ar, Some(ns), bm)
+        .await?
+        .is_some())
+}
+
+/// What the host's agent would write on release (its claim, BYOH's labels and annotations),
+/// cordoned, as the agent: the status first, so that a retire interrupted between the two
+/// writes finds the host unclaimed and writes the rest on its re-run.
+async fn release_for_agent(job: &Job<'_>, f: &Found, host: &Value) -> Result<(), Error> {
+    let reason = format!("retired by kubectl capi hosts retire at {}", now());
+    let r = maintenance::plan_agent_release(host, &reason, &now());
+    let name = json::name(host);
+    let (user, groups) = maintenance::agent_identity(name);
+    let mut opts = job.kube.options();
+    opts.as_user = Some(user);
+    opts.as_group = groups;
+    let agent = opts.connect().await?;
+    let w = || kclient::api::Write {
+        manager: FIELD_MANAGER,
+        dry_run: false,
+        force: false,
+    };
+    let ns = json::namespace(host);
+    kclient::api::merge_patch_status(&agent, &f.host_ar, ns, name, &r.status, w()).await?;
+    kclient::api::merge_patch(&agent, &f.host_ar, ns, name, &r.object, w()).await?;
+    kclient::render::line(&format!(
+        "byohost.infrastructure.cluster.x-k8s.io/{name} released for its agent and cordoned"
     ));
     Ok(())
 }
@@ -184,15 +361,22 @@ pub async fn drain(args: &DrainArgs) -> Result<(), Error> {
 /// A fresh drain: preflight, ask, mark the host, delete the Machine. The mark goes on before
 /// the Machine is deleted, so whatever happens after (a timeout, Ctrl-C), a re-run finds the
 /// host's drain and finishes it. Returns the worker and the ByoMachine the host served.
-async fn start(args: &DrainArgs, f: &Found) -> Result<(Option<Worker>, String), Error> {
-    let name = args.host.as_str();
-    let w = worker_on(args, f).await?;
+async fn start(job: &Job<'_>, f: &Found, w: Worker) -> Result<(Option<Worker>, String), Error> {
+    let name = job.host;
     let spare = spare_hosts(&w, name).await?;
+    let then = if job.retire {
+        "release it for its agent and cordon it"
+    } else {
+        "cordon it"
+    };
     let what = format!(
-        "drain ByoHost {name}: delete Machine {} of cluster {} (MachineDeployment {} replaces it on one of {spare} free matching hosts), then cordon {name}",
-        w.machine_name, w.cluster, w.md_name
+        "{} ByoHost {name}: delete Machine {} of cluster {} (MachineDeployment {} replaces it on one of {spare} free matching hosts), then {then}",
+        job.verb(),
+        w.machine_name,
+        w.cluster,
+        w.md_name
     );
-    confirm(args.yes, &what)?;
+    confirm(job.yes, &what)?;
     let bm = json::str_at(&f.host, &["status", "machineRef", "name"])
         .unwrap_or_default()
         .to_string();
@@ -205,7 +389,7 @@ async fn start(args: &DrainArgs, f: &Found) -> Result<(Option<Worker>, String), 
         at: now(),
     };
     let mark = maintenance::plan_drain_intent(&intent);
-    patch_as_agent(&args.kube, &f.host_ar, &f.host, &mark).await?;
+    patch_as_agent(job.kube, &f.host_ar, &f.host, &mark).await?;
     delete_machine(&w).await?;
     Ok((Some(w), bm))
 }
@@ -224,8 +408,8 @@ async fn delete_machine(w: &Worker) -> Result<(), Error> {
 /// between the mark and the delete), then the wait goes on where it stopped: the release, the
 /// cordon, the replacement. With a mark that does not parse, or a cluster that is gone, only
 /// the cordon is left to do.
-async fn resume(args: &DrainArgs, f: &Found) -> Result<(Option<Worker>, String), Error> {
-    let name = args.host.as_str();
+async fn resume(job: &Job<'_>, f: &Found) -> Result<(Option<Worker>, String), Error> {
+    let name = job.host;
     let served = json::str_at(&f.host, &["status", "machineRef", "name"])
         .unwrap_or_default()
         .to_string();
@@ -233,11 +417,18 @@ async fn resume(args: &DrainArgs, f: &Found) -> Result<(Option<Worker>, String),
         kclient::render::info(&format!("resuming the unfinished drain of {name}"));
         return Ok((None, served));
     };
+    if intent.cluster.is_empty() {
+        // A retire of a host whose machine was gone already: only the release is left.
+        return Ok((None, intent.byo_machine));
+    }
     kclient::render::info(&format!(
-        "resuming the drain of {name} started at {} (Machine {} of cluster {})",
-        intent.at, intent.machine, intent.cluster
+        "resuming the {} of {name} started at {} (Machine {} of cluster {})",
+        job.verb(),
+        intent.at,
+        intent.machine,
+        intent.cluster
     ));
-    let mut flags = args.kube.clone();
+    let mut flags = job.kube.clone();
     flags.namespace = Some(intent.namespace.clone());
     let t = match ClusterHandle::load(&flags, &intent.cluster).await {
         Ok(t) => t,
@@ -252,13 +443,16 @@ async fn resume(args: &DrainArgs, f: &Found) -> Result<(Option<Worker>, String),
         machine_ar,
         machine_name: intent.machine,
         md_name: intent.machine_deployment,
+        silent: false,
     };
     if machine.is_some_and(|m| json::at(&m, &["metadata", "deletionTimestamp"]).is_none()) {
         confirm(
-            args.yes,
+            job.yes,
             &format!(
-                "finish draining ByoHost {name}: delete Machine {} of cluster {}, then cordon {name}",
-                w.machine_name, w.cluster
+                "finish the {} of ByoHost {name}: delete Machine {} of cluster {}, then cordon {name}",
+                job.verb(),
+                w.machine_name,
+                w.cluster
             ),
         )?;
         delete_machine(&w).await?;
@@ -266,16 +460,18 @@ async fn resume(args: &DrainArgs, f: &Found) -> Result<(Option<Worker>, String),
     Ok((Some(w), intent.byo_machine))
 }
 
-/// A drain's wait that timed out: the host carries the drain's mark, and a re-run finishes.
-fn unfinished(e: Error, name: &str) -> Error {
+/// A drain's (or retire's) wait that timed out: the host carries the mark, and a re-run
+/// finishes.
+fn unfinished(e: Error, job: &Job<'_>) -> Error {
+    let (name, verb) = (job.host, job.verb());
     match e {
         Error::Timeout { what, after } => Error::Other {
             message: format!(
-                "the drain of ByoHost {name} did not finish within {} ({what}): re-run to finish: kubectl capi hosts drain {name} --yes",
+                "the {verb} of ByoHost {name} did not finish within {} ({what}): re-run to finish: kubectl capi hosts {verb} {name} --yes",
                 kcore::text::human_duration(after)
             ),
             hint: Some(format!(
-                "{name} is marked as draining; re-running drain waits for its release and cordons it (kubectl capi hosts shows it)"
+                "{name} is marked as draining; re-running {verb} waits for its release and cordons it (kubectl capi hosts shows it)"
             )),
         },
         e => e,
@@ -289,24 +485,27 @@ struct Worker {
     machine_ar: kube::discovery::ApiResource,
     machine_name: String,
     md_name: String,
+    /// Its Node stopped reporting ([`kcore::fields::node_silence`]).
+    silent: bool,
 }
 
 /// Finds the Machine on the host and refuses what drain cannot move: no machine, a
 /// control-plane machine, or one that no MachineDeployment would replace.
-async fn worker_on(args: &DrainArgs, f: &Found) -> Result<Worker, Error> {
-    let name = args.host.as_str();
+async fn worker_on(job: &Job<'_>, f: &Found) -> Result<Worker, Error> {
+    let name = job.host;
     let Some(bm_ns) = json::str_at(&f.host, &["status", "machineRef", "namespace"]).or_else(|| {
         json::str_at(&f.host, &["status", "machineRef", "name"]).map(|_| json::namespace(&f.host))
     }) else {
         return Err(Error::other(format!(
-            "ByoHost {name} serves no machine, so there is nothing to drain; take it out of selection with kubectl capi hosts cordon {name}"
+            "ByoHost {name} serves no machine, so there is nothing to {}; take it out of selection with kubectl capi hosts cordon {name}",
+            job.verb()
         )));
     };
     let cluster = json::label(&f.host, kcore::labels::CLUSTER_NAME_LABEL)
         .filter(|c| !c.is_empty())
         .ok_or_else(|| Error::other(format!("ByoHost {name} names no cluster")))?
         .to_string();
-    let mut flags = args.kube.clone();
+    let mut flags = job.kube.clone();
     flags.namespace = Some(bm_ns.to_string());
     let t = ClusterHandle::load(&flags, &cluster).await?;
     let machine_name = machine_on_host(&t, &f.host_ar, name).await?;
@@ -318,7 +517,8 @@ async fn worker_on(args: &DrainArgs, f: &Found) -> Result<Worker, Error> {
     let labels = json::labels(&machine);
     if labels.contains_key(kcore::labels::CONTROL_PLANE_LABEL) {
         return Err(Error::other(format!(
-            "ByoHost {name} runs control-plane machine {machine_name}; drain covers workers (scale or upgrade the control plane to move it)"
+            "ByoHost {name} runs control-plane machine {machine_name}; {} covers workers (scale or upgrade the control plane to move it)",
+            job.verb()
         )));
     }
     let Some(md_name) = labels.get(kcore::labels::DEPLOYMENT_NAME_LABEL).cloned() else {
@@ -332,6 +532,7 @@ async fn worker_on(args: &DrainArgs, f: &Found) -> Result<Worker, Error> {
         machine_ar,
         machine_name,
         md_name,
+        silent: kcore::fields::node_silence(&machine).is_some(),
     })
 }
 
@@ -382,13 +583,8 @@ fn confirm(yes: bool, what: &str) -> Result<(), Error> {
 
 /// Released → cordoned at once → the deployment back at its replicas (when the worker is
 /// known). `bm` is the ByoMachine the host served before the drain.
-async fn wait_drained(
-    args: &DrainArgs,
-    f: &Found,
-    w: Option<&Worker>,
-    bm: &str,
-) -> Result<(), Error> {
-    let name = args.host.as_str();
+async fn wait_drained(job: &Job<'_>, f: &Found, w: Option<&Worker>, bm: &str) -> Result<(), Error> {
+    let name = job.host;
     let reason = format!("drained by kubectl capi hosts drain at {}", now());
     let wait_what = match w {
         Some(w) => format!(
@@ -397,11 +593,21 @@ async fn wait_drained(
         ),
         None => format!("waiting for {name} to be released"),
     };
-    kclient::render::wait_until(&wait_what, args.timeout, Duration::from_millis(500), || {
+    kclient::render::wait_until(&wait_what, job.timeout, Duration::from_millis(500), || {
         let reason = &reason;
         async move {
             let host = find_host(&f.conn, &f.host_ar, name, Some(json::namespace(&f.host))).await?;
             if !maintenance::is_cordoned(&host) {
+                // Retire: once BYOH's controller let go (the ByoMachine is gone), nobody else
+                // will clean up.
+                if job.retire
+                    && json::str_at(&host, &["status", "machineRef", "name"])
+                        .is_none_or(|m| m == bm)
+                    && !byo_machine_exists(f, &host).await?
+                {
+                    release_for_agent(job, f, &host).await?;
+                    return Ok(Poll::Pending(format!("{name} released and cordoned")));
+                }
                 match json::str_at(&host, &["status", "machineRef", "name"]) {
                     Some(m) if m != bm => {
                         return Err(Error::other(format!(
@@ -417,7 +623,7 @@ async fn wait_drained(
                 if let HostChange::Patch(p) = maintenance::plan_cordon(&host, reason)
                     .map_err(|e| Error::other(e.0))?
                 {
-                    patch_as_agent(&args.kube, &f.host_ar, &host, &p).await?;
+                    patch_as_agent(job.kube, &f.host_ar, &host, &p).await?;
                 }
             }
             match w {

@@ -33,7 +33,7 @@ pub struct Args {
     /// Only hosts used by this CAPI cluster (label cluster.x-k8s.io/cluster-name)
     #[arg(long = "cluster-name", value_name = "CLUSTER")]
     pub cluster: Option<String>,
-    /// Only hosts in these states (Available, Reserved, Provisioning, Running, Releasing, Failed, Paused; comma-separated or repeated)
+    /// Only hosts in these states (Available, Reserved, Provisioning, Running, Unreachable, Releasing, Failed, Paused, Cordoned; comma-separated or repeated)
     #[arg(long, value_name = "STATE", value_delimiter = ',')]
     pub state: Vec<String>,
     /// Only free hosts (same as --state Available)
@@ -60,6 +60,8 @@ pub enum Cmd {
     Uncordon(maint::CordonArgs),
     /// Move the worker machine on a host to a spare host, then cordon the host
     Drain(maint::DrainArgs),
+    /// Replace the machine of a host that stopped (Unreachable), release the host for its dead agent, and cordon it
+    Retire(maint::RetireArgs),
 }
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -84,7 +86,7 @@ pub struct HostList {
 pub fn state_tone(s: HostState) -> Tone {
     match s {
         HostState::Available | HostState::Running => Tone::Good,
-        HostState::Failed => Tone::Bad,
+        HostState::Failed | HostState::Unreachable => Tone::Bad,
         HostState::Paused | HostState::Cordoned => Tone::Dim,
         HostState::Reserved | HostState::Provisioning | HostState::Releasing => Tone::Warn,
     }
@@ -200,6 +202,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         Some(Cmd::Cordon(a)) => return maint::cordon(a).await,
         Some(Cmd::Uncordon(a)) => return maint::uncordon(a).await,
         Some(Cmd::Drain(a)) => return maint::drain(a).await,
+        Some(Cmd::Retire(a)) => return maint::retire(a).await,
         None => {}
     }
     let printer = Printer::new(&args.output);

@@ -182,6 +182,32 @@ const LOCAL: &[Case] = &[
     case(&["delete"], 2, "required arguments were not provided"),
     case(&["hosts", "--state", "Bogus"], 2, "Bogus"),
     case(
+        &["hosts", "retire"],
+        2,
+        "required arguments were not provided",
+    ),
+    case(
+        &["hosts", "retire", "H_1", "--yes"],
+        2,
+        "\"H_1\" is not a valid host name",
+    ),
+    case(
+        &["hosts", "retire", "h1", "--timeout", "soon"],
+        2,
+        "invalid value 'soon'",
+    ),
+    case(
+        &[
+            "hosts",
+            "retire",
+            "h1",
+            "--timeout",
+            "99999999999999999999s",
+        ],
+        2,
+        "too long",
+    ),
+    case(
         &["hosts", "describe"],
         2,
         "required arguments were not provided",

@@ -578,7 +578,7 @@ async fn doctor_on_the_fixture_fleet_names_its_failed_and_releasing_hosts_and_st
     assert!(out.starts_with("SEVERITY"), "{out}");
     assert!(
         out.contains("error(s)")
-            && out.contains("Not checked: hosts whose agent stopped reporting"),
+            && out.contains("Not checked: whether the agent of a host that serves no cluster"),
         "{out}"
     );
     tb.delete_namespace(&client, &ns).await;

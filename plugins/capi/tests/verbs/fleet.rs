@@ -846,11 +846,13 @@ async fn scale_and_upgrade_plans_read_only_the_free_pool() {
 #[tokio::test]
 async fn hosts_read_only_what_the_rows_show() {
     let fleet = seed(tb(), "hosts-scope").await;
+    // Every format reads Machines: the table and wide only for which Nodes stopped reporting
+    // (an Unreachable host), the structured rows for their fields too.
     for (format, machines) in [
-        ("table", false),
-        ("wide", false),
+        ("table", true),
+        ("wide", true),
         ("json", true),
-        ("name", false),
+        ("name", true),
     ] {
         let o = run(tb(), &["hosts", "-A", "-o", format, "-v=6"]);
         assert!(o.status.success(), "{format}: {}", err(&o));
@@ -871,7 +873,7 @@ async fn hosts_read_only_what_the_rows_show() {
         assert_eq!(
             lists("/machines") > 0,
             machines,
-            "{format}: Machines read only for structured rows: {urls:#?}"
+            "{format}: Machines read: {urls:#?}"
         );
     }
 }

@@ -35,6 +35,11 @@ async fn hosts(client: &Client, ns: &str) -> Vec<Value> {
     list(&api(client, ns, &byoh_ar("ByoHost")), &Default::default()).await
 }
 
+/// `kubectl capi ARGS -n NS`.
+fn capi(tb: &Testbed, ns: &str, args: &[&str]) -> std::process::Output {
+    plugin_in(capi_binary().to_str().unwrap(), &tb.kubeconfig, ns, args)
+}
+
 /// `kubectl kamaji doctor -n NS -o json --only workers`: its exit and report.
 fn doctor(tb: &Testbed, ns: &str) -> (std::process::Output, Value) {
     let o = kamaji(tb, ns, &words("doctor -o json --only workers"));
@@ -118,6 +123,10 @@ async fn byoh_cluster_on_the_real_controllers() {
             );
         }
     }
+
+    // A spare for the retire below, registered after the cluster took its two.
+    host_agents(tb, &client, &ns, "s", 1, ("role", &role), false).await;
+    let spare = format!("{ns}-s01");
 
     // A host that loses power (fault injection: its SIMULATED agent and kubelet stop): the
     // tenant's node lifecycle controller marks its Node's Ready Unknown after its grace period,
@@ -209,34 +218,78 @@ async fn byoh_cluster_on_the_real_controllers() {
         f["fix"]
             .as_str()
             .unwrap()
-            .ends_with(&format!("kubectl capi hosts describe {silent} -n {ns}")),
+            .ends_with(&format!("kubectl capi hosts retire {silent} -n {ns}")),
         "{f}"
     );
-    // Power back: its kubelet reports again, and the finding goes.
-    testbed::sim::byoh::power(&silent, true);
-    wait_until(
-        "the doctor to stop naming the host",
-        Duration::from_secs(120),
-        || async {
-            let (_, report) = doctor(tb, &ns);
-            unreachable_hosts(&report)
-                .is_empty()
-                .then_some(())
-                .ok_or(format!("{report:#}"))
-        },
-    )
-    .await;
+    // kubectl capi hosts shows it Unreachable; retire refuses a host that still reports.
+    let listed = capi(tb, &ns, &["hosts", "-o", "json"]);
+    let listed: Value = serde_json::from_str(&stdout(&listed)).unwrap();
+    let state_of = |h: &str| {
+        listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == h)
+            .map(|r| r["state"].clone())
+    };
+    assert_eq!(state_of(&silent), Some(json!("Unreachable")), "{listed:#}");
+    assert_eq!(state_of(&format!("{ns}-a01")), Some(json!("Running")));
+    let refused = capi(tb, &ns, &["hosts", "retire", &format!("{ns}-a01"), "--yes"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains(&format!("kubectl capi hosts drain {ns}-a01")),
+        "{}",
+        stderr(&refused)
+    );
+    // retire: the Machine is replaced on the spare, the dead host released and cordoned, and
+    // the real BYOH controller does not pick it again.
+    let retired = capi(
+        tb,
+        &ns,
+        &["hosts", "retire", &silent, "--yes", "--timeout", "5m"],
+    );
+    assert!(
+        retired.status.success(),
+        "{}\n{}\n{}",
+        stdout(&retired),
+        stderr(&retired),
+        rec.log_tail()
+    );
+    assert!(stdout(&retired).contains("retired"), "{}", stdout(&retired));
+    let all = hosts(&client, &ns).await;
+    let host = |n: &str| all.iter().find(|h| h["metadata"]["name"] == n).unwrap();
+    let dead = host(&silent);
+    assert!(dead["status"]["machineRef"].is_null(), "{dead}");
+    assert_eq!(
+        dead["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"], "",
+        "cordoned: {dead}"
+    );
+    assert!(
+        dead["metadata"]["annotations"]["capi-kamaji.io/cordoned"].is_string(),
+        "{dead}"
+    );
+    let took = host(&spare);
+    assert_eq!(
+        took["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"], "c1",
+        "the replacement went to the spare: {took}"
+    );
+    let (_, report) = doctor(tb, &ns);
+    assert!(unreachable_hosts(&report).is_empty(), "{report:#}");
 
     // kubectl capi delete releases the hosts (the real BYOH controller marks them for cleanup).
     capi_delete(tb, &ns, "c1");
     wait_until("the hosts released", Duration::from_secs(60), || async {
         let all = hosts(&client, &ns).await;
-        let released = all.iter().all(|h| {
-            h["status"]["machineRef"].is_null()
-                && h["metadata"]["labels"]
-                    .get("cluster.x-k8s.io/cluster-name")
-                    .is_none()
-        });
+        // The retired host stays cordoned until someone resets it.
+        let released = all
+            .iter()
+            .filter(|h| h["metadata"]["name"] != silent)
+            .all(|h| {
+                h["status"]["machineRef"].is_null()
+                    && h["metadata"]["labels"]
+                        .get("cluster.x-k8s.io/cluster-name")
+                        .is_none()
+            });
         released.then_some(()).ok_or(format!("{all:?}"))
     })
     .await;
