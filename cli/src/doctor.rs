@@ -516,7 +516,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             .push(doctor::MachineFacts::of(&m))),
         each(&conn, apis.byo_host(), ns, false, |h| f
             .byo_hosts
-            .push(doctor::HostFacts::of(&h))),
+            .push(kcore::plan::hosts::HostFacts::of(&h))),
         each(
             &conn,
             provider(INFRASTRUCTURE_GROUP, "ByoMachine"),

@@ -308,8 +308,12 @@ fn the_core_public_surface_is_bounded() {
     // sources, what is recorded and read back; `ClusterUpgradeSpec`/`FleetUpgradeSpec`
     // `patch_releases`, `walk_start`, `KamajiUpgradePlan`'s three fields), +6 for the
     // deprecated APIs an upgrade's preflight reads from a tenant's metrics
-    // (`plan::upgrade::deprecated`).
-    const MAX_PUBLIC_ITEMS: usize = 595;
+    // (`plan::upgrade::deprecated`), +12 for the fleet-sized kinds doctor holds as facts
+    // (`doctor::MachineFacts` and `plan::hosts::HostFacts`, each with its `of`; `object_key`,
+    // `secret_cluster`; the doctor's re-export), a Node that stopped reporting, read by doctor
+    // and the hosts table (`fields::node_silence`, `NodeSilence`), `hosts retire`'s release
+    // (`plan_agent_release`, `AgentRelease`) and the host preflight (`preflight_script`).
+    const MAX_PUBLIC_ITEMS: usize = 607;
     let kinds = [
         "fn ",
         "async fn ",

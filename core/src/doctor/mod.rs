@@ -10,7 +10,7 @@ mod facts;
 #[cfg(test)]
 mod tests;
 
-pub use crate::plan::hosts::HostFacts;
+use crate::plan::hosts::HostFacts;
 pub use facts::{MachineFacts, object_key, secret_cluster};
 
 use serde::Serialize;

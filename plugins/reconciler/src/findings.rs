@@ -52,7 +52,7 @@ const KINDS: [(&str, &str, Keep); 10] = [
         f.machines.push(doctor::MachineFacts::of(&o))
     }),
     (INFRASTRUCTURE_GROUP, "ByoHost", |f, o| {
-        f.byo_hosts.push(doctor::HostFacts::of(&o))
+        f.byo_hosts.push(kcore::plan::hosts::HostFacts::of(&o))
     }),
     (INFRASTRUCTURE_GROUP, "ByoMachine", |f, o| {
         f.byo_machines.insert(doctor::object_key(&o));
