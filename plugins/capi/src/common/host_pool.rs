@@ -341,3 +341,71 @@ pub async fn machine_on_host(
             ))
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::lists::MachineStatus;
+    use serde_json::json;
+
+    fn machine(name: &str, status: Value) -> Narrow<MachineStatus> {
+        serde_json::from_value(json!({"kind": "Machine",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"clusterName": "c1"}, "status": status}))
+        .unwrap()
+    }
+
+    fn node_ready(status: &str, reason: &str, message: &str) -> Value {
+        json!({"type": "NodeReady", "status": status, "reason": reason, "message": message})
+    }
+
+    /// The table's Machines: only those whose Node stopped reporting carry their `NodeReady`
+    /// (either contract), and the host's Machine built from its ByoMachine's owner gets it, so
+    /// the table shows the host Unreachable.
+    #[test]
+    fn silent_nodes_reach_the_tables_machines() {
+        let silent = node_ready(
+            "Unknown",
+            "NodeReadyUnknown",
+            "* Node.Ready: Kubelet stopped posting node status.",
+        );
+        let read = [
+            machine(
+                "m1",
+                json!({"phase": "Running", "conditions": [silent.clone()]}),
+            ),
+            machine(
+                "m2",
+                json!({"phase": "Running", "v1beta2": {"conditions": [silent.clone()]}}),
+            ),
+            machine(
+                "m3",
+                json!({"phase": "Running", "conditions": [node_ready("True", "NodeReady", "")]}),
+            ),
+        ]
+        .map(Narrow::silent);
+        assert!(read[2].is_null());
+        let bms: Vec<Value> = ["m1", "m2", "m3"]
+            .iter()
+            .map(|m| {
+                json!({"kind": "ByoMachine", "metadata": {"name": format!("bm-{m}"), "namespace": "ns",
+                    "ownerReferences": [{"kind": "Machine", "name": m, "controller": true}]}})
+            })
+            .collect();
+        let machines = machines_from_owners(&bms, &read);
+        let silent_names: Vec<&str> = machines
+            .iter()
+            .filter(|m| kcore::fields::node_silence(m).is_some())
+            .map(kcore::json::name)
+            .collect();
+        assert_eq!(silent_names, ["m1", "m2"]);
+        // The structured rows carry it too; a Node still starting is not silent.
+        let row = machine("m1", json!({"phase": "Running", "conditions": [silent]})).machine_row();
+        assert!(kcore::fields::node_silence(&row).is_some(), "{row}");
+        let starting = machine(
+            "m4",
+            json!({"conditions": [node_ready("Unknown", "NodeReadyUnknown", "* Node.Ready: Condition not yet reported")]}),
+        );
+        assert!(starting.silent().is_null());
+    }
+}

@@ -233,6 +233,13 @@ async fn byoh_cluster_on_the_real_controllers() {
             .map(|r| r["state"].clone())
     };
     assert_eq!(state_of(&silent), Some(json!("Unreachable")), "{listed:#}");
+    // The table reads it from the silent Machines alone.
+    let table = stdout(&capi(tb, &ns, &["hosts"]));
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(&silent))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains("Unreachable"), "{table}");
     assert_eq!(state_of(&format!("{ns}-a01")), Some(json!("Running")));
     let refused = capi(tb, &ns, &["hosts", "retire", &format!("{ns}-a01"), "--yes"]);
     assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
