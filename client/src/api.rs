@@ -238,16 +238,7 @@ pub async fn merge_patch(
     patch: &Value,
     w: Write<'_>,
 ) -> Result<DynamicObject, Error> {
-    check_name(ar, name)?;
-    dynamic(conn, ar, Some(namespace))
-        .patch(name, &w.params(), &Patch::Merge(patch))
-        .await
-        .map_err(|e| {
-            let op = Op::on("patch", ar)
-                .in_namespace(Some(namespace))
-                .named(name);
-            conn.error(e, &op)
-        })
+    merge_patch_at(conn, ar, namespace, name, patch, w, false).await
 }
 
 /// Like [`merge_patch`], to the object's status subresource.
@@ -259,16 +250,35 @@ pub async fn merge_patch_status(
     patch: &Value,
     w: Write<'_>,
 ) -> Result<DynamicObject, Error> {
+    merge_patch_at(conn, ar, namespace, name, patch, w, true).await
+}
+
+async fn merge_patch_at(
+    conn: &Conn,
+    ar: &ApiResource,
+    namespace: &str,
+    name: &str,
+    patch: &Value,
+    w: Write<'_>,
+    status: bool,
+) -> Result<DynamicObject, Error> {
     check_name(ar, name)?;
-    dynamic(conn, ar, Some(namespace))
-        .patch_status(name, &w.params(), &Patch::Merge(patch))
-        .await
-        .map_err(|e| {
-            let op = Op::on("patch", ar)
-                .in_namespace(Some(namespace))
-                .named(&format!("{name}/status"));
-            conn.error(e, &op)
-        })
+    let api = dynamic(conn, ar, Some(namespace));
+    let (params, patch) = (w.params(), Patch::Merge(patch));
+    let res = match status {
+        true => api.patch_status(name, &params, &patch).await,
+        false => api.patch(name, &params, &patch).await,
+    };
+    res.map_err(|e| {
+        let shown = match status {
+            true => format!("{name}/status"),
+            false => name.to_string(),
+        };
+        let op = Op::on("patch", ar)
+            .in_namespace(Some(namespace))
+            .named(&shown);
+        conn.error(e, &op)
+    })
 }
 
 /// A planned change ([`kcore::plan::ObjectPatch`]): its RFC 6902 JSON patch, or for the scale

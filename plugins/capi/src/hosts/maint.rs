@@ -158,6 +158,15 @@ async fn find(kube: &KubeFlags, name: &str) -> Result<Found, Error> {
     })
 }
 
+/// A connection as host `name`'s own agent (the only writer BYOH's webhook admits).
+async fn agent_conn(kube: &KubeFlags, name: &str) -> Result<Conn, Error> {
+    let (user, groups) = maintenance::agent_identity(name);
+    let mut opts = kube.options();
+    opts.as_user = Some(user);
+    opts.as_group = groups;
+    opts.connect().await
+}
+
 /// Writes a merge patch to the host as its own agent (the only writer BYOH's webhook admits).
 async fn patch_as_agent(
     kube: &KubeFlags,
@@ -166,11 +175,7 @@ async fn patch_as_agent(
     patch: &Value,
 ) -> Result<(), Error> {
     let name = json::name(host);
-    let (user, groups) = maintenance::agent_identity(name);
-    let mut opts = kube.options();
-    opts.as_user = Some(user);
-    opts.as_group = groups;
-    let agent = opts.connect().await?;
+    let agent = agent_conn(kube, name).await?;
     let w = kclient::api::Write {
         manager: FIELD_MANAGER,
         dry_run: false,
@@ -339,11 +344,7 @@ async fn release_for_agent(job: &Job<'_>, f: &Found, host: &Value) -> Result<(),
     let reason = format!("retired by kubectl capi hosts retire at {}", now());
     let r = maintenance::plan_agent_release(host, &reason, &now());
     let name = json::name(host);
-    let (user, groups) = maintenance::agent_identity(name);
-    let mut opts = job.kube.options();
-    opts.as_user = Some(user);
-    opts.as_group = groups;
-    let agent = opts.connect().await?;
+    let agent = agent_conn(job.kube, name).await?;
     let w = || kclient::api::Write {
         manager: FIELD_MANAGER,
         dry_run: false,
