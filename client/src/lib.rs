@@ -19,6 +19,7 @@ pub mod api;
 pub mod conn;
 pub mod discovery;
 pub mod error;
+pub mod etcd;
 pub mod fetch;
 pub mod input;
 pub mod kubeconfig;

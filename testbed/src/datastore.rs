@@ -1,5 +1,7 @@
-//! The etcd that Kamaji uses as its `default` DataStore: a second etcd of the testbed's own,
-//! serving https with client-certificate authentication, as Kamaji's etcd driver requires.
+//! The etcds that Kamaji uses as its DataStores: `default` (the one `kamaji manager
+//! --datastore=default` uses) and [`SECOND`] (the target `kubectl kamaji migrate` moves a tenant
+//! to), etcds of the testbed's own, serving https with client-certificate authentication, as
+//! Kamaji's etcd driver requires.
 //!
 //! Kamaji v1.0.0 signs each tenant's etcd client certificate with the datastore CA, and parses
 //! that CA's key with `x509.ParsePKCS1PrivateKey` (`internal/crypto/crypto.go`), so every key
@@ -12,9 +14,12 @@ use std::time::{Duration, Instant};
 
 use crate::{Error, Proc, free_port};
 
+/// The etcds Kamaji's DataStores name: `default` first, then [`SECOND`], sharing one CA and one
+/// client certificate (each DataStore names them through Secrets, as Kamaji's Helm chart and
+/// kamaji-etcd install them).
 pub struct DataStore {
-    pub proc: Proc,
-    pub port: u16,
+    /// The etcd processes and their client ports, by DataStore name.
+    pub etcds: Vec<(&'static str, Proc, u16)>,
     pub ca_crt: String,
     pub ca_key: String,
     pub client_crt: String,
@@ -98,6 +103,9 @@ fn pki(dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// The second etcd DataStore's name (as in Kamaji's datastore-migration guide).
+pub const SECOND: &str = "dedicated";
+
 pub fn start(dir: &Path, etcd: &Path) -> Result<DataStore, Error> {
     let pki_dir = dir.join("datastore-pki");
     pki(&pki_dir)?;
@@ -105,15 +113,36 @@ pub fn start(dir: &Path, etcd: &Path) -> Result<DataStore, Error> {
         let p: PathBuf = pki_dir.join(f);
         std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))
     };
+    let mut etcds = Vec::new();
+    // The first keeps the file names of earlier testbeds (`datastore-etcd`).
+    for (name, stem) in [
+        ("default", "datastore-etcd"),
+        (SECOND, "datastore-dedicated-etcd"),
+    ] {
+        let (proc, port) = spawn(dir, etcd, &pki_dir, stem)?;
+        etcds.push((name, proc, port));
+    }
+    Ok(DataStore {
+        etcds,
+        ca_crt: read("ca.crt")?,
+        ca_key: read("ca.key")?,
+        client_crt: read("client.crt")?,
+        client_key: read("client.key")?,
+    })
+}
+
+/// One etcd serving the PKI in `pki_dir`, its data in `<dir>/<stem>` and its log in
+/// `<dir>/<stem>.log`; returns once it listens.
+fn spawn(dir: &Path, etcd: &Path, pki_dir: &Path, stem: &str) -> Result<(Proc, u16), Error> {
     let (port, peer) = (free_port()?, free_port()?);
     let p = |f: &str| pki_dir.join(f).display().to_string();
-    let log = dir.join("datastore-etcd.log");
-    let proc = Proc::spawn(
-        "datastore-etcd",
+    let log = dir.join(format!("{stem}.log"));
+    let mut proc = Proc::spawn(
+        stem,
         etcd,
         &[
             "--name=datastore".into(),
-            format!("--data-dir={}", dir.join("datastore-etcd").display()),
+            format!("--data-dir={}", dir.join(stem).display()),
             format!("--listen-client-urls=https://127.0.0.1:{port}"),
             format!("--advertise-client-urls=https://127.0.0.1:{port}"),
             format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
@@ -128,27 +157,19 @@ pub fn start(dir: &Path, etcd: &Path) -> Result<DataStore, Error> {
         ],
         &log,
     )?;
-    let mut proc = proc;
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         if let Some(status) = proc.exited() {
-            return Err(crate::process::exited_error("datastore-etcd", status, &log));
+            return Err(crate::process::exited_error(stem, status, &log));
         }
         if Instant::now() > deadline {
             return Err(Error::Start(format!(
-                "the datastore etcd did not listen within 30s; {}:\n{}",
+                "the datastore etcd {stem} did not listen within 30s; {}:\n{}",
                 log.display(),
                 crate::log_tail(&log)
             )));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Ok(DataStore {
-        proc,
-        port,
-        ca_crt: read("ca.crt")?,
-        ca_key: read("ca.key")?,
-        client_crt: read("client.crt")?,
-        client_key: read("client.key")?,
-    })
+    Ok((proc, port))
 }

@@ -68,17 +68,20 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     let bin = crate::assets::built(&tb.assets.kamaji, "the Kamaji operator was not built")?
         .join("kamaji");
     let datastore::DataStore {
-        proc: ds_proc,
-        port: ds_port,
+        etcds,
         ca_crt,
         ca_key,
         client_crt,
         client_key,
     } = datastore::start(&tb.dir, &tb.assets.etcd())?;
-    tb.push(ds_proc);
-    apply_datastore(
+    let mut ds_ports = Vec::new();
+    for (name, proc, port) in etcds {
+        tb.push(proc);
+        ds_ports.push((name, port));
+    }
+    apply_datastores(
         client,
-        ds_port,
+        &ds_ports,
         (&ca_crt, &ca_key),
         (&client_crt, &client_key),
     )
@@ -96,7 +99,9 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     if let Ok(mut v) = tb.sandboxes.lock() {
         v.push(sandbox.clone());
     }
-    sandbox.forward(ds_port)?;
+    for (_, port) in &ds_ports {
+        sandbox.forward(*port)?;
+    }
     let webhook = sandbox.expose(9443)?;
     register_webhooks(tb, client, webhook, &webhook_ca).await?;
 
@@ -107,7 +112,7 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
         || async { std::fs::read_to_string(&log).is_ok_and(|t| t.contains("Starting workers")) };
     tb.wait_until("kamaji", &log, Duration::from_secs(60), ready)
         .await?;
-    start_tenant_runner(tb)?;
+    start_tenant_runner(tb, &bin)?;
     tracing::info!(
         "Kamaji running (namespace-isolated, version webhook only where a namespace asks for it); tenants run Kubernetes {}",
         tb.assets.tenant_versions().join(", ")
@@ -115,11 +120,12 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     Ok(())
 }
 
-/// Kamaji's namespace, the datastore's CA and client certificate Secrets, and the `default`
-/// DataStore (the one `kamaji manager --datastore=default` uses) on the etcd at `port`.
-async fn apply_datastore(
+/// Kamaji's namespace, the datastores' CA and client certificate Secrets, and one etcd
+/// DataStore per `(name, port)`: `default` (the one `kamaji manager --datastore=default` uses)
+/// and [`datastore::SECOND`].
+async fn apply_datastores(
     client: &Client,
-    port: u16,
+    ports: &[(&str, u16)],
     (ca_crt, ca_key): (&str, &str),
     (client_crt, client_key): (&str, &str),
 ) -> Result<(), Error> {
@@ -150,15 +156,18 @@ async fn apply_datastore(
         apply(client, &v1("Secret", "secrets"), Some(NAMESPACE), secret).await?;
     }
     let sref = |name: &str, key: &str| json!({"secretReference": {"name": name, "namespace": NAMESPACE, "keyPath": key}});
-    apply(client, &crate::sim::ar("kamaji.clastix.io", "v1alpha1", "DataStore", "datastores"), None, json!({
-        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "DataStore",
-        "metadata": {"name": "default"},
-        "spec": {"driver": "etcd", "endpoints": [format!("127.0.0.1:{}", port)],
-                 "tlsConfig": {
-                    "certificateAuthority": {"certificate": sref("kamaji-datastore-ca", "ca.crt"),
-                                             "privateKey": sref("kamaji-datastore-ca", "ca.key")},
-                    "clientCertificate": {"certificate": sref("kamaji-datastore-client", "tls.crt"),
-                                          "privateKey": sref("kamaji-datastore-client", "tls.key")}}}})).await
+    for (name, port) in ports {
+        apply(client, &crate::sim::ar("kamaji.clastix.io", "v1alpha1", "DataStore", "datastores"), None, json!({
+            "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "DataStore",
+            "metadata": {"name": name},
+            "spec": {"driver": "etcd", "endpoints": [format!("127.0.0.1:{port}")],
+                     "tlsConfig": {
+                        "certificateAuthority": {"certificate": sref("kamaji-datastore-ca", "ca.crt"),
+                                                 "privateKey": sref("kamaji-datastore-ca", "ca.key")},
+                        "clientCertificate": {"certificate": sref("kamaji-datastore-client", "tls.crt"),
+                                              "privateKey": sref("kamaji-datastore-client", "tls.key")}}}})).await?;
+    }
+    Ok(())
 }
 
 /// Spawns `kamaji manager` inside its network namespace (`tmp` is its `$TMPDIR`, `work` its
@@ -206,11 +215,16 @@ fn spawn_manager(
 
 /// Runs the SIMULATED kubelet of tenant pods ([`crate::pods`]) and [`plumb_tenants`] in the
 /// background, as one task the testbed aborts when it stops.
-fn start_tenant_runner(tb: &Testbed) -> Result<(), Error> {
+fn start_tenant_runner(tb: &Testbed, bin: &Path) -> Result<(), Error> {
     let kubeconfig = tb.kubeconfig.clone();
     let pod_cfg = crate::pods::Config {
         dir: tb.dir.join("tenant-pods"),
         releases: tb.assets.tenant_releases.clone(),
+        kamaji: Some(crate::pods::KamajiJobs {
+            binary: bin.to_path_buf(),
+            namespace: NAMESPACE.into(),
+            kubeconfig: tb.kubeconfig.clone(),
+        }),
         node_name: "testbed-tenant-node".into(),
         tick: Duration::from_millis(500),
     };

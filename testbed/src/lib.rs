@@ -28,6 +28,7 @@ mod faults;
 pub mod fixtures;
 mod inotify;
 mod kamaji;
+pub use datastore::SECOND as SECOND_DATASTORE;
 pub use kamaji::KAMAJI_VALIDATION_LABEL;
 mod netns;
 pub mod pods;

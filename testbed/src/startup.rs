@@ -62,7 +62,13 @@ fn testbed_dir(dir: Option<&Path>) -> Result<(PathBuf, bool), Error> {
 /// Kamaji's datastore's etcd data (objects written against the last API server, such as a BYOH
 /// BootstrapKubeconfig naming its URL and CA, while the new one gets a new port and new
 /// certificates), the audit log, and tenant pods' directories. Logs are truncated by each start.
-const LAST_RUN: &[&str] = &["etcd", "datastore-etcd", "audit.log", "tenant-pods"];
+const LAST_RUN: &[&str] = &[
+    "etcd",
+    "datastore-etcd",
+    "datastore-dedicated-etcd",
+    "audit.log",
+    "tenant-pods",
+];
 
 /// Removes the state of an earlier run in `dir` (saying so), so every start is a fresh cluster.
 fn start_clean(dir: &Path) -> Result<(), Error> {
@@ -291,7 +297,8 @@ impl Testbed {
     }
 
     /// Starts kube-controller-manager: the garbage collector and namespace controllers, and
-    /// with `kamaji` the Deployment and ReplicaSet ones (tenant control planes are Deployments).
+    /// with `kamaji` the Deployment and ReplicaSet ones (tenant control planes are Deployments)
+    /// and the Job one (Kamaji's DataStore migration).
     fn start_controller_manager(&self, kamaji: bool) -> Result<(), Error> {
         let kcm = Proc::spawn(
             "kube-controller-manager",
@@ -299,8 +306,9 @@ impl Testbed {
             &[
                 format!("--kubeconfig={}", self.kubeconfig.display()),
                 if kamaji {
-                    // Kamaji's tenant control planes are Deployments.
-                    "--controllers=garbagecollector,namespace,deployment,replicaset".into()
+                    // Kamaji's tenant control planes are Deployments; its DataStore
+                    // migration is a Job.
+                    "--controllers=garbagecollector,namespace,deployment,replicaset,job".into()
                 } else {
                     "--controllers=garbagecollector,namespace".into()
                 },

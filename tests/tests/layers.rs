@@ -312,8 +312,13 @@ fn the_core_public_surface_is_bounded() {
     // (`doctor::MachineFacts` and `plan::hosts::HostFacts`, each with its `of`; `object_key`,
     // `secret_cluster`; the doctor's re-export), a Node that stopped reporting, read by doctor
     // and the hosts table (`fields::node_silence`, `NodeSilence`), `hosts retire`'s release
-    // (`plan_agent_release`, `AgentRelease`) and the host preflight (`preflight_script`).
-    const MAX_PUBLIC_ITEMS: usize = 607;
+    // (`plan_agent_release`, `AgentRelease`) and the host preflight (`preflight_script`), +26
+    // for `kubectl kamaji migrate` (`kamaji::migrate` and its mod line: a DataStore as a
+    // migration reads it, `Content`, `EtcdTls`, `Reach`, `Stage`, `Writes`, `Preflight`,
+    // `MigratePlan` and its `lines`, `MigrationProgress` with `of` and `line`, the prefix and
+    // its range end, `stage`, `preflight`, the three patches and the nudge, Kamaji's Job name,
+    // `complete_first` for Kamaji v1.0.0's Job reading, `FREEZE_WEBHOOK`).
+    const MAX_PUBLIC_ITEMS: usize = 633;
     let kinds = [
         "fn ",
         "async fn ",

@@ -9,6 +9,8 @@
 //!   endpoint derived from a TenantControlPlane, and what each infrastructure cluster takes;
 //! - [`tcp`]: the TenantControlPlane built from a KamajiControlPlane and its Cluster;
 //! - [`infra`]: the reconciler's infrastructure-cluster patch table and plan;
+//! - [`migrate`]: `kubectl kamaji migrate` (a DataStore as a migration reads it, the preflight,
+//!   where Kamaji's migration stands);
 //! - [`create`]: `kubectl kamaji create` and `generate clusterclass` (the flags, the
 //!   infrastructure providers' registry, the objects they build);
 //! - [`plan`]: `kubectl kamaji scale` and `upgrade` (and their ClusterClass topology form).
@@ -21,6 +23,7 @@ pub mod crd;
 pub mod create;
 pub mod endpoint;
 pub mod infra;
+pub mod migrate;
 pub mod plan;
 pub mod tcp;
 pub mod version;

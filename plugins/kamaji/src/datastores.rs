@@ -83,10 +83,8 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let mut items = Vec::new();
     for d in &stores {
         let v = object_json(d);
-        let name = v["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let store = kcore::kamaji::migrate::DataStore::of(&v);
+        let name = store.name.clone();
         let mut used_by: Vec<String> = tcps
             .iter()
             .filter(|t| {
@@ -115,13 +113,8 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         items.push(DataStoreRow {
             metadata: kcore::json::RowMeta::of(&v),
             name,
-            driver: v["spec"]["driver"].as_str().unwrap_or_default().into(),
-            endpoints: v["spec"]["endpoints"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|e| e.as_str().map(str::to_string))
-                .collect(),
+            driver: store.driver,
+            endpoints: store.endpoints,
             ready: v["status"]["ready"].as_bool(),
             used_by,
             age: age(&v),

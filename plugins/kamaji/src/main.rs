@@ -16,6 +16,7 @@ mod generate;
 mod install;
 mod kubeconfig;
 mod list;
+mod migrate;
 mod scale;
 mod status;
 mod token;
@@ -41,6 +42,8 @@ enum Verb {
     Status(status::Args),
     /// List Kamaji DataStores: driver, endpoints, readiness and the control planes using them
     Datastores(datastores::Args),
+    /// Move a control plane's data to another DataStore with Kamaji's migration (asks first; --yes without a terminal)
+    Migrate(migrate::Args),
     /// What is wrong across the management cluster and the fleet, and the command that fixes each
     Doctor(doctor::Args),
     /// Scale the control plane (0 = asleep) and the workers
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         match verb {
             Verb::Create(a) => create::run(&a).await,
             Verb::Generate(a) => generate::run(&a).await,
+            Verb::Migrate(a) => migrate::run(&a).await,
             Verb::List(a) => list::run(&a).await,
             Verb::Status(a) => status::run(&a).await,
             Verb::Datastores(a) => datastores::run(&a).await,

@@ -1,4 +1,5 @@
-//! SIMULATED kubelet, for Kamaji's tenant control-plane pods only.
+//! SIMULATED kubelet, for Kamaji's tenant control-plane pods and Kamaji's DataStore migration
+//! Job pods only.
 //!
 //! There is no container runtime here, so this stands in for the kubelet of the node that would
 //! run a TenantControlPlane's Deployment: it binds each pod of a Kamaji Deployment (label
@@ -24,6 +25,14 @@
 //!   and 10259.
 //! - Volumes are written once when the pod starts (Kamaji rolls its Deployment when a secret it
 //!   mounts changes, so a new pod sees new content).
+//! - Kamaji's migration Job (`internal/resources/datastore/datastore_migrate.go`, Kamaji
+//!   v1.0.0: container command `/kamaji`, args `migrate --tenant-control-plane=...
+//!   --target-datastore=...`, restart policy OnFailure) runs the Kamaji binary the testbed built
+//!   for its manager, to completion, restarted on failure with the same back-off. Its image is
+//!   not pulled (the binary is the same release). Its credentials are the testbed's kubeconfig,
+//!   given as `KUBECONFIG`, instead of the `kamaji` ServiceAccount's token mounted at the
+//!   standard path: the testbed runs without the ServiceAccount admission plugin and token
+//!   mounts, and Kamaji's manager itself runs here with that kubeconfig.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -51,7 +60,23 @@ pub struct Config {
     /// The node name pods are bound to.
     pub node_name: String,
     pub tick: Duration,
+    /// Run Kamaji's migration Job pods too, with this.
+    pub kamaji: Option<KamajiJobs>,
 }
+
+/// How Kamaji's migration Job pods run here.
+#[derive(Clone, Debug)]
+pub struct KamajiJobs {
+    /// The Kamaji binary (`/kamaji` in Kamaji's image).
+    pub binary: PathBuf,
+    /// Kamaji's namespace, where its Jobs are.
+    pub namespace: String,
+    /// Given to the process as `KUBECONFIG` (see the module documentation).
+    pub kubeconfig: PathBuf,
+}
+
+/// The label the Job controller puts on a Job's pods.
+const JOB_POD_LABEL: &str = "batch.kubernetes.io/job-name";
 
 /// The label Kamaji puts on every pod of a TenantControlPlane's Deployment
 /// (`internal/builders/controlplane/deployment.go`, `templateLabels`).
@@ -64,6 +89,9 @@ struct Container {
     args: Vec<String>,
     /// `waiting` reason and message when the container cannot run at all.
     unavailable: Option<(String, String)>,
+    env: Vec<(&'static str, String)>,
+    /// Ran to completion and is not restarted (a Job's pod); its exit code.
+    finished: Option<i32>,
     /// Where readiness is checked: an https `/readyz` (kube-apiserver) or a listening port.
     probe: Probe,
     proc: Option<Proc>,
@@ -84,6 +112,8 @@ enum Probe {
 struct RunningPod {
     /// The tenant port this pod's API server serves through the SIMULATED Service.
     service_port: Option<u16>,
+    /// The pod's `restartPolicy`: `Always` (tenant pods), `OnFailure` or `Never` (Jobs).
+    restart: String,
     dir: PathBuf,
     containers: Vec<Container>,
     started: String,
@@ -105,13 +135,10 @@ pub async fn run(client: Client, cfg: Config) {
             .join(", ")
     );
     loop {
-        match pods
-            .list(&ListParams::default().labels(TENANT_POD_LABEL))
-            .await
-        {
+        match list_pods(&pods, &client, &cfg).await {
             Ok(list) => {
                 let mut seen = HashSet::new();
-                for pod in list.items {
+                for pod in list {
                     let uid = pod.metadata.uid.clone().unwrap_or_default();
                     seen.insert(uid.clone());
                     if let Err(e) = step(&client, &cfg, &mut running, &endpoints, &uid, &pod).await
@@ -151,6 +178,27 @@ pub async fn run(client: Client, cfg: Config) {
         }
         tokio::time::sleep(cfg.tick).await;
     }
+}
+
+/// Kamaji's tenant pods everywhere, and its Job pods in its namespace.
+async fn list_pods(
+    pods: &Api<Pod>,
+    client: &Client,
+    cfg: &Config,
+) -> Result<Vec<Pod>, kube::Error> {
+    let mut all = pods
+        .list(&ListParams::default().labels(TENANT_POD_LABEL))
+        .await?
+        .items;
+    if let Some(k) = &cfg.kamaji {
+        let jobs: Api<Pod> = Api::namespaced(client.clone(), &k.namespace);
+        all.extend(
+            jobs.list(&ListParams::default().labels(JOB_POD_LABEL))
+                .await?
+                .items,
+        );
+    }
+    Ok(all)
 }
 
 fn stop(p: RunningPod) {
@@ -255,6 +303,10 @@ async fn prepare(
     volumes::write_all(client, ns, &vol_root, spec.volumes.unwrap_or_default()).await?;
     let mut containers = Vec::new();
     let mut service_port = None;
+    let restart = spec
+        .restart_policy
+        .clone()
+        .unwrap_or_else(|| "Always".into());
     for c in spec.containers {
         let (container, port) = container(cfg, &dir, &vol_root, c)?;
         if port.is_some() {
@@ -264,6 +316,7 @@ async fn prepare(
     }
     Ok(RunningPod {
         service_port,
+        restart,
         dir,
         containers,
         started: crate::sim::now(),
@@ -297,6 +350,10 @@ fn container(
     let image = c.image.clone().unwrap_or_default();
     let binary = words.first().cloned().unwrap_or_default();
     let (program, unavailable) = program(cfg, &binary, &image);
+    let env = match &cfg.kamaji {
+        Some(k) if binary == "/kamaji" => vec![("KUBECONFIG", k.kubeconfig.display().to_string())],
+        _ => Vec::new(),
+    };
     let mut args: Vec<String> = words.iter().skip(1).map(|a| remap(a, &mounts)).collect();
     let (probe, service_port) = own_ports(&binary, &mut args)?;
     let container = Container {
@@ -306,6 +363,8 @@ fn container(
         program,
         args,
         unavailable,
+        env,
+        finished: None,
         probe,
         proc: None,
         started_at: String::new(),
@@ -324,6 +383,9 @@ fn program(cfg: &Config, binary: &str, image: &str) -> (Option<PathBuf>, Option<
         .rsplit_once(':')
         .map(|(_, t)| t.to_string())
         .unwrap_or_default();
+    if let Some(k) = cfg.kamaji.as_ref().filter(|_| binary == "/kamaji") {
+        return (Some(k.binary.clone()), None);
+    }
     let release = cfg.releases.iter().find(|(v, _)| *v == version);
     let known = [
         "kube-apiserver",
@@ -429,7 +491,7 @@ fn remap(arg: &str, mounts: &[(String, PathBuf)]) -> String {
 /// Starts what should run, notices what exited, and probes readiness.
 async fn supervise(p: &mut RunningPod) {
     for c in p.containers.iter_mut() {
-        if c.unavailable.is_some() {
+        if c.unavailable.is_some() || c.finished.is_some() {
             continue;
         }
         if let Some(proc) = c.proc.as_mut()
@@ -446,6 +508,11 @@ async fn supervise(p: &mut RunningPod) {
             );
             c.proc = None;
             c.ready = false;
+            // A Job's container that succeeded (or fails with `Never`) is not started again.
+            if (code == 0 && p.restart != "Always") || p.restart == "Never" {
+                c.finished = Some(code);
+                continue;
+            }
             c.restarts = c.restarts.saturating_add(1);
             // A kubelet backs off 10 s doubling to 5 min; shorter here, the same shape.
             let backoff = 1u64 << (c.restarts.clamp(1, 5) as u32);
@@ -458,7 +525,7 @@ async fn supervise(p: &mut RunningPod) {
             if c.log.exists() {
                 let _ = std::fs::rename(&c.log, c.log.with_extension("previous.log"));
             }
-            match Proc::spawn(&c.name, &program, &c.args, &c.log) {
+            match Proc::spawn_with_env(&c.name, &program, &c.args, &c.log, &c.env) {
                 Ok(proc) => {
                     tracing::info!(
                         "SIMULATED kubelet: started {} ({})",
@@ -504,11 +571,16 @@ async fn apiserver_ready(port: u16) -> bool {
 
 fn status_of(p: &RunningPod) -> Value {
     let all_ready = p.containers.iter().all(|c| c.ready);
+    let finished: Option<Vec<i32>> = p.containers.iter().map(|c| c.finished).collect();
     let statuses: Vec<Value> = p
         .containers
         .iter()
         .map(|c| {
-            let state = if let Some((reason, message)) = &c.unavailable {
+            let state = if c.finished.is_some()
+                && let Some(last) = &c.last_exit
+            {
+                last.clone()
+            } else if let Some((reason, message)) = &c.unavailable {
                 json!({"waiting": {"reason": reason, "message": message}})
             } else if c.proc.is_some() {
                 json!({"running": {"startedAt": c.started_at}})
@@ -525,8 +597,13 @@ fn status_of(p: &RunningPod) -> Value {
         })
         .collect();
     let ready = if all_ready { "True" } else { "False" };
+    let phase = match finished {
+        Some(codes) if codes.iter().all(|c| *c == 0) => "Succeeded",
+        Some(_) => "Failed",
+        None => "Running",
+    };
     json!({
-        "phase": "Running",
+        "phase": phase,
         "hostIP": "127.0.0.1",
         "podIP": "127.0.0.1",
         "podIPs": [{"ip": "127.0.0.1"}],

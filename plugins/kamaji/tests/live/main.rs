@@ -12,4 +12,5 @@ mod clusterclass;
 mod kamaji_range;
 mod kube_proxy;
 mod lifecycle;
+mod migrate;
 mod real;

@@ -143,6 +143,17 @@ const LOCAL: &[Case] = &[
         2,
         "unknown unit",
     ),
+    case(&["migrate", "x"], 2, "--to <DATASTORE>"),
+    case(
+        &["migrate", "x", "--to", "d", "--timeout", "5q"],
+        2,
+        "unknown unit",
+    ),
+    case(
+        &["migrate", "x", "--to", "d", "--dry-run=maybe"],
+        2,
+        "invalid value 'maybe'",
+    ),
     case(
         &["token", "join", "x", "--ttl", "0"],
         2,
@@ -258,6 +269,12 @@ const WITH_SERVER: &[Case] = &[
     bad_name(&["kubeconfig", "get", "x%2F"]),
     bad_name(&["token", "join", "x?"]),
     bad_name(&["delete", "x?", "--yes"]),
+    bad_name(&["migrate", "x?", "--to", "dedicated"]),
+    case(
+        &["migrate", "x", "--to", "Bad_Store"],
+        2,
+        "\"Bad_Store\" is not a valid DataStore name",
+    ),
     case(&["status", "absent"], 1, "\"absent\" not found"),
     case(
         &["list", "--context", "nope"],

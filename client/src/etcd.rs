@@ -1,0 +1,189 @@
+//! An etcd DataStore of Kamaji, dialled from where the CLI runs: how many keys lie under a
+//! tenant's prefix, and removing them. It speaks etcd's JSON gateway (`/v3/kv/range`,
+//! `/v3/kv/deleterange`, served on every etcd client port since v3.3) over the same HTTPS stack
+//! as the API client, with the client certificate the DataStore names, as Kamaji's own etcd
+//! driver authenticates (`internal/datastore/etcd.go`).
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use kcore::kamaji::migrate::{Reach, prefix_range_end};
+use serde_json::{Value, json};
+
+use crate::error::Error;
+
+/// A DataStore that does not answer within this is reported as not answering.
+const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The PEM texts Kamaji's etcd driver uses: the DataStore's CA and its client pair.
+pub struct EtcdCredentials {
+    pub ca: Vec<u8>,
+    pub cert: Vec<u8>,
+    pub key: Vec<u8>,
+}
+
+/// One etcd endpoint, ready to ask.
+pub struct Etcd {
+    client: kube::Client,
+    endpoint: String,
+}
+
+impl Etcd {
+    /// A client of `endpoint` (`host:port`, as a DataStore lists it). Building it dials nothing.
+    pub async fn new(endpoint: &str, creds: &EtcdCredentials) -> Result<Etcd, Error> {
+        let text = json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "etcd",
+            "clusters": [{"name": "etcd", "cluster": {
+                "server": format!("https://{endpoint}"),
+                "certificate-authority-data": STANDARD.encode(&creds.ca)}}],
+            "users": [{"name": "etcd", "user": {
+                "client-certificate-data": STANDARD.encode(&creds.cert),
+                "client-key-data": STANDARD.encode(&creds.key)}}],
+            "contexts": [{"name": "etcd", "context": {"cluster": "etcd", "user": "etcd"}}]
+        })
+        .to_string();
+        let label = format!("DataStore endpoint {endpoint}");
+        let (client, _) = crate::kubeconfig::client_of(&text, &label).await?;
+        Ok(Etcd {
+            client,
+            endpoint: endpoint.to_string(),
+        })
+    }
+
+    async fn call(&self, path: &str, body: Value) -> Result<Value, Error> {
+        let req = http::Request::post(path)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string().into_bytes())
+            .map_err(|e| Error::other(format!("etcd request {path}: {e}")))?;
+        let text = tokio::time::timeout(DIAL_TIMEOUT, self.client.request_text(req))
+            .await
+            .map_err(|_| {
+                Error::other(format!(
+                    "{} did not answer within {}s",
+                    self.endpoint,
+                    DIAL_TIMEOUT.as_secs()
+                ))
+            })?
+            .map_err(|e| Error::other(format!("{}: {e}", self.endpoint)))?;
+        serde_json::from_str(&text).map_err(|e| {
+            Error::other(format!(
+                "{} answered {path} with no JSON: {e}",
+                self.endpoint
+            ))
+        })
+    }
+
+    fn range(prefix: &str) -> Value {
+        json!({"key": STANDARD.encode(prefix.as_bytes()),
+               "range_end": STANDARD.encode(prefix_range_end(prefix.as_bytes()))})
+    }
+
+    /// How many keys start with `prefix`.
+    pub async fn count(&self, prefix: &str) -> Result<u64, Error> {
+        let mut body = Etcd::range(prefix);
+        body["count_only"] = json!(true);
+        let v = self.call("/v3/kv/range", body).await?;
+        Ok(int64(&v["count"]))
+    }
+
+    /// Removes every key that starts with `prefix`; returns how many went.
+    pub async fn delete(&self, prefix: &str) -> Result<u64, Error> {
+        let v = self.call("/v3/kv/deleterange", Etcd::range(prefix)).await?;
+        Ok(int64(&v["deleted"]))
+    }
+}
+
+/// etcd's JSON gateway writes int64 as a string and leaves out zero (proto3 JSON).
+fn int64(v: &Value) -> u64 {
+    v.as_str()
+        .and_then(|s| s.parse().ok())
+        .or_else(|| v.as_u64())
+        .unwrap_or(0)
+}
+
+/// The first endpoint of a DataStore that answers, as a client; or what was seen: names that do
+/// not resolve here (an in-cluster name) or endpoints that do not answer.
+pub async fn dial(endpoints: &[String], creds: &EtcdCredentials) -> Result<Etcd, Reach> {
+    let mut unresolved = Vec::new();
+    let mut failed = Vec::new();
+    for ep in endpoints {
+        let resolved =
+            match tokio::time::timeout(DIAL_TIMEOUT, tokio::net::lookup_host(ep.as_str())).await {
+                Ok(Ok(mut addrs)) => addrs.next().is_some(),
+                Ok(Err(_)) | Err(_) => false,
+            };
+        if !resolved {
+            unresolved.push(ep.clone());
+            continue;
+        }
+        let etcd = match Etcd::new(ep, creds).await {
+            Ok(e) => e,
+            Err(e) => {
+                failed.push(e.to_string());
+                continue;
+            }
+        };
+        // A cheap read proves the TLS handshake, the client certificate and the gateway.
+        match etcd.count("/").await {
+            Ok(_) => return Ok(etcd),
+            Err(e) => failed.push(e.to_string()),
+        }
+    }
+    if !failed.is_empty() {
+        return Err(Reach::Failed(failed.join("; ")));
+    }
+    Err(Reach::NotFromHere(format!(
+        "{} does not resolve here",
+        unresolved.join(", ")
+    )))
+}
+
+/// What a DataStore says about a tenant's prefix from here.
+pub async fn reach(endpoints: &[String], creds: &EtcdCredentials, prefix: &str) -> Reach {
+    match dial(endpoints, creds).await {
+        Ok(etcd) => match etcd.count(prefix).await {
+            Ok(n) => Reach::Answered { tenant_keys: n },
+            Err(e) => Reach::Failed(e.to_string()),
+        },
+        Err(r) => r,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int64_reads_the_gateways_strings_and_missing_zeroes() {
+        assert_eq!(int64(&json!("12")), 12);
+        assert_eq!(int64(&json!(3)), 3);
+        assert_eq!(int64(&Value::Null), 0);
+    }
+
+    #[test]
+    fn a_range_is_the_prefix_and_its_end_in_base64() {
+        let r = Etcd::range("/ns_t/");
+        assert_eq!(r["key"], STANDARD.encode("/ns_t/"));
+        assert_eq!(r["range_end"], STANDARD.encode("/ns_t0"));
+    }
+
+    #[tokio::test]
+    async fn a_name_that_does_not_resolve_is_not_a_failure() {
+        let creds = EtcdCredentials {
+            ca: vec![],
+            cert: vec![],
+            key: vec![],
+        };
+        let r = reach(
+            &["etcd-0.etcd.kamaji-system.svc.cluster.local.invalid:2379".into()],
+            &creds,
+            "/x/",
+        )
+        .await;
+        assert!(
+            matches!(r, Reach::NotFromHere(ref m) if m.contains("does not resolve here")),
+            "{r:?}"
+        );
+    }
+}
