@@ -1,4 +1,9 @@
 //! `kubectl kamaji datastores`: Kamaji DataStores, their driver, endpoints, readiness and use.
+//!
+//! Ready: what Kamaji reports (`status.ready`, where its version has it), else, for an etcd
+//! DataStore, whether it answers when dialled from here with the client certificate it names
+//! (`common::datastores`); Unknown when its endpoints do not resolve here (in-cluster names) or
+//! its driver is not etcd. The endpoints are dialled concurrently, 5 s at most each.
 
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
@@ -9,6 +14,8 @@ use serde::Serialize;
 
 use crate::common::age::age;
 use crate::common::control_plane;
+use crate::common::datastores;
+use kcore::kamaji::migrate::Reach;
 
 /// kubectl's connection and output flags, nothing else.
 pub type Args = cli::ListArgs;
@@ -22,6 +29,9 @@ pub struct DataStoreRow {
     pub driver: String,
     pub endpoints: Vec<String>,
     pub ready: Option<bool>,
+    /// Why it is not ready, or why readiness is unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready_reason: Option<String>,
     /// TenantControlPlanes using it (`namespace/name`).
     pub used_by: Vec<String>,
     pub age: String,
@@ -42,7 +52,7 @@ impl Render for DataStores {
             "control planes",
             "age",
         ])
-        .wide(["used by"]);
+        .wide(["used by", "ready reason"]);
         for d in &self.items {
             let ready = match d.ready {
                 Some(true) => Cell::new("True", Tone::Good),
@@ -57,6 +67,7 @@ impl Render for DataStores {
                 Cell::from(d.used_by.len().to_string()),
                 Cell::from(d.age.as_str()),
                 Cell::from(d.used_by.join(",")),
+                Cell::from(d.ready_reason.as_deref().unwrap_or_default()),
             ]);
         }
         Human::Table(t)
@@ -80,9 +91,11 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let tcp_ar = control_plane::tcp_resource(&apis)?;
     let stores = kclient::api::list(&conn, &ar, None, None).await?;
     let tcps = kclient::api::list_values(&conn, &tcp_ar, None, None).await?;
+    let values: Vec<serde_json::Value> = stores.iter().map(object_json).collect();
+    let readiness = futures::future::join_all(values.iter().map(|v| readiness(&conn, v))).await;
     let mut items = Vec::new();
-    for d in &stores {
-        let v = object_json(d);
+    for (v, (ready, ready_reason)) in values.iter().zip(readiness) {
+        let v = v.clone();
         let store = kcore::kamaji::migrate::DataStore::of(&v);
         let name = store.name.clone();
         let mut used_by: Vec<String> = tcps
@@ -115,7 +128,8 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             name,
             driver: store.driver,
             endpoints: store.endpoints,
-            ready: v["status"]["ready"].as_bool(),
+            ready,
+            ready_reason,
             used_by,
             age: age(&v),
         });
@@ -131,4 +145,23 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         return Ok(());
     }
     Printer::new(&args.output).print(&DataStores { items })
+}
+
+/// Kamaji's own word when it gives one, else an etcd DataStore dialled from here.
+async fn readiness(conn: &cli::Conn, v: &serde_json::Value) -> (Option<bool>, Option<String>) {
+    if let Some(r) = v["status"]["ready"].as_bool() {
+        return (Some(r), None);
+    }
+    let d = kcore::kamaji::migrate::DataStore::of(v);
+    let creds = match datastores::credentials(conn, &d).await {
+        Ok(Some(c)) => c,
+        Ok(None) => return (None, Some(format!("not checked: the {} driver", d.driver))),
+        Err(e) => return (Some(false), Some(e.to_string())),
+    };
+    match kclient::etcd::dial(&d.endpoints, &creds).await {
+        Ok(_) => (Some(true), None),
+        Err(Reach::Failed(why)) => (Some(false), Some(why)),
+        Err(Reach::NotFromHere(why)) => (None, Some(format!("not checked from here: {why}"))),
+        Err(_) => (None, None),
+    }
 }

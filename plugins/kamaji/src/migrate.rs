@@ -15,25 +15,21 @@ use std::time::{Duration, Instant};
 /// How long a tenant Ready on the target may refuse writes before Kamaji is nudged (and again).
 const NUDGE_AFTER: Duration = Duration::from_secs(5);
 
-use base64::Engine;
 use clap::Args as ClapArgs;
 use cli::{DryRun, KubeFlags, parse_duration};
 use k8s_openapi::api::batch::v1::Job;
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
-use kclient::etcd::{self, EtcdCredentials};
+use kclient::etcd;
 use kclient::render::{self, Poll};
-use kcore::fields::object_json;
-use kcore::groups::KAMAJI_GROUP;
 use kcore::kamaji::migrate::{
-    self as plan, Content, DataStore, MigratePlan, MigrationProgress, Preflight, Reach, Stage,
-    Writes,
+    self as plan, DataStore, MigratePlan, MigrationProgress, Preflight, Reach, Stage, Writes,
 };
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::Value;
 
 use crate::common::control_plane::{self, ControlPlane};
-use crate::common::secrets::secret_data;
+use crate::common::datastores::{credentials, datastores, reach};
 use crate::common::tenant_kubeconfig::tenant_admin;
 use crate::common::writes;
 
@@ -150,22 +146,6 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     .await
 }
 
-/// Every DataStore, as a migration reads them.
-async fn datastores(conn: &cli::Conn, apis: &ServerApis) -> Result<Vec<DataStore>, Error> {
-    let k = apis.kind(KAMAJI_GROUP, "DataStore").ok_or_else(|| {
-        apis.not_installed(
-            "Kamaji",
-            KAMAJI_GROUP,
-            "install Kamaji (helm install kamaji clastix/kamaji)",
-        )
-    })?;
-    let list = kclient::api::list(conn, &k.resource(k.version()), None, None).await?;
-    Ok(list
-        .iter()
-        .map(|d| DataStore::of(&object_json(d)))
-        .collect())
-}
-
 /// Kamaji's migration Job of the tenant, in whatever namespace Kamaji runs.
 async fn kamaji_job(conn: &cli::Conn, tcp: &Value) -> Result<Option<Value>, Error> {
     let uid = tcp["metadata"]["uid"].as_str().unwrap_or_default();
@@ -180,62 +160,6 @@ async fn kamaji_job(conn: &cli::Conn, tcp: &Value) -> Result<Option<Value>, Erro
         .into_iter()
         .next()
         .and_then(|j| serde_json::to_value(j).ok()))
-}
-
-/// One value of a DataStore's tlsConfig, as PEM bytes.
-async fn content(conn: &cli::Conn, store: &str, c: &Content) -> Result<Vec<u8>, Error> {
-    let b64 = |s: &str| {
-        base64::engine::general_purpose::STANDARD
-            .decode(s.trim())
-            .map_err(|e| {
-                Error::other(format!(
-                    "DataStore {store}: a tlsConfig content is not base64: {e}"
-                ))
-            })
-    };
-    match c {
-        Content::Inline(s) => b64(s),
-        Content::Secret {
-            namespace,
-            name,
-            key,
-        } => {
-            let Some((_, data)) = secret_data(conn, namespace, name).await? else {
-                return Err(Error::Other {
-                    message: format!(
-                        "DataStore {store} names Secret {namespace}/{name}, which does not exist"
-                    ),
-                    hint: Some("fix the DataStore's tlsConfig".into()),
-                });
-            };
-            data.get(key).cloned().ok_or_else(|| Error::Other {
-                message: format!("DataStore {store}: Secret {namespace}/{name} has no key {key:?}"),
-                hint: Some("fix the DataStore's tlsConfig".into()),
-            })
-        }
-    }
-}
-
-async fn credentials(conn: &cli::Conn, d: &DataStore) -> Result<Option<EtcdCredentials>, Error> {
-    let Some(tls) = d.tls.as_ref().filter(|_| d.is_etcd()) else {
-        return Ok(None);
-    };
-    Ok(Some(EtcdCredentials {
-        ca: content(conn, &d.name, &tls.ca).await?,
-        cert: content(conn, &d.name, &tls.cert).await?,
-        key: content(conn, &d.name, &tls.key).await?,
-    }))
-}
-
-/// What a DataStore says about the tenant's prefix, dialled from here.
-async fn reach(conn: &cli::Conn, d: Option<&DataStore>, prefix: &str) -> Result<Reach, Error> {
-    let Some(d) = d else {
-        return Ok(Reach::NotChecked);
-    };
-    Ok(match credentials(conn, d).await? {
-        Some(creds) => etcd::reach(&d.endpoints, &creds, prefix).await,
-        None => Reach::NotChecked,
-    })
 }
 
 async fn preflight(

@@ -4,6 +4,7 @@
 //! - [`control_plane`]: which control plane a NAME means (the KamajiControlPlane, its
 //!   TenantControlPlane, its Cluster); [`control_plane_row`]: one in a row, as `list` prints it;
 //!   [`tenant_status`]: what Kamaji reports (phases, endpoint).
+//! - [`datastores`]: Kamaji's DataStores, their certificates, and an etcd one dialled from here.
 //! - [`secrets`]: a control plane's Secrets, read, or deleted for Kamaji to re-issue;
 //!   [`tenant_kubeconfig`]: the tenant's admin kubeconfig and a client made from it.
 //! - [`writes`]: apply and patches with the field manager `kubectl-kamaji`;
@@ -17,6 +18,7 @@ pub mod api_versions;
 pub mod clastix;
 pub mod control_plane;
 pub mod control_plane_row;
+pub mod datastores;
 pub mod secrets;
 pub mod spec_flags;
 pub mod tenant_kubeconfig;

@@ -134,6 +134,41 @@ async fn a_live_tenant_moves_between_etcd_datastores_and_the_origin_is_emptied()
         let line = fails(&kamaji(tb, &ns, &["migrate", name, "--to", to, "--yes"]), 1);
         assert_contains(&line, want);
     }
+    // datastores: readiness dialled from here (Kamaji v1.0.0 reports none), use, driver.
+    let listed: Value =
+        serde_json::from_str(&ok(&kamaji(tb, &ns, &["datastores", "-o", "json"]))).unwrap();
+    let row = |n: &str| {
+        listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("{n} not listed: {listed}"))
+    };
+    assert_eq!(row("default")["ready"], true, "{}", row("default"));
+    assert_eq!(
+        row(testbed::SECOND_DATASTORE)["ready"],
+        true,
+        "{}",
+        row(testbed::SECOND_DATASTORE)
+    );
+    assert_eq!(row(&dead)["ready"], false, "{}", row(&dead));
+    assert!(
+        row(&dead)["readyReason"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{}",
+        row(&dead)
+    );
+    assert_eq!(row(&pg)["ready"], Value::Null, "{}", row(&pg));
+    assert_eq!(row(&pg)["driver"], "PostgreSQL");
+    assert!(
+        row("default")["usedBy"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(format!("{ns}/{name}")))
+    );
     for d in [&pg, &dead] {
         ds.delete(d, &DeleteParams::default()).await.unwrap();
     }
@@ -355,6 +390,22 @@ async fn a_live_tenant_moves_between_etcd_datastores_and_the_origin_is_emptied()
         origin.count(&prefix).await.unwrap(),
         0,
         "the origin still holds the tenant's keys"
+    );
+
+    let listed: Value =
+        serde_json::from_str(&ok(&kamaji(tb, &ns, &["datastores", "-o", "json"]))).unwrap();
+    let dedicated = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "dedicated")
+        .unwrap();
+    assert!(
+        dedicated["usedBy"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(format!("{ns}/{name}"))),
+        "{dedicated}"
     );
 
     // Done: a re-run says so and changes nothing.
