@@ -280,20 +280,33 @@ fn control_planes_ready(c: &Ctx, out: &mut Vec<Problem>) {
             continue;
         }
         let name = json::name(tcp);
+        let ns = ns_flag(json::namespace(tcp));
+        // Migrating: the tenant is frozen until Kamaji's migration ends; Kamaji v1.0.0 never
+        // ends one on Kubernetes v1.31+ by itself (see `kamaji::migrate::complete_first`).
+        let (cause, fix) = match (status, str_at(tcp, &["spec", "dataStore"])) {
+            (Some("Migrating"), Some(to)) => (
+                format!(
+                    "Migrating to DataStore {to} (writes to the tenant are refused until it ends); created {} ago",
+                    crate::text::age(age)
+                ),
+                format!("kubectl kamaji migrate {name} --to {to} --wait{ns}"),
+            ),
+            _ => (
+                format!(
+                    "{} {} after its creation",
+                    status.unwrap_or("no status"),
+                    crate::text::age(age)
+                ),
+                format!("kubectl kamaji status {name}{ns}"),
+            ),
+        };
         out.push(finding(
             Section::ControlPlanes,
             Severity::Error,
             Check::ControlPlaneNotReady,
             Subject::of("TenantControlPlane", tcp),
-            format!(
-                "{} {} after its creation",
-                status.unwrap_or("no status"),
-                crate::text::age(age)
-            ),
-            format!(
-                "kubectl kamaji status {name}{}",
-                ns_flag(json::namespace(tcp))
-            ),
+            cause,
+            fix,
         ));
     }
 }

@@ -488,6 +488,8 @@ pub fn prune(mut v: Value) -> Value {
         "controlPlaneRef",
         // A ByoMachineTemplate's (its installerRef); the kinds listed have no other.
         "template",
+        // A TenantControlPlane's DataStore: where a stuck migration goes.
+        "dataStore",
     ];
     const STATUS: &[&str] = &[
         "phase",

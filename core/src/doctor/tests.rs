@@ -156,6 +156,34 @@ fn a_control_plane_not_ready_counts_only_after_stuck_after() {
     assert_eq!(checks(&f), vec![]);
 }
 
+/// Issue 27: a control plane stuck Migrating gets the command that finishes the migration.
+#[test]
+fn a_control_plane_stuck_migrating_is_told_to_finish_it() {
+    let mut f = healthy();
+    f.tenant_control_planes[0]["status"]["kubernetesResources"]["version"]["status"] =
+        json!("Migrating");
+    f.tenant_control_planes[0]["spec"]["dataStore"] = json!("dedicated");
+    // As doctor holds it: pruned as its LIST page arrives.
+    f.tenant_control_planes[0] = prune(f.tenant_control_planes[0].clone());
+    let all = examine(&f, &Thresholds::default(), &[], now());
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0].check, Check::ControlPlaneNotReady);
+    assert!(
+        all[0]
+            .cause
+            .starts_with("Migrating to DataStore dedicated (writes to the tenant are refused"),
+        "{}",
+        all[0].cause
+    );
+    assert!(
+        all[0]
+            .fix
+            .starts_with("kubectl kamaji migrate c1 --to dedicated --wait"),
+        "{}",
+        all[0].fix
+    );
+}
+
 #[test]
 fn machines_stuck_pending_or_deleting_beyond_the_threshold() {
     let mut f = healthy();

@@ -72,7 +72,18 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         )),
     })?;
     let stores = datastores(&conn, &apis).await?;
-    let source = match plan::stage(&cp.name, cp.kcp.as_ref(), &tcp, &args.to)? {
+    let stage = plan::stage(&cp.name, cp.kcp.as_ref(), &tcp, &args.to)?;
+    if args.dry_run.is_dry() && !matches!(stage, Stage::Fresh { .. }) {
+        // Following and cleaning up write (Kamaji's Job status, the origin's keys): not in a dry run.
+        render::line(&format!(
+            "{} is migrating or migrated to {}; nothing followed or removed{}",
+            cp.name,
+            args.to,
+            args.dry_run.suffix()
+        ));
+        return Ok(());
+    }
+    let source = match stage {
         Stage::Fresh { source } => {
             let m = preflight(&conn, &apis, &cp, &tcp, &stores, &source, &args.to).await?;
             for l in m.lines(&cp.name) {

@@ -408,7 +408,19 @@ async fn a_live_tenant_moves_between_etcd_datastores_and_the_origin_is_emptied()
         "{dedicated}"
     );
 
-    // Done: a re-run says so and changes nothing.
+    // Done: a dry run and a re-run say so and change nothing.
+    let dry = ok(&kamaji(
+        tb,
+        &ns,
+        &[
+            "migrate",
+            name,
+            "--to",
+            testbed::SECOND_DATASTORE,
+            "--dry-run=server",
+        ],
+    ));
+    assert_contains(&dry, "nothing followed or removed (server dry run)");
     let again = ok(&kamaji(
         tb,
         &ns,
