@@ -280,7 +280,10 @@ def per_cluster(env, kubectl, capi, clusterctl, where, alone):
     ns = f"bench-d{DESCRIBE_SIZES[0]}"
     for verb, cmd in (("upgrade --plan", [capi, "upgrade", "cluster-0", "--to", "v1.34.0", "--plan", "-n", ns]),
                       ("scale --dry-run=client", [capi, "scale", "cluster-0", "--workers", "3", "--deployment", "cluster-0-md-0", "--force",
-                                                  "--dry-run=client", "-n", ns])):
+                                                  "--dry-run=client", "-n", ns]),
+                      # A pure scale-down needs no spare host: it reads no host pool (issue 29).
+                      ("scale-down --dry-run=client", [capi, "scale", "cluster-0", "--workers", "1", "--deployment", "cluster-0-md-0",
+                                                       "--dry-run=client", "-n", ns])):
         name = f"kubectl-capi {verb}, {DESCRIBE_SIZES[0]} machines, {where}"
         m = try_measure(name, cmd, env)
         out[verb] = m

@@ -120,8 +120,10 @@ pub struct HostCheck {
     pub selector: String,
     /// New Machines, each needing a host.
     pub needed: usize,
-    /// Free hosts matching, not already counted for an earlier step.
-    pub available: usize,
+    /// Free hosts matching, not already counted for an earlier step; absent when the step needs
+    /// no host and the pool was not read (a scale-down reads no hosts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub available: Option<usize>,
     pub ok: bool,
 }
 
@@ -237,6 +239,11 @@ pub struct ScalePlan {
 }
 
 impl ScalePlan {
+    /// Whether a step adds Machines (and so, on BYOH, needs free hosts).
+    pub fn grows(&self) -> bool {
+        self.steps.iter().any(|s| s.to > s.from.unwrap_or(0))
+    }
+
     /// Whether no step changes anything.
     pub fn is_noop(&self) -> bool {
         self.steps.iter().all(|s| s.from == Some(s.to))
@@ -244,7 +251,9 @@ impl ScalePlan {
 }
 
 /// Plan a scale. `hosts` is the BYOH pool (None when the cluster does not use BYOH or hosts
-/// were not listed; the host preflight is then skipped).
+/// were not listed; the host preflight is then skipped, and a BYOH step that needs no host
+/// still says so). [`ScalePlan::grows`] on a plan made without hosts says whether the pool must
+/// be read at all.
 pub fn plan_scale(
     objs: &ClusterObjects<'_>,
     req: &ScaleRequest,

@@ -20,7 +20,7 @@ use kcore::plan::scale::{
 use serde_json::Value;
 
 use crate::common::cluster::ClusterHandle;
-use crate::common::cluster_parts::fetch;
+use crate::common::cluster_parts::{fetch_without_hosts, free_hosts_of};
 use crate::common::findings::show_findings;
 use crate::common::host_pool::machine_on_host;
 use crate::common::names::{display_name, name_of};
@@ -138,8 +138,7 @@ async fn machines_to_remove(t: &ClusterHandle, args: &Args) -> Result<Vec<Value>
 
 pub async fn run(args: &Args) -> Result<(), Error> {
     let t = ClusterHandle::load(&args.kube, &args.cluster).await?;
-    let objs = fetch(&t).await?;
-    let co = objs.cluster_objects(&t);
+    let mut objs = fetch_without_hosts(&t).await?;
     let mut req = ScaleRequest {
         control_plane: args.control_plane,
         workers: args.workers,
@@ -161,6 +160,11 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         req.deployment = Some(removal.deployment);
         marks = removal.marks;
     }
+    // The free hosts are read only when a step adds Machines: a scale-down needs none.
+    if plan_scale(&objs.cluster_objects(&t), &req, None).map_or(true, |p| p.grows()) {
+        objs.free_hosts = free_hosts_of(&t, &objs.infra_templates).await?;
+    }
+    let co = objs.cluster_objects(&t);
     let plan = match &objs.free_hosts {
         Some(lists) => {
             let inv = lists.inventory(None);

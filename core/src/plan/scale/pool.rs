@@ -58,7 +58,7 @@ pub(super) fn host_check(
     infra: Option<(&str, &str)>,
     from: Option<i64>,
     to: i64,
-    pool: &mut HostPool<'_>,
+    pool: Option<&mut HostPool<'_>>,
     findings: &mut Vec<Finding>,
     force: bool,
     target: impl Fn() -> String,
@@ -89,13 +89,23 @@ pub(super) fn host_check(
             return Ok(None);
         }
     };
+    let Some(pool) = pool else {
+        // Not read: fine for a step that needs no host, a skipped preflight otherwise.
+        return Ok((needed == 0).then(|| HostCheck {
+            template: format!("{kind}/{name}"),
+            selector: sel.to_string(),
+            needed,
+            available: None,
+            ok: true,
+        }));
+    };
     let available = pool.claim(&sel, needed);
     let ok = available >= needed;
     let check = HostCheck {
         template: format!("{kind}/{name}"),
         selector: sel.to_string(),
         needed,
-        available,
+        available: Some(available),
         ok,
     };
     if !ok {

@@ -63,13 +63,13 @@ impl Scaling<'_, '_> {
             ),
             (None, None) => return Err(ScaleError::NoControlPlane(self.cname.clone())),
         };
-        let host_check = match (cp, hosts) {
-            (Some(cp), Some(pool)) => host_check(
+        let host_check = match cp {
+            Some(cp) => host_check(
                 self.objs,
                 control_plane_infra_ref(cp),
                 from,
                 n,
-                pool,
+                hosts,
                 findings,
                 self.req.force,
                 || format!("{kind} {cp_name}"),
@@ -110,13 +110,13 @@ impl Scaling<'_, '_> {
                 )
             }
         };
-        let host_check = match (md, hosts) {
-            (Some(md), Some(pool)) => host_check(
+        let host_check = match md {
+            Some(md) => host_check(
                 self.objs,
                 deployment_infra_ref(md),
                 from,
                 n,
-                pool,
+                hosts,
                 findings,
                 self.req.force,
                 || target.to_string(),

@@ -233,7 +233,7 @@ fn byoh_refuses_when_hosts_are_short() {
     )
     .unwrap();
     let h = p.steps[0].hosts.as_ref().unwrap();
-    assert_eq!((h.needed, h.available, h.ok), (2, 1, false));
+    assert_eq!((h.needed, h.available, h.ok), (2, Some(1), false));
     assert!(
         p.findings
             .iter()
@@ -265,6 +265,19 @@ fn byoh_scale_down_needs_no_host() {
             .iter()
             .any(|f| f.message.contains("2 hosts are released"))
     );
+    // Issue 29: planned without reading the pool, the same step and finding; the plan says
+    // nothing of the free hosts it did not count, and that it does not grow.
+    let bare = plan_scale(&objs, &req_workers(1), None).unwrap();
+    assert!(!bare.grows());
+    let h = bare.steps[0].hosts.as_ref().unwrap();
+    assert_eq!((h.needed, h.available, h.ok), (0, None, true));
+    assert_eq!(bare.findings, p.findings);
+    assert_eq!(bare.steps[0].patch, p.steps[0].patch);
+    // A scale-up grows, and without a pool its host check is skipped (the CLI reads the pool
+    // then, and plans again).
+    let up = plan_scale(&objs, &req_workers(5), None).unwrap();
+    assert!(up.grows());
+    assert!(up.steps[0].hosts.is_none());
 }
 
 #[test]

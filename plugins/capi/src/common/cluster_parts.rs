@@ -34,6 +34,28 @@ impl ClusterParts {
 /// Reads the control plane, deployments, their infrastructure templates and, when any template
 /// is a ByoMachineTemplate, the free hosts.
 pub async fn fetch(t: &ClusterHandle) -> Result<ClusterParts, Error> {
+    let mut parts = fetch_without_hosts(t).await?;
+    parts.free_hosts = free_hosts_of(t, &parts.infra_templates).await?;
+    Ok(parts)
+}
+
+/// The free hosts of every namespace when a template is a ByoMachineTemplate (a plan that adds
+/// Machines needs them; one that only removes some does not).
+pub async fn free_hosts_of(
+    t: &ClusterHandle,
+    infra_templates: &[Value],
+) -> Result<Option<HostLists>, Error> {
+    let byoh = infra_templates
+        .iter()
+        .any(|v| v.get("kind").and_then(Value::as_str) == Some("ByoMachineTemplate"));
+    Ok(match (byoh, t.apis.byo_host()) {
+        (true, Some(host_ar)) => Some(free_host_lists(t, &host_ar).await?),
+        _ => None,
+    })
+}
+
+/// [`fetch`] without the free hosts (`free_hosts` is `None`).
+pub async fn fetch_without_hosts(t: &ClusterHandle) -> Result<ClusterParts, Error> {
     let (control_plane, machine_deployments) =
         tokio::try_join!(t.control_plane(), t.machine_deployments())?;
     let control_plane = control_plane.map(|(_, v)| v);
@@ -60,17 +82,10 @@ pub async fn fetch(t: &ClusterHandle) -> Result<ClusterParts, Error> {
         .into_iter()
         .flatten()
         .collect();
-    let byoh = infra_templates
-        .iter()
-        .any(|v| v.get("kind").and_then(Value::as_str) == Some("ByoMachineTemplate"));
-    let free_hosts = match (byoh, t.apis.byo_host()) {
-        (true, Some(host_ar)) => Some(free_host_lists(t, &host_ar).await?),
-        _ => None,
-    };
     Ok(ClusterParts {
         control_plane,
         machine_deployments,
         infra_templates,
-        free_hosts,
+        free_hosts: None,
     })
 }

@@ -32,6 +32,20 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
         .collect();
     assert!(managers.iter().any(|m| m == "kubectl-capi"), "{managers:?}");
 
+    // Issue 29: a scale-down reads no host pool (-v=6 shows each request); a scale-up does.
+    let down = s.ok(&words("scale c1 --workers 2 --dry-run=client -v=6"));
+    let down_log = String::from_utf8_lossy(&down.stderr).to_string();
+    assert!(
+        !down_log.contains("/byohosts"),
+        "a scale-down listed hosts:\n{down_log}"
+    );
+    assert_contains(&down_log, "/machinedeployments");
+    let up = s.fails(
+        1,
+        &["scale", "c1", "--workers", "5", "--dry-run=client", "-v=6"],
+    );
+    assert_contains(&String::from_utf8_lossy(&up.stderr), "/byohosts");
+
     // No free worker host left: refused, nothing changes.
     let first = first_line(&s.fails(1, &["scale", "c1", "--workers", "5"]));
     assert!(
