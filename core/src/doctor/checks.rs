@@ -337,6 +337,21 @@ fn kamaji_range(c: &Ctx, out: &mut Vec<Problem>) {
 fn datastores(c: &Ctx, out: &mut Vec<Problem>) {
     for ds in &c.fleet.datastores {
         let name = json::name(ds);
+        let tls = json::at(ds, &["spec", "tlsConfig"]).filter(|t| t.is_object());
+        if tls.is_some_and(|t| t.get("clientCertificate").is_none_or(Value::is_null)) {
+            out.push(finding(
+                Section::ControlPlanes,
+                Severity::Error,
+                Check::DataStoreStopsKamaji,
+                Subject {
+                    kind: "DataStore".into(),
+                    namespace: String::new(),
+                    name: name.into(),
+                },
+                "has a tlsConfig without a clientCertificate: Kamaji v1.0.0's manager stops on such a DataStore (its DataStore Secret indexer dereferences it), and with it every control plane's reconciliation".into(),
+                format!("kubectl edit datastore {name} (add spec.tlsConfig.clientCertificate, or remove tlsConfig)"),
+            ));
+        }
         let missing = crate::kamaji::plan::datastore_secret_keys(ds)
             .into_iter()
             .filter(|k| !k.namespace.is_empty())

@@ -87,6 +87,9 @@ pub enum Check {
     ControlPlaneNotReady,
     /// A DataStore names a Secret key that does not exist: Kamaji cannot reach it.
     DataStoreUnusable,
+    /// A DataStore with a `tlsConfig` but no `clientCertificate`: Kamaji v1.0.0's whole manager
+    /// stops on it (a nil dereference in `api/v1alpha1/indexer_datastore_usedsecret.go`).
+    DataStoreStopsKamaji,
     /// A TenantControlPlane runs a Kubernetes version the installed Kamaji refuses: every
     /// change to it, an upgrade included, is refused.
     VersionOutsideKamajiRange,

@@ -579,7 +579,9 @@ fn a_datastore_naming_a_missing_secret_or_key_is_unusable() {
     let ds = |name: &str, secret: &str| {
         json!({"metadata": {"name": name}, "spec": {"driver": "etcd", "tlsConfig": {
             "certificateAuthority": {"certificate": {"secretReference":
-                {"name": secret, "namespace": "kamaji-system", "keyPath": "ca.crt"}}}}}})
+                {"name": secret, "namespace": "kamaji-system", "keyPath": "ca.crt"}}},
+            "clientCertificate": {"certificate": {"content": "Y2VydA=="},
+                                  "privateKey": {"content": "a2V5"}}}}})
     };
     let mut f = healthy();
     f.datastores = vec![ds("ok", "ca"), ds("nokey", "other"), ds("gone", "absent")];
@@ -900,5 +902,30 @@ fn machines_whose_node_stopped_reporting_name_their_host() {
         all[1].fix.ends_with("kubectl capi describe c1 -n team-a"),
         "{}",
         all[1].fix
+    );
+}
+
+/// Issue 27: a DataStore with a tlsConfig and no clientCertificate stops Kamaji v1.0.0's whole
+/// manager; one without tlsConfig, or with both, does not.
+#[test]
+fn a_datastore_that_stops_kamaji_is_an_error() {
+    let mut f = healthy();
+    f.datastores = vec![
+        json!({"metadata": {"name": "no-client"}, "spec": {"driver": "PostgreSQL", "tlsConfig": {
+            "certificateAuthority": {"certificate": {"content": "Y2E="}}}}}),
+        json!({"metadata": {"name": "no-tls"}, "spec": {"driver": "MySQL"}}),
+        json!({"metadata": {"name": "both"}, "spec": {"driver": "etcd", "tlsConfig": {
+            "certificateAuthority": {"certificate": {"content": "Y2E="}},
+            "clientCertificate": {"certificate": {"content": "Y2VydA=="}, "privateKey": {"content": "a2V5"}}}}}),
+    ];
+    let all = examine(&f, &Thresholds::default(), &[], now());
+    assert_eq!(
+        rows(&all),
+        vec![(Check::DataStoreStopsKamaji, Severity::Error, "no-client")]
+    );
+    assert!(
+        all[0].fix.starts_with("kubectl edit datastore no-client"),
+        "{}",
+        all[0].fix
     );
 }

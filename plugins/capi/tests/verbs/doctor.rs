@@ -316,6 +316,10 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
             .starts_with(&format!("Secret {ns}/ds-missing does not exist")),
         "{f}"
     );
+    // It has a tlsConfig and no clientCertificate: Kamaji v1.0.0 would stop on it.
+    let g = the(&r, "DataStoreStopsKamaji");
+    assert_eq!(g["object"]["name"], ds_name.as_str());
+    assert_eq!(g["severity"], "Error");
 
     // Operations: a paused cluster (info), a failed ClusterUpgrade (error).
     serve_cluster_upgrades(&client).await;
