@@ -420,8 +420,17 @@ async fn finish(
         removed = Some(e.delete(&prefix).await?);
     }
     let Some(n) = removed else {
+        // Kamaji's SQL and NATS drivers leave the origin's copy too: its schema, not a prefix.
+        let how = match find(source) {
+            Some(d) if !d.is_etcd() => format!(
+                "drop the schema {} there ({} driver)",
+                prefix.trim_matches('/'),
+                d.driver
+            ),
+            _ => format!("where it is reachable: etcdctl del --prefix {prefix}"),
+        };
         render::warn(&format!(
-            "the copy of {}'s data on DataStore {source} could not be removed from here; remove it where the DataStore is reachable: etcdctl del --prefix {prefix}",
+            "the copy of {}'s data on DataStore {source} could not be removed from here; remove it {how}",
             cp.name
         ));
         return Ok(());
