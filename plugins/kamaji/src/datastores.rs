@@ -80,14 +80,7 @@ impl Render for DataStores {
 pub async fn run(args: &Args) -> Result<(), Error> {
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
-    let k = apis.kind(KAMAJI_GROUP, "DataStore").ok_or_else(|| {
-        apis.not_installed(
-            "Kamaji",
-            KAMAJI_GROUP,
-            "install Kamaji (helm install kamaji clastix/kamaji)",
-        )
-    })?;
-    let ar = k.resource(k.version());
+    let ar = datastores::resource(&apis)?;
     let tcp_ar = control_plane::tcp_resource(&apis)?;
     let stores = kclient::api::list(&conn, &ar, None, None).await?;
     let tcps = kclient::api::list_values(&conn, &tcp_ar, None, None).await?;

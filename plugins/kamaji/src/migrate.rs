@@ -83,7 +83,8 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         ));
         return Ok(());
     }
-    let source = match stage {
+    // The origin, and whether Kamaji still has work to follow before the clean-up.
+    let (source, under_way) = match stage {
         Stage::Fresh { source } => {
             let m = preflight(&conn, &apis, &cp, &tcp, &stores, &source, &args.to).await?;
             for l in m.lines(&cp.name) {
@@ -115,36 +116,27 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             if args.dry_run.is_dry() {
                 return Ok(());
             }
-            Some(m.source)
+            (Some(m.source), true)
         }
         Stage::UnderWay { source } => {
             render::info(&format!(
                 "a migration of {} to {} is under way; following it",
                 cp.name, args.to
             ));
-            source
+            (source, true)
         }
-        Stage::Done { source } => {
-            return finish(
-                &conn,
-                &apis,
-                &cp,
-                &tcp,
-                &stores,
-                source.as_deref(),
-                &args.to,
-            )
-            .await;
-        }
+        Stage::Done { source } => (source, false),
     };
-    if !args.wait {
-        render::line(&format!(
-            "{} is migrating to {}; follow it with kubectl kamaji migrate {} --to {} --wait",
-            cp.name, args.to, cp.name, args.to
-        ));
-        return Ok(());
+    if under_way {
+        if !args.wait {
+            render::line(&format!(
+                "{} is migrating to {}; follow it with kubectl kamaji migrate {} --to {} --wait",
+                cp.name, args.to, cp.name, args.to
+            ));
+            return Ok(());
+        }
+        follow(&conn, &apis, &cp, &args.to, args.timeout).await?;
     }
-    follow(&conn, &apis, &cp, &args.to, args.timeout).await?;
     finish(
         &conn,
         &apis,

@@ -15,6 +15,16 @@ use super::secrets::secret_data;
 
 /// Every DataStore (Kamaji's cluster-scoped kind), as `kcore::kamaji::migrate::DataStore`.
 pub async fn datastores(conn: &Conn, apis: &ServerApis) -> Result<Vec<DataStore>, Error> {
+    let list = kclient::api::list(conn, &resource(apis)?, None, None).await?;
+    Ok(list
+        .iter()
+        .map(|d| DataStore::of(&object_json(d)))
+        .collect())
+}
+
+/// Kamaji's DataStore kind at the version the server serves; without Kamaji, one line that
+/// says how to install it.
+pub fn resource(apis: &ServerApis) -> Result<kube::discovery::ApiResource, Error> {
     let k = apis.kind(KAMAJI_GROUP, "DataStore").ok_or_else(|| {
         apis.not_installed(
             "Kamaji",
@@ -22,11 +32,7 @@ pub async fn datastores(conn: &Conn, apis: &ServerApis) -> Result<Vec<DataStore>
             "install Kamaji (helm install kamaji clastix/kamaji)",
         )
     })?;
-    let list = kclient::api::list(conn, &k.resource(k.version()), None, None).await?;
-    Ok(list
-        .iter()
-        .map(|d| DataStore::of(&object_json(d)))
-        .collect())
+    Ok(k.resource(k.version()))
 }
 
 /// One value of a DataStore's tlsConfig, as PEM bytes.
