@@ -4,7 +4,7 @@ SANDBOX_DIR ?= $(CURDIR)/.sandbox
 CARGO ?= cargo
 PROFILE ?= full
 
-.PHONY: help build release dist provider-assets testbed test lint chaos fuzz sandbox sandbox-down demo bench clean
+.PHONY: help build release dist image provider-assets testbed test lint chaos fuzz sandbox sandbox-down demo bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -18,6 +18,9 @@ release: ## build small, fast release binaries into target/release
 dist: ## release archives for this platform, their sha256 files and filled krew manifests, in dist/
 	bash scripts/dist.sh
 
+image: ## the reconciler's OCI image, reproducible, no container daemon: target/image/ (layout, .oci.tar, .digest)
+	CARGO=$(CARGO) bash scripts/image.sh
+
 PROVIDER_ASSETS ?= $(CURDIR)/target/provider-assets
 provider-assets: ## the reconciler's clusterctl release assets (components.yaml, metadata.yaml), as a clusterctl local repository
 	$(CARGO) run -q -p kamaji-reconciler -- manifests --output-dir $(PROVIDER_ASSETS)
@@ -26,7 +29,7 @@ testbed: ## build (once) the upstream kube-apiserver, kube-controller-manager, e
 	bash testbed/build-bins.sh all
 
 TEST_JOBS ?= 3
-test: testbed ## run every test against the real testbed (test binaries TEST_JOBS at a time; times in target/test-logs)
+test: testbed image ## run every test against the real testbed (test binaries TEST_JOBS at a time; times in target/test-logs)
 	CARGO=$(CARGO) TEST_JOBS=$(TEST_JOBS) bash scripts/test.sh
 
 lint: ## rustfmt and clippy, as CI expects them

@@ -11,6 +11,7 @@
 #                                 its own CRDs, for make bench only (not part of `all`)
 #   testbed/build-bins.sh clusterctl-repo  kustomize, and a clusterctl local repository of CAPI's core
 #                                  and kubeadm bootstrap providers plus cert-manager's CRDs
+#   testbed/build-bins.sh crane   go-containerregistry's crane: the local OCI registry, pushes and pulls
 #   testbed/build-bins.sh krew    krew (as kubectl-krew), validate-krew-manifest and actionlint
 #   testbed/build-bins.sh all
 #
@@ -234,6 +235,19 @@ build_krew() {
   publish "$out"
 }
 
+# crane (go-containerregistry): `crane registry serve` is the testbed's local OCI registry, and
+# the SIMULATED kubelet pulls the images of its pods with it.
+build_crane() {
+  # shellcheck disable=SC1091
+  . "$here/versions.env"
+  local out="$cache_root/crane-$CRANE_VERSION"
+  if [ -x "$out/crane" ]; then echo "$out"; return; fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  echo "building crane $CRANE_VERSION (first time only; about 30 seconds)" >&2
+  go_install "$out.tmp" "github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION"
+  publish "$out"
+}
+
 case "${1:-all}" in
   k8s) build_k8s ;;
   capi) build_capi ;;
@@ -244,8 +258,9 @@ case "${1:-all}" in
   byoh) build_byoh ;;
   cacppk) build_cacppk ;;
   krew) build_krew ;;
+  crane) build_crane ;;
   all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)"
        echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"
-       echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "krew=$(build_krew)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|cacppk|clusterctl-repo|krew|all" >&2; exit 2 ;;
+       echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "krew=$(build_krew)"; echo "crane=$(build_crane)" ;;
+  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|cacppk|clusterctl-repo|krew|crane|all" >&2; exit 2 ;;
 esac

@@ -158,7 +158,7 @@ mod tests {
 
     /// Every CRD `kubectl kamaji install` and `kamaji-reconciler manifests` ship.
     fn shipped() -> Vec<CustomResourceDefinition> {
-        crate::install::install_manifests("i:1", "ns")
+        crate::install::install_manifests("i:1", "ns", 1)
             .into_iter()
             .filter(|o| o["kind"] == "CustomResourceDefinition")
             .map(|o| serde_json::from_value(o).unwrap())

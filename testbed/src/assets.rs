@@ -108,6 +108,12 @@ impl Assets {
         Ok(build("capi")?.join("clusterctl"))
     }
 
+    /// go-containerregistry's `crane`: the testbed's local OCI registry (`crane registry
+    /// serve`), pushes, and the SIMULATED kubelet's pulls; built on first use.
+    pub fn crane() -> Result<PathBuf, Error> {
+        Ok(build("crane")?.join("crane"))
+    }
+
     /// A clusterctl local repository (`{provider-label}/{version}/{file}`) with the release
     /// assets of CAPI's core (`cluster-api`) and kubeadm bootstrap (`bootstrap-kubeadm`)
     /// providers, built with kustomize from the pinned CAPI module, and cert-manager's CRDs in

@@ -97,6 +97,10 @@ pub struct Options {
     pub kamaji: bool,
     /// Run the real BYOH controller manager with its webhooks (needs `capi_manager`).
     pub byoh: bool,
+    /// Run a local OCI registry (`crane registry serve`, [`Testbed::registry`]) and the
+    /// SIMULATED kubelet of the pods whose images it holds ([`pods::image`]); the controller
+    /// manager then runs the Deployment and ReplicaSet controllers too.
+    pub images: bool,
     /// Write an audit log (`<dir>/audit.log`, one JSON event per request, metadata level), so
     /// benchmarks can count the requests each user makes.
     pub audit: bool,
@@ -115,6 +119,7 @@ impl Default for Options {
             capi_manager: false,
             kamaji: false,
             byoh: false,
+            images: false,
             audit: false,
             dir: None,
         }
@@ -171,6 +176,8 @@ pub struct Testbed {
     pub server: String,
     pub profile: Profile,
     pub assets: Assets,
+    /// The local OCI registry (`127.0.0.1:PORT`) with [`Options::images`].
+    pub registry: Option<String>,
     procs: Mutex<Vec<Proc>>,
     /// Background tasks (tenant pod runner, forwarders) to abort when the testbed stops.
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
@@ -600,6 +607,15 @@ shared_testbed!(
     Options {
         profile: Profile::Bare,
         controller_manager: false,
+        ..Options::default()
+    }
+);
+shared_testbed!(
+    /// A full-profile testbed with the local OCI registry and the SIMULATED kubelet of the pods
+    /// whose images it holds (the reconciler installed from its image).
+    shared_images,
+    Options {
+        images: true,
         ..Options::default()
     }
 );

@@ -255,12 +255,20 @@ async fn up(
         capi_manager: capi,
         kamaji: real,
         byoh: real,
+        // The local registry and its pods' kubelet: `kubectl kamaji install --image` of the
+        // reconciler's image (`make image`) runs in the sandbox as it would on a cluster.
+        images: real,
         audit,
         dir: Some(dir.clone()),
     })
     .await
     {
-        Ok(tb) => tb,
+        Ok(tb) => {
+            if let Some(r) = &tb.registry {
+                let _ = std::fs::write(dir.join("registry"), r);
+            }
+            tb
+        }
         Err(e) => {
             eprintln!("error: the sandbox did not start: {e}");
             let _ = std::fs::write(dir.join("failed"), e.to_string());

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 use crate::Error;
 
@@ -179,6 +180,26 @@ impl Proc {
     /// Whether the process has exited (and with what status).
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
+    }
+
+    /// SIGTERM to the process group, then SIGKILL if it still runs after `grace`, as a kubelet
+    /// stops a container (on a thread of its own: the caller does not wait).
+    pub fn terminate(self, grace: Duration) {
+        // SAFETY: plain syscall on a process group we created.
+        unsafe {
+            libc::kill(-(self.child.id() as i32), libc::SIGTERM);
+        }
+        let mut me = self;
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + grace;
+            while std::time::Instant::now() < deadline {
+                if me.exited().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            me.kill();
+        });
     }
 
     /// Kills the process group and reaps the child.

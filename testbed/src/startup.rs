@@ -151,6 +151,7 @@ impl Testbed {
             server: String::new(),
             profile: opts.profile,
             assets,
+            registry: None,
             procs: Mutex::new(Vec::new()),
             tasks: Mutex::new(Vec::new()),
             sandboxes: Default::default(),
@@ -175,7 +176,10 @@ impl Testbed {
         tracing::info!("CRDs installed after {:?}", t0.elapsed());
 
         if opts.controller_manager {
-            tb.start_controller_manager(opts.kamaji)?;
+            tb.start_controller_manager(opts.kamaji || opts.images)?;
+        }
+        if opts.images {
+            tb.start_images().await?;
         }
         tb.start_controllers(&opts, &client).await?;
         tracing::info!("testbed ready after {:?}", t0.elapsed());
@@ -296,16 +300,43 @@ impl Testbed {
         .await
     }
 
+    /// Starts the local OCI registry and the SIMULATED kubelet of its images' pods.
+    async fn start_images(&mut self) -> Result<(), Error> {
+        let crane = Assets::crane()?;
+        let addr = crate::pods::image::start_registry(self, &crane).await?;
+        let cfg = crate::pods::image::Config {
+            dir: self.dir.join("image-pods"),
+            registry: addr.clone(),
+            crane,
+            testbed_dir: self.dir.clone(),
+            api_port: self.api_port()?,
+            ca: self.dir.join("pki").join("serving-ca.crt"),
+            tick: Duration::from_millis(500),
+            sandboxes: self.sandboxes.clone(),
+        };
+        let kubeconfig = self.kubeconfig.clone();
+        let task = crate::background()?.spawn(async move {
+            let Ok(client) = crate::client_for(&kubeconfig).await else {
+                tracing::warn!("SIMULATED kubelet of image pods: no client");
+                return;
+            };
+            crate::pods::image::run(client, cfg).await;
+        });
+        self.push_task(task.abort_handle());
+        self.registry = Some(addr);
+        Ok(())
+    }
+
     /// Starts kube-controller-manager: the garbage collector and namespace controllers, and
-    /// with `kamaji` the Deployment and ReplicaSet ones (tenant control planes are Deployments)
-    /// and the Job one (Kamaji's DataStore migration).
-    fn start_controller_manager(&self, kamaji: bool) -> Result<(), Error> {
+    /// with `workloads` the Deployment and ReplicaSet ones (tenant control planes and image
+    /// pods are Deployments) and the Job one (Kamaji's DataStore migration).
+    fn start_controller_manager(&self, workloads: bool) -> Result<(), Error> {
         let kcm = Proc::spawn(
             "kube-controller-manager",
             &self.assets.kube_controller_manager(),
             &[
                 format!("--kubeconfig={}", self.kubeconfig.display()),
-                if kamaji {
+                if workloads {
                     // Kamaji's tenant control planes are Deployments; its DataStore
                     // migration is a Job.
                     "--controllers=garbagecollector,namespace,deployment,replicaset,job".into()

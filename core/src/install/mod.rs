@@ -113,7 +113,7 @@ pub fn cluster_role() -> Value {
 }
 
 /// Every object `kubectl kamaji install` applies, in apply order.
-pub fn install_manifests(image: &str, namespace: &str) -> Vec<Value> {
+pub fn install_manifests(image: &str, namespace: &str, replicas: u8) -> Vec<Value> {
     let mut out: Vec<Value> = crate::kamaji::crd::crds()
         .into_iter()
         .chain(crate::ops::crds())
@@ -171,7 +171,7 @@ pub fn install_manifests(image: &str, namespace: &str) -> Vec<Value> {
         // v1.14.2), which would bind a ServiceAccount of ours instead of CAPI's.
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": kubeadm_bootstrap_user()}]
     }));
-    out.push(deployment(image, namespace));
+    out.push(deployment(image, namespace, replicas));
     out
 }
 
@@ -179,18 +179,19 @@ pub fn install_manifests(image: &str, namespace: &str) -> Vec<Value> {
 /// last; deleting the CRDs deletes every KamajiControlPlane, so the verb must refuse while any
 /// exists unless forced). Objects are the same as [`install_manifests`], reversed.
 pub fn uninstall_manifests(namespace: &str) -> Vec<Value> {
-    let mut v = install_manifests(DEFAULT_IMAGE, namespace);
+    let mut v = install_manifests(DEFAULT_IMAGE, namespace, 1);
     v.reverse();
     v
 }
 
 /// The hardened Deployment: non-root, read-only root filesystem, no capabilities, limits.
-pub fn deployment(image: &str, namespace: &str) -> Value {
+pub fn deployment(image: &str, namespace: &str, replicas: u8) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": NAME, "namespace": namespace, "labels": labels()},
         "spec": {
-            "replicas": 1,
+            // More than one: one replica leads on the Lease, the others stand by, Ready.
+            "replicas": replicas,
             "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
             "template": {
                 "metadata": {"labels": {OWNER_LABEL.0: OWNER_LABEL.1}},
@@ -233,7 +234,7 @@ mod tests {
 
     #[test]
     fn manifests_are_hardened_and_least_privilege() {
-        let m = install_manifests("img:1", "ns1");
+        let m = install_manifests("img:1", "ns1", 1);
         let kinds: Vec<&str> = m.iter().filter_map(|o| o["kind"].as_str()).collect();
         assert_eq!(
             kinds
@@ -274,7 +275,7 @@ mod tests {
 
     #[test]
     fn every_object_carries_the_clusterctl_and_provider_labels() {
-        for o in install_manifests(DEFAULT_IMAGE, DEFAULT_NAMESPACE) {
+        for o in install_manifests(DEFAULT_IMAGE, DEFAULT_NAMESPACE, 1) {
             let l = &o["metadata"]["labels"];
             assert_eq!(l[CLUSTERCTL_LABEL], "", "{}", o["metadata"]["name"]);
             assert_eq!(l[PROVIDER_LABEL], PROVIDER, "{}", o["metadata"]["name"]);
@@ -290,7 +291,8 @@ mod tests {
             Some(format!("v{}", env!("CARGO_PKG_VERSION")))
         );
         assert_ne!(DEFAULT_NAMESPACE, "kamaji-system");
-        let dep = deployment("i", "ns1");
+        let dep = deployment("i", "ns1", 3);
+        assert_eq!(dep["spec"]["replicas"], 3);
         let c = &dep["spec"]["template"]["spec"]["containers"][0];
         assert!(
             !c["args"].to_string().contains("ns1"),

@@ -57,7 +57,7 @@ pub(crate) fn image_placeholder() -> String {
 /// The objects of `components.yaml` before clusterctl's substitution: exactly what
 /// `kubectl kamaji install` applies in the default namespace, with the image as a variable.
 pub fn components() -> Vec<Value> {
-    install_manifests(&image_placeholder(), DEFAULT_NAMESPACE)
+    install_manifests(&image_placeholder(), DEFAULT_NAMESPACE, 1)
 }
 
 /// `components.yaml`.
@@ -139,7 +139,7 @@ mod tests {
         let out = substitute(&raw, &Variables::default()).unwrap();
         let diff = first_difference(
             &parse(&out),
-            &install_manifests(DEFAULT_IMAGE, DEFAULT_NAMESPACE),
+            &install_manifests(DEFAULT_IMAGE, DEFAULT_NAMESPACE, 1),
         );
         assert_eq!(diff, None);
         let vars = crate::plan::template::list_variables(&raw).unwrap();

@@ -69,6 +69,30 @@ pub async fn try_acquire(api: &Api<Lease>, identity: &str) -> Result<bool, Error
     }
 }
 
+/// Gives the Lease up (an empty holder), if `identity` still holds it, so that a standby
+/// replica takes over at its next try instead of after the lease duration (controller-runtime's
+/// `LeaderElectionReleaseOnCancel`). Called once the controllers have stopped.
+pub async fn release(client: Client, namespace: &str, identity: &str) -> Result<(), Error> {
+    let api: Api<Lease> = Api::namespaced(client, namespace);
+    let Some(mut lease) = api.get_opt(LEASE_NAME).await? else {
+        return Ok(());
+    };
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    if spec.holder_identity.as_deref() != Some(identity) {
+        return Ok(());
+    }
+    spec.holder_identity = Some(String::new());
+    match api
+        .replace(LEASE_NAME, &PostParams::default(), &lease)
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Renewed or taken meanwhile: nothing of ours to give up.
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Blocks until this process leads, then renews in the background; the returned future
 /// completes when leadership is lost (the caller then exits, as controller-runtime does).
 pub async fn acquire(

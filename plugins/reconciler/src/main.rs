@@ -247,10 +247,12 @@ fn serve_http(args: &Args, metrics: &Arc<Metrics>, ready: &Arc<AtomicBool>) -> R
 }
 
 /// With `--leader-elect`, waits for the Lease; the handle ends when the Lease is lost.
+/// With `--leader-elect`, blocks until this process holds the Lease; returns the renewal task
+/// (it ends when leadership is lost) and this process's identity.
 async fn leader_lease(
     args: &Args,
     client: &kube::Client,
-) -> Result<Option<tokio::task::JoinHandle<()>>> {
+) -> Result<Option<(tokio::task::JoinHandle<()>, String)>> {
     if !args.leader_elect {
         return Ok(None);
     }
@@ -261,9 +263,9 @@ async fn leader_lease(
             std::process::id()
         )
     });
-    Ok(Some(
-        leader::acquire(client.clone(), &args.leader_election_namespace, id).await?,
-    ))
+    let renewal =
+        leader::acquire(client.clone(), &args.leader_election_namespace, id.clone()).await?;
+    Ok(Some((renewal, id)))
 }
 
 fn config(args: &Args) -> Config {
@@ -278,7 +280,7 @@ fn config(args: &Args) -> Config {
 }
 
 /// Ends when the leader-election Lease is lost (never without leader election).
-async fn lease_lost(lease: Option<tokio::task::JoinHandle<()>>) {
+async fn lease_lost(lease: Option<&mut tokio::task::JoinHandle<()>>) {
     match lease {
         Some(h) => {
             let _ = h.await;
@@ -323,9 +325,15 @@ async fn real_main(args: Args) -> Result<()> {
     }
     let metrics = Arc::new(Metrics::default());
     let client = client(&args, metrics.clone()).await?;
-    let ready = Arc::new(AtomicBool::new(false));
+    // A replica waiting for the Lease is ready: healthy and standing by. A Deployment's rolling
+    // update (maxUnavailable 0) needs its new pod Ready while the old one still leads, or it
+    // never finishes. The leader is ready once its caches have synced (controller::run).
+    let ready = Arc::new(AtomicBool::new(args.leader_elect));
     serve_http(&args, &metrics, &ready)?;
-    let lease = leader_lease(&args, &client).await?;
+    let mut lease = leader_lease(&args, &client).await?;
+    ready.store(false, Ordering::SeqCst);
+    metrics.leader.store(true, Ordering::SeqCst);
+    let renewal = lease.as_ref().map(|(h, _)| h.abort_handle());
     let scan = certificates::ScanConfig {
         namespace: args.namespace.clone(),
         interval: args.cert_scan_interval,
@@ -366,7 +374,7 @@ async fn real_main(args: Args) -> Result<()> {
     tokio::select! {
         r = run => r?,
         _ = shutdown_grace_over() => tracing::warn!("shutdown grace period over; exiting"),
-        _ = lease_lost(lease) => anyhow::bail!("lost the leader-election Lease; exiting so that another replica takes over"),
+        _ = lease_lost(lease.as_mut().map(|(h, _)| h)) => anyhow::bail!("lost the leader-election Lease; exiting so that another replica takes over"),
         _ = exit_timer(args.exit_after) => {
             eprintln!(
                 "kamaji-reconciler: reconciles={} errors={} api_requests={} peak_rss_kib={}",
@@ -375,6 +383,14 @@ async fn real_main(args: Args) -> Result<()> {
                 metrics.api_requests.load(Ordering::Relaxed),
                 peak_rss_kib().unwrap_or(0)
             );
+        }
+    }
+    // The controllers have stopped: stop renewing and hand the Lease over at once.
+    if let (Some(renewal), Some((_, id))) = (renewal, &lease) {
+        renewal.abort();
+        metrics.leader.store(false, Ordering::SeqCst);
+        if let Err(e) = leader::release(client.clone(), &args.leader_election_namespace, id).await {
+            tracing::warn!("releasing the leader-election Lease: {e}");
         }
     }
     Ok(())

@@ -13,6 +13,8 @@ pub struct Metrics {
     pub certificates: crate::certificates::Expiries,
     /// The fleet doctor's findings as the last scan counted them.
     pub findings: crate::findings::Findings,
+    /// This process does the work: it holds the leader-election Lease (or runs without one).
+    pub leader: std::sync::atomic::AtomicBool,
 }
 
 impl Metrics {
@@ -24,7 +26,15 @@ impl Metrics {
             self.reconcile_errors.load(Ordering::Relaxed),
             self.api_requests.load(Ordering::Relaxed)
         );
-        counters + &self.certificates.render() + &self.findings.render()
+        let mut leader = String::new();
+        family(
+            &mut leader,
+            "kamaji_reconciler_leader",
+            "gauge",
+            "1 while this process holds the leader-election Lease (or runs without leader election), else 0.",
+            Some(i64::from(self.leader.load(Ordering::Relaxed))),
+        );
+        counters + &leader + &self.certificates.render() + &self.findings.render()
     }
 }
 

@@ -16,23 +16,31 @@ fn ready(r: &Reconciler) -> bool {
         .is_some_and(|s| s.starts_with("HTTP/1.1 200"))
 }
 
+/// Holds the Lease (the `kamaji_reconciler_leader` gauge).
+fn leads(r: &Reconciler) -> bool {
+    r.counter("kamaji_reconciler_leader") == Some(1)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn one_leader_at_a_time_and_failover() {
     let tb = testbed::shared();
     let (c, ns) = namespace(tb, "kr-leader").await;
     let args = ["--leader-elect", "--leader-election-namespace", ns.as_str()];
     let mut a = start_reconciler(&tb.kubeconfig, &ns, &args);
-    wait_for(30, "A leads", Some(&a), || async {
-        ready(&a).then_some(())
+    wait_for(30, "A leads and is ready", Some(&a), || async {
+        (leads(&a) && ready(&a)).then_some(())
     })
     .await;
-    let b = start_reconciler(&tb.kubeconfig, &ns, &args);
+    let mut b = start_reconciler(&tb.kubeconfig, &ns, &args);
     wait_for(30, "B serves HTTP", Some(&b), || async {
         b.http_get("/healthz").map(|_| ())
     })
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(!ready(&b), "B must wait for the Lease");
+    assert!(!leads(&b), "B must wait for the Lease");
+    // Standing by is ready: a Deployment's rolling update needs the new pod Ready while the
+    // old one still leads.
+    assert!(ready(&b), "a standby replica is ready");
     let lease = Api::<Lease>::namespaced(c.clone(), &ns)
         .get(kamaji_reconciler::leader::LEASE_NAME)
         .await
@@ -44,9 +52,40 @@ async fn one_leader_at_a_time_and_failover() {
         40,
         "B takes over after the Lease expires",
         Some(&b),
-        || async { ready(&b).then_some(()) },
+        || async { (leads(&b) && ready(&b)).then_some(()) },
     )
     .await;
+    // A graceful stop (SIGTERM, as a rolling update's old pod gets) gives the Lease up, so the
+    // standby takes over at its next try (every 2 s), not after the 15 s lease duration.
+    let mut c3 = start_reconciler(&tb.kubeconfig, &ns, &args);
+    wait_for(30, "C serves HTTP", Some(&c3), || async {
+        c3.http_get("/healthz").map(|_| ())
+    })
+    .await;
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &b.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let t0 = std::time::Instant::now();
+    let status = b.child.wait().unwrap();
+    assert!(status.success(), "B exits cleanly on SIGTERM: {status}");
+    wait_for(12, "C takes over the released Lease", Some(&c3), || async {
+        leads(&c3).then_some(())
+    })
+    .await;
+    let took = t0.elapsed();
+    assert!(
+        took < Duration::from_secs(12),
+        "hand-over after a graceful stop took {took:?}, not under the 15 s lease"
+    );
+    let lease = Api::<Lease>::namespaced(c.clone(), &ns)
+        .get(kamaji_reconciler::leader::LEASE_NAME)
+        .await
+        .unwrap();
+    let holder = lease.spec.unwrap().holder_identity.unwrap();
+    assert!(holder.ends_with(&c3.child.id().to_string()), "{holder}");
+    c3.kill();
 }
 
 #[tokio::test(flavor = "multi_thread")]

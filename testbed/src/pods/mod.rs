@@ -45,6 +45,7 @@ use serde_json::{Value, json};
 
 use crate::{Proc, free_port};
 
+pub mod image;
 mod service;
 mod volumes;
 

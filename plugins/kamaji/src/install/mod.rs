@@ -21,6 +21,9 @@ use kcore::labels;
 
 mod image_ref;
 
+/// Most replicas `--replicas` takes: one leads, the rest stand by.
+const MAX_REPLICAS: i64 = 5;
+
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
     after_help = "The provider goes to namespace kamaji-reconciler-system unless -n names another.
@@ -33,6 +36,11 @@ pub struct InstallArgs {
     /// The reconciler image
     #[arg(long, default_value = manifests::DEFAULT_IMAGE, value_name = "IMAGE")]
     pub image: String,
+    /// Replicas of the reconciler: one leads, the others stand by to take over (re-running
+    /// install sets it again)
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u8).range(1..=MAX_REPLICAS))]
+    pub replicas: u8,
     /// Print (client) or validate on the server (server) without changing anything
     #[arg(long, value_enum, default_value_t = DryRun::None, value_name = "MODE")]
     pub dry_run: DryRun,
@@ -209,7 +217,7 @@ fn manifests_for(args: &InstallArgs) -> Result<(String, Vec<Value>), Error> {
         .clone()
         .unwrap_or_else(|| manifests::DEFAULT_NAMESPACE.to_string());
     check_namespace(&ns)?;
-    let objects = manifests::install_manifests(&args.image, &ns);
+    let objects = manifests::install_manifests(&args.image, &ns, args.replicas);
     if objects
         .iter()
         .filter(|o| o["kind"] == "CustomResourceDefinition")

@@ -183,6 +183,16 @@ const LOCAL: &[Case] = &[
         "invalid value 'bogus'",
     ),
     case(&["install", "--image", ""], 2, "--image is empty"),
+    case(
+        &["install", "--replicas", "0", "--dry-run=client"],
+        2,
+        "invalid value '0' for '--replicas <N>'",
+    ),
+    case(
+        &["install", "--replicas", "6", "--dry-run=client"],
+        2,
+        "invalid value '6' for '--replicas <N>'",
+    ),
     // Issue 24: a namespace or an image the API server or the kubelet would refuse later,
     // refused before rendering (these cases carry their own -n).
     case(

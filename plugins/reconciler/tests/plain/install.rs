@@ -11,7 +11,7 @@ use serde_json::json;
 async fn installed_rbac_is_sufficient_and_manifests_apply() {
     let tb = testbed::shared();
     let (c, ns) = tb.namespace("kr-install").await;
-    let objs = kamaji_reconciler::install_manifests("example.com/kamaji-reconciler:test", &ns);
+    let objs = kamaji_reconciler::install_manifests("example.com/kamaji-reconciler:test", &ns, 1);
     let (crds, rest): (Vec<_>, Vec<_>) = objs
         .into_iter()
         .partition(|o| o["kind"] == "CustomResourceDefinition");

@@ -132,7 +132,7 @@ async fn as_its_service_account(
     // The RBAC `kubectl kamaji install` applies (ClusterRole, bindings, service account) for a
     // reconciler living in this namespace.
     let pp = PatchParams::apply("test").force();
-    for mut o in kamaji_reconciler::install_manifests("example.com/kamaji-reconciler:test", ns) {
+    for mut o in kamaji_reconciler::install_manifests("example.com/kamaji-reconciler:test", ns, 1) {
         let kind = o["kind"].as_str().unwrap_or_default().to_string();
         if ![
             "ServiceAccount",

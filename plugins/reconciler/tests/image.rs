@@ -1,0 +1,356 @@
+//! The reconciler as users run it: from its image, installed by `kubectl kamaji install --image`.
+//!
+//! `make image` (run by `make test` first) writes the OCI image to `target/image/`; the test
+//! pushes it with crane to the testbed's local registry, `kubectl kamaji install` deploys it,
+//! and the testbed's SIMULATED kubelet of image pods (`testbed::pods::image`) pulls it and runs
+//! its entrypoint chrooted into the image, as uid 65532, with the ServiceAccount token of the
+//! Deployment's ServiceAccount at the standard path and nothing else to authenticate with. So
+//! every request the reconciler makes is checked against the ClusterRole `install` wrote.
+//! Then two replicas: one leads, the other stands by (and is Ready, or a rolling update would
+//! never finish), killing the leader's process hands the work over within the lease duration,
+//! and a rolling update of both replicas completes.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+use testbed::fixtures::poll;
+
+const INSTALL_NS: &str = "kamaji-reconciler-system";
+
+fn tb() -> &'static testbed::Testbed {
+    testbed::shared_images()
+}
+
+/// `target/image/` as `make image` writes it.
+fn image_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/image")
+}
+
+fn crane(args: &[&str]) -> String {
+    let o = Command::new(testbed::Assets::crane().unwrap())
+        .args(args)
+        .arg("--insecure")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "crane {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn kamaji(kubeconfig: &Path, args: &[&str]) -> String {
+    let bin = testbed::workspace_binary(
+        env!("CARGO_BIN_EXE_kamaji-reconciler"),
+        "kubectl-kamaji",
+        "kubectl-kamaji",
+    );
+    let o = Command::new(bin)
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "kubectl kamaji {args:?}: {text}");
+    text
+}
+
+/// The last lines of every image pod's logs, for a failed wait.
+fn pod_logs(tb: &testbed::Testbed) -> String {
+    let mut out = String::new();
+    let dirs = std::fs::read_dir(tb.dir.join("image-pods"))
+        .into_iter()
+        .flatten();
+    for d in dirs.flatten() {
+        for f in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
+            let p = f.path();
+            if p.extension().is_some_and(|e| e == "log") {
+                let t = std::fs::read_to_string(&p).unwrap_or_default();
+                let l: Vec<&str> = t.lines().collect();
+                out.push_str(&format!(
+                    "--- {} ---\n{}\n",
+                    p.display(),
+                    l[l.len().saturating_sub(15)..].join("\n")
+                ));
+            }
+        }
+    }
+    out
+}
+
+async fn wait<T, F, Fut>(secs: u64, what: &str, f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    poll::wait_for(what, Duration::from_secs(secs), || pod_logs(tb()), f).await
+}
+
+/// The reconciler processes the kubelet runs: (pid, POD_NAME).
+fn reconciler_processes() -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if !cmd.starts_with(b"/usr/local/bin/kamaji-reconciler\0") {
+            continue;
+        }
+        let env = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        let pod = env
+            .split(|b| *b == 0)
+            .find_map(|v| v.strip_prefix(b"POD_NAME="))
+            .map(|v| String::from_utf8_lossy(v).to_string());
+        if let Some(pod) = pod {
+            out.push((pid, pod));
+        }
+    }
+    out
+}
+
+fn proc_env(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .map(|v| String::from_utf8_lossy(v).to_string())
+        .collect()
+}
+
+async fn deployment(c: &Client) -> Deployment {
+    Api::<Deployment>::namespaced(c.clone(), INSTALL_NS)
+        .get("kamaji-reconciler")
+        .await
+        .unwrap()
+}
+
+/// Waits until the Deployment has rolled out `replicas` Ready pods of its current template.
+async fn rolled_out(c: &Client, replicas: i32, what: &str) {
+    wait(120, what, || async {
+        let d = deployment(c).await;
+        let s = d.status.clone().unwrap_or_default();
+        let gen_seen = s.observed_generation >= d.metadata.generation;
+        (gen_seen
+            && s.updated_replicas == Some(replicas)
+            && s.available_replicas == Some(replicas)
+            && s.replicas == Some(replicas))
+        .then_some(())
+    })
+    .await;
+}
+
+async fn lease_holder(c: &Client) -> Option<String> {
+    Api::<Lease>::namespaced(c.clone(), INSTALL_NS)
+        .get_opt(kamaji_reconciler::leader::LEASE_NAME)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec?.holder_identity)
+        .filter(|h| !h.is_empty())
+}
+
+/// Plays Cluster API (a Cluster owning a KamajiControlPlane) and Kamaji (the TCP's Secrets and
+/// status once the reconciler made it), and waits for the reconciler to call the KCP ready.
+async fn reconciled(c: &Client, ns: &str, cluster: &str, secs: u64) -> Value {
+    let kcp = format!("{cluster}-cp");
+    plain_cluster(c, ns, cluster, small_net(), json!({"version": "1.35.0"})).await;
+    wait(secs, &format!("the reconciler makes {kcp}'s TCP"), || {
+        get_tcp(c, ns, &kcp)
+    })
+    .await;
+    kamaji_publish(c, ns, &kcp, "10.0.0.40:6443", "v1.35.0", "Ready", 2).await;
+    wait(60, &format!("{kcp} ready"), || async {
+        get(c, ns, &kcp_ar("v1alpha2"), &kcp).await.filter(ready)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_image_runs_in_cluster_as_its_service_account_and_hands_over_leadership() {
+    let tb = tb();
+    let registry = tb.registry.clone().expect("the testbed's registry");
+    let digest_file = image_dir().join("kamaji-reconciler.digest");
+    let digest = std::fs::read_to_string(&digest_file)
+        .unwrap_or_else(|e| panic!("{}: {e}; run make image", digest_file.display()))
+        .trim()
+        .to_string();
+    let image = format!("{registry}/kamaji-reconciler:test");
+    let layout = image_dir().join("kamaji-reconciler");
+    crane(&["push", &layout.display().to_string(), &image]);
+    assert_eq!(
+        crane(&["digest", &image]),
+        digest,
+        "the registry serves the bytes make image wrote"
+    );
+
+    let out = kamaji(&tb.kubeconfig, &["install", "--image", &image]);
+    assert!(out.contains("kamaji-reconciler"), "{out}");
+    let c = tb.client().await;
+    rolled_out(
+        &c,
+        1,
+        "the reconciler's Deployment available from its image",
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), INSTALL_NS);
+    let list = pods.list(&ListParams::default()).await.unwrap();
+    let status = &list.items[0]
+        .status
+        .clone()
+        .unwrap()
+        .container_statuses
+        .unwrap()[0];
+    assert!(
+        status.image_id.ends_with(&digest),
+        "the kubelet ran the pushed digest: {}",
+        status.image_id
+    );
+    // The process: the image's binary, as uid 65532, with the ServiceAccount token and the
+    // in-cluster address only (no kubeconfig of the testbed's).
+    let procs = reconciler_processes();
+    assert_eq!(procs.len(), 1, "{procs:?}");
+    let (pid, _) = &procs[0];
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    assert!(
+        uid.split_whitespace().skip(1).all(|u| u == "65532"),
+        "{uid}"
+    );
+    let env = proc_env(*pid);
+    assert!(
+        env.iter()
+            .any(|e| e.starts_with("KUBERNETES_SERVICE_HOST=")),
+        "{env:?}"
+    );
+    assert!(!env.iter().any(|e| e.starts_with("KUBECONFIG")), "{env:?}");
+    let token = std::fs::read_to_string(format!(
+        "/proc/{pid}/root/var/run/secrets/kubernetes.io/serviceaccount/token"
+    ))
+    .unwrap();
+    assert!(token.starts_with("ey"), "a JWT at the standard path");
+    // readOnlyRootFilesystem: the container's root is a read-only mount.
+    let write = std::fs::write(format!("/proc/{pid}/root/tmp/x"), "x");
+    assert_eq!(
+        write.as_ref().map_err(|e| e.raw_os_error()),
+        Err(Some(libc_erofs())),
+        "{write:?}"
+    );
+
+    // It reconciles as its ServiceAccount: a Cluster and KamajiControlPlane made ready.
+    let (_, ns) = tb.namespace("kr-image").await;
+    reconciled(&c, &ns, "one", 60).await;
+
+    // Two replicas: the standby is Ready too, one holds the Lease.
+    kamaji(
+        &tb.kubeconfig,
+        &["install", "--image", &image, "--replicas", "2"],
+    );
+    rolled_out(&c, 2, "two replicas Ready (the standby too)").await;
+    let leader = wait(30, "a Lease holder", || lease_holder(&c)).await;
+    let procs = reconciler_processes();
+    assert_eq!(procs.len(), 2, "{procs:?}");
+    let (leader_pid, _) = procs
+        .iter()
+        .find(|(_, pod)| *pod == leader)
+        .unwrap_or_else(|| panic!("no process of the leader {leader}: {procs:?}"));
+
+    // Kill the leader's process (a crash): the work goes on within the lease duration. A
+    // Cluster created meanwhile is reconciled, once.
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &leader_pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let t0 = Instant::now();
+    let lease0 = Api::<Lease>::namespaced(c.clone(), INSTALL_NS)
+        .get(kamaji_reconciler::leader::LEASE_NAME)
+        .await
+        .unwrap();
+    let kcp = reconciled(&c, &ns, "two", 40).await;
+    let took = t0.elapsed();
+    assert!(
+        took < Duration::from_secs(25),
+        "the new leader finished the work {took:?} after the crash"
+    );
+    let tcps = dyn_api(&c, &ns, &tcp_ar())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let names: Vec<String> = tcps
+        .items
+        .iter()
+        .map(|t| t.metadata.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        names,
+        ["one-cp", "two-cp"],
+        "one TCP per KamajiControlPlane"
+    );
+    assert!(kcp["status"]["ready"] == json!(true));
+    let lease = Api::<Lease>::namespaced(c.clone(), INSTALL_NS)
+        .get(kamaji_reconciler::leader::LEASE_NAME)
+        .await
+        .unwrap();
+    let (s0, s1) = (lease0.spec.unwrap(), lease.spec.unwrap());
+    let holder = s1.holder_identity.clone().unwrap_or_default();
+    assert!(
+        s1.lease_transitions.unwrap_or(0) <= s0.lease_transitions.unwrap_or(0) + 1,
+        "one hand-over, not a flapping Lease: {s0:?} -> {s1:?}"
+    );
+    assert!(
+        reconciler_processes().iter().any(|(_, p)| *p == holder),
+        "the holder {holder} runs"
+    );
+    eprintln!("work resumed {took:?} after the leader was killed; Lease now held by {holder}");
+
+    // A rolling update of both replicas finishes (the standby pods are Ready while the old
+    // leader still runs), and the Lease passes to a new pod.
+    let image2 = format!("{registry}/kamaji-reconciler:test2");
+    crane(&["tag", &image, "test2"]);
+    kamaji(
+        &tb.kubeconfig,
+        &["install", "--image", &image2, "--replicas", "2"],
+    );
+    rolled_out(&c, 2, "the rolling update to :test2").await;
+    let pods_now: Vec<String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| p.metadata.name.unwrap_or_default())
+        .collect();
+    let new_holder = wait(30, "a new pod holds the Lease", || async {
+        lease_holder(&c).await.filter(|h| pods_now.contains(h))
+    })
+    .await;
+    reconciled(&c, &ns, "three", 40).await;
+    eprintln!("after the rolling update the Lease is held by {new_holder}");
+}
+
+/// EROFS on Linux.
+fn libc_erofs() -> i32 {
+    30
+}

@@ -1,0 +1,777 @@
+//! SIMULATED kubelet for pods whose images come from the testbed's local OCI registry.
+//!
+//! There is no container runtime here. This stands in for the kubelet (and its CRI runtime) of
+//! one node, `testbed-image-node`, for exactly the pods whose every container image is in the
+//! testbed's registry (`crane registry serve`, go-containerregistry): the reconciler's
+//! Deployment as `kubectl kamaji install --image` or `clusterctl init` writes it. What it does,
+//! as a kubelet does (kubernetes `pkg/kubelet/kuberuntime`, v1.35):
+//! - binds the pending pod to its node (there is no scheduler here);
+//! - pulls each image by its reference with `crane` and unpacks the flattened file system
+//!   (`crane export`) into the pod's folder; `imageID` is the pulled digest;
+//! - the command is the container's `command`, else the image's `Entrypoint`; the arguments
+//!   the container's `args`, else (without `command`) the image's `Cmd`; the environment the
+//!   image's `Env`, then the container's `env` (literal values and `fieldRef`s to the pod's
+//!   name, namespace, uid, node and service account), then `KUBERNETES_SERVICE_HOST`/`PORT`;
+//! - the user is the container's `runAsUser`/`runAsGroup`, else the pod's, else the image's
+//!   `User`; `runAsNonRoot` with uid 0 is refused (`CreateContainerConfigError`);
+//! - the ServiceAccount's token, from the TokenRequest API and bound to the pod, with the API
+//!   server's CA and the namespace, is mounted at `/var/run/secrets/kubernetes.io/serviceaccount`
+//!   (unless `automountServiceAccountToken` is false);
+//! - `readOnlyRootFilesystem` makes the root file system read-only;
+//! - each container runs in a mount namespace of its own (`unshare`), `chroot`ed into its
+//!   image, in the pod's own network namespace ([`NetSandbox`]: its loopback, where the API
+//!   server's port is forwarded in, so `KUBERNETES_SERVICE_HOST` is 127.0.0.1);
+//! - HTTP readiness and liveness probes (`httpGet`, by number or named port), the pod's Ready
+//!   condition from readiness, and a container restarted after `failureThreshold` liveness
+//!   failures or when it exits, with a capped back-off.
+//!
+//! What differs from a kubelet, and why: no cgroups (resource limits are not enforced), no PID or
+//! IPC namespace, no `/proc` or `/dev` in the container, the token is not rotated (pods here live
+//! minutes, tokens an hour), images are unpacked whole for each pod (no layer store), and a
+//! deleted pod's grace period is capped at 30 s (SIGTERM, then SIGKILL) while its object is
+//! removed at once (the directory goes when the processes have been told to stop).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Container as PodContainer, Pod, ServiceAccount};
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::netns::NetSandbox;
+use crate::{Error, Proc};
+
+/// The node the image pods run on.
+pub const NODE: &str = "testbed-image-node";
+
+/// Where a kubelet mounts a pod's ServiceAccount token.
+pub const TOKEN_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+#[derive(Clone)]
+pub struct Config {
+    pub dir: PathBuf,
+    /// `127.0.0.1:PORT`: images under this host are this kubelet's.
+    pub registry: String,
+    pub crane: PathBuf,
+    pub testbed_dir: PathBuf,
+    pub api_port: u16,
+    /// The API server's serving CA (the pod's `ca.crt`).
+    pub ca: PathBuf,
+    pub tick: Duration,
+    /// Where every pod's network namespace is registered, so that the tenant plumbing (when
+    /// Kamaji runs) forwards tenant ports into it too.
+    pub sandboxes: Arc<Mutex<Vec<Arc<NetSandbox>>>>,
+}
+
+struct Probe {
+    path: String,
+    /// The host port that reaches the container's port inside the pod's namespace.
+    port: u16,
+    initial_delay: Duration,
+    period: Duration,
+    failure_threshold: u32,
+    failures: u32,
+    /// When the container started (for the initial delay) and when the probe last ran.
+    since: Option<Instant>,
+    last: Option<Instant>,
+}
+
+struct Container {
+    name: String,
+    image: String,
+    image_id: String,
+    /// `env -i K=V… chroot --userspec=U:G ROOT PROGRAM ARGS…` run by the mount script.
+    argv: Vec<String>,
+    root: PathBuf,
+    read_only: bool,
+    unavailable: Option<(String, String)>,
+    readiness: Option<Probe>,
+    liveness: Option<Probe>,
+    proc: Option<Proc>,
+    started_at: String,
+    restarts: i32,
+    next_start: Instant,
+    last_exit: Option<Value>,
+    ready: bool,
+    log: PathBuf,
+}
+
+struct RunningPod {
+    dir: PathBuf,
+    sandbox: Arc<NetSandbox>,
+    sa_dir: Option<PathBuf>,
+    containers: Vec<Container>,
+    started: String,
+    reported: Value,
+}
+
+/// Runs until the future is dropped.
+pub async fn run(client: Client, cfg: Config) {
+    let mut running: HashMap<String, RunningPod> = HashMap::new();
+    tracing::info!(
+        "SIMULATED kubelet: running pods whose images are in the registry {}",
+        cfg.registry
+    );
+    loop {
+        if let Err(e) = tick(&client, &cfg, &mut running).await {
+            tracing::warn!("SIMULATED kubelet ({NODE}): {e}");
+        }
+        tokio::time::sleep(cfg.tick).await;
+    }
+}
+
+fn ours(pod: &Pod, registry: &str) -> bool {
+    let prefix = format!("{registry}/");
+    pod.spec.as_ref().is_some_and(|s| {
+        !s.containers.is_empty()
+            && s.containers
+                .iter()
+                .all(|c| c.image.as_deref().is_some_and(|i| i.starts_with(&prefix)))
+    })
+}
+
+async fn tick(
+    client: &Client,
+    cfg: &Config,
+    running: &mut HashMap<String, RunningPod>,
+) -> Result<(), String> {
+    let all: Api<Pod> = Api::all(client.clone());
+    // The scheduler's part: bind pending pods of ours to the node.
+    let pending = all
+        .list(&ListParams::default().fields("spec.nodeName="))
+        .await
+        .map_err(|e| format!("listing pending pods: {e}"))?;
+    for pod in pending.items.iter().filter(|p| ours(p, &cfg.registry)) {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                             "target": {"apiVersion": "v1", "kind": "Node", "name": NODE}});
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        if let Err(e) = pods
+            .create_subresource::<Value, Value>("binding", &name, &PostParams::default(), &binding)
+            .await
+        {
+            tracing::warn!("SIMULATED kubelet: binding {ns}/{name}: {e}");
+        }
+    }
+    let list = all
+        .list(&ListParams::default().fields(&format!("spec.nodeName={NODE}")))
+        .await
+        .map_err(|e| format!("listing pods: {e}"))?;
+    let mut seen = Vec::new();
+    for pod in &list.items {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        seen.push(uid.clone());
+        if let Err(e) = step(client, cfg, running, &uid, pod).await {
+            tracing::warn!(
+                "SIMULATED kubelet: pod {}/{}: {e}",
+                pod.metadata.namespace.as_deref().unwrap_or_default(),
+                pod.metadata.name.as_deref().unwrap_or_default()
+            );
+        }
+    }
+    let gone: Vec<String> = running
+        .keys()
+        .filter(|u| !seen.contains(u))
+        .cloned()
+        .collect();
+    for uid in gone {
+        if let Some(p) = running.remove(&uid) {
+            stop(cfg, p, Duration::ZERO);
+        }
+    }
+    Ok(())
+}
+
+/// Stops the pod's containers as a kubelet does: SIGTERM, then SIGKILL after the pod's grace
+/// period (at most 30 s here).
+fn stop(cfg: &Config, p: RunningPod, grace: Duration) {
+    for mut c in p.containers {
+        if let Some(proc) = c.proc.take() {
+            proc.terminate(grace);
+        }
+    }
+    if let Ok(mut v) = cfg.sandboxes.lock() {
+        v.retain(|s| !Arc::ptr_eq(s, &p.sandbox));
+    }
+    let _ = std::fs::remove_dir_all(&p.dir);
+}
+
+async fn step(
+    client: &Client,
+    cfg: &Config,
+    running: &mut HashMap<String, RunningPod>,
+    uid: &str,
+    pod: &Pod,
+) -> Result<(), String> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    if pod.metadata.deletion_timestamp.is_some() {
+        let grace = pod
+            .metadata
+            .deletion_grace_period_seconds
+            .unwrap_or(30)
+            .clamp(0, 30);
+        if let Some(p) = running.remove(uid) {
+            stop(cfg, p, Duration::from_secs(grace as u64));
+        }
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        };
+        let _ = pods.delete(&name, &dp).await;
+        return Ok(());
+    }
+    if !running.contains_key(uid) {
+        let p = prepare(client, cfg, pod).await?;
+        tracing::info!("SIMULATED kubelet: pod {ns}/{name} admitted on {NODE}");
+        running.insert(uid.to_string(), p);
+    }
+    let Some(p) = running.get_mut(uid) else {
+        return Ok(());
+    };
+    supervise(p).await;
+    let status = status_of(p);
+    if status != p.reported {
+        pods.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .map_err(|e| format!("status: {e}"))?;
+        p.reported = status;
+    }
+    Ok(())
+}
+
+/// The pod's network namespace, its ServiceAccount token, and each container's image.
+async fn prepare(client: &Client, cfg: &Config, pod: &Pod) -> Result<RunningPod, String> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let dir = cfg
+        .dir
+        .join(format!("{ns}_{name}_{}", &uid[..uid.len().min(8)]));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let spec = pod.spec.clone().unwrap_or_default();
+    let sandbox = NetSandbox::start(&dir, "pod").map_err(|e| e.to_string())?;
+    sandbox.forward(cfg.api_port).map_err(|e| e.to_string())?;
+    let sandbox = Arc::new(sandbox);
+    if let Ok(mut v) = cfg.sandboxes.lock() {
+        v.push(sandbox.clone());
+    }
+    let sa = spec
+        .service_account_name
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let sa_dir = if spec.automount_service_account_token == Some(false) {
+        None
+    } else {
+        Some(token_dir(client, cfg, &dir, &ns, &name, &uid, &sa).await?)
+    };
+    let mut containers = Vec::new();
+    for c in &spec.containers {
+        containers.push(container(cfg, &dir, pod, c, &sandbox)?);
+    }
+    Ok(RunningPod {
+        dir,
+        sandbox,
+        sa_dir,
+        containers,
+        started: crate::sim::now(),
+        reported: Value::Null,
+    })
+}
+
+/// The token (TokenRequest, bound to the pod), the API server's CA and the namespace, as a
+/// kubelet's projected ServiceAccount volume holds them.
+async fn token_dir(
+    client: &Client,
+    cfg: &Config,
+    dir: &Path,
+    ns: &str,
+    pod: &str,
+    uid: &str,
+    sa: &str,
+) -> Result<PathBuf, String> {
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let req = json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 3600,
+                 "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid}}
+    });
+    let resp: Value = api
+        .create_subresource("token", sa, &PostParams::default(), &req)
+        .await
+        .map_err(|e| format!("TokenRequest for ServiceAccount {ns}/{sa}: {e}"))?;
+    let token = resp["status"]["token"]
+        .as_str()
+        .ok_or("the TokenRequest answered without a token")?;
+    let out = dir.join("serviceaccount");
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let ca = std::fs::read(&cfg.ca).map_err(|e| format!("{}: {e}", cfg.ca.display()))?;
+    for (f, data) in [
+        ("token", token.as_bytes().to_vec()),
+        ("ca.crt", ca),
+        ("namespace", ns.as_bytes().to_vec()),
+    ] {
+        let p = out.join(f);
+        std::fs::write(&p, data).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(out)
+}
+
+/// `crane` with the registry treated as plain HTTP (it is on loopback).
+fn crane(cfg: &Config, args: &[&str]) -> Result<Vec<u8>, String> {
+    let out = Command::new(&cfg.crane)
+        .args(args)
+        .arg("--insecure")
+        .env("HOME", &cfg.testbed_dir)
+        .output()
+        .map_err(|e| format!("running crane: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    Ok(out.stdout)
+}
+
+/// Pulls `image` into `root`: its config and digest, and its file system unpacked.
+fn pull(cfg: &Config, image: &str, root: &Path) -> Result<(Value, String), String> {
+    let config: Value = serde_json::from_slice(&crane(cfg, &["config", image])?)
+        .map_err(|e| format!("the image config of {image}: {e}"))?;
+    let digest = String::from_utf8_lossy(&crane(cfg, &["digest", image])?)
+        .trim()
+        .to_string();
+    let tarball = root.with_extension("tar");
+    crane(cfg, &["export", image, &tarball.display().to_string()])?;
+    std::fs::create_dir_all(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let out = Command::new("tar")
+        .args(["--extract", "--same-owner", "--same-permissions", "--file"])
+        .arg(&tarball)
+        .arg("--directory")
+        .arg(root)
+        .output()
+        .map_err(|e| format!("running tar: {e}"))?;
+    let _ = std::fs::remove_file(&tarball);
+    if !out.status.success() {
+        return Err(format!(
+            "unpacking {image}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok((config, digest))
+}
+
+fn security<'a>(pod: &'a Pod, c: &'a PodContainer) -> (Option<i64>, Option<i64>, bool, bool) {
+    let ps = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let cs = c.security_context.as_ref();
+    let user = cs
+        .and_then(|s| s.run_as_user)
+        .or_else(|| ps.and_then(|s| s.run_as_user));
+    let group = cs
+        .and_then(|s| s.run_as_group)
+        .or_else(|| ps.and_then(|s| s.run_as_group));
+    let non_root = cs
+        .and_then(|s| s.run_as_non_root)
+        .or_else(|| ps.and_then(|s| s.run_as_non_root))
+        .unwrap_or(false);
+    let read_only = cs
+        .and_then(|s| s.read_only_root_filesystem)
+        .unwrap_or(false);
+    (user, group, non_root, read_only)
+}
+
+/// A `fieldRef` of the downward API.
+fn field(pod: &Pod, path: &str) -> Option<String> {
+    match path {
+        "metadata.name" => pod.metadata.name.clone(),
+        "metadata.namespace" => pod.metadata.namespace.clone(),
+        "metadata.uid" => pod.metadata.uid.clone(),
+        "spec.nodeName" => Some(NODE.into()),
+        "spec.serviceAccountName" => pod.spec.as_ref()?.service_account_name.clone(),
+        "status.podIP" | "status.hostIP" => Some("127.0.0.1".into()),
+        _ => None,
+    }
+}
+
+fn container(
+    cfg: &Config,
+    dir: &Path,
+    pod: &Pod,
+    c: &PodContainer,
+    sandbox: &NetSandbox,
+) -> Result<Container, String> {
+    let image = c.image.clone().unwrap_or_default();
+    let root = dir.join(format!("rootfs-{}", c.name));
+    let mut out = Container {
+        name: c.name.clone(),
+        image: image.clone(),
+        image_id: String::new(),
+        argv: Vec::new(),
+        root: root.clone(),
+        read_only: false,
+        unavailable: None,
+        readiness: None,
+        liveness: None,
+        proc: None,
+        started_at: String::new(),
+        restarts: 0,
+        next_start: Instant::now(),
+        last_exit: None,
+        ready: false,
+        log: dir.join(format!("{}.log", c.name)),
+    };
+    let (config, digest) = match pull(cfg, &image, &root) {
+        Ok(x) => x,
+        Err(e) => {
+            out.unavailable = Some((
+                "ErrImagePull".into(),
+                format!("SIMULATED kubelet: pulling {image}: {e}"),
+            ));
+            return Ok(out);
+        }
+    };
+    out.image_id = format!(
+        "{}@{digest}",
+        image.split_once('@').map(|(r, _)| r).unwrap_or_else(|| {
+            // Drop the tag (a ':' after the last '/').
+            match image.rfind(':') {
+                Some(i) if i > image.rfind('/').unwrap_or(0) => &image[..i],
+                _ => image.as_str(),
+            }
+        })
+    );
+    let ic = &config["config"];
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(String::from))
+            .collect()
+    };
+    let (command, args) = match (&c.command, &c.args) {
+        (Some(cmd), args) => (cmd.clone(), args.clone().unwrap_or_default()),
+        (None, Some(args)) => (strings(&ic["Entrypoint"]), args.clone()),
+        (None, None) => (strings(&ic["Entrypoint"]), strings(&ic["Cmd"])),
+    };
+    let mut words = command;
+    words.extend(args);
+    if words.is_empty() {
+        out.unavailable = Some((
+            "CreateContainerConfigError".into(),
+            "no command specified".into(),
+        ));
+        return Ok(out);
+    }
+    let (user, group, non_root, read_only) = security(pod, c);
+    let image_user = ic["User"].as_str().unwrap_or_default();
+    let (iu, ig) = image_user.split_once(':').unwrap_or((image_user, ""));
+    let uid = user.or_else(|| iu.parse().ok()).unwrap_or(0);
+    let gid = group.or_else(|| ig.parse().ok()).unwrap_or(0);
+    if non_root && uid == 0 {
+        out.unavailable = Some((
+            "CreateContainerConfigError".into(),
+            "container has runAsNonRoot and image will run as root".into(),
+        ));
+        return Ok(out);
+    }
+    out.read_only = read_only;
+    let mut env: Vec<String> = strings(&ic["Env"]);
+    for e in c.env.clone().unwrap_or_default() {
+        let value = match (&e.value, &e.value_from) {
+            (Some(v), _) => Some(v.clone()),
+            (None, Some(from)) => from
+                .field_ref
+                .as_ref()
+                .and_then(|f| field(pod, &f.field_path)),
+            _ => Some(String::new()),
+        };
+        if let Some(v) = value {
+            env.retain(|x| !x.starts_with(&format!("{}=", e.name)));
+            env.push(format!("{}={v}", e.name));
+        }
+    }
+    env.push("KUBERNETES_SERVICE_HOST=127.0.0.1".into());
+    env.push(format!("KUBERNETES_SERVICE_PORT={}", cfg.api_port));
+    env.push(format!(
+        "HOSTNAME={}",
+        pod.metadata.name.clone().unwrap_or_default()
+    ));
+    let mut argv = vec!["env".to_string(), "-i".into()];
+    argv.extend(env);
+    argv.extend([
+        program_path("chroot"),
+        format!("--userspec={uid}:{gid}"),
+        root.display().to_string(),
+    ]);
+    argv.extend(words);
+    out.argv = argv;
+    let ports: Vec<(String, i32)> = c
+        .ports
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| (p.name.unwrap_or_default(), p.container_port))
+        .collect();
+    let probe = |p: &Option<k8s_openapi::api::core::v1::Probe>| -> Result<Option<Probe>, String> {
+        let Some(p) = p else { return Ok(None) };
+        let Some(get) = &p.http_get else {
+            return Ok(None);
+        };
+        use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+        let port = match &get.port {
+            IntOrString::Int(n) => *n,
+            IntOrString::String(name) => ports
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, p)| *p)
+                .ok_or_else(|| format!("probe port {name:?} is not a container port"))?,
+        };
+        let inner = u16::try_from(port).map_err(|_| format!("probe port {port}"))?;
+        let host = sandbox.expose(inner).map_err(|e| e.to_string())?;
+        let secs = |v: Option<i32>, d: i32| Duration::from_secs(v.unwrap_or(d).max(0) as u64);
+        Ok(Some(Probe {
+            path: get.path.clone().unwrap_or_else(|| "/".into()),
+            port: host,
+            initial_delay: secs(p.initial_delay_seconds, 0),
+            period: secs(p.period_seconds, 10),
+            failure_threshold: p.failure_threshold.unwrap_or(3).max(1) as u32,
+            failures: 0,
+            since: None,
+            last: None,
+        }))
+    };
+    out.readiness = probe(&c.readiness_probe)?;
+    out.liveness = probe(&c.liveness_probe)?;
+    Ok(out)
+}
+
+/// `name` as found on the testbed's `PATH` (the container's environment has none).
+fn program_path(name: &str) -> String {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| name.to_string())
+}
+
+/// The shell that makes a container's mount namespace: its image as `/`, the token at
+/// [`TOKEN_DIR`], read-only if asked; then execs `env -i … chroot …`.
+const MOUNT_SCRIPT: &str = r#"set -e
+root=$1; sa=$2; ro=$3; shift 3
+mount --bind "$root" "$root"
+if [ -n "$sa" ]; then
+  mkdir -p "$root/var/run/secrets/kubernetes.io/serviceaccount"
+  mount --bind -o ro "$sa" "$root/var/run/secrets/kubernetes.io/serviceaccount"
+fi
+if [ "$ro" = 1 ]; then mount -o remount,bind,ro "$root"; fi
+exec "$@""#;
+
+async fn supervise(p: &mut RunningPod) {
+    let holder = p.sandbox.enter_args();
+    for c in p.containers.iter_mut() {
+        if c.unavailable.is_some() {
+            continue;
+        }
+        if let Some(proc) = c.proc.as_mut()
+            && let Some(status) = proc.exited()
+        {
+            let code = status.code().unwrap_or(137);
+            c.last_exit = Some(json!({"terminated": {"exitCode": code,
+                "reason": if code == 0 {"Completed"} else {"Error"},
+                "startedAt": c.started_at, "finishedAt": crate::sim::now()}}));
+            tracing::warn!(
+                "SIMULATED kubelet: container {} exited ({status}); see {}",
+                c.name,
+                c.log.display()
+            );
+            c.proc = None;
+            c.ready = false;
+            c.restarts = c.restarts.saturating_add(1);
+            // A kubelet backs off 10 s doubling to 5 min; shorter here, the same shape.
+            let backoff = 1u64 << (c.restarts.clamp(1, 5) as u32);
+            c.next_start = Instant::now() + Duration::from_secs(backoff);
+            for pr in [c.readiness.as_mut(), c.liveness.as_mut()]
+                .into_iter()
+                .flatten()
+            {
+                pr.failures = 0;
+                pr.since = None;
+                pr.last = None;
+            }
+        }
+        if c.proc.is_none() && Instant::now() >= c.next_start {
+            if c.log.exists() {
+                let _ = std::fs::rename(&c.log, c.log.with_extension("previous.log"));
+            }
+            // nsenter (the pod's network) → unshare (a mount namespace of its own) → sh (mounts)
+            // → env -i (the container's environment only) → chroot (the image, as its user).
+            let mut args = holder.clone();
+            args.extend([
+                "unshare".into(),
+                "--mount".into(),
+                "--propagation".into(),
+                "private".into(),
+                "sh".into(),
+                "-c".into(),
+                MOUNT_SCRIPT.into(),
+                "sh".into(),
+                c.root.display().to_string(),
+                p.sa_dir
+                    .as_ref()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default(),
+                if c.read_only { "1" } else { "0" }.into(),
+            ]);
+            args.extend(c.argv.iter().cloned());
+            match Proc::spawn(&c.name, Path::new("nsenter"), &args, &c.log) {
+                Ok(proc) => {
+                    tracing::info!("SIMULATED kubelet: started {} ({})", c.name, c.image);
+                    c.proc = Some(proc);
+                    c.started_at = crate::sim::now();
+                }
+                Err(e) => c.unavailable = Some(("RunContainerError".into(), e.to_string())),
+            }
+        }
+        if c.proc.is_none() {
+            continue;
+        }
+        if let Some(pr) = c.liveness.as_mut()
+            && due(pr, Instant::now())
+        {
+            if probe_ok(pr).await {
+                pr.failures = 0;
+            } else {
+                pr.failures += 1;
+                if pr.failures >= pr.failure_threshold {
+                    tracing::warn!(
+                        "SIMULATED kubelet: {} failed its liveness probe {} times; restarting",
+                        c.name,
+                        pr.failures
+                    );
+                    if let Some(proc) = c.proc.as_mut() {
+                        proc.kill();
+                    }
+                }
+            }
+        }
+        c.ready = match c.readiness.as_mut() {
+            Some(pr) => probe_ok(pr).await,
+            None => true,
+        };
+    }
+}
+
+/// Whether a liveness probe is due: after its initial delay, once a period.
+fn due(pr: &mut Probe, now: Instant) -> bool {
+    let start = *pr.since.get_or_insert(now);
+    if now < start + pr.initial_delay || pr.last.is_some_and(|l| now < l + pr.period) {
+        return false;
+    }
+    pr.last = Some(now);
+    true
+}
+
+/// `GET http://127.0.0.1:<port><path>` as the kubelet's HTTP probe: 200-399 passes.
+async fn probe_ok(pr: &Probe) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let attempt = async {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", pr.port)).await?;
+        s.write_all(
+            format!(
+                "GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: kube-probe/1.35\r\nConnection: close\r\n\r\n",
+                pr.path
+            )
+            .as_bytes(),
+        )
+        .await?;
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).await?;
+        Ok::<String, std::io::Error>(String::from_utf8_lossy(&buf[..n]).to_string())
+    };
+    match tokio::time::timeout(Duration::from_secs(1), attempt).await {
+        Ok(Ok(line)) => line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse::<u16>().ok())
+            .is_some_and(|c| (200..400).contains(&c)),
+        _ => false,
+    }
+}
+
+fn status_of(p: &RunningPod) -> Value {
+    let all_ready = p.containers.iter().all(|c| c.ready);
+    let statuses: Vec<Value> = p
+        .containers
+        .iter()
+        .map(|c| {
+            let state = if let Some((reason, message)) = &c.unavailable {
+                json!({"waiting": {"reason": reason, "message": message}})
+            } else if c.proc.is_some() {
+                json!({"running": {"startedAt": c.started_at}})
+            } else {
+                json!({"waiting": {"reason": "CrashLoopBackOff",
+                    "message": format!("SIMULATED kubelet: back-off restarting {}; see {}", c.name, c.log.display())}})
+            };
+            let mut s = json!({"name": c.name, "image": c.image, "imageID": c.image_id, "ready": c.ready,
+                "started": c.proc.is_some(), "restartCount": c.restarts, "state": state});
+            if let Some(last) = &c.last_exit {
+                s["lastState"] = last.clone();
+            }
+            s
+        })
+        .collect();
+    let ready = if all_ready { "True" } else { "False" };
+    json!({
+        "phase": "Running",
+        "hostIP": "127.0.0.1",
+        "podIP": "127.0.0.1",
+        "podIPs": [{"ip": "127.0.0.1"}],
+        "startTime": p.started,
+        "conditions": [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Initialized", "status": "True"},
+            {"type": "ContainersReady", "status": ready},
+            {"type": "Ready", "status": ready},
+        ],
+        "containerStatuses": statuses,
+    })
+}
+
+/// Starts the registry (`crane registry serve` on a free loopback port, blobs on disk) and
+/// waits until it answers `/v2/`. Returns `127.0.0.1:PORT`.
+pub(crate) async fn start_registry(tb: &crate::Testbed, crane: &Path) -> Result<String, Error> {
+    let port = crate::free_port()?;
+    let addr = format!("127.0.0.1:{port}");
+    let log = tb.dir.join("registry.log");
+    let blobs = tb.dir.join("registry");
+    std::fs::create_dir_all(&blobs).map_err(|e| Error::io(&blobs, e))?;
+    let proc = Proc::spawn(
+        "registry",
+        crane,
+        &[
+            "registry".into(),
+            "serve".into(),
+            "--address".into(),
+            addr.clone(),
+            "--disk".into(),
+            blobs.display().to_string(),
+        ],
+        &log,
+    )?;
+    tb.push(proc);
+    tb.wait_until("registry", &log, Duration::from_secs(20), || async {
+        crate::http_get_ok(port, "/v2/")
+    })
+    .await?;
+    Ok(addr)
+}
