@@ -2,7 +2,7 @@
 # make demo: the whole story on a laptop. Builds the plugins, starts the sandbox (real etcd,
 # kube-apiserver, kube-controller-manager, CAPI v1.14 core and kubeadm bootstrap managers, the
 # Kamaji v1.0.0 operator and the BYOH v0.5.0 controller manager), 8 SIMULATED BYOH host agents and
-# our reconciler, then runs a narrated tour through the real kubectl binary. Tenant control
+# our reconciler (from its image, `make image`, installed by `kubectl kamaji install`), then runs a narrated tour through the real kubectl binary. Tenant control
 # planes run real kube-apiserver, kube-controller-manager and kube-scheduler processes (under a
 # SIMULATED kubelet: no container runtime here). Stops everything at the end or on Ctrl-C;
 # KEEP=1 leaves the sandbox up. Needs root (Kamaji runs in a network namespace of its own).
@@ -17,20 +17,14 @@ bold() { if [ -t 1 ]; then printf '\033[1m%s\033[0m\n' "$*"; else printf '%s\n' 
 say() { printf '\n'; bold "## $*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
 
-reconciler_pid=
 cleanup() {
   status=$?
   if [ "$keep" = 1 ] && [ "$status" = 0 ]; then
     say "The sandbox is still running (KEEP=1)"
     echo "  export KUBECONFIG=$dir/kubeconfig PATH=$bin:\$PATH"
     echo "  kubectl capi hosts; kubectl kamaji list; ..."
-    echo "  stop it with: $bin/capi-testbed down --dir $dir; kill $reconciler_pid"
+    echo "  stop it with: $bin/capi-testbed down --dir $dir"
     return
-  fi
-  if [ -n "$reconciler_pid" ]; then
-    kill "$reconciler_pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$reconciler_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$reconciler_pid" 2>/dev/null || true
   fi
   "$bin/capi-testbed" down --dir "$dir" >/dev/null 2>&1 || true
   exit "$status"
@@ -38,9 +32,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-say "Building the plugins, the reconciler and the sandbox runner"
+say "Building the plugins, the reconciler's image and the sandbox runner"
 bash testbed/build-bins.sh all >/dev/null
 cargo build -q --workspace --bins
+bash scripts/image.sh >/dev/null
 
 say "Starting the sandbox: real kube-apiserver, etcd, kube-controller-manager, CAPI v1.14 core and kubeadm bootstrap managers, Kamaji v1.0.0 and the BYOH v0.5.0 controller"
 "$bin/capi-testbed" down --dir "$dir" >/dev/null 2>&1 || true
@@ -61,13 +56,12 @@ export KUBECONFIG=$dir/kubeconfig PATH=$bin:$PATH
 # patch releases of the table shipped with the plugins, not the newest ones dl.k8s.io names.
 export CAPI_KAMAJI_RELEASE_MARKERS=off
 
-say "Installing our KamajiControlPlane CRDs and running the reconciler (out of cluster)"
-"$bin/kamaji-reconciler" --print-crds | kubectl apply --server-side -f - >/dev/null
-kubectl wait --for condition=established --timeout 60s \
-  crd/kamajicontrolplanes.controlplane.cluster.x-k8s.io crd/kamajicontrolplanetemplates.controlplane.cluster.x-k8s.io >/dev/null
-for _ in $(seq 1 50); do kubectl api-resources --api-group controlplane.cluster.x-k8s.io 2>/dev/null | grep -q kamajicontrolplanes && break; sleep 0.2; done
-"$bin/kamaji-reconciler" --kubeconfig "$KUBECONFIG" --metrics-bind-address 0 -v >"$dir/reconciler.log" 2>&1 &
-reconciler_pid=$!
+say "Installing the reconciler from its image: make image, pushed to the sandbox's registry, kubectl kamaji install"
+image="$(cat "$dir/registry")/kamaji-reconciler:demo"
+crane=$(bash testbed/build-bins.sh crane)/crane
+"$crane" push --insecure target/image/kamaji-reconciler "$image" 2>/dev/null
+run kubectl kamaji install --image "$image"
+run kubectl -n kamaji-reconciler-system rollout status deployment/kamaji-reconciler --timeout 120s
 
 say "1. The host pool: 8 bare-metal hosts (SIMULATED agents), all free"
 run kubectl capi hosts

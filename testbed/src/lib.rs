@@ -620,6 +620,16 @@ shared_testbed!(
     }
 );
 shared_testbed!(
+    /// A testbed with no CRDs, the local OCI registry and its pods' SIMULATED kubelet (a
+    /// provider installed by `clusterctl init` runs from its image).
+    shared_bare_images,
+    Options {
+        profile: Profile::Bare,
+        images: true,
+        ..Options::default()
+    }
+);
+shared_testbed!(
     /// A full-profile testbed running the real CAPI v1.14 core manager.
     shared_with_capi,
     Options {

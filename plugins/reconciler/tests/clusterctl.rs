@@ -10,18 +10,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::*;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
+use testbed::fixtures::reconciler::{image_pod_logs, push_image};
 
 use kamaji_reconciler::install::{DEFAULT_IMAGE, DEFAULT_NAMESPACE};
 use kamaji_reconciler::provider;
 use kcore::labels::CLUSTERCTL_LABEL;
 
 /// clusterctl with a config file of our own, a private home (no user config, no version check
-/// over the network) and the testbed's kubeconfig.
-fn clusterctl(home: &Path, config: &Path, kubeconfig: &Path, args: &[&str]) -> Output {
+/// over the network), the testbed's kubeconfig, and `image` as the reconciler's image variable.
+fn clusterctl(home: &Path, config: &Path, kubeconfig: &Path, image: &str, args: &[&str]) -> Output {
     let bin = testbed::Assets::clusterctl().expect("clusterctl from the testbed cache");
     Command::new(bin)
         .args(args)
@@ -32,6 +34,7 @@ fn clusterctl(home: &Path, config: &Path, kubeconfig: &Path, args: &[&str]) -> O
         .env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join(".config"))
         .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
+        .env("KAMAJI_RECONCILER_IMAGE", image)
         .env_remove("KUBECONFIG")
         .output()
         .expect("running clusterctl")
@@ -94,9 +97,10 @@ fn config(path: &Path, capi_repo: &Path, ours: &Path) {
     std::fs::write(path, yaml).unwrap();
 }
 
-/// No pod runs here (the testbed has no kubelet for the providers' Deployments), so no webhook
-/// server answers behind the Services clusterctl installed: CAPI's admission webhooks are set
-/// to fail open, and the test plays CAPI (and Kamaji) by writing what they would write.
+/// CAPI's providers do not run here (the testbed's kubelet runs only images of its own registry,
+/// ours), so no webhook server answers behind the Services clusterctl installed for them: CAPI's
+/// admission webhooks are set to fail open, and the test plays CAPI (and Kamaji) by writing what
+/// they would write.
 async fn fail_open(c: &Client) {
     for kind in [
         "MutatingWebhookConfiguration",
@@ -123,8 +127,9 @@ async fn fail_open(c: &Client) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn clusterctl_inits_the_reconciler_and_moves_kamaji_clusters() {
-    let tb = testbed::shared_bare();
+    let tb = testbed::shared_bare_images();
     let c = tb.client().await;
+    let (image, digest) = push_image(tb, "clusterctl");
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
@@ -135,6 +140,9 @@ async fn clusterctl_inits_the_reconciler_and_moves_kamaji_clusters() {
     testbed::install_crds(&c, &capi_repo.join("cert-manager-crds"))
         .await
         .unwrap();
+    // Kamaji's CRDs, as on a cluster where Kamaji runs before its CAPI provider is installed.
+    let kamaji_crds: Vec<Value> = testbed_crds(&tb.assets.crds.join("full"), "kamaji.clastix.io");
+    install_crds(&c, &kamaji_crds).await;
 
     let ours = our_repository(&tmp.path().join("repo"));
     let cfg = tmp.path().join("clusterctl.yaml");
@@ -144,6 +152,7 @@ async fn clusterctl_inits_the_reconciler_and_moves_kamaji_clusters() {
         &home,
         &cfg,
         &tb.kubeconfig,
+        &image,
         &["init", "--control-plane", provider::NAME],
     );
     assert!(
@@ -187,8 +196,29 @@ async fn clusterctl_inits_the_reconciler_and_moves_kamaji_clusters() {
     .expect("the reconciler's Deployment");
     assert_eq!(
         dep["spec"]["template"]["spec"]["containers"][0]["image"],
-        DEFAULT_IMAGE
+        json!(image),
+        "clusterctl substituted {} (default {DEFAULT_IMAGE})",
+        "KAMAJI_RECONCILER_IMAGE"
     );
+    // The provider runs: its pod, pulled from the registry, Ready.
+    let pods: Api<Pod> = Api::namespaced(c.clone(), DEFAULT_NAMESPACE);
+    wait_pods(tb, "the provider's pod Ready", || async {
+        let list = pods.list(&Default::default()).await.ok()?;
+        let p = list.items.into_iter().find(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("kamaji-reconciler-"))
+        })?;
+        let st = p.status?;
+        let ready = st
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        let id = st.container_statuses?.first()?.image_id.clone();
+        (ready && id.ends_with(&digest)).then_some(())
+    })
+    .await;
     // clusterctl applied our CRDs unaltered (its envsubst pass included), with its labels.
     let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
     for ours in kamaji_reconciler::crds() {
@@ -219,8 +249,6 @@ async fn clusterctl_inits_the_reconciler_and_moves_kamaji_clusters() {
     // TenantControlPlane made by the real reconciler and published by a played Kamaji, and the
     // CAPI Secrets the reconciler copies from it.
     fail_open(&c).await;
-    let kamaji_crds: Vec<Value> = testbed_crds(&tb.assets.crds.join("full"), "kamaji.clastix.io");
-    install_crds(&c, &kamaji_crds).await;
     let (_, ns) = tb.namespace("kr-clusterctl").await;
     plain_cluster(
         &c,
@@ -230,13 +258,13 @@ async fn clusterctl_inits_the_reconciler_and_moves_kamaji_clusters() {
         json!({"version": "1.33.0", "dataStoreName": "default"}),
     )
     .await;
-    let r = start_reconciler(&tb.kubeconfig, &ns, &["--skip-infra-cluster-patch"]);
-    wait_for(60, "the TenantControlPlane", Some(&r), || {
+    // Reconciled by the provider clusterctl installed, in its pod, as its ServiceAccount.
+    wait_pods(tb, "the TenantControlPlane", || {
         get_tcp(&c, &ns, "moved-cp")
     })
     .await;
     kamaji_publish(&c, &ns, "moved-cp", "10.9.0.1:6443", "v1.33.0", "Ready", 1).await;
-    wait_for(60, "the CAPI Secrets", Some(&r), || async {
+    wait_pods(tb, "the CAPI Secrets", || async {
         secret(&c, &ns, "moved-kubeconfig").await?;
         secret(&c, &ns, "moved-ca").await
     })
@@ -245,7 +273,7 @@ async fn clusterctl_inits_the_reconciler_and_moves_kamaji_clusters() {
     let mv = |c_args: &[&str]| {
         let mut a = vec!["move", "--dry-run", "-n", ns.as_str(), "-v", "1"];
         a.extend_from_slice(c_args);
-        clusterctl(&home, &cfg, &tb.kubeconfig, &a)
+        clusterctl(&home, &cfg, &tb.kubeconfig, &image, &a)
     };
     let out = mv(&[]);
     assert!(
@@ -296,6 +324,21 @@ async fn clusterctl_inits_the_reconciler_and_moves_kamaji_clusters() {
             && !unlabelled.contains("Creating KamajiControlPlane="),
         "{unlabelled}"
     );
+}
+
+/// Polls `f` for 60 s, failing with the image pods' logs.
+async fn wait_pods<T, F, Fut>(tb: &testbed::Testbed, what: &str, f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    testbed::fixtures::poll::wait_for(
+        what,
+        std::time::Duration::from_secs(60),
+        || image_pod_logs(tb),
+        f,
+    )
+    .await
 }
 
 /// The upstream CRDs of one group from a testbed CRD folder.

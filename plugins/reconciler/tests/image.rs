@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -24,30 +24,12 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use testbed::fixtures::poll;
+use testbed::fixtures::reconciler::{image_pod_logs, push_image};
 
 const INSTALL_NS: &str = "kamaji-reconciler-system";
 
 fn tb() -> &'static testbed::Testbed {
     testbed::shared_images()
-}
-
-/// `target/image/` as `make image` writes it.
-fn image_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/image")
-}
-
-fn crane(args: &[&str]) -> String {
-    let o = Command::new(testbed::Assets::crane().unwrap())
-        .args(args)
-        .arg("--insecure")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "crane {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 fn kamaji(kubeconfig: &Path, args: &[&str]) -> String {
@@ -72,35 +54,12 @@ fn kamaji(kubeconfig: &Path, args: &[&str]) -> String {
     text
 }
 
-/// The last lines of every image pod's logs, for a failed wait.
-fn pod_logs(tb: &testbed::Testbed) -> String {
-    let mut out = String::new();
-    let dirs = std::fs::read_dir(tb.dir.join("image-pods"))
-        .into_iter()
-        .flatten();
-    for d in dirs.flatten() {
-        for f in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
-            let p = f.path();
-            if p.extension().is_some_and(|e| e == "log") {
-                let t = std::fs::read_to_string(&p).unwrap_or_default();
-                let l: Vec<&str> = t.lines().collect();
-                out.push_str(&format!(
-                    "--- {} ---\n{}\n",
-                    p.display(),
-                    l[l.len().saturating_sub(15)..].join("\n")
-                ));
-            }
-        }
-    }
-    out
-}
-
 async fn wait<T, F, Fut>(secs: u64, what: &str, f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    poll::wait_for(what, Duration::from_secs(secs), || pod_logs(tb()), f).await
+    poll::wait_for(what, Duration::from_secs(secs), || image_pod_logs(tb()), f).await
 }
 
 /// The reconciler processes the kubelet runs: (pid, POD_NAME).
@@ -188,20 +147,7 @@ async fn reconciled(c: &Client, ns: &str, cluster: &str, secs: u64) -> Value {
 async fn the_image_runs_in_cluster_as_its_service_account_and_hands_over_leadership() {
     let tb = tb();
     let registry = tb.registry.clone().expect("the testbed's registry");
-    let digest_file = image_dir().join("kamaji-reconciler.digest");
-    let digest = std::fs::read_to_string(&digest_file)
-        .unwrap_or_else(|e| panic!("{}: {e}; run make image", digest_file.display()))
-        .trim()
-        .to_string();
-    let image = format!("{registry}/kamaji-reconciler:test");
-    let layout = image_dir().join("kamaji-reconciler");
-    crane(&["push", &layout.display().to_string(), &image]);
-    assert_eq!(
-        crane(&["digest", &image]),
-        digest,
-        "the registry serves the bytes make image wrote"
-    );
-
+    let (image, digest) = push_image(tb, "test");
     let out = kamaji(&tb.kubeconfig, &["install", "--image", &image]);
     assert!(out.contains("kamaji-reconciler"), "{out}");
     let c = tb.client().await;
@@ -327,7 +273,7 @@ async fn the_image_runs_in_cluster_as_its_service_account_and_hands_over_leaders
     // A rolling update of both replicas finishes (the standby pods are Ready while the old
     // leader still runs), and the Lease passes to a new pod.
     let image2 = format!("{registry}/kamaji-reconciler:test2");
-    crane(&["tag", &image, "test2"]);
+    assert_eq!(push_image(tb, "test2").0, image2);
     kamaji(
         &tb.kubeconfig,
         &["install", "--image", &image2, "--replicas", "2"],

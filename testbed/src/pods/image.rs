@@ -438,16 +438,7 @@ fn container(
             return Ok(out);
         }
     };
-    out.image_id = format!(
-        "{}@{digest}",
-        image.split_once('@').map(|(r, _)| r).unwrap_or_else(|| {
-            // Drop the tag (a ':' after the last '/').
-            match image.rfind(':') {
-                Some(i) if i > image.rfind('/').unwrap_or(0) => &image[..i],
-                _ => image.as_str(),
-            }
-        })
-    );
+    out.image_id = format!("{}@{digest}", repository(&image));
     let ic = &config["config"];
     let strings = |v: &Value| -> Vec<String> {
         v.as_array()
@@ -456,13 +447,12 @@ fn container(
             .filter_map(|s| s.as_str().map(String::from))
             .collect()
     };
-    let (command, args) = match (&c.command, &c.args) {
-        (Some(cmd), args) => (cmd.clone(), args.clone().unwrap_or_default()),
-        (None, Some(args)) => (strings(&ic["Entrypoint"]), args.clone()),
-        (None, None) => (strings(&ic["Entrypoint"]), strings(&ic["Cmd"])),
-    };
-    let mut words = command;
-    words.extend(args);
+    let words = words(
+        c.command.as_deref(),
+        c.args.as_deref(),
+        &strings(&ic["Entrypoint"]),
+        &strings(&ic["Cmd"]),
+    );
     if words.is_empty() {
         out.unavailable = Some((
             "CreateContainerConfigError".into(),
@@ -551,6 +541,33 @@ fn container(
     out.readiness = probe(&c.readiness_probe)?;
     out.liveness = probe(&c.liveness_probe)?;
     Ok(out)
+}
+
+/// The program and its arguments, as a kubelet puts them together: the container's `command`,
+/// else the image's `Entrypoint`; the container's `args`, else (only without a `command`) the
+/// image's `Cmd`.
+fn words(
+    command: Option<&[String]>,
+    args: Option<&[String]>,
+    entrypoint: &[String],
+    cmd: &[String],
+) -> Vec<String> {
+    let mut out = command.unwrap_or(entrypoint).to_vec();
+    match (command, args) {
+        (_, Some(a)) => out.extend_from_slice(a),
+        (None, None) => out.extend_from_slice(cmd),
+        (Some(_), None) => {}
+    }
+    out
+}
+
+/// An image reference without its tag or digest (`host:port/name:tag` → `host:port/name`).
+fn repository(image: &str) -> &str {
+    let image = image.split_once('@').map_or(image, |(r, _)| r);
+    match image.rfind(':') {
+        Some(i) if i > image.rfind('/').unwrap_or(0) => &image[..i],
+        _ => image,
+    }
 }
 
 /// `name` as found on the testbed's `PATH` (the container's environment has none).
@@ -753,7 +770,7 @@ pub(crate) async fn start_registry(tb: &crate::Testbed, crane: &Path) -> Result<
     let port = crate::free_port()?;
     let addr = format!("127.0.0.1:{port}");
     let log = tb.dir.join("registry.log");
-    let blobs = tb.dir.join("registry");
+    let blobs = tb.dir.join("registry-data");
     std::fs::create_dir_all(&blobs).map_err(|e| Error::io(&blobs, e))?;
     let proc = Proc::spawn(
         "registry",
@@ -774,4 +791,40 @@ pub(crate) async fn start_registry(tb: &crate::Testbed, crane: &Path) -> Result<
     })
     .await?;
     Ok(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn command_and_args_combine_as_a_kubelet_does() {
+        let (ep, cmd) = (v(&["/bin/ep"]), v(&["--cmd"]));
+        let (c, a) = (v(&["/bin/c"]), v(&["--a"]));
+        assert_eq!(words(None, None, &ep, &cmd), v(&["/bin/ep", "--cmd"]));
+        assert_eq!(words(None, Some(&a), &ep, &cmd), v(&["/bin/ep", "--a"]));
+        assert_eq!(words(Some(&c), None, &ep, &cmd), v(&["/bin/c"]));
+        assert_eq!(words(Some(&c), Some(&a), &ep, &cmd), v(&["/bin/c", "--a"]));
+    }
+
+    #[test]
+    fn repository_drops_the_tag_and_digest_but_not_the_port() {
+        for (image, want) in [
+            (
+                "127.0.0.1:5000/kamaji-reconciler:test",
+                "127.0.0.1:5000/kamaji-reconciler",
+            ),
+            (
+                "127.0.0.1:5000/kamaji-reconciler",
+                "127.0.0.1:5000/kamaji-reconciler",
+            ),
+            ("r:5000/a/b:v1@sha256:abc", "r:5000/a/b"),
+        ] {
+            assert_eq!(repository(image), want, "{image}");
+        }
+    }
 }
