@@ -106,14 +106,20 @@ build_kamaji() {
   publish "$out"
 }
 
+# BYOH's controller manager and its host agent (`byoh-hostagent`, the `agent` package), which the
+# testbed runs for real on each host it onboards with `kubectl capi hosts add`.
 build_byoh() {
   # shellcheck disable=SC1091
   . "$here/versions.env"
   local out="$cache_root/byoh-$BYOH_VERSION"
-  if [ -x "$out/byoh-manager" ]; then echo "$out"; return; fi
+  if [ -x "$out/byoh-manager" ] && [ -x "$out/byoh-hostagent" ]; then echo "$out"; return; fi
   rm -rf "$out.tmp"; mkdir -p "$out.tmp"
-  echo "building the BYOH $BYOH_VERSION controller manager (first time only; about 90 seconds)" >&2
-  (cd "$here/byoh" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/byoh-manager" github.com/vmware-tanzu/cluster-api-provider-bringyourownhost)
+  # Keep what an earlier build of this version produced (the agent came later).
+  [ -d "$out" ] && cp -a "$out"/. "$out.tmp"/
+  echo "building the BYOH $BYOH_VERSION controller manager and host agent (first time only; about 2 minutes)" >&2
+  local m=github.com/vmware-tanzu/cluster-api-provider-bringyourownhost
+  [ -x "$out.tmp/byoh-manager" ] || (cd "$here/byoh" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/byoh-manager" "$m")
+  (cd "$here/byoh" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/byoh-hostagent" "$m/agent")
   publish "$out"
 }
 
@@ -162,7 +168,7 @@ build_crds() {
   # shellcheck disable=SC1091
   . "$here/versions.env"
   local out="$cache_root/crds-capi-$CAPI_VERSION-capi-$CAPI_V1BETA1_VERSION-kamaji-$KAMAJI_VERSION-byoh-$BYOH_VERSION-cacppk-$CACPPK_VERSION"
-  if [ -d "$out/full" ] && [ -d "$out/v1beta1" ] && [ -f "$out/byoh-webhooks.yaml" ]; then echo "$out"; return; fi
+  if [ -d "$out/full" ] && [ -d "$out/v1beta1" ] && [ -f "$out/byoh-agent-rbac.yaml" ]; then echo "$out"; return; fi
   rm -rf "$out.tmp"; mkdir -p "$out.tmp/full" "$out.tmp/v1beta1" "$out.tmp/extra"
   local capi capi_old kamaji byoh cacppk
   capi=$(mod_dir "sigs.k8s.io/cluster-api@$CAPI_VERSION")
@@ -183,6 +189,12 @@ build_crds() {
   cp "$capi"/bootstrap/kubeadm/config/webhook/manifests.yaml "$out.tmp/kubeadm-bootstrap-webhooks.yaml"
   cp "$kamaji"/config/webhook/manifests.yaml "$out.tmp/kamaji-webhooks.yaml"
   cp "$byoh"/config/webhook/manifests.yaml "$out.tmp/byoh-webhooks.yaml"
+  # What BYOH's release gives its host agents: CSR creation for bootstrap-token users, their
+  # ByoHost, and Secrets (config/rbac, applied as clusterctl applies infrastructure-components).
+  for f in byoh_csr_creator_clusterrole byoh_csr_creator_clusterrolebinding byohost_editor_role \
+           byohost_editor_clusterrolebinding secret_reader_clusterrole secret_reader_clusterrolebinding; do
+    cat "$byoh/config/rbac/$f.yaml"; printf '\n---\n'
+  done > "$out.tmp/byoh-agent-rbac.yaml"
   publish "$out"
 }
 

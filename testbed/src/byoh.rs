@@ -22,6 +22,7 @@ use crate::{BYOH_MANAGER_TOKEN, Error, Proc, Testbed, certs, free_port};
 pub const WEBHOOK_PORT: u16 = 9443;
 
 pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
+    agent_rbac(tb, client).await?;
     let bin = crate::assets::built(&tb.assets.byoh, "the BYOH controller manager was not built")?
         .join("byoh-manager");
     // controller-runtime v0.14 reads the serving certificate from $TMPDIR.
@@ -62,5 +63,42 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     tb.wait_until("byoh-manager", &log, Duration::from_secs(90), ready)
         .await?;
     tracing::info!("BYOH controller manager ready (namespace-isolated; webhooks on :{webhook})");
+    Ok(())
+}
+
+/// What BYOH's release grants its host agents (upstream `config/rbac`, copied by
+/// `build-bins.sh crds`): bootstrap-token users create CSRs, `byoh:hosts` edit ByoHosts and read
+/// Secrets. The real agent (`testbed::agent`) needs nothing else.
+async fn agent_rbac(tb: &Testbed, client: &Client) -> Result<(), Error> {
+    use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+    let path = tb.assets.crds.join("byoh-agent-rbac.yaml");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&text).map_err(|e| Error::Crd {
+            file: path.display().to_string(),
+            msg: e.to_string(),
+        })?;
+    for d in docs.into_iter().filter(|d| d.is_object()) {
+        let kind = d["kind"].as_str().unwrap_or_default().to_string();
+        let name = d["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let plural = format!("{}s", kind.to_lowercase());
+        let ar = ApiResource {
+            group: "rbac.authorization.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "rbac.authorization.k8s.io/v1".into(),
+            kind,
+            plural,
+        };
+        Api::<DynamicObject>::all_with(client.clone(), &ar)
+            .patch(
+                &name,
+                &PatchParams::apply("capi-testbed").force(),
+                &Patch::Apply(&d),
+            )
+            .await?;
+    }
     Ok(())
 }

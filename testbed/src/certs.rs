@@ -152,6 +152,9 @@ impl Pki {
         write(dir, "serving-ca.crt", &serving_ca_pem)?;
 
         let (client_params, client_key, client_ca_pem) = ca("testbed-client-ca")?;
+        // kube-controller-manager's csrsigning controller signs client certificates with it
+        // (`kubernetes.io/kube-apiserver-client`: the BYOH host agent's CSR).
+        write(dir, "client-ca.key", &client_key.serialize_pem())?;
         let client = Issuer::new(client_params, client_key);
         write(dir, "client-ca.crt", &client_ca_pem)?;
         let (admin_cert_pem, admin_key_pem) = leaf(

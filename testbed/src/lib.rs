@@ -16,6 +16,7 @@
 //! # }
 //! ```
 
+pub mod agent;
 mod assets;
 mod byoh;
 mod capi;

@@ -30,33 +30,86 @@ pub struct NetSandbox {
 
 impl NetSandbox {
     pub fn start(dir: &Path, name: &str) -> Result<NetSandbox, Error> {
+        // sh brings loopback up, mounts our hosts file and becomes `sleep`.
+        let script = r#"set -e; ip link set lo up; mount --bind "$1" /etc/hosts; : > "$2"; exec sleep infinity"#;
+        NetSandbox::spawn(dir, name, &[], script, &[])
+    }
+
+    /// The namespaces of a machine of its own for a host agent (`crate::agent`): also a UTS
+    /// namespace with `hostname` as its name, an `eth0` with `ip`/24 and a default route (the
+    /// agent reads its default interface from `/proc/net/route`), `/etc` an overlay of the
+    /// machine's with writes kept in `etc_upper` (so files a host has, such as its bootstrap
+    /// kubeconfig, are placed there), and a private `/run`.
+    pub fn start_host(
+        dir: &Path,
+        name: &str,
+        hostname: &str,
+        ip: std::net::Ipv4Addr,
+        etc_upper: &Path,
+    ) -> Result<NetSandbox, Error> {
+        let work = dir.join(format!("{name}-etc-work"));
+        std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
+        std::fs::create_dir_all(etc_upper).map_err(|e| Error::io(etc_upper, e))?;
+        let script = r#"set -e
+ip link set lo up
+ip link add eth0 type veth peer name eth0-peer
+ip addr add "$3/24" dev eth0
+ip link set eth0 up; ip link set eth0-peer up
+ip route add default via "${3%.*}.1" dev eth0 onlink
+hostname "$4"
+mount -t overlay overlay -o "lowerdir=/etc,upperdir=$5,workdir=$6" /etc
+mount --bind "$1" /etc/hosts
+mount -t tmpfs tmpfs /run
+: > "$2"
+exec sleep infinity"#;
+        NetSandbox::spawn(
+            dir,
+            name,
+            &["--uts".into()],
+            script,
+            &[
+                ip.to_string(),
+                hostname.to_string(),
+                etc_upper.display().to_string(),
+                work.display().to_string(),
+            ],
+        )
+    }
+
+    /// `unshare --net --mount <flags> sh -c <script> sh <hosts file> <ready file> <args>…`: the
+    /// script must write the ready file, then exec `sleep infinity` (holding the namespaces).
+    fn spawn(
+        dir: &Path,
+        name: &str,
+        flags: &[String],
+        script: &str,
+        args: &[String],
+    ) -> Result<NetSandbox, Error> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let hosts = dir.join(format!("{name}-hosts"));
         let ready = dir.join(format!("{name}-netns-ready"));
         let _ = std::fs::remove_file(&ready);
         std::fs::write(&hosts, "127.0.0.1 localhost\n::1 localhost\n")
             .map_err(|e| Error::io(&hosts, e))?;
-        // `unshare` without --fork execs sh in the new namespaces; sh brings loopback up,
-        // mounts our hosts file and becomes `sleep`.
-        let script = r#"set -e; ip link set lo up; mount --bind "$1" /etc/hosts; : > "$2"; exec sleep infinity"#;
         let log = dir.join(format!("{name}-netns.log"));
-        let mut holder = Proc::spawn(
-            &format!("{name}-netns"),
-            Path::new("unshare"),
-            &[
-                "--net".into(),
-                "--mount".into(),
-                "--propagation".into(),
-                "private".into(),
-                "sh".into(),
-                "-c".into(),
-                script.into(),
-                "sh".into(),
-                hosts.display().to_string(),
-                ready.display().to_string(),
-            ],
-            &log,
-        )?;
+        // `unshare` without --fork execs sh in the new namespaces.
+        let mut argv: Vec<String> = vec![
+            "--net".into(),
+            "--mount".into(),
+            "--propagation".into(),
+            "private".into(),
+        ];
+        argv.extend(flags.iter().cloned());
+        argv.extend([
+            "sh".into(),
+            "-c".into(),
+            script.into(),
+            "sh".into(),
+            hosts.display().to_string(),
+            ready.display().to_string(),
+        ]);
+        argv.extend(args.iter().cloned());
+        let mut holder = Proc::spawn(&format!("{name}-netns"), Path::new("unshare"), &argv, &log)?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while !ready.exists() {
             if let Some(status) = holder.exited() {
@@ -89,6 +142,11 @@ impl NetSandbox {
         let sandbox = NetSandbox::start(&tb.dir, name)?;
         sandbox.forward(tb.api_port()?)?;
         Ok(sandbox)
+    }
+
+    /// The pid holding the namespaces (`nsenter --target`).
+    pub fn pid(&self) -> u32 {
+        self.holder.pid()
     }
 
     /// `nsenter` arguments that run a program inside (append the program and its arguments).

@@ -339,10 +339,21 @@ impl Testbed {
                 if workloads {
                     // Kamaji's tenant control planes are Deployments; its DataStore
                     // migration is a Job.
-                    "--controllers=garbagecollector,namespace,deployment,replicaset,job".into()
+                    "--controllers=garbagecollector,namespace,deployment,replicaset,job,csrsigning"
+                        .into()
                 } else {
-                    "--controllers=garbagecollector,namespace".into()
+                    "--controllers=garbagecollector,namespace,csrsigning".into()
                 },
+                // Client certificates from approved CSRs (the BYOH host agent's), signed by the CA
+                // the API server trusts for clients, as on a kubeadm cluster.
+                format!(
+                    "--cluster-signing-kube-apiserver-client-cert-file={}",
+                    self.dir.join("pki/client-ca.crt").display()
+                ),
+                format!(
+                    "--cluster-signing-kube-apiserver-client-key-file={}",
+                    self.dir.join("pki/client-ca.key").display()
+                ),
                 "--leader-elect=false".into(),
                 "--use-service-account-credentials=false".into(),
                 "--secure-port=0".into(),

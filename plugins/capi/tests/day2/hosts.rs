@@ -306,3 +306,145 @@ fn cluster_label(h: &DynamicObject) -> Option<&str> {
         .get("cluster.x-k8s.io/cluster-name")
         .map(String::as_str)
 }
+
+/// Issue 28: the real BYOH v0.5.0 agent, started exactly as `hosts add` prints it (the
+/// bootstrap kubeconfig at the path it names), on a host of its own (hostname, network, `/etc`;
+/// `testbed::agent`). Its CSR (as the bootstrap token's user) is approved by the real BYOH
+/// manager and signed by kube-controller-manager; it registers the ByoHost with upstream's
+/// labels, host facts and conditions, as `byoh:host:<name>`; `kubectl capi hosts` shows it
+/// Available.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_agent_registers_a_host_from_what_hosts_add_prints() {
+    let s = Story::start("real-agent").await;
+    let ns = &s.ns;
+    let host = "real-01";
+    let o = s.ok(&words(&format!("hosts add {host} --label role=real")));
+    let line = err(&o)
+        .lines()
+        .find(|l| l.contains("byoh-hostagent --bootstrap-kubeconfig"))
+        .unwrap_or_else(|| panic!("no agent command in:\n{}", err(&o)))
+        .to_string();
+    let command: Vec<String> = line[line.find("byoh-hostagent").unwrap()..]
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        command[..3],
+        [
+            "byoh-hostagent",
+            "--bootstrap-kubeconfig",
+            testbed::agent::BOOTSTRAP_KUBECONFIG
+        ]
+    );
+    assert!(
+        command
+            .windows(2)
+            .any(|w| w == ["--namespace", ns.as_str()]),
+        "{command:?}"
+    );
+    let ip: std::net::Ipv4Addr = "192.0.2.61".parse().unwrap();
+    let mut agent = testbed::agent::HostAgent::start(s.tb, host, ip, &out(&o), &command)
+        .expect("the real agent starts");
+    let hosts = ar(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "ByoHost",
+        "byohosts",
+    );
+    let api = s.api(&hosts);
+    let registered = testbed::fixtures::poll::wait_for(
+        "the real agent's ByoHost with its facts and conditions",
+        Duration::from_secs(90),
+        || format!("--- agent log ---\n{}", agent.log_tail()),
+        || async {
+            let h = api.get_opt(host).await.ok()??;
+            let v = serde_json::to_value(&h).ok()?;
+            let waiting = v["status"]["conditions"].as_array()?.iter().any(|c| {
+                c["type"] == "K8sNodeBootstrapSucceeded"
+                    && c["status"] == "False"
+                    && c["reason"] == "WaitingForMachineRefToBeAssigned"
+            });
+            (waiting && v["status"]["hostinfo"]["osname"] == "linux").then_some(v)
+        },
+    )
+    .await;
+    assert!(agent.running(), "{}", agent.log_tail());
+    assert_eq!(registered["metadata"]["labels"]["role"], "real");
+    let info = &registered["status"]["hostinfo"];
+    assert_eq!(
+        info["architecture"],
+        std::env::consts::ARCH.replace("x86_64", "amd64")
+    );
+    let pretty = std::fs::read_to_string("/etc/os-release")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("PRETTY_NAME=")
+                .map(|v| v.trim_matches('"').to_string())
+        })
+        .unwrap();
+    assert_eq!(
+        info["osimage"],
+        json!(pretty),
+        "read from the host's /etc/os-release"
+    );
+    let nics = registered["status"]["network"].as_array().unwrap();
+    let eth0 = nics
+        .iter()
+        .find(|n| n["networkInterfaceName"] == "eth0")
+        .unwrap_or_else(|| panic!("{nics:?}"));
+    assert!(
+        eth0["ipAddrs"]
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("192.0.2.61/24"))),
+        "{eth0}"
+    );
+    assert_eq!(eth0["isDefault"], true, "{nics:?}");
+
+    // Its credentials: a certificate from the approved, signed CSR, for byoh:host:<name>.
+    let csr: Value = serde_json::to_value(
+        Api::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>::all(s.client.clone())
+            .get(&format!("byoh-csr-{host}"))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        csr["spec"]["signerName"],
+        "kubernetes.io/kube-apiserver-client"
+    );
+    assert!(
+        csr["spec"]["username"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("system:bootstrap:")),
+        "{csr}"
+    );
+    assert!(csr["status"]["certificate"].is_string(), "signed: {csr}");
+    let who = Command::new("kubectl")
+        .args([
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+            "--kubeconfig",
+        ])
+        .arg(agent.kubeconfig())
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(
+        assert_ok(&who, "kubectl auth whoami as the agent"),
+        format!("byoh:host:{host}")
+    );
+
+    // The CLI sees it as any host.
+    let o = s.ok(&["hosts", "-o", "json"]);
+    let list: Value = serde_json::from_str(&out(&o)).unwrap();
+    let row = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == host)
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(row["state"], "Available", "{row}");
+}
