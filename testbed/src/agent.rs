@@ -59,7 +59,7 @@ impl HostAgent {
             .join("byoh-hostagent");
         let dir = tb.dir.join("hosts").join(host);
         let etc = dir.join("etc");
-        let conf = etc.join(BOOTSTRAP_KUBECONFIG.trim_start_matches("/etc/").to_string());
+        let conf = etc.join(BOOTSTRAP_KUBECONFIG.trim_start_matches("/etc/"));
         if let Some(parent) = conf.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
