@@ -75,11 +75,16 @@ fn sh_quote(s: &str) -> String {
     }
 }
 
-/// The agent's command line on the host.
+/// The agent's command line on the host. `preinstalled`: the host already has kubeadm, the
+/// kubelet and a container runtime, so the agent runs with `--skip-installation`; without it,
+/// BYOH v0.5.0's agent waits for an installation secret (a K8sInstallerConfig) before it
+/// bootstraps (`agent/reconciler/host_reconciler.go`), which a cluster made for pre-installed
+/// hosts never gives it.
 pub fn agent_command(
     kubeconfig_file: &str,
     namespace: &str,
     labels: &[(String, String)],
+    preinstalled: bool,
 ) -> String {
     let mut words = vec![
         "byoh-hostagent".to_string(),
@@ -91,6 +96,9 @@ pub fn agent_command(
     for (k, v) in labels {
         words.push("--label".into());
         words.push(sh_quote(&format!("{k}={v}")));
+    }
+    if preinstalled {
+        words.push("--skip-installation".into());
     }
     words.join(" ")
 }
@@ -142,17 +150,24 @@ mod tests {
             .decode(o["spec"]["certificate-authority-data"].as_str().unwrap())
             .unwrap();
         assert_eq!(back, pem.as_bytes());
+        let labels = [
+            ("site".to_string(), "apac".to_string()),
+            ("note".into(), "a b".into()),
+        ];
         let cmd = agent_command(
             "/etc/byoh/bootstrap-kubeconfig.conf",
             "pool",
-            &[
-                ("site".into(), "apac".into()),
-                ("note".into(), "a b".into()),
-            ],
+            &labels,
+            false,
         );
         assert_eq!(
             cmd,
             "byoh-hostagent --bootstrap-kubeconfig /etc/byoh/bootstrap-kubeconfig.conf --namespace pool --label site=apac --label 'note=a b'"
+        );
+        let cmd = agent_command("/b.conf", "pool", &[], true);
+        assert_eq!(
+            cmd,
+            "byoh-hostagent --bootstrap-kubeconfig /b.conf --namespace pool --skip-installation"
         );
     }
 }

@@ -30,6 +30,7 @@ const MAX_HOSTS: usize = 200;
 #[command(after_help = "Examples:
   kubectl capi hosts add node-17 -n pool-a --label site=apac
   kubectl capi hosts add node-{01..40} -n pool-a --output ./byoh   # files for Ansible & co.
+  kubectl capi hosts add node-17 -n pool-a --preinstalled   # Kubernetes already on the host
 
 On each host, run the printed command as root with the bootstrap kubeconfig saved to the
 path it names; the agent registers the host as a ByoHost in the namespace, with the labels.")]
@@ -50,6 +51,10 @@ pub struct AddArgs {
         default_value = "/etc/byoh/bootstrap-kubeconfig.conf"
     )]
     pub host_path: String,
+    /// The hosts already have kubeadm, the kubelet and a container runtime (as for kamaji create
+    /// --preinstalled-hosts): the agent runs with --skip-installation
+    #[arg(long)]
+    pub preinstalled: bool,
     /// Write DIR/HOST/bootstrap-kubeconfig.conf (0600), DIR/HOST/preflight.sh and DIR/HOST/agent.sh (which runs preflight.sh first) instead of printing
     #[arg(long, value_name = "DIR")]
     pub output: Option<PathBuf>,
@@ -220,7 +225,7 @@ fn render_host(
     kubeconfig: &str,
     issued_unix: i64,
 ) -> Result<(), Error> {
-    let command = byoh::agent_command(&args.host_path, ns, &args.label);
+    let command = byoh::agent_command(&args.host_path, ns, &args.label, args.preinstalled);
     match &args.output {
         Some(dir) => {
             let d = dir.join(host);

@@ -318,7 +318,11 @@ async fn the_real_agent_registers_a_host_from_what_hosts_add_prints() {
     let s = Story::start("real-agent").await;
     let ns = &s.ns;
     let host = "real-01";
-    let o = s.ok(&words(&format!("hosts add {host} --label role=real")));
+    // Pre-installed (as `kamaji create --preinstalled-hosts` expects): the printed command
+    // carries --skip-installation, and the real agent takes it.
+    let o = s.ok(&words(&format!(
+        "hosts add {host} --label role=real --preinstalled"
+    )));
     let line = err(&o)
         .lines()
         .find(|l| l.contains("byoh-hostagent --bootstrap-kubeconfig"))
@@ -341,6 +345,10 @@ async fn the_real_agent_registers_a_host_from_what_hosts_add_prints() {
             .windows(2)
             .any(|w| w == ["--namespace", ns.as_str()]),
         "{command:?}"
+    );
+    assert_eq!(
+        command.last().map(String::as_str),
+        Some("--skip-installation")
     );
     let ip: std::net::Ipv4Addr = "192.0.2.61".parse().unwrap();
     let mut agent = testbed::agent::HostAgent::start(s.tb, host, ip, &out(&o), &command)
