@@ -42,6 +42,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use super::{restart_backoff, terminated};
 use crate::netns::NetSandbox;
 use crate::{Error, Proc};
 
@@ -603,9 +604,7 @@ async fn supervise(p: &mut RunningPod) {
             && let Some(status) = proc.exited()
         {
             let code = status.code().unwrap_or(137);
-            c.last_exit = Some(json!({"terminated": {"exitCode": code,
-                "reason": if code == 0 {"Completed"} else {"Error"},
-                "startedAt": c.started_at, "finishedAt": crate::sim::now()}}));
+            c.last_exit = Some(terminated(code, &c.started_at));
             tracing::warn!(
                 "SIMULATED kubelet: container {} exited ({status}); see {}",
                 c.name,
@@ -614,9 +613,7 @@ async fn supervise(p: &mut RunningPod) {
             c.proc = None;
             c.ready = false;
             c.restarts = c.restarts.saturating_add(1);
-            // A kubelet backs off 10 s doubling to 5 min; shorter here, the same shape.
-            let backoff = 1u64 << (c.restarts.clamp(1, 5) as u32);
-            c.next_start = Instant::now() + Duration::from_secs(backoff);
+            c.next_start = Instant::now() + restart_backoff(c.restarts);
             for pr in [c.readiness.as_mut(), c.liveness.as_mut()]
                 .into_iter()
                 .flatten()
@@ -747,21 +744,7 @@ fn status_of(p: &RunningPod) -> Value {
             s
         })
         .collect();
-    let ready = if all_ready { "True" } else { "False" };
-    json!({
-        "phase": "Running",
-        "hostIP": "127.0.0.1",
-        "podIP": "127.0.0.1",
-        "podIPs": [{"ip": "127.0.0.1"}],
-        "startTime": p.started,
-        "conditions": [
-            {"type": "PodScheduled", "status": "True"},
-            {"type": "Initialized", "status": "True"},
-            {"type": "ContainersReady", "status": ready},
-            {"type": "Ready", "status": ready},
-        ],
-        "containerStatuses": statuses,
-    })
+    super::pod_status("Running", &p.started, all_ready, statuses)
 }
 
 /// Starts the registry (`crane registry serve` on a free loopback port, blobs on disk) and

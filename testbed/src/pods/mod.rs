@@ -499,9 +499,7 @@ async fn supervise(p: &mut RunningPod) {
             && let Some(status) = proc.exited()
         {
             let code = status.code().unwrap_or(137);
-            c.last_exit = Some(json!({"terminated": {"exitCode": code,
-                "reason": if code == 0 {"Completed"} else {"Error"},
-                "startedAt": c.started_at, "finishedAt": crate::sim::now()}}));
+            c.last_exit = Some(terminated(code, &c.started_at));
             tracing::warn!(
                 "SIMULATED kubelet: container {} exited ({status}); see {}",
                 c.name,
@@ -515,9 +513,7 @@ async fn supervise(p: &mut RunningPod) {
                 continue;
             }
             c.restarts = c.restarts.saturating_add(1);
-            // A kubelet backs off 10 s doubling to 5 min; shorter here, the same shape.
-            let backoff = 1u64 << (c.restarts.clamp(1, 5) as u32);
-            c.next_start = Instant::now() + Duration::from_secs(backoff);
+            c.next_start = Instant::now() + restart_backoff(c.restarts);
         }
         if c.proc.is_none() && Instant::now() >= c.next_start {
             let Some(program) = c.program.clone() else {
@@ -597,18 +593,36 @@ fn status_of(p: &RunningPod) -> Value {
             s
         })
         .collect();
-    let ready = if all_ready { "True" } else { "False" };
     let phase = match finished {
         Some(codes) if codes.iter().all(|c| *c == 0) => "Succeeded",
         Some(_) => "Failed",
         None => "Running",
     };
+    pod_status(phase, &p.started, all_ready, statuses)
+}
+
+/// A container's `terminated` state after it exited with `code`.
+pub(super) fn terminated(code: i32, started_at: &str) -> Value {
+    json!({"terminated": {"exitCode": code,
+        "reason": if code == 0 {"Completed"} else {"Error"},
+        "startedAt": started_at, "finishedAt": crate::sim::now()}})
+}
+
+/// How long to wait before restarting a container that exited `restarts` times: a kubelet backs
+/// off 10 s doubling to 5 min; shorter here, the same shape.
+pub(super) fn restart_backoff(restarts: i32) -> Duration {
+    Duration::from_secs(1u64 << (restarts.clamp(1, 5) as u32))
+}
+
+/// A pod's status as these kubelets report it: `phase`, Ready from `ready`, the containers'.
+pub(super) fn pod_status(phase: &str, started: &str, ready: bool, statuses: Vec<Value>) -> Value {
+    let ready = if ready { "True" } else { "False" };
     json!({
         "phase": phase,
         "hostIP": "127.0.0.1",
         "podIP": "127.0.0.1",
         "podIPs": [{"ip": "127.0.0.1"}],
-        "startTime": p.started,
+        "startTime": started,
         "conditions": [
             {"type": "PodScheduled", "status": "True"},
             {"type": "Initialized", "status": "True"},
