@@ -62,8 +62,19 @@ where
     poll::wait_for(what, Duration::from_secs(secs), || image_pod_logs(tb()), f).await
 }
 
-/// The reconciler processes the kubelet runs: (pid, POD_NAME).
-fn reconciler_processes() -> Vec<(u32, String)> {
+/// The reconciler processes this testbed's kubelet runs: (pid, POD_NAME). Other test binaries
+/// run the same image at the same time (each on a testbed of its own, with pods of the same
+/// names but for the random suffix), so a process counts only if its POD_NAME is one of this
+/// testbed's pods.
+async fn reconciler_processes(c: &Client) -> Vec<(u32, String)> {
+    let ours: Vec<String> = Api::<Pod>::namespaced(c.clone(), INSTALL_NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
@@ -80,7 +91,7 @@ fn reconciler_processes() -> Vec<(u32, String)> {
             .split(|b| *b == 0)
             .find_map(|v| v.strip_prefix(b"POD_NAME="))
             .map(|v| String::from_utf8_lossy(v).to_string());
-        if let Some(pod) = pod {
+        if let Some(pod) = pod.filter(|p| ours.contains(p)) {
             out.push((pid, pod));
         }
     }
@@ -172,7 +183,7 @@ async fn the_image_runs_in_cluster_as_its_service_account_and_hands_over_leaders
     );
     // The process: the image's binary, as uid 65532, with the ServiceAccount token and the
     // in-cluster address only (no kubeconfig of the testbed's).
-    let procs = reconciler_processes();
+    let procs = reconciler_processes(&c).await;
     assert_eq!(procs.len(), 1, "{procs:?}");
     let (pid, _) = &procs[0];
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -212,7 +223,7 @@ async fn the_image_runs_in_cluster_as_its_service_account_and_hands_over_leaders
     );
     rolled_out(&c, 2, "two replicas Ready (the standby too)").await;
     let leader = wait(30, "a Lease holder", || lease_holder(&c)).await;
-    let procs = reconciler_processes();
+    let procs = reconciler_processes(&c).await;
     assert_eq!(procs.len(), 2, "{procs:?}");
     let (leader_pid, _) = procs
         .iter()
@@ -265,7 +276,10 @@ async fn the_image_runs_in_cluster_as_its_service_account_and_hands_over_leaders
         "one hand-over, not a flapping Lease: {s0:?} -> {s1:?}"
     );
     assert!(
-        reconciler_processes().iter().any(|(_, p)| *p == holder),
+        reconciler_processes(&c)
+            .await
+            .iter()
+            .any(|(_, p)| *p == holder),
         "the holder {holder} runs"
     );
     eprintln!("work resumed {took:?} after the leader was killed; Lease now held by {holder}");
