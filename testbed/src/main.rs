@@ -5,6 +5,7 @@
 //!                   [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v]
 //!                    [--delay-ms MS] [--failure-rate F] [--agents-install]]
 //! capi-testbed down --dir .sandbox
+//! capi-testbed host --dir .sandbox NAME BOOTSTRAP_KUBECONFIG -- byoh-hostagent ARGS…  # a host
 //! capi-testbed build [--capi]                                               # assets only
 //! capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N]
 //!                   [--clusters N] [--deployments N]                          # fixtures
@@ -27,7 +28,7 @@ use testbed::{Options, Profile, Testbed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--real] [--audit] [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v] [--delay-ms MS] [--failure-rate F] [--agents-install]]\n       capi-testbed down --dir DIR\n       capi-testbed build [--capi]\n       capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N] [--clusters N] [--deployments N]"
+        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--real] [--audit] [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v] [--delay-ms MS] [--failure-rate F] [--agents-install]]\n       capi-testbed down --dir DIR\n       capi-testbed host --dir DIR NAME BOOTSTRAP_KUBECONFIG -- byoh-hostagent ARGS...\n       capi-testbed build [--capi]\n       capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N] [--clusters N] [--deployments N]"
     );
     ExitCode::from(2)
 }
@@ -43,6 +44,9 @@ async fn main() -> ExitCode {
         .with_ansi(testbed::log_colours())
         .try_init();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "host") {
+        return host(&args[1..]);
+    }
     let Some(mut cli) = Cli::parse(&args) else {
         return usage();
     };
@@ -292,10 +296,25 @@ async fn up(
             ""
         }
     );
-    if let Err(e) = stop_signal().await {
-        eprintln!("error: cannot watch SIGTERM: {e}");
-        return ExitCode::FAILURE;
+    // Hosts onboarded meanwhile (`capi-testbed host`) get their real agent.
+    let mut agents = Vec::new();
+    let stop = stop_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            r = &mut stop => {
+                if let Err(e) = r {
+                    eprintln!("error: cannot watch SIGTERM: {e}");
+                    return ExitCode::FAILURE;
+                }
+                break;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(300)), if real => {
+                testbed::agent::inbox::serve(&tb, &dir, &mut agents);
+            }
+        }
     }
+    drop(agents);
     for s in sims {
         s.abort();
     }
@@ -304,6 +323,41 @@ async fn up(
     let _ = std::fs::remove_file(dir.join("pid"));
     eprintln!("sandbox stopped");
     ExitCode::SUCCESS
+}
+
+/// `capi-testbed host --dir DIR NAME BOOTSTRAP_KUBECONFIG -- byoh-hostagent ARGS…`: runs what
+/// `kubectl capi hosts add` printed on a new host of the sandbox in DIR (a machine of its own,
+/// `testbed::agent`): the bootstrap kubeconfig file placed where the command names it, and the
+/// real agent started by the sandbox's runner.
+fn host(args: &[String]) -> ExitCode {
+    let (before, command) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], &args[i + 1..]),
+        None => return usage(),
+    };
+    let (dir, rest) = match before {
+        [flag, dir, rest @ ..] if flag == "--dir" => (PathBuf::from(dir), rest),
+        rest => (PathBuf::from(".sandbox"), rest),
+    };
+    let [name, kubeconfig] = rest else {
+        return usage();
+    };
+    let text = match std::fs::read_to_string(kubeconfig) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {kubeconfig}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match testbed::agent::inbox::request(&dir, name, &text, command) {
+        Ok(msg) => {
+            eprintln!("{msg}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The pid of a `capi-testbed` still running in `dir` (its `pid` file names a live process of

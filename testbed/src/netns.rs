@@ -39,7 +39,8 @@ impl NetSandbox {
     /// namespace with `hostname` as its name, an `eth0` with `ip`/24 and a default route (the
     /// agent reads its default interface from `/proc/net/route`), `/etc` an overlay of the
     /// machine's with writes kept in `etc_upper` (so files a host has, such as its bootstrap
-    /// kubeconfig, are placed there), and a private `/run`.
+    /// kubeconfig, are placed there), and a private `/run`, `/opt` and `/var/lib` (the
+    /// installer scripts write and remove files there).
     pub fn start_host(
         dir: &Path,
         name: &str,
@@ -60,6 +61,8 @@ hostname "$4"
 mount -t overlay overlay -o "lowerdir=/etc,upperdir=$5,workdir=$6" /etc
 mount --bind "$1" /etc/hosts
 mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /opt
+mount -t tmpfs tmpfs /var/lib
 : > "$2"
 exec sleep infinity"#;
         NetSandbox::spawn(

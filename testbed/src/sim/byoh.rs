@@ -12,7 +12,8 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{SimOptions, annotation, ar, join, label, name, now, unit_hash};
+use super::join::{secret_value, tenant_admin};
+use super::{SimOptions, annotation, ar, join, name, now, unit_hash};
 
 use crate::fixtures::{CLUSTER_NAME, INFRA as GROUP};
 const BYOMACHINE_NAME: &str = "byoh.infrastructure.cluster.x-k8s.io/byomachine-name";
@@ -297,35 +298,6 @@ fn host_ip(h: &DynamicObject) -> String {
         .next()
         .unwrap_or("")
         .to_string()
-}
-
-async fn secret_value(admin: &Client, ns: &str, name: &str, key: &str) -> Result<String, String> {
-    let s = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), ns)
-        .get(name)
-        .await
-        .map_err(|e| format!("secret {ns}/{name}: {e}"))?;
-    s.data
-        .and_then(|d| {
-            d.get(key)
-                .map(|b| String::from_utf8_lossy(&b.0).to_string())
-        })
-        .ok_or_else(|| format!("secret {ns}/{name} has no {key}"))
-}
-
-/// An admin client of the workload cluster the host serves (`<cluster>-kubeconfig`), for the
-/// SIMULATED check of whether a network add-on runs there.
-async fn tenant_admin(admin: &Client, h: &DynamicObject) -> Option<Client> {
-    let cluster = label(h, CLUSTER_NAME)?;
-    let ns = h.data["status"]["machineRef"]["namespace"].as_str()?;
-    let text = secret_value(admin, ns, &format!("{cluster}-kubeconfig"), "value")
-        .await
-        .ok()?;
-    let kc = kube::config::Kubeconfig::from_yaml(&text).ok()?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .ok()?;
-    Client::try_from(config).ok()
 }
 
 /// What a host agent does next with an attached host.

@@ -66,7 +66,12 @@ pub fn parse_bootstrap(cloud_config: &str) -> Option<JoinConfig> {
             .ok()?;
         content = String::from_utf8(bytes).ok()?;
     }
-    let join: Value = serde_saphyr::from_str(&content).ok()?;
+    parse_join_configuration(&content)
+}
+
+/// Reads a kubeadm JoinConfiguration (the file `kubeadm join --config` is given).
+pub fn parse_join_configuration(yaml: &str) -> Option<JoinConfig> {
+    let join: Value = serde_saphyr::from_str(yaml).ok()?;
     let bt = &join["discovery"]["bootstrapToken"];
     Some(JoinConfig {
         endpoint: bt["apiServerEndpoint"].as_str()?.to_string(),
@@ -240,6 +245,40 @@ fn pem_der(pem: &str) -> Result<Vec<u8>, String> {
     base64::engine::general_purpose::STANDARD
         .decode(body.trim())
         .map_err(|e| format!("CA PEM: {e}"))
+}
+
+/// A key of a Secret, as text.
+pub(crate) async fn secret_value(
+    admin: &Client,
+    ns: &str,
+    name: &str,
+    key: &str,
+) -> Result<String, String> {
+    let s = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), ns)
+        .get(name)
+        .await
+        .map_err(|e| format!("secret {ns}/{name}: {e}"))?;
+    s.data
+        .and_then(|d| {
+            d.get(key)
+                .map(|b| String::from_utf8_lossy(&b.0).to_string())
+        })
+        .ok_or_else(|| format!("secret {ns}/{name} has no {key}"))
+}
+
+/// An admin client of the workload cluster ByoHost `h` serves (`<cluster>-kubeconfig`), for
+/// the SIMULATED check of whether a network add-on runs there.
+pub(crate) async fn tenant_admin(admin: &Client, h: &kube::api::DynamicObject) -> Option<Client> {
+    let cluster = super::label(h, crate::fixtures::CLUSTER_NAME)?;
+    let ns = h.data["status"]["machineRef"]["namespace"].as_str()?;
+    let text = secret_value(admin, ns, &format!("{cluster}-kubeconfig"), "value")
+        .await
+        .ok()?;
+    let kc = Kubeconfig::from_yaml(&text).ok()?;
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .ok()?;
+    Client::try_from(config).ok()
 }
 
 /// Whether a network add-on would have configured CNI on the node: a DaemonSet in the tenant

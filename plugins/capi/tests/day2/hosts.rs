@@ -323,15 +323,8 @@ async fn the_real_agent_registers_a_host_from_what_hosts_add_prints() {
     let o = s.ok(&words(&format!(
         "hosts add {host} --label role=real --preinstalled"
     )));
-    let line = err(&o)
-        .lines()
-        .find(|l| l.contains("byoh-hostagent --bootstrap-kubeconfig"))
-        .unwrap_or_else(|| panic!("no agent command in:\n{}", err(&o)))
-        .to_string();
-    let command: Vec<String> = line[line.find("byoh-hostagent").unwrap()..]
-        .split_whitespace()
-        .map(String::from)
-        .collect();
+    let command = testbed::agent::command_in(&err(&o))
+        .unwrap_or_else(|| panic!("no agent command in:\n{}", err(&o)));
     assert_eq!(
         command[..3],
         [
@@ -383,18 +376,9 @@ async fn the_real_agent_registers_a_host_from_what_hosts_add_prints() {
         info["architecture"],
         std::env::consts::ARCH.replace("x86_64", "amd64")
     );
-    let pretty = std::fs::read_to_string("/etc/os-release")
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("PRETTY_NAME=")
-                .map(|v| v.trim_matches('"').to_string())
-        })
-        .unwrap();
     assert_eq!(
-        info["osimage"],
-        json!(pretty),
-        "read from the host's /etc/os-release"
+        info["osimage"], "Ubuntu 20.04.6 LTS",
+        "read from the host's /etc/os-release (testbed::agent::OS_RELEASE)"
     );
     let nics = registered["status"]["network"].as_array().unwrap();
     let eth0 = nics

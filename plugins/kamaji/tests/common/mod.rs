@@ -381,11 +381,21 @@ pub fn tenant_kubeconfig(tb: &Testbed, ns: &str, name: &str) -> PathBuf {
     kc
 }
 
-/// SIMULATED host agents (`count` hosts named `<ns>-<prefix>NN`, labelled `label`, in `ns`)
-/// acting as their `byoh:host:<name>` users; their kubelets join live tenants for real. With
-/// `install`, they wait for the installation secret as agents without --skip-installation do.
-/// Returns once every agent registered its ByoHost, as an operator registers hosts before
-/// creating a cluster on them (`create` checks the pool).
+/// `target/debug/kubectl-capi`, next to our binary ([`testbed::workspace_binary`]).
+pub fn capi_binary() -> PathBuf {
+    testbed::workspace_binary(
+        env!("CARGO_BIN_EXE_kubectl-kamaji"),
+        "kubectl-capi",
+        "kubectl-capi",
+    )
+}
+
+/// Real BYOH host agents (`count` hosts named `<ns>-<prefix>NN`, labelled `label`, in `ns`),
+/// onboarded as an admin does: `kubectl capi hosts add` (with `--preinstalled` unless
+/// `install`), its bootstrap kubeconfig placed and its printed command run on the host
+/// (`testbed::agent`, whose `kubeadm` and installer programs are SIMULATED). Returns once every
+/// agent registered its ByoHost, as an operator registers hosts before creating a cluster on
+/// them (`create` checks the pool). The agents run while the returned values live.
 pub async fn host_agents(
     tb: &Testbed,
     client: &Client,
@@ -394,29 +404,41 @@ pub async fn host_agents(
     count: usize,
     label: (&str, &str),
     install: bool,
-) {
-    use testbed::sim::{SimOptions, byoh};
-    let opts = SimOptions {
-        delay: Duration::from_millis(300),
-        tick: Duration::from_millis(250),
-        host_kubeconfig: Some(tb.kubeconfig.clone()),
-        install,
-        join: true,
-        ..SimOptions::default()
-    };
-    let pool = byoh::Pool {
-        namespace: ns.to_string(),
-        count,
-        labels: vec![(label.0.to_string(), label.1.to_string())],
-        name_prefix: format!("{ns}-{prefix}"),
-    };
-    tokio::spawn(byoh::run_agents(client.clone(), pool, opts));
+) -> Vec<testbed::agent::HostAgent> {
+    let mut agents = Vec::new();
+    for i in 1..=count {
+        let host = format!("{ns}-{prefix}{i:02}");
+        let mut args = vec![
+            "hosts".to_string(),
+            "add".into(),
+            host.clone(),
+            "--label".into(),
+            format!("{}={}", label.0, label.1),
+        ];
+        if !install {
+            args.push("--preinstalled".into());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run::plugin_in(capi_binary().to_str().unwrap(), &tb.kubeconfig, ns, &args);
+        assert!(o.status.success(), "hosts add {host}: {}", stderr(&o));
+        let command = testbed::agent::command_in(&stderr(&o))
+            .unwrap_or_else(|| panic!("no agent command in:\n{}", stderr(&o)));
+        let agent = testbed::agent::HostAgent::start(
+            tb,
+            &host,
+            testbed::agent::next_ip(),
+            &stdout(&o),
+            &command,
+        )
+        .unwrap_or_else(|e| panic!("the agent of {host}: {e}"));
+        agents.push(agent);
+    }
     let hosts = api(client, ns, &byoh_ar("ByoHost"));
     let lp = kube::api::ListParams::default().labels(&format!("{}={}", label.0, label.1));
     let name_prefix = format!("{ns}-{prefix}");
     wait_until(
         "the host agents to register",
-        Duration::from_secs(60),
+        Duration::from_secs(90),
         || async {
             let l = hosts.list(&lp).await.map_err(|e| e.to_string())?;
             let n = l
@@ -432,11 +454,16 @@ pub async fn host_agents(
             if n >= count {
                 Ok(())
             } else {
-                Err(format!("{n} of {count} registered"))
+                let logs: Vec<String> = agents.iter().map(|a| a.log_tail()).collect();
+                Err(format!(
+                    "{n} of {count} registered; agent logs:\n{}",
+                    logs.join("\n---\n")
+                ))
             }
         },
     )
     .await;
+    agents
 }
 
 /// Polls `f` every half second until it returns `Ok`, and returns that; after `timeout`, fails

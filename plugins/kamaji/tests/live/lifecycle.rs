@@ -680,7 +680,7 @@ async fn byoh_workers_join() {
     let (tb, client, ns, rec) = live_namespace("life-byoh-workers").await;
     // The real controller selects hosts across all namespaces: the label is this test's own.
     let site = format!("ams-{ns}");
-    host_agents(tb, &client, &ns, "h", 2, ("site", &site), false).await;
+    let _agents = host_agents(tb, &client, &ns, "h", 2, ("site", &site), false).await;
     let port = free_port().to_string();
     let out = create_byoh_tenant(tb, &ns, "w", "1", &format!("site={site}"), &port);
     assert_ran(&out, "create", &rec);

@@ -4,7 +4,6 @@
 //! v1.14 core and kubeadm bootstrap managers, and our reconciler. Only the BYOH host agents'
 //! OS work is SIMULATED; their kubelets join the live tenant through the bootstrap token.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,15 +13,6 @@ use serde_json::{Value, json};
 use testbed::Testbed;
 use testbed::fixtures::reconciler::assert_ran;
 use testbed::fixtures::run::{plugin_in, words};
-
-/// `target/debug/kubectl-capi`, next to our binary ([`testbed::workspace_binary`]).
-fn capi_binary() -> PathBuf {
-    testbed::workspace_binary(
-        env!("CARGO_BIN_EXE_kubectl-kamaji"),
-        "kubectl-capi",
-        "kubectl-capi",
-    )
-}
 
 /// `kubectl capi delete NAME --yes --wait`, which must succeed.
 fn capi_delete(tb: &Testbed, ns: &str, name: &str) {
@@ -87,8 +77,8 @@ fn served_serial(port: u16) -> String {
 async fn byoh_cluster_on_the_real_controllers() {
     let (tb, client, ns, rec) = live_namespace("real-byoh").await;
     let role = format!("w-{ns}");
-    host_agents(tb, &client, &ns, "a", 2, ("role", &role), false).await;
-    host_agents(tb, &client, &ns, "b", 1, ("role", "elsewhere"), false).await;
+    let agents_a = host_agents(tb, &client, &ns, "a", 2, ("role", &role), false).await;
+    let _agents_b = host_agents(tb, &client, &ns, "b", 1, ("role", "elsewhere"), false).await;
     let port = free_port();
     let selector = format!("role={role}");
     let out = create_byoh_tenant(tb, &ns, "c1", "2", &selector, &port.to_string());
@@ -125,7 +115,7 @@ async fn byoh_cluster_on_the_real_controllers() {
     }
 
     // A spare for the retire below, registered after the cluster took its two.
-    host_agents(tb, &client, &ns, "s", 1, ("role", &role), false).await;
+    let _spare = host_agents(tb, &client, &ns, "s", 1, ("role", &role), false).await;
     let spare = format!("{ns}-s01");
 
     // A host that loses power (fault injection: its SIMULATED agent and kubelet stop): the
@@ -133,7 +123,11 @@ async fn byoh_cluster_on_the_real_controllers() {
     // Cluster API mirrors that on the Machine, and the doctor names the host while the steps
     // below run.
     let silent = format!("{ns}-a02");
-    testbed::sim::byoh::power(&silent, false);
+    agents_a
+        .iter()
+        .find(|a| a.host == silent)
+        .expect("the agent of the host to power off")
+        .power(false);
 
     // token join prints a bootstrap token that exists in the tenant's kube-system.
     let join = ok(&kamaji(tb, &ns, &["token", "join", "c1"]));
@@ -302,21 +296,34 @@ async fn byoh_cluster_on_the_real_controllers() {
     .await;
 }
 
-/// Without --preinstalled-hosts, create renders the installer pieces: the real BYOH webhooks
-/// admit them, the ByoMachineTemplate carries an installerRef, and the real BYOH controller
-/// derives a K8sInstallerConfig from it for the machine it attaches (agents here wait for the
-/// installation secret, as agents without --skip-installation do).
+/// Without --preinstalled-hosts, the installer path with the real agent: create renders the
+/// installer pieces (the real BYOH webhooks admit them, the ByoMachineTemplate carries an
+/// installerRef); the real BYOH controller derives a K8sInstallerConfig for the machine it
+/// attaches and writes the installation secret for the host's OS; the real agent runs that
+/// install script (its package and service commands SIMULATED). Then what BYOH v0.5.0 does on
+/// Cluster API v1.14, which `create` warns of: the installation Secret has the machine's name,
+/// as the bootstrap data Secret does, and replaces its data, so the agent runs an empty
+/// bootstrap script, reports the node bootstrapped and no `kubeadm join` runs. Deleting the
+/// cluster releases the host: the agent runs `kubeadm reset` and the uninstall script.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn byoh_installer_pieces_on_the_real_controller() {
+async fn byoh_installer_path_with_the_real_agent() {
     let (tb, client, ns, _rec) = live_namespace("real-installer").await;
     let role = format!("i-{ns}");
-    host_agents(tb, &client, &ns, "h", 1, ("role", &role), true).await;
+    let agents = host_agents(tb, &client, &ns, "h", 1, ("role", &role), true).await;
+    let host = &agents[0];
+    assert!(host.commands().is_empty(), "{:?}", host.commands());
     let port = free_port().to_string();
     let selector = format!("role={role}");
     let extra = ["--workers", "1", "--host-selector", &selector];
-    let mut args = create_args("c2", "byoh", "v1.36.3", &extra);
+    let mut args = create_args("c2", "byoh", "v1.35.4", &extra);
     args.extend(tenant_flags(&port));
-    ok(&kamaji(tb, &ns, &args));
+    let out = kamaji(tb, &ns, &args);
+    assert!(
+        stderr(&out).contains("never join; prefer --preinstalled-hosts"),
+        "create warns of the installer path: {}",
+        stderr(&out)
+    );
+    ok(&out);
     let tmpl = get(&client, &ns, &byoh_ar("ByoMachineTemplate"), "c2-md-0")
         .await
         .expect("ByoMachineTemplate c2-md-0");
@@ -325,34 +332,91 @@ async fn byoh_installer_pieces_on_the_real_controller() {
     let name = iref["name"].as_str().unwrap();
     let ict = byoh_ar("K8sInstallerConfigTemplate");
     assert!(get(&client, &ns, &ict, name).await.is_some());
-    // The real controller creates a K8sInstallerConfig named after the ByoMachine.
-    let configs = api(&client, &ns, &byoh_ar("K8sInstallerConfig"));
-    wait_until(
-        "a K8sInstallerConfig from the real BYOH controller",
+    // The real controller made a K8sInstallerConfig, and the agent ran the script it wrote:
+    // the bundle pulled, the packages installed, containerd started; the host says installed
+    // and bootstrapped.
+    let h = wait_until(
+        "the agent to install and bootstrap",
         Duration::from_secs(180),
         || async {
-            let all = list(&configs, &Default::default()).await;
-            (!all.is_empty()).then_some(()).ok_or("none".to_string())
-        },
-    )
-    .await;
-    // The host waits for the installation secret, with upstream's reason.
-    wait_until(
-        "the host to wait for the installation secret",
-        Duration::from_secs(60),
-        || async {
-            let h = hosts(&client, &ns).await;
-            let waiting = h.iter().any(|h| {
-                h["status"]["conditions"].as_array().is_some_and(|cs| {
-                    cs.iter().any(|c| {
-                        c["type"] == "K8sComponentsInstallationSucceeded"
-                            && c["reason"] == "K8sInstallationSecretUnavailable"
-                    })
-                })
+            let h = get(&client, &ns, &byoh_ar("ByoHost"), &host.host).await;
+            let done = h.as_ref().is_some_and(|h| {
+                condition(h, "K8sComponentsInstallationSucceeded") == "True"
+                    && condition(h, "K8sNodeBootstrapSucceeded") == "True"
             });
-            waiting.then_some(()).ok_or(format!("hosts: {h:?}"))
+            match h {
+                Some(h) if done => Ok(h),
+                h => Err(format!("{h:?}\n{}", host.log_tail())),
+            }
         },
     )
     .await;
+    let configs = list(
+        &api(&client, &ns, &byoh_ar("K8sInstallerConfig")),
+        &Default::default(),
+    )
+    .await;
+    assert_eq!(configs.len(), 1, "{configs:?}");
+    assert_eq!(
+        h["status"]["hostinfo"]["osimage"], "Ubuntu 20.04.6 LTS",
+        "{h}"
+    );
+    let ran = host.commands();
+    let at = |prefix: &str| {
+        ran.iter()
+            .position(|c| c.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {ran:?}\n{}", host.log_tail()))
+    };
+    assert!(at("imgpkg pull -i ") < at("dpkg --install "), "{ran:?}");
+    assert!(
+        at("dpkg --install ") < at("systemctl start containerd"),
+        "{ran:?}"
+    );
+    // The bootstrap data Secret is the installation Secret (one name, the machine's): no
+    // `value`, so no kubeadm join ran.
+    let secret = h["spec"]["bootstrapSecret"]["name"].as_str().unwrap();
+    assert_eq!(secret, configs[0]["metadata"]["name"], "{h}");
+    let data = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &ns)
+        .get(secret)
+        .await
+        .unwrap()
+        .data
+        .unwrap_or_default();
+    assert!(
+        !data.contains_key("value") && data.contains_key("install"),
+        "{:?}",
+        data.keys()
+    );
+    assert!(!ran.iter().any(|c| c.starts_with("kubeadm")), "{ran:?}");
+
+    // Released on delete: kubeadm reset and the uninstall script ran on the host.
     capi_delete(tb, &ns, "c2");
+    wait_until(
+        "the host released, reset and uninstalled",
+        Duration::from_secs(120),
+        || async {
+            let h = get(&client, &ns, &byoh_ar("ByoHost"), &host.host).await;
+            let ran = host.commands();
+            let reset = ran.iter().any(|c| c == "kubeadm reset --force");
+            let uninstalled = ran.iter().any(|c| c == "systemctl stop containerd");
+            let released = h.as_ref().is_some_and(|h| {
+                h["status"]["machineRef"].is_null()
+                    && condition(h, "K8sComponentsInstallationSucceeded") == "False"
+            });
+            (reset && uninstalled && released)
+                .then_some(())
+                .ok_or(format!("{ran:?}\n{h:?}\n{}", host.log_tail()))
+        },
+    )
+    .await;
+}
+
+/// The status of condition `t` of an object, or "".
+fn condition(o: &Value, t: &str) -> String {
+    o["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or("")
+        .to_string()
 }

@@ -114,6 +114,13 @@ fn byoh_installer(ctx: &Ctx, notes: &mut Vec<String>) -> (Value, Value) {
         notes.push(format!(
             "BYOH agents install Kubernetes {version} from {repo}/byoh-bundle-<os>_k8s:{version} (K8sInstallerConfigTemplate {md_name}); the bundle must exist there, or pass --preinstalled-hosts for hosts with Kubernetes pre-installed"
         ));
+        // Seen with the real agent and controllers: BYOH v0.5.0 names the installation Secret
+        // after the K8sInstallerConfig, that is the machine (`storeInstallationData`, which
+        // updates the Secret if it exists), and Cluster API v1.14's kubeadm bootstrap provider
+        // names the bootstrap data Secret after the machine too. One overwrites the other.
+        notes.push(
+            "BYOH v0.5.0 gives its installation Secret the machine's name, as Cluster API's kubeadm bootstrap provider does its bootstrap data, and overwrites it: the agents install, report the node bootstrapped and never join; prefer --preinstalled-hosts".to_string(),
+        );
     }
     (installer_ref, template)
 }

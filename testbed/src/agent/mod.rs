@@ -15,25 +15,61 @@
 //! (`kubernetes.io/kube-apiserver-client`, as the bootstrap token's user), approved by the real
 //! BYOH manager and signed by kube-controller-manager's csrsigning controller with the client
 //! CA; its kubeconfig written to `$HOME/.byoh/config`; its ByoHost created and its status
-//! (host facts, interfaces, conditions) patched as `byoh:host:<name>`.
+//! (host facts, interfaces, conditions) patched as `byoh:host:<name>`. When BYOH's controller
+//! attaches it to a machine, the agent runs the installer's script (unless started with
+//! `--skip-installation`) and the bootstrap data, and on release `kubeadm reset` and the
+//! uninstall script, all under `/bin/bash` as on a real host: only the programs in them that
+//! would change a real machine are SIMULATED ([`host`]: `kubeadm`, `imgpkg`, `dpkg`,
+//! `systemctl`, …), and the testbed answers `kubeadm join` by joining the workload cluster as
+//! the kubelet would ([`kubelet`]).
+
+mod host;
+pub mod inbox;
+mod kubelet;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::netns::NetSandbox;
 use crate::{Error, Proc, Testbed};
 
+pub use host::{OS_RELEASE, SIMULATED_COMMANDS};
+
 /// Where `kubectl capi hosts add` tells the admin to put the bootstrap kubeconfig.
 pub const BOOTSTRAP_KUBECONFIG: &str = "/etc/byoh/bootstrap-kubeconfig.conf";
+
+/// The agent command in what `kubectl capi hosts add` printed on stderr: the words from
+/// `byoh-hostagent` on.
+pub fn command_in(printed: &str) -> Option<Vec<String>> {
+    let line = printed
+        .lines()
+        .find(|l| l.contains("byoh-hostagent --bootstrap-kubeconfig"))?;
+    let from = line.find("byoh-hostagent")?;
+    Some(line[from..].split_whitespace().map(String::from).collect())
+}
+
+/// A distinct address for each host this process starts (192.0.2.0/24, TEST-NET-1; each host
+/// has a network namespace of its own, so hosts of other processes may reuse them).
+pub fn next_ip() -> std::net::Ipv4Addr {
+    static NEXT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(10);
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    // 10..=250, then around again: no test runs that many hosts at once.
+    std::net::Ipv4Addr::new(192, 0, 2, 10 + n.wrapping_sub(10) % 241)
+}
 
 pub struct HostAgent {
     pub host: String,
     /// The agent's `$HOME` (its kubeconfig is `.byoh/config` there).
     pub home: PathBuf,
     pub log: PathBuf,
+    /// The host's directory (its `/etc` upper layer, its SIMULATED programs and their log).
+    pub dir: PathBuf,
     /// Held for the agent's lifetime (the testbed holds it too, to forward tenant ports).
     _sandbox: Arc<NetSandbox>,
     proc: Proc,
+    powered: Arc<AtomicBool>,
+    kubelet: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl HostAgent {
@@ -55,7 +91,7 @@ impl HostAgent {
                 "the agent command starts with {program:?}, not byoh-hostagent"
             )));
         }
-        let bin = crate::assets::built(&tb.assets.byoh, "the BYOH host agent was not built")?
+        let agent_bin = crate::assets::built(&tb.assets.byoh, "the BYOH host agent was not built")?
             .join("byoh-hostagent");
         let dir = tb.dir.join("hosts").join(host);
         let etc = dir.join("etc");
@@ -64,6 +100,13 @@ impl HostAgent {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
         std::fs::write(&conf, bootstrap_kubeconfig).map_err(|e| Error::io(&conf, e))?;
+        let bin = dir.join("bin");
+        host::write(&dir, &bin, &etc)?;
+        let namespace = command
+            .windows(2)
+            .find(|w| w[0] == "--namespace")
+            .map(|w| w[1].clone())
+            .unwrap_or_else(|| "default".into());
         let (home, work) = (dir.join("home"), dir.join("work"));
         for d in [&home, &work] {
             std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
@@ -82,23 +125,44 @@ impl HostAgent {
             "--uts".into(),
             format!("--wd={}", work.display()),
             "--".into(),
-            bin.display().to_string(),
+            agent_bin.display().to_string(),
         ];
         argv.extend(args.iter().cloned());
         let log = dir.join("byoh-hostagent.log");
+        let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/sbin:/usr/bin:/sbin:/bin".into());
         let proc = Proc::spawn_with_env(
             &format!("byoh-hostagent-{host}"),
             Path::new("nsenter"),
             &argv,
             &log,
-            &[("HOME", home.display().to_string())],
+            &[
+                ("HOME", home.display().to_string()),
+                // The SIMULATED programs first ([`host`]).
+                ("PATH", format!("{}:{path}", bin.display())),
+            ],
         )?;
+        let powered = Arc::new(AtomicBool::new(true));
+        // The kubelet side needs a runtime; a caller without one gets an agent that registers
+        // and bootstraps but whose `kubeadm` is never answered (and says so after its wait).
+        let kubelet = tokio::runtime::Handle::try_current().ok().map(|rt| {
+            rt.spawn(kubelet::run(kubelet::Host {
+                kubeconfig: tb.kubeconfig.clone(),
+                name: host.to_string(),
+                namespace,
+                ip,
+                spool: dir.join("spool"),
+                powered: powered.clone(),
+            }))
+        });
         Ok(HostAgent {
             host: host.to_string(),
             home,
             log,
+            dir,
             _sandbox: sandbox,
             proc,
+            powered,
+            kubelet,
         })
     }
 
@@ -114,6 +178,26 @@ impl HostAgent {
         l[l.len().saturating_sub(30)..].join("\n")
     }
 
+    /// The SIMULATED programs the host ran, one line each (`kubeadm reset --force`, …).
+    pub fn commands(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("commands.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Fault injection: powers the host off (`on` false) or back on. Off, the agent's process
+    /// is stopped (SIGSTOP) and its SIMULATED kubelet sends no heartbeat, as a host that lost
+    /// power or network; back on, both carry on with their state intact.
+    pub fn power(&self, on: bool) {
+        self.powered.store(on, Ordering::SeqCst);
+        let signal = if on { "-CONT" } else { "-STOP" };
+        let _ = std::process::Command::new("kill")
+            .args([signal, &self.proc.pid().to_string()])
+            .status();
+    }
+
     /// Whether the agent process still runs.
     pub fn running(&mut self) -> bool {
         self.proc.exited().is_none()
@@ -122,6 +206,10 @@ impl HostAgent {
 
 impl Drop for HostAgent {
     fn drop(&mut self) {
+        if let Some(k) = self.kubelet.take() {
+            k.abort();
+        }
+        // A stopped process takes SIGKILL too.
         self.proc.kill();
     }
 }
