@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make demo: the whole story on a laptop. Builds the plugins, starts the sandbox (real etcd,
 # kube-apiserver, kube-controller-manager, CAPI v1.14 core and kubeadm bootstrap managers, the
-# Kamaji v1.0.0 operator and the BYOH v0.5.0 controller manager), 8 SIMULATED BYOH host agents and
+# Kamaji v1.0.0 operator and the BYOH v0.5.0 controller manager), 8 hosts onboarded with
+# `kubectl capi hosts add` and the real BYOH v0.5.0 agent (each host a SIMULATED machine: a network
+# namespace, hostname and /etc of its own; its kubeadm and kubelet SIMULATED) and
 # our reconciler (from its image, `make image`, installed by `kubectl kamaji install`), then runs a narrated tour through the real kubectl binary. Tenant control
 # planes run real kube-apiserver, kube-controller-manager and kube-scheduler processes (under a
 # SIMULATED kubelet: no container runtime here). Stops everything at the end or on Ctrl-C;
@@ -41,8 +43,7 @@ say "Starting the sandbox: real kube-apiserver, etcd, kube-controller-manager, C
 "$bin/capi-testbed" down --dir "$dir" >/dev/null 2>&1 || true
 rm -rf "$dir"; mkdir -p "$dir"
 t0=$(date +%s)
-nohup "$bin/capi-testbed" up --dir "$dir" --real --simulate --hosts 8 --host-label role=worker \
-  --delay-ms "${DEMO_DELAY_MS:-1500}" >"$dir/sandbox.log" 2>&1 </dev/null &
+nohup "$bin/capi-testbed" up --dir "$dir" --real >"$dir/sandbox.log" 2>&1 </dev/null &
 for _ in $(seq 1 900); do
   [ -f "$dir/ready" ] && break
   [ -f "$dir/failed" ] && { cat "$dir/sandbox.log" >&2; exit 1; }
@@ -63,7 +64,28 @@ crane=$(bash testbed/build-bins.sh crane)/crane
 run kubectl kamaji install --image "$image"
 run kubectl -n kamaji-reconciler-system rollout status deployment/kamaji-reconciler --timeout 120s
 
-say "1. The host pool: 8 bare-metal hosts (SIMULATED agents), all free"
+say "1. Onboarding 8 bare-metal hosts: kubectl capi hosts add prints each one's bootstrap kubeconfig and agent command"
+kubectl create namespace byoh-hosts >/dev/null
+echo '$ kubectl capi hosts add host-01 --label role=worker --preinstalled -n byoh-hosts > host-01.conf'
+kubectl capi hosts add host-01 --label role=worker --preinstalled -n byoh-hosts >"$dir/host-01.conf" 2>"$dir/host-01.txt"
+cat "$dir/host-01.txt"
+for i in 02 03 04 05 06 07 08; do
+  kubectl capi hosts add "host-$i" --label role=worker --preinstalled -n byoh-hosts \
+    >"$dir/host-$i.conf" 2>"$dir/host-$i.txt"
+done
+echo "... and host-02 to host-08 alike"
+say "1b. On each host: the kubeconfig placed, the printed command run (the real byoh-hostagent v0.5.0; the host a SIMULATED machine)"
+for i in 01 02 03 04 05 06 07 08; do
+  read -r -a cmd < <(grep -o 'byoh-hostagent --bootstrap-kubeconfig.*' "$dir/host-$i.txt")
+  "$bin/capi-testbed" host --dir "$dir" "host-$i" "$dir/host-$i.conf" -- "${cmd[@]}"
+done
+for _ in $(seq 1 600); do
+  [ "$(kubectl -n byoh-hosts get byohosts --no-headers 2>/dev/null | wc -l)" -ge 8 ] && break
+  sleep 0.2
+done
+[ "$(kubectl -n byoh-hosts get byohosts --no-headers | wc -l)" -ge 8 ] ||
+  { echo "not every agent registered in 120s; see $dir/hosts/*/byoh-hostagent.log" >&2; exit 1; }
+say "1c. The host pool: 8 hosts registered by their agents, all free"
 run kubectl capi hosts
 
 # The tenant API server listens on the sandbox's loopback (a pre-assigned address, as a VIP
