@@ -6,8 +6,8 @@
 //! the CAPI CRDs ([`crate::capi`] sets that up). Its ByoHost webhook lets only
 //! `system:serviceaccount:byoh-system:byoh-controller-manager` and `byoh:host:<name>` users
 //! change hosts (`apis/infrastructure/v1beta1/byohost_webhook.go`), so the manager runs as that
-//! service-account user (a token of the testbed's), and the SIMULATED host agents impersonate
-//! their `byoh:host:<name>` users. Its webhook port, 9443, is hard-coded upstream, so it runs in
+//! service-account user (a token of the testbed's), and the real host agents
+//! (`crate::agent`) are their `byoh:host:<name>` users by the certificates their CSRs got. Its webhook port, 9443, is hard-coded upstream, so it runs in
 //! a network namespace of its own ([`crate::netns`]), with its webhook and health ports exposed
 //! on free host ports and the API server's and every tenant's port forwarded in: several
 //! testbeds (tests, the demo) can then run at once.

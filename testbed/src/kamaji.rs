@@ -31,7 +31,7 @@ pub const NAMESPACE: &str = "kamaji-system";
 const MANAGER: &str = "capi-testbed";
 
 fn tcp_resource() -> ApiResource {
-    crate::sim::ar(
+    crate::meta::ar(
         "kamaji.clastix.io",
         "v1alpha1",
         "TenantControlPlane",
@@ -129,7 +129,7 @@ async fn apply_datastores(
     (ca_crt, ca_key): (&str, &str),
     (client_crt, client_key): (&str, &str),
 ) -> Result<(), Error> {
-    let v1 = |kind: &str, plural: &str| crate::sim::ar("", "v1", kind, plural);
+    let v1 = |kind: &str, plural: &str| crate::meta::ar("", "v1", kind, plural);
     apply(
         client,
         &v1("Namespace", "namespaces"),
@@ -157,7 +157,7 @@ async fn apply_datastores(
     }
     let sref = |name: &str, key: &str| json!({"secretReference": {"name": name, "namespace": NAMESPACE, "keyPath": key}});
     for (name, port) in ports {
-        apply(client, &crate::sim::ar("kamaji.clastix.io", "v1alpha1", "DataStore", "datastores"), None, json!({
+        apply(client, &crate::meta::ar("kamaji.clastix.io", "v1alpha1", "DataStore", "datastores"), None, json!({
             "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "DataStore",
             "metadata": {"name": name},
             "spec": {"driver": "etcd", "endpoints": [format!("127.0.0.1:{port}")],

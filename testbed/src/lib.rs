@@ -31,10 +31,10 @@ mod inotify;
 mod kamaji;
 pub use datastore::SECOND as SECOND_DATASTORE;
 pub use kamaji::KAMAJI_VALIDATION_LABEL;
+pub(crate) mod meta;
 mod netns;
 pub mod pods;
 mod process;
-pub mod sim;
 mod startup;
 
 use std::net::TcpListener;
@@ -54,8 +54,8 @@ pub use assets::Assets;
 pub use assets::build as build_bins;
 /// Installs every CRD of a folder (server-side apply) and waits until they are served.
 pub use crds::install_dir as install_crds;
+pub use meta::ar as api_resource;
 pub use process::Proc;
-pub use sim::ar as api_resource;
 
 /// Which upstream CRDs the API server gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

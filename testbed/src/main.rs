@@ -2,8 +2,6 @@
 //!
 //! ```text
 //! capi-testbed up   --dir .sandbox [--profile full|v1beta1|bare] [--capi] [--real]  # foreground
-//!                   [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v]
-//!                    [--delay-ms MS] [--failure-rate F] [--agents-install]]
 //! capi-testbed down --dir .sandbox
 //! capi-testbed host --dir .sandbox NAME BOOTSTRAP_KUBECONFIG -- byoh-hostagent ARGS…  # a host
 //! capi-testbed build [--capi]                                               # assets only
@@ -17,8 +15,10 @@
 //! `up` writes `<dir>/kubeconfig`, then `<dir>/ready`, and runs until SIGINT or SIGTERM, when it
 //! stops every process it started. Each `up` is a fresh cluster: the etcd data an earlier run
 //! left in `<dir>` is removed (the new API server has a new port and new certificates, so
-//! objects naming the old one would mislead), and `up` refuses while a sandbox runs there. `--simulate` runs SIMULATED BYOH host agents next to the real
-//! controllers, so it needs `--real` (Kamaji and the BYOH controller run for real only).
+//! objects naming the old one would mislead), and `up` refuses while a sandbox runs there.
+//! `host` onboards a host into a running `up --real`: what `kubectl capi hosts add` printed (the
+//! bootstrap kubeconfig, the agent command) runs on a new host of the sandbox with the real BYOH
+//! agent (`testbed::agent`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,7 +28,7 @@ use testbed::{Options, Profile, Testbed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--real] [--audit] [--simulate [--hosts N] [--hosts-namespace NS] [--host-label k=v] [--delay-ms MS] [--failure-rate F] [--agents-install]]\n       capi-testbed down --dir DIR\n       capi-testbed host --dir DIR NAME BOOTSTRAP_KUBECONFIG -- byoh-hostagent ARGS...\n       capi-testbed build [--capi]\n       capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N] [--clusters N] [--deployments N]"
+        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--real] [--audit]\n       capi-testbed down --dir DIR\n       capi-testbed host --dir DIR NAME BOOTSTRAP_KUBECONFIG -- byoh-hostagent ARGS...\n       capi-testbed build [--capi]\n       capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N] [--clusters N] [--deployments N]"
     );
     ExitCode::from(2)
 }
@@ -61,24 +61,7 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        "up" => {
-            if cli.simulate && !cli.real {
-                eprintln!(
-                    "error: --simulate needs --real: the SIMULATED host agents work with the real Kamaji operator and BYOH controller"
-                );
-                return usage();
-            }
-            cli.sim_opts.install = cli.install;
-            up(
-                cli.dir,
-                cli.profile,
-                cli.capi,
-                cli.real,
-                cli.audit,
-                cli.simulate.then_some((cli.pool, cli.sim_opts)),
-            )
-            .await
-        }
+        "up" => up(cli.dir, cli.profile, cli.capi, cli.real, cli.audit).await,
         "down" => down(cli.dir),
         "seed" => {
             if let Some(n) = cli.hosts_given {
@@ -100,17 +83,11 @@ struct Cli {
     profile: Profile,
     capi: bool,
     real: bool,
-    /// `--agents-install`.
-    install: bool,
     audit: bool,
-    /// `--simulate`: run the SIMULATED host agents.
-    simulate: bool,
-    sim_opts: testbed::sim::SimOptions,
-    pool: testbed::sim::byoh::Pool,
     seed: testbed::fixtures::FleetSpec,
     seed_ns: String,
     kubeconfig: Option<PathBuf>,
-    /// `--hosts`: the agents' pool size for `up`, the fleet's host count for `seed`.
+    /// `--hosts`: the fleet's host count for `seed`.
     hosts_given: Option<usize>,
 }
 
@@ -123,16 +100,7 @@ impl Cli {
             profile: Profile::Full,
             capi: false,
             real: false,
-            install: false,
             audit: false,
-            simulate: false,
-            sim_opts: testbed::sim::SimOptions::default(),
-            pool: testbed::sim::byoh::Pool {
-                namespace: "byoh-hosts".into(),
-                count: 8,
-                labels: vec![],
-                name_prefix: "host-".into(),
-            },
             seed: testbed::fixtures::FleetSpec::small(),
             seed_ns: "bench".to_string(),
             kubeconfig: None,
@@ -158,31 +126,12 @@ impl Cli {
                 self.real = true;
             }
             "--audit" => self.audit = true,
-            "--agents-install" => self.install = true,
-            "--simulate" => self.simulate = true,
-            "--hosts" => {
-                let n = it.next()?.parse().ok()?;
-                self.pool.count = n;
-                self.hosts_given = Some(n);
-            }
+            "--hosts" => self.hosts_given = Some(it.next()?.parse().ok()?),
             "--machines" => self.seed.machines = it.next()?.parse().ok()?,
             "--clusters" => self.seed.clusters = it.next()?.parse().ok().filter(|n| *n > 0)?,
             "--deployments" => self.seed.machine_deployments = it.next()?.parse().ok()?,
             "--namespace" => self.seed_ns = it.next()?.clone(),
             "--kubeconfig" => self.kubeconfig = Some(PathBuf::from(it.next()?)),
-            "--hosts-namespace" => self.pool.namespace = it.next()?.clone(),
-            "--host-label" => {
-                let (k, v) = it.next()?.split_once('=')?;
-                self.pool.labels.push((k.to_string(), v.to_string()));
-            }
-            "--delay-ms" => self.sim_opts.delay = Duration::from_millis(it.next()?.parse().ok()?),
-            "--failure-rate" => {
-                let f = it.next()?.parse::<f64>().ok()?;
-                if !(0.0..=1.0).contains(&f) {
-                    return None;
-                }
-                self.sim_opts.failure_rate = f;
-            }
             _ => return None,
         }
         Some(())
@@ -226,14 +175,7 @@ async fn seed_fleet(
     }
 }
 
-async fn up(
-    dir: PathBuf,
-    profile: Profile,
-    capi: bool,
-    real: bool,
-    audit: bool,
-    sim: Option<(testbed::sim::byoh::Pool, testbed::sim::SimOptions)>,
-) -> ExitCode {
+async fn up(dir: PathBuf, profile: Profile, capi: bool, real: bool, audit: bool) -> ExitCode {
     let dir = match std::path::absolute(&dir) {
         Ok(d) => d,
         Err(e) => {
@@ -279,10 +221,6 @@ async fn up(
             return ExitCode::FAILURE;
         }
     };
-    let mut sims = Vec::new();
-    if let Some((pool, opts)) = sim {
-        sims.push(start_agents(&tb, pool, opts).await);
-    }
     let _ = std::fs::write(dir.join("ready"), tb.server.as_bytes());
     eprintln!(
         "sandbox ready: {} ({} profile{})",
@@ -315,9 +253,6 @@ async fn up(
         }
     }
     drop(agents);
-    for s in sims {
-        s.abort();
-    }
     tb.stop();
     let _ = std::fs::remove_file(dir.join("ready"));
     let _ = std::fs::remove_file(dir.join("pid"));
@@ -372,31 +307,6 @@ fn running_in(dir: &std::path::Path) -> Option<i32> {
     let ours = pid != std::process::id() as i32
         && String::from_utf8_lossy(&cmdline).contains("capi-testbed");
     ours.then_some(pid)
-}
-
-/// Starts the SIMULATED BYOH host agents of `pool` (creating its namespace) in the background.
-async fn start_agents(
-    tb: &Testbed,
-    pool: testbed::sim::byoh::Pool,
-    mut opts: testbed::sim::SimOptions,
-) -> tokio::task::JoinHandle<()> {
-    let client = tb.client().await;
-    let ns: k8s_openapi::api::core::v1::Namespace =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": pool.namespace}}))
-            .unwrap_or_default();
-    let _ = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
-        .create(&Default::default(), &ns)
-        .await;
-    // Agents act as their byoh:host:<name> users (BYOH's webhook allows nothing else) and
-    // join the live tenant API servers; with --agents-install they wait for the installer
-    // step, as agents without --skip-installation do.
-    opts.host_kubeconfig = Some(tb.kubeconfig.clone());
-    opts.join = true;
-    eprintln!(
-        "SIMULATED: {} BYOH host agents in namespace {} (delay {:?}, failure rate {}); the Kamaji operator and the BYOH controller are real, and tenant control-plane pods run real Kubernetes binaries under a SIMULATED kubelet",
-        pool.count, pool.namespace, opts.delay, opts.failure_rate
-    );
-    tokio::spawn(testbed::sim::byoh::run_agents(client, pool, opts))
 }
 
 /// Returns on SIGINT or SIGTERM.

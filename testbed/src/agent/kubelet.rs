@@ -1,6 +1,6 @@
 //! The testbed's side of a host's SIMULATED `kubeadm` ([`super::host`]): its join and its
 //! kubelet. `kubeadm join --config F` posts F to the host's spool; this task reads it, joins the
-//! workload cluster as kubeadm and the kubelet would ([`crate::sim::join`]: discovery, TLS
+//! workload cluster as kubeadm and the kubelet would ([`crate::agent::join`]: discovery, TLS
 //! bootstrap, the Node) and then keeps the Node's status and Lease fresh every 10 s, as a
 //! kubelet's heartbeat does, until `kubeadm reset` stops it. The kubelet's version is the one
 //! BYOH's controller asked the host for (the ByoHost's `k8sversion` annotation), which is what
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 
-use crate::sim::join::{self, Joined};
+use crate::agent::join::{self, Joined};
 
 const K8S_VERSION: &str = "byoh.infrastructure.cluster.x-k8s.io/k8sversion";
 const HEARTBEAT: Duration = Duration::from_secs(10);
@@ -30,6 +30,8 @@ pub(crate) struct Host {
     pub ip: std::net::Ipv4Addr,
     pub spool: PathBuf,
     pub powered: Arc<AtomicBool>,
+    /// False: `kubeadm join` succeeds without joining (the test plays the Node).
+    pub joins: bool,
 }
 
 /// Runs until aborted (the [`super::HostAgent`] aborts it when dropped).
@@ -51,6 +53,8 @@ pub(crate) async fn run(host: Host) {
                     // kubeadm's preflight on a host still joined (a release without reset,
                     // as BYOH v0.5.0 does with --skip-installation).
                     (1, "[preflight] Some fatal errors occurred: [ERROR FileAvailable--etc-kubernetes-kubelet.conf]: /etc/kubernetes/kubelet.conf already exists".to_string())
+                } else if stem.starts_with("join-") && !host.joins {
+                    (0, "This node has joined the cluster (SIMULATED kubeadm; the test plays its Node)".into())
                 } else if stem.starts_with("join-") {
                     match join_from(&path, &host.name).await {
                         Ok(j) => {
@@ -121,7 +125,7 @@ async fn join_from(config: &Path, host: &str) -> Result<Joined, String> {
 }
 
 async fn heartbeat(admin: &Client, host: &Host, joined: &Joined) {
-    let r = crate::sim::ar(
+    let r = crate::meta::ar(
         "infrastructure.cluster.x-k8s.io",
         "v1beta1",
         "ByoHost",
@@ -134,7 +138,7 @@ async fn heartbeat(admin: &Client, host: &Host, joined: &Joined) {
         .flatten();
     let version = byohost
         .as_ref()
-        .and_then(|h| crate::sim::annotation(h, K8S_VERSION))
+        .and_then(|h| crate::meta::annotation(h, K8S_VERSION))
         .unwrap_or("")
         .to_string();
     let cni = match byohost.as_ref() {

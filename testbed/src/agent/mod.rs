@@ -25,6 +25,7 @@
 
 mod host;
 pub mod inbox;
+pub mod join;
 mod kubelet;
 
 use std::path::{Path, PathBuf};
@@ -58,6 +59,55 @@ pub fn next_ip() -> std::net::Ipv4Addr {
     std::net::Ipv4Addr::new(192, 0, 2, 10 + n.wrapping_sub(10) % 241)
 }
 
+/// What the host's SIMULATED `kubeadm join` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kubelet {
+    /// Joins the workload cluster as kubeadm and the kubelet would, and keeps the Node's
+    /// heartbeat ([`kubelet`]).
+    Joins,
+    /// Succeeds without joining: the test plays the host's Node (its workload cluster is the
+    /// testbed's own API server, which no kubelet can join).
+    Played,
+}
+
+/// Onboards `host` as an admin does: `kubectl capi hosts add HOST --label K=V… [--preinstalled]
+/// -n NS` (the binary `capi`), then its printed command started on a new host with the printed
+/// bootstrap kubeconfig.
+pub fn onboard(
+    tb: &Testbed,
+    capi: &Path,
+    ns: &str,
+    host: &str,
+    labels: &[(String, String)],
+    preinstalled: bool,
+    kubelet: Kubelet,
+) -> Result<HostAgent, Error> {
+    let mut args = vec!["hosts".to_string(), "add".into(), host.to_string()];
+    for (k, v) in labels {
+        args.extend(["--label".to_string(), format!("{k}={v}")]);
+    }
+    if preinstalled {
+        args.push("--preinstalled".into());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let bin = capi
+        .to_str()
+        .ok_or_else(|| Error::Start(format!("{capi:?}: not UTF-8")))?;
+    let o = crate::fixtures::run::plugin_in(bin, &tb.kubeconfig, ns, &args);
+    let (out, err) = (
+        crate::fixtures::run::stdout(&o),
+        crate::fixtures::run::stderr(&o),
+    );
+    if !o.status.success() {
+        return Err(Error::Start(format!(
+            "kubectl capi hosts add {host}: {err}"
+        )));
+    }
+    let command =
+        command_in(&err).ok_or_else(|| Error::Start(format!("no agent command in:\n{err}")))?;
+    HostAgent::start_with(tb, host, next_ip(), &out, &command, kubelet)
+}
+
 pub struct HostAgent {
     pub host: String,
     /// The agent's `$HOME` (its kubeconfig is `.byoh/config` there).
@@ -82,6 +132,18 @@ impl HostAgent {
         ip: std::net::Ipv4Addr,
         bootstrap_kubeconfig: &str,
         command: &[String],
+    ) -> Result<HostAgent, Error> {
+        HostAgent::start_with(tb, host, ip, bootstrap_kubeconfig, command, Kubelet::Joins)
+    }
+
+    /// [`HostAgent::start`] with the given [`Kubelet`].
+    pub fn start_with(
+        tb: &Testbed,
+        host: &str,
+        ip: std::net::Ipv4Addr,
+        bootstrap_kubeconfig: &str,
+        command: &[String],
+        kubelet: Kubelet,
     ) -> Result<HostAgent, Error> {
         let Some((program, args)) = command.split_first() else {
             return Err(Error::Start("no agent command given".into()));
@@ -152,6 +214,7 @@ impl HostAgent {
                 ip,
                 spool: dir.join("spool"),
                 powered: powered.clone(),
+                joins: kubelet == Kubelet::Joins,
             }))
         });
         Ok(HostAgent {

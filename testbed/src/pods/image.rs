@@ -286,7 +286,7 @@ async fn prepare(client: &Client, cfg: &Config, pod: &Pod) -> Result<RunningPod,
         sandbox,
         sa_dir,
         containers,
-        started: crate::sim::now(),
+        started: crate::meta::now(),
         reported: Value::Null,
     })
 }
@@ -651,7 +651,7 @@ async fn supervise(p: &mut RunningPod) {
                 Ok(proc) => {
                     tracing::info!("SIMULATED kubelet: started {} ({})", c.name, c.image);
                     c.proc = Some(proc);
-                    c.started_at = crate::sim::now();
+                    c.started_at = crate::meta::now();
                 }
                 Err(e) => c.unavailable = Some(("RunContainerError".into(), e.to_string())),
             }

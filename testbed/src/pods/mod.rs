@@ -320,7 +320,7 @@ async fn prepare(
         restart,
         dir,
         containers,
-        started: crate::sim::now(),
+        started: crate::meta::now(),
         reported: Value::Null,
     })
 }
@@ -530,7 +530,7 @@ async fn supervise(p: &mut RunningPod) {
                         program.display()
                     );
                     c.proc = Some(proc);
-                    c.started_at = crate::sim::now();
+                    c.started_at = crate::meta::now();
                 }
                 Err(e) => {
                     c.unavailable = Some(("RunContainerError".into(), e.to_string()));
@@ -605,7 +605,7 @@ fn status_of(p: &RunningPod) -> Value {
 pub(super) fn terminated(code: i32, started_at: &str) -> Value {
     json!({"terminated": {"exitCode": code,
         "reason": if code == 0 {"Completed"} else {"Error"},
-        "startedAt": started_at, "finishedAt": crate::sim::now()}})
+        "startedAt": started_at, "finishedAt": crate::meta::now()}})
 }
 
 /// How long to wait before restarting a container that exited `restarts` times: a kubelet backs

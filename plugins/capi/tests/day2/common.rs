@@ -11,7 +11,7 @@ pub use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 pub use kube::discovery::ApiResource;
 pub use serde_json::{Value, json};
 pub use testbed::Testbed;
-pub use testbed::sim::{SimOptions, byoh};
+pub use testbed::agent::HostAgent;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-capi");
 pub static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -204,13 +204,15 @@ impl Story {
         &self,
         name: &str,
         workers: i64,
-        played: byoh::Pool,
-        stopped: Option<byoh::Pool>,
+        played: Pool,
+        stopped: Option<Pool>,
     ) -> Players {
-        if let Some(stopped) = stopped {
-            register_then_stop(self.tb, &self.client, stopped).await;
-        }
-        let players = play(self.tb, &self.client, &self.ns, played);
+        let stopped = match stopped {
+            Some(p) => register_then_stop(self.tb, &self.client, p).await,
+            None => Vec::new(),
+        };
+        let mut players = play(self.tb, &self.client, &self.ns, played);
+        players.stopped = stopped;
         make_cluster(&self.client, &self.ns, name, workers, &self.tb.kubeconfig).await;
         players
     }
@@ -233,50 +235,86 @@ impl Story {
 
 pub use testbed::fixtures::poll::eventually;
 
-/// Agents act as their `byoh:host:<name>` users (the real BYOH webhook admits no one else)
-/// and do not join: the test plays their kubelets (`play_kubelets`).
-pub fn sim_opts(tb: &Testbed) -> SimOptions {
-    SimOptions {
-        delay: Duration::from_millis(300),
-        failure_rate: 0.0,
-        tick: Duration::from_millis(150),
-        host_kubeconfig: Some(tb.kubeconfig.clone()),
-        install: false,
-        join: false,
-    }
+/// A pool of hosts: `count` hosts named `<name_prefix>NN` in `namespace`, with `labels`.
+#[derive(Clone, Debug)]
+pub struct Pool {
+    pub namespace: String,
+    pub count: usize,
+    pub labels: Vec<(String, String)>,
+    pub name_prefix: String,
 }
 
-/// Hosts whose agent registered them and then stopped: the agents run until every host of the
-/// pool is registered with its facts (BYOH's webhook denies admin writes to ByoHosts).
-pub async fn register_then_stop(tb: &Testbed, client: &Client, pool: byoh::Pool) {
-    let (ns, prefix, count) = (pool.namespace.clone(), pool.name_prefix.clone(), pool.count);
-    let agents = tokio::spawn(byoh::run_agents(client.clone(), pool, sim_opts(tb)));
-    let hosts = api(client, &ns, &host_ar());
-    eventually(
+/// The hosts of `pool` onboarded as an admin does (`kubectl capi hosts add`, then the printed
+/// command on each host: the real BYOH agent, `testbed::agent`), with Kubernetes pre-installed;
+/// their `kubeadm join` succeeds without joining, since the test plays their kubelets
+/// (`play_kubelets`): the workload clusters here are the testbed's own API server.
+pub fn onboard(tb: &Testbed, pool: &Pool) -> Vec<HostAgent> {
+    (1..=pool.count)
+        .map(|i| {
+            let host = format!("{}{i:02}", pool.name_prefix);
+            testbed::agent::onboard(
+                tb,
+                Path::new(BIN),
+                &pool.namespace,
+                &host,
+                &pool.labels,
+                true,
+                testbed::agent::Kubelet::Played,
+            )
+            .unwrap_or_else(|e| panic!("onboarding {host}: {e}"))
+        })
+        .collect()
+}
+
+/// Waits until every host of `pool` registered with its facts.
+pub async fn registered(client: &Client, pool: &Pool, agents: &[HostAgent]) {
+    let (prefix, count) = (&pool.name_prefix, pool.count);
+    let hosts = api(client, &pool.namespace, &host_ar());
+    testbed::fixtures::poll::wait_for(
         &format!("{count} hosts {prefix}* registered"),
-        Duration::from_secs(60),
-        async || {
-            let list = hosts.list(&ListParams::default()).await.unwrap().items;
+        Duration::from_secs(90),
+        || {
+            agents
+                .iter()
+                .map(|a| format!("--- {} ---\n{}", a.host, a.log_tail()))
+                .collect::<Vec<_>>()
+                .join("\n")
+        },
+        || async {
+            let list = hosts.list(&ListParams::default()).await.ok()?.items;
             let registered = |h: &&DynamicObject| {
-                h.name_any().starts_with(&prefix)
+                h.name_any().starts_with(prefix.as_str())
                     && h.data["status"]["hostinfo"]["osname"].is_string()
             };
-            list.iter().filter(registered).count() == count
+            (list.iter().filter(registered).count() == count).then_some(())
         },
     )
     .await;
-    agents.abort();
-    let _ = agents.await;
 }
 
-pub fn pool(ns: &str, suffix: &str, count: usize, role: &str) -> byoh::Pool {
-    byoh::Pool {
+/// Hosts whose agent registered them and then went down (powered off: the process stopped;
+/// [`HostAgent::power`] brings it back). BYOH's webhook denies admin writes to ByoHosts, so
+/// only their agents can register them.
+pub async fn register_then_stop(tb: &Testbed, client: &Client, pool: Pool) -> Vec<HostAgent> {
+    let agents = onboard(tb, &pool);
+    registered(client, &pool, &agents).await;
+    for a in &agents {
+        a.power(false);
+    }
+    agents
+}
+
+pub fn pool(ns: &str, suffix: &str, count: usize, role: &str) -> Pool {
+    Pool {
         namespace: ns.into(),
         count,
         labels: vec![("pool".into(), ns.into()), ("role".into(), role.into())],
         name_prefix: format!("{ns}-{suffix}"),
     }
 }
+
+/// A worker's bootstrap data as CAPI's kubeadm bootstrap provider writes it (cloud-config).
+const BOOTSTRAP_DATA: &str = "## template: jinja\n#cloud-config\nwrite_files:\n- path: /run/kubeadm/kubeadm-join-config.yaml\n  owner: root:root\n  permissions: '0640'\n  content: |\n    apiVersion: kubeadm.k8s.io/v1beta4\n    kind: JoinConfiguration\n    discovery:\n      bootstrapToken:\n        apiServerEndpoint: 192.0.2.1:6443\n        token: abcdef.0123456789abcdef\n        unsafeSkipCAVerification: true\n- path: /run/cluster-api/placeholder\n  owner: root:root\n  permissions: '0640'\n  content: This placeholder file is used to create the /run/cluster-api sub directory in a way that is compatible with both Linux and Windows (mkdir -p /run/cluster-api does not work with Windows)\nruncmd:\n  - kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml  && echo success > /run/cluster-api/bootstrap-success.complete\n";
 
 /// A BYOH cluster: ByoCluster, a KubeadmControlPlane (played by the test), ByoMachineTemplates
 /// selecting this test's hosts, and one MachineDeployment whose machines are bootstrap-ready
@@ -309,6 +347,15 @@ pub async fn make_cluster(client: &Client, ns: &str, name: &str, workers: i64, k
                    "spec": {"replicas": 1, "version": "v1.33.5",
                      "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": infra, "kind": "ByoMachineTemplate", "name": format!("{name}-control-plane")}}},
                      "kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"local": {"dataDir": "/var/lib/etcd"}}}}}}),
+        ),
+        (
+            // The workers' bootstrap data, in the shape CAPI's kubeadm bootstrap provider
+            // writes (its JoinConfiguration is never read: the hosts' kubeadm is SIMULATED and
+            // their Nodes played).
+            ar("", "v1", "Secret", "secrets"),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": format!("{name}-md-0-bootstrap"), "labels": {"cluster.x-k8s.io/cluster-name": name}},
+                   "type": "cluster.x-k8s.io/secret", "stringData": {"format": "cloud-config", "value": BOOTSTRAP_DATA}}),
         ),
         (
             ar("", "v1", "Secret", "secrets"),
@@ -455,28 +502,42 @@ pub async fn play_kubelets(client: Client, ns: String) {
     .await
 }
 
-/// The SIMULATED host agents of `workers`, and the test's KubeadmControlPlane provider and
-/// kubelets for `ns`; all stop when the value is dropped (at the end of the test, or when it
-/// fails).
-pub struct Players(pub Vec<tokio::task::JoinHandle<()>>);
+/// The real host agents of `workers` (and of hosts registered and stopped, when any), and the
+/// test's KubeadmControlPlane provider and kubelets for `ns` (SIMULATED); all stop when the
+/// value is dropped (at the end of the test, or when it fails).
+pub struct Players {
+    /// Held: dropping an agent stops it.
+    pub _agents: Vec<HostAgent>,
+    pub stopped: Vec<HostAgent>,
+    pub tasks: Vec<tokio::task::JoinHandle<()>>,
+}
 
 impl Drop for Players {
     fn drop(&mut self) {
-        for h in &self.0 {
+        for h in &self.tasks {
             h.abort();
         }
     }
 }
 
-pub fn play(tb: &Testbed, client: &Client, ns: &str, workers: byoh::Pool) -> Players {
-    let (c, opts) = (client.clone(), sim_opts(tb));
-    Players(vec![
-        tokio::spawn(async move {
-            let _ = byoh::run_agents(c, workers, opts).await;
-        }),
-        tokio::spawn(play_kcp(client.clone(), ns.to_string())),
-        tokio::spawn(play_kubelets(client.clone(), ns.to_string())),
-    ])
+/// Players of the given tasks only (no hosts).
+pub fn tasks(tasks: Vec<tokio::task::JoinHandle<()>>) -> Players {
+    Players {
+        _agents: Vec::new(),
+        stopped: Vec::new(),
+        tasks,
+    }
+}
+
+pub fn play(tb: &Testbed, client: &Client, ns: &str, workers: Pool) -> Players {
+    Players {
+        _agents: onboard(tb, &workers),
+        stopped: Vec::new(),
+        tasks: vec![
+            tokio::spawn(play_kcp(client.clone(), ns.to_string())),
+            tokio::spawn(play_kubelets(client.clone(), ns.to_string())),
+        ],
+    }
 }
 
 pub async fn claimed_hosts(client: &Client, ns: &str) -> Vec<String> {

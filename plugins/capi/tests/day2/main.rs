@@ -1,15 +1,16 @@
 //! Day-2 verbs end to end, against the real CAPI v1.14 core manager (MachineDeployments really
 //! get MachineSets and Machines, deleting a Cluster really cascades) and the real BYOH v0.5.0
 //! controller manager (it picks hosts by the ByoMachine's selector, attaches, sets the Node's
-//! provider ID in the workload cluster, and marks hosts for cleanup), with the SIMULATED BYOH
-//! host agents acting as their `byoh:host:<name>` users.
+//! provider ID in the workload cluster, and marks hosts for cleanup), and the real BYOH v0.5.0
+//! host agent on every host, onboarded with `kubectl capi hosts add` (`testbed::agent`).
 //!
 //! The workload cluster is the testbed itself, as in the sandbox. No KubeadmControlPlane
 //! controller runs, so the test plays the KubeadmControlPlane provider (it mirrors `spec` into
 //! `status`), and no kubelet runs, so the test plays the hosts' kubelets too: a SIMULATED Node
-//! named after each host its agent bootstrapped (`play_kubelets`). The testbed's own API server
-//! cannot take a real join (no bootstrap-token authentication, no CSR signer), which is what the
-//! SIMULATED kubelet of `testbed::sim::join` needs.
+//! named after each host its agent bootstrapped (`play_kubelets`), and the hosts' SIMULATED
+//! `kubeadm join` succeeds without joining (`testbed::agent::Kubelet::Played`): the testbed's
+//! own API server cannot take the real join of `testbed::agent::join` (no bootstrap-token
+//! authentication for the workload cluster it plays).
 //!
 //! The tests of this file take turns: one cluster's machines at a time on a 2-core machine.
 

@@ -7,7 +7,7 @@ async fn pause_resume_and_restart() {
     // The same testbed as the other tests of this binary (one testbed per binary); no host
     // matches this cluster's selectors, so the real BYOH controller attaches nothing.
     let s = Story::start("pause").await;
-    let _kcp = Players(vec![tokio::spawn(play_kcp(s.client.clone(), s.ns.clone()))]);
+    let _kcp = tasks(vec![tokio::spawn(play_kcp(s.client.clone(), s.ns.clone()))]);
     make_cluster(&s.client, &s.ns, "p1", 1, &s.tb.kubeconfig).await;
     let paused = async || s.get(&cluster_ar(), "p1").await.data["spec"]["paused"].clone();
 

@@ -292,7 +292,7 @@ async fn upgrade_runs_in_the_reconciler() {
 async fn fleet_upgrade_in_waves_stops_at_a_failure() {
     let s = Story::start("fleet").await;
     let (tb, client, ns) = (s.tb, &s.client, &s.ns);
-    let _kcp = Players(vec![tokio::spawn(play_kcp(client.clone(), ns.clone()))]);
+    let _kcp = tasks(vec![tokio::spawn(play_kcp(client.clone(), ns.clone()))]);
     let (staging, prod) = (["a0", "a1", "a2", "a3"], ["b0", "b1", "b2"]);
     for (name, env) in staging
         .map(|n| (n, "staging"))

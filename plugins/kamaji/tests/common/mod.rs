@@ -405,34 +405,22 @@ pub async fn host_agents(
     label: (&str, &str),
     install: bool,
 ) -> Vec<testbed::agent::HostAgent> {
-    let mut agents = Vec::new();
-    for i in 1..=count {
-        let host = format!("{ns}-{prefix}{i:02}");
-        let mut args = vec![
-            "hosts".to_string(),
-            "add".into(),
-            host.clone(),
-            "--label".into(),
-            format!("{}={}", label.0, label.1),
-        ];
-        if !install {
-            args.push("--preinstalled".into());
-        }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = run::plugin_in(capi_binary().to_str().unwrap(), &tb.kubeconfig, ns, &args);
-        assert!(o.status.success(), "hosts add {host}: {}", stderr(&o));
-        let command = testbed::agent::command_in(&stderr(&o))
-            .unwrap_or_else(|| panic!("no agent command in:\n{}", stderr(&o)));
-        let agent = testbed::agent::HostAgent::start(
-            tb,
-            &host,
-            testbed::agent::next_ip(),
-            &stdout(&o),
-            &command,
-        )
-        .unwrap_or_else(|e| panic!("the agent of {host}: {e}"));
-        agents.push(agent);
-    }
+    let labels = [(label.0.to_string(), label.1.to_string())];
+    let agents: Vec<testbed::agent::HostAgent> = (1..=count)
+        .map(|i| {
+            let host = format!("{ns}-{prefix}{i:02}");
+            testbed::agent::onboard(
+                tb,
+                &capi_binary(),
+                ns,
+                &host,
+                &labels,
+                !install,
+                testbed::agent::Kubelet::Joins,
+            )
+            .unwrap_or_else(|e| panic!("onboarding {host}: {e}"))
+        })
+        .collect();
     let hosts = api(client, ns, &byoh_ar("ByoHost"));
     let lp = kube::api::ListParams::default().labels(&format!("{}={}", label.0, label.1));
     let name_prefix = format!("{ns}-{prefix}");

@@ -670,7 +670,7 @@ async fn seed_kamaji_control_plane_becomes_this_tenant_control_plane() {
 }
 
 /// BYOH workers: `create --workers 1 --host-selector ... --wait` passes the fourth phase once a
-/// matching host joined the live tenant (SIMULATED BYOH host agents whose kubelets join for
+/// matching host joined the live tenant (the real BYOH host agents, their kubeadm and kubelets SIMULATED and joining for
 /// real; the real BYOH controller picks the host by the selector, cluster-wide, and sets its
 /// Node's provider ID; real CAPI core and kubeadm bootstrap managers; the reconciler; real
 /// Kamaji).

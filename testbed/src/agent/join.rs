@@ -269,7 +269,7 @@ pub(crate) async fn secret_value(
 /// An admin client of the workload cluster ByoHost `h` serves (`<cluster>-kubeconfig`), for
 /// the SIMULATED check of whether a network add-on runs there.
 pub(crate) async fn tenant_admin(admin: &Client, h: &kube::api::DynamicObject) -> Option<Client> {
-    let cluster = super::label(h, crate::fixtures::CLUSTER_NAME)?;
+    let cluster = crate::meta::label(h, crate::fixtures::CLUSTER_NAME)?;
     let ns = h.data["status"]["machineRef"]["namespace"].as_str()?;
     let text = secret_value(admin, ns, &format!("{cluster}-kubeconfig"), "value")
         .await
@@ -314,7 +314,7 @@ pub async fn heartbeat(
     cni: bool,
 ) -> Result<(), String> {
     let c = node_client(j).await?;
-    let now = super::now();
+    let now = crate::meta::now();
     let ready = if cni {
         json!({"type": "Ready", "status": "True", "reason": "KubeletReady",
                "message": "kubelet is posting ready status (SIMULATED)", "lastHeartbeatTime": now, "lastTransitionTime": now})
@@ -344,7 +344,7 @@ pub async fn heartbeat(
     let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": host, "namespace": "kube-node-lease"},
         "spec": {"holderIdentity": host, "leaseDurationSeconds": 40,
-                 "renewTime": super::now_micro()}});
+                 "renewTime": crate::meta::now_micro()}});
     Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(c, "kube-node-lease")
         .patch(
             host,
