@@ -276,7 +276,17 @@ fn host(args: &[String]) -> ExitCode {
     let [name, kubeconfig] = rest else {
         return usage();
     };
-    let text = match std::fs::read_to_string(kubeconfig) {
+    // A bootstrap kubeconfig is a few KiB; anything past 1 MiB is not one.
+    const MAX: u64 = 1 << 20;
+    let text = match std::fs::metadata(kubeconfig).and_then(|m| {
+        if m.len() > MAX {
+            Err(std::io::Error::other(
+                "larger than 1 MiB: not a bootstrap kubeconfig",
+            ))
+        } else {
+            std::fs::read_to_string(kubeconfig)
+        }
+    }) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {kubeconfig}: {e}");

@@ -343,9 +343,27 @@ async fn the_real_agent_registers_a_host_from_what_hosts_add_prints() {
         command.last().map(String::as_str),
         Some("--skip-installation")
     );
-    let ip: std::net::Ipv4Addr = "192.0.2.61".parse().unwrap();
-    let mut agent = testbed::agent::HostAgent::start(s.tb, host, ip, &out(&o), &command)
-        .expect("the real agent starts");
+    // Started as `capi-testbed host` does in the sandbox: the request through the runner's
+    // inbox, served here (testbed::agent::inbox).
+    let dir = tempfile::tempdir().unwrap();
+    let (d, kc, cmd) = (dir.path().to_path_buf(), out(&o), command.clone());
+    let request = std::thread::spawn(move || testbed::agent::inbox::request(&d, host, &kc, &cmd));
+    let mut agents = Vec::new();
+    while !request.is_finished() {
+        testbed::agent::inbox::serve(s.tb, dir.path(), &mut agents);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let started = request
+        .join()
+        .unwrap()
+        .expect("the runner started the agent");
+    let mut agent = agents.pop().expect("the agent the runner started");
+    let ip = started
+        .split(['(', ')'])
+        .nth(1)
+        .unwrap_or_else(|| panic!("no address in {started:?}"))
+        .to_string();
+    assert!(started.starts_with(&format!("host {host} (")), "{started}");
     let hosts = ar(
         "infrastructure.cluster.x-k8s.io",
         "v1beta1",
@@ -388,7 +406,7 @@ async fn the_real_agent_registers_a_host_from_what_hosts_add_prints() {
     assert!(
         eth0["ipAddrs"]
             .as_array()
-            .is_some_and(|a| a.contains(&json!("192.0.2.61/24"))),
+            .is_some_and(|a| a.contains(&json!(format!("{ip}/24")))),
         "{eth0}"
     );
     assert_eq!(eth0["isDefault"], true, "{nics:?}");
