@@ -17,7 +17,8 @@ pub use fit::{Fit, fit_to_schema};
 
 /// Annotation selecting the admin-kubeconfig key copied to `<cluster>-kubeconfig`.
 pub const KUBECONFIG_KEY_ANNOTATION: &str = "kamaji.clastix.io/kubeconfig-secret-key";
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// kubectl's copy of the last applied object (client-side apply), as large as the object.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// The parts of `Cluster.spec.clusterNetwork` the TenantControlPlane uses.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -129,7 +130,7 @@ fn prune_empty(v: &mut Value) {
 /// `registrySettings`).
 type Components<'a> = [(
     &'static str,
-    &'a Option<ControlPlaneComponent>,
+    &'a Option<Box<ControlPlaneComponent>>,
     &'static str,
 ); 3];
 
@@ -156,10 +157,14 @@ pub fn build_spec(
     version: &str,
 ) -> Result<Value, BuildError> {
     let f = &kcp.fields;
-    let network: NetworkComponent = f.network.clone().unwrap_or_else(|| NetworkComponent {
-        service_type: DEFAULT_SERVICE_TYPE.into(),
-        ..Default::default()
-    });
+    let network: NetworkComponent =
+        f.network
+            .as_deref()
+            .cloned()
+            .unwrap_or_else(|| NetworkComponent {
+                service_type: DEFAULT_SERVICE_TYPE.into(),
+                ..Default::default()
+            });
     check_network(&network)?;
     let mut spec = Map::new();
     data_store(f, &mut spec);

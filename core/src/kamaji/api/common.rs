@@ -407,6 +407,9 @@ pub struct DeploymentComponent {
 }
 
 /// Upstream's `KamajiControlPlaneFields`: the body of a KamajiControlPlane and of its template.
+/// The optional components are boxed: most KamajiControlPlanes set few of them, and inline they
+/// made each object 3.4 KB before any field was set, held once per KamajiControlPlane in the
+/// reconciler's store (issue 29: 10,000 of them).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KamajiControlPlaneFields {
@@ -422,7 +425,7 @@ pub struct KamajiControlPlaneFields {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub data_store_overrides: Vec<DataStoreOverride>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub addons: Option<AddonsSpec>,
+    pub addons: Option<Box<AddonsSpec>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("items" = {"type": "string", "enum": ADMISSION_CONTROLLERS}))]
     pub admission_controllers: Vec<String>,
@@ -430,21 +433,21 @@ pub struct KamajiControlPlaneFields {
     #[schemars(extend("default" = "registry.k8s.io"))]
     pub container_registry: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub controller_manager: Option<ControlPlaneComponent>,
+    pub controller_manager: Option<Box<ControlPlaneComponent>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_server: Option<ControlPlaneComponent>,
+    pub api_server: Option<Box<ControlPlaneComponent>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub scheduler: Option<ControlPlaneComponent>,
+    pub scheduler: Option<Box<ControlPlaneComponent>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub kine: Option<KineComponent>,
+    pub kine: Option<Box<KineComponent>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = {"preferredAddressTypes": ["InternalIP", "ExternalIP", "Hostname"], "cgroupfs": "systemd"}))]
-    pub kubelet: Option<KubeletSpec>,
+    pub kubelet: Option<Box<KubeletSpec>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = {"serviceType": DEFAULT_SERVICE_TYPE}))]
-    pub network: Option<NetworkComponent>,
+    pub network: Option<Box<NetworkComponent>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub deployment: Option<DeploymentComponent>,
+    pub deployment: Option<Box<DeploymentComponent>>,
 }
 
 /// The control-plane replicas of a KamajiControlPlane that states none (the CRD's default).

@@ -39,7 +39,7 @@ fn version_gets_v_prefix_and_cidrs_are_all_copied() {
 fn ingress_host_goes_to_sans_and_sans_with_port_are_refused() {
     let mut k = kcp("v1.33.0");
     k.fields = KamajiControlPlaneFields {
-        network: Some(NetworkComponent {
+        network: Some(Box::new(NetworkComponent {
             service_type: "ClusterIP".into(),
             cert_sans: vec!["a.example".into()],
             ingress: Some(IngressComponent {
@@ -48,7 +48,7 @@ fn ingress_host_goes_to_sans_and_sans_with_port_are_refused() {
                 ..Default::default()
             }),
             ..Default::default()
-        }),
+        })),
         ..Default::default()
     };
     let s = build_spec(&k, &ClusterNetwork::default(), "v1.33.0").unwrap();
