@@ -10,7 +10,9 @@ and stops everything it started, even on Ctrl-C.
 Sizes: BENCH_HOSTS and BENCH_MACHINES (the fleet, 10,000 each), BENCH_DESCRIBE_MACHINES (the
 described clusters, "1000,5000"), BENCH_KCPS (1,000), BENCH_RUNS (5), BENCH_IDLE_SECONDS (60),
 BENCH_LATENCY_SAMPLES (100 ready latencies), BENCH_UPGRADES (100 ClusterUpgrades). BENCH_QUICK=1 shrinks them all (a run of a few
-minutes, for development). `bench.py providers` runs only kamaji-reconciler against CACPPK v0.11.0;
+minutes, for development). `bench.py providers` runs only kamaji-reconciler against CACPPK v0.11.0
+and then alone at BENCH_KCPS_LARGE (10,000); `bench.py reconciler` only kamaji-reconciler alone at
+BENCH_KCPS and BENCH_KCPS_LARGE (with where its requests go, by verb and resource, on stderr);
 `bench.py doctor` only the doctor row (the fleet seeded, the reconciler's rows over BENCH_KCPS
 clusters, then doctor).
 """
@@ -40,6 +42,8 @@ MACHINES = env_int("BENCH_MACHINES", 10000, 1000)
 DESCRIBE_SIZES = [int(x) for x in os.environ.get(
     "BENCH_DESCRIBE_MACHINES", "100,500" if QUICK else "1000,5000").split(",")]
 KCPS = env_int("BENCH_KCPS", 1000, 100)
+# The reconciler at ten times the fleet (issue 29): alone on a v1beta1 sandbox, as the CACPPK rows.
+KCPS_LARGE = env_int("BENCH_KCPS_LARGE", 10000, 1000)
 IDLE_SECONDS = env_int("BENCH_IDLE_SECONDS", 60, 10)
 LATENCY_SAMPLES = env_int("BENCH_LATENCY_SAMPLES", 100, 20)
 UPGRADES = env_int("BENCH_UPGRADES", 100, 20)
@@ -209,7 +213,10 @@ def main():
     env.pop("NO_COLOR", None)
     try:
         if sys.argv[1:] == ["providers"]:
-            cacppk_bench(work)
+            reconciler_scale_bench(work, cacppk_bench(work))
+            return
+        if sys.argv[1:] == ["reconciler"]:
+            reconciler_scale_bench(work, None)
             return
         if sys.argv[1:] == ["doctor"]:
             start_sandbox(work, "sandbox", "full")
@@ -240,8 +247,9 @@ def main():
         if QUICK:
             rows.append(("kamaji-reconciler vs CACPPK v0.11.0", "-", "skipped", "-",
                          "BENCH_QUICK: run python3 bench/bench.py providers", "-", "-"))
+            reconciler_scale_bench(work, None)
         else:
-            cacppk_bench(work)
+            reconciler_scale_bench(work, cacppk_bench(work))
     finally:
         cleanup()
         print_table()
@@ -617,12 +625,14 @@ class Api:
             self.local.c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         return self.local.c
 
-    def req(self, method, path, body=None, ctype="application/json"):
+    def req(self, method, path, body=None, ctype="application/json", accept=None):
+        headers = {"Content-Type": ctype} if body is not None else {}
+        if accept:
+            headers["Accept"] = accept
         for attempt in range(3):
             c = self.conn()
             try:
-                c.request(method, path, body=json.dumps(body) if body is not None else None,
-                          headers={"Content-Type": ctype} if body is not None else {})
+                c.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
                 r = c.getresponse()
                 data = r.read()
             except (OSError, Exception) as e:  # a dropped keep-alive connection: reconnect once more
@@ -634,6 +644,16 @@ class Api:
             if r.status >= 300:
                 raise Failed(f"{method} {path}: {r.status} {data[:300]!r}")
             return json.loads(data) if data else None
+
+    def count(self, path):
+        """How many objects a collection holds, without reading them (one item and the rest counted)."""
+        r = self.req("GET", path + "?limit=1")
+        return len(r["items"]) + (r["metadata"].get("remainingItemCount") or 0)
+
+    def uids(self, path):
+        """name -> uid of a collection's objects, read as metadata only."""
+        r = self.req("GET", path, accept="application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
+        return {o["metadata"]["name"]: o["metadata"]["uid"] for o in r["items"]}
 
     def merge_status(self, path, status):
         return self.req("PATCH", path + "/status", {"status": status}, "application/merge-patch+json")
@@ -655,6 +675,22 @@ def audit_count(sandbox):
             if '"username":"reconciler"' in line:
                 n += 1
     return n
+
+
+def audit_breakdown(sandbox, user="reconciler"):
+    """The controller's requests by verb and resource (subresource), most first."""
+    counts = {}
+    with open(os.path.join(sandbox, "audit.log")) as f:
+        for line in f:
+            if f'"username":"{user}"' not in line:
+                continue
+            e = json.loads(line)
+            ref = e.get("objectRef") or {}
+            key = f'{e.get("verb")} {ref.get("resource", e.get("requestURI", "?"))}'
+            if ref.get("subresource"):
+                key += "/" + ref["subresource"]
+            counts[key] = counts.get(key, 0) + 1
+    return sorted(counts.items(), key=lambda kv: -kv[1])
 
 
 def wait_quiet(sandbox, limit=1200, quiet=10):
@@ -696,11 +732,14 @@ def provider_run(work, label, crds, start_controller, kcps, samples):
         api = Api(env, work, label)
         names = [f"k{i:04d}" for i in range(kcps)]
         ep = {n: (f"10.{1 + i // 250}.{i % 250}.1", 6443) for i, n in enumerate(names)}
-        kubectl_apply_list(env, [{
+        log(f"{label}: seeding {kcps} VSphereClusters, Clusters and KamajiControlPlanes")
+        vs = f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{ns}/vsphereclusters"
+        parallel(lambda o: api.req("POST", vs, o), [{
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereCluster",
             "metadata": {"name": n, "namespace": ns}, "spec": {"server": "vcenter.example"},
         } for n in names])
-        kubectl_apply_list(env, [{
+        cl = f"/apis/cluster.x-k8s.io/v1beta1/namespaces/{ns}/clusters"
+        parallel(lambda o: api.req("POST", cl, o), [{
             "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
             "metadata": {"name": n, "namespace": ns},
             "spec": {"controlPlaneRef": {"apiVersion": "controlplane.cluster.x-k8s.io/v1alpha1",
@@ -711,10 +750,10 @@ def provider_run(work, label, crds, start_controller, kcps, samples):
                      "clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]},
                                         "services": {"cidrBlocks": ["10.96.0.0/16"]}}},
         } for n in names])
-        cl = f"/apis/cluster.x-k8s.io/v1beta1/namespaces/{ns}/clusters"
         parallel(lambda n: api.merge_status(f"{cl}/{n}", {"infrastructureReady": True, "phase": "Provisioned"}), names)
-        uids = {c["metadata"]["name"]: c["metadata"]["uid"] for c in api.req("GET", cl)["items"]}
-        kubectl_apply_list(env, [{
+        uids = api.uids(cl)
+        kcp_path = f"/apis/controlplane.cluster.x-k8s.io/v1alpha1/namespaces/{ns}/kamajicontrolplanes"
+        parallel(lambda o: api.req("POST", kcp_path, o), [{
             "apiVersion": "controlplane.cluster.x-k8s.io/v1alpha1", "kind": "KamajiControlPlane",
             "metadata": {"name": n, "namespace": ns, "ownerReferences": [{
                 "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster", "name": n, "uid": uids[n],
@@ -732,17 +771,17 @@ def provider_run(work, label, crds, start_controller, kcps, samples):
         tcps_path = f"/apis/kamaji.clastix.io/v1alpha1/namespaces/{ns}/tenantcontrolplanes"
         deadline = time.monotonic() + 600
         while True:
-            tcps = {t["metadata"]["name"]: t["metadata"]["uid"] for t in api.req("GET", tcps_path)["items"]}
-            if len(tcps) >= kcps:
+            n = api.count(tcps_path)
+            if n >= kcps:
                 break
             if ctl.poll() is not None or time.monotonic() > deadline:
-                raise Failed(f"{label}: {len(tcps)} of {kcps} TenantControlPlanes created")
+                raise Failed(f"{label}: {n} of {kcps} TenantControlPlanes created")
             time.sleep(1)
+        tcps = api.uids(tcps_path)
 
         # The KCPs' status.ready, as it changes (one watch, read by a thread).
         ready_at = {}
-        kcp_path = f"/apis/controlplane.cluster.x-k8s.io/v1alpha1/namespaces/{ns}/kamajicontrolplanes"
-        rv = api.req("GET", kcp_path)["metadata"]["resourceVersion"]
+        rv = api.req("GET", kcp_path + "?limit=1")["metadata"]["resourceVersion"]
 
         def watch():
             import http.client
@@ -800,7 +839,8 @@ def provider_run(work, label, crds, start_controller, kcps, samples):
         if missing:
             log(f"{label}: {len(missing)} KamajiControlPlanes never reported ready (first: {missing[0]})")
         settle = wait_quiet(sandbox)
-        log(f"{label} settled after {settle} requests; idle for {IDLE_SECONDS} s")
+        log(f"{label} settled after {settle} requests; idle for {IDLE_SECONDS} s; by verb and resource: "
+            + ", ".join(f"{k} {v}" for k, v in audit_breakdown(sandbox)))
         time.sleep(IDLE_SECONDS)
         idle = audit_count(sandbox) - settle
         if ctl.poll() is not None:
@@ -859,11 +899,11 @@ def cacppk_bench(work):
     o, t = results.get("kamaji-reconciler"), results.get("cacppk")
     if not o or not t:
         rows.append((name, "failed" if not o else "-", "failed" if not t else "-", "-", "-", "-", "-"))
-        return
+        return o
     (o_rss, o_settle, o_idle, o_lat, o_miss), (t_rss, t_settle, t_idle, t_lat, t_miss) = o, t
     add(f"{name}: peak RSS", round(o_rss / 1024, 1), round(t_rss / 1024, 1), o_rss, t_rss, target=0.333,
         rss_target="30 MiB", unit=" MiB")
-    add(f"{name}: API requests to settle", o_settle, t_settle, unit="")
+    add(f"{name}: API requests to settle", o_settle, t_settle, target=0.5, unit="")
     rows.append((f"{name}: API requests in {IDLE_SECONDS} idle s", str(o_idle), str(t_idle), "-",
                  "= 0: " + ("met" if o_idle == 0 else "MISSED"), "-", "-"))
     for p, target in ((50, 0.2), (99, None)):
@@ -880,6 +920,62 @@ def cacppk_bench(work):
                                 + ("met" if a <= target and a < b else "MISSED"),) + r[5:]
     if o_miss or t_miss:
         rows.append((f"{name}: KCPs never ready", str(o_miss), str(t_miss), "-", "= 0", "-", "-"))
+    return o
+
+
+def reconciler_scale_bench(work, small):
+    """kamaji-reconciler alone at KCPS_LARGE KamajiControlPlanes against itself at KCPS (`small`,
+    from the CACPPK comparison when it ran), on fresh v1beta1 sandboxes as there: how its memory,
+    requests and latency grow with the fleet."""
+    our_crds = subprocess.run([os.path.join(REL, "kamaji-reconciler"), "--print-crds"], check=True,
+                              capture_output=True, text=True).stdout
+
+    # BENCH_RECONCILER_WRAP: a command to run it under, to profile it (e.g. "heaptrack -o /tmp/r").
+    wrap = shlex.split(os.environ.get("BENCH_RECONCILER_WRAP", ""))
+
+    def ours(kc, logf):
+        return subprocess.Popen(wrap + [os.path.join(REL, "kamaji-reconciler"), "--kubeconfig", kc,
+                                        "--metrics-bind-address", "0"], stdout=subprocess.DEVNULL,
+                                stderr=open(logf, "w"))
+
+    def run(n):
+        log(f"kamaji-reconciler alone: {n} KamajiControlPlanes on a v1beta1 sandbox")
+        t0 = time.monotonic()
+        try:
+            r = provider_run(work, f"reconciler-{n}", our_crds, ours, n, min(LATENCY_SAMPLES, n))
+        except (Failed, subprocess.CalledProcessError, RuntimeError) as e:
+            log(f"kamaji-reconciler at {n}: {e}")
+            return None
+        log(f"kamaji-reconciler at {n} KCPs: {time.monotonic() - t0:.0f} s with seeding, peak RSS "
+            f"{r[0] / 1024:.1f} MiB, {r[1]} requests to settle")
+        return r
+
+    small = small or run(KCPS)
+    if KCPS_LARGE <= 0:  # BENCH_KCPS_LARGE=0: only the KCPS run (when profiling it)
+        return
+    large = run(KCPS_LARGE)
+    name = f"kamaji-reconciler, {KCPS_LARGE} KamajiControlPlanes (v1beta1), vs itself at {KCPS}"
+    if not small or not large:
+        rows.append((name, "failed" if not large else "-", "failed" if not small else "-", "-", "-", "-", "-"))
+        return
+    (s_rss, s_settle, _, s_lat, _), (l_rss, l_settle, l_idle, l_lat, l_miss) = small, large
+    growth = KCPS_LARGE / KCPS
+    add(f"{name}: peak RSS", round(l_rss / 1024, 1), round(s_rss / 1024, 1), l_rss, s_rss,
+        target=round(0.8 * growth, 2), rss_target="100 MiB", unit=" MiB")
+    add(f"{name}: API requests to settle", l_settle, s_settle, target=round(1.05 * growth, 2), unit="")
+    rows.append((f"{name}: API requests in {IDLE_SECONDS} idle s", str(l_idle), "0", "-",
+                 "= 0: " + ("met" if l_idle == 0 else "MISSED"), "-", "-"))
+    for p in (50, 99):
+        a, b = percentile(l_lat, p), percentile(s_lat, p)
+        if a is None or b is None:
+            rows.append((f"{name}: ready latency p{p}", "-", "-", "-", "no KCP became ready", "-", "-"))
+            continue
+        add(f"{name}: ready latency p{p} over {len(l_lat)}/{len(s_lat)} (TCP Ready -> KCP ready)", a, b)
+        if p == 99:
+            r = rows[-1]
+            rows[-1] = r[:4] + ("<= 100 ms: " + ("met" if a <= 0.1 else "MISSED"),) + r[5:]
+    if l_miss:
+        rows.append((f"{name}: KCPs never ready", str(l_miss), "-", "-", "= 0", "-", "-"))
 
 
 def kubectl_apply_list(env, items):

@@ -4,8 +4,10 @@
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::cache::{Cached, version};
 use super::{Cond, KcpCtx, no, yes};
 use crate::Error;
+use crate::api::v1alpha2::KamajiControlPlane;
 use crate::endpoint::{self, Endpoint};
 use crate::infra::{self, Plan};
 
@@ -14,6 +16,7 @@ const C: &str = "InfrastructureClusterPatched";
 /// The `InfrastructureClusterPatched` condition, after patching the infrastructure cluster if
 /// its kind wants the endpoint.
 pub(super) async fn infra_step(
+    kcp: &KamajiControlPlane,
     ctx: &KcpCtx,
     cluster: &Value,
     ns: &str,
@@ -51,6 +54,23 @@ pub(super) async fn infra_step(
             format!("{kind}.{group} is not served by the API server; install its provider"),
         ));
     };
+    // Found with (or patched to) this endpoint, and not changed since: nothing to read.
+    let seen = ctx
+        .seen
+        .infra
+        .get(kind)
+        .filter(|_| ctx.disc.infra.get(kind).is_some_and(|a| a.group == group));
+    let done = (kind.to_string(), name.to_string(), ep.to_string());
+    if let (Some((k, n, rv, e)), Some(seen)) = (ctx.written(kcp).infra, seen)
+        && (k, n, e) == done
+        && seen.get(ns, name) == Cached::Present(version(&rv))
+    {
+        return Ok(yes(C, "Succeeded"));
+    }
+    let remember = |rv: Option<String>| {
+        let (k, n, e) = done.clone();
+        ctx.set_written(kcp, |w| w.infra = rv.map(|rv| (k, n, rv, e)));
+    };
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.base.client.clone(), ns, &res);
     let Some(obj) = api.get_opt(name).await? else {
         return Ok(no(
@@ -61,10 +81,14 @@ pub(super) async fn infra_step(
     };
     let obj_v = serde_json::to_value(&obj).unwrap_or(Value::Null);
     match infra::plan(action, kind, &obj_v, ep) {
-        Plan::UpToDate => Ok(yes(C, "Succeeded")),
+        Plan::UpToDate => {
+            remember(obj.metadata.resource_version.clone());
+            Ok(yes(C, "Succeeded"))
+        }
         Plan::Mismatch(m) => Ok(no(C, "ControlPlaneEndpointMismatch", m)),
         Plan::Patch { spec, status_ready } => {
-            patch_infra(&api, name, action, spec, status_ready).await?;
+            let rv = patch_infra(&api, name, action, spec, status_ready).await?;
+            remember(rv);
             Ok(yes(C, "Succeeded"))
         }
     }
@@ -87,36 +111,41 @@ async fn infra_resource(ctx: &KcpCtx, kind: &str, group: &str) -> Option<ApiReso
         })
 }
 
-/// Merge-patches the planned `spec` (if any) and `status.ready=true` (if planned).
+/// Merge-patches the planned `spec` (if any) and `status.ready=true` (if planned); returns the
+/// resourceVersion the last patch left (none when nothing was patched).
 async fn patch_infra(
     api: &Api<DynamicObject>,
     name: &str,
     action: endpoint::Action,
     spec: Value,
     status_ready: bool,
-) -> Result<(), Error> {
+) -> Result<Option<String>, Error> {
+    let mut rv = None;
     if spec.as_object().is_some_and(|o| !o.is_empty()) {
         let mut body = json!({"spec": spec});
         if action == endpoint::Action::EndpointAndReady {
             body["metadata"] = json!({"annotations": {"cluster.x-k8s.io/managed-by": "kamaji"}});
         }
-        api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+        let o = api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
             .await?;
+        rv = o.metadata.resource_version;
     }
     if status_ready {
         let body = json!({"status": {"ready": true}});
-        match api
+        let o = match api
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
             .await
         {
-            Ok(_) => {}
+            Ok(o) => o,
             // No status subresource: status is part of the main resource.
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
-                    .await?;
+                    .await?
             }
             Err(e) => return Err(e.into()),
-        }
+        };
+        rv = o.metadata.resource_version;
     }
-    Ok(())
+    Ok(rv)
 }

@@ -17,6 +17,7 @@ use kube::{Client, ResourceExt};
 use crate::api::v1alpha2::KamajiControlPlane;
 use crate::skeleton::{Base, Retries};
 
+mod cache;
 mod discover;
 mod external;
 mod infra_cluster;
@@ -60,6 +61,19 @@ struct KcpCtx {
     /// (namespace, KCP name) → what this process last wrote for it, to skip writes that would
     /// change nothing when the object read is older than that write.
     written: Mutex<HashMap<(String, String), Written>>,
+    /// What the watches delivered (`cache`).
+    seen: Seen,
+}
+
+/// The watches' caches: Clusters and TenantControlPlanes as the fields the reconcile reads, and
+/// the resourceVersions of the Secrets owned by a KamajiControlPlane or a TenantControlPlane and
+/// of the infrastructure clusters (by kind).
+#[derive(Default)]
+struct Seen {
+    clusters: cache::Cache<cache::Kept>,
+    tcps: cache::Cache<cache::Kept>,
+    secrets: cache::Cache<u64>,
+    infra: HashMap<String, cache::Cache<u64>>,
 }
 
 /// What was last written for one KamajiControlPlane.
@@ -71,6 +85,24 @@ struct Written {
     tcp: Option<(u64, String, i64)>,
     /// Hash of the last status written (without transition times) and the KCP's uid.
     status: Option<(u64, String)>,
+    /// The Secrets copied for CAPI, by the copy's name (`secrets`).
+    copies: Vec<(String, Copied)>,
+    /// The infrastructure cluster found with (or patched to) an endpoint: its kind, name and
+    /// resourceVersion then, and the endpoint. While its watch shows that resourceVersion, it
+    /// needs no reading.
+    infra: Option<(String, String, String, String)>,
+    /// The endpoint written to the KCP's spec, with the KCP's uid and generation after.
+    endpoint: Option<(String, String, i64)>,
+}
+
+/// A Secret copied (or found up to date): the source's resourceVersion read, a hash of what was
+/// written, and the copy's resourceVersion after. While the Secret watch shows both Secrets at
+/// those resourceVersions, neither has changed and the copy needs no reading.
+#[derive(Clone, Debug, PartialEq)]
+struct Copied {
+    src: (String, String),
+    hash: u64,
+    dst: String,
 }
 
 /// A hash of a JSON value (serde_json's maps are ordered, so equal values hash alike).

@@ -14,6 +14,7 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use super::cache::{self, Cached};
 use super::external::{finalize, tcp_place};
 use super::infra_cluster::infra_step;
 use super::secrets::publish_secrets;
@@ -41,8 +42,9 @@ pub(super) async fn reconcile(
     kcp: Arc<KamajiControlPlane>,
     ctx: Arc<KcpCtx>,
 ) -> Result<Action, Error> {
-    ctx.base.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
     let mut r = reconcile_inner(&kcp, &ctx).await;
+    // Counted once done, so that a count read after it includes this reconcile's requests.
+    ctx.base.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
     // A TenantControlPlane in another cluster is not watched: KamajiControlPlanes with an
     // external cluster reference are looked at again every 30 s (only those).
     let remote = ctx.cfg.external_cluster_reference
@@ -82,11 +84,11 @@ async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Result<Actio
     let Some(place) = tcp_place(kcp, ctx, &mut conds).await? else {
         return Ok(Action::await_change());
     };
-    let existing = place
-        .api
-        .get_opt(&place.name)
-        .await?
-        .map(|t| serde_json::to_value(t).unwrap_or(Value::Null));
+    let existing = match read_tcp(kcp, ctx, &place).await? {
+        TcpRead::Is(t) => t,
+        // The watch has yet to bring this process's last apply; that event reconciles again.
+        TcpRead::Behind => return Ok(Action::await_change()),
+    };
     let Some(target) = version_target(kcp, ctx, existing.as_ref(), &mut conds).await? else {
         return Ok(Action::await_change());
     };
@@ -99,7 +101,7 @@ async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Result<Actio
         return Ok(Action::await_change());
     };
     if !ctx.cfg.skip_infra_patch {
-        conds.push(infra_step(ctx, &cluster_v, &kcp_ns(kcp), &ep).await?);
+        conds.push(infra_step(kcp, ctx, &cluster_v, &kcp_ns(kcp), &ep).await?);
         repair_cluster_endpoint(kcp, ctx, &cluster, &cluster_v, &ep).await?;
     }
     let secrets = publish_secrets(kcp, ctx, &cluster.name_any(), &tcp, &place).await;
@@ -109,8 +111,52 @@ async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Result<Actio
     Ok(Action::await_change())
 }
 
+/// The TenantControlPlane as it is, or `Behind` when the watch has not yet brought what this
+/// process last applied to it.
+enum TcpRead {
+    Is(Option<Value>),
+    Behind,
+}
+
+/// The TenantControlPlane from the watch's cache; read from the API server only when it is in
+/// another cluster (not watched), when the watch has not listed yet, or when the cache has none
+/// although this process applied one (created too recently for the watch to have brought it).
+async fn read_tcp(
+    kcp: &KamajiControlPlane,
+    ctx: &KcpCtx,
+    place: &TcpPlace,
+) -> Result<TcpRead, Error> {
+    let applied = ctx.written(kcp).tcp;
+    if !place.remote {
+        match ctx.seen.tcps.get(&place.ns, &place.name) {
+            Cached::Present(k) => {
+                if let Some(t) = cache::parse::<Value>(&k) {
+                    let behind = applied.as_ref().is_some_and(|(_, uid, generation)| {
+                        t["metadata"]["uid"] == *uid.as_str()
+                            && t["metadata"]["generation"]
+                                .as_i64()
+                                .is_some_and(|g| g < *generation)
+                    });
+                    return Ok(if behind {
+                        TcpRead::Behind
+                    } else {
+                        TcpRead::Is(Some(t))
+                    });
+                }
+            }
+            Cached::Absent if applied.is_none() => return Ok(TcpRead::Is(None)),
+            Cached::Absent | Cached::Unknown => {}
+        }
+    }
+    let t = place.api.get_opt(&place.name).await?;
+    Ok(TcpRead::Is(
+        t.map(|t| serde_json::to_value(t).unwrap_or(Value::Null)),
+    ))
+}
+
 /// The owning Cluster (kind and group checked, not just the first ownerReference), remembered
-/// for the Cluster and infrastructure-cluster watches.
+/// for the Cluster and infrastructure-cluster watches; from the watch's cache, read from the API
+/// server only when the cache has none.
 async fn owning_cluster(
     kcp: &KamajiControlPlane,
     ctx: &KcpCtx,
@@ -134,9 +180,19 @@ async fn owning_cluster(
     if let Ok(mut m) = ctx.clusters.lock() {
         m.insert((ns.clone(), owner.name.clone()), kcp.name_any());
     }
-    let clusters: Api<DynamicObject> =
-        Api::namespaced_with(ctx.base.client.clone(), &ns, &ctx.disc.cluster);
-    let Some(cluster) = clusters.get_opt(&owner.name).await? else {
+    let cached = match ctx.seen.clusters.get(&ns, &owner.name) {
+        Cached::Present(k) => cache::parse::<DynamicObject>(&k),
+        Cached::Absent | Cached::Unknown => None,
+    };
+    let cluster = match cached {
+        Some(c) => Some(c),
+        None => {
+            let clusters: Api<DynamicObject> =
+                Api::namespaced_with(ctx.base.client.clone(), &ns, &ctx.disc.cluster);
+            clusters.get_opt(&owner.name).await?
+        }
+    };
+    let Some(cluster) = cluster else {
         let cond = no(
             "TenantControlPlaneCreated",
             "ClusterNotFound",
@@ -387,7 +443,7 @@ async fn endpoint_step(
     let status_ep = tcp["status"]["controlPlaneEndpoint"]
         .as_str()
         .unwrap_or_default();
-    let Some(ep) = endpoint::derive(status_ep, kcp.spec.fields.network.as_ref()) else {
+    let Some(ep) = endpoint::derive(status_ep, kcp.spec.fields.network.as_deref()) else {
         let why =
             "waiting for Kamaji to report the TenantControlPlane's status.controlPlaneEndpoint";
         let cond = no("TenantControlPlaneAddressReady", "WaitingForKamaji", why);
@@ -442,7 +498,8 @@ async fn repair_cluster_endpoint(
     Ok(())
 }
 
-/// Writes `spec.controlPlaneEndpoint` only when it differs.
+/// Writes `spec.controlPlaneEndpoint` only when it differs, and not again while the
+/// KamajiControlPlane read is older than this process's write of the same endpoint.
 async fn patch_endpoint(
     kcp: &KamajiControlPlane,
     ctx: &KcpCtx,
@@ -452,8 +509,19 @@ async fn patch_endpoint(
     if cur.is_some_and(|c| c.host == ep.host && c.port == ep.port) {
         return Ok(());
     }
+    let generation = kcp.meta().generation.unwrap_or(0);
+    if ctx
+        .written(kcp)
+        .endpoint
+        .is_some_and(|(uid, e, g)| Some(uid) == kcp.uid() && e == ep.to_string() && generation < g)
+    {
+        return Ok(());
+    }
     let body = json!({"spec": {"controlPlaneEndpoint": {"host": ep.host, "port": ep.port}}});
-    patch_kcp(kcp, ctx, &body).await?;
+    let patched = patch_kcp(kcp, ctx, &body).await?;
+    if let (Some(uid), Some(g)) = (patched.uid(), patched.meta().generation) {
+        ctx.set_written(kcp, |w| w.endpoint = Some((uid, ep.to_string(), g)));
+    }
     Ok(())
 }
 

@@ -9,7 +9,8 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{CLUSTER_NAME_LABEL, KcpCtx, MANAGER, TcpPlace, kcp_ns};
+use super::cache::{Cached, version};
+use super::{CLUSTER_NAME_LABEL, Copied, KcpCtx, MANAGER, TcpPlace, kcp_ns};
 use crate::Error;
 use crate::api::v1alpha2::KamajiControlPlane;
 use crate::tcp::KUBECONFIG_KEY_ANNOTATION;
@@ -34,9 +35,52 @@ struct Copies<'a> {
     cluster: &'a str,
     tcp_name: &'a str,
     owner: Option<OwnerReference>,
+    kcp: &'a KamajiControlPlane,
+    ctx: &'a KcpCtx,
+    place: &'a TcpPlace,
 }
 
 impl Copies<'_> {
+    /// A hash of what a copy named `target` is made of besides its source's data.
+    fn hash(&self, target: &str, which: &str, key: &str) -> u64 {
+        let owner = self
+            .owner
+            .as_ref()
+            .map(|o| (o.uid.clone(), o.block_owner_deletion));
+        let made = (
+            target,
+            key,
+            secret_labels(self.cluster, self.tcp_name, which),
+            owner,
+        );
+        super::json_hash(&serde_json::to_value(made).unwrap_or(Value::Null))
+    }
+
+    /// Whether the copy `target`, made from `src` as `hash`, is still what this process made:
+    /// the Secret watch shows both at the resourceVersions recorded then. A source in another
+    /// cluster is not watched.
+    fn unchanged(&self, src: &str, target: &str, hash: u64) -> bool {
+        if self.place.remote {
+            return false;
+        }
+        let w = self.ctx.written(self.kcp);
+        let Some((_, c)) = w.copies.iter().find(|(n, _)| n == target) else {
+            return false;
+        };
+        let seen = &self.ctx.seen.secrets;
+        c.hash == hash
+            && c.src.0 == src
+            && seen.get(&self.place.ns, src) == Cached::Present(version(&c.src.1))
+            && seen.get(&self.ns, target) == Cached::Present(version(&c.dst))
+    }
+
+    fn record(&self, target: &str, c: Copied) {
+        self.ctx.set_written(self.kcp, |w| {
+            w.copies.retain(|(n, _)| n != target);
+            w.copies.push((target.to_string(), c));
+        });
+    }
+
     /// A `cluster.x-k8s.io/secret` named `name` holding `data`.
     fn secret(
         &self,
@@ -83,6 +127,9 @@ pub(super) async fn publish_secrets(
         cluster,
         tcp_name,
         owner: super::owner_ref(kcp),
+        kcp,
+        ctx,
+        place,
     };
     copy_kubeconfig(kcp, &src, &place.ns, kc_name, &to).await?;
     copy_ca(&src, &place.ns, ca_name, &to, place.remote).await
@@ -114,6 +161,11 @@ async fn copy_kubeconfig(
     to: &Copies<'_>,
 ) -> Result<(), Error> {
     let key = kubeconfig_key(kcp);
+    let target = format!("{}-kubeconfig", to.cluster);
+    let hash = to.hash(&target, "kubeconfig", &key);
+    if to.unchanged(kc_name, &target, hash) {
+        return Ok(());
+    }
     let Some(kc) = src.get_opt(kc_name).await? else {
         return Err(Error::Waiting(format!(
             "waiting for Kamaji's Secret {tcp_ns}/{kc_name}"
@@ -124,10 +176,20 @@ async fn copy_kubeconfig(
             "Secret {tcp_ns}/{kc_name} has no key {key:?} (chosen by the {KUBECONFIG_KEY_ANNOTATION} annotation or the default); set the annotation to one of its keys"
         )));
     };
-    let target = format!("{}-kubeconfig", to.cluster);
     let labels = secret_labels(to.cluster, to.tcp_name, "kubeconfig");
     let data = BTreeMap::from([("value".to_string(), value)]);
-    apply_secret(&to.api, &target, to.secret(&target, labels, data)).await
+    // A copy the Secret watch has listed no copy of is not read: applying it is what would follow.
+    let cur = match to.ctx.seen.secrets.get(&to.ns, &target) {
+        Cached::Absent => None,
+        Cached::Present(_) | Cached::Unknown => to.api.get_opt(&target).await?,
+    };
+    let dst = apply_secret(&to.api, &target, to.secret(&target, labels, data), cur).await?;
+    let src = (
+        kc_name.to_string(),
+        kc.resource_version().unwrap_or_default(),
+    );
+    to.record(&target, Copied { src, hash, dst });
+    Ok(())
 }
 
 /// `<cluster>-ca` (`tls.crt`, `tls.key`) from Kamaji's CA Secret, unless that Secret already is
@@ -143,12 +205,16 @@ async fn copy_ca(
     if !remote && target == ca_name {
         return Ok(()); // Kamaji's own `<tcp>-ca` already is `<cluster>-ca`.
     }
-    if let Some(existing) = to.api.get_opt(&target).await?
-        && existing
-            .owner_references()
+    let hash = to.hash(&target, "ca", "");
+    if to.unchanged(ca_name, &target, hash) {
+        return Ok(());
+    }
+    let existing = to.api.get_opt(&target).await?;
+    if existing.as_ref().is_some_and(|e| {
+        e.owner_references()
             .first()
             .is_some_and(|o| o.kind == "TenantControlPlane")
-    {
+    }) {
         return Ok(());
     }
     let Some(ca) = src.get_opt(ca_name).await? else {
@@ -168,12 +234,24 @@ async fn copy_ca(
         ("tls.crt".to_string(), ByteString(crt.0.clone())),
         ("tls.key".to_string(), ByteString(key.0.clone())),
     ]);
-    apply_secret(&to.api, &target, to.secret(&target, labels, data)).await
+    let dst = apply_secret(&to.api, &target, to.secret(&target, labels, data), existing).await?;
+    let src = (
+        ca_name.to_string(),
+        ca.resource_version().unwrap_or_default(),
+    );
+    to.record(&target, Copied { src, hash, dst });
+    Ok(())
 }
 
-/// Applies `s` server-side, skipping the request when nothing would change.
-async fn apply_secret(api: &Api<Secret>, name: &str, s: Secret) -> Result<(), Error> {
-    if let Some(cur) = api.get_opt(name).await? {
+/// Applies `s` server-side over `cur` (the Secret as read), skipping the request when nothing
+/// would change; returns the Secret's resourceVersion after.
+async fn apply_secret(
+    api: &Api<Secret>,
+    name: &str,
+    s: Secret,
+    cur: Option<Secret>,
+) -> Result<String, Error> {
+    if let Some(cur) = cur {
         let same_data = cur.data == s.data && cur.type_ == s.type_;
         let labels_ok = s
             .metadata
@@ -189,13 +267,13 @@ async fn apply_secret(api: &Api<Secret>, name: &str, s: Secret) -> Result<(), Er
             })
         });
         if same_data && labels_ok && owner_ok {
-            return Ok(());
+            return Ok(cur.resource_version().unwrap_or_default());
         }
     }
     let mut v = serde_json::to_value(&s).map_err(|e| Error::Other(e.to_string()))?;
     v["apiVersion"] = json!("v1");
     v["kind"] = json!("Secret");
     let pp = PatchParams::apply(MANAGER).force();
-    api.patch(name, &pp, &Patch::Apply(&v)).await?;
-    Ok(())
+    let applied = api.patch(name, &pp, &Patch::Apply(&v)).await?;
+    Ok(applied.resource_version().unwrap_or_default())
 }

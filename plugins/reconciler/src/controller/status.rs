@@ -26,6 +26,15 @@ pub(super) struct ObservedTcp {
     pub(super) selector: Option<String>,
 }
 
+/// The counts of the Deployment's status that Kamaji inlines and [`observe`] reads.
+pub(super) const DEPLOYMENT_COUNTS: [&str; 5] = [
+    "replicas",
+    "readyReplicas",
+    "availableReplicas",
+    "updatedReplicas",
+    "unavailableReplicas",
+];
+
 pub(super) fn observe(tcp: &Value, kcp: &KamajiControlPlane, contract: Contract) -> ObservedTcp {
     let kr = &tcp["status"]["kubernetesResources"];
     let vs = kr["version"]["status"].as_str().unwrap_or_default();

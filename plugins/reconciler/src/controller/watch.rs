@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::{DynamicResourceScope, NamespaceResourceScope, PartialObjectMeta};
@@ -16,6 +16,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{PredicateConfig, WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 
+use super::cache::{keep_cluster, keep_tcp, resource_version};
 use super::reconcile::{error_policy, reconcile};
 use super::{CLUSTER_NAME_LABEL, Config, KcpCtx, discover};
 use crate::Error;
@@ -37,6 +38,12 @@ pub async fn run(
         infra_kinds = ?disc.infra.keys().collect::<Vec<_>>(),
         "discovered"
     );
+    let seen = super::Seen {
+        infra: (disc.infra.keys())
+            .map(|k| (k.clone(), Default::default()))
+            .collect(),
+        ..Default::default()
+    };
     let ctx = Arc::new(KcpCtx {
         base: Base::new(client, metrics),
         cfg,
@@ -44,6 +51,7 @@ pub async fn run(
         clusters: Mutex::new(HashMap::new()),
         retries: Retries::doubling(),
         written: Mutex::new(HashMap::new()),
+        seen,
     });
     let controller = watches(&ctx);
     ready.store(true, Ordering::SeqCst);
@@ -115,8 +123,10 @@ fn kcp_trigger(k: &KamajiControlPlane) -> Option<u64> {
 }
 
 /// The KamajiControlPlane controller with its watches: KamajiControlPlanes in a store of their
-/// own (without managedFields, which the reconcile never reads), TenantControlPlanes, Secrets,
-/// Clusters and infrastructure clusters as metadata only.
+/// own (without managedFields and kubectl's last-applied annotation, which the reconcile never
+/// reads); TenantControlPlanes and Clusters
+/// whole, kept as the fields the reconcile reads (`cache`); Secrets and infrastructure clusters
+/// as metadata only, the resourceVersions of the Secrets a KCP or a TCP owns kept.
 fn watches(ctx: &Arc<KcpCtx>) -> Controller<KamajiControlPlane> {
     let scope = Scope {
         client: ctx.base.client.clone(),
@@ -129,7 +139,11 @@ fn watches(ctx: &Arc<KcpCtx>) -> Controller<KamajiControlPlane> {
     let writer = reflector::store::Writer::<KamajiControlPlane>::default();
     let reader = writer.as_reader();
     let kcps = watcher::watcher(scope.typed::<KamajiControlPlane>(), wc.clone())
-        .modify(|k| k.managed_fields_mut().clear())
+        .modify(|k| {
+            k.managed_fields_mut().clear();
+            // kubectl's copy of the whole object: never read, and as large as the object.
+            k.annotations_mut().remove(crate::tcp::LAST_APPLIED);
+        })
         .reflect(writer)
         .applied_objects()
         .predicate_filter(kcp_trigger, PredicateConfig::default());
@@ -142,24 +156,49 @@ fn watches(ctx: &Arc<KcpCtx>) -> Controller<KamajiControlPlane> {
             Duration::from_secs(30),
         ));
 
+    // Each cache takes in its watch's events before they trigger a reconcile.
     // TenantControlPlanes (owned: controller ownerReference to the KCP).
-    let tcps = scope.dynamic::<PartialObjectMeta<DynamicObject>>(&disc.tcp);
-    controller = controller.watches_with(tcps, disc.tcp.clone(), wc.clone(), |o| {
-        owner_kcp(o.meta()).into_iter()
-    });
+    let ctx_t = ctx.clone();
+    let tcps = watcher::watcher(scope.dynamic::<DynamicObject>(&disc.tcp), wc.clone())
+        .map_ok(move |ev| {
+            ctx_t.seen.tcps.observe(&ev, keep_tcp);
+            ev
+        })
+        .touched_objects();
+    controller =
+        controller.watches_stream_with(tcps, |o| owner_kcp(o.meta()).into_iter(), disc.tcp.clone());
 
     // Secrets: our copies (owned by the KCP) and Kamaji's sources (owned by the TCP, whose name
     // is the KCP's).
-    let secrets = scope.typed::<PartialObjectMeta<Secret>>();
-    controller = controller.watches(secrets, wc.clone(), |s| secret_kcps(s.meta()).into_iter());
+    let ctx_s = ctx.clone();
+    let secrets = watcher::watcher(scope.typed::<PartialObjectMeta<Secret>>(), wc.clone())
+        .map_ok(move |ev| {
+            let ours = |s: &PartialObjectMeta<Secret>| {
+                (!secret_kcps(s.meta()).is_empty())
+                    .then(|| resource_version(s))
+                    .flatten()
+            };
+            ctx_s.seen.secrets.observe(&ev, ours);
+            ev
+        })
+        .touched_objects();
+    controller = controller.watches_stream(secrets, |s| secret_kcps(s.meta()).into_iter());
 
     // Clusters: map to the KCP they own (learnt by the reconcile from the KCP's ownerReference;
     // a KCP is reconciled when it gets that ownerReference, so nothing is missed before).
     let ctx_c = ctx.clone();
-    let clusters = scope.dynamic::<PartialObjectMeta<DynamicObject>>(&disc.cluster);
-    controller = controller.watches_with(clusters, disc.cluster.clone(), wc.clone(), move |c| {
-        cluster_kcp(&ctx_c, c.meta()).into_iter()
-    });
+    let ctx_k = ctx.clone();
+    let clusters = watcher::watcher(scope.dynamic::<DynamicObject>(&disc.cluster), wc.clone())
+        .map_ok(move |ev| {
+            ctx_k.seen.clusters.observe(&ev, keep_cluster);
+            ev
+        })
+        .touched_objects();
+    controller = controller.watches_stream_with(
+        clusters,
+        move |c| cluster_kcp(&ctx_c, c.meta()).into_iter(),
+        disc.cluster.clone(),
+    );
 
     // The certificate scan: the KCPs whose CertificatesExpiring condition changed (the
     // condition is written from the last scan; see crate::certificates).
@@ -169,12 +208,24 @@ fn watches(ctx: &Arc<KcpCtx>) -> Controller<KamajiControlPlane> {
 
     // Infrastructure clusters: map through their Cluster (ownerReference or label).
     if !ctx.cfg.skip_infra_patch {
-        for res in disc.infra.values() {
+        for (kind, res) in &disc.infra {
             let ctx_i = ctx.clone();
+            let ctx_v = ctx.clone();
+            let kind = kind.clone();
             let objs = scope.dynamic::<PartialObjectMeta<DynamicObject>>(res);
-            controller = controller.watches_with(objs, res.clone(), wc.clone(), move |o| {
-                infra_kcp(&ctx_i, o.meta()).into_iter()
-            });
+            let objs = watcher::watcher(objs, wc.clone())
+                .map_ok(move |ev| {
+                    if let Some(c) = ctx_v.seen.infra.get(&kind) {
+                        c.observe(&ev, resource_version);
+                    }
+                    ev
+                })
+                .touched_objects();
+            controller = controller.watches_stream_with(
+                objs,
+                move |o| infra_kcp(&ctx_i, o.meta()).into_iter(),
+                res.clone(),
+            );
         }
     }
     controller

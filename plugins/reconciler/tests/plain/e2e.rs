@@ -561,6 +561,10 @@ async fn dual_stack_on_a_kamaji_without_plural_cidrs_is_reported() {
     assert!(get_tcp(&c, &ns, "dual-cp").await.is_none());
 }
 
+/// Idle, the reconciler makes no request; woken by a change that changes nothing it does (a label
+/// on the Cluster, then on the TenantControlPlane), it reads both from its watches' caches and
+/// the Secrets' resourceVersions, and makes no request either (issue 29: each such reconcile read
+/// the Cluster, the TenantControlPlane and both Secrets again).
 #[tokio::test(flavor = "multi_thread")]
 async fn an_idle_reconciler_makes_no_api_requests() {
     let (c, ns, r) = story("kr-idle", "idle", net(), "1.33.0").await;
@@ -594,6 +598,27 @@ async fn an_idle_reconciler_makes_no_api_requests() {
         r.counter("kamaji_reconciler_reconciles_total"),
         Some(reconciles),
         "reconciles while idle"
+    );
+    let mut done = reconciles;
+    for (kind, name) in [(cluster_ar("v1beta2"), "idle"), (tcp_ar(), "idle-cp")] {
+        let body = json!({"metadata": {"labels": {"touched": "by-the-test"}}});
+        merge(&c, &ns, &kind, name, body).await;
+        // A reconcile is counted once it is done, its requests with it.
+        done = wait_for(
+            30,
+            "a reconcile of the touched object",
+            Some(&r),
+            || async {
+                let n = r.counter("kamaji_reconciler_reconciles_total")?;
+                (n > done).then_some(n)
+            },
+        )
+        .await;
+    }
+    assert_eq!(
+        r.counter("kamaji_reconciler_api_requests_total"),
+        Some(before),
+        "requests of reconciles that had nothing to do"
     );
 }
 
