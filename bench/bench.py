@@ -13,7 +13,7 @@ BENCH_LATENCY_SAMPLES (100 ready latencies), BENCH_UPGRADES (100 ClusterUpgrades
 minutes, for development). `bench.py providers` runs only kamaji-reconciler against CACPPK v0.11.0
 and then alone at BENCH_KCPS_LARGE (10,000); `bench.py reconciler` only kamaji-reconciler alone at
 BENCH_KCPS and BENCH_KCPS_LARGE (with where its requests go, by verb and resource, on stderr);
-`bench.py doctor` only the doctor row (the fleet seeded, the reconciler's rows over BENCH_KCPS
+`bench.py fleet` only the fleet verbs' rows (hosts, machines) over the seeded fleet; `bench.py doctor` only the doctor row (the fleet seeded, the reconciler's rows over BENCH_KCPS
 clusters, then doctor).
 """
 import json
@@ -217,6 +217,11 @@ def main():
             return
         if sys.argv[1:] == ["reconciler"]:
             reconciler_scale_bench(work, None)
+            return
+        if sys.argv[1:] == ["fleet"]:
+            start_sandbox(work, "sandbox", "full")
+            seed(env, FLEET_NS, 3, MACHINES, HOSTS)
+            fleet_verbs(env, kubectl, capi)
             return
         if sys.argv[1:] == ["doctor"]:
             start_sandbox(work, "sandbox", "full")

@@ -169,7 +169,6 @@ pub(super) fn keep_cluster<K: serde::Serialize>(c: &K) -> Option<Kept> {
             &["kind"],
             &["metadata", "name"],
             &["metadata", "namespace"],
-            &["metadata", "uid"],
             &["metadata", "resourceVersion"],
             &["metadata", "annotations", kcore::labels::PAUSED_ANNOTATION],
             &["spec", "paused"],
@@ -241,10 +240,7 @@ pub(super) fn keep_tcp<K: serde::Serialize>(t: &K) -> Option<Kept> {
 /// A hash of a resourceVersion: what the metadata-only caches keep (8 bytes, no allocation);
 /// two resourceVersions of one object hash alike with a chance of 2^-64.
 pub(super) fn version(rv: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    rv.hash(&mut h);
-    h.finish()
+    super::hash_of(rv)
 }
 
 /// What the metadata-only caches keep of an object: its resourceVersion's [`version`].

@@ -60,16 +60,15 @@ pub(super) async fn infra_step(
         .infra
         .get(kind)
         .filter(|_| ctx.disc.infra.get(kind).is_some_and(|a| a.group == group));
-    let done = (kind.to_string(), name.to_string(), ep.to_string());
-    if let (Some((k, n, rv, e)), Some(seen)) = (ctx.written(kcp).infra, seen)
-        && (k, n, e) == done
-        && seen.get(ns, name) == Cached::Present(version(&rv))
+    let done = super::hash_of((kind, name, ep.to_string()));
+    if let (Some((d, rv)), Some(seen)) = (ctx.written(kcp).infra, seen)
+        && d == done
+        && seen.get(ns, name) == Cached::Present(rv)
     {
         return Ok(yes(C, "Succeeded"));
     }
     let remember = |rv: Option<String>| {
-        let (k, n, e) = done.clone();
-        ctx.set_written(kcp, |w| w.infra = rv.map(|rv| (k, n, rv, e)));
+        ctx.set_written(kcp, |w| w.infra = rv.map(|rv| (done, version(&rv))));
     };
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.base.client.clone(), ns, &res);
     let Some(obj) = api.get_opt(name).await? else {

@@ -85,32 +85,40 @@ struct Written {
     tcp: Option<(u64, String, i64)>,
     /// Hash of the last status written (without transition times) and the KCP's uid.
     status: Option<(u64, String)>,
-    /// The Secrets copied for CAPI, by the copy's name (`secrets`).
-    copies: Vec<(String, Copied)>,
-    /// The infrastructure cluster found with (or patched to) an endpoint: its kind, name and
-    /// resourceVersion then, and the endpoint. While its watch shows that resourceVersion, it
-    /// needs no reading.
-    infra: Option<(String, String, String, String)>,
-    /// The endpoint written to the KCP's spec, with the KCP's uid and generation after.
-    endpoint: Option<(String, String, i64)>,
+    /// The Secrets copied for CAPI: `<cluster>-kubeconfig`, then `<cluster>-ca` (`secrets`).
+    copies: [Option<Copied>; 2],
+    /// The infrastructure cluster found with (or patched to) an endpoint: a hash of its kind,
+    /// name and the endpoint, and its resourceVersion then (`cache::version`). While its watch
+    /// shows that resourceVersion, it needs no reading.
+    infra: Option<(u64, u64)>,
+    /// The endpoint written to the KCP's spec: a hash of the KCP's uid and the endpoint, and the
+    /// KCP's generation after.
+    endpoint: Option<(u64, i64)>,
 }
 
-/// A Secret copied (or found up to date): the source's resourceVersion read, a hash of what was
-/// written, and the copy's resourceVersion after. While the Secret watch shows both Secrets at
+/// A Secret copied (or found up to date), as hashes (10,000 KCPs hold two each): of the source's
+/// name, of what was written (the copy's name among it), and the resourceVersions of the source
+/// read and of the copy after (`cache::version`). While the Secret watch shows both Secrets at
 /// those resourceVersions, neither has changed and the copy needs no reading.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Copied {
-    src: (String, String),
+    src: u64,
+    src_rv: u64,
     hash: u64,
-    dst: String,
+    dst_rv: u64,
+}
+
+/// A hash of anything hashable (the compact records of [`Written`]).
+fn hash_of(v: impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
 }
 
 /// A hash of a JSON value (serde_json's maps are ordered, so equal values hash alike).
 fn json_hash(v: &serde_json::Value) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    serde_json::to_vec(v).unwrap_or_default().hash(&mut h);
-    h.finish()
+    hash_of(serde_json::to_vec(v).unwrap_or_default())
 }
 
 impl KcpCtx {

@@ -510,17 +510,18 @@ async fn patch_endpoint(
         return Ok(());
     }
     let generation = kcp.meta().generation.unwrap_or(0);
+    let done = super::hash_of((kcp.uid(), ep.to_string()));
     if ctx
         .written(kcp)
         .endpoint
-        .is_some_and(|(uid, e, g)| Some(uid) == kcp.uid() && e == ep.to_string() && generation < g)
+        .is_some_and(|(d, g)| d == done && generation < g)
     {
         return Ok(());
     }
     let body = json!({"spec": {"controlPlaneEndpoint": {"host": ep.host, "port": ep.port}}});
     let patched = patch_kcp(kcp, ctx, &body).await?;
-    if let (Some(uid), Some(g)) = (patched.uid(), patched.meta().generation) {
-        ctx.set_written(kcp, |w| w.endpoint = Some((uid, ep.to_string(), g)));
+    if let Some(g) = patched.meta().generation {
+        ctx.set_written(kcp, |w| w.endpoint = Some((done, g)));
     }
     Ok(())
 }

@@ -28,6 +28,13 @@ fn secret_labels(cluster: &str, tcp: &str, which: &str) -> BTreeMap<String, Stri
     ])
 }
 
+/// Which of the two copies (its slot in `Written::copies`).
+#[derive(Clone, Copy)]
+enum Which {
+    Kubeconfig = 0,
+    Ca = 1,
+}
+
 /// Where the copies go: the KCP's namespace, owned by the KCP, labelled for the cluster.
 struct Copies<'a> {
     api: Api<Secret>,
@@ -59,26 +66,30 @@ impl Copies<'_> {
     /// Whether the copy `target`, made from `src` as `hash`, is still what this process made:
     /// the Secret watch shows both at the resourceVersions recorded then. A source in another
     /// cluster is not watched.
-    fn unchanged(&self, src: &str, target: &str, hash: u64) -> bool {
+    fn unchanged(&self, which: Which, src: &str, target: &str, hash: u64) -> bool {
         if self.place.remote {
             return false;
         }
-        let w = self.ctx.written(self.kcp);
-        let Some((_, c)) = w.copies.iter().find(|(n, _)| n == target) else {
+        let Some(c) = self.ctx.written(self.kcp).copies[which as usize] else {
             return false;
         };
         let seen = &self.ctx.seen.secrets;
         c.hash == hash
-            && c.src.0 == src
-            && seen.get(&self.place.ns, src) == Cached::Present(version(&c.src.1))
-            && seen.get(&self.ns, target) == Cached::Present(version(&c.dst))
+            && c.src == super::hash_of(src)
+            && seen.get(&self.place.ns, src) == Cached::Present(c.src_rv)
+            && seen.get(&self.ns, target) == Cached::Present(c.dst_rv)
     }
 
-    fn record(&self, target: &str, c: Copied) {
-        self.ctx.set_written(self.kcp, |w| {
-            w.copies.retain(|(n, _)| n != target);
-            w.copies.push((target.to_string(), c));
-        });
+    /// Remembers the copy made from `src` (at `src_rv`), which left it at `dst_rv`.
+    fn record(&self, which: Which, src: &Secret, hash: u64, dst_rv: &str) {
+        let c = Copied {
+            src: super::hash_of(src.name_any()),
+            src_rv: version(src.resource_version().as_deref().unwrap_or_default()),
+            hash,
+            dst_rv: version(dst_rv),
+        };
+        self.ctx
+            .set_written(self.kcp, |w| w.copies[which as usize] = Some(c));
     }
 
     /// A `cluster.x-k8s.io/secret` named `name` holding `data`.
@@ -163,7 +174,7 @@ async fn copy_kubeconfig(
     let key = kubeconfig_key(kcp);
     let target = format!("{}-kubeconfig", to.cluster);
     let hash = to.hash(&target, "kubeconfig", &key);
-    if to.unchanged(kc_name, &target, hash) {
+    if to.unchanged(Which::Kubeconfig, kc_name, &target, hash) {
         return Ok(());
     }
     let Some(kc) = src.get_opt(kc_name).await? else {
@@ -184,11 +195,7 @@ async fn copy_kubeconfig(
         Cached::Present(_) | Cached::Unknown => to.api.get_opt(&target).await?,
     };
     let dst = apply_secret(&to.api, &target, to.secret(&target, labels, data), cur).await?;
-    let src = (
-        kc_name.to_string(),
-        kc.resource_version().unwrap_or_default(),
-    );
-    to.record(&target, Copied { src, hash, dst });
+    to.record(Which::Kubeconfig, &kc, hash, &dst);
     Ok(())
 }
 
@@ -206,7 +213,7 @@ async fn copy_ca(
         return Ok(()); // Kamaji's own `<tcp>-ca` already is `<cluster>-ca`.
     }
     let hash = to.hash(&target, "ca", "");
-    if to.unchanged(ca_name, &target, hash) {
+    if to.unchanged(Which::Ca, ca_name, &target, hash) {
         return Ok(());
     }
     let existing = to.api.get_opt(&target).await?;
@@ -235,11 +242,7 @@ async fn copy_ca(
         ("tls.key".to_string(), ByteString(key.0.clone())),
     ]);
     let dst = apply_secret(&to.api, &target, to.secret(&target, labels, data), existing).await?;
-    let src = (
-        ca_name.to_string(),
-        ca.resource_version().unwrap_or_default(),
-    );
-    to.record(&target, Copied { src, hash, dst });
+    to.record(Which::Ca, &ca, hash, &dst);
     Ok(())
 }
 

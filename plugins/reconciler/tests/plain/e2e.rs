@@ -197,6 +197,55 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
         "ca"
     );
 
+    // The copy follows its source and is put back when changed or deleted: the reconciler skips
+    // reading both while the Secret watch shows them as it left them (issue 29), and each of
+    // these changes them.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(c.clone(), &ns);
+    let pp = kube::api::PatchParams::default();
+    let rotated = v.replace("token: x", "token: rotated");
+    let body = json!({"data": {"admin.conf": base64(&rotated)}});
+    let patch = kube::api::Patch::Merge(&body);
+    secrets
+        .patch("prod-cp-admin-kubeconfig", &pp, &patch)
+        .await
+        .unwrap();
+    let copied = |want: &'static str| {
+        let c = &c;
+        let ns = &ns;
+        move || async move {
+            let s = secret(c, ns, "prod-kubeconfig").await?;
+            data(&s, "value").filter(|v| v.contains(want))
+        }
+    };
+    wait_for(
+        30,
+        "the rotated kubeconfig copied",
+        Some(&r),
+        copied("token: rotated"),
+    )
+    .await;
+    let body = json!({"data": {"value": base64("edited by hand")}});
+    let patch = kube::api::Patch::Merge(&body);
+    secrets.patch("prod-kubeconfig", &pp, &patch).await.unwrap();
+    wait_for(
+        30,
+        "the edited copy put back",
+        Some(&r),
+        copied("token: rotated"),
+    )
+    .await;
+    secrets
+        .delete("prod-kubeconfig", &Default::default())
+        .await
+        .unwrap();
+    wait_for(
+        30,
+        "the deleted copy made again",
+        Some(&r),
+        copied("token: rotated"),
+    )
+    .await;
+
     // The kubeconfig key annotation, and an annotation that must follow its removal.
     annotate_kcp(
         &c,
