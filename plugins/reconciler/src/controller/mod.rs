@@ -24,6 +24,7 @@ mod infra_cluster;
 mod reconcile;
 mod secrets;
 mod status;
+mod stored;
 mod watch;
 
 pub use crate::skeleton::{Contract, MANAGER};
@@ -57,7 +58,7 @@ struct KcpCtx {
     disc: Discovered,
     /// (namespace, cluster name) → KamajiControlPlane name, learnt from Cluster events.
     clusters: Mutex<HashMap<(String, String), String>>,
-    retries: Retries<KamajiControlPlane>,
+    retries: Retries<stored::StoredKcp>,
     /// (namespace, KCP name) → what this process last wrote for it, to skip writes that would
     /// change nothing when the object read is older than that write.
     written: Mutex<HashMap<(String, String), Written>>,

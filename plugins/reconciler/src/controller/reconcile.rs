@@ -22,6 +22,7 @@ use super::status::{
     ObservedTcp, event, has_condition, observe, write_status, write_status_obs,
     write_status_obs_with, write_status_with,
 };
+use super::stored::StoredKcp;
 use super::{Cond, KcpCtx, MANAGER, TcpPlace, kcp_ns, no, patch_kcp, yes};
 use crate::Error;
 use crate::api::v1alpha2::KamajiControlPlane;
@@ -33,15 +34,13 @@ use kcore::version::KubeVersion;
 use kcore::version::releases::{PATCH_RELEASES_ANNOTATION, Releases};
 
 /// Failed reconciles back off (`Retries::doubling`).
-pub(super) fn error_policy(kcp: Arc<KamajiControlPlane>, err: &Error, ctx: Arc<KcpCtx>) -> Action {
+pub(super) fn error_policy(kcp: Arc<StoredKcp>, err: &Error, ctx: Arc<KcpCtx>) -> Action {
     ctx.retries
         .failed(&ctx.base, "KamajiControlPlane", kcp.as_ref(), err)
 }
 
-pub(super) async fn reconcile(
-    kcp: Arc<KamajiControlPlane>,
-    ctx: Arc<KcpCtx>,
-) -> Result<Action, Error> {
+pub(super) async fn reconcile(stored: Arc<StoredKcp>, ctx: Arc<KcpCtx>) -> Result<Action, Error> {
+    let kcp = stored.parse()?;
     let mut r = reconcile_inner(&kcp, &ctx).await;
     // Counted once done, so that a count read after it includes this reconcile's requests.
     ctx.base.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
@@ -59,7 +58,7 @@ pub(super) async fn reconcile(
         r = Ok(Action::requeue(Duration::from_secs(30)));
     }
     if r.is_ok() {
-        ctx.retries.succeeded(kcp.as_ref());
+        ctx.retries.succeeded(stored.as_ref());
     }
     r
 }

@@ -14,10 +14,11 @@ use kube::core::{DynamicResourceScope, NamespaceResourceScope, PartialObjectMeta
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{PredicateConfig, WatchStreamExt, reflector, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, Resource};
 
 use super::cache::{keep_cluster, keep_tcp, resource_version};
 use super::reconcile::{error_policy, reconcile};
+use super::stored::StoredKcp;
 use super::{CLUSTER_NAME_LABEL, Config, KcpCtx, discover};
 use crate::Error;
 use crate::api::v1alpha2::KamajiControlPlane;
@@ -103,7 +104,7 @@ const LIST_PAGE: u32 = 100;
 /// What of a KamajiControlPlane can change a reconcile's outcome: everything but its status,
 /// which only this controller writes. Its own status writes therefore trigger no reconcile; the
 /// store still gets them, so the next reconcile compares against them.
-fn kcp_trigger(k: &KamajiControlPlane) -> Option<u64> {
+fn kcp_trigger(k: &StoredKcp) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let m = k.meta();
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -122,12 +123,24 @@ fn kcp_trigger(k: &KamajiControlPlane) -> Option<u64> {
     Some(h.finish())
 }
 
+/// A watch event of a KamajiControlPlane, as the store keeps it (`stored`).
+fn stored(ev: watcher::Event<KamajiControlPlane>) -> watcher::Event<StoredKcp> {
+    use watcher::Event as E;
+    match ev {
+        E::Apply(k) => E::Apply(StoredKcp::new(k)),
+        E::Delete(k) => E::Delete(StoredKcp::new(k)),
+        E::Init => E::Init,
+        E::InitApply(k) => E::InitApply(StoredKcp::new(k)),
+        E::InitDone => E::InitDone,
+    }
+}
+
 /// The KamajiControlPlane controller with its watches: KamajiControlPlanes in a store of their
-/// own (without managedFields and kubectl's last-applied annotation, which the reconcile never
-/// reads); TenantControlPlanes and Clusters
+/// own (`StoredKcp`: without managedFields and kubectl's last-applied annotation, which the
+/// reconcile never reads, and all but the metadata as JSON text); TenantControlPlanes and Clusters
 /// whole, kept as the fields the reconcile reads (`cache`); Secrets and infrastructure clusters
 /// as metadata only, the resourceVersions of the Secrets a KCP or a TCP owns kept.
-fn watches(ctx: &Arc<KcpCtx>) -> Controller<KamajiControlPlane> {
+fn watches(ctx: &Arc<KcpCtx>) -> Controller<StoredKcp> {
     let scope = Scope {
         client: ctx.base.client.clone(),
         ns: ctx.cfg.namespace.clone(),
@@ -136,14 +149,10 @@ fn watches(ctx: &Arc<KcpCtx>) -> Controller<KamajiControlPlane> {
     let wc = watcher::Config::default()
         .any_semantic()
         .page_size(LIST_PAGE);
-    let writer = reflector::store::Writer::<KamajiControlPlane>::default();
+    let writer = reflector::store::Writer::<StoredKcp>::default();
     let reader = writer.as_reader();
     let kcps = watcher::watcher(scope.typed::<KamajiControlPlane>(), wc.clone())
-        .modify(|k| {
-            k.managed_fields_mut().clear();
-            // kubectl's copy of the whole object: never read, and as large as the object.
-            k.annotations_mut().remove(crate::tcp::LAST_APPLIED);
-        })
+        .map_ok(stored)
         .reflect(writer)
         .applied_objects()
         .predicate_filter(kcp_trigger, PredicateConfig::default());
@@ -231,7 +240,7 @@ fn watches(ctx: &Arc<KcpCtx>) -> Controller<KamajiControlPlane> {
     controller
 }
 
-fn owner_kcp(m: &kube::core::ObjectMeta) -> Vec<ObjectRef<KamajiControlPlane>> {
+fn owner_kcp(m: &kube::core::ObjectMeta) -> Vec<ObjectRef<StoredKcp>> {
     let ns = m.namespace.clone().unwrap_or_default();
     m.owner_references
         .iter()
@@ -245,7 +254,7 @@ fn owner_kcp(m: &kube::core::ObjectMeta) -> Vec<ObjectRef<KamajiControlPlane>> {
 }
 
 /// A Secret's KCP: its owner, or the TenantControlPlane owning it (named like its KCP).
-fn secret_kcps(m: &kube::core::ObjectMeta) -> Vec<ObjectRef<KamajiControlPlane>> {
+fn secret_kcps(m: &kube::core::ObjectMeta) -> Vec<ObjectRef<StoredKcp>> {
     let ns = m.namespace.clone().unwrap_or_default();
     let mut out = owner_kcp(m);
     for o in m.owner_references.iter().flatten() {
@@ -257,7 +266,7 @@ fn secret_kcps(m: &kube::core::ObjectMeta) -> Vec<ObjectRef<KamajiControlPlane>>
 }
 
 /// A Cluster's KCP, as the reconcile learnt it from the KCP's ownerReference.
-fn cluster_kcp(ctx: &KcpCtx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<KamajiControlPlane>> {
+fn cluster_kcp(ctx: &KcpCtx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<StoredKcp>> {
     let ns = m.namespace.clone().unwrap_or_default();
     let name = m.name.clone().unwrap_or_default();
     let kcp = ctx
@@ -270,7 +279,7 @@ fn cluster_kcp(ctx: &KcpCtx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<Kam
 
 /// An infrastructure cluster's KCP, through its Cluster (ownerReference, else the cluster-name
 /// label) and the Clusters seen so far.
-fn infra_kcp(ctx: &KcpCtx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<KamajiControlPlane>> {
+fn infra_kcp(ctx: &KcpCtx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<StoredKcp>> {
     let ns = m.namespace.clone().unwrap_or_default();
     let cluster = m
         .owner_references
