@@ -14,7 +14,8 @@ minutes, for development). `bench.py providers` runs only kamaji-reconciler agai
 and then alone at BENCH_KCPS_LARGE (10,000); `bench.py reconciler` only kamaji-reconciler alone at
 BENCH_KCPS and BENCH_KCPS_LARGE (with where its requests go, by verb and resource, on stderr);
 `bench.py fleet` only the fleet verbs' rows (hosts, machines) over the seeded fleet; `bench.py doctor` only the doctor row (the fleet seeded, the reconciler's rows over BENCH_KCPS
-clusters, then doctor).
+clusters, then doctor); `bench.py describe` only the described clusters' rows, alone (describe
+against clusterctl and the floor, and the per-cluster plans).
 """
 import json
 import os
@@ -229,6 +230,13 @@ def main():
             # The reconciler makes the KamajiControlPlanes' TenantControlPlanes, as in the full run.
             reconciler_bench(env, sandbox, work)
             doctor_bench(env, kubectl, capi)
+            return
+        if sys.argv[1:] == ["describe"]:
+            start_sandbox(work, "sandbox", "full")
+            for n in DESCRIBE_SIZES:
+                seed(env, f"bench-d{n}", 1, n, n)
+                byoh_templates(env, f"bench-d{n}")
+            per_cluster(env, kubectl, capi, clusterctl, "alone", {})
             return
         startup_and_sizes(env, clusterctl)
 

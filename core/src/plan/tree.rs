@@ -18,14 +18,16 @@
 //!   carry their host name.
 
 //!
-//! Submodules: `builder` (the skeleton: Cluster, control plane, workers) and `machines` (the
-//! Machine and MachineGroup rows).
+//! Submodules: `builder` (the skeleton: Cluster, control plane, workers), `machines` (the
+//! Machine and MachineGroup rows) and `row` (a Machine as the rows read it, [`TreeMachine`]).
 
 mod builder;
 mod details;
 mod machines;
+mod row;
 
 pub use details::machines_needing_details;
+pub use row::TreeMachine;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -140,8 +142,9 @@ pub struct TreeInput<'a> {
     pub cluster: &'a Value,
     pub infrastructure_cluster: Option<&'a Value>,
     pub control_plane: Option<&'a Value>,
-    /// Machines with label `cluster.x-k8s.io/cluster-name=<cluster>`.
-    pub machines: &'a [Value],
+    /// Machines with label `cluster.x-k8s.io/cluster-name=<cluster>`, as the rows read them
+    /// (narrowed to the options with [`TreeMachine::narrowed`], or whole).
+    pub machines: &'a [TreeMachine],
     pub machine_deployments: &'a [Value],
     pub machine_sets: &'a [Value],
     pub machine_pools: &'a [Value],

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::row::TreeMachine;
 use super::{ConditionFilter, ConditionView, Counters, Layout, TreeInput, TreeNode, TreeOptions};
 use crate::condition::{self, Condition};
 use crate::fields;
@@ -14,6 +15,78 @@ use crate::json::{self, at, i64_at, str_at};
 
 /// The grouping key of an object: (type, status, reason[, severity]) of the compared conditions.
 pub(super) type GroupKey = Vec<Option<(String, Option<String>, Option<String>)>>;
+
+/// What a row reads of an object: a JSON object as the server sent it, or a Machine's
+/// [`TreeMachine`].
+pub(super) trait Object {
+    fn kind(&self) -> &str;
+    fn name(&self) -> &str;
+    fn namespace(&self) -> &str;
+    /// Has a `metadata.deletionTimestamp`.
+    fn deleting(&self) -> bool;
+    /// The current-style condition of a type.
+    fn current(&self, type_: &str) -> Option<Condition>;
+    /// The current-style conditions.
+    fn current_all(&self) -> Vec<Condition>;
+    /// The legacy (v1beta1) condition of a type.
+    fn legacy(&self, type_: &str) -> Option<Condition>;
+    /// The legacy (v1beta1) conditions.
+    fn legacy_all(&self) -> Vec<Condition>;
+}
+
+impl Object for Value {
+    fn kind(&self) -> &str {
+        json::kind(self)
+    }
+    fn name(&self) -> &str {
+        json::name(self)
+    }
+    fn namespace(&self) -> &str {
+        json::namespace(self)
+    }
+    fn deleting(&self) -> bool {
+        at(self, &["metadata", "deletionTimestamp"]).is_some_and(|d| !d.is_null())
+    }
+    fn current(&self, type_: &str) -> Option<Condition> {
+        condition::current(self, type_)
+    }
+    fn current_all(&self) -> Vec<Condition> {
+        condition::conditions(self)
+    }
+    fn legacy(&self, type_: &str) -> Option<Condition> {
+        condition::legacy(self, type_)
+    }
+    fn legacy_all(&self) -> Vec<Condition> {
+        condition::legacy_conditions(self)
+    }
+}
+
+impl Object for TreeMachine {
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn namespace(&self) -> &str {
+        &self.namespace
+    }
+    fn deleting(&self) -> bool {
+        self.deleting
+    }
+    fn current(&self, type_: &str) -> Option<Condition> {
+        condition::find(&self.current, type_).cloned()
+    }
+    fn current_all(&self) -> Vec<Condition> {
+        self.current.clone()
+    }
+    fn legacy(&self, type_: &str) -> Option<Condition> {
+        condition::find(&self.legacy, type_).cloned()
+    }
+    fn legacy_all(&self) -> Vec<Condition> {
+        self.legacy.clone()
+    }
+}
 
 pub(super) struct Builder<'a> {
     pub input: TreeInput<'a>,
@@ -26,8 +99,8 @@ pub(super) struct Builder<'a> {
     pub hosts_by_byomachine: HashMap<(&'a str, &'a str), &'a str>,
 }
 
-pub(super) fn is_cp_machine(m: &Value) -> bool {
-    json::label(m, crate::labels::CONTROL_PLANE_LABEL).is_some()
+pub(super) fn is_cp_machine(m: &TreeMachine) -> bool {
+    m.control_plane
 }
 
 impl<'a> Builder<'a> {
@@ -65,20 +138,15 @@ impl<'a> Builder<'a> {
         self.opts.layout == Layout::V1Beta1
     }
 
-    /// The v1beta2 conditions of an object.
-    pub(super) fn conds(&self, v: &Value) -> Vec<Condition> {
-        condition::conditions(v)
+    pub(super) fn v1beta1_ready<O: Object + ?Sized>(&self, v: &O) -> Option<Condition> {
+        v.legacy("Ready")
     }
 
-    pub(super) fn v1beta1_ready(&self, v: &Value) -> Option<Condition> {
-        condition::legacy(v, "Ready")
+    pub(super) fn cond<O: Object + ?Sized>(&self, v: &O, t: &str) -> Option<Condition> {
+        v.current(t)
     }
 
-    pub(super) fn cond(&self, v: &Value, t: &str) -> Option<Condition> {
-        condition::current(v, t)
-    }
-
-    pub(super) fn group_key(&self, v: &Value) -> GroupKey {
+    pub(super) fn group_key(&self, v: &TreeMachine) -> GroupKey {
         let k = |c: Option<Condition>, with_severity: bool| {
             c.map(|c| {
                 (
@@ -100,17 +168,17 @@ impl<'a> Builder<'a> {
     }
 
     /// A node for an API object, with its row condition and counters.
-    pub(super) fn node(
+    pub(super) fn node<O: Object + ?Sized>(
         &self,
-        v: &Value,
+        v: &O,
         meta: Option<&str>,
         row_condition: &[&str],
         counters: Option<Counters>,
         version: Option<String>,
     ) -> TreeNode {
-        let kind = json::kind(v).to_string();
-        let name = json::name(v).to_string();
-        let namespace = json::namespace(v).to_string();
+        let kind = v.kind().to_string();
+        let name = v.name().to_string();
+        let namespace = v.namespace().to_string();
         let status = if self.v1beta1() {
             self.v1beta1_ready(v)
         } else {
@@ -118,26 +186,27 @@ impl<'a> Builder<'a> {
         }
         .map(|c| ConditionView::new(&c, self.now()));
         let filter = self.opts.filter_for(&kind, &name);
-        let all: Vec<Condition> = if self.v1beta1() {
-            condition::legacy_conditions(v)
-        } else {
-            self.conds(v)
+        let all = || -> Vec<ConditionView> {
+            let all = if self.v1beta1() {
+                v.legacy_all()
+            } else {
+                v.current_all()
+            };
+            all.iter()
+                .map(|c| ConditionView::new(c, self.now()))
+                .collect()
         };
         let conditions: Vec<ConditionView> = match filter {
             ConditionFilter::None => vec![],
-            ConditionFilter::All => all
-                .iter()
-                .map(|c| ConditionView::new(c, self.now()))
-                .collect(),
-            ConditionFilter::NonZero => all
-                .iter()
-                .map(|c| ConditionView::new(c, self.now()))
+            ConditionFilter::All => all(),
+            ConditionFilter::NonZero => all()
+                .into_iter()
                 .filter(|c| {
                     c.condition.type_ == "Available" || c.condition.type_ == "Ready" || !c.is_good()
                 })
                 .collect(),
         };
-        let deleting = at(v, &["metadata", "deletionTimestamp"]).is_some_and(|d| !d.is_null());
+        let deleting = v.deleting();
         let mut display_name = format!("{kind} {namespace}/{name}");
         if namespace.is_empty() {
             display_name = format!("{kind} {name}");
@@ -266,7 +335,11 @@ impl<'a> Builder<'a> {
     }
 
     /// The Machines not placed yet that `owned` picks, now placed.
-    fn take_machines(&self, placed: &mut [bool], owned: impl Fn(&Value) -> bool) -> Vec<usize> {
+    fn take_machines(
+        &self,
+        placed: &mut [bool],
+        owned: impl Fn(&TreeMachine) -> bool,
+    ) -> Vec<usize> {
         let machines = self.input.machines;
         let taken: Vec<usize> = (0..machines.len())
             .filter(|&i| !placed[i] && owned(&machines[i]))
@@ -296,9 +369,7 @@ impl<'a> Builder<'a> {
                 Some(self.replica_counters(mp)),
                 str_at(mp, &["spec", "template", "spec", "version"]).map(str::to_string),
             );
-            let owned = self.take_machines(placed, |m| {
-                json::owner_of_kind(m, "MachinePool") == Some(mp_name)
-            });
+            let owned = self.take_machines(placed, |m| m.machine_pool.as_deref() == Some(mp_name));
             mp_node.children = self.machines_under(&owned, true);
             workers.children.push(mp_node);
         }
@@ -332,9 +403,7 @@ impl<'a> Builder<'a> {
         let mut direct: Vec<usize> = vec![];
         for ms in sets {
             let ms_name = json::name(ms);
-            let owned = self.take_machines(placed, |m| {
-                json::owner_of_kind(m, "MachineSet") == Some(ms_name)
-            });
+            let owned = self.take_machines(placed, |m| m.machine_set.as_deref() == Some(ms_name));
             if self.opts.show_machinesets {
                 let mut ms_node = self.node(
                     ms,

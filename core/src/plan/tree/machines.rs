@@ -4,12 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
 use super::builder::{Builder, GroupKey};
+use super::row::TreeMachine;
 use super::{ConditionView, Counters, GroupInfo, TreeNode};
-use crate::condition::{self, Condition};
-use crate::json::{self, at, str_at};
+use crate::condition::Condition;
+use crate::json::str_at;
 use crate::plan::hosts::host_from_provider_id;
 
 impl Builder<'_> {
@@ -46,14 +45,11 @@ impl Builder<'_> {
         out
     }
 
-    fn host_of(&self, m: &Value) -> Option<String> {
-        if let Some(h) = str_at(m, &["spec", "providerID"]).and_then(host_from_provider_id) {
+    fn host_of(&self, m: &TreeMachine) -> Option<String> {
+        if let Some(h) = m.provider_id.as_deref().and_then(host_from_provider_id) {
             return Some(h.to_string());
         }
-        let (kind, name) = (
-            str_at(m, &["spec", "infrastructureRef", "kind"])?,
-            str_at(m, &["spec", "infrastructureRef", "name"])?,
-        );
+        let (kind, name) = m.infrastructure_key()?;
         if kind != "ByoMachine" {
             return None;
         }
@@ -63,17 +59,12 @@ impl Builder<'_> {
             return Some(h.to_string());
         }
         self.hosts_by_byomachine
-            .get(&(json::namespace(m), name))
+            .get(&(m.namespace.as_str(), name))
             .map(|h| h.to_string())
     }
 
-    fn machine_node(&self, m: &Value) -> TreeNode {
-        let conds = self.conds(m);
-        let one = |t: &str| {
-            Some(i64::from(
-                condition::find(&conds, t).is_some_and(Condition::is_true),
-            ))
-        };
+    fn machine_node(&self, m: &TreeMachine) -> TreeNode {
+        let one = |t: &str| Some(i64::from(self.cond(m, t).is_some_and(|c| c.is_true())));
         let counters = Counters {
             current: Some(1),
             desired: None,
@@ -81,13 +72,7 @@ impl Builder<'_> {
             ready: one("Ready"),
             up_to_date: one("UpToDate"),
         };
-        let mut node = self.node(
-            m,
-            None,
-            &["Ready"],
-            Some(counters),
-            str_at(m, &["spec", "version"]).map(str::to_string),
-        );
+        let mut node = self.node(m, None, &["Ready"], Some(counters), m.version.clone());
         node.host = self.host_of(m);
         // Infrastructure machine and bootstrap config, hidden unless they say something new.
         let parent_ready = if self.v1beta1() {
@@ -98,21 +83,14 @@ impl Builder<'_> {
         let refs = [
             (
                 "MachineInfrastructure",
-                at(m, &["spec", "infrastructureRef"]),
+                m.infrastructure_key(),
                 &self.infra_machines,
             ),
-            (
-                "BootstrapConfig",
-                at(m, &["spec", "bootstrap", "configRef"]),
-                &self.bootstrap,
-            ),
+            ("BootstrapConfig", m.bootstrap_key(), &self.bootstrap),
         ];
         for (meta, r, map) in refs {
             let Some(r) = r else { continue };
-            let (Some(k), Some(n)) = (str_at(r, &["kind"]), str_at(r, &["name"])) else {
-                continue;
-            };
-            let Some(obj) = map.get(&(k, n)) else {
+            let Some(&obj) = map.get(&r) else {
                 continue;
             };
             let ready = if self.v1beta1() {
@@ -141,10 +119,7 @@ impl Builder<'_> {
     fn group_node(&self, members: &[usize]) -> TreeNode {
         let machines = self.input.machines;
         let first = &machines[members[0]];
-        let mut items: Vec<String> = members
-            .iter()
-            .map(|&i| json::name(&machines[i]).to_string())
-            .collect();
+        let mut items: Vec<String> = members.iter().map(|&i| machines[i].name.clone()).collect();
         items.sort();
         let mut hosts: Vec<String> = members
             .iter()
@@ -193,7 +168,7 @@ impl Builder<'_> {
         });
         node.status = status;
         node.message = Some(message);
-        node.version = str_at(first, &["spec", "version"]).map(str::to_string);
+        node.version = first.version.clone();
         node.group = Some(GroupInfo {
             item_kind: "Machine".into(),
             items,

@@ -90,6 +90,8 @@ struct Fixture {
     infra: Value,
     cp: Value,
     machines: Vec<Value>,
+    /// `machines` as the tree reads them, made at the first `input` (after a test's edits).
+    rows: std::cell::OnceCell<Vec<TreeMachine>>,
     mds: Vec<Value>,
     sets: Vec<Value>,
     infra_machines: Vec<Value>,
@@ -155,10 +157,16 @@ fn fixture() -> Fixture {
         infra: byo_cluster(),
         cp: kcp(),
         machines,
+        rows: Default::default(),
         mds: vec![md("c1-md-0")],
         sets: vec![ms("c1-md-0-x", "c1-md-0")],
         infra_machines,
     }
+}
+
+/// Machines as the tree reads them, whole.
+fn rows(machines: &[Value]) -> Vec<TreeMachine> {
+    machines.iter().map(TreeMachine::of).collect()
 }
 
 fn input(f: &Fixture) -> TreeInput<'_> {
@@ -166,7 +174,7 @@ fn input(f: &Fixture) -> TreeInput<'_> {
         cluster: &f.cluster,
         infrastructure_cluster: Some(&f.infra),
         control_plane: Some(&f.cp),
-        machines: &f.machines,
+        machines: f.rows.get_or_init(|| rows(&f.machines)),
         machine_deployments: &f.mds,
         machine_sets: &f.sets,
         machine_pools: &[],
@@ -374,7 +382,7 @@ fn kamaji_control_plane_carries_pods() {
         "metadata": {"name": "c1", "namespace": "team-a"}, "spec": {"replicas": 2, "version": "v1.33.1"},
         "status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 1, "upToDateReplicas": 2, "version": "v1.33.1",
             "conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "lastTransitionTime": "2026-11-30T07:30:00Z"}]}});
-    f.machines.retain(|m| !is_cp_machine(m));
+    f.machines.retain(|m| !is_cp_machine(&TreeMachine::of(m)));
     let t = build_tree(input(&f), &TreeOptions::default()).unwrap();
     let cp = &t.root.children[1];
     assert_eq!(cp.display_name, "KamajiControlPlane team-a/c1, v1.33.1");
@@ -433,6 +441,7 @@ fn v1beta1_layout_groups_by_ready_severity_reason() {
         "spec": {"replicas": 5, "version": "v1.30.4"},
         "status": {"replicas": 5, "readyReplicas": 2, "updatedReplicas": 5, "v1beta2": {"readyReplicas": 2, "availableReplicas": 2, "upToDateReplicas": 5},
             "conditions": [{"type": "Ready", "status": "False", "severity": "Warning", "reason": "ScalingUp"}]}});
+    let machines = rows(&machines);
     let i = TreeInput {
         control_plane: Some(&cp),
         machines: &machines,
@@ -540,4 +549,177 @@ fn details_are_needed_for_visible_machines_only() {
         ..TreeOptions::default()
     };
     assert!(machines_needing_details(input(&f), &bad).is_err());
+}
+
+/// The fixture's Machines in each shape a management cluster serves them: as they are
+/// (v1beta2, current conditions only); v1beta2 with the deprecated v1beta1 conditions and
+/// messages on every condition; served at v1beta1 by CAPI 1.10 (legacy conditions in
+/// `status.conditions`, current ones in `status.v1beta2`); and with one deleted, one without
+/// conditions and one whose references name no group.
+fn fixtures_of_every_contract() -> Vec<Fixture> {
+    let legacy = |ready: &str, sev: &str, t: &str| {
+        json!([{"type": "Ready", "status": ready, "severity": sev, "reason": "WaitingForInfrastructure", "message": "0 of 2 completed", "lastTransitionTime": t},
+               {"type": "InfrastructureReady", "status": ready, "severity": sev, "reason": "WaitingForInfrastructure", "lastTransitionTime": t},
+               {"type": "BootstrapReady", "status": "True", "lastTransitionTime": t}])
+    };
+    let with_messages = |conds: &Value, t: &str| -> Value {
+        let mut conds = conds.clone();
+        for c in conds.as_array_mut().into_iter().flatten() {
+            c["message"] = json!(format!("* {}: something\n  on two lines", c["type"]));
+            c["lastTransitionTime"] = json!(t);
+        }
+        conds
+    };
+    let times = ["2026-11-30T06:00:00Z", "2026-11-30T07:30:00Z"];
+    let mut out = vec![fixture()];
+    let mut f = fixture();
+    for (i, m) in f.machines.iter_mut().enumerate() {
+        let t = times[i % 2];
+        let current = with_messages(&m["status"]["conditions"], t);
+        let ready = if i % 3 == 0 { "False" } else { "True" };
+        m["status"]["conditions"] = current;
+        m["status"]["deprecated"] = json!({"v1beta1": {"conditions": legacy(ready, if i % 2 == 0 { "Info" } else { "Warning" }, t)}});
+    }
+    out.push(f);
+    let mut f = fixture();
+    for (i, m) in f.machines.iter_mut().enumerate() {
+        let t = times[(i + 1) % 2];
+        let current = with_messages(&m["status"]["conditions"], t);
+        m["apiVersion"] = json!("cluster.x-k8s.io/v1beta1");
+        m["status"]["conditions"] = legacy(if i < 4 { "True" } else { "False" }, "Info", t);
+        m["status"]["v1beta2"] = json!({"conditions": current});
+    }
+    out.push(f);
+    let mut f = fixture();
+    f.machines[1]["metadata"]["deletionTimestamp"] = json!("2026-11-30T07:59:00Z");
+    f.machines[4]["status"]
+        .as_object_mut()
+        .unwrap()
+        .remove("conditions");
+    f.machines[5]["spec"]["infrastructureRef"] =
+        json!({"kind": "ByoMachine", "name": "c1-md-0-x-3"});
+    f.machines[5]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("providerID");
+    out.push(f);
+    out
+}
+
+/// Every combination of the options that decide which Machine conditions a tree reads.
+fn every_option() -> Vec<TreeOptions> {
+    let mut out = vec![];
+    for layout in [Layout::V1Beta2, Layout::V1Beta1] {
+        for show_conditions in [
+            "",
+            "all",
+            "all+",
+            "Machine",
+            "machine+",
+            "Machine/c1-md-0-x-3",
+            "Machine/stray+,Cluster",
+            "KubeadmControlPlane,ByoMachine",
+        ] {
+            for (grouping, echo, show_machinesets) in [
+                (true, false, false),
+                (false, false, false),
+                (true, true, true),
+                (false, true, false),
+            ] {
+                out.push(TreeOptions {
+                    show_conditions: show_conditions.into(),
+                    grouping,
+                    echo,
+                    show_machinesets,
+                    layout,
+                    ..Default::default()
+                });
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn machines_parse_as_they_read() {
+    for f in fixtures_of_every_contract() {
+        for m in &f.machines {
+            // What the server sends besides: managed fields, addresses, node info.
+            let mut sent = m.clone();
+            sent["metadata"]["managedFields"] =
+                json!([{"manager": "capi", "fieldsV1": {"f:status": {}}}]);
+            sent["status"]["addresses"] = json!([{"type": "InternalIP", "address": "10.0.0.1"}]);
+            sent["status"]["nodeInfo"] = json!({"kernelVersion": "6.8"});
+            let parsed: TreeMachine = serde_json::from_value(sent).unwrap();
+            assert_eq!(parsed, TreeMachine::of(m));
+        }
+    }
+    // A key sent as null reads as the accessors read it: `status.v1beta2: null` is there.
+    let m = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": {"name": "m", "deletionTimestamp": null},
+        "status": {"v1beta2": null, "conditions": [cond("Ready", "True", "Ready")]}});
+    let parsed: TreeMachine = serde_json::from_value(m.clone()).unwrap();
+    assert_eq!(parsed, TreeMachine::of(&m));
+    assert!(!parsed.deleting);
+    assert_eq!(parsed.legacy.len(), 1);
+}
+
+#[test]
+fn narrowed_machines_build_the_tree_of_whole_ones() {
+    for f in fixtures_of_every_contract() {
+        let whole = input(&f);
+        for opts in every_option() {
+            let narrowed: Vec<TreeMachine> = whole
+                .machines
+                .iter()
+                .map(|m| m.clone().narrowed(&opts))
+                .collect();
+            let narrow = TreeInput {
+                machines: &narrowed,
+                ..whole
+            };
+            assert_eq!(
+                build_tree(narrow, &opts).unwrap(),
+                build_tree(whole, &opts).unwrap(),
+                "{opts:?}"
+            );
+            assert_eq!(
+                machines_needing_details(narrow, &opts).unwrap(),
+                machines_needing_details(whole, &opts).unwrap(),
+                "{opts:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn narrowing_keeps_only_the_row_conditions_by_default() {
+    let f = &fixtures_of_every_contract()[1];
+    let m = TreeMachine::of(&f.machines[0]);
+    assert_eq!((m.current.len(), m.legacy.len()), (5, 3));
+    let default = m.clone().narrowed(&TreeOptions::default());
+    let types: Vec<&str> = default.current.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(types, ["Available", "Ready", "UpToDate"]);
+    assert!(default.legacy.is_empty());
+    // Ready whole (the row's cells), the others by status and reason (grouping).
+    assert!(default.current[1].message.is_some());
+    assert!(default.current[0].message.is_none() && default.current[0].reason.is_some());
+    let v1beta1 = m.clone().narrowed(&TreeOptions {
+        layout: Layout::V1Beta1,
+        ..Default::default()
+    });
+    assert_eq!(v1beta1.legacy.len(), 1);
+    assert!(v1beta1.current.iter().all(|c| c.reason.is_none()));
+    // --show-conditions naming the Machine (or all) keeps its layout's conditions whole.
+    for show in ["all", "Machine+", "Machine/c1-cp-a"] {
+        let opts = TreeOptions {
+            show_conditions: show.into(),
+            ..Default::default()
+        };
+        assert_eq!(m.clone().narrowed(&opts).current, m.current, "{show}");
+    }
+    let other = m.clone().narrowed(&TreeOptions {
+        show_conditions: "Machine/c1-cp-b".into(),
+        ..Default::default()
+    });
+    assert_eq!(other.current.len(), 3);
 }

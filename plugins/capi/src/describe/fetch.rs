@@ -9,7 +9,7 @@ use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kcore::fields::{self, ObjectRef};
 use kcore::plan::hosts::BYOMACHINE_NAME_LABEL;
-use kcore::plan::tree::TreeOptions;
+use kcore::plan::tree::{TreeMachine, TreeOptions};
 use kube::api::ListParams;
 use kube::discovery::ApiResource;
 use serde_json::Value;
@@ -101,30 +101,23 @@ const MACHINE_LISTS: usize = 8;
 /// in `api/core/v1beta2/common_types.go`, CAPI v1.14.2).
 use kcore::labels::DEPLOYMENT_NAME_LABEL;
 
-/// A Machine as the tree reads it (`kcore::plan::tree`, `fields::machine_*_ref`): metadata, the
-/// version, providerID and references, the conditions of either contract and the phase. The
-/// rest (addresses, node info, certificates) is most of a Machine and is dropped as it arrives.
-fn keep_for_tree(m: Value) -> Value {
-    lists::prune(
-        m,
-        &["version", "providerID", "infrastructureRef", "bootstrap"],
-        &["conditions", "v1beta2", "deprecated", "phase"],
-    )
-}
-
 /// The cluster's Machines, as concurrent LISTs that split them by MachineDeployment: the API
 /// server encodes each on a core of its own, where one LIST of thousands of Machines is bound
 /// by one core's JSON encoding. The selectors partition the cluster's Machines exactly: one
 /// per deployment named (`deployment-name=D`), and one for every other Machine
 /// (`deployment-name notin (...)`, which also matches Machines without the label: control
-/// plane, MachinePools, strays, deployments created since).
+/// plane, MachinePools, strays, deployments created since). Each Machine is parsed straight
+/// into the row the tree reads and narrowed to what `opts` shows as it arrives
+/// ([`TreeMachine::narrowed`]): its addresses, node info and other conditions are most of a
+/// Machine, and are never held.
 async fn list_machines(
     conn: &Conn,
     apis: &ServerApis,
     ns: &str,
     cluster: &str,
     mds: &[Value],
-) -> Result<Vec<Value>, Error> {
+    opts: &TreeOptions,
+) -> Result<Vec<TreeMachine>, Error> {
     let Ok(ar) = apis.capi_kind("Machine") else {
         return Ok(Vec::new());
     };
@@ -145,10 +138,13 @@ async fn list_machines(
     let ar = &ar;
     let lists = selectors.iter().map(|sel| async move {
         let lp = ListParams::default().labels(sel);
-        kclient::api::list_json_whole(conn, ar, Some(ns), &lp, keep_for_tree).await
+        let opts = opts.clone();
+        let keep = move |m: TreeMachine| m.narrowed(&opts);
+        kclient::api::list_whole(conn, ar, Some(ns), &lp, false, keep).await
     });
-    let mut out = Vec::new();
-    for part in futures::future::join_all(lists).await {
+    let parts = futures::future::join_all(lists).await;
+    let mut out = Vec::with_capacity(parts.iter().flatten().map(Vec::len).sum());
+    for part in parts {
         out.extend(part?);
     }
     Ok(out)
@@ -159,7 +155,7 @@ pub(super) struct Objects {
     pub(super) cluster: Value,
     pub(super) infra: Option<Value>,
     pub(super) cp: Option<Value>,
-    pub(super) machines: Vec<Value>,
+    pub(super) machines: Vec<TreeMachine>,
     pub(super) mds: Vec<Value>,
     pub(super) mss: Vec<Value>,
     pub(super) mps: Vec<Value>,
@@ -275,26 +271,22 @@ async fn get_opt_ref(
 /// The ByoMachines (as `namespace.name`, BYOH's byomachine-name label value) of the BYOH
 /// machines whose host is named by no providerID (the Machine's or its ByoMachine's,
 /// `byoh://HOST/...`): only their hosts are found through the ByoHosts' `status.machineRef`.
-fn unnamed_hosts(machines: &[Value], infra_machines: &[Value]) -> Vec<String> {
-    use kcore::json::{kind, name, namespace, str_at};
+fn unnamed_hosts(machines: &[TreeMachine], infra_machines: &[Value]) -> Vec<String> {
+    use kcore::json::{kind, name, str_at};
     use kcore::plan::hosts::host_from_provider_id;
-    let named = |v: &Value| {
-        str_at(v, &["spec", "providerID"])
-            .and_then(host_from_provider_id)
-            .is_some()
-    };
+    let named = |id: Option<&str>| id.and_then(host_from_provider_id).is_some();
     let with_host: HashSet<&str> = infra_machines
         .iter()
-        .filter(|bm| kind(bm) == "ByoMachine" && named(bm))
+        .filter(|bm| kind(bm) == "ByoMachine" && named(str_at(bm, &["spec", "providerID"])))
         .map(name)
         .collect();
     machines
         .iter()
-        .filter(|m| !named(m))
+        .filter(|m| !named(m.provider_id.as_deref()))
         .filter_map(|m| {
-            let r = fields::machine_infrastructure_ref(m)?;
+            let r = m.infrastructure_ref.as_ref()?;
             (r.kind == "ByoMachine" && !with_host.contains(r.name.as_str()))
-                .then(|| format!("{}.{}", namespace(m), r.name))
+                .then(|| format!("{}.{}", m.namespace, r.name))
         })
         .collect()
 }
@@ -347,7 +339,7 @@ pub(super) async fn read(
     let cp_ref = fields::cluster_control_plane_ref(&cluster);
     let deployments_then_machines = async {
         let mds = list_labelled(conn, apis.capi_kind("MachineDeployment").ok(), ns, name).await?;
-        let machines = list_machines(conn, apis, ns, name, &mds).await?;
+        let machines = list_machines(conn, apis, ns, name, &mds, opts).await?;
         Ok::<_, Error>((mds, machines))
     };
     let (infra, cp, mds_machines, mss, mps, upgrade) = tokio::join!(
@@ -407,18 +399,18 @@ pub(super) async fn read_details(
     o: &mut Objects,
     needed: &BTreeSet<String>,
 ) {
-    let shown: Vec<&Value> = o
+    let shown: Vec<&TreeMachine> = o
         .machines
         .iter()
-        .filter(|m| needed.contains(kcore::json::name(m)))
+        .filter(|m| needed.contains(&m.name))
         .collect();
     let infra_refs: Vec<ObjectRef> = shown
         .iter()
-        .filter_map(|m| fields::machine_infrastructure_ref(m))
+        .filter_map(|m| m.infrastructure_ref.clone())
         .collect();
     let boot_refs: Vec<ObjectRef> = shown
         .iter()
-        .filter_map(|m| fields::machine_bootstrap_ref(m))
+        .filter_map(|m| m.bootstrap_ref.clone())
         .collect();
     let (infra_machines, bootstrap_configs) =
         if infra_refs.len().saturating_add(boot_refs.len()) <= DETAIL_GETS {
