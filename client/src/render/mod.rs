@@ -380,6 +380,58 @@ impl Printer {
         raw(text.as_bytes());
         Ok(())
     }
+
+    /// Prints `value` on stdout as [`Printer::print`] does, without making its text whole
+    /// first, for a fleet-sized list: `-o json` is written as it is serialised, and the
+    /// table formats row by row ([`Table::write_rows`]): `table` is the value's table without
+    /// rows, `rows` its rows and `cells` each row's cells (as the value's [`Render::human`]
+    /// makes them). The other formats print as [`Printer::print`] prints them. A closed pipe
+    /// (`| head`) ends the output and is not an error.
+    pub fn print_rows<T: Render, R>(
+        &self,
+        value: &T,
+        mut table: Table,
+        rows: &[R],
+        cells: impl Fn(&R) -> Vec<Cell>,
+    ) -> Result<(), Error> {
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let written = match &self.format {
+            OutputFormat::Json => match serde_json::to_writer_pretty(&mut out, value) {
+                Err(e) if !e.is_io() => {
+                    return Err(Error::other(format!(
+                        "cannot serialise the result as JSON: {e}"
+                    )));
+                }
+                Err(_) => return Ok(()),
+                Ok(()) => out.write_all(b"\n"),
+            },
+            OutputFormat::Table | OutputFormat::Wide => {
+                if self.show_labels {
+                    let Some(labels) = value.labels() else {
+                        return Err(Error::usage(
+                            "--show-labels is not supported here; it applies to lists of objects",
+                        ));
+                    };
+                    table.last_column("LABELS", labels);
+                }
+                let wide = self.format == OutputFormat::Wide;
+                table
+                    .write_rows(&mut out, rows, cells, wide, self.headers, self.color)
+                    .and_then(|()| match value.footer().filter(|_| self.headers) {
+                        Some(f) if f.ends_with('\n') => out.write_all(f.as_bytes()),
+                        Some(f) => out.write_all(format!("{f}\n").as_bytes()),
+                        None => Ok(()),
+                    })
+            }
+            _ => {
+                drop(out);
+                return self.print(value);
+            }
+        };
+        // A closed pipe is not an error (as in `raw`).
+        let _ = written.and_then(|()| out.flush());
+        Ok(())
+    }
 }
 
 /// A template that fails on the data (an index outside its array), as kubectl reports it

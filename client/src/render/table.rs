@@ -182,6 +182,108 @@ impl Table {
     }
 }
 
+impl Table {
+    /// Writes `rows` under this table's headers (its own rows, if any, are not written) to
+    /// `out` exactly as [`Table::render`] prints them, `cells` making a row's cells each time
+    /// they are needed: once to measure the columns, once to write the row. A fleet-sized
+    /// table is then never held whole, neither its cells nor its text. A column set with
+    /// [`Table::last_column`] holds one value per row of `rows`. Cells of anything but
+    /// printable ASCII (another script, a line break, an escape) are measured as comfy-table
+    /// measures them: the table is then built and rendered whole.
+    pub fn write_rows<R>(
+        &self,
+        out: &mut impl std::io::Write,
+        rows: &[R],
+        cells: impl Fn(&R) -> Vec<Cell>,
+        wide: bool,
+        headers: bool,
+        color: bool,
+    ) -> std::io::Result<()> {
+        let shown = if wide {
+            self.headers.len()
+        } else {
+            self.wide_from
+        };
+        let last = self.last.as_ref();
+        let ncols = shown + usize::from(last.is_some());
+        if ncols == 0 {
+            return Ok(());
+        }
+        // comfy-table's widths: the widest line of each column, at least 1 (padding aside).
+        let mut widths = vec![1usize; ncols];
+        let plain = |s: &str| s.bytes().all(|b| (0x20..0x7f).contains(&b));
+        let mut measure = |i: usize, s: &str| {
+            if !plain(s) || s.len() > usize::from(u16::MAX) {
+                return false;
+            }
+            widths[i] = widths[i].max(s.len());
+            true
+        };
+        let mut simple = true;
+        if headers {
+            let header = self.headers[..shown].iter().chain(last.map(|(h, _)| h));
+            for (i, h) in header.enumerate() {
+                simple &= measure(i, h);
+            }
+        }
+        for (n, r) in rows.iter().enumerate() {
+            if !simple {
+                break;
+            }
+            let row = cells(r);
+            for i in 0..shown {
+                simple &= measure(i, row.get(i).map_or("", |c| c.text.as_str()));
+            }
+            if let Some((_, values)) = last {
+                simple &= measure(shown, values.get(n).map_or("", String::as_str));
+            }
+        }
+        if !simple {
+            let mut whole = self.clone();
+            whole.rows = rows.iter().map(&cells).collect();
+            return out.write_all(whole.render(wide, headers, color).as_bytes());
+        }
+        let mut line = String::new();
+        let mut write_line =
+            |out: &mut dyn std::io::Write, cols: &mut dyn Iterator<Item = (String, usize)>| {
+                line.clear();
+                for (i, (text, width)) in cols.enumerate() {
+                    line.push_str(&text);
+                    let pad = widths[i] - width + if i + 1 == ncols { 0 } else { 3 };
+                    line.extend(std::iter::repeat_n(' ', pad));
+                }
+                let end = line.trim_end().len();
+                line.truncate(end);
+                line.push('\n');
+                out.write_all(line.as_bytes())
+            };
+        if headers {
+            let header = self.headers[..shown].iter().chain(last.map(|(h, _)| h));
+            write_line(out, &mut header.map(|h| (h.clone(), h.len())))?;
+        }
+        for (n, r) in rows.iter().enumerate() {
+            let row = cells(r);
+            let shown_cells = (0..shown).map(|i| match row.get(i) {
+                // comfy-table closes a style left open (a colour's own reset is not a full
+                // reset): its cell says how.
+                Some(c) if color && c.tone != Tone::Plain => {
+                    let styled = comfy_table::Cell::new(c.styled(color)).content();
+                    (styled, c.text.len())
+                }
+                Some(c) => (c.text.clone(), c.text.len()),
+                None => (String::new(), 0),
+            });
+            let last_cell = last.map(|(_, values)| {
+                let v = values.get(n).cloned().unwrap_or_default();
+                let w = v.len();
+                (v, w)
+            });
+            write_line(out, &mut shown_cells.chain(last_cell))?;
+        }
+        Ok(())
+    }
+}
+
 /// Key/value lines (`Key:   value`), aligned, for single-object summaries like `version`.
 #[derive(Clone, Debug, Default)]
 pub struct Fields {
@@ -212,5 +314,91 @@ impl Fields {
             out.push('\n');
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `write_rows` prints what `render` prints, byte for byte: tables of every shape (empty
+    /// and missing cells, spaces at either end, wide columns, a last column, no headers,
+    /// colours), and the whole-table fallback (another script, a line break, an escape).
+    #[test]
+    fn rows_written_one_by_one_print_as_the_whole_table() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let words = [
+            "",
+            " ",
+            "a",
+            "web-1",
+            "  padded ",
+            "True",
+            "<none>",
+            "x=y,z=w",
+            "Ünïcode",
+            "two\nlines",
+            "\u{1b}[1mbold\u{1b}[0m",
+            "日本",
+            "tab\there",
+        ];
+        let tones = [
+            Tone::Plain,
+            Tone::Good,
+            Tone::Bad,
+            Tone::Warn,
+            Tone::Dim,
+            Tone::Bold,
+        ];
+        for case in 0..600 {
+            // Half the cases plain ASCII only (the streamed path), half anything.
+            let pick = |n: usize| if case % 2 == 0 { n % 8 } else { n };
+            let ncols = 1 + next(5);
+            let names: Vec<String> = (0..ncols)
+                .map(|i| format!("h{i}{}", words[pick(next(13))]))
+                .collect();
+            let narrow = next(ncols + 1);
+            let mut t = Table::new(&names[..narrow]).wide(&names[narrow..]);
+            let nrows = next(7);
+            let rows: Vec<Vec<Cell>> = (0..nrows)
+                .map(|_| {
+                    (0..next(ncols + 2))
+                        .map(|_| Cell::new(words[pick(next(13))], tones[next(6)]))
+                        .collect()
+                })
+                .collect();
+            if next(3) == 0 {
+                let values = (0..nrows + next(2))
+                    .map(|_| words[pick(next(13))].to_string())
+                    .collect();
+                t.last_column("labels", values);
+            }
+            let mut whole = t.clone();
+            for r in &rows {
+                whole.row(r.clone());
+            }
+            for (wide, headers, color) in [
+                (false, true, false),
+                (true, true, false),
+                (false, false, true),
+                (true, true, true),
+                (true, false, false),
+            ] {
+                let mut out = Vec::new();
+                t.write_rows(&mut out, &rows, Clone::clone, wide, headers, color)
+                    .unwrap();
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    whole.render(wide, headers, color),
+                    "case {case}: {names:?} {rows:?} wide={wide} headers={headers} color={color}"
+                );
+            }
+        }
     }
 }

@@ -10,6 +10,7 @@
 //! `network` (the host's interfaces).
 
 mod diagnose;
+mod join;
 pub mod maintenance;
 mod network;
 
@@ -22,9 +23,9 @@ use serde_json::Value;
 use super::selector::LabelSelector;
 use crate::condition::{self, Condition};
 use crate::json::{self, str_at};
-use crate::text;
 
 pub use diagnose::{Diagnosis, PendingMachine};
+pub use join::{ByoMachineLink, HostPart, MachineLink, RowJoin};
 pub(crate) use network::default_ip;
 pub use network::{Interface, interfaces};
 
@@ -174,9 +175,10 @@ pub struct HostRow {
 
 impl HostRow {
     /// The AGE cell, kubectl style (`5d`, `3h2m`), or `<unknown>`.
-    pub fn age(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn age(&self) -> String {
         self.age_seconds
-            .map(text::age)
+            .map(crate::text::age)
             .unwrap_or_else(|| "<unknown>".to_string())
     }
 }
@@ -224,7 +226,8 @@ impl HostFilter {
     }
 
     /// Keep the rows that pass.
-    pub fn apply(&self, rows: Vec<HostRow>) -> Vec<HostRow> {
+    #[cfg(test)]
+    pub(crate) fn apply(&self, rows: Vec<HostRow>) -> Vec<HostRow> {
         rows.into_iter().filter(|r| self.matches(r)).collect()
     }
 }
@@ -298,12 +301,7 @@ type Key<'a> = (&'a str, &'a str);
 /// The four lists, indexed for the join.
 pub struct Inventory<'a> {
     hosts: &'a [Value],
-    byomachines: HashMap<Key<'a>, &'a Value>,
-    machines: HashMap<Key<'a>, &'a Value>,
-    /// Machines by the ByoMachine they point at (`spec.infrastructureRef`), for ByoMachines without owner refs.
-    machines_by_infra: HashMap<Key<'a>, &'a Value>,
-    /// Machines by the host name in their `byoh://<host>/<id>` providerID.
-    machines_by_host: HashMap<&'a str, &'a Value>,
+    index: join::Index<'a, Value, Value>,
     clusters: HashMap<Key<'a>, &'a Value>,
     now: Option<jiff::Timestamp>,
 }
@@ -336,25 +334,9 @@ impl<'a> Inventory<'a> {
         now: Option<jiff::Timestamp>,
     ) -> Self {
         let key = |v: &'a Value| (json::namespace(v), json::name(v));
-        let mut machines_by_infra = HashMap::with_capacity(machines.len());
-        let mut machines_by_host = HashMap::new();
-        for m in machines {
-            let infra_kind = str_at(m, &["spec", "infrastructureRef", "kind"]);
-            if infra_kind == Some("ByoMachine")
-                && let Some(n) = str_at(m, &["spec", "infrastructureRef", "name"])
-            {
-                machines_by_infra.insert((json::namespace(m), n), m);
-            }
-            if let Some(h) = str_at(m, &["spec", "providerID"]).and_then(host_from_provider_id) {
-                machines_by_host.insert(h, m);
-            }
-        }
         Inventory {
             hosts,
-            byomachines: byomachines.iter().map(|v| (key(v), v)).collect(),
-            machines: machines.iter().map(|v| (key(v), v)).collect(),
-            machines_by_infra,
-            machines_by_host,
+            index: join::Index::build(byomachines, machines),
             clusters: clusters.iter().map(|v| (key(v), v)).collect(),
             now,
         }
@@ -362,28 +344,13 @@ impl<'a> Inventory<'a> {
 
     /// The ByoMachine of a host, if it still exists.
     pub fn byomachine_of(&self, host: &Value) -> Option<&'a Value> {
-        byomachine_ref(host).and_then(|k| self.byomachines.get(&k).copied())
+        self.index.byomachine_of(&join::HostLink::of(host))
     }
 
     /// The CAPI Machine of a host: the ByoMachine's owner, else the Machine pointing at the
     /// ByoMachine, else the Machine whose providerID names the host.
     pub fn machine_of(&self, host: &Value) -> Option<&'a Value> {
-        if let Some(bm) = self.byomachine_of(host) {
-            let ns = json::namespace(bm);
-            if let Some(owner) = json::owner_of_kind(bm, "Machine")
-                && let Some(m) = self.machines.get(&(ns, owner))
-            {
-                return Some(m);
-            }
-            if let Some(m) = self.machines_by_infra.get(&(ns, json::name(bm))) {
-                return Some(m);
-            }
-        }
-        // Only trust the providerID link while the host is still claimed.
-        if byomachine_ref(host).is_some() || json::label(host, CLUSTER_NAME_LABEL).is_some() {
-            return self.machines_by_host.get(json::name(host)).copied();
-        }
-        None
+        self.index.machine_of(&join::HostLink::of(host))
     }
 
     /// The `(namespace, name)` of the cluster a host serves or last served: the cluster-name
@@ -416,13 +383,8 @@ impl<'a> Inventory<'a> {
 
     /// Derive the state of one host.
     pub fn state(&self, host: &Value) -> HostState {
-        self.state_of(host, &HostFacts::of(host))
-    }
-
-    /// The state from the host's facts, and its machine's Node: a Running host whose Node
-    /// stopped reporting is Unreachable.
-    fn state_of(&self, host: &Value, facts: &HostFacts) -> HostState {
-        match facts.state(|ns, name| self.byomachines.contains_key(&(ns, name))) {
+        let facts = HostFacts::of(host);
+        match facts.state(|ns, name| self.index.has_byomachine(ns, name)) {
             HostState::Running
                 if self
                     .machine_of(host)
@@ -435,47 +397,22 @@ impl<'a> Inventory<'a> {
     }
 
     /// One row per host, in list order.
-    pub fn rows(&self) -> Vec<HostRow> {
+    #[cfg(test)]
+    pub(crate) fn rows(&self) -> Vec<HostRow> {
         self.hosts.iter().map(|h| self.row(h)).collect()
     }
 
-    /// The row of one host.
+    /// The row of one host (the row [`RowJoin::row`] makes of its [`HostPart`]).
     pub fn row(&self, host: &Value) -> HostRow {
-        let facts = HostFacts::of(host);
-        let state = self.state_of(host, &facts);
-        let machine = self.machine_of(host);
-        let bm = self.byomachine_of(host);
-        let s = |v: Option<&str>| v.map(str::to_string);
-        HostRow {
-            metadata: json::RowMeta::of(host),
-            name: json::name(host).to_string(),
-            namespace: json::namespace(host).to_string(),
-            state,
-            cluster: s(json::label(host, CLUSTER_NAME_LABEL)
-                .or_else(|| machine.and_then(|m| str_at(m, &["spec", "clusterName"])))),
-            byo_machine: byomachine_ref(host).map(|(ns, n)| format!("{ns}/{n}")),
-            machine: machine.map(|m| json::name(m).to_string()),
-            machine_phase: s(machine.and_then(|m| str_at(m, &["status", "phase"]))),
-            node: s(machine.and_then(|m| str_at(m, &["status", "nodeRef", "name"]))),
-            version: s(json::annotation(host, K8S_VERSION_ANNOTATION)
-                .filter(|v| !v.is_empty())
-                .or_else(|| machine.and_then(|m| str_at(m, &["spec", "version"])))),
-            os: s(str_at(host, &["status", "hostinfo", "osname"])),
-            arch: s(str_at(host, &["status", "hostinfo", "architecture"])),
-            ip: default_ip(host),
-            created: s(str_at(host, &["metadata", "creationTimestamp"])),
-            age_seconds: self.now.and_then(|now| {
-                str_at(host, &["metadata", "creationTimestamp"])
-                    .and_then(|t| text::seconds_since(t, now))
-            }),
-            os_image: s(str_at(host, &["status", "hostinfo", "osimage"])),
-            provider_id: s(machine
-                .and_then(|m| str_at(m, &["spec", "providerID"]))
-                .or_else(|| bm.and_then(|b| str_at(b, &["spec", "providerID"])))),
-            reason: facts.reason,
-            message: facts.message,
-            labels: json::labels(host),
-        }
+        let bm = self.byomachine_of(host).map(ByoMachineLink::of);
+        let machine = self.machine_of(host).map(MachineLink::of);
+        join::finish(
+            HostPart::of(host),
+            bm.as_ref(),
+            machine.as_ref(),
+            |ns, name| self.index.has_byomachine(ns, name),
+            self.now,
+        )
     }
 }
 

@@ -631,3 +631,69 @@ fn the_pool_counts_free_matching_hosts_and_those_already_serving_the_cluster() {
     let p = PoolCheck::of(&hosts, "team-b", "c1", &ams, 1);
     assert_eq!((p.serving, p.free, p.missing()), (0, 1, 0));
 }
+
+/// The `hosts` list's join over links ([`RowJoin`]) makes the rows the inventory makes of
+/// whole objects: every way a host finds its Machine (owner, infrastructureRef, providerID),
+/// a ByoMachine gone, a Node that stopped reporting, a host claimed by label only, free hosts.
+#[test]
+fn rows_from_links_are_the_inventorys_rows() {
+    let mut hosts = vec![
+        host("free"),
+        running(attach(host("owned"), "team-a", "bm-1", "c1")),
+        running(attach(host("by-infra"), "team-a", "bm-m2", "c1")),
+        running(attach(host("gone"), "team-a", "bm-gone", "c1")),
+        running(attach(host("silent"), "team-a", "bm-3", "c1")),
+        attach(host("reserved"), "team-b", "bm-4", "c2"),
+    ];
+    let mut by_label = running(host("by-label"));
+    by_label["metadata"]["labels"][CLUSTER_NAME_LABEL] = json!("c1");
+    hosts.push(by_label);
+    let mut no_owner = byomachine("team-a", "bm-m2", "m2");
+    no_owner["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("ownerReferences");
+    let bms = vec![
+        byomachine("team-a", "bm-1", "m1"),
+        no_owner,
+        byomachine("team-a", "bm-3", "m3"),
+        byomachine("team-b", "bm-4", "m4"),
+    ];
+    let mut m3 = machine("team-a", "m3", "c1", "silent");
+    m3["status"]["conditions"] = json!([{"type": "NodeReady", "status": "Unknown",
+        "reason": "NodeReadyUnknown", "message": "* Node.Ready: Kubelet stopped posting node status.",
+        "lastTransitionTime": "2026-11-29T08:00:00Z"}]);
+    let mut m5 = machine("team-a", "m5", "c1", "by-label");
+    m5["spec"]["infrastructureRef"]["name"] = json!("bm-other");
+    let ms = vec![
+        machine("team-a", "m1", "c1", "owned"),
+        machine("team-a", "m2", "c1", "elsewhere"),
+        m3,
+        machine("team-b", "m4", "c2", "reserved"),
+        m5,
+    ];
+    let inv = Inventory::build(&hosts, &bms, &ms, &[], Some(now()));
+    let bm_links: Vec<ByoMachineLink> = bms.iter().map(ByoMachineLink::of).collect();
+    let m_links: Vec<MachineLink> = ms.iter().map(MachineLink::of).collect();
+    let join = RowJoin::build(&bm_links, &m_links, Some(now()));
+    let rows: Vec<HostRow> = hosts.iter().map(|h| join.row(HostPart::of(h))).collect();
+    assert_eq!(rows, inv.rows());
+    let states: Vec<(&str, HostState, Option<&str>)> = rows
+        .iter()
+        .map(|r| (r.name.as_str(), r.state, r.machine.as_deref()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("free", HostState::Available, None),
+            ("owned", HostState::Running, Some("m1")),
+            ("by-infra", HostState::Running, Some("m2")),
+            ("gone", HostState::Releasing, None),
+            ("silent", HostState::Unreachable, Some("m3")),
+            ("reserved", HostState::Reserved, Some("m4")),
+            ("by-label", HostState::Running, Some("m5")),
+        ]
+    );
+    assert_eq!(rows[1].provider_id.as_deref(), Some("byoh://owned/abc123"));
+    assert_eq!(rows[1].age_seconds, Some(2 * 86_400));
+}

@@ -9,13 +9,15 @@ use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kcore::groups::INFRASTRUCTURE_GROUP;
 use kcore::labels::CLUSTER_NAME_LABEL;
-use kcore::plan::hosts::{HostFilter, HostRow, Inventory};
+use kcore::plan::hosts::{
+    ByoMachineLink, HostFilter, HostPart, HostRow, Inventory, MachineLink, RowJoin,
+};
 use kube::api::ListParams;
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
 use super::cluster::ClusterHandle;
-use super::lists::{Narrow, list_narrow, list_opt, prune};
+use super::lists::{MachineStatus, Narrow, list_narrow, list_narrow_as, list_opt, prune};
 use super::time::now;
 
 /// How BYOH is installed, in the message of a missing ByoHost API.
@@ -92,13 +94,12 @@ pub async fn host_lists(
     .await
 }
 
-/// The rows of `hosts` that pass `filter`. The ByoHosts come as one LIST response (see
-/// `kclient::api::list_whole_text`: on an idle API server `continue` pages come from etcd, 4x
-/// slower at 10,000 hosts), kept as the text the server sent while the joined kinds are read
-/// (`detail`: ByoMachines as names and owners for the table; with their provider IDs for the
-/// wide table; and the Machines for the structured rows), then parsed one host at a time, each
-/// turned into its row at once: memory is the text, the joined kinds' keys and the rows, never
-/// a fleet of parsed hosts.
+/// The rows of `hosts` that pass `filter`. The ByoHosts come as one LIST response (on an idle
+/// API server `continue` pages come from etcd, 4x slower at 10,000 hosts), parsed as it
+/// streams in, each host cut at once to its row's own columns and state facts
+/// ([`HostPart`]), while the joined kinds are read (`detail`) the same way, each object cut
+/// to the few fields a row reads of it ([`ByoMachineLink`], [`MachineLink`]): memory holds
+/// the rows and those links, never the response text nor a fleet of JSON trees.
 pub async fn host_rows(
     conn: &Conn,
     apis: &ServerApis,
@@ -117,12 +118,12 @@ pub async fn host_rows(
         let machine_ar = apis.capi_kind("Machine").ok();
         match detail {
             HostDetail::Table | HostDetail::Wide => {
-                let to_value = match detail {
-                    HostDetail::Table => Narrow::<Value>::owned,
-                    _ => Narrow::<Value>::byomachine_row,
+                let to_link: fn(Narrow<Value>) -> ByoMachineLink = match detail {
+                    HostDetail::Table => |bm| ByoMachineLink::of(&bm.owned()),
+                    _ => |bm| ByoMachineLink::of(&bm.byomachine_row()),
                 };
                 let (bms, silent) = tokio::try_join!(
-                    list_narrow(conn, bm_ar, lp, detail == HostDetail::Table, to_value),
+                    list_narrow_as(conn, bm_ar, lp, detail == HostDetail::Table, to_link),
                     list_narrow(conn, machine_ar, lp, false, Narrow::silent),
                 )?;
                 // The Machine of a ByoMachine is its controller owner (CAPI sets it, the
@@ -134,22 +135,33 @@ pub async fn host_rows(
             }
             HostDetail::Rows => {
                 tokio::try_join!(
-                    list_narrow(conn, bm_ar, lp, false, Narrow::<Value>::byomachine_row),
-                    list_narrow(conn, machine_ar, lp, false, Narrow::machine_row),
+                    list_narrow_as(conn, bm_ar, lp, false, |bm: Narrow<Value>| {
+                        ByoMachineLink::of(&bm.byomachine_row())
+                    }),
+                    list_narrow_as(conn, machine_ar, lp, false, |m: Narrow<MachineStatus>| {
+                        MachineLink::of(&m.machine_row())
+                    }),
                 )
             }
         }
     };
-    let (text, (bms, machines)) = tokio::try_join!(
-        kclient::api::list_whole_text(conn, &host_ar, host_namespace, &host_lp),
+    let (parts, (bms, machines)) = tokio::try_join!(
+        kclient::api::list_whole(
+            conn,
+            &host_ar,
+            host_namespace,
+            &host_lp,
+            false,
+            |h: Narrow<Value>| HostPart::of(&h.host())
+        ),
         joined,
     )?;
-    let inv = Inventory::build(&[], &bms, &machines, &[], Some(now()));
-    let rows = kclient::api::whole_items(&host_ar, text, |h: Narrow<Value>| {
-        let row = inv.row(&h.host());
-        filter.matches(&row).then_some(row)
-    })?;
-    Ok(rows.into_iter().flatten().collect())
+    let join = RowJoin::build(&bms, &machines, Some(now()));
+    Ok(parts
+        .into_iter()
+        .map(|p| join.row(p))
+        .filter(|row| filter.matches(row))
+        .collect())
 }
 
 /// The four lists as whole objects (Machines and ByoMachines pruned to what the joins read).
@@ -203,24 +215,23 @@ pub async fn host_claims(conn: &Conn, host_ar: Option<ApiResource>) -> Result<Ve
 }
 
 /// Minimal Machines (namespace and name) named by the ByoMachines' Machine owner references,
-/// with the `NodeReady` condition of those among `silent` ([`Narrow::silent`]).
-pub fn machines_from_owners(byomachines: &[Value], silent: &[Value]) -> Vec<Value> {
-    let silent: std::collections::HashMap<(&str, &str), &Value> = silent
+/// silent when they are among `silent` ([`Narrow::silent`]).
+pub fn machines_from_owners(byomachines: &[ByoMachineLink], silent: &[Value]) -> Vec<MachineLink> {
+    let silent: std::collections::HashSet<(&str, &str)> = silent
         .iter()
         .filter(|m| !m.is_null())
-        .map(|m| ((kcore::json::namespace(m), kcore::json::name(m)), m))
+        .map(|m| (kcore::json::namespace(m), kcore::json::name(m)))
         .collect();
     byomachines
         .iter()
         .filter_map(|bm| {
-            let owner = kcore::json::owner_of_kind(bm, "Machine")?;
-            let ns = kcore::json::namespace(bm);
-            let mut m = serde_json::json!({"kind": "Machine", "metadata": {
-                "name": owner, "namespace": ns}});
-            if let Some(s) = silent.get(&(ns, owner)) {
-                m["status"] = s["status"].clone();
-            }
-            Some(m)
+            let owner = bm.machine.as_deref()?;
+            Some(MachineLink {
+                namespace: bm.namespace.clone(),
+                name: owner.to_string(),
+                silent: silent.contains(&(bm.namespace.as_str(), owner)),
+                ..MachineLink::default()
+            })
         })
         .collect()
 }
@@ -345,7 +356,6 @@ pub async fn machine_on_host(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::common::lists::MachineStatus;
     use serde_json::json;
 
     fn machine(name: &str, status: Value) -> Narrow<MachineStatus> {
@@ -385,23 +395,24 @@ mod tests {
         ]
         .map(Narrow::silent);
         assert!(read[2].is_null());
-        let bms: Vec<Value> = ["m1", "m2", "m3"]
+        let bms: Vec<ByoMachineLink> = ["m1", "m2", "m3"]
             .iter()
             .map(|m| {
-                json!({"kind": "ByoMachine", "metadata": {"name": format!("bm-{m}"), "namespace": "ns",
-                    "ownerReferences": [{"kind": "Machine", "name": m, "controller": true}]}})
+                ByoMachineLink::of(&json!({"kind": "ByoMachine", "metadata": {"name": format!("bm-{m}"), "namespace": "ns",
+                    "ownerReferences": [{"kind": "Machine", "name": m, "controller": true}]}}))
             })
             .collect();
         let machines = machines_from_owners(&bms, &read);
         let silent_names: Vec<&str> = machines
             .iter()
-            .filter(|m| kcore::fields::node_silence(m).is_some())
-            .map(kcore::json::name)
+            .filter(|m| m.silent)
+            .map(|m| m.name.as_str())
             .collect();
         assert_eq!(silent_names, ["m1", "m2"]);
         // The structured rows carry it too; a Node still starting is not silent.
         let row = machine("m1", json!({"phase": "Running", "conditions": [silent]})).machine_row();
         assert!(kcore::fields::node_silence(&row).is_some(), "{row}");
+        assert!(MachineLink::of(&row).silent, "{row}");
         let starting = machine(
             "m4",
             json!({"conditions": [node_ready("Unknown", "NodeReadyUnknown", "* Node.Ready: Condition not yet reported")]}),

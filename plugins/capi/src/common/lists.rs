@@ -37,6 +37,21 @@ pub async fn list_narrow<S: serde::de::DeserializeOwned + 'static>(
     }
 }
 
+/// Like [`list_narrow`], each item made what the caller keeps by `keep` (a typed row of the
+/// few fields it reads, rather than a JSON tree) as it is parsed.
+pub async fn list_narrow_as<S: serde::de::DeserializeOwned + 'static, U: Send + 'static>(
+    conn: &Conn,
+    ar: Option<ApiResource>,
+    lp: &ListParams,
+    metadata_only: bool,
+    keep: fn(Narrow<S>) -> U,
+) -> Result<Vec<U>, Error> {
+    match ar {
+        Some(ar) => kclient::api::list_whole(conn, &ar, None, lp, metadata_only, keep).await,
+        None => Ok(Vec::new()),
+    }
+}
+
 /// An object as the inventory's rows read it: the metadata the joins use and the few `spec`
 /// and `status` fields of each kind. Parsed straight from the LIST's pages, so everything else
 /// (`managedFields` above all) is skipped, never allocated; a 10,000-host fleet then costs

@@ -101,29 +101,39 @@ fn machine_cell(r: &HostRow) -> String {
     }
 }
 
+/// The hosts table without rows: its columns, the wide ones last.
+fn host_table() -> Table {
+    Table::new([
+        "NAME", "STATE", "CLUSTER", "MACHINE", "VERSION", "OS", "ARCH", "IP", "AGE",
+    ])
+    .wide(["OS-IMAGE", "PROVIDER-ID", "REASON", "LABELS", "NAMESPACE"])
+}
+
+/// The cells of a host's row, the wide ones last.
+fn host_cells(r: &HostRow) -> Vec<Cell> {
+    vec![
+        Cell::from(&r.name),
+        Cell::new(r.state.as_str(), state_tone(r.state)),
+        Cell::from(cells::or_none(r.cluster.as_deref())),
+        Cell::from(machine_cell(r)),
+        Cell::from(cells::or_none(r.version.as_deref())),
+        Cell::from(cells::or_none(r.os.as_deref())),
+        Cell::from(cells::or_none(r.arch.as_deref())),
+        Cell::from(cells::or_none(r.ip.as_deref())),
+        Cell::from(cells::age(r.age_seconds)),
+        Cell::from(cells::or_none(r.os_image.as_deref())),
+        Cell::from(cells::or_none(r.provider_id.as_deref())),
+        Cell::from(cells::or_none(r.reason.as_deref())),
+        Cell::from(labels_text(&r.labels)),
+        Cell::from(&r.namespace),
+    ]
+}
+
 impl Render for HostList {
     fn human(&self) -> Human {
-        let mut t = Table::new([
-            "NAME", "STATE", "CLUSTER", "MACHINE", "VERSION", "OS", "ARCH", "IP", "AGE",
-        ])
-        .wide(["OS-IMAGE", "PROVIDER-ID", "REASON", "LABELS", "NAMESPACE"]);
+        let mut t = host_table();
         for r in &self.items {
-            t.row([
-                Cell::from(&r.name),
-                Cell::new(r.state.as_str(), state_tone(r.state)),
-                Cell::from(cells::or_none(r.cluster.as_deref())),
-                Cell::from(machine_cell(r)),
-                Cell::from(cells::or_none(r.version.as_deref())),
-                Cell::from(cells::or_none(r.os.as_deref())),
-                Cell::from(cells::or_none(r.arch.as_deref())),
-                Cell::from(cells::or_none(r.ip.as_deref())),
-                Cell::from(cells::age(r.age_seconds)),
-                Cell::from(cells::or_none(r.os_image.as_deref())),
-                Cell::from(cells::or_none(r.provider_id.as_deref())),
-                Cell::from(cells::or_none(r.reason.as_deref())),
-                Cell::from(labels_text(&r.labels)),
-                Cell::from(&r.namespace),
-            ]);
+            t.row(host_cells(r));
         }
         Human::Table(t)
     }
@@ -258,5 +268,8 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         kclient::render::none_found("hosts", namespace.as_deref());
         return Ok(());
     }
-    printer.print(&HostList { summary, items })
+    // Printed as it is made (JSON as it is serialised, the tables row by row): at 10,000
+    // hosts the text and the tables' cells would otherwise be held whole on top of the rows.
+    let list = HostList { summary, items };
+    printer.print_rows(&list, host_table(), &list.items, host_cells)
 }
