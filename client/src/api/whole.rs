@@ -45,16 +45,25 @@ async fn open(
         .map_err(|e| conn.error(e, &op))
 }
 
-/// Like [`super::list_json_map`], in one response rather than pages: for a LIST a selector
-/// already narrows (one cluster's objects). Items pass through `keep` as they are parsed.
-pub async fn list_json_whole(
+/// Like [`super::list_json_each`], in one response rather than pages: each item, as plain JSON
+/// without `managedFields`, is turned into what the caller keeps by `keep` as it is parsed
+/// (`metadata_only`: the `PartialObjectMetadataList`).
+pub async fn list_json_whole<U, F>(
     conn: &Conn,
     ar: &ApiResource,
     namespace: Option<&str>,
     lp: &ListParams,
-    keep: fn(Value) -> Value,
-) -> Result<Vec<Value>, Error> {
-    list_whole(conn, ar, namespace, lp, false, move |Item(v)| keep(v)).await
+    metadata_only: bool,
+    keep: F,
+) -> Result<Vec<U>, Error>
+where
+    U: Send + 'static,
+    F: Fn(Value) -> U + Send + 'static,
+{
+    list_whole(conn, ar, namespace, lp, metadata_only, move |Item(v)| {
+        keep(v)
+    })
+    .await
 }
 
 /// Like [`super::list_as`], in one response rather than pages, each item parsed as `T` and
