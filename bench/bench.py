@@ -171,6 +171,46 @@ def seed(env, namespace, clusters, machines, hosts):
                    check=True, env=env, stdout=subprocess.DEVNULL)
 
 
+def server_idle(sandbox, limit=600, window=2.0, busy=0.1, calm=3):
+    """Until the sandbox's API server has used under `busy` of a core for `calm` windows of
+    `window` seconds in a row (at most `limit` seconds): after a seed of thousands of objects it
+    and the controller-manager's garbage collector digest them for minutes, and a verb measured
+    meanwhile measures that (a scale-down that reads nothing fleet-sized took 1.7x its
+    empty-fleet time right after the fleet's seed). Returns the seconds waited."""
+    audit = os.path.join(sandbox, "audit.log")
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    server = None
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"kube-apiserver") and f"--audit-log-path={audit}".encode() in argv:
+            server = p
+            break
+    if server is None:
+        log(f"no API server found for {sandbox}; not waiting for it to settle")
+        return 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu():
+        with open(f"/proc/{server}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+
+    started = time.monotonic()
+    quiet = 0
+    while quiet < calm and time.monotonic() - started < limit:
+        before = cpu()
+        time.sleep(window)
+        quiet = quiet + 1 if (cpu() - before) / window < busy else 0
+    waited = time.monotonic() - started
+    log(f"API server settled after {waited:.0f} s" if quiet >= calm else
+        f"API server still busy after {limit} s; measuring anyway")
+    return waited
+
+
 def byoh_templates(env, ns):
     """The ByoMachineTemplates the seeded cluster-0's MachineDeployments name (the seed leaves
     them out), so that scale and upgrade plans count free hosts as on a real BYOH cluster."""
@@ -222,6 +262,7 @@ def main():
         if sys.argv[1:] == ["fleet"]:
             start_sandbox(work, "sandbox", "full")
             seed(env, FLEET_NS, 3, MACHINES, HOSTS)
+            server_idle(sandbox)
             fleet_verbs(env, kubectl, capi)
             return
         if sys.argv[1:] == ["doctor"]:
@@ -229,6 +270,7 @@ def main():
             seed(env, FLEET_NS, 3, MACHINES, HOSTS)
             # The reconciler makes the KamajiControlPlanes' TenantControlPlanes, as in the full run.
             reconciler_bench(env, sandbox, work)
+            server_idle(sandbox)
             doctor_bench(env, kubectl, capi)
             return
         if sys.argv[1:] == ["describe"]:
@@ -236,6 +278,7 @@ def main():
             for n in DESCRIBE_SIZES:
                 seed(env, f"bench-d{n}", 1, n, n)
                 byoh_templates(env, f"bench-d{n}")
+            server_idle(sandbox)
             per_cluster(env, kubectl, capi, clusterctl, "alone", {})
             return
         startup_and_sizes(env, clusterctl)
@@ -246,12 +289,15 @@ def main():
         for n in DESCRIBE_SIZES:
             seed(env, f"bench-d{n}", 1, n, n)
             byoh_templates(env, f"bench-d{n}")
+        server_idle(sandbox)
         alone = per_cluster(env, kubectl, capi, clusterctl, "alone", {})
         # Then the fleet elsewhere: every figure above again, with it.
         seed(env, FLEET_NS, 3, MACHINES, HOSTS)
+        server_idle(sandbox)
         per_cluster(env, kubectl, capi, clusterctl, f"{HOSTS} hosts and {MACHINES} machines elsewhere", alone)
         fleet_verbs(env, kubectl, capi)
         reconciler_bench(env, sandbox, work)
+        server_idle(sandbox)
         doctor_bench(env, kubectl, capi)
         upgrades_bench(env, sandbox, work)
         stop(sbx)
