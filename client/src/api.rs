@@ -12,9 +12,7 @@ use crate::error::{Error, Op};
 use kcore::text::closest_names;
 
 mod whole;
-pub use whole::{
-    WholeText, list_json_whole, list_whole, list_whole_text, whole_items, whole_json_items,
-};
+pub use whole::{list_json_whole, list_whole};
 
 /// A dynamic API for `ar` in `namespace` (all namespaces when `None`).
 pub fn dynamic(conn: &Conn, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {

@@ -7,14 +7,10 @@
 //! parsed while it arrives, one item at a time, each passed through `keep` at once: memory
 //! holds what `keep` returns, not the response text nor the full objects.
 
-use std::marker::PhantomData;
-
 use futures::{AsyncBufRead, AsyncBufReadExt};
 use kube::api::ListParams;
 use kube::discovery::ApiResource;
 
-use serde::Deserialize;
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::Item;
@@ -263,178 +259,9 @@ impl Splitter {
     }
 }
 
-/// One LIST response (no `limit`) as the chunks it arrived in, for a caller that parses it
-/// later with [`whole_items`]: the text is a fraction of the size of its parsed objects, and
-/// kept in its chunks it is never copied into a growing buffer (twice its size at peak).
-pub struct WholeText(Vec<Vec<u8>>);
-
-/// Reads a LIST into a [`WholeText`].
-pub async fn list_whole_text(
-    conn: &Conn,
-    ar: &ApiResource,
-    namespace: Option<&str>,
-    lp: &ListParams,
-) -> Result<WholeText, Error> {
-    let body = open(conn, ar, namespace, lp, false).await?;
-    let mut body = std::pin::pin!(body);
-    let mut chunks = Vec::new();
-    loop {
-        let chunk = match body.as_mut().fill_buf().await {
-            Ok([]) => return Ok(WholeText(chunks)),
-            Ok(c) => c.to_vec(),
-            Err(e) => {
-                return Err(Error::other(format!(
-                    "{}: the list was cut off: {e}",
-                    ar.kind
-                )));
-            }
-        };
-        let n = chunk.len();
-        chunks.push(chunk);
-        body.as_mut().consume(n);
-    }
-}
-
-/// The items of a [`WholeText`], each parsed as `T` and turned into what the caller keeps by
-/// `keep` before the next is parsed.
-pub fn whole_items<T, U>(
-    ar: &ApiResource,
-    text: WholeText,
-    keep: impl Fn(T) -> U,
-) -> Result<Vec<U>, Error>
-where
-    T: serde::de::DeserializeOwned,
-{
-    // One contiguous copy, made as each chunk is dropped (peak: the text and one chunk), so
-    // that serde_json parses a slice: several times faster than through `Read`.
-    let len = text.0.iter().map(Vec::len).sum();
-    let mut bytes = Vec::with_capacity(len);
-    for c in text.0 {
-        bytes.extend_from_slice(&c);
-    }
-    let mut de = serde_json::Deserializer::from_slice(&bytes);
-    ListSeed::new(keep)
-        .deserialize(&mut de)
-        .and_then(|items| de.end().map(|()| items))
-        .map_err(|e| Error::other(format!("{}: cannot read the list: {e}", ar.kind)))
-}
-
-/// Like [`whole_items`], each item plain JSON without `metadata.managedFields` (skipped while
-/// parsing, as [`super::list_json`] skips them).
-pub fn whole_json_items<U>(
-    ar: &ApiResource,
-    text: WholeText,
-    keep: impl Fn(Value) -> U,
-) -> Result<Vec<U>, Error> {
-    whole_items(ar, text, |Item(v)| keep(v))
-}
-
-/// The list object: `items` parsed as `T` and through `keep`, every other key skipped.
-struct ListSeed<T, F> {
-    keep: F,
-    item: PhantomData<fn() -> T>,
-}
-
-impl<T, F> ListSeed<T, F> {
-    fn new(keep: F) -> Self {
-        ListSeed {
-            keep,
-            item: PhantomData,
-        }
-    }
-}
-
-impl<'de, T: Deserialize<'de>, U, F: Fn(T) -> U> DeserializeSeed<'de> for ListSeed<T, F> {
-    type Value = Vec<U>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<U>, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de, T: Deserialize<'de>, U, F: Fn(T) -> U> Visitor<'de> for ListSeed<T, F> {
-    type Value = Vec<U>;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a list")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<U>, A::Error> {
-        let mut items = Vec::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "items" {
-                items = map.next_value_seed(ItemsSeed(&self))?;
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(items)
-    }
-}
-
-/// `items`: an array (or `null`, as an empty list comes back), each through `keep`.
-struct ItemsSeed<'a, T, F>(&'a ListSeed<T, F>);
-
-impl<'de, T: Deserialize<'de>, U, F: Fn(T) -> U> DeserializeSeed<'de> for ItemsSeed<'_, T, F> {
-    type Value = Vec<U>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<U>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de, T: Deserialize<'de>, U, F: Fn(T) -> U> Visitor<'de> for ItemsSeed<'_, T, F> {
-    type Value = Vec<U>;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("the list's items")
-    }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Vec<U>, E> {
-        Ok(Vec::new())
-    }
-    fn visit_none<E: serde::de::Error>(self) -> Result<Vec<U>, E> {
-        Ok(Vec::new())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<U>, A::Error> {
-        let mut out = Vec::new();
-        while let Some(item) = seq.next_element::<T>()? {
-            out.push((self.0.keep)(item));
-        }
-        Ok(out)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(text: &str, keep: fn(Value) -> Value) -> Result<Vec<Value>, serde_json::Error> {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let v = ListSeed::new(move |Item(v)| keep(v)).deserialize(&mut de)?;
-        de.end()?;
-        Ok(v)
-    }
-
-    #[test]
-    fn items_pass_through_keep_and_the_rest_is_skipped() {
-        let text = r#"{"kind":"MachineList","metadata":{"resourceVersion":"9"},
-            "items":[{"metadata":{"name":"a","managedFields":[{"x":1}]},"status":{"big":"x"}},
-                     {"metadata":{"name":"b"}}],"extra":{"deep":[1,2,{"x":null}]}}"#;
-        let drop_status = |mut v: Value| {
-            v.as_object_mut().map(|m| m.remove("status"));
-            v
-        };
-        let items = parse(text, drop_status).unwrap();
-        assert_eq!(
-            items,
-            [
-                serde_json::json!({"metadata": {"name": "a"}}),
-                serde_json::json!({"metadata": {"name": "b"}})
-            ]
-        );
-        assert!(parse(r#"{"items":null}"#, |v| v).unwrap().is_empty());
-        assert!(parse(r#"{"metadata":{}}"#, |v| v).unwrap().is_empty());
-        assert!(parse(r#"{"items":[{"a":1}"#, |v| v).is_err(), "truncated");
-        assert!(
-            parse(r#"{"items":[1]}"#, |v| v).is_err(),
-            "an item is an object"
-        );
-    }
 
     /// The items a [`Splitter`] cuts from `text` fed in chunks of the given sizes (cycled), each
     /// parsed as `list_whole` parses it.

@@ -102,23 +102,40 @@ pub fn hosts_by_byomachine(hosts: &[Value]) -> HashMap<String, String> {
 
 /// The row of one Machine (pure).
 pub fn row(m: &Value, hosts: &HashMap<String, String>, now: jiff::Timestamp) -> MachineRow {
+    with_host(row_before_hosts(m, now), hosts)
+}
+
+/// A row from [`row_before_hosts`], its host looked up by its ByoMachine when it needs one.
+fn with_host(
+    (mut row, byomachine): (MachineRow, Option<String>),
+    hosts: &HashMap<String, String>,
+) -> MachineRow {
+    if let Some(k) = byomachine {
+        row.host = hosts.get(&k).cloned();
+    }
+    row
+}
+
+/// The row of one Machine before the hosts are read, and the `namespace/name` of the
+/// ByoMachine whose claimed host fills its `host` when its providerID names none: the rows are
+/// made as the Machines' LIST streams in, while the hosts' LIST is still under way.
+fn row_before_hosts(m: &Value, now: jiff::Timestamp) -> (MachineRow, Option<String>) {
     let ns = json::namespace(m);
     let s = |p: &[&str]| json::str_at(m, p).map(str::to_string);
     let provider_id = s(&["spec", "providerID"]);
-    let infra = fields::machine_infrastructure_ref(m);
     let host = provider_id
         .as_deref()
         .and_then(host_from_provider_id)
-        .map(str::to_string)
-        .or_else(|| {
-            infra
-                .as_ref()
-                .filter(|r| r.kind == "ByoMachine")
-                .and_then(|r| hosts.get(&format!("{ns}/{}", r.name)).cloned())
-        });
+        .map(str::to_string);
+    let byomachine = match host {
+        Some(_) => None,
+        None => fields::machine_infrastructure_ref(m)
+            .filter(|r| r.kind == "ByoMachine")
+            .map(|r| format!("{ns}/{}", r.name)),
+    };
     let ready = fields::condition(m, "Ready");
     let not_ready = ready.as_ref().filter(|c| !c.is_true());
-    MachineRow {
+    let row = MachineRow {
         metadata: json::RowMeta::of(m),
         name: json::name(m).to_string(),
         namespace: ns.to_string(),
@@ -147,7 +164,8 @@ pub fn row(m: &Value, hosts: &HashMap<String, String>, now: jiff::Timestamp) -> 
         created: s(&["metadata", "creationTimestamp"]),
         age_seconds: time::age_of(m, now),
         deleted: false,
-    }
+    };
+    (row, byomachine)
 }
 
 /// The result of `machines`.
@@ -251,17 +269,27 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     // Hosts of every namespace may serve these machines; without BYOH there are none.
     let host_ar = host_pool::byoh(&apis).ok().map(|(h, _)| h);
     // The Machines in one response (on an idle API server `continue` pages come from etcd),
-    // kept as text while the hosts are read, then parsed one at a time into their rows: a
-    // 10,000-machine LIST is about 50 MB of JSON, and many times that parsed.
-    let (text, hosts) = tokio::try_join!(
-        kclient::api::list_whole_text(&conn, &machine_ar, namespace.as_deref(), &lp),
+    // each made into its row as it streams in, while the hosts are read: a 10,000-machine
+    // LIST is about 50 MB of JSON, and many times that parsed, so neither the text nor the
+    // objects are held. A row whose host comes from its ByoMachine's claim gets it after.
+    let now = time::now();
+    let (pending, hosts) = tokio::try_join!(
+        kclient::api::list_json_whole(
+            &conn,
+            &machine_ar,
+            namespace.as_deref(),
+            &lp,
+            false,
+            move |m| row_before_hosts(&m, now),
+        ),
         host_pool::host_claims(&conn, host_ar),
     )?;
     let host_map = hosts_by_byomachine(&hosts);
     drop(hosts);
-    let now = time::now();
-    let mut items: Vec<MachineRow> =
-        kclient::api::whole_json_items(&machine_ar, text, |m| row(&m, &host_map, now))?;
+    let mut items: Vec<MachineRow> = pending
+        .into_iter()
+        .map(|p| with_host(p, &host_map))
+        .collect();
     sort(&mut items);
     if let Some(c) = &args.cluster
         && items.is_empty()
