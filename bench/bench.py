@@ -383,11 +383,14 @@ def fleet_verbs(env, kubectl, capi):
     names = [f"kubectl-capi hosts -o {fmt}, {HOSTS} hosts, {MACHINES} machines" for fmt in formats]
     # All taking turns run by run (measure_all): with 10,000 hosts the API server's own pauses
     # make one command's runs 3 s one minute and 6 s the next, so formats and floors measured
-    # one after another compare different minutes of the server.
+    # one after another compare different minutes of the server. Even taking turns, one run of
+    # the same command took 1.5 s and the next 4.6 s, the floor's as much as ours (eight rounds
+    # on a fleet-only sandbox, 2026-12-06): a median of 5 moved a format from 0.63x to 1.93x of
+    # its floor between two runs of the bench, so these rows take the median of more runs.
     try:
         floor, floor_all, get, *ours = measure_all(
             [raw(kubectl, hosts_path), raw_all(kubectl, joined), [kubectl, "get", "byohosts", "-n", ns]]
-            + [[capi, "hosts", "-n", ns, "-o", fmt] for fmt in formats], env)
+            + [[capi, "hosts", "-n", ns, "-o", fmt] for fmt in formats], env, runs=2 * RUNS + 1)
     except Failed as e:
         log(str(e))
         rows.extend((name, "failed", "-", "-", "-", "-", "-") for name in names)
