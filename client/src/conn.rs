@@ -434,6 +434,15 @@ impl ConnectOptions {
             .namespace
             .clone()
             .unwrap_or_else(|| config.default_namespace.clone());
+        // Checked before it reaches a URL, where `a$(x)` reads as "invalid uri character".
+        if !self.all_namespaces {
+            let from = if self.namespace.is_some() {
+                "-n"
+            } else {
+                "the context's namespace"
+            };
+            kcore::names::check_namespace(from, &namespace)?;
+        }
         let target = ApiServer {
             context: context.clone(),
             server: server.clone(),

@@ -418,6 +418,24 @@ fn set_mode(file: &std::fs::File, mode: u32) -> std::io::Result<()> {
     }
 }
 
+/// Creates `dir` and its missing parents with mode 0700 whatever the umask: what we write there
+/// (kubeconfigs, scripts a host runs as root) is for the user alone, and under `umask 000` a
+/// directory made with the default mode would let anyone swap the files in it. Directories
+/// that already exist are left as they are.
+pub fn create_private_dir(dir: &Path) -> Result<(), Error> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(dir).map_err(|e| Error::Other {
+        message: format!("cannot create the directory {}: {e}", dir.display()),
+        hint: Some("check the path and its permissions".into()),
+    })
+}
+
 /// Writes `bytes` to `path` with mode 0600 atomically: a temporary file with an unpredictable
 /// name in the same directory, flushed to disk, then renamed over `path`. On any failure `path`
 /// is left as it was and the temporary file is removed.
@@ -441,7 +459,7 @@ pub fn write_atomic_mode(
         _ => PathBuf::from("."),
     };
     if create_dir && !dir.exists() {
-        std::fs::create_dir_all(&dir).map_err(|e| io("creating its directory", e))?;
+        create_private_dir(&dir)?;
     }
     let prefix = format!(
         ".{}.",

@@ -36,9 +36,41 @@ pub fn check_object_name(what: &str, name: &str) -> Result<(), Error> {
     })
 }
 
+/// The longest namespace name (an RFC 1123 label, k8s.io/apimachinery `DNS1123LabelMaxLength`).
+const MAX_NAMESPACE_LEN: usize = 63;
+
+/// Refuses a namespace the API server could not hold (exit code 2): an RFC 1123 label, as
+/// k8s.io/apimachinery's `ValidateNamespaceName` requires. `from` says where it came from
+/// (`-n`, or the kubeconfig context).
+pub fn check_namespace(from: &str, ns: &str) -> Result<(), Error> {
+    if ns.len() <= MAX_NAMESPACE_LEN && !ns.contains('.') && is_object_name(ns) {
+        return Ok(());
+    }
+    let shown: String = ns.chars().take(80).collect();
+    let more = if ns.chars().count() > 80 { "…" } else { "" };
+    Err(Error::Usage {
+        message: format!("{shown:?}{more} ({from}) is not a valid namespace name"),
+        hint: Some(
+            "a namespace is lower-case letters, digits and '-', starting and ending with a letter or digit (at most 63)"
+                .into(),
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn namespaces_are_labels() {
+        for ok in ["default", "pool-a", "a", &"x".repeat(63)] {
+            assert!(check_namespace("-n", ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a$(x)", "a.b", "A", "-a", "a/b", &"x".repeat(64)] {
+            let e = check_namespace("-n", bad).unwrap_err().to_string();
+            assert!(e.contains("not a valid namespace name"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn names_that_would_bend_a_url_are_refused() {

@@ -16,21 +16,63 @@ pub(crate) const BOOTSTRAP_KUBECONFIG_API_VERSION: &str = "infrastructure.cluste
 /// How long BYOH's bootstrap token lives (`ttl` in BYOH v0.5.0's controller).
 pub const BOOTSTRAP_TOKEN_TTL_MINUTES: u32 = 30;
 
-/// Checks the API server URL the way BYOH's webhook does (`isURLValid`): `https://host:port`.
+/// Checks the API server URL the way BYOH's webhook does (`isURLValid`): `https://host:port`,
+/// with a port the host can dial (1 to 65535) and nothing a shell or a kubeconfig would read as
+/// something else (control characters, spaces).
 pub fn check_apiserver(url: &str) -> Result<(), String> {
+    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!(
+            "API server {url:?} holds a space or a control character"
+        ));
+    }
     let rest = url
         .strip_prefix("https://")
         .ok_or_else(|| format!("API server {url:?} is not of the form https://host:port"))?;
     let hostport = rest.split('/').next().unwrap_or("");
     let port = hostport
         .rsplit_once(':')
-        .filter(|(h, p)| !h.is_empty() && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        .filter(|(h, p)| !h.is_empty() && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        .map(|(_, p)| p);
     match port {
-        Some(_) => Ok(()),
+        Some(p) if p.parse::<u16>().is_ok_and(|n| n != 0) => Ok(()),
+        Some(p) => Err(format!(
+            "API server {url:?} names port {p}; a port is 1 to 65535"
+        )),
         None => Err(format!(
             "API server {url:?} needs a host and an explicit port (https://host:port), as BYOH's webhook requires"
         )),
     }
+}
+
+/// The longest path `--host-path` may name (Linux's `PATH_MAX`).
+const MAX_HOST_PATH: usize = 4096;
+
+/// Checks where the bootstrap kubeconfig lives on the host (`--host-path`): an absolute path,
+/// so the agent finds it whatever directory root runs it from, of at most 4096 bytes, without
+/// control characters (see [`sh_word`]).
+pub fn check_host_path(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err(
+            "--host-path is empty; it names the bootstrap kubeconfig's file on the host".into(),
+        );
+    }
+    if path.len() > MAX_HOST_PATH {
+        return Err(format!(
+            "--host-path is {} bytes long; a path is at most {MAX_HOST_PATH}",
+            path.len()
+        ));
+    }
+    if path.chars().any(char::is_control) {
+        return Err(format!(
+            "--host-path {path:?} holds a control character (a newline would start a command of its own in agent.sh)"
+        ));
+    }
+    if !path.starts_with('/') || path.ends_with('/') {
+        return Err(format!(
+            "--host-path {path:?} is not an absolute file path (e.g. /etc/byoh/bootstrap-kubeconfig.conf)"
+        ));
+    }
+    Ok(())
 }
 
 /// PEM text of DER certificates (the CA bundle a kube client trusts).
@@ -63,16 +105,39 @@ pub fn bootstrap_kubeconfig(name: &str, namespace: &str, apiserver: &str, ca_pem
     })
 }
 
-/// Quotes a word for a POSIX shell when it needs it.
-fn sh_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@+".contains(&b))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
+/// A value that cannot go into a script for the host: it holds a control character (`what` is
+/// the value's name), which no quoting keeps on its line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{what} {shown:?} holds a control character, which cannot be written into a script for the host"
+)]
+pub struct ControlCharacter {
+    pub what: &'static str,
+    pub shown: String,
+}
+
+/// The one way a value enters `agent.sh` or `preflight.sh`: as a single POSIX `sh` word,
+/// quoted when it needs it (`'...'`, each `'` as `'\''`), refused when it holds a control
+/// character. Inside single quotes the shell reads every byte as itself, but a newline would
+/// still end a comment line (the scripts name the host path in one), and a terminal would act
+/// on an escape when the script is shown.
+pub fn sh_word(what: &'static str, s: &str) -> Result<String, ControlCharacter> {
+    if s.chars().any(char::is_control) {
+        return Err(ControlCharacter {
+            what,
+            shown: s.chars().take(80).collect(),
+        });
     }
+    Ok(
+        if !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@+".contains(&b))
+        {
+            s.to_string()
+        } else {
+            format!("'{}'", s.replace('\'', r"'\''"))
+        },
+    )
 }
 
 /// The agent's command line on the host. `preinstalled`: the host already has kubeadm, the
@@ -85,22 +150,57 @@ pub fn agent_command(
     namespace: &str,
     labels: &[(String, String)],
     preinstalled: bool,
-) -> String {
+) -> Result<String, ControlCharacter> {
     let mut words = vec![
         "byoh-hostagent".to_string(),
         "--bootstrap-kubeconfig".into(),
-        sh_quote(kubeconfig_file),
+        sh_word("the host path", kubeconfig_file)?,
         "--namespace".into(),
-        sh_quote(namespace),
+        sh_word("the namespace", namespace)?,
     ];
     for (k, v) in labels {
         words.push("--label".into());
-        words.push(sh_quote(&format!("{k}={v}")));
+        words.push(sh_word("a label", &format!("{k}={v}"))?);
     }
     if preinstalled {
         words.push("--skip-installation".into());
     }
-    words.join(" ")
+    Ok(words.join(" "))
+}
+
+/// `agent.sh` for `host`: runs `preflight.sh` from its own directory, then `command` (from
+/// [`agent_command`]) with the script's arguments. Every value in it passes [`sh_word`].
+pub fn agent_script(
+    host: &str,
+    namespace: &str,
+    kubeconfig_file: &str,
+    command: &str,
+) -> Result<String, ControlCharacter> {
+    Ok(format!(
+        "#!/bin/sh\n# Registers this host ({host}) as a ByoHost in {ns}. Copy \
+         bootstrap-kubeconfig.conf to {path} first; its token expires {ttl} minutes after \
+         `kubectl capi hosts add` ran.\n# preflight.sh first (pass --ipvs for kube-proxy's \
+         IPVS mode): it says what the host lacks, before the agent fails on it.\n\
+         sh \"$(dirname \"$0\")/preflight.sh\" ${{PREFLIGHT_ARGS:-}} || exit 1\n\
+         exec {command} \"$@\"\n",
+        host = sh_word("the host", host)?,
+        ns = sh_word("the namespace", namespace)?,
+        path = sh_word("the host path", kubeconfig_file)?,
+        ttl = BOOTSTRAP_TOKEN_TTL_MINUTES,
+        command = sh_command(command)?,
+    ))
+}
+
+/// `command` as built by [`agent_command`], checked again for control characters: it is
+/// written as is, its words already quoted.
+fn sh_command(command: &str) -> Result<&str, ControlCharacter> {
+    if command.chars().any(char::is_control) {
+        return Err(ControlCharacter {
+            what: "the agent command",
+            shown: command.chars().take(80).collect(),
+        });
+    }
+    Ok(command)
 }
 
 /// The host's preflight (`preflight.sh`, next to `agent.sh`, which runs it first): what BYOH's
@@ -108,16 +208,20 @@ pub fn agent_command(
 /// with its fix (kernel modules and sysctls, swap, a running containerd, the kubelet's port, the
 /// hostname the agent registers under, the clock against `issued_unix`, when the bootstrap
 /// kubeconfig was made, and its token's life; `--ipvs` adds kube-proxy's IPVS modules). `host`
-/// and `namespace` are valid object names (checked by the caller), so they need no quoting.
-pub fn preflight_script(host: &str, namespace: &str, issued_unix: i64) -> String {
-    include_str!("byoh_preflight.sh")
-        .replace("@HOST@", host)
-        .replace("@NAMESPACE@", namespace)
+/// and `namespace` go in through [`sh_word`], as in `agent.sh`.
+pub fn preflight_script(
+    host: &str,
+    namespace: &str,
+    issued_unix: i64,
+) -> Result<String, ControlCharacter> {
+    Ok(include_str!("byoh_preflight.sh")
+        .replace("@HOST@", &sh_word("the host", host)?)
+        .replace("@NAMESPACE@", &sh_word("the namespace", namespace)?)
         .replace("@ISSUED@", &issued_unix.to_string())
         .replace(
             "@TOKEN_TTL@",
             &(i64::from(BOOTSTRAP_TOKEN_TTL_MINUTES) * 60).to_string(),
-        )
+        ))
 }
 
 #[cfg(test)]
@@ -134,6 +238,110 @@ mod tests {
         assert!(check_apiserver("http://10.0.0.1:6443").is_err());
         assert!(check_apiserver("https://10.0.0.1").is_err());
         assert!(check_apiserver("https://:6443").is_err());
+        // A port a host cannot dial, and text a kubeconfig or a shell would misread.
+        for bad in [
+            "https://127.0.0.1:99999",
+            "https://127.0.0.1:0",
+            "https://127.0.0.1:65536",
+            "https://a b:6443",
+            "https://a\n:6443",
+        ] {
+            assert!(check_apiserver(bad).is_err(), "{bad}");
+        }
+        assert!(check_apiserver("https://127.0.0.1:65535").is_ok());
+    }
+
+    #[test]
+    fn host_paths_are_absolute_single_lines() {
+        assert!(check_host_path("/etc/byoh/bootstrap-kubeconfig.conf").is_ok());
+        assert!(check_host_path("/opt/my byoh/it's.conf").is_ok());
+        for bad in [
+            "",
+            "bootstrap.conf",
+            "./b.conf",
+            "/etc/byoh/",
+            "/x\ntouch /tmp/PWNED\n#",
+            "/x\rb",
+            "/x\u{1b}[2J",
+        ] {
+            assert!(check_host_path(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_host_path(&format!("/{}", "a".repeat(4096))).is_err());
+    }
+
+    /// Every value reaches the scripts through `sh_word`: a control character is refused there,
+    /// whichever path it came by (a newline in a comment line of agent.sh ran as root before).
+    #[test]
+    fn control_characters_never_reach_a_script() {
+        for bad in ["/x\ntouch /tmp/PWNED\n#", "a\rb", "\u{7f}", "\u{85}"] {
+            assert!(sh_word("v", bad).is_err(), "{bad:?}");
+            assert!(agent_command(bad, "ns", &[], false).is_err(), "{bad:?}");
+            assert!(agent_command("/b", bad, &[], false).is_err(), "{bad:?}");
+            let label = [("k".to_string(), bad.to_string())];
+            assert!(agent_command("/b", "ns", &label, false).is_err(), "{bad:?}");
+            assert!(
+                agent_script("h", "ns", bad, "byoh-hostagent").is_err(),
+                "{bad:?}"
+            );
+            assert!(
+                agent_script(bad, "ns", "/b", "byoh-hostagent").is_err(),
+                "{bad:?}"
+            );
+            assert!(preflight_script(bad, "ns", 0).is_err(), "{bad:?}");
+            assert!(preflight_script("h", bad, 0).is_err(), "{bad:?}");
+        }
+    }
+
+    /// agent.sh, run by a real `sh` with a stand-in agent on PATH, hands every hostile value
+    /// to the agent as one argument, as typed, and runs nothing else.
+    #[test]
+    fn agent_sh_runs_only_the_agent_whatever_the_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let pwned = d.join("PWNED");
+        let p = pwned.display().to_string();
+        let path = format!("/x'; touch {p}; echo '$(touch {p})`touch {p}` \\ \"");
+        let labels = [("note".to_string(), format!("a b;touch {p}"))];
+        let cmd = agent_command(&path, "pool", &labels, true).unwrap();
+        let script = agent_script("h1", "pool", &path, &cmd).unwrap();
+        std::fs::write(d.join("agent.sh"), &script).unwrap();
+        std::fs::write(d.join("preflight.sh"), "exit 0\n").unwrap();
+        let bin = d.join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let agent = bin.join("byoh-hostagent");
+        std::fs::write(
+            &agent,
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = std::process::Command::new("/bin/sh")
+            .arg(d.join("agent.sh"))
+            .arg("--extra")
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let args: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "--bootstrap-kubeconfig",
+                path.as_str(),
+                "--namespace",
+                "pool",
+                "--label",
+                labels[0].1.replace("a b", "note=a b").as_str(),
+                "--skip-installation",
+                "--extra",
+            ]
+        );
+        assert!(!pwned.exists(), "a value ran as a command:\n{script}");
     }
 
     #[test]
@@ -159,12 +367,13 @@ mod tests {
             "pool",
             &labels,
             false,
-        );
+        )
+        .unwrap();
         assert_eq!(
             cmd,
             "byoh-hostagent --bootstrap-kubeconfig /etc/byoh/bootstrap-kubeconfig.conf --namespace pool --label site=apac --label 'note=a b'"
         );
-        let cmd = agent_command("/b.conf", "pool", &[], true);
+        let cmd = agent_command("/b.conf", "pool", &[], true).unwrap();
         assert_eq!(
             cmd,
             "byoh-hostagent --bootstrap-kubeconfig /b.conf --namespace pool --skip-installation"

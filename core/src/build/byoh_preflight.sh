@@ -10,7 +10,8 @@
 # checks can be pointed at another tree. Only POSIX sh and date are used.
 
 ROOT="${PREFLIGHT_ROOT:-}"
-HOST='@HOST@'
+HOST=@HOST@
+NAMESPACE=@NAMESPACE@
 # When `kubectl capi hosts add` made the bootstrap kubeconfig (Unix seconds), and how long its
 # token lives: a clock behind the first makes every certificate look not yet valid.
 ISSUED=@ISSUED@
@@ -105,7 +106,7 @@ now=$(date +%s)
 if [ "$now" -lt $((ISSUED - 300)) ]; then
 	fail "clock" "is more than 5 minutes behind the management cluster's: enable time sync (timedatectl set-ntp true, or chrony)"
 elif [ "$now" -gt $((ISSUED + TOKEN_TTL)) ]; then
-	fail "bootstrap token" "expired (it lives $((TOKEN_TTL / 60)) minutes): run kubectl capi hosts add $HOST -n @NAMESPACE@ again"
+	fail "bootstrap token" "expired (it lives $((TOKEN_TTL / 60)) minutes): run kubectl capi hosts add $HOST -n $NAMESPACE again"
 fi
 
 if [ "$FAILED" = 0 ]; then

@@ -467,7 +467,7 @@ impl HostFacts {
 
     /// Its state, `byomachine_exists(namespace, name)` saying whether the ByoMachine that
     /// claimed it is still there.
-    pub(crate) fn state(&self, byomachine_exists: impl Fn(&str, &str) -> bool) -> HostState {
+    pub fn state(&self, byomachine_exists: impl Fn(&str, &str) -> bool) -> HostState {
         if self.unregistering {
             return HostState::Releasing;
         }

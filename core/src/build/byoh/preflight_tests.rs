@@ -59,7 +59,11 @@ impl FakeRoot {
     fn run(&self, issued_ago: i64, args: &[&str]) -> (i32, String) {
         let now = jiff::Timestamp::now().as_second();
         let script = self.path("preflight.sh");
-        std::fs::write(&script, preflight_script(HOST, "pool-a", now - issued_ago)).unwrap();
+        std::fs::write(
+            &script,
+            preflight_script(HOST, "pool-a", now - issued_ago).unwrap(),
+        )
+        .unwrap();
         let out = Command::new("/bin/sh")
             .arg(&script)
             .args(args)

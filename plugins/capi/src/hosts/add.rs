@@ -58,6 +58,10 @@ pub struct AddArgs {
     /// Write DIR/HOST/bootstrap-kubeconfig.conf (0600), DIR/HOST/preflight.sh and DIR/HOST/agent.sh (which runs preflight.sh first) instead of printing
     #[arg(long, value_name = "DIR")]
     pub output: Option<PathBuf>,
+    /// Issue a bootstrap kubeconfig even for a host already registered as a ByoHost (a host
+    /// reinstalled under the same name); without it such a host is refused, naming its state
+    #[arg(long)]
+    pub force: bool,
     /// How long to wait for BYOH to issue each bootstrap kubeconfig
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = cli::parse_duration)]
     pub timeout: Duration,
@@ -70,21 +74,91 @@ pub async fn run(args: &AddArgs) -> Result<(), Error> {
     let (apiserver, ca) = bootstrap_endpoint(args).await?;
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
+    let not_installed = || Error::NotInstalled {
+        product: "BYOH".into(),
+        group: INFRASTRUCTURE_GROUP.into(),
+        install: "install the BYOH provider (clusterctl init --infrastructure byoh)".into(),
+        context: conn.context.clone(),
+    };
     let ar = apis
         .provider_kind(INFRASTRUCTURE_GROUP, "BootstrapKubeconfig")
-        .ok_or_else(|| Error::NotInstalled {
-            product: "BYOH".into(),
-            group: INFRASTRUCTURE_GROUP.into(),
-            install: "install the BYOH provider (clusterctl init --infrastructure byoh)".into(),
-            context: conn.context.clone(),
-        })?;
+        .ok_or_else(not_installed)?;
+    let hosts_ar = apis
+        .provider_kind(INFRASTRUCTURE_GROUP, "ByoHost")
+        .ok_or_else(not_installed)?;
     let ns = conn.namespace.clone();
+    // Everything that can be known before a token exists is checked first: a token is a
+    // credential that lives 30 minutes, and one issued for nothing is one too many.
+    if !args.force {
+        for host in &args.hosts {
+            refuse_registered(&conn, &hosts_ar, &ns, host).await?;
+        }
+    }
+    if let Some(dir) = &args.output {
+        for host in &args.hosts {
+            prepare_host_dir(&dir.join(host))?;
+        }
+    }
     for host in &args.hosts {
         let obj = byoh::bootstrap_kubeconfig(host, &ns, &apiserver, &ca);
         let (kubeconfig, issued) = issue(&conn, &ar, &ns, host, &obj, args.timeout).await?;
-        render_host(args, &ns, host, &kubeconfig, issued)?;
+        if let Err(e) = render_host(args, &ns, host, &kubeconfig, issued) {
+            return Err(withdraw(&conn, &ar, &ns, host, e).await);
+        }
     }
     Ok(())
+}
+
+/// A host's files could not be written after its token was issued: the BootstrapKubeconfig
+/// (and so its token, which BYOH deletes with it) is deleted, and the error says so; if even
+/// that fails, it names the object to delete by hand.
+async fn withdraw(
+    conn: &kclient::conn::Conn,
+    ar: &kube::discovery::ApiResource,
+    ns: &str,
+    host: &str,
+    e: Error,
+) -> Error {
+    let what = format!("bootstrapkubeconfig.infrastructure.cluster.x-k8s.io/{host} in {ns}");
+    let (message, hint) =
+        match kclient::api::delete_if_present(conn, ar, Some(ns), host, false).await {
+            Ok(_) => (
+                format!("{e}; the token just issued was withdrawn ({what} deleted)"),
+                e.hint(),
+            ),
+            Err(d) => (
+                format!("{e}; the token just issued could not be withdrawn ({d})"),
+                Some(format!(
+                    "delete it by hand: kubectl delete bootstrapkubeconfig {host} -n {ns}"
+                )),
+            ),
+        };
+    Error::Other { message, hint }
+}
+
+/// A host that already registered (its agent made a ByoHost under its name) is refused
+/// unless `--force`: a new token for it would let a second agent claim the name.
+async fn refuse_registered(
+    conn: &kclient::conn::Conn,
+    ar: &kube::discovery::ApiResource,
+    ns: &str,
+    host: &str,
+) -> Result<(), Error> {
+    let Some(h) = kclient::api::get_json_opt(conn, ar, Some(ns), host).await? else {
+        return Ok(());
+    };
+    // A claim whose ByoMachine is gone reads as Releasing here only if the host says so; one
+    // GET is enough to name the state, not to judge it.
+    let state = kcore::plan::hosts::HostFacts::of(&h).state(|_, _| true);
+    Err(Error::Usage {
+        message: format!(
+            "{host} is already registered in {ns} (ByoHost, {}); no token was issued",
+            state.as_str()
+        ),
+        hint: Some(format!(
+            "to onboard it again (reinstalled under the same name), pass --force; to see it: kubectl capi hosts describe {host} -n {ns}"
+        )),
+    })
 }
 
 /// parse: everything the user typed is checked before anything is written.
@@ -97,6 +171,25 @@ fn check_args(args: &AddArgs) -> Result<(), Error> {
     }
     for h in &args.hosts {
         kcore::names::check_object_name("host", h)?;
+    }
+    byoh::check_host_path(&args.host_path).map_err(|m| Error::Usage {
+        message: m,
+        hint: Some(
+            "pass --host-path /ABSOLUTE/PATH, where the kubeconfig will be on the host".into(),
+        ),
+    })?;
+    let mut seen = std::collections::BTreeMap::new();
+    for (k, v) in &args.label {
+        if let Some(was) = seen.insert(k.as_str(), v.as_str())
+            && was != v
+        {
+            return Err(Error::Usage {
+                message: format!(
+                    "--label {k} is given twice ({was} and {v}); a label has one value"
+                ),
+                hint: Some(format!("keep one of --label {k}={was} and --label {k}={v}")),
+            });
+        }
     }
     if args.output.is_none() && args.hosts.len() > 1 {
         return Err(Error::Usage {
@@ -122,20 +215,40 @@ fn check_args(args: &AddArgs) -> Result<(), Error> {
 }
 
 /// `--output DIR`: each host's directory is ours to write in only when it is a real directory
-/// or absent. A symlink there would send the bootstrap credentials wherever it points.
+/// or absent, and no one else can write in it. A symlink there would send the bootstrap
+/// credentials wherever it points; a directory others can write in would let them swap
+/// `agent.sh`, which runs as root on the host.
 fn check_host_dir(d: &std::path::Path) -> Result<(), Error> {
-    let what = match std::fs::symlink_metadata(d) {
-        Ok(m) if m.file_type().is_symlink() => "a symlink",
-        Ok(m) if !m.is_dir() => "not a directory",
+    use std::os::unix::fs::PermissionsExt;
+    let (what, fix) = match std::fs::symlink_metadata(d) {
+        Ok(m) if m.file_type().is_symlink() => ("a symlink", "remove"),
+        Ok(m) if !m.is_dir() => ("not a directory", "remove"),
+        Ok(m) if m.permissions().mode() & 0o022 != 0 => {
+            ("writable by others than its owner", "chmod 700")
+        }
         _ => return Ok(()),
     };
     Err(Error::Usage {
         message: format!("--output: {} is {what}; nothing was written", d.display()),
         hint: Some(format!(
-            "remove {} (a host's files go in a directory of its own) or pass another --output DIR",
+            "{fix} {} (a host's files go in a private directory of its own) or pass another --output DIR",
             d.display()
         )),
     })
+}
+
+/// Before any token is issued: the host's directory exists (made 0700) and takes a file, so a
+/// read-only or full file system fails here, with nothing created in the cluster.
+fn prepare_host_dir(d: &std::path::Path) -> Result<(), Error> {
+    kclient::kubeconfig::create_private_dir(d)?;
+    tempfile::Builder::new()
+        .prefix(".hosts-add-probe.")
+        .tempfile_in(d)
+        .map(drop)
+        .map_err(|e| Error::Other {
+            message: format!("cannot write in {}: {e}; no token was issued", d.display()),
+            hint: Some("pass an --output DIR you can write in".into()),
+        })
 }
 
 /// The API server URL the hosts reach and its CA bundle (PEM), both from the context unless
@@ -225,28 +338,23 @@ fn render_host(
     kubeconfig: &str,
     issued_unix: i64,
 ) -> Result<(), Error> {
-    let command = byoh::agent_command(&args.host_path, ns, &args.label, args.preinstalled);
+    let unsafe_text = |e: byoh::ControlCharacter| Error::usage(e.to_string());
+    let command = byoh::agent_command(&args.host_path, ns, &args.label, args.preinstalled)
+        .map_err(unsafe_text)?;
     match &args.output {
         Some(dir) => {
             let d = dir.join(host);
+            let preflight = byoh::preflight_script(host, ns, issued_unix).map_err(unsafe_text)?;
+            let script =
+                byoh::agent_script(host, ns, &args.host_path, &command).map_err(unsafe_text)?;
             let conf = d.join("bootstrap-kubeconfig.conf");
             kclient::kubeconfig::write_atomic(&conf, kubeconfig.as_bytes(), true)?;
             kclient::kubeconfig::write_atomic_mode(
                 &d.join("preflight.sh"),
-                byoh::preflight_script(host, ns, issued_unix).as_bytes(),
+                preflight.as_bytes(),
                 false,
                 0o755,
             )?;
-            let script = format!(
-                "#!/bin/sh\n# Registers this host ({host}) as a ByoHost in {ns}. Copy \
-                 bootstrap-kubeconfig.conf to {} first; its token expires {} minutes after \
-                 `kubectl capi hosts add` ran.\n# preflight.sh first (pass --ipvs for kube-proxy's \
-                 IPVS mode): it says what the host lacks, before the agent fails on it.\n\
-                 sh \"$(dirname \"$0\")/preflight.sh\" ${{PREFLIGHT_ARGS:-}} || exit 1\n\
-                 exec {command} \"$@\"\n",
-                args.host_path,
-                byoh::BOOTSTRAP_TOKEN_TTL_MINUTES
-            );
             kclient::kubeconfig::write_atomic_mode(
                 &d.join("agent.sh"),
                 script.as_bytes(),
@@ -261,7 +369,7 @@ fn render_host(
         None => {
             kclient::render::info(&format!(
                 "# Save this as {} on {host} (its token expires in {} minutes), then run as root:\n#   {command}",
-                args.host_path,
+                byoh::sh_word("the host path", &args.host_path).map_err(unsafe_text)?,
                 byoh::BOOTSTRAP_TOKEN_TTL_MINUTES
             ));
             kclient::render::raw(kubeconfig.as_bytes());

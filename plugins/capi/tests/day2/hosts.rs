@@ -225,13 +225,150 @@ async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
         );
         assert_contains(
             &std::fs::read_to_string(&preflight).unwrap(),
-            &format!("HOST='{h}'"),
+            &format!("HOST={h}\n"),
         );
     }
     // Bad input: one line each, nothing created.
     s.fails(2, &["hosts", "add", "b1", "--label", "bad key=x"]);
     let o = s.fails(2, &words("hosts add b1 --apiserver http://10.0.0.1"));
     assert_contains(&err(&o), "https://host:port");
+}
+
+/// `hosts add` as a hostile or careless user drives it: text that would run as root on the
+/// host, a port no host can dial, an empty or relative host path, a label given two values, a
+/// namespace that is no name, all refused (exit 2) before anything is created; under `umask
+/// 000` the directories it makes are private; a write that fails leaves no live token behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_add_refuses_what_would_run_as_root_and_leaves_no_token_behind() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Story::start("hostile").await;
+    let ns = &s.ns;
+    let bk = ar(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "BootstrapKubeconfig",
+        "bootstrapkubeconfigs",
+    );
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("byoh");
+    let d = dir.to_str().unwrap();
+    let pwned = work.path().join("PWNED");
+    let inject = format!("/x\ntouch {}\n#", pwned.display());
+    for (args, says) in [
+        (
+            vec!["hosts", "add", "p1", "--host-path", &inject, "--output", d],
+            "control character",
+        ),
+        (
+            vec!["hosts", "add", "p1", "--host-path", &inject],
+            "control character",
+        ),
+        (
+            vec!["hosts", "add", "p1", "--host-path", ""],
+            "--host-path is empty",
+        ),
+        (
+            vec!["hosts", "add", "p1", "--host-path", "b.conf"],
+            "not an absolute file path",
+        ),
+        (
+            vec![
+                "hosts",
+                "add",
+                "p1",
+                "--apiserver",
+                "https://127.0.0.1:99999",
+            ],
+            "port 99999",
+        ),
+        (
+            vec!["hosts", "add", "p1", "--label", "k=a,k=b"],
+            "--label k is given twice (a and b)",
+        ),
+    ] {
+        let o = s.fails(2, &args);
+        assert_contains(&error_line(&o), says);
+    }
+    let o = testbed::fixtures::run::plugin(
+        BIN,
+        &s.tb.kubeconfig,
+        &["hosts", "add", "z1", "-n", "a$(x)"],
+    );
+    exits(&o, 2);
+    assert_contains(
+        &error_line(&o),
+        "\"a$(x)\" (-n) is not a valid namespace name",
+    );
+    assert!(!dir.exists() && !pwned.exists());
+    assert!(
+        s.api(&bk).get_opt("p1").await.unwrap().is_none(),
+        "a token for refused input"
+    );
+
+    // Private directories whatever the umask: agent.sh runs as root, no one else may swap it.
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.args([
+        "-c",
+        "umask 000; exec \"$@\"",
+        "sh",
+        BIN,
+        "hosts",
+        "add",
+        "u1",
+        "--output",
+        d,
+    ])
+    .arg("--kubeconfig")
+    .arg(&s.tb.kubeconfig)
+    .args(["-n", ns])
+    .env_remove("KUBECONFIG")
+    .env("NO_COLOR", "1");
+    let o = cmd.output().unwrap();
+    assert_ok(&o, "hosts add u1 --output under umask 000");
+    for p in [dir.clone(), dir.join("u1")] {
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", p.display());
+    }
+    // A host directory others can write in is refused before a token is issued.
+    std::fs::create_dir(dir.join("w1")).unwrap();
+    std::fs::set_permissions(dir.join("w1"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = s.fails(2, &["hosts", "add", "w1", "--output", d]);
+    assert_contains(&error_line(&o), "is writable by others than its owner");
+
+    // A directory nothing can be written in (even root cannot make one in /proc/self): refused
+    // before a token is issued.
+    let o = s.fails(1, &["hosts", "add", "r1", "--output", "/proc/self"]);
+    assert_contains(&error_line(&o), "no token was issued");
+    // A write that fails after the token was issued (injected before the rename): the
+    // BootstrapKubeconfig is deleted, and the error says so.
+    let mut cmd = testbed::fixtures::run::command(
+        BIN,
+        &s.tb.kubeconfig,
+        &["hosts", "add", "f1", "--output", d, "-n", ns],
+    );
+    cmd.env(kclient::kubeconfig::FAIL_BEFORE_RENAME_ENV, "1");
+    let o = cmd.output().unwrap();
+    exits(&o, 1);
+    assert_contains(
+        &error_line(&o),
+        &format!(
+            "the token just issued was withdrawn (bootstrapkubeconfig.infrastructure.cluster.x-k8s.io/f1 in {ns} deleted)"
+        ),
+    );
+    for h in ["w1", "r1"] {
+        assert!(
+            s.api(&bk).get_opt(h).await.unwrap().is_none(),
+            "{h}'s token left behind"
+        );
+    }
+    eventually(
+        "f1's BootstrapKubeconfig gone",
+        Duration::from_secs(30),
+        async || s.api(&bk).get_opt("f1").await.unwrap().is_none(),
+    )
+    .await;
+    assert!(s.api(&bk).get_opt("u1").await.unwrap().is_some());
+    s.tb.delete_namespace(&s.client, &s.ns).await;
 }
 
 /// Issue 24: a BootstrapKubeconfig made for another API server (a sandbox restarted on a new
@@ -410,6 +547,13 @@ async fn the_real_agent_registers_a_host_from_what_hosts_add_prints() {
         "{eth0}"
     );
     assert_eq!(eth0["isDefault"], true, "{nics:?}");
+    // Registered: a new token for it is refused, naming its state; --force issues one.
+    let o = s.fails(2, &["hosts", "add", host]);
+    assert_contains(
+        &error_line(&o),
+        &format!("{host} is already registered in {ns} (ByoHost, Available); no token was issued"),
+    );
+    s.ok(&["hosts", "add", host, "--force", "--preinstalled"]);
 
     // Its credentials: a certificate from the approved, signed CSR, for byoh:host:<name>.
     let csr: Value = serde_json::to_value(
