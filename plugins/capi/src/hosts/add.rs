@@ -240,15 +240,16 @@ fn check_host_dir(d: &std::path::Path) -> Result<(), Error> {
 /// Before any token is issued: the host's directory exists (made 0700) and takes a file, so a
 /// read-only or full file system fails here, with nothing created in the cluster.
 fn prepare_host_dir(d: &std::path::Path) -> Result<(), Error> {
-    kclient::kubeconfig::create_private_dir(d)?;
+    let refused = |e: String| Error::Other {
+        message: format!("{e}; no token was issued"),
+        hint: Some("pass an --output DIR you can write in".into()),
+    };
+    kclient::kubeconfig::create_private_dir(d).map_err(|e| refused(e.to_string()))?;
     tempfile::Builder::new()
         .prefix(".hosts-add-probe.")
         .tempfile_in(d)
         .map(drop)
-        .map_err(|e| Error::Other {
-            message: format!("cannot write in {}: {e}; no token was issued", d.display()),
-            hint: Some("pass an --output DIR you can write in".into()),
-        })
+        .map_err(|e| refused(format!("cannot write in {}: {e}", d.display())))
 }
 
 /// The API server URL the hosts reach and its CA bundle (PEM), both from the context unless
