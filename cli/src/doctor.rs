@@ -3,17 +3,19 @@
 //! finding. It reads each kind once (one LIST response each, no per-object GETs) and decides in
 //! `kcore::doctor`.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render::{Cell, Human, Printer, Render, Table, Tone};
 use kcore::doctor::{
-    self, Counts, CrdInfo, Fleet, LeaseInfo, Problem, Section, TenantCertificate, Thresholds,
+    self, Counts, CrdInfo, Fleet, FleetRead, LeaseInfo, NotChecked, Problem, Section,
+    TenantCertificate, Thresholds, Unread,
 };
 use kcore::groups::{CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP, KAMAJI_GROUP, OPS_GROUP};
 use kcore::json;
@@ -32,14 +34,18 @@ use crate::flags::{KubeFlags, OutputFlags};
     after_help = "Findings are errors (exit 1), warnings or info (exit 0). Each names its \
 object, the cause and the command that fixes it. Every namespace is read unless -n is given.\n\n\
 Sections (--only): management, control-planes, workers, leftovers, operations.\n\n\
+Read-only users: what the API server refuses to show is reported as \"Not checked\", one line \
+per section with the permission lacking, and the rest is checked. --print-role prints the \
+least-privilege ClusterRole capi-kamaji-doctor (no Secrets, no writes) for kubectl apply -f -.\n\n\
 Examples:\n  kubectl capi doctor\n  kubectl capi doctor --only control-planes --cert-warn 60d\n  \
-kubectl capi doctor -n team-a -o json"
+kubectl capi doctor -n team-a -o json\n  kubectl capi doctor --print-role | kubectl apply -f -"
 )]
 pub struct Args {
     /// Only these sections (comma-separated or repeated)
     #[arg(long, value_name = "SECTION", value_delimiter = ',', value_parser = section)]
     pub only: Vec<Section>,
-    /// Warn about certificates expiring within this long (e.g. 30d, 720h; at most 3650d)
+    /// Warn about certificates expiring within this long: days (30d) or hours (720h), a unit
+    /// required (at most 3650d; 0 warns of none)
     #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = kcore::text::parse_cert_warn)]
     pub cert_warn: Duration,
     /// A machine or control plane in a passing state longer than this is stuck (e.g. 15m)
@@ -48,11 +54,89 @@ pub struct Args {
     /// Label selector over Cluster labels: only these clusters' objects (leftovers are then not checked)
     #[arg(short = 'l', long, value_name = "SELECTOR", value_parser = crate::flags::label_selector)]
     pub selector: Option<String>,
+    /// Print the least-privilege ClusterRole the doctor runs under (YAML, for kubectl apply -f -) and exit
+    #[arg(long)]
+    pub print_role: bool,
     #[command(flatten)]
     pub kube: KubeFlags,
     #[command(flatten)]
     pub output: OutputFlags,
 }
+
+/// `--print-role`: the least the doctor reads with, as `kubectl apply -f -` takes it. Read-only
+/// (`list`, and `get` on namespaces for `-n`'s check); no Secrets and no `patch`, whose
+/// checks then say "not checked" (README, "The fleet doctor").
+const ROLE: &str = "\
+# capi-kamaji-doctor: what `kubectl capi doctor` (and `kubectl kamaji doctor`) reads, and no more.
+# Read-only: list, and get on namespaces (to tell a namespace that does not exist from an empty one).
+# Bind it:  kubectl create clusterrolebinding capi-kamaji-doctor --clusterrole=capi-kamaji-doctor --user=NAME
+# Not granted, and reported by the doctor as \"Not checked\" with the permission lacking:
+#   - Secrets: Kamaji's certificates (CertificateExpired, CertificateExpiring), Secrets of deleted
+#     clusters (OrphanSecrets), the Secrets DataStores name (DataStoreUnusable). To check those,
+#     bind capi-kamaji-doctor-secrets (below) in the namespaces of your clusters and of the
+#     DataStores' Secrets:  kubectl create rolebinding capi-kamaji-doctor-secrets -n NS
+#     --clusterrole=capi-kamaji-doctor-secrets --user=NAME  (the doctor then lists Secrets in those
+#     namespaces only; a ClusterRoleBinding grants every Secret of the cluster).
+#   - patch tenantcontrolplanes: Kamaji's webhook is asked which versions it refuses by a server dry
+#     run of a patch (VersionOutsideKamajiRange); nothing is stored, but RBAC cannot grant a dry run
+#     alone, and patch would allow real changes.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: capi-kamaji-doctor
+  labels:
+    app.kubernetes.io/name: capi-kamaji-doctor
+rules:
+# Cluster API and its providers: the kinds the checks read (Clusters, Machines, KamajiControlPlanes,
+# BYOH's hosts, machines, templates and BootstrapKubeconfigs), and one object of each kind converted
+# by a webhook, read at another served version (ConversionFailing): whichever kinds the installed
+# providers serve, hence every resource of their groups, list only. BYOH's BootstrapKubeconfigs
+# hold a host's bootstrap token (30 minutes) in their status: listing them reads those
+# (UnusedBootstrapKubeconfig).
+- apiGroups:
+  - cluster.x-k8s.io
+  - infrastructure.cluster.x-k8s.io
+  - controlplane.cluster.x-k8s.io
+  - bootstrap.cluster.x-k8s.io
+  - addons.cluster.x-k8s.io
+  - ipam.cluster.x-k8s.io
+  - runtime.cluster.x-k8s.io
+  resources: [\"*\"]
+  verbs: [list]
+# Kamaji's control planes and DataStores.
+- apiGroups: [kamaji.clastix.io]
+  resources: [tenantcontrolplanes, datastores]
+  verbs: [list]
+# kamaji-reconciler's upgrades.
+- apiGroups: [ops.capi-kamaji.io]
+  resources: [clusterupgrades, fleetupgrades]
+  verbs: [list]
+# The providers' leader Leases (ReconcilerStopped, SecondControlPlaneProvider), selected by name.
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [list]
+# The CRDs' stored versions and conversion (CrdStoredVersions, ConversionFailing).
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [list]
+- apiGroups: [\"\"]
+  resources: [namespaces]
+  verbs: [get]
+---
+# capi-kamaji-doctor-secrets: the Secret reads of the doctor, to bind per namespace (a RoleBinding).
+# It lists Cluster API's Secrets by the cluster-name label (metadata only), Kamaji's certificate
+# Secrets by the kamaji.clastix.io/project label, and gets each Secret a DataStore names.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: capi-kamaji-doctor-secrets
+  labels:
+    app.kubernetes.io/name: capi-kamaji-doctor
+rules:
+- apiGroups: [\"\"]
+  resources: [secrets]
+  verbs: [get, list]
+";
 
 fn section(s: &str) -> Result<Section, String> {
     Section::parse(s).ok_or_else(|| {
@@ -70,8 +154,12 @@ pub struct Report {
     pub counts: Counts,
     /// How many objects of each kind were read.
     pub checked: BTreeMap<&'static str, usize>,
-    /// What could not be checked, and why.
+    /// What could not be checked, and why, one line each (the lines of `not_checked_sections`
+    /// first).
     pub not_checked: Vec<String>,
+    /// Per section, the checks a read the API server refused kept from running or narrowed,
+    /// and the permissions lacking (`kubectl auth can-i` form).
+    pub not_checked_sections: Vec<NotChecked>,
 }
 
 fn tone(s: Severity) -> Tone {
@@ -85,7 +173,13 @@ fn tone(s: Severity) -> Tone {
 impl Render for Report {
     fn human(&self) -> Human {
         if self.findings.is_empty() {
-            let mut text = format!("No problems found ({}).", self.read());
+            // A report with sections not checked is no clean bill of health.
+            let found = if self.not_checked_sections.is_empty() {
+                "No problems found"
+            } else {
+                "No problems found in what could be read"
+            };
+            let mut text = format!("{found} ({}).", self.read());
             for n in &self.not_checked {
                 text.push_str(&format!("\nNot checked: {n}"));
             }
@@ -134,20 +228,80 @@ impl Report {
             .iter()
             .map(|(k, n)| format!("{n} {k}"))
             .collect();
+        if parts.is_empty() {
+            return "nothing could be read".into();
+        }
         format!("read {}", parts.join(", "))
     }
 }
 
+/// The reads the API server refused in one run: each 403 is noted as an input not read (what
+/// it lacked, `kubectl auth can-i` style) and the report goes on, so that a read-only user gets
+/// what they may read, and a "not checked" line for the rest (`kcore::doctor::not_checked`).
+#[derive(Default)]
+struct Refused(RefCell<Vec<Unread>>);
+
+impl Refused {
+    /// `r`'s value, or `None` when the API server refused it, noted as `input` not read
+    /// (`partial`: one of several reads of it; `across`: a namespaced kind read in every
+    /// namespace). Any other error ends the report.
+    fn or_note<T>(
+        &self,
+        r: Result<T, Error>,
+        input: FleetRead,
+        across: bool,
+        partial: bool,
+    ) -> Result<Option<T>, Error> {
+        match r {
+            Ok(v) => Ok(Some(v)),
+            Err(Error::Forbidden {
+                verb,
+                resource,
+                namespace,
+                ..
+            }) => {
+                let missing = permission(&verb, &resource, namespace.as_deref(), across);
+                self.note(input, missing, partial);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn note(&self, input: FleetRead, missing: String, partial: bool) {
+        self.0.borrow_mut().push(Unread {
+            input,
+            missing,
+            partial,
+        });
+    }
+}
+
+/// A permission as `kubectl auth can-i` takes it: `list secrets -n team-a`, `list secrets -A`
+/// (`across`: in every namespace), `list datastores.kamaji.clastix.io` (cluster-scoped).
+fn permission(verb: &str, resource: &str, namespace: Option<&str>, across: bool) -> String {
+    match namespace {
+        Some(ns) => format!("{verb} {resource} -n {ns}"),
+        None if across => format!("{verb} {resource} -A"),
+        None => format!("{verb} {resource}"),
+    }
+}
+
 /// Lists `ar` into `slot` when served (an unserved kind reads as empty), each object pruned to
-/// what the checks read as it is parsed.
+/// what the checks read as it is parsed; a refusal is noted as `input` not read.
 async fn fill(
     slot: &mut Vec<Value>,
     conn: &crate::Conn,
     ar: Option<ApiResource>,
     namespace: Option<&str>,
     lp: &ListParams,
+    input: FleetRead,
+    refused: &Refused,
 ) -> Result<(), Error> {
-    *slot = whole(conn, ar, namespace, lp, false, doctor::prune).await?;
+    let r = whole(conn, ar, namespace, lp, false, doctor::prune).await;
+    if let Some(v) = refused.or_note(r, input, namespace.is_none(), false)? {
+        *slot = v;
+    }
     Ok(())
 }
 
@@ -176,7 +330,7 @@ async fn whole<U: Send + 'static>(
 }
 
 /// Kamaji's certificate Secrets (one LIST by its project label), as certificates per tenant.
-async fn certificates(
+async fn certificates_in(
     conn: &crate::Conn,
     namespace: Option<&str>,
 ) -> Result<Vec<TenantCertificate>, Error> {
@@ -201,6 +355,7 @@ async fn certificates(
 async fn datastore_secrets(
     conn: &crate::Conn,
     datastores: &[Value],
+    refused: &Refused,
 ) -> Result<BTreeMap<String, Option<Vec<String>>>, Error> {
     let ar = ApiResource::erase::<Secret>(&());
     let wanted: BTreeSet<(String, String)> = datastores
@@ -211,14 +366,17 @@ async fn datastore_secrets(
         .collect();
     let mut out = BTreeMap::new();
     for (ns, name) in wanted {
-        let keys = kclient::api::get_json_opt(conn, &ar, Some(&ns), &name)
-            .await?
-            .map(|s| {
-                s.get("data")
-                    .and_then(Value::as_object)
-                    .map(|d| d.keys().cloned().collect())
-                    .unwrap_or_default()
-            });
+        // A Secret the user may not read is left out: its DataStore is then not judged on it.
+        let r = kclient::api::get_json_opt(conn, &ar, Some(&ns), &name).await;
+        let Some(secret) = refused.or_note(r, FleetRead::DataStoreSecrets, false, true)? else {
+            continue;
+        };
+        let keys = secret.map(|s| {
+            s.get("data")
+                .and_then(Value::as_object)
+                .map(|d| d.keys().cloned().collect())
+                .unwrap_or_default()
+        });
         out.insert(format!("{ns}/{name}"), keys);
     }
     Ok(out)
@@ -283,19 +441,20 @@ const CRD_PAGE: u32 = 20;
 /// its objects at another served version works: a LIST of one object at that version makes the
 /// API server call the webhook (no object, no call, nothing to say). A probe that fails for
 /// another reason is said in `not_checked`.
-async fn crds(conn: &crate::Conn, not_checked: &mut Vec<String>) -> Result<Vec<CrdInfo>, Error> {
+async fn crds(
+    conn: &crate::Conn,
+    not_checked: &mut Vec<String>,
+    refused: &Refused,
+) -> Result<Vec<CrdInfo>, Error> {
     use futures::StreamExt;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let ar = ApiResource::erase::<CustomResourceDefinition>(&());
     let lp = ListParams::default().limit(CRD_PAGE);
-    let all: Vec<NarrowCrd> = match kclient::api::list_as(conn, &ar, None, &lp, false).await {
-        Ok(all) => all,
-        // Reading CRDs is a cluster-wide right a namespace's user may lack.
-        Err(e @ Error::Forbidden { .. }) => {
-            not_checked.push(format!("the CRDs: {e}"));
-            return Ok(Vec::new());
-        }
-        Err(e) => return Err(e),
+    // Reading CRDs is a cluster-wide right a namespace's user may lack.
+    let r = kclient::api::list_as(conn, &ar, None, &lp, false).await;
+    let Some(all): Option<Vec<NarrowCrd>> = refused.or_note(r, FleetRead::Crds, false, false)?
+    else {
+        return Ok(Vec::new());
     };
     let mut probes = Vec::new();
     let mut infos: Vec<CrdInfo> = all
@@ -356,6 +515,12 @@ async fn crds(conn: &crate::Conn, not_checked: &mut Vec<String>) -> Result<Vec<C
                     i.conversion_failure = Some((ar.version.clone(), s.message));
                 }
             }
+            // A kind the user may not list: its conversion is not probed.
+            Err(kube::Error::Api(s)) if s.code == 403 => refused.note(
+                FleetRead::Crds,
+                permission("list", &format!("{}.{}", ar.plural, ar.group), None, true),
+                true,
+            ),
             Err(e) => not_checked.push(format!(
                 "the conversion of {}.{} to {}: {}",
                 ar.plural,
@@ -376,12 +541,15 @@ const PROBES_AT_ONCE: usize = 4;
 /// Kamaji's validating webhook, which refuses every change to a control plane above the
 /// version it was built with (Kamaji v1.0.0 `internal/webhook/handlers/tcp_version.go`). One
 /// request per version, not per object; a webhook that does not answer is said in
-/// `not_checked`.
+/// `not_checked`. A user without `patch` on TenantControlPlanes (RBAC has no dry-run-only
+/// grant, and a read-only role should not hold patch) gets the API server's 403 before any
+/// webhook is asked: that version is noted as not checked, with the permission lacking.
 async fn kamaji_refusals(
     conn: &crate::Conn,
     apis: &ServerApis,
     tcps: &[Value],
     not_checked: &mut Vec<String>,
+    refused: &Refused,
 ) -> Result<BTreeMap<String, String>, Error> {
     use futures::StreamExt;
     let Some(ar) = apis.tenant_control_plane() else {
@@ -432,6 +600,9 @@ async fn kamaji_refusals(
                 not_checked.push(format!(
                     "whether Kamaji accepts Kubernetes {version}: it did not answer ({e})"
                 ));
+            }
+            Err(e @ Error::Forbidden { .. }) => {
+                refused.or_note(Err::<(), _>(e), FleetRead::KamajiRefusals, false, true)?;
             }
             Err(e) => return Err(e),
         }
@@ -489,13 +660,131 @@ fn narrow(f: &mut Fleet, selected: &BTreeSet<(String, String)>) {
     f.fleet_upgrades.clear();
 }
 
+/// Counts Cluster API's Secrets per `(namespace, cluster)` their label names.
+fn count_cluster_secrets(
+    into: &mut BTreeMap<(String, String), usize>,
+    keys: Vec<Option<(String, String)>>,
+) {
+    for key in keys.into_iter().flatten() {
+        let n = into.entry(key).or_default();
+        *n = n.saturating_add(1);
+    }
+}
+
+/// The namespaces `objects` are in.
+fn namespaces_of(objects: &[Value]) -> BTreeSet<String> {
+    objects
+        .iter()
+        .map(|o| json::namespace(o).to_string())
+        .filter(|ns| !ns.is_empty())
+        .collect()
+}
+
+/// How many namespaces' Secrets are listed at once when they are read namespace by namespace.
+const NAMESPACES_AT_ONCE: usize = 8;
+
+/// When the user may not list Secrets in every namespace: the Secrets the checks need, read in
+/// the namespaces they live in (Cluster API's next to their Clusters, Kamaji's certificates
+/// next to their TenantControlPlanes), one LIST by label each; a site can grant Secrets there
+/// only (`capi-kamaji-doctor-secrets` bound by RoleBindings, `--print-role`). What is refused
+/// there is noted per namespace.
+async fn secrets_by_namespace(
+    conn: &crate::Conn,
+    fleet: &mut Fleet,
+    cluster_secrets: bool,
+    certificates: bool,
+    refused: &Refused,
+) -> Result<(), Error> {
+    use futures::StreamExt;
+    let whole_unread = |i: FleetRead| {
+        refused
+            .0
+            .borrow()
+            .iter()
+            .any(|u| u.input == i && !u.partial)
+    };
+    if cluster_secrets {
+        let ar = ApiResource::erase::<Secret>(&());
+        let lp = ListParams::default().labels(CLUSTER_NAME_LABEL);
+        let namespaces = namespaces_of(&fleet.clusters);
+        let answers: Vec<(String, Result<_, Error>)> =
+            futures::stream::iter(namespaces.into_iter().map(|ns| {
+                let (ar, lp) = (ar.clone(), &lp);
+                async move {
+                    let r = whole(conn, Some(ar), Some(&ns), lp, true, |s| {
+                        doctor::secret_cluster(&s)
+                    })
+                    .await;
+                    (ns, r)
+                }
+            }))
+            .buffer_unordered(NAMESPACES_AT_ONCE)
+            .collect()
+            .await;
+        for (_, r) in answers {
+            if let Some(keys) = refused.or_note(r, FleetRead::ClusterSecrets, false, true)? {
+                count_cluster_secrets(&mut fleet.cluster_secrets, keys);
+            }
+        }
+        // Secrets left in a namespace no Cluster is in any more are not seen.
+        refused.note(FleetRead::ClusterSecrets, "list secrets -A".into(), true);
+    }
+    if certificates {
+        if whole_unread(FleetRead::TenantControlPlanes) {
+            // Where Kamaji's Secrets are is not known either.
+            refused.note(FleetRead::Certificates, "list secrets -A".into(), false);
+        } else {
+            let namespaces = namespaces_of(&fleet.tenant_control_planes);
+            let answers: Vec<Result<_, Error>> = futures::stream::iter(
+                namespaces
+                    .into_iter()
+                    .map(|ns| async move { certificates_in(conn, Some(&ns)).await }),
+            )
+            .buffer_unordered(NAMESPACES_AT_ONCE)
+            .collect()
+            .await;
+            for r in answers {
+                if let Some(c) = refused.or_note(r, FleetRead::Certificates, false, true)? {
+                    fleet.certificates.extend(c);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Fails when the namespace `-n` names does not exist. `kubectl get pods -n nosuch` says "No
+/// resources found in nosuch namespace." and exits 0: an empty list answers "what is there".
+/// The doctor's answer is a verdict, and "No problems found" about a namespace that does not
+/// exist would read as healthy; so it fails (exit 1), as `kubectl get namespace nosuch` does. A
+/// user who may not read namespaces gets the report: the namespace they were given rights in
+/// exists, and their reads say the rest.
+async fn namespace_exists(conn: &crate::Conn, ns: &str) -> Result<(), Error> {
+    let ar = ApiResource::erase::<Namespace>(&());
+    match kclient::api::get_json_opt(conn, &ar, None, ns).await {
+        Ok(Some(_)) | Err(Error::Forbidden { .. }) => Ok(()),
+        Ok(None) => Err(Error::Other {
+            message: format!("namespace \"{ns}\" not found"),
+            hint: Some("check the name (kubectl get namespaces lists them), or leave out -n to read every namespace".into()),
+        }),
+        Err(e) => Err(e),
+    }
+}
+
 /// Runs `doctor`: prints the report, then fails (exit 1) when it holds an error finding.
 pub async fn run(args: &Args) -> Result<(), Error> {
+    if args.print_role {
+        kclient::render::raw(ROLE.as_bytes());
+        return Ok(());
+    }
     let printer = Printer::new(&args.output);
     let conn = args.kube.connect().await?;
     let namespace =
         (conn.namespace_explicit && !conn.all_namespaces).then(|| conn.namespace.clone());
     let ns = namespace.as_deref();
+    if let Some(ns) = ns {
+        namespace_exists(&conn, ns).await?;
+    }
     let apis = ServerApis::discover(&conn).await?;
     let all = ListParams::default();
     let mut clusters_lp = ListParams::default();
@@ -506,31 +795,52 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let provider = |group: &str, kind: &str| apis.provider_kind(group, kind);
     let secrets_lp = ListParams::default().labels(CLUSTER_NAME_LABEL);
     let secret_ar = ApiResource::erase::<Secret>(&());
+    let refused = Refused::default();
+    let r = &refused;
+    // Secrets refused in every namespace: read again where the fleet is, below.
+    let (secrets_by_ns, certificates_by_ns) =
+        (std::cell::Cell::new(false), std::cell::Cell::new(false));
     let mut fleet = Fleet {
         capi_served: apis.capi_version().is_some(),
         ..Fleet::default()
     };
     let f = &mut fleet;
     tokio::try_join!(
-        fill(&mut f.clusters, &conn, capi("Cluster"), ns, &clusters_lp),
+        fill(
+            &mut f.clusters,
+            &conn,
+            capi("Cluster"),
+            ns,
+            &clusters_lp,
+            FleetRead::Clusters,
+            r
+        ),
         async {
-            f.machines = whole(&conn, capi("Machine"), ns, &all, false, |m| {
+            let m = whole(&conn, capi("Machine"), ns, &all, false, |m| {
                 doctor::MachineFacts::of(&m)
             })
-            .await?;
+            .await;
+            if let Some(m) = r.or_note(m, FleetRead::Machines, ns.is_none(), false)? {
+                f.machines = m;
+            }
             Ok(())
         },
         async {
-            f.byo_hosts = whole(&conn, apis.byo_host(), ns, &all, false, |h| {
+            let h = whole(&conn, apis.byo_host(), ns, &all, false, |h| {
                 kcore::plan::hosts::HostFacts::of(&h)
             })
-            .await?;
+            .await;
+            if let Some(h) = r.or_note(h, FleetRead::ByoHosts, ns.is_none(), false)? {
+                f.byo_hosts = h;
+            }
             Ok(())
         },
         async {
             let ar = provider(INFRASTRUCTURE_GROUP, "ByoMachine");
-            let keys = whole(&conn, ar, ns, &all, true, |b| doctor::object_key(&b)).await?;
-            f.byo_machines = keys.into_iter().collect();
+            let keys = whole(&conn, ar, ns, &all, true, |b| doctor::object_key(&b)).await;
+            if let Some(keys) = r.or_note(keys, FleetRead::ByoMachines, ns.is_none(), false)? {
+                f.byo_machines = keys.into_iter().collect();
+            }
             Ok(())
         },
         fill(
@@ -538,88 +848,135 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             &conn,
             apis.tenant_control_plane(),
             ns,
-            &all
+            &all,
+            FleetRead::TenantControlPlanes,
+            r
         ),
         fill(
             &mut f.kamaji_control_planes,
             &conn,
             provider(CONTROLPLANE_GROUP, "KamajiControlPlane"),
             ns,
-            &all
+            &all,
+            FleetRead::KamajiControlPlanes,
+            r
         ),
         fill(
             &mut f.byo_machine_templates,
             &conn,
             provider(INFRASTRUCTURE_GROUP, "ByoMachineTemplate"),
             ns,
-            &all
+            &all,
+            FleetRead::ByoMachineTemplates,
+            r
         ),
         fill(
             &mut f.bootstrap_kubeconfigs,
             &conn,
             provider(INFRASTRUCTURE_GROUP, "BootstrapKubeconfig"),
             ns,
-            &all
+            &all,
+            FleetRead::BootstrapKubeconfigs,
+            r
         ),
         fill(
             &mut f.installer_templates,
             &conn,
             provider(INFRASTRUCTURE_GROUP, "K8sInstallerConfigTemplate"),
             ns,
-            &all
+            &all,
+            FleetRead::InstallerTemplates,
+            r
         ),
         fill(
             &mut f.cluster_upgrades,
             &conn,
             provider(OPS_GROUP, "ClusterUpgrade"),
             ns,
-            &all
+            &all,
+            FleetRead::ClusterUpgrades,
+            r
         ),
         fill(
             &mut f.fleet_upgrades,
             &conn,
             provider(OPS_GROUP, "FleetUpgrade"),
             ns,
-            &all
+            &all,
+            FleetRead::FleetUpgrades,
+            r
         ),
         async {
+            // Cluster API's Secrets only (its cluster-name label), metadata only.
             let keys = whole(&conn, Some(secret_ar), ns, &secrets_lp, true, |s| {
                 doctor::secret_cluster(&s)
             })
-            .await?;
-            for key in keys.into_iter().flatten() {
-                *f.cluster_secrets.entry(key).or_default() += 1;
+            .await;
+            match keys {
+                Err(Error::Forbidden { .. }) if ns.is_none() => secrets_by_ns.set(true),
+                keys => {
+                    if let Some(keys) = r.or_note(keys, FleetRead::ClusterSecrets, false, false)? {
+                        count_cluster_secrets(&mut f.cluster_secrets, keys);
+                    }
+                }
             }
             Ok(())
         },
         async {
-            f.certificates = certificates(&conn, ns).await?;
+            match certificates_in(&conn, ns).await {
+                Err(Error::Forbidden { .. }) if ns.is_none() => certificates_by_ns.set(true),
+                c => {
+                    if let Some(c) = r.or_note(c, FleetRead::Certificates, false, false)? {
+                        f.certificates = c;
+                    }
+                }
+            }
             Ok(())
         },
         async {
-            f.leases = leases(&conn).await?;
+            if let Some(l) = r.or_note(leases(&conn).await, FleetRead::Leases, true, false)? {
+                f.leases = l;
+            }
             Ok::<_, Error>(())
         },
         async {
             // Whole (not pruned: the checks walk their spec); DataStores are few.
             if let Some(k) = apis.kind(KAMAJI_GROUP, "DataStore") {
                 let ar = k.resource(k.version());
-                f.datastores = kclient::api::list_json(&conn, &ar, None, &all).await?;
+                let d = kclient::api::list_json(&conn, &ar, None, &all).await;
+                if let Some(d) = r.or_note(d, FleetRead::DataStores, false, false)? {
+                    f.datastores = d;
+                }
             }
-            f.datastore_secrets = datastore_secrets(&conn, &f.datastores).await?;
+            f.datastore_secrets = datastore_secrets(&conn, &f.datastores, r).await?;
             Ok(())
         },
     )?;
+    secrets_by_namespace(
+        &conn,
+        &mut fleet,
+        secrets_by_ns.get(),
+        certificates_by_ns.get(),
+        r,
+    )
+    .await?;
     let mut not_checked = vec![
         "whether the agent of a host that serves no cluster still runs: BYOH v0.5.0's agent keeps no heartbeat of its own (a serving host that stops is found by its Node)".to_string(),
     ];
     if args.only.is_empty() || args.only.contains(&Section::Management) {
-        fleet.crds = crds(&conn, &mut not_checked).await?;
+        fleet.crds = crds(&conn, &mut not_checked, r).await?;
     }
     if args.only.is_empty() || args.only.contains(&Section::ControlPlanes) {
-        fleet.kamaji_refusals =
-            kamaji_refusals(&conn, &apis, &fleet.tenant_control_planes, &mut not_checked).await?;
+        fleet.kamaji_refusals = kamaji_refusals(
+            &conn,
+            &apis,
+            &fleet.tenant_control_planes,
+            &mut not_checked,
+            r,
+        )
+        .await?;
     }
+    fleet.unread = refused.0.into_inner();
     let mut only = args.only.clone();
     if args.selector.is_some() {
         let selected: BTreeSet<(String, String)> = fleet
@@ -639,18 +996,39 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         stuck_after_seconds: i64::try_from(args.stuck_after.as_secs()).unwrap_or(i64::MAX),
     };
     let findings = doctor::examine(&fleet, &thresholds, &only, jiff::Timestamp::now());
-    let checked = BTreeMap::from([
-        ("clusters", fleet.clusters.len()),
-        ("machines", fleet.machines.len()),
-        ("hosts", fleet.byo_hosts.len()),
-        ("control planes", fleet.tenant_control_planes.len()),
-        ("certificates", fleet.certificates.len()),
-    ]);
+    let not_checked_sections = doctor::not_checked(&fleet, &only);
+    let not_checked: Vec<String> = not_checked_sections
+        .iter()
+        .map(ToString::to_string)
+        .chain(not_checked)
+        .collect();
+    // A kind not read at all is not counted as read.
+    let whole_unread = |i: FleetRead| fleet.unread.iter().any(|u| u.input == i && !u.partial);
+    let checked = [
+        ("clusters", FleetRead::Clusters, fleet.clusters.len()),
+        ("machines", FleetRead::Machines, fleet.machines.len()),
+        ("hosts", FleetRead::ByoHosts, fleet.byo_hosts.len()),
+        (
+            "control planes",
+            FleetRead::TenantControlPlanes,
+            fleet.tenant_control_planes.len(),
+        ),
+        (
+            "certificates",
+            FleetRead::Certificates,
+            fleet.certificates.len(),
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, input, _)| !whole_unread(*input))
+    .map(|(name, _, n)| (name, n))
+    .collect();
     let report = Report {
         counts: Counts::of(&findings),
         findings,
         checked,
         not_checked,
+        not_checked_sections,
     };
     printer.print(&report)?;
     match report.counts.error {

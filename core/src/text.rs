@@ -125,9 +125,17 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 pub const MAX_CERT_WARN_DAYS: u64 = 3650;
 
 /// `--cert-warn`: days (`30d`), else a Go duration (`720h`, at most [`MAX_DURATION`]); at most
-/// [`MAX_CERT_WARN_DAYS`] days.
+/// [`MAX_CERT_WARN_DAYS`] days. A bare number is refused: the help speaks in days, while
+/// kubectl's durations read a bare number as seconds (`--request-timeout 30`) or refuse it (Go's
+/// `time.ParseDuration`, behind `kubectl wait --timeout`), so `30` has no reading a careful
+/// kubectl user and the help agree on. `0` (no warning) needs no unit, as in Go.
 pub fn parse_cert_warn(s: &str) -> Result<Duration, String> {
     let t = s.trim();
+    if t != "0" && !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "{t} has no unit: write {t}d for days or {t}h for hours"
+        ));
+    }
     let Some(d) = t.strip_suffix('d') else {
         return parse_duration(t);
     };
@@ -264,6 +272,16 @@ pub fn usage_line(clap_text: &str, help_on: &str) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cert_warn_needs_a_unit_except_zero() {
+        assert_eq!(parse_cert_warn("30d"), Ok(Duration::from_secs(30 * 86_400)));
+        assert_eq!(parse_cert_warn("720h"), Ok(Duration::from_secs(720 * 3600)));
+        assert_eq!(parse_cert_warn("0"), Ok(Duration::ZERO));
+        let e = parse_cert_warn("30").unwrap_err();
+        assert_eq!(e, "30 has no unit: write 30d for days or 30h for hours");
+        assert!(parse_cert_warn("3651d").is_err());
+    }
 
     #[test]
     fn human_duration_matches_kubectl() {

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::{Check, MachineFacts, Problem, Section, Subject, Thresholds};
+use super::{Check, FleetRead, MachineFacts, Problem, Section, Subject, Thresholds};
 use crate::fields;
 use crate::json::{self, str_at};
 use crate::labels::{CLUSTER_NAME_LABEL, PAUSED_ANNOTATION};
@@ -63,36 +63,195 @@ fn ns_flag(ns: &str) -> String {
     }
 }
 
+/// One check function: its section, the codes it reports, the inputs it cannot run without
+/// (refused whole, it does not run: an empty list would read as "nothing wrong", or as
+/// everything orphaned) and those it runs without, finding less.
+struct Entry {
+    section: Section,
+    checks: &'static [Check],
+    needs: &'static [FleetRead],
+    uses: &'static [FleetRead],
+    run: fn(&Ctx, &mut Vec<Problem>),
+}
+
+/// Every check, in report order.
+const TABLE: &[Entry] = &[
+    Entry {
+        section: Section::Management,
+        checks: &[Check::ClusterApiMissing],
+        needs: &[],
+        uses: &[],
+        run: cluster_api,
+    },
+    Entry {
+        section: Section::Management,
+        checks: &[Check::ReconcilerStopped, Check::SecondControlPlaneProvider],
+        needs: &[FleetRead::Leases],
+        uses: &[],
+        run: leases,
+    },
+    Entry {
+        section: Section::Management,
+        checks: &[Check::ConversionFailing, Check::CrdStoredVersions],
+        needs: &[FleetRead::Crds],
+        uses: &[],
+        run: crds,
+    },
+    Entry {
+        section: Section::ControlPlanes,
+        checks: &[Check::CertificateExpired, Check::CertificateExpiring],
+        needs: &[FleetRead::Certificates],
+        uses: &[],
+        run: certificates,
+    },
+    Entry {
+        section: Section::ControlPlanes,
+        checks: &[Check::ControlPlaneNotReady],
+        needs: &[FleetRead::TenantControlPlanes],
+        uses: &[],
+        run: control_planes_ready,
+    },
+    Entry {
+        section: Section::ControlPlanes,
+        checks: &[Check::VersionOutsideKamajiRange],
+        needs: &[FleetRead::TenantControlPlanes],
+        uses: &[FleetRead::KamajiRefusals],
+        run: kamaji_range,
+    },
+    Entry {
+        section: Section::ControlPlanes,
+        checks: &[Check::DataStoreStopsKamaji],
+        needs: &[FleetRead::DataStores],
+        uses: &[],
+        run: datastores_tls,
+    },
+    Entry {
+        section: Section::ControlPlanes,
+        checks: &[Check::DataStoreUnusable],
+        needs: &[FleetRead::DataStores],
+        uses: &[FleetRead::DataStoreSecrets],
+        run: datastores_secrets,
+    },
+    Entry {
+        section: Section::Workers,
+        checks: &[Check::MachineStuck],
+        needs: &[FleetRead::Machines],
+        uses: &[],
+        run: machines_stuck,
+    },
+    Entry {
+        section: Section::Workers,
+        checks: &[Check::VersionSkew],
+        needs: &[FleetRead::Machines],
+        // Without them, a Kamaji cluster's control-plane version is not known: less is found.
+        uses: &[FleetRead::Clusters, FleetRead::KamajiControlPlanes],
+        run: version_skew,
+    },
+    Entry {
+        section: Section::Workers,
+        checks: &[Check::HostFailed, Check::HostReleasing],
+        // Without the ByoMachines every claimed host would read as released.
+        needs: &[FleetRead::ByoHosts, FleetRead::ByoMachines],
+        uses: &[FleetRead::Machines],
+        run: hosts,
+    },
+    Entry {
+        section: Section::Workers,
+        checks: &[Check::HostUnreachable],
+        needs: &[FleetRead::Machines],
+        uses: &[FleetRead::ByoHosts],
+        run: unreachable,
+    },
+    Entry {
+        section: Section::Leftovers,
+        checks: &[Check::OrphanTenantControlPlane],
+        needs: &[
+            FleetRead::TenantControlPlanes,
+            FleetRead::KamajiControlPlanes,
+        ],
+        uses: &[],
+        run: orphan_tenants,
+    },
+    Entry {
+        section: Section::Leftovers,
+        checks: &[Check::OrphanSecrets],
+        needs: &[FleetRead::ClusterSecrets, FleetRead::Clusters],
+        uses: &[],
+        run: orphan_secrets,
+    },
+    Entry {
+        section: Section::Leftovers,
+        checks: &[Check::UnusedInstallerTemplate],
+        needs: &[
+            FleetRead::InstallerTemplates,
+            FleetRead::ByoMachineTemplates,
+        ],
+        uses: &[],
+        run: unused_installer_templates,
+    },
+    Entry {
+        section: Section::Leftovers,
+        checks: &[Check::UnusedBootstrapKubeconfig],
+        needs: &[FleetRead::BootstrapKubeconfigs, FleetRead::ByoHosts],
+        uses: &[],
+        run: unused_bootstrap_kubeconfigs,
+    },
+    Entry {
+        section: Section::Operations,
+        checks: &[Check::ClusterPaused],
+        needs: &[FleetRead::Clusters],
+        uses: &[],
+        run: paused_clusters,
+    },
+    Entry {
+        section: Section::Operations,
+        checks: &[
+            Check::UpgradeFailed,
+            Check::UpgradePaused,
+            Check::UpgradeStalled,
+        ],
+        needs: &[],
+        uses: &[FleetRead::ClusterUpgrades, FleetRead::FleetUpgrades],
+        run: upgrades,
+    },
+];
+
+/// Whether a read the check cannot run without was refused whole.
+fn skipped(e: &Entry, fleet: &super::Fleet) -> bool {
+    fleet
+        .unread
+        .iter()
+        .any(|u| !u.partial && e.needs.contains(&u.input))
+}
+
 /// The findings of one section.
 pub(super) fn run(section: Section, c: &Ctx) -> Vec<Problem> {
     let mut out = Vec::new();
-    match section {
-        Section::Management => {
-            cluster_api(c, &mut out);
-            leases(c, &mut out);
-            crds(c, &mut out);
+    for e in TABLE
+        .iter()
+        .filter(|e| e.section == section && !skipped(e, c.fleet))
+    {
+        (e.run)(c, &mut out);
+    }
+    out
+}
+
+/// Each check a refused read kept from running or narrowed, with its section and the
+/// permissions missing, in report order.
+pub(super) fn affected(fleet: &super::Fleet) -> Vec<(Section, Check, Vec<String>)> {
+    let mut out = Vec::new();
+    for e in TABLE {
+        let missing: Vec<String> = fleet
+            .unread
+            .iter()
+            .filter(|u| e.needs.contains(&u.input) || e.uses.contains(&u.input))
+            .map(|u| u.missing.clone())
+            .collect();
+        if missing.is_empty() {
+            continue;
         }
-        Section::ControlPlanes => {
-            certificates(c, &mut out);
-            control_planes_ready(c, &mut out);
-            kamaji_range(c, &mut out);
-            datastores(c, &mut out);
-        }
-        Section::Workers => {
-            machines_stuck(c, &mut out);
-            version_skew(c, &mut out);
-            hosts(c, &mut out);
-            unreachable(c, &mut out);
-        }
-        Section::Leftovers => {
-            orphan_tenants(c, &mut out);
-            orphan_secrets(c, &mut out);
-            unused_installer_templates(c, &mut out);
-            unused_bootstrap_kubeconfigs(c, &mut out);
-        }
-        Section::Operations => {
-            paused_clusters(c, &mut out);
-            upgrades(c, &mut out);
+        for check in e.checks {
+            out.push((e.section, *check, missing.clone()));
         }
     }
     out
@@ -334,7 +493,7 @@ fn kamaji_range(c: &Ctx, out: &mut Vec<Problem>) {
     }
 }
 
-fn datastores(c: &Ctx, out: &mut Vec<Problem>) {
+fn datastores_tls(c: &Ctx, out: &mut Vec<Problem>) {
     for ds in &c.fleet.datastores {
         let name = json::name(ds);
         let tls = json::at(ds, &["spec", "tlsConfig"]).filter(|t| t.is_object());
@@ -352,6 +511,12 @@ fn datastores(c: &Ctx, out: &mut Vec<Problem>) {
                 format!("kubectl edit datastore {name} (add spec.tlsConfig.clientCertificate, or remove tlsConfig)"),
             ));
         }
+    }
+}
+
+fn datastores_secrets(c: &Ctx, out: &mut Vec<Problem>) {
+    for ds in &c.fleet.datastores {
+        let name = json::name(ds);
         let missing = crate::kamaji::plan::datastore_secret_keys(ds)
             .into_iter()
             .filter(|k| !k.namespace.is_empty())

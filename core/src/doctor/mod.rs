@@ -122,6 +122,106 @@ pub enum Check {
     UpgradeStalled,
 }
 
+/// One read of the doctor, which the API server may refuse to a user: what each check needs
+/// is said in terms of these (`checks.rs`), so that a refused read skips or narrows only the
+/// checks that read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum FleetRead {
+    Clusters,
+    Machines,
+    ByoHosts,
+    ByoMachines,
+    TenantControlPlanes,
+    KamajiControlPlanes,
+    ByoMachineTemplates,
+    BootstrapKubeconfigs,
+    InstallerTemplates,
+    ClusterUpgrades,
+    FleetUpgrades,
+    /// Cluster API's Secrets (by the cluster-name label), for the orphan check.
+    ClusterSecrets,
+    /// Kamaji's certificate Secrets.
+    Certificates,
+    Leases,
+    DataStores,
+    /// The Secrets DataStores name.
+    DataStoreSecrets,
+    /// The CRDs and their conversion probes.
+    Crds,
+    /// Kamaji's answers to a server dry run of a change to a TenantControlPlane.
+    KamajiRefusals,
+}
+
+/// A read the API server refused: what was not read, and the permission that was missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unread {
+    pub input: FleetRead,
+    /// The permission lacking, as `kubectl auth can-i` takes it: `list secrets -A`,
+    /// `patch tenantcontrolplanes.kamaji.clastix.io -n team-a`.
+    pub missing: String,
+    /// Only part of the input was refused (some namespaces or objects): the checks that read
+    /// it run on the rest, and may miss what was not read. Otherwise nothing of it was read
+    /// and the checks that need it do not run (an empty list would read as "nothing wrong",
+    /// or, for the leftovers, as everything orphaned).
+    pub partial: bool,
+}
+
+/// The checks of one section that did not run, or ran on part of what they read, and the
+/// permissions that were missing: `-o json`'s `notCheckedSections` (schema in the README).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotChecked {
+    pub section: Section,
+    /// In report order.
+    pub checks: Vec<Check>,
+    /// Sorted, each once.
+    pub missing: Vec<String>,
+}
+
+impl std::fmt::Display for NotChecked {
+    /// `control-planes: CertificateExpired, CertificateExpiring (lacks list secrets -A)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let checks: Vec<String> = self.checks.iter().map(|c| format!("{c:?}")).collect();
+        write!(
+            f,
+            "{}: {} (lacks {})",
+            self.section.as_str(),
+            checks.join(", "),
+            self.missing.join(", ")
+        )
+    }
+}
+
+/// Per section asked for (all when `only` is empty), in report order, the checks a refused
+/// read ([`Fleet::unread`]) kept from running or narrowed; sections it did not touch are
+/// absent.
+pub fn not_checked(fleet: &Fleet, only: &[Section]) -> Vec<NotChecked> {
+    let mut out: Vec<NotChecked> = Vec::new();
+    for (section, check, missing) in checks::affected(fleet) {
+        if !(only.is_empty() || only.contains(&section)) {
+            continue;
+        }
+        match out.iter_mut().find(|n| n.section == section) {
+            Some(n) => {
+                if !n.checks.contains(&check) {
+                    n.checks.push(check);
+                }
+                n.missing.extend(missing);
+            }
+            None => out.push(NotChecked {
+                section,
+                checks: vec![check],
+                missing,
+            }),
+        }
+    }
+    for n in &mut out {
+        n.missing.sort();
+        n.missing.dedup();
+    }
+    out
+}
+
 /// The object of a finding.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -417,6 +517,9 @@ pub struct Fleet {
     /// Kamaji's refusal, per Kubernetes version (`spec.kubernetes.version`) that
     /// TenantControlPlanes run, of a change to one of them (versions it accepts are absent).
     pub kamaji_refusals: std::collections::BTreeMap<String, String>,
+    /// The reads the API server refused (none: everything was read). A check that needs an
+    /// input refused whole does not run; [`not_checked`] says which and why.
+    pub unread: Vec<Unread>,
 }
 
 /// The thresholds a user can set.

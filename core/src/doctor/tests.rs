@@ -929,3 +929,122 @@ fn a_datastore_that_stops_kamaji_is_an_error() {
         all[0].fix
     );
 }
+
+fn refused(input: FleetRead, missing: &str, partial: bool) -> Unread {
+    Unread {
+        input,
+        missing: missing.into(),
+        partial,
+    }
+}
+
+#[test]
+fn everything_read_leaves_nothing_unchecked() {
+    assert_eq!(not_checked(&healthy(), &[]), vec![]);
+}
+
+#[test]
+fn a_kind_refused_whole_skips_the_checks_that_need_it_and_says_so_per_section() {
+    // A paused cluster whose Clusters could not be read: with an empty list the Secrets of c1
+    // would read as orphaned, and the pause would be missed in silence.
+    let mut f = healthy();
+    f.clusters[0]["spec"]["paused"] = json!(true);
+    f.clusters.clear();
+    f.unread.push(refused(
+        FleetRead::Clusters,
+        "list clusters.cluster.x-k8s.io -A",
+        false,
+    ));
+    assert_eq!(checks(&f), vec![]);
+    let gaps = not_checked(&f, &[]);
+    let lines: Vec<String> = gaps.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "workers: VersionSkew (lacks list clusters.cluster.x-k8s.io -A)",
+            "leftovers: OrphanSecrets (lacks list clusters.cluster.x-k8s.io -A)",
+            "operations: ClusterPaused (lacks list clusters.cluster.x-k8s.io -A)",
+        ]
+    );
+    // --only: the other sections' gaps are not said.
+    let ops = not_checked(&f, &[Section::Operations]);
+    assert_eq!(
+        (ops.len(), ops[0].section, ops[0].checks.clone()),
+        (1, Section::Operations, vec![Check::ClusterPaused])
+    );
+}
+
+#[test]
+fn a_read_refused_in_part_still_runs_its_checks_on_what_was_read() {
+    // Certificates read in team-a and refused in team-b: team-a's expired one is still found.
+    let mut f = healthy();
+    f.certificates = vec![cert("c1", -86_400)];
+    f.unread.push(refused(
+        FleetRead::Certificates,
+        "list secrets -n team-b",
+        true,
+    ));
+    f.unread.push(refused(
+        FleetRead::KamajiRefusals,
+        "patch tenantcontrolplanes.kamaji.clastix.io -n team-a",
+        true,
+    ));
+    f.unread
+        .push(refused(FleetRead::Certificates, "list secrets -A", true));
+    let found = checks(&f);
+    assert_eq!(found[0].0, Check::CertificateExpired, "{found:?}");
+    let gaps = not_checked(&f, &[]);
+    assert_eq!(gaps.len(), 1, "{gaps:?}");
+    assert_eq!(
+        gaps[0],
+        NotChecked {
+            section: Section::ControlPlanes,
+            checks: vec![
+                Check::CertificateExpired,
+                Check::CertificateExpiring,
+                Check::VersionOutsideKamajiRange
+            ],
+            missing: vec![
+                "list secrets -A".into(),
+                "list secrets -n team-b".into(),
+                "patch tenantcontrolplanes.kamaji.clastix.io -n team-a".into()
+            ],
+        }
+    );
+    assert_eq!(
+        serde_json::to_value(&gaps[0]).unwrap(),
+        json!({"section": "control-planes",
+            "checks": ["CertificateExpired", "CertificateExpiring", "VersionOutsideKamajiRange"],
+            "missing": ["list secrets -A", "list secrets -n team-b",
+                "patch tenantcontrolplanes.kamaji.clastix.io -n team-a"]})
+    );
+}
+
+#[test]
+fn unread_hosts_or_byo_machines_make_no_released_hosts_up() {
+    // A claimed host whose ByoMachine was not read would look released.
+    let mut f = healthy();
+    let mut h = obj("ByoHost", "team-a", "h1");
+    h["status"] =
+        json!({"machineRef": {"kind": "ByoMachine", "name": "c1-md-0-abc", "namespace": "team-a"}});
+    f.byo_hosts = hosts(&[h]);
+    assert!(
+        examine(&f, &Thresholds::default(), &[Section::Workers], now())
+            .iter()
+            .any(|p| p.check == Check::HostReleasing),
+        "the test's premise: without its ByoMachine the host reads as releasing"
+    );
+    f.unread.push(refused(
+        FleetRead::ByoMachines,
+        "list byomachines.infrastructure.cluster.x-k8s.io -A",
+        false,
+    ));
+    assert_eq!(
+        examine(&f, &Thresholds::default(), &[Section::Workers], now()),
+        vec![]
+    );
+    assert_eq!(
+        not_checked(&f, &[])[0].checks,
+        vec![Check::HostFailed, Check::HostReleasing]
+    );
+}
