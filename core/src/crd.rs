@@ -1,7 +1,8 @@
 //! What every CRD we generate goes through before it is shipped (the KamajiControlPlane CRDs of
 //! `kamaji::crd`, the ClusterUpgrade and FleetUpgrade CRDs of `ops::crd`): schemars' formats the
 //! API server does not know are dropped (integer formats become bounds), so applying a CRD draws
-//! no `unrecognized format` warning.
+//! no `unrecognized format` warning; and every string, number, list and map of a `spec` that
+//! its type leaves unbounded gets a generous bound ([`bound_what_users_set`]).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionVersion, JSONSchemaProps,
@@ -121,12 +122,89 @@ pub(crate) fn strip_unknown_formats(s: &mut JSONSchemaProps) {
     }
 }
 
-/// [`strip_unknown_formats`] over every version of a CRD: applied to every CRD we ship
-/// (`kamaji::crd::crds`, `ops::crds`), so no field added later brings a format back.
+/// The longest string of a `spec` whose type states no bound of its own (a container's
+/// argument or environment value, a label's value, a JSON patch's path): 256 KiB, what the API
+/// server allows all of an object's annotations together (`TotalAnnotationSizeLimitB`,
+/// apimachinery's `pkg/api/validation/objectmeta.go`), room for a certificate bundle or a
+/// script in a container's arguments.
+const DEFAULT_MAX_LENGTH: i64 = 256 * 1024;
+/// The most items of a `spec` list whose type states no bound of its own (extra arguments,
+/// tolerations, volumes, containers, environment variables, ports): far beyond what a pod
+/// lists.
+const DEFAULT_MAX_ITEMS: i64 = 1024;
+/// The most entries of a `spec` map whose type states no bound of its own (labels,
+/// annotations, node selectors, resource limits).
+const DEFAULT_MAX_PROPERTIES: i64 = 1024;
+
+/// Bounds every string, number, list and map below `s` that has none: strings get
+/// [`DEFAULT_MAX_LENGTH`] (enums and date-times are bounded already), lists
+/// [`DEFAULT_MAX_ITEMS`], maps [`DEFAULT_MAX_PROPERTIES`], integers the largest value of their
+/// format (`int32`: 2147483647; else int64's, the most the API server stores), numbers the
+/// largest `double`. Bounds a type states are kept. Each is far above what a real object
+/// holds (an integer's is what its Go type holds), so it refuses none: it makes the schema say
+/// how large a field may be, and bounds the cost the API server estimates for a CEL rule over
+/// such a field. Free-form objects (`x-kubernetes-preserve-unknown-fields`) stay
+/// bounded by the request size only.
+pub(crate) fn bound_what_users_set(s: &mut JSONSchemaProps) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        JSONSchemaPropsOrArray as OrArray, JSONSchemaPropsOrBool as OrBool,
+    };
+    let bounded_already = s.enum_.is_some();
+    match s.type_.as_deref() {
+        Some("string")
+            if !bounded_already
+                && s.max_length.is_none()
+                && s.format.as_deref() != Some("date-time") =>
+        {
+            s.max_length = Some(DEFAULT_MAX_LENGTH);
+        }
+        Some("array") if s.max_items.is_none() => s.max_items = Some(DEFAULT_MAX_ITEMS),
+        Some("integer") if !bounded_already && s.maximum.is_none() => {
+            s.maximum = Some(if s.format.as_deref() == Some("int32") {
+                f64::from(i32::MAX)
+            } else {
+                i64::MAX as f64
+            });
+        }
+        Some("number") if !bounded_already && s.maximum.is_none() => s.maximum = Some(f64::MAX),
+        Some("object")
+            if matches!(s.additional_properties, Some(OrBool::Schema(_)))
+                && s.max_properties.is_none() =>
+        {
+            s.max_properties = Some(DEFAULT_MAX_PROPERTIES);
+        }
+        _ => {}
+    }
+    for p in s.properties.iter_mut().flat_map(|m| m.values_mut()) {
+        bound_what_users_set(p);
+    }
+    for l in [&mut s.all_of, &mut s.any_of, &mut s.one_of]
+        .into_iter()
+        .flatten()
+    {
+        l.iter_mut().for_each(bound_what_users_set);
+    }
+    match &mut s.items {
+        Some(OrArray::Schema(i)) => bound_what_users_set(i),
+        Some(OrArray::Schemas(l)) => l.iter_mut().for_each(bound_what_users_set),
+        None => {}
+    }
+    if let Some(OrBool::Schema(i)) = &mut s.additional_properties {
+        bound_what_users_set(i);
+    }
+}
+
+/// [`strip_unknown_formats`] over every version of a CRD, then [`bound_what_users_set`] over
+/// its `spec`: applied to every CRD we ship (`kamaji::crd::crds`, `ops::crds`), so no field
+/// added later brings a format back or goes unbounded. The status is the reconciler's to
+/// write and is left as its types state it.
 pub(crate) fn for_the_api_server(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     for v in &mut crd.spec.versions {
         if let Some(s) = root_schema_mut(v) {
             strip_unknown_formats(s);
+            if let Some(spec) = s.properties.as_mut().and_then(|p| p.get_mut("spec")) {
+                bound_what_users_set(spec);
+            }
         }
     }
     crd
@@ -155,6 +233,7 @@ mod tests {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
         JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
     };
+    use std::collections::BTreeMap;
 
     /// Every CRD `kubectl kamaji install` and `kamaji-reconciler manifests` ship.
     fn shipped() -> Vec<CustomResourceDefinition> {
@@ -258,22 +337,151 @@ mod tests {
         }
     }
 
-    /// The ClusterUpgrade and FleetUpgrade specs are bounded throughout. The KamajiControlPlane
-    /// CRDs are not held to it yet: they embed Kubernetes core types (affinity, tolerations,
-    /// volumes, resources, probes) that upstream leaves unbounded too, about 3,200 schema paths.
+    /// Every spec of every CRD we ship is bounded throughout: the KamajiControlPlane's and its
+    /// template's, with the Kubernetes core types they embed (affinity, tolerations, volumes,
+    /// resources, probes: about 3,200 schema paths upstream leaves unbounded), the
+    /// ClusterUpgrade's and the FleetUpgrade's.
     #[test]
     fn every_field_a_user_sets_is_bounded() {
         let mut open = Vec::new();
+        let mut checked = 0;
         each_version(&mut |path, s| {
-            let ops = path.starts_with("ClusterUpgrade/") || path.starts_with("FleetUpgrade/");
-            if ops
-                && path.contains(".spec")
-                && let Some(what) = unbounded(s)
-            {
-                open.push(format!("{path}: no {what}"));
+            if path.contains(".spec") {
+                checked += 1;
+                if let Some(what) = unbounded(s) {
+                    open.push(format!("{path}: no {what}"));
+                }
             }
         });
-        assert!(open.is_empty(), "{open:#?}");
+        assert!(open.is_empty(), "{} unbounded: {open:#?}", open.len());
+        // The core types are walked too, in both versions of both kinds.
+        assert!(checked > 4_000, "only {checked} spec schemas walked");
+    }
+
+    /// Our own fields carry the bounds their types state, the same in both versions, not the
+    /// generic ones: the replica count, and the version, one shape with the ClusterUpgrade's;
+    /// the generic pass gives the core types theirs.
+    #[test]
+    fn our_fields_keep_their_own_bounds_and_core_types_get_the_generic_ones() {
+        use crate::kamaji::api::common::{VERSION_MAX_LENGTH, VERSION_PATTERN};
+        use crate::plan::MAX_CONTROL_PLANE_REPLICAS;
+        type Bounds = (
+            Option<f64>,
+            Option<f64>,
+            Option<i64>,
+            Option<String>,
+            Option<i64>,
+        );
+        // The KamajiControlPlane's schemas by path below the version, one per version.
+        let mut kcp: BTreeMap<String, Vec<Bounds>> = BTreeMap::new();
+        let mut cu_version = None;
+        each_version(&mut |path, s| {
+            let got = (
+                s.minimum,
+                s.maximum,
+                s.max_length,
+                s.pattern.clone(),
+                s.max_items,
+            );
+            for version in ["KamajiControlPlane/v1alpha2", "KamajiControlPlane/v1alpha1"] {
+                if let Some(rest) = path.strip_prefix(version) {
+                    kcp.entry(rest.to_string()).or_default().push(got.clone());
+                }
+            }
+            if path == "ClusterUpgrade/v1alpha1.spec.version" {
+                cu_version = Some(got);
+            }
+        });
+        let at = |p: &str| -> Bounds {
+            let both = &kcp[p];
+            assert_eq!(both.len(), 2, "{p}");
+            assert_eq!(both[0], both[1], "{p}: the versions differ");
+            both[0].clone()
+        };
+        let length = Some(i64::from(VERSION_MAX_LENGTH));
+        assert_eq!(
+            at(".spec.replicas"),
+            (
+                Some(0.0),
+                Some(MAX_CONTROL_PLANE_REPLICAS as f64),
+                None,
+                None,
+                None
+            )
+        );
+        assert_eq!(
+            at(".spec.version"),
+            (None, None, length, Some(VERSION_PATTERN.into()), None)
+        );
+        let cu = cu_version.unwrap();
+        assert_eq!(cu.2, length);
+        assert_eq!(
+            cu.3.map(|p| p.replacen("^v", "^v?", 1)),
+            Some(VERSION_PATTERN.to_string()),
+            "one version shape, its v required in a ClusterUpgrade"
+        );
+        let d = ".spec.deployment";
+        assert_eq!(
+            at(&format!("{d}.extraContainers[].args[]")).2,
+            Some(DEFAULT_MAX_LENGTH)
+        );
+        assert_eq!(
+            at(&format!("{d}.extraContainers")).4,
+            Some(DEFAULT_MAX_ITEMS)
+        );
+        assert_eq!(
+            at(&format!("{d}.tolerations[].tolerationSeconds")).1,
+            Some(i64::MAX as f64)
+        );
+        assert_eq!(
+            at(&format!("{d}.extraContainers[].ports[].containerPort")).1,
+            Some(f64::from(i32::MAX))
+        );
+        assert_eq!(at(&format!("{d}.serviceAccountName")).2, Some(253));
+    }
+
+    #[test]
+    fn generic_bounds_keep_what_a_type_states() {
+        let mut s: JSONSchemaProps = serde_json::from_value(serde_json::json!({
+            "type": "object",
+            "properties": {
+                "own": {"type": "string", "maxLength": 5},
+                "free": {"type": "string"},
+                "choice": {"type": "string", "enum": ["a"]},
+                "when": {"type": "string", "format": "date-time"},
+                "n": {"type": "integer", "format": "int32", "maximum": 3.0},
+                "i32": {"type": "integer", "format": "int32"},
+                "i64": {"type": "integer"},
+                "list": {"type": "array", "items": {"type": "string"}},
+                "map": {"type": "object", "additionalProperties": {"type": "string"}},
+                "io": {"x-kubernetes-int-or-string": true,
+                    "anyOf": [{"type": "integer"}, {"type": "string"}]},
+                "any": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+            }
+        }))
+        .unwrap();
+        bound_what_users_set(&mut s);
+        let v = serde_json::to_value(&s).unwrap();
+        let p = &v["properties"];
+        assert_eq!(p["own"]["maxLength"], 5);
+        assert_eq!(p["free"]["maxLength"], DEFAULT_MAX_LENGTH);
+        assert!(p["choice"].get("maxLength").is_none());
+        assert!(p["when"].get("maxLength").is_none());
+        assert_eq!(p["n"]["maximum"], 3.0);
+        assert_eq!(p["i32"]["maximum"], f64::from(i32::MAX));
+        assert_eq!(p["i64"]["maximum"], i64::MAX as f64);
+        assert_eq!(p["list"]["maxItems"], DEFAULT_MAX_ITEMS);
+        assert_eq!(p["list"]["items"]["maxLength"], DEFAULT_MAX_LENGTH);
+        assert_eq!(p["map"]["maxProperties"], DEFAULT_MAX_PROPERTIES);
+        assert_eq!(
+            p["map"]["additionalProperties"]["maxLength"],
+            DEFAULT_MAX_LENGTH
+        );
+        assert_eq!(p["io"]["anyOf"][1]["maxLength"], DEFAULT_MAX_LENGTH);
+        assert_eq!(
+            p["any"],
+            serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+        );
     }
 
     #[test]

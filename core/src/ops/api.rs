@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::kamaji::api::common::{V_VERSION_PATTERN, VERSION_MAX_LENGTH};
 pub use crate::kamaji::api::v1alpha2::Condition;
 
 fn preserve_unknown(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -59,8 +60,8 @@ pub struct ClusterUpgradeSpec {
     pub cluster_name: String,
     /// The Kubernetes version to reach, vMAJOR.MINOR.PATCH.
     #[schemars(
-        length(min = 1, max = 64),
-        regex(pattern = r"^v\d+\.\d+\.\d+([-+].*)?$")
+        length(min = 1, max = VERSION_MAX_LENGTH),
+        regex(pattern = V_VERSION_PATTERN)
     )]
     pub version: String,
     /// Upgrade only the control plane.
@@ -80,7 +81,10 @@ pub struct ClusterUpgradeSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 32),
-        inner(length(min = 1, max = 64), regex(pattern = r"^v\d+\.\d+\.\d+$"))
+        inner(
+            length(min = 1, max = VERSION_MAX_LENGTH),
+            regex(pattern = r"^v\d+\.\d+\.\d+$")
+        )
     )]
     pub patch_releases: Vec<String>,
     /// Go ahead despite blocking preflight findings (too few spare BYOH hosts).
@@ -262,8 +266,8 @@ pub struct FleetUpgradeSpec {
     pub selector: String,
     /// The Kubernetes version to reach, vMAJOR.MINOR.PATCH.
     #[schemars(
-        length(min = 1, max = 64),
-        regex(pattern = r"^v\d+\.\d+\.\d+([-+].*)?$")
+        length(min = 1, max = VERSION_MAX_LENGTH),
+        regex(pattern = V_VERSION_PATTERN)
     )]
     pub version: String,
     /// Clusters upgraded alone first (default 0).
@@ -285,7 +289,10 @@ pub struct FleetUpgradeSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 32),
-        inner(length(min = 1, max = 64), regex(pattern = r"^v\d+\.\d+\.\d+$"))
+        inner(
+            length(min = 1, max = VERSION_MAX_LENGTH),
+            regex(pattern = r"^v\d+\.\d+\.\d+$")
+        )
     )]
     pub patch_releases: Vec<String>,
     /// Go ahead despite blocking preflight findings.

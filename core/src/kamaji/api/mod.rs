@@ -60,11 +60,34 @@ macro_rules! kinds {
             #[schemars(extend("minProperties" = 1))]
             pub control_plane_endpoint: Option<ApiEndpoint>,
             /// Number of desired replicas for the TenantControlPlane Deployment. Defaults to 2.
+            // Bounded by the count the CLI's verbs take (`plan::MAX_CONTROL_PLANE_REPLICAS`),
+            // so that the API server refuses what `kubectl kamaji scale` would, however it is
+            // written (apply, merge patch, the scale subresource). Why 16: a hosted control
+            // plane's replicas are API server pods over one DataStore, which other tenants
+            // share; each keeps a watch cache of its own and a watch per resource on that
+            // DataStore, so more replicas add load on it as much as capacity. The largest
+            // clusters Kubernetes tests (5,000 nodes, by its scalability SIG) run one to five
+            // API servers; 16 is three times that, and a count above it is a typo or hostile,
+            // one Kamaji would start pods for at once. 0 puts the tenant to sleep.
             #[serde(skip_serializing_if = "Option::is_none")]
+            #[schemars(range(min = 0, max = $crate::plan::MAX_CONTROL_PLANE_REPLICAS))]
             #[schemars(extend("default" = DEFAULT_REPLICAS))]
             pub replicas: Option<i32>,
             /// The desired Kubernetes version.
+            #[schemars(
+                length(max = $crate::kamaji::api::common::VERSION_MAX_LENGTH),
+                regex(pattern = $crate::kamaji::api::common::VERSION_PATTERN)
+            )]
             pub version: String,
+        }
+
+        impl KamajiControlPlaneSpec {
+            /// What the CRD refuses now but may have stored before it did (the count or the
+            /// version out of bounds), in one line saying what to set; `None` when within
+            /// bounds. The reconciler copies neither into the TenantControlPlane then.
+            pub fn out_of_bounds(&self) -> Option<String> {
+                $crate::kamaji::api::common::out_of_bounds(self.replicas, &self.version)
+            }
         }
 
         /// The desired state of a KamajiControlPlaneTemplate.

@@ -9,10 +9,13 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{DEFAULT_REPLICAS, KamajiControlPlaneFields, TemplateMeta};
 
-/// CAPI v1beta1 `APIEndpoint`. Never sent empty: the whole field is an `Option`.
+/// CAPI v1beta1 `APIEndpoint`. Never sent empty: the whole field is an `Option`. Bounded as
+/// v1alpha2's, the same stored field.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ApiEndpoint {
+    #[schemars(length(max = 512))]
     pub host: String,
+    #[schemars(range(min = 0, max = 65535))]
     pub port: i32,
 }
 

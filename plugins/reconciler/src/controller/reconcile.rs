@@ -88,6 +88,13 @@ async fn reconcile_inner(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Result<Actio
         // The watch has yet to bring this process's last apply; that event reconciles again.
         TcpRead::Behind => return Ok(Action::await_change()),
     };
+    // A count or a version the CRD refuses now, kept from before it did: not copied into the
+    // TenantControlPlane, which stays as it is until the KamajiControlPlane is fixed.
+    if let Some(why) = kcp.spec.out_of_bounds() {
+        let cond = no("TenantControlPlaneCreated", "InvalidSpec", why);
+        write_status_with(kcp, ctx, existing.as_ref(), &mut conds, cond).await?;
+        return Ok(Action::await_change());
+    }
     let Some(target) = version_target(kcp, ctx, existing.as_ref(), &mut conds).await? else {
         return Ok(Action::await_change());
     };

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod bounds;
 mod certificates;
 mod e2e;
 mod findings;
