@@ -39,11 +39,16 @@ pub fn check_object_name(what: &str, name: &str) -> Result<(), Error> {
 /// The longest namespace name (an RFC 1123 label, k8s.io/apimachinery `DNS1123LabelMaxLength`).
 const MAX_NAMESPACE_LEN: usize = 63;
 
+/// Whether `ns` is an RFC 1123 label: an object name without dots, of at most 63 characters.
+pub(crate) fn is_namespace_name(ns: &str) -> bool {
+    ns.len() <= MAX_NAMESPACE_LEN && !ns.contains('.') && is_object_name(ns)
+}
+
 /// Refuses a namespace the API server could not hold (exit code 2): an RFC 1123 label, as
 /// k8s.io/apimachinery's `ValidateNamespaceName` requires. `from` says where it came from
 /// (`-n`, or the kubeconfig context).
 pub fn check_namespace(from: &str, ns: &str) -> Result<(), Error> {
-    if ns.len() <= MAX_NAMESPACE_LEN && !ns.contains('.') && is_object_name(ns) {
+    if is_namespace_name(ns) {
         return Ok(());
     }
     let shown: String = ns.chars().take(80).collect();

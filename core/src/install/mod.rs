@@ -45,11 +45,32 @@ pub(crate) fn kubeadm_bootstrap_user() -> String {
     )
 }
 
-/// The least-privilege ClusterRole of the reconciler.
-pub fn cluster_role() -> Value {
+/// Where a rule of the reconciler's role is granted when `kubectl kamaji install --namespaces`
+/// names the namespaces it watches: cluster-wide still, or only in those namespaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reach {
+    /// Cluster-scoped objects, or objects it reads in namespaces it does not watch.
+    Cluster,
+    /// What lives in the namespaces it watches.
+    Watched,
+}
+
+/// The reconciler's rules, each with its [`Reach`]. Exactly what the controllers call:
+/// `plugins/reconciler/tests/plain/rbac.rs` runs the reconciler as its service account under
+/// these rules (cluster-wide, and as `--namespaces` installs them) through a KamajiControlPlane's
+/// create, ready, upgrade and delete on a ByoCluster, a ClusterUpgrade of a KubeadmControlPlane
+/// cluster on BYOH whose machine templates name its version, a FleetUpgrade, a ClusterClass
+/// cluster's upgrade, a missing Cluster's repeated warning, the certificate scan and the
+/// findings scan, and fails on any refusal. A rule left out fails it. Kept without a test of
+/// their own kind: the machine templates and infrastructure clusters of providers other than
+/// BYOH (the testbed serves only BYOH's; each follows the same code path, from the provider
+/// table).
+fn rules() -> Vec<(Reach, Value)> {
+    use Reach::{Cluster, Watched};
     let infra: Vec<String> = TABLE.iter().map(|(k, _)| plural(k)).collect();
-    // Machine templates of the same providers: a ClusterUpgrade step clones one when it names
-    // the old version (templates are immutable), with a server-side apply.
+    // Machine templates of the same providers: a ClusterUpgrade step clones one whose spec
+    // names the version it leaves (an image `...-v1.33.1`; templates are immutable) with a
+    // server-side apply, which creates the clone (hence create) or, re-run, patches it.
     let machine_templates: Vec<String> = TABLE
         .iter()
         .filter_map(|(k, _)| k.strip_suffix("Cluster"))
@@ -60,60 +81,210 @@ pub fn cluster_role() -> Value {
         .filter(|(_, a)| *a == Action::EndpointAndReady)
         .map(|(k, _)| format!("{}/status", plural(k)))
         .collect();
-    json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": NAME, "labels": labels()},
-        // Exactly what the controllers call. plugins/reconciler/tests/rbac.rs runs the
-        // reconciler as this service account through a KamajiControlPlane's create, upgrade
-        // and delete, a ClusterUpgrade of a KubeadmControlPlane cluster on BYOH, a
-        // FleetUpgrade, a ClusterClass cluster's upgrade and a missing Cluster's repeated
-        // warning, and fails on any refusal. The KamajiControlPlane controller lists, watches
-        // and patches (finalizers, status); the TenantControlPlane and the Secrets are
-        // server-side applied, and an apply that creates is authorized as `create`
-        // (`createAuthorizerAttributes` in apiserver's endpoints/handlers/patch.go, Kubernetes
-        // v1.36.3). Kubernetes RBAC cannot scope list/watch by label, so Secrets stay
-        // cluster-wide for watching (CAPI's contract names Secrets by cluster, not by label).
-        // Events: kube-runtime 5.0.0's Recorder creates an event and patches its series when
-        // the same one repeats. Kept without a test of their own kind: the machine templates
-        // and infrastructure clusters of providers other than BYOH (the testbed serves only
-        // BYOH's; each follows the same rule as BYOH's, from the provider table).
-        "rules": [
-            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes"], "verbs": ["get", "list", "watch", "patch"]},
-            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/status"], "verbs": ["patch"]},
-            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/finalizers"], "verbs": ["update"]},
-            {"apiGroups": ["kamaji.clastix.io"], "resources": ["tenantcontrolplanes"], "verbs": ["get", "list", "watch", "create", "patch"]},
-            {"apiGroups": ["cluster.x-k8s.io"], "resources": ["clusters"], "verbs": ["get", "list", "watch", "patch"]},
-            // The ClusterUpgrade controller: its own objects, and what a step reads and patches
-            // (a control plane's or MachineDeployment's version, a topology's version).
-            // A FleetUpgrade creates its clusters' ClusterUpgrades (renewing a finished one).
-            {"apiGroups": ["ops.capi-kamaji.io"], "resources": ["clusterupgrades"], "verbs": ["get", "list", "watch", "create", "patch"]},
-            {"apiGroups": ["ops.capi-kamaji.io"], "resources": ["clusterupgrades/status"], "verbs": ["patch"]},
-            {"apiGroups": ["ops.capi-kamaji.io"], "resources": ["fleetupgrades"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": ["ops.capi-kamaji.io"], "resources": ["fleetupgrades/status"], "verbs": ["patch"]},
-            {"apiGroups": ["cluster.x-k8s.io"], "resources": ["machinedeployments"], "verbs": ["list", "watch", "patch"]},
-            {"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["list"]},
-            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kubeadmcontrolplanes"], "verbs": ["get", "list", "watch", "patch"]},
-            {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": machine_templates, "verbs": ["get", "create", "patch"]},
-            {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": ["byohosts"], "verbs": ["list"]},
-            // The findings scan (plugins/reconciler/src/findings.rs) lists what `kubectl capi
-            // doctor` reads (the kinds above, and BYOH's machines and templates), and the two
-            // providers' Leases by name, in every namespace (RBAC authorizes a LIST with the
-            // field selector metadata.name=X as a request for X: `requestinfo.go` of
-            // k8s.io/apiserver, Kubernetes v1.36.3).
-            {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": ["byomachines", "byomachinetemplates", "k8sinstallerconfigtemplates"], "verbs": ["list"]},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [crate::labels::RECONCILER_LEASE, crate::labels::CACPPK_LEASE], "verbs": ["list"]},
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "patch"]},
-            {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra, "verbs": ["get", "list", "watch", "patch"]},
-            {"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra_status, "verbs": ["patch"]},
-            {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "resourceNames": ["tenantcontrolplanes.kamaji.clastix.io"], "verbs": ["get"]},
-            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}
-        ]
-    })
+    vec![
+        // The KamajiControlPlane controller lists, watches and patches (finalizers, endpoint,
+        // status); a ClusterUpgrade reads a cluster's control plane by name (get).
+        (
+            Watched,
+            json!({"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes"], "verbs": ["get", "list", "watch", "patch"]}),
+        ),
+        (
+            Watched,
+            json!({"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/status"], "verbs": ["patch"]}),
+        ),
+        // The TenantControlPlane and both CAPI Secrets carry an ownerReference to the
+        // KamajiControlPlane with blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement
+        // admission plugin allows only to who may update its finalizers.
+        (
+            Watched,
+            json!({"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/finalizers"], "verbs": ["update"]}),
+        ),
+        // The TenantControlPlane is server-side applied, and an apply that creates is authorized
+        // as `create` (`createAuthorizerAttributes` in apiserver's endpoints/handlers/patch.go,
+        // Kubernetes v1.36.3): without create, no TenantControlPlane is ever made.
+        (
+            Watched,
+            json!({"apiGroups": ["kamaji.clastix.io"], "resources": ["tenantcontrolplanes"], "verbs": ["get", "list", "watch", "create", "patch"]}),
+        ),
+        // Patched: its spec.controlPlaneEndpoint put back when Cluster API copied BYOH's default
+        // port into it, and a ClusterClass cluster's spec.topology.version by an upgrade step.
+        (
+            Watched,
+            json!({"apiGroups": ["cluster.x-k8s.io"], "resources": ["clusters"], "verbs": ["get", "list", "watch", "patch"]}),
+        ),
+        // The ClusterUpgrade controller: its own objects, and what a step reads and patches (a
+        // control plane's or MachineDeployment's version). A FleetUpgrade creates its
+        // clusters' ClusterUpgrades (renewing a finished one).
+        (
+            Watched,
+            json!({"apiGroups": ["ops.capi-kamaji.io"], "resources": ["clusterupgrades"], "verbs": ["get", "list", "watch", "create", "patch"]}),
+        ),
+        (
+            Watched,
+            json!({"apiGroups": ["ops.capi-kamaji.io"], "resources": ["clusterupgrades/status"], "verbs": ["patch"]}),
+        ),
+        (
+            Watched,
+            json!({"apiGroups": ["ops.capi-kamaji.io"], "resources": ["fleetupgrades"], "verbs": ["get", "list", "watch"]}),
+        ),
+        (
+            Watched,
+            json!({"apiGroups": ["ops.capi-kamaji.io"], "resources": ["fleetupgrades/status"], "verbs": ["patch"]}),
+        ),
+        (
+            Watched,
+            json!({"apiGroups": ["cluster.x-k8s.io"], "resources": ["machinedeployments"], "verbs": ["list", "watch", "patch"]}),
+        ),
+        (
+            Watched,
+            json!({"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["list"]}),
+        ),
+        // A KubeadmControlPlane cluster's upgrade reads its control plane (get) and patches its
+        // spec.version; its rollout is watched.
+        (
+            Watched,
+            json!({"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kubeadmcontrolplanes"], "verbs": ["get", "list", "watch", "patch"]}),
+        ),
+        (
+            Watched,
+            json!({"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": machine_templates, "verbs": ["get", "create", "patch"]}),
+        ),
+        // An upgrade's preflight counts the free BYOH hosts, in every namespace: BYOH takes a
+        // host for a machine from any namespace (`attachByoHost` lists ByoHosts with no
+        // namespace, controllers/infrastructure/byomachine_controller.go, BYOH v0.5.0).
+        (
+            Cluster,
+            json!({"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": ["byohosts"], "verbs": ["list"]}),
+        ),
+        // The findings scan (plugins/reconciler/src/findings.rs) lists what `kubectl capi
+        // doctor` reads (the kinds above, and BYOH's machines and templates).
+        (
+            Watched,
+            json!({"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": ["byomachines", "byomachinetemplates", "k8sinstallerconfigtemplates"], "verbs": ["list"]}),
+        ),
+        // Secrets: Kamaji's admin kubeconfig and CA read (get) and copied into
+        // `<cluster>-kubeconfig` and `<cluster>-ca` by server-side apply, which creates them
+        // (create: nobody else makes them, Cluster API leaves a control plane's kubeconfig to
+        // its provider, `reconcileKubeconfig` in internal/controllers/cluster, CAPI v1.14) and
+        // keeps them current (patch); watched as metadata to tell when a copy is stale, and
+        // listed by the certificate scan (Kamaji's by label) and the findings scan (CAPI's by
+        // label). RBAC cannot scope list, watch or create by label or by a name not known in
+        // advance: `--namespaces` is how a site keeps this out of other namespaces.
+        (
+            Watched,
+            json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "patch"]}),
+        ),
+        // The infrastructure cluster's endpoint: read, watched, patched (and its status where
+        // the provider leaves readiness to the control plane's).
+        (
+            Watched,
+            json!({"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra, "verbs": ["get", "list", "watch", "patch"]}),
+        ),
+        (
+            Watched,
+            json!({"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra_status, "verbs": ["patch"]}),
+        ),
+        // Events: kube-runtime 5.0.0's Recorder creates an event and patches its series when the
+        // same one repeats.
+        (
+            Watched,
+            json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}),
+        ),
+        // Cluster-scoped: the TenantControlPlane CRD's schema, read at start-up.
+        (
+            Cluster,
+            json!({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "resourceNames": ["tenantcontrolplanes.kamaji.clastix.io"], "verbs": ["get"]}),
+        ),
+        // The findings scan's check that two providers run: the two providers' Leases by name,
+        // in every namespace, since they live in the providers' namespaces, not the clusters'
+        // (RBAC authorizes a LIST with the field selector metadata.name=X as a request for X:
+        // `requestinfo.go` of k8s.io/apiserver, Kubernetes v1.36.3). No other Lease is readable.
+        (
+            Cluster,
+            json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [crate::labels::RECONCILER_LEASE, crate::labels::CACPPK_LEASE], "verbs": ["list"]}),
+        ),
+    ]
 }
 
-/// Every object `kubectl kamaji install` applies, in apply order.
+/// The least-privilege ClusterRole of the reconciler, watching every namespace ([`rules`]).
+pub fn cluster_role() -> Value {
+    role_of(Reach::Cluster, None, &[])
+}
+
+/// A role with the rules that reach `reach` or less: every rule for a ClusterRole bound
+/// cluster-wide (`watched` empty); with `watched` namespaces, a ClusterRole of the
+/// [`Reach::Cluster`] rules and, in each watched namespace (`in_ns`), a Role of the
+/// [`Reach::Watched`] ones.
+fn role_of(reach: Reach, in_ns: Option<&str>, watched: &[String]) -> Value {
+    let rules: Vec<Value> = rules()
+        .into_iter()
+        .filter(|(r, _)| watched.is_empty() || *r == reach)
+        .map(|(_, rule)| rule)
+        .collect();
+    let mut meta = json!({"name": NAME, "labels": labels()});
+    let kind = match in_ns {
+        Some(ns) => {
+            meta["namespace"] = json!(ns);
+            "Role"
+        }
+        None => "ClusterRole",
+    };
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta, "rules": rules})
+}
+
+/// The most namespaces `--namespaces` takes: each adds a dozen watches to the reconciler (its
+/// KamajiControlPlanes, TenantControlPlanes, Secrets, Clusters, infrastructure clusters,
+/// ClusterUpgrades and what they follow) and a Role and RoleBinding; past a few dozen the
+/// cluster-wide install serves better.
+pub(crate) const MAX_WATCHED_NAMESPACES: usize = 32;
+
+/// A list of namespaces to watch (`--namespaces ns1,ns2`): at most [`MAX_WATCHED_NAMESPACES`]
+/// DNS-1123 labels, none twice. The error is one line saying what is wrong and what to do; it
+/// does not name the flag, which the caller's message does.
+pub fn parse_namespaces(list: &str) -> Result<Vec<String>, String> {
+    let names: Vec<String> = list.split(',').map(|n| n.trim().to_string()).collect();
+    if names.len() > MAX_WATCHED_NAMESPACES {
+        return Err(format!(
+            "{} namespaces named, at most {MAX_WATCHED_NAMESPACES} are allowed (leave the list out to watch every namespace)",
+            names.len()
+        ));
+    }
+    for (i, n) in names.iter().enumerate() {
+        if n.is_empty() {
+            return Err(
+                "an empty namespace name: separate namespaces by single commas, e.g. team-a,team-b"
+                    .into(),
+            );
+        }
+        if !crate::names::is_namespace_name(n) {
+            let shown: String = n.chars().take(80).collect();
+            return Err(format!(
+                "{shown:?} is not a namespace name: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+            ));
+        }
+        if names[..i].contains(n) {
+            return Err(format!("namespace {n:?} is named twice: name each once"));
+        }
+    }
+    Ok(names)
+}
+
+/// Every object `kubectl kamaji install` applies, in apply order: the reconciler watching every
+/// namespace.
 pub fn install_manifests(image: &str, namespace: &str, replicas: u8) -> Vec<Value> {
+    install_manifests_watching(image, namespace, replicas, &[])
+}
+
+/// [`install_manifests`] for a reconciler that watches only the namespaces `watched`
+/// (`kubectl kamaji install --namespaces`; all when empty): what it touches there is granted by
+/// a Role and RoleBinding in each, the ClusterRole keeps only what is cluster-scoped or read
+/// elsewhere, and the Deployment passes `--namespaces`.
+pub fn install_manifests_watching(
+    image: &str,
+    namespace: &str,
+    replicas: u8,
+    watched: &[String],
+) -> Vec<Value> {
     let mut out: Vec<Value> = crate::kamaji::crd::crds()
         .into_iter()
         .chain(crate::ops::crds())
@@ -127,13 +298,22 @@ pub fn install_manifests(image: &str, namespace: &str, replicas: u8) -> Vec<Valu
     let sa_ref = json!({"kind": "ServiceAccount", "name": NAME, "namespace": namespace});
     out.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels()}}));
     out.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": namespace, "labels": labels()}}));
-    out.push(cluster_role());
+    out.push(role_of(Reach::Cluster, None, watched));
     out.push(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
         "metadata": {"name": NAME, "labels": labels()},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
         "subjects": [sa_ref.clone()]
     }));
+    for ns in watched {
+        out.push(role_of(Reach::Watched, Some(ns), watched));
+        out.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": NAME, "namespace": ns, "labels": labels()},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+            "subjects": [sa_ref.clone()]
+        }));
+    }
     // Leader election, in the reconciler's own namespace only.
     out.push(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
@@ -171,7 +351,13 @@ pub fn install_manifests(image: &str, namespace: &str, replicas: u8) -> Vec<Valu
         // v1.14.2), which would bind a ServiceAccount of ours instead of CAPI's.
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": kubeadm_bootstrap_user()}]
     }));
-    out.push(deployment(image, namespace, replicas));
+    let mut dep = deployment(image, namespace, replicas);
+    if !watched.is_empty()
+        && let Some(args) = dep["spec"]["template"]["spec"]["containers"][0]["args"].as_array_mut()
+    {
+        args.push(json!(format!("--namespaces={}", watched.join(","))));
+    }
+    out.push(dep);
     out
 }
 
@@ -271,6 +457,141 @@ mod tests {
             "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager"
         );
         assert!(reader["subjects"][0].get("namespace").is_none());
+    }
+
+    /// The rules of `role` as `group/resource` → verbs.
+    fn grants(role: &Value) -> Vec<(String, Vec<String>)> {
+        let mut out = Vec::new();
+        for r in role["rules"].as_array().unwrap() {
+            for g in r["apiGroups"].as_array().unwrap() {
+                for res in r["resources"].as_array().unwrap() {
+                    let verbs = r["verbs"].as_array().unwrap();
+                    out.push((
+                        format!("{}/{}", g.as_str().unwrap(), res.as_str().unwrap()),
+                        verbs.iter().map(|v| v.as_str().unwrap().into()).collect(),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn with_namespaces_secrets_and_the_watched_kinds_are_granted_only_there() {
+        let watched = vec!["team-a".to_string(), "team-b".to_string()];
+        let m = install_manifests_watching("img:1", "ns1", 1, &watched);
+        let wide_role = m
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == NAME)
+            .unwrap();
+        let cluster_wide = grants(wide_role);
+        let resources: Vec<&str> = cluster_wide.iter().map(|(r, _)| r.as_str()).collect();
+        assert_eq!(
+            resources,
+            [
+                "infrastructure.cluster.x-k8s.io/byohosts",
+                "apiextensions.k8s.io/customresourcedefinitions",
+                "coordination.k8s.io/leases"
+            ],
+            "{wide_role}"
+        );
+        // Read only: the CRD and the Leases by name, the hosts listed.
+        for (r, verbs) in &cluster_wide {
+            assert!(
+                verbs.iter().all(|v| v == "get" || v == "list"),
+                "{r}: {verbs:?}"
+            );
+        }
+        for ns in &watched {
+            let role = m
+                .iter()
+                .find(|o| {
+                    o["kind"] == "Role"
+                        && o["metadata"]["namespace"] == ns.as_str()
+                        && o["metadata"]["name"] == NAME
+                })
+                .unwrap();
+            let g = grants(role);
+            assert!(
+                g.iter()
+                    .any(|(r, v)| r == "/secrets" && v.contains(&"create".to_string())),
+                "{role}"
+            );
+            assert!(
+                !g.iter()
+                    .any(|(r, _)| r.starts_with("coordination") || r.starts_with("apiextensions")),
+                "{role}"
+            );
+            let binding = m
+                .iter()
+                .find(|o| o["kind"] == "RoleBinding" && o["metadata"]["namespace"] == ns.as_str())
+                .unwrap();
+            assert_eq!(binding["roleRef"]["kind"], "Role");
+            assert_eq!(binding["subjects"][0]["namespace"], "ns1");
+        }
+        // Both together grant exactly what the cluster-wide role grants.
+        let mut split: Vec<_> = cluster_wide;
+        let role = m
+            .iter()
+            .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == NAME)
+            .unwrap();
+        split.extend(grants(role));
+        let mut whole = grants(&cluster_role());
+        split.sort();
+        whole.sort();
+        assert_eq!(split, whole);
+        let dep = m.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap();
+        assert!(
+            args.contains(&json!("--namespaces=team-a,team-b")),
+            "{args:?}"
+        );
+        // Without namespaces: the cluster-wide install, no namespaced Role but leader election's.
+        let plain = install_manifests("img:1", "ns1", 1);
+        assert!(
+            !plain
+                .iter()
+                .any(|o| o["kind"] == "Role" && o["metadata"]["name"] == NAME)
+        );
+        assert!(!plain.iter().any(|o| o.to_string().contains("--namespaces")));
+    }
+
+    #[test]
+    fn namespaces_are_bounded_labels_given_once() {
+        assert_eq!(parse_namespaces("a,team-b").unwrap(), ["a", "team-b"]);
+        assert_eq!(parse_namespaces("a, b").unwrap(), ["a", "b"]);
+        let many = (0..=MAX_WATCHED_NAMESPACES)
+            .map(|i| format!("n{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert!(parse_namespaces(&many).unwrap_err().contains("at most 32"));
+        let just = (0..MAX_WATCHED_NAMESPACES)
+            .map(|i| format!("n{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert_eq!(
+            parse_namespaces(&just).unwrap().len(),
+            MAX_WATCHED_NAMESPACES
+        );
+        for (bad, says) in [
+            ("", "empty name"),
+            ("a,,b", "empty name"),
+            ("a,", "empty name"),
+            ("A", "not a namespace name"),
+            ("a.b", "not a namespace name"),
+            ("-a", "not a namespace name"),
+            ("a$(x)", "not a namespace name"),
+            (&"x".repeat(64), "not a namespace name"),
+            ("a,b,a", "twice"),
+        ] {
+            let e = parse_namespaces(bad).unwrap_err();
+            assert!(e.contains(says), "{bad:?}: {e}");
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
+        let long = parse_namespaces(&"X".repeat(10_000)).unwrap_err();
+        assert!(long.len() < 400, "{long}");
     }
 
     #[test]

@@ -36,8 +36,9 @@ const PAGE: u32 = 100;
 /// What the scan reads and decides with.
 #[derive(Clone, Debug)]
 pub struct ScanConfig {
-    /// Scan one namespace only (all when `None`), as the controller watches.
-    pub namespace: Option<String>,
+    /// Scan these namespaces only, one LIST each (all at once when empty), as the controller
+    /// watches.
+    pub namespaces: Vec<String>,
     /// Time between two scans (`--cert-scan-interval`).
     pub interval: Duration,
     /// A certificate expiring within this long sets `CertificatesExpiring` (`--cert-warn`).
@@ -218,7 +219,13 @@ pub async fn scan(
     cfg: &ScanConfig,
     metrics: &Metrics,
 ) -> Result<Vec<TenantCertificate>, Error> {
-    let certs = read_certificates(client, cfg.namespace.as_deref()).await?;
+    let mut certs = Vec::new();
+    if cfg.namespaces.is_empty() {
+        certs = read_certificates(client, None).await?;
+    }
+    for ns in &cfg.namespaces {
+        certs.extend(read_certificates(client, Some(ns)).await?);
+    }
     let at = jiff::Timestamp::now().as_second();
     let warn = cfg.warn_seconds();
     let tenants = tenant_expiries(&certs, warn, at)

@@ -3,7 +3,7 @@
 //!
 //! At every certificate scan (one timer for both: [`run`]), the reconciler reads a
 //! [`Fleet`] the way the CLI does (one paged LIST per kind, each object kept as its facts or
-//! pruned by [`kcore::doctor::prune`] as its page arrives, in the namespace it watches or all), reuses the
+//! pruned by [`kcore::doctor::prune`] as its page arrives, in the namespaces it watches or all), reuses the
 //! certificates that scan just read instead of listing Kamaji's Secrets twice, and asks
 //! [`kcore::doctor::examine`], the checks of `kubectl capi doctor`. `/metrics` then shows
 //! `kamaji_reconciler_findings{check,severity}` for every pair the last scan found, and for one
@@ -192,7 +192,7 @@ pub async fn run(
         // them, which would report every certificate finding resolved.
         if let Some(thresholds) = &thresholds
             && let Some(c) = certs.take()
-            && let Err(e) = scan(&client, cfg.namespace.as_deref(), thresholds, c, &metrics).await
+            && let Err(e) = scan(&client, &cfg.namespaces, thresholds, c, &metrics).await
         {
             tracing::warn!(
                 "findings: scan failed (the last counts stay on /metrics; next in {}s): {e}",
@@ -217,15 +217,16 @@ fn seconds(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
-/// One findings scan: reads the fleet, examines it and publishes the counts.
+/// One findings scan: reads the fleet in `namespaces` (all when empty), examines it and
+/// publishes the counts.
 pub async fn scan(
     client: &Client,
-    namespace: Option<&str>,
+    namespaces: &[String],
     thresholds: &Thresholds,
     certificates: Vec<TenantCertificate>,
     metrics: &Metrics,
 ) -> Result<(), Error> {
-    let fleet = read_fleet(client, namespace, certificates).await?;
+    let fleet = read_fleet(client, namespaces, certificates).await?;
     let now = jiff::Timestamp::now();
     let findings = doctor::examine(&fleet, thresholds, &[], now);
     let c = Counts::of(&findings);
@@ -239,11 +240,11 @@ pub async fn scan(
     Ok(())
 }
 
-/// The fleet as the checks read it, in `namespace` (all when `None`), with the `certificates`
-/// the certificate scan read.
+/// The fleet as the checks read it, in `namespaces` (each on its own, so that Roles in them
+/// suffice; all at once when empty), with the `certificates` the certificate scan read.
 async fn read_fleet(
     client: &Client,
-    namespace: Option<&str>,
+    namespaces: &[String],
     certificates: Vec<TenantCertificate>,
 ) -> Result<Fleet, Error> {
     let discovery = discover(client).await?;
@@ -261,37 +262,50 @@ async fn read_fleet(
         let Some(ar) = served(&discovery, group, kind) else {
             continue;
         };
-        let api: Api<DynamicObject> = match namespace {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-            None => Api::all_with(client.clone(), &ar),
+        for ns in scopes(namespaces) {
+            let api: Api<DynamicObject> = match ns {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+                None => Api::all_with(client.clone(), &ar),
+            };
+            let fleet = &mut fleet;
+            let api = &api;
+            let list = |lp: ListParams| async move { api.list(&lp).await };
+            paged(ListParams::default(), list, |o| {
+                keep(fleet, to_value(o)?);
+                Ok(())
+            })
+            .await?;
+        }
+    }
+    // Cluster API's Secrets, metadata only: the orphan check reads their label and namespace.
+    for ns in scopes(namespaces) {
+        let secrets: Api<Secret> = match ns {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
         };
-        let fleet = &mut fleet;
-        let api = &api;
-        let list = |lp: ListParams| async move { api.list(&lp).await };
-        paged(ListParams::default(), list, |o| {
-            keep(fleet, to_value(o)?);
+        let lp = ListParams::default().labels(CLUSTER_NAME_LABEL);
+        let out = &mut fleet.cluster_secrets;
+        let secrets = &secrets;
+        let list = |lp: ListParams| async move { secrets.list_metadata(&lp).await };
+        paged(lp, list, |s| {
+            if let Some(key) = doctor::secret_cluster(&to_value(s)?) {
+                *out.entry(key).or_default() += 1;
+            }
             Ok(())
         })
         .await?;
     }
-    // Cluster API's Secrets, metadata only: the orphan check reads their label and namespace.
-    let secrets: Api<Secret> = match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    let lp = ListParams::default().labels(CLUSTER_NAME_LABEL);
-    let out = &mut fleet.cluster_secrets;
-    let secrets = &secrets;
-    let list = |lp: ListParams| async move { secrets.list_metadata(&lp).await };
-    paged(lp, list, |s| {
-        if let Some(key) = doctor::secret_cluster(&to_value(s)?) {
-            *out.entry(key).or_default() += 1;
-        }
-        Ok(())
-    })
-    .await?;
     fleet.leases = leases(client).await?;
     Ok(fleet)
+}
+
+/// Each of `namespaces`, or (`None`) every namespace at once when there are none.
+fn scopes(namespaces: &[String]) -> Vec<Option<&str>> {
+    if namespaces.is_empty() {
+        vec![None]
+    } else {
+        namespaces.iter().map(|n| Some(n.as_str())).collect()
+    }
 }
 
 /// The providers' Leases, ours and CACPPK's, in every namespace whatever the reconciler

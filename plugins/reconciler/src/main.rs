@@ -25,9 +25,15 @@ struct Args {
     /// Kubeconfig context.
     #[arg(long)]
     context: Option<String>,
-    /// Reconcile KamajiControlPlanes of this namespace only (default: all namespaces).
-    #[arg(long)]
+    /// Reconcile KamajiControlPlanes of this namespace only (default: all namespaces); the same
+    /// as --namespaces with one namespace.
+    #[arg(long, value_parser = one_namespace, conflicts_with = "namespaces")]
     namespace: Option<String>,
+    /// Watch only these namespaces, comma-separated (at most 32): each is watched on its own,
+    /// so Roles in them suffice (`kubectl kamaji install --namespaces` grants them so). Default:
+    /// all namespaces, which needs the ClusterRole of the cluster-wide install.
+    #[arg(long, value_name = "NS,NS", value_parser = namespace_list)]
+    namespaces: Option<Namespaces>,
     /// Elect a leader through a coordination.k8s.io Lease before reconciling.
     #[arg(long)]
     leader_elect: bool,
@@ -102,6 +108,33 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         output_dir: Option<PathBuf>,
     },
+}
+
+/// The namespaces of `--namespaces`, checked when the flags are parsed (exit 2).
+#[derive(Clone, Debug)]
+struct Namespaces(Vec<String>);
+
+fn namespace_list(s: &str) -> std::result::Result<Namespaces, String> {
+    kcore::install::parse_namespaces(s).map(Namespaces)
+}
+
+/// `--namespace`: one namespace name.
+fn one_namespace(s: &str) -> std::result::Result<String, String> {
+    match kcore::install::parse_namespaces(s)?.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => Err("one namespace only; use --namespaces for several".into()),
+    }
+}
+
+impl Args {
+    /// The namespaces watched (all when empty): `--namespaces`, or `--namespace`.
+    fn namespaces(&self) -> Vec<String> {
+        match (&self.namespaces, &self.namespace) {
+            (Some(Namespaces(list)), _) => list.clone(),
+            (None, Some(one)) => vec![one.clone()],
+            (None, None) => Vec::new(),
+        }
+    }
 }
 
 /// A bind address flag, checked when the flags are parsed (exit 2) rather than at start-up.
@@ -270,7 +303,7 @@ async fn leader_lease(
 
 fn config(args: &Args) -> Config {
     Config {
-        namespace: args.namespace.clone(),
+        namespaces: args.namespaces(),
         extra_infra_kinds: args.dynamic_infrastructure_clusters.clone(),
         skip_infra_patch: args.skip_infra_cluster_patch,
         external_cluster_reference: args.external_cluster_reference,
@@ -335,7 +368,7 @@ async fn real_main(args: Args) -> Result<()> {
     metrics.leader.store(true, Ordering::SeqCst);
     let renewal = lease.as_ref().map(|(h, _)| h.abort_handle());
     let scan = certificates::ScanConfig {
-        namespace: args.namespace.clone(),
+        namespaces: args.namespaces(),
         interval: args.cert_scan_interval,
         warn: args.cert_warn,
     };

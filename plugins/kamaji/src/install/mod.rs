@@ -30,7 +30,11 @@ const MAX_REPLICAS: i64 = 5;
 Applied with server-side apply (field manager kubectl-kamaji), taking over conflicting fields,
 so re-running upgrades it in place. The image defaults to this plugin's own version.
 Another KamajiControlPlane provider (CACPPK) is refused unless --take-over: both would
-reconcile the same KamajiControlPlanes. --dry-run=client needs no cluster at all."
+reconcile the same KamajiControlPlanes. --dry-run=client needs no cluster at all.
+By default the reconciler watches every namespace through a ClusterRole. With --namespaces it
+watches only those (they must exist), and what it reads and writes there, Secrets among it, is
+granted by a Role in each; re-running install with another list (or none) removes the Roles of
+namespaces no longer listed."
 )]
 pub struct InstallArgs {
     /// The reconciler image
@@ -47,6 +51,10 @@ pub struct InstallArgs {
     /// Install over another provider's KamajiControlPlane CRDs (CACPPK's), taking them over
     #[arg(long)]
     pub take_over: bool,
+    /// Watch only these namespaces (comma-separated, at most 32), with Roles there instead of
+    /// cluster-wide grants on Secrets and the other objects it reconciles
+    #[arg(long, value_name = "NS,NS")]
+    pub namespaces: Option<String>,
     #[command(flatten)]
     pub kube: KubeFlags,
     #[command(flatten)]
@@ -170,7 +178,7 @@ async fn resource(conn: &Conn, obj: &Value) -> Result<(kube::api::ApiResource, b
 }
 
 pub async fn install(args: &InstallArgs) -> Result<(), Error> {
-    let (ns, objects) = manifests_for(args)?;
+    let (ns, watched, objects) = manifests_for(args)?;
     if args.dry_run == DryRun::Client {
         if matches!(args.output.output, OutputFormat::Yaml | OutputFormat::Json) {
             render::info(
@@ -183,6 +191,7 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
     let conn = args.kube.connect().await?;
     check_installed_elsewhere(&conn, &ns).await?;
     check_other_provider(&conn, &objects, args.take_over).await?;
+    check_watched_exist(&conn, &watched).await?;
     let server_dry = args.dry_run == DryRun::Server;
     // A server dry run does not create the namespace, and the API server answers every
     // object in a namespace that does not exist with that namespace's 404.
@@ -193,6 +202,12 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
     };
     apply_all(&conn, &objects, server_dry, unchecked_ns).await?;
     if !server_dry {
+        // After the new grants are in place: the Roles of namespaces no longer watched.
+        for (ar, role_ns) in namespaced_grants(&conn).await? {
+            if !watched.contains(&role_ns) {
+                delete_grant(&conn, &ar, &role_ns).await?;
+            }
+        }
         render::info(&format!(
             "the KamajiControlPlane provider runs in namespace {ns} (kubectl -n {ns} rollout status deployment/{})",
             labels::RECONCILER
@@ -201,9 +216,9 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
     Ok(())
 }
 
-/// The namespace and the manifests to apply. The client dry run prints these and calls no API,
-/// so this needs no kubeconfig at all.
-fn manifests_for(args: &InstallArgs) -> Result<(String, Vec<Value>), Error> {
+/// The namespace, the namespaces watched (all when empty) and the manifests to apply. The
+/// client dry run prints these and calls no API, so this needs no kubeconfig at all.
+fn manifests_for(args: &InstallArgs) -> Result<(String, Vec<String>, Vec<Value>), Error> {
     if args.image.trim().is_empty() {
         return Err(Error::Usage {
             message: "--image is empty".into(),
@@ -217,7 +232,16 @@ fn manifests_for(args: &InstallArgs) -> Result<(String, Vec<Value>), Error> {
         .clone()
         .unwrap_or_else(|| manifests::DEFAULT_NAMESPACE.to_string());
     check_namespace(&ns)?;
-    let objects = manifests::install_manifests(&args.image, &ns, args.replicas);
+    let watched = match &args.namespaces {
+        None => Vec::new(),
+        Some(list) => manifests::parse_namespaces(list).map_err(|why| Error::Usage {
+            message: format!("--namespaces: {why}"),
+            hint: Some(
+                "e.g. --namespaces team-a,team-b, or leave it out to watch every namespace".into(),
+            ),
+        })?,
+    };
+    let objects = manifests::install_manifests_watching(&args.image, &ns, args.replicas, &watched);
     if objects
         .iter()
         .filter(|o| o["kind"] == "CustomResourceDefinition")
@@ -228,7 +252,73 @@ fn manifests_for(args: &InstallArgs) -> Result<(String, Vec<Value>), Error> {
             "the reconciler's CRDs could not be generated (a build defect)",
         ));
     }
-    Ok((ns, objects))
+    Ok((ns, watched, objects))
+}
+
+/// Refuses `--namespaces` naming a namespace that does not exist: its Role could not be made,
+/// and a namespace made later would have no grant.
+async fn check_watched_exist(conn: &Conn, watched: &[String]) -> Result<(), Error> {
+    for w in watched {
+        if !namespace_exists(conn, w).await? {
+            return Err(Error::Other {
+                message: format!(
+                    "namespace {w} of --namespaces does not exist; nothing was applied"
+                ),
+                hint: Some(format!(
+                    "create it first (kubectl create namespace {w}), or leave it out"
+                )),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The reconciler's own Roles and RoleBindings (named like it, with its owner label) in every
+/// namespace: what `--namespaces` installed. Each as its resource and namespace.
+async fn namespaced_grants(conn: &Conn) -> Result<Vec<(kube::api::ApiResource, String)>, Error> {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let selector = format!("{}={}", labels::OWNER_LABEL.0, labels::OWNER_LABEL.1);
+    let lp = ListParams::default().labels(&selector);
+    let mut out = Vec::new();
+    let roles: Api<Role> = Api::all(conn.client.clone());
+    let op = Op::new("list", "rbac.authorization.k8s.io", "roles", "Role");
+    for r in roles.list(&lp).await.map_err(|e| conn.error(e, &op))? {
+        if r.name_any() == labels::RECONCILER {
+            out.push((
+                kube::api::ApiResource::erase::<Role>(&()),
+                r.namespace().unwrap_or_default(),
+            ));
+        }
+    }
+    let bindings: Api<RoleBinding> = Api::all(conn.client.clone());
+    let op = Op::new(
+        "list",
+        "rbac.authorization.k8s.io",
+        "rolebindings",
+        "RoleBinding",
+    );
+    for b in bindings.list(&lp).await.map_err(|e| conn.error(e, &op))? {
+        if b.name_any() == labels::RECONCILER {
+            out.push((
+                kube::api::ApiResource::erase::<RoleBinding>(&()),
+                b.namespace().unwrap_or_default(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Deletes the reconciler's Role or RoleBinding `ar` of namespace `ns`, one line.
+async fn delete_grant(conn: &Conn, ar: &kube::api::ApiResource, ns: &str) -> Result<(), Error> {
+    let name = labels::RECONCILER;
+    if kclient::api::delete_if_present(conn, ar, Some(ns), name, false).await? {
+        render::line(&format!(
+            "{}.{}/{name} deleted (namespace {ns})",
+            ar.kind.to_lowercase(),
+            ar.group
+        ));
+    }
+    Ok(())
 }
 
 /// A namespace name the API server takes: a DNS-1123 label.
@@ -448,6 +538,10 @@ pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
         if kclient::api::delete_if_present(&conn, &ar, ns_opt, name, false).await? {
             render::line(&format!("{} deleted", display_name(o)));
         }
+    }
+    // What `--namespaces` installed: the Roles and RoleBindings in the watched namespaces.
+    for (ar, role_ns) in namespaced_grants(&conn).await? {
+        delete_grant(&conn, &ar, &role_ns).await?;
     }
     if args.purge {
         purge_host_pool(&conn, &apis).await?;

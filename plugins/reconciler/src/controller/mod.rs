@@ -38,8 +38,9 @@ use kcore::labels::CLUSTER_NAME_LABEL;
 /// Settings of the controller.
 #[derive(Clone, Debug, Default)]
 pub struct Config {
-    /// Watch one namespace only (all when `None`).
-    pub namespace: Option<String>,
+    /// Watch only these namespaces (all when empty): each is watched on its own, so that the
+    /// reconciler needs no cluster-wide grant on what lives there (`--namespaces`).
+    pub namespaces: Vec<String>,
     /// More infrastructure-cluster kinds to patch generically (`spec.controlPlaneEndpoint`).
     pub extra_infra_kinds: Vec<String>,
     /// Do not touch infrastructure clusters at all.
@@ -50,6 +51,17 @@ pub struct Config {
     pub external_cluster_reference_cross_namespace: bool,
     /// Concurrent reconciles.
     pub concurrency: u16,
+}
+
+impl Config {
+    /// Where the watches run: each watched namespace, or (`None`) every namespace at once.
+    pub fn scopes(&self) -> Vec<Option<String>> {
+        if self.namespaces.is_empty() {
+            vec![None]
+        } else {
+            self.namespaces.iter().cloned().map(Some).collect()
+        }
+    }
 }
 
 struct KcpCtx {

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use futures::channel::mpsc::UnboundedReceiver;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -26,6 +27,11 @@ use crate::metrics::Metrics;
 use crate::skeleton::{Base, Retries, drive};
 
 /// Runs the controller until a shutdown signal. `ready` is set once the watches are running.
+///
+/// With watched namespaces (`Config::namespaces`) it runs one controller per namespace, each with
+/// its own watches and caches, so that no watch or list spans the cluster: a reconciler granted
+/// Roles in those namespaces only is refused nothing. The certificate scan's triggers go to the
+/// controller of the KamajiControlPlane's namespace.
 pub async fn run(
     client: Client,
     cfg: Config,
@@ -37,37 +43,61 @@ pub async fn run(
         contract = ?disc.contract,
         tcp_version = %disc.tcp.version,
         infra_kinds = ?disc.infra.keys().collect::<Vec<_>>(),
+        namespaces = ?cfg.namespaces,
         "discovered"
     );
-    let seen = super::Seen {
-        infra: (disc.infra.keys())
-            .map(|k| (k.clone(), Default::default()))
-            .collect(),
-        ..Default::default()
+    let mut routes = Vec::new();
+    let mut controllers = Vec::new();
+    for scope in cfg.scopes() {
+        let seen = super::Seen {
+            infra: (disc.infra.keys())
+                .map(|k| (k.clone(), Default::default()))
+                .collect(),
+            ..Default::default()
+        };
+        let ctx = Arc::new(KcpCtx {
+            base: Base::new(client.clone(), metrics.clone()),
+            cfg: cfg.clone(),
+            disc: disc.clone(),
+            clusters: Mutex::new(HashMap::new()),
+            retries: Retries::doubling(),
+            written: Mutex::new(HashMap::new()),
+            seen,
+        });
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let controller = watches(&ctx, scope.clone(), rx);
+        routes.push((scope, tx));
+        controllers.push(drive(
+            controller,
+            reconcile,
+            error_policy,
+            ctx,
+            "KamajiControlPlane",
+        ));
+    }
+    let mut changed = metrics.certificates.triggers();
+    let route = async move {
+        while let Some((ns, name)) = changed.next().await {
+            let to = routes
+                .iter()
+                .find(|(scope, _)| scope.as_deref().is_none_or(|s| s == ns));
+            if let Some((_, tx)) = to {
+                let _ = tx.unbounded_send((ns, name));
+            }
+        }
+        // The sender is gone only with the metrics: nothing more to route.
+        std::future::pending::<()>().await
     };
-    let ctx = Arc::new(KcpCtx {
-        base: Base::new(client, metrics),
-        cfg,
-        disc,
-        clusters: Mutex::new(HashMap::new()),
-        retries: Retries::doubling(),
-        written: Mutex::new(HashMap::new()),
-        seen,
-    });
-    let controller = watches(&ctx);
     ready.store(true, Ordering::SeqCst);
-    drive(
-        controller,
-        reconcile,
-        error_policy,
-        ctx,
-        "KamajiControlPlane",
+    futures::future::select(
+        Box::pin(futures::future::join_all(controllers)),
+        Box::pin(route),
     )
     .await;
     Ok(())
 }
 
-/// Every watch runs in one namespace (`--namespace`) or in all.
+/// Every watch of one controller runs in one namespace or in all.
 struct Scope {
     client: Client,
     ns: Option<String>,
@@ -140,10 +170,14 @@ fn stored(ev: watcher::Event<KamajiControlPlane>) -> watcher::Event<StoredKcp> {
 /// reconcile never reads, and all but the metadata as JSON text); TenantControlPlanes and Clusters
 /// whole, kept as the fields the reconcile reads (`cache`); Secrets and infrastructure clusters
 /// as metadata only, the resourceVersions of the Secrets a KCP or a TCP owns kept.
-fn watches(ctx: &Arc<KcpCtx>) -> Controller<StoredKcp> {
+fn watches(
+    ctx: &Arc<KcpCtx>,
+    ns: Option<String>,
+    changed: UnboundedReceiver<(String, String)>,
+) -> Controller<StoredKcp> {
     let scope = Scope {
         client: ctx.base.client.clone(),
-        ns: ctx.cfg.namespace.clone(),
+        ns,
     };
     let disc = &ctx.disc;
     let wc = watcher::Config::default()
@@ -211,7 +245,6 @@ fn watches(ctx: &Arc<KcpCtx>) -> Controller<StoredKcp> {
 
     // The certificate scan: the KCPs whose CertificatesExpiring condition changed (the
     // condition is written from the last scan; see crate::certificates).
-    let changed = ctx.base.metrics.certificates.triggers();
     controller =
         controller.reconcile_on(changed.map(|(ns, name)| ObjectRef::new(&name).within(&ns)));
 

@@ -15,12 +15,11 @@ use serde_json::json;
 
 use super::{UpgradeCtx, input, world};
 use crate::Error;
-use crate::controller::Config;
 use crate::skeleton::{MANAGER, drive};
 
-/// Runs the FleetUpgrade controller until shutdown.
-pub(super) async fn run(ctx: Arc<UpgradeCtx>, cfg: Config) {
-    let (fleets, upgrades): (Api<FleetUpgrade>, Api<ClusterUpgrade>) = match &cfg.namespace {
+/// Runs the FleetUpgrade controller of namespace `ns` (all when `None`) until shutdown.
+pub(super) async fn run(ctx: Arc<UpgradeCtx>, ns: Option<String>) {
+    let (fleets, upgrades): (Api<FleetUpgrade>, Api<ClusterUpgrade>) = match &ns {
         Some(n) => (
             Api::namespaced(ctx.base.client.clone(), n),
             Api::namespaced(ctx.base.client.clone(), n),

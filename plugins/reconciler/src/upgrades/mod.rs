@@ -68,9 +68,19 @@ pub async fn run(client: Client, cfg: Config, metrics: Arc<Metrics>) -> Result<(
         // A fleet's failures are its members' to retry; its own reads are retried evenly.
         fleet_retries: Retries::every(Duration::from_secs(10)),
     });
-    let controller = watches(&ctx, &cfg).await;
-    let upgrades = drive(controller, reconcile, error_policy, ctx.clone(), "upgrade");
-    futures::join!(upgrades, fleet::run(ctx, cfg));
+    // One controller of each kind per watched namespace (or one for all): no watch spans
+    // namespaces the reconciler is not granted. They share the context, whose state is keyed
+    // by object.
+    let mut runs = Vec::new();
+    for scope in cfg.scopes() {
+        let controller = watches(&ctx, &cfg, scope.as_deref()).await;
+        let upgrades = drive(controller, reconcile, error_policy, ctx.clone(), "upgrade");
+        let fleets = fleet::run(ctx.clone(), scope);
+        runs.push(async move {
+            futures::join!(upgrades, fleets);
+        });
+    }
+    futures::future::join_all(runs).await;
     Ok(())
 }
 
@@ -106,8 +116,11 @@ fn upgrade_of(m: &kube::core::ObjectMeta, is_cluster: bool) -> Option<ObjectRef<
 
 /// The controller and its watches: Clusters, MachineDeployments and every served control-plane
 /// kind the planner knows, as metadata.
-async fn watches(ctx: &Arc<UpgradeCtx>, cfg: &Config) -> Controller<ClusterUpgrade> {
-    let ns = cfg.namespace.as_deref();
+async fn watches(
+    ctx: &Arc<UpgradeCtx>,
+    cfg: &Config,
+    ns: Option<&str>,
+) -> Controller<ClusterUpgrade> {
     let client = &ctx.base.client;
     let primary: Api<ClusterUpgrade> = match ns {
         Some(n) => Api::namespaced(client.clone(), n),

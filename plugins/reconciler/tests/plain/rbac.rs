@@ -1,7 +1,8 @@
-//! The reconciler under the ClusterRole `kubectl kamaji install` gives it (issue 13): it runs as
-//! its service account (impersonated: the testbed's admin may impersonate), through a
-//! KamajiControlPlane's create, ready, upgrade and delete, and the API server refuses nothing;
-//! the role holds exactly the audited set of verbs.
+//! The reconciler under the grants `kubectl kamaji install` gives it, cluster-wide and
+//! with `--namespaces`: it runs as its service account (impersonated: the testbed's admin may
+//! impersonate), through a KamajiControlPlane's create, ready, upgrade and delete, the
+//! certificate and findings scans, ClusterUpgrades and a FleetUpgrade, and the API server
+//! refuses nothing; the role holds exactly the audited set of verbs.
 
 use std::collections::BTreeMap;
 
@@ -103,7 +104,14 @@ fn the_role_is_the_audited_set() {
             &["list"],
         ),
         ("coordination.k8s.io/leases", &["list"]),
+        // Applied server-side: patch always, create when the apply makes the object (the
+        // `<cluster>-kubeconfig` and `<cluster>-ca` copies, the TenantControlPlane, a
+        // template's clone); `plain rbac::` fails with any of them dropped.
         ("/secrets", &["create", "get", "list", "patch", "watch"]),
+        (
+            "infrastructure.cluster.x-k8s.io/byoclusters",
+            &["get", "list", "patch", "watch"],
+        ),
         ("events.k8s.io/events", &["create", "patch"]),
     ];
     for (resource, verbs) in audited {
@@ -120,19 +128,37 @@ fn the_role_is_the_audited_set() {
     );
 }
 
-/// Applies the RBAC `kubectl kamaji install` applies (ServiceAccount, ClusterRole, bindings)
-/// for a reconciler living in `ns`, and returns a kubeconfig that acts as that service account.
-/// The ClusterRoleBinding is named after the namespace, so the tests of this binary, each with
-/// its own service account, do not take it from each other.
+/// How the reconciler's grants are installed: cluster-wide (the default install), or as
+/// `kubectl kamaji install --namespaces` makes them, Roles in the namespaces it watches.
+#[derive(Clone, Copy, PartialEq)]
+enum Grants {
+    ClusterWide,
+    Namespaced,
+}
+
+/// Applies the RBAC `kubectl kamaji install` applies (ServiceAccount, ClusterRole, bindings,
+/// and with [`Grants::Namespaced`] a Role and RoleBinding in `ns`, the namespace watched) for a
+/// reconciler living in `ns`, and returns a kubeconfig that acts as that service account. The
+/// ClusterRole and ClusterRoleBinding are named after the namespace, so the tests of this
+/// binary, each with its own service account, do not take them from each other.
 async fn as_its_service_account(
     tb: &testbed::Testbed,
     c: &kube::Client,
     ns: &str,
+    grants: Grants,
 ) -> std::path::PathBuf {
-    // The RBAC `kubectl kamaji install` applies (ClusterRole, bindings, service account) for a
-    // reconciler living in this namespace.
+    let watched = match grants {
+        Grants::ClusterWide => vec![],
+        Grants::Namespaced => vec![ns.to_string()],
+    };
     let pp = PatchParams::apply("test").force();
-    for mut o in kamaji_reconciler::install_manifests("example.com/kamaji-reconciler:test", ns, 1) {
+    let objects = kamaji_reconciler::install::install_manifests_watching(
+        "example.com/kamaji-reconciler:test",
+        ns,
+        1,
+        &watched,
+    );
+    for mut o in objects {
         let kind = o["kind"].as_str().unwrap_or_default().to_string();
         if ![
             "ServiceAccount",
@@ -149,6 +175,10 @@ async fn as_its_service_account(
             continue;
         }
         if kind == "ClusterRoleBinding" {
+            o["metadata"]["name"] = json!(format!("kamaji-reconciler-{ns}"));
+            o["roleRef"]["name"] = json!(format!("kamaji-reconciler-{ns}"));
+        }
+        if kind == "ClusterRole" {
             o["metadata"]["name"] = json!(format!("kamaji-reconciler-{ns}"));
         }
         let av = o["apiVersion"].as_str().unwrap();
@@ -170,7 +200,7 @@ async fn as_its_service_account(
     let admin = std::fs::read_to_string(&tb.kubeconfig).unwrap();
     let mut kc: Value = serde_saphyr::from_str(&admin).unwrap();
     for u in kc["users"].as_array_mut().unwrap() {
-        u["user"]["as"] = json!(format!("system:serviceaccount:{ns}:kamaji-reconciler"));
+        u["user"]["as"] = json!(sa_user(ns));
         u["user"]["as-groups"] = json!([
             "system:serviceaccounts",
             format!("system:serviceaccounts:{ns}"),
@@ -182,30 +212,86 @@ async fn as_its_service_account(
     sa_kubeconfig
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn create_ready_upgrade_delete_under_its_own_role() {
-    let tb = testbed::shared();
-    let (c, ns) = namespace(tb, "kr-rbac").await;
-    let sa_kubeconfig = as_its_service_account(tb, &c, &ns).await;
+/// The user name of the reconciler's service account in `ns`.
+fn sa_user(ns: &str) -> String {
+    format!("system:serviceaccount:{ns}:kamaji-reconciler")
+}
 
-    let net = small_net();
-    plain_cluster(
+/// Whether the API server's authorizer lets the reconciler's service account of `sa_ns` do
+/// `verb` on `resource` (core group) in `ns` (every namespace when `None`): what `kubectl auth
+/// can-i VERB RESOURCE --as USER` asks, a SubjectAccessReview.
+async fn can(c: &kube::Client, sa_ns: &str, verb: &str, resource: &str, ns: Option<&str>) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(sa_user(sa_ns)),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{sa_ns}"),
+                "system:authenticated".into(),
+            ]),
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.into()),
+                resource: Some(resource.into()),
+                namespace: ns.map(str::to_string),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: kube::Api<SubjectAccessReview> = kube::Api::all(c.clone());
+    let r = api.create(&Default::default(), &review).await.unwrap();
+    r.status.is_some_and(|s| s.allowed)
+}
+
+/// A KamajiControlPlane's create (on a ByoCluster), ready (Secrets copied, the ByoCluster's
+/// endpoint patched), upgrade and delete, with the certificate and findings scans, by a
+/// reconciler under `grants`; the API server refuses it nothing.
+async fn create_ready_upgrade_delete(prefix: &str, grants: Grants) {
+    let tb = testbed::shared();
+    let (c, ns) = namespace(tb, prefix).await;
+    install_ops_crds(&c).await;
+    let sa_kubeconfig = as_its_service_account(tb, &c, &ns, grants).await;
+
+    byo_cluster(&c, &ns, "rb").await;
+    cluster_with_kcp(
         &c,
         &ns,
+        "v1beta2",
         "rb",
-        net,
+        "rb-cp",
+        Some(("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster")),
+        small_net(),
         json!({"version": "1.33.0", "replicas": 1}),
     )
     .await;
-    let r = start_reconciler(&sa_kubeconfig, &ns, &[]);
+    // The certificate scan runs before the controllers start; the findings scan after it.
+    let r = start_reconciler(&sa_kubeconfig, &ns, &["--findings-scan"]);
     // Create.
     wait_tcp(&c, &ns, "rb-cp", &r).await;
-    // Ready: Kamaji publishes; the reconciler copies the Secrets and reports.
+    // Ready: Kamaji publishes; the reconciler copies the Secrets (creating them), patches the
+    // ByoCluster's endpoint and reports.
     kamaji_publish(&c, &ns, "rb-cp", "10.0.0.7:6443", "v1.33.0", "Ready", 1).await;
     wait_for(60, "ready with secrets", Some(&r), || async {
         secret(&c, &ns, "rb-kubeconfig").await?;
         let k = get(&c, &ns, &kcp_ar(V), "rb-cp").await?;
         (k["status"]["ready"] == json!(true)).then_some(())
+    })
+    .await;
+    let byo = ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster");
+    wait_for(60, "the ByoCluster's endpoint", Some(&r), || async {
+        let b = get(&c, &ns, &byo, "rb").await?;
+        (b["spec"]["controlPlaneEndpoint"]["host"] == "10.0.0.7").then_some(())
+    })
+    .await;
+    // Both scans ran: the findings scan runs only with the certificates the first scan read.
+    wait_for(30, "the findings scan", Some(&r), || async {
+        r.http_get("/metrics")?
+            .contains("kamaji_reconciler_findings_scan_timestamp_seconds ")
+            .then_some(())
     })
     .await;
     // Upgrade one minor.
@@ -228,14 +314,44 @@ async fn create_ready_upgrade_delete_under_its_own_role() {
     );
     assert_log_lacks(
         &r,
-        &["forbidden", "Forbidden", "code: 403"],
+        &["forbidden", "Forbidden", "code: 403", "scan failed"],
         "the API server refused the reconciler something",
     );
+    // What `kubectl auth can-i --as system:serviceaccount:NS:kamaji-reconciler` answers.
+    // Creating Secrets is what the copies need (nobody else makes `<cluster>-kubeconfig`), in
+    // the watched namespaces only when the grants are namespaced.
+    assert!(can(&c, &ns, "create", "secrets", Some(&ns)).await);
+    assert!(can(&c, &ns, "get", "secrets", Some(&ns)).await);
+    assert!(!can(&c, &ns, "delete", "secrets", Some(&ns)).await);
+    assert!(!can(&c, &ns, "update", "secrets", Some(&ns)).await);
+    let elsewhere = grants == Grants::ClusterWide;
+    for verb in ["get", "list", "watch", "create", "patch"] {
+        assert_eq!(
+            can(&c, &ns, verb, "secrets", Some("kube-system")).await,
+            elsewhere,
+            "{verb} secrets in kube-system"
+        );
+    }
+    assert_eq!(can(&c, &ns, "list", "secrets", None).await, elsewhere);
 }
 
-/// Issue 24: the upgrade controllers under the same role: a ClusterUpgrade of a
-/// KubeadmControlPlane cluster on BYOH (reads its control plane, MachineDeployments, Machines,
-/// machine templates and free hosts; patches the KubeadmControlPlane), a FleetUpgrade that
+#[tokio::test(flavor = "multi_thread")]
+async fn create_ready_upgrade_delete_under_its_own_role() {
+    create_ready_upgrade_delete("kr-rbac", Grants::ClusterWide).await;
+}
+
+/// The same under `kubectl kamaji install --namespaces`' grants: a Role in the namespace it
+/// watches, and nothing of Secrets elsewhere.
+#[tokio::test(flavor = "multi_thread")]
+async fn create_ready_upgrade_delete_under_namespaced_roles() {
+    create_ready_upgrade_delete("kr-rbac-ns", Grants::Namespaced).await;
+}
+
+/// The upgrade controllers under the same rules (as the namespaced Role of `kubectl
+/// kamaji install --namespaces`, which holds the same rules as the ClusterRole): a ClusterUpgrade
+/// of a KubeadmControlPlane cluster on BYOH (reads its control plane, MachineDeployments,
+/// Machines, machine templates and free hosts; clones a machine template that names the version,
+/// which creates it; patches the KubeadmControlPlane), a FleetUpgrade that
 /// creates its member's ClusterUpgrade, a ClusterClass cluster's upgrade (patches the Cluster's
 /// `spec.topology.version`), and a ClusterUpgrade of a missing Cluster whose warning repeats
 /// for a second generation (kube-runtime's Recorder patches the Event's series). The API server
@@ -249,7 +365,7 @@ async fn cluster_and_fleet_upgrades_under_its_own_role() {
     let tb = testbed::shared();
     let (c, ns) = namespace(tb, "kr-rbac-up").await;
     install_ops_crds(&c).await;
-    let sa_kubeconfig = as_its_service_account(tb, &c, &ns).await;
+    let sa_kubeconfig = as_its_service_account(tb, &c, &ns, Grants::Namespaced).await;
     // Two KubeadmControlPlane clusters on BYOH, as CAPI, the KubeadmControlPlane provider and
     // BYOH leave them (cluster-0, cluster-1; each control plane is named after its cluster).
     let spec = testbed::fixtures::FleetSpec {
@@ -268,6 +384,22 @@ async fn cluster_and_fleet_upgrades_under_its_own_role() {
         "v1beta2",
         "KubeadmControlPlane",
     );
+    // cluster-0's control-plane machines come from a ByoMachineTemplate that names the version
+    // (hosts pooled by version): the step clones it, which creates the clone.
+    let byo_template = ar(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "ByoMachineTemplate",
+    );
+    apply(
+        &c,
+        &ns,
+        &byo_template,
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoMachineTemplate",
+            "metadata": {"name": "cluster-0-control-plane"},
+            "spec": {"template": {"spec": {"selector": {"matchLabels": {"kubernetes-version": "v1.33.1"}}}}}}),
+    )
+    .await;
     merge(
         &c,
         &ns,
@@ -316,6 +448,13 @@ async fn cluster_and_fleet_upgrades_under_its_own_role() {
         )
         .await;
     }
+    let clone = get(&c, &ns, &byo_template, "cluster-0-control-plane-v1-34-0")
+        .await
+        .expect("the step cloned cluster-0's control-plane template");
+    assert_eq!(
+        clone["spec"]["template"]["spec"]["selector"]["matchLabels"]["kubernetes-version"],
+        "v1.34.0"
+    );
     let member = get(&c, &ns, &cu_ar, "cluster-1").await.unwrap();
     let owners: Vec<&str> = member["metadata"]["ownerReferences"]
         .as_array()
@@ -369,4 +508,39 @@ async fn cluster_and_fleet_upgrades_under_its_own_role() {
         ],
         "the API server refused the reconciler something",
     );
+}
+
+/// `--namespaces` is bounded: a bad list is one line and exit 2, before any request.
+#[test]
+fn namespaces_are_checked_when_parsed() {
+    let many: Vec<String> = (0..33).map(|i| format!("n{i}")).collect();
+    let many = many.join(",");
+    for (args, want) in [
+        (vec!["--namespaces", "a,,b"], "an empty namespace name"),
+        (
+            vec!["--namespaces", "team-a,Kube"],
+            "is not a namespace name",
+        ),
+        (vec!["--namespaces", "a,b,a"], "named twice"),
+        (vec!["--namespaces", &many], "at most 32"),
+        (vec!["--namespace", "a,b"], "use --namespaces for several"),
+        (
+            vec!["--namespace", "a", "--namespaces", "b"],
+            "cannot be used with",
+        ),
+    ] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_kamaji-reconciler"))
+            .args(&args)
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("error:")).count(),
+            1,
+            "{err}"
+        );
+    }
 }
