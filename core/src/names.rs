@@ -20,15 +20,24 @@ pub(crate) fn is_object_name(name: &str) -> bool {
         && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
+/// What was typed, quoted, cut at 80 characters: a refusal names it without filling the screen.
+fn shown(typed: &str) -> String {
+    let cut: String = typed.chars().take(80).collect();
+    let more = if typed.chars().count() > 80 {
+        "…"
+    } else {
+        ""
+    };
+    format!("{cut:?}{more}")
+}
+
 /// Refuses a name the API server could not hold (exit code 2), naming what was typed.
 pub fn check_object_name(what: &str, name: &str) -> Result<(), Error> {
     if is_object_name(name) {
         return Ok(());
     }
-    let shown: String = name.chars().take(80).collect();
-    let more = if name.chars().count() > 80 { "…" } else { "" };
     Err(Error::Usage {
-        message: format!("{shown:?}{more} is not a valid {what} name"),
+        message: format!("{} is not a valid {what} name", shown(name)),
         hint: Some(
             "use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit (at most 253)"
                 .into(),
@@ -51,10 +60,8 @@ pub fn check_namespace(from: &str, ns: &str) -> Result<(), Error> {
     if is_namespace_name(ns) {
         return Ok(());
     }
-    let shown: String = ns.chars().take(80).collect();
-    let more = if ns.chars().count() > 80 { "…" } else { "" };
     Err(Error::Usage {
-        message: format!("{shown:?}{more} ({from}) is not a valid namespace name"),
+        message: format!("{} ({from}) is not a valid namespace name", shown(ns)),
         hint: Some(
             "a namespace is lower-case letters, digits and '-', starting and ending with a letter or digit (at most 63)"
                 .into(),
