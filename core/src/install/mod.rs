@@ -169,7 +169,8 @@ fn rules() -> Vec<(Reach, Value)> {
         // keeps them current (patch); watched as metadata to tell when a copy is stale, and
         // listed by the certificate scan (Kamaji's by label) and the findings scan (CAPI's by
         // label). RBAC cannot scope list, watch or create by label or by a name not known in
-        // advance: `--namespaces` is how a site keeps this out of other namespaces.
+        // advance: `--namespaces` is how a site keeps this out of other namespaces, and the
+        // admission policy of [`secrets_policy`] refuses a write of any other Secret.
         (
             Watched,
             json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "patch"]}),
@@ -351,6 +352,9 @@ pub fn install_manifests_watching(
         // v1.14.2), which would bind a ServiceAccount of ours instead of CAPI's.
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": kubeadm_bootstrap_user()}]
     }));
+    // Before the Deployment: the reconciler never runs without it; uninstall, which deletes in
+    // reverse, removes it after the reconciler.
+    out.extend(secrets_policy());
     let mut dep = deployment(image, namespace, replicas);
     if !watched.is_empty()
         && let Some(args) = dep["spec"]["template"]["spec"]["containers"][0]["args"].as_array_mut()
@@ -359,6 +363,92 @@ pub fn install_manifests_watching(
     }
     out.push(dep);
     out
+}
+
+/// The name of the admission policy on the reconciler's Secret writes, and of its binding.
+fn secrets_policy_name() -> String {
+    format!("{NAME}-secrets")
+}
+
+/// The group of the KamajiControlPlane, as an ownerReference's `apiVersion` starts.
+const KCP_OWNER_API: &str = "controlplane.cluster.x-k8s.io/";
+
+/// A ValidatingAdmissionPolicy and its binding that narrow what the reconciler may write among
+/// Secrets to what it writes: the copies `<cluster>-kubeconfig` and `<cluster>-ca`
+/// (`plugins/reconciler/src/controller/secrets.rs`), of CAPI's Secret type, labelled
+/// `cluster.x-k8s.io/cluster-name: <cluster>` and controlled by their KamajiControlPlane. RBAC
+/// cannot: a server-side apply that makes a copy is authorized as `create`, and create cannot
+/// be scoped by name. A patch is an UPDATE at admission, judged on the object it leaves; a
+/// Secret controlled by anything but a KamajiControlPlane (a KubeadmControlPlane's own
+/// `<cluster>-kubeconfig`) is not taken over. DELETE is not matched: RBAC grants none.
+///
+/// The user is the service account `kamaji-reconciler` of any namespace, not of the install
+/// namespace only: `clusterctl init --target-namespace` moves the service account but leaves a
+/// cluster-scoped policy as written (`fixTargetNamespace`,
+/// `cmd/clusterctl/client/repository/components.go`, CAPI v1.14.2), and a name written here
+/// would then match nobody. A service account named so elsewhere is held to the same rule.
+fn secrets_policy() -> [Value; 2] {
+    let name = secrets_policy_name();
+    let label = crate::labels::CLUSTER_NAME_LABEL;
+    // Every expression reads fields the API server bounds (names, label values, the owner
+    // list of one object) and calls no loop but `exists`/`all` over ownerReferences.
+    let kcp_controller = |o: &str| {
+        format!(
+            "has({o}.controller) && {o}.controller && {o}.kind == 'KamajiControlPlane' && {o}.apiVersion.startsWith('{KCP_OWNER_API}')"
+        )
+    };
+    let policy = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": labels()},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"], "resources": ["secrets"],
+                "operations": ["CREATE", "UPDATE"]
+            }]},
+            "matchConditions": [{
+                "name": "kamaji-reconciler",
+                "expression": format!(
+                    "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':{NAME}')"
+                )
+            }],
+            "variables": [{
+                "name": "cluster",
+                "expression": format!(
+                    "has(object.metadata.labels) && '{label}' in object.metadata.labels ? object.metadata.labels['{label}'] : ''"
+                )
+            }],
+            "validations": [
+                {
+                    "expression": "has(object.type) && object.type == 'cluster.x-k8s.io/secret' && variables.cluster != '' && has(object.metadata.name) && object.metadata.name in [variables.cluster + '-kubeconfig', variables.cluster + '-ca']",
+                    "message": format!("{NAME} writes no Secret but its copies for Cluster API: <cluster>-kubeconfig and <cluster>-ca, of type cluster.x-k8s.io/secret, labelled {label}=<cluster>"),
+                    "reason": "Forbidden"
+                },
+                {
+                    "expression": format!(
+                        "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(o, {})",
+                        kcp_controller("o")
+                    ),
+                    "message": format!("{NAME} writes no Secret but one controlled by its KamajiControlPlane"),
+                    "reason": "Forbidden"
+                },
+                {
+                    "expression": format!(
+                        "request.operation != 'UPDATE' || !has(oldObject.metadata.ownerReferences) || oldObject.metadata.ownerReferences.all(o, !(has(o.controller) && o.controller) || ({}))",
+                        kcp_controller("o")
+                    ),
+                    "message": format!("{NAME} does not take over a Secret another controller owns"),
+                    "reason": "Forbidden"
+                }
+            ]
+        }
+    });
+    let binding = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": labels()},
+        "spec": {"policyName": name, "validationActions": ["Deny"]}
+    });
+    [policy, binding]
 }
 
 /// What `kubectl kamaji uninstall` deletes, in delete order (the Deployment first, the CRDs
@@ -556,6 +646,81 @@ mod tests {
                 .any(|o| o["kind"] == "Role" && o["metadata"]["name"] == NAME)
         );
         assert!(!plain.iter().any(|o| o.to_string().contains("--namespaces")));
+    }
+
+    #[test]
+    fn an_admission_policy_narrows_the_reconcilers_secret_writes() {
+        let name = "kamaji-reconciler-secrets";
+        for watched in [vec![], vec!["team-a".to_string()]] {
+            let m = install_manifests_watching("img:1", "ns1", 1, &watched);
+            let at = |kind: &str| {
+                m.iter()
+                    .position(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+                    .unwrap_or_else(|| panic!("no {kind} {name}"))
+            };
+            let (policy, binding) = (
+                at("ValidatingAdmissionPolicy"),
+                at("ValidatingAdmissionPolicyBinding"),
+            );
+            let deployment = m.iter().position(|o| o["kind"] == "Deployment").unwrap();
+            // In force before the reconciler runs, the binding after its policy.
+            assert!(
+                policy < binding && binding < deployment,
+                "{policy} {binding}"
+            );
+            let p = &m[policy]["spec"];
+            assert_eq!(p["failurePolicy"], "Fail");
+            assert_eq!(
+                p["matchConstraints"]["resourceRules"],
+                json!([{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["secrets"],
+                        "operations": ["CREATE", "UPDATE"]}])
+            );
+            // The reconciler's service account, in the install namespace or wherever
+            // clusterctl's --target-namespace put it.
+            let user = p["matchConditions"][0]["expression"].as_str().unwrap();
+            assert_eq!(
+                user,
+                "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':kamaji-reconciler')"
+            );
+            let validations = p["validations"].as_array().unwrap();
+            assert_eq!(validations.len(), 3);
+            let all: String = validations
+                .iter()
+                .map(|v| v["expression"].as_str().unwrap())
+                .collect();
+            for must in [
+                "object.type == 'cluster.x-k8s.io/secret'",
+                "[variables.cluster + '-kubeconfig', variables.cluster + '-ca']",
+                "o.kind == 'KamajiControlPlane'",
+                "oldObject.metadata.ownerReferences.all(",
+            ] {
+                assert!(all.contains(must), "{must}: {all}");
+            }
+            assert!(
+                p["variables"][0]["expression"]
+                    .as_str()
+                    .unwrap()
+                    .contains("object.metadata.labels['cluster.x-k8s.io/cluster-name']")
+            );
+            for v in validations {
+                // 403, one line each, not the 422 the API server answers by default.
+                assert_eq!(v["reason"], "Forbidden");
+                let msg = v["message"].as_str().unwrap();
+                assert!(
+                    msg.starts_with("kamaji-reconciler ") && !msg.contains('\n'),
+                    "{msg}"
+                );
+            }
+            let b = &m[binding]["spec"];
+            assert_eq!(b["policyName"], name);
+            assert_eq!(b["validationActions"], json!(["Deny"]));
+            assert!(b.get("paramRef").is_none() && b.get("matchResources").is_none());
+        }
+        // Uninstall deletes the reconciler first, then the binding, then its policy.
+        let u = uninstall_manifests("ns1");
+        let at = |kind: &str| u.iter().position(|o| o["kind"] == kind).unwrap();
+        assert!(at("Deployment") < at("ValidatingAdmissionPolicyBinding"));
+        assert!(at("ValidatingAdmissionPolicyBinding") < at("ValidatingAdmissionPolicy"));
     }
 
     #[test]

@@ -73,6 +73,18 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
         "customresourcedefinition.apiextensions.k8s.io/kamajicontrolplanes.controlplane.cluster.x-k8s.io serverside-applied",
     );
     assert_contains(&out, "deployment.apps/kamaji-reconciler serverside-applied");
+    // The admission policy on the reconciler's Secret writes, and its binding.
+    for kind in [
+        "validatingadmissionpolicy",
+        "validatingadmissionpolicybinding",
+    ] {
+        assert_contains(
+            &out,
+            &format!(
+                "{kind}.admissionregistration.k8s.io/kamaji-reconciler-secrets serverside-applied"
+            ),
+        );
+    }
     ok(&kamaji(
         tb,
         &ns,
@@ -140,6 +152,15 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
     ok(&delete_wait(tb, &ns, "inuse", "60s"));
     let out = ok(&kamaji(tb, &ns, &["uninstall", "--yes"]));
     assert_contains(&out, "deployment.apps/kamaji-reconciler deleted");
+    for kind in [
+        "validatingadmissionpolicy",
+        "validatingadmissionpolicybinding",
+    ] {
+        assert_contains(
+            &out,
+            &format!("{kind}.admissionregistration.k8s.io/kamaji-reconciler-secrets deleted"),
+        );
+    }
     // The Role and RoleBinding `--namespaces` left in the watched namespace go too.
     assert_contains(
         &out,

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::common::*;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -166,6 +167,10 @@ async fn as_its_service_account(
             "ClusterRoleBinding",
             "Role",
             "RoleBinding",
+            // The admission policy on its Secret writes, shared by the tests of this binary:
+            // it names the service account in any namespace, so it is the same for each.
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
         ]
         .contains(&kind.as_str())
             || o["metadata"]["name"]
@@ -281,6 +286,15 @@ async fn create_ready_upgrade_delete(prefix: &str, grants: Grants) {
         (k["status"]["ready"] == json!(true)).then_some(())
     })
     .await;
+    let sa = testbed::client_for(&sa_kubeconfig).await.unwrap();
+    let kcp_uid = get(&c, &ns, &kcp_ar(V), "rb-cp").await.unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    policy_refuses_other_secrets(&c, &sa, &ns, grants, &kcp_uid).await;
+    // With the policy in force: Kamaji rotates both sources (the re-copies are UPDATEs) and a
+    // copy deleted by hand is made again (a CREATE).
+    rotate_sources(&c, &ns, &r).await;
     let byo = ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster");
     wait_for(60, "the ByoCluster's endpoint", Some(&r), || async {
         let b = get(&c, &ns, &byo, "rb").await?;
@@ -304,7 +318,6 @@ async fn create_ready_upgrade_delete(prefix: &str, grants: Grants) {
     // Delete: the finalizer is released.
     delete_kcp(&c, &ns, V, "rb-cp", &r).await;
     // The kubeconfig really acts as the service account: what the role leaves out is refused.
-    let sa = testbed::client_for(&sa_kubeconfig).await.unwrap();
     let refused = dyn_api(&sa, &ns, &tcp_ar())
         .delete("rb-cp", &DeleteParams::background())
         .await;
@@ -333,6 +346,271 @@ async fn create_ready_upgrade_delete(prefix: &str, grants: Grants) {
         );
     }
     assert_eq!(can(&c, &ns, "list", "secrets", None).await, elsewhere);
+}
+
+/// Plays Kamaji renewing the admin kubeconfig and the CA of `rb-cp`, and waits until the
+/// reconciler has copied both again (an UPDATE of each copy it made); then deletes the
+/// kubeconfig copy and waits until it is made again (a CREATE).
+async fn rotate_sources(c: &kube::Client, ns: &str, r: &Reconciler) {
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(c.clone(), ns);
+    let kc = secrets.get("rb-cp-admin-kubeconfig").await.unwrap();
+    let conf = data(&kc, "admin.conf")
+        .unwrap()
+        .replace("token: x", "token: rotated");
+    for (name, body) in [
+        (
+            "rb-cp-admin-kubeconfig",
+            json!({"data": {"admin.conf": base64(&conf)}}),
+        ),
+        (
+            "rb-cp-ca",
+            json!({"data": {"ca.crt": base64("CERT2"), "ca.key": base64("KEY2")}}),
+        ),
+    ] {
+        secrets
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .unwrap();
+    }
+    wait_for(60, "both copies renewed", Some(r), || async {
+        let kc = secret(c, ns, "rb-kubeconfig").await?;
+        let ca = secret(c, ns, "rb-ca").await?;
+        (data(&kc, "value")?.contains("token: rotated")
+            && data(&ca, "tls.crt")? == "CERT2"
+            && data(&ca, "tls.key")? == "KEY2")
+            .then_some(())
+    })
+    .await;
+    let old = secret(c, ns, "rb-kubeconfig").await.unwrap().metadata.uid;
+    secrets
+        .delete("rb-kubeconfig", &Default::default())
+        .await
+        .unwrap();
+    wait_for(60, "the deleted copy made again", Some(r), || async {
+        let kc = secret(c, ns, "rb-kubeconfig").await?;
+        (kc.metadata.uid != old && data(&kc, "value")?.contains("token: rotated")).then_some(())
+    })
+    .await;
+}
+
+/// The message of the validation of the installed admission policy that says `about`.
+fn policy_message(about: &str) -> String {
+    let objects =
+        kamaji_reconciler::install::install_manifests("example.com/kamaji-reconciler:test", "x", 1);
+    let policy = objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingAdmissionPolicy")
+        .expect("the install manifests hold the admission policy");
+    policy["spec"]["validations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["message"].as_str())
+        .find(|m| m.contains(about))
+        .unwrap_or_else(|| panic!("no validation message says {about:?}: {policy}"))
+        .to_string()
+}
+
+/// What the API server answered a write of the reconciler's that must be refused: 403 and, with
+/// a `message`, the admission policy's refusal saying it.
+fn assert_refused<T: std::fmt::Debug>(
+    what: &str,
+    got: &Result<T, kube::Error>,
+    message: Option<&str>,
+) {
+    let Err(kube::Error::Api(s)) = got else {
+        panic!("{what}: the reconciler was let through: {got:?}");
+    };
+    assert_eq!(s.code, 403, "{what}: {s:?}");
+    if let Some(m) = message {
+        assert!(
+            s.message
+                .contains("ValidatingAdmissionPolicy 'kamaji-reconciler-secrets'")
+                && s.message.contains(m),
+            "{what}: {s:?}"
+        );
+    }
+}
+
+/// The reconciler, under `grants`, writes no Secret but its copies: the admission policy
+/// refuses what RBAC lets through (any Secret in a namespace where it may create Secrets,
+/// kube-system's too when the grants are cluster-wide), each of its rules alone, while a copy
+/// of its own shape passes (a server dry run) and the real copies were made and renewed.
+async fn policy_refuses_other_secrets(
+    c: &kube::Client,
+    sa: &kube::Client,
+    ns: &str,
+    grants: Grants,
+    kcp_uid: &str,
+) {
+    use kube::api::PostParams;
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let plain = |name: &str| -> Secret {
+        serde_json::from_value(json!({"metadata": {"name": name}, "stringData": {"k": "v"}}))
+            .unwrap()
+    };
+    let mine = kube::Api::<Secret>::namespaced(sa.clone(), ns);
+    // The API server loads a new policy shortly after it is applied: until a dry run is
+    // refused, no real write is tried (it could be let through).
+    wait_for(
+        60,
+        "the admission policy refusing the reconciler a Secret x (a dry run)",
+        None,
+        || async {
+            match mine.create(&dry, &plain("x")).await {
+                Err(kube::Error::Api(s)) if s.code == 403 => Some(()),
+                _ => None,
+            }
+        },
+    )
+    .await;
+    let shape = policy_message("<cluster>-kubeconfig");
+    let owned = policy_message("controlled by");
+    let taken = policy_message("another controller");
+    assert_refused(
+        "Secret x",
+        &mine.create(&PostParams::default(), &plain("x")).await,
+        Some(&shape),
+    );
+    assert!(secret(c, ns, "x").await.is_none());
+    let system = kube::Api::<Secret>::namespaced(sa.clone(), "kube-system");
+    let in_system = system.create(&PostParams::default(), &plain("x")).await;
+    // Namespaced grants: RBAC refuses first; cluster-wide: the policy does.
+    let by_policy = (grants == Grants::ClusterWide).then_some(shape.as_str());
+    assert_refused("Secret kube-system/x", &in_system, by_policy);
+    // Each rule alone. A copy of its shape: `<cluster>-kubeconfig` or `-ca`, labelled with
+    // the cluster, of CAPI's Secret type, controlled by a KamajiControlPlane.
+    let copy = |name: &str, cluster: &str, type_: &str, owner: bool| -> Secret {
+        let mut s = json!({
+            "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "type": type_, "stringData": {"value": "v"}
+        });
+        if owner {
+            s["metadata"]["ownerReferences"] = json!([{
+                "apiVersion": format!("controlplane.cluster.x-k8s.io/{V}"), "kind": "KamajiControlPlane",
+                "name": "rb-cp", "uid": kcp_uid, "controller": true
+            }]);
+        }
+        serde_json::from_value(s).unwrap()
+    };
+    let capi = "cluster.x-k8s.io/secret";
+    mine.create(&dry, &copy("z-kubeconfig", "z", capi, true))
+        .await
+        .expect("a copy of its own shape passes");
+    mine.create(&dry, &copy("z-ca", "z", capi, true))
+        .await
+        .expect("a CA copy of its own shape passes");
+    for (what, s, message) in [
+        (
+            "another cluster's name",
+            copy("y-kubeconfig", "z", capi, true),
+            &shape,
+        ),
+        ("another suffix", copy("z-admin", "z", capi, true), &shape),
+        ("no label", plain("z-ca"), &shape),
+        (
+            "an Opaque Secret",
+            copy("z-ca", "z", "Opaque", true),
+            &shape,
+        ),
+        ("no owner", copy("z-ca", "z", capi, false), &owned),
+    ] {
+        assert_refused(
+            what,
+            &mine.create(&PostParams::default(), &s).await,
+            Some(message),
+        );
+    }
+    // A Secret of its shape another controller owns (as Cluster API's kubeadm control plane
+    // owns `<cluster>-kubeconfig` and `<cluster>-ca`) is not taken over, even by replacing
+    // its owners: RBAC grants the patch, the policy refuses it.
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(c.clone(), ns);
+    let owner = cms
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "kc-owner"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut theirs = copy("kc-kubeconfig", "kc", capi, false);
+    theirs.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "kc-owner",
+            "uid": owner.metadata.uid, "controller": true
+        }))
+        .unwrap(),
+    ]);
+    kube::Api::<Secret>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &theirs)
+        .await
+        .unwrap();
+    let ours = copy("kc-kubeconfig", "kc", capi, true);
+    let body = json!({"metadata": {"ownerReferences": ours.metadata.owner_references}});
+    let took = mine
+        .patch(
+            "kc-kubeconfig",
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await;
+    assert_refused("taking over kc-kubeconfig", &took, Some(&taken));
+    let kept = secret(c, ns, "kc-kubeconfig").await.unwrap();
+    assert_eq!(kept.metadata.owner_references.unwrap()[0].kind, "ConfigMap");
+}
+
+/// Every object of the install but the CRDs (`install::every_crd_we_ship_applies_without_a_warning`
+/// has those), the admission policy and its binding among them, passes a server dry run of
+/// `kubectl apply --server-side` without a `Warning:`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_other_install_objects_apply_without_a_warning() {
+    let tb = testbed::shared();
+    let (_c, ns) = tb.namespace("kr-rbac-warn").await;
+    let items: Vec<Value> =
+        kamaji_reconciler::install::install_manifests("example.com/kamaji-reconciler:test", &ns, 1)
+            .into_iter()
+            .filter(|o| o["kind"] != "CustomResourceDefinition")
+            .collect();
+    assert!(
+        items
+            .iter()
+            .any(|o| o["kind"] == "ValidatingAdmissionPolicyBinding"),
+        "no admission policy binding in the install"
+    );
+    let count = items.len();
+    let file = std::env::temp_dir().join(format!("{ns}-install.json"));
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    std::fs::write(&file, serde_json::to_vec(&list).unwrap()).unwrap();
+    let o = std::process::Command::new("kubectl")
+        .args([
+            "apply",
+            "--server-side",
+            // The other tests of this binary applied the same objects as their own manager.
+            "--force-conflicts",
+            "--dry-run=server",
+            "--field-manager",
+            "kr-warn",
+            "-f",
+        ])
+        .arg(&file)
+        .arg("--kubeconfig")
+        .arg(&tb.kubeconfig)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(stdout.lines().count(), count, "{stdout}");
+    assert!(
+        !stderr.contains("Warning"),
+        "the API server warned:\n{stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
