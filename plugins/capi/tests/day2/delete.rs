@@ -72,11 +72,24 @@ async fn delete_cascades_and_names_a_host_stuck_releasing() {
     for a in &players.stopped {
         a.power(true);
     }
-    eventually(
+    let seen = std::sync::Mutex::new(String::new());
+    testbed::fixtures::poll::wait_for(
         "the cluster to be gone and its hosts released",
         Duration::from_secs(90),
-        async || {
-            clusters.get_opt("doomed").await.unwrap().is_none() && s.claimed().await.is_empty()
+        || {
+            let agents: Vec<String> = players
+                .stopped
+                .iter()
+                .map(|a| format!("--- agent {} ---\n{}", a.host, a.log_tail()))
+                .collect();
+            format!("last seen: {}\n{}", seen.lock().unwrap(), agents.join("\n"))
+        },
+        || async {
+            let cluster = clusters.get_opt("doomed").await.unwrap().is_some();
+            let claimed = s.claimed().await;
+            *seen.lock().unwrap() =
+                format!("cluster present: {cluster}, hosts claimed: {claimed:?}");
+            (!cluster && claimed.is_empty()).then_some(())
         },
     )
     .await;
