@@ -4,7 +4,7 @@ SANDBOX_DIR ?= $(CURDIR)/.sandbox
 CARGO ?= cargo
 PROFILE ?= full
 
-.PHONY: help build release dist image provider-assets testbed test lint chaos fuzz sandbox sandbox-down demo bench clean
+.PHONY: help build release dist image provider-assets testbed test lint hooks chaos fuzz sandbox sandbox-down demo bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -32,9 +32,14 @@ TEST_JOBS ?= 3
 test: testbed image ## run every test against the real testbed (test binaries TEST_JOBS at a time; times in target/test-logs)
 	CARGO=$(CARGO) TEST_JOBS=$(TEST_JOBS) bash scripts/test.sh
 
-lint: ## rustfmt and clippy, as CI expects them
+lint: ## rustfmt, clippy and unused dependencies (cargo-machete, installed on first use), as CI expects them
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	@command -v cargo-machete >/dev/null || $(CARGO) install --locked cargo-machete@0.9.2
+	$(CARGO) machete
+
+hooks: ## check commit subjects (at most 72 characters, a blank line before the body) as you commit
+	git config core.hooksPath scripts/git-hooks
 
 CHAOS_CYCLES ?= 100
 chaos: testbed ## only the chaos test: the reconciler killed at random over CHAOS_CYCLES cycles (make test runs 100)
