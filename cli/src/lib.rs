@@ -4,7 +4,7 @@
 //!   plain options;
 //! - [`harness`]: the `main` of every binary ([`run`]);
 //! - [`complete`]: the hidden `__complete` verb (cobra's protocol, live names);
-//! - [`verbs`]: the `version` and `completion` verbs both plugins expose; [`doctor`]: the
+//! - [`apiserver`]: the `version` and `completion` verbs both plugins expose; [`doctor`]: the
 //!   fleet report both expose.
 //!
 //! A verb flattens [`KubeFlags`] and [`OutputFlags`] into its clap `Args`, connects with
@@ -20,8 +20,8 @@ pub mod kubeconfig_flags;
 pub mod verbs;
 
 pub use flags::{
-    DryRun, EXIT_CODES_HELP, KubeFlags, ListArgs, LogFlags, OutputFlags, VERB_EXIT_CODES_HELP,
-    count, label_selector, parse_duration,
+    DryRun, DryRunFlag, EXIT_CODES_HELP, KubeFlags, ListArgs, LogFlags, OutputFlags,
+    VERB_EXIT_CODES_HELP, count, label_selector, parse_duration,
 };
 pub use harness::{Plugin, Program, command_for, external_verbs, run};
 pub use kclient::conn::Conn;

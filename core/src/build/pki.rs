@@ -53,7 +53,9 @@ pub fn pem_certificates(pem: &[u8]) -> Vec<CertInfo> {
 
 /// The certificates of a Secret's data, with the key each came from: `*.crt` keys, and the
 /// client certificates inside the kubeconfigs (`*.conf`) Kamaji keeps for a tenant's admin and
-/// components. Data that is not PEM or not a kubeconfig is skipped.
+/// components. Data that is not PEM or not a kubeconfig is skipped. The one reader of a
+/// Secret's certificates: the doctor's reads (`kubectl capi doctor` and kamaji-reconciler's
+/// certificate scan, through `doctor::read`) and `kubectl kamaji status` read them here.
 pub fn secret_certificates(
     data: &std::collections::BTreeMap<String, Vec<u8>>,
 ) -> Vec<(String, CertInfo)> {

@@ -42,7 +42,7 @@ fn unix_at(obj: &Value, path: &[&str]) -> Option<i64> {
 
 impl MachineFacts {
     /// The facts of one Machine as the server sent it.
-    pub fn of(m: &Value) -> MachineFacts {
+    pub(crate) fn of(m: &Value) -> MachineFacts {
         let s = |v: Option<&str>| v.map(str::to_string);
         MachineFacts {
             namespace: json::namespace(m).to_string(),
@@ -66,7 +66,7 @@ impl MachineFacts {
 }
 
 /// An object's `(namespace, name)`: how [`super::Fleet`] holds ByoMachines.
-pub fn object_key(obj: &Value) -> (String, String) {
+pub(crate) fn object_key(obj: &Value) -> (String, String) {
     (
         json::namespace(obj).to_string(),
         json::name(obj).to_string(),
@@ -75,7 +75,7 @@ pub fn object_key(obj: &Value) -> (String, String) {
 
 /// The `(namespace, cluster)` a Secret's cluster-name label names (metadata is enough): how
 /// [`super::Fleet`] counts Cluster API's Secrets.
-pub fn secret_cluster(secret: &Value) -> Option<(String, String)> {
+pub(crate) fn secret_cluster(secret: &Value) -> Option<(String, String)> {
     let cluster = json::label(secret, crate::labels::CLUSTER_NAME_LABEL)?;
     Some((json::namespace(secret).to_string(), cluster.to_string()))
 }

@@ -2,16 +2,20 @@
 //! what to type to fix it. A pure function of one read of each kind ([`Fleet`]): every finding
 //! names its object, its cause in one line, and the command that fixes it.
 //!
-//! The checks (`checks.rs`) are grouped in [`Section`]s; each has a stable [`Check`] code, so
-//! that automation can key on it (`-o json`, schema in the README).
+//! The checks (`checks/`, a file per section) are grouped in [`Section`]s; each has a stable
+//! [`Check`] code, so that automation can key on it (`-o json`, schema in the README). What
+//! they read, and what a refused read leaves unchecked, is read once for the CLI and the
+//! reconciler by [`read`].
 
 mod checks;
 mod facts;
+pub mod read;
 #[cfg(test)]
 mod tests;
 
 use crate::plan::hosts::HostFacts;
-pub use facts::{MachineFacts, object_key, secret_cluster};
+pub use facts::MachineFacts;
+pub(crate) use facts::{object_key, secret_cluster};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -123,7 +127,7 @@ pub enum Check {
 }
 
 /// One read of the doctor, which the API server may refuse to a user: what each check needs
-/// is said in terms of these (`checks.rs`), so that a refused read skips or narrows only the
+/// is said in terms of these (`checks/`), so that a refused read skips or narrows only the
 /// checks that read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum FleetRead {
@@ -272,39 +276,6 @@ pub struct TenantCertificate {
     pub not_after_unix: i64,
 }
 
-/// The certificates of one of Kamaji's Secrets, for the tenant its `kamaji.clastix.io/name`
-/// label names (none without that label): what `kubectl capi doctor` and kamaji-reconciler's
-/// certificate scan both read.
-pub fn secret_certificates(s: k8s_openapi::api::core::v1::Secret) -> Vec<TenantCertificate> {
-    let (Some(name), Some(ns)) = (s.metadata.name, s.metadata.namespace) else {
-        return Vec::new();
-    };
-    let Some(tenant) = s
-        .metadata
-        .labels
-        .and_then(|mut l| l.remove(crate::plan::teardown::KAMAJI_NAME_LABEL))
-    else {
-        return Vec::new();
-    };
-    let data: std::collections::BTreeMap<String, Vec<u8>> = s
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.0))
-        .collect();
-    crate::build::pki::secret_certificates(&data)
-        .into_iter()
-        .map(|(key, c)| TenantCertificate {
-            namespace: ns.clone(),
-            tenant: tenant.clone(),
-            secret: name.clone(),
-            key,
-            not_after: c.not_after,
-            not_after_unix: c.not_after_unix,
-        })
-        .collect()
-}
-
 /// One tenant's certificates at a glance: the one that expires first, and how many have expired
 /// or expire within the threshold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -428,6 +399,9 @@ pub fn certificates_condition(
 pub struct CrdInfo {
     pub name: String,
     pub group: String,
+    /// Its kind and plural, for reading its objects at another version.
+    pub kind: String,
+    pub plural: String,
     /// The version objects are stored at now.
     pub storage_version: String,
     /// Served versions other than the storage one.
@@ -443,7 +417,7 @@ pub struct CrdInfo {
 impl CrdInfo {
     /// Whether the doctor looks after this CRD: Cluster API's and its providers' groups
     /// (`*.cluster.x-k8s.io`), Kamaji's and ours.
-    pub fn is_fleet_api(&self) -> bool {
+    pub(crate) fn is_fleet_api(&self) -> bool {
         let g = self.group.as_str();
         g == crate::groups::CAPI_GROUP
             || g.ends_with(&format!(".{}", crate::groups::CAPI_GROUP))
@@ -465,7 +439,7 @@ pub struct LeaseInfo {
 impl LeaseInfo {
     /// What the checks read of a Lease (a Lease without a duration is held for client-go's
     /// leader-election default, 15 s).
-    pub fn of(l: k8s_openapi::api::coordination::v1::Lease) -> LeaseInfo {
+    pub(crate) fn of(l: k8s_openapi::api::coordination::v1::Lease) -> LeaseInfo {
         let spec = l.spec.unwrap_or_default();
         LeaseInfo {
             namespace: l.metadata.namespace.unwrap_or_default(),
@@ -574,7 +548,7 @@ pub fn examine(
 /// has a few of them per cluster) cut down to the fields the checks read, as each LIST page
 /// arrives. Everything else (`managedFields`, kubectl's last-applied annotation, templates,
 /// status details) is dropped; [`examine`] finds the same on the pruned objects (a unit test).
-pub fn prune(mut v: Value) -> Value {
+pub(crate) fn prune(mut v: Value) -> Value {
     const METADATA: &[&str] = &[
         "name",
         "namespace",

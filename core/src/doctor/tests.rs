@@ -156,7 +156,7 @@ fn a_control_plane_not_ready_counts_only_after_stuck_after() {
     assert_eq!(checks(&f), vec![]);
 }
 
-/// Issue 27: a control plane stuck Migrating gets the command that finishes the migration.
+/// A control plane stuck Migrating gets the command that finishes the migration.
 #[test]
 fn a_control_plane_stuck_migrating_is_told_to_finish_it() {
     let mut f = healthy();
@@ -617,7 +617,7 @@ fn a_datastore_naming_a_missing_secret_or_key_is_unusable() {
     );
 }
 
-/// Issue 26: a TenantControlPlane at a version Kamaji refused a change to is an error naming
+/// A TenantControlPlane at a version Kamaji refused a change to is an error naming
 /// Kamaji's words; one at a version it accepts is not, and pruning keeps the version read.
 #[test]
 fn a_control_plane_at_a_version_kamaji_refuses() {
@@ -651,7 +651,7 @@ fn a_control_plane_at_a_version_kamaji_refuses() {
     );
 }
 
-/// Issue 26: an installer template no ByoMachineTemplate names is a leftover (info); one named
+/// An installer template no ByoMachineTemplate names is a leftover (info); one named
 /// (same namespace by default, or another by an explicit namespace), or younger than
 /// `--stuck-after`, is not. Pruning keeps the installerRef read.
 #[test]
@@ -688,7 +688,7 @@ fn installer_templates_no_machine_template_names() {
     assert_eq!(all[1].object.namespace, "team-a");
 }
 
-/// Issue 26: a ClusterUpgrade whose running step started longer than `--stuck-after` ago is
+/// A ClusterUpgrade whose running step started longer than `--stuck-after` ago is
 /// stalled (a warning naming the step and its message); a younger running step, or a step
 /// already done, is not. Pruning keeps the steps read.
 #[test]
@@ -720,7 +720,7 @@ fn a_running_upgrade_step_older_than_stuck_after_is_stalled() {
     assert_eq!(all[0].fix, "kubectl capi upgrade status c1 -n team-a");
 }
 
-/// Issue 26: a CRD still listing an old stored version is a warning with the migration as its
+/// A CRD still listing an old stored version is a warning with the migration as its
 /// fix; a conversion webhook that fails is an error naming the version and the message.
 #[test]
 fn crds_with_old_stored_versions_or_a_failing_conversion() {
@@ -729,6 +729,8 @@ fn crds_with_old_stored_versions_or_a_failing_conversion() {
         name: name.into(),
         group: "cluster.x-k8s.io".into(),
         storage_version: "v1beta2".into(),
+        kind: String::new(),
+        plural: String::new(),
         other_served: vec!["v1beta1".into()],
         stored_versions: stored.iter().map(|s| s.to_string()).collect(),
         webhook_conversion: true,
@@ -786,7 +788,7 @@ fn crds_with_old_stored_versions_or_a_failing_conversion() {
     assert!(!ours("notcluster.x-k8s.io").is_fleet_api());
 }
 
-/// Issue 26: a BootstrapKubeconfig whose token expired before its host registered is a
+/// A BootstrapKubeconfig whose token expired before its host registered is a
 /// warning; one whose host registered is info; a fresh one for a host still to come is none.
 #[test]
 fn bootstrap_kubeconfigs_no_host_needs() {
@@ -834,7 +836,7 @@ fn bootstrap_kubeconfigs_no_host_needs() {
     );
 }
 
-/// Issue 26: a Machine whose Node stopped reporting (Cluster API's mirror of the Node's Ready
+/// A Machine whose Node stopped reporting (Cluster API's mirror of the Node's Ready
 /// Unknown), named by its BYOH host when it has one, in either contract; a Node still starting
 /// or a workload cluster that cannot be reached is not a silent host.
 #[test]
@@ -905,7 +907,7 @@ fn machines_whose_node_stopped_reporting_name_their_host() {
     );
 }
 
-/// Issue 27: a DataStore with a tlsConfig and no clientCertificate stops Kamaji v1.0.0's whole
+/// A DataStore with a tlsConfig and no clientCertificate stops Kamaji v1.0.0's whole
 /// manager; one without tlsConfig, or with both, does not.
 #[test]
 fn a_datastore_that_stops_kamaji_is_an_error() {

@@ -10,13 +10,17 @@
 //! - [`certificates`]: the scan of the TenantControlPlanes' certificates (`/metrics` and the
 //!   KamajiControlPlane's `CertificatesExpiring` condition);
 //! - [`findings`]: the fleet doctor's findings, counted by check and severity for `/metrics`, at
-//!   each certificate scan.
+//!   each certificate scan;
+//! - [`reads`]: the fleet doctor's reads (`kcore::doctor::read`) through the reconciler's
+//!   client, for both scans;
+//! - [`metrics`]: the counters, and what the scans last saw, for `/metrics`.
 
 pub mod certificates;
 pub mod controller;
 pub mod findings;
 pub mod leader;
 pub mod metrics;
+pub mod reads;
 pub mod server;
 pub mod skeleton;
 pub mod upgrades;

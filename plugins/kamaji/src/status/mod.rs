@@ -109,24 +109,6 @@ fn s(v: Option<&Value>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Certificates in a Secret: `*.crt` keys, and the client certificates inside kubeconfigs.
-pub fn secret_certificates(
-    name: &str,
-    data: &std::collections::BTreeMap<String, Vec<u8>>,
-    now: i64,
-) -> Vec<CertRow> {
-    pki::secret_certificates(data)
-        .into_iter()
-        .map(|(key, c)| CertRow {
-            secret: name.to_string(),
-            key,
-            subject: c.subject,
-            not_after: c.not_after,
-            days_left: (c.not_after_unix - now).div_euclid(86_400),
-        })
-        .collect()
-}
-
 const CERT_SECRETS: [&str; 9] = [
     "ca",
     "api-server-certificate",
@@ -215,7 +197,7 @@ async fn pods(conn: &Conn, ns: &str, tcp: &Value, tcp_name: &str) -> Result<Vec<
         tcp,
         &["status", "kubernetesResources", "deployment", "selector"],
     ))
-    .unwrap_or_else(|| format!("kamaji.clastix.io/name={tcp_name}"));
+    .unwrap_or_else(|| format!("{}={tcp_name}", kcore::plan::teardown::KAMAJI_NAME_LABEL));
     let pods_api: Api<Pod> = Api::namespaced(conn.client.clone(), ns);
     let pods = pods_api
         .list(&ListParams::default().labels(&selector))
@@ -290,7 +272,16 @@ async fn certificates(conn: &Conn, ns: &str, tcp_name: &str) -> Result<Vec<CertR
     for suffix in CERT_SECRETS {
         let name = format!("{tcp_name}-{suffix}");
         if let Some((_, data)) = secrets::secret_data(conn, ns, &name).await? {
-            certificates.extend(secret_certificates(&name, &data, now));
+            let rows = pki::secret_certificates(&data)
+                .into_iter()
+                .map(|(key, c)| CertRow {
+                    secret: name.clone(),
+                    key,
+                    subject: c.subject,
+                    not_after: c.not_after,
+                    days_left: (c.not_after_unix - now).div_euclid(86_400),
+                });
+            certificates.extend(rows);
         }
     }
     Ok(certificates)
