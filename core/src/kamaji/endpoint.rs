@@ -1,6 +1,6 @@
 //! The tenant API server's endpoint: Kamaji's default port, `host:port` parsing, the endpoint
 //! derived from a TenantControlPlane's status, and what is done to each kind of infrastructure
-//! cluster to give it that endpoint ([`Action`]).
+//! cluster to give it that endpoint ([`EndpointPatch`]).
 
 use super::api::NetworkComponent;
 
@@ -9,7 +9,7 @@ pub const DEFAULT_PORT: u16 = 6443;
 
 /// What is done to an infrastructure cluster of a given kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
+pub enum EndpointPatch {
     /// Set `spec.controlPlaneEndpoint`.
     Endpoint,
     /// Set `spec.controlPlaneEndpoint` and `status.ready = true` (externally managed infra).
@@ -24,11 +24,11 @@ pub enum Action {
     Generic,
 }
 
-impl Action {
+impl EndpointPatch {
     /// The `spec` fields of the infrastructure cluster this action writes.
     pub(crate) fn fields(self) -> &'static [&'static str] {
         match self {
-            Action::OpenStack => &["apiServerFixedIP", "apiServerPort"],
+            EndpointPatch::OpenStack => &["apiServerFixedIP", "apiServerPort"],
             _ => &["controlPlaneEndpoint"],
         }
     }

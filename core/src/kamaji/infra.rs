@@ -8,26 +8,26 @@ use std::sync::LazyLock;
 use serde_json::{Value, json};
 
 use super::create::all;
-use super::endpoint::{Action, Endpoint};
+use super::endpoint::{Endpoint, EndpointPatch};
 
 /// The kinds of providers `kubectl kamaji create` does not build, which the reconciler serves
 /// too (group `infrastructure.cluster.x-k8s.io`).
-const OTHER_PROVIDERS: &[(&str, Action)] = &[
-    ("AzureCluster", Action::Endpoint),
-    ("HetznerCluster", Action::Endpoint),
-    ("IonosCloudCluster", Action::Endpoint),
-    ("NutanixCluster", Action::EndpointAndReady),
-    ("PacketCluster", Action::EndpointAndReady),
-    ("MetalStackCluster", Action::CheckOnly),
-    ("ProxmoxCluster", Action::CheckOrSetWhenEmpty),
-    ("TinkerbellCluster", Action::CheckOrSetWhenEmpty),
-    ("VSphereCluster", Action::CheckOrSetWhenEmpty),
-    ("OscCluster", Action::Generic),
+const OTHER_PROVIDERS: &[(&str, EndpointPatch)] = &[
+    ("AzureCluster", EndpointPatch::Endpoint),
+    ("HetznerCluster", EndpointPatch::Endpoint),
+    ("IonosCloudCluster", EndpointPatch::Endpoint),
+    ("NutanixCluster", EndpointPatch::EndpointAndReady),
+    ("PacketCluster", EndpointPatch::EndpointAndReady),
+    ("MetalStackCluster", EndpointPatch::CheckOnly),
+    ("ProxmoxCluster", EndpointPatch::CheckOrSetWhenEmpty),
+    ("TinkerbellCluster", EndpointPatch::CheckOrSetWhenEmpty),
+    ("VSphereCluster", EndpointPatch::CheckOrSetWhenEmpty),
+    ("OscCluster", EndpointPatch::Generic),
 ];
 
 /// The built-in table: the registry's providers (their cluster kind and endpoint patch), then
 /// [`OTHER_PROVIDERS`].
-pub(crate) static TABLE: LazyLock<Vec<(&'static str, Action)>> = LazyLock::new(|| {
+pub(crate) static TABLE: LazyLock<Vec<(&'static str, EndpointPatch)>> = LazyLock::new(|| {
     all()
         .iter()
         .filter_map(|p| Some((p.cluster_kind()?, p.endpoint_patch()?)))
@@ -36,12 +36,17 @@ pub(crate) static TABLE: LazyLock<Vec<(&'static str, Action)>> = LazyLock::new(|
 });
 
 /// The action for `kind`, from the table or the extra kinds.
-pub fn action_for(kind: &str, extra: &[String]) -> Option<Action> {
+pub fn action_for(kind: &str, extra: &[String]) -> Option<EndpointPatch> {
     TABLE
         .iter()
         .find(|(k, _)| *k == kind)
         .map(|(_, a)| *a)
-        .or_else(|| extra.iter().any(|k| k == kind).then_some(Action::Generic))
+        .or_else(|| {
+            extra
+                .iter()
+                .any(|k| k == kind)
+                .then_some(EndpointPatch::Generic)
+        })
 }
 
 /// The decision for one infrastructure object.
@@ -88,12 +93,12 @@ fn current_endpoint(obj: &Value) -> (String, i64) {
 }
 
 /// Decides what to do with infrastructure object `obj` for endpoint `ep`.
-pub fn plan(action: Action, kind: &str, obj: &Value, ep: &Endpoint) -> Plan {
+pub fn plan(action: EndpointPatch, kind: &str, obj: &Value, ep: &Endpoint) -> Plan {
     let (host, port) = current_endpoint(obj);
     let same = host == ep.host && port == i64::from(ep.port);
     let set_ep = json!({"controlPlaneEndpoint": {"host": ep.host, "port": ep.port}});
     match action {
-        Action::Endpoint | Action::Generic => {
+        EndpointPatch::Endpoint | EndpointPatch::Generic => {
             if same {
                 Plan::UpToDate
             } else {
@@ -103,7 +108,7 @@ pub fn plan(action: Action, kind: &str, obj: &Value, ep: &Endpoint) -> Plan {
                 }
             }
         }
-        Action::EndpointAndReady => {
+        EndpointPatch::EndpointAndReady => {
             let ready = obj["status"]["ready"] == json!(true);
             if same && ready {
                 Plan::UpToDate
@@ -114,7 +119,7 @@ pub fn plan(action: Action, kind: &str, obj: &Value, ep: &Endpoint) -> Plan {
                 }
             }
         }
-        Action::OpenStack => {
+        EndpointPatch::OpenStack => {
             let ip = obj["spec"]["apiServerFixedIP"].as_str().unwrap_or_default();
             let p = obj["spec"]["apiServerPort"].as_i64().unwrap_or_default();
             if ip == ep.host && p == i64::from(ep.port) {
@@ -126,10 +131,10 @@ pub fn plan(action: Action, kind: &str, obj: &Value, ep: &Endpoint) -> Plan {
                 }
             }
         }
-        Action::CheckOnly | Action::CheckOrSetWhenEmpty => {
+        EndpointPatch::CheckOnly | EndpointPatch::CheckOrSetWhenEmpty => {
             if same {
                 Plan::UpToDate
-            } else if host.is_empty() && action == Action::CheckOrSetWhenEmpty {
+            } else if host.is_empty() && action == EndpointPatch::CheckOrSetWhenEmpty {
                 Plan::Patch {
                     spec: set_ep,
                     status_ready: false,
@@ -192,11 +197,14 @@ mod tests {
 
     #[test]
     fn table_lookup_and_extra_kinds() {
-        assert_eq!(action_for("OpenStackCluster", &[]), Some(Action::OpenStack));
+        assert_eq!(
+            action_for("OpenStackCluster", &[]),
+            Some(EndpointPatch::OpenStack)
+        );
         assert_eq!(action_for("DockerCluster", &[]), None);
         assert_eq!(
             action_for("DockerCluster", &["DockerCluster".into()]),
-            Some(Action::Generic)
+            Some(EndpointPatch::Generic)
         );
     }
 
@@ -204,7 +212,7 @@ mod tests {
     fn openstack_sets_fixed_ip_and_port_once() {
         let o = json!({"spec": {"apiServerFixedIP": ""}});
         assert_eq!(
-            plan(Action::OpenStack, "OpenStackCluster", &o, &ep()),
+            plan(EndpointPatch::OpenStack, "OpenStackCluster", &o, &ep()),
             Plan::Patch {
                 spec: json!({"apiServerFixedIP": "10.0.0.5", "apiServerPort": 6443}),
                 status_ready: false
@@ -212,7 +220,7 @@ mod tests {
         );
         let o = json!({"spec": {"apiServerFixedIP": "10.0.0.5", "apiServerPort": 6443}});
         assert_eq!(
-            plan(Action::OpenStack, "OpenStackCluster", &o, &ep()),
+            plan(EndpointPatch::OpenStack, "OpenStackCluster", &o, &ep()),
             Plan::UpToDate
         );
     }
@@ -221,7 +229,12 @@ mod tests {
     fn kubevirt_gets_endpoint_and_ready() {
         let o = json!({"spec": {}});
         assert!(matches!(
-            plan(Action::EndpointAndReady, "KubevirtCluster", &o, &ep()),
+            plan(
+                EndpointPatch::EndpointAndReady,
+                "KubevirtCluster",
+                &o,
+                &ep()
+            ),
             Plan::Patch {
                 status_ready: true,
                 ..
@@ -229,7 +242,12 @@ mod tests {
         ));
         let o = json!({"spec": {"controlPlaneEndpoint": {"host": "10.0.0.5", "port": 6443}}, "status": {"ready": true}});
         assert_eq!(
-            plan(Action::EndpointAndReady, "KubevirtCluster", &o, &ep()),
+            plan(
+                EndpointPatch::EndpointAndReady,
+                "KubevirtCluster",
+                &o,
+                &ep()
+            ),
             Plan::UpToDate
         );
     }
@@ -238,16 +256,21 @@ mod tests {
     fn metal3_is_checked_only() {
         let o = json!({"spec": {"controlPlaneEndpoint": {"host": "10.9.9.9", "port": 6443}}});
         assert!(
-            matches!(plan(Action::CheckOnly, "Metal3Cluster", &o, &ep()), Plan::Mismatch(m) if m.contains("10.9.9.9:6443"))
+            matches!(plan(EndpointPatch::CheckOnly, "Metal3Cluster", &o, &ep()), Plan::Mismatch(m) if m.contains("10.9.9.9:6443"))
         );
         let o = json!({"spec": {"controlPlaneEndpoint": {"host": "10.0.0.5", "port": 6443}}});
         assert_eq!(
-            plan(Action::CheckOnly, "Metal3Cluster", &o, &ep()),
+            plan(EndpointPatch::CheckOnly, "Metal3Cluster", &o, &ep()),
             Plan::UpToDate
         );
         let o = json!({"spec": {}});
         assert!(matches!(
-            plan(Action::CheckOrSetWhenEmpty, "VSphereCluster", &o, &ep()),
+            plan(
+                EndpointPatch::CheckOrSetWhenEmpty,
+                "VSphereCluster",
+                &o,
+                &ep()
+            ),
             Plan::Patch { .. }
         ));
     }

@@ -13,7 +13,9 @@
 //!   where Kamaji's migration stands);
 //! - [`create`]: `kubectl kamaji create` and `generate clusterclass` (the flags, the
 //!   infrastructure providers' registry, the objects they build);
-//! - [`plan`]: `kubectl kamaji scale` and `upgrade` (and their ClusterClass topology form).
+//! - [`plan`]: `kubectl kamaji scale` and `upgrade` (and their ClusterClass topology form);
+//! - [`reconcile`]: what one reconcile of a KamajiControlPlane by kamaji-reconciler does,
+//!   decided from what it found (conditions, writes, when to look again), with no I/O.
 //!
 //! The reconciler's install manifests, which also carry our own `ops` CRDs, sit one level up, in
 //! [`crate::install`]. No two submodules import each other (`tests/tests/layers.rs`).
@@ -25,5 +27,6 @@ pub mod endpoint;
 pub mod infra;
 pub mod migrate;
 pub mod plan;
+pub mod reconcile;
 pub mod tcp;
 pub mod version;

@@ -1,5 +1,5 @@
 //! What the watches delivered, kept so that a reconcile reads it instead of asking the API server
-//! again (issue 29: at 1,000 KamajiControlPlanes, 8,374 of the 20,520 requests to settle were GETs
+//! again (at 1,000 KamajiControlPlanes, 8,374 of the 20,520 requests to settle were GETs
 //! of Clusters and TenantControlPlanes the watches had just brought).
 //!
 //! Each object is kept as the few fields the reconcile reads, serialized: a few hundred bytes,
@@ -159,8 +159,8 @@ fn keep_paths<K: serde::Serialize>(o: &K, paths: &[&[&str]]) -> Option<Kept> {
 }
 
 /// What the reconcile reads of a Cluster: whether it is paused, its network, its infrastructure
-/// reference and its endpoint (`reconcile::{paused, repair_cluster_endpoint}`,
-/// `ClusterNetwork::from_cluster`, `infra_cluster::infra_step`).
+/// reference and its endpoint (`kcore::kamaji::reconcile::paused`,
+/// `act::repair_cluster_endpoint`, `ClusterNetwork::from_cluster`, `infra_cluster::infra_step`).
 pub(super) fn keep_cluster<K: serde::Serialize>(c: &K) -> Option<Kept> {
     keep_paths(
         c,
@@ -180,9 +180,10 @@ pub(super) fn keep_cluster<K: serde::Serialize>(c: &K) -> Option<Kept> {
 }
 
 /// What the reconcile reads of a TenantControlPlane: its identity, generation and metadata
-/// (`reconcile::unchanged_since_applied`), its version (`version_target`), and of its status the
-/// endpoint, the version and the Deployment's counts (`status::observe`) and the names of the
-/// Secrets it publishes (`secrets::publish_secrets`).
+/// (`act::unchanged_since_applied`), its version (the version step of
+/// `kcore::kamaji::reconcile::decide`), and of its status the endpoint, the version and the
+/// Deployment's counts (`TcpState`) and the names of the Secrets it publishes
+/// (`secrets::publish_secrets`).
 pub(super) fn keep_tcp<K: serde::Serialize>(t: &K) -> Option<Kept> {
     const DEP: [&str; 3] = ["status", "kubernetesResources", "deployment"];
     let mut paths: Vec<Vec<&str>> = [
@@ -204,7 +205,10 @@ pub(super) fn keep_tcp<K: serde::Serialize>(t: &K) -> Option<Kept> {
     .iter()
     .map(|p| p.to_vec())
     .collect();
-    for k in super::status::DEPLOYMENT_COUNTS.iter().chain(&["selector"]) {
+    for k in kcore::kamaji::reconcile::DEPLOYMENT_COUNTS
+        .iter()
+        .chain(&["selector"])
+    {
         paths.push(DEP.iter().copied().chain([*k]).collect());
     }
     let v = serde_json::to_value(t).ok()?;

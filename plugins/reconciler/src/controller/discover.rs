@@ -10,12 +10,13 @@ use serde_json::Value;
 use super::Config;
 use crate::Error;
 use crate::infra;
-use crate::skeleton::Contract;
+use crate::skeleton::discover_contract;
+use kcore::groups::CapiVersion;
 
 /// What was discovered from the API server at start-up.
 #[derive(Clone, Debug)]
 pub struct Discovered {
-    pub contract: Contract,
+    pub contract: CapiVersion,
     pub cluster: ApiResource,
     pub tcp: ApiResource,
     pub tcp_spec_schema: Value,
@@ -28,10 +29,10 @@ pub(super) fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiRes
 
 /// Discovers the CAPI contract, the TenantControlPlane schema and the served infrastructure kinds.
 pub async fn discover(client: &Client, cfg: &Config) -> Result<Discovered, Error> {
-    let contract = Contract::discover(client).await?;
+    let contract = discover_contract(client).await?;
     let cluster = ar(
-        "cluster.x-k8s.io",
-        contract.capi_version(),
+        kcore::groups::CAPI_GROUP,
+        contract.as_str(),
         "Cluster",
         "clusters",
     );
@@ -59,7 +60,7 @@ pub async fn discover(client: &Client, cfg: &Config) -> Result<Discovered, Error
         .unwrap_or(Value::Null);
     let tcp_spec_schema = schema["properties"]["spec"].clone();
     let tcp = ar(
-        "kamaji.clastix.io",
+        kcore::groups::KAMAJI_GROUP,
         &ver.name,
         "TenantControlPlane",
         "tenantcontrolplanes",
@@ -76,7 +77,7 @@ pub async fn discover(client: &Client, cfg: &Config) -> Result<Discovered, Error
 
 async fn discover_infra(client: &Client, cfg: &Config) -> HashMap<String, ApiResource> {
     let mut out = HashMap::new();
-    let Ok(g) = kube::discovery::group(client, "infrastructure.cluster.x-k8s.io").await else {
+    let Ok(g) = kube::discovery::group(client, kcore::groups::INFRASTRUCTURE_GROUP).await else {
         return out;
     };
     // Kinds of this group come in different versions: each at its most stable served one.

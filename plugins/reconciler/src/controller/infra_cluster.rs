@@ -5,7 +5,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::cache::{Cached, version};
-use super::{Cond, KcpCtx, no, yes};
+use super::{Cond, KcpCtx};
 use crate::Error;
 use crate::api::v1alpha2::KamajiControlPlane;
 use crate::endpoint::{self, Endpoint};
@@ -26,7 +26,7 @@ pub(super) async fn infra_step(
     let kind = r["kind"].as_str().unwrap_or_default();
     let name = r["name"].as_str().unwrap_or_default();
     if kind.is_empty() || name.is_empty() {
-        return Ok(yes(C, "NoInfrastructureCluster"));
+        return Ok(Cond::yes(C, "NoInfrastructureCluster"));
     }
     // v1beta2 references carry `apiGroup`, v1beta1 ones `apiVersion`.
     let group = r["apiGroup"]
@@ -35,11 +35,11 @@ pub(super) async fn infra_step(
         .or_else(|| {
             r["apiVersion"]
                 .as_str()
-                .map(|av| av.split_once('/').map(|(g, _)| g).unwrap_or("").to_string())
+                .map(|av| kcore::groups::split_api_version(av).0.to_string())
         })
         .unwrap_or_default();
     let Some(action) = infra::action_for(kind, &ctx.cfg.extra_infra_kinds) else {
-        return Ok(no(
+        return Ok(Cond::no(
             C,
             "UnsupportedInfrastructureProvider",
             format!(
@@ -48,7 +48,7 @@ pub(super) async fn infra_step(
         ));
     };
     let Some(res) = infra_resource(ctx, kind, &group).await else {
-        return Ok(no(
+        return Ok(Cond::no(
             C,
             "InfrastructureKindNotServed",
             format!("{kind}.{group} is not served by the API server; install its provider"),
@@ -65,14 +65,14 @@ pub(super) async fn infra_step(
         && d == done
         && seen.get(ns, name) == Cached::Present(rv)
     {
-        return Ok(yes(C, "Succeeded"));
+        return Ok(Cond::yes(C, "Succeeded"));
     }
     let remember = |rv: Option<String>| {
         ctx.set_written(kcp, |w| w.infra = rv.map(|rv| (done, version(&rv))));
     };
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.base.client.clone(), ns, &res);
     let Some(obj) = api.get_opt(name).await? else {
-        return Ok(no(
+        return Ok(Cond::no(
             C,
             "WaitingForInfrastructureCluster",
             format!("{kind} {ns}/{name} does not exist yet"),
@@ -82,13 +82,13 @@ pub(super) async fn infra_step(
     match infra::plan(action, kind, &obj_v, ep) {
         Plan::UpToDate => {
             remember(obj.metadata.resource_version.clone());
-            Ok(yes(C, "Succeeded"))
+            Ok(Cond::yes(C, "Succeeded"))
         }
-        Plan::Mismatch(m) => Ok(no(C, "ControlPlaneEndpointMismatch", m)),
+        Plan::Mismatch(m) => Ok(Cond::no(C, "ControlPlaneEndpointMismatch", m)),
         Plan::Patch { spec, status_ready } => {
             let rv = patch_infra(&api, name, action, spec, status_ready).await?;
             remember(rv);
-            Ok(yes(C, "Succeeded"))
+            Ok(Cond::yes(C, "Succeeded"))
         }
     }
 }
@@ -115,14 +115,14 @@ async fn infra_resource(ctx: &KcpCtx, kind: &str, group: &str) -> Option<ApiReso
 async fn patch_infra(
     api: &Api<DynamicObject>,
     name: &str,
-    action: endpoint::Action,
+    action: endpoint::EndpointPatch,
     spec: Value,
     status_ready: bool,
 ) -> Result<Option<String>, Error> {
     let mut rv = None;
     if spec.as_object().is_some_and(|o| !o.is_empty()) {
         let mut body = json!({"spec": spec});
-        if action == endpoint::Action::EndpointAndReady {
+        if action == endpoint::EndpointPatch::EndpointAndReady {
             body["metadata"] = json!({"annotations": {"cluster.x-k8s.io/managed-by": "kamaji"}});
         }
         let o = api

@@ -2,11 +2,12 @@
 //!
 //! - [`run`] (`watch`): discovery (`discover`), then one watch per kind whose changes can change
 //!   a KamajiControlPlane's outcome;
-//! - `reconcile`: one reconcile, as a list of steps;
-//! - `external`: where the TenantControlPlane lives (an external cluster reference) and the
-//!   finalizer that comes with it;
-//! - `infra_cluster`: the infrastructure cluster's endpoint; `secrets`: the Secrets CAPI reads;
-//! - `status`: the observed TenantControlPlane state and the status in the served contract's shape.
+//! - `reconcile`: one reconcile, in one direction: `observe` (what exists, as the typed facts
+//!   of `kcore::kamaji::reconcile::Found`, from the caches of `cache`), then
+//!   `kcore::kamaji::reconcile::decide` (pure), `act` (the writes: the TenantControlPlane, the
+//!   endpoint, `infra_cluster` for the infrastructure cluster, `secrets` for the Secrets CAPI
+//!   reads, the finalizer of an external cluster reference), then `status` (one write, in the
+//!   served contract's shape).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,22 +18,24 @@ use kube::{Client, ResourceExt};
 use crate::api::v1alpha2::KamajiControlPlane;
 use crate::skeleton::{Base, Retries};
 
+mod act;
 mod cache;
 mod discover;
-mod external;
 mod infra_cluster;
+mod observe;
 mod reconcile;
 mod secrets;
 mod status;
 mod stored;
 mod watch;
 
-pub use crate::skeleton::{Contract, MANAGER};
+pub use crate::skeleton::MANAGER;
 pub use discover::{Discovered, discover};
 pub use watch::run;
 
+use kcore::kamaji::reconcile::Cond;
 /// Finalizer used with an external cluster reference.
-pub const ECR_FINALIZER: &str = "ecr.kamaji.clastix.io/finalizer";
+pub use kcore::kamaji::reconcile::ECR_FINALIZER;
 use kcore::labels::CLUSTER_NAME_LABEL;
 
 /// Settings of the controller.
@@ -179,52 +182,6 @@ impl TcpPlace {
             api,
         }
     }
-}
-
-/// A condition as computed by one reconcile.
-#[derive(Clone, Debug, PartialEq)]
-struct Cond {
-    type_: &'static str,
-    ok: bool,
-    reason: String,
-    message: String,
-}
-
-impl Cond {
-    fn with_message(mut self, m: String) -> Cond {
-        self.message = m;
-        self
-    }
-}
-
-fn yes(type_: &'static str, reason: &str) -> Cond {
-    Cond {
-        type_,
-        ok: true,
-        reason: reason.into(),
-        message: String::new(),
-    }
-}
-fn no(type_: &'static str, reason: &str, message: impl Into<String>) -> Cond {
-    Cond {
-        type_,
-        ok: false,
-        reason: reason.into(),
-        message: message.into(),
-    }
-}
-
-/// The controller ownerReference to `kcp` that the TenantControlPlane and both CAPI Secrets
-/// carry, with `blockOwnerDeletion: true` as controller-runtime's `SetControllerReference`
-/// writes it for CACPPK (`controllers/`, CACPPK v0.20.0): a foreground deletion of the
-/// KamajiControlPlane then waits for them.
-fn owner_ref(
-    kcp: &KamajiControlPlane,
-) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
-    use kube::Resource;
-    let mut o = kcp.controller_owner_ref(&())?;
-    o.block_owner_deletion = Some(true);
-    Some(o)
 }
 
 fn kcp_ns(kcp: &KamajiControlPlane) -> String {

@@ -137,7 +137,7 @@ pub(super) async fn publish_secrets(
         ns,
         cluster,
         tcp_name,
-        owner: super::owner_ref(kcp),
+        owner: kcore::kamaji::reconcile::owner_ref(kcp),
         kcp,
         ctx,
         place,

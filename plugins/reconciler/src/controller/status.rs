@@ -1,5 +1,6 @@
-//! The KamajiControlPlane status: the observed TenantControlPlane state and the conditions of a
-//! reconcile, written in the shape of the served CAPI contract, and only when something changed.
+//! The KamajiControlPlane status: the TenantControlPlane's state and the conditions of a
+//! reconcile, written once at its end in the shape of the served CAPI contract, and only when
+//! something changed; and the Events a reconcile publishes.
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
@@ -7,76 +8,27 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::discover::ar;
-use super::{Cond, Contract, KcpCtx, kcp_ns};
+use super::{Cond, KcpCtx, kcp_ns};
 use crate::Error;
 use crate::api::v1alpha2::{Condition, KamajiControlPlane};
 use kcore::condition::CERTIFICATES_EXPIRING;
+use kcore::groups::CapiVersion;
+use kcore::kamaji::reconcile::TcpState;
 
-/// ObservedTcp TCP state copied into the KCP status.
-#[derive(Clone, Debug, Default)]
-pub(super) struct ObservedTcp {
-    pub(super) initialized: bool,
-    pub(super) ready: bool,
-    pub(super) version: String,
-    pub(super) replicas: Option<i64>,
-    pub(super) ready_replicas: Option<i64>,
-    pub(super) available_replicas: Option<i64>,
-    pub(super) updated_replicas: Option<i64>,
-    pub(super) unavailable_replicas: Option<i64>,
-    pub(super) selector: Option<String>,
-}
-
-/// The counts of the Deployment's status that Kamaji inlines and [`observe`] reads.
-pub(super) const DEPLOYMENT_COUNTS: [&str; 5] = [
-    "replicas",
-    "readyReplicas",
-    "availableReplicas",
-    "updatedReplicas",
-    "unavailableReplicas",
-];
-
-pub(super) fn observe(tcp: &Value, kcp: &KamajiControlPlane, contract: Contract) -> ObservedTcp {
-    let kr = &tcp["status"]["kubernetesResources"];
-    let vs = kr["version"]["status"].as_str().unwrap_or_default();
-    let dep = &kr["deployment"];
-    // Kamaji inlines the Deployment's status, whose counts are `omitempty` (DeploymentStatus in
-    // k8s.io/api v0.35.4 apps/v1/types.go): once the Deployment's status is there, a missing
-    // count is 0 (a scaled-down control plane has none at all), or a merge patch would keep the
-    // old counts.
-    let count = |k: &str| dep.is_object().then(|| dep[k].as_i64().unwrap_or(0));
-    let available = count("availableReplicas");
-    let prev_init = kcp.status.as_ref().is_some_and(|s| match contract {
-        Contract::V1Beta2 => s
+/// Whether the status already says the control plane was initialized (it stays so), in the
+/// served contract's field.
+pub(super) fn initialized_before(kcp: &KamajiControlPlane, contract: CapiVersion) -> bool {
+    kcp.status.as_ref().is_some_and(|s| match contract {
+        CapiVersion::V1Beta2 => s
             .initialization
             .as_ref()
             .and_then(|i| i.control_plane_initialized)
             .unwrap_or(false),
-        Contract::V1Beta1 => s.initialized.unwrap_or(false),
-    });
-    ObservedTcp {
-        initialized: prev_init || vs == "Ready",
-        ready: matches!(vs, "Ready" | "Upgrading") && available.unwrap_or(0) > 0,
-        version: kr["version"]["version"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        replicas: count("replicas"),
-        ready_replicas: count("readyReplicas"),
-        available_replicas: available,
-        updated_replicas: count("updatedReplicas"),
-        unavailable_replicas: count("unavailableReplicas"),
-        selector: dep["selector"].as_str().map(str::to_string),
-    }
-}
-
-pub(super) fn has_condition(kcp: &KamajiControlPlane, c: &Cond) -> bool {
-    kcp.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|x| x.type_ == c.type_ && x.reason == c.reason && (x.status == "True") == c.ok)
+        CapiVersion::V1Beta1 => s.initialized.unwrap_or(false),
     })
 }
 
+/// Publishes an Event on the KamajiControlPlane (a failure is only logged).
 pub(super) async fn event(
     ctx: &KcpCtx,
     kcp: &KamajiControlPlane,
@@ -96,64 +48,19 @@ pub(super) async fn event(
     }
 }
 
-/// Writes the status from the TCP `existing` (if any) plus conditions.
-pub(super) async fn write_status(
-    kcp: &KamajiControlPlane,
-    ctx: &KcpCtx,
-    tcp: Option<&Value>,
-    conds: &[Cond],
-) -> Result<(), Error> {
-    let obs = tcp
-        .map(|t| observe(t, kcp, ctx.disc.contract))
-        .unwrap_or_else(|| ObservedTcp {
-            initialized: observe(&Value::Null, kcp, ctx.disc.contract).initialized,
-            version: kcp
-                .status
-                .as_ref()
-                .map(|s| s.version.clone())
-                .unwrap_or_default(),
-            ..Default::default()
-        });
-    write_status_obs(kcp, ctx, &obs, conds).await
-}
-
-/// Adds `cond` to `conds` and writes the status from the TCP `tcp` (if any): how a step that
-/// stops the reconcile says why.
-pub(super) async fn write_status_with(
-    kcp: &KamajiControlPlane,
-    ctx: &KcpCtx,
-    tcp: Option<&Value>,
-    conds: &mut Vec<Cond>,
-    cond: Cond,
-) -> Result<(), Error> {
-    conds.push(cond);
-    write_status(kcp, ctx, tcp, conds).await
-}
-
-/// [`write_status_with`] for a TCP already observed.
-pub(super) async fn write_status_obs_with(
-    kcp: &KamajiControlPlane,
-    ctx: &KcpCtx,
-    obs: &ObservedTcp,
-    conds: &mut Vec<Cond>,
-    cond: Cond,
-) -> Result<(), Error> {
-    conds.push(cond);
-    write_status_obs(kcp, ctx, obs, conds).await
-}
-
 fn now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }
 
-/// Merges `conds` into the existing conditions (keeping transition times of unchanged ones) and
-/// writes the status in the shape of the served contract, only when it changed.
-pub(super) async fn write_status_obs(
+/// The one status write of a reconcile: merges `conds` into the existing conditions (keeping
+/// transition times of unchanged ones) and writes the status with the TenantControlPlane's
+/// `state` in the shape of the served contract, only when it changed.
+pub(super) async fn write_status(
     kcp: &KamajiControlPlane,
     ctx: &KcpCtx,
-    obs: &ObservedTcp,
+    state: &TcpState,
     conds: &[Cond],
 ) -> Result<(), Error> {
     let existing = kcp.status.clone().unwrap_or_default();
@@ -166,7 +73,7 @@ pub(super) async fn write_status_obs(
         contract,
         kcp.meta().generation,
     );
-    let status = status_body(contract, obs, merged);
+    let status = status_body(contract, state, merged);
     // Compare with what is there, ignoring transition times of unchanged conditions (kept).
     let current = serde_json::to_value(&existing).unwrap_or(Value::Null);
     if status_subset(&status, &current) {
@@ -229,7 +136,7 @@ fn status_hash(status: &Value) -> u64 {
 fn merge_conditions(
     existing: &[Condition],
     conds: &[Cond],
-    contract: Contract,
+    contract: CapiVersion,
     generation: Option<i64>,
 ) -> Vec<Value> {
     let mut merged: Vec<Value> = Vec::new();
@@ -251,8 +158,8 @@ fn merge_conditions(
             "message": c.message, "lastTransitionTime": ltt,
         });
         match contract {
-            Contract::V1Beta2 => v["observedGeneration"] = json!(generation),
-            Contract::V1Beta1 => {
+            CapiVersion::V1Beta2 => v["observedGeneration"] = json!(generation),
+            CapiVersion::V1Beta1 => {
                 if !c.ok {
                     v["severity"] = json!(if c.reason == "Failed" {
                         "Error"
@@ -274,9 +181,9 @@ fn merge_conditions(
 
 /// The status in the contract's shape: v1alpha2 (`initialization`, optional counters) or
 /// v1alpha1 (`initialized`, plain counters).
-fn status_body(contract: Contract, obs: &ObservedTcp, conditions: Vec<Value>) -> Value {
+fn status_body(contract: CapiVersion, obs: &TcpState, conditions: Vec<Value>) -> Value {
     let mut s = match contract {
-        Contract::V1Beta2 => {
+        CapiVersion::V1Beta2 => {
             let mut s = json!({
                 "ready": obs.ready,
                 "version": obs.version,
@@ -298,7 +205,7 @@ fn status_body(contract: Contract, obs: &ObservedTcp, conditions: Vec<Value>) ->
             }
             s
         }
-        Contract::V1Beta1 => json!({
+        CapiVersion::V1Beta1 => json!({
             "initialized": obs.initialized,
             "ready": obs.ready,
             "version": obs.version,
@@ -319,18 +226,18 @@ fn status_body(contract: Contract, obs: &ObservedTcp, conditions: Vec<Value>) ->
 /// Merge-patches the status subresource at the API version of the served contract (a KCP deleted
 /// meanwhile is no error).
 async fn patch_status(kcp: &KamajiControlPlane, ctx: &KcpCtx, status: Value) -> Result<(), Error> {
-    let (ver, api_version) = match ctx.disc.contract {
-        Contract::V1Beta2 => ("v1alpha2", "controlplane.cluster.x-k8s.io/v1alpha2"),
-        Contract::V1Beta1 => ("v1alpha1", "controlplane.cluster.x-k8s.io/v1alpha1"),
+    let ver = match ctx.disc.contract {
+        CapiVersion::V1Beta2 => "v1alpha2",
+        CapiVersion::V1Beta1 => "v1alpha1",
     };
     let r = ar(
-        "controlplane.cluster.x-k8s.io",
+        kcore::groups::CONTROLPLANE_GROUP,
         ver,
         "KamajiControlPlane",
         "kamajicontrolplanes",
     );
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.base.client.clone(), &kcp_ns(kcp), &r);
-    let body = json!({"apiVersion": api_version, "kind": "KamajiControlPlane", "status": status});
+    let body = json!({"apiVersion": r.api_version, "kind": "KamajiControlPlane", "status": status});
     match api
         .patch_status(
             &kcp.name_any(),

@@ -4,7 +4,7 @@
 //!
 //! Why: the store holds every KamajiControlPlane for the life of the process, and typed, most of
 //! one is its status conditions, five strings each (about 4.7 KB a KCP in a heaptrack profile at
-//! 3,000 KCPs, 14 of the 24.5 MB heap; issue 29). As text a KCP is its JSON size; a reconcile
+//! 3,000 KCPs, 14 of the 24.5 MB heap). As text a KCP is its JSON size; a reconcile
 //! parses one in microseconds, against the milliseconds of its API requests.
 
 use std::borrow::Cow;

@@ -128,7 +128,7 @@ impl Scope {
 
 /// Objects per page of the watches' initial LISTs: the page is held in memory until every object
 /// of it has been handed on, so at 1,000 KamajiControlPlanes kube's default of 500 made the
-/// start-up the reconciler's peak (issue 16). A page of 100 costs a few more LISTs, once.
+/// start-up the reconciler's peak. A page of 100 costs a few more LISTs, once.
 const LIST_PAGE: u32 = 100;
 
 /// What of a KamajiControlPlane can change a reconcile's outcome: everything but its status,
@@ -280,7 +280,7 @@ fn owner_kcp(m: &kube::core::ObjectMeta) -> Vec<ObjectRef<StoredKcp>> {
         .flatten()
         .filter(|o| {
             o.kind == "KamajiControlPlane"
-                && o.api_version.starts_with("controlplane.cluster.x-k8s.io/")
+                && kcore::groups::in_group(&o.api_version, kcore::groups::CONTROLPLANE_GROUP)
         })
         .map(|o| ObjectRef::new(&o.name).within(&ns))
         .collect()
@@ -291,7 +291,9 @@ fn secret_kcps(m: &kube::core::ObjectMeta) -> Vec<ObjectRef<StoredKcp>> {
     let ns = m.namespace.clone().unwrap_or_default();
     let mut out = owner_kcp(m);
     for o in m.owner_references.iter().flatten() {
-        if o.kind == "TenantControlPlane" && o.api_version.starts_with("kamaji.clastix.io/") {
+        if o.kind == "TenantControlPlane"
+            && kcore::groups::in_group(&o.api_version, kcore::groups::KAMAJI_GROUP)
+        {
             out.push(ObjectRef::new(&o.name).within(&ns));
         }
     }
@@ -318,7 +320,10 @@ fn infra_kcp(ctx: &KcpCtx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<Store
         .owner_references
         .iter()
         .flatten()
-        .find(|r| r.kind == "Cluster" && r.api_version.starts_with("cluster.x-k8s.io/"))
+        .find(|r| {
+            r.kind == "Cluster"
+                && kcore::groups::in_group(&r.api_version, kcore::groups::CAPI_GROUP)
+        })
         .map(|r| r.name.clone())
         .or_else(|| {
             m.labels
@@ -337,7 +342,7 @@ fn infra_kcp(ctx: &KcpCtx, m: &kube::core::ObjectMeta) -> Option<ObjectRef<Store
 /// How the watches retry after an error: 0.5 s doubling to at most 8 s, reset after 30 s
 /// without one. kube-runtime's default (client-go's: 0.8 s to 30 s, reset after 120 s) left the
 /// reconciler blind for minutes after an API server restart, as every watch ends at once and
-/// each resumed one may meet a 410 before it relists (issue 13, tests/restart.rs).
+/// each resumed one may meet a 410 before it relists (tests/restart.rs).
 struct WatchBackoff {
     next: Duration,
 }
