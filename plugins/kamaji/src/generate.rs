@@ -5,7 +5,7 @@
 //! `kubectl kamaji create NAME --class CLASS`. Builder: `kcore::kamaji::create::build_class`.
 
 use clap::{Args as ClapArgs, Subcommand};
-use cli::{DryRun, KubeFlags, OutputFlags, OutputFormat};
+use cli::{DryRun, DryRunFlag, KubeFlags, OutputFlags, OutputFormat};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render;
@@ -14,8 +14,7 @@ use kcore::kamaji::create::{self as kamaji, CreateSpec, Infrastructure};
 
 use crate::common::api_versions::versions;
 use crate::common::spec_flags::{
-    ControlPlaneFlags, InfraFlags, InfraValues, MachineFlags, base_spec, class_wording,
-    infrastructure_help,
+    ControlPlaneFlags, InfraFlags, InfraValues, base_spec, infrastructure_help,
 };
 use crate::common::writes::apply_objects;
 
@@ -38,15 +37,13 @@ pub enum What {
   kubectl kamaji generate clusterclass kamaji-os --infrastructure openstack --flavor m1.large --image ubuntu-2404 > class.yaml
 Then: kubectl kamaji create c1 --class kamaji-byoh --kubernetes-version v1.35.0 --workers 2 --service-address 10.0.0.5
 The control plane of each cluster is named after the cluster; --service-address fills the class's controlPlaneAddress variable.")]
-// The flags shared with `create` (crate::common::spec_flags), worded for a class: its template, no
-// Metal3, shorter infrastructure texts (the providers' own flags: their `class_help`).
+// The flags shared with `create` (crate::common::spec_flags), worded for a class: its template
+// (the providers' flags: `InfraFlags<true>`, their class wording, no Metal3).
 #[command(
     mut_arg("admission_controllers", |a| a.help("Admission controllers to enable (comma separated)")),
-    mut_arg("from_file", |a| a.help("KamajiControlPlaneTemplate fields from a YAML file (flags win); `-` reads stdin")),
-    mut_arg("flavor", |a| a.help("Workers: OpenStack flavor, AWS instance type, KubeVirt CORESxMEMORY")),
-    mut_arg("image", |a| a.help("Workers: OpenStack image name, AWS AMI id, KubeVirt container disk")),
-    mut_args(class_wording)
+    mut_arg("from_file", |a| a.help("KamajiControlPlaneTemplate fields from a YAML file (flags win); `-` reads stdin"))
 )]
+#[command(mut_arg("dry-run", |a| a.help("With --apply: server (validate on the server without storing anything)")))]
 pub struct ClassArgs {
     /// The ClusterClass name (also its templates')
     #[arg(value_name = "NAME")]
@@ -65,15 +62,12 @@ pub struct ClassArgs {
     #[command(flatten)]
     pub control_plane: ControlPlaneFlags,
     #[command(flatten)]
-    pub machine: MachineFlags,
-    #[command(flatten)]
-    pub infra: InfraFlags,
+    pub infra: InfraFlags<true>,
     /// Server-side apply the objects instead of printing them
     #[arg(long)]
     pub apply: bool,
-    /// With --apply: server (validate on the server without storing anything)
-    #[arg(long, value_enum, default_value_t = DryRun::None, value_name = "MODE")]
-    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
     /// With --apply: take over fields another field manager owns
     #[arg(long)]
     pub force_conflicts: bool,
@@ -102,12 +96,12 @@ fn spec_from(a: &ClassArgs, namespace: &str) -> Result<CreateSpec, Error> {
         datastore: a.datastore.clone(),
         service_type: a.service_type.clone(),
         cert_sans: a.cert_sans.clone(),
-        ..base_spec(&a.control_plane, &a.machine, &a.infra)?
+        ..base_spec(&a.control_plane, &a.infra)?
     })
 }
 
 async fn cluster_class(a: &ClassArgs) -> Result<(), Error> {
-    match a.dry_run {
+    match *a.dry_run {
         DryRun::Client => {
             return Err(Error::usage(
                 "--dry-run=client does not apply to generate: without --apply it only prints",

@@ -40,8 +40,8 @@ use crate::error::usage;
 use crate::groups::{CAPI_GROUP, CapiVersion};
 use crate::json::{at, str_at};
 use crate::kamaji::api::SERVICE_TYPES;
-use crate::kamaji::endpoint::Action;
-use crate::kamaji::version::parse_version;
+use crate::kamaji::endpoint::EndpointPatch;
+use crate::version::parse_version;
 
 /// The worker class of a generated ClusterClass.
 pub(crate) const WORKER_CLASS: &str = "default-worker";
@@ -167,7 +167,7 @@ fn control_plane_template(ctx: &Ctx) -> Result<Value, Error> {
 /// own them and put them back).
 fn infrastructure_template(ctx: &Ctx, cluster: Value) -> Value {
     let mut spec = cluster["spec"].clone();
-    let fields = ctx.infra.endpoint_patch().map(Action::fields);
+    let fields = ctx.infra.endpoint_patch().map(EndpointPatch::fields);
     if let Some(m) = spec.as_object_mut() {
         for k in fields.unwrap_or_default() {
             m.remove(*k);
@@ -494,8 +494,6 @@ pub fn build_topology(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use crate::kamaji::create::tests::v1beta1;
 
     use super::*;
@@ -539,7 +537,7 @@ mod tests {
     fn a_byoh_class_on_v1beta2_references_its_templates_and_names_the_control_plane_after_the_cluster()
      {
         let mut s = class_spec(Infrastructure::named("byoh"));
-        s.host_selector = BTreeMap::from([("site".to_string(), "ams".to_string())]);
+        s.provider_flags.set("--host-selector", "site=ams");
         s.datastore = Some("etcd-a".into());
         let b = build_class(&s, &Versions::latest(Infrastructure::named("byoh"))).unwrap();
         assert_eq!(
@@ -614,7 +612,7 @@ mod tests {
     #[test]
     fn a_class_on_v1beta1_uses_refs_with_namespaces_and_a_naming_strategy() {
         let mut s = class_spec(Infrastructure::named("byoh"));
-        s.preinstalled_hosts = true;
+        s.provider_flags.switch_on("--preinstalled-hosts");
         let b = build_class(&s, &v1beta1()).unwrap();
         assert!(!kinds(&b).contains(&"K8sInstallerConfigTemplate"));
         let cc = b.objects.last().unwrap();
@@ -645,8 +643,8 @@ mod tests {
     #[test]
     fn an_openstack_class_leaves_the_fixed_ip_to_the_variable_and_the_reconciler() {
         let mut s = class_spec(Infrastructure::named("openstack"));
-        s.flavor = Some("m1.large".into());
-        s.image = Some("ubuntu".into());
+        s.provider_flags.set("--flavor", "m1.large");
+        s.provider_flags.set("--image", "ubuntu");
         let b = build_class(&s, &Versions::latest(Infrastructure::named("openstack"))).unwrap();
         let osct = &b.objects[1];
         assert_eq!(osct["kind"], "OpenStackClusterTemplate");
@@ -672,7 +670,7 @@ mod tests {
             assert_eq!(e.exit_code(), 2, "{e}");
         }
         let mut s = class_spec(Infrastructure::named("byoh"));
-        s.flavor = Some("x".into());
+        s.provider_flags.set("--flavor", "x");
         let e = build_class(&s, &Versions::latest(Infrastructure::named("byoh"))).unwrap_err();
         assert!(e.to_string().contains("--flavor"), "{e}");
     }
@@ -733,7 +731,7 @@ mod tests {
             "{e}"
         );
         let mut s = topo_spec();
-        s.host_selector = BTreeMap::from([("a".to_string(), "b".to_string())]);
+        s.provider_flags.set("--host-selector", "a=b");
         assert!(
             check_topology(&s)
                 .unwrap_err()

@@ -48,13 +48,16 @@ pub(super) struct WorkerInfra {
 }
 
 /// A flag the infrastructure needs, non-empty.
-pub(super) fn need(ctx: &Ctx, flag: &str, v: &Option<String>) -> Result<String, Error> {
-    v.clone().filter(|s| !s.is_empty()).ok_or_else(|| {
-        usage(
-            format!("--infrastructure {} needs {flag}", ctx.infra.name()),
-            format!("pass {flag} for the worker machines"),
-        )
-    })
+pub(super) fn need(ctx: &Ctx, flag: &str) -> Result<String, Error> {
+    let v = ctx.spec.provider_flags.value(flag);
+    v.filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| {
+            usage(
+                format!("--infrastructure {} needs {flag}", ctx.infra.name()),
+                format!("pass {flag} for the worker machines"),
+            )
+        })
 }
 
 /// The API server endpoint, when its address is known.

@@ -2,11 +2,10 @@
 //! ([`Addon`]). Where the workers run is an [`Infrastructure`], a provider of the registry
 //! (`providers/`).
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
 use super::Infrastructure;
+use super::{ProviderFlags, all_flags};
 use crate::Error;
 
 /// The control-plane addons Kamaji installs in the tenant.
@@ -82,36 +81,9 @@ pub struct CreateSpec {
     pub apiserver_args: Vec<String>,
     pub controller_manager_args: Vec<String>,
     pub scheduler_args: Vec<String>,
-    /// Machine size: OpenStack flavor, AWS instance type, KubeVirt `CORESxMEMORY`.
-    pub flavor: Option<String>,
-    /// OpenStack image name, AWS AMI id, KubeVirt container disk, Metal3 image URL.
-    pub image: Option<String>,
-    /// Metal3 image checksum (URL or hex digest).
-    pub image_checksum: Option<String>,
-    /// OpenStack network name.
-    pub network: Option<String>,
-    pub ssh_key: Option<String>,
-    /// AWS region.
-    pub region: Option<String>,
-    /// OpenStack cloud name in the clouds.yaml Secret.
-    pub cloud_name: Option<String>,
-    /// OpenStack clouds.yaml Secret (default `<name>-cloud-config`).
-    pub identity_secret: Option<String>,
-    /// OpenStack: a Secret (in the cluster's namespace) whose key `cloud.conf` the workers get
-    /// as `/etc/kubernetes/cloud.conf`, with kubelet's `cloud-config` pointing at it.
-    pub cloud_conf_secret: Option<String>,
-    /// OpenStack: the key of that Secret holding the cloud's CA, written to `/etc/certs/cacert`.
-    pub cloud_ca_key: Option<String>,
-    /// BYOH: labels a host needs to be picked for a worker.
-    pub host_selector: BTreeMap<String, String>,
-    /// BYOH: the OCI repository of the Kubernetes installer bundles (default
-    /// BYOH's own, `providers/byoh.rs`).
-    pub bundle_repo: Option<String>,
-    /// BYOH: the bundle type (default `k8s`, the only one BYOH's installer knows).
-    pub bundle_type: Option<String>,
-    /// BYOH: the hosts have Kubernetes pre-installed (agents started with
-    /// `--skip-installation`): no installer template, no `installerRef`.
-    pub preinstalled_hosts: bool,
+    /// The values of the infrastructure providers' flags (`--flavor`, `--network`, ...), each
+    /// read by the providers that take it (`providers/`).
+    pub provider_flags: ProviderFlags,
     /// The network plugin to install through a ClusterResourceSet (`--cni calico`, already
     /// downloaded, or `--cni-manifest FILE`, already read); `None`: none.
     pub cni: Option<crate::build::cni::CniManifest>,
@@ -131,22 +103,10 @@ pub struct CreateSpec {
 impl CreateSpec {
     /// The flags only some infrastructure providers take, each with whether it was given, in the
     /// order `create` checks and names them.
-    pub(super) fn infrastructure_flags(&self) -> [(&'static str, bool); 14] {
-        [
-            ("--flavor", self.flavor.is_some()),
-            ("--image", self.image.is_some()),
-            ("--image-checksum", self.image_checksum.is_some()),
-            ("--network", self.network.is_some()),
-            ("--ssh-key", self.ssh_key.is_some()),
-            ("--region", self.region.is_some()),
-            ("--cloud-name", self.cloud_name.is_some()),
-            ("--identity-secret", self.identity_secret.is_some()),
-            ("--cloud-conf-secret", self.cloud_conf_secret.is_some()),
-            ("--cloud-ca-key", self.cloud_ca_key.is_some()),
-            ("--host-selector", !self.host_selector.is_empty()),
-            ("--bundle-repo", self.bundle_repo.is_some()),
-            ("--bundle-type", self.bundle_type.is_some()),
-            ("--preinstalled-hosts", self.preinstalled_hosts),
-        ]
+    pub(super) fn infrastructure_flags(&self) -> Vec<(&'static str, bool)> {
+        all_flags(false)
+            .into_iter()
+            .map(|f| (f.name(), self.provider_flags.is_given(f.name())))
+            .collect()
     }
 }

@@ -1,5 +1,3 @@
-use std::collections::BTreeMap;
-
 use super::*;
 use crate::groups::CapiVersion;
 
@@ -79,7 +77,7 @@ fn none_is_a_control_plane_and_a_cluster() {
 fn byoh_on_v1beta1_writes_versioned_refs_and_a_host_selector() {
     let mut s = spec(Infrastructure::named("byoh"));
     s.workers = Some(3);
-    s.host_selector = BTreeMap::from([("site".to_string(), "ams".to_string())]);
+    s.provider_flags.set("--host-selector", "site=ams");
     let v = v1beta1();
     let b = build(&s, &v).unwrap();
     assert_eq!(kinds(&b), BYOH_WORKERS);
@@ -230,7 +228,8 @@ fn the_cluster_owns_what_capi_does_not_adopt() {
 #[test]
 fn byoh_bundle_flags_and_preinstalled_hosts() {
     let mut s = spec(Infrastructure::named("byoh"));
-    s.bundle_repo = Some("registry.example.com/byoh/bundles".into());
+    s.provider_flags
+        .set("--bundle-repo", "registry.example.com/byoh/bundles");
     let b = build(&s, &Versions::latest(Infrastructure::named("byoh"))).unwrap();
     let ict = b
         .objects
@@ -250,7 +249,7 @@ fn byoh_bundle_flags_and_preinstalled_hosts() {
 
     // Pre-installed hosts: no installer template, no installerRef, and the preview says so.
     let mut s = spec(Infrastructure::named("byoh"));
-    s.preinstalled_hosts = true;
+    s.provider_flags.switch_on("--preinstalled-hosts");
     let b = build(&s, &Versions::latest(Infrastructure::named("byoh"))).unwrap();
     assert!(!kinds(&b).contains(&"K8sInstallerConfigTemplate".to_string()));
     let bmt = b
@@ -281,8 +280,8 @@ fn byoh_bundle_flags_and_preinstalled_hosts() {
         e.to_string()
     };
     let mut s = spec(Infrastructure::named("byoh"));
-    s.preinstalled_hosts = true;
-    s.bundle_type = Some("k8s".into());
+    s.provider_flags.switch_on("--preinstalled-hosts");
+    s.provider_flags.set("--bundle-type", "k8s");
     assert_eq!(
         err(&s),
         "--preinstalled-hosts and --bundle-repo/--bundle-type cannot be used together"
@@ -294,14 +293,14 @@ fn byoh_bundle_flags_and_preinstalled_hosts() {
         "r.example.com/b/",
     ] {
         let mut s = spec(Infrastructure::named("byoh"));
-        s.bundle_repo = Some(bad.into());
+        s.provider_flags.set("--bundle-repo", bad);
         assert!(err(&s).starts_with("invalid --bundle-repo"), "{bad}");
     }
     let mut s = spec(Infrastructure::named("byoh"));
-    s.bundle_type = Some("rpm".into());
+    s.provider_flags.set("--bundle-type", "rpm");
     assert_eq!(err(&s), "invalid --bundle-type \"rpm\"");
     let mut s = spec(Infrastructure::named("openstack"));
-    s.preinstalled_hosts = true;
+    s.provider_flags.switch_on("--preinstalled-hosts");
     assert_eq!(
         err(&s),
         "--preinstalled-hosts does not apply to --infrastructure openstack"
@@ -335,9 +334,9 @@ fn byoh_workers_get_an_installer_template_and_an_installer_ref() {
 #[test]
 fn openstack_without_address_defers_the_cluster_and_fills_it_later() {
     let mut s = spec(Infrastructure::named("openstack"));
-    s.flavor = Some("m1.large".into());
-    s.image = Some("ubuntu-2404-kube-v1.35.0".into());
-    s.network = Some("tenant-net".into());
+    s.provider_flags.set("--flavor", "m1.large");
+    s.provider_flags.set("--image", "ubuntu-2404-kube-v1.35.0");
+    s.provider_flags.set("--network", "tenant-net");
     let b = build(&s, &Versions::latest(Infrastructure::named("openstack"))).unwrap();
     assert!(
         !kinds(&Built {
@@ -419,7 +418,7 @@ fn bad_input_gives_usage_errors() {
     s.workers = Some(2);
     assert_eq!(err(&s), "--workers does not apply to --infrastructure none");
     let mut s = spec(Infrastructure::named("byoh"));
-    s.flavor = Some("x".into());
+    s.provider_flags.set("--flavor", "x");
     assert_eq!(err(&s), "--flavor does not apply to --infrastructure byoh");
     let mut s = spec(Infrastructure::named("none"));
     s.service_type = Some("NodePort".into());
@@ -437,8 +436,9 @@ fn bad_input_gives_usage_errors() {
     let s = spec(Infrastructure::named("openstack"));
     assert_eq!(err(&s), "--infrastructure openstack needs --flavor");
     let mut s = spec(Infrastructure::named("metal3"));
-    s.image = Some("http://x/i.img".into());
-    s.image_checksum = Some("http://x/i.img.sha256sum".into());
+    s.provider_flags.set("--image", "http://x/i.img");
+    s.provider_flags
+        .set("--image-checksum", "http://x/i.img.sha256sum");
     assert_eq!(err(&s), "--infrastructure metal3 needs --service-address");
     assert!(Infrastructure::parse("docker").is_err());
     let mut s = spec(Infrastructure::named("none"));
@@ -447,14 +447,15 @@ fn bad_input_gives_usage_errors() {
 }
 
 /// Seed 000: OpenStack workers get cloud.conf and the cloud's CA from a Secret, and kubelet's
-/// cloud-config points at the file (issue 17).
+/// cloud-config points at the file.
 #[test]
 fn openstack_workers_get_cloud_conf_and_ca_from_a_secret() {
     let mut s = spec(Infrastructure::named("openstack"));
-    s.flavor = Some("m1.large".into());
-    s.image = Some("ubuntu".into());
-    s.cloud_conf_secret = Some("prod-cloud-conf".into());
-    s.cloud_ca_key = Some("cacert".into());
+    s.provider_flags.set("--flavor", "m1.large");
+    s.provider_flags.set("--image", "ubuntu");
+    s.provider_flags
+        .set("--cloud-conf-secret", "prod-cloud-conf");
+    s.provider_flags.set("--cloud-ca-key", "cacert");
     let b = build(&s, &Versions::latest(Infrastructure::named("openstack"))).unwrap();
     let kct = b
         .objects
@@ -485,15 +486,15 @@ fn openstack_workers_get_cloud_conf_and_ca_from_a_secret() {
     let mut byoh = spec_of_byoh_with_cloud_conf();
     assert!(err(&byoh).contains("--cloud-conf-secret/--cloud-ca-key does not apply"));
     byoh.infrastructure = Some(Infrastructure::named("openstack"));
-    byoh.flavor = Some("m1".into());
-    byoh.image = Some("u".into());
-    byoh.cloud_conf_secret = None;
+    byoh.provider_flags.set("--flavor", "m1");
+    byoh.provider_flags.set("--image", "u");
+    byoh.provider_flags.unset("--cloud-conf-secret");
     assert!(err(&byoh).contains("--cloud-ca-key needs --cloud-conf-secret"));
 }
 
 fn spec_of_byoh_with_cloud_conf() -> CreateSpec {
     let mut s = spec(Infrastructure::named("byoh"));
-    s.cloud_conf_secret = Some("x".into());
-    s.cloud_ca_key = Some("cacert".into());
+    s.provider_flags.set("--cloud-conf-secret", "x");
+    s.provider_flags.set("--cloud-ca-key", "cacert");
     s
 }

@@ -5,13 +5,13 @@
 use serde_json::{Map, Value};
 
 use super::endpoints;
-use super::providers::one_of;
 use super::values::values_spec;
 use super::{ADMISSION_CONTROLLERS, CreateSpec, InfraProvider, Infrastructure, all};
+use super::{one_of, refusals};
 use crate::Error;
 use crate::error::usage;
-use crate::kamaji::version::parse_version;
 use crate::plan::MAX_CONTROL_PLANE_REPLICAS;
+use crate::version::parse_version;
 
 /// What the checks resolve, for the builders.
 pub(super) struct Checked {
@@ -165,42 +165,16 @@ pub(super) fn check_counts(spec: &CreateSpec) -> Result<(), Error> {
     Ok(())
 }
 
-/// The flags that only some infrastructures take, as their refusals name them: one flag, or two
-/// that go together (`--a/--b`, refused if either is given).
-const SCOPED: [&str; 12] = [
-    "--workers",
-    "--flavor",
-    "--image",
-    "--image-checksum",
-    "--network",
-    "--ssh-key",
-    "--region",
-    "--cloud-name/--identity-secret",
-    "--cloud-conf-secret/--cloud-ca-key",
-    "--host-selector",
-    "--bundle-repo/--bundle-type",
-    "--preinstalled-hosts",
-];
-
-/// Each of [`SCOPED`] is refused unless the provider lists it ([`InfraProvider::flags`];
-/// `--workers`: a provider with workers).
+/// `--workers`, then the providers' flags as their refusals name them ([`refusals`]): each is
+/// refused unless the provider takes it ([`InfraProvider::flags`]; `--workers`: a provider with
+/// workers).
 pub(super) fn check_scoped_flags(spec: &CreateSpec, infra: Infrastructure) -> Result<(), Error> {
-    let flags = spec.infrastructure_flags();
     let given = |flag: &str| match flag {
         "--workers" => spec.workers.is_some(),
-        _ => flags.iter().any(|(f, g)| *f == flag && *g),
+        _ => spec.provider_flags.is_given(flag),
     };
-    for scoped in SCOPED {
-        ensure_only_for(infra, scoped, scoped.split('/').any(given))?;
-    }
-    if spec.cloud_ca_key.is_some() && spec.cloud_conf_secret.is_none() {
-        return Err(usage(
-            "--cloud-ca-key needs --cloud-conf-secret",
-            "name the Secret holding cloud.conf (and the CA under that key) with --cloud-conf-secret",
-        ));
-    }
-    if let Some(s) = &spec.cloud_conf_secret {
-        validate_dns_subdomain("--cloud-conf-secret", s)?;
+    for scoped in std::iter::once("--workers".to_string()).chain(refusals()) {
+        ensure_only_for(infra, &scoped, scoped.split('/').any(given))?;
     }
     Ok(())
 }
@@ -209,7 +183,7 @@ pub(super) fn check_scoped_flags(spec: &CreateSpec, infra: Infrastructure) -> Re
 fn takes(provider: &dyn InfraProvider, flags: &str) -> bool {
     flags.split('/').all(|flag| match flag {
         "--workers" => provider.template_kind().is_some(),
-        _ => provider.flags().iter().any(|f| f.flag == flag),
+        _ => provider.takes(flag),
     })
 }
 
@@ -269,8 +243,10 @@ pub(super) fn validate_dns_subdomain(flag: &str, s: &str) -> Result<(), Error> {
     }
 }
 
+/// The labels of a provider's host pool ([`InfraProvider::host_pool`], BYOH's `--host-selector`).
 pub(super) fn check_host_selector(spec: &CreateSpec) -> Result<(), Error> {
-    for (k, v) in &spec.host_selector {
+    let labels = spec.infrastructure.and_then(|i| i.host_pool(spec));
+    for (k, v) in labels.iter().flatten() {
         if k.is_empty() || k.contains(char::is_whitespace) || v.contains(char::is_whitespace) {
             return Err(usage(
                 format!("invalid --host-selector {k}={v}"),

@@ -1,21 +1,20 @@
 //! The flags `create` and `generate clusterclass` share, defined once and flattened into both
 //! verbs: the control plane's components and values file ([`ControlPlaneFlags`]), and the
-//! infrastructure (help heading "Infrastructure"): the workers' machine ([`MachineFlags`]) and
-//! the provider's settings ([`InfraFlags`]), two structs so that `create`'s own
-//! `--image-checksum` keeps its place between them. The help of a flag only one provider takes
-//! comes from that provider ([`provider_flag_help`], `kcore::kamaji::create::InfraProvider::flags`;
-//! `generate clusterclass` words some for a class, [`class_wording`]); the flags several take are
-//! described here. `--infrastructure`'s help and completion list the registry
+//! infrastructure providers' flags (help heading "Infrastructure", [`InfraFlags`]), which the
+//! providers declare (`kcore::kamaji::create::ProviderFlag`) and which are built here from the
+//! registry, with clap's builder (`generate clusterclass`: those of the providers a class can be
+//! made for, worded for a class). `--infrastructure`'s help and completion list the registry
 //! ([`infrastructure_help`], [`InfraValues`]). [`base_spec`] reads them all into a [`CreateSpec`].
 
-use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::PathBuf;
 
-use clap::Args as ClapArgs;
 use clap::builder::{PossibleValue, StringValueParser, TypedValueParser};
+use clap::{Arg, ArgAction, ArgMatches, Args as ClapArgs, Command, FromArgMatches};
 use kclient::error::Error;
-use kcore::kamaji::create::{self as kamaji, Addon, CreateSpec, InfraProvider};
+use kcore::kamaji::create::{
+    self as kamaji, Addon, CreateSpec, FlagValue, InfraProvider, ProviderFlag, ProviderFlags,
+};
 use serde_json::Value;
 
 /// The providers `--infrastructure` takes: all of them, or (`class`) those a ClusterClass can be
@@ -24,7 +23,7 @@ fn providers(class: bool) -> impl Iterator<Item = &'static dyn InfraProvider> {
     kamaji::all()
         .iter()
         .copied()
-        .filter(move |p| !class || (p.cluster_kind().is_some() && p.class_support().is_ok()))
+        .filter(move |p| !class || p.makes_class())
 }
 
 /// `--infrastructure`'s help, listing the registry (`class`: for `generate clusterclass`).
@@ -66,34 +65,6 @@ impl TypedValueParser for InfraValues {
     }
 }
 
-/// The help of `flag`, which one provider takes: `Title: help` (`class`: its wording for
-/// `generate clusterclass`, if it has one).
-pub(crate) fn provider_flag_help(flag: &str, class: bool) -> String {
-    kamaji::all()
-        .iter()
-        .find_map(|p| {
-            let f = p.flags().iter().find(|f| f.flag == flag)?;
-            let help = f.help?;
-            let help = f.class_help.filter(|_| class).unwrap_or(help);
-            Some(format!("{}: {help}", p.title()))
-        })
-        .unwrap_or_default()
-}
-
-/// `generate clusterclass`'s wording of the providers' flags that have one (`mut_args`).
-pub(crate) fn class_wording(arg: clap::Arg) -> clap::Arg {
-    let flag = format!("--{}", arg.get_id().as_str().replace('_', "-"));
-    let worded = kamaji::all()
-        .iter()
-        .flat_map(|p| p.flags())
-        .any(|f| f.flag == flag && f.class_help.is_some());
-    if worded {
-        arg.help(provider_flag_help(&flag, true))
-    } else {
-        arg
-    }
-}
-
 /// The control plane's addons, admission controllers, component arguments and values file.
 #[derive(ClapArgs, Clone, Debug)]
 pub struct ControlPlaneFlags {
@@ -121,57 +92,76 @@ pub struct ControlPlaneFlags {
     pub from_file: Option<PathBuf>,
 }
 
-/// The workers' machine: `--flavor`, `--image`.
-#[derive(ClapArgs, Clone, Debug)]
-pub struct MachineFlags {
-    /// Workers: OpenStack flavor, AWS instance type, KubeVirt CORESxMEMORY (e.g. 2x4Gi)
-    #[arg(long, value_name = "FLAVOR", help_heading = "Infrastructure")]
-    pub flavor: Option<String>,
-    /// Workers: OpenStack image name, AWS AMI id, KubeVirt container disk, Metal3 image URL
-    #[arg(long, value_name = "IMAGE", help_heading = "Infrastructure")]
-    pub image: Option<String>,
+/// The infrastructure providers' flags, as the registry declares them (`CLASS`: those of
+/// `generate clusterclass`), with the values given: added to the verb's command by
+/// [`ClapArgs::augment_args`], read back from its matches, checked by [`base_spec`].
+#[derive(Clone, Debug, Default)]
+pub struct InfraFlags<const CLASS: bool> {
+    given: Vec<(&'static ProviderFlag, Vec<String>)>,
 }
 
-/// The provider's settings: OpenStack, AWS and BYOH.
-#[derive(ClapArgs, Clone, Debug)]
-pub struct InfraFlags {
-    #[arg(long, value_name = "NETWORK", help_heading = "Infrastructure", help = provider_flag_help("--network", false))]
-    pub network: Option<String>,
-    /// OpenStack, AWS: SSH key name for the workers
-    #[arg(long, value_name = "KEY", help_heading = "Infrastructure")]
-    pub ssh_key: Option<String>,
-    #[arg(long, value_name = "REGION", help_heading = "Infrastructure", help = provider_flag_help("--region", false))]
-    pub region: Option<String>,
-    #[arg(long, value_name = "CLOUD", help_heading = "Infrastructure", help = provider_flag_help("--cloud-name", false))]
-    pub cloud_name: Option<String>,
-    #[arg(long, value_name = "SECRET", help_heading = "Infrastructure", help = provider_flag_help("--identity-secret", false))]
-    pub identity_secret: Option<String>,
-    #[arg(long, value_name = "SECRET", help_heading = "Infrastructure", help = provider_flag_help("--cloud-conf-secret", false))]
-    pub cloud_conf_secret: Option<String>,
-    #[arg(long, value_name = "KEY", help_heading = "Infrastructure", help = provider_flag_help("--cloud-ca-key", false))]
-    pub cloud_ca_key: Option<String>,
-    #[arg(
-        long = "host-selector",
-        value_name = "KEY=VALUE",
-        value_delimiter = ',',
-        help_heading = "Infrastructure",
-        help = provider_flag_help("--host-selector", false)
-    )]
-    pub host_selector: Vec<String>,
-    #[arg(long, value_name = "REPO", help_heading = "Infrastructure", help = provider_flag_help("--bundle-repo", false))]
-    pub bundle_repo: Option<String>,
-    #[arg(long, value_name = "TYPE", help_heading = "Infrastructure", help = provider_flag_help("--bundle-type", false))]
-    pub bundle_type: Option<String>,
-    #[arg(long, help_heading = "Infrastructure", help = provider_flag_help("--preinstalled-hosts", false))]
-    pub preinstalled_hosts: bool,
+/// The clap argument of a provider's flag.
+fn provider_arg(flag: &'static ProviderFlag, class: bool) -> Arg {
+    let arg = Arg::new(flag.long())
+        .long(flag.long())
+        .help(flag.help(class))
+        .help_heading("Infrastructure");
+    match flag.value() {
+        FlagValue::One(name) => arg
+            .value_name(name)
+            .action(ArgAction::Set)
+            .value_parser(clap::value_parser!(String)),
+        FlagValue::List(name) => arg
+            .value_name(name)
+            .action(ArgAction::Append)
+            .value_delimiter(',')
+            .value_parser(clap::value_parser!(String)),
+        FlagValue::Switch => arg.action(ArgAction::SetTrue),
+    }
+}
+
+impl<const CLASS: bool> ClapArgs for InfraFlags<CLASS> {
+    fn augment_args(cmd: Command) -> Command {
+        cmd.args(
+            kamaji::all_flags(CLASS)
+                .into_iter()
+                .map(|f| provider_arg(f, CLASS)),
+        )
+    }
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl<const CLASS: bool> FromArgMatches for InfraFlags<CLASS> {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut flags = InfraFlags::default();
+        flags.update_from_arg_matches(m)?;
+        Ok(flags)
+    }
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        for flag in kamaji::all_flags(CLASS) {
+            let id = flag.long();
+            let values = match flag.value() {
+                FlagValue::Switch => m.get_flag(id).then(Vec::new),
+                FlagValue::One(_) | FlagValue::List(_) => {
+                    m.get_many::<String>(id).map(|vs| vs.cloned().collect())
+                }
+            };
+            if let Some(values) = values {
+                self.given.retain(|(f, _)| f.name() != flag.name());
+                self.given.push((flag, values));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A spec with the shared flags' fields set and the rest default: the base the verbs' specs
 /// extend (`..base_spec(..)?`). Reads the values file.
-pub(crate) fn base_spec(
+pub(crate) fn base_spec<const CLASS: bool>(
     cp: &ControlPlaneFlags,
-    machine: &MachineFlags,
-    infra: &InfraFlags,
+    infra: &InfraFlags<CLASS>,
 ) -> Result<CreateSpec, Error> {
     Ok(CreateSpec {
         addons: cp.addons.as_deref().map(Addon::parse_list).transpose()?,
@@ -180,34 +170,18 @@ pub(crate) fn base_spec(
         controller_manager_args: cp.controller_manager_args.clone(),
         scheduler_args: cp.scheduler_args.clone(),
         values: cp.from_file.as_deref().map(read_values).transpose()?,
-        flavor: machine.flavor.clone(),
-        image: machine.image.clone(),
-        network: infra.network.clone(),
-        ssh_key: infra.ssh_key.clone(),
-        region: infra.region.clone(),
-        cloud_name: infra.cloud_name.clone(),
-        identity_secret: infra.identity_secret.clone(),
-        cloud_conf_secret: infra.cloud_conf_secret.clone(),
-        cloud_ca_key: infra.cloud_ca_key.clone(),
-        host_selector: parse_selector(&infra.host_selector)?,
-        bundle_repo: infra.bundle_repo.clone(),
-        bundle_type: infra.bundle_type.clone(),
-        preinstalled_hosts: infra.preinstalled_hosts,
+        provider_flags: provider_flags(infra)?,
         ..CreateSpec::default()
     })
 }
 
-/// `--host-selector KEY=VALUE,...` as a map.
-fn parse_selector(pairs: &[String]) -> Result<BTreeMap<String, String>, Error> {
-    let mut out = BTreeMap::new();
-    for p in pairs {
-        let (k, v) = p.split_once('=').ok_or_else(|| Error::Usage {
-            message: format!("invalid --host-selector {p:?}"),
-            hint: Some("use KEY=VALUE, e.g. --host-selector site=ams".into()),
-        })?;
-        out.insert(k.trim().to_string(), v.trim().to_string());
+/// The providers' flags given, each value checked by its flag's own check, in the flags' order.
+fn provider_flags<const CLASS: bool>(infra: &InfraFlags<CLASS>) -> Result<ProviderFlags, Error> {
+    let mut flags = ProviderFlags::default();
+    for (flag, values) in &infra.given {
+        flags.insert(flag, values.clone())?;
     }
-    Ok(out)
+    Ok(flags)
 }
 
 /// `--from-file FILE` (`-` for stdin) as YAML, read through the one bounded reader.

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
-use cli::{DryRun, KubeFlags, OutputFlags, parse_duration};
+use cli::{DryRun, DryRunFlag, KubeFlags, OutputFlags, parse_duration};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render::{self};
@@ -18,10 +18,7 @@ use serde_json::Value;
 
 use crate::common::api_versions::versions;
 use crate::common::control_plane;
-use crate::common::spec_flags::{
-    ControlPlaneFlags, InfraFlags, InfraValues, MachineFlags, infrastructure_help,
-    provider_flag_help,
-};
+use crate::common::spec_flags::{ControlPlaneFlags, InfraFlags, InfraValues, infrastructure_help};
 use crate::common::tenant_status;
 
 mod apply;
@@ -44,6 +41,7 @@ use wait::wait_ready;
   kubectl kamaji create lab --infrastructure none --kubernetes-version v1.34.2 --dry-run=client -o yaml | kubectl apply -f -
   kubectl kamaji create c1 --class kamaji-byoh --kubernetes-version v1.35.0 --workers 2 --service-address 10.0.0.5
 Re-running with the same name converges the objects to the flags (server-side apply).")]
+#[command(mut_arg("dry-run", |a| a.help("Print (client) or validate on the server (server) without changing anything")))]
 pub struct Args {
     /// The cluster name (also the KamajiControlPlane's)
     #[arg(value_name = "NAME")]
@@ -86,11 +84,7 @@ pub struct Args {
     #[command(flatten)]
     pub control_plane: ControlPlaneFlags,
     #[command(flatten)]
-    pub machine: MachineFlags,
-    #[arg(long, value_name = "CHECKSUM", help_heading = "Infrastructure", help = provider_flag_help("--image-checksum", false))]
-    pub image_checksum: Option<String>,
-    #[command(flatten)]
-    pub infra: InfraFlags,
+    pub infra: InfraFlags<false>,
     /// kube-proxy's mode in the workload cluster: iptables (Kamaji's kube-proxy addon, as without this flag), ipvs or nftables (Kubernetes v1.31 or later; both need --service-address)
     ///
     /// Kamaji v1.0.0's TenantControlPlane cannot set a mode, so ipvs and nftables turn Kamaji's kube-proxy addon off and Cluster API installs kube-proxy through a ClusterResourceSet, NAME-kube-proxy, matched by the Cluster's kube-proxy-mode label: a ServiceAccount, a ClusterRoleBinding to system:node-proxier, a ConfigMap (KubeProxyConfiguration mode and a kubeconfig for --service-address:--port) and a DaemonSet, all named capi-kube-proxy in kube-system (Kamaji deletes objects named kube-proxy while its addon is off), running registry.k8s.io/kube-proxy at --kubernetes-version (the --from-file addons.kubeProxy image fields still apply). It is applied once: after an upgrade, set the DaemonSet's image yourself (kube-proxy may lag the control plane by three minors). ipvs needs the ip_vs, ip_vs_rr, ip_vs_wrr, ip_vs_sh and nf_conntrack kernel modules and ipset on the worker hosts; loading them is the hosts' job. kube-proxy v1.35 deprecates ipvs in favour of nftables. `kubectl kamaji delete` removes the ClusterResourceSet and its ConfigMap with the cluster.
@@ -102,9 +96,8 @@ pub struct Args {
     /// Network plugin manifest to install instead of --cni (YAML, at most 8 MiB, `-` reads stdin; kept in ConfigMaps, or Secrets if it holds Secrets)
     #[arg(long = "cni-manifest", value_name = "FILE", value_hint = clap::ValueHint::FilePath, help_heading = "Network plugin")]
     pub cni_manifest: Option<PathBuf>,
-    /// Print (client) or validate on the server (server) without changing anything
-    #[arg(long, value_enum, default_value_t = DryRun::None, value_name = "MODE")]
-    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
     /// Take over fields another field manager owns
     #[arg(long)]
     pub force_conflicts: bool,

@@ -191,7 +191,7 @@ pub(super) async fn check_host_pool(
     }
     let hosts = kclient::api::list_json(conn, &ar, None, &kube::api::ListParams::default()).await?;
     let pool =
-        kcore::plan::hosts::PoolCheck::of(&hosts, &spec.namespace, &spec.name, selector, wanted);
+        kcore::plan::hosts::PoolCheck::of(&hosts, &spec.namespace, &spec.name, &selector, wanted);
     if pool.missing() == 0 {
         return Ok(());
     }

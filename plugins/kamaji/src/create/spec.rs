@@ -115,7 +115,6 @@ pub(super) fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Erro
         pod_cidrs: args.pod_cidrs.clone(),
         service_cidrs: args.service_cidrs.clone(),
         port: args.port,
-        image_checksum: args.image_checksum.clone(),
         cni,
         kube_proxy_mode,
         cni_none_explicit: args
@@ -123,6 +122,6 @@ pub(super) fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Erro
             .as_deref()
             .is_some_and(|c| c.trim().eq_ignore_ascii_case("none")),
         class: args.class.clone(),
-        ..base_spec(&args.control_plane, &args.machine, &args.infra)?
+        ..base_spec(&args.control_plane, &args.infra)?
     })
 }

@@ -5,9 +5,9 @@ use serde_json::json;
 
 use super::super::Ctx;
 use super::super::infra::{InfraObjects, endpoint, infra_cluster, machine_template, need};
-use super::{Descriptor, FlagHelp, InfraProvider};
+use super::{Descriptor, FLAVOR, IMAGE, InfraProvider, ProviderFlag, SSH_KEY};
 use crate::Error;
-use crate::kamaji::endpoint::Action;
+use crate::kamaji::endpoint::EndpointPatch;
 
 pub(super) struct Aws;
 
@@ -16,13 +16,15 @@ const AWS: Descriptor = Descriptor::new("aws", "AWS")
         "AWSCluster",
         "AWSMachineTemplate",
         "v1beta2",
-        Action::Endpoint,
+        EndpointPatch::Endpoint,
     )
     .flags(&[
-        FlagHelp::shared("--flavor"),
-        FlagHelp::shared("--image"),
-        FlagHelp::shared("--ssh-key"),
-        FlagHelp::own("--region", "region"),
+        FLAVOR,
+        IMAGE,
+        SSH_KEY,
+        ProviderFlag::own("--region", "REGION", "region")
+            .place(60)
+            .example("eu-west-1"),
     ]);
 
 impl InfraProvider for Aws {
@@ -35,14 +37,14 @@ impl InfraProvider for Aws {
 }
 
 fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
-    let spec = ctx.spec;
-    let region = need(ctx, "--region", &spec.region)?;
-    let flavor = need(ctx, "--flavor", &spec.flavor)?;
+    let flags = &ctx.spec.provider_flags;
+    let region = need(ctx, "--region")?;
+    let flavor = need(ctx, "--flavor")?;
     let mut s = json!({
         "region": region,
         "controlPlaneLoadBalancer": {"loadBalancerType": "disabled"},
     });
-    if let Some(k) = &spec.ssh_key {
+    if let Some(k) = flags.value("--ssh-key") {
         s["sshKeyName"] = json!(k);
     }
     if let Some(ep) = endpoint(ctx) {
@@ -53,10 +55,10 @@ fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
         "instanceType": flavor,
         "iamInstanceProfile": "nodes.cluster-api-provider-aws.sigs.k8s.io",
     });
-    if let Some(i) = &spec.image {
+    if let Some(i) = flags.value("--image") {
         ts["ami"] = json!({"id": i});
     }
-    if let Some(k) = &spec.ssh_key {
+    if let Some(k) = flags.value("--ssh-key") {
         ts["sshKeyName"] = json!(k);
     }
     let mut objects = InfraObjects::new(cluster, machine_template(ctx, ts));

@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 use super::super::infra::{InfraObjects, endpoint, infra_cluster, machine_template, object};
 use super::super::versions::api_version;
 use super::super::{CreateSpec, Ctx, INFRA_GROUP, INSTALLER_TEMPLATE_KIND};
-use super::{Descriptor, FlagHelp, InfraProvider};
+use super::{Descriptor, InfraProvider, ProviderFlag};
 use crate::Error;
 use crate::error::usage;
-use crate::kamaji::endpoint::Action;
+use crate::kamaji::endpoint::EndpointPatch;
 
 /// The installer bundle repository of BYOH's own cluster templates and docs
 /// (vmware-tanzu/cluster-api-provider-bringyourownhost).
@@ -24,15 +24,28 @@ pub(crate) const DEFAULT_BUNDLE_TYPE: &str = "k8s";
 pub(super) struct Byoh;
 
 const BYOH: Descriptor = Descriptor::new("byoh", "BYOH")
-    .kinds("ByoCluster", "ByoMachineTemplate", "v1beta1", Action::Endpoint)
+    .kinds("ByoCluster", "ByoMachineTemplate", "v1beta1", EndpointPatch::Endpoint)
     .flags(&[
-        FlagHelp::own(
+        ProviderFlag::own(
             "--host-selector",
+            "KEY=VALUE",
             "labels a host needs to become a worker (KEY=VALUE, comma separated)",
-        ),
-        FlagHelp::own("--bundle-repo", "OCI repository of the Kubernetes installer bundles, written to the K8sInstallerConfigTemplate (default projects.registry.vmware.com/cluster_api_provider_bringyourownhost)").in_class("OCI repository of the Kubernetes installer bundles"),
-        FlagHelp::own("--bundle-type", "installer bundle type (default k8s)"),
-        FlagHelp::own("--preinstalled-hosts", "the hosts have Kubernetes pre-installed (agents run with --skip-installation): no installer template").in_class("the hosts have Kubernetes pre-installed: no installer template"),
+        )
+        .list()
+        .check_each(check_selector_pair)
+        .place(110)
+        .example("site=ams"),
+        ProviderFlag::own("--bundle-repo", "REPO", "OCI repository of the Kubernetes installer bundles, written to the K8sInstallerConfigTemplate (default projects.registry.vmware.com/cluster_api_provider_bringyourownhost)")
+            .in_class("OCI repository of the Kubernetes installer bundles")
+            .place(120)
+            .example("registry.example.com/byoh/bundles"),
+        ProviderFlag::own("--bundle-type", "TYPE", "installer bundle type (default k8s)")
+            .place(130)
+            .refused_with("--bundle-repo")
+            .example(DEFAULT_BUNDLE_TYPE),
+        ProviderFlag::switch("--preinstalled-hosts", "the hosts have Kubernetes pre-installed (agents run with --skip-installation): no installer template")
+            .in_class("the hosts have Kubernetes pre-installed: no installer template")
+            .place(140),
     ]);
 
 impl InfraProvider for Byoh {
@@ -42,30 +55,51 @@ impl InfraProvider for Byoh {
     fn check(&self, spec: &CreateSpec) -> Result<(), Error> {
         check_bundle(spec)
     }
-    fn host_pool<'a>(&self, spec: &'a CreateSpec) -> Option<&'a BTreeMap<String, String>> {
-        Some(&spec.host_selector)
+    fn host_pool(&self, spec: &CreateSpec) -> Option<BTreeMap<String, String>> {
+        Some(host_selector(spec))
     }
     fn installer_template(&self, spec: &CreateSpec) -> bool {
-        !spec.preinstalled_hosts
+        !spec.provider_flags.is_given("--preinstalled-hosts")
     }
     fn objects(&self, ctx: &Ctx<'_>, notes: &mut Vec<String>) -> Result<InfraObjects, Error> {
         Ok(objects(ctx, notes))
     }
 }
 
+/// `--host-selector KEY=VALUE,...` as a map (a key given twice: the last value).
+fn host_selector(spec: &CreateSpec) -> BTreeMap<String, String> {
+    spec.provider_flags
+        .values("--host-selector")
+        .iter()
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// One `--host-selector` value, when the flags are read.
+fn check_selector_pair(p: &str) -> Result<(), Error> {
+    match p.split_once('=') {
+        Some(_) => Ok(()),
+        None => Err(usage(
+            format!("invalid --host-selector {p:?}"),
+            "use KEY=VALUE, e.g. --host-selector site=ams",
+        )),
+    }
+}
+
 fn objects(ctx: &Ctx, notes: &mut Vec<String>) -> InfraObjects {
-    let spec = ctx.spec;
+    let selector = host_selector(ctx.spec);
     let mut s = json!({});
     if let Some(ep) = endpoint(ctx) {
         s["controlPlaneEndpoint"] = ep;
     }
     let cluster = infra_cluster(ctx, s);
     let mut ts = json!({});
-    if !spec.host_selector.is_empty() {
-        ts["selector"] = json!({"matchLabels": spec.host_selector});
+    if !selector.is_empty() {
+        ts["selector"] = json!({"matchLabels": selector});
     }
     let mut installer_template = None;
-    if spec.preinstalled_hosts {
+    if ctx.spec.provider_flags.is_given("--preinstalled-hosts") {
         notes.push(format!(
             "--preinstalled-hosts: no K8sInstallerConfigTemplate and no installerRef; the hosts must have Kubernetes {} installed and their agents run with --skip-installation",
             ctx.version
@@ -83,20 +117,19 @@ fn objects(ctx: &Ctx, notes: &mut Vec<String>) -> InfraObjects {
 /// BYOH's installer: the machine template's `installerRef` and the K8sInstallerConfigTemplate
 /// it names.
 fn byoh_installer(ctx: &Ctx, notes: &mut Vec<String>) -> (Value, Value) {
-    let (spec, versions, md_name, version) = (ctx.spec, ctx.versions, &ctx.md_name, &ctx.version);
+    let (flags, versions, md_name, version) = (
+        &ctx.spec.provider_flags,
+        ctx.versions,
+        &ctx.md_name,
+        &ctx.version,
+    );
     let iv = if versions.installer.is_empty() {
         "v1beta1"
     } else {
         versions.installer.as_str()
     };
-    let repo = spec
-        .bundle_repo
-        .clone()
-        .unwrap_or_else(|| DEFAULT_BUNDLE_REPO.to_string());
-    let btype = spec
-        .bundle_type
-        .clone()
-        .unwrap_or_else(|| DEFAULT_BUNDLE_TYPE.to_string());
+    let repo = flags.value("--bundle-repo").unwrap_or(DEFAULT_BUNDLE_REPO);
+    let btype = flags.value("--bundle-type").unwrap_or(DEFAULT_BUNDLE_TYPE);
     // BYOH reads the template at installerRef.namespace: it must be set.
     let installer_ref = json!({
         "apiVersion": api_version(INFRA_GROUP, iv),
@@ -127,16 +160,19 @@ fn byoh_installer(ctx: &Ctx, notes: &mut Vec<String>) -> (Value, Value) {
 
 /// BYOH's installer bundle flags.
 fn check_bundle(spec: &CreateSpec) -> Result<(), Error> {
-    if spec.preinstalled_hosts && (spec.bundle_repo.is_some() || spec.bundle_type.is_some()) {
+    let flags = &spec.provider_flags;
+    if flags.is_given("--preinstalled-hosts")
+        && (flags.is_given("--bundle-repo") || flags.is_given("--bundle-type"))
+    {
         return Err(usage(
             "--preinstalled-hosts and --bundle-repo/--bundle-type cannot be used together",
             "hosts with Kubernetes pre-installed need no installer bundle: drop one of them",
         ));
     }
-    if let Some(r) = &spec.bundle_repo {
+    if let Some(r) = flags.value("--bundle-repo") {
         validate_bundle_repo(r)?;
     }
-    if let Some(t) = &spec.bundle_type
+    if let Some(t) = flags.value("--bundle-type")
         && t != DEFAULT_BUNDLE_TYPE
     {
         return Err(usage(

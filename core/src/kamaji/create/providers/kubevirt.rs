@@ -6,10 +6,10 @@ use serde_json::json;
 
 use super::super::Ctx;
 use super::super::infra::{InfraObjects, infra_cluster, machine_template, need};
-use super::{Descriptor, FlagHelp, InfraProvider};
+use super::{Descriptor, FLAVOR, IMAGE, InfraProvider};
 use crate::Error;
 use crate::error::usage;
-use crate::kamaji::endpoint::Action;
+use crate::kamaji::endpoint::EndpointPatch;
 
 pub(super) struct Kubevirt;
 
@@ -18,9 +18,9 @@ const KUBEVIRT: Descriptor = Descriptor::new("kubevirt", "KubeVirt")
         "KubevirtCluster",
         "KubevirtMachineTemplate",
         "v1alpha1",
-        Action::EndpointAndReady,
+        EndpointPatch::EndpointAndReady,
     )
-    .flags(&[FlagHelp::shared("--flavor"), FlagHelp::shared("--image")]);
+    .flags(&[FLAVOR, IMAGE]);
 
 impl InfraProvider for Kubevirt {
     fn descriptor(&self) -> &'static Descriptor {
@@ -32,8 +32,8 @@ impl InfraProvider for Kubevirt {
 }
 
 fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
-    let image = need(ctx, "--image", &ctx.spec.image)?;
-    let (cores, memory) = parse_kubevirt_flavor(ctx.spec.flavor.as_deref())?;
+    let image = need(ctx, "--image")?;
+    let (cores, memory) = parse_kubevirt_flavor(ctx.spec.provider_flags.value("--flavor"))?;
     let mut cluster = infra_cluster(ctx, json!({}));
     cluster["metadata"]["annotations"] = json!({"cluster.x-k8s.io/managed-by": "kamaji"});
     let vm = json!({"virtualMachineTemplate": {"spec": {

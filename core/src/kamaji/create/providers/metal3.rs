@@ -6,10 +6,10 @@ use serde_json::json;
 
 use super::super::Ctx;
 use super::super::infra::{InfraObjects, endpoint, infra_cluster, machine_template, need};
-use super::{Descriptor, FlagHelp, InfraProvider};
+use super::{Descriptor, IMAGE, InfraProvider, ProviderFlag};
 use crate::Error;
 use crate::error::usage;
-use crate::kamaji::endpoint::Action;
+use crate::kamaji::endpoint::EndpointPatch;
 
 pub(super) struct Metal3;
 
@@ -18,12 +18,18 @@ const METAL3: Descriptor = Descriptor::new("metal3", "Metal3")
         "Metal3Cluster",
         "Metal3MachineTemplate",
         "v1beta1",
-        Action::CheckOnly,
+        EndpointPatch::CheckOnly,
     )
     .needs_address()
     .flags(&[
-        FlagHelp::shared("--image"),
-        FlagHelp::own("--image-checksum", "image checksum (URL or SHA-256)"),
+        IMAGE,
+        ProviderFlag::own(
+            "--image-checksum",
+            "CHECKSUM",
+            "image checksum (URL or SHA-256)",
+        )
+        .place(30)
+        .example("abc"),
     ]);
 
 impl InfraProvider for Metal3 {
@@ -42,8 +48,8 @@ impl InfraProvider for Metal3 {
 }
 
 fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
-    let image = need(ctx, "--image", &ctx.spec.image)?;
-    let checksum = need(ctx, "--image-checksum", &ctx.spec.image_checksum)?;
+    let image = need(ctx, "--image")?;
+    let checksum = need(ctx, "--image-checksum")?;
     let cluster = infra_cluster(
         ctx,
         json!({"controlPlaneEndpoint": endpoint(ctx), "noCloudProvider": true}),

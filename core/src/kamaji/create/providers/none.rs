@@ -22,7 +22,7 @@ impl InfraProvider for NoInfrastructure {
     fn class_support(&self) -> Result<(), Error> {
         let classes: Vec<&str> = all()
             .iter()
-            .filter(|p| p.cluster_kind().is_some() && p.class_support().is_ok())
+            .filter(|p| p.makes_class())
             .map(|p| p.name())
             .collect();
         Err(usage(

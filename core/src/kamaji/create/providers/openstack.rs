@@ -8,10 +8,12 @@ use super::super::clusterclass::ADDRESS_VARIABLE;
 use super::super::infra::{
     InfraObjects, WorkerInfra, infra_cluster, machine_template, need, secret_file,
 };
+use super::super::validate::validate_dns_subdomain;
 use super::super::{CreateSpec, Ctx};
-use super::{Descriptor, FlagHelp, InfraProvider};
+use super::{Descriptor, FLAVOR, IMAGE, InfraProvider, ProviderFlag, SSH_KEY};
 use crate::Error;
-use crate::kamaji::endpoint::Action;
+use crate::error::usage;
+use crate::kamaji::endpoint::EndpointPatch;
 
 pub(super) struct OpenStack;
 
@@ -20,28 +22,57 @@ const OPENSTACK: Descriptor = Descriptor::new("openstack", "OpenStack")
         "OpenStackCluster",
         "OpenStackMachineTemplate",
         "v1beta1",
-        Action::OpenStack,
+        EndpointPatch::OpenStack,
     )
     .flags(&[
-        FlagHelp::shared("--flavor"),
-        FlagHelp::shared("--image"),
-        FlagHelp::own("--network", "network name of the workers"),
-        FlagHelp::shared("--ssh-key"),
-        FlagHelp::own(
+        FLAVOR,
+        IMAGE,
+        ProviderFlag::own("--network", "NETWORK", "network name of the workers")
+            .place(40)
+            .example("tenant-net"),
+        SSH_KEY,
+        ProviderFlag::own(
             "--cloud-name",
+            "CLOUD",
             "cloud name in clouds.yaml (default openstack)",
-        ),
-        FlagHelp::own(
+        )
+        .place(70)
+        .example("openstack"),
+        ProviderFlag::own(
             "--identity-secret",
+            "SECRET",
             "Secret with clouds.yaml (default NAME-cloud-config)",
-        ),
-        FlagHelp::own("--cloud-conf-secret", "Secret whose key cloud.conf the workers get as /etc/kubernetes/cloud.conf (kubelet --cloud-config)").in_class("Secret whose key cloud.conf the workers get as /etc/kubernetes/cloud.conf"),
-        FlagHelp::own("--cloud-ca-key", "key of that Secret holding the cloud's CA, written to /etc/certs/cacert on the workers").in_class("key of that Secret holding the cloud's CA, written to /etc/certs/cacert"),
+        )
+        .place(80)
+        .refused_with("--cloud-name")
+        .example("c1-cloud-config"),
+        ProviderFlag::own("--cloud-conf-secret", "SECRET", "Secret whose key cloud.conf the workers get as /etc/kubernetes/cloud.conf (kubelet --cloud-config)")
+            .in_class("Secret whose key cloud.conf the workers get as /etc/kubernetes/cloud.conf")
+            .place(90)
+            .example("c1-cloud-conf"),
+        ProviderFlag::own("--cloud-ca-key", "KEY", "key of that Secret holding the cloud's CA, written to /etc/certs/cacert on the workers")
+            .in_class("key of that Secret holding the cloud's CA, written to /etc/certs/cacert")
+            .place(100)
+            .refused_with("--cloud-conf-secret")
+            .example("cacert"),
     ]);
 
 impl InfraProvider for OpenStack {
     fn descriptor(&self) -> &'static Descriptor {
         &OPENSTACK
+    }
+    fn check(&self, spec: &CreateSpec) -> Result<(), Error> {
+        let flags = &spec.provider_flags;
+        if flags.is_given("--cloud-ca-key") && !flags.is_given("--cloud-conf-secret") {
+            return Err(usage(
+                "--cloud-ca-key needs --cloud-conf-secret",
+                "name the Secret holding cloud.conf (and the CA under that key) with --cloud-conf-secret",
+            ));
+        }
+        if let Some(s) = flags.value("--cloud-conf-secret") {
+            validate_dns_subdomain("--cloud-conf-secret", s)?;
+        }
+        Ok(())
     }
     fn objects(&self, ctx: &Ctx<'_>, _notes: &mut Vec<String>) -> Result<InfraObjects, Error> {
         objects(ctx)
@@ -57,7 +88,7 @@ impl InfraProvider for OpenStack {
     }
     fn class_notes(&self, spec: &CreateSpec) -> Vec<String> {
         let name = &spec.name;
-        match spec.identity_secret {
+        match spec.provider_flags.value("--identity-secret") {
             Some(_) => Vec::new(),
             None => vec![format!(
                 "every cluster of class {name} reads its OpenStack credentials from Secret {name}-cloud-config (pass --identity-secret to name another)"
@@ -72,17 +103,13 @@ const OPENSTACK_CLOUD_CONF_PATH: &str = "/etc/kubernetes/cloud.conf";
 const OPENSTACK_CA_PATH: &str = "/etc/certs/cacert";
 
 fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
-    let spec = ctx.spec;
-    let flavor = need(ctx, "--flavor", &spec.flavor)?;
-    let image = need(ctx, "--image", &spec.image)?;
-    let cloud = spec
-        .cloud_name
-        .clone()
-        .unwrap_or_else(|| "openstack".into());
-    let secret = spec
-        .identity_secret
-        .clone()
-        .unwrap_or_else(|| format!("{}-cloud-config", ctx.name()));
+    let flags = &ctx.spec.provider_flags;
+    let flavor = need(ctx, "--flavor")?;
+    let image = need(ctx, "--image")?;
+    let cloud = flags.value("--cloud-name").unwrap_or("openstack");
+    let secret = flags
+        .value("--identity-secret")
+        .map_or_else(|| format!("{}-cloud-config", ctx.name()), str::to_string);
     let identity = json!({"name": secret, "cloudName": cloud});
     let mut s = json!({
         "identityRef": identity,
@@ -92,7 +119,7 @@ fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
         "apiServerPort": ctx.port,
         "managedSecurityGroups": {},
     });
-    if let Some(n) = &spec.network {
+    if let Some(n) = flags.value("--network") {
         s["network"] = json!({"filter": {"name": n}});
     }
     let osc = infra_cluster(ctx, s);
@@ -106,7 +133,7 @@ fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
         "image": {"filter": {"name": image}},
         "identityRef": identity,
     });
-    if let Some(k) = &spec.ssh_key {
+    if let Some(k) = flags.value("--ssh-key") {
         ts["sshKeyName"] = json!(k);
     }
     // Seed 000 (the Kamaji provider discussion): the workers of an OpenStack cluster with an
@@ -115,10 +142,10 @@ fn objects(ctx: &Ctx) -> Result<InfraObjects, Error> {
     // CABPK's `contentFrom`, so the credentials never sit in the template.
     let mut kubelet_args = vec![("cloud-provider", "external")];
     let mut files = Vec::new();
-    if let Some(secret) = &spec.cloud_conf_secret {
+    if let Some(secret) = flags.value("--cloud-conf-secret") {
         kubelet_args.push(("cloud-config", OPENSTACK_CLOUD_CONF_PATH));
         files.push(secret_file(secret, "cloud.conf", OPENSTACK_CLOUD_CONF_PATH));
-        if let Some(key) = &spec.cloud_ca_key {
+        if let Some(key) = flags.value("--cloud-ca-key") {
             files.push(secret_file(secret, key, OPENSTACK_CA_PATH));
         }
     }

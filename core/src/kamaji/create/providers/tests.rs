@@ -2,24 +2,30 @@
 
 use std::collections::BTreeSet;
 
-use super::super::{CreateSpec, Versions, build, build_class};
+use super::super::{
+    CreateSpec, FlagValue, ProviderFlags, Versions, all_flags, build, build_class, refusals,
+};
 use super::*;
 use crate::kamaji::infra::action_for;
 
-/// A spec with every flag a provider takes set to a plausible value.
+/// A spec with every flag a provider takes that has an example set to it, each checked as the
+/// command line's would be.
 fn sample(p: Infrastructure) -> CreateSpec {
-    let takes = |flag: &str| p.flags().iter().any(|f| f.flag == flag);
-    let some = |flag: &str, v: &str| takes(flag).then(|| v.to_string());
+    let mut provider_flags = ProviderFlags::default();
+    for f in p.flags() {
+        if let Some(e) = f.example {
+            provider_flags
+                .insert(f, vec![e.to_string()])
+                .unwrap_or_else(|e| panic!("{}: {}: {e}", p.name(), f.name()));
+        }
+    }
     CreateSpec {
         name: "c1".into(),
         namespace: "team".into(),
         infrastructure: Some(p),
         kubernetes_version: Some("v1.35.0".into()),
         service_address: Some("10.0.0.5".into()),
-        flavor: some("--flavor", "2x4Gi"),
-        image: some("--image", "img"),
-        image_checksum: some("--image-checksum", "abc"),
-        region: some("--region", "eu-west-1"),
+        provider_flags,
         ..Default::default()
     }
 }
@@ -70,20 +76,59 @@ fn every_provider_is_complete() {
         } else {
             assert_eq!(p.endpoint_patch(), None, "{name}: no cluster, no patch");
         }
-        // Own flags have help; shared ones are taken by another provider too.
+        // Flags: well-formed, with help and a value name; an own flag is one provider's, a
+        // flag is declared once; a flag refused with another is placed after it.
         for f in p.flags() {
-            assert!(f.flag.starts_with("--"), "{name}: {}", f.flag);
-            match f.help {
-                Some(h) => assert!(!h.is_empty(), "{name}: {} help", f.flag),
-                None => assert!(
-                    all()
-                        .iter()
-                        .filter(|o| o.flags().iter().any(|g| g.flag == f.flag))
-                        .count()
-                        > 1,
-                    "{name}: {} is its own and needs help",
-                    f.flag
-                ),
+            let flag = f.flag;
+            assert!(
+                flag.starts_with("--")
+                    && f.long()
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{name}: {flag}"
+            );
+            assert!(!f.help.is_empty(), "{name}: {flag} help");
+            assert!(
+                f.class_help.is_none_or(|h| !h.is_empty()),
+                "{name}: {flag} class help"
+            );
+            match f.value {
+                FlagValue::One(v) | FlagValue::List(v) => {
+                    assert!(!v.is_empty(), "{name}: {flag} value name")
+                }
+                FlagValue::Switch => assert!(f.example.is_none(), "{name}: {flag} switch"),
+            }
+            let takers: Vec<&str> = all()
+                .iter()
+                .filter(|o| o.takes(flag))
+                .map(|o| o.name())
+                .collect();
+            assert!(
+                f.shared || takers == [name],
+                "{name}: {flag} is its own, but {takers:?} take it: declare it once in providers/mod.rs"
+            );
+            assert!(
+                f.help(false)
+                    .starts_with(if f.shared { "" } else { p.title() })
+            );
+            for o in all() {
+                for g in o.flags().iter().filter(|g| g.flag == flag) {
+                    assert!(
+                        std::ptr::eq(g, f) || format!("{g:?}") == format!("{f:?}"),
+                        "{name}: {flag} is declared again by {}",
+                        o.name()
+                    );
+                }
+            }
+            if let Some(other) = f.refused_with {
+                let before = all_flags(false)
+                    .iter()
+                    .take_while(|g| g.flag != flag)
+                    .any(|g| g.flag == other);
+                assert!(
+                    before,
+                    "{name}: {flag} refused with {other}, placed after it"
+                );
             }
         }
         // It builds valid objects for a sample spec, with its kinds.
@@ -105,7 +150,6 @@ fn every_provider_is_complete() {
         let mut class = sample(infra);
         class.service_address = None;
         class.kubernetes_version = None;
-        class.image_checksum = None;
         match p.class_support() {
             Ok(()) => {
                 let b = build_class(&class, &Versions::latest(infra))
@@ -134,4 +178,84 @@ fn unknown_providers_name_the_registry() {
         Some(Infrastructure::named("byoh"))
     );
     assert_eq!(Infrastructure::default().name(), "none");
+}
+
+#[test]
+fn the_flags_keep_their_order_and_refusals() {
+    // The order of help, completion and the checks (a new provider's flags may come anywhere).
+    let names = |class| -> Vec<&str> { all_flags(class).iter().map(|f| f.name()).collect() };
+    let in_order = |all: &[&str], expected: &[&str]| {
+        let mut rest = all.iter();
+        expected.iter().all(|e| rest.any(|n| n == e))
+    };
+    let create = [
+        "--flavor",
+        "--image",
+        "--image-checksum",
+        "--network",
+        "--ssh-key",
+        "--region",
+        "--cloud-name",
+        "--identity-secret",
+        "--cloud-conf-secret",
+        "--cloud-ca-key",
+        "--host-selector",
+        "--bundle-repo",
+        "--bundle-type",
+        "--preinstalled-hosts",
+    ];
+    assert!(in_order(&names(false), &create), "{:?}", names(false));
+    // No Metal3 in a class.
+    assert!(
+        !names(true).contains(&"--image-checksum"),
+        "{:?}",
+        names(true)
+    );
+    let refused = refusals();
+    let expected = [
+        "--image-checksum",
+        "--network",
+        "--ssh-key",
+        "--region",
+        "--cloud-name/--identity-secret",
+        "--cloud-conf-secret/--cloud-ca-key",
+        "--host-selector",
+        "--bundle-repo/--bundle-type",
+        "--preinstalled-hosts",
+    ];
+    let refused: Vec<&str> = refused.iter().map(String::as_str).collect();
+    assert!(in_order(&refused, &expected), "{refused:?}");
+    // Help: an own flag after its provider's title, a shared one as written, a class wording.
+    let flag = |name: &str| *all_flags(false).iter().find(|f| f.name() == name).unwrap();
+    assert_eq!(flag("--region").help(false), "AWS: region");
+    assert_eq!(
+        flag("--ssh-key").help(true),
+        "OpenStack, AWS: SSH key name for the workers"
+    );
+    assert_eq!(
+        flag("--preinstalled-hosts").help(true),
+        "BYOH: the hosts have Kubernetes pre-installed: no installer template"
+    );
+}
+
+#[test]
+fn provider_flags_are_read_and_checked() {
+    let selector = *all_flags(false)
+        .iter()
+        .find(|f| f.name() == "--host-selector")
+        .unwrap();
+    let mut flags = ProviderFlags::default();
+    let e = flags
+        .insert(selector, vec!["site=ams".into(), "rack".into()])
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid --host-selector \"rack\"");
+    assert!(!flags.is_given("--host-selector"));
+    flags
+        .insert(selector, vec!["site=ams".into(), "rack=r1".into()])
+        .unwrap();
+    assert_eq!(flags.values("--host-selector"), ["site=ams", "rack=r1"]);
+    assert_eq!(flags.value("--network"), None);
+    flags.switch_on("--preinstalled-hosts");
+    assert!(flags.is_given("--preinstalled-hosts"));
+    assert_eq!(flags.value("--preinstalled-hosts"), None);
 }
