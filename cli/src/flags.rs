@@ -397,7 +397,38 @@ pub fn label_selector(s: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-/// `--dry-run`, as kubectl spells it.
+/// `--dry-run=none|client|server`, the one declaration of the flag every verb that writes
+/// flattens (`#[command(flatten)] pub dry_run: DryRunFlag`). As kubectl (1.2x) does, the mode must
+/// be given: a bare `--dry-run` is a usage error (exit 2) naming the possible values. A verb
+/// whose dry run says more than the help below sets its own with
+/// `#[command(mut_arg("dry-run", |a| a.help("...")))]`. Derefs to the [`DryRun`] mode.
+#[derive(Args, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DryRunFlag {
+    /// Only print (client) or validate on the server (server) what would change
+    #[arg(
+        id = "dry-run",
+        long = "dry-run",
+        value_enum,
+        default_value_t = DryRun::None,
+        value_name = "MODE"
+    )]
+    pub mode: DryRun,
+}
+
+impl std::ops::Deref for DryRunFlag {
+    type Target = DryRun;
+    fn deref(&self) -> &DryRun {
+        &self.mode
+    }
+}
+
+impl PartialEq<DryRun> for DryRunFlag {
+    fn eq(&self, other: &DryRun) -> bool {
+        self.mode == *other
+    }
+}
+
+/// The mode of `--dry-run` ([`DryRunFlag`]), as kubectl spells it.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DryRun {
     /// make the change
@@ -467,6 +498,36 @@ mod tests {
         assert!(v.context.is_none() && v.output.is_none());
     }
 
+    /// kubectl takes `--dry-run=none|client|server` and refuses a bare `--dry-run`; a verb's own
+    /// help replaces the flag's.
+    #[test]
+    fn dry_run_needs_its_mode_as_in_kubectl() {
+        #[derive(clap::Parser)]
+        #[command(mut_arg("dry-run", |a| a.help("what this verb's dry run does")))]
+        struct Verb {
+            #[command(flatten)]
+            dry_run: DryRunFlag,
+        }
+        use clap::{CommandFactory, Parser};
+        Verb::command().debug_assert();
+        let parse = |args: &[&str]| Verb::try_parse_from([&["x"], args].concat());
+        assert_eq!(parse(&[]).unwrap().dry_run, DryRun::None);
+        for (arg, mode) in [
+            ("--dry-run=client", DryRun::Client),
+            ("--dry-run=server", DryRun::Server),
+            ("--dry-run=none", DryRun::None),
+        ] {
+            assert_eq!(parse(&[arg]).unwrap().dry_run, mode, "{arg}");
+        }
+        let v = parse(&["--dry-run", "server"]).unwrap();
+        assert!(v.dry_run.server() && v.dry_run.is_dry());
+        let bare = parse(&["--dry-run"]).map(|_| ()).unwrap_err();
+        assert_eq!(bare.kind(), clap::error::ErrorKind::InvalidValue);
+        assert!(parse(&["--dry-run=maybe"]).is_err());
+        let help = Verb::command().render_long_help().to_string();
+        assert!(help.contains("what this verb's dry run does"), "{help}");
+    }
+
     #[test]
     fn kubectl_output_forms() {
         assert_eq!(parse_output("wide").unwrap(), OutputFormat::Wide);
@@ -485,7 +546,7 @@ mod tests {
             OutputFormat::CustomColumns(_)
         ));
         std::fs::remove_file(&dir).unwrap();
-        // A FIFO nobody writes to: given up in one line, not a hang (issue 24).
+        // A FIFO nobody writes to: given up in one line, not a hang.
         let fifo = std::env::temp_dir().join(format!("tmpl-fifo-{}", std::process::id()));
         let made = std::process::Command::new("mkfifo")
             .arg(&fifo)

@@ -94,10 +94,7 @@ impl ObjectRef {
         let api_group = match str_at(v, &["apiGroup"]) {
             Some(g) => g.to_string(),
             None => match &api_version {
-                Some(av) => match av.rsplit_once('/') {
-                    Some((g, _)) => g.to_string(),
-                    None => String::new(),
-                },
+                Some(av) => crate::groups::split_api_version(av).0.to_string(),
                 None => return None,
             },
         };

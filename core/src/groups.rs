@@ -29,6 +29,17 @@ pub const GROUPS: [&str; 7] = [
     OPS_GROUP,
 ];
 
+/// The group and version of an `apiVersion`: `cluster.x-k8s.io/v1beta2` is
+/// `("cluster.x-k8s.io", "v1beta2")`, and a core kind's `v1` is `("", "v1")`.
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    api_version.rsplit_once('/').unwrap_or(("", api_version))
+}
+
+/// Whether an `apiVersion` is of `group` (`cluster.x-k8s.io/v1beta2` is of [`CAPI_GROUP`]).
+pub fn in_group(api_version: &str, group: &str) -> bool {
+    split_api_version(api_version).0 == group
+}
+
 /// The CAPI core API version a management cluster serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum CapiVersion {
@@ -54,9 +65,13 @@ impl CapiVersion {
             _ => None,
         }
     }
+    /// `cluster.x-k8s.io/<v>`: the apiVersion of CAPI's core kinds at this version.
+    pub fn api_version(self) -> String {
+        format!("{CAPI_GROUP}/{}", self.as_str())
+    }
     /// The version of a `cluster.x-k8s.io/<v>` apiVersion.
     pub fn of_api_version(api_version: &str) -> Option<CapiVersion> {
-        api_version.rsplit('/').next().and_then(CapiVersion::parse)
+        CapiVersion::parse(split_api_version(api_version).1)
     }
     /// The CAPI core version to use among the served ones: v1beta2 when served.
     pub fn choose<'a>(served: impl IntoIterator<Item = &'a str>) -> Option<CapiVersion> {

@@ -157,6 +157,12 @@ pub fn seconds_since(timestamp: &str, now: jiff::Timestamp) -> Option<i64> {
     Some(now.as_second() - t.as_second())
 }
 
+/// kubectl's AGE cell: [`age`] of the seconds, or `<unknown>` when there are none (no or an
+/// unreadable timestamp).
+pub fn age_cell(seconds: Option<i64>) -> String {
+    seconds.map(age).unwrap_or_else(|| "<unknown>".to_string())
+}
+
 /// kubectl's short human duration (`HumanDuration`): `45s`, `5m12s`, `3h`, `3h5m`, `2d3h`, `14d`, `2y10d`.
 pub fn age(seconds: i64) -> String {
     if seconds < -1 {
@@ -315,7 +321,7 @@ mod tests {
         assert!(parse_duration("10x").is_err());
         assert!(parse_duration("s").is_err());
         assert!(parse_duration("").is_err());
-        // Issue 13: these panicked in Duration::from_secs_f64 or overflowed an Instant.
+        // These panicked in Duration::from_secs_f64 or overflowed an Instant.
         for huge in [
             "99999999999999999999s",
             "99999999999999999999",

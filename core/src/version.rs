@@ -22,14 +22,41 @@ pub(crate) const MAX_MINOR: u64 = 99;
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct KubeVersion(semver::Version);
 
+/// What a refused version is told to look like.
+pub const VERSION_HINT: &str = "use vMAJOR.MINOR.PATCH, e.g. v1.35.0";
+
 /// Why a string is not a Kubernetes version.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VersionError {
-    /// Only the leading `v` is missing (`1.33.1`), where one is required.
+    /// Only the leading `v` is missing (`1.33.1`), where one is required
+    /// ([`KubeVersion::parse_v`]).
     #[error("version {0:?} must start with v, e.g. v{0}")]
     MissingV(String),
-    #[error("version {input:?} is not semver (vMAJOR.MINOR.PATCH, e.g. v1.33.1): {reason}")]
+    #[error("invalid Kubernetes version {input:?}: {reason}")]
     Malformed { input: String, reason: String },
+    /// A version of another major than Kubernetes' ([`parse_version`]).
+    #[error("invalid Kubernetes version {0:?}: only Kubernetes 1.x is released")]
+    NotKubernetes1(String),
+}
+
+/// A refused version is a usage error of the pure layer, with the hint of what to type.
+impl From<VersionError> for crate::Error {
+    fn from(e: VersionError) -> crate::Error {
+        crate::error::usage(e.to_string(), VERSION_HINT)
+    }
+}
+
+/// Parses a Kubernetes version as it is typed (`--to`, `--kubernetes-version`, a spec's
+/// `version`) and as objects hold it: `v1.35.0` or `1.35.0` (the `v` is added, as Kamaji and
+/// the Kamaji control-plane provider add it), pre-releases and builds too (`v1.35.0-rc.1`,
+/// `v1.30.4+rke2r1`, which CAPI's version fields take), of Kubernetes 1.x (there is no other).
+/// The one rule set of every command and of the reconciler's plans.
+pub fn parse_version(s: &str) -> Result<KubeVersion, VersionError> {
+    let v = KubeVersion::parse(s)?;
+    if v.major != 1 {
+        return Err(VersionError::NotKubernetes1(s.to_string()));
+    }
+    Ok(v)
 }
 
 impl KubeVersion {
@@ -75,7 +102,11 @@ impl KubeVersion {
                 "a version number has more than {MAX_COMPONENT_DIGITS} digits"
             )));
         }
-        let v = semver::Version::parse(rest).map_err(|e| malformed(e.to_string()))?;
+        let v = semver::Version::parse(rest).map_err(|e| {
+            malformed(format!(
+                "not semver (vMAJOR.MINOR.PATCH, e.g. v1.35.0): {e}"
+            ))
+        })?;
         if v.minor > MAX_MINOR {
             return Err(malformed(format!(
                 "minor {} is beyond any Kubernetes release (at most {MAX_MINOR})",
@@ -111,6 +142,22 @@ impl Deref for KubeVersion {
 impl fmt::Display for KubeVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "v{}", self.0)
+    }
+}
+
+/// On the wire a version is its text, `v` first (`"v1.35.0"`): what the plans and the
+/// ClusterUpgrade status always held.
+impl serde::Serialize for KubeVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// In tests a version equals the text it prints as (`assert_eq!(plan.path, ["v1.34.0"])`).
+#[cfg(test)]
+impl PartialEq<&str> for KubeVersion {
+    fn eq(&self, text: &&str) -> bool {
+        format!("{self}") == *text
     }
 }
 
@@ -163,6 +210,60 @@ mod tests {
             KubeVersion::parse_v("x1.33"),
             Err(VersionError::Malformed { .. })
         ));
+    }
+
+    /// What `kubectl capi upgrade` and `kubectl kamaji` took, where it is a Kubernetes release
+    /// or pre-release: the `v` optional (Kamaji's), pre-releases and builds (CAPI's), 1.x only.
+    #[test]
+    fn one_rule_set_for_typed_versions() {
+        for (typed, shown) in [
+            ("v1.35.0", "v1.35.0"),
+            ("1.35.0", "v1.35.0"),
+            (" v1.33.1 ", "v1.33.1"),
+            ("v1.35.0-rc.1", "v1.35.0-rc.1"),
+            ("v1.30.4+rke2r1", "v1.30.4+rke2r1"),
+        ] {
+            assert_eq!(parse_version(typed).unwrap().to_string(), shown, "{typed}");
+        }
+        for bad in [
+            "v1.33",
+            "1.35",
+            "vx",
+            "latest",
+            "",
+            "v1.33.1.2",
+            "v01.2.3",
+            "V1.33.0",
+            "v1.999999.0",
+        ] {
+            assert!(
+                matches!(parse_version(bad), Err(VersionError::Malformed { .. })),
+                "{bad}"
+            );
+        }
+        for other in ["v2.0.0", "0.9.0"] {
+            assert_eq!(
+                parse_version(other),
+                Err(VersionError::NotKubernetes1(other.into()))
+            );
+        }
+        assert_eq!(
+            parse_version("v2.0.0").unwrap_err().to_string(),
+            "invalid Kubernetes version \"v2.0.0\": only Kubernetes 1.x is released"
+        );
+        let e = parse_version("v1.35").unwrap_err().to_string();
+        assert!(
+            e.starts_with("invalid Kubernetes version \"v1.35\": not semver (vMAJOR.MINOR.PATCH"),
+            "{e}"
+        );
+        let e = crate::Error::from(parse_version("latest").unwrap_err());
+        assert_eq!((e.exit_code(), e.hint()), (2, Some(VERSION_HINT)));
+    }
+
+    #[test]
+    fn serialized_as_its_text() {
+        let v = serde_json::to_value(parse_version("1.35.0-rc.1").unwrap()).unwrap();
+        assert_eq!(v, serde_json::json!("v1.35.0-rc.1"));
     }
 
     #[test]

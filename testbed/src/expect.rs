@@ -3,6 +3,26 @@
 
 use std::process::Output;
 
+/// `--dry-run` with no mode, after each of `apiserver` of the plugin `bin`, is refused as kubectl
+/// refuses it (exit 2, the possible values in the hint), before any kubeconfig is read.
+pub fn bare_dry_run_refused(bin: &str, verbs: &[&[&str]]) {
+    for verb in verbs {
+        let o = std::process::Command::new(bin)
+            .args(*verb)
+            .arg("--dry-run")
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run the plugin");
+        let what = format!("{bin} {} --dry-run", verb.join(" "));
+        let says = "a value is required for '--dry-run <MODE>' but none was supplied";
+        one_line_refusal(&o, 2, says, &what).unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        let hint = "hint: possible values: none, client, server";
+        assert!(stderr.contains(hint), "{what}: {stderr}");
+    }
+}
+
 /// `Ok` when `o` is a refusal with exit code `code` whose error line contains `says`; else
 /// why not, with the command (`what`) and its stderr.
 pub fn one_line_refusal(o: &Output, code: i32, says: &str, what: &str) -> Result<(), String> {

@@ -502,7 +502,7 @@ pub const WORKSPACE_BUILT: &str = "CAPI_KAMAJI_WORKSPACE_BUILT";
 /// `cargo build -p <package>` resolves the dependencies' features for that package alone, not for
 /// the workspace's tests, and compiles a second copy of kube, hyper and rustls (minutes of a
 /// clean run) and then overwrites the binary other test processes are running. Run alone
-/// (`cargo test -p kubectl-kamaji --test live`), cargo builds only the package under test's
+/// (`cargo test -p kubectl-kamaji --test controllers`), cargo builds only the package under test's
 /// own binaries, so the others are built here.
 pub fn workspace_binary(sibling: &str, package: &str, bin: &str) -> std::path::PathBuf {
     static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());

@@ -7,7 +7,8 @@ pub mod provider;
 
 use serde_json::{Value, json};
 
-use crate::kamaji::endpoint::Action;
+use crate::groups::{CAPI_GROUP, CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP, KAMAJI_GROUP};
+use crate::kamaji::endpoint::EndpointPatch;
 use crate::kamaji::infra::TABLE;
 use crate::labels::{OWNER_LABEL, RECONCILER as NAME, provider_labels as labels};
 
@@ -56,7 +57,7 @@ enum Reach {
 }
 
 /// The reconciler's rules, each with its [`Reach`]. Exactly what the controllers call:
-/// `plugins/reconciler/tests/plain/rbac.rs` runs the reconciler as its service account under
+/// `plugins/reconciler/tests/apiserver/rbac.rs` runs the reconciler as its service account under
 /// these rules (cluster-wide, and as `--namespaces` installs them) through a KamajiControlPlane's
 /// create, ready, upgrade and delete on a ByoCluster, a ClusterUpgrade of a KubeadmControlPlane
 /// cluster on BYOH whose machine templates name its version, a FleetUpgrade, a ClusterClass
@@ -78,7 +79,7 @@ fn rules() -> Vec<(Reach, Value)> {
         .collect();
     let infra_status: Vec<String> = TABLE
         .iter()
-        .filter(|(_, a)| *a == Action::EndpointAndReady)
+        .filter(|(_, a)| *a == EndpointPatch::EndpointAndReady)
         .map(|(k, _)| format!("{}/status", plural(k)))
         .collect();
     vec![
@@ -86,31 +87,31 @@ fn rules() -> Vec<(Reach, Value)> {
         // status); a ClusterUpgrade reads a cluster's control plane by name (get).
         (
             Watched,
-            json!({"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes"], "verbs": ["get", "list", "watch", "patch"]}),
+            json!({"apiGroups": [CONTROLPLANE_GROUP], "resources": ["kamajicontrolplanes"], "verbs": ["get", "list", "watch", "patch"]}),
         ),
         (
             Watched,
-            json!({"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/status"], "verbs": ["patch"]}),
+            json!({"apiGroups": [CONTROLPLANE_GROUP], "resources": ["kamajicontrolplanes/status"], "verbs": ["patch"]}),
         ),
         // The TenantControlPlane and both CAPI Secrets carry an ownerReference to the
         // KamajiControlPlane with blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement
         // admission plugin allows only to who may update its finalizers.
         (
             Watched,
-            json!({"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/finalizers"], "verbs": ["update"]}),
+            json!({"apiGroups": [CONTROLPLANE_GROUP], "resources": ["kamajicontrolplanes/finalizers"], "verbs": ["update"]}),
         ),
         // The TenantControlPlane is server-side applied, and an apply that creates is authorized
         // as `create` (`createAuthorizerAttributes` in apiserver's endpoints/handlers/patch.go,
         // Kubernetes v1.36.3): without create, no TenantControlPlane is ever made.
         (
             Watched,
-            json!({"apiGroups": ["kamaji.clastix.io"], "resources": ["tenantcontrolplanes"], "verbs": ["get", "list", "watch", "create", "patch"]}),
+            json!({"apiGroups": [KAMAJI_GROUP], "resources": ["tenantcontrolplanes"], "verbs": ["get", "list", "watch", "create", "patch"]}),
         ),
         // Patched: its spec.controlPlaneEndpoint put back when Cluster API copied BYOH's default
         // port into it, and a ClusterClass cluster's spec.topology.version by an upgrade step.
         (
             Watched,
-            json!({"apiGroups": ["cluster.x-k8s.io"], "resources": ["clusters"], "verbs": ["get", "list", "watch", "patch"]}),
+            json!({"apiGroups": [CAPI_GROUP], "resources": ["clusters"], "verbs": ["get", "list", "watch", "patch"]}),
         ),
         // The ClusterUpgrade controller: its own objects, and what a step reads and patches (a
         // control plane's or MachineDeployment's version). A FleetUpgrade creates its
@@ -133,34 +134,34 @@ fn rules() -> Vec<(Reach, Value)> {
         ),
         (
             Watched,
-            json!({"apiGroups": ["cluster.x-k8s.io"], "resources": ["machinedeployments"], "verbs": ["list", "watch", "patch"]}),
+            json!({"apiGroups": [CAPI_GROUP], "resources": ["machinedeployments"], "verbs": ["list", "watch", "patch"]}),
         ),
         (
             Watched,
-            json!({"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["list"]}),
+            json!({"apiGroups": [CAPI_GROUP], "resources": ["machines"], "verbs": ["list"]}),
         ),
         // A KubeadmControlPlane cluster's upgrade reads its control plane (get) and patches its
         // spec.version; its rollout is watched.
         (
             Watched,
-            json!({"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kubeadmcontrolplanes"], "verbs": ["get", "list", "watch", "patch"]}),
+            json!({"apiGroups": [CONTROLPLANE_GROUP], "resources": ["kubeadmcontrolplanes"], "verbs": ["get", "list", "watch", "patch"]}),
         ),
         (
             Watched,
-            json!({"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": machine_templates, "verbs": ["get", "create", "patch"]}),
+            json!({"apiGroups": [INFRASTRUCTURE_GROUP], "resources": machine_templates, "verbs": ["get", "create", "patch"]}),
         ),
         // An upgrade's preflight counts the free BYOH hosts, in every namespace: BYOH takes a
         // host for a machine from any namespace (`attachByoHost` lists ByoHosts with no
         // namespace, controllers/infrastructure/byomachine_controller.go, BYOH v0.5.0).
         (
             Cluster,
-            json!({"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": ["byohosts"], "verbs": ["list"]}),
+            json!({"apiGroups": [INFRASTRUCTURE_GROUP], "resources": ["byohosts"], "verbs": ["list"]}),
         ),
         // The findings scan (plugins/reconciler/src/findings.rs) lists what `kubectl capi
         // doctor` reads (the kinds above, and BYOH's machines and templates).
         (
             Watched,
-            json!({"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": ["byomachines", "byomachinetemplates", "k8sinstallerconfigtemplates"], "verbs": ["list"]}),
+            json!({"apiGroups": [INFRASTRUCTURE_GROUP], "resources": ["byomachines", "byomachinetemplates", "k8sinstallerconfigtemplates"], "verbs": ["list"]}),
         ),
         // Secrets: Kamaji's admin kubeconfig and CA read (get) and copied into
         // `<cluster>-kubeconfig` and `<cluster>-ca` by server-side apply, which creates them
@@ -179,11 +180,11 @@ fn rules() -> Vec<(Reach, Value)> {
         // the provider leaves readiness to the control plane's).
         (
             Watched,
-            json!({"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra, "verbs": ["get", "list", "watch", "patch"]}),
+            json!({"apiGroups": [INFRASTRUCTURE_GROUP], "resources": infra, "verbs": ["get", "list", "watch", "patch"]}),
         ),
         (
             Watched,
-            json!({"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": infra_status, "verbs": ["patch"]}),
+            json!({"apiGroups": [INFRASTRUCTURE_GROUP], "resources": infra_status, "verbs": ["patch"]}),
         ),
         // Events: kube-runtime 5.0.0's Recorder creates an event and patches its series when the
         // same one repeats.
@@ -333,14 +334,14 @@ pub fn install_manifests_watching(
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": format!("{NAME}-capi"), "labels": capi_aggregated_labels()},
         "rules": [
-            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes", "kamajicontrolplanetemplates"], "verbs": ["get", "list", "watch", "patch", "update"]},
-            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes/status"], "verbs": ["get", "patch", "update"]}
+            {"apiGroups": [CONTROLPLANE_GROUP], "resources": ["kamajicontrolplanes", "kamajicontrolplanetemplates"], "verbs": ["get", "list", "watch", "patch", "update"]},
+            {"apiGroups": [CONTROLPLANE_GROUP], "resources": ["kamajicontrolplanes/status"], "verbs": ["get", "patch", "update"]}
         ]
     }));
     out.push(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": format!("{NAME}-kubeadm-bootstrap-reader"), "labels": labels()},
-        "rules": [{"apiGroups": ["controlplane.cluster.x-k8s.io"], "resources": ["kamajicontrolplanes"], "verbs": ["get", "list", "watch"]}]
+        "rules": [{"apiGroups": [CONTROLPLANE_GROUP], "resources": ["kamajicontrolplanes"], "verbs": ["get", "list", "watch"]}]
     }));
     out.push(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",

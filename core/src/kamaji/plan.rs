@@ -11,12 +11,13 @@ pub mod topology;
 
 use super::api::DEFAULT_REPLICAS;
 use super::endpoint::DEFAULT_PORT;
-use super::version::{parse_version, upgrade_steps};
+use super::version::upgrade_steps;
 use crate::Error;
 use crate::error::usage;
 use crate::json::{self, at, str_at};
 use crate::plan::MAX_CONTROL_PLANE_REPLICAS;
 use crate::version::releases::Releases;
+use crate::version::{KubeVersion, parse_version};
 
 /// `scale`'s flags, checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,9 +153,9 @@ impl ScaleObserved {
 pub struct KamajiUpgradePlan {
     pub name: String,
     pub namespace: String,
-    pub from: String,
-    pub to: String,
-    pub control_plane_steps: Vec<String>,
+    pub from: KubeVersion,
+    pub to: KubeVersion,
+    pub control_plane_steps: Vec<KubeVersion>,
     pub machine_deployments: Vec<String>,
     /// Where the intermediate versions came from, and the minors stepped at `.0`; none for a
     /// single step.
@@ -188,30 +189,32 @@ pub fn plan_upgrade(
     kcp: &Value,
     tcp: Option<&Value>,
     mds: &[Value],
-    to: &str,
+    to: &KubeVersion,
     releases: &Releases,
 ) -> Result<KamajiUpgradePlan, Error> {
-    let target = parse_version(to)?.to_string();
     let name = json::name(kcp).to_string();
     let from = current_version(kcp, tcp)
         .ok_or_else(|| Error::other(format!("{name} reports no version yet")))?;
-    let walk = upgrade_steps(&from, &target, releases)?;
-    let (from_v, to_v) = (parse_version(&from)?, parse_version(&target)?);
+    let from = parse_version(&from)?;
+    let walk = upgrade_steps(&from, to, releases)?;
     let machine_deployments = mds
         .iter()
-        .filter(|md| str_at(md, &["spec", "template", "spec", "version"]) != Some(target.as_str()))
+        .filter(|md| {
+            let runs = str_at(md, &["spec", "template", "spec", "version"]);
+            runs.and_then(|v| parse_version(v).ok()).as_ref() != Some(to)
+        })
         .map(|md| json::name(md).to_string())
         .collect();
     Ok(KamajiUpgradePlan {
         name,
         namespace: json::namespace(kcp).to_string(),
+        recorded: releases.recorded(&from, to).join(","),
         from,
-        to: target,
-        control_plane_steps: walk.steps.iter().map(ToString::to_string).collect(),
-        machine_deployments,
+        to: to.clone(),
         patch_releases_from: walk.provenance(),
+        control_plane_steps: walk.steps,
+        machine_deployments,
         findings: Vec::new(),
-        recorded: releases.recorded(&from_v, &to_v).join(","),
     })
 }
 
@@ -318,7 +321,7 @@ mod tests {
             &kcp(2, "v1.33.1", Some("v1.33.1")),
             None,
             &mds,
-            "v1.35.0",
+            &parse_version("v1.35.0").unwrap(),
             &known,
         )
         .unwrap();
@@ -332,7 +335,8 @@ mod tests {
         assert_eq!(p.from, "v1.33.1");
         assert!(refuse_asleep(&kcp(0, "v1.33.1", None)).is_err());
         assert!(refuse_asleep(&kcp(2, "v1.33.1", None)).is_ok());
-        assert!(plan_upgrade(&kcp(2, "v1.35.0", None), None, &[], "v1.34.0", &known).is_err());
+        let older = parse_version("v1.34.0").unwrap();
+        assert!(plan_upgrade(&kcp(2, "v1.35.0", None), None, &[], &older, &known).is_err());
     }
 }
 

@@ -19,35 +19,20 @@ pub fn v_prefixed(version: &str) -> String {
     }
 }
 
-/// Parses a Kubernetes release for Kamaji (`v1.35.0`; a missing `v` is added): Kamaji runs
-/// releases of Kubernetes 1.x, not pre-releases. The error says what is expected.
-pub fn parse_version(s: &str) -> Result<KubeVersion, Error> {
-    let hint = "use vMAJOR.MINOR.PATCH, e.g. v1.35.0";
-    let v = KubeVersion::parse(s)
-        .ok()
-        .filter(KubeVersion::is_release)
-        .ok_or_else(|| usage(format!("invalid Kubernetes version {s:?}"), hint))?;
-    if v.major != 1 {
-        return Err(usage(
-            format!("invalid Kubernetes version {s:?}: Kamaji runs Kubernetes 1.x"),
-            hint,
-        ));
-    }
-    Ok(v)
-}
-
 /// The walk of an upgrade ([`Releases::walk`]): the steps end at the target; none when already
 /// there.
-pub(crate) fn upgrade_steps(from: &str, to: &str, releases: &Releases) -> Result<Walk, Error> {
-    let f = parse_version(from)?;
-    let t = parse_version(to)?;
+pub(crate) fn upgrade_steps(
+    f: &KubeVersion,
+    t: &KubeVersion,
+    releases: &Releases,
+) -> Result<Walk, Error> {
     if t < f {
         return Err(usage(
             format!("cannot downgrade from {f} to {t}"),
             "Kamaji does not support downgrades; pick a version at or above the current one",
         ));
     }
-    Ok(releases.walk(&f, &t))
+    Ok(releases.walk(f, t))
 }
 
 /// What to write into the TenantControlPlane's `spec.kubernetes.version` now.
@@ -118,7 +103,12 @@ pub fn next_step(
 mod tests {
     use super::*;
 
+    use crate::version::parse_version;
     use crate::version::releases::ReleaseSource;
+
+    fn v(s: &str) -> KubeVersion {
+        parse_version(s).unwrap()
+    }
 
     /// The releases the cases know: 1.33.6 and 1.34.4 are the newest patches.
     fn known() -> Releases {
@@ -180,12 +170,12 @@ mod tests {
     #[test]
     fn upgrade_steps_walk_one_minor_at_a_time() {
         let s = |from: &str, to: &str| -> Vec<String> {
-            let w = upgrade_steps(from, to, &known()).unwrap();
+            let w = upgrade_steps(&v(from), &v(to), &known()).unwrap();
             w.steps.iter().map(ToString::to_string).collect()
         };
         assert_eq!(s("v1.33.2", "v1.35.1"), ["v1.33.6", "v1.34.4", "v1.35.1"]);
         assert_eq!(s("v1.33.2", "1.33.5"), ["v1.33.5"]);
         assert!(s("v1.35.0", "v1.35.0").is_empty());
-        assert!(upgrade_steps("v1.35.0", "v1.34.0", &known()).is_err());
+        assert!(upgrade_steps(&v("v1.35.0"), &v("v1.34.0"), &known()).is_err());
     }
 }

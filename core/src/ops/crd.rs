@@ -7,6 +7,7 @@ use kube::CustomResourceExt;
 
 use super::api::{ClusterUpgrade, FleetUpgrade};
 use crate::crd::{for_the_api_server, root_schema_mut};
+use crate::groups::CONTRACT_LABEL_PREFIX;
 
 /// The CRD rules no schema can state: a ClusterUpgrade is named after its cluster, so the API
 /// server refuses a second one for the same cluster (AlreadyExists), and the cluster it names
@@ -34,7 +35,7 @@ fn labelled(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     let mut labels = crate::labels::contract_labels();
     // Part of the provider's components (the provider and clusterctl labels stay, so
     // `clusterctl move` carries upgrades along) but not a CAPI contract type: no contract labels.
-    labels.retain(|k, _| !k.starts_with("cluster.x-k8s.io/v1beta"));
+    labels.retain(|k, _| !k.starts_with(&format!("{CONTRACT_LABEL_PREFIX}v1beta")));
     crd.metadata.labels = Some(labels);
     crd
 }

@@ -18,25 +18,24 @@ use super::api::{
 use super::phase;
 use crate::plan::Severity;
 use crate::plan::upgrade::{
-    Observed, StepRole, UpgradePlan, UpgradeRequest, parse_version, step_reached,
+    Observed, StepRole, UpgradeError, UpgradePlan, UpgradeRequest, step_reached,
 };
-use crate::version::KubeVersion;
 use crate::version::releases::{ReleaseSource, Releases};
+use crate::version::{KubeVersion, parse_version};
 
 /// At most this many earlier upgrades are kept in `status.history`.
 pub(crate) const MAX_HISTORY: usize = 10;
 
 /// The request the plan is made from: the patch releases the ClusterUpgrade recorded over the
-/// shipped table.
-pub fn request(spec: &ClusterUpgradeSpec) -> UpgradeRequest {
-    UpgradeRequest {
-        to: spec.version.clone(),
+/// shipped table. Refused when `spec.version` is no Kubernetes version ([`parse_version`]).
+pub fn request(spec: &ClusterUpgradeSpec) -> Result<UpgradeRequest, UpgradeError> {
+    Ok(UpgradeRequest {
         control_plane_only: spec.control_plane_only,
         workers_only: spec.workers_only,
         force: spec.force,
         releases: Releases::shipped().with(&spec.patch_releases, ReleaseSource::Recorded),
-        ..Default::default()
-    }
+        ..UpgradeRequest::new(parse_version(&spec.version)?)
+    })
 }
 
 fn role_name(r: StepRole) -> String {
@@ -64,9 +63,9 @@ pub(crate) fn planned_steps(plan: &UpgradePlan) -> Vec<PlannedStep> {
             number: u32::try_from(s.number).unwrap_or(u32::MAX),
             role: role_name(s.role),
             target: s.target.clone(),
-            from_version: s.from_version.clone(),
-            to_version: s.to_version.clone(),
-            via: s.via.clone(),
+            from_version: s.from_version.to_string(),
+            to_version: s.to_version.to_string(),
+            via: s.via.iter().map(ToString::to_string).collect(),
             stepped_by_reconciler: s.stepped_by_reconciler,
             wait_for: s.wait_for.clone(),
             patch: PlannedPatch {
@@ -118,8 +117,8 @@ pub fn fresh_status(
     let mut st = ClusterUpgradeStatus {
         observed_generation: generation,
         phase: Some(phase::PENDING.into()),
-        from_version: Some(plan.from_version.clone()),
-        path: plan.path.clone(),
+        from_version: Some(plan.from_version.to_string()),
+        path: plan.path.iter().map(ToString::to_string).collect(),
         findings: plan
             .findings
             .iter()

@@ -173,16 +173,6 @@ pub struct HostRow {
     pub labels: BTreeMap<String, String>,
 }
 
-impl HostRow {
-    /// The AGE cell, kubectl style (`5d`, `3h2m`), or `<unknown>`.
-    #[cfg(test)]
-    pub(crate) fn age(&self) -> String {
-        self.age_seconds
-            .map(crate::text::age)
-            .unwrap_or_else(|| "<unknown>".to_string())
-    }
-}
-
 /// Filters of `kubectl capi hosts`.
 #[derive(Debug, Clone, Default)]
 pub struct HostFilter {

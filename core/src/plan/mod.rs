@@ -124,9 +124,10 @@ impl ObjectPatch {
         merge_patch: Option<Value>,
     ) -> ObjectPatch {
         ObjectPatch {
-            api_version: crate::json::str_at(cluster, &["apiVersion"])
-                .unwrap_or("cluster.x-k8s.io/v1beta2")
-                .to_string(),
+            api_version: crate::json::str_at(cluster, &["apiVersion"]).map_or_else(
+                || crate::groups::CapiVersion::V1Beta2.api_version(),
+                str::to_string,
+            ),
             kind: "Cluster".into(),
             namespace: crate::json::namespace(cluster).to_string(),
             name: crate::json::name(cluster).to_string(),

@@ -1,7 +1,7 @@
 //! Upgrade plans for `kubectl capi upgrade CLUSTER --to VERSION [--plan]`.
 //!
 //! Rules (CAPI book "Upgrading clusters", KCP webhook, Kubernetes version-skew policy):
-//! - versions are semver with a leading `v`; no downgrades;
+//! - versions are Kubernetes 1.x semver (`crate::version::parse_version`); no downgrades;
 //! - the control plane moves **one minor at a time** (the KCP webhook refuses more), first;
 //! - a kubelet may be up to 3 minors older than the API server and never newer, so workers follow
 //!   the control plane: in lockstep (each minor, the CAPI book's advice and the default), or only
@@ -31,7 +31,7 @@ mod steps;
 use std::collections::BTreeMap;
 
 use crate::version::releases::Releases;
-use crate::version::{KubeVersion, VersionError};
+use crate::version::{KubeVersion, VersionError, parse_version};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -49,20 +49,13 @@ pub(crate) const MAX_KUBELET_SKEW: u64 = 3;
 /// Why an upgrade cannot be planned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UpgradeError {
-    #[error("version {0:?} must start with v, e.g. v{0}")]
-    MissingV(String),
-    #[error("version {input:?} is not semver (vMAJOR.MINOR.PATCH, e.g. v1.33.1): {reason}")]
-    Malformed { input: String, reason: String },
+    /// The version asked for is not a Kubernetes version ([`parse_version`]).
+    #[error(transparent)]
+    Version(#[from] VersionError),
     #[error(
         "{target} is at {current}; {to} would be a downgrade, which Kubernetes does not support"
     )]
     Downgrade {
-        target: String,
-        current: String,
-        to: String,
-    },
-    #[error("{target} is at {current}; upgrading across major versions to {to} is not supported")]
-    MajorChange {
         target: String,
         current: String,
         to: String,
@@ -81,14 +74,6 @@ pub enum UpgradeError {
         "cluster {0} uses a ClusterClass: spec.topology.version moves the control plane, then the workers; --control-plane-only and --workers-only do not apply"
     )]
     ScopeWithTopology(String),
-}
-
-/// Parse a Kubernetes version: semver with a leading `v` (`v1.33.1`, `v1.33.1-rc.0`, `v1.30.4+rke2r1`).
-pub fn parse_version(s: &str) -> Result<KubeVersion, UpgradeError> {
-    KubeVersion::parse_v(s).map_err(|e| match e {
-        VersionError::MissingV(bare) => UpgradeError::MissingV(bare),
-        VersionError::Malformed { input, reason } => UpgradeError::Malformed { input, reason },
-    })
 }
 
 fn version_at(v: &Value, path: &[&str]) -> Option<KubeVersion> {
@@ -120,10 +105,10 @@ pub enum CloneTemplates {
 }
 
 /// What to upgrade.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct UpgradeRequest {
     /// `--to`.
-    pub to: String,
+    pub to: KubeVersion,
     pub control_plane_only: bool,
     pub workers_only: bool,
     pub worker_strategy: WorkerStrategy,
@@ -133,6 +118,23 @@ pub struct UpgradeRequest {
     pub releases: Releases,
     /// Go ahead despite blocking findings (short of spare hosts).
     pub force: bool,
+}
+
+impl UpgradeRequest {
+    /// The whole cluster to `to`, as the defaults have it: workers in lockstep (within skew
+    /// behind a Kamaji control plane), templates cloned when they name the version, through the
+    /// shipped patch releases, blocked by blocking findings.
+    pub fn new(to: KubeVersion) -> UpgradeRequest {
+        UpgradeRequest {
+            to,
+            control_plane_only: false,
+            workers_only: false,
+            worker_strategy: WorkerStrategy::default(),
+            clone_templates: CloneTemplates::default(),
+            releases: Releases::default(),
+            force: false,
+        }
+    }
 }
 
 fn key(v: &Value) -> String {
@@ -184,11 +186,11 @@ pub struct UpgradeStep {
     pub role: StepRole,
     /// `Kind/name` of the object whose version changes (the Cluster for topology steps).
     pub target: String,
-    pub from_version: String,
-    pub to_version: String,
+    pub from_version: KubeVersion,
+    pub to_version: KubeVersion,
     /// Minors the reconciler walks through on its own (Kamaji), in order, ending at `to_version`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub via: Vec<String>,
+    pub via: Vec<KubeVersion>,
     /// The reconciler steps the minors (one record for several minors).
     pub stepped_by_reconciler: bool,
     /// Templates to create before the patch.
@@ -208,10 +210,10 @@ pub struct UpgradePlan {
     pub cluster: String,
     pub namespace: String,
     /// The control plane's observed version (for workers-only plans too).
-    pub from_version: String,
-    pub to_version: String,
+    pub from_version: KubeVersion,
+    pub to_version: KubeVersion,
     /// The minors in order, ending with the target.
-    pub path: Vec<String>,
+    pub path: Vec<KubeVersion>,
     pub steps: Vec<UpgradeStep>,
     pub findings: Vec<Finding>,
     /// A finding of severity Error that `--force` did not waive.
@@ -233,10 +235,7 @@ impl UpgradePlan {
     pub fn remaining(&self, observed: &Observed) -> Vec<&UpgradeStep> {
         self.steps
             .iter()
-            .filter(|s| {
-                let to = parse_version(&s.to_version).ok();
-                !matches!((observed.get(&s.target), to), (Some(o), Some(t)) if o >= t)
-            })
+            .filter(|s| observed.get(&s.target).is_none_or(|o| o < s.to_version))
             .collect()
     }
 
@@ -276,7 +275,7 @@ pub fn plan_upgrade(
     if req.control_plane_only && req.workers_only {
         return Err(UpgradeError::ConflictingScope);
     }
-    let to = parse_version(&req.to)?;
+    let to = &req.to;
     let cluster = objs.cluster;
     let cname = json::name(cluster).to_string();
     let topology = at(cluster, &["spec", "topology"]).filter(|t| !t.is_null());
@@ -302,15 +301,15 @@ pub fn plan_upgrade(
             current(observed, m, &["spec", "template", "spec", "version"]).map(|v| (m, v))
         })
         .collect();
-    check_versions(objs, req, &cp_version, &to, &mds, &mut p.findings)?;
+    check_versions(objs, req, &cp_version, to, &mds, &mut p.findings)?;
 
-    let path = path::minor_path(&cp_version, &to, &req.releases, &mut p.findings);
+    let path = path::minor_path(&cp_version, to, &req.releases, &mut p.findings);
     if let Some(t) = topology {
         p.plan_topology(t, &cp_version, &path);
     } else if req.workers_only {
         for (m, v) in &mds {
-            if *v < to {
-                p.md_step(m, v, &to);
+            if v < to {
+                p.md_step(m, v, to);
             }
         }
     } else {
@@ -322,9 +321,9 @@ pub fn plan_upgrade(
             "KamajiControlPlane" => CpKind::Kamaji,
             _ => CpKind::Other,
         };
-        p.plan_walk(cp, kind, &cp_version, &to, &mds, &path);
+        p.plan_walk(cp, kind, &cp_version, to, &mds, &path);
     }
-    Ok(p.into_plan(cname, &cp_version, &to, &path))
+    Ok(p.into_plan(cname, &cp_version, to, path))
 }
 
 /// An object's current version: the lower of its spec (at `spec_path`) and what runs.
@@ -363,8 +362,8 @@ fn control_plane_version(
     }
 }
 
-/// Refuses a major change, a downgrade, workers ahead of the control plane; notes workers
-/// already newer than the control plane or out of skew.
+/// Refuses a downgrade, workers ahead of the control plane; notes workers already newer than
+/// the control plane or out of skew. (Both versions are Kubernetes 1.x: [`parse_version`].)
 fn check_versions(
     objs: &ClusterObjects<'_>,
     req: &UpgradeRequest,
@@ -377,13 +376,6 @@ fn check_versions(
         .control_plane
         .map(key)
         .unwrap_or_else(|| key(objs.cluster));
-    if to.major != cp_version.major {
-        return Err(UpgradeError::MajorChange {
-            target: cp_target,
-            current: cp_version.to_string(),
-            to: to.to_string(),
-        });
-    }
     if !req.workers_only && to < cp_version {
         return Err(UpgradeError::Downgrade {
             target: cp_target,
@@ -432,7 +424,7 @@ impl Planner<'_, '_> {
         cluster: String,
         cp_version: &KubeVersion,
         to: &KubeVersion,
-        path: &[KubeVersion],
+        path: Vec<KubeVersion>,
     ) -> UpgradePlan {
         if self.steps.is_empty() {
             self.findings
@@ -445,7 +437,11 @@ impl Planner<'_, '_> {
                 .iter()
                 .any(|t| json::kind(t) == "ByoMachineTemplate");
         if is_byoh && !self.steps.is_empty() {
-            let mut vs: Vec<&str> = self.steps.iter().map(|s| s.to_version.as_str()).collect();
+            let mut vs: Vec<String> = self
+                .steps
+                .iter()
+                .map(|s| s.to_version.to_string())
+                .collect();
             vs.dedup();
             self.findings.push(Finding::info(format!(
                 "BYOH installs Kubernetes per version on each host: the bundles (or host images) must provide {}",
@@ -461,9 +457,9 @@ impl Planner<'_, '_> {
         UpgradePlan {
             cluster,
             namespace: json::namespace(self.objs.cluster).to_string(),
-            from_version: cp_version.to_string(),
-            to_version: to.to_string(),
-            path: path.iter().map(ToString::to_string).collect(),
+            from_version: cp_version.clone(),
+            to_version: to.clone(),
+            path,
             steps,
             findings: self.findings,
             blocked,

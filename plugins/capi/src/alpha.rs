@@ -10,7 +10,7 @@
 //! Our cluster-level verbs (`restart CLUSTER`, `pause CLUSTER`) remain the everyday forms.
 
 use clap::{Args as ClapArgs, Subcommand};
-use cli::{DryRun, KubeFlags};
+use cli::{DryRun, DryRunFlag, KubeFlags};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kcore::fields;
@@ -60,9 +60,8 @@ pub struct ResourceArgs {
     /// KIND/NAME
     #[arg(value_name = "RESOURCE")]
     pub resource: String,
-    /// Only print (client) or validate on the server (server) what would change
-    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, default_value = "none", default_missing_value = "client")]
-    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
     #[command(flatten)]
     pub kube: KubeFlags,
 }
@@ -80,10 +79,10 @@ fn parse_resource(s: &str) -> Result<(&'static str, &'static str, &str), Error> 
     let kind = kind.split('.').next().unwrap_or_default();
     let (k, g) = match kind {
         "machinedeployment" | "machinedeployments" | "md" => {
-            ("MachineDeployment", "cluster.x-k8s.io")
+            ("MachineDeployment", kcore::groups::CAPI_GROUP)
         }
         "kubeadmcontrolplane" | "kubeadmcontrolplanes" | "kcp" => {
-            ("KubeadmControlPlane", "controlplane.cluster.x-k8s.io")
+            ("KubeadmControlPlane", kcore::groups::CONTROLPLANE_GROUP)
         }
         other => {
             return Err(Error::Usage {

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
-use cli::{DryRun, KubeFlags};
+use cli::{DryRun, DryRunFlag, KubeFlags};
 use kclient::error::Error;
 use kclient::render::Poll;
 use kclient::teardown;
@@ -35,6 +35,7 @@ use crate::common::writes::FIELD_MANAGER;
 #[command(after_help = "Examples:
   kubectl capi delete prod                 # shows what goes, asks
   kubectl capi delete prod --yes --wait    # for scripts: no question, wait until the hosts are free")]
+#[command(mut_arg("dry-run", |a| a.help("Only print (client) or validate on the server (server) what would be deleted")))]
 pub struct Args {
     /// The cluster
     #[arg(value_name = "CLUSTER")]
@@ -51,9 +52,8 @@ pub struct Args {
     /// Also delete the BootstrapKubeconfigs of registered hosts no other cluster uses
     #[arg(long)]
     pub cleanup_bootstrap_kubeconfigs: bool,
-    /// Only print (client) or validate on the server (server) what would be deleted
-    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, default_value = "none", default_missing_value = "client")]
-    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
     #[command(flatten)]
     pub kube: KubeFlags,
 }

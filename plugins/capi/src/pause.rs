@@ -3,7 +3,7 @@
 //! restarts) reconciliation of the cluster and everything in it.
 
 use clap::Args as ClapArgs;
-use cli::{DryRun, KubeFlags};
+use cli::{DryRun, DryRunFlag, KubeFlags};
 use kclient::error::Error;
 use kcore::fields;
 use serde_json::{Value, json};
@@ -16,9 +16,8 @@ pub struct Args {
     /// The cluster
     #[arg(value_name = "CLUSTER")]
     pub cluster: String,
-    /// Only print (client) or validate on the server (server) what would change
-    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, default_value = "none", default_missing_value = "client")]
-    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
     #[command(flatten)]
     pub kube: KubeFlags,
 }
@@ -51,7 +50,7 @@ async fn set_paused(args: &Args, paused: bool) -> Result<(), Error> {
             &t.cluster_ar,
             &t.name,
             json!({"spec": {"paused": paused}}),
-            args.dry_run,
+            *args.dry_run,
         )
         .await?;
     if args.dry_run == DryRun::Client {

@@ -5,7 +5,7 @@
 //! that run as pods (KamajiControlPlane) have no machines to roll.
 
 use clap::Args as ClapArgs;
-use cli::{DryRun, KubeFlags};
+use cli::{DryRun, DryRunFlag, KubeFlags};
 use kclient::error::Error;
 use kcore::fields;
 use kcore::groups::CapiVersion;
@@ -23,9 +23,8 @@ pub struct Args {
     /// Roll only this MachineDeployment (its name, or its ClusterClass topology name)
     #[arg(long, value_name = "NAME")]
     pub deployment: Option<String>,
-    /// Only print (client) or validate on the server (server) what would change
-    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, default_value = "none", default_missing_value = "client")]
-    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
     #[command(flatten)]
     pub kube: KubeFlags,
 }
@@ -71,7 +70,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         if ar.kind == "KubeadmControlPlane" {
             let level = CapiVersion::of_api_version(&ar.api_version).unwrap_or(t.level);
             let paths = fields::rollout_paths(&ar.kind, level);
-            restart_one(&t, &ar, name_of(&cp), paths.after, &at, args.dry_run).await?;
+            restart_one(&t, &ar, name_of(&cp), paths.after, &at, *args.dry_run).await?;
             done += 1;
         } else {
             kclient::render::info(&format!(
@@ -84,7 +83,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     for md in chosen {
         let level = fields::api_level(md).unwrap_or(t.level);
         let paths = fields::rollout_paths("MachineDeployment", level);
-        restart_one(&t, &md_ar, name_of(md), paths.after, &at, args.dry_run).await?;
+        restart_one(&t, &md_ar, name_of(md), paths.after, &at, *args.dry_run).await?;
         done += 1;
     }
     if done == 0 {

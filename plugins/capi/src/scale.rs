@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
-use cli::{DryRun, KubeFlags};
+use cli::{DryRun, DryRunFlag, KubeFlags};
 use kclient::error::Error;
 use kclient::render::Poll;
 use kcore::labels::DEPLOYMENT_NAME_LABEL;
@@ -31,7 +31,7 @@ use crate::common::names::{display_name, name_of};
     after_help = "Examples:
   kubectl capi scale prod --workers 5
   kubectl capi scale prod --control-plane 3 --wait
-  kubectl capi scale prod --workers 2 --deployment prod-md-gpu --dry-run
+  kubectl capi scale prod --workers 2 --deployment prod-md-gpu --dry-run=client
   kubectl capi scale prod --remove-host node-17           # one worker fewer: the one on node-17
   kubectl capi scale prod --workers 3 --remove-machine prod-md-0-abc12-x7k2p
 
@@ -61,9 +61,8 @@ pub struct Args {
     /// Scale even when too few free BYOH hosts match (the new machines wait for hosts)
     #[arg(long)]
     pub force: bool,
-    /// Only print (client) or validate on the server (server) what would change
-    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, default_value = "none", default_missing_value = "client")]
-    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
     /// Wait until the new replica counts are ready
     #[arg(long)]
     pub wait: bool,
@@ -181,7 +180,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     // The marks go first: once the replicas drop, the MachineSet picks what to delete.
     for m in &marks {
         let ar = t.resource_of(&m.api_version, &m.kind)?;
-        t.patch(&ar, m, args.dry_run).await?;
+        t.patch(&ar, m, *args.dry_run).await?;
         kclient::render::line(&format!(
             "{} marked for deletion{}",
             display_name(&m.kind, &m.api_version, &m.name),
@@ -201,7 +200,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             continue;
         }
         let ar = t.resource_of(&p.api_version, &p.kind)?;
-        t.patch(&ar, p, args.dry_run).await?;
+        t.patch(&ar, p, *args.dry_run).await?;
         let from = s.from.map(|f| f.to_string()).unwrap_or_else(|| "?".into());
         kclient::render::line(&format!(
             "{what} scaled from {from} to {}{}",

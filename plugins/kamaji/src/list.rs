@@ -74,9 +74,9 @@ impl Render for List {
                 .iter()
                 .map(|r| {
                     let g = if r.kind == "KamajiControlPlane" {
-                        "controlplane.cluster.x-k8s.io"
+                        kcore::groups::CONTROLPLANE_GROUP
                     } else {
-                        "kamaji.clastix.io"
+                        kcore::groups::KAMAJI_GROUP
                     };
                     object_name(&r.kind, g, &r.name)
                 })

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 const NUDGE_AFTER: Duration = Duration::from_secs(5);
 
 use clap::Args as ClapArgs;
-use cli::{DryRun, KubeFlags, parse_duration};
+use cli::{DryRun, DryRunFlag, KubeFlags, parse_duration};
 use k8s_openapi::api::batch::v1::Job;
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
@@ -37,6 +37,7 @@ use crate::common::writes;
 #[command(
     after_help = "Kamaji copies the data with its migration Job and freezes the tenant (writes are refused) until its API server runs on the target. Re-run the same command to follow a migration an interrupted --wait left under way."
 )]
+#[command(mut_arg("dry-run", |a| a.help("client: show the plan after the preflight, change nothing; server: also send the write with dryRun=All")))]
 pub struct Args {
     /// The KamajiControlPlane, or a standalone TenantControlPlane
     #[arg(value_name = "CONTROL_PLANE")]
@@ -52,9 +53,8 @@ pub struct Args {
     /// Do not ask (needed without a terminal)
     #[arg(short = 'y', long)]
     pub yes: bool,
-    /// client: show the plan after the preflight, change nothing; server: also send the write with dryRun=All
-    #[arg(long, value_enum, default_value_t = DryRun::None, value_name = "MODE")]
-    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
     #[command(flatten)]
     pub kube: KubeFlags,
 }
@@ -112,7 +112,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
                     return Err(Error::other("aborted: nothing was changed"));
                 }
             }
-            start(&conn, &apis, &cp, &m, args.dry_run).await?;
+            start(&conn, &apis, &cp, &m, *args.dry_run).await?;
             if args.dry_run.is_dry() {
                 return Ok(());
             }

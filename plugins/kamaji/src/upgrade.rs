@@ -14,9 +14,10 @@ use kclient::render::{self, Fields, Human, Poll, Printer, Progress, Render, Tabl
 use kcore::fields;
 use kcore::kamaji::plan::{self as plan, KamajiUpgradePlan, topology};
 use kcore::plan::upgrade::deprecated;
-use kcore::plan::upgrade::{StepLine, StepRole, parse_version, step_progress};
+use kcore::plan::upgrade::{StepLine, StepRole, step_progress};
 use kcore::plan::{Finding, Severity};
 use kcore::version::releases::{PATCH_RELEASES_ANNOTATION, ReleaseSource, Releases};
+use kcore::version::{KubeVersion, parse_version};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -70,8 +71,8 @@ impl Render for Shown<'_> {
             "Control plane",
             format!("{}/{}", self.0.namespace, self.0.name),
         );
-        f.add("From", self.0.from.as_str());
-        f.add("To", self.0.to.as_str());
+        f.add("From", self.0.from.to_string());
+        f.add("To", self.0.to.to_string());
         let mut out = f.render(false);
         if self.0.control_plane_steps.is_empty() {
             out.push_str("\nAlready at the target version: nothing to do.\n");
@@ -82,7 +83,7 @@ impl Render for Shown<'_> {
             t.row([
                 (i + 1).to_string(),
                 format!("KamajiControlPlane {}", self.0.name),
-                s.clone(),
+                s.to_string(),
             ]);
         }
         let n = self.0.control_plane_steps.len();
@@ -90,7 +91,7 @@ impl Render for Shown<'_> {
             t.row([
                 (n + i + 1).to_string(),
                 format!("MachineDeployment {md}"),
-                self.0.to.clone(),
+                self.0.to.to_string(),
             ]);
         }
         out.push('\n');
@@ -112,7 +113,7 @@ impl Render for Shown<'_> {
 
 pub async fn run(args: &Args) -> Result<(), Error> {
     // The version is checked before anything is read.
-    kcore::kamaji::version::parse_version(&args.to)?;
+    let to = parse_version(&args.to).map_err(kcore::Error::from)?;
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let t = control_plane::resolve(&conn, &apis, &args.name).await?;
@@ -131,8 +132,8 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         }
         _ => Vec::new(),
     };
-    let releases = releases(&kcp, t.tcp.as_ref(), topo, &args.to).await;
-    let mut p = plan::plan_upgrade(&kcp, t.tcp.as_ref(), &mds, &args.to, &releases)?;
+    let releases = releases(&kcp, t.tcp.as_ref(), topo, &to).await;
+    let mut p = plan::plan_upgrade(&kcp, t.tcp.as_ref(), &mds, &to, &releases)?;
     if let Some(c) = topo {
         // The topology controller moves every one of them once the control plane is there.
         p.machine_deployments = topology::deployment_names(c);
@@ -152,7 +153,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
             // A ClusterClass cluster: the Cluster's topology, which CAPI's topology controller
             // writes into the KamajiControlPlane.
             Some(c) => {
-                let change = topology::set_version(c, step)?;
+                let change = topology::set_version(c, &step.to_string())?;
                 writes::json_patch(&conn, &apis.cluster()?, &change.patch).await?;
                 progress.note(&format!("step {}/{total}: {}", i + 1, change.done));
             }
@@ -209,7 +210,12 @@ pub async fn run(args: &Args) -> Result<(), Error> {
 /// The patch releases the walk steps through: on a ClusterClass cluster the versions its class
 /// lists (CAPI takes only those), else Kubernetes' stable-release markers over the shipped
 /// table, with a note when some marker could not be read.
-async fn releases(kcp: &Value, tcp: Option<&Value>, topo: Option<&Value>, to: &str) -> Releases {
+async fn releases(
+    kcp: &Value,
+    tcp: Option<&Value>,
+    topo: Option<&Value>,
+    to: &KubeVersion,
+) -> Releases {
     let class = topo
         .map(|c| kcore::json::strings_at(c, &["status", "kubernetesVersions"]))
         .unwrap_or_default();
@@ -217,15 +223,15 @@ async fn releases(kcp: &Value, tcp: Option<&Value>, topo: Option<&Value>, to: &s
         return Releases::none().with(class, ReleaseSource::ClusterClass);
     }
     let from = plan::current_version(kcp, tcp).and_then(|v| parse_version(&v).ok());
-    match (from, parse_version(to)) {
-        (Some(from), Ok(to)) => {
-            let r = kclient::releases::resolve(&from, &to).await;
+    match from {
+        Some(from) => {
+            let r = kclient::releases::resolve(&from, to).await;
             if let Some(note) = &r.note {
                 render::warn(note);
             }
             r.releases
         }
-        _ => Releases::shipped(),
+        None => Releases::shipped(),
     }
 }
 
@@ -233,9 +239,7 @@ async fn releases(kcp: &Value, tcp: Option<&Value>, topo: Option<&Value>, to: &s
 /// target removes, from the tenant API server's own count (a blocking finding), or a note that
 /// they could not be read.
 async fn deprecated_apis(conn: &Conn, t: &ControlPlane, p: &KamajiUpgradePlan) -> Vec<Finding> {
-    let (Ok(from), Ok(to)) = (parse_version(&p.from), parse_version(&p.to)) else {
-        return Vec::new();
-    };
+    let (from, to) = (&p.from, &p.to);
     if to.minor <= from.minor {
         return Vec::new();
     }
@@ -244,7 +248,7 @@ async fn deprecated_apis(conn: &Conn, t: &ControlPlane, p: &KamajiUpgradePlan) -
         kclient::metrics::requested_deprecated_apis(&admin.client, &admin.target).await
     };
     match read.await {
-        Ok(apis) => deprecated::finding(&deprecated::removed_by(&apis, &from, &to), &to)
+        Ok(apis) => deprecated::finding(&deprecated::removed_by(&apis, from, to), to)
             .into_iter()
             .collect(),
         Err(e) => vec![Finding::warning(format!(
@@ -285,7 +289,7 @@ struct Step<'a> {
     number: usize,
     total: usize,
     name: &'a str,
-    to: &'a str,
+    to: &'a KubeVersion,
 }
 
 /// Waits until the control plane runs the step's version and is Ready, one updating line (a
@@ -297,8 +301,7 @@ async fn wait_step(
     timeout: Duration,
     progress: &mut Progress,
 ) -> Result<(), Error> {
-    let to = parse_version(at.to).map_err(|e| Error::other(e.to_string()))?;
-    let to = &to;
+    let to = at.to;
     let what = format!("waiting for {} to run {}", at.name, at.to);
     Wait::new(what, timeout)
         .interval(Duration::from_millis(500))
@@ -312,10 +315,10 @@ async fn wait_step(
                 .as_ref()
                 .and_then(tenant_status::tcp_phase)
                 .unwrap_or_default();
-            if running == at.to && fields::control_plane_ready(&kcp) && phase == "Ready" {
+            let runs = parse_version(&running).ok();
+            if runs.as_ref() == Some(to) && fields::control_plane_ready(&kcp) && phase == "Ready" {
                 return Ok(Poll::Ready(()));
             }
-            let runs = parse_version(&running).ok();
             let mut p = step_progress(StepRole::ControlPlane, t.kcp.as_ref(), runs.as_ref(), to);
             // Ready replicas on the new version are not the end while Kamaji's own phase says
             // otherwise.

@@ -1,7 +1,7 @@
 //! The skeleton every controller of the reconciler is built on (KamajiControlPlane,
 //! ClusterUpgrade, FleetUpgrade): what each reconcile reaches besides its own state ([`Base`]),
 //! the retry of failed reconciles ([`Retries`]), the CAPI contract the server serves
-//! ([`Contract::discover`]) and the run loop ([`drive`]).
+//! ([`discover_contract`]) and the run loop ([`drive`]).
 //!
 //! A controller is a `Ctx` holding a [`Base`] and a [`Retries`] of its kind, a `reconcile` that
 //! calls [`Retries::succeeded`] when it ends well, an `error_policy` that returns
@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use kcore::groups::{CAPI_GROUP, CapiVersion};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
@@ -46,45 +47,22 @@ impl Base {
     }
 }
 
-/// Which CAPI contract the management cluster serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Contract {
-    /// CAPI v1beta2 (1.11 and later): v1alpha2 status shape.
-    V1Beta2,
-    /// CAPI v1beta1 only (1.10 and earlier, and NVIDIA BCM's): v1alpha1 status shape.
-    V1Beta1,
-}
-
-impl Contract {
-    /// The contract of the `cluster.x-k8s.io` versions the API server serves: v1beta2 when
-    /// served, else v1beta1.
-    pub async fn discover(client: &Client) -> Result<Contract, Error> {
-        let capi = kube::discovery::group(client, "cluster.x-k8s.io")
-            .await
-            .map_err(|e| {
-                Error::Other(format!(
-                    "Cluster API is not installed (API group cluster.x-k8s.io not served: {e}); install it with clusterctl init"
-                ))
-            })?;
-        let versions: Vec<&str> = capi.versions().collect();
-        if versions.contains(&"v1beta2") {
-            Ok(Contract::V1Beta2)
-        } else if versions.contains(&"v1beta1") {
-            Ok(Contract::V1Beta1)
-        } else {
-            Err(Error::Other(format!(
-                "cluster.x-k8s.io serves {versions:?}; this provider needs v1beta2 or v1beta1"
-            )))
-        }
-    }
-
-    /// The `cluster.x-k8s.io` version of this contract.
-    pub fn capi_version(self) -> &'static str {
-        match self {
-            Contract::V1Beta2 => "v1beta2",
-            Contract::V1Beta1 => "v1beta1",
-        }
-    }
+/// The CAPI contract the management cluster serves, as the `cluster.x-k8s.io` version to use:
+/// v1beta2 when served, else v1beta1.
+pub async fn discover_contract(client: &Client) -> Result<CapiVersion, Error> {
+    let capi = kube::discovery::group(client, CAPI_GROUP)
+        .await
+        .map_err(|e| {
+            Error::Other(format!(
+                "Cluster API is not installed (API group {CAPI_GROUP} not served: {e}); install it with clusterctl init"
+            ))
+        })?;
+    let versions: Vec<&str> = capi.versions().collect();
+    CapiVersion::choose(versions.iter().copied()).ok_or_else(|| {
+        Error::Other(format!(
+            "{CAPI_GROUP} serves {versions:?}; this provider needs v1beta2 or v1beta1"
+        ))
+    })
 }
 
 /// When a failed reconcile runs again.

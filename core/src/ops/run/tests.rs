@@ -91,7 +91,7 @@ fn two_minor_world() -> (World, Vec<PlannedStep>) {
         mds: vec![md("a", "v1.33.4", "v1.33.4"), md("b", "v1.33.4", "v1.33.4")],
     };
     let spec = to_v1_35_2();
-    let plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
+    let plan = plan_upgrade(&w.objs(), &request(&spec).unwrap(), &w.observed(), None).unwrap();
     (w, planned_steps(&plan))
 }
 
@@ -99,7 +99,7 @@ fn two_minor_world() -> (World, Vec<PlannedStep>) {
 fn the_status_plan_is_the_cli_plan() {
     let (w, steps) = two_minor_world();
     let spec = to_v1_35_2();
-    let plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
+    let plan = plan_upgrade(&w.objs(), &request(&spec).unwrap(), &w.observed(), None).unwrap();
     assert_eq!(steps.len(), plan.steps.len());
     for (a, b) in steps.iter().zip(&plan.steps) {
         assert_eq!(
@@ -112,8 +112,8 @@ fn the_status_plan_is_the_cli_plan() {
             (
                 b.number,
                 b.target.as_str(),
-                b.from_version.as_str(),
-                b.to_version.as_str()
+                b.from_version.to_string().as_str(),
+                b.to_version.to_string().as_str()
             )
         );
     }
@@ -158,7 +158,7 @@ fn a_step_not_ready_is_not_complete() {
 fn status_bookkeeping_and_history() {
     let (w, _) = two_minor_world();
     let spec = to_v1_35_2();
-    let plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
+    let plan = plan_upgrade(&w.objs(), &request(&spec).unwrap(), &w.observed(), None).unwrap();
     let now = "2026-12-01T00:00:00Z";
     let mut st = fresh_status(&plan, Some(1), None, "n/c", now);
     st.start(&[1], now);
@@ -186,7 +186,7 @@ fn status_bookkeeping_and_history() {
 fn a_blocked_plan_fails_with_the_preflight_reason() {
     let (w, _) = two_minor_world();
     let spec = to_v1_35_2();
-    let mut plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
+    let mut plan = plan_upgrade(&w.objs(), &request(&spec).unwrap(), &w.observed(), None).unwrap();
     plan.blocked = true;
     plan.findings
         .push(crate::plan::Finding::error("short of hosts"));
@@ -216,7 +216,7 @@ fn an_empty_deployment_step_completes_once() {
     w.mds[0]["spec"]["replicas"] = json!(0);
     w.mds[0]["status"] = json!({"replicas": 0});
     let spec = to_v1_35_2();
-    let plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
+    let plan = plan_upgrade(&w.objs(), &request(&spec).unwrap(), &w.observed(), None).unwrap();
     let steps = planned_steps(&plan);
     assert_eq!(w.decide_done(&steps, &[], &[], 1), Decision::Start(vec![1]));
     w.mds[0]["spec"]["template"]["spec"]["version"] = json!("v1.34.0");
@@ -259,7 +259,7 @@ fn input_the_reconciler_cannot_act_on_is_reported_once_per_generation() {
     // Under way: the phase and the plan stay, so the upgrade resumes once the input is fixed.
     let (w, _) = two_minor_world();
     let spec = to_v1_35_2();
-    let plan = plan_upgrade(&w.objs(), &request(&spec), &w.observed(), None).unwrap();
+    let plan = plan_upgrade(&w.objs(), &request(&spec).unwrap(), &w.observed(), None).unwrap();
     let mut st = fresh_status(&plan, Some(1), None, "n/c", now);
     st.start(&[1], now);
     st.cannot_act(Some(1), "ClusterNotFound", m, now);

@@ -107,7 +107,7 @@ fn free_host_is_available_with_facts() {
     assert_eq!(r.arch.as_deref(), Some("amd64"));
     assert_eq!(r.os_image.as_deref(), Some("Ubuntu 20.04.6 LTS"));
     assert_eq!(r.age_seconds, Some(2 * 86400));
-    assert_eq!(r.age(), "2d");
+    assert_eq!(crate::text::age_cell(r.age_seconds), "2d");
     assert_eq!(r.cluster, None);
     assert_eq!(r.machine, None);
     assert_eq!(

@@ -189,7 +189,7 @@ fn delete_mark(m: &Value) -> ObjectPatch {
     let path = "/metadata/annotations/cluster.x-k8s.io~1delete-machine";
     let had = json::at(m, &["metadata", "annotations", DELETE_MACHINE_ANNOTATION]).cloned();
     ObjectPatch {
-        api_version: api_version(m, "cluster.x-k8s.io/v1beta2"),
+        api_version: api_version(m, &crate::groups::CapiVersion::V1Beta2.api_version()),
         kind: "Machine".into(),
         namespace: json::namespace(m).to_string(),
         name: json::name(m).to_string(),

@@ -173,7 +173,10 @@ impl Scaling<'_, '_> {
         merge_patch: Option<Value>,
     ) -> ObjectPatch {
         ObjectPatch {
-            api_version: api_version(self.objs.cluster, "cluster.x-k8s.io/v1beta2"),
+            api_version: api_version(
+                self.objs.cluster,
+                &crate::groups::CapiVersion::V1Beta2.api_version(),
+            ),
             kind: "Cluster".into(),
             namespace: self.ns.clone(),
             name: self.cname.clone(),

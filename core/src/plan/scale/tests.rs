@@ -265,7 +265,7 @@ fn byoh_scale_down_needs_no_host() {
             .iter()
             .any(|f| f.message.contains("2 hosts are released"))
     );
-    // Issue 29: planned without reading the pool, the same step and finding; the plan says
+    // Planned without reading the pool, the same step and finding; the plan says
     // nothing of the free hosts it did not count, and that it does not grow.
     let bare = plan_scale(&objs, &req_workers(1), None).unwrap();
     assert!(!bare.grows());

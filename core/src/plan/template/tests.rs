@@ -316,7 +316,7 @@ fn generate_options_become_variables() {
     );
 }
 
-// Issue 13: 2,000 nested `${A:=…}` overflowed the stack.
+// 2,000 nested `${A:=…}` overflowed the stack.
 #[test]
 fn deep_nesting_is_refused_not_a_crash() {
     let deep = format!("{}x{}", "${A:=".repeat(2000), "}".repeat(2000));
@@ -326,7 +326,7 @@ fn deep_nesting_is_refused_not_a_crash() {
     assert_eq!(substitute(&ok, &vars(&[], &[])).unwrap(), "x");
 }
 
-// Issue 13: `${X##*a*a…*b}` was exponential (25 characters: 9 s; 60: more than 39 minutes).
+// `${X##*a*a…*b}` was exponential (25 characters: 9 s; 60: more than 39 minutes).
 #[test]
 fn glob_trims_are_not_exponential() {
     let pattern = format!("{}b", "*a".repeat(30));
@@ -350,7 +350,7 @@ fn glob_trims_are_not_exponential() {
     assert_eq!(sub("${X#z}", &[("X", "ab")]), "ab");
 }
 
-// Issue 13: a 100 MB template grew past 1 GB.
+// A 100 MB template grew past 1 GB.
 #[test]
 fn oversized_templates_are_refused() {
     let big = "a".repeat(MAX_TEMPLATE_BYTES + 1);

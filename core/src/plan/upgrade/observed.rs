@@ -7,15 +7,16 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{key, parse_version, version_at};
+use super::{key, version_at};
 use crate::json::{self, at, str_at};
+use crate::labels::DEPLOYMENT_NAME_LABEL;
 use crate::plan::ClusterObjects;
-use crate::version::KubeVersion;
+use crate::version::{KubeVersion, parse_version};
 
 /// Versions observed on the cluster: per `Kind/name`, the lowest version running.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Observed {
-    pub versions: BTreeMap<String, String>,
+    pub versions: BTreeMap<String, KubeVersion>,
 }
 
 fn min_version<'a>(it: impl Iterator<Item = &'a str>) -> Option<KubeVersion> {
@@ -28,9 +29,9 @@ impl Observed {
     /// `cluster.x-k8s.io/deployment-name`), keeping the lowest per object.
     pub fn from_objects(objs: &ClusterObjects<'_>, machines: &[Value]) -> Self {
         let mut versions = BTreeMap::new();
-        fn put(versions: &mut BTreeMap<String, String>, k: String, v: Option<KubeVersion>) {
+        fn put(versions: &mut BTreeMap<String, KubeVersion>, k: String, v: Option<KubeVersion>) {
             if let Some(v) = v {
-                versions.insert(k, v.to_string());
+                versions.insert(k, v);
             }
         }
         if let Some(cp) = objs.control_plane {
@@ -55,7 +56,7 @@ impl Observed {
             let from_machines = min_version(
                 machines
                     .iter()
-                    .filter(|m| json::label(m, "cluster.x-k8s.io/deployment-name") == Some(name))
+                    .filter(|m| json::label(m, DEPLOYMENT_NAME_LABEL) == Some(name))
                     .filter_map(|m| str_at(m, &["spec", "version"])),
             );
             let from_status = min_version(
@@ -72,10 +73,7 @@ impl Observed {
             );
         }
         if at(objs.cluster, &["spec", "topology"]).is_some() {
-            let all: Vec<KubeVersion> = versions
-                .values()
-                .filter_map(|v| parse_version(v).ok())
-                .collect();
+            let all: Vec<KubeVersion> = versions.values().cloned().collect();
             let from_status = min_version(
                 ["controlPlane", "workers"]
                     .iter()
@@ -96,6 +94,6 @@ impl Observed {
 
     /// The observed version of `Kind/name`.
     pub fn get(&self, k: &str) -> Option<KubeVersion> {
-        self.versions.get(k).and_then(|v| parse_version(v).ok())
+        self.versions.get(k).cloned()
     }
 }

@@ -121,7 +121,7 @@ pub struct StepLine<'a> {
     /// `Kind/name` of the step's object.
     pub target: &'a str,
     /// The version the step goes to.
-    pub to: &'a str,
+    pub to: &'a KubeVersion,
     pub progress: &'a StepProgress,
     /// The version the cluster's control plane runs.
     pub cluster_runs: Option<&'a KubeVersion>,
@@ -194,7 +194,7 @@ mod line_tests {
     use super::*;
 
     fn v(s: &str) -> KubeVersion {
-        super::super::parse_version(s).unwrap()
+        crate::version::parse_version(s).unwrap()
     }
 
     #[test]
@@ -208,11 +208,12 @@ mod line_tests {
             ready: 3,
         };
         let runs = v("v1.35.4");
+        let to = v("v1.36.3");
         let line = StepLine {
             number: 1,
             total: 2,
             target: "MachineDeployment/demo-md-0",
-            to: "v1.36.3",
+            to: &to,
             progress: &p,
             cluster_runs: Some(&runs),
         };

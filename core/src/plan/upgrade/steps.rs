@@ -69,10 +69,10 @@ impl Planner<'_, '_> {
             number: 0,
             role: StepRole::ControlPlane,
             target,
-            from_version: from.to_string(),
-            to_version: to.to_string(),
+            from_version: from.clone(),
+            to_version: to.clone(),
             via: if kind == CpKind::Kamaji && segment.len() > 1 {
-                segment.iter().map(ToString::to_string).collect()
+                segment.to_vec()
             } else {
                 vec![]
             },
@@ -104,8 +104,8 @@ impl Planner<'_, '_> {
             role: StepRole::Workers,
             wait_for: format!("{target}: all replicas at {}, ready and up to date", to),
             target,
-            from_version: from.to_string(),
-            to_version: to.to_string(),
+            from_version: from.clone(),
+            to_version: to.clone(),
             via: vec![],
             stepped_by_reconciler: false,
             clone_templates: clones,
@@ -225,8 +225,8 @@ impl Planner<'_, '_> {
                 number: 0,
                 role: StepRole::Topology,
                 target: key(cluster),
-                from_version: from.to_string(),
-                to_version: to.to_string(),
+                from_version: from.clone(),
+                to_version: to.clone(),
                 via: vec![],
                 stepped_by_reconciler: false,
                 clone_templates: vec![],

@@ -1,12 +1,5 @@
-//! Table cells as kubectl prints them: `<none>` for an empty one, ages as `5m` or `3d`.
-
-/// `5m`, `3d`: the AGE column, or `<unknown>`.
-pub fn age(seconds: Option<i64>) -> String {
-    match seconds {
-        Some(s) => kcore::text::age(s),
-        None => "<unknown>".into(),
-    }
-}
+//! Table cells as kubectl prints them: `<none>` for an empty one (ages are
+//! `kcore::text::age_cell`).
 
 /// `<none>` for empty cells, as kubectl prints them.
 pub fn or_none(s: Option<&str>) -> String {

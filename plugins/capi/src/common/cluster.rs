@@ -105,7 +105,7 @@ impl ClusterHandle {
 
     /// The ApiResource of a served object given its apiVersion and kind.
     pub fn resource_of(&self, api_version: &str, kind: &str) -> Result<ApiResource, Error> {
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let (group, version) = kcore::groups::split_api_version(api_version);
         let k = self.apis.kind(group, kind).ok_or_else(|| {
             self.apis.not_installed(
                 &format!("The kind {kind}"),

@@ -12,6 +12,6 @@ pub fn check_name(name: &str) -> Result<(), Error> {
 
 /// `kind.group/name`, as kubectl prints objects.
 pub fn display_name(kind: &str, api_version: &str, name: &str) -> String {
-    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    let (group, _) = kcore::groups::split_api_version(api_version);
     kclient::render::object_name(kind, group, name)
 }

@@ -11,22 +11,24 @@
 
 use std::time::{Duration, Instant};
 
-use cli::{DryRun, KubeFlags, OutputFlags};
+use cli::DryRun;
 use kclient::error::Error;
 use kclient::render::{Poll, Printer, Progress, Wait};
 use kcore::plan::hosts::HostState;
 use kcore::plan::upgrade::deprecated;
 use kcore::plan::upgrade::{
-    StepLine, StepProgress, StepRole, UpgradePlan, UpgradeRequest, UpgradeStep, parse_version,
-    plan_upgrade, step_progress, walk_start,
+    StepLine, StepProgress, StepRole, UpgradePlan, UpgradeRequest, UpgradeStep, plan_upgrade,
+    step_progress, walk_start,
 };
 use kcore::plan::{ClusterObjects, Finding, Severity};
 use kcore::text::human_duration;
+use kcore::version::KubeVersion;
 use kcore::version::releases::{ReleaseSource, Releases};
 use serde_json::Value;
 
 use super::hand_over::{hand_over, refuse_busy};
 use super::plan_view::PlanView;
+use super::request::ClusterRequest;
 use super::snapshot::{Snapshot, cluster_runs, role_object};
 use super::upgrade_error;
 use crate::common::cluster::ClusterHandle;
@@ -34,27 +36,6 @@ use crate::common::cluster_upgrade;
 use crate::common::findings::show_findings;
 use crate::common::names::{display_name, name_of};
 use crate::common::workload_kubeconfig;
-
-/// `kubectl capi upgrade CLUSTER --to VERSION`, checked: the cluster and a well-formed version
-/// are there.
-pub struct ClusterRequest {
-    pub cluster: String,
-    /// The Kubernetes version to reach, e.g. v1.34.2.
-    pub to: String,
-    /// `--plan`: print the plan and change nothing.
-    pub plan: bool,
-    pub control_plane_only: bool,
-    pub workers_only: bool,
-    pub yes: bool,
-    pub force: bool,
-    pub client_side: bool,
-    pub wait: bool,
-    pub max_parallel_deployments: Option<u32>,
-    pub timeout: Duration,
-    pub dry_run: DryRun,
-    pub output: OutputFlags,
-    pub kube: KubeFlags,
-}
 
 fn plan(
     t: &ClusterHandle,
@@ -65,12 +46,11 @@ fn plan(
     let co: ClusterObjects<'_> = snap.objs.cluster_objects(t);
     let observed = snap.observed(t);
     let request = UpgradeRequest {
-        to: req.to.clone(),
         control_plane_only: req.control_plane_only,
         workers_only: req.workers_only,
         force: req.force,
         releases: releases.clone(),
-        ..Default::default()
+        ..UpgradeRequest::new(req.to.clone())
     };
     let free: Option<Vec<&Value>> = snap.objs.free_hosts.as_ref().map(|lists| {
         let inv = lists.inventory(None);
@@ -95,21 +75,21 @@ fn plan(
 /// only those), else Kubernetes' stable-release markers over the shipped table, with a note
 /// when some marker could not be read. Resolved once per command, so every re-plan between
 /// steps walks the same path.
-async fn releases(t: &ClusterHandle, snap: &Snapshot, to: &str) -> Releases {
+async fn releases(t: &ClusterHandle, snap: &Snapshot, to: &KubeVersion) -> Releases {
     let class = kcore::json::strings_at(&t.cluster, &["status", "kubernetesVersions"]);
     if !class.is_empty() {
         return Releases::none().with(class, ReleaseSource::ClusterClass);
     }
     let from = walk_start(&snap.objs.cluster_objects(t), &snap.observed(t));
-    match (from, parse_version(to)) {
-        (Some(from), Ok(to)) => {
-            let r = kclient::releases::resolve(&from, &to).await;
+    match from {
+        Some(from) => {
+            let r = kclient::releases::resolve(&from, to).await;
             if let Some(note) = &r.note {
                 kclient::render::warn(note);
             }
             r.releases
         }
-        _ => Releases::shipped(),
+        None => Releases::shipped(),
     }
 }
 
@@ -117,12 +97,7 @@ async fn releases(t: &ClusterHandle, snap: &Snapshot, to: &str) -> Releases {
 /// the target removes, from its API server's own count (read with the cluster's kubeconfig
 /// Secret, `<cluster>-kubeconfig`), or a warning that they could not be read.
 async fn deprecated_apis(t: &ClusterHandle, plan: &UpgradePlan) -> Option<Finding> {
-    let (Ok(from), Ok(to)) = (
-        parse_version(&plan.from_version),
-        parse_version(&plan.to_version),
-    ) else {
-        return None;
-    };
+    let (from, to) = (&plan.from_version, &plan.to_version);
     if to.minor <= from.minor {
         return None;
     }
@@ -133,7 +108,7 @@ async fn deprecated_apis(t: &ClusterHandle, plan: &UpgradePlan) -> Option<Findin
         kclient::metrics::requested_deprecated_apis(&client, &target).await
     };
     match read.await {
-        Ok(apis) => deprecated::finding(&deprecated::removed_by(&apis, &from, &to), &to),
+        Ok(apis) => deprecated::finding(&deprecated::removed_by(&apis, from, to), to),
         Err(e) => Some(Finding::warning(format!(
             "the deprecated APIs the cluster's clients call were not checked: {}",
             e.to_string().lines().next().unwrap_or_default()
@@ -198,7 +173,6 @@ async fn apply_steps(
     releases: &Releases,
     total: usize,
     done: usize,
-    to_version: &str,
 ) -> Result<(), Error> {
     let started = Instant::now();
     let mut progress = Progress::line();
@@ -246,8 +220,9 @@ async fn apply_steps(
     }
     progress.clear();
     kclient::render::line(&format!(
-        "cluster {} upgraded to {to_version} in {}",
+        "cluster {} upgraded to {} in {}",
         t.name,
+        req.to,
         human_duration(started.elapsed())
     ));
     Ok(())
@@ -276,7 +251,7 @@ where
 
 /// Plans, shows or asks, then hands the upgrade to the reconciler or applies it from here.
 pub async fn run(req: &ClusterRequest) -> Result<(), Error> {
-    let to = req.to.as_str();
+    let to = &req.to;
     let mut t = ClusterHandle::load(&req.kube, &req.cluster).await?;
     let handing_over = !req.client_side && !req.plan && !req.dry_run.is_dry();
     if handing_over && let Some(ar) = cluster_upgrade::resource(&t.apis) {
@@ -313,13 +288,7 @@ pub async fn run(req: &ClusterRequest) -> Result<(), Error> {
     if handing_over {
         match cluster_upgrade::resource(&t.apis) {
             Some(ar) => {
-                let recorded = match (
-                    parse_version(&view.plan.from_version),
-                    parse_version(&view.plan.to_version),
-                ) {
-                    (Ok(from), Ok(to)) => releases.recorded(&from, &to),
-                    _ => Vec::new(),
-                };
+                let recorded = releases.recorded(&view.plan.from_version, &view.plan.to_version);
                 return hand_over(&t, &ar, req, total, &recorded).await;
             }
             None => kclient::render::info(
@@ -327,7 +296,7 @@ pub async fn run(req: &ClusterRequest) -> Result<(), Error> {
             ),
         }
     }
-    apply_steps(&mut t, req, &releases, total, done, &view.plan.to_version).await
+    apply_steps(&mut t, req, &releases, total, done).await
 }
 
 /// Why this run is a resumption, if it is: steps of the plan already done, or the first step's
@@ -363,7 +332,7 @@ fn resume_note(
         .find(|c| c.path.ends_with("/version"))
         .and_then(|c| obj.pointer(&c.path))
         .and_then(Value::as_str)?;
-    (spec == first.to_version).then(|| {
+    (spec == first.to_version.to_string()).then(|| {
         format!(
             "{} was already set to {} by an earlier run and is still rolling out ({} runs {})",
             first.target, first.to_version, first.target, first.from_version
@@ -416,8 +385,7 @@ async fn wait_step(
     timeout: Duration,
     progress: &mut Progress,
 ) -> Result<(), Error> {
-    let to = parse_version(&step.to_version).map_err(upgrade_error)?;
-    let to = &to;
+    let to = &step.to_version;
     Wait::new(format!("waiting for {}", step.wait_for), timeout)
         .on(progress)
         .until(|| async move {

@@ -12,7 +12,6 @@ use kclient::render::{Human, Poll, Printer, Progress, Render, Table, Wait};
 use kcore::groups::OPS_GROUP;
 use kcore::ops::api::{FleetMember, FleetUpgradeStatus};
 use kcore::ops::{fleet, phase};
-use kcore::plan::upgrade::parse_version;
 use kcore::version::KubeVersion;
 use kube::api::ListParams;
 use kube::discovery::ApiResource;
@@ -26,7 +25,7 @@ use crate::common::writes::FIELD_MANAGER;
 pub struct FleetRequest {
     pub selector: String,
     /// The Kubernetes version to reach, e.g. v1.34.2.
-    pub to: String,
+    pub to: KubeVersion,
     /// The FleetUpgrade's name: `--name`, or one derived from the version.
     pub name: String,
     pub canary: u32,
@@ -86,7 +85,7 @@ fn fleet_resource(apis: &ServerApis) -> Result<ApiResource, Error> {
 
 /// Plans the waves, asks, creates the FleetUpgrade and, with `--wait`, follows it.
 pub async fn run(req: &FleetRequest) -> Result<(), Error> {
-    let (selector, to) = (req.selector.as_str(), req.to.as_str());
+    let (selector, to) = (req.selector.as_str(), &req.to);
     let conn = req.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let ar = fleet_resource(&apis)?;
@@ -163,16 +162,13 @@ const FLEET_MINORS: u64 = 8;
 
 /// The newest patch of each of the [`FLEET_MINORS`] minors below `to` (stable-release markers
 /// over the shipped table), for every member's ClusterUpgrade to walk through.
-async fn fleet_releases(to: &str) -> Vec<String> {
-    let Ok(to) = parse_version(to) else {
-        return Vec::new();
-    };
+async fn fleet_releases(to: &KubeVersion) -> Vec<String> {
     let from = KubeVersion::new(to.major, to.minor.saturating_sub(FLEET_MINORS), 0);
-    let r = kclient::releases::resolve(&from, &to).await;
+    let r = kclient::releases::resolve(&from, to).await;
     if let Some(note) = &r.note {
         kclient::render::warn(note);
     }
-    r.releases.recorded(&from, &to)
+    r.releases.recorded(&from, to)
 }
 
 /// A canary wave is the few clusters that go first so a bad upgrade stops there; one that

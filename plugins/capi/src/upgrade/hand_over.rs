@@ -9,11 +9,12 @@ use kclient::error::{Error, Op};
 use kclient::render::{Poll, Progress, Wait};
 use kcore::ops::api::ClusterUpgradeStatus;
 use kcore::ops::phase;
-use kcore::plan::upgrade::{StepLine, StepProgress, StepRole, parse_version, step_progress};
+use kcore::plan::upgrade::{StepLine, StepRole, step_progress};
+use kcore::version::{KubeVersion, parse_version};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
-use super::cluster::ClusterRequest;
+use super::request::ClusterRequest;
 use super::snapshot::{Snapshot, cluster_runs, role_object};
 use crate::common::cluster::ClusterHandle;
 use crate::common::cluster_upgrade::{current, in_words, is_finished, spec_of, status_of};
@@ -21,17 +22,26 @@ use crate::common::writes::FIELD_MANAGER;
 
 /// Refuses when the cluster has an upgrade under way to another version (or one cancelled
 /// but not yet stopped).
-pub async fn refuse_busy(t: &ClusterHandle, ar: &ApiResource, to: &str) -> Result<(), Error> {
+pub async fn refuse_busy(
+    t: &ClusterHandle,
+    ar: &ApiResource,
+    to: &KubeVersion,
+) -> Result<(), Error> {
     match t.get_opt(ar, &t.name).await? {
         Some(cu) if !is_finished(&cu) => {
             let s = spec_of(&cu);
-            if s.version != to || s.cancelled {
+            if !same_version(&s.version, to) || s.cancelled {
                 return Err(busy(t, &cu));
             }
             Ok(())
         }
         _ => Ok(()),
     }
+}
+
+/// Whether a ClusterUpgrade's `spec.version` is the version asked for.
+fn same_version(spec_version: &str, to: &KubeVersion) -> bool {
+    parse_version(spec_version).is_ok_and(|v| v == *to)
 }
 
 /// Creates the cluster's ClusterUpgrade (or replaces a finished one), then follows it with
@@ -60,7 +70,7 @@ pub async fn hand_over(
     match existing {
         Some(cu) if !is_finished(&cu) => {
             let s = spec_of(&cu);
-            if s.version != req.to || s.cancelled {
+            if !same_version(&s.version, &req.to) || s.cancelled {
                 return Err(busy(t, &cu));
             }
             kclient::render::line(&format!(
@@ -244,17 +254,17 @@ async fn where_it_stands(t: &ClusterHandle, st: &ClusterUpgradeStatus) -> Result
     let snap = Snapshot::read(t).await?;
     let observed = snap.observed(t);
     let obj = role_object(t, &snap, role, &step.target);
-    let to = parse_version(&step.to_version).ok();
-    let p = match &to {
-        Some(to) => step_progress(role, obj.as_ref(), observed.get(&step.target).as_ref(), to),
-        None => StepProgress::default(),
+    // The status's step versions are the plan's, written by the reconciler.
+    let Ok(to) = parse_version(&step.to_version) else {
+        return Ok(format!("{done} of {total} steps done"));
     };
+    let p = step_progress(role, obj.as_ref(), observed.get(&step.target).as_ref(), &to);
     let runs = cluster_runs(t, &snap, &observed);
     let mut line = StepLine {
         number: step.number as usize,
         total,
         target: &step.target,
-        to: &step.to_version,
+        to: &to,
         progress: &p,
         cluster_runs: runs.as_ref(),
     }

@@ -13,18 +13,20 @@ mod fleet;
 mod hand_over;
 mod ops;
 mod plan_view;
+mod request;
 mod snapshot;
 
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
-use cli::{DryRun, KubeFlags, OutputFlags};
+use cli::{DryRunFlag, KubeFlags, OutputFlags};
 use kclient::error::Error;
-use kcore::plan::upgrade::{UpgradeError, parse_version};
+use kcore::plan::upgrade::UpgradeError;
+use kcore::version::{KubeVersion, parse_version};
 
-use cluster::ClusterRequest;
 use fleet::FleetRequest;
 use ops::UpgradeOp;
+use request::ClusterRequest;
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
@@ -48,6 +50,7 @@ Examples:
   kubectl capi upgrade -l env=staging --to v1.34.2 --canary 1 --max-parallel 3 --yes --wait
   kubectl capi upgrade prod --to v1.34.2 --yes --client-side   # from this terminal; re-run resumes"
 )]
+#[command(mut_arg("dry-run", |a| a.help("Only print (client) or validate the next step on the server (server)")))]
 pub struct Args {
     #[command(subcommand)]
     pub op: Option<UpgradeOp>,
@@ -96,9 +99,8 @@ pub struct Args {
     /// How long to wait for each step (client side) or for the whole upgrade (--wait)
     #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = cli::parse_duration)]
     pub timeout: Duration,
-    /// Only print (client) or validate the next step on the server (server)
-    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, default_value = "none", default_missing_value = "client")]
-    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
     #[command(flatten)]
     pub output: OutputFlags,
     #[command(flatten)]
@@ -146,10 +148,10 @@ impl Args {
             });
         };
         // A malformed version is a usage error before anything is read.
-        parse_version(to).map_err(upgrade_error)?;
+        let to = parse_to(to)?;
         Ok(Mode::Cluster(ClusterRequest {
             cluster: cluster.clone(),
-            to: to.clone(),
+            to,
             plan: self.plan,
             control_plane_only: self.control_plane_only,
             workers_only: self.workers_only,
@@ -159,7 +161,7 @@ impl Args {
             wait: self.wait,
             max_parallel_deployments: self.max_parallel_deployments,
             timeout: self.timeout,
-            dry_run: self.dry_run,
+            dry_run: *self.dry_run,
             output: self.output.clone(),
             kube: self.kube.clone(),
         }))
@@ -167,7 +169,7 @@ impl Args {
 
     /// `-l SELECTOR --to VERSION`: a well-formed version and FleetUpgrade name, and no cluster.
     fn fleet(&self, selector: &str, to: &str) -> Result<FleetRequest, Error> {
-        parse_version(to).map_err(upgrade_error)?;
+        let to = parse_to(to)?;
         if let Some(n) = &self.name {
             kcore::names::check_object_name("FleetUpgrade", n)?;
         }
@@ -179,17 +181,16 @@ impl Args {
         }
         Ok(FleetRequest {
             selector: selector.to_string(),
-            to: to.to_string(),
-            name: self
-                .name
-                .clone()
-                .unwrap_or_else(|| format!("upgrade-to-{}", to.replace(['.', '+'], "-"))),
+            name: self.name.clone().unwrap_or_else(|| {
+                format!("upgrade-to-{}", to.to_string().replace(['.', '+'], "-"))
+            }),
+            to,
             canary: self.canary,
             max_parallel: self.max_parallel,
             max_parallel_deployments: self.max_parallel_deployments,
             force: self.force,
             plan: self.plan,
-            dry_run: self.dry_run,
+            dry_run: *self.dry_run,
             yes: self.yes,
             wait: self.wait,
             timeout: self.timeout,
@@ -199,13 +200,18 @@ impl Args {
     }
 }
 
+/// `--to`, read by the one rule set of Kubernetes versions.
+fn parse_to(to: &str) -> Result<KubeVersion, Error> {
+    parse_version(to).map_err(|e| upgrade_error(e.into()))
+}
+
 fn upgrade_error(e: UpgradeError) -> Error {
     let usage = |hint: &str| Error::Usage {
         message: e.to_string(),
         hint: Some(hint.into()),
     };
     match e {
-        UpgradeError::MissingV(_) | UpgradeError::Malformed { .. } => {
+        UpgradeError::Version(_) => {
             usage("write the version as vMAJOR.MINOR.PATCH, e.g. --to v1.35.0")
         }
         UpgradeError::ConflictingScope => {

@@ -4,6 +4,7 @@
 use kclient::render::{Human, Render};
 use kcore::plan::Severity;
 use kcore::plan::upgrade::UpgradePlan;
+use kcore::version::KubeVersion;
 use serde::Serialize;
 
 use crate::common::names::display_name;
@@ -27,7 +28,7 @@ impl Render for PlanView {
             p.cluster,
             p.from_version,
             p.to_version,
-            p.path.join(", ")
+            joined(&p.path)
         );
         if p.steps.is_empty() {
             s.push_str("Nothing to do: the cluster already runs that version.\n");
@@ -46,7 +47,7 @@ impl Render for PlanView {
                 st.from_version,
                 st.to_version,
                 if st.stepped_by_reconciler && !st.via.is_empty() {
-                    format!(" (the reconciler steps through {})", st.via.join(", "))
+                    format!(" (the reconciler steps through {})", joined(&st.via))
                 } else {
                     String::new()
                 }
@@ -96,4 +97,10 @@ impl Render for PlanView {
         }
         Human::Text(s)
     }
+}
+
+/// `v1.33.6, v1.34.4`.
+fn joined(versions: &[KubeVersion]) -> String {
+    let texts: Vec<String> = versions.iter().map(ToString::to_string).collect();
+    texts.join(", ")
 }

@@ -1,5 +1,5 @@
 //! `upgrade`: planned and applied by the CLI and resumed after an interruption; handed to the
-//! reconciler (issue 18); a fleet in waves that stops at a failure.
+//! reconciler; a fleet in waves that stops at a failure.
 
 use crate::common::*;
 
@@ -34,14 +34,14 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     assert_eq!(v["doneSteps"], json!([]));
 
     // Bad input: one clear line each.
-    let o = s.fails(2, &words("upgrade up --to 1.35.2 --plan"));
+    let o = s.fails(2, &words("upgrade up --to v2.0.0 --plan"));
     assert_eq!(
         first_line(&o),
-        "error: version \"1.35.2\" must start with v, e.g. v1.35.2"
+        "error: invalid Kubernetes version \"v2.0.0\": only Kubernetes 1.x is released"
     );
     let o = s.fails(2, &words("upgrade up --to v1.35 --plan"));
     assert!(
-        err(&o).starts_with("error: version \"v1.35\" is not semver"),
+        err(&o).starts_with("error: invalid Kubernetes version \"v1.35\": not semver"),
         "{}",
         err(&o)
     );
@@ -87,7 +87,7 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     ] {
         assert_contains(&second, done);
     }
-    // Issue 24: the progress (stderr, not a terminal) is a line per change naming the step
+    // The progress (stderr, not a terminal) is a line per change naming the step
     // under way, what is left of it and what the cluster runs; no step counted from 0, no
     // line twice in a row, and one closing line.
     let progress = err(&o);
@@ -116,7 +116,7 @@ async fn upgrade_plans_applies_and_resumes_after_an_interruption() {
     assert_contains(&out(&o), "already runs v1.35.2; nothing to do");
 }
 
-/// Issue 18: `kubectl capi upgrade --to` hands a two-minor upgrade to the reconciler. The CLI is
+/// `kubectl capi upgrade --to` hands a two-minor upgrade to the reconciler. The CLI is
 /// killed at once and the upgrade still completes, control plane first per minor; the reconciler
 /// is killed (SIGKILL) mid-step and resumes at that step, no step applied twice; the status plan
 /// is the `--plan` output; a second upgrade is refused in one line, by the CLI and by the API.
@@ -282,7 +282,7 @@ async fn upgrade_runs_in_the_reconciler() {
     assert_contains(&err(&o), "has ended");
 }
 
-/// Issue 18: a FleetUpgrade over 4 clusters with canary 1 and max-parallel 2 upgrades the
+/// A FleetUpgrade over 4 clusters with canary 1 and max-parallel 2 upgrades the
 /// canary alone, then two at a time, then the last; over 3 other clusters, a cluster whose
 /// upgrade fails (no spare host for its control plane's rolling step) stops the waves, and the
 /// failure is named in status and by the CLI. The KubeadmControlPlane provider is played as

@@ -78,7 +78,7 @@ impl ControlPlane {
                 o["kind"] == "Cluster"
                     && o["apiVersion"]
                         .as_str()
-                        .is_some_and(|a| a.starts_with("cluster.x-k8s.io/"))
+                        .is_some_and(|a| kcore::groups::in_group(a, kcore::groups::CAPI_GROUP))
             })
             .and_then(|o| o["name"].as_str())
             .map(str::to_string)

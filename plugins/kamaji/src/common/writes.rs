@@ -14,7 +14,7 @@ use serde_json::Value;
 fn resource_of(apis: &ServerApis, obj: &Value) -> Result<ApiResource, Error> {
     let av = obj["apiVersion"].as_str().unwrap_or_default();
     let kind = obj["kind"].as_str().unwrap_or_default();
-    let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+    let (group, version) = kcore::groups::split_api_version(av);
     // Core kinds are always served (discovery only looks at the Cluster API groups).
     match (av, kind) {
         ("v1", "ConfigMap") => {

@@ -2,7 +2,7 @@
 //! its CRDs, RBAC and Deployment, from the reconciler's own manifests.
 
 use clap::Args as ClapArgs;
-use cli::{Conn, DryRun, KubeFlags, OutputFlags, OutputFormat};
+use cli::{Conn, DryRun, DryRunFlag, KubeFlags, OutputFlags, OutputFormat};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kclient::discovery::ServerApis;
@@ -36,6 +36,7 @@ watches only those (they must exist), and what it reads and writes there, Secret
 granted by a Role in each; re-running install with another list (or none) removes the Roles of
 namespaces no longer listed."
 )]
+#[command(mut_arg("dry-run", |a| a.help("Print (client) or validate on the server (server) without changing anything")))]
 pub struct InstallArgs {
     /// The reconciler image
     #[arg(long, default_value = manifests::DEFAULT_IMAGE, value_name = "IMAGE")]
@@ -45,9 +46,8 @@ pub struct InstallArgs {
     #[arg(long, default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u8).range(1..=MAX_REPLICAS))]
     pub replicas: u8,
-    /// Print (client) or validate on the server (server) without changing anything
-    #[arg(long, value_enum, default_value_t = DryRun::None, value_name = "MODE")]
-    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
     /// Install over another provider's KamajiControlPlane CRDs (CACPPK's), taking them over
     #[arg(long)]
     pub take_over: bool,
@@ -169,7 +169,7 @@ async fn other_provider(conn: &Conn, crd_names: &[String]) -> Result<Option<Stri
 async fn resource(conn: &Conn, obj: &Value) -> Result<(kube::api::ApiResource, bool), Error> {
     let av = obj["apiVersion"].as_str().unwrap_or_default();
     let kind = obj["kind"].as_str().unwrap_or_default();
-    let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+    let (group, version) = kcore::groups::split_api_version(av);
     let gvk = GroupVersionKind::gvk(group, version, kind);
     let (ar, caps) = kube::discovery::pinned_kind(&conn.client, &gvk)
         .await

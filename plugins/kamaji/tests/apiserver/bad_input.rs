@@ -1,4 +1,4 @@
-//! Bad input, table-driven (issue 13), for `kubectl kamaji` and the reconciler's flags: every
+//! Bad input, table-driven, for `kubectl kamaji` and the reconciler's flags: every
 //! case exits with its exact code, says what is wrong in one line (`error: …`) and what to do in
 //! a second (`hint: …`), prints nothing on stdout, never panics, and leaves the namespace as it
 //! was.
@@ -193,7 +193,7 @@ const LOCAL: &[Case] = &[
         2,
         "invalid value '6' for '--replicas <N>'",
     ),
-    // Issue 24: a namespace or an image the API server or the kubelet would refuse later,
+    // A namespace or an image the API server or the kubelet would refuse later,
     // refused before rendering (these cases carry their own -n).
     case(
         &["install", "-n", "Bad_NS", "--dry-run=client"],
@@ -220,7 +220,7 @@ const LOCAL: &[Case] = &[
         2,
         "is not an image reference",
     ),
-    // Issue 24: kubectl's JSONPath errors on an index outside the array (exit 1, as kubectl)
+    // Kubectl's JSONPath errors on an index outside the array (exit 1, as kubectl)
     // and on a step of 0 (a template that can never work: a usage error).
     case(
         &[
@@ -242,7 +242,7 @@ const LOCAL: &[Case] = &[
         2,
         "step must be > 0",
     ),
-    // Issue 24: a value of the wrong type in --from-file is named locally, not answered by the
+    // A value of the wrong type in --from-file is named locally, not answered by the
     // API server's 500 `failed to create typed patch object`.
     create_none(
         &[
@@ -407,7 +407,7 @@ const CNI_MANIFEST: &str = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  n
 
 const BILLION_LAUGHS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: lol\ndata:\n  a0: &a0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n  a1: &a1 [*a0,*a0,*a0,*a0,*a0,*a0,*a0,*a0,*a0]\n  a2: &a2 [*a1,*a1,*a1,*a1,*a1,*a1,*a1,*a1,*a1]\n  a3: &a3 [*a2,*a2,*a2,*a2,*a2,*a2,*a2,*a2,*a2]\n  a4: &a4 [*a3,*a3,*a3,*a3,*a3,*a3,*a3,*a3,*a3]\n  a5: &a5 [*a4,*a4,*a4,*a4,*a4,*a4,*a4,*a4,*a4]\n  a6: &a6 [*a5,*a5,*a5,*a5,*a5,*a5,*a5,*a5,*a5]\n  a7: &a7 [*a6,*a6,*a6,*a6,*a6,*a6,*a6,*a6,*a6]\n  a8: &a8 [*a7,*a7,*a7,*a7,*a7,*a7,*a7,*a7,*a7]\n";
 
-/// Issue 24: files the user names that never end (`/dev/zero`, an endless stdin), never come (a
+/// Files the user names that never end (`/dev/zero`, an endless stdin), never come (a
 /// FIFO nobody writes, a stdin nobody closes) or expand (a billion laughs) are refused in one
 /// line and in bounded time; `-` reads stdin. `{fifo}`, `{bl}` are made per case.
 const INPUT: &[InputCase] = {
@@ -535,9 +535,30 @@ async fn unbounded_or_endless_input_is_refused_in_time_and_stdin_works() {
     });
 }
 
-/// Issue 24: logs carry no colour codes when stderr is not a terminal (`make demo > file`
+/// Logs carry no colour codes when stderr is not a terminal (`make demo > file`
 /// showed them), nor on a terminal with NO_COLOR set: `kubectl kamaji -v=6`, and the
 /// reconciler started against an API server that refuses connections (it logs and exits).
+/// `--dry-run` takes its mode as kubectl's does (`none`, `client` or `server`): a bare one is a
+/// usage error, refused before any kubeconfig is read, by every verb that takes it.
+#[test]
+fn a_bare_dry_run_is_refused_as_kubectl_refuses_it() {
+    testbed::expect::bare_dry_run_refused(
+        BIN,
+        &[
+            &["install"][..],
+            &["migrate", "x", "--to", "d"],
+            &[
+                "create",
+                "x",
+                "--infrastructure",
+                "none",
+                "--kubernetes-version",
+                "v1.35.0",
+            ],
+        ],
+    );
+}
+
 #[test]
 fn logs_have_no_colour_codes_off_a_terminal_or_with_no_color() {
     let dir = tempfile::tempdir().unwrap();

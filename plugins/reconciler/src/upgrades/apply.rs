@@ -13,10 +13,8 @@ use crate::Error;
 use crate::skeleton::MANAGER;
 
 fn group_version(api_version: &str) -> (&str, Option<&str>) {
-    match api_version.rsplit_once('/') {
-        Some((g, v)) => (g, Some(v)),
-        None => ("", Some(api_version)),
-    }
+    let (g, v) = kcore::groups::split_api_version(api_version);
+    (g, Some(v))
 }
 
 async fn apply_step(ctx: &UpgradeCtx, ns: &str, s: &PlannedStep) -> Result<(), Error> {

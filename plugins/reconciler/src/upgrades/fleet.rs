@@ -49,7 +49,12 @@ fn clusters_api(ctx: &UpgradeCtx, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(
         ctx.base.client.clone(),
         ns,
-        &world::ar("cluster.x-k8s.io", ctx.capi_version, "Cluster", "clusters"),
+        &world::ar(
+            kcore::groups::CAPI_GROUP,
+            ctx.capi_version,
+            "Cluster",
+            "clusters",
+        ),
     )
 }
 

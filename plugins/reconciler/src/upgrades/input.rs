@@ -49,7 +49,7 @@ fn is_cluster_ref(o: &Value) -> bool {
     o["kind"] == "Cluster"
         && o["apiVersion"]
             .as_str()
-            .is_some_and(|a| a.starts_with("cluster.x-k8s.io/"))
+            .is_some_and(|a| kcore::groups::in_group(a, kcore::groups::CAPI_GROUP))
 }
 
 /// Makes the Cluster an owner of its ClusterUpgrade, unless it is already (whoever created the

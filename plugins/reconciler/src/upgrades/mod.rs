@@ -33,7 +33,7 @@ use kube::{Client, ResourceExt};
 use crate::Error;
 use crate::controller::Config;
 use crate::metrics::Metrics;
-use crate::skeleton::{Base, Contract, MANAGER, Retries, drive};
+use crate::skeleton::{Base, MANAGER, Retries, discover_contract, drive};
 
 use kcore::labels::CLUSTER_NAME_LABEL;
 
@@ -59,7 +59,7 @@ pub async fn run(client: Client, cfg: Config, metrics: Arc<Metrics>) -> Result<(
         );
         return Ok(());
     }
-    let capi_version = Contract::discover(&client).await?.capi_version();
+    let capi_version = discover_contract(&client).await?.as_str();
     let ctx = Arc::new(UpgradeCtx {
         base: Base::new(client, metrics),
         resources: Mutex::new(HashMap::new()),
@@ -107,7 +107,10 @@ fn upgrade_of(m: &kube::core::ObjectMeta, is_cluster: bool) -> Option<ObjectRef<
                 m.owner_references
                     .iter()
                     .flatten()
-                    .find(|o| o.kind == "Cluster" && o.api_version.starts_with("cluster.x-k8s.io/"))
+                    .find(|o| {
+                        o.kind == "Cluster"
+                            && kcore::groups::in_group(&o.api_version, kcore::groups::CAPI_GROUP)
+                    })
                     .map(|o| o.name.clone())
             })
     }?;
@@ -131,9 +134,9 @@ async fn watches(
         kube::runtime::controller::Config::default().concurrency(cfg.concurrency.max(1)),
     );
     let v = ctx.capi_version;
-    let cluster = world::ar("cluster.x-k8s.io", v, "Cluster", "clusters");
+    let cluster = world::ar(kcore::groups::CAPI_GROUP, v, "Cluster", "clusters");
     let mds = world::ar(
-        "cluster.x-k8s.io",
+        kcore::groups::CAPI_GROUP,
         v,
         "MachineDeployment",
         "machinedeployments",
@@ -150,7 +153,7 @@ async fn watches(
         wc.clone(),
         |o| upgrade_of(&o.metadata, false).into_iter(),
     );
-    if let Ok(g) = kube::discovery::group(client, "controlplane.cluster.x-k8s.io").await {
+    if let Ok(g) = kube::discovery::group(client, kcore::groups::CONTROLPLANE_GROUP).await {
         for (res, _) in g.resources_by_stability() {
             if matches!(
                 res.kind.as_str(),

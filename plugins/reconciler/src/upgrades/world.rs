@@ -68,8 +68,7 @@ async fn get_ref(ctx: &UpgradeCtx, ns: &str, r: &ObjectRef) -> Result<Option<Val
     let version = r
         .api_version
         .as_deref()
-        .and_then(|av| av.rsplit_once('/'))
-        .map(|(_, v)| v);
+        .map(|av| kcore::groups::split_api_version(av).1);
     let res = resource(ctx, &r.api_group, version, &r.kind).await?;
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.base.client.clone(), ns, &res);
     api.get_opt(&r.name).await?.map(to_value).transpose()
@@ -119,7 +118,7 @@ pub(super) async fn read(ctx: &UpgradeCtx, cu: &ClusterUpgrade) -> Result<Option
     let clusters: Api<DynamicObject> = Api::namespaced_with(
         ctx.base.client.clone(),
         &ns,
-        &ar("cluster.x-k8s.io", v, "Cluster", "clusters"),
+        &ar(kcore::groups::CAPI_GROUP, v, "Cluster", "clusters"),
     );
     let Some(cluster) = clusters.get_opt(name).await? else {
         return Ok(None);
@@ -127,12 +126,12 @@ pub(super) async fn read(ctx: &UpgradeCtx, cu: &ClusterUpgrade) -> Result<Option
     let cluster = to_value(cluster)?;
     let by_cluster = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={name}"));
     let md_ar = ar(
-        "cluster.x-k8s.io",
+        kcore::groups::CAPI_GROUP,
         v,
         "MachineDeployment",
         "machinedeployments",
     );
-    let machine_ar = ar("cluster.x-k8s.io", v, "Machine", "machines");
+    let machine_ar = ar(kcore::groups::CAPI_GROUP, v, "Machine", "machines");
     let cp_ref = fields::cluster_control_plane_ref(&cluster);
     let (control_plane, machine_deployments, machines) = tokio::try_join!(
         async {
@@ -183,7 +182,7 @@ pub(super) async fn read(ctx: &UpgradeCtx, cu: &ClusterUpgrade) -> Result<Option
 /// The Available ByoHosts: unclaimed (BYOH selects only hosts without the cluster-name label,
 /// `attachByoHost` in BYOH v0.5.0's byomachine_controller.go) and not cordoned.
 async fn free_hosts(ctx: &UpgradeCtx) -> Result<Vec<Value>, Error> {
-    let Ok(res) = resource(ctx, "infrastructure.cluster.x-k8s.io", None, "ByoHost").await else {
+    let Ok(res) = resource(ctx, kcore::groups::INFRASTRUCTURE_GROUP, None, "ByoHost").await else {
         return Ok(Vec::new());
     };
     let lp = ListParams::default().labels(&format!("!{CLUSTER_NAME_LABEL}"));
@@ -214,7 +213,7 @@ impl World {
 
     /// The plan `kubectl capi upgrade --plan` makes from the same objects.
     pub(super) fn plan(&self, cu: &ClusterUpgrade) -> Result<UpgradePlan, String> {
-        let mut req = run::request(&cu.spec);
+        let mut req = run::request(&cu.spec).map_err(|e| e.to_string())?;
         // A ClusterClass's list is the only versions CAPI takes for it (as the CLI plans).
         let class = kcore::json::strings_at(&self.cluster, &["status", "kubernetesVersions"]);
         if !class.is_empty() {
