@@ -169,6 +169,17 @@ impl Write<'_> {
     }
 }
 
+/// The namespace and name of `obj`, from its metadata, the name checked ([`check_name`]).
+fn object_target<'o>(
+    ar: &ApiResource,
+    obj: &'o Value,
+) -> Result<(Option<&'o str>, &'o str), Error> {
+    let ns = obj["metadata"]["namespace"].as_str();
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    check_name(ar, name)?;
+    Ok((ns, name))
+}
+
 /// Server-side applies `obj` (namespace and name from its metadata) as `ar`.
 pub async fn apply(
     conn: &Conn,
@@ -176,9 +187,7 @@ pub async fn apply(
     obj: &Value,
     w: Write<'_>,
 ) -> Result<DynamicObject, Error> {
-    let ns = obj["metadata"]["namespace"].as_str();
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    check_name(ar, name)?;
+    let (ns, name) = object_target(ar, obj)?;
     let mut pp = PatchParams::apply(w.manager);
     pp.dry_run = w.dry_run;
     pp.force = w.force;
@@ -208,9 +217,7 @@ pub async fn create(
     obj: &Value,
     w: Write<'_>,
 ) -> Result<DynamicObject, Error> {
-    let ns = obj["metadata"]["namespace"].as_str();
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    check_name(ar, name)?;
+    let (ns, name) = object_target(ar, obj)?;
     let pp = kube::api::PostParams {
         dry_run: w.dry_run,
         field_manager: Some(w.manager.to_string()),

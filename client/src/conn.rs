@@ -475,8 +475,8 @@ mod tests {
     const KC_A: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: a\n  cluster:\n    server: https://a.example:6443\ncontexts:\n- name: ctx-a\n  context:\n    cluster: a\n    user: ua\n    namespace: team-a\ncurrent-context: ctx-a\nusers:\n- name: ua\n  user:\n    token: aaa\n";
     const KC_B: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: b\n  cluster:\n    server: https://b.example:6443\ncontexts:\n- name: ctx-b\n  context:\n    cluster: b\n    user: ub\ncurrent-context: ctx-b\nusers:\n- name: ub\n  user:\n    token: bbb\n";
 
-    /// Issue 24: the files a kubeconfig names (certificate-authority, client cert and key,
-    /// tokenFile) were read whole by kube-client: `/dev/zero` until memory ran out. Each is read
+    /// The files a kubeconfig names (certificate-authority, client cert and key, tokenFile)
+    /// were once read whole by kube-client: `/dev/zero` until memory ran out. Each is read
     /// under the input bound, and a file that cannot be is refused in one line naming its entry.
     #[tokio::test]
     async fn files_the_kubeconfig_names_are_read_bounded() {

@@ -297,7 +297,7 @@ impl ServerApis {
         self.kamaji_control_plane().ok_or_else(|| {
             self.not_installed(
                 "The KamajiControlPlane provider",
-                "controlplane.cluster.x-k8s.io KamajiControlPlane",
+                &format!("{CONTROLPLANE_GROUP} KamajiControlPlane"),
                 "install it with clusterctl init --control-plane kamaji",
             )
         })
@@ -307,7 +307,7 @@ impl ServerApis {
         self.byo_host().ok_or_else(|| {
             self.not_installed(
                 "BYOH (Bring Your Own Host)",
-                "infrastructure.cluster.x-k8s.io ByoHost",
+                &format!("{INFRASTRUCTURE_GROUP} ByoHost"),
                 "install it with clusterctl init --infrastructure byoh",
             )
         })
@@ -338,7 +338,7 @@ impl ServerApis {
             )
         })?;
         if let Some(av) = &r.api_version {
-            let v = av.rsplit('/').next().unwrap_or(av);
+            let (_, v) = kcore::groups::split_api_version(av);
             if k.versions.iter().any(|x| x == v) {
                 return Ok(k.resource(v));
             }

@@ -690,8 +690,8 @@ mod tests {
         assert!(e.hint().is_none());
     }
 
-    /// Issue 24: `kamaji install -n NEWNS --dry-run=server` said the ServiceAccount was not
-    /// found: the server's 404 named the namespace.
+    /// `kamaji install -n NEWNS --dry-run=server` once said the ServiceAccount was not found
+    /// when the server's 404 named the namespace.
     #[test]
     fn a_missing_namespace_is_named_not_the_object_written() {
         let st = kube::core::Status::failure("namespaces \"newns\" not found", "NotFound")

@@ -1,4 +1,4 @@
-//! Property test of the kubeconfig merge (issue 13): over 1,000 generated kubeconfigs, a merge
+//! Property test of the kubeconfig merge: over 1,000 generated kubeconfigs, a merge
 //! keeps every entry it was given and every other field as it was, adds exactly the new
 //! entries, and refuses (changing nothing) when a name is taken by other content.
 

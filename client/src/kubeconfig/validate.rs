@@ -110,23 +110,31 @@ struct Context {
     extensions: Option<Vec<Extension>>,
 }
 
-#[derive(Deserialize)]
-struct NamedCluster {
-    name: Option<String>,
-    cluster: Option<Cluster>,
+/// An entry of a kubeconfig list: its name, and whether it has its body.
+trait Named {
+    fn entry(&self) -> (Option<&String>, bool);
 }
 
-#[derive(Deserialize)]
-struct NamedAuthInfo {
-    name: Option<String>,
-    user: Option<AuthInfo>,
+/// A named entry of one of a kubeconfig's lists, its body under `$key`.
+macro_rules! named {
+    ($name:ident, $key:ident: $body:ty) => {
+        #[derive(Deserialize)]
+        struct $name {
+            name: Option<String>,
+            $key: Option<$body>,
+        }
+
+        impl Named for $name {
+            fn entry(&self) -> (Option<&String>, bool) {
+                (self.name.as_ref(), self.$key.is_some())
+            }
+        }
+    };
 }
 
-#[derive(Deserialize)]
-struct NamedContext {
-    name: Option<String>,
-    context: Option<Context>,
-}
+named!(NamedCluster, cluster: Cluster);
+named!(NamedAuthInfo, user: AuthInfo);
+named!(NamedContext, context: Context);
 
 /// `preferences` as client-go reads it.
 #[derive(Deserialize)]
@@ -196,14 +204,14 @@ fn innermost(mut e: &serde_saphyr::Error) -> &serde_saphyr::Error {
 
 /// The names of one list, checked: unique, and (`strict`) present with their nested object
 /// (`has_body`).
-fn names<'a>(
+fn names(
     list: &str,
     key: &str,
-    entries: impl Iterator<Item = (Option<&'a String>, bool)>,
+    entries: &Option<Vec<impl Named>>,
     strict: bool,
 ) -> Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::new();
-    for (name, has_body) in entries {
+    for (name, has_body) in entries.iter().flatten().map(Named::entry) {
         let name = name.cloned().unwrap_or_default();
         if strict && name.is_empty() {
             return Err(format!("an entry of \"{list}\" has no name"));
@@ -225,33 +233,9 @@ fn names<'a>(
 /// nested objects.
 fn check(text: &str, strict: bool) -> Result<(Config, [Vec<String>; 3]), String> {
     let cfg = parse(text)?;
-    let clusters = names(
-        "clusters",
-        "cluster",
-        cfg.clusters
-            .iter()
-            .flatten()
-            .map(|e| (e.name.as_ref(), e.cluster.is_some())),
-        strict,
-    )?;
-    let users = names(
-        "users",
-        "user",
-        cfg.users
-            .iter()
-            .flatten()
-            .map(|e| (e.name.as_ref(), e.user.is_some())),
-        strict,
-    )?;
-    let contexts = names(
-        "contexts",
-        "context",
-        cfg.contexts
-            .iter()
-            .flatten()
-            .map(|e| (e.name.as_ref(), e.context.is_some())),
-        strict,
-    )?;
+    let clusters = names("clusters", "cluster", &cfg.clusters, strict)?;
+    let users = names("users", "user", &cfg.users, strict)?;
+    let contexts = names("contexts", "context", &cfg.contexts, strict)?;
     Ok((cfg, [clusters, users, contexts]))
 }
 

@@ -2,7 +2,7 @@
 //!
 //! - [`Printer::print`] writes anything implementing [`Render`] as a kubectl-looking table
 //!   (`-o table|wide`), key/value fields, JSON, YAML or `kind.group/name` lines (`-o name`).
-//! - [`line`], [`warn`], [`error`] and [`raw`] write messages; [`completions`] writes kubectl's
+//! - [`line()`], [`warn`], [`error`] and [`raw`] write messages; [`completions`] writes kubectl's
 //!   plugin-completion answer.
 //! - [`Progress`] and [`wait_until`] show spinners and bars on stderr when it is a terminal, and
 //!   plain lines otherwise.
@@ -15,154 +15,13 @@ use serde_json::Value;
 
 use crate::error::Error;
 
-/// `-o` values.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum OutputFormat {
-    /// kubectl-looking table
-    #[default]
-    Table,
-    /// table with extra columns
-    Wide,
-    /// JSON, stable for scripts
-    Json,
-    /// YAML, stable for scripts
-    Yaml,
-    /// kind.group/name, one a line
-    Name,
-    /// `jsonpath=TEMPLATE` or `jsonpath-file=FILE`: kubectl's JSONPath over the `-o json` form
-    JsonPath(jsonpath::Template),
-    /// `custom-columns=HEADER:PATH,…` or `custom-columns-file=FILE`: a table of those columns
-    CustomColumns(jsonpath::Columns),
-}
-
-impl OutputFormat {
-    /// Formats a script reads (`-o json|yaml|jsonpath|custom-columns`): empty results print as
-    /// data, not as "No resources found".
-    pub fn is_structured(&self) -> bool {
-        !matches!(
-            self,
-            OutputFormat::Table | OutputFormat::Wide | OutputFormat::Name
-        )
-    }
-    /// The formats that take text after `=`, with what they print, for help and errors.
-    pub const TEMPLATED: [(&'static str, &'static str); 4] = [
-        ("jsonpath=TEMPLATE", "kubectl's JSONPath over the JSON form"),
-        (
-            "jsonpath-file=FILE",
-            "the same, the template read from FILE",
-        ),
-        (
-            "custom-columns=HEADER:PATH,...",
-            "a table of JSONPath columns",
-        ),
-        (
-            "custom-columns-file=FILE",
-            "the same, headers and paths read from FILE",
-        ),
-    ];
-}
-
-/// `--color` values.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ColorWhen {
-    /// colour on a terminal unless NO_COLOR is set
-    #[default]
-    Auto,
-    /// always colour (overrides NO_COLOR)
-    Always,
-    /// never colour
-    Never,
-}
-
-/// Whether to colour, given the flag, `NO_COLOR` and whether the stream is a terminal.
-pub fn color_enabled(when: ColorWhen, no_color_env: Option<&str>, is_tty: bool) -> bool {
-    match when {
-        ColorWhen::Always => true,
-        ColorWhen::Never => false,
-        ColorWhen::Auto => is_tty && no_color_env.is_none_or(str::is_empty),
-    }
-}
-
-impl OutputFormat {
-    /// Every `-o` value: the value, its name and what it prints.
-    pub const ALL: [(OutputFormat, &'static str, &'static str); 5] = [
-        (OutputFormat::Table, "table", "kubectl-looking table"),
-        (OutputFormat::Wide, "wide", "table with extra columns"),
-        (OutputFormat::Json, "json", "JSON, stable for scripts"),
-        (OutputFormat::Yaml, "yaml", "YAML, stable for scripts"),
-        (OutputFormat::Name, "name", "kind.group/name, one a line"),
-    ];
-}
-
-impl ColorWhen {
-    /// Every `--color` value: the value, its name and what it means.
-    pub const ALL: [(ColorWhen, &'static str, &'static str); 3] = [
-        (
-            ColorWhen::Auto,
-            "auto",
-            "colour on a terminal unless NO_COLOR is set",
-        ),
-        (
-            ColorWhen::Always,
-            "always",
-            "always colour (overrides NO_COLOR)",
-        ),
-        (ColorWhen::Never, "never", "never colour"),
-    ];
-}
-
-/// Display and FromStr over an `ALL` table, so flags parse and print the one list of names.
-macro_rules! named_values {
-    ($t:ty, $what:literal) => {
-        impl std::fmt::Display for $t {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                let name = <$t>::ALL
-                    .iter()
-                    .find(|(v, _, _)| v == self)
-                    .map(|(_, n, _)| *n);
-                f.write_str(name.unwrap_or_default())
-            }
-        }
-        impl std::str::FromStr for $t {
-            type Err = String;
-            fn from_str(s: &str) -> Result<$t, String> {
-                <$t>::ALL
-                    .iter()
-                    .find(|(_, n, _)| *n == s)
-                    .map(|(v, _, _)| *v)
-                    .ok_or_else(|| {
-                        let names: Vec<&str> = <$t>::ALL.iter().map(|(_, n, _)| *n).collect();
-                        format!("invalid {} {s:?} (use one of: {})", $what, names.join(", "))
-                    })
-            }
-        }
-    };
-}
-named_values!(ColorWhen, "--color value");
-
-impl std::fmt::Display for OutputFormat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let name = match self {
-            OutputFormat::JsonPath(_) => "jsonpath",
-            OutputFormat::CustomColumns(_) => "custom-columns",
-            simple => OutputFormat::ALL
-                .iter()
-                .find(|(v, _, _)| v == simple)
-                .map(|(_, n, _)| *n)
-                .unwrap_or_default(),
-        };
-        f.write_str(name)
-    }
-}
-
-/// How to print: `-o`, `--no-headers`, `--show-labels` and `--color`, as parsed by the CLI layer.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OutputOptions {
-    pub output: OutputFormat,
-    pub no_headers: bool,
-    pub show_labels: bool,
-    pub color: ColorWhen,
-}
+mod format;
+pub mod jsonpath;
+mod progress;
+mod table;
+pub use format::{ColorWhen, OutputFormat, OutputOptions, color_enabled};
+pub use progress::{Backoff, Fault, Poll, Progress, Wait, classify, wait_until};
+pub use table::{Cell, Fields, Table, Tone};
 
 /// The human form of a result.
 pub enum Human {
@@ -255,7 +114,7 @@ pub fn object_name(kind: &str, group: &str, name: &str) -> String {
 /// `kind.group/name` of an object, as `kubectl apply` prints it.
 pub fn display_name(obj: &Value) -> String {
     let av = obj["apiVersion"].as_str().unwrap_or_default();
-    let group = av.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    let (group, _) = kcore::groups::split_api_version(av);
     object_name(
         obj["kind"].as_str().unwrap_or_default(),
         group,
@@ -324,16 +183,7 @@ impl Printer {
             OutputFormat::JsonPath(t) => t
                 .render(&as_value(value)?)
                 .map_err(|e| jsonpath_error("jsonpath", &e)),
-            OutputFormat::CustomColumns(c) => {
-                let mut table = Table::new(&c.headers);
-                let rows = c
-                    .rows(&as_value(value)?)
-                    .map_err(|e| jsonpath_error("custom-columns", &e))?;
-                for row in rows {
-                    table.row(row);
-                }
-                Ok(table.render(false, self.headers, false))
-            }
+            OutputFormat::CustomColumns(c) => custom_columns(c, &as_value(value)?, self.headers),
             OutputFormat::Yaml => to_yaml(value),
             OutputFormat::Name => match value.names() {
                 Some(names) => Ok(names.iter().map(|n| format!("{n}\n")).collect()),
@@ -343,14 +193,7 @@ impl Printer {
             },
             OutputFormat::Table | OutputFormat::Wide => Ok(match value.human() {
                 Human::Table(mut t) => {
-                    if self.show_labels {
-                        let Some(labels) = value.labels() else {
-                            return Err(Error::usage(
-                                "--show-labels is not supported here; it applies to lists of objects",
-                            ));
-                        };
-                        t.last_column("LABELS", labels);
-                    }
+                    self.add_labels(value, &mut t)?;
                     let mut s =
                         t.render(self.format == OutputFormat::Wide, self.headers, self.color);
                     if self.headers
@@ -406,14 +249,7 @@ impl Printer {
                 Ok(()) => out.write_all(b"\n"),
             },
             OutputFormat::Table | OutputFormat::Wide => {
-                if self.show_labels {
-                    let Some(labels) = value.labels() else {
-                        return Err(Error::usage(
-                            "--show-labels is not supported here; it applies to lists of objects",
-                        ));
-                    };
-                    table.last_column("LABELS", labels);
-                }
+                self.add_labels(value, &mut table)?;
                 let wide = self.format == OutputFormat::Wide;
                 table
                     .write_rows(&mut out, rows, cells, wide, self.headers, self.color)
@@ -432,6 +268,31 @@ impl Printer {
         let _ = written.and_then(|()| out.flush());
         Ok(())
     }
+
+    /// With `--show-labels`, the LABELS column of `value`'s rows, last in `table`.
+    fn add_labels<T: Render>(&self, value: &T, table: &mut Table) -> Result<(), Error> {
+        if self.show_labels {
+            let Some(labels) = value.labels() else {
+                return Err(Error::usage(
+                    "--show-labels is not supported here; it applies to lists of objects",
+                ));
+            };
+            table.last_column("LABELS", labels);
+        }
+        Ok(())
+    }
+}
+
+/// The `-o custom-columns` table of `value`.
+fn custom_columns(c: &jsonpath::Columns, value: &Value, headers: bool) -> Result<String, Error> {
+    let mut table = Table::new(&c.headers);
+    let rows = c
+        .rows(value)
+        .map_err(|e| jsonpath_error("custom-columns", &e))?;
+    for row in rows {
+        table.row(row);
+    }
+    Ok(table.render(false, headers, false))
 }
 
 /// A template that fails on the data (an index outside its array), as kubectl reports it
@@ -471,16 +332,7 @@ pub fn objects_text(
         OutputFormat::JsonPath(t) => t
             .render(&list())
             .map_err(|e| jsonpath_error("jsonpath", &e))?,
-        OutputFormat::CustomColumns(c) => {
-            let mut table = Table::new(&c.headers);
-            let rows = c
-                .rows(&list())
-                .map_err(|e| jsonpath_error("custom-columns", &e))?;
-            for row in rows {
-                table.row(row);
-            }
-            table.render(false, true, false)
-        }
+        OutputFormat::CustomColumns(c) => custom_columns(c, &list(), true)?,
         OutputFormat::Table | OutputFormat::Wide => objects
             .iter()
             .map(|o| format!("{} {suffix}\n", display_name(o)))
@@ -620,253 +472,5 @@ pub fn completions(candidates: &[String], directive: u32) {
     raw(completions_text(candidates, directive).as_bytes());
 }
 
-pub mod jsonpath;
-mod progress;
-mod table;
-pub use progress::{Backoff, Fault, Poll, Progress, Wait, classify, wait_until};
-pub use table::{Cell, Fields, Table, Tone};
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn color_rules() {
-        assert!(color_enabled(ColorWhen::Auto, None, true));
-        assert!(!color_enabled(ColorWhen::Auto, Some("1"), true));
-        assert!(color_enabled(ColorWhen::Auto, Some(""), true));
-        assert!(!color_enabled(ColorWhen::Auto, None, false));
-        assert!(color_enabled(ColorWhen::Always, Some("1"), false));
-        assert!(!color_enabled(ColorWhen::Never, None, true));
-    }
-
-    #[test]
-    fn value_names_round_trip() {
-        for (v, name, _) in OutputFormat::ALL {
-            assert_eq!(v.to_string(), name);
-        }
-        for (v, name, _) in ColorWhen::ALL {
-            assert_eq!(name.parse::<ColorWhen>(), Ok(v));
-        }
-        assert!(
-            "sometimes"
-                .parse::<ColorWhen>()
-                .unwrap_err()
-                .contains("auto, always")
-        );
-    }
-
-    #[test]
-    fn yaml_stream_round_trips() {
-        let objects = [
-            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}),
-            serde_json::json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-                "metadata": {"name": "prod"}}),
-        ];
-        let y = yaml_stream(&objects).unwrap();
-        assert_eq!(y.matches("---\n").count(), 2);
-        assert!(y.contains("name: prod"), "{y}");
-        assert_eq!(display_name(&objects[0]), "namespace/a");
-        assert_eq!(display_name(&objects[1]), "cluster.cluster.x-k8s.io/prod");
-    }
-
-    fn sample() -> Table {
-        let mut t = Table::new(["name", "ready", "age"]).wide(["node"]);
-        t.row(["web-1", "True", "5m", "node-a"]);
-        t.row([
-            Cell::from("database-primary"),
-            Cell::status("False"),
-            Cell::from("12d"),
-            Cell::from("node-b"),
-        ]);
-        t
-    }
-
-    #[test]
-    fn table_looks_like_kubectl_get() {
-        let t = sample();
-        assert_eq!(
-            t.render(false, true, false),
-            "NAME               READY   AGE\nweb-1              True    5m\ndatabase-primary   False   12d\n"
-        );
-        assert_eq!(
-            t.render(true, false, false),
-            "web-1              True    5m    node-a\ndatabase-primary   False   12d   node-b\n"
-        );
-    }
-
-    #[test]
-    fn coloured_cells_keep_columns_aligned() {
-        let t = sample();
-        let plain = t.render(false, true, false);
-        let coloured = t.render(false, true, true);
-        assert!(
-            coloured.contains("\u{1b}[31mFalse\u{1b}[39m"),
-            "{coloured:?}"
-        );
-        let strip = |s: &str| {
-            let mut out = String::new();
-            let mut in_esc = false;
-            for c in s.chars() {
-                match (in_esc, c) {
-                    (false, '\u{1b}') => in_esc = true,
-                    (true, 'm') => in_esc = false,
-                    (true, _) => {}
-                    (false, c) => out.push(c),
-                }
-            }
-            out
-        };
-        assert_eq!(strip(&coloured), plain);
-    }
-
-    #[test]
-    fn fields_align_keys() {
-        let mut f = Fields::new();
-        f.add("Client Version", "v0.1.0")
-            .add("Cluster API", "v1beta2");
-        assert_eq!(
-            f.render(false),
-            "Client Version:   v0.1.0\nCluster API:      v1beta2\n"
-        );
-    }
-
-    #[derive(Serialize)]
-    struct Items {
-        items: Vec<String>,
-        #[serde(rename = "apiVersion")]
-        api_version: String,
-    }
-    impl Render for Items {
-        fn human(&self) -> Human {
-            let mut t = Table::new(["name"]);
-            for i in &self.items {
-                t.row([i.as_str()]);
-            }
-            Human::Table(t)
-        }
-        fn names(&self) -> Option<Vec<String>> {
-            Some(
-                self.items
-                    .iter()
-                    .map(|i| object_name("Cluster", "cluster.x-k8s.io", i))
-                    .collect(),
-            )
-        }
-    }
-
-    fn printer(format: OutputFormat) -> Printer {
-        Printer {
-            format,
-            headers: true,
-            show_labels: false,
-            color: false,
-        }
-    }
-
-    #[test]
-    fn jsonpath_custom_columns_and_labels() {
-        let v = Items {
-            items: vec!["a".into(), "b".into()],
-            api_version: "v9".into(),
-        };
-        let t = jsonpath::Template::parse("{.items[*]} {.apiVersion}").unwrap();
-        assert_eq!(
-            printer(OutputFormat::JsonPath(t)).format(&v).unwrap(),
-            "a b v9"
-        );
-        let c = jsonpath::Columns::parse("N:@,V:$.apiVersion").unwrap();
-        assert_eq!(
-            printer(OutputFormat::CustomColumns(c)).format(&v).unwrap(),
-            "N   V\na   v9\nb   v9\n"
-        );
-        let labelled = Printer {
-            show_labels: true,
-            ..printer(OutputFormat::Table)
-        };
-        let e = labelled.format(&v).unwrap_err();
-        assert!(e.to_string().contains("--show-labels is not supported"));
-    }
-
-    #[test]
-    fn json_yaml_and_name_outputs_are_stable() {
-        let v = Items {
-            items: vec!["a".into(), "b".into()],
-            api_version: "v1".into(),
-        };
-        assert_eq!(
-            printer(OutputFormat::Json).format(&v).unwrap(),
-            "{\n  \"items\": [\n    \"a\",\n    \"b\"\n  ],\n  \"apiVersion\": \"v1\"\n}\n"
-        );
-        let y = printer(OutputFormat::Yaml).format(&v).unwrap();
-        let back: serde_json::Value = serde_saphyr::from_str(&y).unwrap();
-        assert_eq!(
-            back,
-            serde_json::json!({"items": ["a", "b"], "apiVersion": "v1"})
-        );
-        assert_eq!(
-            printer(OutputFormat::Name).format(&v).unwrap(),
-            "cluster.cluster.x-k8s.io/a\ncluster.cluster.x-k8s.io/b\n"
-        );
-        assert_eq!(
-            printer(OutputFormat::Table).format(&v).unwrap(),
-            "NAME\na\nb\n"
-        );
-    }
-
-    #[test]
-    fn errors_print_one_line_and_a_hint() {
-        let e = Error::NotInstalled {
-            product: "Cluster API".into(),
-            group: "cluster.x-k8s.io".into(),
-            install: "install it with clusterctl init".into(),
-            context: "kind-mgmt".into(),
-        };
-        let text = error_text(&e, false);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 2);
-        assert_eq!(
-            lines[0],
-            "error: Cluster API is not installed on this cluster (no cluster.x-k8s.io API); install it with clusterctl init"
-        );
-        assert!(lines[1].starts_with("hint: context \"kind-mgmt\""));
-    }
-
-    #[test]
-    fn completion_answer_ends_with_directive() {
-        assert_eq!(completions_text(&["a".into(), "b".into()], 4), "a\nb\n:4\n");
-        assert_eq!(completions_text(&[], 0), ":0\n");
-    }
-
-    #[tokio::test]
-    async fn wait_until_times_out_with_last_status() {
-        let mut n = 0;
-        let r: Result<(), Error> = wait_until(
-            "waiting for x",
-            Duration::from_millis(50),
-            Duration::from_millis(10),
-            || {
-                n += 1;
-                let k = n;
-                async move { Ok(Poll::Pending(format!("step {k}"))) }
-            },
-        )
-        .await;
-        let e = r.unwrap_err();
-        assert!(matches!(e, Error::Timeout { .. }));
-        assert!(
-            e.to_string()
-                .starts_with("timed out after 50ms while waiting for x (last seen: step"),
-            "{e}"
-        );
-        let r = wait_until(
-            "y",
-            Duration::from_secs(5),
-            Duration::from_millis(1),
-            || async { Ok(Poll::Ready(7)) },
-        )
-        .await;
-        assert_eq!(r.unwrap(), 7);
-    }
-}
+mod tests;

@@ -3,7 +3,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use clap::Args as ClapArgs;
-use cli::{KubeFlags, OutputFlags};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render::{Cell, Human, Printer, Render, RowObjects, Table, Tone};
@@ -14,20 +13,17 @@ use kube::api::ListParams;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::common::list_flags::ListFlags;
 use crate::common::{cells, lists, time};
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
+    mut_arg("selector", |a| a.help("Label selector over Cluster labels")),
     after_help = "Clusters of every namespace are listed unless -n is given.\n\nExamples:\n  kubectl capi list\n  kubectl capi list -n team-a -o wide\n  kubectl capi list -l env=prod -o json"
 )]
 pub struct Args {
-    /// Label selector over Cluster labels
-    #[arg(short = 'l', long, value_name = "SELECTOR", value_parser = cli::label_selector)]
-    pub selector: Option<String>,
     #[command(flatten)]
-    pub kube: KubeFlags,
-    #[command(flatten)]
-    pub output: OutputFlags,
+    pub list: ListFlags,
 }
 
 /// Ready out of desired.
@@ -124,7 +120,7 @@ impl Render for ClusterList {
                 Cell::from(cells::or_none(r.version.as_deref())),
                 Cell::from(cells::or_none(r.endpoint.as_deref())),
                 Cell::from(cells::or_none(r.infrastructure.as_deref())),
-                Cell::from(cells::age(r.age_seconds)),
+                Cell::from(kcore::text::age_cell(r.age_seconds)),
                 Cell::status(r.available.as_deref().unwrap_or("Unknown")),
                 Cell::from(if r.paused { "true" } else { "false" }),
                 Cell::from(cells::or_none(r.bcm_template.as_deref())),
@@ -205,7 +201,7 @@ pub fn row(
         available: summary.as_ref().map(|s| s.status.clone()),
         message: summary.and_then(|s| s.message),
         paused: json::bool_at(c, &["spec", "paused"]).unwrap_or(false)
-            || json::has_annotation(c, "cluster.x-k8s.io/paused"),
+            || json::has_annotation(c, kcore::labels::PAUSED_ANNOTATION),
         bcm_template: kcore::labels::bcm_template(c).map(str::to_string),
         created: json::str_at(c, &["metadata", "creationTimestamp"]).map(str::to_string),
         age_seconds: time::age_of(c, now),
@@ -213,15 +209,15 @@ pub fn row(
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    let printer = Printer::new(&args.output);
-    let conn = args.kube.connect().await?;
+    let printer = Printer::new(&args.list.output);
+    let conn = args.list.kube.connect().await?;
     // All namespaces unless -n.
     let namespace =
         (conn.namespace_explicit && !conn.all_namespaces).then(|| conn.namespace.clone());
     let apis = ServerApis::discover(&conn).await?;
     let cluster_ar = apis.cluster()?;
     let mut lp = ListParams::default();
-    if let Some(s) = args.selector.as_deref().filter(|s| !s.trim().is_empty()) {
+    if let Some(s) = args.list.selector() {
         lp = lp.labels(s);
     }
     let md_ar = apis.capi_kind("MachineDeployment").ok();
@@ -272,7 +268,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         })
         .collect();
     items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    if items.is_empty() && !args.output.output.is_structured() {
+    if items.is_empty() && !args.list.output.output.is_structured() {
         kclient::render::none_found("clusters", namespace.as_deref());
         return Ok(());
     }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use clap::Args as ClapArgs;
-use cli::{KubeFlags, OutputFlags, OutputFormat};
+use cli::OutputFormat;
 use futures::StreamExt;
 use kclient::discovery::ServerApis;
 use kclient::error::{Error, Op};
@@ -18,6 +18,7 @@ use kube::runtime::watcher;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::common::list_flags::ListFlags;
 use crate::common::{cells, host_pool, time};
 
 use kcore::labels::CLUSTER_NAME_LABEL;
@@ -25,6 +26,7 @@ use kcore::labels::CONTROL_PLANE_LABEL;
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
+    mut_arg("selector", |a| a.help("Label selector over Machine labels")),
     after_help = "Examples:\n  kubectl capi machines\n  kubectl capi machines prod -n team-a -o wide\n  kubectl capi machines -A --watch"
 )]
 pub struct Args {
@@ -34,13 +36,8 @@ pub struct Args {
     /// After listing, stream changes as they happen (one line per change; Ctrl-C stops)
     #[arg(short = 'w', long)]
     pub watch: bool,
-    /// Label selector over Machine labels
-    #[arg(short = 'l', long, value_name = "SELECTOR", value_parser = cli::label_selector)]
-    pub selector: Option<String>,
     #[command(flatten)]
-    pub kube: KubeFlags,
-    #[command(flatten)]
-    pub output: OutputFlags,
+    pub list: ListFlags,
 }
 
 /// One row of `machines`.
@@ -157,7 +154,7 @@ fn row_before_hosts(m: &Value, now: jiff::Timestamp) -> (MachineRow, Option<Stri
         version: s(&["spec", "version"]),
         node: s(&["status", "nodeRef", "name"]),
         host,
-        deployment: json::label(m, "cluster.x-k8s.io/deployment-name").map(str::to_string),
+        deployment: json::label(m, kcore::labels::DEPLOYMENT_NAME_LABEL).map(str::to_string),
         provider_id,
         reason: not_ready.and_then(|c| c.reason.clone()),
         message: not_ready.and_then(|c| c.message.clone()),
@@ -217,7 +214,7 @@ impl Render for MachineList {
                 Cell::from(cells::or_none(r.version.as_deref())),
                 Cell::from(cells::or_none(r.node.as_deref())),
                 Cell::from(cells::or_none(r.host.as_deref())),
-                Cell::from(cells::age(r.age_seconds)),
+                Cell::from(kcore::text::age_cell(r.age_seconds)),
                 Cell::from(&r.namespace),
                 Cell::from(cells::or_none(r.deployment.as_deref())),
                 Cell::from(cells::or_none(r.provider_id.as_deref())),
@@ -236,7 +233,7 @@ fn selector(args: &Args) -> Option<String> {
     if let Some(c) = &args.cluster {
         parts.push(format!("{CLUSTER_NAME_LABEL}={c}"));
     }
-    if let Some(s) = args.selector.as_deref().filter(|s| !s.trim().is_empty()) {
+    if let Some(s) = args.list.selector() {
         parts.push(s.to_string());
     }
     (!parts.is_empty()).then(|| parts.join(","))
@@ -254,11 +251,11 @@ fn sort(rows: &mut [MachineRow]) {
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    let printer = Printer::new(&args.output);
+    let printer = Printer::new(&args.list.output);
     if let Some(c) = &args.cluster {
         kcore::names::check_object_name("Cluster", c)?;
     }
-    let conn = args.kube.connect().await?;
+    let conn = args.list.kube.connect().await?;
     let namespace = conn.list_namespace().map(str::to_string);
     let apis = ServerApis::discover(&conn).await?;
     let machine_ar = apis.capi_kind("Machine")?;
@@ -299,7 +296,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         let ns = conn.namespace.clone();
         kclient::api::get_or_suggest(&conn, &cluster_ar, &ns, c).await?;
     }
-    let structured = args.output.output.is_structured();
+    let structured = args.list.output.output.is_structured();
     if items.is_empty() && !structured {
         kclient::render::none_found("machines", namespace.as_deref());
     } else if args.watch && structured {

@@ -436,7 +436,7 @@ pub struct DeploymentComponent {
 /// Upstream's `KamajiControlPlaneFields`: the body of a KamajiControlPlane and of its template.
 /// The optional components are boxed: most KamajiControlPlanes set few of them, and inline they
 /// made each object 3.4 KB before any field was set, held once per KamajiControlPlane in the
-/// reconciler's store (issue 29: 10,000 of them).
+/// reconciler's store (10,000 of them).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KamajiControlPlaneFields {

@@ -2,11 +2,20 @@
 //! `v1alpha2` (CAPI v1beta2 contract, storage) and `v1alpha1` (CAPI v1beta1 contract).
 
 /// The KamajiControlPlane and KamajiControlPlaneTemplate kinds of one API version, stated once
-/// for both: the same spec (the shared fields, the endpoint, replicas and version) and template;
-/// what differs is the status (`KamajiControlPlaneStatus`) and the endpoint (`ApiEndpoint`) of
-/// the invoking module, and the path of the `Initialized` printer column.
+/// for both: the same spec (the shared fields, the endpoint, replicas and version) and template,
+/// and the status fields both contracts have (the external management, the failure, the
+/// version and the conditions, of the contract's `$condition` type); what differs is the rest
+/// of the status (`$lead` before those fields, `$tail` after them), the endpoint
+/// (`ApiEndpoint`) of the invoking module, and the path of the `Initialized` printer column.
 macro_rules! kinds {
-    ($version:tt, $initialized:tt) => {
+    (
+        $version:tt,
+        $initialized:tt,
+        $(#[doc = $status_doc:literal])*
+        status { $($lead:tt)* }
+        conditions: $condition:ty,
+        then { $($tail:tt)* }
+    ) => {
         /// The desired state of a KamajiControlPlane.
         #[derive(kube::CustomResource, Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[kube(
@@ -115,6 +124,24 @@ macro_rules! kinds {
             #[schemars(extend("minProperties" = 1))]
             pub metadata: Option<TemplateMeta>,
             pub spec: KamajiControlPlaneFields,
+        }
+
+        $(#[doc = $status_doc])*
+        #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+        #[serde(rename_all = "camelCase")]
+        pub struct KamajiControlPlaneStatus {
+            $($lead)*
+            /// Always `true`: the control plane is managed by Kamaji, without Machines.
+            #[schemars(required, extend("default" = true))]
+            pub external_managed_control_plane: Option<bool>,
+            #[serde(default, skip_serializing_if = "String::is_empty")]
+            pub failure_reason: String,
+            #[serde(default, skip_serializing_if = "String::is_empty")]
+            pub failure_message: String,
+            pub version: String,
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            pub conditions: Vec<$condition>,
+            $($tail)*
         }
     };
 }

@@ -19,8 +19,6 @@ pub struct ApiEndpoint {
     pub port: i32,
 }
 
-kinds!("v1alpha1", ".status.initialized");
-
 /// A CAPI v1beta1 condition, which the reconciler writes on the v1beta1 contract, with
 /// `observedGeneration` from `metav1.Condition`: CACPPK's v1alpha1 conditions are
 /// `metav1.Condition`s (`api/v1alpha1/kamajicontrolplane_types.go`, CACPPK v0.11.0) and it
@@ -48,36 +46,30 @@ fn no_schema_default(schema: &mut schemars::Schema) {
     schema.remove("default");
 }
 
-/// The observed state (CAPI v1beta1 contract).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct KamajiControlPlaneStatus {
-    #[serde(default)]
-    #[schemars(transform = no_schema_default)]
-    pub initialized: bool,
-    pub ready: bool,
-    #[serde(default)]
-    #[schemars(transform = no_schema_default)]
-    pub replicas: i32,
-    #[serde(default)]
-    #[schemars(transform = no_schema_default)]
-    pub ready_replicas: i32,
-    #[serde(default)]
-    #[schemars(transform = no_schema_default)]
-    pub unavailable_replicas: i32,
-    #[serde(default)]
-    #[schemars(transform = no_schema_default)]
-    pub updated_replicas: i32,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub selector: String,
-    /// Always `true`: the control plane is managed by Kamaji, without Machines.
-    #[schemars(required, extend("default" = true))]
-    pub external_managed_control_plane: Option<bool>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub failure_reason: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub failure_message: String,
-    pub version: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<V1Beta1Condition>,
-}
+kinds!(
+    "v1alpha1",
+    ".status.initialized",
+    /// The observed state (CAPI v1beta1 contract).
+    status {
+        #[serde(default)]
+        #[schemars(transform = no_schema_default)]
+        pub initialized: bool,
+        pub ready: bool,
+        #[serde(default)]
+        #[schemars(transform = no_schema_default)]
+        pub replicas: i32,
+        #[serde(default)]
+        #[schemars(transform = no_schema_default)]
+        pub ready_replicas: i32,
+        #[serde(default)]
+        #[schemars(transform = no_schema_default)]
+        pub unavailable_replicas: i32,
+        #[serde(default)]
+        #[schemars(transform = no_schema_default)]
+        pub updated_replicas: i32,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        pub selector: String,
+    }
+    conditions: V1Beta1Condition,
+    then {}
+);

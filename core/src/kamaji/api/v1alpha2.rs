@@ -24,8 +24,6 @@ fn is_zero(p: &i32) -> bool {
     *p == 0
 }
 
-kinds!("v1alpha2", ".status.initialization.controlPlaneInitialized");
-
 /// `status.initialization`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -34,44 +32,39 @@ pub struct Initialization {
     pub control_plane_initialized: Option<bool>,
 }
 
-/// The observed state (CAPI v1beta2 contract).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct KamajiControlPlaneStatus {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub initialization: Option<Initialization>,
-    pub ready: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ready_replicas: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub replicas: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub selector: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub available_replicas: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub up_to_date_replicas: Option<i32>,
-    /// Always `true`: the control plane is managed by Kamaji, without Machines.
-    #[schemars(required, extend("default" = true))]
-    pub external_managed_control_plane: Option<bool>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub failure_reason: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub failure_message: String,
-    pub version: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
-    /// v1beta1-contract field (`status.initialized`), kept in the storage version so that the
-    /// v1alpha1 view works without a conversion webhook. Written only on v1beta1-only clusters.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub initialized: Option<bool>,
-    /// v1beta1-contract field, see `initialized`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unavailable_replicas: Option<i32>,
-    /// v1beta1-contract field, see `initialized`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub updated_replicas: Option<i32>,
-}
+kinds!(
+    "v1alpha2",
+    ".status.initialization.controlPlaneInitialized",
+    /// The observed state (CAPI v1beta2 contract).
+    status {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub initialization: Option<Initialization>,
+        pub ready: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub ready_replicas: Option<i32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub replicas: Option<i32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub selector: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub available_replicas: Option<i32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub up_to_date_replicas: Option<i32>,
+    }
+    conditions: Condition,
+    then {
+        /// v1beta1-contract field (`status.initialized`), kept in the storage version so that the
+        /// v1alpha1 view works without a conversion webhook. Written only on v1beta1-only clusters.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub initialized: Option<bool>,
+        /// v1beta1-contract field, see `initialized`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub unavailable_replicas: Option<i32>,
+        /// v1beta1-contract field, see `initialized`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub updated_replicas: Option<i32>,
+    }
+);
 
 /// A `metav1.Condition`, with its upstream validation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -17,7 +17,7 @@ use kube::discovery::ApiResource;
 use serde_json::Value;
 
 use super::cluster::ClusterHandle;
-use super::lists::{MachineStatus, Narrow, list_narrow, list_narrow_as, list_opt, prune};
+use super::lists::{MachineStatus, Narrow, list_narrow, list_opt, prune};
 use super::time::now;
 
 /// How BYOH is installed, in the message of a missing ByoHost API.
@@ -123,7 +123,7 @@ pub async fn host_rows(
                     _ => |bm| ByoMachineLink::of(&bm.byomachine_row()),
                 };
                 let (bms, silent) = tokio::try_join!(
-                    list_narrow_as(conn, bm_ar, lp, detail == HostDetail::Table, to_link),
+                    list_narrow(conn, bm_ar, lp, detail == HostDetail::Table, to_link),
                     list_narrow(conn, machine_ar, lp, false, Narrow::silent),
                 )?;
                 // The Machine of a ByoMachine is its controller owner (CAPI sets it, the
@@ -135,10 +135,10 @@ pub async fn host_rows(
             }
             HostDetail::Rows => {
                 tokio::try_join!(
-                    list_narrow_as(conn, bm_ar, lp, false, |bm: Narrow<Value>| {
+                    list_narrow(conn, bm_ar, lp, false, |bm: Narrow<Value>| {
                         ByoMachineLink::of(&bm.byomachine_row())
                     }),
-                    list_narrow_as(conn, machine_ar, lp, false, |m: Narrow<MachineStatus>| {
+                    list_narrow(conn, machine_ar, lp, false, |m: Narrow<MachineStatus>| {
                         MachineLink::of(&m.machine_row())
                     }),
                 )

@@ -23,23 +23,9 @@ pub async fn list_opt(
 }
 
 /// One LIST of `ar` in all namespaces (empty when it is not served), each item parsed as
-/// `Narrow<S>` and made a `Value` by `to_value`.
-pub async fn list_narrow<S: serde::de::DeserializeOwned + 'static>(
-    conn: &Conn,
-    ar: Option<ApiResource>,
-    lp: &ListParams,
-    metadata_only: bool,
-    to_value: fn(Narrow<S>) -> Value,
-) -> Result<Vec<Value>, Error> {
-    match ar {
-        Some(ar) => kclient::api::list_whole(conn, &ar, None, lp, metadata_only, to_value).await,
-        None => Ok(Vec::new()),
-    }
-}
-
-/// Like [`list_narrow`], each item made what the caller keeps by `keep` (a typed row of the
-/// few fields it reads, rather than a JSON tree) as it is parsed.
-pub async fn list_narrow_as<S: serde::de::DeserializeOwned + 'static, U: Send + 'static>(
+/// `Narrow<S>` and made what the caller keeps by `keep` (a `Value` of the fields a join reads,
+/// or a typed row of them) as it is parsed.
+pub async fn list_narrow<S: serde::de::DeserializeOwned + 'static, U: Send + 'static>(
     conn: &Conn,
     ar: Option<ApiResource>,
     lp: &ListParams,

@@ -7,6 +7,7 @@
 //! - `cluster_upgrade`: a cluster's ClusterUpgrade: where the API is served, its spec and status;
 //! - `host_pool`: the BYOH host pool: hosts, what claims them, the free ones, one host;
 //! - `lists`: LISTs that cost little (absent kinds, pruned and narrowly parsed objects);
+//! - `list_flags`: the flags of a verb that lists objects by label (`-l`, connection, output);
 //! - `findings`: a plan's findings on the terminal;
 //! - `names`: a cluster name checked, objects named as kubectl prints them;
 //! - `cells`: table cells as kubectl prints them (`<none>`, ages);
@@ -19,6 +20,7 @@ pub mod cluster_parts;
 pub mod cluster_upgrade;
 pub mod findings;
 pub mod host_pool;
+pub mod list_flags;
 pub mod lists;
 pub mod names;
 pub mod time;

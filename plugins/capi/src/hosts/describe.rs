@@ -156,8 +156,8 @@ fn events_table(events: &[EventRow]) -> Option<Table> {
             .as_deref()
             .and_then(|t| kcore::text::seconds_since(t, now));
         let age = match (age, e.count) {
-            (a, n) if n > 1 => format!("{} (x{n})", cells::age(a)),
-            (a, _) => cells::age(a),
+            (a, n) if n > 1 => format!("{} (x{n})", kcore::text::age_cell(a)),
+            (a, _) => kcore::text::age_cell(a),
         };
         [
             e.type_.clone(),
@@ -187,7 +187,10 @@ impl HostDescription {
             cells::or_none(h.os_image.as_deref()),
             cells::or_none(h.version.as_deref())
         ));
-        o.push_str(&format!("Age:          {}\n", cells::age(h.age_seconds)));
+        o.push_str(&format!(
+            "Age:          {}\n",
+            kcore::text::age_cell(h.age_seconds)
+        ));
     }
 }
 

@@ -44,8 +44,23 @@ pub struct CordonArgs {
     pub kube: KubeFlags,
 }
 
+/// What drain and retire both take: the host, how long to wait, and `--yes` (each verb says
+/// what it does without asking: `mut_arg("yes", ...)`).
+#[derive(ClapArgs, Clone, Debug)]
+pub struct JobFlags {
+    /// The ByoHost
+    #[arg(value_name = "HOST")]
+    pub host: String,
+    /// How long to wait for the host's release and the replacement
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = cli::parse_duration)]
+    pub timeout: Duration,
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
+    mut_arg("yes", |a| a.help("Drain without asking (needed without a terminal)")),
     after_help = "Drain moves the worker machine on HOST to a spare host: it checks that a free host
 matches the machine's ByoMachineTemplate, deletes the Machine (its MachineSet creates a
 replacement, which BYOH places on a free host), waits until HOST is released, cordons it, and
@@ -54,21 +69,15 @@ A drain that times out or is interrupted leaves HOST marked as draining: run it 
 (it waits for the release and cordons HOST); uncordon calls it off."
 )]
 pub struct DrainArgs {
-    /// The ByoHost
-    #[arg(value_name = "HOST")]
-    pub host: String,
-    /// How long to wait for the host's release and the replacement
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = cli::parse_duration)]
-    pub timeout: Duration,
-    /// Drain without asking (needed without a terminal)
-    #[arg(long, short = 'y')]
-    pub yes: bool,
+    #[command(flatten)]
+    pub job: JobFlags,
     #[command(flatten)]
     pub kube: KubeFlags,
 }
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
+    mut_arg("yes", |a| a.help("Retire without asking (needed without a terminal)")),
     after_help = "Retire is for a host that stopped (kubectl capi hosts shows it Unreachable: its
 Node stopped reporting). It deletes the Machine on HOST (its MachineSet creates a replacement,
 which BYOH places on a free matching host), waits until BYOH's controller lets go of HOST,
@@ -79,15 +88,8 @@ hardware before kubectl capi hosts uncordon HOST. A host whose Node still report
 (drain it) unless --force. Interrupted, a re-run finishes."
 )]
 pub struct RetireArgs {
-    /// The ByoHost
-    #[arg(value_name = "HOST")]
-    pub host: String,
-    /// How long to wait for the host's release and the replacement
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = cli::parse_duration)]
-    pub timeout: Duration,
-    /// Retire without asking (needed without a terminal)
-    #[arg(long, short = 'y')]
-    pub yes: bool,
+    #[command(flatten)]
+    pub job: JobFlags,
     /// Retire a host that does not read Unreachable (its Node reports, or it is stuck releasing)
     #[arg(long)]
     pub force: bool,
@@ -103,25 +105,25 @@ struct Job<'a> {
     kube: &'a KubeFlags,
     /// Retire: the host's agent is gone, so its release is written here.
     retire: bool,
+    /// Retire `--force`: a host that does not read Unreachable too.
+    force: bool,
 }
 
 impl<'a> Job<'a> {
     fn drain(a: &'a DrainArgs) -> Self {
-        Job {
-            host: &a.host,
-            timeout: a.timeout,
-            yes: a.yes,
-            kube: &a.kube,
-            retire: false,
-        }
+        Job::new(&a.job, &a.kube, false, false)
     }
     fn retire(a: &'a RetireArgs) -> Self {
+        Job::new(&a.job, &a.kube, true, a.force)
+    }
+    fn new(flags: &'a JobFlags, kube: &'a KubeFlags, retire: bool, force: bool) -> Self {
         Job {
-            host: &a.host,
-            timeout: a.timeout,
-            yes: a.yes,
-            kube: &a.kube,
-            retire: true,
+            host: &flags.host,
+            timeout: flags.timeout,
+            yes: flags.yes,
+            kube,
+            retire,
+            force,
         }
     }
     fn verb(&self) -> &'static str {
@@ -225,27 +227,85 @@ async fn apply_change(
 }
 
 pub async fn drain(args: &DrainArgs) -> Result<(), Error> {
-    let job = Job::drain(args);
-    let f = find(&args.kube, &args.host).await?;
-    let name = args.host.as_str();
+    carry_out(&Job::drain(args)).await
+}
+
+pub async fn retire(args: &RetireArgs) -> Result<(), Error> {
+    carry_out(&Job::retire(args)).await
+}
+
+/// A drain or a retire, from the host's read to the lines that say it is done: one under way is
+/// resumed, else one is started ([`fresh`]). A host cordoned with none under way has nothing
+/// left to do.
+async fn carry_out(job: &Job<'_>) -> Result<(), Error> {
+    let name = job.host;
+    let f = find(job.kube, name).await?;
     let resumes = maintenance::drain_resumes(&f.host);
+    let done = if job.retire { "released" } else { "drained" };
     if maintenance::is_cordoned(&f.host) && !resumes {
         kclient::render::line(&format!(
-            "byohost.infrastructure.cluster.x-k8s.io/{name} already drained and cordoned"
+            "byohost.infrastructure.cluster.x-k8s.io/{name} already {done} and cordoned"
         ));
         return Ok(());
     }
     let (w, bm) = if resumes {
-        resume(&job, &f).await?
+        resume(job, &f).await?
     } else {
-        let w = worker_on(&job, &f).await?;
-        start(&job, &f, w).await?
+        fresh(job, &f).await?
     };
-    finish(&job, &f, w.as_ref(), &bm).await?;
+    finish(job, &f, w.as_ref(), &bm).await?;
+    if !job.retire {
+        kclient::render::line(&format!(
+            "byohost.infrastructure.cluster.x-k8s.io/{name} drained and cordoned (kubectl capi hosts uncordon {name} returns it to the pool)"
+        ));
+        return Ok(());
+    }
     kclient::render::line(&format!(
-        "byohost.infrastructure.cluster.x-k8s.io/{name} drained and cordoned (kubectl capi hosts uncordon {name} returns it to the pool)"
+        "byohost.infrastructure.cluster.x-k8s.io/{name} retired: released for its agent and cordoned"
+    ));
+    kclient::render::line(&format!(
+        "On the host: it still holds the node's state; reset it (kubeadm reset, remove /etc/kubernetes and /var/lib/kubelet) or reinstall it, start byoh-hostagent, then kubectl capi hosts uncordon {name}"
     ));
     Ok(())
+}
+
+/// Starts a drain or a retire that is not under way: the worker on the host is replaced. A
+/// retire of a host whose machine is gone already has only the release left, and one of a host
+/// that still reports needs `--force`.
+async fn fresh(job: &Job<'_>, f: &Found) -> Result<(Option<Worker>, String), Error> {
+    let name = job.host;
+    if job.retire
+        && let Some(bm) = stuck_releasing(f).await?
+    {
+        // Its machine is gone already and nobody cleans up: only the release is left.
+        if !job.force {
+            return Err(Error::other(format!(
+                "ByoHost {name} is releasing ByoMachine {bm}, which is gone; if its agent is gone too, retire it with --force (kubectl capi hosts describe {name} shows it)"
+            )));
+        }
+        confirm(
+            job.yes,
+            &format!("retire ByoHost {name}: release it for its agent and cordon it"),
+        )?;
+        let mark = maintenance::plan_drain_intent(&maintenance::DrainIntent {
+            namespace: json::namespace(&f.host).to_string(),
+            cluster: String::new(),
+            machine: String::new(),
+            machine_deployment: String::new(),
+            byo_machine: bm.clone(),
+            at: now(),
+        });
+        patch_as_agent(job.kube, &f.host_ar, &f.host, &mark).await?;
+        return Ok((None, bm));
+    }
+    let w = worker_on(job, f).await?;
+    if job.retire && !w.silent && !job.force {
+        return Err(Error::other(format!(
+            "ByoHost {name} still reports (the Node of Machine {} is not Unknown): retire is for a host that stopped; move its machine with kubectl capi hosts drain {name} (--force retires it anyway)",
+            w.machine_name
+        )));
+    }
+    start(job, f, w).await
 }
 
 /// Waits for the release, the cordon and the replacement, then takes the mark off (read again:
@@ -257,60 +317,6 @@ async fn finish(job: &Job<'_>, f: &Found, w: Option<&Worker>, bm: &str) -> Resul
         .map_err(|e| unfinished(e, job))?;
     let host = find_host(&f.conn, &f.host_ar, name, Some(json::namespace(&f.host))).await?;
     patch_as_agent(job.kube, &f.host_ar, &host, &maintenance::plan_drain_done()).await
-}
-
-pub async fn retire(args: &RetireArgs) -> Result<(), Error> {
-    let job = Job::retire(args);
-    let f = find(&args.kube, &args.host).await?;
-    let name = args.host.as_str();
-    let resumes = maintenance::drain_resumes(&f.host);
-    if maintenance::is_cordoned(&f.host) && !resumes {
-        kclient::render::line(&format!(
-            "byohost.infrastructure.cluster.x-k8s.io/{name} already released and cordoned"
-        ));
-        return Ok(());
-    }
-    let (w, bm) = if resumes {
-        resume(&job, &f).await?
-    } else if let Some(bm) = stuck_releasing(&f).await? {
-        // Its machine is gone already and nobody cleans up: only the release is left.
-        if !args.force {
-            return Err(Error::other(format!(
-                "ByoHost {name} is releasing ByoMachine {bm}, which is gone; if its agent is gone too, retire it with --force (kubectl capi hosts describe {name} shows it)"
-            )));
-        }
-        confirm(
-            args.yes,
-            &format!("retire ByoHost {name}: release it for its agent and cordon it"),
-        )?;
-        let mark = maintenance::plan_drain_intent(&maintenance::DrainIntent {
-            namespace: json::namespace(&f.host).to_string(),
-            cluster: String::new(),
-            machine: String::new(),
-            machine_deployment: String::new(),
-            byo_machine: bm.clone(),
-            at: now(),
-        });
-        patch_as_agent(&args.kube, &f.host_ar, &f.host, &mark).await?;
-        (None, bm)
-    } else {
-        let w = worker_on(&job, &f).await?;
-        if !w.silent && !args.force {
-            return Err(Error::other(format!(
-                "ByoHost {name} still reports (the Node of Machine {} is not Unknown): retire is for a host that stopped; move its machine with kubectl capi hosts drain {name} (--force retires it anyway)",
-                w.machine_name
-            )));
-        }
-        start(&job, &f, w).await?
-    };
-    finish(&job, &f, w.as_ref(), &bm).await?;
-    kclient::render::line(&format!(
-        "byohost.infrastructure.cluster.x-k8s.io/{name} retired: released for its agent and cordoned"
-    ));
-    kclient::render::line(&format!(
-        "On the host: it still holds the node's state; reset it (kubeadm reset, remove /etc/kubernetes and /var/lib/kubelet) or reinstall it, start byoh-hostagent, then kubectl capi hosts uncordon {name}"
-    ));
-    Ok(())
 }
 
 /// The ByoMachine a host still names although it is gone (BYOH's controller let go; the agent

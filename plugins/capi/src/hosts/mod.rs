@@ -13,6 +13,7 @@ use kcore::plan::selector::LabelSelector;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::common::list_flags::ListFlags;
 use crate::common::{cells, host_pool, lists};
 
 mod add;
@@ -25,6 +26,7 @@ mod maint;
     // --cluster is the kubeconfig cluster, as everywhere in kubectl; the CAPI cluster filter
     // is --cluster-name. --kubeconfig-cluster (the old spelling) still works.
     mut_arg("kube-cluster", |a| a.alias("kubeconfig-cluster")),
+    mut_arg("selector", |a| a.help("Label selector over host labels (kubectl syntax: k=v, k!=v, k in (a,b), !k)")),
     after_help = "Hosts of every namespace are listed unless -n is given: any namespace's machines may claim a host.\n\nExamples:\n  kubectl capi hosts\n  kubectl capi hosts --available\n  kubectl capi hosts --cluster-name prod -o wide\n  kubectl capi hosts --state failed,releasing\n  kubectl capi hosts describe host-07"
 )]
 pub struct Args {
@@ -39,13 +41,8 @@ pub struct Args {
     /// Only free hosts (same as --state Available)
     #[arg(long)]
     pub available: bool,
-    /// Label selector over host labels (kubectl syntax: k=v, k!=v, k in (a,b), !k)
-    #[arg(short = 'l', long, value_name = "SELECTOR", value_parser = cli::label_selector)]
-    pub selector: Option<String>,
     #[command(flatten)]
-    pub kube: KubeFlags,
-    #[command(flatten)]
-    pub output: OutputFlags,
+    pub list: ListFlags,
 }
 
 #[derive(Subcommand, Clone, Debug)]
@@ -73,14 +70,6 @@ pub struct DescribeArgs {
     pub kube: KubeFlags,
     #[command(flatten)]
     pub output: OutputFlags,
-}
-
-/// The result of `hosts`: the rows and the summary of what is shown.
-#[derive(Serialize, Debug)]
-#[serde(rename_all = "camelCase")]
-pub struct HostList {
-    pub summary: HostSummary,
-    pub items: Vec<HostRow>,
 }
 
 pub fn state_tone(s: HostState) -> Tone {
@@ -120,13 +109,21 @@ fn host_cells(r: &HostRow) -> Vec<Cell> {
         Cell::from(cells::or_none(r.os.as_deref())),
         Cell::from(cells::or_none(r.arch.as_deref())),
         Cell::from(cells::or_none(r.ip.as_deref())),
-        Cell::from(cells::age(r.age_seconds)),
+        Cell::from(kcore::text::age_cell(r.age_seconds)),
         Cell::from(cells::or_none(r.os_image.as_deref())),
         Cell::from(cells::or_none(r.provider_id.as_deref())),
         Cell::from(cells::or_none(r.reason.as_deref())),
         Cell::from(labels_text(&r.labels)),
         Cell::from(&r.namespace),
     ]
+}
+
+/// The result of `hosts`: the rows and the summary of what is shown.
+#[derive(Serialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct HostList {
+    pub summary: HostSummary,
+    pub items: Vec<HostRow>,
 }
 
 impl Render for HostList {
@@ -173,7 +170,7 @@ pub fn filter(args: &Args, namespace: Option<String>) -> Result<HostFilter, Erro
             }
         })?);
     }
-    let selector = match &args.selector {
+    let selector = match &args.list.selector {
         Some(s) => Some(LabelSelector::parse(s).map_err(|e| Error::Usage {
             message: e.to_string(),
             hint: Some("use kubectl's syntax: -l 'role=worker,zone in (a,b),!gpu'".into()),
@@ -215,17 +212,18 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         Some(Cmd::Retire(a)) => return maint::retire(a).await,
         None => {}
     }
-    let printer = Printer::new(&args.output);
+    let printer = Printer::new(&args.list.output);
     // Every flag is checked before anything is read.
     filter(args, None)?;
     if let Some(c) = &args.cluster {
         kcore::names::check_object_name("cluster", c)?;
     }
     let conn = args
+        .list
         .kube
         .connect()
         .await
-        .map_err(|e| cluster_flag_hint(&args.kube, e))?;
+        .map_err(|e| cluster_flag_hint(&args.list.kube, e))?;
     // All namespaces unless -n: any namespace's machines may claim a host.
     let namespace =
         (conn.namespace_explicit && !conn.all_namespaces).then(|| conn.namespace.clone());
@@ -233,7 +231,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     let apis = ServerApis::discover(&conn).await?;
     // The selector also narrows the LIST on the server.
     // The table needs names only from the joined kinds; wide, JSON and YAML need more.
-    let detail = match args.output.output {
+    let detail = match args.list.output.output {
         cli::OutputFormat::Table | cli::OutputFormat::Name => host_pool::HostDetail::Table,
         cli::OutputFormat::Wide => host_pool::HostDetail::Wide,
         _ => host_pool::HostDetail::Rows,
@@ -242,7 +240,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         &conn,
         &apis,
         namespace.as_deref(),
-        args.selector.as_deref().filter(|s| !s.trim().is_empty()),
+        args.list.selector(),
         detail,
         &filter,
     )
@@ -264,7 +262,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         unknown_cluster(c, &clusters, namespace.as_deref())?;
     }
     let summary = HostSummary::of(&items);
-    if items.is_empty() && !args.output.output.is_structured() {
+    if items.is_empty() && !args.list.output.output.is_structured() {
         kclient::render::none_found("hosts", namespace.as_deref());
         return Ok(());
     }
