@@ -15,6 +15,10 @@
 //!   ClusterUpgrade and FleetUpgrade API; [`install`]: the reconciler's install manifests, which
 //!   carry both; `crd` (crate-private): what every CRD we generate goes through.
 
+// Every `pub` item is reachable from outside, so `core/public-api.txt` (tests/tests/layers.rs)
+// lists what other crates can use, and what only the core uses is `pub(crate)`.
+#![warn(unreachable_pub)]
+
 pub mod build;
 pub mod condition;
 pub(crate) mod crd;

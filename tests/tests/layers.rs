@@ -5,6 +5,7 @@
 //! - clap appears in library code only in the `cli` crate;
 //! - one definition each of the concepts that used to exist in several copies.
 
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -258,7 +259,7 @@ fn core_library_sources() -> Vec<PathBuf> {
     files
 }
 
-/// Issue 25: a label, annotation or other constant the core defines is used from there, never
+/// A label, annotation or other constant the core defines is used from there, never
 /// written again under another (private) name, where it could drift.
 #[test]
 fn no_private_copy_of_a_core_constant() {
@@ -287,84 +288,268 @@ fn no_private_copy_of_a_core_constant() {
     );
 }
 
-/// Issue 25: the core's public surface is counted and may not grow unnoticed: 669 public items
-/// before the issue's clean-up, 568 before the Kamaji modules became one (`kcore::kamaji`),
-/// fewer after (items only the core used became `pub(crate)`, dead ones went). Raise the bound
-/// only for an item another crate needs.
-#[test]
-fn the_core_public_surface_is_bounded() {
-    // 536 when issue 25 cut the core down; issue 26: +20 for `doctor`'s API (`prune` among
-    // them), +3 for the host pool `create` checks (`PoolCheck`), +5 for the reconciler's
-    // certificate scan (`tenant_expiries`, `certificates_condition`), +2 for `--cert-warn`'s
-    // one parser (`text::parse_cert_warn`), +2 for the DataStore preflight
-    // (`datastore_secret_keys`), +1 for reading a Kamaji Secret's certificates once
-    // (`doctor::secret_certificates`), +1 for when a scale step is reached
-    // (`ScaleStep::pending`, shared by the wait and its unit test), +1 for the
-    // TenantControlPlane `create` asks Kamaji about (`kamaji::tcp::tcp_for`), +2 for the CRDs
-    // doctor's management checks read (`doctor::CrdInfo`, `CrdInfo::is_fleet_api`), +1 for
-    // one reading of a provider's Lease by the CLI and the reconciler (`LeaseInfo::of`), +15
-    // for the patch releases the CLI resolves and the reconcilers walk through
-    // (`version::releases`: the table and the markers' parsing the client reads, the walk's
-    // sources, what is recorded and read back; `ClusterUpgradeSpec`/`FleetUpgradeSpec`
-    // `patch_releases`, `walk_start`, `KamajiUpgradePlan`'s three fields), +6 for the
-    // deprecated APIs an upgrade's preflight reads from a tenant's metrics
-    // (`plan::upgrade::deprecated`), +12 for the fleet-sized kinds doctor holds as facts
-    // (`doctor::MachineFacts` and `plan::hosts::HostFacts`, each with its `of`; `object_key`,
-    // `secret_cluster`; the doctor's re-export), a Node that stopped reporting, read by doctor
-    // and the hosts table (`fields::node_silence`, `NodeSilence`), `hosts retire`'s release
-    // (`plan_agent_release`, `AgentRelease`) and the host preflight (`preflight_script`), +26
-    // for `kubectl kamaji migrate` (`kamaji::migrate` and its mod line: a DataStore as a
-    // migration reads it, `Content`, `EtcdTls`, `Reach`, `Stage`, `Writes`, `Preflight`,
-    // `MigratePlan` and its `lines`, `MigrationProgress` with `of` and `line`, the prefix and
-    // its range end, `stage`, `preflight`, the three patches and the nudge, Kamaji's Job name,
-    // `complete_first` for Kamaji v1.0.0's Job reading, `FREEZE_WEBHOOK`), +1 for
-    // `ScalePlan::grows` (a scale-down reads no host pool), +1 for kubectl's last-applied
-    // annotation the reconciler's caches drop (`kamaji::tcp::LAST_APPLIED`, issue 29), +7 for
-    // the `hosts` list's narrow join (issue 29: `plan::hosts::HostPart`, `ByoMachineLink`,
-    // `MachineLink`, each with its `of`, `RowJoin` with `build` and `row`, and their re-export;
-    // `HostRow::age`, `HostFilter::apply` and `Inventory::rows` became test-only), +3 for
-    // describe's typed Machine row (issue 29: `plan::tree::TreeMachine`, its re-export and
-    // `TreeMachine::narrowed`, which `kubectl capi describe` parses each Machine into), +6 for
-    // what `hosts add` writes and checks (`build::byoh::sh_word`, `ControlCharacter`,
-    // `agent_script`, `check_host_path`; `names::check_namespace`; `HostFacts::state`), +4 for
-    // the doctor's refused reads (`FleetRead`, `Unread`, `NotChecked`, `not_checked`), +1 for the
-    // KamajiControlPlane spec's bounds (`out_of_bounds`), +2 for the namespaced install
-    // (`install_manifests_watching`, `parse_namespaces`).
-    const MAX_PUBLIC_ITEMS: usize = 658;
-    let kinds = [
-        "fn ",
-        "async fn ",
-        "struct ",
-        "enum ",
-        "const ",
-        "mod ",
-        "type ",
-        "trait ",
-        "use ",
-        "static ",
-    ];
-    let count = core_library_sources()
+/// The core's public API as a listing, one line per public item, sorted: `kcore::path::Item
+/// kind`, the path where the item is written (a private module's name included: the core's
+/// `unreachable_pub` lint keeps every `pub` item reachable from outside, through a public
+/// module or a re-export, which is then listed as a `use`), methods and associated consts of
+/// an inherent `impl` as `Type::name`. Enum variants, struct fields and trait items come with
+/// their type. Items a crate-local `macro_rules!` writes are listed in the module that invokes
+/// it; what a derive writes is not listed. Test code is left out.
+///
+/// Read from the sources as rustfmt lays them out (`make lint` checks it): an item starts its
+/// line at its nesting's indentation, an `impl`'s items four columns in.
+fn core_public_api() -> Vec<String> {
+    let src = workspace().join("core/src");
+    let files = core_library_sources();
+    let texts: Vec<(Vec<String>, String)> = files
         .iter()
         .map(|f| {
-            std::fs::read_to_string(f)
-                .unwrap_or_default()
-                .lines()
-                .filter(|l| {
-                    l.trim_start()
-                        .strip_prefix("pub ")
-                        .is_some_and(|r| kinds.iter().any(|k| r.starts_with(k)))
-                })
-                .count()
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            (module_path(&src, f), without_test_items(&text))
         })
-        .sum::<usize>();
-    assert!(count > 100, "sanity: {count}");
+        .collect();
+    let macros: BTreeMap<String, String> = texts
+        .iter()
+        .flat_map(|(_, text)| macro_bodies(text))
+        .collect();
+    let mut out = Vec::new();
+    for (module, text) in &texts {
+        let mut path = vec!["kcore".to_string()];
+        path.extend(module.iter().cloned());
+        public_items(text, &path.join("::"), &macros, &mut out);
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The `macro_rules!` of a source text at its top level, by name: each arm's body, moved left
+/// to the top level (rustfmt puts an arm's body eight columns in).
+fn macro_bodies(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut lines = text.lines();
+    while let Some(l) = lines.next() {
+        let Some(name) = l.strip_prefix("macro_rules! ") else {
+            continue;
+        };
+        let name = name.trim_end_matches(" {").trim().to_string();
+        let body: Vec<&str> = lines
+            .by_ref()
+            .take_while(|l| *l != "}")
+            .filter_map(|l| l.strip_prefix("        "))
+            .collect();
+        out.push((name, body.join("\n")));
+    }
+    out
+}
+
+/// The number of leading spaces of `l`.
+fn indent(l: &str) -> usize {
+    l.len() - l.trim_start_matches(' ').len()
+}
+
+/// `text` without its test code: each item marked `#[cfg(test)]` (a `mod tests;` line, a
+/// `mod tests { .. }` block, a test-only function) and every comment line.
+fn without_test_items(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let l = lines[i];
+        if l.trim() != "#[cfg(test)]" {
+            if !l.trim_start().starts_with("//") {
+                out.push(l);
+            }
+            i += 1;
+            continue;
+        }
+        // The item after the attribute (and any other attributes) at the same indentation ends
+        // on its own line (`mod tests;`, `fn f() {}`) or at the `}` that closes it there.
+        let at = indent(l);
+        i += 1;
+        while i < lines.len() && (indent(lines[i]) != at || lines[i].trim_start().starts_with('#'))
+        {
+            i += 1;
+        }
+        let one_line = lines
+            .get(i)
+            .is_some_and(|l| l.ends_with(';') || l.ends_with('}'));
+        if !one_line {
+            i += 1;
+            while i < lines.len()
+                && !(indent(lines[i]) == at && lines[i].trim_start().starts_with('}'))
+            {
+                i += 1;
+            }
+        }
+        i += 1;
+    }
+    out.join("\n")
+}
+
+/// The type an inherent `impl` header names (`impl<'a> RowJoin<'a> {`: `RowJoin`), or `None`
+/// for a trait's `impl .. for ..`.
+fn inherent_impl_type(header: &str) -> Option<String> {
+    let mut rest = header.strip_prefix("impl")?.trim_start();
+    if rest.starts_with('<') {
+        let mut depth = 0;
+        let end = rest.char_indices().find_map(|(i, c)| {
+            match c {
+                '<' => depth += 1,
+                '>' => depth -= 1,
+                _ => {}
+            }
+            (depth == 0).then_some(i + 1)
+        })?;
+        rest = &rest[end..];
+    }
+    if rest.contains(" for ") {
+        return None;
+    }
+    let ty: String = rest
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+        .collect();
+    ty.rsplit("::").next().map(str::to_string)
+}
+
+/// The public items of one module's text (test code already out), as `module::Item kind` lines.
+fn public_items(
+    text: &str,
+    module: &str,
+    macros: &BTreeMap<String, String>,
+    out: &mut Vec<String>,
+) {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut inherent: Option<String> = None;
+    let mut i = 0;
+    while i < lines.len() {
+        let l = lines[i];
+        i += 1;
+        if l.starts_with('}') {
+            inherent = None;
+        } else if l.starts_with("impl") {
+            // A header may run over several lines (a `where` clause) up to its `{`.
+            let mut header = l.to_string();
+            while !header.ends_with('{') && i < lines.len() {
+                header.push(' ');
+                header.push_str(lines[i].trim());
+                i += 1;
+            }
+            inherent = inherent_impl_type(&header);
+        } else if let Some(rest) = l.strip_prefix("pub ") {
+            if let Some(tree) = rest.strip_prefix("use ") {
+                let mut tree = tree.to_string();
+                while !tree.ends_with(';') && i < lines.len() {
+                    tree.push_str(lines[i].trim());
+                    i += 1;
+                }
+                let mut leaves = Vec::new();
+                use_leaves(tree.trim_end_matches(';'), &[], &mut leaves);
+                for (path, name) in leaves {
+                    let name = name.unwrap_or_else(|| format!("{}::*", path.join("::")));
+                    out.push(format!("{module}::{name} use"));
+                }
+            } else if let Some((kind, name)) = item_kind(rest) {
+                out.push(format!("{module}::{name} {kind}"));
+                if kind == "mod" && l.ends_with('{') {
+                    // An inline module: its lines, moved left to the top level.
+                    let mut body = Vec::new();
+                    while i < lines.len() && !lines[i].starts_with('}') {
+                        body.push(lines[i].strip_prefix("    ").unwrap_or(lines[i]));
+                        i += 1;
+                    }
+                    i += 1;
+                    public_items(&body.join("\n"), &format!("{module}::{name}"), macros, out);
+                }
+            }
+        } else if let Some(ty) = &inherent {
+            if let Some((kind, name)) = l.strip_prefix("    pub ").and_then(item_kind) {
+                out.push(format!("{module}::{ty}::{name} {kind}"));
+            }
+        } else if let Some(body) = l.split_once('!').and_then(|(name, _)| macros.get(name)) {
+            public_items(body, module, macros, out);
+        }
+    }
+}
+
+/// The kind and name of an item from what follows its `pub `: `async fn f(..`: (`fn`, `f`).
+fn item_kind(rest: &str) -> Option<(&'static str, String)> {
+    let rest = rest
+        .trim_start_matches("async ")
+        .trim_start_matches("unsafe ");
+    let rest = rest.strip_prefix("const fn ").map_or(rest, |r| r);
+    let (kind, rest) = [
+        ("fn", "fn "),
+        ("struct", "struct "),
+        ("enum", "enum "),
+        ("trait", "trait "),
+        ("type", "type "),
+        ("mod", "mod "),
+        ("const", "const "),
+        ("static", "static "),
+    ]
+    .into_iter()
+    .find_map(|(kind, prefix)| rest.strip_prefix(prefix).map(|r| (kind, r)))?;
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    (!name.is_empty()).then_some((kind, name))
+}
+
+/// The core's public API is the checked-in listing `core/public-api.txt`: a change to it shows
+/// in review as a change to that file. Make what only the core uses `pub(crate)`; for an item
+/// another crate needs, accept the new listing with the command the failure prints.
+#[test]
+fn the_core_public_api_is_the_listing() {
+    const LISTING: &str = "core/public-api.txt";
+    const ACCEPT: &str = "UPDATE_PUBLIC_API=1 cargo test -p e2e --test layers";
+    let mut want = vec![
+        "# The public items of capi-kamaji-core (kcore): path kind. Generated by tests/tests/layers.rs;"
+            .to_string(),
+        format!("# after changing the core's public items, accept them with `{ACCEPT}`."),
+    ];
+    let items = core_public_api();
+    assert!(items.len() > 300, "sanity: {} items", items.len());
     assert!(
-        count <= MAX_PUBLIC_ITEMS,
-        "the core has {count} public items (bound {MAX_PUBLIC_ITEMS}): make what only the core uses pub(crate)"
+        items
+            .iter()
+            .any(|l| l == "kcore::version::KubeVersion struct"),
+        "sanity: {items:?}"
+    );
+    want.extend(items);
+    let file = workspace().join(LISTING);
+    if std::env::var_os("UPDATE_PUBLIC_API").is_some() {
+        std::fs::write(&file, want.join("\n") + "\n").expect("core/public-api.txt is writable");
+        return;
+    }
+    let have = std::fs::read_to_string(&file).unwrap_or_default();
+    let have: Vec<&str> = have.lines().collect();
+    if have == want {
+        return;
+    }
+    let gone: Vec<String> = have
+        .iter()
+        .filter(|l| !want.iter().any(|w| w == *l))
+        .map(|l| format!("- {l}"))
+        .collect();
+    let new: Vec<String> = want
+        .iter()
+        .filter(|w| !have.contains(&w.as_str()))
+        .map(|w| format!("+ {w}"))
+        .collect();
+    panic!(
+        "the core's public items differ from {LISTING} (- listed, not in the sources; + in the \
+         sources, not listed):\n{}\n{}\nMake what only the core uses pub(crate); if another crate \
+         needs the change, accept it: {ACCEPT}",
+        gone.join("\n"),
+        new.join("\n"),
     );
 }
 
-/// Issue 25: in each plugin, every module of `src/` but `main.rs` and `common/` is a verb (a file
+/// In each plugin, every module of `src/` but `main.rs` and `common/` is a verb (a file
 /// or a folder), and a verb reads only `crate::common` and its own parts, never another verb:
 /// what two verbs share lives in a named module of `common/`.
 #[test]
@@ -421,7 +606,7 @@ fn no_verb_imports_another_verb() {
     );
 }
 
-/// Issue 25: one meaning per name. A public type's name is unique across the workspace's
+/// One meaning per name. A public type's name is unique across the workspace's
 /// libraries and binaries, but for each crate's `Error`, a verb's `…Args` (clap's, one per
 /// verb), and the KamajiControlPlane API's versions (`core/src/kamaji/api/`: one kind in two
 /// versions).
@@ -464,7 +649,7 @@ fn public_type_names_are_unique() {
     );
 }
 
-/// Issue 25: every infrastructure provider file is in the registry that `create`, `generate
+/// Every infrastructure provider file is in the registry that `create`, `generate
 /// clusterclass`, completion and the reconciler read (the registry's own test then checks each
 /// entry is complete).
 #[test]
@@ -493,150 +678,453 @@ fn every_provider_file_is_registered() {
     );
 }
 
-/// The module path of a source file of the core (`kamaji/plan/topology.rs`: `kamaji::plan::topology`;
-/// `kamaji/mod.rs`: `kamaji`; `lib.rs`: the crate).
+/// The module path of a source file under `src` (`kamaji/plan/topology.rs`:
+/// `kamaji::plan::topology`; `kamaji/mod.rs`: `kamaji`; `lib.rs`, `main.rs`: the crate).
 fn module_path(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).unwrap_or(file);
     let mut parts: Vec<String> = rel
         .iter()
         .map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string())
         .collect();
-    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+    let root = parts.len() == 1 && matches!(parts[0].as_str(), "lib" | "main");
+    if root || parts.last().is_some_and(|p| p == "mod") {
         parts.pop();
     }
     parts
 }
 
-/// The modules a source text names, as absolute paths (`crate::a::b`, or `super::b` seen from
-/// `module`), each cut to its first `depth` segments; `{a, b::c}` groups give one path each.
-/// Comments and test code (from the first `#[cfg(test)]` on) are left out.
-fn imported_modules(text: &str, module: &[String]) -> Vec<Vec<String>> {
-    let code: String = text
-        .split("#[cfg(test)]")
-        .next()
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
-    let mut out = Vec::new();
-    for (i, _) in code
-        .match_indices("crate::")
-        .chain(code.match_indices("super::"))
-    {
-        if code[..i].ends_with(ident) || code[..i].ends_with("::") {
-            continue; // `super::super::x` is read from its first `super`
-        }
-        let mut rest = &code[i..];
-        let mut base: Vec<String> = if rest.starts_with("crate::") {
-            rest = &rest["crate::".len()..];
-            Vec::new()
-        } else {
-            let mut m = module.to_vec();
-            while let Some(r) = rest.strip_prefix("super::") {
-                m.pop();
-                rest = r;
-            }
-            m
-        };
-        // `a::b::{c, d}` or `a::b::c`: the named path, then a group's first segments.
-        loop {
-            let name: String = rest.chars().take_while(|c| ident(*c)).collect();
-            if name.is_empty() {
-                break;
-            }
-            base.push(name.clone());
-            rest = &rest[name.len()..];
-            match rest.strip_prefix("::") {
-                Some(r) if !r.starts_with('{') => rest = r,
-                _ => break,
-            }
-        }
-        if let Some(group) = rest.strip_prefix("::{") {
-            let inner = group.split('}').next().unwrap_or_default();
-            for item in inner.split(',') {
-                let first: String = item.trim().chars().take_while(|c| ident(*c)).collect();
-                if !first.is_empty() && first != "self" {
-                    let mut p = base.clone();
-                    p.push(first);
-                    out.push(p);
+/// The leaves of a `use` tree (`a::{b, c::{d as e}, self}`) under `prefix`: each path with the
+/// name it binds (`None` for a glob or `_`).
+fn use_leaves(tree: &str, prefix: &[String], out: &mut Vec<(Vec<String>, Option<String>)>) {
+    let segments = |s: &str| -> Vec<String> {
+        s.split("::")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let tree = tree.trim();
+    let mut path = prefix.to_vec();
+    if let Some(open) = tree.find('{') {
+        path.extend(segments(&tree[..open]));
+        let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+        let (mut depth, mut start) = (0, 0);
+        for (i, c) in inner.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    use_leaves(&inner[start..i], &path, out);
+                    start = i + 1;
                 }
+                _ => {}
             }
         }
-        out.push(base);
+        use_leaves(&inner[start..], &path, out);
+        return;
     }
-    out
+    let (named, alias) = match tree.split_once(" as ") {
+        Some((p, a)) => (p, Some(a.trim().to_string())),
+        None => (tree, None),
+    };
+    if named.is_empty() {
+        return;
+    }
+    path.extend(segments(named));
+    if path.last().is_some_and(|s| s == "*") {
+        path.pop();
+        out.push((path, None));
+        return;
+    }
+    if path.last().is_some_and(|s| s == "self") {
+        path.pop();
+    }
+    let name = alias.or_else(|| path.last().cloned()).filter(|n| n != "_");
+    out.push((path, name));
 }
 
-/// The pairs of sibling modules, children of one of `parents` (`[]`: the crate's top-level
-/// modules), that import each other, in the core sources under `src` (test code left out).
-fn module_cycles(src: &Path, parents: &[&[&str]]) -> Vec<String> {
+/// One module of a crate, as the circle finder reads it.
+struct Module {
+    file: PathBuf,
+    /// The paths it names, absolute (`crate::` left off), each with the text that names it.
+    named: Vec<(Vec<String>, String)>,
+    /// What its `use` items bind (a private `use` of a parent is seen by its children too).
+    binds: BTreeMap<String, Vec<String>>,
+    /// The modules its `use .. ::*` items bring in.
+    globs: Vec<Vec<String>>,
+    code: String,
+}
+
+/// The modules of the crate whose sources are under `src`, by path (a binary's `main.rs` beside
+/// a `lib.rs` is a crate of its own, which names the library by its name, and is left out).
+/// Comments and test code are left out.
+fn crate_modules(src: &Path) -> BTreeMap<Vec<String>, Module> {
     let mut files = Vec::new();
     sources(src, &mut files);
-    let mut edges = std::collections::BTreeSet::new();
-    for f in files.iter().filter(|f| !is_test_source(f)) {
-        let module = module_path(src, f);
-        let text = std::fs::read_to_string(f).unwrap_or_default();
-        for path in imported_modules(&text, &module) {
-            for parent in parents {
-                let depth = parent.len();
-                let under = |p: &[String]| {
-                    p.len() > depth && p.iter().zip(parent.iter()).all(|(a, b)| a == b)
-                };
-                if under(&module) && under(&path) && module[depth] != path[depth] {
-                    edges.insert((
-                        parent.join("::"),
-                        module[depth].clone(),
-                        path[depth].clone(),
-                    ));
+    let has_lib = src.join("lib.rs").is_file();
+    files.retain(|f| {
+        let rel = f.strip_prefix(src).unwrap_or(f);
+        !(is_test_source(rel) || has_lib && rel == Path::new("main.rs"))
+    });
+    let paths: BTreeSet<Vec<String>> = files.iter().map(|f| module_path(src, f)).collect();
+    // `crate::a`, `super::a`, `self::a`, or `a` for a child module of `module`: absolute.
+    let absolute = |path: &[String], module: &[String]| -> Option<Vec<String>> {
+        let (first, rest) = path.split_first()?;
+        let mut base = module.to_vec();
+        let mut rest = rest;
+        match first.as_str() {
+            "crate" => base.clear(),
+            "self" => {}
+            "super" => {
+                base.pop()?;
+                while rest.first().is_some_and(|s| s == "super") {
+                    base.pop()?;
+                    rest = &rest[1..];
+                }
+            }
+            _ => {
+                base.push(first.clone());
+                if !paths.contains(&base) {
+                    return None;
                 }
             }
         }
+        base.extend(rest.iter().cloned());
+        Some(base)
+    };
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut modules = BTreeMap::new();
+    for f in files {
+        let module = module_path(src, &f);
+        let code = without_test_items(&std::fs::read_to_string(&f).unwrap_or_default());
+        let (mut named, mut binds, mut globs) = (Vec::new(), BTreeMap::new(), Vec::new());
+        // `use` items, however they are grouped.
+        let mut lines = code.lines();
+        while let Some(l) = lines.next() {
+            let mut l = l.trim_start();
+            if let Some(vis) = l.strip_prefix("pub(") {
+                l = vis.split_once(") ").map_or("", |(_, r)| r);
+            }
+            let Some(tree) = l
+                .strip_prefix("pub use ")
+                .or_else(|| l.strip_prefix("use "))
+            else {
+                continue;
+            };
+            let mut tree = tree.to_string();
+            while !tree.ends_with(';') {
+                let Some(next) = lines.next() else { break };
+                tree.push_str(next.trim());
+            }
+            let mut leaves = Vec::new();
+            use_leaves(tree.trim_end_matches(';'), &[], &mut leaves);
+            for (path, name) in leaves {
+                let Some(abs) = absolute(&path, &module) else {
+                    continue;
+                };
+                named.push((abs.clone(), format!("use {}", path.join("::"))));
+                match name {
+                    Some(n) => {
+                        binds.entry(n).or_insert(abs);
+                    }
+                    None => globs.push(abs),
+                }
+            }
+        }
+        // Paths written in place: `crate::a::b(..)`, `super::C`.
+        for start in ["crate::", "super::", "self::"] {
+            for (i, _) in code.match_indices(start) {
+                if code[..i].ends_with(ident) || code[..i].ends_with("::") {
+                    continue; // `super::super::x` is read from its first `super`
+                }
+                let text: String = code[i..]
+                    .chars()
+                    .take_while(|c| ident(*c) || *c == ':')
+                    .collect();
+                let path: Vec<String> = text
+                    .split("::")
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                if let Some(abs) = absolute(&path, &module) {
+                    named.push((abs, text.trim_end_matches(':').to_string()));
+                }
+            }
+        }
+        modules.insert(
+            module,
+            Module {
+                file: f,
+                named,
+                binds,
+                globs,
+                code,
+            },
+        );
     }
-    edges
-        .iter()
-        .filter(|(p, a, b)| a < b && edges.contains(&(p.clone(), b.clone(), a.clone())))
-        .map(|(p, a, b)| {
-            format!(
-                "crate{}{p}: {a} <-> {b}",
-                if p.is_empty() { "" } else { "::" }
-            )
-        })
-        .collect()
+    modules
 }
 
-/// Issue 25: no two modules of the core import each other: neither two top-level modules nor
-/// two submodules of `kamaji`, `kamaji::create`, `build`, `plan` or `ops`. What both need sits in a module both
-/// can use (a leaf such as `labels`), or above both (as `install` above `kamaji` and `ops`).
-/// Test code may reach anywhere. The checker itself is tried on a planted cycle first.
-#[test]
-fn no_two_core_modules_import_each_other() {
-    const LEVELS: &[&[&str]] = &[
-        &[],
-        &["kamaji"],
-        &["kamaji", "create"],
-        &["build"],
-        &["plan"],
-        &["ops"],
-    ];
-    let planted = std::env::temp_dir().join(format!("layers-cycle-{}", std::process::id()));
-    std::fs::create_dir_all(planted.join("a")).expect("a temporary folder");
-    std::fs::write(planted.join("lib.rs"), "pub mod a;\npub mod b;\n").expect("writable");
-    std::fs::write(planted.join("a/mod.rs"), "use crate::b::{self, X};\n").expect("writable");
-    std::fs::write(planted.join("b.rs"), "use super::a::Y;\n").expect("writable");
-    let found = module_cycles(&planted, LEVELS);
-    std::fs::remove_dir_all(&planted).ok();
-    assert_eq!(
-        found,
-        ["crate: a <-> b"],
-        "the checker finds a planted cycle"
-    );
+/// The module that defines what `path` names: the longest prefix that is a module, followed
+/// through what that module binds with `use` (a re-export, or a parent's import its children
+/// use) to where the item is written.
+fn defining_module(
+    modules: &BTreeMap<Vec<String>, Module>,
+    path: &[String],
+    hops: usize,
+) -> Vec<String> {
+    let mut k = path.len();
+    while k > 0 && !modules.contains_key(&path[..k]) {
+        k -= 1;
+    }
+    let (module, item) = (&path[..k], path.get(k));
+    let (Some(m), Some(item), true) = (modules.get(module), item, hops < 8) else {
+        return module.to_vec();
+    };
+    let follow = |mut to: Vec<String>| {
+        to.extend(path[k + 1..].iter().cloned());
+        defining_module(modules, &to, hops + 1)
+    };
+    if let Some(to) = m.binds.get(item) {
+        return follow(to.clone());
+    }
+    // A glob brings in the item when the module it names writes it.
+    let defines = |code: &str| {
+        [
+            "fn", "struct", "enum", "trait", "type", "const", "static", "mod",
+        ]
+        .iter()
+        .any(|k| code.contains(&format!("{k} {item}")))
+    };
+    for g in &m.globs {
+        if modules
+            .get(g)
+            .is_some_and(|gm| defines(&gm.code) || gm.binds.contains_key(item))
+        {
+            let mut to = g.clone();
+            to.push(item.clone());
+            return follow(to);
+        }
+    }
+    module.to_vec()
+}
 
-    let cycles = module_cycles(&workspace().join("core/src"), LEVELS);
+/// A circle of imports among the child modules of one module.
+#[derive(Debug)]
+struct Circle {
+    /// The module whose children import each other (empty: the crate).
+    parent: Vec<String>,
+    /// The children, the first again last: `a → b → c → a`.
+    path: Vec<String>,
+    /// For each step, a file and what it names.
+    why: Vec<String>,
+    /// Every child in the circles through the first (when more than `path` shows).
+    group: Vec<String>,
+}
+
+impl std::fmt::Display for Circle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parent = vec!["crate".to_string()];
+        parent.extend(self.parent.iter().cloned());
+        write!(f, "{}: {}", parent.join("::"), self.path.join(" → "))?;
+        if self.group.len() + 1 > self.path.len() {
+            write!(
+                f,
+                "\n    (in circles with each other: {})",
+                self.group.join(", ")
+            )?;
+        }
+        for w in &self.why {
+            write!(f, "\n    {w}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The circles of imports among the modules of the crate whose sources are under `src` (test
+/// code left out). An import is an edge from the module that writes it to the module that
+/// defines what it names (through re-exports); a module reaching into a descendant (a parent
+/// using its children, `mod` items) is not an edge, and an edge between two modules counts
+/// between the two children of their nearest common ancestor that hold them, so a circle is
+/// reported once, at the level where it closes: one circle per group of modules that reach
+/// each other, the shortest from the group's first module.
+fn module_circles(src: &Path) -> Vec<Circle> {
+    type Edges = BTreeMap<Vec<String>, BTreeMap<String, BTreeMap<String, String>>>;
+    let modules = crate_modules(src);
+    // parent -> child -> child it reaches -> why (the first file and path that make the edge).
+    let mut edges: Edges = BTreeMap::new();
+    for (from, m) in &modules {
+        for (path, text) in &m.named {
+            let to = defining_module(&modules, path, 0);
+            if to.starts_with(from) {
+                continue; // itself or a descendant
+            }
+            let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+            if common == to.len() {
+                continue; // an ancestor's own items
+            }
+            edges
+                .entry(from[..common].to_vec())
+                .or_default()
+                .entry(from[common].clone())
+                .or_default()
+                .entry(to[common].clone())
+                .or_insert_with(|| format!("{} names {text}", rel(&m.file)));
+        }
+    }
+    let mut circles = Vec::new();
+    for (parent, graph) in &edges {
+        let reach = |from: &String| -> BTreeSet<String> {
+            let mut seen = BTreeSet::new();
+            let mut todo = vec![from.clone()];
+            while let Some(n) = todo.pop() {
+                for next in graph.get(&n).into_iter().flat_map(|e| e.keys()) {
+                    if seen.insert(next.clone()) {
+                        todo.push(next.clone());
+                    }
+                }
+            }
+            seen
+        };
+        let mut done = BTreeSet::new();
+        for start in graph.keys() {
+            if done.contains(start) || !reach(start).contains(start) {
+                continue;
+            }
+            // Its group: the children it reaches that reach it back.
+            let group: BTreeSet<String> = reach(start)
+                .into_iter()
+                .filter(|n| reach(n).contains(start))
+                .collect();
+            done.extend(group.iter().cloned());
+            // The shortest way round from `start`, breadth first within the group.
+            let mut back: BTreeMap<String, String> = BTreeMap::new();
+            let mut queue = VecDeque::from([start.clone()]);
+            'search: while let Some(n) = queue.pop_front() {
+                for next in graph[&n].keys().filter(|k| group.contains(*k)) {
+                    if next == start {
+                        back.insert(start.clone(), n.clone());
+                        break 'search;
+                    }
+                    if !back.contains_key(next) {
+                        back.insert(next.clone(), n.clone());
+                        queue.push_back(next.clone());
+                    }
+                }
+            }
+            let mut path = vec![start.clone()];
+            let mut at = back[start].clone();
+            while at != *start {
+                path.push(at.clone());
+                at = back[&at].clone();
+            }
+            path.push(start.clone());
+            path.reverse();
+            let why = path
+                .windows(2)
+                .map(|w| format!("{} → {}: {}", w[0], w[1], graph[&w[0]][&w[1]]))
+                .collect();
+            circles.push(Circle {
+                parent: parent.clone(),
+                path,
+                why,
+                group: group.into_iter().collect(),
+            });
+        }
+    }
+    circles
+}
+
+/// The crates whose modules may not import each other in a circle.
+const CRATE_SOURCES: &[&str] = &[
+    "core/src",
+    "client/src",
+    "cli/src",
+    "plugins/capi/src",
+    "plugins/kamaji/src",
+    "plugins/reconciler/src",
+];
+
+/// No module imports, directly or through others, a module that imports it, in any crate: what
+/// two modules both need sits in a module both can use (a leaf such as `labels`), or above both
+/// (as `install` above `kamaji` and `ops`). A parent may use its children; test code may reach
+/// anywhere.
+#[test]
+fn no_modules_import_each_other_in_a_circle() {
+    let core = crate_modules(&workspace().join("core/src"));
+    assert!(core.len() > 50, "sanity: {} modules", core.len());
+    let mut found = Vec::new();
+    for src in CRATE_SOURCES {
+        let circles = module_circles(&workspace().join(src));
+        found.extend(circles.iter().map(|c| format!("{src}: {c}")));
+    }
     assert!(
-        cycles.is_empty(),
-        "modules of the core that import each other (move what both need to a module both can use):\n{}",
-        cycles.join("\n")
+        found.is_empty(),
+        "modules that import each other in a circle (move what they share to a module they can all use, so imports go one way):\n{}",
+        found.join("\n")
     );
+}
+
+/// Writes `files` (path, text) into a fresh temporary folder and returns the circles found there.
+fn circles_in(name: &str, files: &[(&str, &str)]) -> Vec<String> {
+    let dir = std::env::temp_dir().join(format!("layers-{name}-{}", std::process::id()));
+    for (path, text) in files {
+        let file = dir.join(path);
+        std::fs::create_dir_all(file.parent().expect("a folder")).expect("a temporary folder");
+        std::fs::write(&file, text).expect("writable");
+    }
+    let found = module_circles(&dir)
+        .iter()
+        .map(|c| c.to_string().lines().next().unwrap_or_default().to_string())
+        .collect();
+    std::fs::remove_dir_all(&dir).ok();
+    found
+}
+
+/// The finder sees a circle of three modules, whichever way each import is written (a path
+/// from the crate, from the parent, a re-export), and under a module as at the top.
+#[test]
+fn the_circle_finder_reports_a_three_module_circle() {
+    let found = circles_in(
+        "circle",
+        &[
+            (
+                "lib.rs",
+                "mod a;\nmod b;\nmod c;\npub mod n;\npub use a::Y;\n",
+            ),
+            ("a.rs", "use crate::b::X;\npub struct Y;\n"),
+            ("b/mod.rs", "use super::c::{self, W};\npub struct X;\n"),
+            ("c.rs", "pub struct W;\npub struct Z(crate::Y);\n"),
+            ("n/mod.rs", "mod p;\nmod q;\nmod r;\n"),
+            ("n/p.rs", "pub fn p() { super::q::q() }\n"),
+            ("n/q.rs", "pub fn q() { crate::n::r::r() }\n"),
+            ("n/r.rs", "use super::p;\npub fn r() { p::p() }\n"),
+        ],
+    );
+    assert_eq!(found, ["crate: a → b → c → a", "crate::n: p → q → r → p"]);
+}
+
+/// A chain is no circle: modules using those below them, a parent using its children and its
+/// children the parent's own items, test code reaching back.
+#[test]
+fn the_circle_finder_passes_a_chain() {
+    let found = circles_in(
+        "chain",
+        &[
+            (
+                "lib.rs",
+                "mod a;\nmod b;\nmod c;\npub use a::A;\npub struct Top;\npub fn f() { b::g() }\n",
+            ),
+            ("a.rs", "use crate::b::{self, B};\npub struct A(B);\n"),
+            (
+                "b.rs",
+                "use super::{Top, c::C};\npub struct B(C, Top);\npub fn g() {}\n",
+            ),
+            (
+                "c.rs",
+                "pub struct C;\n#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}\n",
+            ),
+        ],
+    );
+    assert!(found.is_empty(), "a chain reported as a circle: {found:?}");
 }

@@ -5,8 +5,7 @@
 //! and its own submodules, never another verb: what two verbs share moves to a named module of
 //! `common/`. `pause` serves `pause` and `resume`, which take the same flags.
 //!
-//! To add a verb: `mod <verb>;`, a `Verb` variant holding its `Args`, and a match arm calling
-//! its `run`.
+//! To add a verb: ARCHITECTURE.md's recipe "Add a verb".
 
 mod alpha;
 mod common;

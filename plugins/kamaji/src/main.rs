@@ -3,7 +3,7 @@
 //! One module per verb (`<verb>.rs`, or `<verb>/mod.rs` with its parts), and `common`, what
 //! the verbs share. A verb uses `crate::common::...` and its own parts, never another verb:
 //! what two verbs need moves to a module of `common` named for what it knows. To add a verb:
-//! `mod <verb>;`, a `Verb` variant holding its `Args`, and a match arm calling its `run`.
+//! ARCHITECTURE.md's recipe "Add a verb".
 
 mod certificates;
 mod common;
