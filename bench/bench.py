@@ -43,7 +43,7 @@ MACHINES = env_int("BENCH_MACHINES", 10000, 1000)
 DESCRIBE_SIZES = [int(x) for x in os.environ.get(
     "BENCH_DESCRIBE_MACHINES", "100,500" if QUICK else "1000,5000").split(",")]
 KCPS = env_int("BENCH_KCPS", 1000, 100)
-# The reconciler at ten times the fleet (issue 29): alone on a v1beta1 sandbox, as the CACPPK rows.
+# The reconciler at ten times the fleet: alone on a v1beta1 sandbox, as the CACPPK rows.
 KCPS_LARGE = env_int("BENCH_KCPS_LARGE", 10000, 1000)
 IDLE_SECONDS = env_int("BENCH_IDLE_SECONDS", 60, 10)
 LATENCY_SAMPLES = env_int("BENCH_LATENCY_SAMPLES", 100, 20)
@@ -358,7 +358,7 @@ def per_cluster(env, kubectl, capi, clusterctl, where, alone):
     for verb, cmd in (("upgrade --plan", [capi, "upgrade", "cluster-0", "--to", "v1.34.0", "--plan", "-n", ns]),
                       ("scale --dry-run=client", [capi, "scale", "cluster-0", "--workers", "3", "--deployment", "cluster-0-md-0", "--force",
                                                   "--dry-run=client", "-n", ns]),
-                      # A pure scale-down needs no spare host: it reads no host pool (issue 29).
+                      # A pure scale-down needs no spare host: it reads no host pool.
                       ("scale-down --dry-run=client", [capi, "scale", "cluster-0", "--workers", "1", "--deployment", "cluster-0-md-0",
                                                        "--dry-run=client", "-n", ns])):
         name = f"kubectl-capi {verb}, {DESCRIBE_SIZES[0]} machines, {where}"
@@ -376,7 +376,7 @@ def fleet_verbs(env, kubectl, capi):
     hosts_path = f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{ns}/byohosts"
     # Every format reads, besides the namespace's ByoHosts, the ByoMachines and Machines of all
     # namespaces (who claims a host, and whose Node stopped reporting), at once: its fair floor
-    # is those three raw LISTs at once (issue 29). The single-kind floor stays for the table.
+    # is those three raw LISTs at once. The single-kind floor stays for the table.
     joined = [hosts_path, "/apis/infrastructure.cluster.x-k8s.io/v1beta1/byomachines",
               "/apis/cluster.x-k8s.io/v1beta2/machines"]
     formats = ("table", "wide", "json")
@@ -515,7 +515,7 @@ def reconciler_bench(env, sandbox, work):
 
 
 def upgrades_bench(env, sandbox, work):
-    """kamaji-reconciler carrying out BENCH_UPGRADES ClusterUpgrades (issue 18), each two minors
+    """kamaji-reconciler carrying out BENCH_UPGRADES ClusterUpgrades, each two minors
     of a Cluster whose KubeadmControlPlane is PLAYED (status mirrors spec, as the
     KubeadmControlPlane provider reports a finished rollout; no machines), next to the
     KamajiControlPlanes of reconciler_bench: a fresh reconciler, all upgrades created at once, then

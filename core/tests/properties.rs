@@ -1,4 +1,4 @@
-//! Property tests of the parsers a user's typing reaches (issue 13): Kubernetes versions, label
+//! Property tests of the parsers a user's typing reaches: Kubernetes versions, label
 //! selectors and the clusterctl-style template engine. Every parser takes any string without
 //! panicking, and what it accepts round-trips.
 

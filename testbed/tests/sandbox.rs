@@ -97,7 +97,7 @@ fn sandbox_up_serves_the_upstream_kinds_and_down_leaves_nothing() {
         processes_mentioning(&dir_s).len() >= 3,
         "etcd, apiserver and KCM run"
     );
-    // Issue 24: an object written against this sandbox's API server (as `hosts add` writes a
+    // An object written against this sandbox's API server (as `hosts add` writes a
     // BootstrapKubeconfig naming its URL) must not outlive it.
     let out = kubectl(
         &dir,
@@ -127,7 +127,7 @@ fn sandbox_up_serves_the_upstream_kinds_and_down_leaves_nothing() {
     );
     down(bin, &dir, first);
 
-    // Issue 24: its logs to a file carry no colour codes (`make demo > file` showed them).
+    // Its logs to a file carry no colour codes (`make demo > file` showed them).
     let log = std::fs::read_to_string(dir.join("sandbox.log")).unwrap();
     assert!(log.contains("kube-apiserver ready at"), "{log}");
     assert!(
@@ -135,7 +135,7 @@ fn sandbox_up_serves_the_upstream_kinds_and_down_leaves_nothing() {
         "colour codes in a redirected log:\n{log:?}"
     );
 
-    // Issue 24: `make sandbox-down` then `make sandbox` starts clean, on a new port.
+    // `make sandbox-down` then `make sandbox` starts clean, on a new port.
     let again = up(bin, &dir);
     let out = kubectl(
         &dir,

@@ -386,7 +386,7 @@ fn start_real() -> std::thread::JoinHandle<(Result<testbed::Testbed, testbed::Er
     })
 }
 
-/// Issue 24: two real testbeds at once (a sandbox next to `make demo`, or a test binary starting
+/// Two real testbeds at once (a sandbox next to `make demo`, or a test binary starting
 /// several) both run: each API server answers and each one's CAPI manager serves its webhooks
 /// (a v1beta1 Cluster converts through it on a server-side dry-run create). Or a testbed is
 /// refused in one line naming the inotify limit, instead of a manager dying with `too many

@@ -1,4 +1,4 @@
-//! Issue 15's acceptance, with the real krew (sigs.k8s.io/krew, built from the Go module proxy by
+//! Acceptance with the real krew (sigs.k8s.io/krew, built from the Go module proxy by
 //! `testbed/build-bins.sh krew`) and the kubectl on PATH: `make dist`'s packaging
 //! (`scripts/dist.sh package` and `manifests`, over the debug build) makes the archives and
 //! manifests; krew's own validator (`validate-krew-manifest`, which installs every platform)

@@ -1,4 +1,4 @@
-//! Faults (issue 24): `kubectl capi upgrade --wait` rides out a restart of the API server and
+//! Faults: `kubectl capi upgrade --wait` rides out a restart of the API server and
 //! follows the upgrade to its end. This binary has a testbed of its own: restarting its API
 //! server would disturb every other test sharing one (the day2 tests share the real
 //! controllers' testbed, the fleet tests another).
@@ -123,7 +123,7 @@ fn step_plan() -> Value {
             "kind": "KubeadmControlPlane", "name": "rs-cp", "jsonPatch": []}}])
 }
 
-/// Issue 24: with the API server killed and restarted, `upgrade --wait` exited 1 within a
+/// With the API server killed and restarted, `upgrade --wait` exited 1 within a
 /// second despite its timeout. Now it says once that the server is unreachable and once that
 /// it is back, follows the upgrade to its end (exit 0) and closes with one line; its progress
 /// (stderr is not a terminal) is a line per change, naming the step under way, what is left of

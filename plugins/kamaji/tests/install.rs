@@ -35,7 +35,7 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
         "a dry run installed the CRD"
     );
 
-    // Issue 24: a server dry run into a namespace that does not exist yet stopped at the
+    // A server dry run into a namespace that does not exist yet stopped at the
     // ServiceAccount with `ServiceAccount "<namespace>" not found` (the API server's 404 is
     // for the namespace, which a dry run does not create). The objects in it are now named as
     // not checkable, and the rest is checked.
@@ -96,7 +96,7 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
         "example.com/kamaji-reconciler:v2"
     );
 
-    // Issue 24: a second install in another namespace was applied: two reconcilers, and the
+    // A second install in another namespace was applied: two reconcilers, and the
     // ClusterRoleBinding moved to the second. It is refused, dry runs too, and nothing is
     // written.
     let other = format!("{ns}-other");

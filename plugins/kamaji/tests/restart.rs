@@ -1,4 +1,4 @@
-//! Faults (issue 13): a `--wait` verb rides out an API server restart. This binary has a testbed
+//! Faults: a `--wait` verb rides out an API server restart. This binary has a testbed
 //! of its own, since restarting its API server would disturb every other test sharing one.
 
 mod common;
@@ -64,7 +64,7 @@ async fn delete_wait_survives_an_api_server_restart() {
     assert_contains(&out, "held is gone");
 }
 
-/// Issue 24: `create --wait` exited 1 while the API server was down. The server is stopped
+/// `create --wait` exited 1 while the API server was down. The server is stopped
 /// (SIGSTOP) until a request of the waiting command hangs on it, then restarted (the kill
 /// resets that request), so the wait cannot fall between two polls. No reconciler runs here,
 /// so the wait stays at its first phase: it says once that the server is unreachable and once

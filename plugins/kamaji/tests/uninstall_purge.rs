@@ -1,4 +1,4 @@
-//! `kubectl kamaji uninstall --purge` (issue 17): BCM's teardown of the provider and the host
+//! `kubectl kamaji uninstall --purge`: BCM's teardown of the provider and the host
 //! pool (its steps 3 to 5: BootstrapKubeconfigs, the provider, ByoHosts), refused while any
 //! Cluster remains. A testbed of its own: uninstall deletes the cluster-wide CRDs.
 

@@ -1,4 +1,4 @@
-//! Chaos (issue 13): the reconciler is killed (SIGKILL) at a random moment of each phase of
+//! Chaos: the reconciler is killed (SIGKILL) at a random moment of each phase of
 //! create → ready → upgrade (two minors) → delete, over `CHAOS_CYCLES` cycles (100 by default,
 //! [`BATCH`] at a time), and restarted; every cycle converges and leaves no orphan
 //! (TenantControlPlane or Secret of a deleted KamajiControlPlane). The seed is printed, and

@@ -1,4 +1,4 @@
-//! Faults (issue 13): the reconciler's watches recover from an API server restart without help.
+//! Faults: the reconciler's watches recover from an API server restart without help.
 //! This binary has a testbed of its own: restarting its API server disturbs everything on it.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Issue 14: command lines copied from clusterctl's documentation work on `kubectl capi`, and
+//! Command lines copied from clusterctl's documentation work on `kubectl capi`, and
 //! kubectl's habits (`-v=6`, `-o jsonpath`, `-o custom-columns`, `--show-labels`) work on the
 //! list verbs. Runs against the testbed (real API server, real CAPI v1.14 CRDs).
 //!
@@ -50,7 +50,7 @@ const CLUSTERCTL_DOCS: &[(&str, &str, &str)] = &[
         "clusterctl describe cluster capi-quickstart --show-conditions KubeadmControlPlane",
         "KubeadmControlPlane",
     ),
-    // The maintainers' "show everything" set (cluster-api issue 11954).
+    // The maintainers' "show everything" set (kubernetes-sigs/cluster-api#11954).
     (
         "describe-cluster.md",
         "clusterctl describe cluster capi-quickstart --show-conditions=all --grouping=false --echo=true --show-machinesets=true",

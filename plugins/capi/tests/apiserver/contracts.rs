@@ -352,7 +352,7 @@ async fn kamaji_control_planes_scale_without_hosts_and_upgrade_in_one_reconciler
     );
 }
 
-/// Issue 24: `kubectl capi delete s7 --wait` said the cluster was gone while Kamaji's finalizer
+/// `kubectl capi delete s7 --wait` said the cluster was gone while Kamaji's finalizer
 /// still held the `s7-datastore-config` Secret. Kamaji v1.0.0 keeps that Secret (its labels,
 /// controlled by the TenantControlPlane, finalizer `finalizer.kamaji.clastix.io/datastore-secret`:
 /// internal/resources/datastore/datastore_storage_config.go) until the TenantControlPlane's

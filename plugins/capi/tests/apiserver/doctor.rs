@@ -1,4 +1,4 @@
-//! Issue 26: `kubectl capi doctor` (and `kubectl kamaji doctor`) on the shared testbed. Each test
+//! `kubectl capi doctor` (and `kubectl kamaji doctor`) on the shared testbed. Each test
 //! plants problems in a namespace of its own, as the controllers or a user would leave them,
 //! and reads the report with `-n` so that other tests' namespaces do not count.
 

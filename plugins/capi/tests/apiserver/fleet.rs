@@ -1,4 +1,4 @@
-//! Issue 4 acceptance on a v1beta2 (CAPI v1.14) management cluster: `hosts`, `hosts describe`,
+//! Acceptance on a v1beta2 (CAPI v1.14) management cluster: `hosts`, `hosts describe`,
 //! `machines` (with `--watch`), `list`, `describe` and `kubeconfig` (print, `--output`,
 //! `--merge`), every output format, against fixtures that write what the controllers write.
 
@@ -421,7 +421,7 @@ async fn set_upgrade_status(ns: &str, cluster: &str, status: Value) {
         .unwrap();
 }
 
-/// Issue 18: `describe` shows the cluster's ClusterUpgrade under way in one line under the
+/// `describe` shows the cluster's ClusterUpgrade under way in one line under the
 /// tree and as `upgrade` in `-o json|yaml`; a cluster without one, or with a succeeded one,
 /// shows none.
 #[tokio::test]
@@ -878,7 +878,7 @@ async fn hosts_read_only_what_the_rows_show() {
     }
 }
 
-/// Issue 24: a canary wave as large as the fleet is no canary: `--canary 5` (and 3) over the 3
+/// A canary wave as large as the fleet is no canary: `--canary 5` (and 3) over the 3
 /// clusters a selector picks is refused with the counts, exit 2, before anything is written;
 /// `--canary 2` plans a canary wave and the rest.
 #[tokio::test]
@@ -931,7 +931,7 @@ async fn a_canary_wave_that_is_the_whole_fleet_is_refused() {
     assert_eq!(rows(&plan).len(), 3, "{plan}");
 }
 
-/// Issue 24: `upgrade pause|resume|cancel` take `--yes` (clap used to answer "use '-- --yes'");
+/// `upgrade pause|resume|cancel` take `--yes` (clap used to answer "use '-- --yes'");
 /// cancel ends an upgrade for good, so without a terminal it needs `--yes`: refused in one
 /// line, exit 2, the ClusterUpgrade unchanged; with it, cancelled.
 #[tokio::test]

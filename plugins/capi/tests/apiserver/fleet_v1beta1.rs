@@ -1,4 +1,4 @@
-//! Issue 4 acceptance on a v1beta1-only (CAPI 1.10-shaped) management cluster: the same checks
+//! Acceptance on a v1beta1-only (CAPI 1.10-shaped) management cluster: the same checks
 //! as `fleet.rs`, with every object written at v1beta1 (old conditions with severity, the
 //! `status.v1beta2` blocks, versioned references).
 

@@ -1,4 +1,4 @@
-//! Issue 3 acceptance for `kubectl-capi`, on the real testbed: version discovery on both CAPI
+//! Acceptance for `kubectl-capi`, on the real testbed: version discovery on both CAPI
 //! API versions, every error class produced for real, the completion shim with live names,
 //! and the binary run through the real `kubectl` and as a clusterctl plugin.
 

@@ -337,7 +337,7 @@ fn list_variables_and_bad_input_get_one_clear_line() {
     }
 }
 
-/// Issue 24: `-o json` and `-o name` printed YAML with exit 0. The rendered objects now print
+/// `-o json` and `-o name` printed YAML with exit 0. The rendered objects now print
 /// as kubectl prints several objects: `-o json` a `v1 List`, `-o name` one `kind.group/name`
 /// a line; YAML stays the default (clusterctl's output); the table formats, which have no
 /// meaning for objects not yet created, are refused in one line.

@@ -1,5 +1,5 @@
 //! The kubeconfig surface `kubectl capi kubeconfig` shares with `kubectl kamaji kubeconfig get`
-//! (issue 14): `-o yaml|json` as kubectl, `--write-to FILE` (clusterctl's name), `--merge[=FILE]`
+//!: `-o yaml|json` as kubectl, `--write-to FILE` (clusterctl's name), `--merge[=FILE]`
 //! with `--context-name`, `--set-current` and `--force`; the old spellings (`--output FILE`,
 //! `--output-file`, `--merge-into`, `--switch`) still work; clusterctl's `get kubeconfig NAME
 //! -n NS [--kubeconfig-context CTX]` word order works. The Secret is written here as Cluster API
@@ -215,7 +215,7 @@ async fn merge_flags_new_and_old_spellings() {
     tb.delete_namespace(&client, &ns).await;
 }
 
-/// Issue 24: a Secret whose kubeconfig kubectl cannot load is refused before a merge, in one
+/// A Secret whose kubeconfig kubectl cannot load is refused before a merge, in one
 /// line naming the Secret, and the user's file is left as it was (no `.bak` either). The shapes
 /// are checked against the real kubectl first: it must refuse each of them.
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 use crate::common::*;
 
-/// `hosts cordon|uncordon|drain` (issue 17), with the real CAPI and BYOH managers: a cordoned
+/// `hosts cordon|uncordon|drain`, with the real CAPI and BYOH managers: a cordoned
 /// host stays out of a scale-up (BYOH's own selection skips it), drain refuses without a spare,
 /// then moves the machine to the spare and leaves the host cordoned, and uncordon returns it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,7 +102,7 @@ async fn hosts_cordon_drain_uncordon() {
     assert_eq!(cluster_label(&h), None);
 }
 
-/// Issue 24: `hosts drain HOST --timeout 1s` deleted the Machine, returned 1, and the host,
+/// `hosts drain HOST --timeout 1s` deleted the Machine, returned 1, and the host,
 /// released later by its agent, was left Available: BYOH could pick it again. The drain marks
 /// the host before it deletes the Machine (BYOH's release keeps that mark), its timeout says
 /// to re-run, and the re-run waits for the release and cordons the host.
@@ -149,7 +149,7 @@ async fn a_drain_that_times_out_is_finished_by_a_rerun() {
     .await;
 }
 
-/// `hosts add` (issue 17): the real BYOH controller issues the BootstrapKubeconfig, and its
+/// `hosts add`: the real BYOH controller issues the BootstrapKubeconfig, and its
 /// token really authenticates (the testbed's API server accepts bootstrap tokens, as kubeadm's
 /// do): `kubectl auth whoami` with it answers `system:bootstrap:<id>`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -371,7 +371,7 @@ async fn hosts_add_refuses_what_would_run_as_root_and_leaves_no_token_behind() {
     s.tb.delete_namespace(&s.client, &s.ns).await;
 }
 
-/// Issue 24: a BootstrapKubeconfig made for another API server (a sandbox restarted on a new
+/// A BootstrapKubeconfig made for another API server (a sandbox restarted on a new
 /// port keeps its etcd data) is replaced, saying so, instead of reused: BYOH issued the old one
 /// for the old server and never issues it again. A second run reuses the fresh one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -444,7 +444,7 @@ fn cluster_label(h: &DynamicObject) -> Option<&str> {
         .map(String::as_str)
 }
 
-/// Issue 28: the real BYOH v0.5.0 agent, started exactly as `hosts add` prints it (the
+/// The real BYOH v0.5.0 agent, started exactly as `hosts add` prints it (the
 /// bootstrap kubeconfig at the path it names), on a host of its own (hostname, network, `/etc`;
 /// `testbed::agent`). Its CSR (as the bootstrap token's user) is approved by the real BYOH
 /// manager and signed by kube-controller-manager; it registers the ByoHost with upstream's

@@ -32,7 +32,7 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
         .collect();
     assert!(managers.iter().any(|m| m == "kubectl-capi"), "{managers:?}");
 
-    // Issue 29: a scale-down reads no host pool (-v=6 shows each request); a scale-up does.
+    // A scale-down reads no host pool (-v=6 shows each request); a scale-up does.
     let down = s.ok(&words("scale c1 --workers 2 --dry-run=client -v=6"));
     let down_log = String::from_utf8_lossy(&down.stderr).to_string();
     assert!(
@@ -60,7 +60,7 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
     );
     assert_eq!(replicas(&md_ar(), "c1-md-0").await, 3);
 
-    // Choose what goes (issue 17): --remove-host removes exactly the machine on that host.
+    // Choose what goes: --remove-host removes exactly the machine on that host.
     let mut hosts = s.claimed().await;
     hosts.sort();
     let victim = hosts[1].clone();

@@ -652,7 +652,7 @@ async fn serve_cluster_upgrades(c: &kube::Client) {
     testbed::fixtures::crds::apply_and_wait(c, &crds, "kubectl-kamaji-tests").await;
 }
 
-/// Issue 18: `status` shows the ClusterUpgrade of the control plane's Cluster (named after
+/// `status` shows the ClusterUpgrade of the control plane's Cluster (named after
 /// it) in the Control plane section and as `upgrade` in `-o json`. No controller runs here:
 /// the test writes the Cluster's ownership of the KamajiControlPlane as Cluster API does, and
 /// the ClusterUpgrade's status through its status subresource as the reconciler does.
@@ -731,7 +731,7 @@ async fn status_shows_the_clusters_upgrade_under_way() {
     assert_eq!(status["summary"]["cluster"], "up");
 }
 
-/// Issue 13: `create` applied the Cluster, the KamajiControlPlane, the ByoCluster and the
+/// `create` applied the Cluster, the KamajiControlPlane, the ByoCluster and the
 /// templates before the server refused the MachineDeployment, and left them. A
 /// ValidatingAdmissionPolicy of the real API server refuses MachineDeployments in this
 /// namespace only (a fault the server injects, not a mock): nothing may be created.
@@ -832,7 +832,7 @@ async fn a_refusal_of_the_last_object_creates_nothing() {
     let _ = policies.delete(&name, &Default::default()).await;
 }
 
-/// Issue 13: an interrupted `kamaji delete --wait` could not be resumed: once the control plane
+/// An interrupted `kamaji delete --wait` could not be resumed: once the control plane
 /// was gone the re-run said "not found" while the Cluster was still terminating. A finalizer
 /// nobody removes holds the Cluster here, as a slow CAPI would.
 #[tokio::test]
@@ -861,7 +861,7 @@ async fn an_interrupted_delete_resumes() {
     assert_contains(&line, "\"gone\" not found");
 }
 
-/// BCM's preflight (issue 17): a control-plane address another cluster already uses is refused
+/// BCM's preflight: a control-plane address another cluster already uses is refused
 /// in one line and nothing is created; re-running the first cluster's create still passes.
 #[tokio::test]
 async fn a_used_control_plane_address_is_refused() {
@@ -1000,7 +1000,7 @@ async fn kamaji_cleaning_up(
     (tcps, secrets)
 }
 
-/// Issue 24: Ctrl-C during `kamaji delete NAME --wait`, then the same command, said
+/// Ctrl-C during `kamaji delete NAME --wait`, then the same command, said
 /// `KamajiControlPlane "s5" not found; did you mean "s6"?` while the teardown was still under
 /// way. A re-run resumes: it says the control plane is gone already and what is left, waits
 /// (or reports it on timeout), and finishes once the finalizers let go; only with nothing of
@@ -1129,7 +1129,7 @@ async fn a_rerun_resumes_the_wait_until_kamaji_lets_go() {
     assert!(get(&c, &ns, &cluster_ar(), "s6").await.is_some());
 }
 
-/// Issue 26: `create` of a BYOH cluster refuses, before anything is written, when fewer free
+/// `create` of a BYOH cluster refuses, before anything is written, when fewer free
 /// hosts match the selector than it wants workers; hosts already serving it (a re-run) count;
 /// `--allow-pending` creates it anyway.
 #[tokio::test]
@@ -1217,7 +1217,7 @@ async fn byoh_create_refuses_a_short_host_pool_and_creates_nothing() {
     tb.delete_namespace(&c, &ns).await;
 }
 
-/// Issue 26: a DataStore whose Secrets Kamaji cannot read is refused at `create --datastore`,
+/// A DataStore whose Secrets Kamaji cannot read is refused at `create --datastore`,
 /// before anything is written, naming the Secret and key; once they exist, it is used.
 #[tokio::test]
 async fn a_datastore_whose_secrets_are_missing_is_refused_and_nothing_is_created() {

@@ -1,4 +1,4 @@
-//! Issue 3 acceptance for `kubectl-kamaji`, on the real testbed: version discovery, errors,
+//! Acceptance for `kubectl-kamaji`, on the real testbed: version discovery, errors,
 //! the completion shim with live names, and the binary run through the real `kubectl` and as
 //! a clusterctl plugin.
 

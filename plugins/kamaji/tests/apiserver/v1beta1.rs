@@ -75,8 +75,8 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
 /// On CAPI 1.10's CRDs, `generate clusterclass` writes a v1beta1 ClusterClass (`ref` with
 /// namespaces, `namingStrategy`, `template.bootstrap/infrastructure`) referencing a v1alpha1
 /// KamajiControlPlaneTemplate, which the API server stores; `create --class` reads that shape
-/// and writes a topology Cluster naming the class with `class` (issue 17). No CAPI controller
-/// runs on this testbed: the topology controller's side is covered by tests/live/clusterclass.rs.
+/// and writes a topology Cluster naming the class with `class`. No CAPI controller
+/// runs on this testbed: the topology controller's side is covered by tests/controllers/clusterclass.rs.
 #[tokio::test]
 async fn generate_clusterclass_and_create_class_write_v1beta1_shapes_on_a_capi_1_10_cluster() {
     let tb = prepare_v1beta1().await;

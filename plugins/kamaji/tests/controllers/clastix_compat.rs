@@ -505,7 +505,7 @@ async fn clastix_plugin_command_lines() {
 }
 
 /// The kubeconfig flags `kubectl kamaji kubeconfig get` shares with `kubectl capi kubeconfig`
-/// (plugins/capi/tests/verbs/kubeconfig_flags.rs checks that side): `-o json`, `--write-to`,
+/// (plugins/capi/tests/apiserver/kubeconfig_flags.rs checks that side): `-o json`, `--write-to`,
 /// `--merge=FILE --set-current` (the merged context reaches the tenant), the old spellings,
 /// and the conflict hint both give.
 async fn kubeconfig_flags_on_a_tenant(tb: &testbed::Testbed, ns: &str, tcp: &str, tenant: &Path) {

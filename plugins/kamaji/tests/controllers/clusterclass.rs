@@ -1,4 +1,4 @@
-//! ClusterClass clusters end to end (issue 17): `generate clusterclass --apply` writes a class
+//! ClusterClass clusters end to end: `generate clusterclass --apply` writes a class
 //! whose control plane is a KamajiControlPlaneTemplate, `create --class` a topology Cluster of
 //! it, and the real CAPI v1.14 core manager's topology controller (ClusterTopology=true) makes
 //! the KamajiControlPlane and the MachineDeployment; our reconciler and the real Kamaji v1.0.0

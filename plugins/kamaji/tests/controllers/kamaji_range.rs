@@ -1,4 +1,4 @@
-//! Issue 26: a Kubernetes version above the installed Kamaji's range. Kamaji v1.0.0 refuses it
+//! A Kubernetes version above the installed Kamaji's range. Kamaji v1.0.0 refuses it
 //! in its validating webhook (`internal/webhook/handlers/tcp_version.go`), which the testbed
 //! registers only for namespaces labelled `testbed::KAMAJI_VALIDATION_LABEL` (its tenants run
 //! newer releases than Kamaji v1.0.0 knows). No reconciler runs in this namespace.

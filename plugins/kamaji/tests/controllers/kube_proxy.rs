@@ -1,4 +1,4 @@
-//! `kubectl kamaji create --kube-proxy-mode ipvs` on the real controllers (issue 17, seed 000):
+//! `kubectl kamaji create --kube-proxy-mode ipvs` on the real controllers (seed 000):
 //! the real CAPI v1.14 ClusterResourceSet controller applies our kube-proxy into the live tenant
 //! of the real Kamaji v1.0.0 operator (its kube-apiserver, controller-manager and scheduler run
 //! for real under the testbed's SIMULATED kubelet), read back through the tenant's kubeconfig;

@@ -1,4 +1,4 @@
-//! Issue 27: `kubectl kamaji migrate` on the real Kamaji v1.0.0. A live tenant's data moves
+//! `kubectl kamaji migrate` on the real Kamaji v1.0.0. A live tenant's data moves
 //! between the testbed's two etcd DataStores (`default` and `testbed::SECOND_DATASTORE`) by
 //! Kamaji's own migration Job (`kamaji migrate`, run by the SIMULATED kubelet from the Kamaji
 //! binary the testbed built); objects written before are read back after, from the API server

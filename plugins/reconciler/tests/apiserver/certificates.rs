@@ -1,4 +1,4 @@
-//! Issue 26: the reconciler reads the TenantControlPlanes' certificates itself (one LIST of
+//! The reconciler reads the TenantControlPlanes' certificates itself (one LIST of
 //! Kamaji's certificate Secrets every `--cert-scan-interval`), shows the first to expire on
 //! `/metrics`, and sets `CertificatesExpiring` on the KamajiControlPlane, so that alerts need no
 //! one to run the CLI.

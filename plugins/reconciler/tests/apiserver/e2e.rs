@@ -198,7 +198,7 @@ async fn create_ready_secrets_byo_annotations_and_readiness() {
     );
 
     // The copy follows its source and is put back when changed or deleted: the reconciler skips
-    // reading both while the Secret watch shows them as it left them (issue 29), and each of
+    // reading both while the Secret watch shows them as it left them, and each of
     // these changes them.
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(c.clone(), &ns);
     let pp = kube::api::PatchParams::default();
@@ -612,7 +612,7 @@ async fn dual_stack_on_a_kamaji_without_plural_cidrs_is_reported() {
 
 /// Idle, the reconciler makes no request; woken by a change that changes nothing it does (a label
 /// on the Cluster, then on the TenantControlPlane), it reads both from its watches' caches and
-/// the Secrets' resourceVersions, and makes no request either (issue 29: each such reconcile read
+/// the Secrets' resourceVersions, and makes no request either (each such reconcile read
 /// the Cluster, the TenantControlPlane and both Secrets again).
 #[tokio::test(flavor = "multi_thread")]
 async fn an_idle_reconciler_makes_no_api_requests() {
@@ -671,7 +671,7 @@ async fn an_idle_reconciler_makes_no_api_requests() {
     );
 }
 
-/// Issue 18: a ClusterUpgrade of a cluster whose control plane is a KamajiControlPlane. The
+/// A ClusterUpgrade of a cluster whose control plane is a KamajiControlPlane. The
 /// plan's one step patches the KCP, whose own controller steps the TenantControlPlane; Kamaji is
 /// played (Ready at the new version) and the ClusterUpgrade succeeds. The KCP's resource is found
 /// in its group although the group's preferred version (KubeadmControlPlane's v1beta2, where
@@ -724,7 +724,7 @@ async fn a_cluster_upgrade_of_a_kamaji_control_plane() {
     assert_eq!(o.data["status"]["progress"], "1/1");
 }
 
-/// Issue 24: a ClusterUpgrade whose Cluster does not exist gets a condition and an Event saying
+/// A ClusterUpgrade whose Cluster does not exist gets a condition and an Event saying
 /// so, and is not retried with back-off; once the Cluster appears (watch-driven) it is owned by
 /// it, and deleting the Cluster deletes the ClusterUpgrade (the testbed's garbage collector).
 #[tokio::test(flavor = "multi_thread")]
@@ -800,7 +800,7 @@ async fn a_cluster_upgrade_of_a_missing_cluster_says_so_and_goes_with_its_cluste
     .await;
 }
 
-/// Issue 24: a FleetUpgrade whose selector is no selector (`a in (b`) gets a condition and an
+/// A FleetUpgrade whose selector is no selector (`a in (b`) gets a condition and an
 /// Event, is not retried with back-off, and is looked at again when its spec changes.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fleet_upgrade_with_a_malformed_selector_says_so() {

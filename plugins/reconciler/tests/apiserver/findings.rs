@@ -1,4 +1,4 @@
-//! Issue 26: the reconciler counts the fleet doctor's findings at each certificate scan and shows
+//! The reconciler counts the fleet doctor's findings at each certificate scan and shows
 //! them on `/metrics` by check and severity, so that alerts need no one to run the CLI; a finding
 //! that goes away reads 0 for one scan (the alert resolves), then its series goes.
 

@@ -78,7 +78,7 @@ async fn installed_rbac_is_sufficient_and_manifests_apply() {
     );
 }
 
-/// Issue 24: every CRD we ship (what `kamaji-reconciler manifests` writes: the
+/// Every CRD we ship (what `kamaji-reconciler manifests` writes: the
 /// KamajiControlPlane and KamajiControlPlaneTemplate CRDs with both versions, ClusterUpgrade,
 /// FleetUpgrade) is created by `kubectl apply --server-side` without a `Warning:` from the API
 /// server (it warned `unrecognized format "uint32"`). The API server warns about formats only
