@@ -4,6 +4,7 @@
 //! puts together.
 
 pub mod provider;
+pub mod rollout;
 
 use serde_json::{Value, json};
 

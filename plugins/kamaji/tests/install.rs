@@ -96,6 +96,21 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
         "example.com/kamaji-reconciler:v2"
     );
 
+    // `--wait` waits for the rollout, as kubectl rollout status does. No kubelet runs this
+    // testbed's pods, so it never finishes: exit 1 at the deadline, with where it stood.
+    let out = kamaji(
+        tb,
+        &ns,
+        &words("install --image example.com/kamaji-reconciler:v2 --wait --timeout 2s"),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_contains(
+        &err,
+        "error: timed out after 2s while waiting for deployment/kamaji-reconciler to roll out (last seen: ",
+    );
+    assert_lacks(&err, "kamaji-reconciler rolled out");
+
     // A second install in another namespace was applied: two reconcilers, and the
     // ClusterRoleBinding moved to the second. It is refused, dry runs too, and nothing is
     // written.

@@ -113,17 +113,21 @@ async fn deployment(c: &Client) -> Deployment {
         .unwrap()
 }
 
+/// Whether the Deployment runs `replicas` available pods of its current template and no others.
+async fn is_rolled_out(c: &Client, replicas: i32) -> bool {
+    let d = deployment(c).await;
+    let s = d.status.clone().unwrap_or_default();
+    let gen_seen = s.observed_generation >= d.metadata.generation;
+    gen_seen
+        && s.updated_replicas == Some(replicas)
+        && s.available_replicas == Some(replicas)
+        && s.replicas == Some(replicas)
+}
+
 /// Waits until the Deployment has rolled out `replicas` Ready pods of its current template.
 async fn rolled_out(c: &Client, replicas: i32, what: &str) {
     wait(120, what, || async {
-        let d = deployment(c).await;
-        let s = d.status.clone().unwrap_or_default();
-        let gen_seen = s.observed_generation >= d.metadata.generation;
-        (gen_seen
-            && s.updated_replicas == Some(replicas)
-            && s.available_replicas == Some(replicas)
-            && s.replicas == Some(replicas))
-        .then_some(())
+        is_rolled_out(c, replicas).await.then_some(())
     })
     .await;
 }
@@ -285,14 +289,32 @@ async fn the_image_runs_in_cluster_as_its_service_account_and_hands_over_leaders
     eprintln!("work resumed {took:?} after the leader was killed; Lease now held by {holder}");
 
     // A rolling update of both replicas finishes (the standby pods are Ready while the old
-    // leader still runs), and the Lease passes to a new pod.
+    // leader still runs), and the Lease passes to a new pod. `install --wait` returns only
+    // once the rollout is done: the Deployment is rolled out when it does, not later.
     let image2 = format!("{registry}/kamaji-reconciler:test2");
     assert_eq!(push_image(tb, "test2").0, image2);
-    kamaji(
+    let out = kamaji(
         &tb.kubeconfig,
-        &["install", "--image", &image2, "--replicas", "2"],
+        &[
+            "install",
+            "--image",
+            &image2,
+            "--replicas",
+            "2",
+            "--wait",
+            "--timeout",
+            "2m",
+        ],
     );
-    rolled_out(&c, 2, "the rolling update to :test2").await;
+    assert!(
+        out.contains("deployment/kamaji-reconciler rolled out"),
+        "{out}"
+    );
+    assert!(
+        is_rolled_out(&c, 2).await,
+        "install --wait returned before the rollout to :test2 was done: {:?}",
+        deployment(&c).await.status
+    );
     let pods_now: Vec<String> = pods
         .list(&ListParams::default())
         .await

@@ -2,13 +2,15 @@
 //! its CRDs, RBAC and Deployment, from the reconciler's own manifests.
 
 use clap::Args as ClapArgs;
-use cli::{Conn, DryRun, DryRunFlag, KubeFlags, OutputFlags, OutputFormat};
+use std::time::Duration;
+
+use cli::{Conn, DryRun, DryRunFlag, KubeFlags, OutputFlags, OutputFormat, parse_duration};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kclient::discovery::ServerApis;
 use kclient::error::{Error, Op};
-use kclient::render;
 use kclient::render::display_name;
+use kclient::render::{self, Poll};
 use kcore::kamaji::create::FIELD_MANAGER;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -17,6 +19,7 @@ use kube::discovery::Scope;
 use serde_json::Value;
 
 use kcore::install as manifests;
+use kcore::install::rollout::{self, DeploymentRollout};
 use kcore::labels;
 
 mod image_ref;
@@ -55,6 +58,13 @@ pub struct InstallArgs {
     /// cluster-wide grants on Secrets and the other objects it reconciles
     #[arg(long, value_name = "NS,NS")]
     pub namespaces: Option<String>,
+    /// Wait until the reconciler's Deployment has rolled out (every replica updated and
+    /// available), as kubectl rollout status does
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait may take
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5m")]
+    pub timeout: Duration,
     #[command(flatten)]
     pub kube: KubeFlags,
     #[command(flatten)]
@@ -208,12 +218,52 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
                 delete_grant(&conn, &ar, &role_ns).await?;
             }
         }
-        render::info(&format!(
-            "the KamajiControlPlane provider runs in namespace {ns} (kubectl -n {ns} rollout status deployment/{})",
-            labels::RECONCILER
-        ));
+        if args.wait {
+            wait_rolled_out(&conn, &ns, args.timeout).await?;
+            render::info(&format!(
+                "the KamajiControlPlane provider runs in namespace {ns}: deployment/{} rolled out",
+                labels::RECONCILER
+            ));
+        } else {
+            render::info(&format!(
+                "the KamajiControlPlane provider runs in namespace {ns} (kubectl -n {ns} rollout status deployment/{})",
+                labels::RECONCILER
+            ));
+        }
     }
     Ok(())
+}
+
+/// `--wait`: until the reconciler's Deployment has rolled out. A Deployment past its progress
+/// deadline fails at once (waiting longer changes nothing) with the command that shows why.
+async fn wait_rolled_out(conn: &Conn, ns: &str, timeout: Duration) -> Result<(), Error> {
+    let name = labels::RECONCILER;
+    let deployments: Api<Deployment> = Api::namespaced(conn.client.clone(), ns);
+    let op = Op::new("get", "apps", "deployments", "Deployment")
+        .in_namespace(Some(ns))
+        .named(name);
+    let hint = format!("kubectl -n {ns} describe deployment/{name}");
+    render::wait_until(
+        &format!("waiting for deployment/{name} to roll out"),
+        timeout,
+        Duration::from_millis(500),
+        || {
+            let (deployments, op, hint) = (&deployments, &op, &hint);
+            async move {
+                let d = deployments.get(name).await.map_err(|e| conn.error(e, op))?;
+                let d = serde_json::to_value(d).map_err(|e| Error::other(e.to_string()))?;
+                match rollout::deployment_rollout(&d) {
+                    DeploymentRollout::Done => Ok(Poll::Ready(())),
+                    DeploymentRollout::Waiting(w) => Ok(Poll::Pending(w)),
+                    DeploymentRollout::Stalled(why) => Err(Error::Other {
+                        message: why,
+                        hint: Some(hint.clone()),
+                    }),
+                }
+            }
+        },
+    )
+    .await
 }
 
 /// The namespace, the namespaces watched (all when empty) and the manifests to apply. The
