@@ -241,6 +241,14 @@ impl HostAgent {
         l[l.len().saturating_sub(30)..].join("\n")
     }
 
+    /// Whether the agent finished starting: its ByoHost controller runs workers (controller-
+    /// runtime logs "Starting workers" once its caches synced). Before that a stopped agent
+    /// ([`HostAgent::power`]) can hold a start-up request whose client timeout runs out while it
+    /// is stopped, and v0.5.0 exits on it ("unable to start manager") instead of retrying.
+    pub fn started(&self) -> bool {
+        std::fs::read_to_string(&self.log).is_ok_and(|t| t.contains("\"msg\"=\"Starting workers\""))
+    }
+
     /// The SIMULATED programs the host ran, one line each (`kubeadm reset --force`, …).
     pub fn commands(&self) -> Vec<String> {
         std::fs::read_to_string(self.dir.join("commands.log"))

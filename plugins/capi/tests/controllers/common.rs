@@ -298,6 +298,20 @@ pub async fn registered(client: &Client, pool: &Pool, agents: &[HostAgent]) {
 pub async fn register_then_stop(tb: &Testbed, client: &Client, pool: Pool) -> Vec<HostAgent> {
     let agents = onboard(tb, &pool);
     registered(client, &pool, &agents).await;
+    // Powered off only once running: an agent stopped mid-start exits when resumed.
+    testbed::fixtures::poll::wait_for(
+        "the stopped pool's agents to start their controller",
+        Duration::from_secs(60),
+        || {
+            agents
+                .iter()
+                .map(|a| format!("--- agent {} ---\n{}", a.host, a.log_tail()))
+                .collect::<Vec<_>>()
+                .join("\n")
+        },
+        || async { agents.iter().all(HostAgent::started).then_some(()) },
+    )
+    .await;
     for a in &agents {
         a.power(false);
     }
