@@ -9,6 +9,7 @@
 #   testbed/build-bins.sh byoh    the BYOH controller manager (cluster-api-provider-bringyourownhost)
 #   testbed/build-bins.sh cacppk  CACPPK's manager (cluster-api-control-plane-provider-kamaji v0.11.0) and
 #                                 its own CRDs, for make bench only (not part of `all`)
+#   testbed/build-bins.sh init-sources     the release assets kubectl capi init installs, one file each
 #   testbed/build-bins.sh clusterctl-repo  kustomize, and a clusterctl local repository of CAPI's core
 #                                  and kubeadm bootstrap providers plus cert-manager's CRDs
 #   testbed/build-bins.sh crane   go-containerregistry's crane: the local OCI registry, pushes and pulls
@@ -228,6 +229,45 @@ build_clusterctl_repo() {
   publish "$out"
 }
 
+# The release assets `kubectl capi init` installs, made from the pinned upstream modules as
+# their release tooling does, one file per component named as in an init bundle
+# (`<component>.yaml`): CAPI's core, kubeadm bootstrap and KubeadmControlPlane providers and
+# BYOH's infrastructure-components built with kustomize, each manager's image set to its
+# release name (CAPI's `make release-manifests`, BYOH's `make build-release-artifacts`);
+# Kamaji's own `config/install.yaml`. cert-manager's release manifest is rendered by Helm from
+# its chart, which the testbed does not build: its file holds cert-manager's namespace and
+# CRDs only, so init's tests prove the order, the waits and the checks for cert-manager but
+# not its controllers.
+build_init_sources() {
+  # shellcheck disable=SC1091
+  . "$here/versions.env"
+  local kz="$cache_root/kustomize-$KUSTOMIZE_VERSION/kustomize"
+  [ -x "$kz" ] || build_clusterctl_repo > /dev/null
+  local out="$cache_root/init-sources-capi-$CAPI_VERSION-byoh-$BYOH_VERSION-kamaji-$KAMAJI_VERSION-cert-manager-$CERT_MANAGER_VERSION"
+  if [ -f "$out/kamaji.yaml" ]; then echo "$out"; return; fi
+  local capi byoh kamaji cm
+  capi=$(mod_dir "sigs.k8s.io/cluster-api@$CAPI_VERSION")
+  byoh=$(mod_dir "github.com/vmware-tanzu/cluster-api-provider-bringyourownhost@$BYOH_VERSION")
+  kamaji=$(mod_dir "github.com/clastix/kamaji@$KAMAJI_VERSION")
+  cm=$(mod_dir "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION")
+  need_dirs "$capi" "$byoh" "$kamaji" "$cm"
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  local staging="gcr.io/k8s-staging-cluster-api" release="registry.k8s.io/cluster-api"
+  (cd "$capi" && "$kz" build core/config/default) \
+    | sed "s#$staging/cluster-api-controller:main#$release/cluster-api-controller:$CAPI_VERSION#" > "$out.tmp/cluster-api.yaml"
+  (cd "$capi" && "$kz" build bootstrap/kubeadm/config/default) \
+    | sed "s#$staging/kubeadm-bootstrap-controller:main#$release/kubeadm-bootstrap-controller:$CAPI_VERSION#" > "$out.tmp/bootstrap-kubeadm.yaml"
+  (cd "$capi" && "$kz" build controlplane/kubeadm/config/default) \
+    | sed "s#$staging/kubeadm-control-plane-controller:main#$release/kubeadm-control-plane-controller:$CAPI_VERSION#" > "$out.tmp/control-plane-kubeadm.yaml"
+  (cd "$byoh" && "$kz" build config/default 2>/dev/null) \
+    | sed "s#gcr.io/k8s-staging-cluster-api/cluster-api-byoh-controller:dev#projects.registry.vmware.com/cluster_api_provider_bringyourownhost/cluster-api-byoh-controller:$BYOH_VERSION#" > "$out.tmp/infrastructure-byoh.yaml"
+  cp "$kamaji/config/install.yaml" "$out.tmp/kamaji.yaml"
+  { cat "$cm/deploy/manifests/01-namespace.yaml"; for f in "$cm"/deploy/crds/*.yaml; do printf '\n---\n'; cat "$f"; done; } > "$out.tmp/cert-manager.yaml"
+  for f in "$out.tmp"/*.yaml; do [ -s "$f" ] || { echo "empty: $f" >&2; exit 1; }; done
+  chmod -R u+w "$out.tmp"
+  publish "$out"
+}
+
 # The release tooling: krew as a kubectl plugin (kubectl-krew), the manifest validator the
 # krew-index repository runs on every pull request, and actionlint for .github/workflows. All three
 # are plain `go install`s of tagged modules.
@@ -266,6 +306,7 @@ case "${1:-all}" in
   crds) build_crds ;;
   kamaji) build_kamaji ;;
   clusterctl-repo) build_clusterctl_repo ;;
+  init-sources) build_init_sources ;;
   k8s-prev) build_k8s_prev ;;
   byoh) build_byoh ;;
   cacppk) build_cacppk ;;
@@ -273,6 +314,6 @@ case "${1:-all}" in
   crane) build_crane ;;
   all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)"
        echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"
-       echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "krew=$(build_krew)"; echo "crane=$(build_crane)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|cacppk|clusterctl-repo|krew|crane|all" >&2; exit 2 ;;
+       echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "init-sources=$(build_init_sources)"; echo "krew=$(build_krew)"; echo "crane=$(build_crane)" ;;
+  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|cacppk|clusterctl-repo|init-sources|krew|crane|all" >&2; exit 2 ;;
 esac

@@ -26,6 +26,7 @@ pub mod doctor;
 pub mod error;
 pub mod fields;
 pub mod groups;
+pub mod init;
 pub mod install;
 pub mod json;
 pub mod kamaji;

@@ -122,6 +122,12 @@ impl Assets {
         build("clusterctl-repo")
     }
 
+    /// The release assets `kubectl capi init` installs, one `<component>.yaml` each, made from
+    /// the pinned upstream modules (`build-bins.sh init-sources` says how); built on first use.
+    pub fn init_sources() -> Result<PathBuf, Error> {
+        build("init-sources")
+    }
+
     /// The directory with the tenant binaries of exactly `version` (`v1.36.3` or `1.36.3`).
     pub fn tenant_release(&self, version: &str) -> Option<&Path> {
         let want = format!("v{}", version.trim_start_matches('v'));

@@ -5,12 +5,13 @@
 //! and the output is the objects as YAML documents; `-o json` prints them as a `v1 List` and
 //! `-o name` as `kind.group/name` lines, as kubectl prints several objects.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use clap::{Args as ClapArgs, Subcommand};
 use cli::{KubeFlags, OutputFlags, OutputFormat};
 use kclient::error::Error;
+
+use crate::common::clusterctl_config;
 use kclient::render::{Human, Printer, Render};
 use kcore::plan::template::{
     self, GenerateOptions, Source, TemplateError, VariableStatus, Variables,
@@ -164,7 +165,7 @@ async fn read_config_map(a: &ClusterArgs, name: &str) -> Result<(String, String)
 /// file's `providers:` list (a local repository: `<base>/<provider>/<version>/components.yaml`
 /// next to `cluster-template[-FLAVOR].yaml`, as clusterctl's local repositories are laid out).
 fn provider_dir(a: &ClusterArgs, provider: Option<&str>) -> Result<PathBuf, Error> {
-    let path = config_path(a.config.as_deref());
+    let path = clusterctl_config::path(a.config.as_deref());
     let providers = match &path {
         Some(p) => read_providers(p)?,
         None => vec![],
@@ -331,60 +332,6 @@ fn flavors_in(dir: &Path) -> Vec<String> {
     out
 }
 
-/// The clusterctl config file to read: `--config`, else the XDG path, else the legacy one.
-fn config_path(flag: Option<&Path>) -> Option<PathBuf> {
-    if let Some(p) = flag {
-        return Some(p.to_path_buf());
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from)?;
-    let xdg = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| home.join(".config"));
-    [
-        xdg.join("cluster-api").join("clusterctl.yaml"),
-        home.join(".cluster-api").join("clusterctl.yaml"),
-    ]
-    .into_iter()
-    .find(|p| p.exists())
-}
-
-/// The scalar top-level keys of a clusterctl config file (lists like `providers` are skipped).
-fn read_config(path: &Path, explicit: bool) -> Result<BTreeMap<String, String>, Error> {
-    let text = match config_input().read_text(path) {
-        Ok(t) => t,
-        Err(kclient::input::InputError::Io { source, .. })
-            if !explicit && source.kind() == std::io::ErrorKind::NotFound =>
-        {
-            return Ok(BTreeMap::new());
-        }
-        Err(e) => return Err(e.failure()),
-    };
-    if text.trim().is_empty() {
-        return Ok(BTreeMap::new());
-    }
-    let v: Value = serde_saphyr::from_str(&text).map_err(|e| Error::Other {
-        message: format!(
-            "the clusterctl config {} is not valid YAML: {}",
-            path.display(),
-            kcore::yaml::error_line(&e)
-        ),
-        hint: Some("it is a flat map of VARIABLE: value".into()),
-    })?;
-    let mut out = BTreeMap::new();
-    if let Value::Object(m) = v {
-        for (k, v) in m {
-            let s = match v {
-                Value::String(s) => s,
-                Value::Number(n) => n.to_string(),
-                Value::Bool(b) => b.to_string(),
-                _ => continue,
-            };
-            out.insert(k, s);
-        }
-    }
-    Ok(out)
-}
-
 /// `vMAJOR.MINOR.PATCH[-pre][+build]`.
 pub fn check_version(flag: &str, v: &str) -> Result<(), Error> {
     if kcore::version::KubeVersion::parse_v(v).is_ok() {
@@ -421,9 +368,9 @@ fn variables(a: &ClusterArgs, namespace: &str) -> Result<Variables, Error> {
         env: std::env::vars().collect(),
         ..Default::default()
     };
-    let path = config_path(a.config.as_deref());
+    let path = clusterctl_config::path(a.config.as_deref());
     if let Some(p) = &path {
-        vars.config = read_config(p, a.config.is_some())?;
+        vars.config = clusterctl_config::variables(p, a.config.is_some())?;
     }
     if a.kubernetes_version.is_none()
         && let Some(v) = vars.lookup("KUBERNETES_VERSION").map(str::to_string)
@@ -550,7 +497,7 @@ async fn cluster(a: &ClusterArgs) -> Result<(), Error> {
         )));
     }
     let namespace = target_namespace(a);
-    let config = config_path(a.config.as_deref());
+    let config = clusterctl_config::path(a.config.as_deref());
     let (text, source) = template_source(a).await?;
     let vars = variables(a, &namespace)?;
     if a.list_variables {

@@ -15,6 +15,7 @@ mod describe;
 mod doctor;
 mod generate;
 mod hosts;
+mod init;
 mod kubeconfig;
 mod list;
 mod machines;
@@ -35,6 +36,8 @@ use cli::complete::CompleteArgs;
 enum Verb {
     /// Print the client version and the Cluster API, Kamaji and BYOH versions the cluster serves
     Version(version::Args),
+    /// Set up the management cluster: cert-manager, Cluster API, BYOH, Kamaji and our provider (init bundle DIR for air-gapped sites)
+    Init(init::Args),
     /// Render a clusterctl-compatible cluster template (generate cluster NAME --from FILE)
     Generate(generate::Args),
     /// Scale the control plane or workers of a cluster, with a free-host preflight on BYOH
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
     cli::run::<Verb, _, _>(plugin, |verb, program, root| async move {
         match verb {
             Verb::Version(a) => version::run(&program, &a).await,
+            Verb::Init(a) => init::run(&a).await,
             Verb::Generate(a) => generate::run(&a).await,
             Verb::Scale(a) => scale::run(&a).await,
             Verb::Upgrade(a) => upgrade::run(&a).await,

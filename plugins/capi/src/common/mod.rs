@@ -1,6 +1,7 @@
 //! What the verbs share. Nothing here is a verb, and a verb module uses only these modules and
 //! its own (never another verb's). Each knows one thing:
 //!
+//! - `clusterctl_config`: clusterctl's config file: variables and release-asset URLs;
 //! - `cluster`: one Cluster on the management cluster (`ClusterHandle`), its parts, and writes
 //!   to them;
 //! - `cluster_parts`: what the scale and upgrade plans read of a cluster, fetched once;
@@ -18,6 +19,7 @@ pub mod cells;
 pub mod cluster;
 pub mod cluster_parts;
 pub mod cluster_upgrade;
+pub mod clusterctl_config;
 pub mod findings;
 pub mod host_pool;
 pub mod list_flags;

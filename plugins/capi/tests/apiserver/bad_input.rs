@@ -264,6 +264,32 @@ const LOCAL: &[Case] = &[
     ),
     case(&["completion", "tcsh"], 2, "invalid value 'tcsh'"),
     case(&["version", "--bogus"], 2, "unexpected argument '--bogus'"),
+    case(
+        &["init", "--infrastructure", "aws"],
+        2,
+        "--infrastructure \"aws\": this kubectl-capi installs no such provider",
+    ),
+    case(
+        &["init", "--core", "cluster-api:v1.13.0"],
+        2,
+        "installs cluster-api v1.14.2 only",
+    ),
+    case(
+        &["init", "--registry", "https://mirror"],
+        2,
+        "must not have a scheme",
+    ),
+    case(
+        &["init", "--from", "/nonexistent-bundle"],
+        2,
+        "bundle.yaml is missing",
+    ),
+    case(
+        &["init", "--datastore", "/nonexistent.yaml"],
+        2,
+        "--datastore",
+    ),
+    case(&["init", "-o", "yaml"], 2, "with --dry-run=client only"),
 ];
 
 /// Refusals that need the API server only to resolve the connection: the name or input is

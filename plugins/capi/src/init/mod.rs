@@ -1,0 +1,546 @@
+//! `kubectl capi init`: sets up a management cluster in one command, clusterctl's `init` with
+//! its flags, for the pinned set of [`kcore::init::set`]: cert-manager, Cluster API's core and
+//! kubeadm providers, BYOH, Kamaji and our KamajiControlPlane provider. `init bundle DIR`
+//! writes an air-gapped bundle; `init --from DIR --registry HOST[/PREFIX]` installs from it.
+//!
+//! parse → plan (`kcore::init::plan`, every preflight before the first write) → apply
+//! (`apply`) → one line per component and a summary.
+
+mod apply;
+mod source;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args as ClapArgs, Subcommand};
+use cli::{DryRun, DryRunFlag, KubeFlags, OutputFlags, OutputFormat, parse_duration};
+use kclient::error::{Error, Op};
+use kclient::render;
+use kcore::init::manifests::{self, registry_problem};
+use kcore::init::plan::{self, Action, InitStep};
+use kcore::init::set::{self, COMPONENTS, Component, ComponentRole};
+use kcore::plan::template::Variables;
+use serde_json::Value;
+
+use crate::common::clusterctl_config;
+
+#[derive(ClapArgs, Debug)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "Without provider flags, init installs the whole set (--list shows it). With any of
+--core, --bootstrap, --control-plane or --infrastructure, only cert-manager, the core provider
+and the providers named (and Kamaji, for --control-plane kamaji). A component already installed
+at its pinned version by clusterctl or by hand is adopted: said so and left alone. A component
+at another version is refused before anything is written. Re-running init finishes an
+interrupted one and otherwise changes nothing."
+)]
+pub struct Args {
+    #[command(subcommand)]
+    pub cmd: Option<InitCmd>,
+    /// The core provider (only cluster-api), NAME[:VERSION]
+    #[arg(long, value_name = "NAME[:VERSION]")]
+    pub core: Option<String>,
+    /// Bootstrap providers, comma-separated NAME[:VERSION] (kubeadm)
+    #[arg(long, value_name = "NAME[:VERSION],...", value_delimiter = ',')]
+    pub bootstrap: Vec<String>,
+    /// Control-plane providers, comma-separated NAME[:VERSION] (kubeadm, kamaji)
+    #[arg(long, value_name = "NAME[:VERSION],...", value_delimiter = ',')]
+    pub control_plane: Vec<String>,
+    /// Infrastructure providers, comma-separated NAME[:VERSION] (byoh)
+    #[arg(long, value_name = "NAME[:VERSION],...", value_delimiter = ',')]
+    pub infrastructure: Vec<String>,
+    /// clusterctl's config file: its variables, its providers: and cert-manager: URLs
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Install from a bundle written by `init bundle DIR` (no internet access needed)
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
+    /// Pull every image from this mirror: HOST[:PORT][/PREFIX] (each image keeps its name and tag)
+    #[arg(long, value_name = "HOST[/PREFIX]")]
+    pub registry: Option<String>,
+    /// A DataStore for Kamaji's tenants: none, or a FILE of DataStore objects to apply
+    #[arg(long, value_name = "none|FILE", default_value = "none")]
+    pub datastore: String,
+    /// Wait until every component's controllers are available
+    #[arg(long)]
+    pub wait_providers: bool,
+    /// How long each component's wait may take
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5m")]
+    pub wait_provider_timeout: Duration,
+    /// Print the pinned set (component, version, namespace, source) and exit
+    #[arg(long)]
+    pub list: bool,
+    #[command(flatten)]
+    pub dry_run: DryRunFlag,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum InitCmd {
+    /// Write every component's manifests, the list of images and a checksum file into DIR, for
+    /// `init --from DIR` on a site without internet access
+    Bundle(BundleArgs),
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct BundleArgs {
+    /// A directory that does not exist yet
+    pub dir: PathBuf,
+    /// clusterctl's config file: its providers: and cert-manager: URLs
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// Most bytes of a `--datastore FILE`.
+const MAX_DATASTORE_BYTES: usize = 1 << 20;
+
+pub async fn run(a: &Args) -> Result<(), Error> {
+    if let Some(InitCmd::Bundle(b)) = &a.cmd {
+        return bundle(b).await;
+    }
+    if a.list {
+        list();
+        return Ok(());
+    }
+    let chosen = chosen(a)?;
+    if let Some(r) = &a.registry
+        && let Some(why) = registry_problem(r)
+    {
+        return Err(Error::Usage {
+            message: format!("--registry {r:?}: {why}"),
+            hint: Some("e.g. --registry mirror.example.com:5000/capi".into()),
+        });
+    }
+    if a.dry_run.mode != DryRun::Client && !matches!(a.output.output, OutputFormat::Table) {
+        return Err(Error::Usage {
+            message: "-o prints the manifests, with --dry-run=client only".into(),
+            hint: Some("kubectl capi init --dry-run=client -o yaml".into()),
+        });
+    }
+    let datastores = datastores(&a.datastore)?;
+    let texts = match &a.from {
+        Some(dir) => source::from_bundle(dir, &chosen)?,
+        None => fetch_all(&chosen, a.config.as_ref()).await?,
+    };
+    let vars = variables(a.config.as_ref())?;
+    let mut prepared = Vec::new();
+    for (c, text) in chosen.iter().zip(&texts) {
+        let objects = manifests::prepare(c, text, &vars, a.registry.as_deref())?;
+        prepared.push((*c, objects));
+    }
+    if a.dry_run.mode == DryRun::Client {
+        let mut all: Vec<Value> = prepared.iter().flat_map(|(_, o)| o.clone()).collect();
+        all.extend(datastores);
+        return render::print_objects(&a.output.output, &all, "serverside-applied (dry run)");
+    }
+    let conn = a.kube.connect().await?;
+    preflight_admin(&conn).await?;
+    let mut steps = Vec::new();
+    for (c, _) in &prepared {
+        check_namespace(&conn, c).await?;
+        let d = deployment(&conn, c).await?;
+        let inventory = if d.is_some() {
+            inventory(&conn, c).await?
+        } else {
+            None
+        };
+        steps.push(plan::step(
+            c,
+            &plan::installed(c, d.as_ref(), inventory.as_ref()),
+        )?);
+    }
+    let server_dry = a.dry_run.mode == DryRun::Server;
+    let mut resolver = apply::Resolver::default();
+    let mut tally = Tally::default();
+    for (step, (c, objects)) in steps.iter().zip(&prepared) {
+        install_one(
+            &conn,
+            &mut resolver,
+            step,
+            objects,
+            a,
+            server_dry,
+            &mut tally,
+        )
+        .await?;
+        // cert-manager's webhook must answer before the Certificates of the next component.
+        if !server_dry && (a.wait_providers || c.role == ComponentRole::CertManager) {
+            apply::wait_available(&conn, c.id, objects, a.wait_provider_timeout).await?;
+        }
+    }
+    if !datastores.is_empty() {
+        let applied = apply::apply_objects(
+            &conn,
+            &mut resolver,
+            &datastores,
+            server_dry,
+            a.wait_provider_timeout,
+        )
+        .await?;
+        render::line(&format!(
+            "datastores: {} applied, {} changed",
+            applied.objects, applied.changed
+        ));
+    }
+    render::line(&tally.summary(steps.len(), server_dry));
+    if datastores.is_empty() && steps.iter().any(|s| s.component.id == "kamaji") {
+        render::info(
+            "no DataStore was applied: kubectl kamaji create needs one (--datastore FILE)",
+        );
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct Tally {
+    installed: usize,
+    updated: usize,
+    unchanged: usize,
+    adopted: usize,
+}
+
+impl Tally {
+    fn summary(&self, n: usize, dry: bool) -> String {
+        let verdict = if self.installed + self.updated == 0 {
+            "nothing changed"
+        } else if dry {
+            "validated by the server, nothing stored"
+        } else {
+            "done"
+        };
+        format!(
+            "init: {n} components: {} installed, {} updated, {} unchanged, {} adopted; {verdict}",
+            self.installed, self.updated, self.unchanged, self.adopted
+        )
+    }
+}
+
+async fn install_one(
+    conn: &cli::Conn,
+    resolver: &mut apply::Resolver,
+    step: &InitStep,
+    objects: &[Value],
+    a: &Args,
+    server_dry: bool,
+    tally: &mut Tally,
+) -> Result<(), Error> {
+    let c = step.component;
+    let head = format!("{} {}", c.id, c.version);
+    if let Action::Adopt { by } = step.action {
+        tally.adopted += 1;
+        render::line(&format!(
+            "{head}: adopted (installed by {by} in namespace {}), left as it is",
+            c.namespace
+        ));
+        return Ok(());
+    }
+    let applied =
+        apply::apply_objects(conn, resolver, objects, server_dry, a.wait_provider_timeout).await?;
+    let what = match (&step.action, applied.changed) {
+        // Nothing to tell an install from a re-run of it for a component without a controller
+        // of its own (cert-manager's CRDs alone) but whether anything changed.
+        (Action::Install, n) if n > 0 => {
+            tally.installed += 1;
+            "installed"
+        }
+        (_, 0) => {
+            tally.unchanged += 1;
+            "unchanged"
+        }
+        _ => {
+            tally.updated += 1;
+            "updated"
+        }
+    };
+    let dry = if server_dry { " (server dry run)" } else { "" };
+    render::line(&format!(
+        "{head}: {what}{dry} ({} objects, {} changed)",
+        applied.objects, applied.changed
+    ));
+    Ok(())
+}
+
+/// The components this init installs, in install order.
+fn chosen(a: &Args) -> Result<Vec<&'static Component>, Error> {
+    let named: Vec<(ComponentRole, &String)> = a
+        .core
+        .iter()
+        .map(|n| (ComponentRole::Core, n))
+        .chain(a.bootstrap.iter().map(|n| (ComponentRole::Bootstrap, n)))
+        .chain(
+            a.control_plane
+                .iter()
+                .map(|n| (ComponentRole::ControlPlane, n)),
+        )
+        .chain(
+            a.infrastructure
+                .iter()
+                .map(|n| (ComponentRole::Infrastructure, n)),
+        )
+        .collect();
+    if named.is_empty() {
+        return Ok(COMPONENTS.iter().collect());
+    }
+    let mut ids: Vec<&str> = vec!["cert-manager", "cluster-api"];
+    for (role, spec) in named {
+        let (name, version) = match spec.split_once(':') {
+            Some((n, v)) => (n, Some(v)),
+            None => (spec.as_str(), None),
+        };
+        let flag = role.flag().unwrap_or_default();
+        let Some(c) = set::find(role, name) else {
+            let have: Vec<&str> = COMPONENTS
+                .iter()
+                .filter(|c| c.role == role)
+                .map(|c| c.name)
+                .collect();
+            return Err(Error::Usage {
+                message: format!("{flag} {name:?}: this kubectl-capi installs no such provider"),
+                hint: Some(format!("choose from: {}", have.join(", "))),
+            });
+        };
+        if let Some(v) = version
+            && v != c.version
+        {
+            return Err(Error::Usage {
+                message: format!(
+                    "{flag} {spec}: this kubectl-capi installs {name} {} only",
+                    c.version
+                ),
+                hint: Some(format!(
+                    "{flag} {name} (kubectl capi init --list shows the set)"
+                )),
+            });
+        }
+        if c.id == kcore::labels::PROVIDER {
+            ids.push("kamaji");
+        }
+        ids.push(c.id);
+    }
+    Ok(COMPONENTS.iter().filter(|c| ids.contains(&c.id)).collect())
+}
+
+/// `--datastore`: none, or the DataStore objects of a file.
+fn datastores(flag: &str) -> Result<Vec<Value>, Error> {
+    if flag == "none" {
+        return Ok(Vec::new());
+    }
+    let input = kclient::input::Input {
+        limit: MAX_DATASTORE_BYTES,
+        ..kclient::input::Input::new("--datastore", false)
+    };
+    let text = input
+        .read_text(std::path::Path::new(flag))
+        .map_err(|e| e.usage())?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| Error::Usage {
+        message: format!(
+            "--datastore {flag} is not valid YAML: {}",
+            kcore::yaml::error_line(&e)
+        ),
+        hint: Some("pass a file of kamaji.clastix.io DataStore objects, or none".into()),
+    })?;
+    let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
+    let bad = docs
+        .iter()
+        .position(|d| d["kind"] != "DataStore" || !d["metadata"]["name"].is_string());
+    if docs.is_empty() || bad.is_some() {
+        return Err(Error::Usage {
+            message: format!(
+                "--datastore {flag} must hold DataStore objects only (document {} is not one)",
+                bad.map_or(1, |i| i + 1)
+            ),
+            hint: Some("see Kamaji's DataStore reference; or pass --datastore none".into()),
+        });
+    }
+    Ok(docs)
+}
+
+fn variables(config: Option<&PathBuf>) -> Result<Variables, Error> {
+    let mut vars = Variables {
+        env: std::env::vars().collect(),
+        ..Default::default()
+    };
+    if let Some(p) = clusterctl_config::path(config.map(PathBuf::as_path)) {
+        vars.config = clusterctl_config::variables(&p, config.is_some())?;
+    }
+    Ok(vars)
+}
+
+async fn fetch_all(
+    chosen: &[&'static Component],
+    config: Option<&PathBuf>,
+) -> Result<Vec<String>, Error> {
+    let overrides = match clusterctl_config::path(config.map(PathBuf::as_path)) {
+        Some(p) => clusterctl_config::overrides(&p, config.is_some())?,
+        None => Default::default(),
+    };
+    let mut out = Vec::new();
+    for c in chosen {
+        out.push(source::fetch(c, &overrides).await?);
+    }
+    Ok(out)
+}
+
+/// `init bundle DIR`.
+async fn bundle(b: &BundleArgs) -> Result<(), Error> {
+    if b.dir.exists() {
+        return Err(Error::Usage {
+            message: format!(
+                "{} exists; a bundle is written into a new directory",
+                b.dir.display()
+            ),
+            hint: Some("name a directory that does not exist yet, or remove this one".into()),
+        });
+    }
+    let all: Vec<&'static Component> = COMPONENTS.iter().collect();
+    let texts = fetch_all(&all, b.config.as_ref()).await?;
+    let mut files = Vec::new();
+    let mut images = Vec::new();
+    for (c, text) in all.iter().zip(&texts) {
+        // Checked as init will read it, so a bundle that cannot install is never written.
+        let objects = manifests::prepare(c, text, &Variables::default(), None)?;
+        images.extend(manifests::images(&objects));
+        files.push((c.file(), text.clone().into_bytes()));
+    }
+    images.sort();
+    images.dedup();
+    let mut list = images.join("\n");
+    list.push('\n');
+    files.push((kcore::init::bundle::IMAGES.to_string(), list.into_bytes()));
+    source::write_bundle(&b.dir, &files)?;
+    render::line(&format!(
+        "bundle {} written: {} components, {} images (images.txt); copy the directory whole, then: kubectl capi init --from {} --registry HOST[/PREFIX]",
+        b.dir.display(),
+        all.len(),
+        images.len(),
+        b.dir.display()
+    ));
+    Ok(())
+}
+
+/// `--list`.
+fn list() {
+    let mut rows = vec![["COMPONENT", "VERSION", "NAMESPACE", "SOURCE"].map(String::from)];
+    for c in COMPONENTS {
+        let src = match c.origin {
+            set::Origin::Url(u) => u.to_string(),
+            set::Origin::Ours => "generated by this binary".to_string(),
+        };
+        rows.push([
+            c.id.to_string(),
+            c.version.to_string(),
+            c.namespace.to_string(),
+            src,
+        ]);
+    }
+    let width = |i: usize| rows.iter().map(|r| r[i].len()).max().unwrap_or(0);
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    for r in &rows {
+        render::line(&format!(
+            "{:w0$}   {:w1$}   {:w2$}   {}",
+            r[0], r[1], r[2], r[3]
+        ));
+    }
+}
+
+/// Refuses a user who is not cluster-admin: init writes CRDs, ClusterRoles and webhooks.
+async fn preflight_admin(conn: &cli::Conn) -> Result<(), Error> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some("*".into()),
+                group: Some("*".into()),
+                resource: Some("*".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: kube::Api<SelfSubjectAccessReview> = kube::Api::all(conn.client.clone());
+    let op = Op::new(
+        "create",
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+    );
+    let answer = api
+        .create(&Default::default(), &review)
+        .await
+        .map_err(|e| conn.error(e, &op))?;
+    if answer.status.is_some_and(|s| s.allowed) {
+        return Ok(());
+    }
+    Err(Error::Other {
+        message: "init needs cluster-admin (it writes CRDs, ClusterRoles and webhook configurations); you are not; nothing was applied".into(),
+        hint: Some("run it with an admin kubeconfig (kubectl auth can-i '*' '*' says yes)".into()),
+    })
+}
+
+/// Refuses a component whose namespace is being deleted: its objects would go with it.
+async fn check_namespace(conn: &cli::Conn, c: &Component) -> Result<(), Error> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let api: kube::Api<Namespace> = kube::Api::all(conn.client.clone());
+    let op = Op::new("get", "", "namespaces", "Namespace").named(c.namespace);
+    let ns = api
+        .get_opt(c.namespace)
+        .await
+        .map_err(|e| conn.error(e, &op))?;
+    if ns.is_some_and(|n| n.metadata.deletion_timestamp.is_some()) {
+        return Err(Error::Other {
+            message: format!(
+                "namespace {} of {} is being deleted; nothing was applied",
+                c.namespace, c.id
+            ),
+            hint: Some(format!(
+                "wait until it is gone (kubectl get namespace {} --watch), then run init again",
+                c.namespace
+            )),
+        });
+    }
+    Ok(())
+}
+
+/// The component's controller Deployment, if there is one.
+async fn deployment(conn: &cli::Conn, c: &Component) -> Result<Option<Value>, Error> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let api: kube::Api<Deployment> = kube::Api::namespaced(conn.client.clone(), c.namespace);
+    let op = Op::new("get", "apps", "deployments", "Deployment")
+        .in_namespace(Some(c.namespace))
+        .named(c.deployment);
+    let d = api
+        .get_opt(c.deployment)
+        .await
+        .map_err(|e| conn.error(e, &op))?;
+    d.map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| Error::other(format!("internal: deployment {}: {e}", c.deployment)))
+}
+
+/// clusterctl's inventory entry for the component (`Provider` of
+/// `clusterctl.cluster.x-k8s.io/v1alpha3`, named by its manifest label), if clusterctl
+/// installed it.
+async fn inventory(conn: &cli::Conn, c: &Component) -> Result<Option<Value>, Error> {
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("clusterctl.cluster.x-k8s.io", "v1alpha3", "Provider"),
+        "providers",
+    );
+    let api = kclient::api::dynamic(conn, &ar, Some(c.namespace));
+    match api.get_opt(c.id).await {
+        Ok(p) => Ok(p.map(|p| p.data)),
+        // No inventory CRD: clusterctl never ran here.
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(conn.error(
+            e,
+            &Op::on("get", &ar)
+                .in_namespace(Some(c.namespace))
+                .named(c.id),
+        )),
+    }
+}
