@@ -15,11 +15,13 @@ pub const ADDONS_GROUP: &str = "addons.cluster.x-k8s.io";
 /// The label prefix of contract labels on provider CRDs (`cluster.x-k8s.io/v1beta2: v1alpha2`).
 pub(crate) const CONTRACT_LABEL_PREFIX: &str = "cluster.x-k8s.io/";
 
-/// The groups discovery looks at.
 /// Our own API group: long operations the reconciler carries out (`kcore::ops`).
 pub const OPS_GROUP: &str = "ops.capi-kamaji.io";
+/// cert-manager's API: the providers' webhook certificates (`doctor` checks it is served).
+pub const CERT_MANAGER_GROUP: &str = "cert-manager.io";
 
-pub const GROUPS: [&str; 7] = [
+/// The groups discovery looks at.
+pub const GROUPS: [&str; 8] = [
     CAPI_GROUP,
     CONTROLPLANE_GROUP,
     INFRASTRUCTURE_GROUP,
@@ -27,6 +29,7 @@ pub const GROUPS: [&str; 7] = [
     KAMAJI_GROUP,
     ADDONS_GROUP,
     OPS_GROUP,
+    CERT_MANAGER_GROUP,
 ];
 
 /// The group and version of an `apiVersion`: `cluster.x-k8s.io/v1beta2` is

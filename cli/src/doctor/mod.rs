@@ -148,6 +148,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         bootstrap_kubeconfigs: true,
         datastores: true,
         crds: wants(Section::Management),
+        components: wants(Section::Management),
     };
     let reads = source::Reads {
         conn: &conn,

@@ -52,6 +52,11 @@ rules:
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
   verbs: [list]
+# The controllers of the management cluster's components, one Deployment each in its own namespace
+# (ComponentMissing, ComponentUnavailable).
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get]
 # The CRDs' stored versions and conversion (CrdStoredVersions, ConversionFailing).
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]

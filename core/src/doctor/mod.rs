@@ -72,6 +72,10 @@ impl Section {
 pub enum Check {
     /// The Cluster API core is not served.
     ClusterApiMissing,
+    /// A component of `kubectl capi init`'s set has no controller Deployment.
+    ComponentMissing,
+    /// A component's controller Deployment is not available.
+    ComponentUnavailable,
     /// kamaji-reconciler's Lease is not renewed: the reconciler stopped.
     ReconcilerStopped,
     /// A CRD of Cluster API, a provider, Kamaji or ours still lists an old version among the
@@ -154,6 +158,8 @@ pub enum FleetRead {
     Crds,
     /// Kamaji's answers to a server dry run of a change to a TenantControlPlane.
     KamajiRefusals,
+    /// The controller Deployments of the management cluster's components.
+    Components,
 }
 
 /// A read the API server refused: what was not read, and the permission that was missing.
@@ -491,9 +497,21 @@ pub struct Fleet {
     /// Kamaji's refusal, per Kubernetes version (`spec.kubernetes.version`) that
     /// TenantControlPlanes run, of a change to one of them (versions it accepts are absent).
     pub kamaji_refusals: std::collections::BTreeMap<String, String>,
+    /// The controller Deployment of each component of `kubectl capi init`'s set (`None`:
+    /// not read, so not judged; a component's `None` Deployment: it has none).
+    pub components: Option<Vec<ComponentState>>,
     /// The reads the API server refused (none: everything was read). A check that needs an
     /// input refused whole does not run; [`not_checked`] says which and why.
     pub unread: Vec<Unread>,
+}
+
+/// A component of the management cluster and its controller's Deployment, if it has one.
+#[derive(Debug, Clone)]
+pub struct ComponentState {
+    pub component: &'static crate::init::set::Component,
+    pub deployment: Option<Value>,
+    /// Whether its API ([`crate::init::set::Component::api`]) is served.
+    pub served: bool,
 }
 
 /// The thresholds a user can set.

@@ -90,6 +90,117 @@ fn a_healthy_fleet_has_no_finding() {
     assert_eq!(checks(&healthy()), vec![]);
 }
 
+/// The set's components: `served` APIs, and Deployments for those in `deployed` (available
+/// when in `available`).
+fn components(served: bool, deployed: &[&str], available: &[&str]) -> Vec<ComponentState> {
+    crate::init::set::COMPONENTS
+        .iter()
+        .map(|c| ComponentState {
+            component: c,
+            served,
+            deployment: deployed.contains(&c.id).then(|| {
+                let ready = i64::from(available.contains(&c.id));
+                json!({"metadata": {"generation": 1}, "spec": {"replicas": 1},
+                    "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+                        "readyReplicas": ready, "availableReplicas": ready}})
+            }),
+        })
+        .collect()
+}
+
+#[test]
+fn components_missing_or_unavailable_are_named_with_the_init_line() {
+    let capi = healthy();
+    // A bare cluster: every component missing, each with the line that installs it.
+    let bare = Fleet {
+        capi_served: true,
+        components: Some(components(false, &[], &[])),
+        ..capi.clone()
+    };
+    let found = examine(&bare, &Thresholds::default(), &[], now());
+    let missing: Vec<(&str, &str)> = found
+        .iter()
+        .filter(|p| p.check == Check::ComponentMissing)
+        .map(|p| (p.object.name.as_str(), p.fix.as_str()))
+        .collect();
+    assert_eq!(
+        missing.len(),
+        crate::init::set::COMPONENTS.len(),
+        "{missing:?}"
+    );
+    assert!(missing.contains(&(
+        "byoh-controller-manager",
+        "kubectl capi init --infrastructure byoh"
+    )));
+    // APIs served but no Deployments (controllers run elsewhere, as on the testbed): not judged.
+    let elsewhere = Fleet {
+        components: Some(components(true, &[], &[])),
+        ..capi.clone()
+    };
+    assert_eq!(checks(&elsewhere), vec![]);
+    // Installed; one controller down: named. cert-manager's API is needed by the providers.
+    let deployed = ["cluster-api", "infrastructure-byoh", "control-plane-kamaji"];
+    let mut some = components(true, &deployed, &["cluster-api", "control-plane-kamaji"]);
+    some[0].served = false;
+    let one_down = Fleet {
+        components: Some(some),
+        ..capi.clone()
+    };
+    assert_eq!(
+        checks(&one_down),
+        vec![
+            (
+                Check::ComponentMissing,
+                Severity::Error,
+                "cert-manager-webhook".into()
+            ),
+            (
+                Check::ComponentUnavailable,
+                Severity::Error,
+                "byoh-controller-manager".into()
+            ),
+        ]
+    );
+    // Our provider without Kamaji: Kamaji is missing; Kamaji without our provider is a choice.
+    let mut no_kamaji = components(true, &[], &[]);
+    for s in no_kamaji.iter_mut().filter(|s| s.component.id == "kamaji") {
+        s.served = false;
+    }
+    assert_eq!(
+        checks(&Fleet {
+            components: Some(no_kamaji),
+            ..capi.clone()
+        }),
+        vec![(
+            Check::ComponentMissing,
+            Severity::Error,
+            "kamaji-controller-manager".into()
+        )]
+    );
+    let mut no_ours = components(true, &[], &[]);
+    for s in no_ours
+        .iter_mut()
+        .filter(|s| s.component.id == "control-plane-kamaji")
+    {
+        s.served = false;
+    }
+    assert_eq!(
+        checks(&Fleet {
+            components: Some(no_ours),
+            ..capi.clone()
+        }),
+        vec![]
+    );
+    // Not read (the reconciler's doctor): nothing judged.
+    assert_eq!(
+        checks(&Fleet {
+            components: None,
+            ..capi
+        }),
+        vec![]
+    );
+}
+
 #[test]
 fn no_cluster_api_is_an_error() {
     let f = Fleet::default();

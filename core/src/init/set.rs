@@ -65,6 +65,11 @@ pub struct Component {
     pub namespace: &'static str,
     /// Its controller's Deployment: what tells whether (and at which version) it is installed.
     pub deployment: &'static str,
+    /// A kind its CRDs serve (group, kind): whether its API is there.
+    pub api: (&'static str, &'static str),
+    /// The components it cannot work without, by id (cert-manager, which every upstream
+    /// provider's webhook needs, is not listed: `doctor` judges it by the providers' Deployments).
+    pub needs: &'static [&'static str],
     pub origin: Origin,
 }
 
@@ -104,6 +109,8 @@ pub const COMPONENTS: &[Component] = &[
         version: CERT_MANAGER_VERSION,
         namespace: "cert-manager",
         deployment: "cert-manager-webhook",
+        needs: &[],
+        api: (crate::groups::CERT_MANAGER_GROUP, "Certificate"),
         origin: Origin::Url(
             "https://github.com/cert-manager/cert-manager/releases/download/v1.21.1/cert-manager.yaml",
         ),
@@ -115,6 +122,8 @@ pub const COMPONENTS: &[Component] = &[
         version: CAPI_VERSION,
         namespace: "capi-system",
         deployment: "capi-controller-manager",
+        needs: &[],
+        api: ("cluster.x-k8s.io", "Cluster"),
         origin: Origin::Url(
             "https://github.com/kubernetes-sigs/cluster-api/releases/download/v1.14.2/core-components.yaml",
         ),
@@ -126,6 +135,8 @@ pub const COMPONENTS: &[Component] = &[
         version: CAPI_VERSION,
         namespace: "capi-kubeadm-bootstrap-system",
         deployment: "capi-kubeadm-bootstrap-controller-manager",
+        needs: &["cluster-api"],
+        api: ("bootstrap.cluster.x-k8s.io", "KubeadmConfig"),
         origin: Origin::Url(
             "https://github.com/kubernetes-sigs/cluster-api/releases/download/v1.14.2/bootstrap-components.yaml",
         ),
@@ -137,6 +148,8 @@ pub const COMPONENTS: &[Component] = &[
         version: CAPI_VERSION,
         namespace: "capi-kubeadm-control-plane-system",
         deployment: "capi-kubeadm-control-plane-controller-manager",
+        needs: &["cluster-api", "bootstrap-kubeadm"],
+        api: ("controlplane.cluster.x-k8s.io", "KubeadmControlPlane"),
         origin: Origin::Url(
             "https://github.com/kubernetes-sigs/cluster-api/releases/download/v1.14.2/control-plane-components.yaml",
         ),
@@ -148,6 +161,8 @@ pub const COMPONENTS: &[Component] = &[
         version: BYOH_VERSION,
         namespace: "byoh-system",
         deployment: "byoh-controller-manager",
+        needs: &["cluster-api"],
+        api: ("infrastructure.cluster.x-k8s.io", "ByoHost"),
         origin: Origin::Url(
             "https://github.com/vmware-tanzu/cluster-api-provider-bringyourownhost/releases/download/v0.5.0/infrastructure-components.yaml",
         ),
@@ -159,6 +174,8 @@ pub const COMPONENTS: &[Component] = &[
         version: KAMAJI_VERSION,
         namespace: "kamaji-system",
         deployment: "kamaji-controller-manager",
+        needs: &[],
+        api: ("kamaji.clastix.io", "TenantControlPlane"),
         // Kamaji's own single-file install (`config/install.yaml` at the release tag).
         origin: Origin::Url(
             "https://raw.githubusercontent.com/clastix/kamaji/v1.0.0/config/install.yaml",
@@ -171,6 +188,8 @@ pub const COMPONENTS: &[Component] = &[
         version: OURS,
         namespace: crate::install::DEFAULT_NAMESPACE,
         deployment: crate::labels::RECONCILER,
+        needs: &["cluster-api", "kamaji"],
+        api: ("controlplane.cluster.x-k8s.io", "KamajiControlPlane"),
         origin: Origin::Ours,
     },
 ];

@@ -169,6 +169,31 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
     }
     assert!(!crd_exists(&c, "clusters.cluster.x-k8s.io").await);
 
+    // doctor on the bare cluster names every component missing, with the line that installs it.
+    let o = run(&kc, &["doctor", "--only", "management", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let missing = |report: &serde_json::Value, check: &str| -> Vec<(String, String)> {
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["check"] == check)
+            .map(|f| {
+                (
+                    f["object"]["name"].as_str().unwrap().to_string(),
+                    f["fix"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let bare = missing(&report, "ComponentMissing");
+    assert_eq!(bare.len(), 7, "{report}");
+    assert!(bare.contains(&(
+        "byoh-controller-manager".into(),
+        "kubectl capi init --infrastructure byoh".into()
+    )));
+
     // CAPI's core and kubeadm bootstrap providers were installed with clusterctl.
     testbed::install_crds(
         &c,
@@ -258,6 +283,21 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         },
     )
     .await;
+
+    // doctor after init: nothing missing; the controllers that do not run here named as
+    // unavailable, ours (running) not.
+    let o = run(&kc, &["doctor", "--only", "management", "-o", "json"]);
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(missing(&report, "ComponentMissing"), vec![], "{report}");
+    let down: Vec<String> = missing(&report, "ComponentUnavailable")
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert!(
+        down.contains(&"byoh-controller-manager".to_string()),
+        "{report}"
+    );
+    assert!(!down.contains(&"kamaji-reconciler".to_string()), "{report}");
 
     // Once done, init changes nothing.
     let o = run(&kc, &args);

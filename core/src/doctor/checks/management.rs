@@ -10,6 +10,7 @@ pub(super) const CHECKS: &[Entry] = &[
     entry!(cluster_api: [ClusterApiMissing] needs [] uses []),
     entry!(leases: [ReconcilerStopped, SecondControlPlaneProvider] needs [Leases] uses []),
     entry!(crds: [ConversionFailing, CrdStoredVersions] needs [Crds] uses []),
+    entry!(components: [ComponentMissing, ComponentUnavailable] needs [Components] uses []),
 ];
 
 fn cluster_api(c: &Ctx, out: &mut Vec<Problem>) {
@@ -23,7 +24,7 @@ fn cluster_api(c: &Ctx, out: &mut Vec<Problem>) {
                 name: crate::groups::CAPI_GROUP.into(),
             },
             "Cluster API's core (cluster.x-k8s.io Clusters) is not served".into(),
-            "clusterctl init --control-plane kamaji --infrastructure byoh, then kubectl kamaji install".into(),
+            "kubectl capi init".into(),
         ));
     }
 }
@@ -119,6 +120,73 @@ fn leases(c: &Ctx, out: &mut Vec<Problem>) {
             lease_subject(b),
             "two KamajiControlPlane providers run (kamaji-reconciler and CACPPK): they write the same TenantControlPlanes".into(),
             "keep one: clusterctl delete --control-plane kamaji, or kubectl kamaji uninstall".into(),
+        ));
+    }
+}
+
+/// Each component of `kubectl capi init`'s set that is missing, or whose controller is not
+/// available, with the `init` line that installs it (a re-run of init applies what is missing).
+/// Missing: its API is not served and something needs it: nothing of the set is there at all
+/// (a bare cluster), or a component that is there needs it (our provider needs Kamaji; a
+/// management cluster without Kamaji, or without our provider, is a choice). cert-manager is
+/// needed for the webhook certificates of the upstream providers that run from their
+/// Deployments. A component whose API is served without its Deployment in its namespace is not
+/// judged (its controller may run elsewhere: another namespace, outside the cluster).
+fn components(c: &Ctx, out: &mut Vec<Problem>) {
+    use crate::install::rollout::{DeploymentRollout, deployment_rollout};
+    let all = c.fleet.components.as_deref().unwrap_or_default();
+    let bare = all.iter().all(|s| !s.served && s.deployment.is_none());
+    let providers_deployed = all.iter().any(|s| {
+        s.deployment.is_some()
+            && s.component.role.provider_type().is_some()
+            && s.component.id != crate::labels::PROVIDER
+    });
+    for s in all {
+        let comp = s.component;
+        let subject = Subject {
+            kind: "Deployment".into(),
+            namespace: comp.namespace.into(),
+            name: comp.deployment.into(),
+        };
+        let Some(d) = &s.deployment else {
+            let wanted_by_another = all.iter().any(|o| {
+                (o.served || o.deployment.is_some()) && o.component.needs.contains(&comp.id)
+            });
+            let needed = if comp.id == "cert-manager" {
+                !s.served && (bare || providers_deployed)
+            } else {
+                !s.served && (bare || wanted_by_another)
+            };
+            if !needed {
+                continue;
+            }
+            out.push(finding(
+                Severity::Error,
+                Check::ComponentMissing,
+                subject,
+                format!(
+                    "{} is not installed (no deployment {} in namespace {})",
+                    comp.id, comp.deployment, comp.namespace
+                ),
+                comp.init_line(),
+            ));
+            continue;
+        };
+        let why = match deployment_rollout(d) {
+            DeploymentRollout::Done => continue,
+            DeploymentRollout::Waiting(w) | DeploymentRollout::Stalled(w) => w,
+        };
+        out.push(finding(
+            Severity::Error,
+            Check::ComponentUnavailable,
+            subject,
+            format!("{}'s controller is not available: {why}", comp.id),
+            format!(
+                "kubectl -n {} describe deployment/{}; then {} --wait-providers",
+                comp.namespace,
+                comp.deployment,
+                comp.init_line()
+            ),
         ));
     }
 }

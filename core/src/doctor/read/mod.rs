@@ -28,7 +28,9 @@ use kube::core::params::ListParams;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{CrdInfo, Fleet, FleetRead, LeaseInfo, MachineFacts, TenantCertificate, Unread};
+use super::{
+    ComponentState, CrdInfo, Fleet, FleetRead, LeaseInfo, MachineFacts, TenantCertificate, Unread,
+};
 use crate::groups::{
     CAPI_GROUP, CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP, KAMAJI_GROUP, OPS_GROUP,
 };
@@ -223,6 +225,9 @@ pub struct Ask<'a> {
     pub datastores: bool,
     /// The CRDs of the fleet's APIs (cluster-scoped).
     pub crds: bool,
+    /// The controller Deployment of each component `kubectl capi init` installs (in their own
+    /// namespaces, which the reconciler does not watch).
+    pub components: bool,
 }
 
 /// The fleet as the checks read it, as `ask` says: each kind where it is served (one not served
@@ -261,6 +266,7 @@ pub async fn fleet<S: FleetSource>(source: &S, ask: &Ask<'_>) -> Result<Fleet, S
             datastores,
             datastore_secrets,
             crds,
+            components,
             ..
         } = &mut fleet;
         let (r, all) = (&r, &all);
@@ -323,6 +329,12 @@ pub async fn fleet<S: FleetSource>(source: &S, ask: &Ask<'_>) -> Result<Fleet, S
         if ask.crds {
             reads.push(Box::pin(async {
                 *crds = r.crds().await?;
+                Ok(())
+            }));
+        }
+        if ask.components {
+            reads.push(Box::pin(async {
+                *components = r.components().await?;
                 Ok(())
             }));
         }
@@ -706,6 +718,25 @@ impl<S: FleetSource> Reader<'_, S> {
             out.insert(format!("{ns}/{name}"), keys);
         }
         Ok(out)
+    }
+
+    /// Each component's controller Deployment, one GET each (seven); `None` when any was
+    /// refused, so that the checks do not take a refusal for a missing component.
+    async fn components(&self) -> Result<Option<Vec<ComponentState>>, S::Error> {
+        let ar = ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&());
+        let mut out = Vec::new();
+        for c in crate::init::set::COMPONENTS {
+            let r = self.source.get(&ar, c.namespace, c.deployment).await;
+            let Some(deployment) = self.noted(r, FleetRead::Components, false, false)? else {
+                return Ok(None);
+            };
+            out.push(ComponentState {
+                component: c,
+                deployment,
+                served: self.source.served(c.api.0, c.api.1).is_some(),
+            });
+        }
+        Ok(Some(out))
     }
 
     /// The CRDs of the fleet's APIs ([`CrdInfo::is_fleet_api`]); reading CRDs is a

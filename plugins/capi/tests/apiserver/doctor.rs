@@ -149,7 +149,7 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
 
     // A clean namespace: nothing to report, exit 0, in both plugins.
     let (o, clean) = doctor(tb, &ns, &[]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(code(&o), 0, "{}\n{}", stderr(&o), stdout(&o));
     assert_eq!(clean["findings"], json!([]), "{clean:#}");
     let human = plugin(&kamaji_bin(), &tb.kubeconfig, &["doctor", "-n", &ns]);
     assert_eq!(code(&human), 0, "{}", stderr(&human));
