@@ -1,10 +1,12 @@
 //! Day 0: the management cluster's components `kubectl capi init` installs (cert-manager,
 //! Cluster API's core and kubeadm providers, BYOH, Kamaji and our KamajiControlPlane provider),
 //! pinned as one set ([`set`]); their manifests as applied ([`manifests`]); the air-gapped
-//! bundle and its checks ([`bundle`]); and what to do with each component given what the
-//! cluster runs ([`plan`]). Pure: fetching, reading files and the API calls are the plugin's.
+//! bundle and its checks ([`bundle`]); what to do with each component given what the
+//! cluster runs ([`plan`]); and what `uninstall` removes ([`uninstall`]). Pure: fetching,
+//! reading files and the API calls are the plugin's.
 
 pub mod bundle;
 pub mod manifests;
 pub mod plan;
 pub mod set;
+pub mod uninstall;

@@ -22,6 +22,7 @@ mod machines;
 mod pause;
 mod restart;
 mod scale;
+mod uninstall;
 mod upgrade;
 mod version;
 
@@ -38,6 +39,8 @@ enum Verb {
     Version(version::Args),
     /// Set up the management cluster: cert-manager, Cluster API, BYOH, Kamaji and our provider (init bundle DIR for air-gapped sites)
     Init(init::Args),
+    /// Remove what init installed, in reverse order (refused while any Cluster exists)
+    Uninstall(uninstall::Args),
     /// Render a clusterctl-compatible cluster template (generate cluster NAME --from FILE)
     Generate(generate::Args),
     /// Scale the control plane or workers of a cluster, with a free-host preflight on BYOH
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
         match verb {
             Verb::Version(a) => version::run(&program, &a).await,
             Verb::Init(a) => init::run(&a).await,
+            Verb::Uninstall(a) => uninstall::run(&a).await,
             Verb::Generate(a) => generate::run(&a).await,
             Verb::Scale(a) => scale::run(&a).await,
             Verb::Upgrade(a) => upgrade::run(&a).await,

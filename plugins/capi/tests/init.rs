@@ -364,4 +364,108 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
     );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert_contains(&stderr(&o), "capi-system/capi-controller-manager");
+
+    // uninstall: shows what goes and what stays; without a terminal it needs --yes.
+    let o = run(&kc, &["uninstall"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let out = stdout(&o);
+    assert_contains(&out, "infrastructure-byoh v0.5.0: ");
+    assert_contains(&out, "namespace byoh-system and all in it");
+    assert_contains(
+        &out,
+        "cluster-api: left as it is (not installed by kubectl capi init)",
+    );
+    assert_contains(&out, "Left behind: the BYOH agents on your hosts");
+
+    // Refused while a Cluster exists. (CAPI's webhooks cannot answer here, their controller not
+    // running: they are set to fail open for this one write.)
+    fail_open(&c).await;
+    let clusters: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        c.clone(),
+        "default",
+        &testbed::api_resource("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
+    );
+    let cluster: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "in-use", "namespace": "default"}, "spec": {"paused": true}}))
+    .unwrap();
+    clusters
+        .create(&Default::default(), &cluster)
+        .await
+        .unwrap();
+    let o = run(&kc, &["uninstall", "--yes"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_contains(&stderr(&o), "1 Cluster(s) exist");
+    assert!(crd_exists(&c, "byohosts.infrastructure.cluster.x-k8s.io").await);
+    clusters
+        .delete("in-use", &Default::default())
+        .await
+        .unwrap();
+    testbed::fixtures::poll::wait_for(
+        "the Cluster to be gone",
+        Duration::from_secs(30),
+        || "still there".to_string(),
+        || async {
+            clusters
+                .get_opt("in-use")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+
+    let o = run(&kc, &["uninstall", "--yes"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_contains(&stdout(&o), "control-plane-kamaji");
+    for crd in [
+        "byohosts.infrastructure.cluster.x-k8s.io",
+        "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+        "tenantcontrolplanes.kamaji.clastix.io",
+        "kamajicontrolplanes.controlplane.cluster.x-k8s.io",
+    ] {
+        assert!(!crd_exists(&c, crd).await, "{crd} is gone");
+    }
+    // What clusterctl installed stays.
+    assert!(crd_exists(&c, "clusters.cluster.x-k8s.io").await);
+    // A re-run deletes nothing more: what init installed is gone or still going.
+    let o = run(&kc, &["uninstall", "--yes"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let again = stdout(&o);
+    assert!(
+        again.starts_with("nothing kubectl capi init installed is on this cluster")
+            || again.starts_with("nothing left to delete; "),
+        "{again}"
+    );
+}
+
+/// Sets every admission webhook to fail open.
+async fn fail_open(c: &kube::Client) {
+    use kube::api::{DynamicObject, Patch, PatchParams};
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let ar = kube::api::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            kind,
+        ));
+        let api: Api<DynamicObject> = Api::all_with(c.clone(), &ar);
+        for o in api.list(&Default::default()).await.unwrap() {
+            let mut v = serde_json::to_value(&o).unwrap();
+            for w in v["webhooks"].as_array_mut().into_iter().flatten() {
+                w["failurePolicy"] = serde_json::json!("Ignore");
+            }
+            let name = o.metadata.name.clone().unwrap();
+            api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"webhooks": v["webhooks"]})),
+            )
+            .await
+            .unwrap();
+        }
+    }
 }
