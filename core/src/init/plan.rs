@@ -35,6 +35,10 @@ pub enum Action {
     Adopt {
         by: &'static str,
     },
+    /// Ours at an older version, with `--upgrade`: applied at the pinned one.
+    Upgrade {
+        from: String,
+    },
 }
 
 /// A component and what happens to it.
@@ -91,51 +95,134 @@ pub fn installed(
                 .and_then(|c| c["image"].as_str())
                 .and_then(image_tag)
         })
-        .filter(|t| crate::version::parse_version(t).is_ok())
+        .filter(|t| release(t).is_some())
         .map(str::to_string);
     Installed::Theirs { by, version }
 }
 
-/// The step for `component`, installed as `now`; `Err` (nothing written yet) when it runs at
-/// another version, or at one its controller's image does not tell.
-pub fn step(component: &'static Component, now: &Installed) -> Result<InitStep, Error> {
+/// A release version (`v1.14.2`, `v0.5.0`) as semver, without its `v`.
+fn release(v: &str) -> Option<semver::Version> {
+    semver::Version::parse(v.strip_prefix('v').unwrap_or(v)).ok()
+}
+
+/// The step for `component`, installed as `now`. `upgrade` (`init --upgrade`) takes what `init`
+/// installed at an older version to the pinned one. `Err` (nothing written yet): another
+/// version without `--upgrade`, a newer one (a downgrade), someone else's install at another
+/// version (clusterctl's inventory would be left wrong), or a version the image does not tell.
+pub fn step(
+    component: &'static Component,
+    now: &Installed,
+    upgrade: bool,
+) -> Result<InitStep, Error> {
+    let pinned = component.version;
+    let refuse = |message: String, hint: String| Error::Other {
+        message: format!("{message}; nothing was applied"),
+        hint: Some(hint),
+    };
     let action = match now {
         Installed::Absent => Action::Install,
-        Installed::Ours { version } if version == component.version => Action::Reapply,
+        Installed::Ours { version } if version == pinned => Action::Reapply,
         Installed::Theirs {
             by,
             version: Some(v),
-        } if v == component.version => Action::Adopt { by },
+        } if v == pinned => Action::Adopt { by },
         Installed::Ours { version }
         | Installed::Theirs {
             version: Some(version),
             ..
-        } => {
-            return Err(Error::Other {
-                message: format!(
-                    "{} {version} is installed in namespace {}; this kubectl-capi installs {} {}; nothing was applied",
-                    component.id, component.namespace, component.id, component.version
-                ),
-                hint: Some(format!(
-                    "leave it out of this init (choose the other providers with --core, --bootstrap, --control-plane, --infrastructure), or bring it to {} first",
-                    component.version
-                )),
-            });
-        }
-        Installed::Theirs { by, version: None } => {
-            return Err(Error::Other {
-                message: format!(
-                    "{} is installed in namespace {} (by {by}) at a version its image does not tell; nothing was applied",
+        } if release(version) > release(pinned) => {
+            return Err(refuse(
+                format!(
+                    "{} {version} in namespace {} is newer than the {pinned} this kubectl-capi installs",
                     component.id, component.namespace
                 ),
-                hint: Some(format!(
-                    "check kubectl -n {} get deployment {} -o wide; leave it out of this init if it is not {}",
-                    component.namespace, component.deployment, component.version
-                )),
-            });
+                "use the kubectl-capi that installed it (kubectl capi version shows this one's set)".into(),
+            ));
+        }
+        Installed::Ours { version } if upgrade => Action::Upgrade {
+            from: version.clone(),
+        },
+        Installed::Ours { version } => {
+            return Err(refuse(
+                format!(
+                    "{} {version} is installed in namespace {}; this kubectl-capi installs {pinned}",
+                    component.id, component.namespace
+                ),
+                "kubectl capi init --upgrade --plan shows what an upgrade changes; --upgrade carries it out".into(),
+            ));
+        }
+        Installed::Theirs {
+            by,
+            version: Some(version),
+        } => {
+            return Err(refuse(
+                format!(
+                    "{} {version} is installed in namespace {} (by {by}); this kubectl-capi installs {pinned}",
+                    component.id, component.namespace
+                ),
+                format!(
+                    "bring it to {pinned} the way it was installed (clusterctl upgrade apply), or leave it out of this init (choose the others with --core, --bootstrap, --control-plane, --infrastructure)"
+                ),
+            ));
+        }
+        Installed::Theirs { by, version: None } => {
+            return Err(refuse(
+                format!(
+                    "{} is installed in namespace {} (by {by}) at a version its image does not tell",
+                    component.id, component.namespace
+                ),
+                format!(
+                    "check kubectl -n {} get deployment {} -o wide; leave it out of this init if it is not {pinned}",
+                    component.namespace, component.deployment
+                ),
+            ));
         }
     };
     Ok(InitStep { component, action })
+}
+
+/// A CRD whose storage version an upgrade changes: its objects are stored at the old one until
+/// re-written (`doctor` reports `CrdStoredVersions` until then).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StorageChange {
+    pub crd: String,
+    pub from: String,
+    pub to: String,
+}
+
+/// The storage version of a CRD object, if it has one.
+fn storage_version(crd: &Value) -> Option<&str> {
+    crd.pointer("/spec/versions")?
+        .as_array()?
+        .iter()
+        .find(|v| v["storage"] == true)?["name"]
+        .as_str()
+}
+
+/// The CRDs of `objects` (what an upgrade applies) whose storage version differs from the one
+/// the cluster's CRD of that name (`on_cluster`) has.
+pub fn storage_changes(objects: &[Value], on_cluster: &[Value]) -> Vec<StorageChange> {
+    let mut out = Vec::new();
+    for new in objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+    {
+        let name = new["metadata"]["name"].as_str().unwrap_or_default();
+        let old = on_cluster
+            .iter()
+            .find(|c| c["metadata"]["name"] == name)
+            .and_then(storage_version);
+        if let (Some(from), Some(to)) = (old, storage_version(new))
+            && from != to
+        {
+            out.push(StorageChange {
+                crd: name.to_string(),
+                from: from.to_string(),
+                to: to.to_string(),
+            });
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -180,7 +267,7 @@ mod tests {
                     "r/cluster-api-controller:v1.13.0",
                 )),
                 Err(
-                    "cluster-api v1.13.0 is installed in namespace capi-system; this kubectl-capi installs cluster-api v1.14.2",
+                    "cluster-api v1.13.0 is installed in namespace capi-system (by clusterctl); this kubectl-capi installs v1.14.2",
                 ),
             ),
             (
@@ -202,12 +289,72 @@ mod tests {
             }
         );
         for (d, want) in cases {
-            let got = step(c, &installed(c, d.as_ref(), None));
+            let got = step(c, &installed(c, d.as_ref(), None), false);
             match (got, want) {
                 (Ok(s), Ok(a)) => assert_eq!(s.action, a),
                 (Err(e), Err(says)) => assert!(e.to_string().contains(says), "{e}"),
                 (got, want) => panic!("{d:?}: got {got:?}, want {want:?}"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod upgrade_tests {
+    use super::*;
+    use crate::init::set::by_id;
+    use serde_json::json;
+
+    #[test]
+    fn an_older_install_of_ours_upgrades_only_when_asked_and_never_down() {
+        let c = by_id("infrastructure-byoh").unwrap();
+        let older = Installed::Ours {
+            version: "v0.4.0".into(),
+        };
+        let e = step(c, &older, false).unwrap_err().to_string();
+        assert!(e.contains("infrastructure-byoh v0.4.0 is installed"), "{e}");
+        assert_eq!(
+            step(c, &older, true).unwrap().action,
+            Action::Upgrade {
+                from: "v0.4.0".into()
+            }
+        );
+        let newer = Installed::Ours {
+            version: "v0.6.0".into(),
+        };
+        let e = step(c, &newer, true).unwrap_err().to_string();
+        assert!(e.contains("is newer than the v0.5.0"), "{e}");
+        // BYOH's own install at v0.5.0 (not a Kubernetes-1 version) is adopted.
+        let theirs = Installed::Theirs {
+            by: "clusterctl",
+            version: Some("v0.5.0".into()),
+        };
+        assert_eq!(
+            step(c, &theirs, false).unwrap().action,
+            Action::Adopt { by: "clusterctl" }
+        );
+    }
+
+    #[test]
+    fn storage_version_changes_are_found_by_crd_name() {
+        let crd = |name: &str, storage: &str| {
+            json!({"kind": "CustomResourceDefinition", "metadata": {"name": name},
+                "spec": {"versions": [{"name": "v1beta1", "storage": storage == "v1beta1"},
+                                      {"name": "v1beta2", "storage": storage == "v1beta2"}]}})
+        };
+        let new = [
+            crd("a.x", "v1beta2"),
+            crd("b.x", "v1beta2"),
+            crd("c.x", "v1beta2"),
+        ];
+        let old = [crd("a.x", "v1beta1"), crd("b.x", "v1beta2")];
+        assert_eq!(
+            storage_changes(&new, &old),
+            vec![StorageChange {
+                crd: "a.x".into(),
+                from: "v1beta1".into(),
+                to: "v1beta2".into()
+            }]
+        );
     }
 }

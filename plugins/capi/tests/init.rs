@@ -308,6 +308,61 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         "0 installed, 0 updated, 5 unchanged, 2 adopted; nothing changed",
     );
 
+    // An older install of ours (no older release of this plugin exists to install from, so
+    // the version labels of BYOH's and Kamaji's controllers say v0.4.0 and v0.9.0): init
+    // refuses it, --upgrade --plan shows the change and writes nothing, --upgrade does it.
+    let label = kcore::init::manifests::VERSION_LABEL;
+    let plant = |ns: &str, name: &str, v: &str| {
+        let api: Api<Deployment> = Api::namespaced(c.clone(), ns);
+        let (name, patch) = (
+            name.to_string(),
+            serde_json::json!({"metadata": {"labels": {label: v}}}),
+        );
+        async move {
+            api.patch(&name, &Default::default(), &kube::api::Patch::Merge(patch))
+                .await
+                .unwrap();
+        }
+    };
+    plant("byoh-system", "byoh-controller-manager", "v0.4.0").await;
+    plant("kamaji-system", "kamaji-controller-manager", "v0.9.0").await;
+    let o = run(&kc, &args);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_contains(
+        &stderr(&o),
+        "infrastructure-byoh v0.4.0 is installed in namespace byoh-system",
+    );
+    assert_contains(&stderr(&o), "kubectl capi init --upgrade --plan");
+    let upgrade: Vec<&str> = args.iter().copied().chain(["--upgrade"]).collect();
+    let planned: Vec<&str> = upgrade.iter().copied().chain(["--plan"]).collect();
+    let o = run(&kc, &planned);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = stdout(&o);
+    assert_contains(&out, "infrastructure-byoh: v0.4.0 → v0.5.0");
+    assert_contains(&out, "kamaji: v0.9.0 → v1.0.0");
+    assert_contains(&out, "0 TenantControlPlane(s) will roll");
+    assert_contains(
+        &out,
+        "cluster-api v1.14.2: installed by clusterctl, left as it is",
+    );
+    assert_contains(&out, "2 component(s) to upgrade");
+    let labelled = |d: Deployment| d.metadata.labels.unwrap_or_default()[label].clone();
+    assert_eq!(
+        labelled(byoh.get("byoh-controller-manager").await.unwrap()),
+        "v0.4.0"
+    );
+    let o = run(&kc, &upgrade);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_contains(
+        &stdout(&o),
+        "infrastructure-byoh v0.5.0: upgraded from v0.4.0",
+    );
+    assert_contains(&stdout(&o), "kamaji v1.0.0: upgraded from v0.9.0");
+    assert_eq!(
+        labelled(byoh.get("byoh-controller-manager").await.unwrap()),
+        "v0.5.0"
+    );
+
     // The client dry run prints it all, and the API server accepts it.
     let o = run(
         &kc,

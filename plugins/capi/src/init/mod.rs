@@ -8,6 +8,7 @@
 
 mod apply;
 mod source;
+mod upgrade_plan;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -70,6 +71,13 @@ pub struct Args {
     /// Print the pinned set (component, version, namespace, source) and exit
     #[arg(long)]
     pub list: bool,
+    /// Take components init installed at an older version to this set's versions
+    #[arg(long)]
+    pub upgrade: bool,
+    /// With --upgrade: show each component from → to, CRD storage-version changes and the
+    /// tenant control planes that will roll; change nothing
+    #[arg(long, requires = "upgrade")]
+    pub plan: bool,
     #[command(flatten)]
     pub dry_run: DryRunFlag,
     #[command(flatten)]
@@ -150,7 +158,11 @@ pub async fn run(a: &Args) -> Result<(), Error> {
         steps.push(plan::step(
             c,
             &plan::installed(c, d.as_ref(), inventory.as_ref()),
+            a.upgrade,
         )?);
+    }
+    if a.plan {
+        return upgrade_plan::show(&conn, &steps, &prepared).await;
     }
     let server_dry = a.dry_run.mode == DryRun::Server;
     let mut resolver = apply::Resolver::default();
@@ -239,7 +251,13 @@ async fn install_one(
     }
     let applied =
         apply::apply_objects(conn, resolver, objects, server_dry, a.wait_provider_timeout).await?;
+    let upgraded;
     let what = match (&step.action, applied.changed) {
+        (Action::Upgrade { from }, _) => {
+            tally.updated += 1;
+            upgraded = format!("upgraded from {from}");
+            upgraded.as_str()
+        }
         // Nothing to tell an install from a re-run of it for a component without a controller
         // of its own (cert-manager's CRDs alone) but whether anything changed.
         (Action::Install, n) if n > 0 => {
