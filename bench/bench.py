@@ -15,7 +15,8 @@ and then alone at BENCH_KCPS_LARGE (10,000); `bench.py reconciler` only kamaji-r
 BENCH_KCPS and BENCH_KCPS_LARGE (with where its requests go, by verb and resource, on stderr);
 `bench.py fleet` only the fleet verbs' rows (hosts, machines) over the seeded fleet; `bench.py doctor` only the doctor row (the fleet seeded, the reconciler's rows over BENCH_KCPS
 clusters, then doctor); `bench.py describe` only the described clusters' rows, alone (describe
-against clusterctl and the floor, and the per-cluster plans).
+against clusterctl and the floor, and the per-cluster plans); `bench.py init` only day 0 (`kubectl
+capi init` on a bare sandbox against clusterctl init and kubectl apply of the same set).
 """
 import json
 import os
@@ -273,6 +274,9 @@ def main():
             server_idle(sandbox)
             doctor_bench(env, kubectl, capi)
             return
+        if sys.argv[1:] == ["init"]:
+            init_bench(work, clusterctl, kubectl, capi)
+            return
         if sys.argv[1:] == ["describe"]:
             start_sandbox(work, "sandbox", "full")
             for n in DESCRIBE_SIZES:
@@ -282,6 +286,7 @@ def main():
             per_cluster(env, kubectl, capi, clusterctl, "alone", {})
             return
         startup_and_sizes(env, clusterctl)
+        init_bench(work, clusterctl, kubectl, capi)
 
         sbx, _, _ = start_sandbox(work, "sandbox", "full")
 
@@ -326,6 +331,97 @@ def startup_and_sizes(env, clusterctl):
     for binary in ("kubectl-capi", "kubectl-kamaji", "kamaji-reconciler"):
         add(f"{binary} stripped binary size (vs clusterctl)", mib(os.path.join(REL, binary)), mib(clusterctl),
             unit=" MiB")
+
+
+def admin_requests(sandbox):
+    """Requests the sandbox's admin user (kubectl, clusterctl and our plugins here) made so far."""
+    with open(os.path.join(sandbox, "audit.log")) as f:
+        return sum(1 for line in f if '"username":"admin"' in line)
+
+
+def init_bench(work, clusterctl, kubectl, capi):
+    """Day 0 on a bare sandbox: `kubectl capi init --from BUNDLE` against the same set installed
+    the way a user does it today: cert-manager's manifest with kubectl, `clusterctl init` from a
+    local repository for CAPI's core, kubeadm bootstrap and control plane, BYOH's components
+    through `clusterctl generate yaml` (clusterctl v1.14 installs no provider of the v1beta1
+    contract, which BYOH v0.5.0 is), Kamaji's install.yaml with kubectl, then `kubectl kamaji
+    install`. Wall time and the admin's API requests, each on a fresh bare sandbox, one run
+    each (a sandbox per run costs more than the runs). The sources are the testbed's
+    (`build-bins.sh init-sources`); no controller runs, so neither waits for one."""
+    sources = subprocess.run(["bash", os.path.join(ROOT, "testbed", "build-bins.sh"), "init-sources"],
+                             check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    repo_src = subprocess.run(["bash", os.path.join(ROOT, "testbed", "build-bins.sh"), "clusterctl-repo"],
+                              check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    src = lambda f: os.path.join(sources, f)
+    home = os.path.join(work, "init-home")
+    os.makedirs(home, exist_ok=True)
+    # Our bundle, as a connected machine writes it.
+    cfg = os.path.join(work, "init-clusterctl.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"cert-manager:\n  url: file://{src('cert-manager.yaml')}\nproviders:\n"
+                f"- {{name: cluster-api, type: CoreProvider, url: 'file://{src('cluster-api.yaml')}'}}\n"
+                f"- {{name: kubeadm, type: BootstrapProvider, url: 'file://{src('bootstrap-kubeadm.yaml')}'}}\n"
+                f"- {{name: kubeadm, type: ControlPlaneProvider, url: 'file://{src('control-plane-kubeadm.yaml')}'}}\n"
+                f"- {{name: byoh, type: InfrastructureProvider, url: 'file://{src('infrastructure-byoh.yaml')}'}}\n"
+                f"- {{name: kamaji, type: Other, url: 'file://{src('kamaji.yaml')}'}}\n")
+    bundle = os.path.join(work, "init-bundle")
+    subprocess.run([capi, "init", "bundle", bundle, "--config", cfg], check=True, stdout=subprocess.DEVNULL)
+    # clusterctl's local repository ({provider-label}/{version}/{file}) for the same assets.
+    repo = os.path.join(work, "init-repo")
+    capi_version = sorted(os.listdir(os.path.join(repo_src, "cluster-api")))[0]
+    meta = os.path.join(repo_src, "cluster-api", capi_version, "metadata.yaml")
+    for label, asset, name in (("cluster-api", "cluster-api.yaml", "core-components.yaml"),
+                               ("bootstrap-kubeadm", "bootstrap-kubeadm.yaml", "bootstrap-components.yaml"),
+                               ("control-plane-kubeadm", "control-plane-kubeadm.yaml", "control-plane-components.yaml")):
+        d = os.path.join(repo, label, capi_version)
+        os.makedirs(d, exist_ok=True)
+        shutil.copy(src(asset), os.path.join(d, name))
+        shutil.copy(meta, os.path.join(d, "metadata.yaml"))
+    ref_cfg = os.path.join(work, "init-clusterctl-ref.yaml")
+    with open(ref_cfg, "w") as f:
+        f.write("cert-manager:\n  externallyProvisioned: \"true\"\nproviders:\n" + "".join(
+            f"- {{name: {n}, type: {t}, url: 'file://{os.path.join(repo, label, capi_version, name)}'}}\n"
+            for n, t, label, name in (("cluster-api", "CoreProvider", "cluster-api", "core-components.yaml"),
+                                      ("kubeadm", "BootstrapProvider", "bootstrap-kubeadm", "bootstrap-components.yaml"),
+                                      ("kubeadm", "ControlPlaneProvider", "control-plane-kubeadm",
+                                       "control-plane-components.yaml"))))
+    # Kamaji's install.yaml as kubectl can apply it here: without its ServiceMonitor (no
+    # Prometheus operator) and its DataStore (its etcd is another chart), as init leaves them.
+    with open(src("kamaji.yaml")) as f:
+        docs = [d for d in f.read().split("\n---\n")
+                if "kind: ServiceMonitor" not in d and "kind: DataStore\n" not in d]
+    kamaji_yaml = os.path.join(work, "init-kamaji.yaml")
+    with open(kamaji_yaml, "w") as f:
+        f.write("\n---\n".join(docs))
+    kamaji_plugin = os.path.join(REL, "kubectl-kamaji")
+    q = shlex.quote
+    reference = " && ".join([
+        f"{q(kubectl)} apply --server-side -f {q(src('cert-manager.yaml'))}",
+        f"{q(clusterctl)} init --config {q(ref_cfg)} --core cluster-api --bootstrap kubeadm --control-plane kubeadm",
+        f"{q(clusterctl)} generate yaml --config {q(ref_cfg)} --from {q(src('infrastructure-byoh.yaml'))}"
+        f" | {q(kubectl)} apply --server-side -f -",
+        f"{q(kubectl)} apply --server-side -f {q(kamaji_yaml)}",
+        f"{q(kamaji_plugin)} install",
+    ])
+    figures = {}
+    for who, cmd in (("ours", [capi, "init", "--from", bundle]), ("ref", ["bash", "-c", reference])):
+        sbx, sandbox, env = start_sandbox(work, f"init-{who}", "bare")
+        env["HOME"] = home
+        env["CLUSTERCTL_DISABLE_VERSIONCHECK"] = "true"
+        before = admin_requests(sandbox)
+        try:
+            figures[who] = run_once(cmd, env) + (admin_requests(sandbox) - before,)
+        except Failed as e:
+            log(str(e))
+        stop(sbx)
+    if "ours" not in figures or "ref" not in figures:
+        rows.append(("capi init on a bare cluster (vs clusterctl init + kubectl apply)", "failed", "-", "-", "-", "-", "-"))
+        return
+    (ow, orss, oreq), (rw, rrss, rreq) = figures["ours"], figures["ref"]
+    add("capi init of the whole set on a bare cluster (vs clusterctl init + kubectl apply, one run)",
+        ow, rw, orss, rrss)
+    rows.append(("capi init: API requests (vs the same by hand)", str(oreq), str(rreq),
+                 f"{oreq / rreq:.2f}x" if rreq else "-", "-", "-", "-"))
 
 
 def per_cluster(env, kubectl, capi, clusterctl, where, alone):

@@ -30,6 +30,15 @@ pub mod version {
     pub struct ClientVersion {
         pub name: String,
         pub version: String,
+        /// The pinned set `kubectl capi init` installs (`kcore::init::set`), in install order.
+        pub init_set: Vec<SetMember>,
+    }
+
+    /// One component of the init set.
+    #[derive(Serialize, Clone, Debug)]
+    pub struct SetMember {
+        pub component: String,
+        pub version: String,
     }
 
     #[derive(Serialize, Clone, Debug, Default)]
@@ -88,6 +97,13 @@ pub mod version {
                     self.client_version.name, self.client_version.version
                 ),
             );
+            let set: Vec<String> = self
+                .client_version
+                .init_set
+                .iter()
+                .map(|m| format!("{} {}", m.component, m.version))
+                .collect();
+            f.add("Init Set", set.join(", "));
             if let Some(s) = &self.server {
                 f.add("Server", format!("{} (context \"{}\")", s.url, s.context));
                 if let Some(v) = &s.kubernetes_version {
@@ -109,6 +125,13 @@ pub mod version {
         let client_version = ClientVersion {
             name: program.executable(),
             version: env!("CARGO_PKG_VERSION").to_string(),
+            init_set: kcore::init::set::COMPONENTS
+                .iter()
+                .map(|c| SetMember {
+                    component: c.id.to_string(),
+                    version: c.version.to_string(),
+                })
+                .collect(),
         };
         if args.client {
             return printer.print(&VersionReport {
