@@ -194,6 +194,53 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         "kubectl capi init --infrastructure byoh".into()
     )));
 
+    // Preflights, nothing written: a user who is not cluster-admin, and a component's namespace
+    // being deleted (held by a finalizer of the test's, so it stays so).
+    let limited = tb
+        .kubeconfig_with_token("init-limited", testbed::LIMITED_TOKEN)
+        .unwrap();
+    let o = run(&limited, &["init", "--from", &b]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_contains(&stderr(&o), "init needs cluster-admin");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(c.clone());
+    let held: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "byoh-system", "finalizers": ["capi-kamaji.io/test-hold"]}}))
+    .unwrap();
+    namespaces.create(&Default::default(), &held).await.unwrap();
+    namespaces
+        .delete("byoh-system", &Default::default())
+        .await
+        .unwrap();
+    let o = run(&kc, &["init", "--from", &b]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_contains(
+        &stderr(&o),
+        "namespace byoh-system of infrastructure-byoh is being deleted; nothing was applied",
+    );
+    assert!(!crd_exists(&c, "clusters.cluster.x-k8s.io").await);
+    namespaces
+        .patch(
+            "byoh-system",
+            &Default::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    testbed::fixtures::poll::wait_for(
+        "namespace byoh-system to be gone",
+        Duration::from_secs(60),
+        || "still there".to_string(),
+        || async {
+            namespaces
+                .get_opt("byoh-system")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+
     // CAPI's core and kubeadm bootstrap providers were installed with clusterctl.
     testbed::install_crds(
         &c,

@@ -86,7 +86,10 @@ async fn version_reports_v1beta2_on_the_full_profile() {
     // The set init installs, as init --list shows it.
     let set = v["clientVersion"]["initSet"].as_array().unwrap();
     assert_eq!(set.len(), kcore::init::set::COMPONENTS.len());
-    assert_eq!(set[1], json!({"component": "cluster-api", "version": "v1.14.2"}));
+    assert_eq!(
+        set[1],
+        json!({"component": "cluster-api", "version": "v1.14.2"})
+    );
     let capi = &v["server"]["clusterAPI"];
     assert_eq!(capi["version"], "v1beta2");
     assert_eq!(capi["served"], json!(["v1beta2", "v1beta1"]));
