@@ -34,6 +34,8 @@ pub enum Action {
     /// Theirs at the pinned version: left alone.
     Adopt {
         by: &'static str,
+        /// The version it runs (the pinned one, or an earlier patch release of its series).
+        version: String,
     },
     /// Ours at an older version, with `--upgrade`: applied at the pinned one.
     Upgrade {
@@ -105,8 +107,18 @@ fn release(v: &str) -> Option<semver::Version> {
     semver::Version::parse(v.strip_prefix('v').unwrap_or(v)).ok()
 }
 
+/// Whether two release versions share major and minor: a compatible install to adopt (a patch
+/// release of the same series changes no API or contract).
+fn same_minor(a: &str, b: &str) -> bool {
+    match (release(a), release(b)) {
+        (Some(a), Some(b)) => (a.major, a.minor) == (b.major, b.minor),
+        _ => false,
+    }
+}
+
 /// The step for `component`, installed as `now`. `upgrade` (`init --upgrade`) takes what `init`
-/// installed at an older version to the pinned one. `Err` (nothing written yet): another
+/// installed at an older version to the pinned one. Someone else's install of the same series,
+/// at the pinned patch release or an earlier one, is adopted. `Err` (nothing written yet): another
 /// version without `--upgrade`, a newer one (a downgrade), someone else's install at another
 /// version (clusterctl's inventory would be left wrong), or a version the image does not tell.
 pub fn step(
@@ -125,7 +137,10 @@ pub fn step(
         Installed::Theirs {
             by,
             version: Some(v),
-        } if v == pinned => Action::Adopt { by },
+        } if same_minor(v, pinned) && release(v) <= release(pinned) => Action::Adopt {
+            by,
+            version: v.clone(),
+        },
         Installed::Ours { version }
         | Installed::Theirs {
             version: Some(version),
@@ -252,14 +267,20 @@ mod tests {
             ),
             (
                 Some(deployment(json!({CLUSTERCTL_LABEL: ""}), image)),
-                Ok(Action::Adopt { by: "clusterctl" }),
+                Ok(Action::Adopt {
+                    by: "clusterctl",
+                    version: "v1.14.2".into(),
+                }),
             ),
             (
                 Some(deployment(
                     json!({}),
                     "mirror/cluster-api-controller:v1.14.2@sha256:ab",
                 )),
-                Ok(Action::Adopt { by: "hand" }),
+                Ok(Action::Adopt {
+                    by: "hand",
+                    version: "v1.14.2".into(),
+                }),
             ),
             (
                 Some(deployment(
@@ -324,6 +345,24 @@ mod upgrade_tests {
         };
         let e = step(c, &newer, true).unwrap_err().to_string();
         assert!(e.contains("is newer than the v0.5.0"), "{e}");
+        // clusterctl's install of an earlier patch release of the series is adopted.
+        let capi = by_id("cluster-api").unwrap();
+        let patch = Installed::Theirs {
+            by: "clusterctl",
+            version: Some("v1.14.1".into()),
+        };
+        assert_eq!(
+            step(capi, &patch, false).unwrap().action,
+            Action::Adopt {
+                by: "clusterctl",
+                version: "v1.14.1".into()
+            }
+        );
+        let later = Installed::Theirs {
+            by: "clusterctl",
+            version: Some("v1.14.3".into()),
+        };
+        assert!(step(capi, &later, false).is_err());
         // BYOH's own install at v0.5.0 (not a Kubernetes-1 version) is adopted.
         let theirs = Installed::Theirs {
             by: "clusterctl",
@@ -331,7 +370,10 @@ mod upgrade_tests {
         };
         assert_eq!(
             step(c, &theirs, false).unwrap().action,
-            Action::Adopt { by: "clusterctl" }
+            Action::Adopt {
+                by: "clusterctl",
+                version: "v0.5.0".into()
+            }
         );
     }
 

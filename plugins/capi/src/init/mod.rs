@@ -241,11 +241,11 @@ async fn install_one(
 ) -> Result<(), Error> {
     let c = step.component;
     let head = format!("{} {}", c.id, c.version);
-    if let Action::Adopt { by } = step.action {
+    if let Action::Adopt { by, version } = &step.action {
         tally.adopted += 1;
         render::line(&format!(
-            "{head}: adopted (installed by {by} in namespace {}), left as it is",
-            c.namespace
+            "{} {version}: adopted (installed by {by} in namespace {}), left as it is",
+            c.id, c.namespace
         ));
         return Ok(());
     }

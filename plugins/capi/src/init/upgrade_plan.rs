@@ -22,8 +22,8 @@ pub async fn show(
         let line = match &step.action {
             Action::Install => format!("{}: install {}", c.id, c.version),
             Action::Reapply => format!("{} {}: unchanged", c.id, c.version),
-            Action::Adopt { by } => {
-                format!("{} {}: installed by {by}, left as it is", c.id, c.version)
+            Action::Adopt { by, version } => {
+                format!("{} {version}: installed by {by}, left as it is", c.id)
             }
             Action::Upgrade { from } => {
                 upgrades += 1;
