@@ -78,6 +78,9 @@ pub enum Check {
     ComponentUnavailable,
     /// kamaji-reconciler's Lease is not renewed: the reconciler stopped.
     ReconcilerStopped,
+    /// A provider whose CRDs implement only Cluster API's v1beta1 contract: a Cluster API
+    /// release that stops serving v1beta1 will not work with it.
+    ProviderContractV1beta1Only,
     /// A CRD of Cluster API, a provider, Kamaji or ours still lists an old version among the
     /// versions its objects are stored at.
     CrdStoredVersions,
@@ -418,6 +421,11 @@ pub struct CrdInfo {
     pub webhook_conversion: bool,
     /// Reading at this served version failed in the conversion webhook, with this message.
     pub conversion_failure: Option<(String, String)>,
+    /// The Cluster API contracts its labels say it implements (`cluster.x-k8s.io/v1beta1`:
+    /// `v1beta1`), sorted.
+    pub contracts: Vec<String>,
+    /// Its `cluster.x-k8s.io/provider` label (`infrastructure-byoh`), empty without one.
+    pub provider: String,
 }
 
 impl CrdInfo {

@@ -833,6 +833,69 @@ fn a_running_upgrade_step_older_than_stuck_after_is_stalled() {
 
 /// A CRD still listing an old stored version is a warning with the migration as its
 /// fix; a conversion webhook that fails is an error naming the version and the message.
+/// A provider whose CRDs all implement only v1beta1 is named once (info); one with a v1beta2
+/// contract label on any CRD, Cluster API's own groups, and unlabelled CRDs are not.
+#[test]
+fn providers_of_the_v1beta1_contract_only_are_named_once() {
+    let crd = |name: &str, group: &str, contracts: &[&str], provider: &str| CrdInfo {
+        name: name.into(),
+        group: group.into(),
+        contracts: contracts.iter().map(|s| s.to_string()).collect(),
+        provider: provider.into(),
+        ..CrdInfo::default()
+    };
+    let infra = "infrastructure.cluster.x-k8s.io";
+    let f = Fleet {
+        crds: vec![
+            crd(
+                "byohosts.infrastructure.cluster.x-k8s.io",
+                infra,
+                &["v1beta1"],
+                "infrastructure-byoh",
+            ),
+            crd(
+                "byomachines.infrastructure.cluster.x-k8s.io",
+                infra,
+                &["v1beta1"],
+                "infrastructure-byoh",
+            ),
+            crd(
+                "kamajicontrolplanes.controlplane.cluster.x-k8s.io",
+                "controlplane.cluster.x-k8s.io",
+                &["v1beta2"],
+                "control-plane-kamaji",
+            ),
+            crd(
+                "foos.infrastructure.cluster.x-k8s.io",
+                infra,
+                &["v1beta1", "v1beta2"],
+                "infrastructure-foo",
+            ),
+            crd(
+                "clusters.cluster.x-k8s.io",
+                "cluster.x-k8s.io",
+                &["v1beta1"],
+                "",
+            ),
+            crd(
+                "bars.infrastructure.cluster.x-k8s.io",
+                infra,
+                &[],
+                "infrastructure-bar",
+            ),
+        ],
+        ..healthy()
+    };
+    assert_eq!(
+        checks(&f),
+        vec![(
+            Check::ProviderContractV1beta1Only,
+            Severity::Info,
+            "infrastructure-byoh".into()
+        )]
+    );
+}
+
 #[test]
 fn crds_with_old_stored_versions_or_a_failing_conversion() {
     let mut f = healthy();
@@ -846,6 +909,8 @@ fn crds_with_old_stored_versions_or_a_failing_conversion() {
         stored_versions: stored.iter().map(|s| s.to_string()).collect(),
         webhook_conversion: true,
         conversion_failure: None,
+        contracts: Vec::new(),
+        provider: String::new(),
     };
     let mut failing = crd("machines.cluster.x-k8s.io", &["v1beta2"]);
     failing.conversion_failure = Some((

@@ -10,6 +10,7 @@ pub(super) const CHECKS: &[Entry] = &[
     entry!(cluster_api: [ClusterApiMissing] needs [] uses []),
     entry!(leases: [ReconcilerStopped, SecondControlPlaneProvider] needs [Leases] uses []),
     entry!(crds: [ConversionFailing, CrdStoredVersions] needs [Crds] uses []),
+    entry!(contracts: [ProviderContractV1beta1Only] needs [Crds] uses []),
     entry!(components: [ComponentMissing, ComponentUnavailable] needs [Components] uses []),
 ];
 
@@ -186,6 +187,51 @@ fn components(c: &Ctx, out: &mut Vec<Problem>) {
                 comp.namespace,
                 comp.deployment,
                 comp.init_line()
+            ),
+        ));
+    }
+}
+
+/// Each provider (by its CRDs' `cluster.x-k8s.io/provider` label, else their group) whose CRDs
+/// implement only Cluster API's v1beta1 contract, once. Info: nothing is wrong today, but a
+/// Cluster API release that stops serving v1beta1 (upstream plans v1.16) will not work with it
+/// (BYOH v0.5.0 is such a provider), so the upgrade waits for the provider's.
+fn contracts(c: &Ctx, out: &mut Vec<Problem>) {
+    let mut providers: std::collections::BTreeMap<&str, (bool, bool)> = Default::default();
+    for crd in &c.fleet.crds {
+        let provider_group = crd.group != crate::groups::CAPI_GROUP
+            && crd
+                .group
+                .ends_with(&format!(".{}", crate::groups::CAPI_GROUP));
+        if !provider_group || crd.contracts.is_empty() {
+            continue;
+        }
+        let key = if crd.provider.is_empty() {
+            crd.group.as_str()
+        } else {
+            crd.provider.as_str()
+        };
+        let e = providers.entry(key).or_default();
+        e.0 |= crd.contracts.iter().any(|v| v == "v1beta1");
+        e.1 |= crd.contracts.iter().any(|v| v != "v1beta1");
+    }
+    for (provider, (v1beta1, newer)) in providers {
+        if !v1beta1 || newer {
+            continue;
+        }
+        out.push(finding(
+            Severity::Info,
+            Check::ProviderContractV1beta1Only,
+            Subject {
+                kind: "Provider".into(),
+                namespace: String::new(),
+                name: provider.to_string(),
+            },
+            format!(
+                "{provider} implements only Cluster API's v1beta1 contract: a Cluster API release that stops serving v1beta1 (upstream plans v1.16) will not work with it"
+            ),
+            format!(
+                "keep Cluster API below that release until {provider} has one for the v1beta2 contract (kubectl capi version shows each provider's contract)"
             ),
         ));
     }

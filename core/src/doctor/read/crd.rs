@@ -16,6 +16,7 @@ pub(super) struct NarrowCrd {
 #[serde(default)]
 struct NarrowName {
     name: String,
+    labels: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -78,6 +79,20 @@ impl NarrowCrd {
                 .as_ref()
                 .is_some_and(|x| x.strategy == "Webhook"),
             conversion_failure: None,
+            contracts: c
+                .metadata
+                .labels
+                .keys()
+                .filter_map(|k| k.strip_prefix(crate::groups::CONTRACT_LABEL_PREFIX))
+                .filter(|v| v.starts_with('v'))
+                .map(str::to_string)
+                .collect(),
+            provider: c
+                .metadata
+                .labels
+                .get(crate::labels::PROVIDER_LABEL)
+                .cloned()
+                .unwrap_or_default(),
         }
     }
 }
