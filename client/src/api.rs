@@ -92,6 +92,26 @@ pub async fn get_opt(
         .map_err(|e| conn.error(e, &Op::on("get", ar).in_namespace(namespace).named(name)))
 }
 
+/// The CustomResourceDefinition `name`, `None` when it does not exist.
+pub async fn crd(
+    conn: &Conn,
+    name: &str,
+) -> Result<
+    Option<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>,
+    Error,
+>{
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(conn.client.clone());
+    let op = Op::new(
+        "get",
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+    )
+    .named(name);
+    api.get_opt(name).await.map_err(|e| conn.error(e, &op))
+}
+
 /// Gets an object as the server sent it (plain JSON, no round trip through `DynamicObject`),
 /// `None` when it does not exist.
 pub async fn get_json_opt(

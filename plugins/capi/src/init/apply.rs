@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use cli::Conn;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kclient::error::{Error, Op};
 use kclient::render::{self, Poll};
 use kube::api::{Api, ApiResource, Patch, PatchParams};
@@ -126,34 +125,24 @@ pub async fn apply_objects(
 
 /// Until every CRD of `names` is Established (its API is served).
 async fn wait_established(conn: &Conn, names: &[String], timeout: Duration) -> Result<(), Error> {
-    let crds: Api<CustomResourceDefinition> = Api::all(conn.client.clone());
-    let op = Op::new(
-        "get",
-        "apiextensions.k8s.io",
-        "customresourcedefinitions",
-        "CustomResourceDefinition",
-    );
     render::wait_until(
         &format!("waiting for {} CRDs to be established", names.len()),
         timeout,
         Duration::from_millis(200),
-        || {
-            let (crds, op) = (&crds, &op);
-            async move {
-                for n in names {
-                    let crd = crds.get(n).await.map_err(|e| conn.error(e, op))?;
-                    let established = crd
-                        .status
-                        .and_then(|s| s.conditions)
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True");
-                    if !established {
-                        return Ok(Poll::Pending(format!("CRD {n} is not established yet")));
-                    }
+        || async move {
+            for n in names {
+                let established = kclient::api::crd(conn, n)
+                    .await?
+                    .and_then(|crd| crd.status)
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True");
+                if !established {
+                    return Ok(Poll::Pending(format!("CRD {n} is not established yet")));
                 }
-                Ok(Poll::Ready(()))
             }
+            Ok(Poll::Ready(()))
         },
     )
     .await

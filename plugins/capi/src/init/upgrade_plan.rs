@@ -4,12 +4,10 @@
 //! tenant control planes that roll with it. Nothing is written.
 
 use cli::Conn;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kclient::error::{Error, Op};
+use kclient::error::Error;
 use kclient::render;
 use kcore::init::plan::{Action, InitStep, storage_changes};
 use kcore::init::set::Component;
-use kube::Api;
 use serde_json::Value;
 
 pub async fn show(
@@ -60,21 +58,13 @@ pub async fn show(
 
 /// The cluster's CRDs named among `objects`.
 async fn on_cluster(conn: &Conn, objects: &[Value]) -> Result<Vec<Value>, Error> {
-    let crds: Api<CustomResourceDefinition> = Api::all(conn.client.clone());
     let mut out = Vec::new();
     for o in objects
         .iter()
         .filter(|o| o["kind"] == "CustomResourceDefinition")
     {
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
-        let op = Op::new(
-            "get",
-            "apiextensions.k8s.io",
-            "customresourcedefinitions",
-            "CustomResourceDefinition",
-        )
-        .named(name);
-        if let Some(crd) = crds.get_opt(name).await.map_err(|e| conn.error(e, &op))? {
+        if let Some(crd) = kclient::api::crd(conn, name).await? {
             out.push(serde_json::to_value(crd).map_err(|e| Error::other(e.to_string()))?);
         }
     }

@@ -120,16 +120,8 @@ fn crd_is_ours(crd: &CustomResourceDefinition) -> bool {
 /// `cluster.x-k8s.io/provider: kamaji` from its kustomization, or `control-plane-kamaji` when
 /// clusterctl installed it). `None` when there is none.
 async fn other_provider(conn: &Conn, crd_names: &[String]) -> Result<Option<String>, Error> {
-    let crds: Api<CustomResourceDefinition> = Api::all(conn.client.clone());
     for name in crd_names {
-        let op = Op::new(
-            "get",
-            "apiextensions.k8s.io",
-            "customresourcedefinitions",
-            "CustomResourceDefinition",
-        )
-        .named(name);
-        let Some(crd) = crds.get_opt(name).await.map_err(|e| conn.error(e, &op))? else {
+        let Some(crd) = kclient::api::crd(conn, name).await? else {
             continue;
         };
         if crd_is_ours(&crd) {
