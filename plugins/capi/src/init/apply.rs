@@ -36,10 +36,13 @@ fn optional(o: &Value) -> bool {
         .is_some_and(|av| av.starts_with(&format!("{OPTIONAL_GROUP}/")))
 }
 
-/// Kinds resolved once per run (a component holds dozens of objects of a few kinds).
+/// Kinds resolved once per run (a component holds dozens of objects of a few kinds), and the
+/// resource versions of the objects already there, one metadata LIST per kind and namespace
+/// (instead of a GET per object) so that an apply that changed nothing is told apart.
 #[derive(Default)]
 pub struct Resolver {
     known: HashMap<(String, String), (ApiResource, bool)>,
+    versions: HashMap<(String, String, Option<String>), HashMap<String, String>>,
 }
 
 impl Resolver {
@@ -58,6 +61,32 @@ impl Resolver {
         let r = (ar, caps.scope == Scope::Namespaced);
         self.known.insert((av, kind), r.clone());
         Ok(r)
+    }
+
+    /// The resource version of object `name` of `ar` in `ns` before this run wrote it, if it
+    /// exists (a namespace that does not exist yet lists nothing).
+    async fn version_before(
+        &mut self,
+        conn: &Conn,
+        ar: &ApiResource,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Option<String>, Error> {
+        let key = (ar.api_version.clone(), ar.kind.clone(), ns.map(str::to_string));
+        if !self.versions.contains_key(&key) {
+            let api = kclient::api::dynamic(conn, ar, ns);
+            let list = api
+                .list_metadata(&Default::default())
+                .await
+                .map_err(|e| conn.error(e, &Op::on("list", ar).in_namespace(ns)))?;
+            let names = list
+                .items
+                .into_iter()
+                .filter_map(|m| Some((m.metadata.name?, m.metadata.resource_version?)))
+                .collect();
+            self.versions.insert(key.clone(), names);
+        }
+        Ok(self.versions.get(&key).and_then(|m| m.get(name)).cloned())
     }
 }
 
@@ -100,11 +129,7 @@ pub async fn apply_objects(
         };
         let api = kclient::api::dynamic(conn, &ar, ns);
         let op = |verb| Op::on(verb, &ar).in_namespace(ns).named(name);
-        let before = api
-            .get_opt(name)
-            .await
-            .map_err(|e| conn.error(e, &op("get")))?
-            .and_then(|b| b.metadata.resource_version);
+        let before = resolver.version_before(conn, &ar, ns, name).await?;
         let after = api
             .patch(name, &pp, &Patch::Apply(o))
             .await
