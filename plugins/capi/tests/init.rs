@@ -410,6 +410,15 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         "v0.5.0"
     );
 
+    // The server dry run sends every object with dryRun=All and stores nothing.
+    let dry: Vec<&str> = args.iter().copied().chain(["--dry-run=server"]).collect();
+    let o = run(&kc, &dry);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_contains(
+        &stdout(&o),
+        "infrastructure-byoh v0.5.0: unchanged (server dry run)",
+    );
+
     // The client dry run prints it all, and the API server accepts it.
     let o = run(
         &kc,

@@ -72,7 +72,11 @@ impl Resolver {
         ns: Option<&str>,
         name: &str,
     ) -> Result<Option<String>, Error> {
-        let key = (ar.api_version.clone(), ar.kind.clone(), ns.map(str::to_string));
+        let key = (
+            ar.api_version.clone(),
+            ar.kind.clone(),
+            ns.map(str::to_string),
+        );
         if !self.versions.contains_key(&key) {
             let api = kclient::api::dynamic(conn, ar, ns);
             let list = api
@@ -138,7 +142,8 @@ pub async fn apply_objects(
         if before.is_none() || before != after.metadata.resource_version {
             out.changed += 1;
         }
-        if is_crd {
+        // A CRD that was there already answers Established at once; only new ones are waited for.
+        if is_crd && !established(&after.data) {
             pending_crds.push(name.to_string());
         }
     }
@@ -148,26 +153,45 @@ pub async fn apply_objects(
     Ok(out)
 }
 
-/// Until every CRD of `names` is Established (its API is served).
+/// Whether a CRD (as JSON) has its Established condition true.
+fn established(crd: &Value) -> bool {
+    crd.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True")
+        })
+}
+
+/// Until every CRD of `names` is Established (its API is served). Each poll reads only those
+/// not yet seen established (CRDs are large).
 async fn wait_established(conn: &Conn, names: &[String], timeout: Duration) -> Result<(), Error> {
+    let waiting = std::sync::Mutex::new(names.to_vec());
     render::wait_until(
         &format!("waiting for {} CRDs to be established", names.len()),
         timeout,
-        Duration::from_millis(200),
-        || async move {
-            for n in names {
-                let established = kclient::api::crd(conn, n)
-                    .await?
-                    .and_then(|crd| crd.status)
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True");
-                if !established {
-                    return Ok(Poll::Pending(format!("CRD {n} is not established yet")));
+        Duration::from_millis(100),
+        || {
+            let waiting = &waiting;
+            async move {
+                let now: Vec<String> = waiting.lock().map(|w| w.clone()).unwrap_or_default();
+                let mut left = Vec::new();
+                for n in now {
+                    let crd = kclient::api::crd(conn, &n).await?;
+                    let json = serde_json::to_value(crd).unwrap_or_default();
+                    if !established(&json) {
+                        left.push(n);
+                    }
                 }
+                let first = left.first().cloned();
+                if let Ok(mut w) = waiting.lock() {
+                    *w = left;
+                }
+                Ok(match first {
+                    Some(n) => Poll::Pending(format!("CRD {n} is not established yet")),
+                    None => Poll::Ready(()),
+                })
             }
-            Ok(Poll::Ready(()))
         },
     )
     .await
