@@ -488,9 +488,45 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
     );
     assert_contains(&out, "Left behind: the BYOH agents on your hosts");
 
-    // Refused while a Cluster exists. (CAPI's webhooks cannot answer here, their controller not
-    // running: they are set to fail open for this one write.)
+    // Kamaji's and CAPI's webhooks cannot answer here (their controllers do not run): they are
+    // set to fail open for the writes below, which they would judge.
     fail_open(&c).await;
+
+    // --datastore FILE applies the site's DataStores after Kamaji (the spec of the one Kamaji's
+    // install.yaml carries, under another name); without one, init says kamaji create needs one.
+    let ds = tmp.path().join("datastore.yaml");
+    std::fs::write(
+        &ds,
+        "apiVersion: kamaji.clastix.io/v1alpha1\nkind: DataStore\nmetadata:\n  name: site-etcd\nspec:\n  driver: etcd\n  endpoints: [etcd-0.etcd.kamaji-system.svc.cluster.local:2379]\n  tlsConfig:\n    certificateAuthority:\n      certificate: {secretReference: {keyPath: ca.crt, name: etcd-certs, namespace: kamaji-system}}\n      privateKey: {secretReference: {keyPath: ca.key, name: etcd-certs, namespace: kamaji-system}}\n    clientCertificate:\n      certificate: {secretReference: {keyPath: tls.crt, name: root-client-certs, namespace: kamaji-system}}\n      privateKey: {secretReference: {keyPath: tls.key, name: root-client-certs, namespace: kamaji-system}}\n",
+    )
+    .unwrap();
+    // Only the core chosen (adopted, nothing applied): a run of the whole set would apply
+    // Kamaji's webhook configuration again, failing closed, before the DataStore.
+    let with_ds: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain(["--core", "cluster-api", "--datastore", ds.to_str().unwrap()])
+        .collect();
+    let o = run(&kc, &with_ds);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_contains(&stdout(&o), "datastores: 1 applied, 1 changed");
+    assert!(
+        !stderr(&o).contains("no DataStore was applied"),
+        "{}",
+        text(&o)
+    );
+    let datastores: Api<kube::api::DynamicObject> = Api::all_with(
+        c.clone(),
+        &testbed::api_resource("kamaji.clastix.io", "v1alpha1", "DataStore", "datastores"),
+    );
+    assert!(datastores.get_opt("site-etcd").await.unwrap().is_some());
+    let o = run(&kc, &args);
+    assert_contains(
+        &stderr(&o),
+        "no DataStore was applied: kubectl kamaji create needs one",
+    );
+
+    // Refused while a Cluster exists.
     let clusters: Api<kube::api::DynamicObject> = Api::namespaced_with(
         c.clone(),
         "default",
