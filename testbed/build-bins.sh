@@ -3,12 +3,17 @@
 # version-keyed cache outside the repository. Skips a build whose outputs are already there.
 #
 #   testbed/build-bins.sh k8s     kube-apiserver, kube-controller-manager, etcd (Kubernetes' pin)
-#   testbed/build-bins.sh capi    the Cluster API core manager and clusterctl
+#   testbed/build-bins.sh capi    the Cluster API core, kubeadm bootstrap and KubeadmControlPlane managers,
+#                                 and clusterctl
 #   testbed/build-bins.sh kamaji  the Kamaji operator (github.com/clastix/kamaji)
 #   testbed/build-bins.sh k8s-prev  an older kube-apiserver, -controller-manager, -scheduler for tenants
 #   testbed/build-bins.sh byoh    the BYOH controller manager (cluster-api-provider-bringyourownhost)
 #   testbed/build-bins.sh cacppk  CACPPK's manager (cluster-api-control-plane-provider-kamaji v0.11.0) and
 #                                 its own CRDs, for make bench only (not part of `all`)
+#   testbed/build-bins.sh cert-manager     cert-manager's controller, cainjector and webhook (our mains in
+#                                  testbed/cert-manager around cert-manager's packages)
+#   testbed/build-bins.sh kube-rbac-proxy  kube-rbac-proxy, the sidecar of BYOH's manager
+#   testbed/build-bins.sh helm    Helm, which renders cert-manager's release manifest for init-sources
 #   testbed/build-bins.sh init-sources     the release assets kubectl capi init installs, one file each
 #   testbed/build-bins.sh clusterctl-repo  kustomize, and a clusterctl local repository of CAPI's core
 #                                  and kubeadm bootstrap providers plus cert-manager's CRDs
@@ -146,17 +151,82 @@ build_capi() {
   local capi_version
   capi_version=$(grep -oE 'sigs.k8s.io/cluster-api v[0-9.]+' "$here/capi/go.mod" | head -1 | awk '{print $2}')
   local out="$cache_root/capi-$capi_version"
-  if [ -x "$out/capi-manager" ] && [ -x "$out/clusterctl" ] && [ -x "$out/kubeadm-bootstrap-manager" ]; then
-    echo "$out"; return
-  fi
-  mkdir -p "$out.tmp"
-  echo "building the Cluster API $capi_version core manager, kubeadm bootstrap manager and clusterctl (first time only)" >&2
+  # The binaries of this set and their main packages.
+  local -A pkgs=(
+    [capi-manager]=sigs.k8s.io/cluster-api/core
+    [clusterctl]=sigs.k8s.io/cluster-api/cmd/clusterctl
+    [kubeadm-bootstrap-manager]=sigs.k8s.io/cluster-api/bootstrap/kubeadm
+    [kubeadm-control-plane-manager]=sigs.k8s.io/cluster-api/controlplane/kubeadm
+  )
+  local missing=() b
+  for b in capi-manager clusterctl kubeadm-bootstrap-manager kubeadm-control-plane-manager; do
+    [ -x "$out/$b" ] || missing+=("$b")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then echo "$out"; return; fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  echo "building the Cluster API $capi_version ${missing[*]} (first time only)" >&2
   # Keep what an earlier build of this version produced.
   [ -d "$out" ] && cp -a "$out"/. "$out.tmp"/
   local ldf="-s -w -X 'sigs.k8s.io/cluster-api/version.gitVersion=$capi_version' -X 'sigs.k8s.io/cluster-api/version.gitMajor=1' -X 'sigs.k8s.io/cluster-api/version.gitTreeState=clean'"
-  (cd "$here/capi" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/capi-manager" sigs.k8s.io/cluster-api/core)
-  (cd "$here/capi" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl)
-  (cd "$here/capi" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/kubeadm-bootstrap-manager" sigs.k8s.io/cluster-api/bootstrap/kubeadm)
+  for b in "${missing[@]}"; do
+    (cd "$here/capi" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/$b" "${pkgs[$b]}")
+  done
+  publish "$out"
+}
+
+# cert-manager's controller, cainjector and webhook at CERT_MANAGER_VERSION, stamped as upstream's
+# `make` stamps them. Upstream's own main packages live in nested modules the Go module proxy does
+# not serve, so testbed/cert-manager holds three small mains of ours (one module, requiring the root
+# module at the pinned version) that run cert-manager's own controllers, injector and webhook
+# server. The folder keeps its name; a `built-from` file inside holds a hash of those sources, and
+# the set is rebuilt when it differs (so binaries built from earlier sources are replaced).
+build_cert_manager() {
+  # shellcheck disable=SC1091
+  . "$here/versions.env"
+  local out="$cache_root/cert-manager-$CERT_MANAGER_VERSION" src="$here/cert-manager" key b
+  if ! grep -qE "^[[:space:]]*github.com/cert-manager/cert-manager $CERT_MANAGER_VERSION\$" "$src/go.mod"; then
+    echo "testbed/cert-manager/go.mod does not require cert-manager $CERT_MANAGER_VERSION: change both together" >&2
+    exit 1
+  fi
+  key=$(cd "$src" && cat go.mod go.sum controller/*.go cainjector/*.go webhook/*.go | sha256sum | cut -c1-16)
+  local ok=1
+  for b in controller cainjector webhook; do [ -x "$out/$b" ] || ok=0; done
+  if [ $ok = 1 ] && [ "$(cat "$out/built-from" 2>/dev/null)" = "$key" ]; then echo "$out"; return; fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  echo "building cert-manager $CERT_MANAGER_VERSION's controller, cainjector and webhook (first time only; about 3 minutes)" >&2
+  local ldf="-s -w -X 'github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION'"
+  local m=github.com/cert-manager/cert-manager/capi-kamaji-testbed
+  (cd "$src" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/" "$m/controller" "$m/cainjector" "$m/webhook")
+  echo "$key" > "$out.tmp/built-from"
+  publish "$out"
+}
+
+# Helm, at the version cert-manager's release tooling uses (HELM_VERSION), stamped as Helm's
+# Makefile stamps a tagged build: init-sources renders cert-manager's release manifest with it.
+build_helm() {
+  # shellcheck disable=SC1091
+  . "$here/versions.env"
+  local out="$cache_root/helm-$HELM_VERSION"
+  if [ -x "$out/helm" ]; then echo "$out"; return; fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  echo "building helm $HELM_VERSION (first time only; about 80 seconds)" >&2
+  local v=helm.sh/helm/v4/internal/version
+  (cd "$out.tmp" && GOBIN="$out.tmp" GOFLAGS='' go install -trimpath \
+      -ldflags "-s -w -X $v.version=$HELM_VERSION -X $v.metadata= -X $v.gitTreeState=clean" \
+      "helm.sh/helm/v4/cmd/helm@$HELM_VERSION")
+  publish "$out"
+}
+
+# kube-rbac-proxy at the version testbed/kube-rbac-proxy/go.mod pins: BYOH's release runs it as a
+# sidecar of its manager (gcr.io/kubebuilder/kube-rbac-proxy:v0.8.0).
+build_kube_rbac_proxy() {
+  local v
+  v=$(awk '$1=="require" && $2=="github.com/brancz/kube-rbac-proxy"{print $3; exit}' "$here/kube-rbac-proxy/go.mod")
+  local out="$cache_root/kube-rbac-proxy-$v"
+  if [ -x "$out/kube-rbac-proxy" ]; then echo "$out"; return; fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  echo "building kube-rbac-proxy $v (first time only; about 40 seconds)" >&2
+  (cd "$here/kube-rbac-proxy" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/kube-rbac-proxy" github.com/brancz/kube-rbac-proxy)
   publish "$out"
 }
 
@@ -199,6 +269,12 @@ build_crds() {
   publish "$out"
 }
 
+# Filters a CAPI manifest kustomize built: the staging image `$1:main` becomes the release's
+# (registry.k8s.io/cluster-api/$1:$CAPI_VERSION), as CAPI's release tooling sets it.
+release_image() {
+  sed "s#gcr.io/k8s-staging-cluster-api/$1:main#registry.k8s.io/cluster-api/$1:$CAPI_VERSION#"
+}
+
 # A clusterctl local repository ({provider-label}/{version}/{file}, clusterctl's
 # repository_local.go) holding the CAPI core and kubeadm bootstrap providers' release assets,
 # built with kustomize from the pinned CAPI module as CAPI's `make release-manifests` does, and
@@ -214,19 +290,52 @@ build_clusterctl_repo() {
     go_install "$kz.tmp" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
     publish "$kz" > /dev/null
   fi
-  local out="$cache_root/clusterctl-repo-capi-$CAPI_VERSION-cert-manager-$CERT_MANAGER_VERSION"
+  # "-release": the images carry their release names and tags (registry.k8s.io/cluster-api/…:
+  # $CAPI_VERSION), as in the assets CAPI publishes, not the staging ones kustomize writes.
+  local out="$cache_root/clusterctl-repo-capi-$CAPI_VERSION-cert-manager-$CERT_MANAGER_VERSION-release"
   if [ -f "$out/cluster-api/$CAPI_VERSION/core-components.yaml" ] && [ -d "$out/cert-manager-crds" ]; then echo "$out"; return; fi
   local capi cm
   capi=$(mod_dir "sigs.k8s.io/cluster-api@$CAPI_VERSION")
   cm=$(mod_dir "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION")
   need_dirs "$capi" "$cm"
   rm -rf "$out.tmp"; mkdir -p "$out.tmp/cluster-api/$CAPI_VERSION" "$out.tmp/bootstrap-kubeadm/$CAPI_VERSION" "$out.tmp/cert-manager-crds"
-  (cd "$capi" && "$kz/kustomize" build core/config/default) > "$out.tmp/cluster-api/$CAPI_VERSION/core-components.yaml"
-  (cd "$capi" && "$kz/kustomize" build bootstrap/kubeadm/config/default) > "$out.tmp/bootstrap-kubeadm/$CAPI_VERSION/bootstrap-components.yaml"
+  (cd "$capi" && "$kz/kustomize" build core/config/default) | release_image cluster-api-controller \
+    > "$out.tmp/cluster-api/$CAPI_VERSION/core-components.yaml"
+  (cd "$capi" && "$kz/kustomize" build bootstrap/kubeadm/config/default) | release_image kubeadm-bootstrap-controller \
+    > "$out.tmp/bootstrap-kubeadm/$CAPI_VERSION/bootstrap-components.yaml"
   cp "$capi/metadata.yaml" "$out.tmp/cluster-api/$CAPI_VERSION/metadata.yaml"
   cp "$capi/metadata.yaml" "$out.tmp/bootstrap-kubeadm/$CAPI_VERSION/metadata.yaml"
   cp "$cm"/deploy/crds/*.yaml "$out.tmp/cert-manager-crds/"
   publish "$out"
+}
+
+# cert-manager's release manifest (`cert-manager.yaml` of its GitHub release) into $2, made from the
+# module's chart in $1 as cert-manager's make/manifests.mk makes it: the chart with its version and
+# appVersion set to the release's (so the images are quay.io/jetstack/cert-manager-*:<version>),
+# `helm template` with the release's values, the CRDs picked out by upstream's hack/extractcrd, and
+# the license header, the namespace, the CRDs and the rest joined as hack/concat-yaml.sh joins them.
+render_cert_manager() {
+  local cm=$1 dst=$2 helm chart scratch
+  helm="$(build_helm)/helm"
+  scratch="$dst.d"; chart="$scratch/cert-manager"
+  rm -rf "$scratch"; mkdir -p "$chart/templates"
+  # The files upstream's make copies into the packaged chart (Chart.yaml's signing annotations,
+  # which nothing renders, are left out).
+  cp "$cm/deploy/charts/cert-manager/"{values.yaml,values.schema.json,.helmignore} "$chart/"
+  cp "$cm/deploy/charts/cert-manager/templates/"{*.yaml,NOTES.txt,_helpers.tpl} "$chart/templates/"
+  sed -e "s/^version: v0.0.0$/version: $CERT_MANAGER_VERSION/" -e "s/^appVersion: v0.0.0$/appVersion: $CERT_MANAGER_VERSION/" \
+    "$cm/deploy/charts/cert-manager/Chart.yaml" > "$chart/Chart.yaml"
+  grep -qx "appVersion: $CERT_MANAGER_VERSION" "$chart/Chart.yaml" || { echo "cert-manager's Chart.yaml has no v0.0.0 placeholder" >&2; exit 1; }
+  chmod -R u+w "$scratch"
+  local common=(--kube-version=1.29.0 --api-versions="" --namespace=cert-manager --set=creator=static --set=startupapicheck.enabled=false)
+  "$helm" template "${common[@]}" cert-manager "$chart" | sed -e '1{/^---$/d;}' > "$scratch/noncrd.yaml"
+  "$helm" template "${common[@]}" --set=crds.enabled=true cert-manager "$chart" | sed -e '1{/^---$/d;}' > "$scratch/all.yaml"
+  (cd "$here/cert-manager" && go tool extractcrd "$scratch/all.yaml") > "$scratch/crds.yaml"
+  { sed -e "s/YEAR/2022/g" "$cm/hack/boilerplate-yaml.txt"
+    cat "$cm/deploy/manifests/namespace.yaml"; printf '\n---\n'
+    cat "$scratch/crds.yaml"; printf '\n---\n'
+    cat "$scratch/noncrd.yaml"; } > "$dst"
+  rm -rf "$scratch"
 }
 
 # The release assets `kubectl capi init` installs, made from the pinned upstream modules as
@@ -234,16 +343,14 @@ build_clusterctl_repo() {
 # (`<component>.yaml`): CAPI's core, kubeadm bootstrap and KubeadmControlPlane providers and
 # BYOH's infrastructure-components built with kustomize, each manager's image set to its
 # release name (CAPI's `make release-manifests`, BYOH's `make build-release-artifacts`);
-# Kamaji's own `config/install.yaml`. cert-manager's release manifest is rendered by Helm from
-# its chart, which the testbed does not build: its file holds cert-manager's namespace and
-# CRDs only, so init's tests prove the order, the waits and the checks for cert-manager but
-# not its controllers.
+# Kamaji's own `config/install.yaml`; cert-manager's release manifest rendered by Helm from its
+# chart (render_cert_manager).
 build_init_sources() {
   # shellcheck disable=SC1091
   . "$here/versions.env"
   local kz="$cache_root/kustomize-$KUSTOMIZE_VERSION/kustomize"
   [ -x "$kz" ] || build_clusterctl_repo > /dev/null
-  local out="$cache_root/init-sources-capi-$CAPI_VERSION-byoh-$BYOH_VERSION-kamaji-$KAMAJI_VERSION-cert-manager-$CERT_MANAGER_VERSION"
+  local out="$cache_root/init-sources-capi-$CAPI_VERSION-byoh-$BYOH_VERSION-kamaji-$KAMAJI_VERSION-cert-manager-$CERT_MANAGER_VERSION-helm-$HELM_VERSION"
   if [ -f "$out/kamaji.yaml" ]; then echo "$out"; return; fi
   local capi byoh kamaji cm
   capi=$(mod_dir "sigs.k8s.io/cluster-api@$CAPI_VERSION")
@@ -252,17 +359,15 @@ build_init_sources() {
   cm=$(mod_dir "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION")
   need_dirs "$capi" "$byoh" "$kamaji" "$cm"
   rm -rf "$out.tmp"; mkdir -p "$out.tmp"
-  local staging="gcr.io/k8s-staging-cluster-api" release="registry.k8s.io/cluster-api"
-  (cd "$capi" && "$kz" build core/config/default) \
-    | sed "s#$staging/cluster-api-controller:main#$release/cluster-api-controller:$CAPI_VERSION#" > "$out.tmp/cluster-api.yaml"
+  (cd "$capi" && "$kz" build core/config/default) | release_image cluster-api-controller > "$out.tmp/cluster-api.yaml"
   (cd "$capi" && "$kz" build bootstrap/kubeadm/config/default) \
-    | sed "s#$staging/kubeadm-bootstrap-controller:main#$release/kubeadm-bootstrap-controller:$CAPI_VERSION#" > "$out.tmp/bootstrap-kubeadm.yaml"
+    | release_image kubeadm-bootstrap-controller > "$out.tmp/bootstrap-kubeadm.yaml"
   (cd "$capi" && "$kz" build controlplane/kubeadm/config/default) \
-    | sed "s#$staging/kubeadm-control-plane-controller:main#$release/kubeadm-control-plane-controller:$CAPI_VERSION#" > "$out.tmp/control-plane-kubeadm.yaml"
+    | release_image kubeadm-control-plane-controller > "$out.tmp/control-plane-kubeadm.yaml"
   (cd "$byoh" && "$kz" build config/default 2>/dev/null) \
     | sed "s#gcr.io/k8s-staging-cluster-api/cluster-api-byoh-controller:dev#projects.registry.vmware.com/cluster_api_provider_bringyourownhost/cluster-api-byoh-controller:$BYOH_VERSION#" > "$out.tmp/infrastructure-byoh.yaml"
   cp "$kamaji/config/install.yaml" "$out.tmp/kamaji.yaml"
-  { cat "$cm/deploy/manifests/01-namespace.yaml"; for f in "$cm"/deploy/crds/*.yaml; do printf '\n---\n'; cat "$f"; done; } > "$out.tmp/cert-manager.yaml"
+  render_cert_manager "$cm" "$out.tmp/cert-manager.yaml"
   for f in "$out.tmp"/*.yaml; do [ -s "$f" ] || { echo "empty: $f" >&2; exit 1; }; done
   chmod -R u+w "$out.tmp"
   publish "$out"
@@ -303,6 +408,9 @@ build_crane() {
 case "${1:-all}" in
   k8s) build_k8s ;;
   capi) build_capi ;;
+  cert-manager) build_cert_manager ;;
+  helm) build_helm ;;
+  kube-rbac-proxy) build_kube_rbac_proxy ;;
   crds) build_crds ;;
   kamaji) build_kamaji ;;
   clusterctl-repo) build_clusterctl_repo ;;
@@ -314,6 +422,7 @@ case "${1:-all}" in
   crane) build_crane ;;
   all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)"
        echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"
+       echo "cert-manager=$(build_cert_manager)"; echo "kube-rbac-proxy=$(build_kube_rbac_proxy)"; echo "helm=$(build_helm)"
        echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "init-sources=$(build_init_sources)"; echo "krew=$(build_krew)"; echo "crane=$(build_crane)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|cacppk|clusterctl-repo|init-sources|krew|crane|all" >&2; exit 2 ;;
+  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|all" >&2; exit 2 ;;
 esac

@@ -12,7 +12,8 @@ pub struct Assets {
     pub k8s: PathBuf,
     /// `full/`, `v1beta1/` and `extra/` CRD folders, plus the CAPI webhook manifests.
     pub crds: PathBuf,
-    /// capi-manager and clusterctl, when they were asked for.
+    /// capi-manager, kubeadm-bootstrap-manager, kubeadm-control-plane-manager and clusterctl,
+    /// when they were asked for.
     pub capi: Option<PathBuf>,
     /// The Kamaji operator, and the older Kubernetes release for tenants, when asked for.
     pub kamaji: Option<PathBuf>,
@@ -108,6 +109,46 @@ impl Assets {
         Ok(build("capi")?.join("clusterctl"))
     }
 
+    /// CAPI's KubeadmControlPlane manager (`sigs.k8s.io/cluster-api/controlplane/kubeadm`, the
+    /// pinned version), built with the other CAPI binaries on first use.
+    pub fn kubeadm_control_plane_manager() -> Result<PathBuf, Error> {
+        Ok(build("capi")?.join("kubeadm-control-plane-manager"))
+    }
+
+    /// The folder of cert-manager's `controller`, `cainjector` and `webhook` binaries
+    /// (`CERT_MANAGER_VERSION` in `testbed/versions.env`: cert-manager's packages, run by our
+    /// mains in `testbed/cert-manager/`), built on first use and rebuilt when those mains change.
+    pub fn cert_manager() -> Result<PathBuf, Error> {
+        build("cert-manager")
+    }
+
+    /// cert-manager's controller (the image `quay.io/jetstack/cert-manager-controller`).
+    pub fn cert_manager_controller() -> Result<PathBuf, Error> {
+        Ok(Assets::cert_manager()?.join("controller"))
+    }
+
+    /// cert-manager's CA injector (`quay.io/jetstack/cert-manager-cainjector`).
+    pub fn cert_manager_cainjector() -> Result<PathBuf, Error> {
+        Ok(Assets::cert_manager()?.join("cainjector"))
+    }
+
+    /// cert-manager's webhook (`quay.io/jetstack/cert-manager-webhook`).
+    pub fn cert_manager_webhook() -> Result<PathBuf, Error> {
+        Ok(Assets::cert_manager()?.join("webhook"))
+    }
+
+    /// Helm (`HELM_VERSION`, the one cert-manager's release tooling uses), which renders
+    /// cert-manager's release manifest for the init sources; built on first use.
+    pub fn helm() -> Result<PathBuf, Error> {
+        Ok(build("helm")?.join("helm"))
+    }
+
+    /// kube-rbac-proxy (the version `testbed/kube-rbac-proxy/go.mod` pins), the sidecar of BYOH's
+    /// manager in its release manifest; built on first use.
+    pub fn kube_rbac_proxy() -> Result<PathBuf, Error> {
+        Ok(build("kube-rbac-proxy")?.join("kube-rbac-proxy"))
+    }
+
     /// go-containerregistry's `crane`: the testbed's local OCI registry (`crane registry
     /// serve`), pushes, and the SIMULATED kubelet's pulls; built on first use.
     pub fn crane() -> Result<PathBuf, Error> {
@@ -123,7 +164,8 @@ impl Assets {
     }
 
     /// The release assets `kubectl capi init` installs, one `<component>.yaml` each, made from
-    /// the pinned upstream modules (`build-bins.sh init-sources` says how); built on first use.
+    /// the pinned upstream modules as their release tooling makes them (cert-manager's rendered
+    /// from its Helm chart; `build-bins.sh init-sources` says how); built on first use.
     pub fn init_sources() -> Result<PathBuf, Error> {
         build("init-sources")
     }
