@@ -67,25 +67,9 @@ async fn apply(
 pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     let bin = crate::assets::built(&tb.assets.kamaji, "the Kamaji operator was not built")?
         .join("kamaji");
-    let datastore::DataStore {
-        etcds,
-        ca_crt,
-        ca_key,
-        client_crt,
-        client_key,
-    } = datastore::start(&tb.dir, &tb.assets.etcd())?;
-    let mut ds_ports = Vec::new();
-    for (name, proc, port) in etcds {
-        tb.push(proc);
-        ds_ports.push((name, port));
-    }
-    apply_datastores(
-        client,
-        &ds_ports,
-        (&ca_crt, &ca_key),
-        (&client_crt, &client_key),
-    )
-    .await?;
+    let stores = start_datastores(tb)?;
+    apply_datastores(client, &stores).await?;
+    let ds_ports: Vec<(&str, u16)> = stores.ports.clone();
 
     // controller-runtime reads its webhook serving certificate from $TMPDIR.
     let tmp = tb.dir.join("kamaji-tmp");
@@ -112,7 +96,7 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
         || async { std::fs::read_to_string(&log).is_ok_and(|t| t.contains("Starting workers")) };
     tb.wait_until("kamaji", &log, Duration::from_secs(60), ready)
         .await?;
-    start_tenant_runner(tb, &bin)?;
+    start_tenant_runner(tb, Some(&bin))?;
     tracing::info!(
         "Kamaji running (namespace-isolated, version webhook only where a namespace asks for it); tenants run Kubernetes {}",
         tb.assets.tenant_versions().join(", ")
@@ -120,52 +104,93 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
     Ok(())
 }
 
-/// Kamaji's namespace, the datastores' CA and client certificate Secrets, and one etcd
-/// DataStore per `(name, port)`: `default` (the one `kamaji manager --datastore=default` uses)
-/// and [`datastore::SECOND`].
-async fn apply_datastores(
-    client: &Client,
-    ports: &[(&str, u16)],
-    (ca_crt, ca_key): (&str, &str),
-    (client_crt, client_key): (&str, &str),
-) -> Result<(), Error> {
-    let v1 = |kind: &str, plural: &str| crate::meta::ar("", "v1", kind, plural);
-    apply(
-        client,
-        &v1("Namespace", "namespaces"),
-        None,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
-    )
-    .await?;
-    let b64 = |s: &str| {
-        use base64::Engine;
-        base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
-    };
-    for (name, data) in [
-        (
-            "kamaji-datastore-ca",
-            json!({"ca.crt": b64(ca_crt), "ca.key": b64(ca_key)}),
-        ),
-        (
-            "kamaji-datastore-client",
-            json!({"tls.crt": b64(client_crt), "tls.key": b64(client_key)}),
-        ),
-    ] {
-        let secret = json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": NAMESPACE}, "data": data});
-        apply(client, &v1("Secret", "secrets"), Some(NAMESPACE), secret).await?;
+/// The datastore etcds of a testbed, running, with what a DataStore needs to reach them.
+#[derive(Clone, Debug)]
+pub struct DataStores {
+    /// Client ports on the host's loopback, by DataStore name (`default`, then
+    /// [`datastore::SECOND`]).
+    pub ports: Vec<(&'static str, u16)>,
+    ca: (String, String),
+    client: (String, String),
+}
+
+/// Starts the datastore etcds; the testbed keeps (and stops) them.
+pub(crate) fn start_datastores(tb: &Testbed) -> Result<DataStores, Error> {
+    let datastore::DataStore {
+        etcds,
+        ca_crt,
+        ca_key,
+        client_crt,
+        client_key,
+    } = datastore::start(&tb.dir, &tb.assets.etcd())?;
+    let mut ports = Vec::new();
+    for (name, proc, port) in etcds {
+        tb.push(proc);
+        ports.push((name, port));
     }
-    let sref = |name: &str, key: &str| json!({"secretReference": {"name": name, "namespace": NAMESPACE, "keyPath": key}});
-    for (name, port) in ports {
-        apply(client, &crate::meta::ar("kamaji.clastix.io", "v1alpha1", "DataStore", "datastores"), None, json!({
+    Ok(DataStores {
+        ports,
+        ca: (ca_crt, ca_key),
+        client: (client_crt, client_key),
+    })
+}
+
+impl DataStores {
+    /// Kamaji's namespace and the Secrets of the datastores' CA and client certificate, as
+    /// Kamaji's Helm chart and kamaji-etcd install them.
+    pub fn secrets(&self) -> Vec<serde_json::Value> {
+        let b64 = |s: &str| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
+        };
+        let mut out =
+            vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})];
+        for (name, data) in [
+            (
+                "kamaji-datastore-ca",
+                json!({"ca.crt": b64(&self.ca.0), "ca.key": b64(&self.ca.1)}),
+            ),
+            (
+                "kamaji-datastore-client",
+                json!({"tls.crt": b64(&self.client.0), "tls.key": b64(&self.client.1)}),
+            ),
+        ] {
+            out.push(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": NAMESPACE}, "data": data}));
+        }
+        out
+    }
+
+    /// One etcd DataStore per etcd, named `rename(name)` (a site names its own).
+    pub fn datastores(&self, rename: impl Fn(&str) -> String) -> Vec<serde_json::Value> {
+        let sref = |name: &str, key: &str| json!({"secretReference": {"name": name, "namespace": NAMESPACE, "keyPath": key}});
+        self.ports.iter().map(|(name, port)| json!({
             "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "DataStore",
-            "metadata": {"name": name},
+            "metadata": {"name": rename(name)},
             "spec": {"driver": "etcd", "endpoints": [format!("127.0.0.1:{port}")],
                      "tlsConfig": {
                         "certificateAuthority": {"certificate": sref("kamaji-datastore-ca", "ca.crt"),
                                                  "privateKey": sref("kamaji-datastore-ca", "ca.key")},
                         "clientCertificate": {"certificate": sref("kamaji-datastore-client", "tls.crt"),
-                                              "privateKey": sref("kamaji-datastore-client", "tls.key")}}}})).await?;
+                                              "privateKey": sref("kamaji-datastore-client", "tls.key")}}}})).collect()
+    }
+}
+
+/// Applies [`DataStores::secrets`] and one DataStore per etcd: `default` (the one `kamaji
+/// manager --datastore=default` uses) and [`datastore::SECOND`].
+async fn apply_datastores(client: &Client, stores: &DataStores) -> Result<(), Error> {
+    for obj in stores.secrets() {
+        let (kind, plural) = if obj["kind"] == "Namespace" {
+            ("Namespace", "namespaces")
+        } else {
+            ("Secret", "secrets")
+        };
+        let ns = (kind == "Secret").then_some(NAMESPACE);
+        apply(client, &crate::meta::ar("", "v1", kind, plural), ns, obj).await?;
+    }
+    let ar = crate::meta::ar("kamaji.clastix.io", "v1alpha1", "DataStore", "datastores");
+    for obj in stores.datastores(str::to_string) {
+        apply(client, &ar, None, obj).await?;
     }
     Ok(())
 }
@@ -215,12 +240,14 @@ fn spawn_manager(
 
 /// Runs the SIMULATED kubelet of tenant pods ([`crate::pods`]) and [`plumb_tenants`] in the
 /// background, as one task the testbed aborts when it stops.
-fn start_tenant_runner(tb: &Testbed, bin: &Path) -> Result<(), Error> {
+/// Without `bin`, Kamaji's migration Jobs are not run (Kamaji runs from its image, and so would
+/// its Jobs, whose image the registry does not hold).
+pub(crate) fn start_tenant_runner(tb: &Testbed, bin: Option<&Path>) -> Result<(), Error> {
     let kubeconfig = tb.kubeconfig.clone();
     let pod_cfg = crate::pods::Config {
         dir: tb.dir.join("tenant-pods"),
         releases: tb.assets.tenant_releases.clone(),
-        kamaji: Some(crate::pods::KamajiJobs {
+        kamaji: bin.map(|bin| crate::pods::KamajiJobs {
             binary: bin.to_path_buf(),
             namespace: NAMESPACE.into(),
             kubeconfig: tb.kubeconfig.clone(),

@@ -27,6 +27,7 @@ mod datastore;
 pub mod expect;
 mod faults;
 pub mod fixtures;
+pub mod images;
 mod inotify;
 mod kamaji;
 pub use datastore::SECOND as SECOND_DATASTORE;
@@ -102,6 +103,10 @@ pub struct Options {
     /// SIMULATED kubelet of the pods whose images it holds ([`pods::image`]); the controller
     /// manager then runs the Deployment and ReplicaSet controllers too.
     pub images: bool,
+    /// Run the datastore etcds ([`Testbed::datastores`]) and the SIMULATED kubelet of tenant
+    /// control-plane pods with its plumbing, but not Kamaji: for a Kamaji that `kubectl capi
+    /// init` installs and the image kubelet runs (needs `images`).
+    pub tenants: bool,
     /// Write an audit log (`<dir>/audit.log`, one JSON event per request, metadata level), so
     /// benchmarks can count the requests each user makes.
     pub audit: bool,
@@ -121,6 +126,7 @@ impl Default for Options {
             kamaji: false,
             byoh: false,
             images: false,
+            tenants: false,
             audit: false,
             dir: None,
         }
@@ -179,6 +185,8 @@ pub struct Testbed {
     pub assets: Assets,
     /// The local OCI registry (`127.0.0.1:PORT`) with [`Options::images`].
     pub registry: Option<String>,
+    /// The datastore etcds with [`Options::tenants`], for a test to write DataStores of.
+    pub datastores: Option<kamaji::DataStores>,
     procs: Mutex<Vec<Proc>>,
     /// Background tasks (tenant pod runner, forwarders) to abort when the testbed stops.
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
@@ -627,6 +635,19 @@ shared_testbed!(
     Options {
         profile: Profile::Bare,
         images: true,
+        ..Options::default()
+    }
+);
+shared_testbed!(
+    /// Day 0: a testbed with no CRDs and no controller of ours or upstream's, where `kubectl
+    /// capi init` installs them all and they run from their images (the local OCI registry and
+    /// its pods' SIMULATED kubelet, [`images::push_upstream`]); the datastore etcds and the
+    /// SIMULATED kubelet of tenant control planes wait for the Kamaji that init installs.
+    shared_day0,
+    Options {
+        profile: Profile::Bare,
+        images: true,
+        tenants: true,
         ..Options::default()
     }
 );

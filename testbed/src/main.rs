@@ -204,6 +204,7 @@ async fn up(dir: PathBuf, profile: Profile, capi: bool, real: bool, audit: bool)
         // The local registry and its pods' kubelet: `kubectl kamaji install --image` of the
         // reconciler's image (`make image`) runs in the sandbox as it would on a cluster.
         images: real,
+        tenants: false,
         audit,
         dir: Some(dir.clone()),
     })

@@ -147,6 +147,12 @@ exec sleep infinity"#;
         Ok(sandbox)
     }
 
+    /// The namespace's hosts file (what [`NetSandbox::add_host`] writes), for a container's
+    /// `/etc/hosts` as a kubelet manages it.
+    pub fn hosts_file(&self) -> &Path {
+        &self.hosts
+    }
+
     /// The pid holding the namespaces (`nsenter --target`).
     pub fn pid(&self) -> u32 {
         self.holder.pid()
@@ -202,7 +208,107 @@ exec sleep infinity"#;
     }
 }
 
+/// The pod network of the image pods: /30 links carved out of 10.244.0.0/16, one per pod, so
+/// each pod has an address of its own that the host (the API server calling a webhook Service,
+/// by way of the pod's EndpointSlice) reaches directly.
+const POD_NET: [u8; 2] = [10, 244];
+/// How many /30 links 10.244.0.0/16 holds.
+const POD_LINKS: u32 = 1 << 14;
+
+/// A point-to-point link between the host and a namespace: the host's end and the pod's.
+#[derive(Clone, Debug)]
+pub struct PodLink {
+    pub host_if: String,
+    pub host_ip: std::net::Ipv4Addr,
+    pub pod_ip: std::net::Ipv4Addr,
+}
+
+impl PodLink {
+    fn nth(i: u32) -> PodLink {
+        let base = i.wrapping_mul(4) % (POD_LINKS * 4);
+        let ip = |off: u32| {
+            let v = base + off;
+            std::net::Ipv4Addr::new(POD_NET[0], POD_NET[1], (v >> 8) as u8, (v & 0xff) as u8)
+        };
+        PodLink {
+            host_if: format!("tbp{:x}", i % POD_LINKS),
+            host_ip: ip(1),
+            pod_ip: ip(2),
+        }
+    }
+}
+
+fn ip_cmd(args: &[&str]) -> Result<(), String> {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("running ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 impl NetSandbox {
+    /// Gives the namespace an `eth0` with an address of its own on a veth link to the host
+    /// (the host's end goes away with the namespace). Several testbeds run at once on one
+    /// machine, so the link is picked at random among the free ones, and a name or address
+    /// another testbed took meanwhile makes it try the next.
+    pub fn attach_link(&self) -> Result<PodLink, Error> {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(self.pid());
+        let start = (h.finish() % u64::from(POD_LINKS)) as u32;
+        let mut last = String::new();
+        for k in 0..32u32 {
+            let link = PodLink::nth(start.wrapping_add(k.wrapping_mul(7919)));
+            let pid = self.pid().to_string();
+            let host_cidr = format!("{}/30", link.host_ip);
+            let attempt = ip_cmd(&[
+                "link",
+                "add",
+                &link.host_if,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                &pid,
+            ])
+            .and_then(|()| ip_cmd(&["addr", "add", &host_cidr, "dev", &link.host_if]))
+            .and_then(|()| ip_cmd(&["link", "set", &link.host_if, "up"]));
+            if let Err(e) = attempt {
+                let _ = ip_cmd(&["link", "del", &link.host_if]);
+                last = e;
+                continue;
+            }
+            let pod_cidr = format!("{}/30", link.pod_ip);
+            let host_ip = link.host_ip.to_string();
+            let inside = std::process::Command::new("nsenter")
+                .args(["--target", &pid, "--net", "sh", "-c"])
+                .arg(r#"set -e; ip addr add "$1" dev eth0; ip link set eth0 up; ip route add default via "$2""#)
+                .args(["sh", &pod_cidr, &host_ip])
+                .output()
+                .map_err(|e| Error::Start(format!("running nsenter: {e}")))?;
+            if !inside.status.success() {
+                return Err(Error::Start(format!(
+                    "configuring the pod's eth0: {}",
+                    String::from_utf8_lossy(&inside.stderr).trim()
+                )));
+            }
+            return Ok(link);
+        }
+        Err(Error::Start(format!(
+            "no free pod link in 10.244.0.0/16 (needs root and ip): {last}"
+        )))
+    }
+
     /// Exposes `127.0.0.1:inner` inside on a free port of the host's loopback (for a webhook
     /// server inside that the API server must call). Returns the host port.
     pub fn expose(&self, inner: u16) -> Result<u16, Error> {
@@ -286,4 +392,28 @@ fn listen_in(netns: &File, port: u16) -> Result<std::net::TcpListener, Error> {
     .join()
     .map_err(|_| Error::Start(format!("forwarder thread for port {port} panicked")))?;
     joined.map_err(|e| Error::Start(format!("forwarding port {port} into a namespace: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_links_are_disjoint_slash_30s_in_the_pod_net() {
+        let a = PodLink::nth(0);
+        assert_eq!(
+            (a.host_ip.to_string(), a.pod_ip.to_string()),
+            ("10.244.0.1".into(), "10.244.0.2".into())
+        );
+        let b = PodLink::nth(64);
+        assert_eq!(b.pod_ip.to_string(), "10.244.1.2");
+        let last = PodLink::nth(POD_LINKS - 1);
+        assert_eq!(last.pod_ip.to_string(), "10.244.255.254");
+        assert_eq!(
+            PodLink::nth(POD_LINKS).pod_ip,
+            a.pod_ip,
+            "wraps inside the /16"
+        );
+        assert!(last.host_if.len() <= 15, "an interface name fits IFNAMSIZ");
+    }
 }

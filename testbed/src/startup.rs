@@ -152,6 +152,7 @@ impl Testbed {
             profile: opts.profile,
             assets,
             registry: None,
+            datastores: None,
             procs: Mutex::new(Vec::new()),
             tasks: Mutex::new(Vec::new()),
             sandboxes: Default::default(),
@@ -176,7 +177,17 @@ impl Testbed {
         tracing::info!("CRDs installed after {:?}", t0.elapsed());
 
         if opts.controller_manager {
-            tb.start_controller_manager(opts.kamaji || opts.images)?;
+            tb.start_controller_manager(opts.kamaji || opts.images, opts.images)?;
+        }
+        if opts.tenants {
+            if !opts.images || opts.kamaji {
+                return Err(Error::Start(
+                    "Options::tenants is for a Kamaji run from its image: set images, not kamaji"
+                        .into(),
+                ));
+            }
+            tb.datastores = Some(kamaji::start_datastores(&tb)?);
+            kamaji::start_tenant_runner(&tb, None)?;
         }
         if opts.images {
             tb.start_images().await?;
@@ -247,6 +258,10 @@ impl Testbed {
                 "--endpoint-reconciler-type=none".into(),
                 "--service-cluster-ip-range=10.0.0.0/24".into(),
                 "--allow-privileged=true".into(),
+                // Webhook and conversion Services are called at an endpoint of their
+                // EndpointSlices (a pod's own address), not at their ClusterIP: the testbed has
+                // no kube-proxy to route a ClusterIP.
+                "--enable-aggregator-routing=true".into(),
                 "--disable-admission-plugins=ServiceAccount".into(),
                 "--authorization-mode=RBAC".into(),
                 format!("--cert-dir={}", p("")),
@@ -313,6 +328,11 @@ impl Testbed {
             ca: self.dir.join("pki").join("serving-ca.crt"),
             tick: Duration::from_millis(500),
             sandboxes: self.sandboxes.clone(),
+            forwards: self
+                .datastores
+                .as_ref()
+                .map(|d| d.ports.iter().map(|(_, p)| *p).collect())
+                .unwrap_or_default(),
         };
         let kubeconfig = self.kubeconfig.clone();
         let task = crate::background()?.spawn(async move {
@@ -330,20 +350,23 @@ impl Testbed {
     /// Starts kube-controller-manager: the garbage collector and namespace controllers, and
     /// with `workloads` the Deployment and ReplicaSet ones (tenant control planes and image
     /// pods are Deployments) and the Job one (Kamaji's DataStore migration).
-    fn start_controller_manager(&self, workloads: bool) -> Result<(), Error> {
+    /// With `endpoints`, the EndpointSlice controller too: image pods serve webhooks behind
+    /// Services, as in a cluster.
+    fn start_controller_manager(&self, workloads: bool, endpoints: bool) -> Result<(), Error> {
+        let mut controllers = String::from("garbagecollector,namespace,csrsigning");
+        if workloads {
+            // Kamaji's tenant control planes are Deployments; its DataStore migration is a Job.
+            controllers.push_str(",deployment,replicaset,job");
+        }
+        if endpoints {
+            controllers.push_str(",endpointslice");
+        }
         let kcm = Proc::spawn(
             "kube-controller-manager",
             &self.assets.kube_controller_manager(),
             &[
                 format!("--kubeconfig={}", self.kubeconfig.display()),
-                if workloads {
-                    // Kamaji's tenant control planes are Deployments; its DataStore
-                    // migration is a Job.
-                    "--controllers=garbagecollector,namespace,deployment,replicaset,job,csrsigning"
-                        .into()
-                } else {
-                    "--controllers=garbagecollector,namespace,csrsigning".into()
-                },
+                format!("--controllers={controllers}"),
                 // Client certificates from approved CSRs (the BYOH host agent's), signed by the CA
                 // the API server trusts for clients, as on a kubeadm cluster.
                 format!(

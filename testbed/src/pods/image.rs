@@ -43,7 +43,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::{restart_backoff, terminated};
-use crate::netns::NetSandbox;
+use crate::netns::{NetSandbox, PodLink};
 use crate::{Error, Proc};
 
 /// The node the image pods run on.
@@ -66,6 +66,9 @@ pub struct Config {
     /// Where every pod's network namespace is registered, so that the tenant plumbing (when
     /// Kamaji runs) forwards tenant ports into it too.
     pub sandboxes: Arc<Mutex<Vec<Arc<NetSandbox>>>>,
+    /// Host loopback ports forwarded into every pod besides the API server's (the datastore
+    /// etcds, which Kamaji's DataStores name as `127.0.0.1:PORT`).
+    pub forwards: Vec<u16>,
 }
 
 struct Probe {
@@ -99,11 +102,16 @@ struct Container {
     last_exit: Option<Value>,
     ready: bool,
     log: PathBuf,
+    /// The container's volume mounts: the volume's folder (or a `subPath` in it), where it goes
+    /// in the image, and whether read-only.
+    mounts: Vec<(PathBuf, String, bool)>,
 }
 
 struct RunningPod {
     dir: PathBuf,
     sandbox: Arc<NetSandbox>,
+    /// The pod's own address (its `eth0`), which its EndpointSlices carry.
+    link: PodLink,
     sa_dir: Option<PathBuf>,
     containers: Vec<Container>,
     started: String,
@@ -118,11 +126,62 @@ pub async fn run(client: Client, cfg: Config) {
         cfg.registry
     );
     loop {
+        if let Err(e) = register_node(&client).await {
+            tracing::warn!("SIMULATED kubelet ({NODE}): registering the Node: {e}");
+        }
         if let Err(e) = tick(&client, &cfg, &mut running).await {
             tracing::warn!("SIMULATED kubelet ({NODE}): {e}");
         }
         tokio::time::sleep(cfg.tick).await;
     }
+}
+
+/// Registers the node as a kubelet does at start-up, Ready, and keeps it so (created once, then
+/// its status merged only when the Ready condition is missing). The EndpointSlice controller
+/// leaves out the pods of a node that does not exist (`endpointslice` `reconciler.go`), and
+/// webhook Services reach their pods through those slices.
+async fn register_node(client: &Client) -> Result<(), String> {
+    use k8s_openapi::api::core::v1::Node;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = match nodes.get_opt(NODE).await.map_err(|e| e.to_string())? {
+        Some(n) => n,
+        None => {
+            let n: Node = serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE,
+                    "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}}
+            }))
+            .map_err(|e| e.to_string())?;
+            nodes
+                .create(&PostParams::default(), &n)
+                .await
+                .map_err(|e| e.to_string())?
+        }
+    };
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    if !ready {
+        let now = crate::meta::now();
+        let status = json!({"status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "SIMULATED kubelet is posting ready status",
+                "lastHeartbeatTime": now, "lastTransitionTime": now}],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
+                          {"type": "Hostname", "address": NODE}],
+            "nodeInfo": {"kubeletVersion": "v1.35.4", "containerRuntimeVersion": "simulated://0",
+                "operatingSystem": "linux", "architecture": "amd64", "kernelVersion": "",
+                "osImage": "", "kubeProxyVersion": "", "machineID": "", "systemUUID": "",
+                "bootID": ""}
+        }});
+        nodes
+            .patch_status(NODE, &PatchParams::default(), &Patch::Merge(status))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 fn ours(pod: &Pod, registry: &str) -> bool {
@@ -262,8 +321,26 @@ async fn prepare(client: &Client, cfg: &Config, pod: &Pod) -> Result<RunningPod,
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let spec = pod.spec.clone().unwrap_or_default();
+    // The volumes first: a Secret not there yet (cert-manager has not issued a webhook's
+    // certificate) keeps the pod waiting, as a kubelet's FailedMount does, and costs nothing.
+    let vol_root = dir.join("volumes");
+    std::fs::create_dir_all(&vol_root).map_err(|e| format!("{}: {e}", vol_root.display()))?;
+    if let Err(e) = super::volumes::write_all(
+        client,
+        &ns,
+        &vol_root,
+        spec.volumes.clone().unwrap_or_default(),
+    )
+    .await
+    {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(format!("MountVolume: {e}"));
+    }
     let sandbox = NetSandbox::start(&dir, "pod").map_err(|e| e.to_string())?;
-    sandbox.forward(cfg.api_port).map_err(|e| e.to_string())?;
+    for port in std::iter::once(cfg.api_port).chain(cfg.forwards.iter().copied()) {
+        sandbox.forward(port).map_err(|e| e.to_string())?;
+    }
+    let link = sandbox.attach_link().map_err(|e| e.to_string())?;
     let sandbox = Arc::new(sandbox);
     if let Ok(mut v) = cfg.sandboxes.lock() {
         v.push(sandbox.clone());
@@ -279,11 +356,12 @@ async fn prepare(client: &Client, cfg: &Config, pod: &Pod) -> Result<RunningPod,
     };
     let mut containers = Vec::new();
     for c in &spec.containers {
-        containers.push(container(cfg, &dir, pod, c, &sandbox)?);
+        containers.push(container(cfg, &dir, &vol_root, pod, &link, c, &sandbox)?);
     }
     Ok(RunningPod {
         dir,
         sandbox,
+        link,
         sa_dir,
         containers,
         started: crate::meta::now(),
@@ -390,14 +468,15 @@ fn security<'a>(pod: &'a Pod, c: &'a PodContainer) -> (Option<i64>, Option<i64>,
 }
 
 /// A `fieldRef` of the downward API.
-fn field(pod: &Pod, path: &str) -> Option<String> {
+fn field(pod: &Pod, link: &PodLink, path: &str) -> Option<String> {
     match path {
         "metadata.name" => pod.metadata.name.clone(),
         "metadata.namespace" => pod.metadata.namespace.clone(),
         "metadata.uid" => pod.metadata.uid.clone(),
         "spec.nodeName" => Some(NODE.into()),
         "spec.serviceAccountName" => pod.spec.as_ref()?.service_account_name.clone(),
-        "status.podIP" | "status.hostIP" => Some("127.0.0.1".into()),
+        "status.podIP" => Some(link.pod_ip.to_string()),
+        "status.hostIP" => Some("127.0.0.1".into()),
         _ => None,
     }
 }
@@ -405,7 +484,9 @@ fn field(pod: &Pod, path: &str) -> Option<String> {
 fn container(
     cfg: &Config,
     dir: &Path,
+    vol_root: &Path,
     pod: &Pod,
+    link: &PodLink,
     c: &PodContainer,
     sandbox: &NetSandbox,
 ) -> Result<Container, String> {
@@ -428,6 +509,7 @@ fn container(
         last_exit: None,
         ready: false,
         log: dir.join(format!("{}.log", c.name)),
+        mounts: mounts(vol_root, c)?,
     };
     let (config, digest) = match pull(cfg, &image, &root) {
         Ok(x) => x,
@@ -481,7 +563,7 @@ fn container(
             (None, Some(from)) => from
                 .field_ref
                 .as_ref()
-                .and_then(|f| field(pod, &f.field_path)),
+                .and_then(|f| field(pod, link, &f.field_path)),
             _ => Some(String::new()),
         };
         if let Some(v) = value {
@@ -496,13 +578,16 @@ fn container(
         pod.metadata.name.clone().unwrap_or_default()
     ));
     let mut argv = vec!["env".to_string(), "-i".into()];
-    argv.extend(env);
+    argv.extend(env.iter().cloned());
     argv.extend([
         program_path("chroot"),
         format!("--userspec={uid}:{gid}"),
         root.display().to_string(),
     ]);
-    argv.extend(words);
+    // The container's `$(VAR)` references, from its own environment, as a kubelet expands
+    // them in `command` and `args` (kubernetes `third_party/forked/golang/expansion`).
+    let vars: HashMap<&str, &str> = env.iter().filter_map(|kv| kv.split_once('=')).collect();
+    argv.extend(words.iter().map(|w| expand(w, &vars)));
     out.argv = argv;
     let ports: Vec<(String, i32)> = c
         .ports
@@ -541,6 +626,58 @@ fn container(
     };
     out.readiness = probe(&c.readiness_probe)?;
     out.liveness = probe(&c.liveness_probe)?;
+    Ok(out)
+}
+
+/// `$(NAME)` replaced by `vars[NAME]` where it is defined (left as written where not), `$$`
+/// by `$`, as a kubelet expands a container's command and arguments.
+fn expand(s: &str, vars: &HashMap<&str, &str>) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(end) = inner.find(')')
+        {
+            let name = &inner[..end];
+            match vars.get(name) {
+                Some(v) => out.push_str(v),
+                None => out.push_str(&rest[i..i + end + 3]),
+            }
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The container's `volumeMounts` as bind mounts: the volume's folder under `vol_root` (a
+/// `subPath` in it), the path in the image, read-only or not.
+fn mounts(vol_root: &Path, c: &PodContainer) -> Result<Vec<(PathBuf, String, bool)>, String> {
+    let mut out = Vec::new();
+    for m in c.volume_mounts.clone().unwrap_or_default() {
+        if !m.mount_path.starts_with('/') || m.mount_path.split('/').any(|p| p == "..") {
+            return Err(format!(
+                "mountPath {:?} is not an absolute path",
+                m.mount_path
+            ));
+        }
+        let mut src = vol_root.join(&m.name);
+        if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+            if sub.starts_with('/') || sub.split('/').any(|p| p == "..") {
+                return Err(format!("subPath {sub:?} leaves the volume"));
+            }
+            src = src.join(sub);
+        }
+        out.push((src, m.mount_path.clone(), m.read_only.unwrap_or(false)));
+    }
     Ok(out)
 }
 
@@ -583,14 +720,25 @@ fn program_path(name: &str) -> String {
 }
 
 /// The shell that makes a container's mount namespace: its image as `/`, the token at
-/// [`TOKEN_DIR`], read-only if asked; then execs `env -i … chroot …`.
+/// [`TOKEN_DIR`], the pod's hosts file at `/etc/hosts`, each volume mount (`N` triples of source,
+/// path, read-only), the root read-only
+/// if asked; then execs `env -i … chroot …`.
 const MOUNT_SCRIPT: &str = r#"set -e
-root=$1; sa=$2; ro=$3; shift 3
+root=$1; sa=$2; ro=$3; hosts=$4; n=$5; shift 5
 mount --bind "$root" "$root"
+mkdir -p "$root/etc"; [ -e "$root/etc/hosts" ] || : > "$root/etc/hosts"
+mount --bind "$hosts" "$root/etc/hosts"
 if [ -n "$sa" ]; then
   mkdir -p "$root/var/run/secrets/kubernetes.io/serviceaccount"
   mount --bind -o ro "$sa" "$root/var/run/secrets/kubernetes.io/serviceaccount"
 fi
+while [ "$n" -gt 0 ]; do
+  src=$1; dst=$root$2; mro=$3; shift 3; n=$((n - 1))
+  if [ -d "$src" ] || [ ! -e "$src" ]; then mkdir -p "$src" "$dst"
+  else mkdir -p "$(dirname "$dst")"; [ -e "$dst" ] || : > "$dst"; fi
+  mount --bind "$src" "$dst"
+  if [ "$mro" = 1 ]; then mount -o remount,bind,ro "$dst"; fi
+done
 if [ "$ro" = 1 ]; then mount -o remount,bind,ro "$root"; fi
 exec "$@""#;
 
@@ -645,7 +793,16 @@ async fn supervise(p: &mut RunningPod) {
                     .map(|d| d.display().to_string())
                     .unwrap_or_default(),
                 if c.read_only { "1" } else { "0" }.into(),
+                p.sandbox.hosts_file().display().to_string(),
+                c.mounts.len().to_string(),
             ]);
+            for (src, dst, ro) in &c.mounts {
+                args.extend([
+                    src.display().to_string(),
+                    dst.clone(),
+                    if *ro { "1" } else { "0" }.into(),
+                ]);
+            }
             args.extend(c.argv.iter().cloned());
             match Proc::spawn(&c.name, Path::new("nsenter"), &args, &c.log) {
                 Ok(proc) => {
@@ -744,7 +901,11 @@ fn status_of(p: &RunningPod) -> Value {
             s
         })
         .collect();
-    super::pod_status("Running", &p.started, all_ready, statuses)
+    let mut status = super::pod_status("Running", &p.started, all_ready, statuses);
+    let ip = p.link.pod_ip.to_string();
+    status["podIP"] = json!(ip);
+    status["podIPs"] = json!([{ "ip": ip }]);
+    status
 }
 
 /// Starts the registry (`crane registry serve` on a free loopback port, blobs on disk) and
@@ -782,6 +943,19 @@ mod tests {
 
     fn v(words: &[&str]) -> Vec<String> {
         words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn variable_references_expand_as_a_kubelet_expands_them() {
+        let vars: HashMap<&str, &str> = [("POD_NAMESPACE", "cert-manager")].into();
+        assert_eq!(
+            expand("--ns=$(POD_NAMESPACE)/x", &vars),
+            "--ns=cert-manager/x"
+        );
+        assert_eq!(
+            expand("$(UNSET) $$(POD_NAMESPACE) $", &vars),
+            "$(UNSET) $(POD_NAMESPACE) $"
+        );
     }
 
     #[test]
