@@ -106,6 +106,53 @@ fn skipped(component: &Component, o: &Value) -> bool {
     component.id == "kamaji" && o["kind"] == "DataStore"
 }
 
+/// Points Kamaji's manager at `name` as its default DataStore: the `--datastore=` argument of
+/// the Kamaji Deployment's containers, which its `install.yaml` sets to the `kamaji-etcd` that
+/// [`skipped`] leaves out (Kamaji v1.0.0 does not start while its default DataStore is
+/// missing). Returns whether an argument was rewritten.
+pub fn set_default_datastore(objects: &mut [Value], name: &str) -> bool {
+    let mut done = false;
+    for o in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
+        let Some(containers) = o["spec"]["template"]["spec"]["containers"].as_array_mut() else {
+            continue;
+        };
+        for c in containers {
+            let Some(args) = c["args"].as_array_mut() else {
+                continue;
+            };
+            for a in args.iter_mut() {
+                if a.as_str().is_some_and(|s| s.starts_with("--datastore=")) {
+                    *a = Value::String(format!("--datastore={name}"));
+                    done = true;
+                }
+            }
+        }
+    }
+    done
+}
+
+/// The default DataStore a Kamaji Deployment was given (its containers' `--datastore=`).
+pub fn default_datastore(deployment: &Value) -> Option<String> {
+    deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()?
+        .iter()
+        .flat_map(|c| c["args"].as_array().into_iter().flatten())
+        .find_map(|a| a.as_str()?.strip_prefix("--datastore=").map(str::to_string))
+}
+
+/// Puts `extra` (the site's DataStores) among a component's ordered objects, right before its
+/// webhook configurations. Kamaji's manager does not start without its default DataStore, and
+/// its DataStore webhook cannot answer before the manager starts: applied before the webhook
+/// configurations, the DataStores never wait on a webhook that cannot answer, wherever a run
+/// is interrupted.
+pub fn insert_before_webhooks(objects: &mut Vec<Value>, extra: &[Value]) {
+    let at = objects
+        .iter()
+        .position(|o| LAST.contains(&o["kind"].as_str().unwrap_or_default()))
+        .unwrap_or(objects.len());
+    objects.splice(at..at, extra.iter().cloned());
+}
+
 fn label(o: &mut Value, component: &Component) {
     let labels = &mut o["metadata"]["labels"];
     if !labels.is_object() {
@@ -213,6 +260,54 @@ pub fn registry_problem(registry: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_datastore_is_the_sites() {
+        let mut objects = vec![
+            serde_json::json!({"kind": "Deployment", "spec": {"template": {"spec": {"containers": [
+                {"name": "manager", "args": ["--leader-elect", "--datastore=kamaji-etcd"]}]}}}}),
+            serde_json::json!({"kind": "Service", "spec": {}}),
+        ];
+        assert!(set_default_datastore(&mut objects, "site-etcd"));
+        assert_eq!(
+            objects[0]["spec"]["template"]["spec"]["containers"][0]["args"][1],
+            "--datastore=site-etcd"
+        );
+        assert!(
+            !set_default_datastore(&mut objects[1..], "x"),
+            "nothing to rewrite"
+        );
+        assert_eq!(default_datastore(&objects[0]).as_deref(), Some("site-etcd"));
+        assert_eq!(default_datastore(&objects[1]), None);
+    }
+
+    #[test]
+    fn datastores_go_before_the_webhook_configurations() {
+        let kind = |k: &str| serde_json::json!({ "kind": k });
+        let mut objects = vec![
+            kind("CustomResourceDefinition"),
+            kind("Deployment"),
+            kind("ValidatingWebhookConfiguration"),
+        ];
+        insert_before_webhooks(&mut objects, &[kind("DataStore")]);
+        let kinds: Vec<&str> = objects
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "CustomResourceDefinition",
+                "Deployment",
+                "DataStore",
+                "ValidatingWebhookConfiguration"
+            ]
+        );
+        let mut none = vec![kind("Deployment")];
+        insert_before_webhooks(&mut none, &[kind("DataStore")]);
+        assert_eq!(none[1]["kind"], "DataStore", "at the end without webhooks");
+    }
+
     use crate::init::set::by_id;
 
     fn vars() -> Variables {

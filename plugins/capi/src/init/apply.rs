@@ -20,7 +20,7 @@ use crate::common::writes::FIELD_MANAGER;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Applied {
     pub objects: usize,
-    /// Created, or changed by the apply (its resourceVersion moved).
+    /// Created, or changed by the apply (what our field manager owns or set moved).
     pub changed: usize,
     /// Left out: an optional API the cluster does not serve ([`OPTIONAL_GROUP`]).
     pub skipped: usize,
@@ -37,12 +37,44 @@ fn optional(o: &Value) -> bool {
 }
 
 /// Kinds resolved once per run (a component holds dozens of objects of a few kinds), and the
-/// resource versions of the objects already there, one metadata LIST per kind and namespace
-/// (instead of a GET per object) so that an apply that changed nothing is told apart.
+/// [`Written`] mark of the objects already there, one metadata LIST per kind and namespace
+/// (instead of a GET per object), so that an apply that changed nothing is told apart.
 #[derive(Default)]
 pub struct Resolver {
     known: HashMap<(String, String), (ApiResource, bool)>,
-    versions: HashMap<(String, String, Option<String>), HashMap<String, String>>,
+    versions: HashMap<(String, String, Option<String>), HashMap<String, Written>>,
+}
+
+/// What tells whether an apply changed an object. Not its resourceVersion: the controllers
+/// write their objects' status between the LIST and the apply. The `generation` where the
+/// kind keeps one (it moves with the spec only); else our field manager's `managedFields`
+/// entry (its fields and time), which an apply that changes nothing leaves as it was. Not
+/// the entry alone: on an object another applier shares (cert-manager's CA injector applies
+/// the `caBundle` of webhook configurations) the API server moves our entry's time on every
+/// apply, changed or not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Written {
+    Generation(i64),
+    Entry(String),
+}
+
+impl Written {
+    fn of(meta: &kube::api::ObjectMeta) -> Written {
+        match meta.generation {
+            Some(g) if g > 0 => Written::Generation(g),
+            _ => Written::Entry(
+                meta.managed_fields
+                    .iter()
+                    .flatten()
+                    .find(|m| {
+                        m.manager.as_deref() == Some(FIELD_MANAGER)
+                            && m.operation.as_deref() == Some("Apply")
+                    })
+                    .map(|m| serde_json::to_string(m).unwrap_or_default())
+                    .unwrap_or_default(),
+            ),
+        }
+    }
 }
 
 impl Resolver {
@@ -63,15 +95,15 @@ impl Resolver {
         Ok(r)
     }
 
-    /// The resource version of object `name` of `ar` in `ns` before this run wrote it, if it
-    /// exists (a namespace that does not exist yet lists nothing).
+    /// The [`Written`] mark of object `name` of `ar` in `ns` before this run wrote it, if the
+    /// object exists (a namespace that does not exist yet lists nothing).
     async fn version_before(
         &mut self,
         conn: &Conn,
         ar: &ApiResource,
         ns: Option<&str>,
         name: &str,
-    ) -> Result<Option<String>, Error> {
+    ) -> Result<Option<Written>, Error> {
         let key = (
             ar.api_version.clone(),
             ar.kind.clone(),
@@ -86,7 +118,10 @@ impl Resolver {
             let names = list
                 .items
                 .into_iter()
-                .filter_map(|m| Some((m.metadata.name?, m.metadata.resource_version?)))
+                .filter_map(|m| {
+                    let mark = Written::of(&m.metadata);
+                    Some((m.metadata.name?, mark))
+                })
                 .collect();
             self.versions.insert(key.clone(), names);
         }
@@ -139,7 +174,8 @@ pub async fn apply_objects(
             .await
             .map_err(|e| conn.error(e, &op("patch")))?;
         out.objects += 1;
-        if before.is_none() || before != after.metadata.resource_version {
+        if before.is_none_or(|b| b != Written::of(&after.metadata)) {
+            tracing::debug!("{} {name}: changed", ar.kind);
             out.changed += 1;
         }
         // A CRD that was there already answers Established at once; only new ones are waited for.

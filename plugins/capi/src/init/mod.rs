@@ -136,20 +136,40 @@ pub async fn run(a: &Args) -> Result<(), Error> {
     let vars = variables(a.config.as_ref())?;
     let mut prepared = Vec::new();
     for (c, text) in chosen.iter().zip(&texts) {
-        let objects = manifests::prepare(c, text, &vars, a.registry.as_deref())?;
+        let mut objects = manifests::prepare(c, text, &vars, a.registry.as_deref())?;
+        // Kamaji's default DataStore is the site's first, not the one its install.yaml names
+        // and init leaves out.
+        if c.id == "kamaji"
+            && let Some(name) = datastores
+                .first()
+                .and_then(|d| d["metadata"]["name"].as_str())
+        {
+            manifests::set_default_datastore(&mut objects, name);
+            manifests::insert_before_webhooks(&mut objects, &datastores);
+        }
         prepared.push((*c, objects));
     }
+    let with_kamaji = prepared.iter().any(|(c, _)| c.id == "kamaji");
     if a.dry_run.mode == DryRun::Client {
         let mut all: Vec<Value> = prepared.iter().flat_map(|(_, o)| o.clone()).collect();
-        all.extend(datastores);
+        if !with_kamaji {
+            all.extend(datastores);
+        }
         return render::print_objects(&a.output.output, &all, "serverside-applied (dry run)");
     }
     let conn = a.kube.connect().await?;
     preflight_admin(&conn).await?;
     let mut steps = Vec::new();
-    for (c, _) in &prepared {
+    for (c, objects) in &mut prepared {
         check_namespace(&conn, c).await?;
         let d = deployment(&conn, c).await?;
+        // A re-run without --datastore keeps the default DataStore Kamaji was given.
+        if c.id == "kamaji"
+            && datastores.is_empty()
+            && let Some(name) = d.as_ref().and_then(manifests::default_datastore)
+        {
+            manifests::set_default_datastore(objects, &name);
+        }
         let inventory = if d.is_some() {
             inventory(&conn, c).await?
         } else {
@@ -183,19 +203,9 @@ pub async fn run(a: &Args) -> Result<(), Error> {
             apply::wait_available(&conn, c.id, objects, a.wait_provider_timeout).await?;
         }
     }
-    if !datastores.is_empty() {
-        let applied = apply::apply_objects(
-            &conn,
-            &mut resolver,
-            &datastores,
-            server_dry,
-            a.wait_provider_timeout,
-        )
-        .await?;
-        render::line(&format!(
-            "datastores: {} applied, {} changed",
-            applied.objects, applied.changed
-        ));
+    // With Kamaji, its objects carried them (before its webhook configurations).
+    if !datastores.is_empty() && !with_kamaji {
+        apply_datastores(&conn, &mut resolver, &datastores, a, server_dry).await?;
     }
     render::line(&tally.summary(steps.len(), server_dry));
     if datastores.is_empty() && steps.iter().any(|s| s.component.id == "kamaji") {
@@ -203,6 +213,29 @@ pub async fn run(a: &Args) -> Result<(), Error> {
             "no DataStore was applied: kubectl kamaji create needs one (--datastore FILE)",
         );
     }
+    Ok(())
+}
+
+/// Applies the `--datastore` file's DataStores and says how many changed.
+async fn apply_datastores(
+    conn: &cli::Conn,
+    resolver: &mut apply::Resolver,
+    datastores: &[Value],
+    a: &Args,
+    server_dry: bool,
+) -> Result<(), Error> {
+    let applied = apply::apply_objects(
+        conn,
+        resolver,
+        datastores,
+        server_dry,
+        a.wait_provider_timeout,
+    )
+    .await?;
+    render::line(&format!(
+        "datastores: {} applied, {} changed",
+        applied.objects, applied.changed
+    ));
     Ok(())
 }
 
