@@ -7,6 +7,7 @@
 #                                 and clusterctl
 #   testbed/build-bins.sh kamaji  the Kamaji operator (github.com/clastix/kamaji)
 #   testbed/build-bins.sh k8s-prev  an older kube-apiserver, -controller-manager, -scheduler for tenants
+#   testbed/build-bins.sh k8s-kamaji  the same at v1.30.2, the newest Kamaji v1.0.0 admits (day-0 tenants)
 #   testbed/build-bins.sh byoh    the BYOH controller manager (cluster-api-provider-bringyourownhost)
 #   testbed/build-bins.sh cacppk  CACPPK's manager (cluster-api-control-plane-provider-kamaji v0.11.0) and
 #                                 its own CRDs, for make bench only (not part of `all`)
@@ -84,16 +85,18 @@ build_k8s() {
 
 # A second Kubernetes release (testbed/k8s-prev) for tenant control planes: a tenant created at
 # this version and upgraded to the pinned one runs real binaries of both minors.
+# A tenant release from the module folder $1 (k8s-prev: the older minor of tenant upgrades;
+# k8s-kamaji: v1.30.2, the newest Kamaji v1.0.0's webhook admits).
 build_k8s_prev() {
-  local v
-  v=$(awk '$1=="require" && $2=="k8s.io/kubernetes"{print $3; exit}' "$here/k8s-prev/go.mod")
+  local mod=${1:-k8s-prev} v
+  v=$(awk '$1=="require" && $2=="k8s.io/kubernetes"{print $3; exit}' "$here/$mod/go.mod")
   local out="$cache_root/k8s-$v"
   if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ]; then
     echo "$out"; return
   fi
   rm -rf "$out.tmp"; mkdir -p "$out.tmp"
   echo "building kube-apiserver, kube-controller-manager and kube-scheduler $v for tenant control planes (first time only)" >&2
-  (cd "$here/k8s-prev" && go build -trimpath -ldflags "$(stamp_flags "$v")" -o "$out.tmp/" \
+  (cd "$here/$mod" && go build -trimpath -ldflags "$(stamp_flags "$v")" -o "$out.tmp/" \
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler)
   publish "$out"
 }
@@ -416,13 +419,14 @@ case "${1:-all}" in
   clusterctl-repo) build_clusterctl_repo ;;
   init-sources) build_init_sources ;;
   k8s-prev) build_k8s_prev ;;
+  k8s-kamaji) build_k8s_prev k8s-kamaji ;;
   byoh) build_byoh ;;
   cacppk) build_cacppk ;;
   krew) build_krew ;;
   crane) build_crane ;;
   all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)"
-       echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"
+       echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"; echo "k8s-kamaji=$(build_k8s_prev k8s-kamaji)"
        echo "cert-manager=$(build_cert_manager)"; echo "kube-rbac-proxy=$(build_kube_rbac_proxy)"; echo "helm=$(build_helm)"
        echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "init-sources=$(build_init_sources)"; echo "krew=$(build_krew)"; echo "crane=$(build_crane)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|capi|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|all" >&2; exit 2 ;;
+  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|all" >&2; exit 2 ;;
 esac

@@ -66,6 +66,25 @@ impl Assets {
         Assets::ensure_for(with_capi, false, false)
     }
 
+    /// What a day-0 testbed ([`crate::Options::tenants`]) needs besides the images: the BYOH
+    /// host agent (its hosts), and the tenant releases for a Kamaji that `kubectl capi init`
+    /// installs. Kamaji v1.0.0's TenantControlPlane webhook admits Kubernetes up to its
+    /// kubeadm's v1.30.2, so that release is built too (`build-bins.sh k8s-kamaji`), besides the
+    /// two the process-run Kamaji's tenants use.
+    pub(crate) fn for_day0(&mut self) -> Result<(), Error> {
+        if self.byoh.is_none() {
+            self.byoh = Some(build("byoh")?);
+        }
+        for dir in [build("k8s-kamaji")?, build("k8s-prev")?, self.k8s.clone()] {
+            if let Some(v) = release_of(&dir)
+                && !self.tenant_releases.iter().any(|(have, _)| *have == v)
+            {
+                self.tenant_releases.push((v, dir));
+            }
+        }
+        Ok(())
+    }
+
     /// Like [`Assets::ensure`], with the Kamaji operator (and the tenant releases) and the BYOH
     /// controller manager when asked for.
     pub fn ensure_for(

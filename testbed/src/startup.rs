@@ -142,7 +142,10 @@ impl Testbed {
         // Before any process starts: the processes of this testbed and the ones already running
         // on this machine must fit under the inotify limits together.
         let _budget = inotify::reserve(&opts)?;
-        let assets = Assets::ensure_for(opts.capi_manager, opts.kamaji, opts.byoh)?;
+        let mut assets = Assets::ensure_for(opts.capi_manager, opts.kamaji, opts.byoh)?;
+        if opts.tenants {
+            assets.for_day0()?;
+        }
         let (dir, remove_dir) = testbed_dir(opts.dir.as_deref())?;
         let pki = certs::Pki::generate(&dir.join("pki"))?;
         let mut tb = Testbed {
@@ -350,8 +353,8 @@ impl Testbed {
     /// Starts kube-controller-manager: the garbage collector and namespace controllers, and
     /// with `workloads` the Deployment and ReplicaSet ones (tenant control planes and image
     /// pods are Deployments) and the Job one (Kamaji's DataStore migration).
-    /// With `endpoints`, the EndpointSlice controller too: image pods serve webhooks behind
-    /// Services, as in a cluster.
+    /// With `endpoints`, the EndpointSlice controller too (image pods serve webhooks behind
+    /// Services, as in a cluster) and the ClusterRole aggregation one.
     fn start_controller_manager(&self, workloads: bool, endpoints: bool) -> Result<(), Error> {
         let mut controllers = String::from("garbagecollector,namespace,csrsigning");
         if workloads {
@@ -359,7 +362,9 @@ impl Testbed {
             controllers.push_str(",deployment,replicaset,job");
         }
         if endpoints {
-            controllers.push_str(",endpointslice");
+            // And the ClusterRole aggregation, which CAPI's release manifests rely on (their
+            // manager's role aggregates the roles labelled to join it).
+            controllers.push_str(",endpointslice,clusterrole-aggregation");
         }
         let kcm = Proc::spawn(
             "kube-controller-manager",
