@@ -5,7 +5,8 @@
 //! kubeadm bootstrap providers installed first by the real clusterctl (from the site's mirror)
 //! and then adopted; an init killed halfway finished by a re-run that brings every controller
 //! up from its image in the site's mirror, cert-manager issuing their webhooks' certificates
-//! and the webhooks answering; a third run that changes nothing; and the client dry run
+//! and the webhooks answering; a third run that changes nothing; `kubectl kamaji create` on
+//! what init installed, Ready with a BYOH worker on a real agent; and the client dry run
 //! accepted by `kubectl apply --dry-run=server`.
 
 use std::path::Path;
@@ -459,6 +460,117 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         &out,
         "0 installed, 0 updated, 5 unchanged, 2 adopted; nothing changed",
     );
+
+    // kubectl kamaji create on what init installed: the tenant's control plane made by the
+    // Kamaji and the reconciler init installed (at v1.30.2, the newest Kubernetes Kamaji
+    // v1.0.0's webhook admits), its worker a BYOH host with a real agent, attached by the BYOH
+    // manager init installed and joined through the CAPI managers init installed: Ready.
+    let kamaji_bin = testbed::workspace_binary(CAPI, "kubectl-kamaji", "kubectl-kamaji");
+    let kamaji_bin = kamaji_bin.to_str().unwrap();
+    let (_, ns) = tb.namespace("day0").await;
+    let agent = testbed::agent::onboard(
+        tb,
+        Path::new(CAPI),
+        &ns,
+        &format!("{ns}-w1"),
+        &[("pool".to_string(), "day0".to_string())],
+        true,
+        testbed::agent::Kubelet::Joins,
+    )
+    .unwrap();
+    let byohosts: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        c.clone(),
+        &ns,
+        &testbed::api_resource(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "ByoHost",
+            "byohosts",
+        ),
+    );
+    testbed::fixtures::poll::wait_for(
+        "the host's agent to register",
+        Duration::from_secs(90),
+        || agent.log_tail(),
+        || async {
+            (!byohosts
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .is_empty())
+            .then_some(())
+        },
+    )
+    .await;
+    let cni = tb.dir.join("day0-cni.yaml");
+    std::fs::write(&cni, include_str!("../../../scripts/demo-cni.yaml")).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let create = [
+        "create",
+        "day0",
+        "--infrastructure",
+        "byoh",
+        "--kubernetes-version",
+        "v1.30.2",
+        "--workers",
+        "1",
+        "--host-selector",
+        "pool=day0",
+        "--preinstalled-hosts",
+        "--cni-manifest",
+        cni.to_str().unwrap(),
+        "--wait",
+        "--timeout",
+        "300s",
+        "--replicas",
+        "1",
+        "--service-type",
+        "ClusterIP",
+        "--service-address",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--addons",
+        "none",
+        "-n",
+        &ns,
+    ];
+    let o = command(kamaji_bin, &kc, &create).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{}\nagent:\n{}\n{}",
+        text(&o),
+        agent.log_tail(),
+        image_pod_logs(tb)
+    );
+    assert_contains(
+        &stdout(&o),
+        &format!("cluster day0 is ready: control plane v1.30.2 at 127.0.0.1:{port}, 1/1 workers"),
+    );
+    let o = command(
+        kamaji_bin,
+        &kc,
+        &[
+            "delete",
+            "day0",
+            "--yes",
+            "--wait",
+            "--timeout",
+            "180s",
+            "-n",
+            &ns,
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    drop(agent);
 
     // An older install of ours (no older release of this plugin exists to install from, so
     // the version labels of BYOH's and Kamaji's controllers say v0.4.0 and v0.9.0): init
