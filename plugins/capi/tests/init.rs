@@ -528,19 +528,13 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         "--wait",
         "--timeout",
         "300s",
-        "--replicas",
-        "1",
-        "--service-type",
-        "ClusterIP",
-        "--service-address",
-        "127.0.0.1",
-        "--port",
-        &port,
-        "--addons",
-        "none",
         "-n",
         &ns,
     ];
+    let create: Vec<&str> = create
+        .into_iter()
+        .chain(testbed::fixtures::tenant_flags(&port))
+        .collect();
     let o = command(kamaji_bin, &kc, &create).output().unwrap();
     assert!(
         o.status.success(),

@@ -313,24 +313,7 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// The `create` flags a tenant needs on the testbed: one replica (each is three real
-/// processes), its API server on a free port of the testbed's loopback (a pre-assigned
-/// address, as a VIP would be), and no addons (Konnectivity's server is not a binary the
-/// SIMULATED kubelet can run).
-pub fn tenant_flags(port: &str) -> Vec<&str> {
-    vec![
-        "--replicas",
-        "1",
-        "--service-type",
-        "ClusterIP",
-        "--service-address",
-        "127.0.0.1",
-        "--port",
-        port,
-        "--addons",
-        "none",
-    ]
-}
+pub use testbed::fixtures::tenant_flags;
 
 /// `create NAME --infrastructure INFRA` of a live tenant: v1.35.4, `extra`, `--wait` (300 s) and
 /// the [`tenant_flags`] for `port`.
