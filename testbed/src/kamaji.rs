@@ -176,18 +176,36 @@ impl DataStores {
     }
 }
 
+impl DataStores {
+    /// Applies [`DataStores::secrets`]: what a site holds before it installs Kamaji (its
+    /// datastore's namespace and certificates), for a day-0 testbed.
+    pub async fn apply_secrets(&self, client: &Client) -> Result<(), Error> {
+        for obj in self.secrets() {
+            let (kind, plural) = if obj["kind"] == "Namespace" {
+                ("Namespace", "namespaces")
+            } else {
+                ("Secret", "secrets")
+            };
+            let ns = (kind == "Secret").then_some(NAMESPACE);
+            apply(client, &crate::meta::ar("", "v1", kind, plural), ns, obj).await?;
+        }
+        Ok(())
+    }
+
+    /// [`DataStores::datastores`] as one YAML stream (JSON documents), a `--datastore` file.
+    pub fn datastores_file(&self, rename: impl Fn(&str) -> String) -> String {
+        self.datastores(rename)
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    }
+}
+
 /// Applies [`DataStores::secrets`] and one DataStore per etcd: `default` (the one `kamaji
 /// manager --datastore=default` uses) and [`datastore::SECOND`].
 async fn apply_datastores(client: &Client, stores: &DataStores) -> Result<(), Error> {
-    for obj in stores.secrets() {
-        let (kind, plural) = if obj["kind"] == "Namespace" {
-            ("Namespace", "namespaces")
-        } else {
-            ("Secret", "secrets")
-        };
-        let ns = (kind == "Secret").then_some(NAMESPACE);
-        apply(client, &crate::meta::ar("", "v1", kind, plural), ns, obj).await?;
-    }
+    stores.apply_secrets(client).await?;
     let ar = crate::meta::ar("kamaji.clastix.io", "v1alpha1", "DataStore", "datastores");
     for obj in stores.datastores(str::to_string) {
         apply(client, &ar, None, obj).await?;

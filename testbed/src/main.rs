@@ -1,7 +1,7 @@
 //! `capi-testbed`: runs the testbed as a sandbox for people (and `make sandbox` / `make demo`).
 //!
 //! ```text
-//! capi-testbed up   --dir .sandbox [--profile full|v1beta1|bare] [--capi] [--real]  # foreground
+//! capi-testbed up   --dir .sandbox [--profile full|v1beta1|bare] [--capi] [--real|--day0]
 //! capi-testbed down --dir .sandbox
 //! capi-testbed host --dir .sandbox NAME BOOTSTRAP_KUBECONFIG -- byoh-hostagent ARGS…  # a host
 //! capi-testbed build [--capi]                                               # assets only
@@ -18,7 +18,10 @@
 //! objects naming the old one would mislead), and `up` refuses while a sandbox runs there.
 //! `host` onboards a host into a running `up --real`: what `kubectl capi hosts add` printed (the
 //! bootstrap kubeconfig, the agent command) runs on a new host of the sandbox with the real BYOH
-//! agent (`testbed::agent`).
+//! agent (`testbed::agent`). `up --day0` is a bare cluster for `kubectl capi init`
+//! ([`testbed::shared_day0`]): every upstream controller's image in the registry
+//! (`<dir>/registry`), the site's datastore certificates applied and its DataStores written to
+//! `<dir>/datastores.yaml`, hosts served as with `--real`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,7 +31,7 @@ use testbed::{Options, Profile, Testbed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--real] [--audit]\n       capi-testbed down --dir DIR\n       capi-testbed host --dir DIR NAME BOOTSTRAP_KUBECONFIG -- byoh-hostagent ARGS...\n       capi-testbed build [--capi]\n       capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N] [--clusters N] [--deployments N]"
+        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--real|--day0] [--audit]\n       capi-testbed down --dir DIR\n       capi-testbed host --dir DIR NAME BOOTSTRAP_KUBECONFIG -- byoh-hostagent ARGS...\n       capi-testbed build [--capi]\n       capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N] [--clusters N] [--deployments N]"
     );
     ExitCode::from(2)
 }
@@ -61,7 +64,18 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        "up" => up(cli.dir, cli.profile, cli.capi, cli.real, cli.audit).await,
+        "up" if cli.day0 && (cli.real || cli.capi) => usage(),
+        "up" => {
+            up(
+                cli.dir,
+                cli.profile,
+                cli.capi,
+                cli.real,
+                cli.day0,
+                cli.audit,
+            )
+            .await
+        }
         "down" => down(cli.dir),
         "seed" => {
             if let Some(n) = cli.hosts_given {
@@ -83,6 +97,7 @@ struct Cli {
     profile: Profile,
     capi: bool,
     real: bool,
+    day0: bool,
     audit: bool,
     seed: testbed::fixtures::FleetSpec,
     seed_ns: String,
@@ -100,6 +115,7 @@ impl Cli {
             profile: Profile::Full,
             capi: false,
             real: false,
+            day0: false,
             audit: false,
             seed: testbed::fixtures::FleetSpec::small(),
             seed_ns: "bench".to_string(),
@@ -125,6 +141,7 @@ impl Cli {
                 self.capi = true;
                 self.real = true;
             }
+            "--day0" => self.day0 = true,
             "--audit" => self.audit = true,
             "--hosts" => self.hosts_given = Some(it.next()?.parse().ok()?),
             "--machines" => self.seed.machines = it.next()?.parse().ok()?,
@@ -175,7 +192,14 @@ async fn seed_fleet(
     }
 }
 
-async fn up(dir: PathBuf, profile: Profile, capi: bool, real: bool, audit: bool) -> ExitCode {
+async fn up(
+    dir: PathBuf,
+    profile: Profile,
+    capi: bool,
+    real: bool,
+    day0: bool,
+    audit: bool,
+) -> ExitCode {
     let dir = match std::path::absolute(&dir) {
         Ok(d) => d,
         Err(e) => {
@@ -196,15 +220,16 @@ async fn up(dir: PathBuf, profile: Profile, capi: bool, real: bool, audit: bool)
     let _ = std::fs::create_dir_all(&dir);
     let _ = std::fs::write(dir.join("pid"), std::process::id().to_string());
     let tb = match Testbed::start(Options {
-        profile,
+        profile: if day0 { Profile::Bare } else { profile },
         controller_manager: true,
         capi_manager: capi,
         kamaji: real,
         byoh: real,
         // The local registry and its pods' kubelet: `kubectl kamaji install --image` of the
-        // reconciler's image (`make image`) runs in the sandbox as it would on a cluster.
-        images: real,
-        tenants: false,
+        // reconciler's image (`make image`) runs in the sandbox as it would on a cluster, and on
+        // day 0 every controller `kubectl capi init` installs.
+        images: real || day0,
+        tenants: day0,
         audit,
         dir: Some(dir.clone()),
     })
@@ -222,12 +247,20 @@ async fn up(dir: PathBuf, profile: Profile, capi: bool, real: bool, audit: bool)
             return ExitCode::FAILURE;
         }
     };
+    if day0 && let Err(e) = day0_site(&tb, &dir).await {
+        eprintln!("error: the day-0 sandbox did not start: {e}");
+        let _ = std::fs::write(dir.join("failed"), e.to_string());
+        tb.stop();
+        return ExitCode::FAILURE;
+    }
     let _ = std::fs::write(dir.join("ready"), tb.server.as_bytes());
     eprintln!(
         "sandbox ready: {} ({} profile{})",
         tb.server,
         profile.as_str(),
-        if real {
+        if day0 {
+            ", day 0: every controller's image in the registry, for kubectl capi init"
+        } else if real {
             ", real CAPI v1.14, Kamaji and BYOH controllers"
         } else if capi {
             ", real CAPI v1.14 core manager"
@@ -248,7 +281,7 @@ async fn up(dir: PathBuf, profile: Profile, capi: bool, real: bool, audit: bool)
                 }
                 break;
             }
-            _ = tokio::time::sleep(Duration::from_millis(300)), if real => {
+            _ = tokio::time::sleep(Duration::from_millis(300)), if real || day0 => {
                 testbed::agent::inbox::serve(&tb, &dir, &mut agents);
             }
         }
@@ -308,6 +341,30 @@ fn host(args: &[String]) -> ExitCode {
 
 /// The pid of a `capi-testbed` still running in `dir` (its `pid` file names a live process of
 /// this program), if any.
+/// What a site has before `kubectl capi init` on day 0: the controllers' images in its mirror,
+/// and its datastore's certificates, with the DataStores to give init in `<dir>/datastores.yaml`.
+async fn day0_site(tb: &Testbed, dir: &std::path::Path) -> Result<(), String> {
+    let pushed = testbed::images::push_upstream(tb)
+        .await
+        .map_err(|e| e.to_string())?;
+    eprintln!(
+        "pushed {} upstream controller images to the registry",
+        pushed.len()
+    );
+    let stores = tb
+        .datastores
+        .as_ref()
+        .ok_or("the day-0 testbed started no datastore")?;
+    let client = tb.client().await;
+    stores
+        .apply_secrets(&client)
+        .await
+        .map_err(|e| e.to_string())?;
+    let file = dir.join("datastores.yaml");
+    std::fs::write(&file, stores.datastores_file(|n| format!("site-{n}")))
+        .map_err(|e| format!("{}: {e}", file.display()))
+}
+
 fn running_in(dir: &std::path::Path) -> Option<i32> {
     let pid: i32 = std::fs::read_to_string(dir.join("pid"))
         .ok()?

@@ -266,39 +266,9 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         .datastores
         .clone()
         .expect("the day-0 testbed's datastores");
-    for o in stores.secrets() {
-        let o: kube::api::DynamicObject = serde_json::from_value(o).unwrap();
-        let (ar, ns) = if o.types.as_ref().unwrap().kind == "Namespace" {
-            (
-                testbed::api_resource("", "v1", "Namespace", "namespaces"),
-                None,
-            )
-        } else {
-            (
-                testbed::api_resource("", "v1", "Secret", "secrets"),
-                o.metadata.namespace.clone(),
-            )
-        };
-        let api: Api<kube::api::DynamicObject> = match &ns {
-            Some(ns) => Api::namespaced_with(c.clone(), ns, &ar),
-            None => Api::all_with(c.clone(), &ar),
-        };
-        let name = o.metadata.name.clone().unwrap();
-        api.patch(
-            &name,
-            &kube::api::PatchParams::apply("init-test"),
-            &kube::api::Patch::Apply(&o),
-        )
-        .await
-        .unwrap();
-    }
+    stores.apply_secrets(&c).await.unwrap();
     let ds = tmp.path().join("datastores.yaml");
-    let docs: Vec<String> = stores
-        .datastores(|n| format!("site-{n}"))
-        .iter()
-        .map(|d| serde_json::to_string(d).unwrap())
-        .collect();
-    std::fs::write(&ds, docs.join("\n---\n")).unwrap();
+    std::fs::write(&ds, stores.datastores_file(|n| format!("site-{n}"))).unwrap();
 
     // An init killed halfway is finished by a re-run: killed as soon as it has applied
     // cert-manager, while it waits for cert-manager's controllers.
