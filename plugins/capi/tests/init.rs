@@ -514,7 +514,7 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         image_pod_logs(tb)
     );
     assert_contains(
-        &stdout(&o),
+        &stderr(&o),
         &format!("cluster day0 is ready: control plane v1.30.2 at 127.0.0.1:{port}, 1/1 workers"),
     );
     let o = command(
