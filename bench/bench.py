@@ -347,9 +347,14 @@ def init_bench(work, clusterctl, kubectl, capi):
     local repository for CAPI's core, kubeadm bootstrap and control plane, BYOH's components
     through `clusterctl generate yaml` (clusterctl v1.14 installs no provider of the v1beta1
     contract, which BYOH v0.5.0 is), Kamaji's install.yaml with kubectl, then `kubectl kamaji
-    install`. Wall time and the admin's API requests, each on a fresh bare sandbox, one run
-    each (a sandbox per run costs more than the runs). The sources are the testbed's
-    (`build-bins.sh init-sources`); no controller runs, so neither waits for one."""
+    install`. Wall time and the admin's API requests, each on a fresh day-0 sandbox (`capi-testbed
+    up --day0`: every controller's image in its registry, the site's mirror), one run each (a
+    sandbox per run costs more than the runs). The sources are the testbed's (`build-bins.sh
+    init-sources`). Both sides take the images from the mirror (init's --registry; clusterctl's
+    images: override and the manifests' images rewritten for kubectl) and both wait for
+    cert-manager's controllers before the components whose Certificates its webhook admits (init
+    always does; by hand, kubectl wait, as cert-manager's install guide says); neither waits for
+    the providers' controllers."""
     sources = subprocess.run(["bash", os.path.join(ROOT, "testbed", "build-bins.sh"), "init-sources"],
                              check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
     repo_src = subprocess.run(["bash", os.path.join(ROOT, "testbed", "build-bins.sh"), "clusterctl-repo"],
@@ -380,13 +385,17 @@ def init_bench(work, clusterctl, kubectl, capi):
         shutil.copy(src(asset), os.path.join(d, name))
         shutil.copy(meta, os.path.join(d, "metadata.yaml"))
     ref_cfg = os.path.join(work, "init-clusterctl-ref.yaml")
-    with open(ref_cfg, "w") as f:
-        f.write("cert-manager:\n  externallyProvisioned: \"true\"\nproviders:\n" + "".join(
-            f"- {{name: {n}, type: {t}, url: 'file://{os.path.join(repo, label, capi_version, name)}'}}\n"
-            for n, t, label, name in (("cluster-api", "CoreProvider", "cluster-api", "core-components.yaml"),
-                                      ("kubeadm", "BootstrapProvider", "bootstrap-kubeadm", "bootstrap-components.yaml"),
-                                      ("kubeadm", "ControlPlaneProvider", "control-plane-kubeadm",
-                                       "control-plane-components.yaml"))))
+
+    def write_ref_cfg(mirror):
+        """clusterctl's config for the reference: the local repository, images from `mirror`."""
+        with open(ref_cfg, "w") as f:
+            f.write("cert-manager:\n  externallyProvisioned: \"true\"\nimages:\n  all:\n    repository: " + mirror + "\n"
+                    "providers:\n" + "".join(
+                f"- {{name: {n}, type: {t}, url: 'file://{os.path.join(repo, label, capi_version, name)}'}}\n"
+                for n, t, label, name in (("cluster-api", "CoreProvider", "cluster-api", "core-components.yaml"),
+                                          ("kubeadm", "BootstrapProvider", "bootstrap-kubeadm", "bootstrap-components.yaml"),
+                                          ("kubeadm", "ControlPlaneProvider", "control-plane-kubeadm",
+                                           "control-plane-components.yaml"))))
     # Kamaji's install.yaml as kubectl can apply it here: without its ServiceMonitor (no
     # Prometheus operator) and its DataStore (its etcd is another chart), as init leaves them.
     with open(src("kamaji.yaml")) as f:
@@ -397,20 +406,30 @@ def init_bench(work, clusterctl, kubectl, capi):
         f.write("\n---\n".join(docs))
     kamaji_plugin = os.path.join(REL, "kubectl-kamaji")
     q = shlex.quote
+    # The manifests kubectl applies, their images rewritten to the mirror ($MIRROR, the
+    # sandbox's registry; clusterctl reads it from its config's images: override).
+    # (cert-manager's Helm-rendered manifest quotes its images.)
+    mirror = lambda path: f"sed -E 's#image: \"?([^\" ]+/)?([^/\" ]+)\"?$#image: '\"$MIRROR\"'/\\2#' {q(path)}"
     reference = " && ".join([
-        f"{q(kubectl)} apply --server-side -f {q(src('cert-manager.yaml'))}",
+        f"{mirror(src('cert-manager.yaml'))} | {q(kubectl)} apply --server-side -f -",
+        f"{q(kubectl)} -n cert-manager wait --for=condition=Available deployment --all --timeout=300s",
         f"{q(clusterctl)} init --config {q(ref_cfg)} --core cluster-api --bootstrap kubeadm --control-plane kubeadm",
         f"{q(clusterctl)} generate yaml --config {q(ref_cfg)} --from {q(src('infrastructure-byoh.yaml'))}"
         f" | {q(kubectl)} apply --server-side -f -",
-        f"{q(kubectl)} apply --server-side -f {q(kamaji_yaml)}",
+        f"{mirror(kamaji_yaml)} | {q(kubectl)} apply --server-side -f -",
         f"{q(kamaji_plugin)} install",
     ])
     # Each run on a fresh bare sandbox (a second run on the same one would measure a re-run),
     # the two sides taking turns; medians of INIT_RUNS.
     samples = {"ours": [], "ref": []}
     for i in range(INIT_RUNS):
-        for who, cmd in (("ours", [capi, "init", "--from", bundle]), ("ref", ["bash", "-c", reference])):
-            sbx, sandbox, env = start_sandbox(work, f"init-{who}-{i}", "bare")
+        for who in ("ours", "ref"):
+            sbx, sandbox, env = start_sandbox(work, f"init-{who}-{i}", "bare", day0=True)
+            with open(os.path.join(sandbox, "registry")) as f:
+                env["MIRROR"] = f.read().strip()
+            write_ref_cfg(env["MIRROR"])
+            cmd = ([capi, "init", "--from", bundle, "--registry", env["MIRROR"]] if who == "ours"
+                   else ["bash", "-c", reference])
             env["HOME"] = home
             env["CLUSTERCTL_DISABLE_VERSIONCHECK"] = "true"
             before = admin_requests(sandbox)
@@ -746,11 +765,13 @@ current-context: s
 """)
 
 
-def start_sandbox(work, name, profile):
-    """A sandbox of its own (audit log on); returns its directory and an env pointing at it."""
+def start_sandbox(work, name, profile, day0=False):
+    """A sandbox of its own (audit log on); returns its directory and an env pointing at it. With
+    `day0`, a bare one whose registry holds every controller's image (`capi-testbed up --day0`)."""
     sandbox = os.path.join(work, name)
-    sbx = subprocess.Popen([os.path.join(REL, "capi-testbed"), "up", "--dir", sandbox, "--audit",
-                            "--profile", profile], stdout=subprocess.DEVNULL,
+    extra = ["--day0"] if day0 else ["--profile", profile]
+    sbx = subprocess.Popen([os.path.join(REL, "capi-testbed"), "up", "--dir", sandbox, "--audit"] + extra,
+                           stdout=subprocess.DEVNULL,
                            stderr=open(os.path.join(work, f"{name}.log"), "w"))
     procs.append(sbx)
     while not os.path.exists(os.path.join(sandbox, "ready")):
