@@ -51,13 +51,18 @@ fuzz: ## fuzz the parsers, the template engine and the kubeconfig merge (needs n
 	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 || exit 1; \
 	done
 
+# REAL=1: a bare cluster, then day 0 as a site runs it (scripts/day0.sh: kubectl capi init from a
+# bundle, every controller from its image). REAL=processes: the controllers as processes instead
+# (Kamaji's validating webhook not registered, so tenants may run the newer releases built here).
+SANDBOX_MODE = $(if $(filter processes,$(REAL)),--real,$(if $(REAL),--day0))
 sandbox: testbed ## start a fresh management-cluster API in the background (no data from an earlier one); prints the KUBECONFIG to use
 	@$(CARGO) build -q -p capi-kamaji-testbed --bin capi-testbed
+	@if [ "$(SANDBOX_MODE)" = --day0 ]; then $(CARGO) build -q --workspace --bins && bash scripts/image.sh >/dev/null; fi
 	@if [ -f "$(SANDBOX_DIR)/ready" ] && [ -f "$(SANDBOX_DIR)/pid" ] && kill -0 $$(cat "$(SANDBOX_DIR)/pid") 2>/dev/null; then \
 	  echo "sandbox already running at $$(cat $(SANDBOX_DIR)/ready)"; \
 	else \
 	  mkdir -p "$(SANDBOX_DIR)"; rm -f "$(SANDBOX_DIR)/ready" "$(SANDBOX_DIR)/failed"; \
-	  nohup target/debug/capi-testbed up --dir "$(SANDBOX_DIR)" --profile $(PROFILE) $(if $(CAPI),--capi) $(if $(REAL),--real) \
+	  nohup target/debug/capi-testbed up --dir "$(SANDBOX_DIR)" --profile $(PROFILE) $(if $(CAPI),--capi) $(SANDBOX_MODE) \
 	    > "$(SANDBOX_DIR)/sandbox.log" 2>&1 < /dev/null & \
 	  for i in $$(seq 1 600); do \
 	    [ -f "$(SANDBOX_DIR)/ready" ] && break; \
@@ -65,6 +70,7 @@ sandbox: testbed ## start a fresh management-cluster API in the background (no d
 	    sleep 0.2; \
 	  done; \
 	  [ -f "$(SANDBOX_DIR)/ready" ] || { echo "sandbox did not start; see $(SANDBOX_DIR)/sandbox.log" >&2; exit 1; }; \
+	  if [ "$(SANDBOX_MODE)" = --day0 ]; then bash scripts/day0.sh "$(SANDBOX_DIR)" || exit 1; fi; \
 	  echo "sandbox running at $$(cat $(SANDBOX_DIR)/ready); logs in $(SANDBOX_DIR); stop it with: make sandbox-down"; \
 	fi
 	@echo "export KUBECONFIG=$(SANDBOX_DIR)/kubeconfig"

@@ -63,28 +63,10 @@ rm -rf "$dir"; mkdir -p "$dir"
 day0=$dir/day0
 start_sandbox "$day0" --day0
 echo "bare sandbox up in $(( $(date +%s) - t_day0 ))s: no CRDs, no controller; every controller's image in its registry (the site's mirror)"
-registry=$(cat "$day0/registry")
-version=$("$bin/kubectl-capi" init --list | awk '$1 == "control-plane-kamaji" {print $2}')
-"$(bash testbed/build-bins.sh crane)/crane" push --insecure target/image/kamaji-reconciler \
-  "$registry/kamaji-reconciler:$version" >/dev/null 2>&1
-# This machine cannot reach the release URLs: clusterctl's config points init at the same release
-# assets, built from the pinned modules (an air-gapped site writes such a file for its copies).
-sources=$(bash testbed/build-bins.sh init-sources)
-{
-  echo "cert-manager:"
-  echo "  url: file://$sources/cert-manager.yaml"
-  echo "providers:"
-  echo "- {name: cluster-api, type: CoreProvider, url: \"file://$sources/cluster-api.yaml\"}"
-  echo "- {name: kubeadm, type: BootstrapProvider, url: \"file://$sources/bootstrap-kubeadm.yaml\"}"
-  echo "- {name: kubeadm, type: ControlPlaneProvider, url: \"file://$sources/control-plane-kubeadm.yaml\"}"
-  echo "- {name: byoh, type: InfrastructureProvider, url: \"file://$sources/infrastructure-byoh.yaml\"}"
-  echo "- {name: kamaji, type: Other, url: \"file://$sources/kamaji.yaml\"}"
-} >"$day0/clusterctl.yaml"
 (
   export KUBECONFIG=$day0/kubeconfig PATH=$bin:$PATH
   run kubectl capi doctor --only management || true
-  run kubectl capi init bundle "$day0/bundle" --config "$day0/clusterctl.yaml"
-  run kubectl capi init --from "$day0/bundle" --registry "$registry" --datastore "$day0/datastores.yaml" --wait-providers
+  bash scripts/day0.sh "$day0"
   run kubectl get deployments -A
   run kubectl capi doctor --only management
 )
