@@ -2,7 +2,11 @@
 # Builds the pinned upstream binaries the testbed runs, from the Go module proxy, into a
 # version-keyed cache outside the repository. Skips a build whose outputs are already there.
 #
-#   testbed/build-bins.sh k8s     kube-apiserver, kube-controller-manager, etcd (Kubernetes' pin)
+#   testbed/build-bins.sh k8s     kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+#                                 kube-proxy and etcd (Kubernetes' pin)
+#   testbed/build-bins.sh pause   the pod sandbox image's program (testbed/pause), static
+#   testbed/build-bins.sh node-packages  what a real kubelet needs from Debian's packages: containerd,
+#                                 runc, the CNI plugins, iptables, busybox-static (apt-get, as root)
 #   testbed/build-bins.sh capi    the Cluster API core, kubeadm bootstrap and KubeadmControlPlane managers,
 #                                 and clusterctl
 #   testbed/build-bins.sh kamaji  the Kamaji operator (github.com/clastix/kamaji)
@@ -66,14 +70,15 @@ need_dirs() {
 build_k8s() {
   local out="$cache_root/k8s-$k8s_version-etcd-$etcd_version"
   local missing=()
-  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+  for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
     [ -x "$out/$b" ] || missing+=("k8s.io/kubernetes/cmd/$b")
   done
   if [ ${#missing[@]} -eq 0 ] && [ -x "$out/etcd" ]; then
     echo "$out"; return
   fi
   rm -rf "$out.tmp"; mkdir -p "$out.tmp"
-  # Keep what an earlier build of this version produced (kube-scheduler came later).
+  # Keep what an earlier build of this version produced (kube-scheduler, kubelet and kube-proxy came
+  # later).
   [ -d "$out" ] && cp -a "$out"/. "$out.tmp"/
   echo "building ${missing[*]:-} $k8s_version and etcd $etcd_version (first time only; about 10 minutes)" >&2
   if [ ${#missing[@]} -gt 0 ]; then
@@ -397,6 +402,34 @@ build_krew() {
 
 # crane (go-containerregistry): `crane registry serve` is the testbed's local OCI registry, and
 # the SIMULATED kubelet pulls the images of its pods with it.
+# The pod sandbox image's program: registry.k8s.io/pause cannot be reached here.
+build_pause() {
+  local out
+  out="$cache_root/pause-$(sha256sum "$here/pause/main.go" | cut -c1-12)"
+  if [ -x "$out/pause" ]; then echo "$out"; return; fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  (cd "$here/pause" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/pause" .)
+  publish "$out"
+}
+
+# Debian's packages a real kubelet runs with (the management cluster's node, testbed::node).
+# Installed once, as root; a machine that has them is left alone.
+node_packages() {
+  local want=() p
+  for p in containerd runc containernetworking-plugins iptables busybox-static; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || want+=("$p")
+  done
+  if [ ${#want[@]} -gt 0 ]; then
+    [ "$(id -u)" = 0 ] || { echo "the testbed's node needs Debian's ${want[*]}: run as root, or: sudo apt-get install -y ${want[*]}" >&2; exit 1; }
+    echo "installing ${want[*]} from Debian's packages (first time only; about 15 seconds)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${want[@]}" >&2 ||
+      { DEBIAN_FRONTEND=noninteractive apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${want[@]}" >&2; }
+  fi
+  # The set's folder: where busybox, the node's test image, is (the CNI plugins are in
+  # /usr/lib/cni).
+  dirname "$(readlink -f /bin/busybox)"
+}
+
 build_crane() {
   # shellcheck disable=SC1091
   . "$here/versions.env"
@@ -424,9 +457,12 @@ case "${1:-all}" in
   cacppk) build_cacppk ;;
   krew) build_krew ;;
   crane) build_crane ;;
+  pause) build_pause ;;
+  node-packages) node_packages ;;
   all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)"
        echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"; echo "k8s-kamaji=$(build_k8s_prev k8s-kamaji)"
        echo "cert-manager=$(build_cert_manager)"; echo "kube-rbac-proxy=$(build_kube_rbac_proxy)"; echo "helm=$(build_helm)"
-       echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "init-sources=$(build_init_sources)"; echo "krew=$(build_krew)"; echo "crane=$(build_crane)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|all" >&2; exit 2 ;;
+       echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "init-sources=$(build_init_sources)"; echo "krew=$(build_krew)"; echo "crane=$(build_crane)"
+       echo "pause=$(build_pause)"; echo "node-packages=$(node_packages)" ;;
+  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|pause|node-packages|all" >&2; exit 2 ;;
 esac

@@ -208,6 +208,12 @@ impl Assets {
     pub fn kube_scheduler(&self) -> PathBuf {
         self.k8s.join("kube-scheduler")
     }
+    pub fn kubelet(&self) -> PathBuf {
+        self.k8s.join("kubelet")
+    }
+    pub fn kube_proxy(&self) -> PathBuf {
+        self.k8s.join("kube-proxy")
+    }
     pub fn etcd(&self) -> PathBuf {
         self.k8s.join("etcd")
     }

@@ -144,7 +144,17 @@ impl Pki {
             &serving,
             "kube-apiserver",
             &[],
-            &["localhost", "127.0.0.1", "kubernetes", "kubernetes.default"],
+            // 10.0.0.1 and the Service's names: pods of a real node reach the API server as the
+            // `kubernetes` Service, the first address of --service-cluster-ip-range.
+            &[
+                "localhost",
+                "127.0.0.1",
+                "10.0.0.1",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ],
             ExtendedKeyUsagePurpose::ServerAuth,
         )?;
         write(dir, "apiserver.crt", &crt)?;

@@ -175,6 +175,32 @@ pub const UPSTREAM: &[Upstream] = &[
     },
 ];
 
+/// The images a real node needs ([`crate::node`]), besides the controllers': its pod sandbox
+/// (`testbed/pause`, standing in for registry.k8s.io/pause, which cannot be reached here) and a
+/// shell for tests of the node itself (Debian's static busybox).
+pub static NODE_IMAGES: [Upstream; 2] = [
+    Upstream {
+        release: crate::node::PAUSE_IMAGE,
+        component: "",
+        set: "pause",
+        file: "pause",
+        entrypoint: "/pause",
+        user: NONROOT,
+        ports: &[],
+        source: "https://github.com/kubernetes/kubernetes",
+    },
+    Upstream {
+        release: crate::node::BUSYBOX_IMAGE,
+        component: "",
+        set: "node-packages",
+        file: "busybox",
+        entrypoint: "/bin/busybox",
+        user: NONROOT,
+        ports: &[],
+        source: "https://busybox.net",
+    },
+];
+
 /// Bumped when what this module writes for the same binary and spec changes.
 const FORMAT: &str = "1";
 

@@ -34,6 +34,7 @@ pub use datastore::SECOND as SECOND_DATASTORE;
 pub use kamaji::KAMAJI_VALIDATION_LABEL;
 pub(crate) mod meta;
 mod netns;
+pub mod node;
 pub mod pods;
 mod process;
 mod startup;
@@ -107,6 +108,10 @@ pub struct Options {
     /// control-plane pods with its plumbing, but not Kamaji: for a Kamaji that `kubectl capi
     /// init` installs and the image kubelet runs (needs `images`).
     pub tenants: bool,
+    /// With `images`: run the registry's pods on a real node ([`node`]: the kubelet and
+    /// kube-proxy with containerd and the CNI bridge, and kube-scheduler) instead of the
+    /// SIMULATED image kubelet.
+    pub node: bool,
     /// Write an audit log (`<dir>/audit.log`, one JSON event per request, metadata level), so
     /// benchmarks can count the requests each user makes.
     pub audit: bool,
@@ -127,6 +132,7 @@ impl Default for Options {
             byoh: false,
             images: false,
             tenants: false,
+            node: false,
             audit: false,
             dir: None,
         }
@@ -187,6 +193,8 @@ pub struct Testbed {
     pub registry: Option<String>,
     /// The datastore etcds with [`Options::tenants`], for a test to write DataStores of.
     pub datastores: Option<kamaji::DataStores>,
+    /// The real node with [`Options::node`].
+    pub node: Option<node::NodeInfo>,
     procs: Mutex<Vec<Proc>>,
     /// Background tasks (tenant pod runner, forwarders) to abort when the testbed stops.
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,

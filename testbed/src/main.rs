@@ -230,6 +230,7 @@ async fn up(
         // day 0 every controller `kubectl capi init` installs.
         images: real || day0,
         tenants: day0,
+        node: false,
         audit,
         dir: Some(dir.clone()),
     })
@@ -249,7 +250,7 @@ async fn up(
     };
     if day0 && let Err(e) = day0_site(&tb, &dir).await {
         eprintln!("error: the day-0 sandbox did not start: {e}");
-        let _ = std::fs::write(dir.join("failed"), e.to_string());
+        let _ = std::fs::write(dir.join("failed"), &e);
         tb.stop();
         return ExitCode::FAILURE;
     }

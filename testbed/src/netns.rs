@@ -35,6 +35,51 @@ impl NetSandbox {
         NetSandbox::spawn(dir, name, &[], script, &[])
     }
 
+    /// The namespaces of a real node ([`crate::node`]): network, mount and PID (with its own
+    /// `/proc`) and forwarding on. When the holder goes, the
+    /// kernel kills every process in the PID namespace, containerd's shims included.
+    pub fn start_node(dir: &Path, name: &str) -> Result<NetSandbox, Error> {
+        let script = r#"set -e
+ip link set lo up
+mount --bind "$1" /etc/hosts
+echo 1 > /proc/sys/net/ipv4/ip_forward
+: > "$2"
+exec sleep infinity"#;
+        NetSandbox::spawn(
+            dir,
+            name,
+            &[
+                "--pid".into(),
+                "--fork".into(),
+                "--kill-child".into(),
+                "--mount-proc".into(),
+            ],
+            script,
+            &[],
+        )
+    }
+
+    /// `nsenter` arguments that run a program inside a node's namespaces, its PID namespace
+    /// included (append the program and its arguments).
+    pub fn enter_node_args(&self) -> Result<Vec<String>, Error> {
+        // `unshare --fork` holds the namespaces in its child, the PID namespace's first process.
+        let pid = self.holder.pid();
+        let path = format!("/proc/{pid}/task/{pid}/children");
+        let children =
+            std::fs::read_to_string(&path).map_err(|e| Error::io(Path::new(&path), e))?;
+        let child = children.split_whitespace().next().ok_or_else(|| {
+            Error::Start(format!("the node's namespaces have no process ({path})"))
+        })?;
+        Ok(vec![
+            "--target".into(),
+            child.to_string(),
+            "--net".into(),
+            "--mount".into(),
+            "--pid".into(),
+            "--".into(),
+        ])
+    }
+
     /// The namespaces of a machine of its own for a host agent (`crate::agent`): also a UTS
     /// namespace with `hostname` as its name, an `eth0` with `ip`/24 and a default route (the
     /// agent reads its default interface from `/proc/net/route`), `/etc` an overlay of the
@@ -185,6 +230,21 @@ exec sleep infinity"#;
         std::fs::write(&self.hosts, text).map_err(|e| Error::io(&self.hosts, e))
     }
 
+    /// Forwards `ip:port` inside (an address of the namespace's own) to `127.0.0.1:port` on the
+    /// host. Not idempotent: once per address and port.
+    pub fn forward_on(&self, ip: std::net::Ipv4Addr, port: u16) -> Result<(), Error> {
+        let listener = listen_in(&self.netns, ip, port)?;
+        serve(
+            listener,
+            format!("forwarder {ip}:{port}"),
+            move |mut inside| async move {
+                if let Ok(mut host) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inside, &mut host).await;
+                }
+            },
+        )
+    }
+
     /// Forwards `127.0.0.1:port` inside to `127.0.0.1:port` on the host (idempotent).
     pub fn forward(&self, port: u16) -> Result<(), Error> {
         let Ok(mut done) = self.forwarded.lock() else {
@@ -193,7 +253,7 @@ exec sleep infinity"#;
         if done.contains(&port) {
             return Ok(());
         }
-        let listener = listen_in(&self.netns, port)?;
+        let listener = listen_in(&self.netns, std::net::Ipv4Addr::LOCALHOST, port)?;
         serve(
             listener,
             format!("forwarder {port}"),
@@ -375,17 +435,21 @@ fn connect_in(netns: &File, port: u16) -> std::io::Result<std::net::TcpStream> {
     Ok(s)
 }
 
-/// Binds `127.0.0.1:port` inside `netns`. `setns` moves only the calling thread, so a
+/// Binds `ip:port` inside `netns`. `setns` moves only the calling thread, so a
 /// short-lived thread enters the namespace, binds, and ends; the socket stays in the namespace
 /// it was created in.
-fn listen_in(netns: &File, port: u16) -> Result<std::net::TcpListener, Error> {
+fn listen_in(
+    netns: &File,
+    ip: std::net::Ipv4Addr,
+    port: u16,
+) -> Result<std::net::TcpListener, Error> {
     let fd = netns.as_raw_fd();
     let joined = std::thread::spawn(move || -> std::io::Result<std::net::TcpListener> {
         // SAFETY: setns on a namespace file descriptor we hold open; affects this thread only.
         if unsafe { libc::setns(fd, libc::CLONE_NEWNET) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        let l = std::net::TcpListener::bind(("127.0.0.1", port))?;
+        let l = std::net::TcpListener::bind((ip, port))?;
         l.set_nonblocking(true)?;
         Ok(l)
     })

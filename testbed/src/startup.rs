@@ -156,6 +156,7 @@ impl Testbed {
             assets,
             registry: None,
             datastores: None,
+            node: None,
             procs: Mutex::new(Vec::new()),
             tasks: Mutex::new(Vec::new()),
             sandboxes: Default::default(),
@@ -163,7 +164,8 @@ impl Testbed {
             ns_counter: AtomicUsize::new(0),
         };
         let etcd_url = tb.start_etcd().await?;
-        tb.start_apiserver(&etcd_url, opts.audit, &pki).await?;
+        tb.start_apiserver(&etcd_url, opts.audit, opts.node, &pki)
+            .await?;
         tracing::info!(
             "kube-apiserver ready at {} after {:?}",
             tb.server,
@@ -180,7 +182,7 @@ impl Testbed {
         tracing::info!("CRDs installed after {:?}", t0.elapsed());
 
         if opts.controller_manager {
-            tb.start_controller_manager(opts.kamaji || opts.images, opts.images)?;
+            tb.start_controller_manager(opts.kamaji || opts.images, opts.images, opts.node)?;
         }
         if opts.tenants {
             if !opts.images || opts.kamaji {
@@ -192,7 +194,14 @@ impl Testbed {
             tb.datastores = Some(kamaji::start_datastores(&tb)?);
             kamaji::start_tenant_runner(&tb, None)?;
         }
-        if opts.images {
+        if opts.node && !opts.images {
+            return Err(Error::Start(
+                "Options::node runs the registry's pods: set images too".into(),
+            ));
+        }
+        if opts.node {
+            tb.start_node().await?;
+        } else if opts.images {
             tb.start_images().await?;
         }
         tb.start_controllers(&opts, &client).await?;
@@ -242,6 +251,7 @@ impl Testbed {
         &mut self,
         etcd_url: &str,
         audit: bool,
+        node: bool,
         pki: &certs::Pki,
     ) -> Result<(), Error> {
         let dir = self.dir.clone();
@@ -265,8 +275,16 @@ impl Testbed {
                 // EndpointSlices (a pod's own address), not at their ClusterIP: the testbed has
                 // no kube-proxy to route a ClusterIP.
                 "--enable-aggregator-routing=true".into(),
-                "--disable-admission-plugins=ServiceAccount".into(),
+                // A real node's pods get their ServiceAccount token volume as in a cluster; the
+                // SIMULATED kubelets mount tokens themselves and ServiceAccounts need not exist.
+                if node {
+                    "--enable-admission-plugins=ServiceAccount".into()
+                } else {
+                    "--disable-admission-plugins=ServiceAccount".into()
+                },
                 "--authorization-mode=RBAC".into(),
+                // Kubelets by address, as kubeadm sets it: a node's name need not resolve.
+                "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname".into(),
                 format!("--cert-dir={}", p("")),
                 format!("--tls-cert-file={}", p("apiserver.crt")),
                 format!("--tls-private-key-file={}", p("apiserver.key")),
@@ -318,6 +336,22 @@ impl Testbed {
         .await
     }
 
+    /// Starts the local OCI registry and a real node ([`crate::node`]) for its images' pods.
+    async fn start_node(&mut self) -> Result<(), Error> {
+        let crane = Assets::crane()?;
+        let addr = crate::pods::image::start_registry(self, &crane).await?;
+        let (info, sandbox, procs) = crate::node::start(self, &addr).await?;
+        if let Ok(mut v) = self.sandboxes.lock() {
+            v.push(sandbox);
+        }
+        for p in procs {
+            self.push(p);
+        }
+        self.node = Some(info);
+        self.registry = Some(addr);
+        Ok(())
+    }
+
     /// Starts the local OCI registry and the SIMULATED kubelet of its images' pods.
     async fn start_images(&mut self) -> Result<(), Error> {
         let crane = Assets::crane()?;
@@ -355,8 +389,26 @@ impl Testbed {
     /// pods are Deployments) and the Job one (Kamaji's DataStore migration).
     /// With `endpoints`, the EndpointSlice controller too (image pods serve webhooks behind
     /// Services, as in a cluster) and the ClusterRole aggregation one.
-    fn start_controller_manager(&self, workloads: bool, endpoints: bool) -> Result<(), Error> {
+    /// With `node`, the ServiceAccount, root CA publisher and node lifecycle ones: a real node's
+    /// pods need their namespace's `default` ServiceAccount and `kube-root-ca.crt`, and a Node
+    /// schedulable once Ready.
+    fn start_controller_manager(
+        &self,
+        workloads: bool,
+        endpoints: bool,
+        node: bool,
+    ) -> Result<(), Error> {
         let mut controllers = String::from("garbagecollector,namespace,csrsigning");
+        let mut extra = Vec::new();
+        if node {
+            // The node lifecycle controller takes the not-ready taint the kubelet registers
+            // its Node with off once the Node is Ready, as in a cluster.
+            controllers.push_str(",serviceaccount,root-ca-cert-publisher,nodelifecycle");
+            extra.push(format!(
+                "--root-ca-file={}",
+                self.dir.join("pki/serving-ca.crt").display()
+            ));
+        }
         if workloads {
             // Kamaji's tenant control planes are Deployments; its DataStore migration is a Job.
             controllers.push_str(",deployment,replicaset,job");
@@ -387,7 +439,10 @@ impl Testbed {
                 "--secure-port=0".into(),
                 "--concurrent-gc-syncs=5".into(),
                 "--v=1".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(extra)
+            .collect::<Vec<_>>(),
             &self.dir.join("kube-controller-manager.log"),
         )?;
         self.push(kcm);
