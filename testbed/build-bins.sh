@@ -5,6 +5,7 @@
 #   testbed/build-bins.sh k8s     kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
 #                                 kube-proxy and etcd (Kubernetes' pin)
 #   testbed/build-bins.sh pause   the pod sandbox image's program (testbed/pause), static
+#   testbed/build-bins.sh coredns CoreDNS, the real node's cluster DNS
 #   testbed/build-bins.sh node-packages  what a real kubelet needs from Debian's packages: containerd,
 #                                 runc, the CNI plugins, iptables, busybox-static (apt-get, as root)
 #   testbed/build-bins.sh capi    the Cluster API core, kubeadm bootstrap and KubeadmControlPlane managers,
@@ -412,6 +413,18 @@ build_pause() {
   publish "$out"
 }
 
+# CoreDNS, as kubeadm deploys it with the pinned Kubernetes (the real node's cluster DNS).
+build_coredns() {
+  # shellcheck disable=SC1091
+  . "$here/versions.env"
+  local out="$cache_root/coredns-$COREDNS_VERSION"
+  if [ -x "$out/coredns" ]; then echo "$out"; return; fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  echo "building CoreDNS $COREDNS_VERSION (first time only; about 2 minutes)" >&2
+  go_install "$out.tmp" "github.com/coredns/coredns@$COREDNS_VERSION"
+  publish "$out"
+}
+
 # Debian's packages a real kubelet runs with (the management cluster's node, testbed::node).
 # Installed once, as root; a machine that has them is left alone.
 node_packages() {
@@ -458,11 +471,12 @@ case "${1:-all}" in
   krew) build_krew ;;
   crane) build_crane ;;
   pause) build_pause ;;
+  coredns) build_coredns ;;
   node-packages) node_packages ;;
   all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)"
        echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"; echo "k8s-kamaji=$(build_k8s_prev k8s-kamaji)"
        echo "cert-manager=$(build_cert_manager)"; echo "kube-rbac-proxy=$(build_kube_rbac_proxy)"; echo "helm=$(build_helm)"
        echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "init-sources=$(build_init_sources)"; echo "krew=$(build_krew)"; echo "crane=$(build_crane)"
-       echo "pause=$(build_pause)"; echo "node-packages=$(node_packages)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|pause|node-packages|all" >&2; exit 2 ;;
+       echo "pause=$(build_pause)"; echo "coredns=$(build_coredns)"; echo "node-packages=$(node_packages)" ;;
+  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|pause|coredns|node-packages|all" >&2; exit 2 ;;
 esac

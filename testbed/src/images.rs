@@ -176,9 +176,10 @@ pub const UPSTREAM: &[Upstream] = &[
 ];
 
 /// The images a real node needs ([`crate::node`]), besides the controllers': its pod sandbox
-/// (`testbed/pause`, standing in for registry.k8s.io/pause, which cannot be reached here) and a
-/// shell for tests of the node itself (Debian's static busybox).
-pub static NODE_IMAGES: [Upstream; 2] = [
+/// (`testbed/pause`, standing in for registry.k8s.io/pause, which cannot be reached here), its
+/// cluster DNS (CoreDNS; upstream's image runs it as 65532 too) and a shell for tests of the
+/// node itself (Debian's static busybox).
+pub static NODE_IMAGES: [Upstream; 3] = [
     Upstream {
         release: crate::node::PAUSE_IMAGE,
         component: "",
@@ -188,6 +189,16 @@ pub static NODE_IMAGES: [Upstream; 2] = [
         user: NONROOT,
         ports: &[],
         source: "https://github.com/kubernetes/kubernetes",
+    },
+    Upstream {
+        release: crate::node::COREDNS_IMAGE,
+        component: "",
+        set: "coredns",
+        file: "coredns",
+        entrypoint: "/coredns",
+        user: NONROOT,
+        ports: &[],
+        source: "https://github.com/coredns/coredns",
     },
     Upstream {
         release: crate::node::BUSYBOX_IMAGE,

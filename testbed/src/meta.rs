@@ -50,3 +50,35 @@ pub fn now_micro() -> String {
         .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
         .to_string()
 }
+
+/// Applies `obj` server-side as `manager` (forcing conflicts), its resource from `apiVersion`
+/// and `kind`: for the testbed's own add-ons, whose kinds all pluralise by adding `s`.
+pub async fn apply_value(
+    client: &kube::Client,
+    obj: &serde_json::Value,
+    manager: &str,
+) -> Result<(), crate::Error> {
+    let (Some(api_version), Some(kind), Some(name)) = (
+        obj["apiVersion"].as_str(),
+        obj["kind"].as_str(),
+        obj["metadata"]["name"].as_str(),
+    ) else {
+        return Err(crate::Error::Start(format!(
+            "not an object to apply: {obj}"
+        )));
+    };
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let plural = format!("{}s", kind.to_ascii_lowercase());
+    let resource = ar(group, version, kind, &plural);
+    let api: kube::Api<DynamicObject> = match obj["metadata"]["namespace"].as_str() {
+        Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &resource),
+        None => kube::Api::all_with(client.clone(), &resource),
+    };
+    api.patch(
+        name,
+        &kube::api::PatchParams::apply(manager).force(),
+        &kube::api::Patch::Apply(obj),
+    )
+    .await?;
+    Ok(())
+}

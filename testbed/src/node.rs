@@ -47,7 +47,12 @@ pub const NAME: &str = "testbed-node";
 const POD_NET: [u8; 2] = [10, 245];
 
 /// The images a node needs, built here and pushed to the testbed's registry.
-pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
+/// kubeadm v1.36.3's (constants.PauseVersion).
+pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10.2";
+/// kubeadm v1.36.3's (constants.CoreDNSVersion); `testbed/versions.env` pins the build.
+pub const COREDNS_IMAGE: &str = "registry.k8s.io/coredns/coredns:v1.14.2";
+/// The cluster DNS Service's address, as kubeadm picks it (the tenth of the Service range).
+pub const CLUSTER_DNS: &str = "10.0.0.10";
 /// A small image with a shell, for tests of the node itself (Debian's busybox-static).
 pub const BUSYBOX_IMAGE: &str = "docker.io/library/busybox:1.35.0";
 
@@ -62,6 +67,7 @@ pub struct NodeInfo {
     /// The pause and busybox images as the registry serves them.
     pub pause_image: String,
     pub busybox_image: String,
+    pub coredns_image: String,
 }
 
 /// Starts the node for `tb` (which must have its registry) and waits until it is Ready.
@@ -95,6 +101,7 @@ pub(crate) async fn start(
             .ok_or_else(|| Error::Start(format!("{release} was not pushed")))
     };
     let (pause_image, busybox_image) = (image_of(PAUSE_IMAGE)?, image_of(BUSYBOX_IMAGE)?);
+    let coredns_image = image_of(COREDNS_IMAGE)?;
 
     let sandbox = Arc::new(NetSandbox::start_node(&tb.dir, "node")?);
     let link = sandbox.attach_link()?;
@@ -183,8 +190,10 @@ pub(crate) async fn start(
         pod_cidr,
         pause_image,
         busybox_image,
+        coredns_image,
     };
     wait_ready(tb, &dir, &mut procs).await?;
+    cluster_dns(tb, &info).await?;
     tracing::info!(
         "node {} Ready at {} (pods {})",
         info.name,
@@ -217,6 +226,77 @@ async fn publish_api_endpoint(tb: &Testbed, ip: Ipv4Addr, port: u16) -> Result<(
         )
         .await?;
     Ok(())
+}
+
+/// Cluster DNS as kubeadm's CoreDNS add-on sets it up (`kube-dns` at [`CLUSTER_DNS`], the
+/// `kubernetes` plugin for `cluster.local`, the same RBAC), and waits until it is Available:
+/// its readiness needs the `kubernetes` plugin synced through the `kubernetes` Service, so this
+/// also proves a pod's client reaches the API server over TLS with its token. One difference:
+/// CoreDNS listens on 1053 and the Service maps 53 to it, because upstream's image grants the
+/// binary the bind capability as a file capability, which an image written here cannot carry.
+async fn cluster_dns(tb: &Testbed, info: &NodeInfo) -> Result<(), Error> {
+    use serde_json::json;
+    let client = tb.client().await;
+    let ns = "kube-system";
+    let labels = json!({"k8s-app": "kube-dns"});
+    let corefile = ".:1053 {\n    errors\n    health :8080\n    ready :8181\n    kubernetes cluster.local in-addr.arpa ip6.arpa {\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n       ttl 30\n    }\n    forward . /etc/resolv.conf\n    cache 30\n    loadbalance\n}\n";
+    let objects = [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": "coredns", "namespace": ns}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "system:coredns"},
+               "rules": [
+                 {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
+                  "verbs": ["list", "watch"]},
+                 {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                  "verbs": ["list", "watch"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "system:coredns"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": "system:coredns"},
+               "subjects": [{"kind": "ServiceAccount", "name": "coredns", "namespace": ns}]}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "coredns", "namespace": ns},
+               "data": {"Corefile": corefile}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "coredns", "namespace": ns, "labels": labels},
+               "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": {
+                   "serviceAccountName": "coredns", "dnsPolicy": "Default",
+                   "containers": [{"name": "coredns", "image": info.coredns_image,
+                     "args": ["-conf", "/etc/coredns/Corefile"],
+                     "ports": [{"containerPort": 1053, "name": "dns", "protocol": "UDP"},
+                               {"containerPort": 1053, "name": "dns-tcp", "protocol": "TCP"}],
+                     "volumeMounts": [{"name": "config", "mountPath": "/etc/coredns", "readOnly": true}],
+                     "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}},
+                     "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181}, "periodSeconds": 1}}],
+                   "volumes": [{"name": "config", "configMap": {"name": "coredns"}}]}}}}),
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "kube-dns", "namespace": ns, "labels": labels},
+               "spec": {"selector": labels, "clusterIP": CLUSTER_DNS, "ports": [
+                 {"name": "dns", "port": 53, "targetPort": 1053, "protocol": "UDP"},
+                 {"name": "dns-tcp", "port": 53, "targetPort": 1053, "protocol": "TCP"}]}}),
+    ];
+    for o in &objects {
+        crate::meta::apply_value(&client, o, "capi-testbed").await?;
+    }
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), ns);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(d) = deployments.get("coredns").await
+            && d.status.and_then(|s| s.available_replicas) == Some(1)
+        {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(Error::Start(format!(
+                "cluster DNS (CoreDNS) not Available in 120 s; see {}",
+                tb.dir.join("node").join("kubelet.log").display()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Claims a free /24 of [`POD_NET`] for this node's pods: the host's route to it through the
@@ -329,6 +409,7 @@ healthzBindAddress: 127.0.0.1
 failSwapOn: false
 serializeImagePulls: false
 clusterDomain: cluster.local
+clusterDNS: ["{dns}"]
 # The machine's disk is shared by every testbed: only a nearly full one is pressure here.
 evictionHard: {{"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%"}}
 imageGCHighThresholdPercent: 100
@@ -336,6 +417,7 @@ imageGCLowThresholdPercent: 99
 "#,
         sock = dir.join("containerd.sock").display(),
         manifests = dir.join("manifests").display(),
+        dns = CLUSTER_DNS,
     )
 }
 

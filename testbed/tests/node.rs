@@ -2,8 +2,8 @@
 //! containerd, runc and CNI plugins. A Deployment scheduled by the real kube-scheduler runs from
 //! the testbed's registry, its pod has its ServiceAccount token and reaches the API server
 //! through the `kubernetes` Service, the host reaches the pod's own address (as the API server calls a
-//! webhook), another pod reaches it through its Service (kube-proxy), and `pods/log` is served
-//! by the kubelet.
+//! webhook), another pod finds its Service by name (CoreDNS) and reaches it there (kube-proxy),
+//! and `pods/log` is served by the kubelet.
 
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -217,7 +217,8 @@ exec busybox nc -ll -p 8080 -e busybox echo pong
         "the pod reached the API server through the kubernetes Service: {log}"
     );
 
-    // Another pod reaches it through its Service: kube-proxy's rules to the EndpointSlice.
+    // Another pod finds its Service by name (cluster DNS: CoreDNS behind kube-dns) and reaches
+    // it there (kube-proxy's rules to the EndpointSlice).
     let svc: Service = serde_json::from_value(json!({
         "metadata": {"name": "pong", "namespace": ns},
         "spec": {"selector": {"app": "pong"}, "ports": [{"port": 80, "targetPort": 8080}]}
@@ -233,7 +234,7 @@ exec busybox nc -ll -p 8080 -e busybox echo pong
         "spec": {"restartPolicy": "OnFailure", "containers": [{
             "name": "ping", "image": info.busybox_image,
             "command": ["/bin/busybox", "sh", "-c",
-                        format!("echo | busybox nc -w 5 {cluster_ip} 80 | busybox grep pong")]}]}
+                        format!("busybox nslookup pong.{ns}.svc.cluster.local | busybox grep -q {cluster_ip} && echo | busybox nc -w 5 pong 80 | busybox grep pong")]}]}
     }))
     .unwrap();
     pods.create(&PostParams::default(), &client_pod)
