@@ -60,7 +60,7 @@ publish() {
 # `go install`s the packages "${@:2}" (module@version) into the folder $1.
 go_install() {
   local dir=$1; shift
-  (cd "$dir" && GOBIN="$dir" GOFLAGS= go install -trimpath -ldflags "-s -w" "$@")
+  (cd "$dir" && GOBIN="$dir" GOFLAGS='' go install -trimpath -ldflags "-s -w" "$@")
 }
 
 # Stops unless every module directory given was downloaded.

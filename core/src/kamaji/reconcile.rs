@@ -30,9 +30,11 @@ use crate::version::releases::{PATCH_RELEASES_ANNOTATION, Releases};
 /// (ownerReferences do not cross clusters): released once that TenantControlPlane is deleted.
 pub const ECR_FINALIZER: &str = "ecr.kamaji.clastix.io/finalizer";
 
-/// A TenantControlPlane in another cluster is not watched: its KamajiControlPlane is looked at
-/// again this often.
-const REMOTE_RESYNC: Duration = Duration::from_secs(30);
+/// A TenantControlPlane in another cluster is watched there (the reconciler's remote watch, one
+/// per KamajiControlPlane, re-established after that API server restarts); its
+/// KamajiControlPlane is also looked at again this often, a safety net for a watch that cannot
+/// reach that cluster (each reconcile then says why in its conditions).
+const REMOTE_RESYNC: Duration = Duration::from_secs(300);
 
 const CREATED: &str = "TenantControlPlaneCreated";
 const EXTERNAL: &str = "FoundExternalReferenceClient";

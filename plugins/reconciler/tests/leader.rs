@@ -175,3 +175,95 @@ async fn external_cluster_reference_needs_its_flag_and_cleans_up() {
     })
     .await;
 }
+
+/// The TenantControlPlane of an external cluster reference is watched in that cluster, a second
+/// API server of its own: its changes reach the KamajiControlPlane within seconds (the
+/// KamajiControlPlane's own resync is 5 minutes), and still do after that API server restarts.
+/// No Kamaji runs on the second API server: the test writes what Kamaji would (`kamaji_publish`).
+#[tokio::test(flavor = "multi_thread")]
+async fn external_cluster_reference_is_watched_across_a_remote_restart() {
+    let tb = testbed::shared();
+    let remote = testbed::Testbed::start(testbed::Options {
+        controller_manager: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let rc = remote.client().await;
+    let (c, ns) = namespace(tb, "kr-ecr-watch").await;
+    install_our_crds(&c).await;
+    let remote_ns = "tenants";
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(rc.clone())
+        .patch(
+            remote_ns,
+            &PatchParams::apply(FIXTURE),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace",
+                                 "metadata": {"name": remote_ns}})),
+        )
+        .await
+        .unwrap();
+    let kubeconfig = std::fs::read_to_string(&remote.kubeconfig).unwrap();
+    Api::<Secret>::namespaced(c.clone(), &ns)
+        .patch(
+            "remote",
+            &PatchParams::apply(FIXTURE),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "Secret",
+                                 "metadata": {"name": "remote"},
+                                 "stringData": {"kubeconfig": kubeconfig}})),
+        )
+        .await
+        .unwrap();
+    cluster_with_kcp(
+        &c,
+        &ns,
+        "v1beta2",
+        "far",
+        "far-cp",
+        None,
+        json!({"services": {"cidrBlocks": ["10.96.0.0/16"]}}),
+        json!({"version": "1.33.0", "deployment": {"externalClusterReference": {
+            "kubeconfigSecretName": "remote", "kubeconfigSecretKey": "kubeconfig",
+            "deploymentNamespace": remote_ns}}}),
+    )
+    .await;
+    let r = start_reconciler(&tb.kubeconfig, &ns, &["--external-cluster-reference"]);
+    let kcp = get(&c, &ns, &kcp_ar("v1alpha2"), "far-cp").await.unwrap();
+    let tcp = format!("kcp-{}", kcp["metadata"]["uid"].as_str().unwrap());
+    wait_for(60, "the TCP on the second API server", Some(&r), || {
+        get_tcp(&rc, remote_ns, &tcp)
+    })
+    .await;
+
+    // Kamaji's answer there reaches the KamajiControlPlane through the watch.
+    let endpoint_seen = |server: &'static str| {
+        let (c, ns) = (c.clone(), ns.clone());
+        move || {
+            let (c, ns) = (c.clone(), ns.clone());
+            async move {
+                let k = get(&c, &ns, &kcp_ar("v1alpha2"), "far-cp").await?;
+                let kc = secret(&c, &ns, "far-kubeconfig").await?;
+                (k["status"]["ready"] == json!(true) && data(&kc, "value")?.contains(server))
+                    .then_some(())
+            }
+        }
+    };
+    kamaji_publish(&rc, remote_ns, &tcp, "10.3.0.1:6443", "v1.33.0", "Ready", 1).await;
+    wait_for(
+        20,
+        "the remote TCP's endpoint, watched",
+        Some(&r),
+        endpoint_seen("10.3.0.1"),
+    )
+    .await;
+
+    // The second API server restarts: the watch comes back by itself.
+    remote.restart_process("kube-apiserver").await.unwrap();
+    kamaji_publish(&rc, remote_ns, &tcp, "10.3.0.2:6443", "v1.33.0", "Ready", 1).await;
+    wait_for(
+        60,
+        "the remote TCP's new endpoint, watched after the restart",
+        Some(&r),
+        endpoint_seen("10.3.0.2"),
+    )
+    .await;
+}

@@ -184,7 +184,7 @@ fn an_external_reference_without_the_flag_waits_and_an_unreachable_cluster_fails
     );
     let d = decided(&k, Found::ExternalClusterUnreachable("no Secret".into()));
     // Looked at again every 30 s: the other cluster is not watched.
-    assert_eq!(d.requeue, Some(Duration::from_secs(30)));
+    assert_eq!(d.requeue, Some(Duration::from_secs(300)));
     let Then::Fail { conds, error } = d.then else {
         panic!("expected a failure")
     };
@@ -316,7 +316,7 @@ fn a_remote_tcp_is_applied_after_the_finalizer_and_looked_at_again() {
     let k = remote(kcp("v1.33.0"));
     let d = decided(&k, all(None));
     assert!(d.add_finalizer);
-    assert_eq!(d.requeue, Some(Duration::from_secs(30)));
+    assert_eq!(d.requeue, Some(Duration::from_secs(300)));
     let a = applies(d);
     assert_eq!(a.conds[1], Cond::yes(EXTERNAL, "Succeeded"));
     let meta = &a.body["metadata"];

@@ -1,7 +1,8 @@
 //! The KamajiControlPlane controller: watch-driven (no resync, no polling while it waits).
 //!
 //! - [`run`] (`watch`): discovery (`discover`), then one watch per kind whose changes can change
-//!   a KamajiControlPlane's outcome;
+//!   a KamajiControlPlane's outcome, and (`remote`) one per TenantControlPlane that lives in
+//!   another cluster;
 //! - `reconcile`: one reconcile, in one direction: `observe` (what exists, as the typed facts
 //!   of `kcore::kamaji::reconcile::Found`, from the caches of `cache`), then
 //!   `kcore::kamaji::reconcile::decide` (pure), `act` (the writes: the TenantControlPlane, the
@@ -24,6 +25,7 @@ mod discover;
 mod infra_cluster;
 mod observe;
 mod reconcile;
+mod remote;
 mod secrets;
 mod status;
 mod stored;
@@ -79,6 +81,8 @@ struct KcpCtx {
     written: Mutex<HashMap<(String, String), Written>>,
     /// What the watches delivered (`cache`).
     seen: Seen,
+    /// The watches of TenantControlPlanes in other clusters (`remote`).
+    remote: remote::RemoteWatches,
 }
 
 /// The watches' caches: Clusters and TenantControlPlanes as the fields the reconcile reads, and

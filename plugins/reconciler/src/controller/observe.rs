@@ -51,10 +51,16 @@ pub(super) async fn observe(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Result<Se
 async fn deleting(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Seen {
     let finalizer = kcp.finalizers().iter().any(|f| f == ECR_FINALIZER);
     let remote = match reconcile::external_reference(kcp) {
-        Some(r) if finalizer && ctx.cfg.external_cluster_reference => {
-            Some(remote_client(kcp, r, ctx).await.map(|c| place(kcp, ctx, c)))
+        // Watched until the remote TenantControlPlane is gone and the finalizer released.
+        Some(r) if finalizer && ctx.cfg.external_cluster_reference => Some(
+            remote_client(kcp, r, ctx)
+                .await
+                .map(|(c, kubeconfig)| remote_place(kcp, ctx, c, &kubeconfig)),
+        ),
+        _ => {
+            ctx.remote.stop(&kcp_key(kcp));
+            None
         }
-        _ => None,
     };
     Found::Deleting { finalizer, remote }
 }
@@ -103,13 +109,15 @@ async fn owning_cluster(
 /// there.
 async fn tcp_place(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Result<TcpPlace, Seen> {
     let Some(r) = reconcile::external_reference(kcp) else {
+        ctx.remote.stop(&kcp_key(kcp));
         return Ok(place(kcp, ctx, ctx.base.client.clone()));
     };
     if !ctx.cfg.external_cluster_reference {
+        ctx.remote.stop(&kcp_key(kcp));
         return Err(Found::ExternalReferenceDisabled);
     }
     match remote_client(kcp, r, ctx).await {
-        Ok(c) => Ok(place(kcp, ctx, c)),
+        Ok((c, kubeconfig)) => Ok(remote_place(kcp, ctx, c, &kubeconfig)),
         Err(e) => Err(Found::ExternalClusterUnreachable(e)),
     }
 }
@@ -119,13 +127,38 @@ fn place(kcp: &KamajiControlPlane, ctx: &KcpCtx, client: Client) -> TcpPlace {
     TcpPlace::new(ctx, client, at.namespace, at.name, at.remote)
 }
 
+/// The place of a TenantControlPlane in another cluster, which is then watched there.
+fn remote_place(
+    kcp: &KamajiControlPlane,
+    ctx: &KcpCtx,
+    client: Client,
+    kubeconfig: &str,
+) -> TcpPlace {
+    let p = place(kcp, ctx, client);
+    ctx.remote.ensure(
+        &kcp_key(kcp),
+        super::remote::Target {
+            kubeconfig,
+            client: p.client.clone(),
+            tcp: &ctx.disc.tcp,
+            namespace: &p.ns,
+            name: &p.name,
+        },
+    );
+    p
+}
+
+fn kcp_key(kcp: &KamajiControlPlane) -> super::remote::KcpKey {
+    (kcp_ns(kcp), kcp.name_any())
+}
+
 /// A client for the external cluster, from the kubeconfig Secret the reference names (in the
-/// KCP's namespace unless cross-namespace references are allowed).
+/// KCP's namespace unless cross-namespace references are allowed), and the kubeconfig's text.
 async fn remote_client(
     kcp: &KamajiControlPlane,
     r: &ExternalClusterReference,
     ctx: &KcpCtx,
-) -> Result<Client, Error> {
+) -> Result<(Client, String), Error> {
     let ns = if r.kubeconfig_secret_namespace.is_empty() {
         kcp_ns(kcp)
     } else {
@@ -165,7 +198,7 @@ async fn remote_client(
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .map_err(|e| Error::Other(format!("external cluster kubeconfig: {e}")))?;
-    Ok(Client::try_from(cfg)?)
+    Ok((Client::try_from(cfg)?, text))
 }
 
 /// The TenantControlPlane as it is, or `Behind` when the watch has not yet brought what this
@@ -176,7 +209,7 @@ enum TcpRead {
 }
 
 /// The TenantControlPlane from the watch's cache; read from the API server only when it is in
-/// another cluster (not watched), when the watch has not listed yet, or when the cache has none
+/// another cluster (watched there, not cached: `remote`), when the watch has not listed yet, or when the cache has none
 /// although this process applied one (created too recently for the watch to have brought it).
 async fn read_tcp(
     kcp: &KamajiControlPlane,

@@ -55,6 +55,7 @@ pub async fn run(
                 .collect(),
             ..Default::default()
         };
+        let (tx, rx) = futures::channel::mpsc::unbounded();
         let ctx = Arc::new(KcpCtx {
             base: Base::new(client.clone(), metrics.clone()),
             cfg: cfg.clone(),
@@ -63,8 +64,8 @@ pub async fn run(
             retries: Retries::doubling(),
             written: Mutex::new(HashMap::new()),
             seen,
+            remote: super::remote::RemoteWatches::new(tx.clone()),
         });
-        let (tx, rx) = futures::channel::mpsc::unbounded();
         let controller = watches(&ctx, scope.clone(), rx);
         routes.push((scope, tx));
         controllers.push(drive(
@@ -244,7 +245,8 @@ fn watches(
     );
 
     // The certificate scan: the KCPs whose CertificatesExpiring condition changed (the
-    // condition is written from the last scan; see crate::certificates).
+    // condition is written from the last scan; see crate::certificates); and the watches of
+    // TenantControlPlanes in other clusters (`remote`).
     controller =
         controller.reconcile_on(changed.map(|(ns, name)| ObjectRef::new(&name).within(&ns)));
 
