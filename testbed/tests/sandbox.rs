@@ -26,9 +26,15 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
 /// Starts `capi-testbed up` in `dir` as `make sandbox` does (its stderr into `dir/sandbox.log`,
 /// not a terminal) and waits for `dir/ready`.
 fn up(bin: &str, dir: &Path) -> Child {
+    up_with(bin, dir, &[])
+}
+
+/// [`up`] with more flags (`--day0`).
+fn up_with(bin: &str, dir: &Path, flags: &[&str]) -> Child {
     let log = std::fs::File::create(dir.join("sandbox.log")).unwrap();
     let mut up = Command::new(bin)
         .args(["up", "--dir", &dir.display().to_string()])
+        .args(flags)
         .env_remove("NO_COLOR")
         .env_remove("TESTBED_LOG")
         .stdin(Stdio::null())
@@ -159,5 +165,91 @@ fn sandbox_up_serves_the_upstream_kinds_and_down_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(!Path::new(&dir.join("pid")).exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Processes whose root (`/proc/PID/root`: an image pod's container is chrooted into its image)
+/// is under `dir`.
+fn chrooted_under(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.chars().all(|c| c.is_ascii_digit())
+            && let Ok(root) = std::fs::read_link(e.path().join("root"))
+            && root.starts_with(dir)
+        {
+            found.push(format!("{name}: {}", root.display()));
+        }
+    }
+    found
+}
+
+/// A runner killed by a signal (SIGKILL: no clean-up of its own runs) takes the containers of
+/// its SIMULATED image kubelet with it. They run as their pods' users, which clears the
+/// parent-death signal; each container's PID namespace is what ends them.
+#[test]
+fn a_killed_runner_takes_its_image_pods_with_it() {
+    let bin = env!("CARGO_BIN_EXE_capi-testbed");
+    let dir = std::env::temp_dir().join(format!("capi-sandbox-kill-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut runner = up_with(bin, &dir, &["--day0"]);
+    let registry = std::fs::read_to_string(dir.join("registry")).unwrap();
+    let deployment = format!(
+        r#"{{"apiVersion": "apps/v1", "kind": "Deployment",
+  "metadata": {{"name": "proxy", "namespace": "default"}},
+  "spec": {{"selector": {{"matchLabels": {{"app": "proxy"}}}},
+    "template": {{"metadata": {{"labels": {{"app": "proxy"}}}}, "spec": {{
+      "serviceAccountName": "default", "containers": [{{
+      "name": "proxy", "image": "{}/kube-rbac-proxy:v0.8.0",
+      "args": ["--insecure-listen-address=127.0.0.1:8080", "--upstream=http://127.0.0.1:1/"]}}]}}}}}}}}"#,
+        registry.trim()
+    );
+    let file = dir.join("proxy.json");
+    std::fs::write(&file, deployment).unwrap();
+    // Its token (kube-rbac-proxy builds its client from it, else it exits), as the
+    // ServiceAccount controller would have made the account.
+    let out = kubectl(
+        &dir,
+        &["create", "serviceaccount", "default", "-n", "default"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(&dir, &["apply", "-f", &file.display().to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while chrooted_under(&dir).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the image pod's container did not start:\n{}",
+            std::fs::read_to_string(dir.join("sandbox.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Up for good, not crash-looping: the same process a second later.
+    let first = chrooted_under(&dir);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(chrooted_under(&dir), first, "the container keeps running");
+    runner.kill().unwrap();
+    let _ = runner.wait();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = chrooted_under(&dir);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "containers outlived their killed runner: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

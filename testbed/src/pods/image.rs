@@ -722,7 +722,8 @@ fn program_path(name: &str) -> String {
 /// The shell that makes a container's mount namespace: its image as `/`, the token at
 /// [`TOKEN_DIR`], the pod's hosts file at `/etc/hosts`, each volume mount (`N` triples of source,
 /// path, read-only), the root read-only
-/// if asked; then execs `env -i … chroot …`.
+/// if asked; then runs `env -i … chroot …` and waits for it (it is the first process of the
+/// container's PID namespace, and exits with the container's status).
 const MOUNT_SCRIPT: &str = r#"set -e
 root=$1; sa=$2; ro=$3; hosts=$4; n=$5; shift 5
 mount --bind "$root" "$root"
@@ -740,7 +741,7 @@ while [ "$n" -gt 0 ]; do
   if [ "$mro" = 1 ]; then mount -o remount,bind,ro "$dst"; fi
 done
 if [ "$ro" = 1 ]; then mount -o remount,bind,ro "$root"; fi
-exec "$@""#;
+"$@""#;
 
 async fn supervise(p: &mut RunningPod) {
     let holder = p.sandbox.enter_args();
@@ -775,14 +776,22 @@ async fn supervise(p: &mut RunningPod) {
             if c.log.exists() {
                 let _ = std::fs::rename(&c.log, c.log.with_extension("previous.log"));
             }
-            // nsenter (the pod's network) → unshare (a mount namespace of its own) → sh (mounts)
-            // → env -i (the container's environment only) → chroot (the image, as its user).
+            // nsenter (the pod's network) → unshare (a mount namespace and a PID namespace of
+            // its own) → sh (mounts; the PID namespace's first process, which waits) → env -i
+            // (the container's environment only) → chroot (the image, as its user).
+            // chroot's change of user clears the parent-death signal the testbed gives every
+            // child, so a test binary killed by a signal used to leave the container running.
+            // Now the chain dies with it: the testbed's death kills unshare, `--kill-child` kills
+            // sh, and the end of a PID namespace's first process kills everything in it.
             let mut args = holder.clone();
             args.extend([
                 "unshare".into(),
                 "--mount".into(),
                 "--propagation".into(),
                 "private".into(),
+                "--pid".into(),
+                "--fork".into(),
+                "--kill-child".into(),
                 "sh".into(),
                 "-c".into(),
                 MOUNT_SCRIPT.into(),
