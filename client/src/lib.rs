@@ -24,6 +24,7 @@ pub mod fetch;
 pub mod input;
 pub mod kubeconfig;
 pub mod metrics;
+pub mod registry;
 pub mod releases;
 pub mod render;
 pub mod teardown;

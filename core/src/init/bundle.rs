@@ -14,6 +14,9 @@ use crate::error::{Error, usage};
 pub const MANIFEST: &str = "bundle.yaml";
 /// The images every component names, one per line (for `crane copy`, `skopeo sync`, …).
 pub const IMAGES: &str = "images.txt";
+/// The largest file `bundle.yaml` may list, so a listed size never asks to read more: 16 GiB, the
+/// most bytes of image archives a bundle holds (`images::MAX_BUNDLE_IMAGE_BYTES` says why).
+pub const MAX_LISTED_BYTES: u64 = 16 << 30;
 /// `bundle.yaml`'s kind.
 pub const KIND: &str = "InitBundle";
 pub const API_VERSION: &str = "capi-kamaji.io/v1alpha1";
@@ -42,27 +45,61 @@ pub struct BundleFile {
 
 /// Lower-case hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The size and SHA-256 of bytes that arrive in pieces (a file read or written as a stream), so
+/// that no file of a bundle is ever held whole to be checked.
+#[derive(Clone, Debug, Default)]
+pub struct StreamHash {
+    hasher: Sha256,
+    size: u64,
+}
+
+impl StreamHash {
+    pub fn new() -> StreamHash {
+        StreamHash::default()
+    }
+
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.hasher.update(bytes);
+        // A u64 of bytes is more than any disk holds; saturating keeps the count monotone.
+        self.size = self.size.saturating_add(bytes.len() as u64);
+    }
+
+    /// Bytes seen so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The size and lower-case hex SHA-256 of everything seen.
+    pub fn finish(self) -> (u64, String) {
+        (self.size, hex(&self.hasher.finalize()))
+    }
 }
 
 impl BundleManifest {
     /// The manifest of files `(name, bytes)`, for this binary's set.
     pub fn of(files: &[(String, Vec<u8>)]) -> BundleManifest {
+        BundleManifest::listing(
+            files
+                .iter()
+                .map(|(name, bytes)| BundleFile::of(name, bytes))
+                .collect(),
+        )
+    }
+
+    /// The manifest of `files` as listed (for files written as streams), for this binary's set.
+    pub fn listing(files: Vec<BundleFile>) -> BundleManifest {
         BundleManifest {
             api_version: API_VERSION.into(),
             kind: KIND.into(),
             set: set::set_id(),
-            files: files
-                .iter()
-                .map(|(name, bytes)| BundleFile {
-                    name: name.clone(),
-                    size: bytes.len() as u64,
-                    sha256: sha256_hex(bytes),
-                })
-                .collect(),
+            files,
         }
     }
 
@@ -112,6 +149,15 @@ impl BundleManifest {
                 ),
             ));
         }
+        if let Some(f) = m.files.iter().find(|f| f.size > MAX_LISTED_BYTES) {
+            return Err(refused(
+                dir,
+                format!(
+                    "{MANIFEST} gives {} a size of {} bytes, more than a bundle holds",
+                    f.name, f.size
+                ),
+            ));
+        }
         for c in components {
             let want = c.file();
             if !m.files.iter().any(|f| f.name == want) {
@@ -126,10 +172,16 @@ impl BundleManifest {
 
     /// Checks the bytes of listed file `name` against the manifest.
     pub fn check(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        self.check_sum(dir, name, bytes.len() as u64, &sha256_hex(bytes))
+    }
+
+    /// Checks the size and hex SHA-256 of listed file `name` (read as a stream, [`StreamHash`])
+    /// against the manifest.
+    pub fn check_sum(&self, dir: &str, name: &str, size: u64, sha256: &str) -> Result<(), Error> {
         let Some(f) = self.files.iter().find(|f| f.name == name) else {
             return Err(refused(dir, format!("{name} is not listed in {MANIFEST}")));
         };
-        if f.size != bytes.len() as u64 || f.sha256 != sha256_hex(bytes) {
+        if f.size != size || f.sha256 != sha256 {
             return Err(refused(
                 dir,
                 format!(
@@ -143,6 +195,17 @@ impl BundleManifest {
     /// The listed file's expected size, to bound a read.
     pub fn size_of(&self, name: &str) -> Option<u64> {
         self.files.iter().find(|f| f.name == name).map(|f| f.size)
+    }
+}
+
+impl BundleFile {
+    /// The entry of file `name` holding `bytes`.
+    pub fn of(name: &str, bytes: &[u8]) -> BundleFile {
+        BundleFile {
+            name: name.to_string(),
+            size: bytes.len() as u64,
+            sha256: sha256_hex(bytes),
+        }
     }
 }
 
@@ -215,5 +278,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not a file name of the bundle"), "{e}");
+        let huge = text.replace("size: 8", &format!("size: {}", MAX_LISTED_BYTES + 1));
+        let e = BundleManifest::parse("b", &huge, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than a bundle holds"), "{e}");
+    }
+
+    #[test]
+    fn a_stream_hashes_as_the_whole() {
+        let mut h = StreamHash::new();
+        h.update(b"kind: ");
+        h.update(b"x\n");
+        assert_eq!(h.size(), 8);
+        let (size, sum) = h.finish();
+        let (m, _) = bundle();
+        m.check_sum("b", "cluster-api.yaml", size, &sum).unwrap();
+        assert_eq!(sum, sha256_hex(b"kind: x\n"));
     }
 }

@@ -1,10 +1,12 @@
 //! `kubectl capi init` on a bare testbed (no CRDs, no controller: [`testbed::shared_day0`]): a
 //! bundle made from the pinned upstream modules' release assets (`testbed/build-bins.sh
-//! init-sources`) through a clusterctl config of `file://` URLs, as an air-gapped site would
-//! copy it; a tampered or incomplete bundle refused with nothing applied; CAPI's core and
-//! kubeadm bootstrap providers installed first by the real clusterctl (from the site's mirror)
-//! and then adopted; an init killed halfway finished by a re-run that brings every controller
-//! up from its image in the site's mirror, cert-manager issuing their webhooks' certificates
+//! init-sources`) through a clusterctl config of `file://` URLs, and one with the images too
+//! (`--images`, pulled through the testbed's registry as a connected mirror), as an air-gapped
+//! site would copy them; a tampered or incomplete bundle, or a tampered image archive, refused
+//! with nothing applied; CAPI's core and kubeadm bootstrap providers installed first by the
+//! real clusterctl (from the site's mirror) and then adopted; an init killed halfway finished by
+//! a re-run that pushes the bundle's images to the site's registry and brings every controller
+//! up from them, cert-manager issuing their webhooks' certificates
 //! and the webhooks answering; a third run that changes nothing; `kubectl kamaji create` on
 //! what init installed, Ready with a BYOH worker on a real agent; and the client dry run
 //! accepted by `kubectl apply --dry-run=server`.
@@ -69,6 +71,21 @@ fn copy_dir(from: &Path, to: &Path) {
     for e in std::fs::read_dir(from).unwrap().flatten() {
         std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
+}
+
+/// `from` as a new directory `to` of hard links, but for file `changed`, copied and with one
+/// byte in its middle flipped (archives are tens of MB; the links cost nothing).
+fn tampered_copy(from: &Path, to: &Path, changed: &str) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        if e.file_name() != changed {
+            std::fs::hard_link(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+    let mut bytes = std::fs::read(from.join(changed)).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0xff;
+    std::fs::write(to.join(changed), bytes).unwrap();
 }
 
 /// The real clusterctl installs CAPI's core and kubeadm bootstrap providers from the testbed's
@@ -147,6 +164,76 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
     // A second bundle into the same directory is refused: it is written whole or not at all.
     let o = bundle_cmd(&[&b, "--config", &cfg.display().to_string()]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+
+    // The site's mirror holds every image of the set: the upstream controllers' (built from
+    // the pinned modules) and ours.
+    let pushed = testbed::images::push_upstream(tb).await.unwrap();
+    assert_eq!(pushed.len(), 9, "{pushed:?}");
+    let version = format!("v{}", env!("CARGO_PKG_VERSION"));
+    push_image(tb, &version);
+
+    // The bundle with its images, pulled through the testbed's registry as a connected
+    // pull-through mirror: an OCI image-layout tar each, listed in bundle.yaml like every file.
+    let with_images = tmp.path().join("bundle-images");
+    let bi = with_images.display().to_string();
+    let o = bundle_cmd(&[
+        &bi,
+        "--config",
+        &cfg.display().to_string(),
+        "--images",
+        "--images-from",
+        &registry,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_contains(&stdout(&o), "10 images (10 archives, linux/");
+    assert_contains(
+        &stderr(&o),
+        &format!(
+            "image 10/10 registry.k8s.io/cluster-api/kubeadm-control-plane-controller:v1.14.2 (from {registry}/kubeadm-control-plane-controller:v1.14.2): "
+        ),
+    );
+    let archive = "image-kamaji-v1.0.0.oci.tar";
+    let size = std::fs::metadata(with_images.join(archive)).unwrap().len();
+    let listing: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(with_images.join("bundle.yaml")).unwrap())
+            .unwrap();
+    let listed = listing["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == archive)
+        .unwrap_or_else(|| panic!("{archive} in bundle.yaml: {listing}"));
+    assert_eq!(listed["size"].as_u64(), Some(size), "{listed}");
+    let index = Command::new("tar")
+        .arg("-xOf")
+        .arg(with_images.join(archive))
+        .arg("index.json")
+        .output()
+        .unwrap();
+    assert_contains(
+        &String::from_utf8_lossy(&index.stdout),
+        r#""org.opencontainers.image.ref.name":"clastix/kamaji:v1.0.0""#,
+    );
+    // A tampered archive is refused by name before anything is pushed or applied.
+    let site = format!("{registry}/site");
+    let changed = tmp.path().join("tampered-images");
+    tampered_copy(&with_images, &changed, archive);
+    let o = run(
+        &kc,
+        &[
+            "init",
+            "--from",
+            changed.to_str().unwrap(),
+            "--registry",
+            &site,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_contains(
+        &stderr(&o),
+        &format!("{archive} does not match its checksum in bundle.yaml"),
+    );
+    assert_contains(&stderr(&o), "nothing was applied");
 
     // A tampered bundle and an incomplete one are refused by file name, nothing applied.
     let tampered = tmp.path().join("tampered");
@@ -243,13 +330,6 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
     )
     .await;
 
-    // The site's mirror holds every image of the set: the upstream controllers' (built from
-    // the pinned modules) and ours.
-    let pushed = testbed::images::push_upstream(tb).await.unwrap();
-    assert_eq!(pushed.len(), 9, "{pushed:?}");
-    let version = format!("v{}", env!("CARGO_PKG_VERSION"));
-    push_image(tb, &version);
-
     // CAPI's core and kubeadm bootstrap providers were installed with clusterctl.
     testbed::install_crds(
         &c,
@@ -271,8 +351,10 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
     std::fs::write(&ds, stores.datastores_file(|n| format!("site-{n}"))).unwrap();
 
     // An init killed halfway is finished by a re-run: killed as soon as it has applied
-    // cert-manager, while it waits for cert-manager's controllers.
-    let args = ["init", "--from", &b, "--registry", &registry];
+    // cert-manager, while it waits for cert-manager's controllers. The bundle's images go to
+    // the site's registry first (`site/`, which nothing else pushes to), so every controller
+    // init installs runs from an image that came through the bundle.
+    let args = ["init", "--from", &bi, "--registry", &site];
     let waiting: Vec<&str> = args
         .iter()
         .copied()
@@ -298,10 +380,13 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         !cut.contains("components"),
         "the first run was interrupted before its end: {cut}"
     );
+    assert_contains(&cut, &format!("image {site}/kamaji:v1.0.0: pushed ("));
+    assert_contains(&cut, &format!("images: 10 pushed to {site}: "));
 
     let o = run(&kc, &waiting);
     assert!(o.status.success(), "{}\n{}", text(&o), image_pod_logs(tb));
     let out = stdout(&o);
+    assert_contains(&out, "0 blobs sent (0 B), 20 already there");
     for id in ["cluster-api", "bootstrap-kubeadm"] {
         assert_contains(
             &out,
@@ -325,7 +410,8 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
     }
     assert_contains(&out, "2 adopted; done");
 
-    // Every controller of the set runs from the mirror: each Deployment Available.
+    // Every controller of the set runs from the mirror: each Deployment Available, those init
+    // installed from the images the bundle carried, those clusterctl did from the mirror's.
     for (ns, name) in [
         ("cert-manager", "cert-manager"),
         ("cert-manager", "cert-manager-cainjector"),
@@ -350,12 +436,14 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
             status.available_replicas.unwrap_or(0) >= 1,
             "{ns}/{name}: {status:?}"
         );
+        let from = if ns == "capi-system" || ns == "capi-kubeadm-bootstrap-system" {
+            format!("{registry}/")
+        } else {
+            format!("{site}/")
+        };
         for ct in d.spec.unwrap().template.spec.unwrap().containers {
             let image = ct.image.unwrap_or_default();
-            assert!(
-                image.starts_with(&format!("{registry}/")),
-                "{ns}/{name}: {image}"
-            );
+            assert!(image.starts_with(&from), "{ns}/{name}: {image}");
         }
     }
     // cert-manager issued the webhooks' serving certificates, and its CA injector put their CA
@@ -392,7 +480,8 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         args.contains(&"--datastore=site-default".to_string()),
         "{args:?}"
     );
-    let args = ["init", "--from", &b, "--registry", &registry];
+    // The same install from the bundle without images: nothing to push.
+    let args = ["init", "--from", &b, "--registry", &site];
 
     // The webhooks answer: a ByoHost the BYOH webhook judges (only the BYOH manager or the
     // host's own user may write one) is refused by it, over the Service's EndpointSlice.
@@ -601,12 +690,30 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         "infrastructure-byoh v0.5.0: unchanged (server dry run)",
     );
 
-    // The client dry run prints it all, and the API server accepts it.
+    // The client dry run prints it all, and the API server accepts it; it says what it would
+    // push, on stderr.
     let o = run(
         &kc,
-        &["init", "--from", &b, "--dry-run=client", "-o", "yaml"],
+        &[
+            "init",
+            "--from",
+            &bi,
+            "--registry",
+            &site,
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ],
     );
     assert!(o.status.success(), "{}", text(&o));
+    assert_contains(
+        &stderr(&o),
+        &format!("image clastix/kamaji:v1.0.0: would push {site}/kamaji:v1.0.0 (2 blobs, "),
+    );
+    assert_contains(
+        &stderr(&o),
+        &format!("images: 10 would be pushed to {site} (dry run: nothing sent)"),
+    );
     let mut apply = Command::new(testbed::fixtures::run::kubectl_bin())
         .args([
             "apply",

@@ -1,15 +1,18 @@
 //! `kubectl capi init`: sets up a management cluster in one command, clusterctl's `init` with
 //! its flags, for the pinned set of [`kcore::init::set`]: cert-manager, Cluster API's core and
 //! kubeadm providers, BYOH, Kamaji and our KamajiControlPlane provider. `init bundle DIR`
-//! writes an air-gapped bundle; `init --from DIR --registry HOST[/PREFIX]` installs from it.
+//! writes an air-gapped bundle (with `--images`, the images too); `init --from DIR --registry
+//! HOST[/PREFIX]` installs from it, pushing the bundle's images to that registry first.
 //!
-//! parse → plan (`kcore::init::plan`, every preflight before the first write) → apply
-//! (`apply`) → one line per component and a summary.
+//! parse → plan (`kcore::init::plan`, every preflight before the first write) → push the
+//! bundle's images (`images`) → apply (`apply`) → one line per component and a summary.
 
 mod apply;
+mod images;
 mod source;
 mod upgrade_plan;
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,6 +20,7 @@ use clap::{Args as ClapArgs, Subcommand};
 use cli::{DryRun, DryRunFlag, KubeFlags, OutputFlags, OutputFormat, parse_duration};
 use kclient::error::{Error, Op};
 use kclient::render;
+use kcore::init::images::{Platform, human_bytes};
 use kcore::init::manifests::{self, registry_problem};
 use kcore::init::plan::{self, Action, InitStep};
 use kcore::init::set::{self, COMPONENTS, Component, ComponentRole};
@@ -56,7 +60,8 @@ pub struct Args {
     /// Install from a bundle written by `init bundle DIR` (no internet access needed)
     #[arg(long, value_name = "DIR")]
     pub from: Option<PathBuf>,
-    /// Pull every image from this mirror: HOST[:PORT][/PREFIX] (each image keeps its name and tag)
+    /// Pull every image from this mirror: HOST[:PORT][/PREFIX] (each image keeps its name and
+    /// tag); with --from, the bundle's image archives are pushed there first
     #[arg(long, value_name = "HOST[/PREFIX]")]
     pub registry: Option<String>,
     /// A DataStore for Kamaji's tenants: none, or a FILE of DataStore objects to apply
@@ -88,8 +93,8 @@ pub struct Args {
 
 #[derive(Subcommand, Debug)]
 pub enum InitCmd {
-    /// Write every component's manifests, the list of images and a checksum file into DIR, for
-    /// `init --from DIR` on a site without internet access
+    /// Write every component's manifests, the list of images (with --images, the images too)
+    /// and a checksum file into DIR, for `init --from DIR` on a site without internet access
     Bundle(BundleArgs),
 }
 
@@ -100,6 +105,18 @@ pub struct BundleArgs {
     /// clusterctl's config file: its providers: and cert-manager: URLs
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Pull every image into DIR too, an OCI image-layout tar each (image-NAME-TAG.oci.tar),
+    /// which `init --from DIR --registry R` pushes to R
+    #[arg(long)]
+    pub images: bool,
+    /// With --images: pull from this mirror (each image under its name and tag there, as
+    /// --registry names them) instead of each image's own registry: HOST[:PORT][/PREFIX]
+    #[arg(long, value_name = "HOST[/PREFIX]", requires = "images")]
+    pub images_from: Option<String>,
+    /// With --images: the platform kept of a multi-platform image [default: linux/ and this
+    /// machine's architecture]
+    #[arg(long, value_name = "OS/ARCH[/VARIANT]", requires = "images")]
+    pub platform: Option<String>,
 }
 
 /// Most bytes of a `--datastore FILE`.
@@ -129,9 +146,23 @@ pub async fn run(a: &Args) -> Result<(), Error> {
         });
     }
     let datastores = datastores(&a.datastore)?;
-    let texts = match &a.from {
-        Some(dir) => source::from_bundle(dir, &chosen)?,
-        None => fetch_all(&chosen, a.config.as_ref()).await?,
+    let (texts, archives) = match &a.from {
+        Some(dir) => {
+            let b = source::from_bundle(dir, &chosen)?;
+            (b.texts, b.archives)
+        }
+        None => (fetch_all(&chosen, a.config.as_ref()).await?, Vec::new()),
+    };
+    let push_to = match (&a.registry, archives.is_empty()) {
+        (Some(r), false) => Some(r.as_str()),
+        (None, false) => {
+            render::info(&format!(
+                "the bundle's {} image archives are not pushed: no --registry (the manifests keep their upstream images)",
+                archives.len()
+            ));
+            None
+        }
+        (_, true) => None,
     };
     let vars = variables(a.config.as_ref())?;
     let mut prepared = Vec::new();
@@ -150,10 +181,18 @@ pub async fn run(a: &Args) -> Result<(), Error> {
         prepared.push((*c, objects));
     }
     let with_kamaji = prepared.iter().any(|(c, _)| c.id == "kamaji");
+    // The images the chosen components' manifests name, as moved to --registry.
+    let used: BTreeSet<String> = prepared
+        .iter()
+        .flat_map(|(_, o)| manifests::images(o))
+        .collect();
     if a.dry_run.mode == DryRun::Client {
         let mut all: Vec<Value> = prepared.iter().flat_map(|(_, o)| o.clone()).collect();
         if !with_kamaji {
             all.extend(datastores);
+        }
+        if let Some(r) = push_to {
+            images::push_all(&archives, r, &used, true).await?;
         }
         return render::print_objects(&a.output.output, &all, "serverside-applied (dry run)");
     }
@@ -185,6 +224,11 @@ pub async fn run(a: &Args) -> Result<(), Error> {
         return upgrade_plan::show(&conn, &steps, &prepared).await;
     }
     let server_dry = a.dry_run.mode == DryRun::Server;
+    // The images first: a controller applied before its image is in the mirror would wait on
+    // it.
+    if let Some(r) = push_to {
+        images::push_all(&archives, r, &used, server_dry).await?;
+    }
     let mut resolver = apply::Resolver::default();
     let mut tally = Tally::default();
     for (step, (c, objects)) in steps.iter().zip(&prepared) {
@@ -446,27 +490,56 @@ async fn bundle(b: &BundleArgs) -> Result<(), Error> {
             hint: Some("name a directory that does not exist yet, or remove this one".into()),
         });
     }
+    if let Some(r) = &b.images_from
+        && let Some(why) = registry_problem(r)
+    {
+        return Err(Error::Usage {
+            message: format!("--images-from {r:?}: {why}"),
+            hint: Some("e.g. --images-from mirror.example.com:5000/capi".into()),
+        });
+    }
+    let platform = match &b.platform {
+        Some(p) => Platform::parse(p).map_err(|e| Error::Usage {
+            message: format!("--platform: {e}"),
+            hint: Some("e.g. --platform linux/arm64".into()),
+        })?,
+        None => Platform::host(),
+    };
     let all: Vec<&'static Component> = COMPONENTS.iter().collect();
     let texts = fetch_all(&all, b.config.as_ref()).await?;
     let mut files = Vec::new();
-    let mut images = Vec::new();
+    let mut refs = Vec::new();
     for (c, text) in all.iter().zip(&texts) {
         // Checked as init will read it, so a bundle that cannot install is never written.
         let objects = manifests::prepare(c, text, &Variables::default(), None)?;
-        images.extend(manifests::images(&objects));
-        files.push((c.file(), text.clone().into_bytes()));
+        refs.extend(manifests::images(&objects));
+        files.push((c.file(), text.as_bytes()));
     }
-    images.sort();
-    images.dedup();
-    let mut list = images.join("\n");
+    refs.sort();
+    refs.dedup();
+    let mut list = refs.join("\n");
     list.push('\n');
-    files.push((kcore::init::bundle::IMAGES.to_string(), list.into_bytes()));
-    source::write_bundle(&b.dir, &files)?;
+    let mut w = source::BundleWriter::create(&b.dir)?;
+    for (name, bytes) in &files {
+        w.add(name, bytes)?;
+    }
+    w.add(kcore::init::bundle::IMAGES, list.as_bytes())?;
+    let carried = if b.images {
+        let bytes = images::pull_all(&mut w, &refs, b.images_from.as_deref(), &platform).await?;
+        format!(
+            "{} images ({} archives, {platform}, {})",
+            refs.len(),
+            refs.len(),
+            human_bytes(bytes)
+        )
+    } else {
+        format!("{} images (images.txt)", refs.len())
+    };
+    w.finish()?;
     render::line(&format!(
-        "bundle {} written: {} components, {} images (images.txt); copy the directory whole, then: kubectl capi init --from {} --registry HOST[/PREFIX]",
+        "bundle {} written: {} components, {carried}; copy the directory whole, then: kubectl capi init --from {} --registry HOST[/PREFIX]",
         b.dir.display(),
         all.len(),
-        images.len(),
         b.dir.display()
     ));
     Ok(())

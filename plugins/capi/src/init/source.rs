@@ -1,12 +1,14 @@
-//! Where `init` reads each component's release asset: the bundle of `--from DIR` (each file
-//! checked against `bundle.yaml` before anything is applied), else the upstream URL (or the one
-//! clusterctl's config file gives), and `init bundle DIR`, which writes such a bundle.
+//! Where `init` reads each component's release asset: the bundle of `--from DIR` (each file,
+//! image archives too, checked against `bundle.yaml` before anything is applied), else the
+//! upstream URL (or the one clusterctl's config file gives), and `init bundle DIR`, which
+//! writes such a bundle.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kclient::error::Error;
-use kcore::init::bundle::{self, BundleManifest};
+use kcore::init::bundle::{self, BundleFile, BundleManifest, StreamHash};
+use kcore::init::images;
 use kcore::init::manifests::MAX_FILE_BYTES;
 use kcore::init::set::{Component, Origin};
 
@@ -15,20 +17,29 @@ use crate::common::clusterctl_config::Overrides;
 /// How long one download may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The components' texts from the bundle in `dir`, each checked against its manifest.
-pub fn from_bundle(dir: &Path, components: &[&'static Component]) -> Result<Vec<String>, Error> {
+/// A bundle read by `init --from DIR`: every listed file checked, the chosen components' texts,
+/// and its image archives.
+pub struct Bundle {
+    /// The chosen components' texts, in their order.
+    pub texts: Vec<String>,
+    /// The image archives it lists (`image-*.oci.tar`), in `bundle.yaml`'s order.
+    pub archives: Vec<PathBuf>,
+}
+
+/// The bundle in `dir`, each file checked against its manifest before anything is applied.
+pub fn from_bundle(dir: &Path, components: &[&'static Component]) -> Result<Bundle, Error> {
     let shown = dir.display().to_string();
     let manifest_path = dir.join(bundle::MANIFEST);
     let text = read_bounded(&manifest_path, 1 << 20).map_err(|why| refused(&shown, why))?;
     let manifest = BundleManifest::parse(&shown, &text, components).map_err(Error::from)?;
     // Every listed file is checked, not only those of the chosen components: a bundle is
-    // whole or refused.
+    // whole or refused. Read as a stream: image archives are hundreds of MB.
     for f in &manifest.files {
-        let bytes =
-            read_bytes_bounded(&dir.join(&f.name), f.size).map_err(|why| refused(&shown, why))?;
-        manifest.check(&shown, &f.name, &bytes)?;
+        let (size, sum) =
+            hash_file(&dir.join(&f.name), f.size).map_err(|why| refused(&shown, why))?;
+        manifest.check_sum(&shown, &f.name, size, &sum)?;
     }
-    components
+    let texts = components
         .iter()
         .map(|c| {
             let name = c.file();
@@ -38,7 +49,47 @@ pub fn from_bundle(dir: &Path, components: &[&'static Component]) -> Result<Vec<
             String::from_utf8(bytes)
                 .map_err(|_| refused(&shown, format!("{name} is not UTF-8 text")))
         })
-        .collect()
+        .collect::<Result<Vec<_>, Error>>()?;
+    let archives = manifest
+        .files
+        .iter()
+        .filter(|f| images::is_archive_name(&f.name))
+        .map(|f| dir.join(&f.name))
+        .collect();
+    Ok(Bundle { texts, archives })
+}
+
+/// The size and hex SHA-256 of `path`, read in pieces, at most `max` bytes and one more (to
+/// tell a file that grew).
+fn hash_file(path: &Path, max: u64) -> Result<(u64, String), String> {
+    use std::io::Read;
+    let name = file_name(path);
+    let f = open(path, &name)?;
+    let mut r = f.take(max.saturating_add(1));
+    let mut hash = StreamHash::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = r
+            .read(&mut buf)
+            .map_err(|e| format!("{name} cannot be read: {e}"))?;
+        if n == 0 {
+            return Ok(hash.finish());
+        }
+        hash.update(&buf[..n]);
+    }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+fn open(path: &Path, name: &str) -> Result<std::fs::File, String> {
+    std::fs::File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("{name} is missing"),
+        _ => format!("{name} cannot be read: {e}"),
+    })
 }
 
 fn refused(dir: &str, why: String) -> Error {
@@ -58,14 +109,8 @@ fn read_bounded(path: &Path, max: u64) -> Result<String, String> {
 /// At most `max` bytes of `path` (one more is read to tell a file that grew).
 fn read_bytes_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
     use std::io::Read;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_else(|| path.display().to_string());
-    let f = std::fs::File::open(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("{name} is missing"),
-        _ => format!("{name} cannot be read: {e}"),
-    })?;
+    let name = file_name(path);
+    let f = open(path, &name)?;
     let mut out = Vec::new();
     f.take(max.saturating_add(1))
         .read_to_end(&mut out)
@@ -110,43 +155,79 @@ pub async fn fetch(c: &Component, overrides: &Overrides) -> Result<String, Error
     read_bounded(Path::new(path), MAX_FILE_BYTES as u64).map_err(failed)
 }
 
-/// `init bundle DIR`: every component's asset, `images.txt` and `bundle.yaml`, written into a
-/// new directory `dir` (refused if it exists); files are written into a temporary directory
-/// beside it and renamed into place at the end, so `dir` is whole or absent.
-pub fn write_bundle(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<(), Error> {
-    if dir.exists() {
-        return Err(Error::Usage {
-            message: format!(
-                "{} exists; a bundle is written into a new directory",
-                dir.display()
-            ),
-            hint: Some("name a directory that does not exist yet, or remove this one".into()),
-        });
-    }
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let io = |what: &Path, e: std::io::Error| Error::Other {
+/// `init bundle DIR`: a new directory `dir` (refused if it exists) written in a temporary
+/// directory beside it and renamed into place by [`BundleWriter::finish`], so `dir` is whole or
+/// absent: every component's asset, `images.txt`, the image archives, and `bundle.yaml` listing
+/// them all.
+pub struct BundleWriter {
+    dir: PathBuf,
+    tmp: tempfile::TempDir,
+    files: Vec<BundleFile>,
+}
+
+fn write_error(what: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Other {
         message: format!("cannot write {}: {e}", what.display()),
         hint: Some("check that the directory is writable and has space".into()),
-    };
-    let tmp = tempfile::Builder::new()
-        .prefix(".init-bundle-")
-        .tempdir_in(&parent)
-        .map_err(|e| io(&parent, e))?;
-    let manifest = BundleManifest::of(files);
-    let manifest_text = serde_saphyr::to_string(&manifest)
-        .map_err(|e| Error::other(format!("internal: the bundle manifest: {e}")))?;
-    for (name, bytes) in files {
-        let p = tmp.path().join(name);
-        std::fs::write(&p, bytes).map_err(|e| io(&p, e))?;
     }
-    let p = tmp.path().join(bundle::MANIFEST);
-    std::fs::write(&p, manifest_text).map_err(|e| io(&p, e))?;
-    let kept = tmp.keep();
-    std::fs::rename(&kept, dir).map_err(|e| {
-        let _ = std::fs::remove_dir_all(&kept);
-        io(dir, e)
-    })
+}
+
+impl BundleWriter {
+    pub fn create(dir: &Path) -> Result<BundleWriter, Error> {
+        if dir.exists() {
+            return Err(Error::Usage {
+                message: format!(
+                    "{} exists; a bundle is written into a new directory",
+                    dir.display()
+                ),
+                hint: Some("name a directory that does not exist yet, or remove this one".into()),
+            });
+        }
+        let parent = match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix(".init-bundle-")
+            .tempdir_in(&parent)
+            .map_err(|e| write_error(&parent, e))?;
+        Ok(BundleWriter {
+            dir: dir.to_path_buf(),
+            tmp,
+            files: Vec::new(),
+        })
+    }
+
+    /// Where file `name` of the bundle is written (for a file written as a stream, then
+    /// [`BundleWriter::listed`]).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    /// Writes file `name` and lists it.
+    pub fn add(&mut self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        let p = self.path(name);
+        std::fs::write(&p, bytes).map_err(|e| write_error(&p, e))?;
+        self.files.push(BundleFile::of(name, bytes));
+        Ok(())
+    }
+
+    /// Lists a file written at [`BundleWriter::path`], with its size and SHA-256.
+    pub fn listed(&mut self, file: BundleFile) {
+        self.files.push(file);
+    }
+
+    /// Writes `bundle.yaml` and renames the directory into place.
+    pub fn finish(self) -> Result<(), Error> {
+        let manifest = BundleManifest::listing(self.files);
+        let text = serde_saphyr::to_string(&manifest)
+            .map_err(|e| Error::other(format!("internal: the bundle manifest: {e}")))?;
+        let p = self.tmp.path().join(bundle::MANIFEST);
+        std::fs::write(&p, text).map_err(|e| write_error(&p, e))?;
+        let kept = self.tmp.keep();
+        std::fs::rename(&kept, &self.dir).map_err(|e| {
+            let _ = std::fs::remove_dir_all(&kept);
+            write_error(&self.dir, e)
+        })
+    }
 }
