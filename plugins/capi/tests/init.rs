@@ -16,6 +16,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use testbed::fixtures::reconciler::{image_pod_logs, push_image};
@@ -131,6 +132,19 @@ fn clusterctl_init(tmp: &Path, kubeconfig: &Path, registry: &str) {
         .output()
         .unwrap();
     assert!(o.status.success(), "clusterctl init: {}", text(&o));
+}
+
+/// `GET path` over plain HTTP/1.0 at `addr` (a pod's metrics port); the body of a 200.
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s =
+        std::net::TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
 }
 
 async fn crd_exists(c: &kube::Client, name: &str) -> bool {
@@ -605,6 +619,61 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
     assert_contains(
         &stderr(&o),
         &format!("cluster day0 is ready: control plane v1.30.2 at 127.0.0.1:{port}, 1/1 workers"),
+    );
+
+    // The reconciler (from its image) on what the real Kamaji issued: the tenant's earliest
+    // certificate expiry on its /metrics, the day `kubectl kamaji status` reads from the same
+    // Secrets. Its scan runs at start and every 10 minutes: the pod is replaced to scan now.
+    let status = command(kamaji_bin, &kc, &["status", "day0", "-n", &ns, "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", text(&status));
+    let status: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
+    let days_left = status["certificates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["daysLeft"].as_i64())
+        .min()
+        .expect("kamaji status lists the tenant's certificates");
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "kamaji-reconciler-system");
+    pods.delete_collection(&Default::default(), &Default::default())
+        .await
+        .unwrap();
+    let series = format!(
+        "kamaji_reconciler_tenant_certificate_expiry_timestamp_seconds{{namespace=\"{ns}\",tenant_control_plane=\"day0\"}} "
+    );
+    let expiry = testbed::fixtures::poll::wait_for(
+        "the tenant's certificate expiry on the reconciler's /metrics",
+        Duration::from_secs(90),
+        || image_pod_logs(tb),
+        || {
+            let (pods, series) = (pods.clone(), series.clone());
+            async move {
+                let ip = pods
+                    .list(&Default::default())
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .find_map(|p| p.status?.pod_ip)?;
+                let body = http_get(&format!("{ip}:8080"), "/metrics")?;
+                body.lines()
+                    .find_map(|l| l.strip_prefix(series.as_str()))
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+            }
+        },
+    )
+    .await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let metric_days = ((expiry - now) / 86_400.0).floor() as i64;
+    assert!(
+        (metric_days - days_left).abs() <= 1 && days_left > 300,
+        "the reconciler's metric says {metric_days} days, kamaji status {days_left}"
     );
     let o = command(
         kamaji_bin,

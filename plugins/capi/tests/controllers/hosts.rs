@@ -3,7 +3,8 @@
 
 use crate::common::*;
 
-/// `hosts cordon|uncordon|drain`, with the real CAPI and BYOH managers: a cordoned
+/// `hosts describe`, then `hosts cordon|uncordon|drain`, with the real CAPI and BYOH managers and
+/// host agents: describe follows the chain the controllers wrote; a cordoned
 /// host stays out of a scale-up (BYOH's own selection skips it), drain refuses without a spare,
 /// then moves the machine to the spare and leaves the host cordoned, and uncordon returns it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -19,6 +20,49 @@ async fn hosts_cordon_drain_uncordon() {
         .find(|h| !claimed.contains(h))
         .unwrap();
     let victim = claimed[0].clone();
+    let byomachine = ar(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "ByoMachine",
+        "byomachines",
+    );
+
+    // `hosts describe` on what the real controllers and agent wrote: the ByoMachine BYOH's
+    // controller attached the host to, the Machine CAPI made that owns it, and the interfaces
+    // the agent reported from its own network namespace.
+    let h = s.get(&host_ar(), &victim).await;
+    let attached = h.data["status"]["machineRef"]["name"]
+        .as_str()
+        .expect("BYOH attached the claimed host")
+        .to_string();
+    let bm = s.get(&byomachine, &attached).await;
+    let machine = bm
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "Machine")
+        .map(|o| o.name.clone())
+        .expect("CAPI's Machine owns the ByoMachine");
+    let d: serde_json::Value =
+        serde_json::from_str(&out(&s.ok(&["hosts", "describe", &victim, "-o", "json"]))).unwrap();
+    let chain = &d["chain"];
+    assert!(
+        chain["byoMachine"]
+            .as_str()
+            .is_some_and(|b| b.ends_with(&attached))
+            && chain["byoMachineExists"] == true
+            && chain["machine"]
+                .as_str()
+                .is_some_and(|m| m.ends_with(&machine)),
+        "{attached} and {machine}: {d}"
+    );
+    assert!(
+        d["interfaces"]
+            .as_array()
+            .is_some_and(|i| i.iter().any(|i| i["name"] == "eth0" && i["isDefault"] == true)),
+        "the agent's eth0, its default route's: {d}"
+    );
 
     // A missing host, and a host that serves a machine: one line each.
     let o = s.fails(1, &["hosts", "cordon", "nope"]);
@@ -48,12 +92,6 @@ async fn hosts_cordon_drain_uncordon() {
     s.ok(&["scale", "c1", "--workers", "3", "--force"]);
     // BYOH says it looked and found no host (BYOH v0.5.0 byomachine_controller.go: BYOHostReady
     // False, BYOHostsUnavailable), rather than a fixed sleep that hopes it has looked.
-    let byomachine = ar(
-        "infrastructure.cluster.x-k8s.io",
-        "v1beta1",
-        "ByoMachine",
-        "byomachines",
-    );
     eventually(
         "BYOH to find no host for the third machine",
         Duration::from_secs(60),
