@@ -624,9 +624,13 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
     // The reconciler (from its image) on what the real Kamaji issued: the tenant's earliest
     // certificate expiry on its /metrics, the day `kubectl kamaji status` reads from the same
     // Secrets. Its scan runs at start and every 10 minutes: the pod is replaced to scan now.
-    let status = command(kamaji_bin, &kc, &["status", "day0", "-n", &ns, "-o", "json"])
-        .output()
-        .unwrap();
+    let status = command(
+        kamaji_bin,
+        &kc,
+        &["status", "day0", "-n", &ns, "-o", "json"],
+    )
+    .output()
+    .unwrap();
     assert!(status.status.success(), "{}", text(&status));
     let status: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
     let days_left = status["certificates"]

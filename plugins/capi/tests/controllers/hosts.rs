@@ -58,9 +58,9 @@ async fn hosts_cordon_drain_uncordon() {
         "{attached} and {machine}: {d}"
     );
     assert!(
-        d["interfaces"]
-            .as_array()
-            .is_some_and(|i| i.iter().any(|i| i["name"] == "eth0" && i["isDefault"] == true)),
+        d["interfaces"].as_array().is_some_and(|i| i
+            .iter()
+            .any(|i| i["name"] == "eth0" && i["isDefault"] == true)),
         "the agent's eth0, its default route's: {d}"
     );
 
