@@ -13,6 +13,7 @@ mod diagnose;
 mod join;
 pub mod maintenance;
 mod network;
+pub mod removal;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

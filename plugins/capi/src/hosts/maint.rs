@@ -35,6 +35,8 @@ use crate::common::cluster_parts::fetch;
 use crate::common::host_pool::{find_host, machine_on_host};
 use crate::common::writes::FIELD_MANAGER;
 
+use super::confirm;
+
 #[derive(ClapArgs, Clone, Debug)]
 pub struct CordonArgs {
     /// The ByoHost
@@ -572,22 +574,6 @@ async fn spare_hosts(w: &Worker, name: &str) -> Result<usize, Error> {
 }
 
 /// Asks on a terminal unless `--yes`; without either, a usage error naming what would happen.
-fn confirm(yes: bool, what: &str) -> Result<(), Error> {
-    if yes {
-        return Ok(());
-    }
-    if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        return Err(Error::Usage {
-            message: format!("{what}: confirm with --yes (no terminal to ask on)"),
-            hint: None,
-        });
-    }
-    if !kclient::render::confirm(&format!("{what}?"))? {
-        return Err(Error::other("nothing was changed"));
-    }
-    Ok(())
-}
-
 /// Released → cordoned at once → the deployment back at its replicas (when the worker is
 /// known). `bm` is the ByoMachine the host served before the drain.
 async fn wait_drained(job: &Job<'_>, f: &Found, w: Option<&Worker>, bm: &str) -> Result<(), Error> {

@@ -19,6 +19,7 @@ use crate::common::{cells, host_pool, lists};
 mod add;
 mod describe;
 mod maint;
+mod remove;
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
@@ -59,6 +60,8 @@ pub enum Cmd {
     Drain(maint::DrainArgs),
     /// Replace the machine of a host that stopped (Unreachable), release the host for its dead agent, and cordon it
     Retire(maint::RetireArgs),
+    /// Take free hosts out of the pool for good: their ByoHosts and what was issued for them; prints what to run on each
+    Remove(remove::RemoveArgs),
 }
 
 #[derive(ClapArgs, Clone, Debug)]
@@ -70,6 +73,23 @@ pub struct DescribeArgs {
     pub kube: KubeFlags,
     #[command(flatten)]
     pub output: OutputFlags,
+}
+
+/// Asks before a destructive step on a terminal; without one, `--yes` is needed.
+fn confirm(yes: bool, what: &str) -> Result<(), Error> {
+    if yes {
+        return Ok(());
+    }
+    if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Err(Error::Usage {
+            message: format!("{what}: confirm with --yes (no terminal to ask on)"),
+            hint: None,
+        });
+    }
+    if !kclient::render::confirm(&format!("{what}?"))? {
+        return Err(Error::other("nothing was changed"));
+    }
+    Ok(())
 }
 
 pub fn state_tone(s: HostState) -> Tone {
@@ -210,6 +230,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         Some(Cmd::Uncordon(a)) => return maint::uncordon(a).await,
         Some(Cmd::Drain(a)) => return maint::drain(a).await,
         Some(Cmd::Retire(a)) => return maint::retire(a).await,
+        Some(Cmd::Remove(a)) => return remove::run(a).await,
         None => {}
     }
     let printer = Printer::new(&args.list.output);

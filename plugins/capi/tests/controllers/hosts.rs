@@ -64,6 +64,16 @@ async fn hosts_cordon_drain_uncordon() {
         "the agent's eth0, its default route's: {d}"
     );
 
+    // A busy host cannot be removed (BYOH's webhook would refuse it too); nothing goes, not
+    // even the free host named with it.
+    let o = s.fails(1, &["hosts", "remove", &spare, &victim, "--yes"]);
+    assert_contains(
+        &err(&o),
+        &format!("ByoHost {victim} serves ByoMachine {attached}"),
+    );
+    assert_contains(&err(&o), "nothing was removed");
+    let _ = s.get(&host_ar(), &spare).await;
+
     // A missing host, and a host that serves a machine: one line each.
     let o = s.fails(1, &["hosts", "cordon", "nope"]);
     assert_eq!(first_line(&o), "error: ByoHost \"nope\" not found");
@@ -138,6 +148,62 @@ async fn hosts_cordon_drain_uncordon() {
     s.ok(&["hosts", "uncordon", &victim]);
     let h = s.get(&host_ar(), &victim).await;
     assert_eq!(cluster_label(&h), None);
+
+    // The victim, free now, leaves for good: its ByoHost, the BootstrapKubeconfig `hosts add`
+    // made, the bootstrap token BYOH issued with it and the real agent's CSR.
+    let bootstrap = ar(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "BootstrapKubeconfig",
+        "bootstrapkubeconfigs",
+    );
+    let csrs: Api<k8s_openapi::api::certificates::v1::CertificateSigningRequest> =
+        Api::all(s.client.clone());
+    let csr = format!("byoh-csr-{victim}");
+    assert!(
+        csrs.get_opt(&csr).await.unwrap().is_some(),
+        "the agent's CSR"
+    );
+    let issued = serde_json::to_value(s.get(&bootstrap, &victim).await).unwrap();
+    let token = kcore::plan::hosts::removal::token_secret(&issued).expect("BYOH issued a token");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(s.client.clone(), "kube-system");
+    assert!(
+        secrets.get_opt(&token).await.unwrap().is_some(),
+        "BYOH's token Secret {token}"
+    );
+    let o = s.fails(2, &["hosts", "remove", &victim]);
+    assert_contains(&err(&o), "confirm with --yes");
+    let o = s.ok(&["hosts", "remove", &victim, "--dry-run=client"]);
+    assert_contains(
+        &out(&o),
+        &format!("would remove {victim} (dry run): byohost/{victim}"),
+    );
+    assert_contains(&out(&o), &format!("certificatesigningrequest/{csr}"));
+    let _ = s.get(&host_ar(), &victim).await;
+    let o = s.ok(&["hosts", "remove", &victim, "--yes"]);
+    assert_contains(
+        &out(&o),
+        &format!("byohost.infrastructure.cluster.x-k8s.io/{victim} removed"),
+    );
+    assert_contains(&out(&o), &format!("bootstrapkubeconfig/{victim}"));
+    assert_contains(
+        &out(&o),
+        &format!("On {victim}: stop the agent before anything else"),
+    );
+    eventually(
+        "the victim and what was issued for it gone",
+        Duration::from_secs(30),
+        async || {
+            s.api(&host_ar()).get_opt(&victim).await.unwrap().is_none()
+                && s.api(&bootstrap).get_opt(&victim).await.unwrap().is_none()
+                && csrs.get_opt(&csr).await.unwrap().is_none()
+                && secrets.get_opt(&token).await.unwrap().is_none()
+        },
+    )
+    .await;
+    let o = s.fails(1, &["hosts", "remove", &victim, "--yes"]);
+    assert_contains(&err(&o), &format!("ByoHost \"{victim}\" not found"));
 }
 
 /// `hosts drain HOST --timeout 1s` deleted the Machine, returned 1, and the host,
