@@ -145,12 +145,7 @@ async fn find(kube: &KubeFlags, name: &str) -> Result<Found, Error> {
     kcore::names::check_object_name("host", name)?;
     let conn = kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
-    let host_ar = apis.byo_host().ok_or_else(|| Error::NotInstalled {
-        product: "BYOH".into(),
-        group: kcore::groups::INFRASTRUCTURE_GROUP.into(),
-        install: "install the BYOH provider (clusterctl init --infrastructure byoh)".into(),
-        context: conn.context.clone(),
-    })?;
+    let host_ar = super::byo_host_resource(&apis, &conn)?;
     let ns = conn.namespace_explicit.then(|| conn.namespace.clone());
     let host = find_host(&conn, &host_ar, name, ns.as_deref()).await?;
     let byo_machine_ar = apis.provider_kind(kcore::groups::INFRASTRUCTURE_GROUP, "ByoMachine");

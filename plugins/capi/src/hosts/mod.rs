@@ -75,6 +75,19 @@ pub struct DescribeArgs {
     pub output: OutputFlags,
 }
 
+/// The ByoHost resource, or that BYOH is not installed (the host verbs that write).
+fn byo_host_resource(
+    apis: &ServerApis,
+    conn: &kclient::conn::Conn,
+) -> Result<kube::discovery::ApiResource, Error> {
+    apis.byo_host().ok_or_else(|| Error::NotInstalled {
+        product: "BYOH".into(),
+        group: INFRASTRUCTURE_GROUP.into(),
+        install: "install the BYOH provider (clusterctl init --infrastructure byoh)".into(),
+        context: conn.context.clone(),
+    })
+}
+
 /// Asks before a destructive step on a terminal; without one, `--yes` is needed.
 fn confirm(yes: bool, what: &str) -> Result<(), Error> {
     if yes {

@@ -74,12 +74,7 @@ pub async fn run(a: &RemoveArgs) -> Result<(), Error> {
     check_args(a)?;
     let conn = a.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
-    let host_ar = apis.byo_host().ok_or_else(|| Error::NotInstalled {
-        product: "BYOH".into(),
-        group: kcore::groups::INFRASTRUCTURE_GROUP.into(),
-        install: "install the BYOH provider (clusterctl init --infrastructure byoh)".into(),
-        context: conn.context.clone(),
-    })?;
+    let host_ar = super::byo_host_resource(&apis, &conn)?;
     let bk_ar = apis.provider_kind(kcore::groups::INFRASTRUCTURE_GROUP, "BootstrapKubeconfig");
     // Every host read and judged before the first delete: nothing half-removed.
     let mut plan = Vec::new();
