@@ -207,21 +207,43 @@ fn sh_command(command: &str) -> Result<&str, ControlCharacter> {
 /// agent and kubeadm need, checked on the host before the agent starts, one line per failure
 /// with its fix (kernel modules and sysctls, swap, a running containerd, the kubelet's port, the
 /// hostname the agent registers under, the clock against `issued_unix`, when the bootstrap
-/// kubeconfig was made, and its token's life; `--ipvs` adds kube-proxy's IPVS modules). `host`
-/// and `namespace` go in through [`sh_word`], as in `agent.sh`.
+/// kubeconfig was made, and its token's life; `--ipvs` adds kube-proxy's IPVS modules); it also
+/// reports the kubelet and kubeadm the host carries. `host` and `namespace` go in through
+/// [`sh_word`], as in `agent.sh`.
 pub fn preflight_script(
     host: &str,
     namespace: &str,
     issued_unix: i64,
 ) -> Result<String, ControlCharacter> {
+    script_of(
+        host,
+        namespace,
+        issued_unix,
+        i64::from(BOOTSTRAP_TOKEN_TTL_MINUTES) * 60,
+    )
+}
+
+/// The preflight before any token exists (`kubectl capi hosts add HOST --check`): the same
+/// checks, the clock against `now_unix`, no token's life.
+pub fn check_script(
+    host: &str,
+    namespace: &str,
+    now_unix: i64,
+) -> Result<String, ControlCharacter> {
+    script_of(host, namespace, now_unix, 0)
+}
+
+fn script_of(
+    host: &str,
+    namespace: &str,
+    issued_unix: i64,
+    token_ttl_seconds: i64,
+) -> Result<String, ControlCharacter> {
     Ok(include_str!("byoh_preflight.sh")
         .replace("@HOST@", &sh_word("the host", host)?)
         .replace("@NAMESPACE@", &sh_word("the namespace", namespace)?)
         .replace("@ISSUED@", &issued_unix.to_string())
-        .replace(
-            "@TOKEN_TTL@",
-            &(i64::from(BOOTSTRAP_TOKEN_TTL_MINUTES) * 60).to_string(),
-        ))
+        .replace("@TOKEN_TTL@", &token_ttl_seconds.to_string()))
 }
 
 #[cfg(test)]

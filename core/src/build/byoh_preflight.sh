@@ -13,7 +13,8 @@ ROOT="${PREFLIGHT_ROOT:-}"
 HOST=@HOST@
 NAMESPACE=@NAMESPACE@
 # When `kubectl capi hosts add` made the bootstrap kubeconfig (Unix seconds), and how long its
-# token lives: a clock behind the first makes every certificate look not yet valid.
+# token lives: a clock behind the first makes every certificate look not yet valid. A TTL of 0:
+# no token yet (`hosts add --check`), so only the clock is checked.
 ISSUED=@ISSUED@
 TOKEN_TTL=@TOKEN_TTL@
 IPVS=0
@@ -105,8 +106,27 @@ hn=$(read_file /proc/sys/kernel/hostname)
 now=$(date +%s)
 if [ "$now" -lt $((ISSUED - 300)) ]; then
 	fail "clock" "is more than 5 minutes behind the management cluster's: enable time sync (timedatectl set-ntp true, or chrony)"
-elif [ "$now" -gt $((ISSUED + TOKEN_TTL)) ]; then
+elif [ "$TOKEN_TTL" -gt 0 ] && [ "$now" -gt $((ISSUED + TOKEN_TTL)) ]; then
 	fail "bootstrap token" "expired (it lives $((TOKEN_TTL / 60)) minutes): run kubectl capi hosts add $HOST -n $NAMESPACE again"
+fi
+
+# The Kubernetes this host carries (a host image may bring it: BYOH's --skip-installation),
+# which decides the versions a machine on it can run. Reported, not checked.
+kubelet_v=
+kubeadm_v=
+if command -v kubelet >/dev/null 2>&1; then
+	# "Kubernetes v1.35.4": the last word.
+	kubelet_v=$(kubelet --version 2>/dev/null)
+	kubelet_v=${kubelet_v##* }
+	kubelet_v=${kubelet_v:-unknown}
+fi
+if command -v kubeadm >/dev/null 2>&1; then
+	kubeadm_v=$(kubeadm version -o short 2>/dev/null) || kubeadm_v=unknown
+fi
+if [ -n "$kubelet_v$kubeadm_v" ]; then
+	echo "preflight: installed: kubelet ${kubelet_v:-none}, kubeadm ${kubeadm_v:-none}"
+else
+	echo "preflight: no kubelet or kubeadm installed (the agent's installer brings them, unless it runs with --skip-installation)"
 fi
 
 if [ "$FAILED" = 0 ]; then

@@ -58,18 +58,20 @@ impl FakeRoot {
     /// Runs the script issued `issued_ago` seconds ago: exit code and stdout.
     fn run(&self, issued_ago: i64, args: &[&str]) -> (i32, String) {
         let now = jiff::Timestamp::now().as_second();
+        let text = preflight_script(HOST, "pool-a", now - issued_ago).unwrap();
+        self.run_text(&text, args, None)
+    }
+
+    /// Runs `text` with `args`, with `path` as its PATH when given: exit code and output.
+    fn run_text(&self, text: &str, args: &[&str], path: Option<&Path>) -> (i32, String) {
         let script = self.path("preflight.sh");
-        std::fs::write(
-            &script,
-            preflight_script(HOST, "pool-a", now - issued_ago).unwrap(),
-        )
-        .unwrap();
-        let out = Command::new("/bin/sh")
-            .arg(&script)
-            .args(args)
-            .env("PREFLIGHT_ROOT", &self.dir)
-            .output()
-            .unwrap();
+        std::fs::write(&script, text).unwrap();
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg(&script).args(args).env("PREFLIGHT_ROOT", &self.dir);
+        if let Some(p) = path {
+            cmd.env("PATH", p);
+        }
+        let out = cmd.output().unwrap();
         (
             out.status.code().unwrap_or(-1),
             format!(
@@ -210,4 +212,36 @@ fn ipvs_adds_its_modules_and_unknown_arguments_are_refused() {
     let (code, out) = root.run(60, &["--ipv5"]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("unknown argument --ipv5"), "{out}");
+}
+
+#[test]
+fn the_check_before_a_token_passes_at_any_age_and_reports_the_kubernetes_installed() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = FakeRoot::ready("check");
+    // A host image with Kubernetes v1.35.4: the kubelet and kubeadm on the PATH.
+    let bin = root.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for (name, says) in [("kubelet", "Kubernetes v1.35.4"), ("kubeadm", "v1.35.4")] {
+        let p = bin.join(name);
+        write(&p, &format!("#!/bin/sh\necho '{says}'\n"));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    // Made a day ago, a script with a token would call it expired; the check has none.
+    let day_ago = jiff::Timestamp::now().as_second() - 86_400;
+    let text = super::check_script(HOST, "pool-a", day_ago).unwrap();
+    let (code, out) = root.run_text(&text, &[], Some(Path::new(&path)));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("installed: kubelet v1.35.4, kubeadm v1.35.4"),
+        "{out}"
+    );
+    // Nothing installed: said, not failed.
+    let (code, out) = root.run_text(&text, &[], Some(Path::new("/usr/bin:/bin")));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("no kubelet or kubeadm installed"), "{out}");
+    // The same age with a token: expired.
+    let (code, out) = root.run(86_400, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAIL bootstrap token"), "{out}");
 }

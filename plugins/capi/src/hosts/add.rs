@@ -58,6 +58,10 @@ pub struct AddArgs {
     /// Write DIR/HOST/bootstrap-kubeconfig.conf (0600), DIR/HOST/preflight.sh and DIR/HOST/agent.sh (which runs preflight.sh first) instead of printing
     #[arg(long, value_name = "DIR")]
     pub output: Option<PathBuf>,
+    /// Print only HOST's preflight (a POSIX sh script, to run on the host as root) and issue
+    /// nothing: e.g. kubectl capi hosts add node-17 --check | ssh node-17 sudo sh
+    #[arg(long, conflicts_with_all = ["output", "force", "label", "apiserver", "preinstalled"])]
+    pub check: bool,
     /// Issue a bootstrap kubeconfig even for a host already registered as a ByoHost (a host
     /// reinstalled under the same name); without it such a host is refused, naming its state
     #[arg(long)]
@@ -71,6 +75,9 @@ pub struct AddArgs {
 
 pub async fn run(args: &AddArgs) -> Result<(), Error> {
     check_args(args)?;
+    if args.check {
+        return check_only(args);
+    }
     let (apiserver, ca) = bootstrap_endpoint(args).await?;
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
@@ -162,6 +169,44 @@ async fn refuse_registered(
 }
 
 /// parse: everything the user typed is checked before anything is written.
+/// `--check`: HOST's preflight on stdout, nothing issued and the cluster not reached (the
+/// namespace in its messages is -n's, else the context's).
+fn check_only(args: &AddArgs) -> Result<(), Error> {
+    let [host] = args.hosts.as_slice() else {
+        return Err(Error::Usage {
+            message: format!(
+                "--check prints one host's preflight; {} hosts were named",
+                args.hosts.len()
+            ),
+            hint: Some("name one host: kubectl capi hosts add HOST --check".into()),
+        });
+    };
+    let ns = args.kube.namespace.clone().unwrap_or_else(|| {
+        args.kube
+            .load_kubeconfig()
+            .ok()
+            .flatten()
+            .and_then(|kc| {
+                let current = args.kube.context.clone().or(kc.current_context.clone())?;
+                kc.contexts
+                    .iter()
+                    .find(|c| c.name == current)?
+                    .context
+                    .as_ref()?
+                    .namespace
+                    .clone()
+            })
+            .unwrap_or_else(|| "default".into())
+    });
+    let script = byoh::check_script(host, &ns, jiff::Timestamp::now().as_second())
+        .map_err(|e| Error::usage(e.to_string()))?;
+    kclient::render::info(&format!(
+        "# the preflight of {host} (nothing issued): run it there as root, e.g. kubectl capi hosts add {host} --check | ssh {host} sudo sh"
+    ));
+    kclient::render::raw(script.as_bytes());
+    Ok(())
+}
+
 fn check_args(args: &AddArgs) -> Result<(), Error> {
     if args.hosts.len() > MAX_HOSTS {
         return Err(Error::usage(format!(
@@ -191,7 +236,7 @@ fn check_args(args: &AddArgs) -> Result<(), Error> {
             });
         }
     }
-    if args.output.is_none() && args.hosts.len() > 1 {
+    if args.output.is_none() && args.hosts.len() > 1 && !args.check {
         return Err(Error::Usage {
             message: "several hosts: their bootstrap kubeconfigs need --output DIR".into(),
             hint: Some("pass --output DIR (one directory per host), or one host at a time".into()),

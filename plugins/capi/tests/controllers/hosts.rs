@@ -262,6 +262,31 @@ async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
     let ns = &s.ns;
     let work = tempfile::tempdir().unwrap();
 
+    // --check: the host's preflight alone, before any token: nothing issued.
+    let o = s.ok(&words("hosts add rack1-node7 --check"));
+    let script = out(&o);
+    assert!(script.starts_with("#!/bin/sh\n"), "{script}");
+    assert_contains(&script, "HOST=rack1-node7\n");
+    assert_contains(&script, &format!("NAMESPACE={ns}\n"));
+    assert_contains(&script, "TOKEN_TTL=0\n");
+    assert_contains(&err(&o), "ssh rack1-node7 sudo sh");
+    let bootstrap = ar(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "BootstrapKubeconfig",
+        "bootstrapkubeconfigs",
+    );
+    assert!(
+        s.api(&bootstrap)
+            .get_opt("rack1-node7")
+            .await
+            .unwrap()
+            .is_none(),
+        "--check issued nothing"
+    );
+    let o = s.fails(2, &words("hosts add a1 a2 --check"));
+    assert_contains(&err(&o), "--check prints one host's preflight");
+
     // One host: the kubeconfig on stdout, the agent command on stderr.
     let o = s.ok(&words("hosts add rack1-node7 --label site=lab,rack=r1"));
     assert_contains(
