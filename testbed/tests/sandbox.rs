@@ -23,30 +23,45 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
     found
 }
 
+/// A running `capi-testbed up`, killed if the test fails before it stops it: a failed
+/// assertion must not leave a sandbox running on the machine.
+struct Runner(Child);
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Starts `capi-testbed up` in `dir` as `make sandbox` does (its stderr into `dir/sandbox.log`,
 /// not a terminal) and waits for `dir/ready`.
-fn up(bin: &str, dir: &Path) -> Child {
+fn up(bin: &str, dir: &Path) -> Runner {
     up_with(bin, dir, &[])
 }
 
 /// [`up`] with more flags (`--day0`).
-fn up_with(bin: &str, dir: &Path, flags: &[&str]) -> Child {
+fn up_with(bin: &str, dir: &Path, flags: &[&str]) -> Runner {
     let log = std::fs::File::create(dir.join("sandbox.log")).unwrap();
-    let mut up = Command::new(bin)
-        .args(["up", "--dir", &dir.display().to_string()])
-        .args(flags)
-        .env_remove("NO_COLOR")
-        .env_remove("TESTBED_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let mut up = Runner(
+        Command::new(bin)
+            .args(["up", "--dir", &dir.display().to_string()])
+            .args(flags)
+            .env_remove("NO_COLOR")
+            .env_remove("TESTBED_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
     let deadline = Instant::now() + Duration::from_secs(180);
     while !dir.join("ready").exists() {
         let log = std::fs::read_to_string(dir.join("sandbox.log")).unwrap_or_default();
         assert!(
-            up.try_wait().unwrap().is_none(),
+            up.0.try_wait().unwrap().is_none(),
             "sandbox runner exited early:\n{log}"
         );
         assert!(
@@ -59,13 +74,13 @@ fn up_with(bin: &str, dir: &Path, flags: &[&str]) -> Child {
 }
 
 /// `capi-testbed down`, then waits for the runner to end.
-fn down(bin: &str, dir: &Path, mut up: Child) {
+fn down(bin: &str, dir: &Path, mut up: Runner) {
     let down = Command::new(bin)
         .args(["down", "--dir", &dir.display().to_string()])
         .output()
         .unwrap();
     assert!(down.status.success());
-    let _ = up.wait();
+    let _ = up.0.wait();
 }
 
 /// Runs the real kubectl against the sandbox in `dir`.
@@ -237,8 +252,8 @@ fn a_killed_runner_takes_its_image_pods_with_it() {
     let first = chrooted_under(&dir);
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(chrooted_under(&dir), first, "the container keeps running");
-    runner.kill().unwrap();
-    let _ = runner.wait();
+    runner.0.kill().unwrap();
+    let _ = runner.0.wait();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let left = chrooted_under(&dir);

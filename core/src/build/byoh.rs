@@ -16,6 +16,10 @@ pub(crate) const BOOTSTRAP_KUBECONFIG_API_VERSION: &str = "infrastructure.cluste
 /// How long BYOH's bootstrap token lives (`ttl` in BYOH v0.5.0's controller).
 pub const BOOTSTRAP_TOKEN_TTL_MINUTES: u32 = 30;
 
+/// Where `hosts add` tells the admin to put a host's bootstrap kubeconfig, unless told
+/// otherwise (`--host-path`); `hosts remove` names it in the clean-up it prints.
+pub const DEFAULT_HOST_PATH: &str = "/etc/byoh/bootstrap-kubeconfig.conf";
+
 /// Checks the API server URL the way BYOH's webhook does (`isURLValid`): `https://host:port`,
 /// with a port the host can dial (1 to 65535) and nothing a shell or a kubeconfig would read as
 /// something else (control characters, spaces).

@@ -48,7 +48,7 @@ pub struct AddArgs {
     #[arg(
         long,
         value_name = "PATH",
-        default_value = "/etc/byoh/bootstrap-kubeconfig.conf"
+        default_value = byoh::DEFAULT_HOST_PATH
     )]
     pub host_path: String,
     /// The hosts already have kubeadm, the kubelet and a container runtime (as for kamaji create

@@ -40,7 +40,7 @@ pub struct RemoveArgs {
     #[arg(
         long,
         value_name = "PATH",
-        default_value = "/etc/byoh/bootstrap-kubeconfig.conf"
+        default_value = byoh::DEFAULT_HOST_PATH
     )]
     pub host_path: String,
     #[arg(long, short = 'y')]
