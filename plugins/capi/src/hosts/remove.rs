@@ -71,7 +71,7 @@ impl Removal {
 }
 
 pub async fn run(a: &RemoveArgs) -> Result<(), Error> {
-    check_args(a)?;
+    let path = check_args(a)?;
     let conn = a.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let host_ar = super::byo_host_resource(&apis, &conn)?;
@@ -99,8 +99,6 @@ pub async fn run(a: &RemoveArgs) -> Result<(), Error> {
             &format!("remove {} host(s) for good ({what})", plan.len()),
         )?;
     }
-    let path =
-        byoh::sh_word("the host path", &a.host_path).map_err(|e| Error::usage(e.to_string()))?;
     for r in &plan {
         for (ar, ns, name) in &r.objects {
             kclient::api::delete_if_present(&conn, ar, ns.as_deref(), name, server_dry).await?;
@@ -123,7 +121,9 @@ pub async fn run(a: &RemoveArgs) -> Result<(), Error> {
     Ok(())
 }
 
-fn check_args(a: &RemoveArgs) -> Result<(), Error> {
+/// Checks the flags before anything is read; returns `--host-path` quoted for the printed
+/// clean-up.
+fn check_args(a: &RemoveArgs) -> Result<String, Error> {
     if a.hosts.len() > removal::MAX_HOSTS {
         return Err(Error::Usage {
             message: format!(
@@ -143,7 +143,8 @@ fn check_args(a: &RemoveArgs) -> Result<(), Error> {
             });
         }
     }
-    byoh::check_host_path(&a.host_path).map_err(Error::usage)
+    byoh::check_host_path(&a.host_path).map_err(Error::usage)?;
+    byoh::sh_word("the host path", &a.host_path).map_err(|e| Error::usage(e.to_string()))
 }
 
 /// What goes for host `name`: its ByoHost (refused if it serves a machine), and the objects made
@@ -236,6 +237,10 @@ mod tests {
     #[test]
     fn names_are_checked_bounded_and_given_once() {
         assert!(check_args(&args(&["h1", "h2"])).is_ok());
+        let mut bad = args(&["h1"]);
+        bad.host_path = "/etc/byoh/a\nb".into();
+        let e = check_args(&bad).unwrap_err().to_string();
+        assert!(e.contains("control character"), "{e}");
         let e = check_args(&args(&["h1", "h1"])).unwrap_err().to_string();
         assert!(e.contains("given twice"), "{e}");
         let e = check_args(&args(&["Bad_Name"])).unwrap_err().to_string();
