@@ -130,6 +130,39 @@ fn audit_args(dir: &Path, audit: bool) -> Result<Vec<String>, Error> {
     Ok(args)
 }
 
+/// What a testbed needs free where its directory lives: etcd preallocates 64 MiB WAL segments
+/// (two per etcd, the testbed's and each DataStore's), and logs and tenant data grow from there.
+/// Below it etcd dies at start with "failed to create WAL", which names no cause.
+const MIN_FREE_BYTES: u64 = 1 << 30;
+
+/// Refuses to start on a file system with less than `need` bytes free to this user.
+fn ensure_free_space(dir: &Path, need: u64) -> Result<(), Error> {
+    let free = free_bytes(dir)?;
+    if free < need {
+        return Err(Error::Start(format!(
+            "only {} MiB free under {}, a testbed needs {} MiB: free some disk (cargo clean, old \
+             /tmp/capi-testbed-* directories) or set TMPDIR to a larger file system",
+            free >> 20,
+            dir.display(),
+            need >> 20
+        )));
+    }
+    Ok(())
+}
+
+/// Bytes available to an unprivileged user on the file system holding `dir` (statvfs(3)).
+fn free_bytes(dir: &Path) -> Result<u64, Error> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| Error::Start(format!("{} contains a NUL byte", dir.display())))?;
+    // SAFETY: statvfs only writes into the zeroed struct we own; `c` is a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(Error::io(dir, std::io::Error::last_os_error()));
+    }
+    Ok(u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
+}
+
 impl Testbed {
     /// Starts a testbed and waits until it is ready for clients.
     pub async fn start(opts: Options) -> Result<Testbed, Error> {
@@ -147,6 +180,7 @@ impl Testbed {
             assets.for_day0()?;
         }
         let (dir, remove_dir) = testbed_dir(opts.dir.as_deref())?;
+        ensure_free_space(&dir, MIN_FREE_BYTES)?;
         let pki = certs::Pki::generate(&dir.join("pki"))?;
         let mut tb = Testbed {
             kubeconfig: dir.join("kubeconfig"),
@@ -503,5 +537,21 @@ impl Testbed {
             key = b64(&pki.admin_key_pem),
         );
         write_private(&self.kubeconfig, &text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_named_before_etcd_starts() {
+        let dir = std::env::temp_dir();
+        assert!(free_bytes(&dir).unwrap() > 0);
+        ensure_free_space(&dir, 1).unwrap();
+        let err = ensure_free_space(&dir, u64::MAX).unwrap_err().to_string();
+        assert!(err.contains("MiB free under"), "{err}");
+        assert!(err.contains("TMPDIR"), "{err}");
+        assert!(free_bytes(Path::new("/no/such/dir")).is_err());
     }
 }
