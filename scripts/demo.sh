@@ -90,20 +90,19 @@ crane=$(bash testbed/build-bins.sh crane)/crane
 run kubectl kamaji install --image "$image"
 run kubectl -n kamaji-reconciler-system rollout status deployment/kamaji-reconciler --timeout 120s
 
-say "1. Onboarding 8 bare-metal hosts: kubectl capi hosts add prints each one's bootstrap kubeconfig and agent command"
+say "1. Onboarding 8 bare-metal hosts: kubectl capi hosts add prints a script for each (preflight, bootstrap kubeconfig, agent)"
 kubectl create namespace byoh-hosts >/dev/null
-echo '$ kubectl capi hosts add host-01 --label role=worker --preinstalled -n byoh-hosts > host-01.conf'
-kubectl capi hosts add host-01 --label role=worker --preinstalled -n byoh-hosts >"$dir/host-01.conf" 2>"$dir/host-01.txt"
+echo '$ kubectl capi hosts add host-01 --label role=worker --preinstalled -n byoh-hosts > host-01.sh'
+kubectl capi hosts add host-01 --label role=worker --preinstalled -n byoh-hosts >"$dir/host-01.sh" 2>"$dir/host-01.txt"
 cat "$dir/host-01.txt"
 for i in 02 03 04 05 06 07 08; do
   kubectl capi hosts add "host-$i" --label role=worker --preinstalled -n byoh-hosts \
-    >"$dir/host-$i.conf" 2>"$dir/host-$i.txt"
+    >"$dir/host-$i.sh" 2>"$dir/host-$i.txt"
 done
 echo "... and host-02 to host-08 alike"
-say "1b. On each host: the kubeconfig placed, the printed command run (the real byoh-hostagent v0.5.0; the host a SIMULATED machine)"
+say "1b. On each host, the printed script run as root: the preflight, then the real byoh-hostagent v0.5.0 (the host a SIMULATED machine)"
 for i in 01 02 03 04 05 06 07 08; do
-  read -r -a cmd < <(grep -o 'byoh-hostagent --bootstrap-kubeconfig.*' "$dir/host-$i.txt")
-  "$bin/capi-testbed" host --dir "$dir" "host-$i" "$dir/host-$i.conf" -- "${cmd[@]}"
+  "$bin/capi-testbed" host --dir "$dir" "host-$i" "$dir/host-$i.sh"
 done
 for _ in $(seq 1 600); do
   [ "$(kubectl -n byoh-hosts get byohosts --no-headers 2>/dev/null | wc -l)" -ge 8 ] && break

@@ -41,6 +41,12 @@ pub const PROVIDER: &str = "control-plane-kamaji";
 /// (`app.kubernetes.io/name: kamaji-reconciler`).
 pub const OWNER_LABEL: (&str, &str) = ("app.kubernetes.io/name", RECONCILER);
 
+/// The Kubernetes version a BYOH host carries (its installed kubelet, `v1.35.4`), a label on
+/// its ByoHost: the script `kubectl capi hosts add` prints reads `kubelet --version` on the host
+/// and passes it to the agent's `--label`. BYOH itself records no version until a machine
+/// claims the host; `create --preinstalled-hosts`, `scale` and `upgrade` pick hosts by it.
+pub const KUBERNETES_VERSION_LABEL: &str = "capi-kamaji.io/kubernetes-version";
+
 /// The labels every object of the reconciler's install carries, CRDs included, whoever installs
 /// it (`kubectl kamaji install` or `clusterctl init`, which sets the same two clusterctl labels).
 fn provider_label_pairs() -> [(&'static str, &'static str); 4] {

@@ -3,7 +3,7 @@
 //! ```text
 //! capi-testbed up   --dir .sandbox [--profile full|v1beta1|bare] [--capi] [--real|--day0]
 //! capi-testbed down --dir .sandbox
-//! capi-testbed host --dir .sandbox NAME BOOTSTRAP_KUBECONFIG -- byoh-hostagent ARGS…  # a host
+//! capi-testbed host --dir .sandbox NAME SCRIPT    # a host runs what `hosts add` printed
 //! capi-testbed build [--capi]                                               # assets only
 //! capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N]
 //!                   [--clusters N] [--deployments N]                          # fixtures
@@ -16,9 +16,9 @@
 //! stops every process it started. Each `up` is a fresh cluster: the etcd data an earlier run
 //! left in `<dir>` is removed (the new API server has a new port and new certificates, so
 //! objects naming the old one would mislead), and `up` refuses while a sandbox runs there.
-//! `host` onboards a host into a running `up --real`: what `kubectl capi hosts add` printed (the
-//! bootstrap kubeconfig, the agent command) runs on a new host of the sandbox with the real BYOH
-//! agent (`testbed::agent`). `up --day0` is a bare cluster for `kubectl capi init`
+//! `host` onboards a host into a running `up --real`: the script `kubectl capi hosts add`
+//! printed (its preflight, the bootstrap kubeconfig, the agent) runs on a new host of the
+//! sandbox with the real BYOH agent (`testbed::agent`). `up --day0` is a bare cluster for `kubectl capi init`
 //! ([`testbed::shared_day0`]): every upstream controller's image in the registry
 //! (`<dir>/registry`), the site's datastore certificates applied and its DataStores written to
 //! `<dir>/datastores.yaml`, hosts served as with `--real`.
@@ -31,7 +31,7 @@ use testbed::{Options, Profile, Testbed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--real|--day0] [--audit]\n       capi-testbed down --dir DIR\n       capi-testbed host --dir DIR NAME BOOTSTRAP_KUBECONFIG -- byoh-hostagent ARGS...\n       capi-testbed build [--capi]\n       capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N] [--clusters N] [--deployments N]"
+        "usage: capi-testbed up --dir DIR [--profile full|v1beta1|bare] [--capi] [--real|--day0] [--audit]\n       capi-testbed down --dir DIR\n       capi-testbed host --dir DIR [--kubelet-version V] NAME SCRIPT\n       capi-testbed build [--capi]\n       capi-testbed seed [--dir DIR | --kubeconfig FILE] [--namespace NS] [--hosts N] [--machines N] [--clusters N] [--deployments N]"
     );
     ExitCode::from(2)
 }
@@ -295,40 +295,40 @@ async fn up(
     ExitCode::SUCCESS
 }
 
-/// `capi-testbed host --dir DIR NAME BOOTSTRAP_KUBECONFIG -- byoh-hostagent ARGS…`: runs what
-/// `kubectl capi hosts add` printed on a new host of the sandbox in DIR (a machine of its own,
-/// `testbed::agent`): the bootstrap kubeconfig file placed where the command names it, and the
-/// real agent started by the sandbox's runner.
+/// `capi-testbed host --dir DIR [--kubelet-version V] NAME SCRIPT`: runs the script `kubectl
+/// capi hosts add NAME` printed on a new host of the sandbox in DIR (a machine of its own,
+/// `testbed::agent`, with a kubelet of version V installed if given): its preflight, the
+/// bootstrap kubeconfig it writes, and the real agent it starts, by the sandbox's runner.
 fn host(args: &[String]) -> ExitCode {
-    let (before, command) = match args.iter().position(|a| a == "--") {
-        Some(i) => (&args[..i], &args[i + 1..]),
-        None => return usage(),
-    };
-    let (dir, rest) = match before {
+    let (dir, rest) = match args {
         [flag, dir, rest @ ..] if flag == "--dir" => (PathBuf::from(dir), rest),
         rest => (PathBuf::from(".sandbox"), rest),
     };
-    let [name, kubeconfig] = rest else {
+    let (kubelet, rest) = match rest {
+        [flag, v, rest @ ..] if flag == "--kubelet-version" => (Some(v.as_str()), rest),
+        rest => (None, rest),
+    };
+    let [name, script] = rest else {
         return usage();
     };
-    // A bootstrap kubeconfig is a few KiB; anything past 1 MiB is not one.
+    // The script holds a bootstrap kubeconfig and the preflight: a few KiB; past 1 MiB it is not one.
     const MAX: u64 = 1 << 20;
-    let text = match std::fs::metadata(kubeconfig).and_then(|m| {
+    let text = match std::fs::metadata(script).and_then(|m| {
         if m.len() > MAX {
             Err(std::io::Error::other(
-                "larger than 1 MiB: not a bootstrap kubeconfig",
+                "larger than 1 MiB: not what kubectl capi hosts add prints",
             ))
         } else {
-            std::fs::read_to_string(kubeconfig)
+            std::fs::read_to_string(script)
         }
     }) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: {kubeconfig}: {e}");
+            eprintln!("error: {script}: {e}");
             return ExitCode::from(2);
         }
     };
-    match testbed::agent::inbox::request(&dir, name, &text, command) {
+    match testbed::agent::inbox::request(&dir, name, &text, kubelet) {
         Ok(msg) => {
             eprintln!("{msg}");
             ExitCode::SUCCESS

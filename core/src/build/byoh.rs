@@ -11,6 +11,8 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
+use crate::labels::KUBERNETES_VERSION_LABEL;
+
 /// BYOH's API group and version for BootstrapKubeconfig.
 pub(crate) const BOOTSTRAP_KUBECONFIG_API_VERSION: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
 /// How long BYOH's bootstrap token lives (`ttl` in BYOH v0.5.0's controller).
@@ -173,26 +175,108 @@ pub fn agent_command(
 }
 
 /// `agent.sh` for `host`: runs `preflight.sh` from its own directory, then `command` (from
-/// [`agent_command`]) with the script's arguments. Every value in it passes [`sh_word`].
+/// [`agent_command`]) with the script's arguments and, when `detect_version`, the host's
+/// Kubernetes version as the [`KUBERNETES_VERSION_LABEL`] label (see [`version_label`]). Every
+/// value in it passes [`sh_word`].
 pub fn agent_script(
     host: &str,
     namespace: &str,
     kubeconfig_file: &str,
     command: &str,
+    detect_version: bool,
 ) -> Result<String, ControlCharacter> {
+    let (detect, label) = version_label(detect_version);
     Ok(format!(
         "#!/bin/sh\n# Registers this host ({host}) as a ByoHost in {ns}. Copy \
          bootstrap-kubeconfig.conf to {path} first; its token expires {ttl} minutes after \
          `kubectl capi hosts add` ran.\n# preflight.sh first (pass --ipvs for kube-proxy's \
          IPVS mode): it says what the host lacks, before the agent fails on it.\n\
          sh \"$(dirname \"$0\")/preflight.sh\" ${{PREFLIGHT_ARGS:-}} || exit 1\n\
-         exec {command} \"$@\"\n",
+         {detect}exec {command}{label} \"$@\"\n",
         host = sh_word("the host", host)?,
         ns = sh_word("the namespace", namespace)?,
         path = sh_word("the host path", kubeconfig_file)?,
         ttl = BOOTSTRAP_TOKEN_TTL_MINUTES,
         command = sh_command(command)?,
     ))
+}
+
+/// What `hosts add` prints for one host: a POSIX `sh` script to run on it as root (`kubectl
+/// capi hosts add HOST | ssh HOST sudo sh`) that runs the preflight (refusing to go on when it
+/// fails), writes `kubeconfig` to `kubeconfig_file` (mode 0600, atomically), then starts the
+/// agent with `command` as [`agent_script`] does. `PREFLIGHT_ARGS` passes arguments to the
+/// preflight (`--ipvs`), as in `agent.sh`.
+pub fn host_script(
+    host: &str,
+    namespace: &str,
+    kubeconfig_file: &str,
+    kubeconfig: &str,
+    issued_unix: i64,
+    command: &str,
+    detect_version: bool,
+) -> Result<String, ControlCharacter> {
+    // Newlines are the kubeconfig's own; inside single quotes sh keeps them.
+    if kubeconfig.chars().any(|c| c.is_control() && c != '\n') {
+        return Err(ControlCharacter {
+            what: "the bootstrap kubeconfig",
+            shown: kubeconfig.chars().take(80).collect(),
+        });
+    }
+    let preflight = preflight_script(host, namespace, issued_unix)?;
+    let (detect, label) = version_label(detect_version);
+    let path = sh_word("the host path", kubeconfig_file)?;
+    Ok(format!(
+        "#!/bin/sh\n# Registers this host ({host}) as a ByoHost in {ns}, as `kubectl capi hosts add` \
+         printed it: the\n# preflight, then the bootstrap kubeconfig at {path}, then the agent. \
+         Run it as root within\n# {ttl} minutes (its token's life), e.g. kubectl capi hosts add \
+         {host} -n {ns} | ssh {host} sudo sh\n\
+         umask 077\n\
+         preflight=$(mktemp) || exit 1\n\
+         cat >\"$preflight\" <<'CAPI_KAMAJI_PREFLIGHT'\n{preflight}CAPI_KAMAJI_PREFLIGHT\n\
+         sh \"$preflight\" ${{PREFLIGHT_ARGS:-}}\n\
+         passed=$?\n\
+         rm -f \"$preflight\"\n\
+         if [ \"$passed\" != 0 ]; then\n\
+         \techo \"{host} failed its preflight (above): fix it and run this again; the agent was not started\" >&2\n\
+         \texit 1\n\
+         fi\n\
+         mkdir -p \"$(dirname {path})\" || exit 1\n\
+         printf '%s' {kubeconfig} >{path}.tmp && mv -f {path}.tmp {path} || exit 1\n\
+         {detect}exec {command}{label}\n",
+        host = sh_word("the host", host)?,
+        ns = sh_word("the namespace", namespace)?,
+        ttl = BOOTSTRAP_TOKEN_TTL_MINUTES,
+        kubeconfig = quote_lines(kubeconfig),
+        command = sh_command(command)?,
+    ))
+}
+
+/// `s` as one single-quoted `sh` word, lines and all (each `'` as `'\''`).
+fn quote_lines(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The shell that reads the host's Kubernetes version (`kubelet --version`, its last word, kept
+/// only if it looks like `v1.35.4`) into `kv`, and the agent's argument that passes it as the
+/// [`KUBERNETES_VERSION_LABEL`] label; both empty when not `detect` (the admin gave the label).
+/// `kv` holds only `v`, digits and dots, so the unquoted expansion is two words or none.
+fn version_label(detect: bool) -> (String, String) {
+    if !detect {
+        return (String::new(), String::new());
+    }
+    (
+        "# The Kubernetes this host carries, as a label on its ByoHost (kubectl capi hosts shows \
+         it;\n# create, scale and upgrade pick hosts by it).\n\
+         kv=\n\
+         if command -v kubelet >/dev/null 2>&1; then\n\
+         \tkv=$(kubelet --version 2>/dev/null) || kv=\n\
+         \tkv=${kv##* }\n\
+         \tkv=${kv%%[!v0-9.]*}\n\
+         \tcase \"$kv\" in v[0-9]*.[0-9]*.[0-9]*) ;; *) kv= ;; esac\n\
+         fi\n"
+            .to_string(),
+        format!(" ${{kv:+--label {KUBERNETES_VERSION_LABEL}=$kv}}"),
+    )
 }
 
 /// `command` as built by [`agent_command`], checked again for control characters: it is
@@ -306,14 +390,18 @@ mod tests {
             let label = [("k".to_string(), bad.to_string())];
             assert!(agent_command("/b", "ns", &label, false).is_err(), "{bad:?}");
             assert!(
-                agent_script("h", "ns", bad, "byoh-hostagent").is_err(),
+                agent_script("h", "ns", bad, "byoh-hostagent", true).is_err(),
                 "{bad:?}"
             );
             assert!(
-                agent_script(bad, "ns", "/b", "byoh-hostagent").is_err(),
+                agent_script(bad, "ns", "/b", "byoh-hostagent", true).is_err(),
                 "{bad:?}"
             );
             assert!(preflight_script(bad, "ns", 0).is_err(), "{bad:?}");
+            assert!(
+                host_script("h", "ns", bad, "kc", 0, "byoh-hostagent", true).is_err(),
+                "{bad:?}"
+            );
             assert!(preflight_script("h", bad, 0).is_err(), "{bad:?}");
         }
     }
@@ -329,7 +417,8 @@ mod tests {
         let path = format!("/x'; touch {p}; echo '$(touch {p})`touch {p}` \\ \"");
         let labels = [("note".to_string(), format!("a b;touch {p}"))];
         let cmd = agent_command(&path, "pool", &labels, true).unwrap();
-        let script = agent_script("h1", "pool", &path, &cmd).unwrap();
+        // The admin's own version label: nothing detected, nothing added.
+        let script = agent_script("h1", "pool", &path, &cmd, false).unwrap();
         std::fs::write(d.join("agent.sh"), &script).unwrap();
         std::fs::write(d.join("preflight.sh"), "exit 0\n").unwrap();
         let bin = d.join("bin");

@@ -143,3 +143,64 @@ tar -C "$stage" -cf containerd.tar etc/containerd opt/containerd || exit 1
 rm -rf "$stage"
 for pkg in cri-tools kubernetes-cni kubectl kubelet kubeadm; do : > "$pkg.deb"; done
 "#;
+
+/// The image of a host started from the script `hosts add` printed ([`super::HostImage`]):
+/// SIMULATED kernel state under `<host dir>/root` for its preflight (`PREFLIGHT_ROOT`: the
+/// modules kubeadm's preflight wants loaded, its sysctls on, no swap, nothing on the kubelet's
+/// port, the hostname), a bound containerd socket there (the listener, held while the host
+/// runs), the real agent on its `PATH` as `byoh-hostagent`, and with a kubelet version a
+/// `kubelet` that answers `--version` as an installed one does (nothing else: joining is
+/// `kubeadm`'s, above). Returns the root and the listener.
+pub(super) fn image(
+    dir: &Path,
+    host: &str,
+    image: &super::HostImage,
+    agent: &Path,
+) -> Result<(std::path::PathBuf, std::os::unix::net::UnixListener), Error> {
+    let root = dir.join("root");
+    let bin = dir.join("bin");
+    let put = |rel: &str, text: &str| -> Result<(), Error> {
+        let p = root.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        std::fs::write(&p, text).map_err(|e| Error::io(&p, e))
+    };
+    for m in ["overlay", "br_netfilter"] {
+        if image.missing_module.as_deref() != Some(m) {
+            let d = root.join("sys/module").join(m);
+            std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+        }
+    }
+    put("proc/sys/net/ipv4/ip_forward", "1\n")?;
+    put("proc/sys/net/bridge/bridge-nf-call-iptables", "1\n")?;
+    put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n")?;
+    put(
+        "proc/net/tcp",
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n",
+    )?;
+    put("proc/sys/kernel/hostname", &format!("{host}\n"))?;
+    let sock = root.join("run/containerd/containerd.sock");
+    if let Some(parent) = sock.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    let _ = std::fs::remove_file(&sock);
+    let listener =
+        std::os::unix::net::UnixListener::bind(&sock).map_err(|e| Error::io(&sock, e))?;
+    std::fs::create_dir_all(&bin).map_err(|e| Error::io(&bin, e))?;
+    let link = bin.join("byoh-hostagent");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(agent, &link).map_err(|e| Error::io(&link, e))?;
+    if let Some(v) = &image.kubelet_version {
+        let k = bin.join("kubelet");
+        std::fs::write(
+            &k,
+            format!(
+                "#!/bin/sh\n# SIMULATED kubelet of a host image (capi-testbed): its version only.\n[ \"$1\" = --version ] && echo 'Kubernetes {v}'\n"
+            ),
+        )
+        .map_err(|e| Error::io(&k, e))?;
+        set_executable(&k)?;
+    }
+    Ok((root, listener))
+}

@@ -1,7 +1,8 @@
 //! Hosts onboarded into a running sandbox (`capi-testbed host`, as `make demo` does after
 //! `kubectl capi hosts add`): the request is a file in `<dir>/hosts-inbox`, and the sandbox
-//! runner, which holds the testbed, starts the host's real agent ([`super::HostAgent`]) and
-//! answers with `<name>.started` or `<name>.failed`.
+//! runner, which holds the testbed, runs the printed script on a new host (its preflight, then
+//! the real agent, [`super::HostAgent::start_script`]) and answers with `<name>.started` or
+//! `<name>.failed`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -19,13 +20,14 @@ fn inbox(dir: &Path) -> PathBuf {
     dir.join(INBOX)
 }
 
-/// Asks the sandbox in `dir` to start host `name`'s agent with `bootstrap_kubeconfig` (text)
-/// and `command` (from `byoh-hostagent` on); returns the runner's answer once it started it.
+/// Asks the sandbox in `dir` to run `script` (what `kubectl capi hosts add` printed) on a new
+/// host `name` whose image carries a kubelet of `kubelet_version` (none: no kubelet); returns
+/// the runner's answer once it started it.
 pub fn request(
     dir: &Path,
     name: &str,
-    bootstrap_kubeconfig: &str,
-    command: &[String],
+    script: &str,
+    kubelet_version: Option<&str>,
 ) -> Result<String, Error> {
     // A host name is a DNS label (the agent names its ByoHost after it): nothing to escape.
     let valid = !name.is_empty()
@@ -43,8 +45,7 @@ pub fn request(
     for end in ["started", "failed"] {
         let _ = std::fs::remove_file(d.join(format!("{name}.{end}")));
     }
-    let body =
-        json!({"name": name, "bootstrapKubeconfig": bootstrap_kubeconfig, "command": command});
+    let body = json!({"name": name, "script": script, "kubeletVersion": kubelet_version});
     let tmp = d.join(format!(".{name}.tmp"));
     let file = d.join(format!("{name}.json"));
     std::fs::write(&tmp, body.to_string()).map_err(|e| Error::io(&tmp, e))?;
@@ -82,15 +83,11 @@ pub fn serve(tb: &Testbed, dir: &Path, agents: &mut Vec<HostAgent>) {
         let _ = std::fs::remove_file(&path);
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let name = v["name"].as_str().unwrap_or_default().to_string();
-        let kubeconfig = v["bootstrapKubeconfig"].as_str().unwrap_or_default();
-        let command: Vec<String> = v["command"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|w| w.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let script = v["script"].as_str().unwrap_or_default();
+        let image = super::HostImage {
+            kubelet_version: v["kubeletVersion"].as_str().map(String::from),
+            missing_module: None,
+        };
         if name.is_empty() {
             continue;
         }
@@ -98,7 +95,14 @@ pub fn serve(tb: &Testbed, dir: &Path, agents: &mut Vec<HostAgent>) {
             Err(format!("host {name} already runs an agent in this sandbox"))
         } else {
             let ip = super::next_ip();
-            HostAgent::start(tb, &name, ip, kubeconfig, &command)
+            HostAgent::start_script(
+                tb,
+                &name,
+                ip,
+                script,
+                super::Kubelet::Joins,
+                &image,
+            )
                 .map(|a| {
                     let msg = format!(
                         "host {name} ({ip}): byoh-hostagent started (its log: {})",

@@ -40,14 +40,29 @@ pub use host::{OS_RELEASE, SIMULATED_COMMANDS};
 /// Where `kubectl capi hosts add` tells the admin to put the bootstrap kubeconfig.
 pub const BOOTSTRAP_KUBECONFIG: &str = "/etc/byoh/bootstrap-kubeconfig.conf";
 
-/// The agent command in what `kubectl capi hosts add` printed on stderr: the words from
-/// `byoh-hostagent` on.
+/// The agent command in what `kubectl capi hosts add` printed (its stderr's comment, or the
+/// script's `exec` line): the words from `byoh-hostagent` on, up to a shell expansion.
 pub fn command_in(printed: &str) -> Option<Vec<String>> {
     let line = printed
         .lines()
         .find(|l| l.contains("byoh-hostagent --bootstrap-kubeconfig"))?;
     let from = line.find("byoh-hostagent")?;
-    Some(line[from..].split_whitespace().map(String::from).collect())
+    Some(
+        line[from..]
+            .split_whitespace()
+            .take_while(|w| !w.starts_with('$'))
+            .map(String::from)
+            .collect(),
+    )
+}
+
+/// The `--namespace` of an agent command (BYOH's default when absent).
+fn namespace_in(command: &[String]) -> String {
+    command
+        .windows(2)
+        .find(|w| w[0] == "--namespace")
+        .map(|w| w[1].clone())
+        .unwrap_or_else(|| "default".into())
 }
 
 /// A distinct address for each host this process starts (192.0.2.0/24, TEST-NET-1; each host
@@ -71,8 +86,7 @@ pub enum Kubelet {
 }
 
 /// Onboards `host` as an admin does: `kubectl capi hosts add HOST --label K=V… [--preinstalled]
-/// -n NS` (the binary `capi`), then its printed command started on a new host with the printed
-/// bootstrap kubeconfig.
+/// -n NS` (the binary `capi`), then the script it printed run on a new host.
 pub fn onboard(
     tb: &Testbed,
     capi: &Path,
@@ -81,6 +95,30 @@ pub fn onboard(
     labels: &[(String, String)],
     preinstalled: bool,
     kubelet: Kubelet,
+) -> Result<HostAgent, Error> {
+    onboard_image(
+        tb,
+        capi,
+        ns,
+        host,
+        labels,
+        preinstalled,
+        kubelet,
+        &HostImage::default(),
+    )
+}
+
+/// [`onboard`] onto a host whose image is `image`.
+#[allow(clippy::too_many_arguments)]
+pub fn onboard_image(
+    tb: &Testbed,
+    capi: &Path,
+    ns: &str,
+    host: &str,
+    labels: &[(String, String)],
+    preinstalled: bool,
+    kubelet: Kubelet,
+    image: &HostImage,
 ) -> Result<HostAgent, Error> {
     let mut args = vec!["hosts".to_string(), "add".into(), host.to_string()];
     for (k, v) in labels {
@@ -103,9 +141,18 @@ pub fn onboard(
             "kubectl capi hosts add {host}: {err}"
         )));
     }
-    let command =
-        command_in(&err).ok_or_else(|| Error::Start(format!("no agent command in:\n{err}")))?;
-    HostAgent::start_with(tb, host, next_ip(), &out, &command, kubelet)
+    HostAgent::start_script(tb, host, next_ip(), &out, kubelet, image)
+}
+
+/// What a host's image carries, as its preflight and the script `hosts add` printed read it:
+/// SIMULATED, standing in for a real machine's kernel state (`/proc`, `/sys`, as kubeadm's own
+/// preflight reads them, `cmd/kubeadm/app/preflight/checks.go`) and installed packages.
+#[derive(Clone, Debug, Default)]
+pub struct HostImage {
+    /// What `kubelet --version` says on the host (`v1.35.4`); `None`: no kubelet installed.
+    pub kubelet_version: Option<String>,
+    /// A kernel module the host has not loaded (its preflight fails on it).
+    pub missing_module: Option<String>,
 }
 
 pub struct HostAgent {
@@ -120,6 +167,8 @@ pub struct HostAgent {
     proc: Proc,
     powered: Arc<AtomicBool>,
     kubelet: Option<tokio::task::JoinHandle<()>>,
+    /// The SIMULATED containerd socket the preflight looks for (bound while the host runs).
+    _containerd: Option<std::os::unix::net::UnixListener>,
 }
 
 impl HostAgent {
@@ -156,19 +205,66 @@ impl HostAgent {
         let agent_bin = crate::assets::built(&tb.assets.byoh, "the BYOH host agent was not built")?
             .join("byoh-hostagent");
         let dir = tb.dir.join("hosts").join(host);
-        let etc = dir.join("etc");
-        let conf = etc.join(BOOTSTRAP_KUBECONFIG.trim_start_matches("/etc/"));
+        let conf = dir
+            .join("etc")
+            .join(BOOTSTRAP_KUBECONFIG.trim_start_matches("/etc/"));
         if let Some(parent) = conf.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
         std::fs::write(&conf, bootstrap_kubeconfig).map_err(|e| Error::io(&conf, e))?;
+        let mut argv = vec![agent_bin.display().to_string()];
+        argv.extend(args.iter().cloned());
+        Self::boot(tb, host, ip, namespace_in(command), argv, kubelet, None)
+    }
+
+    /// Runs `script` (what `kubectl capi hosts add HOST` printed on stdout) with `/bin/sh` on
+    /// a new host whose image is `image`, as root runs it there: its preflight reads the
+    /// image's SIMULATED kernel state (`PREFLIGHT_ROOT`), then it writes the bootstrap
+    /// kubeconfig and execs the real agent, which is on the host's `PATH`. A preflight that
+    /// fails ends the script: [`HostAgent::running`] turns false and the log says why.
+    pub fn start_script(
+        tb: &Testbed,
+        host: &str,
+        ip: std::net::Ipv4Addr,
+        script: &str,
+        kubelet: Kubelet,
+        image: &HostImage,
+    ) -> Result<HostAgent, Error> {
+        let command = command_in(script)
+            .ok_or_else(|| Error::Start(format!("no agent command in:\n{script}")))?;
+        let agent_bin = crate::assets::built(&tb.assets.byoh, "the BYOH host agent was not built")?
+            .join("byoh-hostagent");
+        let dir = tb.dir.join("hosts").join(host);
+        let (root, socket) = host::image(&dir, host, image, &agent_bin)?;
+        let path = dir.join("onboard.sh");
+        std::fs::write(&path, script).map_err(|e| Error::io(&path, e))?;
+        let argv = vec!["/bin/sh".to_string(), path.display().to_string()];
+        Self::boot(
+            tb,
+            host,
+            ip,
+            namespace_in(&command),
+            argv,
+            kubelet,
+            Some((root, socket)),
+        )
+    }
+
+    /// A new host of the testbed running `argv` (the agent, or a script that execs it) in its
+    /// namespaces; `image`: the preflight's root and the containerd socket held for it.
+    fn boot(
+        tb: &Testbed,
+        host: &str,
+        ip: std::net::Ipv4Addr,
+        namespace: String,
+        argv: Vec<String>,
+        kubelet: Kubelet,
+        image: Option<(PathBuf, std::os::unix::net::UnixListener)>,
+    ) -> Result<HostAgent, Error> {
+        let dir = tb.dir.join("hosts").join(host);
+        let etc = dir.join("etc");
         let bin = dir.join("bin");
         host::write(&dir, &bin, &etc)?;
-        let namespace = command
-            .windows(2)
-            .find(|w| w[0] == "--namespace")
-            .map(|w| w[1].clone())
-            .unwrap_or_else(|| "default".into());
         let (home, work) = (dir.join("home"), dir.join("work"));
         for d in [&home, &work] {
             std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
@@ -179,7 +275,7 @@ impl HostAgent {
         if let Ok(mut v) = tb.sandboxes.lock() {
             v.push(sandbox.clone());
         }
-        let mut argv = vec![
+        let mut nsenter = vec![
             "--target".to_string(),
             sandbox.pid().to_string(),
             "--net".into(),
@@ -187,21 +283,25 @@ impl HostAgent {
             "--uts".into(),
             format!("--wd={}", work.display()),
             "--".into(),
-            agent_bin.display().to_string(),
         ];
-        argv.extend(args.iter().cloned());
+        nsenter.extend(argv);
         let log = dir.join("byoh-hostagent.log");
         let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+        let mut env = vec![
+            ("HOME", home.display().to_string()),
+            // The SIMULATED programs first ([`host`]).
+            ("PATH", format!("{}:{path}", bin.display())),
+        ];
+        let containerd = image.map(|(root, socket)| {
+            env.push(("PREFLIGHT_ROOT", root.display().to_string()));
+            socket
+        });
         let proc = Proc::spawn_with_env(
             &format!("byoh-hostagent-{host}"),
             Path::new("nsenter"),
-            &argv,
+            &nsenter,
             &log,
-            &[
-                ("HOME", home.display().to_string()),
-                // The SIMULATED programs first ([`host`]).
-                ("PATH", format!("{}:{path}", bin.display())),
-            ],
+            &env,
         )?;
         let powered = Arc::new(AtomicBool::new(true));
         // The kubelet side needs a runtime; a caller without one gets an agent that registers
@@ -226,6 +326,7 @@ impl HostAgent {
             proc,
             powered,
             kubelet,
+            _containerd: containerd,
         })
     }
 

@@ -245,3 +245,78 @@ fn the_check_before_a_token_passes_at_any_age_and_reports_the_kubernetes_install
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("FAIL bootstrap token"), "{out}");
 }
+
+/// The script `hosts add` prints for one host, run by a real `sh` as root would run it: over a
+/// host that fails its preflight it stops before writing the kubeconfig or starting the agent;
+/// over a ready host it writes the kubeconfig (0600, as issued, quotes and all) and starts the
+/// agent with the host's kubelet version as a label.
+#[test]
+fn the_printed_host_script_runs_the_preflight_first() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = FakeRoot::ready("host-script");
+    let bin = root.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let started = root.path("agent-args");
+    let exe = |name: &str, body: &str| {
+        let p = bin.join(name);
+        write(&p, &format!("#!/bin/sh\n{body}\n"));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    exe(
+        "byoh-hostagent",
+        &format!(
+            "for a in \"$@\"; do printf '%s\\n' \"$a\"; done > '{}'",
+            started.display()
+        ),
+    );
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let conf = root.path("etc/byoh/bootstrap-kubeconfig.conf");
+    let conf_s = conf.display().to_string();
+    let kubeconfig = "apiVersion: v1\nkind: Config\n# it's 'quoted' $(touch /tmp/x)\n";
+    let command = super::agent_command(&conf_s, "pool-a", &[], true).unwrap();
+    let now = jiff::Timestamp::now().as_second();
+    let text =
+        super::host_script(HOST, "pool-a", &conf_s, kubeconfig, now, &command, true).unwrap();
+
+    std::fs::remove_dir(root.path("sys/module/br_netfilter")).unwrap();
+    let (code, out) = root.run_text(&text, &[], Some(Path::new(&path)));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAIL module br_netfilter"), "{out}");
+    assert!(out.contains("the agent was not started"), "{out}");
+    assert!(!started.exists() && !conf.exists(), "{out}");
+
+    std::fs::create_dir(root.path("sys/module/br_netfilter")).unwrap();
+    exe("kubelet", "echo 'Kubernetes v1.35.4'");
+    let (code, out) = root.run_text(&text, &[], Some(Path::new(&path)));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), kubeconfig);
+    let mode = std::fs::metadata(&conf).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    let args = std::fs::read_to_string(&started).unwrap();
+    let args: Vec<&str> = args.lines().collect();
+    assert_eq!(
+        args,
+        [
+            "--bootstrap-kubeconfig",
+            conf_s.as_str(),
+            "--namespace",
+            "pool-a",
+            "--skip-installation",
+            "--label",
+            "capi-kamaji.io/kubernetes-version=v1.35.4",
+        ]
+    );
+
+    // A distribution's build suffix is dropped (a label value cannot hold `+`).
+    exe("kubelet", "echo 'Kubernetes v1.35.4+k3s1'");
+    std::fs::remove_file(&started).unwrap();
+    let (code, out) = root.run_text(&text, &[], Some(Path::new(&path)));
+    assert_eq!(code, 0, "{out}");
+    let args = std::fs::read_to_string(&started).unwrap();
+    assert!(args.ends_with("v1.35.4\n"), "{args}");
+    // A kubelet that says something else than a version: no label.
+    exe("kubelet", "echo 'Kubernetes $(touch x) v1;rm'");
+    root.run_text(&text, &[], Some(Path::new(&path)));
+    let args = std::fs::read_to_string(&started).unwrap();
+    assert!(!args.contains("--label"), "{args}");
+}

@@ -3,8 +3,9 @@
 //!
 //! parse (names, labels, the API server the hosts reach) → build (one BootstrapKubeconfig per
 //! host, `kcore::build::byoh`) → apply (server-side, then wait for BYOH's controller to write the
-//! bootstrap kubeconfig into its status) → render (the agent command, and the kubeconfig on
-//! stdout or, with `--output`, as files for configuration management).
+//! bootstrap kubeconfig into its status) → render (one host: a script on stdout that runs the
+//! preflight, writes the kubeconfig and starts the agent; with `--output`, the same as files
+//! for configuration management).
 //!
 //! A BootstrapKubeconfig's token lives 30 minutes (BYOH v0.5.0) and BYOH never renews it: a
 //! re-run after that replaces the object, so it always hands out a live token.
@@ -32,8 +33,11 @@ const MAX_HOSTS: usize = 200;
   kubectl capi hosts add node-{01..40} -n pool-a --output ./byoh   # files for Ansible & co.
   kubectl capi hosts add node-17 -n pool-a --preinstalled   # Kubernetes already on the host
 
-On each host, run the printed command as root with the bootstrap kubeconfig saved to the
-path it names; the agent registers the host as a ByoHost in the namespace, with the labels.")]
+One host: stdout is a POSIX sh script to run on it as root (e.g. piped to ssh HOST sudo sh):
+it runs the preflight and stops if the host is not ready, writes the bootstrap kubeconfig to
+--host-path (0600), then starts the agent, which registers the host as a ByoHost in the
+namespace with the labels, and with capi-kamaji.io/kubernetes-version=<its kubelet's version>
+when a kubelet is installed. PREFLIGHT_ARGS=--ipvs adds the IPVS checks.")]
 pub struct AddArgs {
     /// The hosts' names (their hostnames: the agent registers the ByoHost under its hostname)
     #[arg(value_name = "HOST", required = true, num_args = 1..)]
@@ -376,7 +380,8 @@ async fn issue(
     .await
 }
 
-/// render: the agent command with the kubeconfig on stdout, or both as files under `--output`.
+/// render: the host's script on stdout (the preflight, the kubeconfig, the agent), or, with
+/// `--output`, the kubeconfig, `preflight.sh` and `agent.sh` as files.
 fn render_host(
     args: &AddArgs,
     ns: &str,
@@ -387,12 +392,17 @@ fn render_host(
     let unsafe_text = |e: byoh::ControlCharacter| Error::usage(e.to_string());
     let command = byoh::agent_command(&args.host_path, ns, &args.label, args.preinstalled)
         .map_err(unsafe_text)?;
+    // The admin's own version label wins over the one the script would read on the host.
+    let detect = !args
+        .label
+        .iter()
+        .any(|(k, _)| k == kcore::labels::KUBERNETES_VERSION_LABEL);
     match &args.output {
         Some(dir) => {
             let d = dir.join(host);
             let preflight = byoh::preflight_script(host, ns, issued_unix).map_err(unsafe_text)?;
-            let script =
-                byoh::agent_script(host, ns, &args.host_path, &command).map_err(unsafe_text)?;
+            let script = byoh::agent_script(host, ns, &args.host_path, &command, detect)
+                .map_err(unsafe_text)?;
             let conf = d.join("bootstrap-kubeconfig.conf");
             kclient::kubeconfig::write_atomic(&conf, kubeconfig.as_bytes(), true)?;
             kclient::kubeconfig::write_atomic_mode(
@@ -413,12 +423,22 @@ fn render_host(
             ));
         }
         None => {
+            let script = byoh::host_script(
+                host,
+                ns,
+                &args.host_path,
+                kubeconfig,
+                issued_unix,
+                &command,
+                detect,
+            )
+            .map_err(unsafe_text)?;
             kclient::render::info(&format!(
-                "# Save this as {} on {host} (its token expires in {} minutes), then run as root:\n#   {command}",
+                "# Run this script on {host} as root within {} minutes (its token's life), e.g. kubectl capi hosts add {host} -n {ns} | ssh {host} sudo sh\n# It runs the preflight, writes the bootstrap kubeconfig to {}, then starts:\n#   {command}",
+                byoh::BOOTSTRAP_TOKEN_TTL_MINUTES,
                 byoh::sh_word("the host path", &args.host_path).map_err(unsafe_text)?,
-                byoh::BOOTSTRAP_TOKEN_TTL_MINUTES
             ));
-            kclient::render::raw(kubeconfig.as_bytes());
+            kclient::render::raw(script.as_bytes());
         }
     }
     Ok(())

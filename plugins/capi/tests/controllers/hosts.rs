@@ -609,11 +609,43 @@ async fn the_real_agent_registers_a_host_from_what_hosts_add_prints() {
         command.last().map(String::as_str),
         Some("--skip-installation")
     );
-    // Started as `capi-testbed host` does in the sandbox: the request through the runner's
-    // inbox, served here (testbed::agent::inbox).
+    // The printed script on a host that lacks a kernel module: its preflight names it and the
+    // agent never starts (no ByoHost), whatever the admin pasted.
+    let bad = "real-00";
+    let o0 = s.ok(&words(&format!("hosts add {bad} --preinstalled")));
+    let image = testbed::agent::HostImage {
+        missing_module: Some("br_netfilter".into()),
+        ..Default::default()
+    };
+    let mut refused = testbed::agent::HostAgent::start_script(
+        s.tb,
+        bad,
+        testbed::agent::next_ip(),
+        &out(&o0),
+        testbed::agent::Kubelet::Joins,
+        &image,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while refused.running() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the printed script did not stop at its preflight:\n{}",
+            refused.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = refused.log_tail();
+    assert_contains(&log, "FAIL module br_netfilter: not loaded: modprobe br_netfilter");
+    assert_contains(&log, "real-00 failed its preflight (above): fix it and run this again; the agent was not started");
+
+    // Started as `capi-testbed host` does in the sandbox: the printed script through the
+    // runner's inbox, served here (testbed::agent::inbox), on a host with kubelet v1.35.4.
     let dir = tempfile::tempdir().unwrap();
-    let (d, kc, cmd) = (dir.path().to_path_buf(), out(&o), command.clone());
-    let request = std::thread::spawn(move || testbed::agent::inbox::request(&d, host, &kc, &cmd));
+    let (d, script) = (dir.path().to_path_buf(), out(&o));
+    let request = std::thread::spawn(move || {
+        testbed::agent::inbox::request(&d, host, &script, Some("v1.35.4"))
+    });
     let mut agents = Vec::new();
     while !request.is_finished() {
         testbed::agent::inbox::serve(s.tb, dir.path(), &mut agents);
@@ -655,6 +687,25 @@ async fn the_real_agent_registers_a_host_from_what_hosts_add_prints() {
     .await;
     assert!(agent.running(), "{}", agent.log_tail());
     assert_eq!(registered["metadata"]["labels"]["role"], "real");
+    assert_eq!(
+        registered["metadata"]["labels"]["capi-kamaji.io/kubernetes-version"], "v1.35.4",
+        "the script read the host's kubelet and the agent labelled its ByoHost"
+    );
+    assert!(
+        std::fs::read_to_string(agent.log.clone())
+            .unwrap()
+            .contains("preflight: real-01 is ready for byoh-hostagent"),
+        "{}",
+        agent.log_tail()
+    );
+    assert!(
+        s.api(&ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoHost", "byohosts"))
+            .get_opt(bad)
+            .await
+            .unwrap()
+            .is_none(),
+        "the host that failed its preflight registered"
+    );
     let info = &registered["status"]["hostinfo"];
     assert_eq!(
         info["architecture"],
