@@ -14,6 +14,7 @@ mod join;
 pub mod maintenance;
 mod network;
 pub mod removal;
+pub mod version;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -150,7 +151,8 @@ pub struct HostRow {
     pub machine_phase: Option<String>,
     /// The workload Node (Machine `status.nodeRef.name`).
     pub node: Option<String>,
-    /// Kubernetes version: the host's k8sversion annotation, else the Machine's.
+    /// Kubernetes version: the host's k8sversion annotation, else the Machine's, else the one it
+    /// carries (its `capi-kamaji.io/kubernetes-version` label).
     pub version: Option<String>,
     /// `status.hostinfo.osname`.
     pub os: Option<String>,

@@ -80,13 +80,17 @@ pub enum ScaleError {
     #[error("cluster {0} has no MachineDeployment to scale")]
     NoDeployments(String),
     #[error(
-        "{target} needs {needed} free hosts matching {selector}; {available} available: register or free hosts, or pass --force to create the machines anyway (they wait in Provisioning until hosts appear)"
+        "{target} needs {needed} free hosts matching {selector}{carrying}; {available} available{misfits}: register or free hosts, or pass --force to create the machines anyway (they wait in Provisioning until hosts appear)"
     )]
     NotEnoughHosts {
         target: String,
         needed: usize,
         selector: String,
+        /// ` carrying Kubernetes v1.36` when the machines run on the hosts' own Kubernetes.
+        carrying: String,
         available: usize,
+        /// ` (another Kubernetes on node-3 (v1.35.4))`: matching hosts that do not fit.
+        misfits: String,
     },
 }
 

@@ -295,6 +295,14 @@ pub(super) fn finish(
             row.version.clone_from(&m.version);
         }
     }
+    if row.version.is_none() {
+        // A free host: the Kubernetes it carries, as its onboarding script labelled it.
+        row.version = row
+            .labels
+            .get(crate::labels::KUBERNETES_VERSION_LABEL)
+            .filter(|v| !v.is_empty())
+            .cloned();
+    }
     row.age_seconds = now.and_then(|now| {
         row.created
             .as_deref()

@@ -115,6 +115,13 @@ fn free_host_is_available_with_facts() {
         Some("WaitingForMachineRefToBeAssigned")
     );
     assert_eq!(r.labels.get("site").map(String::as_str), Some("rack-1"));
+    assert_eq!(r.version, None);
+    // The Kubernetes it carries, as its onboarding script labelled it.
+    let mut h = host("node002");
+    h["metadata"]["labels"]["capi-kamaji.io/kubernetes-version"] = json!("v1.35.4");
+    let hosts = vec![h];
+    let inv = Inventory::build(&hosts, &[], &[], &[], Some(now()));
+    assert_eq!(inv.row(&hosts[0]).version.as_deref(), Some("v1.35.4"));
 }
 
 #[test]

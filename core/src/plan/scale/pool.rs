@@ -5,9 +5,11 @@ use serde_json::Value;
 
 use super::{HostCheck, ScaleError, find_template};
 use crate::json::at;
+use crate::plan::hosts::version::{self, fits, uses_host_kubernetes};
 use crate::plan::hosts::{HostState, Inventory};
 use crate::plan::selector::LabelSelector;
 use crate::plan::{ClusterObjects, Finding};
+use crate::version::KubeVersion;
 
 /// Free-host bookkeeping across steps (a host counted for one step is not counted again).
 pub struct HostPool<'a> {
@@ -33,12 +35,18 @@ impl<'a> HostPool<'a> {
         HostPool { free, taken }
     }
 
-    /// How many untaken free hosts match; take up to `needed` of them.
-    pub fn claim(&mut self, sel: &LabelSelector, needed: usize) -> usize {
+    /// How many untaken free hosts match (and fit `version`, when machines need the host's
+    /// own Kubernetes); take up to `needed` of them.
+    pub fn claim(
+        &mut self,
+        sel: &LabelSelector,
+        version: Option<&KubeVersion>,
+        needed: usize,
+    ) -> usize {
         let mut matching = 0;
         let mut claimed = 0;
         for (i, h) in self.free.iter().enumerate() {
-            if !self.taken[i] && sel.matches_object(h) {
+            if !self.taken[i] && sel.matches_object(h) && version.is_none_or(|v| fits(h, v)) {
                 matching += 1;
                 if claimed < needed {
                     self.taken[i] = true;
@@ -48,14 +56,27 @@ impl<'a> HostPool<'a> {
         }
         matching
     }
+
+    /// The untaken free hosts matching `sel` that do not fit `version`, named for a message.
+    fn misfits(&self, sel: &LabelSelector, version: &KubeVersion) -> String {
+        let candidates = self
+            .free
+            .iter()
+            .zip(&self.taken)
+            .filter(|(h, taken)| !**taken && sel.matches_object(h))
+            .map(|(h, _)| *h);
+        version::misfits(candidates, version)
+    }
 }
 
-/// The free-host check of a step from `from` to `to` Machines of the template `infra`; an
-/// error when hosts are short, unless `force` (then a finding).
+/// The free-host check of a step from `from` to `to` Machines of the template `infra`, at
+/// `version` (the machines' Kubernetes, which hosts must carry when the template names no
+/// installer); an error when hosts are short, unless `force` (then a finding).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn host_check(
     objs: &ClusterObjects<'_>,
     infra: Option<(&str, &str)>,
+    version: Option<&str>,
     from: Option<i64>,
     to: i64,
     pool: Option<&mut HostPool<'_>>,
@@ -99,7 +120,14 @@ pub(super) fn host_check(
             ok: true,
         }));
     };
-    let available = pool.claim(&sel, needed);
+    let version = version
+        .filter(|_| uses_host_kubernetes(tpl))
+        .and_then(|v| KubeVersion::parse_v(v).ok());
+    let misfits = match &version {
+        Some(v) if needed > 0 => pool.misfits(&sel, v),
+        _ => String::new(),
+    };
+    let available = pool.claim(&sel, version.as_ref(), needed);
     let ok = available >= needed;
     let check = HostCheck {
         template: format!("{kind}/{name}"),
@@ -113,7 +141,16 @@ pub(super) fn host_check(
             target: target(),
             needed,
             selector: sel.braced(),
+            // The version is named only where it excluded a host.
+            carrying: match (&version, misfits.as_str()) {
+                (Some(v), m) if !m.is_empty() => version::carrying(v),
+                _ => String::new(),
+            },
             available,
+            misfits: match misfits.as_str() {
+                "" => String::new(),
+                m => format!(" (another Kubernetes on {m})"),
+            },
         };
         if !force {
             return Err(err);

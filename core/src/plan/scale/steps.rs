@@ -67,6 +67,7 @@ impl Scaling<'_, '_> {
             Some(cp) => host_check(
                 self.objs,
                 control_plane_infra_ref(cp),
+                str_at(cp, &["spec", "version"]),
                 from,
                 n,
                 hosts,
@@ -114,6 +115,7 @@ impl Scaling<'_, '_> {
             Some(md) => host_check(
                 self.objs,
                 deployment_infra_ref(md),
+                str_at(md, &["spec", "template", "spec", "version"]),
                 from,
                 n,
                 hosts,

@@ -246,6 +246,48 @@ fn byoh_refuses_when_hosts_are_short() {
     assert!(p.steps[0].hosts.as_ref().unwrap().ok);
 }
 
+/// Hosts that bring their own Kubernetes (the template names no installer) must carry the
+/// machines' minor; with an installer, the version a host carries does not matter.
+#[test]
+fn byoh_hosts_of_another_kubernetes_are_not_counted_and_are_named() {
+    let c = cluster(None);
+    let cp = kcp(1);
+    let mds = vec![md("c1-md-0", 1, "c1-md-0")];
+    let mut t = templates();
+    t[1]["spec"]["template"]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("installerRef");
+    let carrying = |name: &str, v: &str| {
+        let mut h = free_host(name, "worker");
+        h["metadata"]["labels"]["capi-kamaji.io/kubernetes-version"] = json!(v);
+        h
+    };
+    let hosts = [
+        carrying("old-1", "v1.32.9"),
+        carrying("fits-1", "v1.33.0"),
+        free_host("silent-1", "worker"),
+    ];
+    let objs = ClusterObjects::of(&c, &cp, &mds, &t);
+    let mut pool = HostPool::from_free(hosts.iter().collect());
+    let msg = plan_scale(&objs, &req_workers(4), Some(&mut pool))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains(
+            "needs 3 free hosts matching {role=worker} carrying Kubernetes v1.33; 2 available (another Kubernetes on old-1 (v1.32.9))"
+        ),
+        "{msg}"
+    );
+    let mut pool = HostPool::from_free(hosts.iter().collect());
+    assert!(plan_scale(&objs, &req_workers(3), Some(&mut pool)).is_ok());
+    // With the installer, old-1 counts.
+    let t = templates();
+    let objs = ClusterObjects::of(&c, &cp, &mds, &t);
+    let mut pool = HostPool::from_free(hosts.iter().collect());
+    assert!(plan_scale(&objs, &req_workers(4), Some(&mut pool)).is_ok());
+}
+
 #[test]
 fn byoh_scale_down_needs_no_host() {
     let c = cluster(None);
@@ -321,7 +363,7 @@ fn pool_from_inventory_counts_only_available_hosts() {
     let inv = Inventory::build(&hosts, &[], &[], &[], None);
     let mut pool = HostPool::from_inventory(&inv, &hosts);
     assert_eq!(
-        pool.claim(&LabelSelector::parse("role=worker").unwrap(), 5),
+        pool.claim(&LabelSelector::parse("role=worker").unwrap(), None, 5),
         1
     );
 }

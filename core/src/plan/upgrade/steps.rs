@@ -8,6 +8,7 @@ use crate::json::{self, at, i64_at, str_at};
 use crate::plan::scale::{
     control_plane_infra_ref, deployment_infra_ref, deployment_strategy, kcp_max_surge,
 };
+use crate::plan::hosts::version::{self, fits, uses_host_kubernetes};
 use crate::plan::selector::LabelSelector;
 use crate::plan::{FieldChange, Finding, ObjectPatch};
 use crate::version::KubeVersion;
@@ -42,7 +43,7 @@ impl Planner<'_, '_> {
         };
         let mut spare = vec![];
         if kind == CpKind::Kubeadm
-            && let Some(c) = self.spare_check(cp, infra, usize::from(kcp_max_surge(cp) > 0), |needed, available, sel| {
+            && let Some(c) = self.spare_check(cp, infra, to, usize::from(kcp_max_surge(cp) > 0), |needed, available, sel| {
                 let mut w = vec![];
                 let replicas = i64_at(cp, &["spec", "replicas"]).unwrap_or(1);
                 if replicas >= 3 {
@@ -95,7 +96,7 @@ impl Planner<'_, '_> {
             to,
         );
         let mut spare = vec![];
-        if let Some(c) = self.md_spare(md, infra) {
+        if let Some(c) = self.md_spare(md, infra, to) {
             spare.push(c);
         }
         let target = key(md);
@@ -114,7 +115,12 @@ impl Planner<'_, '_> {
         });
     }
 
-    fn md_spare(&mut self, md: &Value, infra: Option<(&str, &str)>) -> Option<SpareHostCheck> {
+    fn md_spare(
+        &mut self,
+        md: &Value,
+        infra: Option<(&str, &str)>,
+        to: &KubeVersion,
+    ) -> Option<SpareHostCheck> {
         let st = deployment_strategy(md);
         let replicas = i64_at(md, &["spec", "replicas"]).unwrap_or(1);
         let needed = if st.type_ == "OnDelete" || replicas == 0 {
@@ -124,7 +130,7 @@ impl Planner<'_, '_> {
         };
         let name = json::name(md).to_string();
         let cluster = json::name(self.objs.cluster).to_string();
-        self.spare_check(md, infra, needed, |needed, available, sel| {
+        self.spare_check(md, infra, to, needed, |needed, available, sel| {
             let short = (needed - available) as i64;
             vec![
                 "set maxSurge 0 and maxUnavailable 1: each machine is replaced in place, one at a time".to_string(),
@@ -138,10 +144,14 @@ impl Planner<'_, '_> {
         })
     }
 
+    /// The spare hosts `obj`'s rollout to `to` needs: free hosts its template's selector picks,
+    /// carrying `to`'s minor when the template names no installer (the new machines run on the
+    /// hosts' own Kubernetes).
     fn spare_check(
         &mut self,
         obj: &Value,
         infra: Option<(&str, &str)>,
+        to: &KubeVersion,
         needed: usize,
         ways_out: impl Fn(usize, usize, &str) -> Vec<String>,
     ) -> Option<SpareHostCheck> {
@@ -155,9 +165,23 @@ impl Planner<'_, '_> {
             at(&tpl, &["spec", "template", "spec", "selector"]).unwrap_or(&Value::Null),
         )
         .ok()?;
-        let available = free.iter().filter(|h| sel.matches_object(h)).count();
+        let own = uses_host_kubernetes(&tpl);
+        let matching: Vec<&Value> = free
+            .iter()
+            .copied()
+            .filter(|h| sel.matches_object(h))
+            .collect();
+        let available = matching.iter().filter(|h| !own || fits(h, to)).count();
         let ok = available >= needed;
-        let braced = sel.braced();
+        // The version is named only where it excluded a host.
+        let misfits = match own {
+            true => version::misfits(matching.iter().copied(), to),
+            false => String::new(),
+        };
+        let braced = match misfits.as_str() {
+            "" => sel.braced(),
+            _ => format!("{}{}", sel.braced(), version::carrying(to)),
+        };
         let check = SpareHostCheck {
             target: key(obj),
             selector: sel.to_string(),
@@ -172,8 +196,12 @@ impl Planner<'_, '_> {
         };
         if !ok {
             let msg = format!(
-                "{}: a rolling upgrade needs {needed} spare host(s) matching {braced}; {available} available",
-                key(obj)
+                "{}: a rolling upgrade needs {needed} spare host(s) matching {braced}; {available} available{}",
+                key(obj),
+                match misfits.as_str() {
+                    "" => String::new(),
+                    m => format!(" (another Kubernetes on {m})"),
+                }
             );
             if !self.findings.iter().any(|f| f.message == msg) {
                 self.findings.push(Finding::error(msg));
@@ -197,6 +225,7 @@ impl Planner<'_, '_> {
                 && let Some(c) = self.spare_check(
                     cp,
                     control_plane_infra_ref(cp),
+                    to,
                     usize::from(kcp_max_surge(cp) > 0),
                     |n, a, sel| {
                         vec![format!(
@@ -209,7 +238,7 @@ impl Planner<'_, '_> {
                 spare.push(c);
             }
             for md in self.objs.machine_deployments {
-                if let Some(c) = self.md_spare(md, deployment_infra_ref(md)) {
+                if let Some(c) = self.md_spare(md, deployment_infra_ref(md), to) {
                     spare.push(c);
                 }
             }

@@ -760,3 +760,43 @@ fn plan_serializes() {
     assert_eq!(v["steps"][0]["steppedByReconciler"], true);
     assert_eq!(v["toVersion"], "v1.33.0");
 }
+
+/// A rolling upgrade onto hosts that bring their own Kubernetes needs spares carrying the
+/// target minor: a free host of the old minor is not one, and the finding names it.
+#[test]
+fn byoh_spares_must_carry_the_target_minor() {
+    let c = cluster();
+    let cp = kcp("v1.30.4", "OpenStackMachineTemplate", "c1-cp");
+    let mds = vec![md(
+        "c1-md-0",
+        "v1.30.4",
+        3,
+        "ByoMachineTemplate",
+        "c1-md-0",
+    )];
+    let t = vec![
+        image_template("c1-cp", "img"),
+        byo_template("c1-md-0", "worker"),
+    ];
+    let labelled = |name: &str, v: &str| {
+        let mut h = host(name, "worker");
+        h["metadata"]["labels"]["capi-kamaji.io/kubernetes-version"] = json!(v);
+        h
+    };
+    let objs = ClusterObjects::of(&c, &cp, &mds, &t);
+    let old = [labelled("old-1", "v1.30.4")];
+    let free: Vec<&Value> = old.iter().collect();
+    let p = plan_upgrade(&objs, &req("v1.31.0"), &Observed::default(), Some(&free)).unwrap();
+    assert!(p.blocked);
+    let want = "MachineDeployment/c1-md-0: a rolling upgrade needs 1 spare host(s) matching {role=worker} carrying Kubernetes v1.31; 0 available (another Kubernetes on old-1 (v1.30.4))";
+    assert!(
+        p.findings.iter().any(|f| f.message == want),
+        "{:?}",
+        p.findings
+    );
+    let new = [labelled("new-1", "v1.31.2")];
+    let free: Vec<&Value> = new.iter().collect();
+    let p = plan_upgrade(&objs, &req("v1.31.0"), &Observed::default(), Some(&free)).unwrap();
+    let spare = &p.steps.iter().find(|s| s.target == "MachineDeployment/c1-md-0").unwrap().spare_hosts[0];
+    assert_eq!((spare.needed, spare.available, spare.ok), (1, 1, true));
+}

@@ -50,7 +50,7 @@ pub struct Args {
 pub enum Cmd {
     /// Show one host: conditions, events, host → ByoMachine → Machine → Node, interfaces and a diagnosis
     Describe(DescribeArgs),
-    /// Bring hosts into the BYOH pool: a BootstrapKubeconfig each, and the agent command to run
+    /// Bring hosts into the BYOH pool: a BootstrapKubeconfig each, and the script to run on the host
     Add(add::AddArgs),
     /// Take a free host out of BYOH's selection (maintenance)
     Cordon(maint::CordonArgs),

@@ -60,6 +60,46 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
     );
     assert_eq!(replicas(&md_ar(), "c1-md-0").await, 3);
 
+    // A free worker host whose kubelet is v1.32 (its onboarding script labelled it) is no host
+    // for a v1.33 machine: refused with the host named, and `hosts` shows what it carries.
+    let old = Pool {
+        count: 1,
+        name_prefix: format!("{ns}-old"),
+        ..pool(ns, "old", 1, "worker")
+    };
+    let image = testbed::agent::HostImage {
+        kubelet_version: Some("v1.32.9".into()),
+        ..Default::default()
+    };
+    let old_host = format!("{ns}-old01");
+    let agent = testbed::agent::onboard_image(
+        s.tb,
+        Path::new(BIN),
+        ns,
+        &old_host,
+        &old.labels,
+        true,
+        testbed::agent::Kubelet::Played,
+        &image,
+    )
+    .unwrap();
+    registered(&s.client, &old, std::slice::from_ref(&agent)).await;
+    let first = first_line(&s.fails(1, &["scale", "c1", "--workers", "4"]));
+    assert!(
+        first.contains(&format!(
+            "needs 1 free hosts matching {{pool={ns},role=worker}} carrying Kubernetes v1.33; 0 available (another Kubernetes on {old_host} (v1.32.9))"
+        )),
+        "{first}"
+    );
+    let table = out(&s.ok(&["hosts"]));
+    assert!(
+        table.lines().any(|l| l.starts_with(&old_host) && l.contains("v1.32.9")),
+        "{table}"
+    );
+    // Gone for good (its agent stopped first), so BYOH cannot hand it to a later step.
+    drop(agent);
+    s.ok(&["hosts", "remove", &old_host, "--yes"]);
+
     // Choose what goes: --remove-host removes exactly the machine on that host.
     let mut hosts = s.claimed().await;
     hosts.sort();
