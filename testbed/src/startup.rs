@@ -160,7 +160,8 @@ fn free_bytes(dir: &Path) -> Result<u64, Error> {
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return Err(Error::io(dir, std::io::Error::last_os_error()));
     }
-    Ok(u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
+    // Both are u64 (fsblkcnt_t, unsigned long) on the 64-bit Linux targets the testbed runs on.
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 impl Testbed {

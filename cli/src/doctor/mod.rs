@@ -149,6 +149,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         datastores: true,
         crds: wants(Section::Management),
         components: wants(Section::Management),
+        host_events: wants(Section::Workers),
     };
     let reads = source::Reads {
         conn: &conn,

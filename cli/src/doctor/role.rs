@@ -57,6 +57,11 @@ rules:
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [get]
+# The Warning Events about BYOH hosts, selected by field, which tell a host whose bootstrap its agent
+# retries forever (HostBootstrapLoop).
+- apiGroups: [\"\"]
+  resources: [events]
+  verbs: [list]
 # The CRDs' stored versions and conversion (CrdStoredVersions, ConversionFailing).
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]

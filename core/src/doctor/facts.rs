@@ -65,6 +65,70 @@ impl MachineFacts {
     }
 }
 
+/// The reasons of the Warning Events BYOH v0.5.0's host agent records when it fails to install
+/// or bootstrap its host (`HostReconciler.reconcileNormal` and `executeInstallerController`,
+/// `agent/reconciler/host_reconciler.go`): each failure returns its error, so controller-runtime
+/// runs the reconcile again with back-off, and after a failed bootstrap the agent resets the
+/// node (`kubeadm reset`) and tries again, forever.
+pub(crate) const HOST_FAILURE_EVENTS: [&str; 3] = [
+    "BootstrapK8sNodeFailed",
+    "InstallScriptExecutionFailed",
+    "CleanK8sDirectoriesFailed",
+];
+
+/// A Warning Event about a ByoHost whose reason is one of [`HOST_FAILURE_EVENTS`], as the
+/// checks read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostEvent {
+    /// The host's namespace and name (the Event's `involvedObject`).
+    pub namespace: String,
+    pub host: String,
+    pub reason: String,
+    pub message: String,
+    /// How many times it happened: client-go's recorder counts a repeat of the same Event in
+    /// the one object (`count`; `series.count` for an `events.k8s.io` Event).
+    pub count: u64,
+    /// Unix seconds of the first and the last time.
+    pub first_unix: Option<i64>,
+    pub last_unix: Option<i64>,
+}
+
+impl HostEvent {
+    /// The facts of one Event as the server sent it; `None` for any other Event.
+    pub(crate) fn of(event: &Value) -> Option<HostEvent> {
+        let reason = str_at(event, &["reason"])?;
+        if str_at(event, &["involvedObject", "kind"]) != Some("ByoHost")
+            || str_at(event, &["type"]) != Some("Warning")
+            || !HOST_FAILURE_EVENTS.contains(&reason)
+        {
+            return None;
+        }
+        let count = json::at(event, &["count"])
+            .or_else(|| json::at(event, &["series", "count"]))
+            .and_then(Value::as_u64)
+            .unwrap_or(1)
+            .max(1);
+        let first_unix = unix_at(event, &["firstTimestamp"])
+            .or_else(|| unix_at(event, &["eventTime"]))
+            .or_else(|| unix_at(event, &["metadata", "creationTimestamp"]));
+        let last_unix = unix_at(event, &["series", "lastObservedTime"])
+            .or_else(|| unix_at(event, &["lastTimestamp"]))
+            .or_else(|| unix_at(event, &["eventTime"]))
+            .or(first_unix);
+        Some(HostEvent {
+            namespace: str_at(event, &["involvedObject", "namespace"])
+                .unwrap_or_else(|| json::namespace(event))
+                .to_string(),
+            host: str_at(event, &["involvedObject", "name"])?.to_string(),
+            reason: reason.to_string(),
+            message: str_at(event, &["message"]).unwrap_or("").trim().to_string(),
+            count,
+            first_unix,
+            last_unix,
+        })
+    }
+}
+
 /// An object's `(namespace, name)`: how [`super::Fleet`] holds ByoMachines.
 pub(crate) fn object_key(obj: &Value) -> (String, String) {
     (

@@ -14,7 +14,7 @@ pub mod read;
 mod tests;
 
 use crate::plan::hosts::HostFacts;
-pub use facts::MachineFacts;
+pub use facts::{HostEvent, MachineFacts};
 pub(crate) use facts::{object_key, secret_cluster};
 
 use serde::Serialize;
@@ -110,6 +110,9 @@ pub enum Check {
     VersionSkew,
     /// A BYOH host's agent reported a failure.
     HostFailed,
+    /// A BYOH host whose install or bootstrap fails again and again: BYOH v0.5.0's agent
+    /// resets the host and retries forever.
+    HostBootstrapLoop,
     /// A BYOH host lost its machine and its agent has not cleaned up.
     HostReleasing,
     /// A Machine's Node stopped reporting (its kubelet stopped posting status): the host is
@@ -141,6 +144,8 @@ pub enum FleetRead {
     Clusters,
     Machines,
     ByoHosts,
+    /// The Warning Events about ByoHosts (their agents' failures).
+    HostEvents,
     ByoMachines,
     TenantControlPlanes,
     KamajiControlPlanes,
@@ -478,6 +483,8 @@ pub struct Fleet {
     pub clusters: Vec<Value>,
     pub machines: Vec<MachineFacts>,
     pub byo_hosts: Vec<HostFacts>,
+    /// The ByoHosts' agents' failure Events ([`HostEvent`]).
+    pub host_events: Vec<HostEvent>,
     /// The ByoMachines, `(namespace, name)`.
     pub byo_machines: std::collections::HashSet<(String, String)>,
     pub tenant_control_planes: Vec<Value>,

@@ -384,6 +384,198 @@ fn failed_and_releasing_hosts() {
     );
 }
 
+/// A Warning Event as BYOH v0.5.0's agent records it through client-go's recorder
+/// (`HostReconciler.reconcileNormal`, `agent/reconciler/host_reconciler.go`): `count` is how
+/// many times the same Event happened, `firstTimestamp` and `lastTimestamp` the first and last.
+fn agent_event(
+    host: &str,
+    reason: &str,
+    message: &str,
+    count: u64,
+    first: i64,
+    last: i64,
+) -> Value {
+    json!({"apiVersion": "v1", "kind": "Event",
+           "metadata": {"name": format!("{host}.17f0a1b2c3d4e5f6"), "namespace": "hosts"},
+           "involvedObject": {"kind": "ByoHost", "namespace": "hosts", "name": host,
+               "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "uid": format!("uid-{host}")},
+           "reason": reason, "message": message, "type": "Warning", "count": count,
+           "source": {"component": "hostagent-controller"},
+           "firstTimestamp": ago(first), "lastTimestamp": ago(last)})
+}
+
+/// A ByoHost claimed by a machine whose bootstrap failed, as the agent leaves it after each
+/// try (`K8sNodeBootstrapSucceeded` False, `CloudInitExecutionFailed`, no message).
+fn failing_host(name: &str) -> Value {
+    let mut h = obj("ByoHost", "hosts", name);
+    h["metadata"]["labels"] = json!({"cluster.x-k8s.io/cluster-name": "c1"});
+    h["status"] = json!({
+        "machineRef": {"kind": "ByoMachine", "name": "c1-md-0-abc", "namespace": "team-a"},
+        "conditions": [{"type": "K8sNodeBootstrapSucceeded", "status": "False",
+            "reason": "CloudInitExecutionFailed", "severity": "Error"}]});
+    h
+}
+
+#[test]
+fn host_events_keep_the_agents_failures_only() {
+    let e = HostEvent::of(&agent_event(
+        "h1",
+        "BootstrapK8sNodeFailed",
+        "k8s Node Bootstrap failed",
+        7,
+        600,
+        20,
+    ))
+    .unwrap();
+    assert_eq!(
+        (
+            e.namespace.as_str(),
+            e.host.as_str(),
+            e.reason.as_str(),
+            e.count
+        ),
+        ("hosts", "h1", "BootstrapK8sNodeFailed", 7)
+    );
+    let now = now().as_second();
+    assert_eq!(
+        (e.first_unix, e.last_unix),
+        (Some(now - 600), Some(now - 20))
+    );
+    // Other reasons, Normal Events and other kinds are not kept.
+    let mut normal = agent_event(
+        "h1",
+        "ResetK8sNodeSucceeded",
+        "k8s Node Reset completed",
+        7,
+        600,
+        20,
+    );
+    normal["type"] = json!("Normal");
+    assert_eq!(HostEvent::of(&normal), None);
+    let mut other_kind = agent_event("h1", "BootstrapK8sNodeFailed", "", 2, 60, 1);
+    other_kind["involvedObject"]["kind"] = json!("ByoMachine");
+    assert_eq!(HostEvent::of(&other_kind), None);
+    assert_eq!(
+        HostEvent::of(&agent_event("h1", "ByoHostSelectionFailed", "", 9, 60, 1)),
+        None
+    );
+    // An events.k8s.io-shaped Event: series and eventTime; no count reads as once.
+    let series = json!({"involvedObject": {"kind": "ByoHost", "name": "h2", "namespace": "hosts"},
+        "type": "Warning", "reason": "InstallScriptExecutionFailed", "eventTime": ago(300),
+        "series": {"count": 4, "lastObservedTime": ago(5)}});
+    let e = HostEvent::of(&series).unwrap();
+    assert_eq!(
+        (e.count, e.first_unix, e.last_unix),
+        (4, Some(now - 300), Some(now - 5))
+    );
+    let mut once = series.clone();
+    once.as_object_mut().unwrap().remove("series");
+    assert_eq!(HostEvent::of(&once).unwrap().count, 1);
+}
+
+#[test]
+fn a_host_whose_bootstrap_keeps_failing_is_named_with_its_last_error_and_the_way_out() {
+    let mut f = healthy();
+    f.byo_hosts = hosts(&[
+        failing_host("loop"),
+        failing_host("once"),
+        failing_host("stale"),
+    ]);
+    f.host_events = [
+        // One Event counted up by the recorder, and a second one after an agent restart.
+        agent_event(
+            "loop",
+            "BootstrapK8sNodeFailed",
+            "k8s Node Bootstrap failed",
+            5,
+            900,
+            60,
+        ),
+        agent_event(
+            "loop",
+            "BootstrapK8sNodeFailed",
+            "k8s Node Bootstrap failed",
+            2,
+            50,
+            10,
+        ),
+        // Failed once so far: a plain failure.
+        agent_event(
+            "once",
+            "BootstrapK8sNodeFailed",
+            "k8s Node Bootstrap failed",
+            1,
+            30,
+            30,
+        ),
+        // Failed often, but not for over an hour: the loop is not known to go on.
+        agent_event(
+            "stale",
+            "BootstrapK8sNodeFailed",
+            "k8s Node Bootstrap failed",
+            9,
+            9000,
+            4000,
+        ),
+    ]
+    .iter()
+    .filter_map(HostEvent::of)
+    .collect();
+    let all = examine(&f, &Thresholds::default(), &[Section::Workers], now());
+    assert_eq!(
+        rows(&all),
+        vec![
+            (Check::HostFailed, Severity::Error, "once"),
+            (Check::HostFailed, Severity::Error, "stale"),
+            (Check::HostBootstrapLoop, Severity::Error, "loop"),
+        ]
+    );
+    let l = &all[2];
+    assert_eq!(
+        l.cause,
+        "its agent failed 7 times in 15m (last 10s ago: BootstrapK8sNodeFailed \"k8s Node Bootstrap failed\", condition CloudInitExecutionFailed) and resets the host and retries forever"
+    );
+    assert_eq!(
+        l.fix,
+        "kubectl capi hosts describe loop -n hosts (the failing command's output is in byoh-hostagent's log on the host); to stop it, move its machine to a spare host and cordon it: kubectl capi hosts drain loop -n hosts (kubectl capi hosts retire loop -n hosts --force if its agent is gone)"
+    );
+    // A host that is not failed (it bootstrapped since) is not looping, whatever its Events.
+    let mut recovered = failing_host("loop");
+    recovered["status"]["conditions"][0] =
+        json!({"type": "K8sNodeBootstrapSucceeded", "status": "True"});
+    f.byo_hosts = hosts(&[recovered]);
+    f.byo_machines
+        .insert(("team-a".to_string(), "c1-md-0-abc".to_string()));
+    assert_eq!(
+        examine(&f, &Thresholds::default(), &[Section::Workers], now()),
+        vec![]
+    );
+}
+
+#[test]
+fn without_the_host_events_a_looping_host_is_a_failed_one_and_the_loop_check_is_not_run() {
+    let mut f = healthy();
+    f.byo_hosts = hosts(&[failing_host("loop")]);
+    f.unread.push(refused(
+        FleetRead::HostEvents,
+        "list events -n hosts",
+        false,
+    ));
+    let all = examine(&f, &Thresholds::default(), &[Section::Workers], now());
+    assert_eq!(
+        rows(&all),
+        vec![(Check::HostFailed, Severity::Error, "loop")]
+    );
+    assert_eq!(
+        not_checked(&f, &[]),
+        vec![NotChecked {
+            section: Section::Workers,
+            checks: vec![Check::HostBootstrapLoop],
+            missing: vec!["list events -n hosts".into()],
+        }]
+    );
+}
+
 #[test]
 fn leftovers_tenants_without_a_kamaji_control_plane_and_secrets_without_a_cluster() {
     let mut f = healthy();

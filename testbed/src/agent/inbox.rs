@@ -95,14 +95,7 @@ pub fn serve(tb: &Testbed, dir: &Path, agents: &mut Vec<HostAgent>) {
             Err(format!("host {name} already runs an agent in this sandbox"))
         } else {
             let ip = super::next_ip();
-            HostAgent::start_script(
-                tb,
-                &name,
-                ip,
-                script,
-                super::Kubelet::Joins,
-                &image,
-            )
+            HostAgent::start_script(tb, &name, ip, script, super::Kubelet::Joins, &image)
                 .map(|a| {
                     let msg = format!(
                         "host {name} ({ip}): byoh-hostagent started (its log: {})",

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::{Ctx, Entry, entry, finding, ns_flag};
-use crate::doctor::{Check, HostFacts, MachineFacts, Problem, Subject};
+use crate::doctor::{Check, HostEvent, HostFacts, MachineFacts, Problem, Subject};
 use crate::fields;
 use crate::json::{self, str_at};
 use crate::plan::Severity;
@@ -16,13 +16,20 @@ use crate::version::KubeVersion;
 /// v1.28).
 const MAX_KUBELET_SKEW: u64 = 3;
 
+/// A host's failure Events count towards a loop while the last of them is this recent: the
+/// agent's retries come at most 1000 s apart (controller-runtime's back-off cap), and the API
+/// server keeps Events an hour by default (`--event-ttl`).
+const LOOP_WINDOW_SECONDS: i64 = 3600;
+
 pub(super) const CHECKS: &[Entry] = &[
     entry!(machines_stuck: [MachineStuck] needs [Machines] uses []),
     // Without Clusters and KamajiControlPlanes, a Kamaji cluster's control-plane version is not
     // known: less is found.
     entry!(version_skew: [VersionSkew] needs [Machines] uses [Clusters, KamajiControlPlanes]),
-    // Without the ByoMachines every claimed host would read as released.
+    // Without the ByoMachines every claimed host would read as released. A failed host whose
+    // Events show it looping is reported as HostBootstrapLoop instead of HostFailed.
     entry!(hosts: [HostFailed, HostReleasing] needs [ByoHosts, ByoMachines] uses [Machines]),
+    entry!(bootstrap_loops: [HostBootstrapLoop] needs [ByoHosts, HostEvents] uses []),
     entry!(unreachable: [HostUnreachable] needs [Machines] uses [ByoHosts]),
 ];
 
@@ -161,6 +168,7 @@ fn version_skew(c: &Ctx, out: &mut Vec<Problem>) {
 
 fn hosts(c: &Ctx, out: &mut Vec<Problem>) {
     let byo_machines = &c.fleet.byo_machines;
+    let loops = loops(c);
     // The cluster of a host whose label is gone: the Machine whose providerID names it.
     let by_host: BTreeMap<&str, &str> = c
         .fleet
@@ -186,6 +194,7 @@ fn hosts(c: &Ctx, out: &mut Vec<Problem>) {
             .map(|r| format!(": {r}"))
             .unwrap_or_default();
         match state {
+            HostState::Failed if loops.contains_key(&(h.namespace.as_str(), h.name.as_str())) => {}
             HostState::Failed => out.push(finding(
                 Severity::Error,
                 Check::HostFailed,
@@ -211,6 +220,96 @@ fn hosts(c: &Ctx, out: &mut Vec<Problem>) {
             }
             _ => {}
         }
+    }
+}
+
+/// The failures of one host's agent within [`LOOP_WINDOW_SECONDS`] of the last.
+struct Loop<'a> {
+    /// How many, summed over the Events' counts.
+    failures: u64,
+    /// Unix seconds of the first of them, if known.
+    since: Option<i64>,
+    /// The Event of the last one.
+    last: &'a HostEvent,
+}
+
+/// The hosts whose agent failed more than once lately, by `(namespace, host)`, from their
+/// failure Events ([`HostEvent`]): one Event counted up by client-go's recorder, or several
+/// (an agent restarted records anew).
+fn loops<'a>(c: &Ctx<'a>) -> BTreeMap<(&'a str, &'a str), Loop<'a>> {
+    let recent = |e: &HostEvent| {
+        e.last_unix
+            .is_none_or(|t| c.now.saturating_sub(t) <= LOOP_WINDOW_SECONDS)
+    };
+    let mut out: BTreeMap<(&str, &str), Loop> = BTreeMap::new();
+    for e in c.fleet.host_events.iter().filter(|e| recent(e)) {
+        let l = out
+            .entry((e.namespace.as_str(), e.host.as_str()))
+            .or_insert(Loop {
+                failures: 0,
+                since: e.first_unix,
+                last: e,
+            });
+        l.failures = l.failures.saturating_add(e.count);
+        l.since = match (l.since, e.first_unix) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if e.last_unix > l.last.last_unix {
+            l.last = e;
+        }
+    }
+    out.retain(|_, l| l.failures > 1);
+    out
+}
+
+/// ByoHosts whose install or bootstrap keeps failing: the agent reports a failure (the host is
+/// Failed) and has recorded it more than once lately. BYOH v0.5.0's agent retries forever,
+/// resetting the node after each failed bootstrap, and keeps the failing command's output in its
+/// own log only: its condition carries no message and its Events a fixed one.
+fn bootstrap_loops(c: &Ctx, out: &mut Vec<Problem>) {
+    let loops = loops(c);
+    for h in &c.fleet.byo_hosts {
+        let Some(l) = loops.get(&(h.namespace.as_str(), h.name.as_str())) else {
+            continue;
+        };
+        if h.state(|_, _| true) != HostState::Failed {
+            continue;
+        }
+        let ago = |t: Option<i64>| {
+            t.map(|t| crate::text::age(c.now.saturating_sub(t)))
+                .unwrap_or_else(|| "?".into())
+        };
+        let said = match l.last.message.as_str() {
+            "" => String::new(),
+            m => format!(" \"{}\"", m.replace('\n', " ")),
+        };
+        let condition = h
+            .reason
+            .as_deref()
+            .map(|r| format!(", condition {r}"))
+            .unwrap_or_default();
+        let ns = ns_flag(&h.namespace);
+        out.push(finding(
+            Severity::Error,
+            Check::HostBootstrapLoop,
+            Subject {
+                kind: "ByoHost".into(),
+                namespace: h.namespace.clone(),
+                name: h.name.clone(),
+            },
+            format!(
+                "its agent failed {} times in {} (last {} ago: {}{said}{condition}) and resets the host and retries forever",
+                l.failures,
+                ago(l.since),
+                ago(l.last.last_unix),
+                l.last.reason
+            ),
+            format!(
+                "kubectl capi hosts describe {name}{ns} (the failing command's output is in byoh-hostagent's log on the host); to stop it, move its machine to a spare host and cordon it: kubectl capi hosts drain {name}{ns} (kubectl capi hosts retire {name}{ns} --force if its agent is gone)",
+                name = h.name
+            ),
+        ));
     }
 }
 

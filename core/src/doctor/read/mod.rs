@@ -21,7 +21,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Event, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::ApiResource;
 use kube::core::params::ListParams;
@@ -29,7 +29,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::{
-    ComponentState, CrdInfo, Fleet, FleetRead, LeaseInfo, MachineFacts, TenantCertificate, Unread,
+    ComponentState, CrdInfo, Fleet, FleetRead, HostEvent, LeaseInfo, MachineFacts,
+    TenantCertificate, Unread,
 };
 use crate::groups::{
     CAPI_GROUP, CONTROLPLANE_GROUP, INFRASTRUCTURE_GROUP, KAMAJI_GROUP, OPS_GROUP,
@@ -225,6 +226,9 @@ pub struct Ask<'a> {
     pub datastores: bool,
     /// The CRDs of the fleet's APIs (cluster-scoped).
     pub crds: bool,
+    /// The Warning Events about ByoHosts, which tell a host whose bootstrap fails again and
+    /// again (the reconciler's role does not read Events).
+    pub host_events: bool,
     /// The controller Deployment of each component `kubectl capi init` installs (in their own
     /// namespaces, which the reconciler does not watch).
     pub components: bool,
@@ -259,6 +263,7 @@ pub async fn fleet<S: FleetSource>(source: &S, ask: &Ask<'_>) -> Result<Fleet, S
             clusters,
             machines,
             byo_hosts,
+            host_events,
             byo_machines,
             cluster_secrets,
             certificates,
@@ -293,6 +298,12 @@ pub async fn fleet<S: FleetSource>(source: &S, ask: &Ask<'_>) -> Result<Fleet, S
                 Ok(())
             }),
         ];
+        if ask.host_events {
+            reads.push(Box::pin(async {
+                *host_events = r.host_events().await?;
+                Ok(())
+            }));
+        }
         for (slot, key) in objects.iter_mut().zip(OBJECTS) {
             if key.2 != FleetRead::BootstrapKubeconfigs || ask.bootstrap_kubeconfigs {
                 reads.push(r.read_into(slot, key, all));
@@ -672,6 +683,32 @@ impl<S: FleetSource> Reader<'_, S> {
                 .limit(PAGE);
             let list = ListRequest::paged(&ar, None, &params);
             out.extend(self.source.list_as(&list, LeaseInfo::of).await?);
+        }
+        Ok(out)
+    }
+
+    /// The Warning Events about ByoHosts in each namespace read, by field selector, those of
+    /// their agents' failures kept ([`HostEvent`]); none where ByoHosts are not served.
+    async fn host_events(&self) -> Result<Vec<HostEvent>, S::Error> {
+        if self
+            .source
+            .served(INFRASTRUCTURE_GROUP, "ByoHost")
+            .is_none()
+        {
+            return Ok(Vec::new());
+        }
+        let ar = ApiResource::erase::<Event>(&());
+        let params = ListParams::default()
+            .fields("involvedObject.kind=ByoHost,type=Warning")
+            .limit(PAGE);
+        let mut out = Vec::new();
+        for ns in self.scopes {
+            let list = ListRequest::paged(&ar, *ns, &params);
+            let r = self.source.list(&list, |e| HostEvent::of(&e)).await;
+            let partial = self.scopes.len() > 1;
+            if let Some(v) = self.noted(r, FleetRead::HostEvents, ns.is_none(), partial)? {
+                out.extend(v.into_iter().flatten());
+            }
         }
         Ok(out)
     }

@@ -209,3 +209,46 @@ fn another_error_ends_the_read_and_a_source_without_refusals_fails_on_them() {
         assert!(!asked.iter().any(|a| a.starts_with(left_out)), "{asked:?}");
     }
 }
+
+#[test]
+fn host_events_are_read_when_asked_and_a_refusal_is_noted() {
+    let failure = json!({"involvedObject": {"kind": "ByoHost", "namespace": "hosts", "name": "h1"},
+        "type": "Warning", "reason": "BootstrapK8sNodeFailed", "message": "k8s Node Bootstrap failed",
+        "count": 3, "firstTimestamp": "2026-12-01T11:00:00Z", "lastTimestamp": "2026-12-01T11:59:00Z"});
+    let reset = json!({"involvedObject": {"kind": "ByoHost", "namespace": "hosts", "name": "h1"},
+        "type": "Normal", "reason": "ResetK8sNodeSucceeded", "count": 3});
+    let fake = Fake::default().with("events", None, vec![failure, reset]);
+    let ask = Ask {
+        host_events: true,
+        ..everything()
+    };
+    let f = run(fleet(&fake, &ask)).unwrap();
+    assert_eq!(
+        f.host_events
+            .iter()
+            .map(|e| (e.host.as_str(), e.reason.as_str(), e.count))
+            .collect::<Vec<_>>(),
+        vec![("h1", "BootstrapK8sNodeFailed", 3)]
+    );
+    // Not asked (the reconciler's scan): not read.
+    let fake = Fake::default().with("events", None, vec![]);
+    run(fleet(&fake, &everything())).unwrap();
+    assert!(!fake.asked.borrow().iter().any(|a| a.starts_with("events")));
+    // Refused: noted, the rest read.
+    let fake = Fake::default().refusing("events", Some("team-a"));
+    let namespaces = vec!["team-a".to_string()];
+    let ask = Ask {
+        namespaces: &namespaces,
+        host_events: true,
+        ..everything()
+    };
+    let f = run(fleet(&fake, &ask)).unwrap();
+    assert_eq!(
+        f.unread,
+        vec![Unread {
+            input: FleetRead::HostEvents,
+            missing: "list events -n team-a".into(),
+            partial: false,
+        }]
+    );
+}

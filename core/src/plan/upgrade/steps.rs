@@ -5,10 +5,10 @@ use serde_json::{Value, json};
 
 use super::{CpKind, Planner, SpareHostCheck, StepRole, UpgradeStep, key};
 use crate::json::{self, at, i64_at, str_at};
+use crate::plan::hosts::version::{self, fits, uses_host_kubernetes};
 use crate::plan::scale::{
     control_plane_infra_ref, deployment_infra_ref, deployment_strategy, kcp_max_surge,
 };
-use crate::plan::hosts::version::{self, fits, uses_host_kubernetes};
 use crate::plan::selector::LabelSelector;
 use crate::plan::{FieldChange, Finding, ObjectPatch};
 use crate::version::KubeVersion;

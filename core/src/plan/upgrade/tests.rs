@@ -767,13 +767,7 @@ fn plan_serializes() {
 fn byoh_spares_must_carry_the_target_minor() {
     let c = cluster();
     let cp = kcp("v1.30.4", "OpenStackMachineTemplate", "c1-cp");
-    let mds = vec![md(
-        "c1-md-0",
-        "v1.30.4",
-        3,
-        "ByoMachineTemplate",
-        "c1-md-0",
-    )];
+    let mds = vec![md("c1-md-0", "v1.30.4", 3, "ByoMachineTemplate", "c1-md-0")];
     let t = vec![
         image_template("c1-cp", "img"),
         byo_template("c1-md-0", "worker"),
@@ -797,6 +791,11 @@ fn byoh_spares_must_carry_the_target_minor() {
     let new = [labelled("new-1", "v1.31.2")];
     let free: Vec<&Value> = new.iter().collect();
     let p = plan_upgrade(&objs, &req("v1.31.0"), &Observed::default(), Some(&free)).unwrap();
-    let spare = &p.steps.iter().find(|s| s.target == "MachineDeployment/c1-md-0").unwrap().spare_hosts[0];
+    let spare = &p
+        .steps
+        .iter()
+        .find(|s| s.target == "MachineDeployment/c1-md-0")
+        .unwrap()
+        .spare_hosts[0];
     assert_eq!((spare.needed, spare.available, spare.ok), (1, 1, true));
 }

@@ -1,5 +1,5 @@
 //! `hosts`: cordon, drain (and a drain that times out, finished by a rerun), uncordon; `hosts add`'s
-//! bootstrap kubeconfig.
+//! bootstrap kubeconfig; `doctor` on a host whose bootstrap the real agent keeps retrying.
 
 use crate::common::*;
 
@@ -636,8 +636,14 @@ async fn the_real_agent_registers_a_host_from_what_hosts_add_prints() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let log = refused.log_tail();
-    assert_contains(&log, "FAIL module br_netfilter: not loaded: modprobe br_netfilter");
-    assert_contains(&log, "real-00 failed its preflight (above): fix it and run this again; the agent was not started");
+    assert_contains(
+        &log,
+        "FAIL module br_netfilter: not loaded: modprobe br_netfilter",
+    );
+    assert_contains(
+        &log,
+        "real-00 failed its preflight (above): fix it and run this again; the agent was not started",
+    );
 
     // Started as `capi-testbed host` does in the sandbox: the printed script through the
     // runner's inbox, served here (testbed::agent::inbox), on a host with kubelet v1.35.4.
@@ -699,11 +705,16 @@ async fn the_real_agent_registers_a_host_from_what_hosts_add_prints() {
         agent.log_tail()
     );
     assert!(
-        s.api(&ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoHost", "byohosts"))
-            .get_opt(bad)
-            .await
-            .unwrap()
-            .is_none(),
+        s.api(&ar(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "ByoHost",
+            "byohosts"
+        ))
+        .get_opt(bad)
+        .await
+        .unwrap()
+        .is_none(),
         "the host that failed its preflight registered"
     );
     let info = &registered["status"]["hostinfo"];
@@ -781,4 +792,108 @@ async fn the_real_agent_registers_a_host_from_what_hosts_add_prints() {
         .find(|r| r["name"] == host)
         .unwrap_or_else(|| panic!("{list}"));
     assert_eq!(row["state"], "Available", "{row}");
+}
+
+/// `doctor` names a host whose bootstrap the real BYOH v0.5.0 agent retries forever: after a
+/// failed bootstrap it marks the host `CloudInitExecutionFailed`, records a Warning Event
+/// `BootstrapK8sNodeFailed` (client-go counts its repeats), resets the node and tries again
+/// (`HostReconciler.reconcileNormal`, `agent/reconciler/host_reconciler.go`). Here the machine's
+/// bootstrap data has a command that exits 1, as a `kubeadm join` to a control plane that does
+/// not answer does; the agent, its cloud-init executor and its retries are all real.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_names_a_host_whose_bootstrap_keeps_failing() {
+    let s = Story::start("loop").await;
+    let ns = &s.ns;
+    let players = s.cluster_on("c1", 0, 1, 0).await;
+    let host = format!("{ns}-w01");
+    let failing = "#cloud-config\nruncmd:\n  - echo 'kubeadm join: the control plane 192.0.2.1:6443 does not answer' >&2; exit 1\n";
+    s.api(&ar("", "v1", "Secret", "secrets"))
+        .patch(
+            "c1-md-0-bootstrap",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"value": failing}})),
+        )
+        .await
+        .unwrap();
+    s.api(&md_ar())
+        .patch(
+            "c1-md-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .unwrap();
+
+    let doctor = || {
+        let o = s.run(&["doctor", "--only", "workers", "-o", "json"]);
+        let report: Value = serde_json::from_str(&out(&o))
+            .unwrap_or_else(|e| panic!("doctor -o json: {e}\n{}\n{}", out(&o), err(&o)));
+        (o, report)
+    };
+    let looping = |report: &Value| {
+        report["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|f| f["check"] == "HostBootstrapLoop")
+            .cloned()
+    };
+    eventually(
+        "doctor to name the looping host",
+        Duration::from_secs(120),
+        async || looping(&doctor().1).is_some(),
+    )
+    .await;
+    let (o, report) = doctor();
+    exits(&o, 1);
+    let f = looping(&report).unwrap();
+    assert_eq!(
+        (&f["severity"], &f["object"]),
+        (
+            &json!("Error"),
+            &json!({"kind": "ByoHost", "namespace": ns, "name": host})
+        ),
+        "{report:#}"
+    );
+    let cause = f["cause"].as_str().unwrap();
+    for says in [
+        "its agent failed ",
+        "BootstrapK8sNodeFailed \"k8s Node Bootstrap failed\", condition CloudInitExecutionFailed",
+        "resets the host and retries forever",
+    ] {
+        assert_contains(cause, says);
+    }
+    assert_eq!(
+        f["fix"],
+        format!(
+            "kubectl capi hosts describe {host} -n {ns} (the failing command's output is in byoh-hostagent's log on the host); to stop it, move its machine to a spare host and cordon it: kubectl capi hosts drain {host} -n {ns} (kubectl capi hosts retire {host} -n {ns} --force if its agent is gone)"
+        )
+    );
+    // Named once: as looping, not as a plain failure too.
+    assert!(
+        !report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["check"] == "HostFailed"),
+        "{report:#}"
+    );
+    // The loop is the agent's own: it reset the node after each failed try.
+    let agent = &players._agents[0];
+    let resets = agent
+        .commands()
+        .iter()
+        .filter(|c| c.as_str() == "kubeadm reset --force")
+        .count();
+    assert!(resets >= 2, "{:?}\n{}", agent.commands(), agent.log_tail());
+    // For people: one row, naming the host.
+    let o = s.run(&["doctor", "--only", "workers"]);
+    exits(&o, 1);
+    assert!(
+        out(&o)
+            .lines()
+            .any(|l| l.contains(&format!("ByoHost/{ns}/{host}")) && l.contains("retries forever")),
+        "{}",
+        out(&o)
+    );
 }

@@ -93,7 +93,9 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
     );
     let table = out(&s.ok(&["hosts"]));
     assert!(
-        table.lines().any(|l| l.starts_with(&old_host) && l.contains("v1.32.9")),
+        table
+            .lines()
+            .any(|l| l.starts_with(&old_host) && l.contains("v1.32.9")),
         "{table}"
     );
     // Gone for good (its agent stopped first), so BYOH cannot hand it to a later step.
