@@ -70,6 +70,12 @@ fn code(o: &Output) -> i32 {
 }
 
 /// Creates an object and sets its status (as a controller would) through the subresource.
+/// Held while a test plants a cluster-wide fact the doctor reads in every namespace (the
+/// reconciler's Lease), and by a test whose exit code needs the cluster without it: tests of this
+/// binary run in parallel on one testbed, and the read-only test once saw the other's stale
+/// Lease as `ReconcilerStopped` (exit 1 where it wants 0).
+static CLUSTER_WIDE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn put(client: &Client, ns: &str, group: &str, version: &str, kind: &str, mut obj: Value) {
     let plural = format!("{}s", kind.to_lowercase());
     let api_version = if group.is_empty() {
@@ -433,6 +439,7 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
     );
 
     // Management: kamaji-reconciler's Lease, last renewed ten minutes ago (a stopped reconciler).
+    let cluster_wide = CLUSTER_WIDE.lock().await;
     let renewed = (jiff::Timestamp::now() - jiff::SignedDuration::from_mins(10))
         .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
         .to_string();
@@ -478,6 +485,7 @@ async fn doctor_finds_each_planted_problem_with_its_severity_fix_and_exit_code()
         )
         .await
         .unwrap();
+    drop(cluster_wide);
 
     // Management: a CRD of a Cluster API group converted by a webhook nothing serves, with an
     // object, and an old version left in its stored versions (cluster-scoped: removed right
@@ -700,6 +708,7 @@ fn gaps(report: &Value) -> std::collections::BTreeMap<String, (Vec<String>, Vec<
 /// the first 403. Given Secrets in one namespace only (a RoleBinding), it reads them there.
 #[tokio::test]
 async fn doctor_runs_read_only_under_its_printed_role_and_under_view() {
+    let _cluster_wide = CLUSTER_WIDE.lock().await;
     let tb = testbed::shared();
     let (client, ns) = tb.namespace("doctor-ro").await;
     let capi = testbed::fixtures::capi_version(&client).await.unwrap();
