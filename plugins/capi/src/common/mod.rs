@@ -7,6 +7,7 @@
 //! - `cluster_parts`: what the scale and upgrade plans read of a cluster, fetched once;
 //! - `cluster_upgrade`: a cluster's ClusterUpgrade: where the API is served, its spec and status;
 //! - `host_pool`: the BYOH host pool: hosts, what claims them, the free ones, one host;
+//! - `host_removal`: what goes when a host leaves for good (its ByoHost and what BYOH issued);
 //! - `lists`: LISTs that cost little (absent kinds, pruned and narrowly parsed objects);
 //! - `list_flags`: the flags of a verb that lists objects by label (`-l`, connection, output);
 //! - `findings`: a plan's findings on the terminal;
@@ -22,6 +23,7 @@ pub mod cluster_upgrade;
 pub mod clusterctl_config;
 pub mod findings;
 pub mod host_pool;
+pub mod host_removal;
 pub mod list_flags;
 pub mod lists;
 pub mod names;

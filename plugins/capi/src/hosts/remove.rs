@@ -17,6 +17,7 @@ use kcore::plan::hosts::removal;
 use kube::discovery::ApiResource;
 
 use crate::common::host_pool::find_host;
+use crate::common::host_removal::Removal;
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
@@ -51,25 +52,6 @@ pub struct RemoveArgs {
     pub kube: KubeFlags,
 }
 
-/// What goes for one host: each object by its resource, namespace and name.
-struct Removal {
-    host: String,
-    objects: Vec<(ApiResource, Option<String>, String)>,
-}
-
-impl Removal {
-    fn shown(&self) -> String {
-        self.objects
-            .iter()
-            .map(|(ar, ns, name)| match ns {
-                Some(ns) => format!("{}/{name} (namespace {ns})", ar.kind.to_lowercase()),
-                None => format!("{}/{name}", ar.kind.to_lowercase()),
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
 pub async fn run(a: &RemoveArgs) -> Result<(), Error> {
     let path = check_args(a)?;
     let conn = a.kube.connect().await?;
@@ -100,9 +82,7 @@ pub async fn run(a: &RemoveArgs) -> Result<(), Error> {
         )?;
     }
     for r in &plan {
-        for (ar, ns, name) in &r.objects {
-            kclient::api::delete_if_present(&conn, ar, ns.as_deref(), name, server_dry).await?;
-        }
+        r.delete(&conn, server_dry).await?;
         if server_dry {
             kclient::render::line(&format!(
                 "{} would be removed (server dry run): {}",
@@ -147,8 +127,8 @@ fn check_args(a: &RemoveArgs) -> Result<String, Error> {
     byoh::sh_word("the host path", &a.host_path).map_err(|e| Error::usage(e.to_string()))
 }
 
-/// What goes for host `name`: its ByoHost (refused if it serves a machine), and the objects made
-/// for it, each only if it exists. A host that is gone with nothing left is not found.
+/// What goes for host `name`: its ByoHost (refused if it serves a machine), and what was issued
+/// for it. A host that is gone with nothing left is not found.
 async fn removal_of(
     conn: &Conn,
     host_ar: &ApiResource,
@@ -172,33 +152,8 @@ async fn removal_of(
         .as_ref()
         .map(|h| json::namespace(h).to_string())
         .unwrap_or_else(|| conn.namespace.clone());
-    let mut objects = Vec::new();
-    if host.is_some() {
-        objects.push((host_ar.clone(), Some(ns.clone()), name.to_string()));
-    }
-    if let Some(bk_ar) = bk_ar
-        && let Some(bk) = kclient::api::get_json_opt(conn, bk_ar, Some(&ns), name).await?
-    {
-        if let Some(token) = removal::token_secret(&bk) {
-            let secrets = secret_ar();
-            if kclient::api::get_json_opt(conn, &secrets, Some("kube-system"), &token)
-                .await?
-                .is_some()
-            {
-                objects.push((secrets, Some("kube-system".into()), token));
-            }
-        }
-        objects.push((bk_ar.clone(), Some(ns.clone()), name.to_string()));
-    }
-    let csr = removal::csr_name(name);
-    let csr_ar = csr_ar();
-    if kclient::api::get_json_opt(conn, &csr_ar, None, &csr)
-        .await?
-        .is_some()
-    {
-        objects.push((csr_ar, None, csr));
-    }
-    if objects.is_empty() {
+    let r = Removal::read(conn, host.is_some().then_some(host_ar), bk_ar, &ns, name).await?;
+    if r.objects.is_empty() {
         return Err(Error::NotFound {
             kind: "ByoHost".into(),
             name: name.to_string(),
@@ -206,18 +161,7 @@ async fn removal_of(
             suggestions: Vec::new(),
         });
     }
-    Ok(Removal {
-        host: name.to_string(),
-        objects,
-    })
-}
-
-fn secret_ar() -> ApiResource {
-    ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&())
-}
-
-fn csr_ar() -> ApiResource {
-    ApiResource::erase::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>(&())
+    Ok(r)
 }
 
 #[cfg(test)]
