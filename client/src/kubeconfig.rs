@@ -1,8 +1,9 @@
 //! The kubeconfig files of the user, handled the way kubectl would want them: a fetched
 //! kubeconfig merged in by name (existing entries are never overwritten unless forced), the
 //! file replaced atomically with mode 0600 (a temporary file next to it, then a rename), and
-//! the previous version kept as `<file>.bak`. Both plugins' `kubeconfig` verbs and `delete` use
-//! this module; it is the only writer of kubeconfig files.
+//! the previous version kept as `<file>.bak`. Both plugins' `kubeconfig` verbs and `delete`, and
+//! `kubectl kamaji create --merge-kubeconfig`, use this module; it is the only writer of
+//! kubeconfig files.
 //!
 //! Works on the kubeconfig as JSON values, so fields this code does not know (exec plugins,
 //! extensions, preferences) survive.
@@ -22,7 +23,10 @@ mod remove;
 mod validate;
 
 pub use client::client_of;
-pub use deliver::{CONFLICT_HINT, Delivery, KubeconfigFormat, deliver, merge_message, merge_names};
+pub use deliver::{
+    CONFLICT_HINT, Delivery, KubeconfigFormat, deliver, merge_fetched, merge_file, merge_message,
+    merge_names,
+};
 pub use file::backup_path;
 use file::{FileLock, read_writable, replace_file};
 pub use load::{load_error, load_file};

@@ -1,7 +1,7 @@
 //! Where a fetched kubeconfig goes (`kubectl capi kubeconfig`, `kubectl kamaji kubeconfig get`):
 //! printed, written to a file of its own, or merged into the user's kubeconfig.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{
     MergeOptions, MergeReport, default_merge_file, merge_into_file, parse, rename, write_atomic,
@@ -97,37 +97,57 @@ pub fn deliver(delivery: &Delivery, name: &str, secret: &str, text: &str) -> Res
             set_current,
             force,
         } => {
-            let file = file
-                .clone()
-                .or_else(default_merge_file)
-                .ok_or_else(|| Error::Usage {
-                    message:
-                        "cannot tell where your kubeconfig is: neither KUBECONFIG nor HOME is set"
-                            .into(),
-                    hint: Some("pass --merge=FILE".into()),
-                })?;
-            super::usable(text).map_err(|why| Error::Other {
-                message: format!(
-                    "Secret {secret} holds a kubeconfig kubectl cannot load: {why}; nothing was changed"
-                ),
-                hint: Some(
-                    "its writer (the control-plane provider) must fix it; --write-to FILE or no flag shows it as it is"
-                        .into(),
-                ),
-            })?;
-            let fetched = parse(text, &format!("Secret {secret}"))?;
-            let (cluster, user, context) = merge_names(name, context_name.as_deref());
-            let renamed = rename(&fetched, &cluster, &user, &context)?;
+            let file = merge_file(file.clone(), "--merge")?;
             let opts = MergeOptions {
                 force: *force,
                 set_current: *set_current,
                 conflict_hint: CONFLICT_HINT,
             };
-            let report = merge_into_file(&file, &renamed, opts)?;
-            crate::render::info(&merge_message(&report));
-            Ok(())
+            merge_fetched(&file, name, secret, text, context_name.as_deref(), opts)
         }
     }
+}
+
+/// The file a merge writes to: `file`, else [`default_merge_file`]; `flag` is the flag that
+/// names one (`--merge`: the hint says `--merge=FILE`).
+pub fn merge_file(file: Option<PathBuf>, flag: &str) -> Result<PathBuf, Error> {
+    file.or_else(default_merge_file)
+        .ok_or_else(|| Error::Usage {
+            message: "cannot tell where your kubeconfig is: neither KUBECONFIG nor HOME is set"
+                .into(),
+            hint: Some(format!("pass {flag}=FILE")),
+        })
+}
+
+/// Merges the kubeconfig `text` of cluster `name`, read from `secret` (`namespace/name`, for
+/// messages), into `file` under the [`merge_names`] of `name` (or `context_name`), as
+/// [`Delivery::Merge`] does for the kubeconfig verbs and `kubectl kamaji create
+/// --merge-kubeconfig` does for a new cluster (`opts.conflict_hint` in the caller's flags), and
+/// says on stderr what it did. First checks that kubectl can load the Secret's kubeconfig
+/// ([`super::usable`]).
+pub fn merge_fetched(
+    file: &Path,
+    name: &str,
+    secret: &str,
+    text: &str,
+    context_name: Option<&str>,
+    opts: MergeOptions,
+) -> Result<(), Error> {
+    super::usable(text).map_err(|why| Error::Other {
+        message: format!(
+            "Secret {secret} holds a kubeconfig kubectl cannot load: {why}; nothing was changed"
+        ),
+        hint: Some(
+            "its writer (the control-plane provider) must fix it; --write-to FILE or no flag shows it as it is"
+                .into(),
+        ),
+    })?;
+    let fetched = parse(text, &format!("Secret {secret}"))?;
+    let (cluster, user, context) = merge_names(name, context_name);
+    let renamed = rename(&fetched, &cluster, &user, &context)?;
+    let report = merge_into_file(file, &renamed, opts)?;
+    crate::render::info(&merge_message(&report));
+    Ok(())
 }
 
 /// The message after a merge, like kubectl's `config` verbs.

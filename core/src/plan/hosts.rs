@@ -29,7 +29,7 @@ use crate::json::{self, str_at};
 pub use diagnose::{Diagnosis, PendingMachine};
 pub use join::{ByoMachineLink, HostPart, MachineLink, RowJoin};
 pub(crate) use network::default_ip;
-pub use network::{Interface, interfaces};
+pub use network::{AddressFit, Interface, address_fit, interfaces, named_networks};
 
 /// `cluster.x-k8s.io/cluster-name`: set on a host while a machine uses it.
 pub use crate::labels::CLUSTER_NAME_LABEL;
@@ -521,24 +521,29 @@ fn failure(conds: &[Condition]) -> Option<&Condition> {
 /// What the BYOH pool holds for `wanted` workers of cluster `namespace/name`: the hosts that
 /// already serve it (a re-run of `create`) and the free hosts whose labels carry every pair of
 /// `selector` (BYOH picks from every namespace).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolCheck {
     pub wanted: usize,
     pub serving: usize,
     pub free: usize,
+    /// Free matching hosts that carry another Kubernetes than the one asked for, named
+    /// (`node-3 (v1.35.4)`); empty when none or no version was asked for.
+    pub misfits: String,
 }
 
 impl PoolCheck {
-    /// Of the pool's ByoHosts; only the hosts' own fields are read.
+    /// Of the pool's ByoHosts; only the hosts' own fields are read. With `version`, the
+    /// machines run on the hosts' own Kubernetes, so only hosts fitting it count as free.
     pub fn of(
         hosts: &[Value],
         namespace: &str,
         name: &str,
         selector: &BTreeMap<String, String>,
+        version: Option<&crate::version::KubeVersion>,
         wanted: usize,
     ) -> PoolCheck {
         let inv = Inventory::build(hosts, &[], &[], &[], None);
-        let free = hosts
+        let matching: Vec<&Value> = hosts
             .iter()
             .filter(|h| inv.state(h) == HostState::Available)
             .filter(|h| {
@@ -546,11 +551,19 @@ impl PoolCheck {
                     .iter()
                     .all(|(k, v)| json::label(h, k) == Some(v.as_str()))
             })
-            .count();
+            .collect();
+        let (free, misfits) = match version {
+            Some(v) => (
+                matching.iter().filter(|h| version::fits(h, v)).count(),
+                version::misfits(matching.iter().copied(), v),
+            ),
+            None => (matching.len(), String::new()),
+        };
         PoolCheck {
             wanted,
             serving: inv.hosts_of(namespace, name).len(),
             free,
+            misfits,
         }
     }
 
@@ -559,6 +572,53 @@ impl PoolCheck {
         self.wanted
             .saturating_sub(self.serving.saturating_add(self.free))
     }
+}
+
+/// The ByoHosts the machines of cluster `namespace/name` would run on: those that already serve
+/// it (a re-run) and the free ones `selects` picks, of every namespace, as BYOH picks them.
+pub fn pool_hosts<'a>(
+    hosts: &'a [Value],
+    namespace: &str,
+    name: &str,
+    selects: impl Fn(&Value) -> bool,
+) -> Vec<&'a Value> {
+    let inv = Inventory::build(hosts, &[], &[], &[], None);
+    hosts
+        .iter()
+        .filter(|h| {
+            inv.cluster_key_of(h) == Some((namespace, name))
+                || (inv.state(h) == HostState::Available && selects(h))
+        })
+        .collect()
+}
+
+/// [`pool_hosts`] for the objects of a rendered cluster template: a free host is picked by the
+/// selector of any of its ByoMachineTemplates (one without a selector picks any host, as BYOH
+/// v0.5.0's `ByoMachineReconciler` does; one whose selector does not parse picks none). `None`:
+/// the objects hold no ByoMachineTemplate, so no machine of theirs runs on a BYOH host.
+pub fn template_pool<'a>(
+    objects: &[Value],
+    hosts: &'a [Value],
+    namespace: &str,
+    name: &str,
+) -> Option<Vec<&'a Value>> {
+    let selectors: Vec<Option<LabelSelector>> = objects
+        .iter()
+        .filter(|o| {
+            json::kind(o) == "ByoMachineTemplate"
+                && str_at(o, &["apiVersion"]).and_then(|v| v.split('/').next())
+                    == Some(crate::groups::INFRASTRUCTURE_GROUP)
+        })
+        .map(|t| {
+            let sel = json::at(t, &["spec", "template", "spec", "selector"]);
+            LabelSelector::from_json(sel.unwrap_or(&Value::Null)).ok()
+        })
+        .collect();
+    if selectors.is_empty() {
+        return None;
+    }
+    let selects = |h: &Value| selectors.iter().flatten().any(|s| s.matches_object(h));
+    Some(pool_hosts(hosts, namespace, name, selects))
 }
 
 #[cfg(test)]

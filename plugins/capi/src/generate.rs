@@ -83,6 +83,9 @@ pub struct ClusterArgs {
     /// List the template's variables and where their values come from, instead of rendering
     #[arg(long)]
     pub list_variables: bool,
+    /// Render even when CONTROL_PLANE_ENDPOINT_IP is in no network the BYOH hosts report (a load balancer that lives elsewhere)
+    #[arg(long)]
+    pub allow_foreign_address: bool,
     /// The clusterctl config file (default: ~/.config/cluster-api/clusterctl.yaml, else ~/.cluster-api/clusterctl.yaml)
     #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub config: Option<PathBuf>,
@@ -541,6 +544,9 @@ async fn cluster(a: &ClusterArgs) -> Result<(), Error> {
             "the template {source} holds no objects"
         )));
     }
+    if !a.allow_foreign_address {
+        check_endpoint_in_host_networks(a, &text, &vars, &objects, &namespace).await?;
+    }
     let out = kclient::render::objects_text(&format, &objects, "")?;
     match &a.write_to {
         Some(p) => kclient::kubeconfig::write_atomic(p, out.as_bytes(), false),
@@ -549,4 +555,91 @@ async fn cluster(a: &ClusterArgs) -> Result<(), Error> {
             Ok(())
         }
     }
+}
+
+/// The variable clusterctl's cluster templates (BYOH's among them) put the control plane's
+/// address in.
+const ENDPOINT_IP: &str = "CONTROL_PLANE_ENDPOINT_IP";
+
+/// How long reading the BYOH hosts may take: `generate` renders offline, and a cluster that
+/// does not answer must not hold it up.
+const HOSTS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// BCM: the control-plane address is "a valid unused IP address within the internal network
+/// of the nodes". When the template's machines run on BYOH hosts (it holds ByoMachineTemplates)
+/// and it uses CONTROL_PLANE_ENDPOINT_IP, the address must lie in a network that one of the
+/// hosts they would use reports, in the cluster the kubeconfig names. Without a kubeconfig the
+/// template is rendered unchecked, as `generate` needs no cluster; a cluster that cannot be
+/// read is said in a note. Hosts that report no network judge nothing.
+async fn check_endpoint_in_host_networks(
+    a: &ClusterArgs,
+    text: &str,
+    vars: &Variables,
+    objects: &[Value],
+    namespace: &str,
+) -> Result<(), Error> {
+    let Some(address) = template::variable_status(text, vars)
+        .ok()
+        .and_then(|all| all.into_iter().find(|v| v.name == ENDPOINT_IP))
+        .and_then(|v| vars.lookup(ENDPOINT_IP).map(str::to_string).or(v.default))
+        .filter(|v| !v.trim().is_empty())
+    else {
+        return Ok(());
+    };
+    if kcore::plan::hosts::template_pool(objects, &[], namespace, &a.name).is_none() {
+        return Ok(());
+    }
+    if matches!(a.kube.load_kubeconfig(), Ok(None))
+        && std::env::var_os("KUBERNETES_SERVICE_HOST").is_none()
+    {
+        tracing::debug!("no kubeconfig: {ENDPOINT_IP} not checked against the BYOH hosts");
+        return Ok(());
+    }
+    let hosts = match tokio::time::timeout(HOSTS_TIMEOUT, byo_hosts(a)).await {
+        Ok(Ok(Some(hosts))) => hosts,
+        Ok(Ok(None)) => return Ok(()),
+        Ok(Err(e)) => {
+            kclient::render::info(&format!(
+                "note: {ENDPOINT_IP} {address} not checked against the BYOH hosts' networks: {e}"
+            ));
+            return Ok(());
+        }
+        Err(_) => {
+            kclient::render::info(&format!(
+                "note: {ENDPOINT_IP} {address} not checked against the BYOH hosts' networks: the cluster did not answer within {}s",
+                HOSTS_TIMEOUT.as_secs()
+            ));
+            return Ok(());
+        }
+    };
+    let pool =
+        kcore::plan::hosts::template_pool(objects, &hosts, namespace, &a.name).unwrap_or_default();
+    let n = pool.len();
+    match kcore::plan::hosts::address_fit(&address, pool) {
+        kcore::plan::hosts::AddressFit::Outside(networks) => Err(Error::Other {
+            message: format!(
+                "{ENDPOINT_IP} {address} is in no network of the {n} BYOH host(s) the template's machines would use ({}); nothing was written",
+                kcore::plan::hosts::named_networks(&networks)
+            ),
+            hint: Some(format!(
+                "set {ENDPOINT_IP} to an unused address in one of those networks, or pass --allow-foreign-address if a load balancer outside them serves it"
+            )),
+        }),
+        fit => {
+            tracing::debug!("{ENDPOINT_IP} {address} against {n} BYOH host(s): {fit:?}");
+            Ok(())
+        }
+    }
+}
+
+/// The ByoHosts of every namespace (BYOH picks from all of them); `None` when BYOH is not
+/// served.
+async fn byo_hosts(a: &ClusterArgs) -> Result<Option<Vec<Value>>, Error> {
+    let conn = a.kube.connect().await?;
+    let apis = kclient::discovery::ServerApis::discover(&conn).await?;
+    let Some(ar) = apis.byo_host() else {
+        return Ok(None);
+    };
+    let lp = kube::api::ListParams::default();
+    Ok(Some(kclient::api::list_json(&conn, &ar, None, &lp).await?))
 }

@@ -59,6 +59,9 @@ pub struct ClassArgs {
     /// Extra subject alternative names of the API server certificates (comma separated)
     #[arg(long = "cert-san", value_name = "SAN", value_delimiter = ',')]
     pub cert_sans: Vec<String>,
+    /// DNS server the workers' kubelets give pods, e.g. NodeLocal DNSCache's 169.254.20.10 (kubelet --cluster-dns in the class's KubeadmConfigTemplate, for every cluster of the class; one IPv4 or IPv6 address)
+    #[arg(long, value_name = "IP")]
+    pub cluster_dns: Option<String>,
     #[command(flatten)]
     pub control_plane: ControlPlaneFlags,
     #[command(flatten)]
@@ -96,6 +99,7 @@ fn spec_from(a: &ClassArgs, namespace: &str) -> Result<CreateSpec, Error> {
         datastore: a.datastore.clone(),
         service_type: a.service_type.clone(),
         cert_sans: a.cert_sans.clone(),
+        cluster_dns: a.cluster_dns.clone(),
         ..base_spec(&a.control_plane, &a.infra)?
     })
 }

@@ -25,8 +25,8 @@ use super::cluster::network_plugin;
 use super::control_plane::kamaji_control_plane;
 use super::endpoints::{check_network, cluster_network, pod_cidrs};
 use super::validate::{
-    check_control_plane, check_counts, check_host_selector, check_scoped_flags,
-    required_infrastructure, validate_name,
+    check_cluster_dns, check_control_plane, check_counts, check_failure_domain,
+    check_host_selector, check_scoped_flags, required_infrastructure, validate_name,
 };
 use super::values::values_spec;
 use super::versions::api_version;
@@ -78,6 +78,8 @@ fn check_class(spec: &CreateSpec) -> Result<(Infrastructure, Map<String, Value>)
     check_counts(spec)?;
     check_scoped_flags(spec, infra)?;
     infra.check(spec)?;
+    check_failure_domain(spec)?;
+    check_cluster_dns(spec)?;
     if let Some(t) = &spec.service_type
         && !SERVICE_TYPES.contains(&t.as_str())
     {
@@ -334,6 +336,8 @@ fn refuse_with_class(spec: &CreateSpec) -> Result<(), Error> {
         ),
         ("--scheduler-arg", !spec.scheduler_args.is_empty()),
         ("--from-file", spec.values.is_some()),
+        // The class's KubeadmConfigTemplate holds the workers' kubelet arguments.
+        ("--cluster-dns", spec.cluster_dns.is_some()),
     ];
     let mut given = decided_by_class
         .into_iter()
@@ -342,7 +346,7 @@ fn refuse_with_class(spec: &CreateSpec) -> Result<(), Error> {
     match given.find(|(_, g)| *g) {
         Some((flag, _)) => Err(usage(
             format!("{flag} cannot be used with --class: the ClusterClass decides it"),
-            "with --class pass only --kubernetes-version, --replicas, --workers, --service-address, --port, --pod-cidr, --service-cidr and --cni/--cni-manifest; change the class for the rest (kubectl kamaji generate clusterclass)",
+            "with --class pass only --kubernetes-version, --replicas, --workers, --failure-domain, --service-address, --port, --pod-cidr, --service-cidr and --cni/--cni-manifest; change the class for the rest (kubectl kamaji generate clusterclass)",
         )),
         None => Ok(()),
     }
@@ -363,6 +367,7 @@ pub fn check_topology(spec: &CreateSpec) -> Result<String, Error> {
     })?;
     let version = parse_version(raw)?.to_string();
     check_counts(spec)?;
+    check_failure_domain(spec)?;
     check_network(spec)?;
     if let Some(a) = &spec.service_address
         && a.parse::<IpAddr>().is_err()
@@ -400,6 +405,18 @@ fn check_class_fits(spec: &CreateSpec, class: &ClassInfo) -> Result<(), Error> {
             message: format!("ClusterClass {} has no worker class", class.name),
             hint: Some(
                 "drop --workers, or add a machineDeployments class to the ClusterClass".into(),
+            ),
+        });
+    }
+    if spec.failure_domain.is_some() && class.worker_classes.is_empty() {
+        return Err(Error::Other {
+            message: format!(
+                "ClusterClass {} has no worker class for --failure-domain",
+                class.name
+            ),
+            hint: Some(
+                "drop --failure-domain, or add a machineDeployments class to the ClusterClass"
+                    .into(),
             ),
         });
     }
@@ -452,9 +469,12 @@ pub fn build_topology(
     topology["version"] = json!(version);
     topology["controlPlane"] = json!({"replicas": spec.replicas.unwrap_or(2)});
     if let Some(wc) = worker_class {
-        topology["workers"] = json!({"machineDeployments": [{
-            "class": wc, "name": TOPOLOGY_WORKERS, "replicas": workers,
-        }]});
+        let mut md = json!({"class": wc, "name": TOPOLOGY_WORKERS, "replicas": workers});
+        // `MachineDeploymentTopology.failureDomain` in both contracts: it overrides the class's.
+        if let Some(fd) = &spec.failure_domain {
+            md["failureDomain"] = json!(fd);
+        }
+        topology["workers"] = json!({"machineDeployments": [md]});
     }
     if let Some(a) = &spec.service_address {
         topology["variables"] = json!([{"name": ADDRESS_VARIABLE, "value": a}]);
@@ -787,5 +807,75 @@ mod tests {
         s.workers = None;
         let b = build_topology(&s, &v, &bare).unwrap();
         assert!(b.objects[0]["spec"]["topology"].get("workers").is_none());
+    }
+    /// `--failure-domain` goes on the topology's machineDeployment in both contracts (it
+    /// overrides the class's); `--cluster-dns` is the class's KubeadmConfigTemplate's to say.
+    #[test]
+    fn a_topology_cluster_takes_the_failure_domain_and_refuses_cluster_dns() {
+        let mut s = topo_spec();
+        s.failure_domain = Some("fd-a".into());
+        for v in [Versions::latest(Infrastructure::named("none")), v1beta1()] {
+            let b = build_topology(&s, &v, &generated_class_info()).unwrap();
+            let md = &b.objects[0]["spec"]["topology"]["workers"]["machineDeployments"][0];
+            assert_eq!(md["failureDomain"], "fd-a", "{md}");
+            assert_eq!(md["class"], WORKER_CLASS);
+        }
+        let b = build_topology(&topo_spec(), &v1beta1(), &generated_class_info()).unwrap();
+        let md = &b.objects[0]["spec"]["topology"]["workers"]["machineDeployments"][0];
+        assert!(md.get("failureDomain").is_none(), "{md}");
+        // A class without workers has nowhere to put it.
+        let bare = ClassInfo {
+            name: "bare".into(),
+            control_plane_kind: "KamajiControlPlaneTemplate".into(),
+            ..Default::default()
+        };
+        let e = build_topology(&s, &Versions::latest(Infrastructure::named("none")), &bare)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no worker class for --failure-domain"),
+            "{e}"
+        );
+        s.failure_domain = Some(String::new());
+        let e = check_topology(&s).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.to_string(), "invalid --failure-domain \"\": it is empty");
+        let mut s = topo_spec();
+        s.cluster_dns = Some("169.254.20.10".into());
+        let e = check_topology(&s).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(
+            e.to_string(),
+            "--cluster-dns cannot be used with --class: the ClusterClass decides it"
+        );
+    }
+    /// `generate clusterclass --cluster-dns`: the class's KubeadmConfigTemplate, so every
+    /// cluster of the class gets it.
+    #[test]
+    fn a_class_carries_cluster_dns_in_its_kubeadm_config_template() {
+        let mut s = class_spec(Infrastructure::named("byoh"));
+        s.cluster_dns = Some("169.254.20.10".into());
+        for (v, args) in [
+            (
+                Versions::latest(Infrastructure::named("byoh")),
+                json!([{"name": "cluster-dns", "value": "169.254.20.10"}]),
+            ),
+            (v1beta1(), json!({"cluster-dns": "169.254.20.10"})),
+        ] {
+            let b = build_class(&s, &v).unwrap();
+            let kct = b
+                .objects
+                .iter()
+                .find(|o| o["kind"] == "KubeadmConfigTemplate")
+                .unwrap();
+            assert_eq!(
+                kct["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"],
+                args
+            );
+        }
+        s.cluster_dns = Some("10.96.0.10/32".into());
+        let e = build_class(&s, &v1beta1()).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("not an IP address"), "{e}");
     }
 }

@@ -76,6 +76,13 @@ pub struct CreateSpec {
     pub pod_cidrs: Vec<String>,
     pub service_cidrs: Vec<String>,
     pub port: Option<u16>,
+    /// `--failure-domain`: where the workers' machines go (the MachineDeployment's
+    /// `spec.template.spec.failureDomain`; with `--class`, the topology's machineDeployment).
+    pub failure_domain: Option<String>,
+    /// `--cluster-dns`: the DNS server address the workers' kubelets give pods (their
+    /// `--cluster-dns`, e.g. NodeLocal DNSCache's link-local address), in the kubeadm join
+    /// configuration of the workers' KubeadmConfigTemplate.
+    pub cluster_dns: Option<String>,
     pub addons: Option<Vec<Addon>>,
     pub admission_controllers: Vec<String>,
     pub apiserver_args: Vec<String>,

@@ -1,3 +1,4 @@
+use super::validate::MAX_FAILURE_DOMAIN_CHARS;
 use super::*;
 use crate::groups::CapiVersion;
 
@@ -497,4 +498,144 @@ fn spec_of_byoh_with_cloud_conf() -> CreateSpec {
     s.provider_flags.set("--cloud-conf-secret", "x");
     s.provider_flags.set("--cloud-ca-key", "cacert");
     s
+}
+
+/// The object of `kind` in `b`.
+fn object_of<'a>(b: &'a Built, kind: &str) -> &'a Value {
+    b.objects.iter().find(|o| o["kind"] == kind).unwrap()
+}
+
+/// `--failure-domain` and `--cluster-dns` on BYOH workers: the MachineDeployment's machine
+/// template and the kubeadm join configuration, in the shape of each contract.
+#[test]
+fn failure_domain_and_cluster_dns_reach_the_workers_in_both_contracts() {
+    let mut s = spec(Infrastructure::named("byoh"));
+    s.failure_domain = Some("fd-a".into());
+    s.cluster_dns = Some("169.254.20.10".into());
+    let latest = Versions::latest(Infrastructure::named("byoh"));
+    for (versions, args) in [
+        (
+            latest,
+            json!([{"name": "cluster-dns", "value": "169.254.20.10"}]),
+        ),
+        (v1beta1(), json!({"cluster-dns": "169.254.20.10"})),
+    ] {
+        let b = build(&s, &versions).unwrap();
+        assert_eq!(kinds(&b), BYOH_WORKERS);
+        let md = object_of(&b, "MachineDeployment");
+        assert_eq!(
+            md["apiVersion"],
+            format!("cluster.x-k8s.io/{}", versions.capi.as_str())
+        );
+        assert_eq!(md["spec"]["template"]["spec"]["failureDomain"], "fd-a");
+        let kct = object_of(&b, "KubeadmConfigTemplate");
+        assert_eq!(
+            kct["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"],
+            args,
+            "{kct}"
+        );
+    }
+    // Without the flags: no failure domain, no join configuration (BYOH adds no kubelet args).
+    let b = build(&spec(Infrastructure::named("byoh")), &v1beta1()).unwrap();
+    let md = object_of(&b, "MachineDeployment");
+    assert!(
+        md["spec"]["template"]["spec"]
+            .get("failureDomain")
+            .is_none()
+    );
+    let kct = object_of(&b, "KubeadmConfigTemplate");
+    assert!(
+        kct["spec"]["template"]["spec"]
+            .get("joinConfiguration")
+            .is_none()
+    );
+}
+
+/// `--cluster-dns` comes after the provider's own kubelet arguments, and an IPv6 address is
+/// written as it parses.
+#[test]
+fn cluster_dns_follows_the_providers_kubelet_args() {
+    let mut s = spec(Infrastructure::named("aws"));
+    s.provider_flags.set("--region", "eu-west-1");
+    s.provider_flags.set("--flavor", "t3.large");
+    s.cluster_dns = Some("FD00:0:0::A".into());
+    for (versions, args) in [
+        (
+            Versions::latest(Infrastructure::named("aws")),
+            json!([{"name": "cloud-provider", "value": "external"},
+                   {"name": "cluster-dns", "value": "fd00::a"}]),
+        ),
+        (
+            v1beta1(),
+            json!({"cloud-provider": "external", "cluster-dns": "fd00::a"}),
+        ),
+    ] {
+        let b = build(&s, &versions).unwrap();
+        let kct = object_of(&b, "KubeadmConfigTemplate");
+        assert_eq!(
+            kct["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"],
+            args
+        );
+    }
+}
+
+#[test]
+fn bad_failure_domains_and_cluster_dns_are_usage_errors() {
+    let err = |s: &CreateSpec| {
+        let e = build(s, &Versions::latest(Infrastructure::named("byoh"))).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(e.hint().is_some(), "{e}");
+        e.to_string()
+    };
+    let with = |fd: Option<&str>, dns: Option<&str>| {
+        let mut s = spec(Infrastructure::named("byoh"));
+        s.failure_domain = fd.map(str::to_string);
+        s.cluster_dns = dns.map(str::to_string);
+        s
+    };
+    assert_eq!(
+        err(&with(Some(""), None)),
+        "invalid --failure-domain \"\": it is empty"
+    );
+    let long = "a".repeat(MAX_FAILURE_DOMAIN_CHARS + 1);
+    assert_eq!(
+        err(&with(Some(&long), None)),
+        "invalid --failure-domain: 257 characters, Cluster API takes at most 256"
+    );
+    // Characters, as the schema's maxLength counts them, not bytes.
+    let wide = "é".repeat(MAX_FAILURE_DOMAIN_CHARS);
+    let b = build(
+        &with(Some(&wide), None),
+        &Versions::latest(Infrastructure::named("byoh")),
+    )
+    .unwrap();
+    assert_eq!(
+        object_of(&b, "MachineDeployment")["spec"]["template"]["spec"]["failureDomain"],
+        wide.as_str()
+    );
+    for bad in ["not-an-ip", "169.254.20.10/32", "1.2.3", "fe80::1%eth0", ""] {
+        assert_eq!(
+            err(&with(None, Some(bad))),
+            format!("invalid --cluster-dns {bad:?}: not an IP address")
+        );
+    }
+    for nowhere in ["0.0.0.0", "::", "224.0.0.1", "ff02::1"] {
+        assert!(
+            err(&with(None, Some(nowhere))).ends_with("no DNS server listens there"),
+            "{nowhere}"
+        );
+    }
+    // Both need workers.
+    let mut s = with(Some("fd-a"), None);
+    s.infrastructure = Some(Infrastructure::named("none"));
+    assert_eq!(
+        err(&s),
+        "--failure-domain does not apply to --infrastructure none"
+    );
+    let mut s = with(None, Some("169.254.20.10"));
+    s.infrastructure = Some(Infrastructure::named("none"));
+    assert_eq!(
+        err(&s),
+        "--cluster-dns does not apply to --infrastructure none"
+    );
 }

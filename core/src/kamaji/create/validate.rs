@@ -2,6 +2,8 @@
 //! naming the flag and saying what to pass instead. [`check`] runs them in a fixed order, so
 //! that the first problem reported does not depend on how the builders are arranged.
 
+use std::net::IpAddr;
+
 use serde_json::{Map, Value};
 
 use super::endpoints;
@@ -38,6 +40,8 @@ pub(super) fn check(spec: &CreateSpec) -> Result<Checked, Error> {
     check_counts(spec)?;
     check_scoped_flags(spec, infra)?;
     infra.check(spec)?;
+    check_failure_domain(spec)?;
+    check_cluster_dns(spec)?;
     let workers = match infra.template_kind() {
         None => 0,
         Some(_) => spec.workers.unwrap_or(1),
@@ -165,15 +169,21 @@ pub(super) fn check_counts(spec: &CreateSpec) -> Result<(), Error> {
     Ok(())
 }
 
-/// `--workers`, then the providers' flags as their refusals name them ([`refusals`]): each is
-/// refused unless the provider takes it ([`InfraProvider::flags`]; `--workers`: a provider with
-/// workers).
+/// The flags about the workers, which only a provider with workers takes.
+const WORKER_FLAGS: [&str; 3] = ["--workers", "--failure-domain", "--cluster-dns"];
+
+/// The [`WORKER_FLAGS`], then the providers' flags as their refusals name them ([`refusals`]):
+/// each is refused unless the provider takes it ([`InfraProvider::flags`]; the worker flags: a
+/// provider with workers).
 pub(super) fn check_scoped_flags(spec: &CreateSpec, infra: Infrastructure) -> Result<(), Error> {
     let given = |flag: &str| match flag {
         "--workers" => spec.workers.is_some(),
+        "--failure-domain" => spec.failure_domain.is_some(),
+        "--cluster-dns" => spec.cluster_dns.is_some(),
         _ => spec.provider_flags.is_given(flag),
     };
-    for scoped in std::iter::once("--workers".to_string()).chain(refusals()) {
+    let worker_flags = WORKER_FLAGS.iter().map(|f| f.to_string());
+    for scoped in worker_flags.chain(refusals()) {
         ensure_only_for(infra, &scoped, scoped.split('/').any(given))?;
     }
     Ok(())
@@ -181,10 +191,62 @@ pub(super) fn check_scoped_flags(spec: &CreateSpec, infra: Infrastructure) -> Re
 
 /// Whether `provider` takes `flags` (`--a/--b`: both).
 fn takes(provider: &dyn InfraProvider, flags: &str) -> bool {
-    flags.split('/').all(|flag| match flag {
-        "--workers" => provider.template_kind().is_some(),
-        _ => provider.takes(flag),
+    flags.split('/').all(|flag| {
+        if WORKER_FLAGS.contains(&flag) {
+            provider.template_kind().is_some()
+        } else {
+            provider.takes(flag)
+        }
     })
+}
+
+/// The longest failure domain name Cluster API takes (`MachineSpec.failureDomain` and the
+/// topology's `MachineDeploymentTopology.failureDomain`: `MinLength=1`, `MaxLength=256`, in
+/// `api/core/v1beta2/machine_types.go` and `cluster_types.go`, Cluster API v1.14.2, and in
+/// v1beta1 as of v1.10).
+pub(super) const MAX_FAILURE_DOMAIN_CHARS: usize = 256;
+
+/// `--failure-domain`: what Cluster API's schema takes, 1 to 256 characters. Whether the
+/// infrastructure has such a failure domain is the infrastructure's to say (it lists them in the
+/// Cluster's `status.failureDomains`).
+pub(super) fn check_failure_domain(spec: &CreateSpec) -> Result<(), Error> {
+    let Some(fd) = &spec.failure_domain else {
+        return Ok(());
+    };
+    let hint = "pass the name of one of the infrastructure's failure domains (kubectl get cluster NAME -o jsonpath='{.status.failureDomains}' lists them), or drop --failure-domain";
+    if fd.is_empty() {
+        return Err(usage("invalid --failure-domain \"\": it is empty", hint));
+    }
+    let chars = fd.chars().count();
+    if chars > MAX_FAILURE_DOMAIN_CHARS {
+        return Err(usage(
+            format!(
+                "invalid --failure-domain: {chars} characters, Cluster API takes at most {MAX_FAILURE_DOMAIN_CHARS}"
+            ),
+            hint,
+        ));
+    }
+    Ok(())
+}
+
+/// `--cluster-dns`: one IPv4 or IPv6 address a DNS server can listen on (not `0.0.0.0`, `::` or
+/// a multicast address), as the kubelet's `--cluster-dns` takes it.
+pub(super) fn check_cluster_dns(spec: &CreateSpec) -> Result<(), Error> {
+    let Some(dns) = &spec.cluster_dns else {
+        return Ok(());
+    };
+    let hint = "pass the one IPv4 or IPv6 address the workers' pods resolve names at, e.g. 169.254.20.10 (NodeLocal DNSCache) or the cluster DNS Service's ClusterIP";
+    match dns.parse::<IpAddr>() {
+        Err(_) => Err(usage(
+            format!("invalid --cluster-dns {dns:?}: not an IP address"),
+            hint,
+        )),
+        Ok(ip) if ip.is_unspecified() || ip.is_multicast() => Err(usage(
+            format!("invalid --cluster-dns {dns:?}: no DNS server listens there"),
+            hint,
+        )),
+        Ok(_) => Ok(()),
+    }
 }
 
 fn ensure_only_for(spec_infra: Infrastructure, flag: &str, given: bool) -> Result<(), Error> {

@@ -629,14 +629,210 @@ fn the_pool_counts_free_matching_hosts_and_those_already_serving_the_cluster() {
         host("h4", json!({"site": "ams"}), Some("other")),
     ];
     let ams = BTreeMap::from([("site".to_string(), "ams".to_string())]);
-    let p = PoolCheck::of(&hosts, "team-a", "c1", &ams, 3);
+    let p = PoolCheck::of(&hosts, "team-a", "c1", &ams, None, 3);
     assert_eq!((p.serving, p.free, p.missing()), (1, 1, 1));
     // No selector: every free host matches.
-    let p = PoolCheck::of(&hosts, "team-a", "c1", &BTreeMap::new(), 3);
+    let p = PoolCheck::of(&hosts, "team-a", "c1", &BTreeMap::new(), None, 3);
     assert_eq!((p.serving, p.free, p.missing()), (1, 2, 0));
     // The same name in another namespace is another cluster.
-    let p = PoolCheck::of(&hosts, "team-b", "c1", &ams, 1);
+    let p = PoolCheck::of(&hosts, "team-b", "c1", &ams, None, 1);
     assert_eq!((p.serving, p.free, p.missing()), (0, 1, 0));
+    // Workers on the hosts' own Kubernetes: a free host of another minor does not count.
+    let mut hosts = hosts;
+    hosts[0]["metadata"]["labels"]["capi-kamaji.io/kubernetes-version"] = json!("v1.35.4");
+    let v136 = crate::version::KubeVersion::parse_v("v1.36.3").unwrap();
+    let p = PoolCheck::of(&hosts, "team-a", "c1", &ams, Some(&v136), 2);
+    assert_eq!((p.serving, p.free, p.missing()), (1, 0, 1));
+    assert_eq!(p.misfits, "h1 (v1.35.4)");
+    let v135 = crate::version::KubeVersion::parse_v("v1.35.0").unwrap();
+    let p = PoolCheck::of(&hosts, "team-a", "c1", &ams, Some(&v135), 2);
+    assert_eq!((p.free, p.missing(), p.misfits.as_str()), (1, 0, ""));
+}
+
+/// A host reporting `addrs` on one interface, with `labels`.
+fn on_network(name: &str, labels: Value, addrs: Value) -> Value {
+    json!({"metadata": {"name": name, "namespace": "hosts", "labels": labels},
+           "status": {"network": [{"networkInterfaceName": "eth0", "ipAddrs": addrs}]}})
+}
+
+#[test]
+fn an_address_is_inside_a_network_a_host_reports_or_outside_all_of_them() {
+    // The fixture's hosts report docker0 172.17.0.1/16 and eth0 10.0.0.11/24, fe80::1/64.
+    let hosts = [host("h1"), host("h2")];
+    assert_eq!(
+        address_fit("10.0.0.200", &hosts),
+        AddressFit::Inside("10.0.0.11/24".into())
+    );
+    assert_eq!(
+        address_fit("172.17.200.9", &hosts),
+        AddressFit::Inside("172.17.0.1/16".into())
+    );
+    // Outside: the networks seen, each once, IPv4 first, as networks.
+    assert_eq!(
+        address_fit("10.0.1.5", &hosts),
+        AddressFit::Outside(vec![
+            "10.0.0.0/24".into(),
+            "172.17.0.0/16".into(),
+            "fe80::/64".into()
+        ])
+    );
+    // The network's own bounds.
+    assert!(matches!(
+        address_fit("10.0.0.0", &hosts),
+        AddressFit::Inside(_)
+    ));
+    assert!(matches!(
+        address_fit("10.0.0.255", &hosts),
+        AddressFit::Inside(_)
+    ));
+    assert!(matches!(
+        address_fit("10.0.1.0", &hosts),
+        AddressFit::Outside(_)
+    ));
+}
+
+#[test]
+fn ipv6_addresses_are_judged_against_ipv6_networks() {
+    let hosts = [on_network(
+        "v6",
+        json!({}),
+        json!(["2001:db8:1::10/64", "192.168.7.2/24"]),
+    )];
+    assert_eq!(
+        address_fit("2001:db8:1::ffff", &hosts),
+        AddressFit::Inside("2001:db8:1::10/64".into())
+    );
+    assert_eq!(
+        address_fit("2001:db8:2::1", &hosts),
+        AddressFit::Outside(vec!["192.168.7.0/24".into(), "2001:db8:1::/64".into()])
+    );
+    // An IPv4 address is not in an IPv6 network, nor the other way round.
+    assert!(matches!(
+        address_fit("192.168.8.1", &hosts),
+        AddressFit::Outside(_)
+    ));
+    assert!(matches!(
+        address_fit("::ffff:192.168.7.9", &hosts),
+        AddressFit::Outside(_)
+    ));
+}
+
+#[test]
+fn malformed_ip_addrs_are_skipped_and_no_network_judges_nothing() {
+    // A bare address, garbage, a prefix too long, a non-string: skipped, not fatal; the good
+    // entry still decides.
+    let odd = on_network(
+        "odd",
+        json!({}),
+        json!([
+            "10.9.9.9",
+            "not-an-ip/24",
+            "10.1.0.1/33",
+            7,
+            "",
+            "10.2.0.1/16"
+        ]),
+    );
+    assert_eq!(
+        address_fit("10.2.3.4", [&odd]),
+        AddressFit::Inside("10.2.0.1/16".into())
+    );
+    assert_eq!(
+        address_fit("10.9.9.9", [&odd]),
+        AddressFit::Outside(vec!["10.2.0.0/16".into()])
+    );
+    // Nothing usable reported, or nothing at all: no verdict.
+    let bad = on_network("bad", json!({}), json!(["10.9.9.9", "x"]));
+    let none = json!({"metadata": {"name": "none"}});
+    let wrong_shape = json!({"metadata": {"name": "w"}, "status": {"network": "eth0"}});
+    assert_eq!(
+        address_fit("10.9.9.9", [&bad, &none, &wrong_shape]),
+        AddressFit::Unknown
+    );
+    assert_eq!(address_fit("10.9.9.9", []), AddressFit::Unknown);
+    // An address that is not an IP (a name) is not judged.
+    assert_eq!(address_fit("api.example.com", [&odd]), AddressFit::Unknown);
+}
+
+#[test]
+fn a_refusal_names_eight_networks_and_counts_the_rest() {
+    let nets: Vec<String> = (0..11).map(|i| format!("10.{i}.0.0/16")).collect();
+    assert_eq!(named_networks(&nets[..2]), "10.0.0.0/16, 10.1.0.0/16");
+    assert_eq!(
+        named_networks(&nets),
+        "10.0.0.0/16, 10.1.0.0/16, 10.2.0.0/16, 10.3.0.0/16, 10.4.0.0/16, 10.5.0.0/16, 10.6.0.0/16, 10.7.0.0/16 and 3 more"
+    );
+}
+
+#[test]
+fn the_pool_of_a_cluster_is_its_hosts_and_the_free_ones_selected() {
+    let nets = |n: &str| json!([format!("{n}/24")]);
+    let mut serving = on_network("serving", json!({"site": "fra"}), nets("10.3.0.1"));
+    serving["metadata"]["labels"][CLUSTER_NAME_LABEL] = json!("c1");
+    serving["status"]["machineRef"] =
+        json!({"kind": "ByoMachine", "name": "c1-x", "namespace": "team-a"});
+    let mut other = on_network("other", json!({"site": "ams"}), nets("10.4.0.1"));
+    other["metadata"]["labels"][CLUSTER_NAME_LABEL] = json!("c2");
+    other["status"]["machineRef"] =
+        json!({"kind": "ByoMachine", "name": "c2-x", "namespace": "team-a"});
+    let hosts = vec![
+        on_network("ams", json!({"site": "ams"}), nets("10.1.0.1")),
+        on_network("fra", json!({"site": "fra"}), nets("10.2.0.1")),
+        serving,
+        other,
+    ];
+    fn names(v: Vec<&Value>) -> Vec<&str> {
+        v.into_iter().map(json::name).collect()
+    }
+    let ams = |h: &Value| json::label(h, "site") == Some("ams");
+    assert_eq!(
+        names(pool_hosts(&hosts, "team-a", "c1", ams)),
+        ["ams", "serving"]
+    );
+    assert_eq!(
+        address_fit("10.4.0.9", pool_hosts(&hosts, "team-a", "c1", ams)),
+        AddressFit::Outside(vec!["10.1.0.0/24".into(), "10.3.0.0/24".into()])
+    );
+
+    // A rendered template: its ByoMachineTemplates' selectors pick; one without picks any.
+    let template = |sel: Value| {
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoMachineTemplate",
+               "metadata": {"name": "t"}, "spec": {"template": {"spec": {"selector": sel}}}})
+    };
+    let cluster = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "c1"}});
+    let pool = |objects: &[Value]| template_pool(objects, &hosts, "team-a", "c1").map(names);
+    assert_eq!(pool(std::slice::from_ref(&cluster)), None);
+    assert_eq!(
+        pool(&[
+            cluster.clone(),
+            template(json!({"matchLabels": {"site": "fra"}}))
+        ]),
+        Some(vec!["fra", "serving"])
+    );
+    assert_eq!(
+        pool(&[
+            template(
+                json!({"matchExpressions": [{"key": "site", "operator": "In", "values": ["ams"]}]})
+            ),
+            template(json!({"matchLabels": {"site": "fra"}}))
+        ]),
+        Some(vec!["ams", "fra", "serving"])
+    );
+    assert_eq!(
+        pool(&[template(Value::Null)]),
+        Some(vec!["ams", "fra", "serving"])
+    );
+    // A selector BYOH cannot parse picks nothing: only the hosts already serving it.
+    assert_eq!(
+        pool(&[template(
+            json!({"matchExpressions": [{"key": "site", "operator": "Near"}]})
+        )]),
+        Some(vec!["serving"])
+    );
+    // Another provider's kind of the same name is not BYOH's.
+    let mut foreign = template(Value::Null);
+    foreign["apiVersion"] = json!("infrastructure.example.com/v1");
+    assert_eq!(pool(&[foreign]), None);
 }
 
 /// The `hosts` list's join over links ([`RowJoin`]) makes the rows the inventory makes of

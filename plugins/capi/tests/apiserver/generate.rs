@@ -235,6 +235,110 @@ async fn kamaji_template_from_a_directory_with_a_flavor_and_from_stdin() {
     assert_contains(&out, "name: tenant-2");
 }
 
+/// BCM: the control-plane address must be "within the internal network of the nodes". A BYOH
+/// template whose CONTROL_PLANE_ENDPOINT_IP is in no network the hosts its ByoMachineTemplates
+/// select report is refused with nothing written; `--allow-foreign-address` and an address
+/// inside are rendered, and so is any address without a cluster to read (generate needs none).
+/// The hosts are planted with `status.network` because the test is about how `generate` reads
+/// that field, which the real agent writes (kubectl-capi's controllers/hosts.rs checks the real
+/// agent's).
+#[tokio::test]
+async fn a_byoh_endpoint_outside_the_hosts_networks_is_refused() {
+    use kube::api::{Api, DynamicObject, Patch};
+    let tb = testbed::shared();
+    let (client, ns) = tb.namespace("gen-net").await;
+    let ar = kube::api::ApiResource {
+        group: "infrastructure.cluster.x-k8s.io".into(),
+        version: "v1beta1".into(),
+        api_version: "infrastructure.cluster.x-k8s.io/v1beta1".into(),
+        kind: "ByoHost".into(),
+        plural: "byohosts".into(),
+    };
+    let hosts: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    let (cp_role, worker_role) = (format!("cp-{ns}"), format!("w-{ns}"));
+    for (name, role, addrs) in [
+        ("cp", cp_role.as_str(), serde_json::json!(["10.81.0.5/24"])),
+        (
+            "w",
+            worker_role.as_str(),
+            serde_json::json!(["10.82.0.5/24", "fd00:82::5/64", "not-a-cidr"]),
+        ),
+        // Selected by no template of it: its network does not count.
+        ("x", "elsewhere", serde_json::json!(["198.51.100.5/24"])),
+    ] {
+        let name = format!("{ns}-{name}");
+        let h: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": ar.api_version, "kind": "ByoHost",
+            "metadata": {"name": name, "labels": {"role": role}}, "spec": {}}))
+        .unwrap();
+        hosts.create(&Default::default(), &h).await.unwrap();
+        let status = serde_json::json!({"status": {"network": [{"networkInterfaceName": "eth0",
+            "macAddr": "52:54:00:12:34:56", "isDefault": true, "connected": true, "ipAddrs": addrs}]}});
+        hosts
+            .patch_status(&name, &Default::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+    }
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("c1.yaml");
+    let template = data("byoh-cluster-template.yaml");
+    let kubeconfig = tb.kubeconfig.display().to_string();
+    let run = |address: &str, extra: &[&str]| {
+        let args = [
+            &[
+                "c1",
+                "--from",
+                template.as_str(),
+                "--kubernetes-version",
+                "v1.34.2",
+                "--target-namespace",
+                &ns,
+                "--write-to",
+                file.to_str().unwrap(),
+            ][..],
+            extra,
+        ]
+        .concat();
+        let env = [
+            ("CONTROL_PLANE_ENDPOINT_IP", address),
+            ("SERVICE_DOMAIN", "cluster.local"),
+            ("CONTROL_PLANE_HOST_ROLE", cp_role.as_str()),
+            ("WORKER_HOST_ROLE", worker_role.as_str()),
+        ];
+        generate(&args, &env, home.path())
+    };
+    let with_cluster = ["--kubeconfig", kubeconfig.as_str()];
+
+    let o = run("198.51.100.7", &with_cluster);
+    let err = assert_fails(&o, 1, "");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines[0],
+        "error: CONTROL_PLANE_ENDPOINT_IP 198.51.100.7 is in no network of the 2 BYOH host(s) the template's machines would use (10.81.0.0/24, 10.82.0.0/24, fd00:82::/64); nothing was written",
+        "{err}"
+    );
+    assert_eq!(lines.len(), 2, "{err}");
+    assert_contains(lines[1], "--allow-foreign-address");
+    assert!(o.stdout.is_empty() && !file.exists(), "nothing is written");
+
+    // On purpose (a load balancer elsewhere), or an address inside: rendered.
+    let o = run(
+        "198.51.100.7",
+        &[&with_cluster[..], &["--allow-foreign-address"]].concat(),
+    );
+    assert_ok(&o, "generate --allow-foreign-address");
+    assert_contains(&std::fs::read_to_string(&file).unwrap(), "198.51.100.7");
+    std::fs::remove_file(&file).unwrap();
+    assert_ok(&run("10.82.0.99", &with_cluster), "an address inside");
+    assert_contains(&std::fs::read_to_string(&file).unwrap(), "10.82.0.99");
+    std::fs::remove_file(&file).unwrap();
+    // No cluster to read (no kubeconfig in the clean HOME): rendered unchecked, silently.
+    let o = run("198.51.100.7", &[]);
+    assert_ok(&o, "generate without a cluster");
+    assert_eq!(stderr(&o), "");
+    tb.delete_namespace(&client, &ns).await;
+}
+
 #[test]
 fn list_variables_and_bad_input_get_one_clear_line() {
     let home = tempfile::tempdir().unwrap();

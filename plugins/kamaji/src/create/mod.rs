@@ -4,10 +4,11 @@
 //! the versions the server serves (`common::api_versions`), after the [`preflight`] checks),
 //! apply ([`apply`]) and, with `--wait`, [`wait`].
 
-use std::path::PathBuf;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
+use clap::builder::TypedValueParser;
 use cli::{DryRun, DryRunFlag, KubeFlags, OutputFlags, parse_duration};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
@@ -19,7 +20,12 @@ use serde_json::Value;
 use crate::common::api_versions::versions;
 use crate::common::control_plane;
 use crate::common::spec_flags::{ControlPlaneFlags, InfraFlags, InfraValues, infrastructure_help};
+use crate::common::tenant_kubeconfig::{admin_kubeconfig, admin_secret_name};
 use crate::common::tenant_status;
+
+/// The key of Kamaji's admin kubeconfig Secret `--merge-kubeconfig` reads (what `kubeconfig get`
+/// prints by default).
+const ADMIN_KUBECONFIG_KEY: &str = "admin.conf";
 
 mod apply;
 mod preflight;
@@ -27,10 +33,11 @@ mod spec;
 mod wait;
 use apply::{apply, print_client_dry_run};
 use preflight::{
-    check_datastore, check_endpoint_unused, check_host_pool, check_kamaji_accepts, cluster_class,
+    HostPool, check_address_in_host_networks, check_datastore, check_endpoint_unused,
+    check_host_pool, check_kamaji_accepts, cluster_class,
 };
 use spec::{cni_choice, download_calico, spec_from};
-use wait::wait_ready;
+use wait::{wait_control_plane, wait_ready};
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(after_help = "Examples:
@@ -40,6 +47,7 @@ use wait::wait_ready;
   kubectl kamaji create edge --infrastructure openstack --kubernetes-version v1.35.0 --flavor m1.large --image ubuntu-2404-kube-v1.35.0 --network tenant-net
   kubectl kamaji create lab --infrastructure none --kubernetes-version v1.34.2 --dry-run=client -o yaml | kubectl apply -f -
   kubectl kamaji create c1 --class kamaji-byoh --kubernetes-version v1.35.0 --workers 2 --service-address 10.0.0.5
+  kubectl kamaji create eu1 --infrastructure byoh --kubernetes-version v1.35.0 --workers 3 --failure-domain fd-a --cluster-dns 169.254.20.10 --merge-kubeconfig
 Re-running with the same name converges the objects to the flags (server-side apply).")]
 #[command(mut_arg("dry-run", |a| a.help("Print (client) or validate on the server (server) without changing anything")))]
 pub struct Args {
@@ -60,6 +68,12 @@ pub struct Args {
     /// Worker machines (default 1; not with --infrastructure none)
     #[arg(long, value_name = "N", value_parser = cli::count(kcore::plan::MAX_WORKERS), allow_negative_numbers = true)]
     pub workers: Option<i64>,
+    /// Failure domain of the workers' machines, one the infrastructure lists in the Cluster's status.failureDomains (the MachineDeployment's spec.template.spec.failureDomain; with --class, the topology's; not with --infrastructure none)
+    #[arg(long, value_name = "NAME")]
+    pub failure_domain: Option<String>,
+    /// DNS server the workers' kubelets give pods, e.g. NodeLocal DNSCache's 169.254.20.10 (kubelet --cluster-dns in the workers' KubeadmConfigTemplate; one IPv4 or IPv6 address; not with --infrastructure none or --class)
+    #[arg(long, value_name = "IP")]
+    pub cluster_dns: Option<String>,
     /// Kamaji DataStore holding the control plane's state (default: Kamaji's default)
     #[arg(long, value_name = "DATASTORE")]
     pub datastore: Option<String>,
@@ -104,10 +118,25 @@ pub struct Args {
     /// Create even when fewer free BYOH hosts match than --workers (the missing machines wait in Pending for hosts)
     #[arg(long)]
     pub allow_pending: bool,
+    /// Create even when --service-address is in no network the BYOH hosts report (a load balancer that lives elsewhere)
+    #[arg(long)]
+    pub allow_foreign_address: bool,
     /// Wait until the control plane is ready and the workers joined
     #[arg(long)]
     pub wait: bool,
-    /// How long --wait (and the OpenStack endpoint wait) may take
+    /// Once the control plane answers, merge its admin kubeconfig into your kubeconfig (FILE, else the first file of KUBECONFIG, else ~/.kube/config), as kubectl kamaji kubeconfig get --merge does: context NAME-admin@NAME, replaced atomically (0600 when new, else its owner's bits kept), previous file kept as <file>.bak, existing entries never overwritten. Waits for the control plane even without --wait (--wait then goes on to the workers); not with --dry-run
+    #[arg(
+        long,
+        value_name = "FILE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        // Not clap's PathBuf parser, which refuses the empty missing value.
+        value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from),
+        value_hint = clap::ValueHint::FilePath
+    )]
+    pub merge_kubeconfig: Option<PathBuf>,
+    /// How long --wait and --merge-kubeconfig (and the OpenStack endpoint wait) may take, in all
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
     pub timeout: Duration,
     #[command(flatten)]
@@ -120,22 +149,41 @@ fn print_objects(output: &OutputFlags, objects: &[Value], suffix: &str) -> Resul
     render::print_objects(&output.output, objects, suffix)
 }
 
-/// Checks the flags before connecting: a typo fails fast and offline.
-fn check_offline(args: &Args) -> Result<(), Error> {
+/// Checks the flags before connecting: a typo fails fast and offline. Returns the file
+/// `--merge-kubeconfig` merges into.
+fn check_offline(args: &Args) -> Result<Option<PathBuf>, Error> {
     if args.wait && args.dry_run != DryRun::None {
         return Err(Error::Usage {
             message: "--wait and --dry-run cannot be used together".into(),
             hint: Some("drop one of them".into()),
         });
     }
+    let merge_file = match &args.merge_kubeconfig {
+        Some(_) if args.dry_run != DryRun::None => {
+            return Err(Error::Usage {
+                message: "--merge-kubeconfig and --dry-run cannot be used together".into(),
+                hint: Some(format!(
+                    "a dry run creates no control plane to merge: drop one of them (once it runs, kubectl kamaji kubeconfig get {} --merge)",
+                    args.name
+                )),
+            });
+        }
+        // `--merge-kubeconfig` alone is the default file; where that is must be known before
+        // anything is written.
+        Some(f) => Some(kclient::kubeconfig::merge_file(
+            (!f.as_os_str().is_empty()).then(|| f.clone()),
+            "--merge-kubeconfig",
+        )?),
+        None => None,
+    };
     let offline = spec_from(args, "default")?;
     if offline.class.is_some() {
         kamaji::check_topology(&offline)?;
-        return Ok(());
+        return Ok(merge_file);
     }
     let infra_hint = offline.infrastructure;
     kcore::kamaji::create::build(&offline, &Versions::latest(infra_hint.unwrap_or_default()))?;
-    Ok(())
+    Ok(merge_file)
 }
 
 /// The objects to apply, in the versions the server serves (`--cni calico` downloaded).
@@ -146,6 +194,7 @@ async fn plan(
     calico: bool,
     client_only: bool,
     allow_pending: bool,
+    allow_foreign_address: bool,
 ) -> Result<Built, Error> {
     let versions = versions(apis, spec, calico, client_only)?;
     if let Some(class) = spec.class.clone() {
@@ -170,7 +219,16 @@ async fn plan(
     let mut built = kcore::kamaji::create::build(spec, &versions)?;
     if !client_only {
         check_endpoint_unused(conn, apis, spec, &built).await?;
-        check_host_pool(conn, apis, spec, allow_pending).await?;
+        if !(allow_pending && allow_foreign_address)
+            && let Some(pool) = HostPool::read(conn, apis, spec).await?
+        {
+            if !allow_foreign_address {
+                check_address_in_host_networks(spec, &built, &pool)?;
+            }
+            if !allow_pending {
+                check_host_pool(spec, &built, &pool)?;
+            }
+        }
         check_kamaji_accepts(conn, apis, spec, &built).await?;
     }
 
@@ -188,7 +246,7 @@ async fn plan(
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    check_offline(args)?;
+    let merge_file = check_offline(args)?;
     let conn = args.kube.connect().await?;
     let mut spec = spec_from(args, &conn.namespace)?;
     let calico = cni_choice(args)? == Some(CniKind::Calico);
@@ -201,6 +259,7 @@ pub async fn run(args: &Args) -> Result<(), Error> {
         calico,
         client_only,
         args.allow_pending,
+        args.allow_foreign_address,
     )
     .await?;
     for note in &built.notes {
@@ -209,10 +268,53 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     if client_only {
         return print_client_dry_run(args, &spec, &built);
     }
+    // One --timeout for everything after the objects are applied (the OpenStack endpoint wait
+    // in `apply` has its own).
     apply(args, &conn, &apis, &spec, &built).await?;
+    let started = Instant::now();
+    if let Some(file) = &merge_file {
+        // The control plane first, so that the kubeconfig is merged even if the workers never
+        // join: with it, the user can look at why.
+        let answers = wait_control_plane(&conn, &apis, &spec.name, args.timeout).await?;
+        render::info(&answers);
+        merge_admin_kubeconfig(&conn, &apis, &spec.name, file).await?;
+    }
     if args.wait {
-        let summary = wait_ready(&conn, &apis, &spec.name, args.timeout).await?;
+        // What the merge's wait left of --timeout; the whole of it without one, so that a
+        // timeout names the --timeout given.
+        let left = match merge_file {
+            Some(_) => args.timeout.saturating_sub(started.elapsed()),
+            None => args.timeout,
+        };
+        let summary = wait_ready(&conn, &apis, &spec.name, left).await?;
         render::info(&summary);
     }
     Ok(())
+}
+
+/// `--merge-kubeconfig`: the tenant's admin kubeconfig (`admin.conf` of Kamaji's Secret) merged
+/// into `file` by the one merge of the kubeconfig verbs.
+async fn merge_admin_kubeconfig(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    name: &str,
+    file: &Path,
+) -> Result<(), Error> {
+    let t = control_plane::resolve(conn, apis, name).await?;
+    let text = admin_kubeconfig(conn, &t, ADMIN_KUBECONFIG_KEY).await?;
+    let secret = format!("{}/{}", t.namespace, admin_secret_name(&t));
+    let get = format!(
+        "kubectl kamaji kubeconfig get {name} -n {} --merge={}",
+        t.namespace,
+        file.display()
+    );
+    let hint = format!(
+        "the cluster is created; {get} --force replaces them, {get} --context-name OTHER merges it under another name"
+    );
+    let opts = kclient::kubeconfig::MergeOptions {
+        force: false,
+        set_current: false,
+        conflict_hint: &hint,
+    };
+    kclient::kubeconfig::merge_fetched(file, &t.name, &secret, &text, None, opts)
 }

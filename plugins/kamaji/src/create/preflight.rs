@@ -2,6 +2,8 @@
 //! control-plane endpoint exist or are free, and the host pool has a host for every worker,
 //! before anything is written.
 
+use std::collections::BTreeMap;
+
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kcore::fields::object_json;
@@ -109,6 +111,19 @@ pub(super) async fn cluster_class(
     })
 }
 
+/// The control plane's pre-assigned address (`--service-address`, or `serviceAddress` from
+/// `--from-file`), if it has one.
+fn control_plane_address<'a>(spec: &'a CreateSpec, built: &'a Built) -> Option<&'a str> {
+    // A topology Cluster carries the address in its class's variable.
+    built
+        .objects
+        .iter()
+        .find(|o| o["kind"] == "KamajiControlPlane")
+        .and_then(|k| k.pointer("/spec/network/serviceAddress"))
+        .and_then(Value::as_str)
+        .or(spec.class.as_ref().and(spec.service_address.as_deref()))
+}
+
 /// BCM's preflight: the control plane's pre-assigned address (`--service-address`, or
 /// `serviceAddress` from `--from-file`) and port must not be another cluster's endpoint.
 pub(super) async fn check_endpoint_unused(
@@ -117,15 +132,7 @@ pub(super) async fn check_endpoint_unused(
     spec: &CreateSpec,
     built: &Built,
 ) -> Result<(), Error> {
-    // A topology Cluster carries the address in its class's variable.
-    let Some(address) = built
-        .objects
-        .iter()
-        .find(|o| o["kind"] == "KamajiControlPlane")
-        .and_then(|k| k.pointer("/spec/network/serviceAddress"))
-        .and_then(Value::as_str)
-        .or(spec.class.as_ref().and(spec.service_address.as_deref()))
-    else {
+    let Some(address) = control_plane_address(spec, built) else {
         return Ok(());
     };
     let lp = kube::api::ListParams::default();
@@ -165,58 +172,151 @@ pub(super) async fn check_endpoint_unused(
     })
 }
 
+/// BYOH's pool of hosts for `create`: the workers' selector and the ByoHosts of every
+/// namespace (BYOH picks from all of them).
+pub(super) struct HostPool {
+    selector: BTreeMap<String, String>,
+    hosts: Vec<Value>,
+}
+
+impl HostPool {
+    /// `None`: `spec`'s workers do not take hosts from a pool, or ByoHosts are not served.
+    pub(super) async fn read(
+        conn: &cli::Conn,
+        apis: &ServerApis,
+        spec: &CreateSpec,
+    ) -> Result<Option<HostPool>, Error> {
+        let Some(selector) = spec.infrastructure.and_then(|i| i.host_pool(spec)) else {
+            return Ok(None);
+        };
+        let Some(ar) = apis.byo_host() else {
+            return Ok(None);
+        };
+        let hosts =
+            kclient::api::list_json(conn, &ar, None, &kube::api::ListParams::default()).await?;
+        Ok(Some(HostPool { selector, hosts }))
+    }
+
+    /// `site=ams,rack=r1`; empty without a selector.
+    fn selector_text(&self) -> String {
+        let sel: Vec<String> = self
+            .selector
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        sel.join(",")
+    }
+}
+
 /// BYOH's preflight: a free host matching the workers' selector for every worker the cluster
 /// does not have yet (a re-run counts the hosts already serving it), unless `--allow-pending`.
 /// BYOH picks the first free matching host of any namespace and otherwise leaves the Machine
 /// Pending without a word (vmware-tanzu/cluster-api-provider-bringyourownhost v0.5.0,
 /// `byomachine_controller.go`), so a short pool is refused here, before anything is written.
-pub(super) async fn check_host_pool(
-    conn: &cli::Conn,
-    apis: &ServerApis,
+/// Workers on hosts with Kubernetes pre-installed (a ByoMachineTemplate without an installer)
+/// count only the hosts that carry the workers' minor (`kcore::plan::hosts::version`).
+pub(super) fn check_host_pool(
     spec: &CreateSpec,
-    allow_pending: bool,
+    built: &Built,
+    pool: &HostPool,
 ) -> Result<(), Error> {
-    let Some(infra) = spec.infrastructure else {
-        return Ok(());
-    };
-    let Some(selector) = infra.host_pool(spec) else {
-        return Ok(());
-    };
     let wanted = usize::try_from(spec.workers.unwrap_or(1)).unwrap_or(0);
-    let Some(ar) = apis.byo_host() else {
-        return Ok(());
-    };
-    if wanted == 0 || allow_pending {
+    if wanted == 0 {
         return Ok(());
     }
-    let hosts = kclient::api::list_json(conn, &ar, None, &kube::api::ListParams::default()).await?;
-    let pool =
-        kcore::plan::hosts::PoolCheck::of(&hosts, &spec.namespace, &spec.name, &selector, wanted);
-    if pool.missing() == 0 {
+    let version = workers_version_on_own_kubernetes(built);
+    let check = kcore::plan::hosts::PoolCheck::of(
+        &pool.hosts,
+        &spec.namespace,
+        &spec.name,
+        &pool.selector,
+        version.as_ref(),
+        wanted,
+    );
+    if check.missing() == 0 {
         return Ok(());
     }
-    let sel: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let sel = pool.selector_text();
     let (matching, list) = if sel.is_empty() {
         (String::new(), String::new())
     } else {
-        (
-            format!(" matching {}", sel.join(",")),
-            format!(" -l {}", sel.join(",")),
-        )
+        (format!(" matching {sel}"), format!(" -l {sel}"))
     };
-    let serving = match pool.serving {
+    let serving = match check.serving {
         0 => String::new(),
         n => format!(" ({n} already serve it)"),
     };
+    let (carrying, misfits) = match (&version, check.misfits.as_str()) {
+        (Some(v), m) if !m.is_empty() => (
+            kcore::plan::hosts::version::carrying(v),
+            format!(" (another Kubernetes on {m})"),
+        ),
+        _ => (String::new(), String::new()),
+    };
     Err(Error::Other {
         message: format!(
-            "{wanted} worker(s) need hosts but only {} free ByoHost(s){matching} are left{serving}: {} machine(s) would wait in Pending; nothing was created",
-            pool.free,
-            pool.missing()
+            "{wanted} worker(s) need hosts but only {} free ByoHost(s){matching}{carrying} are left{serving}{misfits}: {} machine(s) would wait in Pending; nothing was created",
+            check.free,
+            check.missing()
         ),
         hint: Some(format!(
             "register more hosts (kubectl capi hosts add), see the free ones (kubectl capi hosts --available{list}), or pass --allow-pending to create it anyway"
         )),
+    })
+}
+
+/// The workers' Kubernetes when they run on the hosts' own (their ByoMachineTemplate names no
+/// installer: `--preinstalled-hosts`), which the hosts must then carry.
+fn workers_version_on_own_kubernetes(built: &Built) -> Option<kcore::version::KubeVersion> {
+    let own = built.objects.iter().any(|o| {
+        o["kind"] == "ByoMachineTemplate" && kcore::plan::hosts::version::uses_host_kubernetes(o)
+    });
+    let md = built
+        .objects
+        .iter()
+        .find(|o| o["kind"] == "MachineDeployment")?;
+    let v = md.pointer("/spec/template/spec/version")?.as_str()?;
+    own.then(|| kcore::version::KubeVersion::parse_v(v).ok())
+        .flatten()
+}
+
+/// BCM's preflight: the control plane's pre-assigned address must be an unused address of the
+/// nodes' internal network, so on BYOH it must lie in a network that one of the hosts its
+/// workers would use reports (`status.network`), unless `--allow-foreign-address` (a load
+/// balancer that lives elsewhere). Hosts that report no network judge nothing.
+pub(super) fn check_address_in_host_networks(
+    spec: &CreateSpec,
+    built: &Built,
+    pool: &HostPool,
+) -> Result<(), Error> {
+    let Some(address) = control_plane_address(spec, built) else {
+        return Ok(());
+    };
+    let selector = pool.selector_text();
+    let hosts = kcore::plan::hosts::pool_hosts(&pool.hosts, &spec.namespace, &spec.name, |h| {
+        pool.selector
+            .iter()
+            .all(|(k, v)| kcore::json::label(h, k) == Some(v.as_str()))
+    });
+    let n = hosts.len();
+    let kcore::plan::hosts::AddressFit::Outside(networks) =
+        kcore::plan::hosts::address_fit(address, hosts)
+    else {
+        return Ok(());
+    };
+    let matching = if selector.is_empty() {
+        String::new()
+    } else {
+        format!(" matching {selector}")
+    };
+    Err(Error::Other {
+        message: format!(
+            "the control-plane address {address} is in no network of the {n} BYOH host(s){matching} its workers would use ({}); nothing was created",
+            kcore::plan::hosts::named_networks(&networks)
+        ),
+        hint: Some(
+            "pick an unused address in one of those networks for --service-address, or pass --allow-foreign-address if a load balancer outside them serves it".into(),
+        ),
     })
 }
 

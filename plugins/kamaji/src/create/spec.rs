@@ -115,6 +115,8 @@ pub(super) fn spec_from(args: &Args, namespace: &str) -> Result<CreateSpec, Erro
         pod_cidrs: args.pod_cidrs.clone(),
         service_cidrs: args.service_cidrs.clone(),
         port: args.port,
+        failure_domain: args.failure_domain.clone(),
+        cluster_dns: args.cluster_dns.clone(),
         cni,
         kube_proxy_mode,
         cni_none_explicit: args

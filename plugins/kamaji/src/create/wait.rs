@@ -1,6 +1,6 @@
 //! `create --wait`: the control-plane endpoint, then Ready: Kamaji's phases in the tenant, the
 //! KamajiControlPlane's conditions and the workers (joined, Ready, or waiting for a network
-//! plugin).
+//! plugin). `--merge-kubeconfig` waits for the same phases but the workers'.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -163,6 +163,8 @@ struct ReadyWait<'a> {
     last_workers: Mutex<Option<WorkerProgress>>,
     /// Whether the tenant admin kubeconfig answered once (checked until it does).
     admin_ok: AtomicBool,
+    /// Only the control plane: ready once its admin kubeconfig answers (`--merge-kubeconfig`).
+    control_plane_only: bool,
 }
 
 impl ReadyWait<'_> {
@@ -187,6 +189,11 @@ impl ReadyWait<'_> {
         if let Some(why) = tenant_pending(conn, &t, &self.admin_ok, &host, port).await {
             return Ok(Poll::Pending(why));
         }
+        if self.control_plane_only {
+            return Ok(Poll::Ready(format!(
+                "the control plane of {name} answers at {host}:{port}"
+            )));
+        }
         let (md_ar, machine_ar) = (self.md_ar.as_ref(), self.machine_ar.as_ref());
         let (workers, want) = worker_progress(conn, &t, name, md_ar, machine_ar).await?;
         if !workers.done() {
@@ -208,6 +215,33 @@ impl ReadyWait<'_> {
     }
 }
 
+/// The first three phases of `--wait`, for `--merge-kubeconfig`: until the tenant's admin
+/// kubeconfig answers (Kamaji's kubeadm phases done); `Ready` with a one-line summary.
+pub(super) async fn wait_control_plane(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    name: &str,
+    timeout: Duration,
+) -> Result<String, Error> {
+    let wait = ReadyWait {
+        conn,
+        apis,
+        name,
+        md_ar: None,
+        machine_ar: None,
+        last_workers: Mutex::new(None),
+        admin_ok: AtomicBool::new(false),
+        control_plane_only: true,
+    };
+    render::wait_until(
+        &format!("waiting for the control plane of {name} to merge its kubeconfig"),
+        timeout,
+        Duration::from_millis(500),
+        || wait.poll(),
+    )
+    .await
+}
+
 /// The four phases of `--wait`; `Ready` with a one-line summary.
 pub(super) async fn wait_ready(
     conn: &cli::Conn,
@@ -223,6 +257,7 @@ pub(super) async fn wait_ready(
         machine_ar: apis.capi_kind("Machine").ok(),
         last_workers: Mutex::new(None),
         admin_ok: AtomicBool::new(false),
+        control_plane_only: false,
     };
     let result = render::wait_until(
         &format!("waiting for cluster {name}"),

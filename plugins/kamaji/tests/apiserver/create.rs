@@ -199,6 +199,96 @@ async fn server_dry_run_validates_and_rerunning_converges() {
     assert_eq!(k["spec"]["kubelet"]["cgroupfs"], "systemd");
 }
 
+/// `--failure-domain` and `--cluster-dns` (seed: NodeLocal DNSCache on workers in one failure
+/// domain): the real API server, with Cluster API v1.14's CRDs, keeps the MachineDeployment's
+/// `spec.template.spec.failureDomain` and the workers' kubelet argument (nothing pruned), on a
+/// server dry run and for real; a ClusterClass generated with `--cluster-dns` holds it, and a
+/// topology Cluster of it takes `--failure-domain` for its machineDeployment.
+#[tokio::test]
+async fn failure_domain_and_cluster_dns_are_kept_by_the_api_server() {
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-fd").await;
+    let flags =
+        words("--workers 1 --allow-pending --failure-domain fd-a --cluster-dns 169.254.20.10");
+    let args = create_args("fd", "byoh", V, &flags);
+    let check = |md: &Value, kct: &Value| {
+        assert_eq!(md["apiVersion"], "cluster.x-k8s.io/v1beta2", "{md}");
+        assert_eq!(
+            md["spec"]["template"]["spec"]["failureDomain"], "fd-a",
+            "{md}"
+        );
+        assert_eq!(
+            kct["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"],
+            json!([{"name": "cluster-dns", "value": "169.254.20.10"}]),
+            "{kct}"
+        );
+    };
+    // What the server would store (a server dry run answers with the objects as admitted).
+    let out = ok(&kamaji(
+        tb,
+        &ns,
+        &[&args[..], &["--dry-run=server", "-o", "json"]].concat(),
+    ));
+    let list: Value = serde_json::from_str(&out).unwrap();
+    let item = |kind: &str| {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["kind"] == kind)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} in {list}"))
+    };
+    check(&item("MachineDeployment"), &item("KubeadmConfigTemplate"));
+    assert!(get(&c, &ns, &cluster_ar(), "fd").await.is_none());
+    // For real, read back.
+    ok(&kamaji(tb, &ns, &args));
+    let md = object(
+        &c,
+        &ns,
+        "cluster.x-k8s.io/v1beta2",
+        "MachineDeployment",
+        "fd-md-0",
+    )
+    .await;
+    let bootstrap = "bootstrap.cluster.x-k8s.io/v1beta2";
+    let kct = object(&c, &ns, bootstrap, "KubeadmConfigTemplate", "fd-md-0").await;
+    check(&md, &kct);
+
+    // A class with --cluster-dns, and a cluster of it in failure domain fd-b.
+    ok(&kamaji(
+        tb,
+        &ns,
+        &words(
+            "generate clusterclass fd-class --infrastructure byoh --cluster-dns fd00::a --apply",
+        ),
+    ));
+    let kct = object(
+        &c,
+        &ns,
+        bootstrap,
+        "KubeadmConfigTemplate",
+        "fd-class-worker",
+    )
+    .await;
+    assert_eq!(
+        kct["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"],
+        json!([{"name": "cluster-dns", "value": "fd00::a"}]),
+        "{kct}"
+    );
+    let out = ok(&kamaji(
+        tb,
+        &ns,
+        &words(&format!(
+            "create fd2 --class fd-class --kubernetes-version {V} --workers 1 --failure-domain fd-b --dry-run=server -o json"
+        )),
+    ));
+    let list: Value = serde_json::from_str(&out).unwrap();
+    let md = &list["items"][0]["spec"]["topology"]["workers"]["machineDeployments"][0];
+    assert_eq!(md["failureDomain"], "fd-b", "{list}");
+    assert_eq!(md["replicas"], 1);
+}
+
 #[tokio::test]
 async fn rerun_after_scale_reports_the_conflict_and_force_takes_over() {
     let tb = testbed().await;
@@ -1214,6 +1304,109 @@ async fn byoh_create_refuses_a_short_host_pool_and_creates_nothing() {
     refused(&create("3", &[]), "(2 already serve it)");
     // --allow-pending: on purpose.
     ok(&create("3", &["--allow-pending"]));
+    tb.delete_namespace(&c, &ns).await;
+}
+
+/// BCM: the control plane's address must be "within the internal network of the nodes". For
+/// BYOH workers, `create` refuses an address in no network the hosts its workers would use
+/// report, with nothing written; `--allow-foreign-address` (a load balancer elsewhere) and an
+/// address inside are accepted. The hosts are planted with `status.network` because the test is
+/// about how `create` reads that field, which the real agent writes (testbed::agent's hosts
+/// report theirs from their own network namespace, see controllers/hosts.rs in kubectl-capi).
+#[tokio::test]
+async fn byoh_create_refuses_an_address_outside_the_hosts_networks() {
+    let tb = testbed().await;
+    let (c, ns) = tb.namespace("kamaji-net").await;
+    // A selector of this namespace's own: BYOH picks from every namespace.
+    let pool = format!("pool={ns}");
+    let hosts = api(&c, &ns, &byoh_ar("ByoHost"));
+    for (name, pool_label, addrs) in [
+        ("h1", ns.as_str(), json!(["10.77.0.11/24", "fe80::11/64"])),
+        // Malformed entries are skipped, not fatal.
+        (
+            "h2",
+            ns.as_str(),
+            json!(["10.78.0.12/24", "garbage", "10.78.0.13"]),
+        ),
+        // Not selected: its network does not count.
+        ("other", "elsewhere", json!(["203.0.113.9/24"])),
+    ] {
+        let name = format!("{ns}-{name}");
+        let h: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "ByoHost",
+            "metadata": {"name": name, "labels": {"pool": pool_label}}, "spec": {}}))
+        .unwrap();
+        hosts.create(&Default::default(), &h).await.unwrap();
+        let status = json!({"status": {"network": [
+            {"networkInterfaceName": "eth0", "macAddr": "52:54:00:12:34:56", "isDefault": true,
+             "connected": true, "ipAddrs": addrs}]}});
+        hosts
+            .patch_status(
+                &name,
+                &Default::default(),
+                &kube::api::Patch::Merge(&status),
+            )
+            .await
+            .unwrap();
+    }
+    let create = |name: &'static str, address: &'static str, extra: &[&'static str]| {
+        let flags = [
+            &[
+                "--workers",
+                "1",
+                "--host-selector",
+                &pool,
+                "--service-address",
+                address,
+            ][..],
+            extra,
+        ]
+        .concat();
+        kamaji(tb, &ns, &create_args(name, "byoh", V, &flags))
+    };
+    let written = || async {
+        let mut names = Vec::new();
+        for r in [cluster_ar(), kcp_ar(), byoh_ar("ByoCluster")] {
+            let items = api(&c, &ns, &r)
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items;
+            names.extend(items.into_iter().filter_map(|o| o.metadata.name));
+        }
+        names
+    };
+
+    // Outside: refused in one line naming the address and the networks seen (the selected
+    // hosts', each network once); exit 1, nothing written, the server dry run alike.
+    for extra in [&[][..], &["--dry-run=server"]] {
+        let o = create("far", "203.0.113.7", extra);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(
+            lines[0],
+            format!(
+                "error: the control-plane address 203.0.113.7 is in no network of the 2 BYOH host(s) matching {pool} its workers would use (10.77.0.0/24, 10.78.0.0/24, fe80::/64); nothing was created"
+            ),
+            "{err}"
+        );
+        assert_eq!(lines.len(), 2, "{err}");
+        assert_contains(lines[1], "--allow-foreign-address");
+        assert!(
+            o.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        assert_eq!(written().await, Vec::<String>::new());
+    }
+    // A load balancer elsewhere, on purpose: created.
+    ok(&create("far", "203.0.113.7", &["--allow-foreign-address"]));
+    let kcp = get(&c, &ns, &kcp_ar(), "far").await.expect("created");
+    assert_eq!(kcp["spec"]["network"]["serviceAddress"], "203.0.113.7");
+    // An address inside a network a host reports: created, no flag needed.
+    ok(&create("near", "10.78.0.50", &[]));
+    assert!(get(&c, &ns, &cluster_ar(), "near").await.is_some());
     tb.delete_namespace(&c, &ns).await;
 }
 

@@ -25,6 +25,10 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
         "--allow-pending",
         "--cni-manifest",
         cni.to_str().unwrap(),
+        "--failure-domain",
+        "fd-a",
+        "--cluster-dns",
+        "169.254.20.10",
     ];
     let args = create_args("old", "byoh", "v1.33.0", &extra);
     let yaml = ok(&kamaji(
@@ -63,6 +67,15 @@ async fn create_writes_v1beta1_shapes_on_a_capi_1_10_cluster() {
         "bootstrap.cluster.x-k8s.io/v1beta1"
     );
     assert_eq!(md["spec"]["replicas"], 2);
+    // v1beta1's shapes of --failure-domain and --cluster-dns (kubeletExtraArgs a map).
+    assert_eq!(md["spec"]["template"]["spec"]["failureDomain"], "fd-a");
+    let bootstrap = "bootstrap.cluster.x-k8s.io/v1beta1";
+    let kct = object(&c, &ns, bootstrap, "KubeadmConfigTemplate", "old-md-0").await;
+    assert_eq!(
+        kct["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"],
+        serde_json::json!({"cluster-dns": "169.254.20.10"}),
+        "{kct}"
+    );
     let addons = "addons.cluster.x-k8s.io/v1beta1";
     let crs = object(&c, &ns, addons, "ClusterResourceSet", "old-cni").await;
     assert_eq!(
@@ -118,7 +131,7 @@ async fn generate_clusterclass_and_create_class_write_v1beta1_shapes_on_a_capi_1
         tb,
         &ns,
         &words(
-            "create old --class old-class --kubernetes-version v1.33.0 --workers 2 --service-address 10.0.0.9 --dry-run=server -o json",
+            "create old --class old-class --kubernetes-version v1.33.0 --workers 2 --service-address 10.0.0.9 --failure-domain fd-b --dry-run=server -o json",
         ),
     ));
     let list: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -132,6 +145,10 @@ async fn generate_clusterclass_and_create_class_write_v1beta1_shapes_on_a_capi_1
         "default-worker"
     );
     assert_eq!(t["workers"]["machineDeployments"][0]["replicas"], 2);
+    assert_eq!(
+        t["workers"]["machineDeployments"][0]["failureDomain"],
+        "fd-b"
+    );
     assert_eq!(t["variables"][0]["value"], "10.0.0.9");
     // A server dry run stores nothing.
     let clusters = ar("cluster.x-k8s.io", "v1beta1", "Cluster");

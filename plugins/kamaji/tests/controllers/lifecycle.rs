@@ -1,7 +1,7 @@
 //! The whole life of a Kamaji-hosted cluster through the real binary: create --wait, list,
 //! status, kubeconfig get --merge, token join, certificate and kubeconfig rotation, scale to sleep
 //! and back, upgrade v1.35 -> v1.36, delete --wait. `byoh` goes through all of it; `none` through
-//! create, upgrade (no workers) and delete; `openstack` through create and delete.
+//! create, create --merge-kubeconfig, upgrade (no workers) and delete; `openstack` through create and delete.
 //!
 //! Real: the API server, the CAPI v1.14 core and kubeadm bootstrap managers, the Kamaji v1.0.0
 //! operator (each tenant runs real kube-apiserver, kube-controller-manager and kube-scheduler
@@ -21,8 +21,8 @@ use kube::api::ApiResource;
 use serde_json::Value;
 use testbed::Testbed;
 use testbed::fixtures::reconciler::assert_ran;
-use testbed::fixtures::run::assert_contains;
 use testbed::fixtures::run::words;
+use testbed::fixtures::run::{assert_contains, assert_lacks};
 
 /// One real tenant at a time (see the module comment).
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -70,6 +70,10 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
         "create --wait returned before admin.conf may read the tenant: {}",
         String::from_utf8_lossy(&admin.stderr)
     );
+    if infra == "none" {
+        let port = port.to_string();
+        merge_on_rerun(tb, &ns, name, &port, &extra);
+    }
     let (host, port_str) = endpoint.rsplit_once(':').unwrap();
     if infra == "openstack" {
         // Pre-filled with the endpoint. The tenants here have a pre-assigned address (the
@@ -144,6 +148,72 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     assert!(get(&client, &ns, &tcp_ar, name).await.is_none());
     assert!(get(&client, &ns, &cluster_ar(), name).await.is_none());
     drop(rec);
+}
+
+/// `create --merge-kubeconfig=FILE` without `--wait`, re-run on the ready tenant with the flags
+/// it was created with (which converge: nothing changes): it waits for the control plane alone,
+/// then merges its admin kubeconfig into FILE through the one merge of `kubeconfig get --merge`,
+/// keeping FILE's entries and its owner's mode, and kubectl reaches the tenant with the merged context. Run
+/// again, the file is already up to date.
+fn merge_on_rerun(tb: &Testbed, ns: &str, name: &str, port: &str, extra: &[&str]) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config");
+    let other = "apiVersion: v1\nkind: Config\nclusters:\n- name: other\n  cluster:\n    server: https://192.0.2.1:6443\ncontexts:\n- name: other\n  context:\n    cluster: other\n    user: other\ncurrent-context: other\nusers:\n- name: other\n  user:\n    token: other-token\n";
+    std::fs::write(&file, other).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o740)).unwrap();
+    let merge = format!("--merge-kubeconfig={}", file.display());
+    let mut args = create_args(name, "none", "v1.35.4", extra);
+    args.extend(tenant_flags(port));
+    args.extend([merge.as_str(), "--timeout", "120s"]);
+    let context = format!("{name}-admin@{name}");
+
+    let out = kamaji(tb, ns, &args);
+    ok(&out);
+    let err = stderr(&out);
+    assert_contains(
+        &err,
+        &format!("the control plane of {name} answers at 127.0.0.1:{port}"),
+    );
+    assert_contains(
+        &err,
+        &format!("merged context \"{context}\" into {}", file.display()),
+    );
+    // Without --wait it does not wait for the workers.
+    assert_lacks(&err, &format!("cluster {name} is ready"));
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    // The owner's bits stay; group and others lose access to the credentials (the merge's rule).
+    assert_eq!(mode, 0o700, "the merge changed the owner's mode");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("config.bak")).unwrap(),
+        other
+    );
+    let merged = std::fs::read_to_string(&file).unwrap();
+    assert_contains(&merged, "name: other");
+    assert_contains(&merged, "current-context: other");
+    let o = kubectl(
+        &file,
+        &[
+            "--context",
+            &context,
+            "get",
+            "namespace",
+            "kube-system",
+            "-o",
+            "name",
+        ],
+    );
+    assert!(
+        o.status.success() && stdout(&o).trim() == "namespace/kube-system",
+        "the merged context does not reach the tenant: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+
+    let out = kamaji(tb, ns, &args);
+    ok(&out);
+    assert_contains(&stderr(&out), "already up to date");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), merged);
 }
 
 /// list, status, kubeconfig get/--merge, token join, certificate and kubeconfig rotation, and
