@@ -89,6 +89,8 @@ struct Spec {
     args: Vec<String>,
     log: std::path::PathBuf,
     env: Vec<(String, String)>,
+    /// Output written as a container runtime writes a container's: one CRI log line each.
+    cri: bool,
 }
 
 impl Proc {
@@ -113,6 +115,27 @@ impl Proc {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
+            cri: false,
+        };
+        Proc::start(name, spec, false)
+    }
+
+    /// Like [`Proc::spawn`], with stdout and stderr written to `log` as a container runtime
+    /// writes a container's log: each line in the CRI log format, `<RFC 3339 time> stdout|stderr
+    /// F|P <text>` (`k8s.io/cri-client` `pkg/logs/logs.go`, v0.36.3, reads it back; containerd
+    /// writes it). The SIMULATED kubelet ([`crate::pods::image`]) serves it as `pods/log`.
+    pub fn spawn_cri(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        log: &Path,
+    ) -> Result<Proc, Error> {
+        let spec = Spec {
+            program: program.to_path_buf(),
+            args: args.to_vec(),
+            log: log.to_path_buf(),
+            env: Vec::new(),
+            cri: true,
         };
         Proc::start(name, spec, false)
     }
@@ -132,12 +155,16 @@ impl Proc {
             .truncate(!append)
             .open(log)
             .map_err(|e| Error::io(log, e))?;
-        let err = out.try_clone().map_err(|e| Error::io(log, e))?;
         let mut cmd = Command::new(program);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err));
+        cmd.args(args).stdin(Stdio::null());
+        let cri_log = if spec.cri {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            Some(std::sync::Arc::new(Mutex::new(out)))
+        } else {
+            let err = out.try_clone().map_err(|e| Error::io(log, e))?;
+            cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
+            None
+        };
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }
@@ -158,10 +185,18 @@ impl Proc {
             .map_err(|_| Error::Start(format!("{name}: spawner lock poisoned")))?
             .send((cmd, tx))
             .map_err(|_| Error::Start(format!("{name}: spawner thread is gone")))?;
-        let child = rx
+        let mut child = rx
             .recv()
             .map_err(|_| Error::Start(format!("{name}: spawner thread is gone")))?
             .map_err(|e| Error::Start(format!("cannot run {}: {e}", program.display())))?;
+        if let Some(file) = cri_log {
+            if let Some(o) = child.stdout.take() {
+                let _ = cri::copy(name, "stdout", o, file.clone());
+            }
+            if let Some(e) = child.stderr.take() {
+                let _ = cri::copy(name, "stderr", e, file);
+            }
+        }
         register_at_exit();
         if let Ok(mut v) = LIVE.lock() {
             v.push(child.id() as i32);
@@ -220,6 +255,73 @@ impl Proc {
 impl Drop for Proc {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Container output in the CRI log format, as containerd's `cio` log writer puts it in a
+/// container's log file.
+pub(crate) mod cri {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::{Arc, Mutex};
+
+    /// The longest piece of a line one log record holds: a longer line is split into partial
+    /// records (`P`) and its last piece (`F`), as containerd does (`maxLen`, 16 KiB).
+    pub(crate) const MAX_RECORD: usize = 16 * 1024;
+
+    /// One record: `<time> <stream> <tag> <text>\n`, the time in RFC 3339 with nanoseconds (UTC).
+    pub(crate) fn record(time: jiff::Timestamp, stream: &str, full: bool, text: &[u8]) -> Vec<u8> {
+        let tag = if full { "F" } else { "P" };
+        let mut out = format!("{time:.9} {stream} {tag} ").into_bytes();
+        out.extend_from_slice(text);
+        out.push(b'\n');
+        out
+    }
+
+    /// Copies `from` (a child's stdout or stderr) into `log` on a thread of its own until the
+    /// child and everything it started close it, one record per line (or per piece of a long
+    /// line), each written whole under the lock, so the two streams never interleave within a
+    /// record. The thread, when it could be started.
+    pub(crate) fn copy(
+        name: &str,
+        stream: &'static str,
+        from: impl Read + Send + 'static,
+        log: Arc<Mutex<std::fs::File>>,
+    ) -> Option<std::thread::JoinHandle<()>> {
+        let spawned = std::thread::Builder::new()
+            .name(format!("cri-log-{name}"))
+            .spawn(move || {
+                let mut r = BufReader::new(from);
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    let n = match (&mut r)
+                        .take(MAX_RECORD as u64)
+                        .read_until(b'\n', &mut line)
+                    {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    let full = line.last() == Some(&b'\n');
+                    if full {
+                        line.pop();
+                    } else if n < MAX_RECORD {
+                        // The stream ended without a newline: the last line, whole.
+                        let rec = record(jiff::Timestamp::now(), stream, true, &line);
+                        if let Ok(mut f) = log.lock() {
+                            let _ = f.write_all(&rec);
+                        }
+                        return;
+                    }
+                    let rec = record(jiff::Timestamp::now(), stream, full, &line);
+                    let Ok(mut f) = log.lock() else { return };
+                    if f.write_all(&rec).is_err() {
+                        return;
+                    }
+                }
+            });
+        spawned
+            .map_err(|e| tracing::warn!("{name}: cannot copy its {stream} to its log: {e}"))
+            .ok()
     }
 }
 

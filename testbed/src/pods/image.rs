@@ -23,7 +23,11 @@
 //!   server's port is forwarded in, so `KUBERNETES_SERVICE_HOST` is 127.0.0.1);
 //! - HTTP readiness and liveness probes (`httpGet`, by number or named port), the pod's Ready
 //!   condition from readiness, and a container restarted after `failureThreshold` liveness
-//!   failures or when it exits, with a capped back-off.
+//!   failures or when it exits, with a capped back-off;
+//! - each container's stdout and stderr in its log file in the CRI log format, as a runtime
+//!   writes it ([`Proc::spawn_cri`]), the last terminated instance's kept beside it, served as
+//!   `pods/log` through the API server by the kubelet API ([`super::logs`]), whose port the Node
+//!   registers (`status.daemonEndpoints.kubeletEndpoint.Port`).
 //!
 //! What differs from a kubelet, and why: no cgroups (resource limits are not enforced), no PID or
 //! IPC namespace, no `/proc` or `/dev` in the container, the token is not rotated (pods here live
@@ -42,6 +46,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use super::logs::{LogIndex, PodLogs};
 use super::{restart_backoff, terminated};
 use crate::netns::{NetSandbox, PodLink};
 use crate::{Error, Proc};
@@ -108,6 +113,8 @@ struct Container {
 }
 
 struct RunningPod {
+    /// Its namespace and name.
+    key: (String, String),
     dir: PathBuf,
     sandbox: Arc<NetSandbox>,
     /// The pod's own address (its `eth0`), which its EndpointSlices carry.
@@ -118,29 +125,73 @@ struct RunningPod {
     reported: Value,
 }
 
-/// Runs until the future is dropped.
+/// Runs until the future is dropped, with its kubelet API ([`super::logs`]).
 pub async fn run(client: Client, cfg: Config) {
     let mut running: HashMap<String, RunningPod> = HashMap::new();
     tracing::info!(
         "SIMULATED kubelet: running pods whose images are in the registry {}",
         cfg.registry
     );
-    loop {
-        if let Err(e) = register_node(&client).await {
-            tracing::warn!("SIMULATED kubelet ({NODE}): registering the Node: {e}");
+    let index = LogIndex::default();
+    let (api, port) = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(l) => {
+            let port = l.local_addr().map(|a| a.port()).unwrap_or_default();
+            (Some(super::logs::serve(l, index.clone())), port)
         }
-        if let Err(e) = tick(&client, &cfg, &mut running).await {
-            tracing::warn!("SIMULATED kubelet ({NODE}): {e}");
+        Err(e) => {
+            tracing::warn!("SIMULATED kubelet ({NODE}): no port for its API (pods/log): {e}");
+            (None, 0)
         }
-        tokio::time::sleep(cfg.tick).await;
+    };
+    let pods = async {
+        loop {
+            if let Err(e) = register_node(&client, port).await {
+                tracing::warn!("SIMULATED kubelet ({NODE}): registering the Node: {e}");
+            }
+            if let Err(e) = tick(&client, &cfg, &mut running).await {
+                tracing::warn!("SIMULATED kubelet ({NODE}): {e}");
+            }
+            index.publish(published(&running));
+            tokio::time::sleep(cfg.tick).await;
+        }
+    };
+    match api {
+        Some(api) => {
+            tokio::join!(api, pods);
+        }
+        None => pods.await,
     }
 }
 
+/// What the kubelet API serves of the pods running: each container's log folder and whether it
+/// runs.
+fn published(running: &HashMap<String, RunningPod>) -> HashMap<(String, String), PodLogs> {
+    running
+        .values()
+        .map(|p| {
+            let containers = p
+                .containers
+                .iter()
+                .map(|c| (c.name.clone(), c.proc.is_some()))
+                .collect();
+            (
+                p.key.clone(),
+                PodLogs {
+                    dir: p.dir.clone(),
+                    containers,
+                },
+            )
+        })
+        .collect()
+}
+
 /// Registers the node as a kubelet does at start-up, Ready, and keeps it so (created once, then
-/// its status merged only when the Ready condition is missing). The EndpointSlice controller
-/// leaves out the pods of a node that does not exist (`endpointslice` `reconciler.go`), and
-/// webhook Services reach their pods through those slices.
-async fn register_node(client: &Client) -> Result<(), String> {
+/// its status merged only when the Ready condition or the kubelet API's `port` is missing). The
+/// EndpointSlice controller leaves out the pods of a node that does not exist (`endpointslice`
+/// `reconciler.go`), and webhook Services reach their pods through those slices; the API
+/// server's `pods/log` reaches the kubelet API at the Node's InternalIP and
+/// `status.daemonEndpoints.kubeletEndpoint.Port` (0: none).
+async fn register_node(client: &Client, port: u16) -> Result<(), String> {
     use k8s_openapi::api::core::v1::Node;
     let nodes: Api<Node> = Api::all(client.clone());
     let node = match nodes.get_opt(NODE).await.map_err(|e| e.to_string())? {
@@ -163,7 +214,13 @@ async fn register_node(client: &Client) -> Result<(), String> {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    if !ready {
+    let registered_port = node
+        .status
+        .as_ref()
+        .and_then(|s| s.daemon_endpoints.as_ref())
+        .and_then(|d| d.kubelet_endpoint.as_ref())
+        .map(|e| e.port);
+    if !ready || (port != 0 && registered_port != Some(i32::from(port))) {
         let now = crate::meta::now();
         let status = json!({"status": {
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
@@ -171,6 +228,7 @@ async fn register_node(client: &Client) -> Result<(), String> {
                 "lastHeartbeatTime": now, "lastTransitionTime": now}],
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
                           {"type": "Hostname", "address": NODE}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
             "nodeInfo": {"kubeletVersion": "v1.35.4", "containerRuntimeVersion": "simulated://0",
                 "operatingSystem": "linux", "architecture": "amd64", "kernelVersion": "",
                 "osImage": "", "kubeProxyVersion": "", "machineID": "", "systemUUID": "",
@@ -359,6 +417,7 @@ async fn prepare(client: &Client, cfg: &Config, pod: &Pod) -> Result<RunningPod,
         containers.push(container(cfg, &dir, &vol_root, pod, &link, c, &sandbox)?);
     }
     Ok(RunningPod {
+        key: (ns, name),
         dir,
         sandbox,
         link,
@@ -508,7 +567,7 @@ fn container(
         next_start: Instant::now(),
         last_exit: None,
         ready: false,
-        log: dir.join(format!("{}.log", c.name)),
+        log: super::logs::log_path(dir, &c.name),
         mounts: mounts(vol_root, c)?,
     };
     let (config, digest) = match pull(cfg, &image, &root) {
@@ -773,8 +832,10 @@ async fn supervise(p: &mut RunningPod) {
             }
         }
         if c.proc.is_none() && Instant::now() >= c.next_start {
-            if c.log.exists() {
-                let _ = std::fs::rename(&c.log, c.log.with_extension("previous.log"));
+            if c.log.exists()
+                && let Some(dir) = c.log.parent()
+            {
+                let _ = std::fs::rename(&c.log, super::logs::previous_log_path(dir, &c.name));
             }
             // nsenter (the pod's network) → unshare (a mount namespace and a PID namespace of
             // its own) → sh (mounts; the PID namespace's first process, which waits) → env -i
@@ -813,7 +874,7 @@ async fn supervise(p: &mut RunningPod) {
                 ]);
             }
             args.extend(c.argv.iter().cloned());
-            match Proc::spawn(&c.name, Path::new("nsenter"), &args, &c.log) {
+            match Proc::spawn_cri(&c.name, Path::new("nsenter"), &args, &c.log) {
                 Ok(proc) => {
                     tracing::info!("SIMULATED kubelet: started {} ({})", c.name, c.image);
                     c.proc = Some(proc);

@@ -46,6 +46,7 @@ use serde_json::{Value, json};
 use crate::{Proc, free_port};
 
 pub mod image;
+mod logs;
 mod service;
 mod volumes;
 
