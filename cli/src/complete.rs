@@ -14,6 +14,7 @@
 //! | `CONTROL_PLANE` | KamajiControlPlane names |
 //! | `TENANT_CONTROL_PLANE` | Kamaji TenantControlPlane names |
 //! | `MACHINE_DEPLOYMENT`, `MACHINE` | MachineDeployment, Machine names |
+//! | `TARGET` | Cluster names, then `machine/NAME` and `host/NAME` (`kubectl capi logs`) |
 //! | `NAMESPACE` | namespaces |
 //! | `CONTEXT`, `KUBECONFIG_CLUSTER`, `KUBECONFIG_USER` | from the kubeconfig |
 //!
@@ -51,6 +52,8 @@ pub enum Live {
     TenantControlPlanes,
     MachineDeployments,
     Machines,
+    /// What `kubectl capi logs` takes: Clusters, `machine/NAME`, `host/NAME`.
+    Targets,
     Namespaces,
     Contexts,
     KubeconfigClusters,
@@ -67,6 +70,7 @@ impl Live {
             "TENANT_CONTROL_PLANE" => Live::TenantControlPlanes,
             "MACHINE_DEPLOYMENT" => Live::MachineDeployments,
             "MACHINE" => Live::Machines,
+            "TARGET" => Live::Targets,
             "NAMESPACE" => Live::Namespaces,
             "CONTEXT" => Live::Contexts,
             "KUBECONFIG_CLUSTER" => Live::KubeconfigClusters,
@@ -355,6 +359,21 @@ async fn live_names(live: Live, flags: &KubeFlags) -> Result<Vec<String>, Error>
             .collect());
     }
     let apis = kclient::discovery::ServerApis::discover(&conn).await?;
+    if live == Live::Targets {
+        let ns = conn.list_namespace();
+        let mut out = Vec::new();
+        for (prefix, ar) in [
+            ("", apis.cluster().ok()),
+            ("machine/", apis.capi_kind("Machine").ok()),
+            ("host/", apis.byo_host()),
+        ] {
+            if let Some(ar) = ar {
+                let names = kclient::api::list_names(&conn, &ar, ns).await?;
+                out.extend(names.into_iter().map(|n| format!("{prefix}{n}")));
+            }
+        }
+        return Ok(out);
+    }
     let ar = match live {
         Live::Clusters => apis.cluster().ok(),
         Live::MachineDeployments => apis.capi_kind("MachineDeployment").ok(),
@@ -491,6 +510,17 @@ mod tests {
             plan(&r, &w(&["describe", "--kubeconfig", ""])),
             Answer::Files
         );
+    }
+
+    #[test]
+    fn value_names_say_which_live_names_complete() {
+        for (name, live) in [
+            ("CLUSTER", Some(Live::Clusters)),
+            ("TARGET", Some(Live::Targets)),
+            ("FILE", None),
+        ] {
+            assert_eq!(Live::from_value_name(name), live, "{name}");
+        }
     }
 
     #[test]

@@ -214,6 +214,14 @@ pub fn by_id(id: &str) -> Option<&'static Component> {
     COMPONENTS.iter().find(|c| c.id == id)
 }
 
+/// The components that run controllers of Cluster API, BYOH and Kamaji objects: all but
+/// cert-manager. `kubectl capi logs` reads their logs, each by its namespace and Deployment.
+pub fn controllers() -> impl Iterator<Item = &'static Component> {
+    COMPONENTS
+        .iter()
+        .filter(|c| c.role != ComponentRole::CertManager)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +237,22 @@ mod tests {
         let at = |id| COMPONENTS.iter().position(|c| c.id == id).unwrap();
         assert_eq!(at("cert-manager"), 0);
         assert!(at("kamaji") < at("control-plane-kamaji"));
+    }
+
+    #[test]
+    fn the_controllers_are_the_set_but_cert_manager() {
+        let ids: Vec<&str> = controllers().map(|c| c.id).collect();
+        assert_eq!(
+            ids,
+            [
+                "cluster-api",
+                "bootstrap-kubeadm",
+                "control-plane-kubeadm",
+                "infrastructure-byoh",
+                "kamaji",
+                "control-plane-kamaji"
+            ]
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! code prints as tables, JSON or YAML.
 
 pub mod hosts;
+pub mod logs;
 pub mod scale;
 pub mod selector;
 pub mod teardown;

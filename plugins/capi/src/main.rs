@@ -18,6 +18,7 @@ mod hosts;
 mod init;
 mod kubeconfig;
 mod list;
+mod logs;
 mod machines;
 mod pause;
 mod restart;
@@ -65,6 +66,8 @@ enum Verb {
     Hosts(hosts::Args),
     /// The Machines of a cluster (or all): role, phase, readiness, node and host; --watch streams changes
     Machines(machines::Args),
+    /// Events and controllers' log lines about a cluster, machine or host and what relates to it, in time order (-f follows)
+    Logs(logs::Args),
     /// Print a cluster's kubeconfig, write it to a file, or merge it into yours
     Kubeconfig(kubeconfig::Args),
     /// Print a shell completion script (bash, zsh, fish)
@@ -115,6 +118,7 @@ fn main() -> ExitCode {
             Verb::Doctor(a) => doctor::run(&a).await,
             Verb::Hosts(a) => hosts::run(&a).await,
             Verb::Machines(a) => machines::run(&a).await,
+            Verb::Logs(a) => logs::run(&a).await,
             Verb::Kubeconfig(a) => kubeconfig::run(&a).await,
             Verb::Completion(a) => completion::run(&program, &root, &a),
             Verb::Complete(a) => cli::complete::run(&root, &a).await,

@@ -3,7 +3,9 @@
 //! terminal; `--yes` otherwise). Refused while any Cluster or TenantControlPlane exists: their
 //! CRDs would take them, and the tenants' data, with them. Components init adopted (installed by
 //! clusterctl or by hand) are left, and said so, as is what lives outside the cluster: the hosts'
-//! agents and the DataStores' data. `kubectl kamaji uninstall --purge` removes the reconciler
+//! agents and the DataStores' data. When BYOH goes, its hosts go first with what BYOH issued for
+//! them outside its namespace (bootstrap token Secrets, agent CSRs), as the seed's teardown
+//! orders it, and the commands that stop each host's agent are printed. `kubectl kamaji uninstall --purge` removes the reconciler
 //! alone.
 
 use clap::Args as ClapArgs;
@@ -11,10 +13,18 @@ use cli::{Conn, DryRun, DryRunFlag, KubeFlags};
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::render;
+use kcore::build::byoh::DEFAULT_HOST_PATH;
 use kcore::init::set::COMPONENTS;
 use kcore::init::uninstall::{KINDS, UninstallStep, removals, selector};
+use kcore::json;
+use kcore::plan::hosts::removal::on_host;
 use kube::api::ApiResource;
 use kube::core::GroupVersionKind;
+
+use crate::common::host_removal::HostRemoval;
+
+/// BYOH's component: its hosts go before it does.
+const BYOH: &str = "infrastructure-byoh";
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(mut_arg("dry-run", |a| a.help("Only print (client) or validate on the server (server) what would be deleted")))]
@@ -68,6 +78,11 @@ pub async fn run(a: &Args) -> Result<(), Error> {
         found.push((i, live));
     }
     let plan = removals(&found, &terminating_namespaces);
+    let hosts = if plan.iter().any(|r| r.component == BYOH) {
+        host_removals(&conn, &apis).await?
+    } else {
+        Vec::new()
+    };
     if plan.is_empty() {
         if going.is_empty() {
             render::line("nothing kubectl capi init installed is on this cluster");
@@ -80,7 +95,7 @@ pub async fn run(a: &Args) -> Result<(), Error> {
         }
         return Ok(());
     }
-    preview(&plan, &apis);
+    preview(&plan, &apis, &hosts);
     if a.dry_run.mode == DryRun::Client {
         return Ok(());
     }
@@ -94,6 +109,19 @@ pub async fn run(a: &Args) -> Result<(), Error> {
         }
     }
     let dry = a.dry_run.mode == DryRun::Server;
+    let suffix = if dry { " (server dry run)" } else { "" };
+    // The seed's teardown order (BCM: stop the agents, delete the bootstrap kubeconfigs, then
+    // the provider): what BYOH issued outside its namespace and CRDs goes before BYOH does.
+    for r in &hosts {
+        r.delete(&conn, dry).await?;
+    }
+    if !hosts.is_empty() {
+        render::line(&format!(
+            "{} host(s): {} objects deleted{suffix}",
+            hosts.len(),
+            hosts.iter().map(|r| r.objects.len()).sum::<usize>()
+        ));
+    }
     for c in COMPONENTS.iter().rev() {
         let mine: Vec<&UninstallStep> = plan.iter().filter(|r| r.component == c.id).collect();
         if mine.is_empty() {
@@ -108,17 +136,59 @@ pub async fn run(a: &Args) -> Result<(), Error> {
                 deleted += 1;
             }
         }
-        let suffix = if dry { " (server dry run)" } else { "" };
         render::line(&format!(
             "{} {}: {deleted} objects deleted{suffix}",
             c.id, c.version
         ));
     }
+    if !dry {
+        for r in hosts
+            .iter()
+            .filter(|r| r.objects.iter().any(|o| o.0.kind == "ByoHost"))
+        {
+            render::line(&on_host(&r.host, DEFAULT_HOST_PATH));
+        }
+    }
     Ok(())
 }
 
+/// Every BYOH host's removal (`hosts remove` for each, without its refusal: no Cluster is left
+/// to use one), and the BootstrapKubeconfigs of hosts that never registered.
+async fn host_removals(conn: &Conn, apis: &ServerApis) -> Result<Vec<HostRemoval>, Error> {
+    let Some(host_ar) = apis.byo_host() else {
+        return Ok(Vec::new());
+    };
+    let bk_ar = apis.provider_kind(kcore::groups::INFRASTRUCTURE_GROUP, "BootstrapKubeconfig");
+    let hosts = kclient::api::list_json(conn, &host_ar, None, &Default::default()).await?;
+    let mut out = Vec::new();
+    for h in &hosts {
+        let (ns, name) = (json::namespace(h), json::name(h));
+        out.push(HostRemoval::read(conn, Some(&host_ar), bk_ar.as_ref(), ns, name).await?);
+    }
+    if let Some(bk_ar) = &bk_ar {
+        for bk in kclient::api::list_json(conn, bk_ar, None, &Default::default()).await? {
+            let (ns, name) = (json::namespace(&bk), json::name(&bk));
+            if !out.iter().any(|r| r.host == name) {
+                out.push(HostRemoval::read(conn, None, Some(bk_ar), ns, name).await?);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// What goes, per component, and what stays.
-fn preview(plan: &[UninstallStep], apis: &ServerApis) {
+fn preview(plan: &[UninstallStep], apis: &ServerApis, hosts: &[HostRemoval]) {
+    if !hosts.is_empty() {
+        render::line(&format!(
+            "hosts: {} host(s) first, with what BYOH issued for them: {}",
+            hosts.len(),
+            hosts
+                .iter()
+                .map(HostRemoval::shown)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
     for c in COMPONENTS.iter().rev() {
         let mine: Vec<&UninstallStep> = plan.iter().filter(|r| r.component == c.id).collect();
         if mine.is_empty() {
@@ -152,7 +222,7 @@ fn preview(plan: &[UninstallStep], apis: &ServerApis) {
         ));
     }
     render::line(
-        "Left behind: the BYOH agents on your hosts (stop them there: systemctl stop byoh-hostagent, or end the process) and the tenants' keys in each DataStore's etcd (kubectl kamaji datastores lists them before this runs).",
+        "Left behind: the BYOH agents on your hosts (stop each there before this runs: started again, one registers its host anew; the commands for each host are printed at the end) and the tenants' keys in each DataStore's etcd (kubectl kamaji datastores lists them before this runs).",
     );
 }
 

@@ -621,6 +621,8 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         &format!("cluster day0 is ready: control plane v1.30.2 at 127.0.0.1:{port}, 1/1 workers"),
     );
 
+    logs_explain_a_pending_machine_and_the_cluster(tb, &c, &ns, &agent).await;
+
     // The reconciler (from its image) on what the real Kamaji issued: the tenant's earliest
     // certificate expiry on its /metrics, the day `kubectl kamaji status` reads from the same
     // Secrets. Its scan runs at start and every 10 minutes: the pod is replaced to scan now.
@@ -832,6 +834,31 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         "cluster-api: left as it is (not installed by kubectl capi init)",
     );
     assert_contains(&out, "Left behind: the BYOH agents on your hosts");
+    // The host onboarded above (its agent stopped, its cluster deleted) goes first, with what
+    // BYOH issued for it outside its namespace: the token Secret and the agent's CSR.
+    let host = format!("{ns}-w1");
+    assert_contains(&out, "with what BYOH issued for them: ");
+    assert_contains(&out, &format!("byohost/{host} (namespace {ns})"));
+    let csr = format!("byoh-csr-{host}");
+    assert_contains(&out, &format!("certificatesigningrequest/{csr}"));
+    let csrs: Api<k8s_openapi::api::certificates::v1::CertificateSigningRequest> =
+        Api::all(c.clone());
+    assert!(csrs.get_opt(&csr).await.unwrap().is_some());
+    let bootstrap_kubeconfigs: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        c.clone(),
+        &ns,
+        &testbed::api_resource(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "BootstrapKubeconfig",
+            "bootstrapkubeconfigs",
+        ),
+    );
+    let bk = serde_json::to_value(bootstrap_kubeconfigs.get(&host).await.unwrap()).unwrap();
+    let token = kcore::plan::hosts::removal::token_secret(&bk).expect("BYOH's token Secret");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(c.clone(), "kube-system");
+    assert!(secrets.get_opt(&token).await.unwrap().is_some(), "{token}");
 
     // Without --datastore, init says kamaji create needs one.
     let o = run(&kc, &args);
@@ -902,6 +929,16 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
     let o = run(&kc, &["uninstall", "--yes"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_contains(&stdout(&o), "control-plane-kamaji");
+    assert_contains(&stdout(&o), " host(s): ");
+    assert_contains(
+        &stdout(&o),
+        &format!("On {host}: stop the agent before anything else"),
+    );
+    assert!(csrs.get_opt(&csr).await.unwrap().is_none(), "{csr} is gone");
+    assert!(
+        secrets.get_opt(&token).await.unwrap().is_none(),
+        "{token} is gone"
+    );
     for crd in [
         "byohosts.infrastructure.cluster.x-k8s.io",
         "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
@@ -921,4 +958,229 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
             || again.starts_with("nothing left to delete; "),
         "{again}"
     );
+}
+
+/// The entries of `kubectl capi logs ... -o json` (one object per line).
+fn log_entries(out: &str) -> Vec<serde_json::Value> {
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// `kubectl capi logs` on what init installed (every controller from its image, its `pods/log`
+/// answered by the image pods' kubelet): a worker with no host left stays Pending, and `logs` on
+/// its Machine shows the BYOH manager's lines about it and the Events of its ByoMachine; on the
+/// cluster, lines of several controllers in time order; with `-f`, the lines of a reconcile
+/// that happens after it started; a controller that has no pods, one line on stderr and the
+/// rest printed.
+async fn logs_explain_a_pending_machine_and_the_cluster(
+    tb: &testbed::Testbed,
+    c: &kube::Client,
+    ns: &str,
+    agent: &testbed::agent::HostAgent,
+) {
+    let kc = &tb.kubeconfig;
+    let o = run(
+        kc,
+        &["scale", "day0", "--workers", "2", "--force", "-n", ns],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let machines: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        c.clone(),
+        ns,
+        &testbed::api_resource("cluster.x-k8s.io", "v1beta2", "Machine", "machines"),
+    );
+    let pending = testbed::fixtures::poll::wait_for(
+        "a second worker Machine",
+        Duration::from_secs(60),
+        || agent.log_tail(),
+        || async {
+            let list = machines.list(&Default::default()).await.ok()?;
+            list.items
+                .into_iter()
+                .find(|m| m.data["status"]["phase"] != "Running")
+                .and_then(|m| m.metadata.name)
+        },
+    )
+    .await;
+
+    // The Pending machine: BYOH tried to reserve it a host and found none.
+    let target = format!("machine/{pending}");
+    let entries = testbed::fixtures::poll::wait_for(
+        "logs of the Pending machine to show BYOH's reservation and its Event",
+        Duration::from_secs(120),
+        || image_pod_logs(tb),
+        || async {
+            let o = run(kc, &["logs", &target, "-n", ns, "-o", "json"]);
+            assert!(o.status.success(), "{}", text(&o));
+            assert!(!stderr(&o).contains("left out"), "{}", text(&o));
+            let entries = log_entries(&stdout(&o));
+            let reserving = entries.iter().any(|e| {
+                e["source"] == "infrastructure-byoh"
+                    && e["kind"] == "Log"
+                    && e["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("Attempting host reservation"))
+            });
+            let event = entries.iter().any(|e| {
+                e["kind"] == "Event"
+                    && e["reason"] == "ByoHostSelectionFailed"
+                    && e["type"] == "Warning"
+            });
+            (reserving && event).then_some(entries)
+        },
+    )
+    .await;
+    let bm = machines.get(&pending).await.unwrap().data["spec"]["infrastructureRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        entries.iter().filter(|e| e["kind"] == "Log").all(|e| {
+            let m = e["message"].as_str().unwrap();
+            m.contains(pending.as_str()) || m.contains(bm.as_str())
+        }),
+        "every line names the machine or its ByoMachine {bm}: {entries:?}"
+    );
+    // The same as lines, the machine named bare.
+    let o = run(kc, &["logs", &pending, "-n", ns, "--since", "30m"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("TIME "), "{out}");
+    assert_contains(&out, "infrastructure-byoh");
+    assert_contains(&out, "Attempting host reservation");
+    assert_contains(&out, "Warning ByoHostSelectionFailed ByoMachine/");
+
+    // The cluster: lines of several controllers, in time order, and Events.
+    let o = run(kc, &["logs", "day0", "-n", ns, "-o", "json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!stderr(&o).contains("left out"), "{}", text(&o));
+    let entries = log_entries(&stdout(&o));
+    let sources: std::collections::BTreeSet<&str> = entries
+        .iter()
+        .filter(|e| e["kind"] == "Log")
+        .map(|e| e["source"].as_str().unwrap())
+        .collect();
+    for s in [
+        "cluster-api",
+        "bootstrap-kubeadm",
+        "infrastructure-byoh",
+        "kamaji",
+    ] {
+        assert!(sources.contains(s), "{s} in {sources:?}");
+    }
+    assert!(entries.iter().any(|e| e["kind"] == "Event"), "{entries:?}");
+    let times: Vec<&str> = entries
+        .iter()
+        .map(|e| e["time"].as_str().unwrap())
+        .collect();
+    assert!(times.is_sorted(), "in time order: {times:?}");
+
+    // -f: a reconcile of the pending ByoMachine after it started (an annotation wakes BYOH's
+    // controller) arrives as it is logged.
+    let mut follow = Background::spawn(command(
+        CAPI,
+        kc,
+        &["logs", &target, "-n", ns, "-o", "json", "-f"],
+    ));
+    testbed::fixtures::poll::eventually_or(
+        "logs -f to print what happened before it started",
+        Duration::from_secs(60),
+        follow.output_fn(),
+        || {
+            let out = follow.stdout();
+            async move { !out.is_empty() }
+        },
+    )
+    .await;
+    let poked = format!("{:.9}", jiff::Timestamp::now());
+    let byomachines: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        c.clone(),
+        ns,
+        &testbed::api_resource(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "ByoMachine",
+            "byomachines",
+        ),
+    );
+    byomachines
+        .patch(
+            &bm,
+            &Default::default(),
+            &kube::api::Patch::Merge(
+                serde_json::json!({"metadata": {"annotations": {"test/poke": &poked}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    testbed::fixtures::poll::eventually_or(
+        "logs -f to print BYOH's reconcile after the poke",
+        Duration::from_secs(60),
+        follow.output_fn(),
+        || {
+            let out = follow.stdout();
+            let poked = poked.clone();
+            async move {
+                // The last line may be half written.
+                let complete = out.lines().filter_map(|l| serde_json::from_str(l).ok());
+                complete
+                    .collect::<Vec<serde_json::Value>>()
+                    .iter()
+                    .any(|e| {
+                        e["source"] == "infrastructure-byoh"
+                            && e["time"].as_str().is_some_and(|t| t > poked.as_str())
+                    })
+            }
+        },
+    )
+    .await;
+    assert!(follow.running(), "{}", follow.output());
+    drop(follow);
+
+    // A controller with no pods: one line on stderr, the others' lines printed.
+    let kcp_ns = "capi-kubeadm-control-plane-system";
+    let kcp_name = "capi-kubeadm-control-plane-controller-manager";
+    let deployments: Api<Deployment> = Api::namespaced(c.clone(), kcp_ns);
+    let replicas = |n: i32| kube::api::Patch::Merge(serde_json::json!({"spec": {"replicas": n}}));
+    deployments
+        .patch(kcp_name, &Default::default(), &replicas(0))
+        .await
+        .unwrap();
+    let kcp_pods: Api<Pod> = Api::namespaced(c.clone(), kcp_ns);
+    testbed::fixtures::poll::eventually(
+        "the KubeadmControlPlane controller's pods to be gone",
+        Duration::from_secs(60),
+        || async {
+            kcp_pods
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+        },
+    )
+    .await;
+    let o = run(kc, &["logs", "day0", "-n", ns]);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_contains(
+        &err,
+        &format!("Warning: control-plane-kubeadm ({kcp_ns}/{kcp_name}): no pods ("),
+    );
+    assert_contains(&stdout(&o), "infrastructure-byoh");
+    deployments
+        .patch(kcp_name, &Default::default(), &replicas(1))
+        .await
+        .unwrap();
+    testbed::fixtures::poll::eventually(
+        "the KubeadmControlPlane controller back",
+        Duration::from_secs(120),
+        || async {
+            let d = deployments.get(kcp_name).await.unwrap();
+            d.status.and_then(|s| s.available_replicas).unwrap_or(0) >= 1
+        },
+    )
+    .await;
 }

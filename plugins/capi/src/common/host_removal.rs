@@ -9,12 +9,12 @@ use kcore::plan::hosts::removal;
 use kube::discovery::ApiResource;
 
 /// What goes for one host: each object that exists, by its resource, namespace and name.
-pub struct Removal {
+pub struct HostRemoval {
     pub host: String,
     pub objects: Vec<(ApiResource, Option<String>, String)>,
 }
 
-impl Removal {
+impl HostRemoval {
     /// Reads what exists for host `name` in namespace `ns`: the ByoHost (when `host_ar` is given:
     /// the caller found it), the BootstrapKubeconfig and the token Secret it names (when BYOH
     /// serves BootstrapKubeconfigs, `bk_ar`), and the agent's CSR.
@@ -24,7 +24,7 @@ impl Removal {
         bk_ar: Option<&ApiResource>,
         ns: &str,
         name: &str,
-    ) -> Result<Removal, Error> {
+    ) -> Result<HostRemoval, Error> {
         let mut objects = Vec::new();
         if let Some(ar) = host_ar {
             objects.push((ar.clone(), Some(ns.to_string()), name.to_string()));
@@ -51,7 +51,7 @@ impl Removal {
         {
             objects.push((csr_ar, None, csr));
         }
-        Ok(Removal {
+        Ok(HostRemoval {
             host: name.to_string(),
             objects,
         })

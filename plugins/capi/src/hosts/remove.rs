@@ -17,7 +17,7 @@ use kcore::plan::hosts::removal;
 use kube::discovery::ApiResource;
 
 use crate::common::host_pool::find_host;
-use crate::common::host_removal::Removal;
+use crate::common::host_removal::HostRemoval;
 
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
@@ -134,7 +134,7 @@ async fn removal_of(
     host_ar: &ApiResource,
     bk_ar: Option<&ApiResource>,
     name: &str,
-) -> Result<Removal, Error> {
+) -> Result<HostRemoval, Error> {
     let prefer = conn.namespace_explicit.then(|| conn.namespace.clone());
     let host = match find_host(conn, host_ar, name, prefer.as_deref()).await {
         Ok(h) => Some(h),
@@ -152,7 +152,7 @@ async fn removal_of(
         .as_ref()
         .map(|h| json::namespace(h).to_string())
         .unwrap_or_else(|| conn.namespace.clone());
-    let r = Removal::read(conn, host.is_some().then_some(host_ar), bk_ar, &ns, name).await?;
+    let r = HostRemoval::read(conn, host.is_some().then_some(host_ar), bk_ar, &ns, name).await?;
     if r.objects.is_empty() {
         return Err(Error::NotFound {
             kind: "ByoHost".into(),
