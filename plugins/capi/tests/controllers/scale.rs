@@ -98,6 +98,48 @@ async fn scale_workers_and_control_plane_with_a_host_preflight() {
             .any(|l| l.starts_with(&old_host) && l.contains("v1.32.9")),
         "{table}"
     );
+    // BCM's control-plane address "within the internal network of the nodes", read from what
+    // the real agents reported (eth0 on 192.0.2.0/24): outside it, generate refuses naming the
+    // networks; inside, it renders.
+    let generate = |address: &str| {
+        let home = tempfile::tempdir().unwrap();
+        let template = format!(
+            "{}/tests/data/byoh-cluster-template.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        Command::new(BIN)
+            .args(["generate", "cluster", "c9", "--from", &template])
+            .args(["--kubernetes-version", "v1.33.5", "--target-namespace", ns])
+            .arg("--kubeconfig")
+            .arg(&s.tb.kubeconfig)
+            .env_clear()
+            .env("HOME", home.path())
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs([
+                ("CONTROL_PLANE_ENDPOINT_IP", address),
+                ("SERVICE_DOMAIN", "cluster.local"),
+                ("CONTROL_PLANE_HOST_ROLE", "control-plane"),
+                ("WORKER_HOST_ROLE", "worker"),
+            ])
+            .output()
+            .unwrap()
+    };
+    let o = generate("203.0.113.9");
+    exits(&o, 1);
+    let refused = first_line(&o);
+    assert!(
+        refused.contains("CONTROL_PLANE_ENDPOINT_IP 203.0.113.9 is in no network of the")
+            && refused.contains("192.0.2.0/24"),
+        "{refused}"
+    );
+    let inside = generate("192.0.2.250");
+    exits(&inside, 0);
+    assert!(
+        out(&inside).contains("kind: ByoCluster"),
+        "{}",
+        out(&inside)
+    );
+
     // Gone for good (its agent stopped first), so BYOH cannot hand it to a later step.
     drop(agent);
     s.ok(&["hosts", "remove", &old_host, "--yes"]);
