@@ -275,20 +275,9 @@ pub struct Problem {
     pub fix: String,
 }
 
-/// One certificate of a tenant, read from Kamaji's Secrets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TenantCertificate {
-    pub namespace: String,
-    /// The TenantControlPlane (Kamaji's `kamaji.clastix.io/name` label on the Secret).
-    pub tenant: String,
-    pub secret: String,
-    /// The Secret's key (`apiserver.crt`, `admin.conf`, ...).
-    pub key: String,
-    /// RFC 3339.
-    pub not_after: String,
-    /// Unix seconds.
-    pub not_after_unix: i64,
-}
+/// One certificate of a tenant (defined with the rest of what is known of Kamaji's
+/// certificates).
+pub use crate::kamaji::certificates::TenantCertificate;
 
 /// One tenant's certificates at a glance: the one that expires first, and how many have expired
 /// or expire within the threshold.

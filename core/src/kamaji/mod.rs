@@ -21,6 +21,7 @@
 //! [`crate::install`]. No two submodules import each other (`tests/tests/layers.rs`).
 
 pub mod api;
+pub mod certificates;
 pub mod crd;
 pub mod create;
 pub mod endpoint;

@@ -1,19 +1,134 @@
+//! `kubectl kamaji certificates [NAME | -A]`: every certificate of each tenant, its issuer,
+//! expiry and what renews it, soonest expiry first (`kcore::kamaji::certificates`).
+//!
 //! `kubectl kamaji certificates rotate NAME --all|--certificates ...`: Kamaji re-issues the
 //! certificates whose Secrets are deleted (see `common::secrets::rotate_secrets`). The command,
 //! flags and names are clastix's `kamaji` plugin's (`cmd/certificates/rotate.go`,
 //! github.com/clastix/kamaji-kubectl-plugin v1.0.0).
 
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
-use cli::KubeFlags;
+use cli::{KubeFlags, OutputFlags};
+use kclient::discovery::ServerApis;
 use kclient::error::Error;
+use kclient::render::{Cell, Human, Printer, Render, Table, Tone};
+use kcore::kamaji::certificates::{self as certs, CertificateRow};
+use serde::Serialize;
 
 use crate::common::clastix::CobraBool;
-use crate::common::secrets::{rotate_named, rotation};
+use crate::common::control_plane;
+use crate::common::secrets::{self, rotate_named, rotation};
 
 #[derive(ClapArgs, Clone, Debug)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "Without a command: every certificate of the control plane NAME (a KamajiControlPlane or TenantControlPlane), of every one in the namespace without NAME, or in every namespace with -A: its Secret and key, subject, issuer, expiry, days left and what renews it (Kamaji re-issues the labelled ones a day before they expire; the CAs only when asked), soonest expiry first.
+
+Examples:
+  kubectl kamaji certificates prod
+  kubectl kamaji certificates -A -o json
+  kubectl kamaji certificates rotate prod --all=true"
+)]
 pub struct Args {
     #[command(subcommand)]
-    pub verb: CertificatesCommand,
+    pub verb: Option<CertificatesCommand>,
+    /// The control plane whose certificates to list (all of the namespace without it)
+    #[arg(value_name = "CONTROL_PLANE")]
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub kube: KubeFlags,
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// `kubectl kamaji certificates`'s rows (`-o json`: `{"items": [CertificateRow...]}`).
+#[derive(Serialize, Clone, Debug)]
+pub struct Certificates {
+    pub items: Vec<CertificateRow>,
+}
+
+impl Render for Certificates {
+    fn human(&self) -> Human {
+        let mut t = Table::new([
+            "namespace",
+            "control plane",
+            "secret",
+            "key",
+            "expires",
+            "days",
+            "renewed by",
+        ])
+        .wide(["subject", "issuer"]);
+        for c in &self.items {
+            let tone = match c.days_left {
+                d if d < 0 => Tone::Bad,
+                d if d < 30 => Tone::Warn,
+                _ => Tone::Good,
+            };
+            let cert = &c.certificate;
+            t.row([
+                Cell::from(cert.namespace.as_str()),
+                Cell::from(cert.tenant.as_str()),
+                Cell::from(cert.secret.as_str()),
+                Cell::from(cert.key.as_str()),
+                Cell::from(cert.not_after.as_str()),
+                Cell::new(c.days_left.to_string(), tone),
+                Cell::from(c.renewed_by.as_str()),
+                Cell::from(c.subject.as_str()),
+                Cell::from(c.issuer.as_str()),
+            ]);
+        }
+        Human::Table(t)
+    }
+}
+
+/// Lists the certificates of one control plane, of the namespace's, or of every namespace's.
+async fn list(args: &Args) -> Result<(), Error> {
+    let conn = args.kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    // (namespace, TenantControlPlane name) of each control plane to read.
+    let tenants: Vec<(String, String)> = match &args.name {
+        Some(name) => {
+            let t = control_plane::resolve(&conn, &apis, name).await?;
+            vec![(t.namespace.clone(), t.tcp_name())]
+        }
+        None => {
+            let ar = control_plane::tcp_resource(&apis)?;
+            let ns = (!conn.all_namespaces).then_some(conn.namespace.as_str());
+            kclient::api::list_values(&conn, &ar, ns, None)
+                .await?
+                .iter()
+                .map(|t| {
+                    (
+                        kcore::json::namespace(t).to_string(),
+                        kcore::json::name(t).to_string(),
+                    )
+                })
+                .collect()
+        }
+    };
+    let now = jiff::Timestamp::now().as_second();
+    let mut items = Vec::new();
+    for (ns, tenant) in &tenants {
+        for suffix in certs::SECRET_SUFFIXES {
+            let name = format!("{tenant}-{suffix}");
+            if let Some((secret, data)) = secrets::secret_data(&conn, ns, &name).await? {
+                let labels = secret.metadata.labels.unwrap_or_default();
+                items.extend(certs::of_secret(ns, tenant, &name, &labels, &data, now));
+            }
+        }
+    }
+    certs::sort(&mut items);
+    if items.is_empty()
+        && matches!(
+            args.output.output,
+            cli::OutputFormat::Table | cli::OutputFormat::Wide
+        )
+    {
+        let ns = (!conn.all_namespaces).then_some(conn.namespace.as_str());
+        kclient::render::none_found("tenant certificates", ns);
+        return Ok(());
+    }
+    Printer::new(&args.output).print(&Certificates { items })
 }
 
 #[derive(Subcommand, Clone, Debug)]
@@ -114,7 +229,9 @@ impl CertificatesRotateArgs {
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
-    let CertificatesCommand::Rotate(a) = &args.verb;
+    let Some(CertificatesCommand::Rotate(a)) = &args.verb else {
+        return list(args).await;
+    };
     let (certs, strict) = a.certs()?;
     let suffixes: Vec<&str> = certs.iter().map(|c| c.suffix()).collect();
     rotate_named(&a.kube, &a.name, &suffixes, strict).await

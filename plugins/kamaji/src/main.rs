@@ -54,7 +54,7 @@ enum Verb {
     Delete(delete::Args),
     /// Get (print, write or merge) and rotate a tenant's kubeconfigs
     Kubeconfig(kubeconfig::Args),
-    /// Rotate a tenant's certificates
+    /// A tenant's certificates: each one's expiry and what renews it, or rotate them
     Certificates(certificates::Args),
     /// Print a worker join command with a fresh bootstrap token
     Token(token::Args),

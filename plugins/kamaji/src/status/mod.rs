@@ -8,6 +8,7 @@ use kclient::error::{Error, Op};
 use kclient::render::Printer;
 use kcore::build::pki;
 use kcore::fields::{self, Condition, object_json};
+use kcore::kamaji::certificates::SECRET_SUFFIXES as CERT_SECRETS;
 use kcore::labels::CLUSTER_NAME_LABEL;
 use kcore::ops::summary::{UpgradeSummary, summarize};
 use kube::api::{Api, ListParams};
@@ -108,18 +109,6 @@ fn s(v: Option<&Value>) -> Option<String> {
         .filter(|x| !x.is_empty())
         .map(str::to_string)
 }
-
-const CERT_SECRETS: [&str; 9] = [
-    "ca",
-    "api-server-certificate",
-    "api-server-kubelet-client-certificate",
-    "front-proxy-ca-certificate",
-    "front-proxy-client-certificate",
-    "konnectivity-certificate",
-    "datastore-certificate",
-    "admin-kubeconfig",
-    "sa-certificate",
-];
 
 /// The owning Cluster's infrastructure ("KIND name") and the Cluster itself, when it exists.
 async fn owning_cluster(

@@ -73,6 +73,7 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     if infra == "none" {
         let port = port.to_string();
         merge_on_rerun(tb, &ns, name, &port, &extra);
+        certificates_listed(tb, &client, &ns, name).await;
     }
     let (host, port_str) = endpoint.rsplit_once(':').unwrap();
     if infra == "openstack" {
@@ -148,6 +149,56 @@ async fn lifecycle(infra: &str, extra: &[&str]) {
     assert!(get(&client, &ns, &tcp_ar, name).await.is_none());
     assert!(get(&client, &ns, &cluster_ar(), name).await.is_none());
     drop(rec);
+}
+
+/// `certificates NAME` on the live tenant: each certificate Kamaji issued, read back from its
+/// Secrets here, soonest expiry first, with what renews it (Kamaji's lifecycle label, or a
+/// rotation to ask for the CA); `-A` finds it too.
+async fn certificates_listed(tb: &Testbed, client: &Client, ns: &str, name: &str) {
+    let listed: Value =
+        serde_json::from_str(&ok(&kamaji(tb, ns, &["certificates", name, "-o", "json"]))).unwrap();
+    let items = listed["items"].as_array().unwrap();
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), ns);
+    for (suffix, key, renewed) in [
+        ("ca", "ca.crt", "no one: kubectl kamaji certificates rotate"),
+        (
+            "api-server-certificate",
+            "apiserver.crt",
+            "Kamaji, a day before it expires",
+        ),
+        (
+            "admin-kubeconfig",
+            "admin.conf",
+            "Kamaji, a day before it expires",
+        ),
+    ] {
+        let secret = format!("{name}-{suffix}");
+        assert!(
+            secrets.get_opt(&secret).await.unwrap().is_some(),
+            "{secret}"
+        );
+        let row = items
+            .iter()
+            .find(|c| c["secret"] == secret.as_str() && c["key"] == key)
+            .unwrap_or_else(|| panic!("no {secret} {key} in {listed:#}"));
+        assert!(
+            row["renewedBy"].as_str().unwrap().starts_with(renewed),
+            "{row}"
+        );
+        assert!(row["daysLeft"].as_i64().unwrap() > 300, "{row}");
+    }
+    let expiries: Vec<&str> = items
+        .iter()
+        .map(|c| c["notAfter"].as_str().unwrap())
+        .collect();
+    assert!(expiries.windows(2).all(|w| w[0] <= w[1]), "{expiries:?}");
+    let all = ok(&kamaji(tb, ns, &["certificates", "-A"]));
+    assert!(
+        all.lines()
+            .any(|l| l.starts_with(ns) && l.contains(&format!("{name}-api-server-certificate"))),
+        "{all}"
+    );
 }
 
 /// `create --merge-kubeconfig=FILE` without `--wait`, re-run on the ready tenant with the flags
