@@ -10,6 +10,8 @@
 #                                 runc, the CNI plugins, iptables, busybox-static (apt-get, as root)
 #   testbed/build-bins.sh capi    the Cluster API core, kubeadm bootstrap and KubeadmControlPlane managers,
 #                                 and clusterctl
+#   testbed/build-bins.sh capi-v1beta1  the Cluster API v1.10 core manager and its webhook configuration
+#                                 (the v1beta1 profile's real controllers)
 #   testbed/build-bins.sh kamaji  the Kamaji operator (github.com/clastix/kamaji)
 #   testbed/build-bins.sh k8s-prev  an older kube-apiserver, -controller-manager, -scheduler for tenants
 #   testbed/build-bins.sh k8s-kamaji  the same at v1.30.2, the newest Kamaji v1.0.0 admits (day-0 tenants)
@@ -180,6 +182,31 @@ build_capi() {
   for b in "${missing[@]}"; do
     (cd "$here/capi" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/$b" "${pkgs[$b]}")
   done
+  publish "$out"
+}
+
+# The Cluster API v1.10 core manager (testbed/capi-v1beta1 pins it), for the v1beta1 profile with
+# real controllers: a CAPI 1.10 management cluster, with the CRDs of CAPI_V1BETA1_VERSION (which
+# must be the same release) and that release's webhook configuration, copied next to it.
+build_capi_v1beta1() {
+  # shellcheck disable=SC1091
+  . "$here/versions.env"
+  local v
+  v=$(awk '$1=="require" && $2=="sigs.k8s.io/cluster-api"{print $3; exit} $1=="sigs.k8s.io/cluster-api"{print $2; exit}' "$here/capi-v1beta1/go.mod")
+  if [ "$v" != "$CAPI_V1BETA1_VERSION" ]; then
+    echo "testbed/capi-v1beta1/go.mod requires cluster-api $v, versions.env's CAPI_V1BETA1_VERSION is $CAPI_V1BETA1_VERSION: change both together" >&2
+    exit 1
+  fi
+  local out="$cache_root/capi-$v"
+  if [ -x "$out/capi-manager" ] && [ -f "$out/capi-webhooks.yaml" ]; then echo "$out"; return; fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  echo "building the Cluster API $v core manager (first time only; about 4 minutes)" >&2
+  local ldf="-s -w -X 'sigs.k8s.io/cluster-api/version.gitVersion=$v' -X 'sigs.k8s.io/cluster-api/version.gitMajor=1' -X 'sigs.k8s.io/cluster-api/version.gitTreeState=clean'"
+  (cd "$here/capi-v1beta1" && go build -trimpath -ldflags "$ldf" -o "$out.tmp/capi-manager" sigs.k8s.io/cluster-api)
+  local src
+  src=$(cd "$here/capi-v1beta1" && mod_dir "sigs.k8s.io/cluster-api@$v")
+  need_dirs "$src"
+  cp "$src/config/webhook/manifests.yaml" "$out.tmp/capi-webhooks.yaml"
   publish "$out"
 }
 
@@ -457,6 +484,7 @@ build_crane() {
 case "${1:-all}" in
   k8s) build_k8s ;;
   capi) build_capi ;;
+  capi-v1beta1) build_capi_v1beta1 ;;
   cert-manager) build_cert_manager ;;
   helm) build_helm ;;
   kube-rbac-proxy) build_kube_rbac_proxy ;;
@@ -473,10 +501,10 @@ case "${1:-all}" in
   pause) build_pause ;;
   coredns) build_coredns ;;
   node-packages) node_packages ;;
-  all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)"
+  all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)"; echo "capi-v1beta1=$(build_capi_v1beta1)"
        echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"; echo "k8s-kamaji=$(build_k8s_prev k8s-kamaji)"
        echo "cert-manager=$(build_cert_manager)"; echo "kube-rbac-proxy=$(build_kube_rbac_proxy)"; echo "helm=$(build_helm)"
        echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "init-sources=$(build_init_sources)"; echo "krew=$(build_krew)"; echo "crane=$(build_crane)"
        echo "pause=$(build_pause)"; echo "coredns=$(build_coredns)"; echo "node-packages=$(node_packages)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|pause|coredns|node-packages|all" >&2; exit 2 ;;
+  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|capi-v1beta1|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|pause|coredns|node-packages|all" >&2; exit 2 ;;
 esac

@@ -13,7 +13,8 @@ pub struct Assets {
     /// `full/`, `v1beta1/` and `extra/` CRD folders, plus the CAPI webhook manifests.
     pub crds: PathBuf,
     /// capi-manager, kubeadm-bootstrap-manager, kubeadm-control-plane-manager and clusterctl,
-    /// when they were asked for.
+    /// when they were asked for; with the v1beta1 profile, CAPI v1.10's capi-manager and its
+    /// `capi-webhooks.yaml`.
     pub capi: Option<PathBuf>,
     /// The Kamaji operator, and the older Kubernetes release for tenants, when asked for.
     pub kamaji: Option<PathBuf>,
@@ -82,6 +83,13 @@ impl Assets {
                 self.tenant_releases.push((v, dir));
             }
         }
+        Ok(())
+    }
+
+    /// The CAPI v1.10 core manager and its release's webhook configuration (`build-bins.sh
+    /// capi-v1beta1`) as [`Assets::capi`]: the v1beta1 profile's real CAPI.
+    pub(crate) fn for_capi_v1beta1(&mut self) -> Result<(), Error> {
+        self.capi = Some(build("capi-v1beta1")?);
         Ok(())
     }
 

@@ -8,6 +8,10 @@
 //! provider components wire it (`spec.conversion.strategy: Webhook`, path `/convert`), so that a
 //! v1beta1 client (BYOH v0.5.0, clusterctl 1.10, CAPI 1.10 era tooling) reads v1beta2-stored
 //! objects in real v1beta1 shapes.
+//!
+//! With the v1beta1 profile, [`start_v1beta1`] runs CAPI v1.10's core manager instead, against
+//! CAPI v1.10's own CRDs and webhook configuration: a CAPI 1.10 management cluster, whose
+//! controllers read and write the v1beta1 contract themselves.
 
 use std::time::Duration;
 
@@ -26,27 +30,48 @@ pub async fn start(tb: &Testbed, client: &Client) -> Result<(), Error> {
         client,
         "capi-manager",
         &dir.join("capi-manager"),
-        "capi-webhooks.yaml",
+        &tb.assets.crds.join("capi-webhooks.yaml"),
         &["--feature-gates=ClusterTopology=true".into()],
     )
     .await?;
-    let core_groups = [
-        "cluster.x-k8s.io",
-        "addons.cluster.x-k8s.io",
-        "ipam.cluster.x-k8s.io",
-        "runtime.cluster.x-k8s.io",
-    ];
-    convert_through(client, &core_groups, port, &ca).await?;
+    convert_through(client, &CORE_GROUPS, port, &ca).await?;
     let (port, ca) = start_one(
         tb,
         client,
         "kubeadm-bootstrap-manager",
         &dir.join("kubeadm-bootstrap-manager"),
-        "kubeadm-bootstrap-webhooks.yaml",
+        &tb.assets.crds.join("kubeadm-bootstrap-webhooks.yaml"),
         &[],
     )
     .await?;
     convert_through(client, &["bootstrap.cluster.x-k8s.io"], port, &ca).await
+}
+
+/// The API groups of the CAPI core provider's CRDs.
+const CORE_GROUPS: [&str; 4] = [
+    "cluster.x-k8s.io",
+    "addons.cluster.x-k8s.io",
+    "ipam.cluster.x-k8s.io",
+    "runtime.cluster.x-k8s.io",
+];
+
+/// Starts CAPI v1.10's core manager (`build-bins.sh capi-v1beta1`: the binary and its
+/// release's webhook configuration in one folder) on the v1beta1 profile's CRDs, which serve
+/// v1beta1 only but for IPAM's (v1alpha1 too: converted through it, as clusterctl wires it).
+/// No kubeadm bootstrap manager: the flows run on it (Kamaji control planes without workers)
+/// have no KubeadmConfig.
+pub async fn start_v1beta1(tb: &Testbed, client: &Client) -> Result<(), Error> {
+    let dir = crate::assets::built(&tb.assets.capi, "CAPI v1.10 binaries were not built")?;
+    let (port, ca) = start_one(
+        tb,
+        client,
+        "capi-manager",
+        &dir.join("capi-manager"),
+        &dir.join("capi-webhooks.yaml"),
+        &[],
+    )
+    .await?;
+    convert_through(client, &CORE_GROUPS, port, &ca).await
 }
 
 /// Points the conversion of every multi-version CRD of `groups` at a manager's webhook server.
@@ -83,7 +108,7 @@ async fn start_one(
     client: &Client,
     name: &str,
     bin: &std::path::Path,
-    webhooks: &str,
+    webhooks: &std::path::Path,
     extra: &[String],
 ) -> Result<(u16, String), Error> {
     let cert_dir = tb.dir.join(format!("{name}-certs"));
@@ -92,7 +117,7 @@ async fn start_one(
     let (webhook, health, diag) = (free_port()?, free_port()?, free_port()?);
 
     // Register the webhooks first: the manager's own start-up writes objects that they default.
-    register_webhooks(tb, client, name, webhooks, webhook, &ca).await?;
+    register_webhooks_from(client, name, webhooks, webhook, &ca).await?;
 
     let log = tb.dir.join(format!("{name}.log"));
     let mut args = vec![

@@ -93,7 +93,8 @@ pub struct Options {
     pub profile: Profile,
     /// Run kube-controller-manager (garbage collector and namespace controllers).
     pub controller_manager: bool,
-    /// Run the real Cluster API core manager, with its webhooks registered by URL.
+    /// Run the real Cluster API core manager, with its webhooks registered by URL: v1.14's
+    /// (and its kubeadm bootstrap manager) with the full profile, v1.10's with the v1beta1 one.
     pub capi_manager: bool,
     /// Run the real Kamaji operator, its datastore etcd, and the SIMULATED kubelet that runs
     /// tenant control-plane pods with real Kubernetes binaries.
@@ -676,6 +677,19 @@ shared_testbed!(
         capi_manager: true,
         kamaji: true,
         byoh: true,
+        ..Options::default()
+    }
+);
+
+shared_testbed!(
+    /// A CAPI 1.10 management cluster run by its own controllers: the v1beta1 profile (CAPI
+    /// v1.10's CRDs) with CAPI v1.10's core manager and its webhooks, and the Kamaji operator
+    /// (tenant control planes run for real under the SIMULATED kubelet); needs root.
+    shared_v1beta1_real,
+    Options {
+        profile: Profile::V1Beta1,
+        capi_manager: true,
+        kamaji: true,
         ..Options::default()
     }
 );

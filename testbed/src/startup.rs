@@ -176,7 +176,12 @@ impl Testbed {
         // Before any process starts: the processes of this testbed and the ones already running
         // on this machine must fit under the inotify limits together.
         let _budget = inotify::reserve(&opts)?;
-        let mut assets = Assets::ensure_for(opts.capi_manager, opts.kamaji, opts.byoh)?;
+        let capi_v1beta1 = opts.capi_manager && opts.profile == Profile::V1Beta1;
+        let mut assets =
+            Assets::ensure_for(opts.capi_manager && !capi_v1beta1, opts.kamaji, opts.byoh)?;
+        if capi_v1beta1 {
+            assets.for_capi_v1beta1()?;
+        }
         if opts.tenants {
             assets.for_day0()?;
         }
@@ -487,12 +492,16 @@ impl Testbed {
     /// Starts the real controllers `opts` asks for: the CAPI managers, then Kamaji, then BYOH.
     async fn start_controllers(&self, opts: &Options, client: &Client) -> Result<(), Error> {
         if opts.capi_manager {
-            if opts.profile != Profile::Full {
-                return Err(Error::Start(
-                    "the CAPI v1.14 manager needs the full profile".into(),
-                ));
+            match opts.profile {
+                Profile::Full => capi::start(self, client).await?,
+                // CAPI v1.10's own manager on CAPI v1.10's CRDs.
+                Profile::V1Beta1 => capi::start_v1beta1(self, client).await?,
+                Profile::Bare => {
+                    return Err(Error::Start(
+                        "the CAPI manager needs CAPI's CRDs: the full or v1beta1 profile".into(),
+                    ));
+                }
             }
-            capi::start(self, client).await?;
         }
         if opts.kamaji {
             kamaji::start(self, client).await?;

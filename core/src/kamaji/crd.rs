@@ -48,6 +48,48 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 mod tests {
     use super::*;
 
+    /// Every property path under `schema` (`a.b[].c`), `prefix` first.
+    fn paths(schema: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+        if let Some(props) = schema["properties"].as_object() {
+            for (k, v) in props {
+                let p = format!("{prefix}.{k}");
+                out.push(p.clone());
+                paths(v, &p, out);
+            }
+        }
+        if schema["items"].is_object() {
+            paths(&schema["items"], &format!("{prefix}[]"), out);
+        }
+    }
+
+    /// The v1alpha1 view has no conversion webhook: what is written through it is stored as
+    /// v1alpha2 and pruned by v1alpha2's schema. So every field of the v1alpha1 spec and status
+    /// (the v1beta1 contract's `initialized`, its counters, its conditions' `severity`) must
+    /// have a place in v1alpha2's, or it is silently lost.
+    #[test]
+    fn the_storage_version_keeps_every_field_of_the_v1alpha1_view() {
+        let crds = try_crds().unwrap();
+        for c in &crds {
+            let schema = |name: &str| {
+                let v = c.spec.versions.iter().find(|v| v.name == name).unwrap();
+                let s = serde_json::to_value(v.schema.as_ref().unwrap()).unwrap();
+                s["openAPIV3Schema"].clone()
+            };
+            let (mut old, mut storage) = (Vec::new(), Vec::new());
+            paths(&schema("v1alpha1"), "", &mut old);
+            paths(&schema("v1alpha2"), "", &mut storage);
+            let lost: Vec<&String> = old.iter().filter(|p| !storage.contains(p)).collect();
+            assert!(
+                lost.is_empty(),
+                "{}: v1alpha2 prunes {lost:?}",
+                c.spec.names.kind
+            );
+            if c.spec.names.kind == "KamajiControlPlane" {
+                assert!(old.contains(&".status.conditions[].severity".to_string()));
+            }
+        }
+    }
+
     #[test]
     fn both_versions_one_storage_contract_labels_and_names() {
         let crds = try_crds().unwrap();

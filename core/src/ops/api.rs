@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::kamaji::api::common::{V_VERSION_PATTERN, VERSION_MAX_LENGTH};
-pub use crate::kamaji::api::v1alpha2::Condition;
+
+/// The conditions of ClusterUpgrade and FleetUpgrade: `metav1.Condition` as the wire has it.
+pub use crate::kamaji::api::common::Condition;
 
 fn preserve_unknown(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "x-kubernetes-preserve-unknown-fields": true, "type": "object" })

@@ -700,3 +700,25 @@ mod tests {
         assert_eq!(V_VERSION_PATTERN, VERSION_PATTERN.replacen("v?", "v", 1));
     }
 }
+
+/// A `metav1.Condition`, with its upstream validation: the wire type of our ops API's
+/// conditions (ClusterUpgrade, FleetUpgrade). The KamajiControlPlane's own
+/// (`v1alpha2::Condition`) also keeps the v1beta1 contract's `severity`, which these never had.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[schemars(length(max = 316))]
+    #[serde(rename = "type")]
+    pub type_: String,
+    #[schemars(extend("enum" = ["True", "False", "Unknown"]))]
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub observed_generation: Option<i64>,
+    #[schemars(extend("format" = "date-time"))]
+    pub last_transition_time: String,
+    #[schemars(length(min = 1, max = 1024))]
+    pub reason: String,
+    #[schemars(length(max = 32768))]
+    pub message: String,
+}

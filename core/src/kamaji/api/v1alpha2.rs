@@ -66,7 +66,7 @@ kinds!(
     }
 );
 
-/// A `metav1.Condition`, with its upstream validation.
+/// A `metav1.Condition`, with its upstream validation, and the v1beta1 contract's `severity`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
@@ -84,4 +84,13 @@ pub struct Condition {
     pub reason: String,
     #[schemars(length(max = 32768))]
     pub message: String,
+    /// v1beta1-contract field (the `severity` of a False CAPI v1beta1 condition), kept in the
+    /// storage version as `status.initialized` is: the API server prunes what the storage
+    /// version's schema lacks from an object written through the v1alpha1 view, so without it
+    /// CAPI v1.10 would read every False condition without a severity, and sorts such a
+    /// condition below True ones when it sums a Cluster's `Ready` up
+    /// (`util/conditions/merge.go`, `mergePriority`, CAPI v1.10.10). Written only on
+    /// v1beta1-only clusters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<String>,
 }

@@ -120,6 +120,21 @@ pub async fn testbed_real() -> &'static Testbed {
     tb
 }
 
+/// A CAPI 1.10 management cluster run by its own controllers (CAPI v1.10's core manager on
+/// CAPI v1.10's CRDs, and the real Kamaji), with our CRDs; Kamaji's `default` DataStore is the
+/// testbed's real one.
+pub async fn testbed_v1beta1_real() -> &'static Testbed {
+    let tb = testbed::shared_v1beta1_real();
+    static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    READY
+        .get_or_init(|| async {
+            let client = tb.client().await;
+            install_crds_with(&client, false).await;
+        })
+        .await;
+    tb
+}
+
 /// The v1beta1-only (CAPI 1.10 shaped) testbed, with our CRDs.
 pub async fn prepare_v1beta1() -> &'static Testbed {
     prepare(testbed::shared_v1beta1()).await

@@ -11,7 +11,7 @@ use super::discover::ar;
 use super::{Cond, KcpCtx, kcp_ns};
 use crate::Error;
 use crate::api::v1alpha2::{Condition, KamajiControlPlane};
-use kcore::condition::CERTIFICATES_EXPIRING;
+use kcore::condition::{CERTIFICATES_EXPIRING, NEGATIVE_POLARITY};
 use kcore::groups::CapiVersion;
 use kcore::kamaji::reconcile::TcpState;
 
@@ -67,6 +67,10 @@ pub(super) async fn write_status(
     let contract = ctx.disc.contract;
     let mut conds = conds.to_vec();
     conds.extend(certificates_condition(kcp, ctx));
+    if contract == CapiVersion::V1Beta1 {
+        let ready = v1beta1_ready(state, &conds);
+        conds.push(ready);
+    }
     let merged = merge_conditions(
         &existing.conditions,
         &conds,
@@ -115,6 +119,42 @@ fn certificates_condition(kcp: &KamajiControlPlane, ctx: &KcpCtx) -> Option<Cond
         reason: c.reason.into(),
         message: c.message,
     })
+}
+
+/// The v1beta1 contract's `Ready` condition, a summary of this reconcile's conditions. CAPI
+/// v1.10 mirrors it into the Cluster's `ControlPlaneReady` (and so its `Ready`) with its reason,
+/// severity and message (`reconcileControlPlane` in
+/// `internal/controllers/cluster/cluster_controller_phases.go`, CAPI v1.10.10), and `clusterctl
+/// describe` shows it on the control plane's row; without one, the Cluster only gets CAPI's
+/// fallback from `status.ready`, which says nothing of why, and the row stays blank. True while
+/// the control plane serves (`status.ready`) and nothing of this reconcile is amiss; otherwise
+/// False with the first problem's reason: a False condition, or the pause. The other conditions
+/// whose True is the abnormal state (an upgrade stepping, certificates expiring) leave it True,
+/// as the control plane still serves. The v1beta2 contract has `Available` instead.
+fn v1beta1_ready(state: &TcpState, conds: &[Cond]) -> Cond {
+    let problem = conds.iter().find(|c| match c.type_ {
+        "Paused" => c.ok,
+        t if NEGATIVE_POLARITY.contains(&t) => false,
+        _ => !c.ok,
+    });
+    match problem {
+        Some(p) => Cond {
+            type_: "Ready",
+            ok: false,
+            reason: p.reason.clone(),
+            message: if p.message.is_empty() {
+                p.type_.to_string()
+            } else {
+                format!("{}: {}", p.type_, p.message)
+            },
+        },
+        None if state.ready => Cond::yes("Ready", "Succeeded"),
+        None => Cond::no(
+            "Ready",
+            "WaitingForTenantControlPlane",
+            "waiting for the TenantControlPlane to serve",
+        ),
+    }
 }
 
 /// A hash of a status body without the conditions' transition times (kept from the KCP read,
@@ -290,4 +330,95 @@ fn status_subset(want: &Value, have: &Value) -> bool {
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(ready: bool) -> TcpState {
+        TcpState {
+            ready,
+            initialized: ready,
+            ..Default::default()
+        }
+    }
+
+    fn ready_of(ready: bool, conds: &[Cond]) -> (bool, String, String) {
+        let r = v1beta1_ready(&state(ready), conds);
+        assert_eq!(r.type_, "Ready");
+        (r.ok, r.reason, r.message)
+    }
+
+    #[test]
+    fn the_v1beta1_ready_condition_sums_up_the_reconcile() {
+        let fine = [
+            Cond::no("Paused", "NotPaused", ""),
+            Cond::no("VersionUpgrade", "UpToDate", ""),
+            Cond::yes("TenantControlPlaneCreated", "Succeeded"),
+            Cond::yes("KamajiControlPlaneIsReady", "Succeeded"),
+            Cond::yes("Available", "Available"),
+        ];
+        assert_eq!(ready_of(true, &fine), (true, "Succeeded".into(), "".into()));
+        // Work in progress whose True is abnormal leaves a serving control plane Ready.
+        let stepping = [
+            &fine[..],
+            &[
+                Cond::yes("VersionUpgrade", "SteppingMinor"),
+                Cond::yes(CERTIFICATES_EXPIRING, "Expiring"),
+            ],
+        ]
+        .concat();
+        assert!(ready_of(true, &stepping).0);
+        // The first False condition says why, with its reason (which sets the severity).
+        let waiting = [
+            Cond::no("Paused", "NotPaused", ""),
+            Cond::yes("TenantControlPlaneCreated", "Succeeded"),
+            Cond::no(
+                "KubeadmResourcesCreated",
+                "WaitingForKamaji",
+                "no admin kubeconfig yet",
+            ),
+            Cond::no("KamajiControlPlaneIsReady", "Pending", "not ready"),
+        ];
+        assert_eq!(
+            ready_of(true, &waiting),
+            (
+                false,
+                "WaitingForKamaji".into(),
+                "KubeadmResourcesCreated: no admin kubeconfig yet".into()
+            )
+        );
+        let failed = [Cond::no("TenantControlPlaneCreated", "Failed", "")];
+        assert_eq!(
+            ready_of(false, &failed),
+            (false, "Failed".into(), "TenantControlPlaneCreated".into())
+        );
+        let paused = [Cond::yes("Paused", "Paused")];
+        assert_eq!(ready_of(false, &paused).1, "Paused");
+        // Nothing amiss but not serving yet.
+        assert_eq!(
+            ready_of(false, &fine[..3]).1,
+            "WaitingForTenantControlPlane"
+        );
+    }
+
+    /// On the v1beta1 contract every False condition carries a severity (CAPI v1.10 sorts a
+    /// False one without it below True ones when it sums up), Error for a failure.
+    #[test]
+    fn v1beta1_conditions_carry_a_severity_when_false() {
+        let conds = [
+            Cond::no("Ready", "Failed", "TenantControlPlaneCreated: refused"),
+            Cond::no("KamajiControlPlaneIsReady", "Pending", "not ready"),
+            Cond::yes("Available", "Available"),
+        ];
+        let merged = merge_conditions(&[], &conds, CapiVersion::V1Beta1, Some(3));
+        assert_eq!(merged[0]["severity"], "Error");
+        assert_eq!(merged[1]["severity"], "Info");
+        assert!(merged[2].get("severity").is_none());
+        assert!(merged.iter().all(|c| c.get("observedGeneration").is_none()));
+        let v2 = merge_conditions(&[], &conds, CapiVersion::V1Beta2, Some(3));
+        assert!(v2.iter().all(|c| c.get("severity").is_none()));
+        assert_eq!(v2[0]["observedGeneration"], 3);
+    }
 }

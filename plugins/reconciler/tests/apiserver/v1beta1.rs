@@ -45,6 +45,19 @@ async fn v1beta1_contract_create_ready_and_secrets() {
         condition(&k, "KamajiControlPlaneIsReady").unwrap().0,
         "True"
     );
+    // The v1beta1 contract's Ready, which CAPI v1.10 mirrors into the Cluster; and every False
+    // condition keeps its severity through the v1alpha2 storage version.
+    assert_eq!(condition(&k, "Ready").unwrap().0, "True");
+    let paused = k["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Paused")
+        .unwrap();
+    assert_eq!(
+        (&paused["status"], &paused["severity"]),
+        (&json!("False"), &json!("Info"))
+    );
     let byo = ar("infrastructure.cluster.x-k8s.io", "v1beta1", "ByoCluster");
     let b = get(&c, &ns, &byo, "old").await.unwrap();
     assert_eq!(
