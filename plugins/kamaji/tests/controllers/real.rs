@@ -4,15 +4,17 @@
 //! v1.14 core and kubeadm bootstrap managers, and our reconciler. Only the BYOH host agents'
 //! OS work is SIMULATED; their kubelets join the live tenant through the bootstrap token.
 
+use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
 use kube::Client;
+use kube::api::ListParams;
 use serde_json::{Value, json};
 use testbed::Testbed;
 use testbed::fixtures::reconciler::assert_ran;
-use testbed::fixtures::run::{plugin_in, words};
+use testbed::fixtures::run::{self, Background, plugin_in, words};
 
 /// `kubectl capi delete NAME --yes --wait`, which must succeed.
 fn capi_delete(tb: &Testbed, ns: &str, name: &str) {
@@ -113,6 +115,9 @@ async fn byoh_cluster_on_the_real_controllers() {
             );
         }
     }
+
+    // kubectl capi describe draws what the real controllers wrote.
+    assert_describe_matches_the_api(tb, &client, &ns, "c1").await;
 
     // A spare for the retire below, registered after the cluster took its two.
     let _spare = host_agents(tb, &client, &ns, "s", 1, ("role", &role), false).await;
@@ -242,6 +247,35 @@ async fn byoh_cluster_on_the_real_controllers() {
         "{}",
         stderr(&refused)
     );
+    // machines --watch, started before the retire, streams what the real controllers do.
+    let machines_before = machine_hosts(&client, &ns, "c1").await;
+    let mut watch = Background::plugin_in(
+        capi_binary().to_str().unwrap(),
+        &tb.kubeconfig,
+        &ns,
+        &["machines", "c1", "--watch", "-o", "json"],
+    );
+    // Its listing first: one line per Machine, on the host BYOH attached.
+    let listed = wait_until(
+        "machines --watch to list",
+        Duration::from_secs(30),
+        || async {
+            let rows = watch_lines(&watch.stdout());
+            (rows.len() >= machines_before.len())
+                .then(|| rows.clone())
+                .ok_or(watch.output())
+        },
+    )
+    .await;
+    let listed: BTreeMap<String, Option<String>> = listed
+        .iter()
+        .map(|r| (str_of(&r["name"]), r["host"].as_str().map(str::to_string)))
+        .collect();
+    assert_eq!(listed, machines_before, "{}", watch.output());
+    let (gone, _) = machines_before
+        .iter()
+        .find(|(_, h)| h.as_deref() == Some(silent.as_str()))
+        .unwrap_or_else(|| panic!("no Machine on {silent}: {machines_before:?}"));
     // retire: the Machine is replaced on the spare, the dead host released and cordoned, and
     // the real BYOH controller does not pick it again.
     let retired = capi(
@@ -257,6 +291,11 @@ async fn byoh_cluster_on_the_real_controllers() {
         rec.log_tail()
     );
     assert!(stdout(&retired).contains("retired"), "{}", stdout(&retired));
+    assert!(
+        stdout(&retired).contains(&format!("machine.cluster.x-k8s.io/{gone} deleted")),
+        "{}",
+        stdout(&retired)
+    );
     let all = hosts(&client, &ns).await;
     let host = |n: &str| all.iter().find(|h| h["metadata"]["name"] == n).unwrap();
     let dead = host(&silent);
@@ -276,6 +315,8 @@ async fn byoh_cluster_on_the_real_controllers() {
     );
     let (_, report) = doctor(tb, &ns);
     assert!(unreachable_hosts(&report).is_empty(), "{report:#}");
+    assert_watch_saw_the_retire(&client, &ns, &mut watch, &machines_before, gone, &spare).await;
+    drop(watch);
 
     // kubectl capi delete releases the hosts (the real BYOH controller marks them for cleanup).
     capi_delete(tb, &ns, "c1");
@@ -419,4 +460,469 @@ fn condition(o: &Value, t: &str) -> String {
         .and_then(|c| c["status"].as_str())
         .unwrap_or("")
         .to_string()
+}
+
+/// The text of a JSON string, or "".
+fn str_of(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
+/// The objects of `list` owned by the `kind` named `owner`, by name.
+fn owned<'a>(list: &'a [Value], kind: &str, owner: &Value) -> Vec<&'a Value> {
+    let mut out: Vec<&Value> = list
+        .iter()
+        .filter(|o| {
+            o["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["kind"] == kind && r["name"] == owner["metadata"]["name"])
+        })
+        .collect();
+    out.sort_by_key(|o| str_of(&o["metadata"]["name"]));
+    out
+}
+
+/// The condition a describe row shows, as the object holds it: the first of `types` among its
+/// current-style conditions (`status.v1beta2.conditions` on an object served at v1beta1, else
+/// `status.conditions`), as `[type, status, reason]`.
+fn row_condition(o: &Value, types: &[&str]) -> Value {
+    let conditions = o["status"]["v1beta2"]["conditions"]
+        .as_array()
+        .or(o["status"]["conditions"].as_array());
+    types
+        .iter()
+        .find_map(|t| conditions?.iter().find(|c| c["type"] == *t))
+        .map_or(Value::Null, |c| {
+            let reason = c["reason"].as_str().filter(|r| !r.is_empty());
+            json!([c["type"], c["status"], reason])
+        })
+}
+
+/// The condition a tree node of `describe -o json` shows, as [`row_condition`].
+fn shown_condition(n: &Value) -> Value {
+    let c = &n["status"];
+    match c.is_null() {
+        true => Value::Null,
+        false => json!([c["type"], c["status"], c["reason"]]),
+    }
+}
+
+/// A JSON object without its null members (the tree leaves out what it does not know).
+fn without_nulls(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(m.into_iter().filter(|(_, v)| !v.is_null()).collect()),
+        v => v,
+    }
+}
+
+/// The replica counters of a MachineDeployment or MachineSet, as the object holds them.
+fn replicas(o: &Value) -> Value {
+    let s = &o["status"];
+    without_nulls(json!({
+        "current": s["replicas"].as_i64().unwrap_or(0),
+        "desired": o["spec"]["replicas"],
+        "available": s["availableReplicas"],
+        "ready": s["readyReplicas"],
+        "upToDate": s["upToDateReplicas"],
+    }))
+}
+
+/// What the real controllers wrote for one cluster, read straight from the API.
+struct ApiObjects {
+    cluster: Value,
+    infra: Value,
+    control_plane: Value,
+    deployments: Vec<Value>,
+    sets: Vec<Value>,
+    machines: Vec<Value>,
+    byo_machines: Vec<Value>,
+    configs: Vec<Value>,
+    hosts: Vec<Value>,
+}
+
+impl ApiObjects {
+    async fn read(client: &Client, ns: &str, cluster: &str) -> ApiObjects {
+        let lp = ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={cluster}"));
+        let capi = |kind| api(client, ns, &ar("cluster.x-k8s.io", "v1beta2", kind));
+        let c = get(client, ns, &cluster_ar(), cluster)
+            .await
+            .unwrap_or_else(|| panic!("Cluster {cluster}"));
+        let (cp, infra) = (
+            &c["spec"]["controlPlaneRef"],
+            &c["spec"]["infrastructureRef"],
+        );
+        assert_eq!(
+            (&cp["kind"], &infra["kind"]),
+            (&json!("KamajiControlPlane"), &json!("ByoCluster")),
+            "{c}"
+        );
+        let control_plane = object(
+            client,
+            ns,
+            "controlplane.cluster.x-k8s.io/v1alpha2",
+            "KamajiControlPlane",
+            &str_of(&cp["name"]),
+        )
+        .await;
+        let infra = object(
+            client,
+            ns,
+            "infrastructure.cluster.x-k8s.io/v1beta1",
+            "ByoCluster",
+            &str_of(&infra["name"]),
+        )
+        .await;
+        let all = ListParams::default();
+        let configs = ar("bootstrap.cluster.x-k8s.io", "v1beta2", "KubeadmConfig");
+        ApiObjects {
+            cluster: c,
+            infra,
+            control_plane,
+            deployments: list(&capi("MachineDeployment"), &lp).await,
+            sets: list(&capi("MachineSet"), &lp).await,
+            machines: list(&capi("Machine"), &lp).await,
+            byo_machines: list(&api(client, ns, &byoh_ar("ByoMachine")), &all).await,
+            configs: list(&api(client, ns, &configs), &all).await,
+            hosts: list(&api(client, ns, &byoh_ar("ByoHost")), &all).await,
+        }
+    }
+
+    /// The ByoHost a Machine runs on: the one whose `status.machineRef` names the Machine's
+    /// ByoMachine (its `spec.infrastructureRef`), the link BYOH v0.5.0 writes (a ByoMachine
+    /// names no host but in its providerID).
+    fn host_of(&self, m: &Value) -> Option<String> {
+        let bm = &m["spec"]["infrastructureRef"];
+        assert_eq!(bm["kind"], "ByoMachine", "{m}");
+        self.hosts
+            .iter()
+            .find(|h| {
+                let r = &h["status"]["machineRef"];
+                r["kind"] == "ByoMachine"
+                    && r["name"] == bm["name"]
+                    && r["namespace"] == m["metadata"]["namespace"]
+            })
+            .map(|h| str_of(&h["metadata"]["name"]))
+    }
+
+    /// Each Machine with the host it runs on ([`ApiObjects::host_of`]).
+    fn machine_hosts(&self) -> BTreeMap<String, Option<String>> {
+        self.machines
+            .iter()
+            .map(|m| (str_of(&m["metadata"]["name"]), self.host_of(m)))
+            .collect()
+    }
+
+    /// A Machine as its describe node should read: its ByoMachine, bootstrap config and host.
+    fn machine(&self, m: &Value) -> Value {
+        let (infra, boot) = (
+            &m["spec"]["infrastructureRef"],
+            &m["spec"]["bootstrap"]["configRef"],
+        );
+        let named = |list: &[Value], r: &Value| {
+            list.iter()
+                .find(|o| o["metadata"]["name"] == r["name"])
+                .map_or(Value::Null, |o| row_condition(o, &["Ready"]))
+        };
+        json!({
+            "name": m["metadata"]["name"],
+            "version": m["spec"]["version"],
+            "deleting": m["metadata"]["deletionTimestamp"].is_string(),
+            "status": row_condition(m, &["Ready"]),
+            "host": self.host_of(m),
+            "infrastructure": [infra["kind"], infra["name"], named(&self.byo_machines, infra)],
+            "bootstrap": [boot["kind"], boot["name"], named(&self.configs, boot)],
+        })
+    }
+
+    /// The tree `describe --show-machinesets --grouping=false --echo -o json` should draw, in
+    /// the shape [`tree_of`] reads it.
+    fn want(&self) -> Value {
+        let (c, cp) = (&self.cluster, &self.control_plane);
+        let sum = |f: &str| {
+            let part = |p: &str| c["status"][p][f].as_i64();
+            match (part("controlPlane"), part("workers")) {
+                (None, None) => Value::Null,
+                (a, b) => json!(a.unwrap_or(0) + b.unwrap_or(0)),
+            }
+        };
+        let counters = without_nulls(json!({
+            "current": sum("replicas"),
+            "desired": sum("desiredReplicas"),
+            "available": sum("availableReplicas"),
+            "ready": sum("readyReplicas"),
+            "upToDate": sum("upToDateReplicas"),
+        }));
+        let mut mds: Vec<&Value> = self.deployments.iter().collect();
+        mds.sort_by_key(|o| str_of(&o["metadata"]["name"]));
+        let deployments: Vec<Value> = mds
+            .into_iter()
+            .map(|md| {
+                let sets: Vec<Value> = owned(&self.sets, "MachineDeployment", md)
+                    .into_iter()
+                    .map(|ms| {
+                        let machines: Vec<Value> = owned(&self.machines, "MachineSet", ms)
+                            .into_iter()
+                            .map(|m| self.machine(m))
+                            .collect();
+                        json!({"name": ms["metadata"]["name"], "replicas": replicas(ms),
+                               "machines": machines})
+                    })
+                    .collect();
+                json!({
+                    "name": md["metadata"]["name"],
+                    "version": md["spec"]["template"]["spec"]["version"],
+                    "status": row_condition(md, &["Available"]),
+                    "replicas": replicas(md),
+                    "sets": sets,
+                })
+            })
+            .collect();
+        json!({
+            "cluster": [c["metadata"]["name"], row_condition(c, &["Available"]), counters],
+            "infrastructure": [self.infra["kind"], self.infra["metadata"]["name"]],
+            "controlPlane": {
+                "kind": cp["kind"], "name": cp["metadata"]["name"], "version": cp["spec"]["version"],
+                "status": row_condition(cp, &["Available", "Ready"]),
+                "pods": [cp["spec"]["replicas"], cp["status"]["readyReplicas"]],
+            },
+            "deployments": deployments,
+        })
+    }
+}
+
+/// The tree of `describe -o json` in the shape of [`ApiObjects::want`].
+fn tree_of(d: &Value) -> Value {
+    let kids = |n: &Value, kind: &str| -> Vec<Value> {
+        let mut out: Vec<Value> = n["children"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["kind"] == kind || c["metaName"] == kind)
+            .cloned()
+            .collect();
+        out.sort_by_key(|o| str_of(&o["name"]));
+        out
+    };
+    let one = |n: &Value, kind: &str| kids(n, kind).pop().unwrap_or(Value::Null);
+    let root = &d["root"];
+    let (infra, cp) = (
+        one(root, "ClusterInfrastructure"),
+        one(root, "ControlPlane"),
+    );
+    let machine = |m: &Value| {
+        let (infra, boot) = (one(m, "MachineInfrastructure"), one(m, "BootstrapConfig"));
+        json!({
+            "name": m["name"], "version": m["version"], "deleting": m["deleting"],
+            "status": shown_condition(m), "host": m["host"],
+            "infrastructure": [infra["kind"], infra["name"], shown_condition(&infra)],
+            "bootstrap": [boot["kind"], boot["name"], shown_condition(&boot)],
+        })
+    };
+    let deployments: Vec<Value> = kids(&one(root, "WorkerGroup"), "MachineDeployment")
+        .iter()
+        .map(|md| {
+            let sets: Vec<Value> = kids(md, "MachineSet")
+                .iter()
+                .map(|ms| {
+                    let machines: Vec<Value> = kids(ms, "Machine").iter().map(machine).collect();
+                    json!({"name": ms["name"], "replicas": ms["counters"], "machines": machines})
+                })
+                .collect();
+            json!({"name": md["name"], "version": md["version"], "status": shown_condition(md),
+                   "replicas": md["counters"], "sets": sets})
+        })
+        .collect();
+    json!({
+        "cluster": [root["name"], shown_condition(root), root["counters"]],
+        "infrastructure": [infra["kind"], infra["name"]],
+        "controlPlane": {
+            "kind": cp["kind"], "name": cp["name"], "version": cp["version"],
+            "status": shown_condition(&cp),
+            "pods": [cp["controlPlanePods"]["desired"], cp["controlPlanePods"]["ready"]],
+        },
+        "deployments": deployments,
+    })
+}
+
+/// The hosts a describe table row names after its `@`.
+fn row_hosts(row: &str) -> Vec<&str> {
+    row.split_once(" @ ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .map(|h| h.split(',').collect())
+        .unwrap_or_default()
+}
+
+/// `kubectl capi describe CLUSTER` draws the tree the real controllers wrote: `-o json` (each
+/// Machine on its own row, with its MachineSet, ByoMachine and bootstrap config) against the
+/// objects read from the API around it, and the table names each Machine's host on its row.
+async fn assert_describe_matches_the_api(tb: &Testbed, client: &Client, ns: &str, cluster: &str) {
+    let args = [
+        "describe",
+        cluster,
+        "-o",
+        "json",
+        "--show-machinesets",
+        "--grouping=false",
+        "--echo",
+    ];
+    // The controllers keep writing status: compare with what they wrote once it held still
+    // while describe read it.
+    let (api_objects, out) = wait_until(
+        "the cluster's objects to hold still around describe",
+        Duration::from_secs(60),
+        || async {
+            let before = ApiObjects::read(client, ns, cluster).await.want();
+            let out = capi(tb, ns, &args);
+            let after = ApiObjects::read(client, ns, cluster).await;
+            let now = after.want();
+            (before == now)
+                .then_some((after, out))
+                .ok_or(format!("{before:#}\nthen\n{now:#}"))
+        },
+    )
+    .await;
+    let want = api_objects.want();
+    // The version of the CAPI core API it read (the code prints the version alone, where
+    // docs/commands/capi-describe.md shows `cluster.x-k8s.io/v1beta2`).
+    let served = api_objects.cluster["apiVersion"]
+        .as_str()
+        .and_then(|v| v.split_once('/'))
+        .map(|(_, v)| v.to_string());
+    let d: Value = serde_json::from_str(&run::assert_ok(&out, "kubectl-capi describe"))
+        .unwrap_or_else(|e| panic!("describe -o json: {e}\n{}", stdout(&out)));
+    assert_eq!(
+        (&d["cluster"], &d["namespace"], &d["apiVersion"]),
+        (&json!(cluster), &json!(ns), &json!(served)),
+        "{d:#}"
+    );
+    assert_eq!(tree_of(&d), want, "describe -o json:\n{d:#}");
+    // What the tree was compared with is the cluster as created: its workers each on a host.
+    let hosts = api_objects.machine_hosts();
+    assert!(
+        hosts.len() == 2 && hosts.values().all(Option::is_some),
+        "{hosts:?}"
+    );
+    // The table: each Machine's row (its own, or its group's) names its host.
+    for grouping in ["--grouping=false", "--grouping=true"] {
+        let table = run::assert_ok(&capi(tb, ns, &["describe", cluster, grouping]), "describe");
+        for (m, h) in &hosts {
+            let row = table
+                .lines()
+                .find(|l| {
+                    l.contains(&format!("Machine {ns}/{m}"))
+                        || (l.contains("Machines...") && l.contains(m.as_str()))
+                })
+                .unwrap_or_else(|| panic!("no row for Machine {m}:\n{table}"));
+            assert!(
+                row_hosts(row).contains(&h.as_deref().unwrap()),
+                "{m} runs on {h:?}:\n{table}"
+            );
+        }
+    }
+}
+
+/// The cluster's Machines in the API, each with the host it runs on ([`ApiObjects::host_of`]).
+async fn machine_hosts(
+    client: &Client,
+    ns: &str,
+    cluster: &str,
+) -> BTreeMap<String, Option<String>> {
+    ApiObjects::read(client, ns, cluster).await.machine_hosts()
+}
+
+/// The rows `machines --watch -o json` printed so far, one JSON object a line (a line still
+/// being written is left for the next read).
+fn watch_lines(out: &str) -> Vec<Value> {
+    let whole = out.rfind('\n').map_or("", |end| &out[..end]);
+    whole
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON row: {e}: {l}")))
+        .collect()
+}
+
+/// `machines --watch` showed the retire as the real controllers did it: the Machine of the
+/// retired host deleted, and its replacement (the Machine the API holds now that it did not
+/// before) on the spare host, Running as the API says.
+async fn assert_watch_saw_the_retire(
+    client: &Client,
+    ns: &str,
+    watch: &mut Background,
+    before: &BTreeMap<String, Option<String>>,
+    gone: &str,
+    spare: &str,
+) {
+    // Until the watch caught up with the API: the retired host's Machine printed deleted,
+    // and the last line of its replacement says what the API says of it.
+    let (after, replacement, rows) = wait_until(
+        "machines --watch to show the retire",
+        Duration::from_secs(60),
+        || async {
+            let o = ApiObjects::read(client, ns, "c1").await;
+            let after = o.machine_hosts();
+            let rows = watch_lines(&watch.stdout());
+            let new: Vec<&Value> = o
+                .machines
+                .iter()
+                .filter(|m| !before.contains_key(&str_of(&m["metadata"]["name"])))
+                .collect();
+            let deleted = rows
+                .iter()
+                .any(|r| r["name"] == gone && r["deleted"] == true);
+            let caught_up = match new[..] {
+                [m] => rows
+                    .iter()
+                    .rfind(|r| r["name"] == m["metadata"]["name"])
+                    .is_some_and(|r| {
+                        (&r["host"], &r["phase"], &r["node"], r.get("deleted"))
+                            == (
+                                &json!(spare),
+                                &m["status"]["phase"],
+                                &m["status"]["nodeRef"]["name"],
+                                None,
+                            )
+                    }),
+                _ => false,
+            };
+            match !after.contains_key(gone) && deleted && caught_up {
+                true => Ok((after.clone(), str_of(&new[0]["metadata"]["name"]), rows)),
+                false => Err(format!("the API holds {after:?}\n{}", watch.output())),
+            }
+        },
+    )
+    .await;
+    let out = watch.output();
+    let replacement = replacement.as_str();
+    assert_eq!(after[replacement].as_deref(), Some(spare), "{after:?}");
+    let of = |m: &str| -> Vec<&Value> { rows.iter().filter(|r| r["name"] == m).collect() };
+    // The retired host's Machine: gone, on that host to the end.
+    let last = of(gone).pop().unwrap();
+    assert_eq!(
+        (&last["deleted"], &last["host"]),
+        (&json!(true), &json!(before[gone])),
+        "{out}"
+    );
+    // BYOH claimed the spare for it before the node there got its providerID: the watch named
+    // the host from the claim first.
+    let first = of(replacement)
+        .into_iter()
+        .find(|r| !r["host"].is_null())
+        .unwrap();
+    assert_eq!(
+        (&first["host"], &first["providerId"]),
+        (&json!(spare), &Value::Null),
+        "{out}"
+    );
+    // Nothing else: no other Machine deleted, none of another cluster.
+    for r in &rows {
+        let name = str_of(&r["name"]);
+        assert!(
+            before.contains_key(&name) || after.contains_key(&name),
+            "{out}"
+        );
+        assert!(r["deleted"] != true || name == gone, "{out}");
+        assert_eq!(r["cluster"], "c1", "{out}");
+    }
+    assert!(watch.running(), "machines --watch ended: {out}");
 }
