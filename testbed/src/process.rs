@@ -306,14 +306,16 @@ pub(crate) mod cri {
                         line.pop();
                     } else if n < MAX_RECORD {
                         // The stream ended without a newline: the last line, whole.
-                        let rec = record(jiff::Timestamp::now(), stream, true, &line);
                         if let Ok(mut f) = log.lock() {
+                            let rec = record(jiff::Timestamp::now(), stream, true, &line);
                             let _ = f.write_all(&rec);
                         }
                         return;
                     }
-                    let rec = record(jiff::Timestamp::now(), stream, full, &line);
+                    // Stamped under the lock: the file's order is the timestamps' order, so
+                    // `--timestamps` and `--since` read a log in time order across both streams.
                     let Ok(mut f) = log.lock() else { return };
+                    let rec = record(jiff::Timestamp::now(), stream, full, &line);
                     if f.write_all(&rec).is_err() {
                         return;
                     }

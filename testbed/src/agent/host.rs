@@ -62,8 +62,14 @@ pub fn write(dir: &Path, bin: &Path, etc: &Path) -> Result<(), Error> {
             "imgpkg" => IMGPKG.to_string(),
             _ => "exit 0\n".to_string(),
         };
+        // `kubeadm version` (the preflight's question) changes nothing: not a command to log.
+        let quiet = if *name == "kubeadm" {
+            "[ \"$1\" = version ] || "
+        } else {
+            ""
+        };
         let text = format!(
-            "#!/bin/sh\n# SIMULATED {name} of a BYOH host (capi-testbed; see testbed/src/agent/host.rs).\nprintf '%s\\n' \"{name} $*\" >> '{}'\n{body}",
+            "#!/bin/sh\n# SIMULATED {name} of a BYOH host (capi-testbed; see testbed/src/agent/host.rs).\n{quiet}printf '%s\\n' \"{name} $*\" >> '{}'\n{body}",
             log.display()
         );
         let path = bin.join(name);

@@ -65,6 +65,27 @@ fn namespace_in(command: &[String]) -> String {
         .unwrap_or_else(|| "default".into())
 }
 
+/// The bootstrap kubeconfig in the script `kubectl capi hosts add HOST` printed: the
+/// single-quoted word its `printf '%s'` writes (each `'` in it written `'\''`).
+pub fn bootstrap_kubeconfig_in(script: &str) -> Option<String> {
+    let from = script.find("printf '%s' '")? + "printf '%s' ".len();
+    let mut rest = &script[from..];
+    let mut out = String::new();
+    loop {
+        let body = rest.strip_prefix('\'')?;
+        let end = body.find('\'')?;
+        out.push_str(&body[..end]);
+        rest = &body[end + 1..];
+        match rest.strip_prefix("\\'") {
+            Some(r) => {
+                out.push('\'');
+                rest = r;
+            }
+            None => return Some(out),
+        }
+    }
+}
+
 /// A distinct address for each host this process starts (192.0.2.0/24, TEST-NET-1; each host
 /// has a network namespace of its own, so hosts of other processes may reuse them).
 pub fn next_ip() -> std::net::Ipv4Addr {
@@ -383,5 +404,18 @@ impl Drop for HostAgent {
         }
         // A stopped process takes SIGKILL too.
         self.proc.kill();
+    }
+}
+
+#[cfg(test)]
+mod script_tests {
+    #[test]
+    fn the_kubeconfig_comes_out_of_the_script_quotes_and_all() {
+        let script = "umask 077\nprintf '%s' 'apiVersion: v1\n# it'\\''s '\\''quoted'\\''\n' >'/etc/b.conf'.tmp && mv\n";
+        assert_eq!(
+            super::bootstrap_kubeconfig_in(script).as_deref(),
+            Some("apiVersion: v1\n# it's 'quoted'\n")
+        );
+        assert_eq!(super::bootstrap_kubeconfig_in("exec byoh-hostagent"), None);
     }
 }

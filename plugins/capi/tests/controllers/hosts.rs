@@ -287,7 +287,7 @@ async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
     let o = s.fails(2, &words("hosts add a1 a2 --check"));
     assert_contains(&err(&o), "--check prints one host's preflight");
 
-    // One host: the kubeconfig on stdout, the agent command on stderr.
+    // One host: the script on stdout (its kubeconfig inside), the agent command on stderr.
     let o = s.ok(&words("hosts add rack1-node7 --label site=lab,rack=r1"));
     assert_contains(
         &err(&o),
@@ -296,8 +296,10 @@ async fn hosts_add_issues_a_working_bootstrap_kubeconfig() {
         ),
     );
     let conf = work.path().join("bootstrap.conf");
-    std::fs::write(&conf, out(&o)).unwrap();
-    let kc: Value = serde_saphyr::from_str(&out(&o)).unwrap();
+    let printed = testbed::agent::bootstrap_kubeconfig_in(&out(&o))
+        .unwrap_or_else(|| panic!("no kubeconfig in the script:\n{}", out(&o)));
+    std::fs::write(&conf, &printed).unwrap();
+    let kc: Value = serde_saphyr::from_str(&printed).unwrap();
     let token = kc["users"][0]["user"]["token"]
         .as_str()
         .unwrap()
@@ -549,7 +551,9 @@ async fn hosts_add_replaces_a_bootstrap_kubeconfig_made_for_another_api_server()
             "replacing the bootstrap kubeconfig of stale1: it names the API server {stale}, not https://"
         ),
     );
-    let issued: Value = serde_saphyr::from_str(&out(&o)).unwrap();
+    let issued: Value =
+        serde_saphyr::from_str(&testbed::agent::bootstrap_kubeconfig_in(&out(&o)).unwrap())
+            .unwrap();
     let server = issued["clusters"][0]["cluster"]["server"]
         .as_str()
         .unwrap()
