@@ -167,7 +167,32 @@ struct ReadyWait<'a> {
     control_plane_only: bool,
 }
 
-impl ReadyWait<'_> {
+impl<'a> ReadyWait<'a> {
+    /// The wait for `name`; `control_plane_only` stops once its admin kubeconfig answers (the
+    /// workers' kinds are then not read).
+    fn new(
+        conn: &'a cli::Conn,
+        apis: &'a ServerApis,
+        name: &'a str,
+        control_plane_only: bool,
+    ) -> ReadyWait<'a> {
+        let kind = |k: &str| {
+            (!control_plane_only)
+                .then(|| apis.capi_kind(k).ok())
+                .flatten()
+        };
+        ReadyWait {
+            conn,
+            apis,
+            name,
+            md_ar: kind("MachineDeployment"),
+            machine_ar: kind("Machine"),
+            last_workers: Mutex::new(None),
+            admin_ok: AtomicBool::new(false),
+            control_plane_only,
+        }
+    }
+
     /// One poll of the four phases.
     async fn poll(&self) -> Result<Poll<String>, Error> {
         let (conn, name) = (self.conn, self.name);
@@ -223,16 +248,7 @@ pub(super) async fn wait_control_plane(
     name: &str,
     timeout: Duration,
 ) -> Result<String, Error> {
-    let wait = ReadyWait {
-        conn,
-        apis,
-        name,
-        md_ar: None,
-        machine_ar: None,
-        last_workers: Mutex::new(None),
-        admin_ok: AtomicBool::new(false),
-        control_plane_only: true,
-    };
+    let wait = ReadyWait::new(conn, apis, name, true);
     render::wait_until(
         &format!("waiting for the control plane of {name} to merge its kubeconfig"),
         timeout,
@@ -249,16 +265,7 @@ pub(super) async fn wait_ready(
     name: &str,
     timeout: Duration,
 ) -> Result<String, Error> {
-    let wait = ReadyWait {
-        conn,
-        apis,
-        name,
-        md_ar: apis.capi_kind("MachineDeployment").ok(),
-        machine_ar: apis.capi_kind("Machine").ok(),
-        last_workers: Mutex::new(None),
-        admin_ok: AtomicBool::new(false),
-        control_plane_only: false,
-    };
+    let wait = ReadyWait::new(conn, apis, name, false);
     let result = render::wait_until(
         &format!("waiting for cluster {name}"),
         timeout,
