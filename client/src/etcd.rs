@@ -87,6 +87,50 @@ impl Etcd {
         Ok(int64(&v["count"]))
     }
 
+    /// The first key in `[from, end)`, if any (keys only, one key read).
+    async fn first_key(&self, from: &[u8], end: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        let body = json!({"key": STANDARD.encode(from), "range_end": STANDARD.encode(end),
+                          "limit": 1, "keys_only": true});
+        let v = self.call("/v3/kv/range", body).await?;
+        let Some(k) = v["kvs"][0]["key"].as_str() else {
+            return Ok(None);
+        };
+        STANDARD.decode(k).map(Some).map_err(|e| {
+            Error::other(format!(
+                "{} answered a key that is not base64: {e}",
+                self.endpoint
+            ))
+        })
+    }
+
+    /// The top-level prefixes (`/<segment>/`) of the keyspace and how many keys each holds, in
+    /// key order: one keys-only read of a single key per prefix, then a count, so the cost is
+    /// the number of prefixes, not of keys. At most `max`; the flag says whether more remain.
+    pub async fn top_prefixes(&self, max: usize) -> Result<(Vec<(String, u64)>, bool), Error> {
+        // Keys under a `/` prefix lie in ["/", "0"): '0' is the byte after '/'.
+        let end = b"0".to_vec();
+        let mut from = b"/".to_vec();
+        let mut out = Vec::new();
+        while let Some(key) = self.first_key(&from, &end).await? {
+            match kcore::kamaji::orphans::top_prefix(&key) {
+                Some(prefix) => {
+                    if out.len() == max {
+                        return Ok((out, true));
+                    }
+                    let keys = self.count(&prefix).await?;
+                    from = prefix_range_end(prefix.as_bytes());
+                    out.push((prefix, keys));
+                }
+                // A key with no second `/`: step past it alone.
+                None => {
+                    from = key;
+                    from.push(0);
+                }
+            }
+        }
+        Ok((out, false))
+    }
+
     /// Removes every key that starts with `prefix`; returns how many went.
     pub async fn delete(&self, prefix: &str) -> Result<u64, Error> {
         let v = self.call("/v3/kv/deleterange", Etcd::range(prefix)).await?;

@@ -27,6 +27,7 @@ pub mod create;
 pub mod endpoint;
 pub mod infra;
 pub mod migrate;
+pub mod orphans;
 pub mod plan;
 pub mod reconcile;
 pub mod tcp;

@@ -1,4 +1,6 @@
-//! `kubectl kamaji datastores`: Kamaji DataStores, their driver, endpoints, readiness and use.
+//! `kubectl kamaji datastores`: Kamaji DataStores, their driver, endpoints, readiness and use;
+//! with `--orphans`, the key prefixes of each etcd DataStore that no tenant owns
+//! (`kcore::kamaji::orphans`), and with `--prune` their removal after a confirmation.
 //!
 //! Ready: what Kamaji reports (`status.ready`, where its version has it), else, for an etcd
 //! DataStore, whether it answers when dialled from here with the client certificate it names
@@ -15,10 +17,49 @@ use serde::Serialize;
 use crate::common::age::age;
 use crate::common::control_plane;
 use crate::common::datastores;
-use kcore::kamaji::migrate::Reach;
+use kcore::kamaji::migrate::{Reach, etcd_prefix};
+use kcore::kamaji::orphans::{MAX_PREFIXES, Prefix, unowned};
 
-/// kubectl's connection and output flags, nothing else.
-pub type Args = cli::ListArgs;
+#[derive(clap::Args, Clone, Debug)]
+#[command(after_help = "Examples:
+  kubectl kamaji datastores
+  kubectl kamaji datastores --orphans
+  kubectl kamaji datastores --orphans --prune --yes")]
+pub struct Args {
+    /// List each etcd DataStore's key prefixes that no TenantControlPlane on it owns (a deleted tenant's keys, a migrated one's origin copy), with their key counts
+    #[arg(long)]
+    pub orphans: bool,
+    /// Remove those prefixes, after showing them and asking (--yes without a terminal); prefixes that are not Kamaji's are never removed
+    #[arg(long, requires = "orphans")]
+    pub prune: bool,
+    /// Do not ask before --prune (required when stdin is not a terminal)
+    #[arg(short = 'y', long, requires = "prune")]
+    pub yes: bool,
+    #[command(flatten)]
+    pub kube: cli::KubeFlags,
+    #[command(flatten)]
+    pub output: cli::OutputFlags,
+}
+
+/// `--orphans`' rows (`-o json`: `{"items": [{"datastore", "prefix", "keys"}...]}`).
+#[derive(Serialize, Clone, Debug)]
+pub struct Orphans {
+    pub items: Vec<Prefix>,
+}
+
+impl Render for Orphans {
+    fn human(&self) -> Human {
+        let mut t = Table::new(["datastore", "prefix", "keys"]);
+        for o in &self.items {
+            t.row([
+                Cell::from(o.datastore.as_str()),
+                Cell::from(o.prefix.as_str()),
+                Cell::from(o.keys.to_string()),
+            ]);
+        }
+        Human::Table(t)
+    }
+}
 
 #[derive(Serialize, Clone, Debug)]
 #[serde(rename_all = "camelCase")]
@@ -78,6 +119,9 @@ impl Render for DataStores {
 }
 
 pub async fn run(args: &Args) -> Result<(), Error> {
+    if args.orphans {
+        return orphans(args).await;
+    }
     let conn = args.kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let ar = datastores::resource(&apis)?;
@@ -157,4 +201,127 @@ async fn readiness(conn: &cli::Conn, v: &serde_json::Value) -> (Option<bool>, Op
         Err(Reach::NotFromHere(why)) => (None, Some(format!("not checked from here: {why}"))),
         Err(_) => (None, None),
     }
+}
+
+/// The prefixes each TenantControlPlane on DataStore `store` writes under.
+fn owned_on(tcps: &[serde_json::Value], store: &str) -> std::collections::BTreeSet<String> {
+    tcps.iter()
+        .filter(|t| {
+            t["status"]["storage"]["dataStoreName"]
+                .as_str()
+                .or_else(|| t["spec"]["dataStore"].as_str())
+                == Some(store)
+        })
+        .map(etcd_prefix)
+        .collect()
+}
+
+/// `--orphans` (and `--prune`): every etcd DataStore dialled from here, its top-level prefixes
+/// sorted against its tenants'. A DataStore that cannot be read is one line on stderr; the
+/// others are still listed. Pruning reads the tenants again first, and skips a prefix that a
+/// tenant made in the meantime owns.
+async fn orphans(args: &Args) -> Result<(), Error> {
+    let conn = args.kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    let tcp_ar = control_plane::tcp_resource(&apis)?;
+    let tcps = kclient::api::list_values(&conn, &tcp_ar, None, None).await?;
+    let mut items = Vec::new();
+    let mut clients = Vec::new();
+    for d in datastores::datastores(&conn, &apis).await? {
+        let Some(creds) = datastores::credentials(&conn, &d).await? else {
+            continue;
+        };
+        let etcd = match kclient::etcd::dial(&d.endpoints, &creds).await {
+            Ok(e) => e,
+            Err(Reach::Failed(why) | Reach::NotFromHere(why)) => {
+                kclient::render::warn(&format!("DataStore {}: not read: {why}", d.name));
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let (found, more) = etcd.top_prefixes(MAX_PREFIXES).await?;
+        if more {
+            kclient::render::warn(&format!(
+                "DataStore {}: more than {MAX_PREFIXES} prefixes; the first {MAX_PREFIXES} were read",
+                d.name
+            ));
+        }
+        let found = found
+            .into_iter()
+            .map(|(prefix, keys)| Prefix {
+                datastore: d.name.clone(),
+                prefix,
+                keys,
+            })
+            .collect();
+        let sorted = unowned(found, &owned_on(&tcps, &d.name));
+        if !sorted.foreign.is_empty() {
+            let shown: Vec<String> = sorted
+                .foreign
+                .iter()
+                .map(|f| format!("{} ({} keys)", f.prefix, f.keys))
+                .collect();
+            kclient::render::info(&format!(
+                "DataStore {}: not Kamaji's, left alone: {}",
+                d.name,
+                shown.join(", ")
+            ));
+        }
+        items.extend(sorted.orphans);
+        clients.push((d.name.clone(), etcd));
+    }
+    if !args.prune {
+        if items.is_empty()
+            && matches!(
+                args.output.output,
+                cli::OutputFormat::Table | cli::OutputFormat::Wide
+            )
+        {
+            kclient::render::info("No orphaned prefixes found.");
+            return Ok(());
+        }
+        return Printer::new(&args.output).print(&Orphans { items });
+    }
+    if items.is_empty() {
+        kclient::render::line("no orphaned prefixes: nothing to prune");
+        return Ok(());
+    }
+    let shown: Vec<String> = items
+        .iter()
+        .map(|o| format!("{} on {} ({} keys)", o.prefix, o.datastore, o.keys))
+        .collect();
+    kclient::render::info(&format!(
+        "This removes {} prefix(es) no tenant owns: {}",
+        items.len(),
+        shown.join(", ")
+    ));
+    if !args.yes {
+        kclient::render::require_terminal(
+            "datastores --prune",
+            "pass --yes to prune without a question".into(),
+        )?;
+        if !kclient::render::confirm("Remove them?")? {
+            return Err(Error::other("aborted: nothing was removed"));
+        }
+    }
+    // A tenant made since the listing may own one of them now.
+    let tcps = kclient::api::list_values(&conn, &tcp_ar, None, None).await?;
+    for o in &items {
+        if owned_on(&tcps, &o.datastore).contains(&o.prefix) {
+            kclient::render::warn(&format!(
+                "{} on {}: a tenant owns it now; left alone",
+                o.prefix, o.datastore
+            ));
+            continue;
+        }
+        let Some((_, etcd)) = clients.iter().find(|(n, _)| *n == o.datastore) else {
+            continue;
+        };
+        let n = etcd.delete(&o.prefix).await?;
+        kclient::render::line(&format!(
+            "datastore/{}: {} removed ({n} keys)",
+            o.datastore, o.prefix
+        ));
+    }
+    Ok(())
 }

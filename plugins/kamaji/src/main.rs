@@ -40,7 +40,7 @@ enum Verb {
     List(list::Args),
     /// Show one control plane: summary, pods, conditions, addons, certificates, workers, hints
     Status(status::Args),
-    /// List Kamaji DataStores: driver, endpoints, readiness and the control planes using them
+    /// List Kamaji DataStores: driver, endpoints, readiness and the control planes using them; --orphans, the prefixes no tenant owns
     Datastores(datastores::Args),
     /// Move a control plane's data to another DataStore with Kamaji's migration (asks first; --yes without a terminal)
     Migrate(migrate::Args),
