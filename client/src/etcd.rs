@@ -23,6 +23,14 @@ pub struct EtcdCredentials {
     pub key: Vec<u8>,
 }
 
+/// One page of a range read: keys and values, the revision it was read at, and whether more
+/// keys follow.
+pub struct Page {
+    pub kvs: Vec<(Vec<u8>, Vec<u8>)>,
+    pub revision: i64,
+    pub more: bool,
+}
+
 /// One etcd endpoint, ready to ask.
 pub struct Etcd {
     client: kube::Client,
@@ -129,6 +137,61 @@ impl Etcd {
             }
         }
         Ok((out, false))
+    }
+
+    /// One page of the keys in `[from, end of prefix)` with their values, at `revision` (0: the
+    /// latest, whose number the page reports), at most `limit` keys. Reading every page at the
+    /// first page's revision gives one consistent snapshot of the prefix, whatever its size.
+    pub async fn range_page(
+        &self,
+        prefix: &str,
+        from: &[u8],
+        revision: i64,
+        limit: u32,
+    ) -> Result<Page, Error> {
+        let end = prefix_range_end(prefix.as_bytes());
+        let mut body = json!({"key": STANDARD.encode(from), "range_end": STANDARD.encode(end),
+                              "limit": limit});
+        if revision > 0 {
+            body["revision"] = json!(revision);
+        }
+        let v = self.call("/v3/kv/range", body).await?;
+        if let Some(e) = v["error"].as_str().or(v["message"].as_str()) {
+            return Err(Error::Other {
+                message: format!("{}: {e}", self.endpoint),
+                hint: Some("etcd compacted the revision the read started at: run it again".into()),
+            });
+        }
+        let decode = |s: &Value| {
+            STANDARD
+                .decode(s.as_str().unwrap_or_default())
+                .map_err(|e| {
+                    Error::other(format!(
+                        "{} answered a range that is not base64: {e}",
+                        self.endpoint
+                    ))
+                })
+        };
+        let mut kvs = Vec::new();
+        for kv in v["kvs"].as_array().map(Vec::as_slice).unwrap_or_default() {
+            kvs.push((decode(&kv["key"])?, decode(&kv["value"])?));
+        }
+        let revision = i64::try_from(int64(&v["header"]["revision"])).unwrap_or(i64::MAX);
+        Ok(Page {
+            kvs,
+            revision,
+            more: v["more"].as_bool().unwrap_or(false),
+        })
+    }
+
+    /// Writes one key.
+    pub async fn put(&self, key: &[u8], value: &[u8]) -> Result<(), Error> {
+        let body = json!({"key": STANDARD.encode(key), "value": STANDARD.encode(value)});
+        let v = self.call("/v3/kv/put", body).await?;
+        match v["error"].as_str().or(v["message"].as_str()) {
+            Some(e) => Err(Error::other(format!("{}: {e}", self.endpoint))),
+            None => Ok(()),
+        }
     }
 
     /// Removes every key that starts with `prefix`; returns how many went.

@@ -37,7 +37,7 @@ pub use validate::{loadable, usable};
 pub const FAIL_BEFORE_RENAME_ENV: &str = "KUBECTL_CAPI_TEST_FAIL_BEFORE_RENAME";
 
 /// The mode of a new kubeconfig: private, as kubectl and clusterctl write them.
-const NEW_FILE_MODE: u32 = 0o600;
+pub const NEW_FILE_MODE: u32 = 0o600;
 
 /// The lists of a kubeconfig, with the key of an entry's body.
 const LISTS: [(&str, &str); 3] = [
@@ -337,41 +337,84 @@ pub fn write_atomic_mode(
     create_dir: bool,
     mode: u32,
 ) -> Result<(), Error> {
-    let io = |what: &str, e: std::io::Error| Error::Other {
+    let mut tmp = AtomicFile::create(path, create_dir, mode)?;
+    tmp.file
+        .write_all(bytes)
+        .map_err(|e| write_error(path, "writing", e))?;
+    tmp.commit()
+}
+
+fn write_error(path: &Path, what: &str, e: std::io::Error) -> Error {
+    Error::Other {
         message: format!("cannot write {}: {what}: {e}", path.display()),
         hint: Some("check the path and its permissions".into()),
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if create_dir && !dir.exists() {
-        create_private_dir(&dir)?;
     }
-    let prefix = format!(
-        ".{}.",
-        path.file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_else(|| "kubeconfig".into())
-    );
-    // NamedTempFile creates the file with O_EXCL and mode 0600, and removes it if we fail
-    // before persisting.
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(".tmp")
-        .tempfile_in(&dir)
-        .map_err(|e| io("creating a temporary file", e))?;
-    set_mode(tmp.as_file(), mode).map_err(|e| io("setting its mode", e))?;
-    tmp.write_all(bytes).map_err(|e| io("writing", e))?;
-    tmp.as_file().sync_all().map_err(|e| io("syncing", e))?;
-    if std::env::var_os(FAIL_BEFORE_RENAME_ENV).is_some() {
-        return Err(Error::other(format!(
-            "cannot write {}: simulated failure before the rename ({FAIL_BEFORE_RENAME_ENV})",
-            path.display()
-        )));
+}
+
+/// A file being written in place of `path`: a temporary file with an unpredictable name in the
+/// same directory, renamed over `path` by [`AtomicFile::commit`] once flushed to disk. Dropped
+/// without a commit, it is removed and `path` is left as it was.
+pub struct AtomicFile {
+    path: PathBuf,
+    pub file: tempfile::NamedTempFile,
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file.write(buf)
     }
-    tmp.persist(path).map_err(|e| io("replacing it", e.error))?;
-    Ok(())
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl AtomicFile {
+    pub fn create(path: &Path, create_dir: bool, mode: u32) -> Result<AtomicFile, Error> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if create_dir && !dir.exists() {
+            create_private_dir(&dir)?;
+        }
+        let prefix = format!(
+            ".{}.",
+            path.file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_else(|| "kubeconfig".into())
+        );
+        // NamedTempFile creates the file with O_EXCL and mode 0600, and removes it if we fail
+        // before persisting.
+        let file = tempfile::Builder::new()
+            .prefix(&prefix)
+            .suffix(".tmp")
+            .tempfile_in(&dir)
+            .map_err(|e| write_error(path, "creating a temporary file", e))?;
+        set_mode(file.as_file(), mode).map_err(|e| write_error(path, "setting its mode", e))?;
+        Ok(AtomicFile {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    /// Flushes the file to disk and renames it over the path.
+    pub fn commit(self) -> Result<(), Error> {
+        let path = self.path;
+        self.file
+            .as_file()
+            .sync_all()
+            .map_err(|e| write_error(&path, "syncing", e))?;
+        if std::env::var_os(FAIL_BEFORE_RENAME_ENV).is_some() {
+            return Err(Error::other(format!(
+                "cannot write {}: simulated failure before the rename ({FAIL_BEFORE_RENAME_ENV})",
+                path.display()
+            )));
+        }
+        self.file
+            .persist(&path)
+            .map_err(|e| write_error(&path, "replacing it", e.error))?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

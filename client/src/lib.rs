@@ -16,6 +16,7 @@
 //! Errors are [`error::Error`]: one line plus a hint, exit code 1 (2 for usage).
 
 pub mod api;
+pub mod backup_file;
 pub mod conn;
 pub mod discovery;
 pub mod error;

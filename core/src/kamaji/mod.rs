@@ -9,6 +9,8 @@
 //!   endpoint derived from a TenantControlPlane, and what each infrastructure cluster takes;
 //! - [`tcp`]: the TenantControlPlane built from a KamajiControlPlane and its Cluster;
 //! - [`infra`]: the reconciler's infrastructure-cluster patch table and plan;
+//! - [`backup`]: `kubectl kamaji backup` and `restore` (the file's lines and manifest, the
+//!   objects carried, a restore's renaming);
 //! - [`migrate`]: `kubectl kamaji migrate` (a DataStore as a migration reads it, the preflight,
 //!   where Kamaji's migration stands);
 //! - [`create`]: `kubectl kamaji create` and `generate clusterclass` (the flags, the
@@ -21,6 +23,7 @@
 //! [`crate::install`]. No two submodules import each other (`tests/tests/layers.rs`).
 
 pub mod api;
+pub mod backup;
 pub mod certificates;
 pub mod crd;
 pub mod create;
