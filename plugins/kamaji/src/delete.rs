@@ -3,6 +3,12 @@
 //! (`kclient::teardown`): the Cluster goes and Cluster API cascades, the templates and addons
 //! only this cluster used go after it, templates other clusters use stay. Kamaji's
 //! TenantControlPlane finalizer then removes the control plane's data from its DataStore.
+//!
+//! Kamaji v1.0.0 clears the tenant's prefix while its API server still runs, and that API
+//! server writes `kube-system` and its `extension-apiserver-authentication` ConfigMap again
+//! before it stops (seen on every delete in the backup test; clastix/kamaji#700). So `--wait`
+//! also waits for the tenant's pods to be gone, then removes what is left under the prefix
+//! when no other TenantControlPlane reads it, and says so.
 
 use std::time::Duration;
 
@@ -15,6 +21,7 @@ use kclient::teardown::{self, Part, Teardown};
 
 use crate::common::control_plane::{self, ControlPlane};
 use crate::common::control_plane_row::ControlPlaneRow;
+use crate::common::datastores::{datastores, dial};
 
 #[derive(ClapArgs, Clone, Debug)]
 pub struct Args {
@@ -158,17 +165,98 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     if !args.wait {
         return Ok(());
     }
+    let started = std::time::Instant::now();
     wait_gone(&conn, &apis, &td, &t.name, args.timeout).await?;
+    let left = args.timeout.saturating_sub(started.elapsed());
+    let swept = sweep(&conn, &apis, &t, datastore.as_deref(), left).await?;
     let datastore = match &datastore {
         Some(d) => format!("DataStore {d}"),
         None if resuming(&t) => "its DataStore".to_string(),
         None => "DataStore <default>".to_string(),
     };
     render::line(&format!(
-        "{} is gone; {datastore} no longer holds its data (Kamaji's TenantControlPlane finalizer finished)",
+        "{} is gone; {datastore} no longer holds its data ({swept})",
         t.name
     ));
     Ok(())
+}
+
+/// After the teardown: waits for the tenant's pods to stop, then removes the keys its API
+/// server wrote under the prefix after Kamaji cleared it (see the module documentation).
+/// Says what it did, for the closing line.
+async fn sweep(
+    conn: &cli::Conn,
+    apis: &ServerApis,
+    t: &ControlPlane,
+    datastore: Option<&str>,
+    timeout: Duration,
+) -> Result<String, Error> {
+    let finished = "Kamaji's TenantControlPlane finalizer finished".to_string();
+    let Some(store) = datastore else {
+        return Ok(finished);
+    };
+    let tcp = t.tcp_name();
+    let pods = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
+    let selector = format!("{}={tcp}", kcore::plan::teardown::KAMAJI_NAME_LABEL);
+    render::wait_until(
+        &format!("waiting for {tcp}'s pods to stop"),
+        timeout,
+        Duration::from_millis(500),
+        || async {
+            let n = kclient::api::list(conn, &pods, Some(&t.namespace), Some(&selector))
+                .await?
+                .len();
+            Ok(if n == 0 {
+                Poll::Ready(())
+            } else {
+                Poll::Pending(format!("{n} pods of {tcp} still running"))
+            })
+        },
+    )
+    .await?;
+    let prefix = match &t.tcp {
+        Some(v) => kcore::kamaji::migrate::etcd_prefix(v),
+        None => kcore::kamaji::migrate::etcd_prefix(&serde_json::json!(
+            {"metadata": {"namespace": t.namespace, "name": tcp}})),
+    };
+    let tcp_ar = control_plane::tcp_resource(apis)?;
+    let owners = kclient::api::list_values(conn, &tcp_ar, None, None).await?;
+    if owners
+        .iter()
+        .any(|o| kcore::kamaji::migrate::etcd_prefix(o) == prefix)
+    {
+        return Ok(format!(
+            "{finished}; {prefix} is read by another TenantControlPlane"
+        ));
+    }
+    let Some(d) = datastores(conn, apis)
+        .await?
+        .into_iter()
+        .find(|d| d.name == store)
+    else {
+        return Ok(finished);
+    };
+    if !d.is_etcd() {
+        return Ok(finished);
+    }
+    let etcd = match dial(conn, &d, &t.name).await {
+        Ok(e) => e,
+        Err(e) => {
+            render::warn(&format!(
+                "{e}: kubectl kamaji datastores --orphans, run where it answers, lists what {} left",
+                t.name
+            ));
+            return Ok(finished);
+        }
+    };
+    let removed = etcd.delete(&prefix).await?;
+    Ok(if removed == 0 {
+        finished
+    } else {
+        format!(
+            "{finished}; {removed} keys its API server wrote under {prefix} after Kamaji cleared it were removed (clastix/kamaji#700)"
+        )
+    })
 }
 
 /// Whether `t` is what an interrupted delete left: no KamajiControlPlane any more, and no

@@ -6,7 +6,7 @@ use base64::Engine;
 use cli::Conn;
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
-use kclient::etcd::{self, EtcdCredentials};
+use kclient::etcd::{self, Etcd, EtcdCredentials};
 use kcore::fields::object_json;
 use kcore::groups::KAMAJI_GROUP;
 use kcore::kamaji::migrate::{Content, DataStore, Reach};
@@ -90,5 +90,29 @@ pub async fn reach(conn: &Conn, d: Option<&DataStore>, prefix: &str) -> Result<R
     Ok(match credentials(conn, d).await? {
         Some(creds) => etcd::reach(&d.endpoints, &creds, prefix).await,
         None => Reach::NotChecked,
+    })
+}
+
+/// The DataStore dialled from here with the client certificate it names.
+pub async fn dial(conn: &Conn, store: &DataStore, tenant: &str) -> Result<Etcd, Error> {
+    let Some(creds) = credentials(conn, store).await? else {
+        return Err(Error::Other {
+            message: format!("DataStore {} has no tlsConfig to dial it with", store.name),
+            hint: Some("give the DataStore its client certificate (spec.tlsConfig)".into()),
+        });
+    };
+    etcd::dial(&store.endpoints, &creds).await.map_err(|r| {
+        let why = match r {
+            Reach::Failed(e) | Reach::NotFromHere(e) => e,
+            _ => "it does not answer".into(),
+        };
+        Error::Other {
+            message: format!("DataStore {} cannot be read from here: {why}", store.name),
+            hint: Some(format!(
+                "run the command where {} is reachable (kubectl port-forward to the etcd Service, or from a pod in the cluster); {} is left as it was",
+                store.endpoints.join(", "),
+                tenant
+            )),
+        }
     })
 }

@@ -434,8 +434,8 @@ async fn a_live_tenant_moves_between_etcd_datastores_and_the_origin_is_emptied()
 }
 
 /// `datastores --orphans`: a prefix no tenant owns, planted in the DataStore the tenant runs on
-/// (a deleted tenant's keys as clastix/kamaji#700 leaves them: written here because Kamaji
-/// removes them in the cases the testbed can produce), is listed with its keys while the
+/// (a deleted tenant's keys as clastix/kamaji#700 leaves them: written here because
+/// `kamaji delete --wait` removes what Kamaji leaves), is listed with its keys while the
 /// tenant's own prefix is not; `--prune` refuses without a terminal, removes it with `--yes`
 /// and leaves the tenant's keys; a re-run finds nothing of it.
 async fn orphans_are_listed_then_pruned(
