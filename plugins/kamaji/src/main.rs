@@ -5,6 +5,7 @@
 //! what two verbs need moves to a module of `common` named for what it knows. To add a verb:
 //! ARCHITECTURE.md's recipe "Add a verb".
 
+mod backup;
 mod certificates;
 mod common;
 mod completion;
@@ -17,6 +18,7 @@ mod install;
 mod kubeconfig;
 mod list;
 mod migrate;
+mod restore;
 mod scale;
 mod status;
 mod token;
@@ -44,6 +46,10 @@ enum Verb {
     Datastores(datastores::Args),
     /// Move a control plane's data to another DataStore with Kamaji's migration (asks first; --yes without a terminal)
     Migrate(migrate::Args),
+    /// Back up one tenant to a file: its DataStore keys at one revision and the objects that bring it back
+    Backup(backup::Args),
+    /// Bring a tenant back from a backup file, here or on another management cluster
+    Restore(restore::Args),
     /// What is wrong across the management cluster and the fleet, and the command that fixes each
     Doctor(doctor::Args),
     /// Scale the control plane (0 = asleep) and the workers
@@ -85,6 +91,8 @@ fn main() -> ExitCode {
             Verb::List(a) => list::run(&a).await,
             Verb::Status(a) => status::run(&a).await,
             Verb::Datastores(a) => datastores::run(&a).await,
+            Verb::Backup(a) => backup::run(&a).await,
+            Verb::Restore(a) => restore::run(&a).await,
             Verb::Doctor(a) => doctor::run(&a).await,
             Verb::Scale(a) => scale::run(&a).await,
             Verb::Upgrade(a) => upgrade::run(&a).await,

@@ -37,6 +37,27 @@ fn resource_of(apis: &ServerApis, obj: &Value) -> Result<ApiResource, Error> {
     Ok(k.resource(version))
 }
 
+/// [`resource_of`], refusing a version the server does not serve (a backup taken where another
+/// contract was served).
+pub fn served(apis: &ServerApis, obj: &Value) -> Result<ApiResource, Error> {
+    let ar = resource_of(apis, obj)?;
+    let (group, version) = kcore::groups::split_api_version(&ar.api_version);
+    match apis.kind(group, &ar.kind) {
+        Some(k) if !k.versions.iter().any(|v| v == version) => Err(Error::Other {
+            message: format!(
+                "{} {} is not served here (served: {})",
+                ar.kind,
+                ar.api_version,
+                k.versions.join(", ")
+            ),
+            hint: Some(
+                "restore onto a management cluster whose providers serve that version".into(),
+            ),
+        }),
+        _ => Ok(ar),
+    }
+}
+
 /// Server-side applies one object with field manager `kubectl-kamaji`.
 pub async fn apply(
     conn: &Conn,

@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod backup;
 mod clastix_compat;
 mod clusterclass;
 mod kamaji_range;
