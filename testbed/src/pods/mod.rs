@@ -127,7 +127,11 @@ pub async fn run(client: Client, cfg: Config) {
     let pods: Api<Pod> = Api::all(client.clone());
     let mut running: HashMap<String, RunningPod> = HashMap::new();
     let endpoints: Endpoints = Default::default();
-    let mut services: HashSet<u16> = HashSet::new();
+    // Each tenant port's SIMULATED Service, while a pod of it runs here: a port with none left
+    // is released, so that a client sees it refused, as kube-proxy's REJECT rule for a Service
+    // without endpoints makes it, and another testbed of the machine may serve it (a tenant
+    // moved to another management cluster keeps its endpoint).
+    let mut services: HashMap<u16, tokio::task::JoinHandle<()>> = HashMap::new();
     tracing::info!(
         "SIMULATED kubelet: running Kamaji tenant control-plane pods with Kubernetes {}",
         cfg.releases
@@ -165,16 +169,23 @@ pub async fn run(client: Client, cfg: Config) {
                 }
                 for p in running.values() {
                     if let Some(port) = p.service_port
-                        && !services.contains(&port)
+                        && !services.contains_key(&port)
                     {
                         match service(port, endpoints.clone()) {
-                            Ok(()) => {
-                                services.insert(port);
+                            Ok(task) => {
+                                services.insert(port, task);
                             }
                             Err(e) => tracing::warn!("SIMULATED Service on port {port}: {e}"),
                         }
                     }
                 }
+                services.retain(|port, task| {
+                    let served = running.values().any(|p| p.service_port == Some(*port));
+                    if !served {
+                        task.abort();
+                    }
+                    served
+                });
             }
             Err(e) => tracing::warn!("SIMULATED kubelet: listing pods: {e}"),
         }

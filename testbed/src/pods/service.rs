@@ -25,12 +25,15 @@ pub(super) fn unroute(endpoints: &Endpoints, uid: &str) -> bool {
 
 /// The SIMULATED Service of a tenant port: accepts on 127.0.0.1:`port` and forwards each
 /// connection to a ready API server behind it (round robin), or closes it when none is ready,
-/// as a Service without ready endpoints refuses.
-pub(super) fn service(port: u16, endpoints: Endpoints) -> Result<(), String> {
+/// as a Service without ready endpoints refuses. Aborting the returned task releases the port.
+pub(super) fn service(
+    port: u16,
+    endpoints: Endpoints,
+) -> Result<tokio::task::JoinHandle<()>, String> {
     let listener = std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let mut next = 0usize;
         loop {
             let Ok((mut inbound, _)) = listener.accept().await else {
@@ -57,5 +60,5 @@ pub(super) fn service(port: u16, endpoints: Endpoints) -> Result<(), String> {
             });
         }
     });
-    Ok(())
+    Ok(task)
 }
