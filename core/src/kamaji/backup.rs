@@ -41,6 +41,14 @@ pub const PAGE: u32 = 200;
 /// of the same restore knows the objects are its own and finishes the job.
 pub const RESTORED_FROM: &str = "capi-kamaji.io/restored-from";
 
+/// On the origin's control plane while `kubectl kamaji move` runs: the API server of the
+/// management cluster it moves to. With it, a re-run of the move knows the origin sleeps for it.
+pub const MOVING_TO: &str = "capi-kamaji.io/moving-to";
+
+/// On the origin's control plane while it moves: its replicas before the move put it to sleep
+/// (0, so that no write lands on the origin after the backup). A restore gives them back.
+pub const MOVING_REPLICAS: &str = "capi-kamaji.io/moving-replicas";
+
 /// The Secrets carried besides the control plane's objects: the tenant's identity, which Kamaji
 /// v1.0.0 adopts when it finds them valid (`internal/resources/ca_certificate.go`,
 /// `front_proxy_ca_certificate.go`, `sa_certificate.go`: an existing Secret with a valid pair is
@@ -396,6 +404,68 @@ pub fn carried(obj: &Value) -> Value {
     out
 }
 
+/// Where a control plane's replicas are: a KamajiControlPlane's `spec.replicas`, a
+/// TenantControlPlane's `spec.controlPlane.deployment.replicas`.
+fn replicas_path(obj: &Value) -> &'static [&'static str] {
+    match obj["kind"].as_str() {
+        Some("TenantControlPlane") => &["spec", "controlPlane", "deployment", "replicas"],
+        _ => &["spec", "replicas"],
+    }
+}
+
+/// A control plane's replicas (Kamaji's default when unset).
+pub fn replicas(obj: &Value) -> i64 {
+    crate::fields::at(obj, replicas_path(obj))
+        .and_then(Value::as_i64)
+        .unwrap_or(super::api::DEFAULT_REPLICAS.into())
+}
+
+/// The merge patch that puts a control plane to sleep for a move to `to` (an API server URL):
+/// replicas 0, and the replicas to give back kept in [`MOVING_REPLICAS`] (the first run's, on
+/// a re-run).
+pub fn sleep_patch(obj: &Value, to: &str) -> Value {
+    let kept = obj["metadata"]["annotations"][MOVING_REPLICAS]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| replicas(obj).to_string());
+    let mut patch = json!({"metadata": {"annotations": {MOVING_TO: to, MOVING_REPLICAS: kept}}});
+    let path = replicas_path(obj);
+    let mut at = &mut patch;
+    for p in &path[..path.len() - 1] {
+        at = &mut at[*p];
+    }
+    at[path[path.len() - 1]] = json!(0);
+    patch
+}
+
+/// Whether a control plane sleeps for a move, and to where.
+pub fn moving_to(obj: &Value) -> Option<&str> {
+    obj["metadata"]["annotations"][MOVING_TO].as_str()
+}
+
+/// A control plane as it was before a move put it to sleep: its replicas back, the move's
+/// annotations gone. Anything else is returned as it is.
+pub fn woken(obj: &Value) -> Value {
+    let mut out = obj.clone();
+    let Some(kept) = obj["metadata"]["annotations"][MOVING_REPLICAS]
+        .as_str()
+        .and_then(|r| r.parse::<i64>().ok())
+    else {
+        return out;
+    };
+    let path = replicas_path(obj);
+    let mut at = &mut out;
+    for p in &path[..path.len() - 1] {
+        at = &mut at[*p];
+    }
+    at[path[path.len() - 1]] = json!(kept);
+    if let Some(a) = out["metadata"]["annotations"].as_object_mut() {
+        a.remove(MOVING_TO);
+        a.remove(MOVING_REPLICAS);
+    }
+    out
+}
+
 /// Where a restore puts the tenant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RestoreTarget {
@@ -454,7 +524,7 @@ impl RestoreTarget {
     /// the backup it came from.
     pub fn object(&self, m: &BackupManifest, obj: &Value) -> Value {
         let from = m.tenant.name.as_str();
-        let mut out = carried(obj);
+        let mut out = carried(&woken(obj));
         let meta = &mut out["metadata"];
         meta["namespace"] = json!(self.namespace);
         if let Some(n) = meta["name"].as_str() {

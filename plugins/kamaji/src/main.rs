@@ -18,6 +18,7 @@ mod install;
 mod kubeconfig;
 mod list;
 mod migrate;
+mod r#move;
 mod restore;
 mod scale;
 mod status;
@@ -50,6 +51,8 @@ enum Verb {
     Backup(backup::Args),
     /// Bring a tenant back from a backup file, here or on another management cluster
     Restore(restore::Args),
+    /// Move a tenant to another management cluster, its endpoint, CA and data kept (asks first; --yes without a terminal)
+    Move(r#move::Args),
     /// What is wrong across the management cluster and the fleet, and the command that fixes each
     Doctor(doctor::Args),
     /// Scale the control plane (0 = asleep) and the workers
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
             Verb::Datastores(a) => datastores::run(&a).await,
             Verb::Backup(a) => backup::run(&a).await,
             Verb::Restore(a) => restore::run(&a).await,
+            Verb::Move(a) => r#move::run(&a).await,
             Verb::Doctor(a) => doctor::run(&a).await,
             Verb::Scale(a) => scale::run(&a).await,
             Verb::Upgrade(a) => upgrade::run(&a).await,

@@ -232,3 +232,46 @@ fn a_manifest_is_described_in_two_lines() {
         d[1]
     );
 }
+
+#[test]
+fn a_move_puts_the_control_plane_to_sleep_and_the_restore_wakes_it() {
+    let kcp = json!({"kind": "KamajiControlPlane", "metadata": {"name": "prod"},
+                     "spec": {"replicas": 3, "dataStoreName": "default"}});
+    let patch = sleep_patch(&kcp, "https://target:6443");
+    assert_eq!(patch["spec"]["replicas"], 0);
+    assert_eq!(patch["metadata"]["annotations"][MOVING_REPLICAS], "3");
+    assert_eq!(
+        patch["metadata"]["annotations"][MOVING_TO],
+        "https://target:6443"
+    );
+    let mut asleep = kcp.clone();
+    asleep["spec"]["replicas"] = json!(0);
+    asleep["metadata"]["annotations"] = patch["metadata"]["annotations"].clone();
+    assert_eq!(moving_to(&asleep), Some("https://target:6443"));
+    // A re-run keeps the first run's count, not the 0 it set.
+    assert_eq!(
+        sleep_patch(&asleep, "https://target:6443")["metadata"]["annotations"][MOVING_REPLICAS],
+        "3"
+    );
+    let (_, m) = file();
+    let restored = RestoreTarget::of(&m, None, None, None).object(&m, &asleep);
+    assert_eq!(restored["spec"]["replicas"], 3);
+    assert!(
+        restored["metadata"]["annotations"].get(MOVING_TO).is_none(),
+        "{restored}"
+    );
+    assert!(
+        restored["metadata"]["annotations"]
+            .get(MOVING_REPLICAS)
+            .is_none()
+    );
+
+    let tcp = json!({"kind": "TenantControlPlane", "metadata": {"name": "t"}, "spec": {}});
+    let patch = sleep_patch(&tcp, "https://x");
+    assert_eq!(patch["spec"]["controlPlane"]["deployment"]["replicas"], 0);
+    assert_eq!(
+        patch["metadata"]["annotations"][MOVING_REPLICAS], "2",
+        "Kamaji's default"
+    );
+    assert_eq!(woken(&tcp), tcp, "nothing to wake");
+}

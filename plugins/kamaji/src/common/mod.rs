@@ -21,6 +21,8 @@ pub mod control_plane_row;
 pub mod datastores;
 pub mod secrets;
 pub mod spec_flags;
+pub mod tenant_backup;
+pub mod tenant_delete;
 pub mod tenant_kubeconfig;
 pub mod tenant_status;
 pub mod writes;

@@ -527,3 +527,44 @@ pub async fn list(api: &Api<DynamicObject>, lp: &kube::api::ListParams) -> Vec<V
         .map(|o| serde_json::to_value(o).unwrap())
         .collect()
 }
+
+/// Waits until the TenantControlPlane is Ready and Kamaji ran its bootstrap-token phase (what
+/// clastix's `token join` requires); returns it.
+pub async fn ready_tcp(client: &Client, ns: &str, name: &str) -> Value {
+    let tcp_ar = tcp_ar();
+    let what = format!("TenantControlPlane {name} to be ready");
+    wait_until(&what, Duration::from_secs(300), || async {
+        let tcp = get(client, ns, &tcp_ar, name).await.unwrap();
+        let ready = tcp["status"]["kubernetesResources"]["version"]["status"] == "Ready";
+        let bootstrapped = tcp["status"]["kubeadmPhase"]["bootstrapToken"]["checksum"]
+            .as_str()
+            .is_some_and(|c| !c.is_empty());
+        if ready && bootstrapped {
+            Ok(tcp)
+        } else {
+            Err(tcp["status"].to_string())
+        }
+    })
+    .await
+}
+
+/// A standalone TenantControlPlane as a Kamaji user writes one: one replica, its API server on
+/// `port` of the testbed's loopback, no addons (Konnectivity's server is not a binary the
+/// SIMULATED kubelet can run).
+pub async fn create_standalone_tcp(client: &Client, ns: &str, name: &str, port: u16) {
+    let obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+        "metadata": {"name": name},
+        "spec": {
+            "dataStore": "default",
+            "controlPlane": {"deployment": {"replicas": 1}, "service": {"serviceType": "ClusterIP"}},
+            "kubernetes": {"version": "v1.35.4", "kubelet": {"cgroupfs": "systemd"}},
+            "networkProfile": {"address": "127.0.0.1", "port": port},
+        }
+    }))
+    .unwrap();
+    api(client, ns, &tcp_ar())
+        .create(&kube::api::PostParams::default(), &obj)
+        .await
+        .unwrap();
+}

@@ -252,3 +252,148 @@ async fn a_tenant_backed_up_deleted_and_restored_serves_its_objects_again() {
     );
     ok(&delete_wait(tb, &ns, name, "180s"));
 }
+
+/// `move` between two management clusters, both running the real Kamaji v1.0.0: this suite's
+/// testbed and the CAPI 1.10 one (`testbed_v1beta1_real`, its own API server, etcd and
+/// DataStore). A standalone TenantControlPlane moves with `--delete-origin`: it answers on the
+/// target at the same endpoint through the kubeconfig taken before (same CA), with the object
+/// written before; the origin holds neither the TenantControlPlane nor a key of it; a re-run
+/// says there is nothing left to move. A KamajiControlPlane whose Cluster is v1beta2 is refused
+/// by the v1beta1-only target before the origin stops.
+#[tokio::test]
+async fn a_tenant_moves_to_another_management_cluster_and_leaves_nothing_behind() {
+    let tb = testbed_real().await;
+    let (client, ns) = tb.namespace("move").await;
+    let there = testbed_v1beta1_real().await;
+    let there_client = there.client().await;
+    let namespace: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap();
+    kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(there_client.clone())
+        .create(&kube::api::PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    let name = "mv";
+    create_standalone_tcp(&client, &ns, name, free_port()).await;
+    ready_tcp(&client, &ns, name).await;
+    let tenant_kc = tenant_kubeconfig(tb, &ns, name);
+    let made = kubectl(
+        &tenant_kc,
+        &[
+            "create",
+            "configmap",
+            "before-move",
+            "-n",
+            "default",
+            "--from-literal=k=moved",
+        ],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let store = default_store(tb).await;
+    let prefix = format!("/{}_{name}/", ns.replace('-', "_"));
+    assert!(store.count(&prefix).await.unwrap() > 0);
+
+    let to = there.kubeconfig.to_str().unwrap();
+    let file = tb.dir.join(format!("{ns}-{name}.kamaji-move"));
+    let args = [
+        "move",
+        name,
+        "--to-kubeconfig",
+        to,
+        "--delete-origin",
+        "--yes",
+        "--file",
+        file.to_str().unwrap(),
+        "--timeout",
+        "300s",
+    ];
+    let moved = kamaji(tb, &ns, &args);
+    let out = ok(&moved);
+    assert_contains(
+        &out,
+        &format!("{ns}/mv restored: mv answers with Kubernetes v1.35.4"),
+    );
+    assert_contains(
+        &out,
+        "mv is gone; DataStore default no longer holds its data",
+    );
+    assert_contains(&out, "mv moved to https://");
+    assert!(!file.exists(), "the move left its backup behind");
+    // The target serves it: the kubeconfig taken on the origin reads the object written there.
+    let read = kubectl(
+        &tenant_kc,
+        &[
+            "get",
+            "configmap",
+            "before-move",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.data.k}",
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&read.stdout),
+        "moved",
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let on_target = get(&there_client, &ns, &tcp_ar(), name)
+        .await
+        .expect("mv on the target");
+    assert!(on_target["metadata"]["annotations"]["capi-kamaji.io/restored-from"].is_string());
+    assert_eq!(
+        on_target["spec"]["controlPlane"]["deployment"]["replicas"], 1,
+        "replicas given back"
+    );
+    assert!(
+        get(&client, &ns, &tcp_ar(), name).await.is_none(),
+        "mv is still on the origin"
+    );
+    assert_eq!(
+        store.count(&prefix).await.unwrap(),
+        0,
+        "the origin keeps keys of mv"
+    );
+    let again = ok(&kamaji(tb, &ns, &args));
+    assert_contains(&again, "mv runs on https://");
+    assert_contains(&again, "already: nothing left to move");
+
+    // A KamajiControlPlane with a v1beta2 Cluster: the v1beta1-only target is refused up front.
+    let rec = start_reconciler(tb, &ns);
+    let port = free_port().to_string();
+    ok(&create_tenant(
+        tb,
+        &ns,
+        "kc",
+        "none",
+        &port,
+        &["--datastore", "default"],
+    ));
+    let refused = fails(
+        &kamaji(tb, &ns, &["move", "kc", "--to-kubeconfig", to, "--yes"]),
+        1,
+    );
+    assert_contains(
+        &refused,
+        "Cluster cluster.x-k8s.io/v1beta2 is not served here (served: v1beta1)",
+    );
+    let kcp = get(&client, &ns, &kcp_ar(), "kc").await.unwrap();
+    assert_eq!(
+        kcp["spec"]["replicas"], 1,
+        "a refused move stopped the origin"
+    );
+    assert!(kcp["metadata"]["annotations"]["capi-kamaji.io/moving-to"].is_null());
+    ok(&delete_wait(tb, &ns, "kc", "180s"));
+    drop(rec);
+    let cleanup = kamaji_env(
+        there,
+        &ns,
+        &["delete", name, "--yes", "--wait", "--timeout", "180s"],
+        &[],
+    );
+    ok(&cleanup);
+}

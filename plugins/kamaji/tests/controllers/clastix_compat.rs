@@ -25,8 +25,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use base64::Engine;
 use kube::Client;
-use kube::api::{DynamicObject, PostParams};
-use serde_json::{Value, json};
+use serde_json::Value;
 use testbed::fixtures::run::assert_contains;
 use testbed::fixtures::run::words;
 
@@ -177,26 +176,6 @@ fn secret_key(secret: &Value, key: &str) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD
         .decode(secret["data"][key].as_str().unwrap_or_default())
         .unwrap()
-}
-
-/// Waits until the TenantControlPlane is Ready and Kamaji ran its bootstrap-token phase (what
-/// clastix's `token join` requires); returns it.
-async fn ready_tcp(client: &Client, ns: &str, name: &str) -> Value {
-    let tcp_ar = tcp_ar();
-    let what = format!("TenantControlPlane {name} to be ready");
-    wait_until(&what, Duration::from_secs(300), || async {
-        let tcp = get(client, ns, &tcp_ar, name).await.unwrap();
-        let ready = tcp["status"]["kubernetesResources"]["version"]["status"] == "Ready";
-        let bootstrapped = tcp["status"]["kubeadmPhase"]["bootstrapToken"]["checksum"]
-            .as_str()
-            .is_some_and(|c| !c.is_empty());
-        if ready && bootstrapped {
-            Ok(tcp)
-        } else {
-            Err(tcp["status"].to_string())
-        }
-    })
-    .await
 }
 
 /// Runs `kubectl <words[1..]>` as a user of clastix's plugin would: the real kubectl, our
@@ -363,24 +342,7 @@ async fn clastix_plugin_command_lines() {
     let (client, ns) = tb.namespace("clastix").await;
     let tcp_name = "tcp1";
     let port = free_port();
-    // A TenantControlPlane as a Kamaji user writes one: one replica, its API server on a free
-    // port of the testbed's loopback, no addons (Konnectivity's server is not a binary the
-    // SIMULATED kubelet can run).
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
-        "metadata": {"name": tcp_name},
-        "spec": {
-            "dataStore": "default",
-            "controlPlane": {"deployment": {"replicas": 1}, "service": {"serviceType": "ClusterIP"}},
-            "kubernetes": {"version": "v1.35.4", "kubelet": {"cgroupfs": "systemd"}},
-            "networkProfile": {"address": "127.0.0.1", "port": port},
-        }
-    }))
-    .unwrap();
-    api(&client, &ns, &tcp_ar())
-        .create(&PostParams::default(), &obj)
-        .await
-        .unwrap();
+    create_standalone_tcp(&client, &ns, tcp_name, port).await;
     let tcp = ready_tcp(&client, &ns, tcp_name).await;
     let admin_secret = tcp["status"]["kubeconfig"]["admin"]["secretName"]
         .as_str()
