@@ -49,6 +49,35 @@ pub async fn owning_cluster(
         .map(|c| object_json(&c)))
 }
 
+/// Each control plane's namespace and name, in `ns` (every namespace with `None`), whose labels
+/// match `selector`: the KamajiControlPlanes and the standalone TenantControlPlanes, sorted.
+pub async fn list_names(
+    conn: &Conn,
+    apis: &ServerApis,
+    ns: Option<&str>,
+    selector: Option<&str>,
+) -> Result<Vec<(String, String)>, Error> {
+    let mut out = Vec::new();
+    if let Some(kcp_ar) = apis.kamaji_control_plane() {
+        for k in list(conn, &kcp_ar, ns, selector).await? {
+            out.push((
+                k.metadata.namespace.clone().unwrap_or_default(),
+                k.metadata.name.clone().unwrap_or_default(),
+            ));
+        }
+    }
+    for t in list(conn, &tcp_resource(apis)?, ns, selector).await? {
+        if !owned_by_kcp(&t) {
+            out.push((
+                t.metadata.namespace.clone().unwrap_or_default(),
+                t.metadata.name.clone().unwrap_or_default(),
+            ));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// A control plane: the KamajiControlPlane (absent for a standalone TenantControlPlane) and its
 /// TenantControlPlane (absent until the reconciler creates it).
 #[derive(Clone, Debug)]

@@ -131,6 +131,26 @@ async fn a_tenant_backed_up_deleted_and_restored_serves_its_objects_again() {
         );
     }
     assert!(manifest["witness"].is_string(), "{manifest}");
+    // Many at once, by label, into a directory made for them (0700).
+    let dir = tb.dir.join(format!("{ns}-many"));
+    let selector = format!("cluster.x-k8s.io/cluster-name={name}");
+    let many = ok(&kamaji(
+        tb,
+        &ns,
+        &[
+            "backup",
+            "-l",
+            &selector,
+            "-o",
+            dir.to_str().unwrap(),
+            "--max-parallel",
+            "2",
+        ],
+    ));
+    let one = dir.join(format!("{ns}.{name}.kamaji-backup"));
+    assert_contains(&many, &format!("{ns}/{name}: "));
+    assert_contains(&many, &format!("written to {}", one.display()));
+    assert!(gunzip(&one).lines().count() > 50, "{many}");
 
     // Bad files and taken names: refused, nothing written (under another name, so the check
     // that nothing was written looks at a prefix nobody else uses).
