@@ -29,3 +29,4 @@ pub mod registry;
 pub mod releases;
 pub mod render;
 pub mod teardown;
+pub mod tls;

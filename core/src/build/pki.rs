@@ -51,6 +51,25 @@ pub fn pem_certificates(pem: &[u8]) -> Vec<CertInfo> {
     out
 }
 
+/// The DER of each certificate in PEM text, in order (other blocks skipped).
+pub fn pem_der(pem: &[u8]) -> Vec<Vec<u8>> {
+    x509_parser::pem::Pem::iter_from_buffer(pem)
+        .flatten()
+        .filter(|b| b.label == "CERTIFICATE")
+        .map(|b| b.contents)
+        .collect()
+}
+
+/// A DER certificate's serial number (hex) and expiry, for a line that names it.
+pub fn der_summary(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some(format!(
+        "serial {}, expires {}",
+        cert.raw_serial_as_string(),
+        rfc3339(&cert.validity().not_after)
+    ))
+}
+
 /// The certificates of a Secret's data, with the key each came from: `*.crt` keys, and the
 /// client certificates inside the kubeconfigs (`*.conf`) Kamaji keeps for a tenant's admin and
 /// components. Data that is not PEM or not a kubeconfig is skipped. The one reader of a

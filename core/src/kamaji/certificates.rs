@@ -131,8 +131,135 @@ pub fn sort(rows: &mut [CertificateRow]) {
     });
 }
 
+/// A path that uses a tenant's certificates, as `certificates rotate --verify` checks it. They
+/// are checked in this order: each later one needs the earlier (a client reaches the API server
+/// before it reaches a kubelet through it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CertPath {
+    /// The endpoint presents the re-issued serving certificate, signed by the tenant's CA.
+    Serving,
+    /// Kamaji's admin kubeconfig is accepted (client certificate and CA).
+    Admin,
+    /// Cluster API's `<cluster>-kubeconfig` is accepted: how CAPI reaches the workload cluster.
+    ClusterApiKubeconfig,
+    /// Cluster API's `<cluster>-ca` is the tenant's CA: what joining workers trust.
+    ClusterApiCa,
+    /// The API server reaches a kubelet with its kubelet client certificate (`logs`, `exec`),
+    /// through Konnectivity when the tenant uses it.
+    Kubelet,
+}
+
+impl CertPath {
+    pub fn label(self) -> &'static str {
+        match self {
+            CertPath::Serving => "API server serving certificate",
+            CertPath::Admin => "admin kubeconfig",
+            CertPath::ClusterApiKubeconfig => "Cluster API's kubeconfig",
+            CertPath::ClusterApiCa => "Cluster API's CA",
+            CertPath::Kubelet => "API server to kubelet",
+        }
+    }
+
+    /// What to do when this path fails after a rotation of `tenant`.
+    pub fn rollback(self, tenant: &str) -> String {
+        match self {
+            CertPath::Serving => format!(
+                "Kamaji re-issues it from the CA: rotate it again (kubectl kamaji certificates rotate {tenant} --certificates=APIServer), or put the tenant's Secrets back from a backup (kubectl kamaji restore)"
+            ),
+            CertPath::Admin => format!(
+                "have Kamaji re-issue it: kubectl kamaji kubeconfig rotate {tenant}"
+            ),
+            CertPath::ClusterApiKubeconfig | CertPath::ClusterApiCa => format!(
+                "kamaji-reconciler copies Kamaji's admin kubeconfig and CA for Cluster API: check that it runs (kubectl kamaji doctor; kubectl kamaji status {tenant}); until then Cluster API cannot reach the workload cluster and new workers trust the old CA"
+            ),
+            CertPath::Kubelet => "the kubelets still trust the CA from before the rotation (clastix/kamaji#1151): re-join the workers (kubectl capi hosts retire, then scale), or put the old CA back from a backup (kubectl kamaji restore)".to_string(),
+        }
+    }
+}
+
+/// How one path fared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "result", rename_all = "camelCase")]
+pub enum PathOutcome {
+    Passed { detail: String },
+    Failed { cause: String },
+    NotChecked { why: String },
+}
+
+/// One path and how it fared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathCheck {
+    pub path: CertPath,
+    #[serde(flatten)]
+    pub outcome: PathOutcome,
+}
+
+impl PathCheck {
+    pub fn line(&self) -> String {
+        match &self.outcome {
+            PathOutcome::Passed { detail } => format!("{}: ok ({detail})", self.path.label()),
+            PathOutcome::Failed { cause } => format!("{}: FAILED: {cause}", self.path.label()),
+            PathOutcome::NotChecked { why } => {
+                format!("{}: not checked ({why})", self.path.label())
+            }
+        }
+    }
+}
+
+/// The first path that failed, if any.
+pub fn first_failure(checks: &[PathCheck]) -> Option<&PathCheck> {
+    checks
+        .iter()
+        .find(|c| matches!(c.outcome, PathOutcome::Failed { .. }))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_first_failing_path_is_named_with_its_rollback() {
+        let checks = [
+            PathCheck {
+                path: CertPath::Serving,
+                outcome: PathOutcome::Passed {
+                    detail: "serial 01".into(),
+                },
+            },
+            PathCheck {
+                path: CertPath::ClusterApiKubeconfig,
+                outcome: PathOutcome::Failed {
+                    cause: "x509: unknown authority".into(),
+                },
+            },
+            PathCheck {
+                path: CertPath::Kubelet,
+                outcome: PathOutcome::Failed {
+                    cause: "later".into(),
+                },
+            },
+        ];
+        let f = first_failure(&checks).unwrap();
+        assert_eq!(
+            f.line(),
+            "Cluster API's kubeconfig: FAILED: x509: unknown authority"
+        );
+        assert!(f.path.rollback("prod").contains("kamaji-reconciler copies"));
+        assert_eq!(
+            checks[0].line(),
+            "API server serving certificate: ok (serial 01)"
+        );
+        let json = serde_json::to_value(&checks[1]).unwrap();
+        assert_eq!(json["result"], "failed");
+        assert_eq!(json["path"], "clusterApiKubeconfig");
+        assert!(first_failure(&checks[..1]).is_none());
+        assert!(
+            CertPath::Kubelet
+                .rollback("p")
+                .contains("clastix/kamaji#1151")
+        );
+    }
+
     use super::*;
 
     fn pem(days: u32, ca: bool, name: &str) -> Vec<u8> {

@@ -172,5 +172,7 @@ async fn get(args: &GetArgs) -> Result<(), Error> {
 async fn rotate(args: &KubeconfigRotateArgs) -> Result<(), Error> {
     let (kinds, strict) = args.kinds()?;
     let suffixes: Vec<&str> = kinds.iter().map(|k| k.suffix()).collect();
-    rotate_named(&args.kube, &args.name, &suffixes, strict).await
+    rotate_named(&args.kube, &args.name, &suffixes, strict)
+        .await
+        .map(drop)
 }

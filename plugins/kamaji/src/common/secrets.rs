@@ -70,7 +70,7 @@ pub async fn rotate_named(
     name: &str,
     suffixes: &[&str],
     strict: bool,
-) -> Result<(), Error> {
+) -> Result<Vec<String>, Error> {
     let conn = kube.connect().await?;
     let apis = ServerApis::discover(&conn).await?;
     let t = resolve(&conn, &apis, name).await?;
@@ -83,13 +83,13 @@ pub async fn rotate_named(
 
 /// Deletes Secrets so that Kamaji re-issues them (what clastix's plugin does,
 /// `pkg/commands/rotate_{cert,kubeconfig}.go`, v1.0.0). Missing ones fail when `strict` (and
-/// nothing is deleted), else are reported and skipped.
+/// nothing is deleted), else are reported and skipped. Returns the names deleted.
 pub async fn rotate_secrets(
     conn: &Conn,
     cp: &ControlPlane,
     names: &[String],
     strict: bool,
-) -> Result<(), Error> {
+) -> Result<Vec<String>, Error> {
     let ar = kube::api::ApiResource::erase::<Secret>(&());
     // Check every Secret first, so a strict run changes nothing when one is missing.
     let mut present = Vec::new();
@@ -115,7 +115,7 @@ pub async fn rotate_secrets(
     if present.is_empty() {
         return Err(Error::other("nothing to rotate: none of the Secrets exist"));
     }
-    for name in present {
+    for name in &present {
         // Deleting is the trigger every Kamaji release honours: Kamaji re-issues a missing
         // certificate or kubeconfig Secret on its next reconcile (the Secrets are owned by the
         // TenantControlPlane, so the deletion itself triggers it) and rolls the control plane
@@ -126,5 +126,5 @@ pub async fn rotate_secrets(
             "secret/{name} deleted: Kamaji re-issues it and rolls the control plane"
         ));
     }
-    Ok(())
+    Ok(present.into_iter().cloned().collect())
 }

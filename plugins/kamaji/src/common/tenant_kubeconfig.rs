@@ -55,31 +55,34 @@ pub struct TenantAdmin {
     pub ca: Vec<u8>,
 }
 
+/// The current context's cluster of a parsed kubeconfig: its server URL and its
+/// `certificate-authority-data` (base64), empty when absent.
+pub fn current_cluster(kc: &serde_json::Value) -> (&str, &str) {
+    let current = kc["current-context"].as_str().unwrap_or_default();
+    let contexts = kc["contexts"].as_array();
+    let ctx = contexts.and_then(|cs| {
+        cs.iter()
+            .find(|c| c["name"] == current)
+            .or_else(|| cs.first())
+    });
+    let cluster = ctx.and_then(|ctx| {
+        kc["clusters"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["name"] == ctx["context"]["cluster"]))
+    });
+    let field = |f: &str| {
+        cluster
+            .and_then(|c| c["cluster"][f].as_str())
+            .unwrap_or_default()
+    };
+    (field("server"), field("certificate-authority-data"))
+}
+
 pub async fn tenant_admin(conn: &Conn, cp: &ControlPlane) -> Result<TenantAdmin, Error> {
     let text = admin_kubeconfig(conn, cp, "admin.conf").await?;
     let kc_value = kclient::kubeconfig::parse(&text, "the tenant admin kubeconfig")?;
-    let current = kc_value["current-context"].as_str().unwrap_or_default();
-    let ctx = kc_value["contexts"]
-        .as_array()
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| c["name"] == current)
-                .or_else(|| cs.first())
-        })
-        .cloned()
-        .unwrap_or_default();
-    let cluster = kc_value["clusters"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["name"] == ctx["context"]["cluster"]))
-        .cloned()
-        .unwrap_or_default();
-    let server = cluster["cluster"]["server"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let ca_b64 = cluster["cluster"]["certificate-authority-data"]
-        .as_str()
-        .unwrap_or_default();
+    let (server, ca_b64) = current_cluster(&kc_value);
+    let server = server.to_string();
     let ca = base64::engine::general_purpose::STANDARD
         .decode(ca_b64)
         .map_err(|_| Error::Other {

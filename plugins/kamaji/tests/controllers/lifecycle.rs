@@ -447,9 +447,32 @@ async fn read_rotate_and_sleep(
         &format!("{name}-api-server-certificate"),
     )
     .await;
-    let out = ok(&kamaji(tb, ns, &["certificates", "rotate", name, "--all"]));
+    let out = ok(&kamaji(
+        tb,
+        ns,
+        &[
+            "certificates",
+            "rotate",
+            name,
+            "--all",
+            "--verify",
+            "--timeout",
+            "180s",
+        ],
+    ));
     let deleted = format!("secret/{name}-api-server-certificate deleted: Kamaji re-issues it");
     assert_contains(&out, &deleted);
+    // --verify: each path tried after Kamaji re-issued them.
+    for path in [
+        "API server serving certificate: ok (127.0.0.1:",
+        "admin kubeconfig: ok (Kubernetes v1.35.4)",
+        "Cluster API's kubeconfig: ok (Secret ",
+        "Cluster API's CA: ok (Secret ",
+        "API server to kubelet: ",
+    ] {
+        assert_contains(&out, path);
+    }
+    assert_contains(&out, "every path that uses its certificates works");
     wait_until(
         &format!("Kamaji to re-issue {name}-api-server-certificate and {name}-front-proxy-client-certificate"),
         Duration::from_secs(120),

@@ -10,6 +10,7 @@
 mod common;
 
 mod backup;
+mod cert_paths;
 mod clastix_compat;
 mod clusterclass;
 mod kamaji_range;

@@ -18,6 +18,8 @@ use crate::common::clastix::CobraBool;
 use crate::common::control_plane;
 use crate::common::secrets::{self, rotate_named, rotation};
 
+mod verify;
+
 #[derive(ClapArgs, Clone, Debug)]
 #[command(
     args_conflicts_with_subcommands = true,
@@ -193,7 +195,8 @@ Kamaji re-issues each deleted Secret and rolls the control plane onto it. A cert
 Examples:
   kubectl kamaji certificates rotate prod --all=true
   kubectl kamaji certificates rotate prod --certificates=APIServer
-  kubectl kamaji certificates rotate prod --certificates=FrontProxyCA,FrontProxyClient"
+  kubectl kamaji certificates rotate prod --certificates=FrontProxyCA,FrontProxyClient
+  kubectl kamaji certificates rotate prod --certificates=CA --verify"
 )]
 pub struct CertificatesRotateArgs {
     /// The KamajiControlPlane (or TenantControlPlane)
@@ -205,6 +208,12 @@ pub struct CertificatesRotateArgs {
     /// Every certificate but the CA and the datastore's (--all=false is accepted, as cobra's flags take it)
     #[arg(long, cobra_bool = false)]
     pub all: bool,
+    /// Then wait until Kamaji re-issued them, and try each path that uses them (the endpoint, the admin and Cluster API kubeconfigs, Cluster API's CA, the API server to a kubelet); name the first that fails
+    #[arg(long)]
+    pub verify: bool,
+    /// With --verify: how long the paths may take to work
+    #[arg(long, value_parser = cli::parse_duration, default_value = "5m", value_name = "DURATION", requires = "verify")]
+    pub timeout: std::time::Duration,
     #[command(flatten)]
     pub kube: KubeFlags,
 }
@@ -234,5 +243,19 @@ pub async fn run(args: &Args) -> Result<(), Error> {
     };
     let (certs, strict) = a.certs()?;
     let suffixes: Vec<&str> = certs.iter().map(|c| c.suffix()).collect();
-    rotate_named(&a.kube, &a.name, &suffixes, strict).await
+    if !a.verify {
+        return rotate_named(&a.kube, &a.name, &suffixes, strict)
+            .await
+            .map(drop);
+    }
+    let conn = a.kube.connect().await?;
+    let apis = ServerApis::discover(&conn).await?;
+    let t = control_plane::resolve(&conn, &apis, &a.name).await?;
+    let names: Vec<String> = suffixes
+        .iter()
+        .map(|s| format!("{}-{s}", t.tcp_name()))
+        .collect();
+    let rotated = secrets::rotate_secrets(&conn, &t, &names, strict).await?;
+    let now = async || control_plane::resolve(&conn, &apis, &a.name).await;
+    verify::verify(&conn, now, &rotated, a.timeout).await
 }
