@@ -27,6 +27,7 @@
 #                                  and kubeadm bootstrap providers plus cert-manager's CRDs
 #   testbed/build-bins.sh crane   go-containerregistry's crane: the local OCI registry, pushes and pulls
 #   testbed/build-bins.sh krew    krew (as kubectl-krew), validate-krew-manifest and actionlint
+#   testbed/build-bins.sh monitoring  promtool, and the Prometheus operator's CRDs (crds/)
 #   testbed/build-bins.sh all
 #
 # Prints the cache directory of each set on stdout.
@@ -428,6 +429,32 @@ build_krew() {
   publish "$out"
 }
 
+# What the alerts are checked with and installed onto: Prometheus's promtool (`check rules`,
+# `test rules`), and the Prometheus operator's CRDs generated from its own API types with
+# controller-gen, as its release generates them (the operator's root module, which carries the
+# generated YAML, is not served by the Go module proxy; its pkg/apis/monitoring module is).
+build_monitoring() {
+  # shellcheck disable=SC1091
+  . "$here/versions.env"
+  local out="$cache_root/monitoring-prometheus-$PROMETHEUS_VERSION-operator-$PROMETHEUS_OPERATOR_VERSION"
+  if [ -x "$out/promtool" ] && [ -f "$out/crds/monitoring.coreos.com_prometheusrules.yaml" ]; then
+    echo "$out"; return
+  fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp/crds"
+  echo "building promtool $PROMETHEUS_VERSION and the Prometheus operator's CRDs (first time only; a few minutes)" >&2
+  go_install "$out.tmp" "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION"
+  go_install "$out.tmp" "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSION"
+  local mon
+  mon=$(mod_dir "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring@$PROMETHEUS_OPERATOR_VERSION")
+  need_dirs "$mon"
+  # controller-gen loads the packages with the go command, which may write go.sum: a copy.
+  cp -r "$mon" "$out.tmp/src"; chmod -R u+w "$out.tmp/src"
+  (cd "$out.tmp/src" && "$out.tmp/controller-gen" crd:crdVersions=v1,maxDescLen=0 paths=./v1/... \
+      output:crd:dir="$out.tmp/crds")
+  rm -rf "$out.tmp/src" "$out.tmp/controller-gen"
+  publish "$out"
+}
+
 # crane (go-containerregistry): `crane registry serve` is the testbed's local OCI registry, and
 # the SIMULATED kubelet pulls the images of its pods with it.
 # The pod sandbox image's program: registry.k8s.io/pause cannot be reached here.
@@ -497,6 +524,7 @@ case "${1:-all}" in
   byoh) build_byoh ;;
   cacppk) build_cacppk ;;
   krew) build_krew ;;
+  monitoring) build_monitoring ;;
   crane) build_crane ;;
   pause) build_pause ;;
   coredns) build_coredns ;;
@@ -505,6 +533,7 @@ case "${1:-all}" in
        echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"; echo "k8s-kamaji=$(build_k8s_prev k8s-kamaji)"
        echo "cert-manager=$(build_cert_manager)"; echo "kube-rbac-proxy=$(build_kube_rbac_proxy)"; echo "helm=$(build_helm)"
        echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "init-sources=$(build_init_sources)"; echo "krew=$(build_krew)"; echo "crane=$(build_crane)"
-       echo "pause=$(build_pause)"; echo "coredns=$(build_coredns)"; echo "node-packages=$(node_packages)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|capi-v1beta1|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|pause|coredns|node-packages|all" >&2; exit 2 ;;
+       echo "pause=$(build_pause)"; echo "coredns=$(build_coredns)"; echo "node-packages=$(node_packages)"
+       echo "monitoring=$(build_monitoring)" ;;
+  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|capi-v1beta1|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|pause|coredns|node-packages|monitoring|all" >&2; exit 2 ;;
 esac

@@ -3,6 +3,7 @@
 //! objects as clusterctl's release assets. It sits above both `kamaji` and `ops`, whose CRDs it
 //! puts together.
 
+pub mod monitoring;
 pub mod provider;
 pub mod rollout;
 

@@ -62,12 +62,17 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
     );
     assert_lacks(&e, "not found");
 
-    // Install, twice (converges).
-    let out = ok(&kamaji(
+    // Install, twice (converges). Without the Prometheus operator's CRDs, no alerts.
+    let installed = kamaji(
         tb,
         &ns,
         &words("install --image example.com/kamaji-reconciler:v1"),
-    ));
+    );
+    let out = ok(&installed);
+    assert_contains(
+        &stderr(&installed),
+        "the Prometheus operator's CRDs (PodMonitor, PrometheusRule) are not served: no alerts or dashboard installed",
+    );
     assert_contains(
         &out,
         "customresourcedefinition.apiextensions.k8s.io/kamajicontrolplanes.controlplane.cluster.x-k8s.io serverside-applied",
@@ -85,11 +90,37 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
             ),
         );
     }
-    ok(&kamaji(
+    // With them (the operator's own CRDs, generated from its API types by
+    // testbed/build-bins.sh monitoring), the PodMonitor, the rules and the dashboard go along.
+    let monitoring = testbed::build_bins("monitoring").expect("build-bins.sh monitoring");
+    testbed::install_crds(&client, &monitoring.join("crds"))
+        .await
+        .unwrap();
+    let upgraded = ok(&kamaji(
         tb,
         &ns,
         &words("install --image example.com/kamaji-reconciler:v2"),
     ));
+    for applied in [
+        "podmonitor.monitoring.coreos.com/kamaji-reconciler serverside-applied",
+        "prometheusrule.monitoring.coreos.com/kamaji-reconciler serverside-applied",
+        "configmap/kamaji-reconciler-dashboard serverside-applied",
+    ] {
+        assert_contains(&upgraded, applied);
+    }
+    let rule = object(
+        &client,
+        &ns,
+        "monitoring.coreos.com/v1",
+        "PrometheusRule",
+        "kamaji-reconciler",
+    )
+    .await;
+    assert_eq!(
+        rule["spec"]["groups"][0]["rules"].as_array().map(Vec::len),
+        Some(5),
+        "{rule}"
+    );
     let dep = object(&client, &ns, "apps/v1", "Deployment", "kamaji-reconciler").await;
     assert_eq!(
         dep["spec"]["template"]["spec"]["containers"][0]["image"],
@@ -167,6 +198,11 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
     ok(&delete_wait(tb, &ns, "inuse", "60s"));
     let out = ok(&kamaji(tb, &ns, &["uninstall", "--yes"]));
     assert_contains(&out, "deployment.apps/kamaji-reconciler deleted");
+    assert_contains(
+        &out,
+        "prometheusrule.monitoring.coreos.com/kamaji-reconciler deleted",
+    );
+    assert_contains(&out, "configmap/kamaji-reconciler-dashboard deleted");
     for kind in [
         "validatingadmissionpolicy",
         "validatingadmissionpolicybinding",

@@ -27,8 +27,9 @@ pub struct Applied {
 }
 
 /// The API of objects a release asset may hold for an optional integration: Kamaji's
-/// `install.yaml` has a ServiceMonitor for the Prometheus operator, which many clusters lack.
-const OPTIONAL_GROUP: &str = "monitoring.coreos.com";
+/// `install.yaml` has a ServiceMonitor for the Prometheus operator, which many clusters lack,
+/// and our reconciler's component its PodMonitor, alerts and dashboard.
+use kcore::install::monitoring::MONITORING_GROUP as OPTIONAL_GROUP;
 
 fn optional(o: &Value) -> bool {
     o["apiVersion"]

@@ -136,7 +136,7 @@ pub fn url_of(c: &Component, overrides: &Overrides) -> Option<String> {
 /// clusterctl's local repositories are), or downloaded.
 pub async fn fetch(c: &Component, overrides: &Overrides) -> Result<String, Error> {
     let Some(url) = url_of(c, overrides) else {
-        return kcore::install::provider::components_yaml().map_err(Error::from);
+        return kcore::install::provider::init_components_yaml().map_err(Error::from);
     };
     let failed = |why: String| {
         Error::Other {

@@ -188,12 +188,17 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
             );
         }
         render::print_objects(&args.output.output, &objects, "created (dry run)")?;
+        render::info(
+            "note: where the Prometheus operator's CRDs are served, install also applies a PodMonitor, a PrometheusRule and a Grafana dashboard ConfigMap",
+        );
         return Ok(());
     }
     let conn = args.kube.connect().await?;
     check_installed_elsewhere(&conn, &ns).await?;
     check_other_provider(&conn, &objects, args.take_over).await?;
     check_watched_exist(&conn, &watched).await?;
+    let mut objects = objects;
+    objects.extend(monitoring(&conn, &ns).await);
     let server_dry = args.dry_run == DryRun::Server;
     // A server dry run does not create the namespace, and the API server answers every
     // object in a namespace that does not exist with that namespace's 404.
@@ -224,6 +229,27 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// The PodMonitor, PrometheusRule and Grafana dashboard (`kcore::install::monitoring`) when the
+/// Prometheus operator's CRDs are served; none, said so, when not.
+async fn monitoring(conn: &Conn, ns: &str) -> Vec<Value> {
+    let objects = kcore::install::monitoring::manifests(ns);
+    let mut served = true;
+    for o in objects.iter().filter(|o| o["apiVersion"] != "v1") {
+        served &= resource(conn, o).await.is_ok();
+    }
+    if served {
+        render::info(
+            "the Prometheus operator's CRDs are served: kamaji-reconciler's PodMonitor, PrometheusRule and Grafana dashboard go with it",
+        );
+        objects
+    } else {
+        render::info(
+            "the Prometheus operator's CRDs (PodMonitor, PrometheusRule) are not served: no alerts or dashboard installed (run kubectl kamaji install again once they are)",
+        );
+        Vec::new()
+    }
 }
 
 /// `--wait`: until the reconciler's Deployment has rolled out. A Deployment past its progress
@@ -556,7 +582,9 @@ pub async fn uninstall(args: &UninstallArgs) -> Result<(), Error> {
             });
         }
     }
-    let objects = manifests::uninstall_manifests(&ns);
+    let mut objects = kcore::install::monitoring::manifests(&ns);
+    objects.reverse();
+    objects.extend(manifests::uninstall_manifests(&ns));
     let what = if args.purge {
         format!(
             "Uninstall the KamajiControlPlane provider from namespace {ns}, and delete every BootstrapKubeconfig and every free ByoHost?"
