@@ -184,6 +184,34 @@ impl Etcd {
         })
     }
 
+    /// The bytes of the keys and values under `prefix`, read page by page at one revision, at
+    /// most `max_keys` keys; whether that was all of them.
+    pub async fn prefix_bytes(&self, prefix: &str, max_keys: u64) -> Result<(u64, bool), Error> {
+        let mut from = prefix.as_bytes().to_vec();
+        let (mut revision, mut bytes, mut keys) = (0, 0u64, 0u64);
+        loop {
+            let page = self
+                .range_page(prefix, &from, revision, kcore::kamaji::backup::PAGE)
+                .await?;
+            revision = page.revision;
+            for (k, v) in &page.kvs {
+                let n = u64::try_from(k.len().saturating_add(v.len())).unwrap_or(u64::MAX);
+                bytes = bytes.saturating_add(n);
+                keys = keys.saturating_add(1);
+            }
+            match page.kvs.last() {
+                Some((k, _)) if page.more => {
+                    if keys >= max_keys {
+                        return Ok((bytes, false));
+                    }
+                    from = k.clone();
+                    from.push(0);
+                }
+                _ => return Ok((bytes, true)),
+            }
+        }
+    }
+
     /// Writes one key.
     pub async fn put(&self, key: &[u8], value: &[u8]) -> Result<(), Error> {
         let body = json!({"key": STANDARD.encode(key), "value": STANDARD.encode(value)});

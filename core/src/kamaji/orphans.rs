@@ -15,14 +15,23 @@ use serde::Serialize;
 /// The most prefixes read from one DataStore: past it, the listing says it stopped.
 pub const MAX_PREFIXES: usize = 10_000;
 
+/// The most keys read to size one orphaned prefix: past it, the size is a lower bound.
+pub const MAX_SIZED_KEYS: u64 = 100_000;
+
 /// One top-level prefix of a DataStore and how many keys lie under it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Prefix {
     pub datastore: String,
     /// `/<schema>/`.
     pub prefix: String,
     pub keys: u64,
+    /// The keys' and values' bytes (orphans only: sizing reads every value), and whether that
+    /// is all of them (false past [`MAX_SIZED_KEYS`]: a lower bound).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_exact: Option<bool>,
 }
 
 /// The top-level prefix `/<segment>/` of an etcd key, if it has one (a key that starts with `/`
@@ -97,6 +106,7 @@ mod tests {
             datastore: "default".into(),
             prefix: prefix.into(),
             keys,
+            ..Prefix::default()
         };
         let owned = BTreeSet::from(["/team_a_c1/".to_string()]);
         let got = unowned(

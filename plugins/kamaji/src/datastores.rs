@@ -18,7 +18,7 @@ use crate::common::age::age;
 use crate::common::control_plane;
 use crate::common::datastores;
 use kcore::kamaji::migrate::{Reach, etcd_prefix};
-use kcore::kamaji::orphans::{MAX_PREFIXES, Prefix, unowned};
+use kcore::kamaji::orphans::{MAX_PREFIXES, MAX_SIZED_KEYS, Prefix, unowned};
 
 #[derive(clap::Args, Clone, Debug)]
 #[command(after_help = "Examples:
@@ -41,7 +41,8 @@ pub struct Args {
     pub output: cli::OutputFlags,
 }
 
-/// `--orphans`' rows (`-o json`: `{"items": [{"datastore", "prefix", "keys"}...]}`).
+/// `--orphans`' rows (`-o json`: `{"items": [{"datastore", "prefix", "keys", "bytes",
+/// "bytesExact"}...]}`).
 #[derive(Serialize, Clone, Debug)]
 pub struct Orphans {
     pub items: Vec<Prefix>,
@@ -49,12 +50,23 @@ pub struct Orphans {
 
 impl Render for Orphans {
     fn human(&self) -> Human {
-        let mut t = Table::new(["datastore", "prefix", "keys"]);
+        let mut t = Table::new(["datastore", "prefix", "keys", "size"]);
         for o in &self.items {
+            let size = match (o.bytes, o.bytes_exact) {
+                (Some(b), Some(false)) => format!(
+                    ">= {}",
+                    kcore::build::cni::human_bytes(usize::try_from(b).unwrap_or(usize::MAX))
+                ),
+                (Some(b), _) => {
+                    kcore::build::cni::human_bytes(usize::try_from(b).unwrap_or(usize::MAX))
+                }
+                (None, _) => "-".into(),
+            };
             t.row([
                 Cell::from(o.datastore.as_str()),
                 Cell::from(o.prefix.as_str()),
                 Cell::from(o.keys.to_string()),
+                Cell::from(size),
             ]);
         }
         Human::Table(t)
@@ -252,9 +264,15 @@ async fn orphans(args: &Args) -> Result<(), Error> {
                 datastore: d.name.clone(),
                 prefix,
                 keys,
+                ..Prefix::default()
             })
             .collect();
-        let sorted = unowned(found, &owned_on(&tcps, &d.name));
+        let mut sorted = unowned(found, &owned_on(&tcps, &d.name));
+        for o in &mut sorted.orphans {
+            let (bytes, exact) = etcd.prefix_bytes(&o.prefix, MAX_SIZED_KEYS).await?;
+            o.bytes = Some(bytes);
+            o.bytes_exact = Some(exact);
+        }
         if !sorted.foreign.is_empty() {
             let shown: Vec<String> = sorted
                 .foreign
@@ -288,7 +306,15 @@ async fn orphans(args: &Args) -> Result<(), Error> {
     }
     let shown: Vec<String> = items
         .iter()
-        .map(|o| format!("{} on {} ({} keys)", o.prefix, o.datastore, o.keys))
+        .map(|o| {
+            format!(
+                "{} on {} ({} keys, {} bytes)",
+                o.prefix,
+                o.datastore,
+                o.keys,
+                o.bytes.unwrap_or(0)
+            )
+        })
         .collect();
     kclient::render::info(&format!(
         "This removes {} prefix(es) no tenant owns: {}",

@@ -481,8 +481,15 @@ async fn orphans_are_listed_then_pruned(
     )))
     .unwrap();
     let items = listed["items"].as_array().unwrap();
+    // Sized by reading them: each key and its one-byte value.
+    let bytes: usize = (0..3)
+        .map(|i| format!("{gone}registry/configmaps/x{i}").len() + 1)
+        .sum();
     assert!(
-        items.contains(&json!({"datastore": testbed::SECOND_DATASTORE, "prefix": gone, "keys": 3})),
+        items.contains(
+            &json!({"datastore": testbed::SECOND_DATASTORE, "prefix": gone, "keys": 3,
+                               "bytes": bytes, "bytesExact": true})
+        ),
         "{listed:#}"
     );
     assert!(
