@@ -28,6 +28,7 @@
 #   testbed/build-bins.sh crane   go-containerregistry's crane: the local OCI registry, pushes and pulls
 #   testbed/build-bins.sh krew    krew (as kubectl-krew), validate-krew-manifest and actionlint
 #   testbed/build-bins.sh monitoring  promtool, and the Prometheus operator's CRDs (crds/)
+#   testbed/build-bins.sh etcdctl  etcdctl of the testbed's etcd, for make bench only (not part of `all`)
 #   testbed/build-bins.sh all
 #
 # Prints the cache directory of each set on stdout.
@@ -508,8 +509,27 @@ build_crane() {
   publish "$out"
 }
 
+# etcdctl of the etcd the testbed runs: `make bench` compares a tenant's backup with
+# `etcdctl snapshot save` of the whole DataStore (etcd's own backup). Not part of `all`.
+build_etcdctl() {
+  local out="$cache_root/etcdctl-$etcd_version"
+  if [ -x "$out/etcdctl" ]; then echo "$out"; return; fi
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  echo "building etcdctl $etcd_version (first time only; about a minute)" >&2
+  # etcdctl's go.mod replaces its sibling modules (etcd's repository layout), which `go install
+  # pkg@version` refuses: it is built as a dependency of a module of its own instead, taking the
+  # siblings at the same released version.
+  mkdir -p "$out.tmp/src"
+  (cd "$out.tmp/src" && go mod init etcdctl-build >/dev/null 2>&1 \
+    && go get "go.etcd.io/etcd/etcdctl/v3@$etcd_version" >/dev/null 2>&1 \
+    && go build -trimpath -ldflags "-s -w" -o "$out.tmp/etcdctl" go.etcd.io/etcd/etcdctl/v3)
+  rm -rf "$out.tmp/src"
+  publish "$out"
+}
+
 case "${1:-all}" in
   k8s) build_k8s ;;
+  etcdctl) build_etcdctl ;;
   capi) build_capi ;;
   capi-v1beta1) build_capi_v1beta1 ;;
   cert-manager) build_cert_manager ;;
@@ -535,5 +555,5 @@ case "${1:-all}" in
        echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "init-sources=$(build_init_sources)"; echo "krew=$(build_krew)"; echo "crane=$(build_crane)"
        echo "pause=$(build_pause)"; echo "coredns=$(build_coredns)"; echo "node-packages=$(node_packages)"
        echo "monitoring=$(build_monitoring)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|capi-v1beta1|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|pause|coredns|node-packages|monitoring|all" >&2; exit 2 ;;
+  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|capi-v1beta1|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|pause|coredns|node-packages|monitoring|etcdctl|all" >&2; exit 2 ;;
 esac
