@@ -568,3 +568,65 @@ pub async fn create_standalone_tcp(client: &Client, ns: &str, name: &str, port: 
         .await
         .unwrap();
 }
+
+/// The etcd DataStore `name` of `tb`, dialled as Kamaji does (its endpoint from the object, the
+/// testbed's datastore PKI).
+pub async fn testbed_etcd(tb: &Testbed, name: &str) -> kclient::etcd::Etcd {
+    let c = tb.client().await;
+    let d = api(&c, "", &ar("kamaji.clastix.io", "v1alpha1", "DataStore"))
+        .get(name)
+        .await
+        .unwrap();
+    let endpoint = d.data["spec"]["endpoints"][0].as_str().unwrap().to_string();
+    let pki = tb.dir.join("datastore-pki");
+    let read = |f: &str| std::fs::read(pki.join(f)).unwrap();
+    let creds = kclient::etcd::EtcdCredentials {
+        ca: read("ca.crt"),
+        cert: read("client.crt"),
+        key: read("client.key"),
+    };
+    kclient::etcd::Etcd::new(&endpoint, &creds).await.unwrap()
+}
+
+/// A live tenant `name` (no infrastructure, DataStore `default`, a free port), created and
+/// waited for; its admin kubeconfig.
+pub fn live_tenant(tb: &Testbed, ns: &str, name: &str) -> PathBuf {
+    let port = free_port().to_string();
+    ok(&create_tenant(
+        tb,
+        ns,
+        name,
+        "none",
+        &port,
+        &["--datastore", "default"],
+    ));
+    tenant_kubeconfig(tb, ns, name)
+}
+
+/// Creates the ConfigMap `name` with `k=value` in the tenant's `default` namespace.
+#[track_caller]
+pub fn write_configmap(tenant_kc: &Path, name: &str, value: &str) {
+    let literal = format!("--from-literal=k={value}");
+    let o = kubectl(
+        tenant_kc,
+        &["create", "configmap", name, "-n", "default", &literal],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The value `k` of the ConfigMap `name` in the tenant's `default` namespace ("" when unread).
+pub fn read_configmap(tenant_kc: &Path, name: &str) -> String {
+    let o = kubectl(
+        tenant_kc,
+        &[
+            "get",
+            "configmap",
+            name,
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.data.k}",
+        ],
+    );
+    String::from_utf8_lossy(&o.stdout).to_string()
+}

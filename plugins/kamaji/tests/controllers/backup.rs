@@ -8,26 +8,7 @@
 use std::io::{Read, Write};
 
 use crate::common::*;
-use kclient::etcd::{Etcd, EtcdCredentials};
 use testbed::fixtures::run::assert_contains;
-
-/// The testbed's `default` DataStore, dialled as Kamaji does.
-async fn default_store(tb: &testbed::Testbed) -> Etcd {
-    let c = tb.client().await;
-    let d = api(&c, "", &ar("kamaji.clastix.io", "v1alpha1", "DataStore"))
-        .get("default")
-        .await
-        .unwrap();
-    let endpoint = d.data["spec"]["endpoints"][0].as_str().unwrap().to_string();
-    let pki = tb.dir.join("datastore-pki");
-    let read = |f: &str| std::fs::read(pki.join(f)).unwrap();
-    let creds = EtcdCredentials {
-        ca: read("ca.crt"),
-        cert: read("client.crt"),
-        key: read("client.key"),
-    };
-    Etcd::new(&endpoint, &creds).await.unwrap()
-}
 
 fn gunzip(path: &std::path::Path) -> String {
     let mut text = String::new();
@@ -50,33 +31,9 @@ fn gzip(path: &std::path::Path, text: &str) {
 async fn a_tenant_backed_up_deleted_and_restored_serves_its_objects_again() {
     let (tb, client, ns, _rec) = live_namespace("backup").await;
     let name = "bk";
-    let port = free_port().to_string();
-    ok(&create_tenant(
-        tb,
-        &ns,
-        name,
-        "none",
-        &port,
-        &["--datastore", "default"],
-    ));
-    let tenant_kc = tenant_kubeconfig(tb, &ns, name);
-    let made = kubectl(
-        &tenant_kc,
-        &[
-            "create",
-            "configmap",
-            "before-backup",
-            "-n",
-            "default",
-            "--from-literal=k=kept",
-        ],
-    );
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let store = default_store(tb).await;
+    let tenant_kc = live_tenant(tb, &ns, name);
+    write_configmap(&tenant_kc, "before-backup", "kept");
+    let store = testbed_etcd(tb, "default").await;
     let prefix = format!("/{}_{name}/", ns.replace('-', "_"));
 
     // -o is the file here; an output format typed out of habit is refused.
@@ -243,24 +200,7 @@ async fn a_tenant_backed_up_deleted_and_restored_serves_its_objects_again() {
         &format!("{keys} keys written to DataStore default under {prefix}"),
     );
     // The kubeconfig taken before the backup still works: the CA came back.
-    let read = kubectl(
-        &tenant_kc,
-        &[
-            "get",
-            "configmap",
-            "before-backup",
-            "-n",
-            "default",
-            "-o",
-            "jsonpath={.data.k}",
-        ],
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&read.stdout),
-        "kept",
-        "{}",
-        String::from_utf8_lossy(&read.stderr)
-    );
+    assert_eq!(read_configmap(&tenant_kc, "before-backup"), "kept");
     assert!(store.count(&prefix).await.unwrap() >= keys);
 
     // A re-run finds its own objects and finishes (nothing to do) instead of refusing.
@@ -296,23 +236,8 @@ async fn a_tenant_moves_to_another_management_cluster_and_leaves_nothing_behind(
     create_standalone_tcp(&client, &ns, name, free_port()).await;
     ready_tcp(&client, &ns, name).await;
     let tenant_kc = tenant_kubeconfig(tb, &ns, name);
-    let made = kubectl(
-        &tenant_kc,
-        &[
-            "create",
-            "configmap",
-            "before-move",
-            "-n",
-            "default",
-            "--from-literal=k=moved",
-        ],
-    );
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let store = default_store(tb).await;
+    write_configmap(&tenant_kc, "before-move", "moved");
+    let store = testbed_etcd(tb, "default").await;
     let prefix = format!("/{}_{name}/", ns.replace('-', "_"));
     assert!(store.count(&prefix).await.unwrap() > 0);
 
@@ -343,24 +268,7 @@ async fn a_tenant_moves_to_another_management_cluster_and_leaves_nothing_behind(
     assert_contains(&out, "mv moved to https://");
     assert!(!file.exists(), "the move left its backup behind");
     // The target serves it: the kubeconfig taken on the origin reads the object written there.
-    let read = kubectl(
-        &tenant_kc,
-        &[
-            "get",
-            "configmap",
-            "before-move",
-            "-n",
-            "default",
-            "-o",
-            "jsonpath={.data.k}",
-        ],
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&read.stdout),
-        "moved",
-        "{}",
-        String::from_utf8_lossy(&read.stderr)
-    );
+    assert_eq!(read_configmap(&tenant_kc, "before-move"), "moved");
     let on_target = get(&there_client, &ns, &tcp_ar(), name)
         .await
         .expect("mv on the target");

@@ -11,15 +11,7 @@ use testbed::fixtures::run::assert_contains;
 async fn a_ca_rotation_that_leaves_a_stale_copy_is_named_by_verify() {
     let (tb, _client, ns, rec) = live_namespace("certpaths").await;
     let name = "cp";
-    let port = free_port().to_string();
-    ok(&create_tenant(
-        tb,
-        &ns,
-        name,
-        "none",
-        &port,
-        &["--datastore", "default"],
-    ));
+    live_tenant(tb, &ns, name);
     drop(rec);
     let broken = kamaji(
         tb,

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::*;
-use kclient::etcd::{Etcd, EtcdCredentials};
+use kclient::etcd::Etcd;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
 use testbed::fixtures::run::assert_contains;
@@ -42,21 +42,6 @@ fn datastore(name: &str, driver: &str, endpoint: &str) -> kube::api::DynamicObje
     .unwrap()
 }
 
-/// The testbed's etcd DataStore `name`, dialled as Kamaji does (its endpoint from the object,
-/// the testbed's datastore PKI).
-async fn etcd_of(c: &kube::Client, name: &str) -> Etcd {
-    let d = api(c, "", &datastore_ar()).get(name).await.unwrap();
-    let endpoint = d.data["spec"]["endpoints"][0].as_str().unwrap().to_string();
-    let pki = testbed_real().await.dir.join("datastore-pki");
-    let read = |f: &str| std::fs::read(pki.join(f)).unwrap();
-    let creds = EtcdCredentials {
-        ca: read("ca.crt"),
-        cert: read("client.crt"),
-        key: read("client.key"),
-    };
-    Etcd::new(&endpoint, &creds).await.unwrap()
-}
-
 async fn tcp_now(c: &kube::Client, ns: &str, name: &str) -> Value {
     get(c, ns, &tcp_ar(), name).await.unwrap()
 }
@@ -65,32 +50,8 @@ async fn tcp_now(c: &kube::Client, ns: &str, name: &str) -> Value {
 async fn a_live_tenant_moves_between_etcd_datastores_and_the_origin_is_emptied() {
     let (tb, client, ns, _rec) = live_namespace("migrate").await;
     let name = "mig";
-    let port = free_port().to_string();
-    ok(&create_tenant(
-        tb,
-        &ns,
-        name,
-        "none",
-        &port,
-        &["--datastore", "default"],
-    ));
-    let tenant_kc = tenant_kubeconfig(tb, &ns, name);
-    let before = kubectl(
-        &tenant_kc,
-        &[
-            "create",
-            "configmap",
-            "before-move",
-            "-n",
-            "default",
-            "--from-literal=k=written-before",
-        ],
-    );
-    assert!(
-        before.status.success(),
-        "{}",
-        String::from_utf8_lossy(&before.stderr)
-    );
+    let tenant_kc = live_tenant(tb, &ns, name);
+    write_configmap(&tenant_kc, "before-move", "written-before");
     // The tenant API server's --etcd-prefix: Kamaji's schema, dashes turned to underscores.
     let prefix = format!("/{}_{name}/", ns.replace('-', "_"));
     assert_eq!(
@@ -98,8 +59,8 @@ async fn a_live_tenant_moves_between_etcd_datastores_and_the_origin_is_emptied()
         prefix.trim_matches('/')
     );
     let (origin, target) = (
-        etcd_of(&client, "default").await,
-        etcd_of(&client, testbed::SECOND_DATASTORE).await,
+        testbed_etcd(tb, "default").await,
+        testbed_etcd(tb, testbed::SECOND_DATASTORE).await,
     );
     let keys_before = origin.count(&prefix).await.unwrap();
     assert!(
