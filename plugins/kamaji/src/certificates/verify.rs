@@ -299,22 +299,10 @@ async fn serving(
     })
 }
 
-/// `https://HOST:PORT` (or without a port: 443), brackets off an IPv6 host.
+/// `https://HOST:PORT` as `kcore::kamaji::endpoint` splits it; `None` for anything not https.
 fn host_port(server: &str) -> Option<(String, u16)> {
-    let rest = server.strip_prefix("https://")?;
-    let authority = rest.split('/').next()?;
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(':') && p.bytes().all(|b| b.is_ascii_digit()) => {
-            (h, p.parse().ok()?)
-        }
-        _ => (authority, 443),
-    };
-    Some((
-        host.trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string(),
-        port,
-    ))
+    server.strip_prefix("https://")?;
+    kcore::kamaji::endpoint::split_endpoint(server.trim_end_matches('/'))
 }
 
 /// The API server reads a running pod's log from its kubelet: the API server's kubelet client
@@ -377,10 +365,6 @@ mod tests {
         assert_eq!(
             host_port("https://127.0.0.1:6443"),
             Some(("127.0.0.1".into(), 6443))
-        );
-        assert_eq!(
-            host_port("https://cp.example.com"),
-            Some(("cp.example.com".into(), 443))
         );
         assert_eq!(
             host_port("https://[fd00::1]:6443/"),
