@@ -603,6 +603,30 @@ pub fn live_tenant(tb: &Testbed, ns: &str, name: &str) -> PathBuf {
     tenant_kubeconfig(tb, ns, name)
 }
 
+/// Waits until the tenant's admin kubeconfig may write (`kubectl auth can-i create configmaps`):
+/// Kamaji v1.0.0 reports a tenant Ready before its kubeadm phase that binds admin.conf's group
+/// to cluster-admin ran (`internal/resources/kubeadm_phases.go`, PhaseClusterAdminRBAC), which
+/// `kamaji create --wait` waits for and a TenantControlPlane created by hand does not.
+pub async fn admin_may_write(tenant_kc: &Path) {
+    wait_until(
+        "the tenant's admin to be bound to cluster-admin",
+        Duration::from_secs(120),
+        || async {
+            let o = kubectl(
+                tenant_kc,
+                &["auth", "can-i", "create", "configmaps", "-n", "default"],
+            );
+            let said = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            if said == "yes" {
+                Ok(())
+            } else {
+                Err(format!("{said} {}", String::from_utf8_lossy(&o.stderr)))
+            }
+        },
+    )
+    .await
+}
+
 /// Creates the ConfigMap `name` with `k=value` in the tenant's `default` namespace.
 #[track_caller]
 pub fn write_configmap(tenant_kc: &Path, name: &str, value: &str) {

@@ -236,6 +236,7 @@ async fn a_tenant_moves_to_another_management_cluster_and_leaves_nothing_behind(
     create_standalone_tcp(&client, &ns, name, free_port()).await;
     ready_tcp(&client, &ns, name).await;
     let tenant_kc = tenant_kubeconfig(tb, &ns, name);
+    admin_may_write(&tenant_kc).await;
     write_configmap(&tenant_kc, "before-move", "moved");
     let store = testbed_etcd(tb, "default").await;
     let prefix = format!("/{}_{name}/", ns.replace('-', "_"));
