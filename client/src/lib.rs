@@ -20,7 +20,8 @@ pub mod backup_file;
 pub mod conn;
 pub mod discovery;
 pub mod error;
-pub mod etcd;
+/// The etcd gateway client lives in its own crate, which the reconciler links too.
+pub use ketcd as etcd;
 pub mod fetch;
 pub mod input;
 pub mod kubeconfig;

@@ -2,16 +2,13 @@
 //! tlsConfig names (inline or in Secrets), and an etcd DataStore dialled from here
 //! (`kclient::etcd`).
 
-use base64::Engine;
 use cli::Conn;
 use kclient::discovery::ServerApis;
 use kclient::error::Error;
 use kclient::etcd::{self, Etcd, EtcdCredentials};
 use kcore::fields::object_json;
 use kcore::groups::KAMAJI_GROUP;
-use kcore::kamaji::migrate::{Content, DataStore, Reach};
-
-use super::secrets::secret_data;
+use kcore::kamaji::migrate::{DataStore, Reach};
 
 /// Every DataStore (Kamaji's cluster-scoped kind), as `kcore::kamaji::migrate::DataStore`.
 pub async fn datastores(conn: &Conn, apis: &ServerApis) -> Result<Vec<DataStore>, Error> {
@@ -35,50 +32,9 @@ pub fn resource(apis: &ServerApis) -> Result<kube::discovery::ApiResource, Error
     Ok(k.resource(k.version()))
 }
 
-/// One value of a DataStore's tlsConfig, as PEM bytes.
-async fn content(conn: &Conn, store: &str, c: &Content) -> Result<Vec<u8>, Error> {
-    let b64 = |s: &str| {
-        base64::engine::general_purpose::STANDARD
-            .decode(s.trim())
-            .map_err(|e| {
-                Error::other(format!(
-                    "DataStore {store}: a tlsConfig content is not base64: {e}"
-                ))
-            })
-    };
-    match c {
-        Content::Inline(s) => b64(s),
-        Content::Secret {
-            namespace,
-            name,
-            key,
-        } => {
-            let Some((_, data)) = secret_data(conn, namespace, name).await? else {
-                return Err(Error::Other {
-                    message: format!(
-                        "DataStore {store} names Secret {namespace}/{name}, which does not exist"
-                    ),
-                    hint: Some("fix the DataStore's tlsConfig".into()),
-                });
-            };
-            data.get(key).cloned().ok_or_else(|| Error::Other {
-                message: format!("DataStore {store}: Secret {namespace}/{name} has no key {key:?}"),
-                hint: Some("fix the DataStore's tlsConfig".into()),
-            })
-        }
-    }
-}
-
 /// The PEM texts an etcd DataStore's tlsConfig names (`None` for other drivers).
 pub async fn credentials(conn: &Conn, d: &DataStore) -> Result<Option<EtcdCredentials>, Error> {
-    let Some(tls) = d.tls.as_ref().filter(|_| d.is_etcd()) else {
-        return Ok(None);
-    };
-    Ok(Some(EtcdCredentials {
-        ca: content(conn, &d.name, &tls.ca).await?,
-        cert: content(conn, &d.name, &tls.cert).await?,
-        key: content(conn, &d.name, &tls.key).await?,
-    }))
+    Ok(etcd::credentials(&conn.client, d).await?)
 }
 
 /// What a DataStore says about a tenant's prefix, dialled from here (not an etcd DataStore,

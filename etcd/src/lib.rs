@@ -1,17 +1,21 @@
-//! An etcd DataStore of Kamaji, dialled from where the CLI runs: how many keys lie under a
-//! tenant's prefix, and removing them. It speaks etcd's JSON gateway (`/v3/kv/range`,
-//! `/v3/kv/deleterange`, served on every etcd client port since v3.3) over the same HTTPS stack
-//! as the API client, with the client certificate the DataStore names, as Kamaji's own etcd
-//! driver authenticates (`internal/datastore/etcd.go`).
+//! A Kamaji etcd DataStore, dialled from outside etcd (where the CLI runs, or the reconciler's
+//! pod): how many keys lie under a tenant's prefix, a consistent paged read of them, writing and
+//! removing them. It speaks etcd's JSON gateway (`/v3/kv/range`, `/v3/kv/put`,
+//! `/v3/kv/deleterange`, served on every etcd client port since v3.3) over kube's HTTPS stack,
+//! with the client certificate the DataStore names, as Kamaji's own etcd driver authenticates
+//! (`internal/datastore/etcd.go`). Errors are `kcore::Error`s: one line and a hint; nothing here
+//! prints.
 
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use kcore::kamaji::migrate::{Reach, prefix_range_end};
+use k8s_openapi::api::core::v1::Secret;
+use kcore::Error;
+use kcore::kamaji::migrate::{Content, DataStore, Reach, prefix_range_end};
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
-
-use crate::error::Error;
 
 /// A DataStore that does not answer within this is reported as not answering.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -51,8 +55,16 @@ impl Etcd {
             "contexts": [{"name": "etcd", "context": {"cluster": "etcd", "user": "etcd"}}]
         })
         .to_string();
-        let label = format!("DataStore endpoint {endpoint}");
-        let (client, _) = crate::kubeconfig::client_of(&text, &label).await?;
+        let bad = |e: String| Error::Other {
+            message: format!("DataStore endpoint {endpoint}: {e}"),
+            hint: Some("check the DataStore's endpoints and tlsConfig".into()),
+        };
+        let kc = Kubeconfig::from_yaml(&text).map_err(|e| bad(e.to_string()))?;
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| bad(e.to_string()))?;
+        config.connect_timeout = Some(DIAL_TIMEOUT);
+        let client = kube::Client::try_from(config).map_err(|e| bad(e.to_string()))?;
         Ok(Etcd {
             client,
             endpoint: endpoint.to_string(),
@@ -282,6 +294,64 @@ pub async fn reach(endpoints: &[String], creds: &EtcdCredentials, prefix: &str) 
             Err(e) => Reach::Failed(e.to_string()),
         },
         Err(r) => r,
+    }
+}
+
+/// The PEM texts an etcd DataStore's tlsConfig names, inline or in Secrets read with `client`
+/// (`None` for other drivers, or when the DataStore does not name all three).
+pub async fn credentials(
+    client: &kube::Client,
+    d: &DataStore,
+) -> Result<Option<EtcdCredentials>, Error> {
+    let Some(tls) = d.tls.as_ref().filter(|_| d.is_etcd()) else {
+        return Ok(None);
+    };
+    Ok(Some(EtcdCredentials {
+        ca: content(client, &d.name, &tls.ca).await?,
+        cert: content(client, &d.name, &tls.cert).await?,
+        key: content(client, &d.name, &tls.key).await?,
+    }))
+}
+
+/// One value of a DataStore's tlsConfig, as PEM bytes.
+async fn content(client: &kube::Client, store: &str, c: &Content) -> Result<Vec<u8>, Error> {
+    let fix = || Some("fix the DataStore's tlsConfig".to_string());
+    match c {
+        Content::Inline(s) => STANDARD.decode(s.trim()).map_err(|e| Error::Other {
+            message: format!("DataStore {store}: a tlsConfig content is not base64: {e}"),
+            hint: fix(),
+        }),
+        Content::Secret {
+            namespace,
+            name,
+            key,
+        } => {
+            let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+            let secret = api.get_opt(name).await.map_err(|e| Error::Other {
+                message: format!("DataStore {store}: cannot read Secret {namespace}/{name}: {e}"),
+                hint: Some(format!(
+                    "grant get on secrets in {namespace} to whoever reads the DataStore"
+                )),
+            })?;
+            let Some(secret) = secret else {
+                return Err(Error::Other {
+                    message: format!(
+                        "DataStore {store} names Secret {namespace}/{name}, which does not exist"
+                    ),
+                    hint: fix(),
+                });
+            };
+            secret
+                .data
+                .and_then(|mut d| d.remove(key))
+                .map(|b| b.0)
+                .ok_or_else(|| Error::Other {
+                    message: format!(
+                        "DataStore {store}: Secret {namespace}/{name} has no key {key:?}"
+                    ),
+                    hint: fix(),
+                })
+        }
     }
 }
 
