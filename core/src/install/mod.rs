@@ -134,6 +134,22 @@ fn rules() -> Vec<(Reach, Value)> {
             Watched,
             json!({"apiGroups": ["ops.capi-kamaji.io"], "resources": ["fleetupgrades/status"], "verbs": ["patch"]}),
         ),
+        // The TenantBackup controller: its own objects; a run reads the tenant's objects (above),
+        // the Secret of an S3 target's credentials (secrets, below) and the tenant's DataStore
+        // with the Secrets its tlsConfig names (in Kamaji's namespace: a namespaced install
+        // grants them there too, or the run fails saying so).
+        (
+            Watched,
+            json!({"apiGroups": ["ops.capi-kamaji.io"], "resources": ["tenantbackups"], "verbs": ["get", "list", "watch"]}),
+        ),
+        (
+            Watched,
+            json!({"apiGroups": ["ops.capi-kamaji.io"], "resources": ["tenantbackups/status"], "verbs": ["patch"]}),
+        ),
+        (
+            Cluster,
+            json!({"apiGroups": [KAMAJI_GROUP], "resources": ["datastores"], "verbs": ["get"]}),
+        ),
         (
             Watched,
             json!({"apiGroups": [CAPI_GROUP], "resources": ["machinedeployments"], "verbs": ["list", "watch", "patch"]}),
@@ -463,6 +479,49 @@ pub fn uninstall_manifests(namespace: &str) -> Vec<Value> {
     v
 }
 
+/// Where `kubectl kamaji install --backup-claim NAME` mounts a claim in the reconciler's pod:
+/// `<root>/<claim>`.
+pub const BACKUP_MOUNT_ROOT: &str = "/var/lib/kamaji-backups";
+
+/// The most claims mounted for TenantBackups (`--backup-claim`, the reconciler's
+/// `--backup-volume`).
+pub const MAX_BACKUP_CLAIMS: usize = 16;
+
+/// Mounts each PersistentVolumeClaim of `claims` (in the reconciler's namespace) into the
+/// reconciler's Deployment among `objects`, for TenantBackups' `persistentVolumeClaim` targets,
+/// and tells the reconciler (`--backup-volume CLAIM=DIR`). The pod's `fsGroup` is its user's
+/// group, so a fresh volume is writable by the non-root user.
+pub fn mount_backup_claims(objects: &mut [Value], claims: &[String]) {
+    if claims.is_empty() {
+        return;
+    }
+    let Some(dep) = objects
+        .iter_mut()
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == NAME)
+    else {
+        return;
+    };
+    let pod = &mut dep["spec"]["template"]["spec"];
+    pod["securityContext"]["fsGroup"] = json!(65532);
+    let volume = |c: &String| format!("backup-{c}");
+    pod["volumes"] = claims
+        .iter()
+        .map(|c| json!({"name": volume(c), "persistentVolumeClaim": {"claimName": c}}))
+        .collect();
+    let container = &mut pod["containers"][0];
+    container["volumeMounts"] = claims
+        .iter()
+        .map(|c| json!({"name": volume(c), "mountPath": format!("{BACKUP_MOUNT_ROOT}/{c}")}))
+        .collect();
+    if let Some(args) = container["args"].as_array_mut() {
+        for c in claims {
+            args.push(json!(format!(
+                "--backup-volume={c}={BACKUP_MOUNT_ROOT}/{c}"
+            )));
+        }
+    }
+}
+
 /// The hardened Deployment: non-root, read-only root filesystem, no capabilities, limits.
 pub fn deployment(image: &str, namespace: &str, replicas: u8) -> Value {
     json!({
@@ -512,6 +571,30 @@ mod tests {
     use crate::labels::{CLUSTERCTL_LABEL, PROVIDER, PROVIDER_LABEL};
 
     #[test]
+    fn backup_claims_are_mounted_and_passed_to_the_reconciler() {
+        let mut m = install_manifests("img:1", "ns1", 1);
+        mount_backup_claims(&mut m, &["nightly".into()]);
+        let dep = m.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let pod = &dep["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["volumes"][0]["persistentVolumeClaim"]["claimName"],
+            "nightly"
+        );
+        assert_eq!(pod["securityContext"]["fsGroup"], 65532);
+        let c = &pod["containers"][0];
+        assert_eq!(
+            c["volumeMounts"][0]["mountPath"],
+            "/var/lib/kamaji-backups/nightly"
+        );
+        assert!(
+            c["args"]
+                .to_string()
+                .contains("--backup-volume=nightly=/var/lib/kamaji-backups/nightly"),
+            "{c}"
+        );
+    }
+
+    #[test]
     fn manifests_are_hardened_and_least_privilege() {
         let m = install_manifests("img:1", "ns1", 1);
         let kinds: Vec<&str> = m.iter().filter_map(|o| o["kind"].as_str()).collect();
@@ -520,7 +603,7 @@ mod tests {
                 .iter()
                 .filter(|k| **k == "CustomResourceDefinition")
                 .count(),
-            4
+            5
         );
         let dep = m.iter().find(|o| o["kind"] == "Deployment").unwrap();
         let c = &dep["spec"]["template"]["spec"]["containers"][0];

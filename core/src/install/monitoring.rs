@@ -60,6 +60,22 @@ pub fn rule_groups() -> Value {
                 "kubectl kamaji doctor; kubectl logs -n <its namespace> deploy/kamaji-reconciler",
             ),
             alert(
+                "KamajiTenantBackupFailing",
+                "max by (namespace, tenantbackup) (kamaji_reconciler_tenant_backup_failing) > 0",
+                "5m",
+                "warning",
+                "TenantBackup {{ $labels.namespace }}/{{ $labels.tenantbackup }}: its last run failed",
+                "kubectl describe tenantbackup {{ $labels.tenantbackup }} -n {{ $labels.namespace }} says why (condition LastBackupSucceeded and the Events); a failed run is not retried before the next scheduled time; kubectl kamaji backup takes one now",
+            ),
+            alert(
+                "KamajiTenantBackupStale",
+                "(time() - max by (namespace, tenantbackup) (kamaji_reconciler_tenant_backup_last_success_timestamp_seconds) > 2 * max by (namespace, tenantbackup) (kamaji_reconciler_tenant_backup_interval_seconds)) and max by (namespace, tenantbackup) (kamaji_reconciler_tenant_backup_last_success_timestamp_seconds) > 0",
+                "10m",
+                "critical",
+                "TenantBackup {{ $labels.namespace }}/{{ $labels.tenantbackup }}: no backup written for two scheduled intervals",
+                "kubectl get tenantbackup {{ $labels.tenantbackup }} -n {{ $labels.namespace }} -o yaml shows the last success and the last run; kubectl kamaji backup takes one now",
+            ),
+            alert(
                 "KamajiReconcilerNoLeader",
                 "max(kamaji_reconciler_leader) < 1",
                 "5m",
@@ -72,7 +88,7 @@ pub fn rule_groups() -> Value {
 }
 
 /// Each dashboard panel's title and query, in order.
-pub const PANELS: [(&str, &str); 7] = [
+pub const PANELS: [(&str, &str); 8] = [
     (
         "Days until each tenant's first certificate expires",
         "(min by (namespace, tenant_control_plane) (kamaji_reconciler_tenant_certificate_expiry_timestamp_seconds) - time()) / 86400",
@@ -98,6 +114,10 @@ pub const PANELS: [(&str, &str); 7] = [
         "sum(rate(kamaji_reconciler_api_requests_total[5m]))",
     ),
     ("Leader", "max(kamaji_reconciler_leader)"),
+    (
+        "Hours since each TenantBackup's last backup",
+        "(time() - max by (namespace, tenantbackup) (kamaji_reconciler_tenant_backup_last_success_timestamp_seconds)) / 3600",
+    ),
 ];
 
 /// The Grafana dashboard (JSON model, schema 39): one time series or table panel per [`PANELS`]
@@ -162,7 +182,7 @@ mod tests {
     fn every_alert_has_a_severity_a_summary_and_a_fix() {
         let groups = rule_groups();
         let rules = groups[0]["rules"].as_array().unwrap();
-        assert_eq!(rules.len(), 5);
+        assert_eq!(rules.len(), 7);
         for r in rules {
             assert!(
                 ["warning", "critical"].contains(&r["labels"]["severity"].as_str().unwrap()),

@@ -183,6 +183,15 @@ fn current_datastore(tcp: &Value) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
+/// The DataStore the tenant's data is on: where Kamaji put it, else the one asked for, else
+/// Kamaji's default (`default`).
+pub fn data_store_of(tcp: &Value) -> String {
+    current_datastore(tcp)
+        .or_else(|| tcp["spec"]["dataStore"].as_str().filter(|s| !s.is_empty()))
+        .unwrap_or("default")
+        .to_string()
+}
+
 /// The DataStore asked for: the KamajiControlPlane's `spec.dataStoreName` when it sets one (the
 /// reconciler writes it into the TenantControlPlane), else the TenantControlPlane's.
 fn desired_datastore<'a>(kcp: Option<&'a Value>, tcp: &'a Value) -> Option<&'a str> {

@@ -6,6 +6,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 use super::api::{ClusterUpgrade, FleetUpgrade};
+use super::backup::TenantBackup;
 use crate::crd::{for_the_api_server, root_schema_mut};
 use crate::groups::CONTRACT_LABEL_PREFIX;
 
@@ -40,7 +41,7 @@ fn labelled(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     crd
 }
 
-/// The ClusterUpgrade and FleetUpgrade CRDs.
+/// The ClusterUpgrade, FleetUpgrade and TenantBackup CRDs.
 pub fn try_crds() -> Result<Vec<CustomResourceDefinition>, crate::Error> {
     let mut crd = ClusterUpgrade::crd();
     for v in &mut crd.spec.versions {
@@ -48,10 +49,14 @@ pub fn try_crds() -> Result<Vec<CustomResourceDefinition>, crate::Error> {
             .ok_or_else(|| crate::Error::other("the ClusterUpgrade CRD has no schema"))?;
         root.x_kubernetes_validations = Some(root_rules());
     }
-    Ok(vec![labelled(crd), labelled(FleetUpgrade::crd())]
-        .into_iter()
-        .map(for_the_api_server)
-        .collect())
+    Ok(vec![
+        labelled(crd),
+        labelled(FleetUpgrade::crd()),
+        labelled(TenantBackup::crd()),
+    ]
+    .into_iter()
+    .map(for_the_api_server)
+    .collect())
 }
 
 /// [`try_crds`], empty if generation failed (it cannot with these types; tests hold it).
@@ -66,7 +71,8 @@ mod tests {
     #[test]
     fn the_crd_names_the_cluster_rule_and_a_status_subresource() {
         let crds = try_crds().unwrap();
-        assert_eq!(crds.len(), 2);
+        assert_eq!(crds.len(), 3);
+        assert_eq!(crds[2].spec.names.kind, "TenantBackup");
         assert_eq!(crds[1].spec.names.kind, "FleetUpgrade");
         let crd = &crds[0];
         assert_eq!(crd.spec.group, "ops.capi-kamaji.io");

@@ -1,9 +1,10 @@
 //! Long operations carried out in the cluster: our own API group `ops.capi-kamaji.io`
 //! (`api`), its CRDs (`crd`), and the pure decisions the reconciler takes on a ClusterUpgrade
-//! (`run`). The plan is the one `kubectl capi upgrade --plan` prints (`plan::upgrade`); what runs
+//! (`run`), and the TenantBackup's schedule (`backup`). The plan is the one `kubectl capi upgrade --plan` prints (`plan::upgrade`); what runs
 //! it is the reconciler, so an upgrade survives a closed terminal.
 
 pub mod api;
+pub mod backup;
 pub mod crd;
 pub mod fleet;
 pub mod run;
@@ -13,6 +14,7 @@ pub use api::{
     ClusterUpgrade, ClusterUpgradeSpec, ClusterUpgradeStatus, FleetUpgrade, FleetUpgradeSpec,
     FleetUpgradeStatus,
 };
+pub use backup::{TenantBackup, TenantBackupSpec, TenantBackupStatus};
 pub use crd::{crds, try_crds};
 
 /// The API group.

@@ -49,7 +49,7 @@ fn promtool_accepts_the_rules_and_the_dashboard_and_the_alerts_fire_as_tested() 
         dir.path(),
         &["check", "rules", "rules.yaml", "dashboard.yaml"],
     );
-    assert!(checked.contains("SUCCESS: 5 rules found"), "{checked}");
+    assert!(checked.contains("SUCCESS: 7 rules found"), "{checked}");
     assert!(
         checked.contains(&format!("SUCCESS: {} rules found", PANELS.len())),
         "{checked}"

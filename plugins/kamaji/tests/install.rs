@@ -118,7 +118,7 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
     .await;
     assert_eq!(
         rule["spec"]["groups"][0]["rules"].as_array().map(Vec::len),
-        Some(5),
+        Some(7),
         "{rule}"
     );
     let dep = object(&client, &ns, "apps/v1", "Deployment", "kamaji-reconciler").await;

@@ -16,7 +16,7 @@ use kcore::kamaji::backup::{
     self as plan, BackupManifest, CARRIED_SECRETS, Head, Item, RESTORED_FROM, Reader,
     RestoreTarget, TenantRef, Writer, carried,
 };
-use kcore::kamaji::migrate::{DataStore, etcd_prefix};
+use kcore::kamaji::migrate::{DataStore, data_store_of, etcd_prefix};
 use kcore::labels::CLUSTER_NAME_LABEL;
 use kube::api::{Api, ApiResource};
 use serde_json::Value;
@@ -159,12 +159,7 @@ async fn datastore_of(
     cp: &ControlPlane,
     tcp: &Value,
 ) -> Result<DataStore, Error> {
-    let name = fields::at(tcp, &["status", "storage", "dataStoreName"])
-        .or_else(|| fields::at(tcp, &["spec", "dataStore"]))
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .unwrap_or("default")
-        .to_string();
+    let name = data_store_of(tcp);
     let store = datastores(conn, apis)
         .await?
         .into_iter()
