@@ -6,6 +6,7 @@
 //! - [`install_manifests`]: everything `kubectl kamaji install` applies;
 //! - [`controller::run`]: the controller itself (the binary is a thin wrapper around it);
 //! - [`upgrades::run`]: the ClusterUpgrade controller, where that API is served;
+//! - [`backups::run`]: the TenantBackup controller (scheduled tenant backups to S3 or a claim);
 //! - [`skeleton`]: what every controller is built on (context, retries, CAPI contract, run loop);
 //! - [`certificates`]: the scan of the TenantControlPlanes' certificates (`/metrics` and the
 //!   KamajiControlPlane's `CertificatesExpiring` condition);
@@ -15,6 +16,7 @@
 //!   client, for both scans;
 //! - [`metrics`]: the counters, and what the scans last saw, for `/metrics`.
 
+pub mod backups;
 pub mod certificates;
 pub mod controller;
 pub mod findings;

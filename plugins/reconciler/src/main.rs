@@ -84,6 +84,10 @@ struct Args {
     /// 10,000 machines, against the reconciler's 30 MiB without it), hence off unless asked for.
     #[arg(long)]
     findings_scan: bool,
+    /// A PersistentVolumeClaim mounted for TenantBackups' persistentVolumeClaim targets, as
+    /// CLAIM=DIR (repeatable, at most 16); `kubectl kamaji install --backup-claim` sets it.
+    #[arg(long = "backup-volume", value_name = "CLAIM=DIR")]
+    backup_volumes: Vec<String>,
     /// Print the CRDs as YAML and exit.
     #[arg(long)]
     print_crds: bool,
@@ -356,6 +360,9 @@ async fn real_main(args: Args) -> Result<()> {
     if let Some(Command::Manifests { output_dir }) = &args.command {
         return manifests(output_dir.as_deref());
     }
+    let volumes = kamaji_reconciler::backups::Volumes::parse(&args.backup_volumes)
+        .map_err(anyhow::Error::msg)?;
+    kamaji_reconciler::backups::s3::install_crypto();
     let metrics = Arc::new(Metrics::default());
     let client = client(&args, metrics.clone()).await?;
     // A replica waiting for the Lease is ready: healthy and standing by. A Deployment's rolling
@@ -396,6 +403,12 @@ async fn real_main(args: Args) -> Result<()> {
                     ready.clone()
                 ),
                 kamaji_reconciler::upgrades::run(client.clone(), config(&args), metrics.clone()),
+                kamaji_reconciler::backups::run(
+                    client.clone(),
+                    config(&args),
+                    metrics.clone(),
+                    volumes.clone()
+                ),
             )
             .map(|_| ())
         };

@@ -22,6 +22,8 @@ pub struct Metrics {
     pub certificates: Expiries,
     /// The fleet doctor's findings as the last scan counted them.
     pub findings: Findings,
+    /// The TenantBackups as their last runs ended.
+    pub backups: Backups,
     /// This process does the work: it holds the leader-election Lease (or runs without one).
     pub leader: std::sync::atomic::AtomicBool,
 }
@@ -43,7 +45,11 @@ impl Metrics {
             "1 while this process holds the leader-election Lease (or runs without leader election), else 0.",
             Some(i64::from(self.leader.load(Ordering::Relaxed))),
         );
-        counters + &leader + &self.certificates.render() + &self.findings.render()
+        counters
+            + &leader
+            + &self.certificates.render()
+            + &self.findings.render()
+            + &self.backups.render()
     }
 }
 
@@ -193,6 +199,87 @@ impl Expiries {
                 }
             }
         })
+    }
+}
+
+/// A series per TenantBackup: its name, its help, and its value.
+type BackupFamily = (&'static str, &'static str, fn(&BackupSeries) -> i64);
+
+/// One TenantBackup as its last run left it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BackupSeries {
+    /// Unix seconds of the last backup written (0: none yet).
+    pub last_success: i64,
+    /// 1 when the last run failed or the spec cannot be acted on, else 0.
+    pub failing: i64,
+    /// Seconds between the last two scheduled times (0 before the schedule gives two).
+    pub interval: i64,
+    /// The last backup's compressed size.
+    pub bytes: i64,
+}
+
+/// Every TenantBackup's series, (namespace, name) → its last run; a TenantBackup deleted is
+/// dropped by its controller within seconds.
+#[derive(Debug, Default)]
+pub struct Backups(Mutex<BTreeMap<(String, String), BackupSeries>>);
+
+impl Backups {
+    pub fn set(&self, ns: &str, name: &str, s: BackupSeries) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert((ns.to_string(), name.to_string()), s);
+        }
+    }
+
+    /// Keeps the series of the TenantBackups `keep` says still exist.
+    pub fn retain(&self, keep: impl Fn(&str, &str) -> bool) {
+        if let Ok(mut m) = self.0.lock() {
+            m.retain(|(ns, name), _| keep(ns, name));
+        }
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::new();
+        let Ok(m) = self.0.lock() else {
+            return out;
+        };
+        if m.is_empty() {
+            return out;
+        }
+        let series: [BackupFamily; 4] = [
+            (
+                "kamaji_reconciler_tenant_backup_last_success_timestamp_seconds",
+                "Unix time of the TenantBackup's last backup written (0: none yet).",
+                |s| s.last_success,
+            ),
+            (
+                "kamaji_reconciler_tenant_backup_failing",
+                "1 when the TenantBackup's last run failed or its spec cannot be acted on, else 0.",
+                |s| s.failing,
+            ),
+            (
+                "kamaji_reconciler_tenant_backup_interval_seconds",
+                "Seconds between the TenantBackup's scheduled runs (0 until known).",
+                |s| s.interval,
+            ),
+            (
+                "kamaji_reconciler_tenant_backup_size_bytes",
+                "Compressed size of the TenantBackup's last backup written.",
+                |s| s.bytes,
+            ),
+        ];
+        for (metric, help, value) in series {
+            family(&mut out, metric, "gauge", help, None);
+            for ((ns, name), s) in m.iter() {
+                let _ = writeln!(
+                    out,
+                    "{metric}{{namespace=\"{}\",tenantbackup=\"{}\"}} {}",
+                    escape(ns),
+                    escape(name),
+                    value(s)
+                );
+            }
+        }
+        out
     }
 }
 
