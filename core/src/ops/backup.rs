@@ -178,12 +178,16 @@ pub struct TenantBackupStatus {
 pub struct BackupRecord {
     /// `s3://bucket/key` or `pvc://claim/path`.
     pub location: String,
+    // Signed: an API server refuses a CRD's uint64 bound (it must fit an int64).
     /// The DataStore keys it holds.
-    pub keys: u64,
+    #[schemars(range(min = 0))]
+    pub keys: i64,
     /// The objects it carries besides the keys.
-    pub objects: u64,
+    #[schemars(range(min = 0))]
+    pub objects: i64,
     /// Its size, compressed.
-    pub bytes: u64,
+    #[schemars(range(min = 0))]
+    pub bytes: i64,
     /// The DataStore revision the keys were read at.
     pub revision: i64,
 }

@@ -65,6 +65,14 @@ pub async fn discover_contract(client: &Client) -> Result<CapiVersion, Error> {
     })
 }
 
+/// Whether the server serves `kind` of `group` (a group may be served for another of its kinds:
+/// an install from before a kind was added).
+pub async fn served(client: &Client, group: &str, kind: &str) -> bool {
+    kube::discovery::group(client, group)
+        .await
+        .is_ok_and(|g| g.recommended_kind(kind).is_some())
+}
+
 /// When a failed reconcile runs again.
 #[derive(Clone, Copy, Debug)]
 enum Policy {

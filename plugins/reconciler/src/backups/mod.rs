@@ -9,9 +9,9 @@
 //! nor misses one (runs missed while it was down become one run, as a CronJob's). A failed run is
 //! not retried before the next scheduled time: the condition and the backup alert say it failed.
 
+mod destination;
 pub mod s3;
 mod take;
-mod destination;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -80,14 +80,7 @@ pub async fn run(
     metrics: Arc<Metrics>,
     volumes: Volumes,
 ) -> Result<(), Error> {
-    let served = kube::discovery::group(&client, kcore::ops::GROUP)
-        .await
-        .is_ok_and(|g| {
-            g.resources_by_stability()
-                .iter()
-                .any(|(r, _)| r.kind == "TenantBackup")
-        });
-    if !served {
+    if !crate::skeleton::served(&client, kcore::ops::GROUP, "TenantBackup").await {
         tracing::info!("the TenantBackup API is not served: no scheduled backups");
         return Ok(());
     }
@@ -206,10 +199,7 @@ fn schedule_series(status: &TenantBackupStatus, schedule: Option<&Schedule>) -> 
         last_success: status.last_success().map_or(0, |t| t.as_second()),
         failing: i64::from(status.failing()),
         interval,
-        bytes: status
-            .last_backup
-            .as_ref()
-            .map_or(0, |b| i64::try_from(b.bytes).unwrap_or(i64::MAX)),
+        bytes: status.last_backup.as_ref().map_or(0, |b| b.bytes),
     }
 }
 

@@ -95,9 +95,9 @@ pub async fn take(
     Ok(Taken {
         record: BackupRecord {
             location: target.location(&key),
-            keys: written.keys,
-            objects: written.objects,
-            bytes,
+            keys: i64::try_from(written.keys).unwrap_or(i64::MAX),
+            objects: i64::try_from(written.objects).unwrap_or(i64::MAX),
+            bytes: i64::try_from(bytes).unwrap_or(i64::MAX),
             revision: written.revision,
         },
         pruned: gone.len(),

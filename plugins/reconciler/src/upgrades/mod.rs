@@ -49,10 +49,7 @@ struct UpgradeCtx {
 
 /// Runs until shutdown; returns at once (Ok) when the ClusterUpgrade API is not served.
 pub async fn run(client: Client, cfg: Config, metrics: Arc<Metrics>) -> Result<(), Error> {
-    let served = kube::discovery::group(&client, kcore::ops::GROUP)
-        .await
-        .is_ok_and(|g| g.versions().any(|v| v == kcore::ops::VERSION));
-    if !served {
+    if !crate::skeleton::served(&client, kcore::ops::GROUP, "ClusterUpgrade").await {
         tracing::info!(
             "the ClusterUpgrade API ({}) is not served: upgrades are left to the CLI",
             kcore::ops::GROUP
