@@ -62,6 +62,29 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
     );
     assert_lacks(&e, "not found");
 
+    // A claim for scheduled backups that does not exist is refused before anything is applied.
+    let line = fails(
+        &kamaji(
+            tb,
+            &ns,
+            &words("install --image example.com/kamaji-reconciler:v1 --backup-claim nightly"),
+        ),
+        1,
+    );
+    assert_contains(
+        &line,
+        &format!(
+            "PersistentVolumeClaim {ns}/nightly of --backup-claim does not exist; nothing was applied"
+        ),
+    );
+    assert!(
+        crds.get_opt("tenantbackups.ops.capi-kamaji.io")
+            .await
+            .unwrap()
+            .is_none(),
+        "a refused install applied the CRDs"
+    );
+
     // Install, twice (converges). Without the Prometheus operator's CRDs, no alerts.
     let installed = kamaji(
         tb,
@@ -126,6 +149,32 @@ async fn install_dry_runs_install_converges_and_uninstall_refuses_while_in_use()
         dep["spec"]["template"]["spec"]["containers"][0]["image"],
         "example.com/kamaji-reconciler:v2"
     );
+
+    // With the claim made, it is mounted for the reconciler; an install without it unmounts it.
+    let pvc = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: nightly\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n";
+    let made = kubectl_apply(tb, &ns, pvc, &[]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    let mounted = |dep: &serde_json::Value| {
+        dep["spec"]["template"]["spec"]["containers"][0]["args"]
+            .to_string()
+            .contains("--backup-volume=nightly=/var/lib/kamaji-backups/nightly")
+            && dep["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]
+                == "nightly"
+    };
+    ok(&kamaji(
+        tb,
+        &ns,
+        &words("install --image example.com/kamaji-reconciler:v2 --backup-claim nightly"),
+    ));
+    let dep = object(&client, &ns, "apps/v1", "Deployment", "kamaji-reconciler").await;
+    assert!(mounted(&dep), "{dep}");
+    ok(&kamaji(
+        tb,
+        &ns,
+        &words("install --image example.com/kamaji-reconciler:v2"),
+    ));
+    let dep = object(&client, &ns, "apps/v1", "Deployment", "kamaji-reconciler").await;
+    assert!(!mounted(&dep), "{dep}");
 
     // `--wait` waits for the rollout, as kubectl rollout status does. No kubelet runs this
     // testbed's pods, so it never finishes: exit 1 at the deadline, with where it stood.

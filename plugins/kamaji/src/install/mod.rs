@@ -58,6 +58,11 @@ pub struct InstallArgs {
     /// cluster-wide grants on Secrets and the other objects it reconciles
     #[arg(long, value_name = "NS,NS")]
     pub namespaces: Option<String>,
+    /// Mount this PersistentVolumeClaim of the reconciler's namespace for TenantBackups'
+    /// persistentVolumeClaim targets (repeatable or comma-separated, at most 16; re-running
+    /// install without it unmounts it)
+    #[arg(long = "backup-claim", value_name = "CLAIM", value_delimiter = ',')]
+    pub backup_claims: Vec<String>,
     /// Wait until the reconciler's Deployment has rolled out (every replica updated and
     /// available), as kubectl rollout status does
     #[arg(long)]
@@ -197,6 +202,7 @@ pub async fn install(args: &InstallArgs) -> Result<(), Error> {
     check_installed_elsewhere(&conn, &ns).await?;
     check_other_provider(&conn, &objects, args.take_over).await?;
     check_watched_exist(&conn, &watched).await?;
+    check_claims_exist(&conn, &ns, &args.backup_claims).await?;
     let mut objects = objects;
     objects.extend(monitoring(&conn, &ns).await);
     let server_dry = args.dry_run == DryRun::Server;
@@ -309,7 +315,21 @@ fn manifests_for(args: &InstallArgs) -> Result<(String, Vec<String>, Vec<Value>)
             ),
         })?,
     };
-    let objects = manifests::install_manifests_watching(&args.image, &ns, args.replicas, &watched);
+    if args.backup_claims.len() > manifests::MAX_BACKUP_CLAIMS {
+        return Err(Error::Usage {
+            message: format!(
+                "--backup-claim: at most {} claims",
+                manifests::MAX_BACKUP_CLAIMS
+            ),
+            hint: Some("put several TenantBackups' folders on one claim".into()),
+        });
+    }
+    for c in &args.backup_claims {
+        kcore::names::check_object_name("PersistentVolumeClaim", c)?;
+    }
+    let mut objects =
+        manifests::install_manifests_watching(&args.image, &ns, args.replicas, &watched);
+    manifests::mount_backup_claims(&mut objects, &args.backup_claims);
     if objects
         .iter()
         .filter(|o| o["kind"] == "CustomResourceDefinition")
@@ -334,6 +354,34 @@ async fn check_watched_exist(conn: &Conn, watched: &[String]) -> Result<(), Erro
                 ),
                 hint: Some(format!(
                     "create it first (kubectl create namespace {w}), or leave it out"
+                )),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses `--backup-claim` naming a claim the reconciler's namespace does not hold: its pod
+/// would never start.
+async fn check_claims_exist(conn: &Conn, ns: &str, claims: &[String]) -> Result<(), Error> {
+    let api: kube::Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        kube::Api::namespaced(conn.client.clone(), ns);
+    for c in claims {
+        let op = Op::new("get", "", "persistentvolumeclaims", "PersistentVolumeClaim")
+            .in_namespace(Some(ns))
+            .named(c);
+        if api
+            .get_opt(c)
+            .await
+            .map_err(|e| conn.error(e, &op))?
+            .is_none()
+        {
+            return Err(Error::Other {
+                message: format!(
+                    "PersistentVolumeClaim {ns}/{c} of --backup-claim does not exist; nothing was applied"
+                ),
+                hint: Some(format!(
+                    "create it in {ns} first (ReadWriteOnce is enough for one replica), or leave it out"
                 )),
             });
         }
