@@ -28,6 +28,7 @@
 #   testbed/build-bins.sh crane   go-containerregistry's crane: the local OCI registry, pushes and pulls
 #   testbed/build-bins.sh krew    krew (as kubectl-krew), validate-krew-manifest and actionlint
 #   testbed/build-bins.sh monitoring  promtool, and the Prometheus operator's CRDs (crds/)
+#   testbed/build-bins.sh s3      s3s-fs, a local S3-compatible server from crates.io (bin/s3s-fs)
 #   testbed/build-bins.sh etcdctl  etcdctl of the testbed's etcd, for make bench only (not part of `all`)
 #   testbed/build-bins.sh all
 #
@@ -434,6 +435,20 @@ build_krew() {
 # `test rules`), and the Prometheus operator's CRDs generated from its own API types with
 # controller-gen, as its release generates them (the operator's root module, which carries the
 # generated YAML, is not served by the Go module proxy; its pkg/apis/monitoring module is).
+build_s3() {
+  # shellcheck disable=SC1091
+  . "$here/versions.env"
+  local out="$cache_root/s3s-fs-$S3S_FS_VERSION"
+  if [ -x "$out/bin/s3s-fs" ]; then echo "$out"; return; fi
+  rm -rf "$out.tmp"
+  echo "building s3s-fs $S3S_FS_VERSION from crates.io (first time only; a few minutes)" >&2
+  # Its own target directory, so that a workspace's CARGO_TARGET_DIR is not filled with it.
+  CARGO_TARGET_DIR="$out.tmp/target" "${CARGO:-cargo}" install --locked --quiet \
+    "s3s-fs@$S3S_FS_VERSION" --features binary --root "$out.tmp" >&2
+  rm -rf "$out.tmp/target" "$out.tmp/.crates.toml" "$out.tmp/.crates2.json"
+  publish "$out"
+}
+
 build_monitoring() {
   # shellcheck disable=SC1091
   . "$here/versions.env"
@@ -545,6 +560,7 @@ case "${1:-all}" in
   cacppk) build_cacppk ;;
   krew) build_krew ;;
   monitoring) build_monitoring ;;
+  s3) build_s3 ;;
   crane) build_crane ;;
   pause) build_pause ;;
   coredns) build_coredns ;;
@@ -554,6 +570,6 @@ case "${1:-all}" in
        echo "cert-manager=$(build_cert_manager)"; echo "kube-rbac-proxy=$(build_kube_rbac_proxy)"; echo "helm=$(build_helm)"
        echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "init-sources=$(build_init_sources)"; echo "krew=$(build_krew)"; echo "crane=$(build_crane)"
        echo "pause=$(build_pause)"; echo "coredns=$(build_coredns)"; echo "node-packages=$(node_packages)"
-       echo "monitoring=$(build_monitoring)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|capi-v1beta1|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|pause|coredns|node-packages|monitoring|etcdctl|all" >&2; exit 2 ;;
+       echo "monitoring=$(build_monitoring)"; echo "s3=$(build_s3)" ;;
+  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|capi-v1beta1|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|pause|coredns|node-packages|monitoring|s3|etcdctl|all" >&2; exit 2 ;;
 esac

@@ -86,6 +86,17 @@ fn the_cli_does_not_link_the_controller_and_the_controller_no_cli_library() {
         "kubectl-kamaji",
     ];
     assert_none_of(&reconciler, &banned, "the reconciler");
+    // The etcd client both link prints nothing and parses no flags.
+    let etcd = deps("capi-kamaji-etcd");
+    assert!(
+        etcd.iter().any(|n| n == "capi-kamaji-core"),
+        "sanity: {etcd:?}"
+    );
+    assert_none_of(
+        &etcd,
+        &["clap", "comfy-table", "indicatif", "capi-kamaji-client"],
+        "capi-kamaji-etcd",
+    );
     let shared = deps("capi-kamaji-client");
     assert!(
         !shared.iter().any(|n| n == "clap"),

@@ -18,4 +18,5 @@ mod kube_proxy;
 mod lifecycle;
 mod migrate;
 mod real;
+mod scheduled_backup;
 mod v1beta1_real;
