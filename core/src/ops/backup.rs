@@ -74,7 +74,10 @@ pub const DEFAULT_REGION: &str = "us-east-1";
 pub struct TenantBackupSpec {
     /// The KamajiControlPlane to back up, in this namespace; a TenantControlPlane of that name
     /// when no KamajiControlPlane has it.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
     pub tenant: String,
     /// When, in UTC: cron's five fields (minute hour day-of-month month day-of-week, e.g.
     /// "0 3 * * *"), or six with the seconds first.

@@ -260,3 +260,31 @@ async fn event(ctx: &BackupCtx, tb: &TenantBackup, outcome: &Outcome) {
         tracing::debug!("event on TenantBackup {}: {e}", tb.name_any());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backup_volumes_are_claim_equals_absolute_dir_each_once() {
+        let v = Volumes::parse(&["nightly=/var/lib/kamaji-backups/nightly".into()]).unwrap();
+        assert_eq!(
+            v.0.get("nightly"),
+            Some(&PathBuf::from("/var/lib/kamaji-backups/nightly"))
+        );
+        for (flag, says) in [
+            ("nightly", "expected CLAIM=DIR"),
+            ("nightly=relative/dir", "must be an absolute path"),
+            ("Not_A_Name=/x", "is not a valid PersistentVolumeClaim name"),
+        ] {
+            let e = Volumes::parse(&[flag.into()]).unwrap_err();
+            assert!(e.contains(says), "{flag}: {e}");
+        }
+        let e = Volumes::parse(&["a=/x".into(), "a=/y".into()]).unwrap_err();
+        assert!(e.contains("claim a given twice"), "{e}");
+        let many: Vec<String> = (0..=MAX_BACKUP_CLAIMS)
+            .map(|i| format!("c{i}=/d{i}"))
+            .collect();
+        assert!(Volumes::parse(&many).unwrap_err().contains("at most 16"));
+    }
+}
