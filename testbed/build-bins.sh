@@ -15,6 +15,7 @@
 #   testbed/build-bins.sh kamaji  the Kamaji operator (github.com/clastix/kamaji)
 #   testbed/build-bins.sh k8s-prev  an older kube-apiserver, -controller-manager, -scheduler for tenants
 #   testbed/build-bins.sh k8s-kamaji  the same at v1.30.2, the newest Kamaji v1.0.0 admits (day-0 tenants)
+#   testbed/build-bins.sh k8s-next  the same at v1.37.2, the newer minor of a two-minor tenant upgrade
 #   testbed/build-bins.sh byoh    the BYOH controller manager (cluster-api-provider-bringyourownhost)
 #   testbed/build-bins.sh cacppk  CACPPK's manager (cluster-api-control-plane-provider-kamaji v0.11.0) and
 #                                 its own CRDs, for make bench only (not part of `all`)
@@ -97,7 +98,8 @@ build_k8s() {
 # A second Kubernetes release (testbed/k8s-prev) for tenant control planes: a tenant created at
 # this version and upgraded to the pinned one runs real binaries of both minors.
 # A tenant release from the module folder $1 (k8s-prev: the older minor of tenant upgrades;
-# k8s-kamaji: v1.30.2, the newest Kamaji v1.0.0's webhook admits).
+# k8s-kamaji: v1.30.2, the newest Kamaji v1.0.0's webhook admits; k8s-next: v1.37.2, the last step
+# of a two-minor upgrade from k8s-prev).
 build_k8s_prev() {
   local mod=${1:-k8s-prev} v
   v=$(awk '$1=="require" && $2=="k8s.io/kubernetes"{print $3; exit}' "$here/$mod/go.mod")
@@ -556,6 +558,7 @@ case "${1:-all}" in
   init-sources) build_init_sources ;;
   k8s-prev) build_k8s_prev ;;
   k8s-kamaji) build_k8s_prev k8s-kamaji ;;
+  k8s-next) build_k8s_prev k8s-next ;;
   byoh) build_byoh ;;
   cacppk) build_cacppk ;;
   krew) build_krew ;;
@@ -566,10 +569,10 @@ case "${1:-all}" in
   coredns) build_coredns ;;
   node-packages) node_packages ;;
   all) echo "k8s=$(build_k8s)"; echo "crds=$(build_crds)"; echo "capi=$(build_capi)"; echo "capi-v1beta1=$(build_capi_v1beta1)"
-       echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"; echo "k8s-kamaji=$(build_k8s_prev k8s-kamaji)"
+       echo "kamaji=$(build_kamaji)"; echo "byoh=$(build_byoh)"; echo "k8s-prev=$(build_k8s_prev)"; echo "k8s-kamaji=$(build_k8s_prev k8s-kamaji)"; echo "k8s-next=$(build_k8s_prev k8s-next)"
        echo "cert-manager=$(build_cert_manager)"; echo "kube-rbac-proxy=$(build_kube_rbac_proxy)"; echo "helm=$(build_helm)"
        echo "clusterctl-repo=$(build_clusterctl_repo)"; echo "init-sources=$(build_init_sources)"; echo "krew=$(build_krew)"; echo "crane=$(build_crane)"
        echo "pause=$(build_pause)"; echo "coredns=$(build_coredns)"; echo "node-packages=$(node_packages)"
        echo "monitoring=$(build_monitoring)"; echo "s3=$(build_s3)" ;;
-  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|capi|capi-v1beta1|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|pause|coredns|node-packages|monitoring|s3|etcdctl|all" >&2; exit 2 ;;
+  *) echo "usage: $0 k8s|k8s-prev|k8s-kamaji|k8s-next|capi|capi-v1beta1|crds|kamaji|byoh|cacppk|cert-manager|kube-rbac-proxy|helm|clusterctl-repo|init-sources|krew|crane|pause|coredns|node-packages|monitoring|s3|etcdctl|all" >&2; exit 2 ;;
 esac

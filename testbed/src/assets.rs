@@ -103,8 +103,10 @@ impl Assets {
         let k8s = build("k8s")?;
         let mut tenant_releases = Vec::new();
         let kamaji = if with_kamaji {
-            let prev = build("k8s-prev")?;
-            for dir in [&prev, &k8s] {
+            // The older and newer minors around the pinned one: a tenant upgrade steps
+            // v1.35 -> v1.36 -> v1.37 on real binaries of each.
+            let (prev, next) = (build("k8s-prev")?, build("k8s-next")?);
+            for dir in [&prev, &k8s, &next] {
                 if let Some(v) = release_of(dir) {
                     tenant_releases.push((v, dir.clone()));
                 }

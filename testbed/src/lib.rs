@@ -682,6 +682,19 @@ shared_testbed!(
 );
 
 shared_testbed!(
+    /// The real CAPI v1.14 core and kubeadm bootstrap managers and the Kamaji operator (tenant
+    /// control planes run for real), with the local OCI registry and the SIMULATED kubelet of its
+    /// pods: our reconciler as users run it, from its image, beside the real controllers.
+    shared_real_images,
+    Options {
+        capi_manager: true,
+        kamaji: true,
+        images: true,
+        ..Options::default()
+    }
+);
+
+shared_testbed!(
     /// A CAPI 1.10 management cluster run by its own controllers: the v1beta1 profile (CAPI
     /// v1.10's CRDs) with CAPI v1.10's core manager and its webhooks, and the Kamaji operator
     /// (tenant control planes run for real under the SIMULATED kubelet); needs root.

@@ -9,49 +9,31 @@
 //! Then two replicas: one leads, the other stands by (and is Ready, or a rolling update would
 //! never finish), killing the leader's process hands the work over within the lease duration,
 //! and a rolling update of both replicas completes.
+//!
+//! Kamaji and Cluster API are played here (the test is about the pod: its user, token, read-only
+//! root, Lease and rollout, on a testbed without tenants); `image_real.rs` runs the image with the
+//! real ones.
 
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::image::{self, *};
 use common::*;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
-use testbed::fixtures::poll;
-use testbed::fixtures::reconciler::{image_pod_logs, push_image};
-
-const INSTALL_NS: &str = "kamaji-reconciler-system";
+use testbed::fixtures::reconciler::push_image;
 
 fn tb() -> &'static testbed::Testbed {
     testbed::shared_images()
 }
 
 fn kamaji(kubeconfig: &Path, args: &[&str]) -> String {
-    let bin = testbed::workspace_binary(
-        env!("CARGO_BIN_EXE_kamaji-reconciler"),
-        "kubectl-kamaji",
-        "kubectl-kamaji",
-    );
-    let o = Command::new(bin)
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(o.status.success(), "kubectl kamaji {args:?}: {text}");
-    text
+    plugin("kamaji", kubeconfig, args)
 }
 
 async fn wait<T, F, Fut>(secs: u64, what: &str, f: F) -> T
@@ -59,87 +41,11 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    poll::wait_for(what, Duration::from_secs(secs), || image_pod_logs(tb()), f).await
+    wait_image(tb(), secs, what, f).await
 }
 
-/// The reconciler processes this testbed's kubelet runs: (pid, POD_NAME). Other test binaries
-/// run the same image at the same time (each on a testbed of its own, with pods of the same
-/// names but for the random suffix), so a process counts only if its POD_NAME is one of this
-/// testbed's pods.
-async fn reconciler_processes(c: &Client) -> Vec<(u32, String)> {
-    let ours: Vec<String> = Api::<Pod>::namespaced(c.clone(), INSTALL_NS)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|p| p.metadata.name)
-        .collect();
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        if !cmd.starts_with(b"/usr/local/bin/kamaji-reconciler\0") {
-            continue;
-        }
-        let env = std::fs::read(e.path().join("environ")).unwrap_or_default();
-        let pod = env
-            .split(|b| *b == 0)
-            .find_map(|v| v.strip_prefix(b"POD_NAME="))
-            .map(|v| String::from_utf8_lossy(v).to_string());
-        if let Some(pod) = pod.filter(|p| ours.contains(p)) {
-            out.push((pid, pod));
-        }
-    }
-    out
-}
-
-fn proc_env(pid: u32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .unwrap_or_default()
-        .split(|b| *b == 0)
-        .map(|v| String::from_utf8_lossy(v).to_string())
-        .collect()
-}
-
-async fn deployment(c: &Client) -> Deployment {
-    Api::<Deployment>::namespaced(c.clone(), INSTALL_NS)
-        .get("kamaji-reconciler")
-        .await
-        .unwrap()
-}
-
-/// Whether the Deployment runs `replicas` available pods of its current template and no others.
-async fn is_rolled_out(c: &Client, replicas: i32) -> bool {
-    let d = deployment(c).await;
-    let s = d.status.clone().unwrap_or_default();
-    let gen_seen = s.observed_generation >= d.metadata.generation;
-    gen_seen
-        && s.updated_replicas == Some(replicas)
-        && s.available_replicas == Some(replicas)
-        && s.replicas == Some(replicas)
-}
-
-/// Waits until the Deployment has rolled out `replicas` Ready pods of its current template.
 async fn rolled_out(c: &Client, replicas: i32, what: &str) {
-    wait(120, what, || async {
-        is_rolled_out(c, replicas).await.then_some(())
-    })
-    .await;
-}
-
-async fn lease_holder(c: &Client) -> Option<String> {
-    Api::<Lease>::namespaced(c.clone(), INSTALL_NS)
-        .get_opt(kamaji_reconciler::leader::LEASE_NAME)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|l| l.spec?.holder_identity)
-        .filter(|h| !h.is_empty())
+    image::rolled_out(tb(), c, replicas, what).await
 }
 
 /// Plays Cluster API (a Cluster owning a KamajiControlPlane) and Kamaji (the TCP's Secrets and
@@ -236,13 +142,7 @@ async fn the_image_runs_in_cluster_as_its_service_account_and_hands_over_leaders
 
     // Kill the leader's process (a crash): the work goes on within the lease duration. A
     // Cluster created meanwhile is reconciled, once.
-    assert!(
-        Command::new("kill")
-            .args(["-KILL", &leader_pid.to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    kill(*leader_pid);
     let t0 = Instant::now();
     let lease0 = Api::<Lease>::namespaced(c.clone(), INSTALL_NS)
         .get(kamaji_reconciler::leader::LEASE_NAME)

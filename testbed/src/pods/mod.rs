@@ -23,6 +23,9 @@
 //!   traffic before its `/readyz` passes, and a terminating one none after). kube-controller-
 //!   manager and kube-scheduler likewise get a port of their own on 127.0.0.1 instead of 10257
 //!   and 10259.
+//! - Each kube-apiserver whose advertise address is loopback (the tenant's Service address
+//!   here) runs with `--endpoint-reconciler-type=none`: no Endpoints may hold a loopback
+//!   address, and kube-apiserver v1.37 refuses to start with one.
 //! - Volumes are written once when the pod starts (Kamaji rolls its Deployment when a secret it
 //!   mounts changes, so a new pod sees new content).
 //! - Kamaji's migration Job (`internal/resources/datastore/datastore_migrate.go`, Kamaji
@@ -445,6 +448,18 @@ fn own_ports(binary: &str, args: &mut Vec<String>) -> Result<(Probe, Option<u16>
             let port = free_port().map_err(|e| e.to_string())?;
             args.retain(|a| !a.starts_with("--secure-port="));
             args.push(format!("--secure-port={port}"));
+            // The tenant's Service address here is loopback (see the module documentation),
+            // which no `kubernetes` Endpoints may hold: v1.35 and v1.36 log the refused write,
+            // v1.37 refuses to start ("cannot use public IP 127.0.0.1 with endpoint
+            // reconciler"). On a node the address is the Service's, so the reconciler is only
+            // turned off for a loopback one.
+            let loopback = flag(args, "--advertise-address")
+                .and_then(|a| a.parse::<std::net::IpAddr>().ok())
+                .is_some_and(|ip| ip.is_loopback());
+            if loopback {
+                args.retain(|a| !a.starts_with("--endpoint-reconciler-type="));
+                args.push("--endpoint-reconciler-type=none".into());
+            }
             Ok((Probe::ApiServer(port), Some(service_port)))
         }
         "kube-controller-manager" | "kube-scheduler" => {

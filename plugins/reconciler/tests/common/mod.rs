@@ -20,6 +20,8 @@ use testbed::fixtures::poll;
 
 pub const FIXTURE: &str = "test-fixture";
 
+pub mod image;
+
 pub use testbed::fixtures::reconciler::Reconciler;
 
 /// The reconciler under test with debug logs (`KR_TEST_LOG` overrides them), its log a new file
