@@ -85,13 +85,33 @@ impl Etcd {
                     DIAL_TIMEOUT.as_secs()
                 ))
             })?
-            .map_err(|e| Error::other(format!("{}: {e}", self.endpoint)))?;
+            .map_err(|e| self.refused(e))?;
         serde_json::from_str(&text).map_err(|e| {
             Error::other(format!(
                 "{} answered {path} with no JSON: {e}",
                 self.endpoint
             ))
         })
+    }
+
+    /// A failed request in one line; etcd's refusal of certificate users on its gateway once
+    /// its authentication is on (`embed/serve.go`, etcd v3.6.8: every `/v3/` request of a
+    /// client certificate with a CommonName gets 400, as Kamaji's chart sets etcd up) named
+    /// for what it is, with what to do instead.
+    fn refused(&self, e: kube::Error) -> Error {
+        let text = e.to_string();
+        if text.contains("CommonName of client sending a request against gateway") {
+            return Error::Other {
+                message: format!(
+                    "{}: etcd's authentication is on, and etcd refuses certificate users on its JSON gateway, which this client speaks",
+                    self.endpoint
+                ),
+                hint: Some(
+                    "use etcdctl (etcd's gRPC API, as Kamaji speaks it) for this DataStore, or turn its authentication off".into(),
+                ),
+            };
+        }
+        Error::other(format!("{}: {text}", self.endpoint))
     }
 
     fn range(prefix: &str) -> Value {

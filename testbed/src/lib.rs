@@ -23,7 +23,7 @@ mod capi;
 mod certs;
 pub use certs::expiring_certificate;
 mod crds;
-mod datastore;
+pub mod datastore;
 pub mod expect;
 mod faults;
 pub mod fixtures;
