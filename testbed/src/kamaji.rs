@@ -272,6 +272,7 @@ pub(crate) fn start_tenant_runner(tb: &Testbed, bin: Option<&Path>) -> Result<()
         }),
         node_name: "testbed-tenant-node".into(),
         tick: Duration::from_millis(500),
+        hosts: tb.cluster_hosts.clone(),
     };
     let sb = tb.sandboxes.clone();
     let task = crate::background()?.spawn(async move {

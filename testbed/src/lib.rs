@@ -38,6 +38,7 @@ pub mod node;
 pub mod pods;
 mod process;
 mod startup;
+pub mod storage;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -196,6 +197,10 @@ pub struct Testbed {
     pub datastores: Option<kamaji::DataStores>,
     /// The real node with [`Options::node`].
     pub node: Option<node::NodeInfo>,
+    /// With [`Options::images`] (and no real node): the SIMULATED cluster DNS's hosts file for
+    /// processes of the host's network ([`pods::names`]), which the tenant-pod runner gives each
+    /// of its processes and a test may give its own ([`pods::names::host_command`]).
+    pub cluster_hosts: Option<PathBuf>,
     procs: Mutex<Vec<Proc>>,
     /// Background tasks (tenant pod runner, forwarders) to abort when the testbed stops.
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,

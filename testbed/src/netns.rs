@@ -24,8 +24,37 @@ pub struct NetSandbox {
     holder: Proc,
     netns: File,
     hosts: PathBuf,
-    names: Mutex<BTreeSet<String>>,
+    names: Mutex<Hosts>,
     forwarded: Mutex<BTreeSet<u16>>,
+}
+
+/// What the namespace's hosts file says besides `localhost`: names served on its own loopback
+/// (the tenant plumbing's, [`NetSandbox::add_host`]) and names of other addresses (the
+/// SIMULATED cluster DNS of [`crate::pods::names`], [`NetSandbox::set_mapped`]).
+#[derive(Default)]
+struct Hosts {
+    local: BTreeSet<String>,
+    mapped: Vec<(std::net::Ipv4Addr, Vec<String>)>,
+}
+
+impl Hosts {
+    fn render(&self) -> String {
+        let mut text = String::from("127.0.0.1 localhost\n::1 localhost\n");
+        for n in &self.local {
+            text.push_str(&format!("127.0.0.1 {n}\n"));
+        }
+        text.push_str(&render_mapped(&self.mapped));
+        text
+    }
+}
+
+/// `hosts(5)` lines: each address, then its names.
+pub(crate) fn render_mapped(mapped: &[(std::net::Ipv4Addr, Vec<String>)]) -> String {
+    let mut text = String::new();
+    for (ip, names) in mapped.iter().filter(|(_, n)| !n.is_empty()) {
+        text.push_str(&format!("{ip} {}\n", names.join(" ")));
+    }
+    text
 }
 
 impl NetSandbox {
@@ -78,6 +107,17 @@ exec sleep infinity"#;
             "--pid".into(),
             "--".into(),
         ])
+    }
+
+    /// The namespace of the SIMULATED pod network's router ([`crate::pods::network`]), with
+    /// forwarding on in it alone: a sysctl of a namespace of ours, the host's stay as they are.
+    pub fn start_router(dir: &Path, name: &str) -> Result<NetSandbox, Error> {
+        let script = r#"set -e
+ip link set lo up
+echo 1 > /proc/sys/net/ipv4/ip_forward
+: > "$2"
+exec sleep infinity"#;
+        NetSandbox::spawn(dir, name, &[], script, &[])
     }
 
     /// The namespaces of a machine of its own for a host agent (`crate::agent`): also a UTS
@@ -137,8 +177,7 @@ exec sleep infinity"#;
         let hosts = dir.join(format!("{name}-hosts"));
         let ready = dir.join(format!("{name}-netns-ready"));
         let _ = std::fs::remove_file(&ready);
-        std::fs::write(&hosts, "127.0.0.1 localhost\n::1 localhost\n")
-            .map_err(|e| Error::io(&hosts, e))?;
+        std::fs::write(&hosts, Hosts::default().render()).map_err(|e| Error::io(&hosts, e))?;
         let log = dir.join(format!("{name}-netns.log"));
         // `unshare` without --fork execs sh in the new namespaces.
         let mut argv: Vec<String> = vec![
@@ -176,11 +215,14 @@ exec sleep infinity"#;
         }
         let ns_path = PathBuf::from(format!("/proc/{}/ns/net", holder.pid()));
         let netns = File::open(&ns_path).map_err(|e| Error::io(&ns_path, e))?;
+        // Where a test finds the namespaces to enter (`nsenter --target`).
+        let pid_file = dir.join(format!("{name}-netns.pid"));
+        std::fs::write(&pid_file, holder.pid().to_string()).map_err(|e| Error::io(&pid_file, e))?;
         Ok(NetSandbox {
             holder,
             netns,
             hosts,
-            names: Mutex::new(BTreeSet::new()),
+            names: Mutex::new(Hosts::default()),
             forwarded: Mutex::new(BTreeSet::new()),
         })
     }
@@ -220,14 +262,24 @@ exec sleep infinity"#;
         let Ok(mut names) = self.names.lock() else {
             return Err(Error::Start("hosts lock poisoned".into()));
         };
-        if !names.insert(name.to_string()) {
+        if !names.local.insert(name.to_string()) {
             return Ok(());
         }
-        let mut text = String::from("127.0.0.1 localhost\n::1 localhost\n");
-        for n in names.iter() {
-            text.push_str(&format!("127.0.0.1 {n}\n"));
+        std::fs::write(&self.hosts, names.render()).map_err(|e| Error::io(&self.hosts, e))
+    }
+
+    /// Makes each name of `mapped` resolve to its address inside, in place of the names set
+    /// before, rewriting the file (in place, as [`NetSandbox::add_host`] does) only when that
+    /// changes it.
+    pub fn set_mapped(&self, mapped: &[(std::net::Ipv4Addr, Vec<String>)]) -> Result<(), Error> {
+        let Ok(mut names) = self.names.lock() else {
+            return Err(Error::Start("hosts lock poisoned".into()));
+        };
+        if names.mapped == mapped {
+            return Ok(());
         }
-        std::fs::write(&self.hosts, text).map_err(|e| Error::io(&self.hosts, e))
+        names.mapped = mapped.to_vec();
+        std::fs::write(&self.hosts, names.render()).map_err(|e| Error::io(&self.hosts, e))
     }
 
     /// Forwards `ip:port` inside (an address of the namespace's own) to `127.0.0.1:port` on the

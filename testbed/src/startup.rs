@@ -68,6 +68,7 @@ const LAST_RUN: &[&str] = &[
     "datastore-dedicated-etcd",
     "audit.log",
     "tenant-pods",
+    crate::storage::DIR,
 ];
 
 /// Removes the state of an earlier run in `dir` (saying so), so every start is a fresh cluster.
@@ -197,6 +198,7 @@ impl Testbed {
             registry: None,
             datastores: None,
             node: None,
+            cluster_hosts: None,
             procs: Mutex::new(Vec::new()),
             tasks: Mutex::new(Vec::new()),
             sandboxes: Default::default(),
@@ -224,6 +226,10 @@ impl Testbed {
         if opts.controller_manager {
             tb.start_controller_manager(opts.kamaji || opts.images, opts.images, opts.node)?;
         }
+        if opts.images && !opts.node {
+            // Before the tenant-pod runner, whose processes get it as their /etc/hosts.
+            tb.cluster_hosts = Some(crate::pods::names::host_file(&tb.dir)?);
+        }
         if opts.tenants {
             if !opts.images || opts.kamaji {
                 return Err(Error::Start(
@@ -243,6 +249,7 @@ impl Testbed {
             tb.start_node().await?;
         } else if opts.images {
             tb.start_images().await?;
+            crate::storage::provision(&tb, &client).await?;
         }
         tb.start_controllers(&opts, &client).await?;
         tracing::info!("testbed ready after {:?}", t0.elapsed());
@@ -410,6 +417,11 @@ impl Testbed {
                 .as_ref()
                 .map(|d| d.ports.iter().map(|(_, p)| *p).collect())
                 .unwrap_or_default(),
+            router: std::sync::Arc::new(crate::pods::network::Router::start(&self.dir)?),
+            hosts: match &self.cluster_hosts {
+                Some(h) => h.clone(),
+                None => crate::pods::names::host_file(&self.dir)?,
+            },
         };
         let kubeconfig = self.kubeconfig.clone();
         let task = crate::background()?.spawn(async move {
@@ -428,7 +440,10 @@ impl Testbed {
     /// with `workloads` the Deployment and ReplicaSet ones (tenant control planes and image
     /// pods are Deployments) and the Job one (Kamaji's DataStore migration).
     /// With `endpoints`, the EndpointSlice controller too (image pods serve webhooks behind
-    /// Services, as in a cluster) and the ClusterRole aggregation one.
+    /// Services, as in a cluster) and the ClusterRole aggregation one; and the StatefulSet, the
+    /// PersistentVolume binder, the claim and volume protection and the ServiceAccount ones
+    /// (image pods run StatefulSets on claimed volumes, [`crate::storage`], as their
+    /// namespace's `default` ServiceAccount).
     /// With `node`, the ServiceAccount, root CA publisher and node lifecycle ones: a real node's
     /// pods need their namespace's `default` ServiceAccount and `kube-root-ca.crt`, and a Node
     /// schedulable once Ready.
@@ -457,6 +472,19 @@ impl Testbed {
             // And the ClusterRole aggregation, which CAPI's release manifests rely on (their
             // manager's role aggregates the roles labelled to join it).
             controllers.push_str(",endpointslice,clusterrole-aggregation");
+            // `kubectl capi init --datastore etcd` runs an etcd StatefulSet: the StatefulSet
+            // controller makes its pods and their claims, the PersistentVolume binder binds the
+            // claims to the testbed's volumes, and the protection controllers take off the
+            // finalizers the API server's StorageObjectInUseProtection admission puts on every
+            // claim and volume, without which deleting one (uninstall, a namespace) never ends.
+            controllers
+                .push_str(",statefulset,persistentvolume-binder,pvc-protection,pv-protection");
+            // Its pods, like any that names no ServiceAccount, run as their namespace's
+            // `default` one, which the ServiceAccount controller makes in every namespace (the
+            // SIMULATED kubelet asks a token of it). A node testbed runs it already.
+            if !node {
+                controllers.push_str(",serviceaccount");
+            }
         }
         let kcm = Proc::spawn(
             "kube-controller-manager",

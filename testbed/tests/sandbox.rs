@@ -222,17 +222,9 @@ fn a_killed_runner_takes_its_image_pods_with_it() {
     );
     let file = dir.join("proxy.json");
     std::fs::write(&file, deployment).unwrap();
-    // Its token (kube-rbac-proxy builds its client from it, else it exits), as the
-    // ServiceAccount controller would have made the account.
-    let out = kubectl(
-        &dir,
-        &["create", "serviceaccount", "default", "-n", "default"],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // Its token (kube-rbac-proxy builds its client from it, else it exits) is of the
+    // namespace's `default` ServiceAccount, which kube-controller-manager's ServiceAccount
+    // controller makes (the kubelet asks again each tick until it exists).
     let out = kubectl(&dir, &["apply", "-f", &file.display().to_string()]);
     assert!(
         out.status.success(),

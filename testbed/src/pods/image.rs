@@ -20,7 +20,12 @@
 //! - `readOnlyRootFilesystem` makes the root file system read-only;
 //! - each container runs in a mount namespace of its own (`unshare`), `chroot`ed into its
 //!   image, in the pod's own network namespace ([`NetSandbox`]: its loopback, where the API
-//!   server's port is forwarded in, so `KUBERNETES_SERVICE_HOST` is 127.0.0.1);
+//!   server's port is forwarded in, so `KUBERNETES_SERVICE_HOST` is 127.0.0.1), whose address
+//!   the other pods reach through the SIMULATED pod network ([`super::network`]) and whose
+//!   `/etc/hosts` names the pods of headless Services (the SIMULATED cluster DNS,
+//!   [`super::names`]);
+//! - `persistentVolumeClaim` volumes: a pod is bound to the node only once its claims are
+//!   Bound, and the bound PersistentVolume's directory is mounted ([`super::claims`]);
 //! - HTTP readiness and liveness probes (`httpGet`, by number or named port), the pod's Ready
 //!   condition from readiness, and a container restarted after `failureThreshold` liveness
 //!   failures or when it exits, with a capped back-off;
@@ -37,7 +42,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -48,8 +52,17 @@ use serde_json::{Value, json};
 
 use super::logs::{LogIndex, PodLogs};
 use super::{restart_backoff, terminated};
+use crate::Proc;
 use crate::netns::{NetSandbox, PodLink};
-use crate::{Error, Proc};
+
+mod probe;
+mod registry;
+mod spec;
+
+use probe::{Probe, due, probe_ok};
+pub(crate) use registry::start_registry;
+use registry::{pull, repository};
+use spec::{expand, field, mounts, program_path, security, words};
 
 /// The node the image pods run on.
 pub const NODE: &str = "testbed-image-node";
@@ -74,19 +87,11 @@ pub struct Config {
     /// Host loopback ports forwarded into every pod besides the API server's (the datastore
     /// etcds, which Kamaji's DataStores name as `127.0.0.1:PORT`).
     pub forwards: Vec<u16>,
-}
-
-struct Probe {
-    path: String,
-    /// The host port that reaches the container's port inside the pod's namespace.
-    port: u16,
-    initial_delay: Duration,
-    period: Duration,
-    failure_threshold: u32,
-    failures: u32,
-    /// When the container started (for the initial delay) and when the probe last ran.
-    since: Option<Instant>,
-    last: Option<Instant>,
+    /// The SIMULATED pod network's router, which links every pod to every other.
+    pub(crate) router: Arc<super::network::Router>,
+    /// The SIMULATED cluster DNS's hosts file for processes of the host's network
+    /// ([`super::names::host_file`]), kept current with the pods' names.
+    pub hosts: PathBuf,
 }
 
 struct Container {
@@ -119,6 +124,8 @@ struct RunningPod {
     sandbox: Arc<NetSandbox>,
     /// The pod's own address (its `eth0`), which its EndpointSlices carry.
     link: PodLink,
+    /// The names a kubelet gives the pod in its own hosts file ([`super::names::own_names`]).
+    names: Vec<String>,
     sa_dir: Option<PathBuf>,
     containers: Vec<Container>,
     started: String,
@@ -264,6 +271,9 @@ async fn tick(
         .await
         .map_err(|e| format!("listing pending pods: {e}"))?;
     for pod in pending.items.iter().filter(|p| ours(p, &cfg.registry)) {
+        if super::claims::unschedulable(client, pod).await {
+            continue;
+        }
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
         let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
@@ -302,6 +312,15 @@ async fn tick(
             stop(cfg, p, Duration::ZERO);
         }
     }
+    let names: Vec<super::names::PodNames> = running
+        .values()
+        .map(|p| super::names::PodNames {
+            sandbox: &p.sandbox,
+            ip: p.link.pod_ip,
+            own: &p.names,
+        })
+        .collect();
+    super::names::refresh(client, &cfg.hosts, &names).await;
     Ok(())
 }
 
@@ -399,18 +418,26 @@ async fn prepare(client: &Client, cfg: &Config, pod: &Pod) -> Result<RunningPod,
         sandbox.forward(port).map_err(|e| e.to_string())?;
     }
     let link = sandbox.attach_link().map_err(|e| e.to_string())?;
+    cfg.router
+        .attach(&sandbox, link.pod_ip)
+        .map_err(|e| e.to_string())?;
+    let names = super::names::own_names(pod);
+    super::names::write_own(&sandbox, link.pod_ip, &names).map_err(|e| e.to_string())?;
     let sandbox = Arc::new(sandbox);
     if let Ok(mut v) = cfg.sandboxes.lock() {
         v.push(sandbox.clone());
     }
-    let sa = spec
-        .service_account_name
-        .clone()
-        .unwrap_or_else(|| "default".into());
+    // A pod naming no ServiceAccount runs as its namespace's `default`. On a cluster the
+    // ServiceAccount admission plugin writes that name into the pod; this API server runs
+    // without the plugin (`start_apiserver`), and TokenRequest refuses to bind a token of
+    // `default` to a pod that does not name it, so such a pod's token is not bound to the pod.
+    let named = spec.service_account_name.as_deref();
+    let sa = named.unwrap_or("default");
+    let bound = named.map(|_| (name.as_str(), uid.as_str()));
     let sa_dir = if spec.automount_service_account_token == Some(false) {
         None
     } else {
-        Some(token_dir(client, cfg, &dir, &ns, &name, &uid, &sa).await?)
+        Some(token_dir(client, cfg, &dir, &ns, bound, sa).await?)
     };
     let mut containers = Vec::new();
     for c in &spec.containers {
@@ -421,6 +448,7 @@ async fn prepare(client: &Client, cfg: &Config, pod: &Pod) -> Result<RunningPod,
         dir,
         sandbox,
         link,
+        names,
         sa_dir,
         containers,
         started: crate::meta::now(),
@@ -428,23 +456,25 @@ async fn prepare(client: &Client, cfg: &Config, pod: &Pod) -> Result<RunningPod,
     })
 }
 
-/// The token (TokenRequest, bound to the pod), the API server's CA and the namespace, as a
-/// kubelet's projected ServiceAccount volume holds them.
+/// The token (TokenRequest, bound to the pod `bound` names, by name and uid), the API server's
+/// CA and the namespace, as a kubelet's projected ServiceAccount volume holds them.
 async fn token_dir(
     client: &Client,
     cfg: &Config,
     dir: &Path,
     ns: &str,
-    pod: &str,
-    uid: &str,
+    bound: Option<(&str, &str)>,
     sa: &str,
 ) -> Result<PathBuf, String> {
     let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let req = json!({
+    let mut req = json!({
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-        "spec": {"expirationSeconds": 3600,
-                 "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid}}
+        "spec": {"expirationSeconds": 3600}
     });
+    if let Some((pod, uid)) = bound {
+        req["spec"]["boundObjectRef"] =
+            json!({"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid});
+    }
     let resp: Value = api
         .create_subresource("token", sa, &PostParams::default(), &req)
         .await
@@ -464,80 +494,6 @@ async fn token_dir(
         std::fs::write(&p, data).map_err(|e| format!("{}: {e}", p.display()))?;
     }
     Ok(out)
-}
-
-/// `crane` with the registry treated as plain HTTP (it is on loopback).
-fn crane(cfg: &Config, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new(&cfg.crane)
-        .args(args)
-        .arg("--insecure")
-        .env("HOME", &cfg.testbed_dir)
-        .output()
-        .map_err(|e| format!("running crane: {e}"))?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-    }
-    Ok(out.stdout)
-}
-
-/// Pulls `image` into `root`: its config and digest, and its file system unpacked.
-fn pull(cfg: &Config, image: &str, root: &Path) -> Result<(Value, String), String> {
-    let config: Value = serde_json::from_slice(&crane(cfg, &["config", image])?)
-        .map_err(|e| format!("the image config of {image}: {e}"))?;
-    let digest = String::from_utf8_lossy(&crane(cfg, &["digest", image])?)
-        .trim()
-        .to_string();
-    let tarball = root.with_extension("tar");
-    crane(cfg, &["export", image, &tarball.display().to_string()])?;
-    std::fs::create_dir_all(root).map_err(|e| format!("{}: {e}", root.display()))?;
-    let out = Command::new("tar")
-        .args(["--extract", "--same-owner", "--same-permissions", "--file"])
-        .arg(&tarball)
-        .arg("--directory")
-        .arg(root)
-        .output()
-        .map_err(|e| format!("running tar: {e}"))?;
-    let _ = std::fs::remove_file(&tarball);
-    if !out.status.success() {
-        return Err(format!(
-            "unpacking {image}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok((config, digest))
-}
-
-fn security<'a>(pod: &'a Pod, c: &'a PodContainer) -> (Option<i64>, Option<i64>, bool, bool) {
-    let ps = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
-    let cs = c.security_context.as_ref();
-    let user = cs
-        .and_then(|s| s.run_as_user)
-        .or_else(|| ps.and_then(|s| s.run_as_user));
-    let group = cs
-        .and_then(|s| s.run_as_group)
-        .or_else(|| ps.and_then(|s| s.run_as_group));
-    let non_root = cs
-        .and_then(|s| s.run_as_non_root)
-        .or_else(|| ps.and_then(|s| s.run_as_non_root))
-        .unwrap_or(false);
-    let read_only = cs
-        .and_then(|s| s.read_only_root_filesystem)
-        .unwrap_or(false);
-    (user, group, non_root, read_only)
-}
-
-/// A `fieldRef` of the downward API.
-fn field(pod: &Pod, link: &PodLink, path: &str) -> Option<String> {
-    match path {
-        "metadata.name" => pod.metadata.name.clone(),
-        "metadata.namespace" => pod.metadata.namespace.clone(),
-        "metadata.uid" => pod.metadata.uid.clone(),
-        "spec.nodeName" => Some(NODE.into()),
-        "spec.serviceAccountName" => pod.spec.as_ref()?.service_account_name.clone(),
-        "status.podIP" => Some(link.pod_ip.to_string()),
-        "status.hostIP" => Some("127.0.0.1".into()),
-        _ => None,
-    }
 }
 
 fn container(
@@ -655,127 +611,9 @@ fn container(
         .into_iter()
         .map(|p| (p.name.unwrap_or_default(), p.container_port))
         .collect();
-    let probe = |p: &Option<k8s_openapi::api::core::v1::Probe>| -> Result<Option<Probe>, String> {
-        let Some(p) = p else { return Ok(None) };
-        let Some(get) = &p.http_get else {
-            return Ok(None);
-        };
-        use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-        let port = match &get.port {
-            IntOrString::Int(n) => *n,
-            IntOrString::String(name) => ports
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, p)| *p)
-                .ok_or_else(|| format!("probe port {name:?} is not a container port"))?,
-        };
-        let inner = u16::try_from(port).map_err(|_| format!("probe port {port}"))?;
-        let host = sandbox.expose(inner).map_err(|e| e.to_string())?;
-        let secs = |v: Option<i32>, d: i32| Duration::from_secs(v.unwrap_or(d).max(0) as u64);
-        Ok(Some(Probe {
-            path: get.path.clone().unwrap_or_else(|| "/".into()),
-            port: host,
-            initial_delay: secs(p.initial_delay_seconds, 0),
-            period: secs(p.period_seconds, 10),
-            failure_threshold: p.failure_threshold.unwrap_or(3).max(1) as u32,
-            failures: 0,
-            since: None,
-            last: None,
-        }))
-    };
-    out.readiness = probe(&c.readiness_probe)?;
-    out.liveness = probe(&c.liveness_probe)?;
+    out.readiness = probe::of(c.readiness_probe.as_ref(), &ports, sandbox)?;
+    out.liveness = probe::of(c.liveness_probe.as_ref(), &ports, sandbox)?;
     Ok(out)
-}
-
-/// `$(NAME)` replaced by `vars[NAME]` where it is defined (left as written where not), `$$`
-/// by `$`, as a kubelet expands a container's command and arguments.
-fn expand(s: &str, vars: &HashMap<&str, &str>) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(tail) = after.strip_prefix('$') {
-            out.push('$');
-            rest = tail;
-        } else if let Some(inner) = after.strip_prefix('(')
-            && let Some(end) = inner.find(')')
-        {
-            let name = &inner[..end];
-            match vars.get(name) {
-                Some(v) => out.push_str(v),
-                None => out.push_str(&rest[i..i + end + 3]),
-            }
-            rest = &inner[end + 1..];
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The container's `volumeMounts` as bind mounts: the volume's folder under `vol_root` (a
-/// `subPath` in it), the path in the image, read-only or not.
-fn mounts(vol_root: &Path, c: &PodContainer) -> Result<Vec<(PathBuf, String, bool)>, String> {
-    let mut out = Vec::new();
-    for m in c.volume_mounts.clone().unwrap_or_default() {
-        if !m.mount_path.starts_with('/') || m.mount_path.split('/').any(|p| p == "..") {
-            return Err(format!(
-                "mountPath {:?} is not an absolute path",
-                m.mount_path
-            ));
-        }
-        let mut src = vol_root.join(&m.name);
-        if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
-            if sub.starts_with('/') || sub.split('/').any(|p| p == "..") {
-                return Err(format!("subPath {sub:?} leaves the volume"));
-            }
-            src = src.join(sub);
-        }
-        out.push((src, m.mount_path.clone(), m.read_only.unwrap_or(false)));
-    }
-    Ok(out)
-}
-
-/// The program and its arguments, as a kubelet puts them together: the container's `command`,
-/// else the image's `Entrypoint`; the container's `args`, else (only without a `command`) the
-/// image's `Cmd`.
-fn words(
-    command: Option<&[String]>,
-    args: Option<&[String]>,
-    entrypoint: &[String],
-    cmd: &[String],
-) -> Vec<String> {
-    let mut out = command.unwrap_or(entrypoint).to_vec();
-    match (command, args) {
-        (_, Some(a)) => out.extend_from_slice(a),
-        (None, None) => out.extend_from_slice(cmd),
-        (Some(_), None) => {}
-    }
-    out
-}
-
-/// An image reference without its tag or digest (`host:port/name:tag` → `host:port/name`).
-fn repository(image: &str) -> &str {
-    let image = image.split_once('@').map_or(image, |(r, _)| r);
-    match image.rfind(':') {
-        Some(i) if i > image.rfind('/').unwrap_or(0) => &image[..i],
-        _ => image,
-    }
-}
-
-/// `name` as found on the testbed's `PATH` (the container's environment has none).
-fn program_path(name: &str) -> String {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| name.to_string())
 }
 
 /// The shell that makes a container's mount namespace: its image as `/`, the token at
@@ -912,43 +750,6 @@ async fn supervise(p: &mut RunningPod) {
     }
 }
 
-/// Whether a liveness probe is due: after its initial delay, once a period.
-fn due(pr: &mut Probe, now: Instant) -> bool {
-    let start = *pr.since.get_or_insert(now);
-    if now < start + pr.initial_delay || pr.last.is_some_and(|l| now < l + pr.period) {
-        return false;
-    }
-    pr.last = Some(now);
-    true
-}
-
-/// `GET http://127.0.0.1:<port><path>` as the kubelet's HTTP probe: 200-399 passes.
-async fn probe_ok(pr: &Probe) -> bool {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let attempt = async {
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", pr.port)).await?;
-        s.write_all(
-            format!(
-                "GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: kube-probe/1.35\r\nConnection: close\r\n\r\n",
-                pr.path
-            )
-            .as_bytes(),
-        )
-        .await?;
-        let mut buf = [0u8; 64];
-        let n = s.read(&mut buf).await?;
-        Ok::<String, std::io::Error>(String::from_utf8_lossy(&buf[..n]).to_string())
-    };
-    match tokio::time::timeout(Duration::from_secs(1), attempt).await {
-        Ok(Ok(line)) => line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse::<u16>().ok())
-            .is_some_and(|c| (200..400).contains(&c)),
-        _ => false,
-    }
-}
-
 fn status_of(p: &RunningPod) -> Value {
     let all_ready = p.containers.iter().all(|c| c.ready);
     let statuses: Vec<Value> = p
@@ -976,82 +777,4 @@ fn status_of(p: &RunningPod) -> Value {
     status["podIP"] = json!(ip);
     status["podIPs"] = json!([{ "ip": ip }]);
     status
-}
-
-/// Starts the registry (`crane registry serve` on a free loopback port, blobs on disk) and
-/// waits until it answers `/v2/`. Returns `127.0.0.1:PORT`.
-pub(crate) async fn start_registry(tb: &crate::Testbed, crane: &Path) -> Result<String, Error> {
-    let port = crate::free_port()?;
-    let addr = format!("127.0.0.1:{port}");
-    let log = tb.dir.join("registry.log");
-    let blobs = tb.dir.join("registry-data");
-    std::fs::create_dir_all(&blobs).map_err(|e| Error::io(&blobs, e))?;
-    let proc = Proc::spawn(
-        "registry",
-        crane,
-        &[
-            "registry".into(),
-            "serve".into(),
-            "--address".into(),
-            addr.clone(),
-            "--disk".into(),
-            blobs.display().to_string(),
-        ],
-        &log,
-    )?;
-    tb.push(proc);
-    tb.wait_until("registry", &log, Duration::from_secs(20), || async {
-        crate::http_get_ok(port, "/v2/")
-    })
-    .await?;
-    Ok(addr)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn v(words: &[&str]) -> Vec<String> {
-        words.iter().map(|w| w.to_string()).collect()
-    }
-
-    #[test]
-    fn variable_references_expand_as_a_kubelet_expands_them() {
-        let vars: HashMap<&str, &str> = [("POD_NAMESPACE", "cert-manager")].into();
-        assert_eq!(
-            expand("--ns=$(POD_NAMESPACE)/x", &vars),
-            "--ns=cert-manager/x"
-        );
-        assert_eq!(
-            expand("$(UNSET) $$(POD_NAMESPACE) $", &vars),
-            "$(UNSET) $(POD_NAMESPACE) $"
-        );
-    }
-
-    #[test]
-    fn command_and_args_combine_as_a_kubelet_does() {
-        let (ep, cmd) = (v(&["/bin/ep"]), v(&["--cmd"]));
-        let (c, a) = (v(&["/bin/c"]), v(&["--a"]));
-        assert_eq!(words(None, None, &ep, &cmd), v(&["/bin/ep", "--cmd"]));
-        assert_eq!(words(None, Some(&a), &ep, &cmd), v(&["/bin/ep", "--a"]));
-        assert_eq!(words(Some(&c), None, &ep, &cmd), v(&["/bin/c"]));
-        assert_eq!(words(Some(&c), Some(&a), &ep, &cmd), v(&["/bin/c", "--a"]));
-    }
-
-    #[test]
-    fn repository_drops_the_tag_and_digest_but_not_the_port() {
-        for (image, want) in [
-            (
-                "127.0.0.1:5000/kamaji-reconciler:test",
-                "127.0.0.1:5000/kamaji-reconciler",
-            ),
-            (
-                "127.0.0.1:5000/kamaji-reconciler",
-                "127.0.0.1:5000/kamaji-reconciler",
-            ),
-            ("r:5000/a/b:v1@sha256:abc", "r:5000/a/b"),
-        ] {
-            assert_eq!(repository(image), want, "{image}");
-        }
-    }
 }

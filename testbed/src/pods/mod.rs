@@ -28,6 +28,11 @@
 //!   address, and kube-apiserver v1.37 refuses to start with one.
 //! - Volumes are written once when the pod starts (Kamaji rolls its Deployment when a secret it
 //!   mounts changes, so a new pod sees new content).
+//! - With [`Config::hosts`] (a testbed with image pods), each process runs in a private mount
+//!   namespace whose `/etc/hosts` is the SIMULATED cluster DNS's file ([`names`]), so a tenant's
+//!   kube-apiserver reaches a DataStore's etcd members by their StatefulSet names
+//!   (`<pod>.<service>.<namespace>.svc.cluster.local`), at the members' own addresses, which the
+//!   host's network reaches directly; on a node, the pod's DNS policy would resolve them.
 //! - Kamaji's migration Job (`internal/resources/datastore/datastore_migrate.go`, Kamaji
 //!   v1.0.0: container command `/kamaji`, args `migrate --tenant-control-plane=...
 //!   --target-datastore=...`, restart policy OnFailure) runs the Kamaji binary the testbed built
@@ -48,8 +53,11 @@ use serde_json::{Value, json};
 
 use crate::{Proc, free_port};
 
+mod claims;
 pub mod image;
 mod logs;
+pub mod names;
+pub(crate) mod network;
 mod service;
 mod volumes;
 
@@ -67,6 +75,9 @@ pub struct Config {
     pub tick: Duration,
     /// Run Kamaji's migration Job pods too, with this.
     pub kamaji: Option<KamajiJobs>,
+    /// The SIMULATED cluster DNS's hosts file for the host's network ([`names::host_file`]),
+    /// which each process gets as its `/etc/hosts` ([`names::host_command`]).
+    pub hosts: Option<PathBuf>,
 }
 
 /// How Kamaji's migration Job pods run here.
@@ -119,6 +130,8 @@ struct RunningPod {
     service_port: Option<u16>,
     /// The pod's `restartPolicy`: `Always` (tenant pods), `OnFailure` or `Never` (Jobs).
     restart: String,
+    /// [`Config::hosts`].
+    hosts: Option<PathBuf>,
     dir: PathBuf,
     containers: Vec<Container>,
     started: String,
@@ -333,6 +346,7 @@ async fn prepare(
     Ok(RunningPod {
         service_port,
         restart,
+        hosts: cfg.hosts.clone(),
         dir,
         containers,
         started: crate::meta::now(),
@@ -518,6 +532,7 @@ fn remap(arg: &str, mounts: &[(String, PathBuf)]) -> String {
 
 /// Starts what should run, notices what exited, and probes readiness.
 async fn supervise(p: &mut RunningPod) {
+    let hosts = p.hosts.clone();
     for c in p.containers.iter_mut() {
         if c.unavailable.is_some() || c.finished.is_some() {
             continue;
@@ -549,7 +564,11 @@ async fn supervise(p: &mut RunningPod) {
             if c.log.exists() {
                 let _ = std::fs::rename(&c.log, c.log.with_extension("previous.log"));
             }
-            match Proc::spawn_with_env(&c.name, &program, &c.args, &c.log, &c.env) {
+            let (spawned, args) = match &hosts {
+                Some(h) => names::host_command(h, &program, &c.args),
+                None => (program.clone(), c.args.clone()),
+            };
+            match Proc::spawn_with_env(&c.name, &spawned, &args, &c.log, &c.env) {
                 Ok(proc) => {
                     tracing::info!(
                         "SIMULATED kubelet: started {} ({})",

@@ -1,6 +1,7 @@
 //! The pod's volumes, written once into its private directory when the pod starts: Secret,
 //! ConfigMap, projected (of those two) and emptyDir volumes, with `items` projected as a kubelet
-//! projects them.
+//! projects them; and PersistentVolumeClaim volumes, whose folder is a link to the bound
+//! PersistentVolume's directory ([`super::claims`]), so the data outlives the pod.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,14 @@ pub(super) async fn write_all(
     use std::os::unix::fs::PermissionsExt;
     for v in volumes {
         let vdir = vol_root.join(&v.name);
+        if let Some(c) = &v.persistent_volume_claim {
+            // A link, not a copy: a bind mount of the folder follows it to the volume, and the
+            // pod's folder goes (the link with it, never what it points to) when the pod does.
+            let target = super::claims::claim_dir(client, ns, &c.claim_name).await?;
+            std::os::unix::fs::symlink(&target, &vdir)
+                .map_err(|e| format!("{}: {e}", vdir.display()))?;
+            continue;
+        }
         std::fs::create_dir_all(&vdir).map_err(|e| format!("{}: {e}", vdir.display()))?;
         for (path, bytes, mode) in files(client, ns, &v).await? {
             let target = safe_join(&vdir, &path)?;
