@@ -12,8 +12,12 @@ use crate::error::{Error, usage};
 
 /// The bundle's manifest file.
 pub const MANIFEST: &str = "bundle.yaml";
-/// The images every component names, one per line (for `crane copy`, `skopeo sync`, …).
+/// The images every component names, one per line (for `crane copy`, `skopeo sync`, …), and
+/// the [`EXTRA_IMAGES`].
 pub const IMAGES: &str = "images.txt";
+/// Images a bundle carries beyond those its components' manifests name: what init's options
+/// may install besides the set, the etcd of `--datastore etcd` ([`super::etcd::IMAGE`]).
+pub const EXTRA_IMAGES: &[&str] = &[super::etcd::IMAGE];
 /// The largest file `bundle.yaml` may list, so a listed size never asks to read more: 16 GiB, the
 /// most bytes of image archives a bundle holds (`images::MAX_BUNDLE_IMAGE_BYTES` says why).
 pub const MAX_LISTED_BYTES: u64 = 16 << 30;

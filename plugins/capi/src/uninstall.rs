@@ -221,9 +221,12 @@ fn preview(plan: &[UninstallStep], apis: &ServerApis, hosts: &[HostRemoval]) {
             }
         ));
     }
-    render::line(
-        "Left behind: the BYOH agents on your hosts (stop each there before this runs: started again, one registers its host anew; the commands for each host are printed at the end) and the tenants' keys in each DataStore's etcd (kubectl kamaji datastores lists them before this runs).",
-    );
+    // The etcd of `init --datastore etcd` lives in Kamaji's namespace, so it goes with it; its
+    // volumes follow their StorageClass's reclaim policy.
+    use kcore::init::etcd::{NAME as ETCD, NAMESPACE as ETCD_NAMESPACE};
+    render::line(&format!(
+        "Left behind: the BYOH agents on your hosts (stop each there before this runs: started again, one registers its host anew; the commands for each host are printed at the end) and the tenants' keys in each DataStore's etcd (kubectl kamaji datastores lists them before this runs). The etcd of init --datastore etcd goes with namespace {ETCD_NAMESPACE}, its volume claims too (kubectl -n {ETCD_NAMESPACE} get pvc -l app.kubernetes.io/name={ETCD}): their volumes, and the data on them, outlive them only where the StorageClass's reclaimPolicy is Retain."
+    ));
 }
 
 /// Refuses while Clusters or TenantControlPlanes exist.

@@ -182,7 +182,7 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
     // The site's mirror holds every image of the set: the upstream controllers' (built from
     // the pinned modules) and ours.
     let pushed = testbed::images::push_upstream(tb).await.unwrap();
-    assert_eq!(pushed.len(), 9, "{pushed:?}");
+    assert_eq!(pushed.len(), 10, "{pushed:?}");
     let version = format!("v{}", env!("CARGO_PKG_VERSION"));
     push_image(tb, &version);
 
@@ -199,11 +199,11 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
         &registry,
     ]);
     assert!(o.status.success(), "{}", text(&o));
-    assert_contains(&stdout(&o), "10 images (10 archives, linux/");
+    assert_contains(&stdout(&o), "11 images (11 archives, linux/");
     assert_contains(
         &stderr(&o),
         &format!(
-            "image 10/10 registry.k8s.io/cluster-api/kubeadm-control-plane-controller:v1.14.2 (from {registry}/kubeadm-control-plane-controller:v1.14.2): "
+            "image 10/11 registry.k8s.io/cluster-api/kubeadm-control-plane-controller:v1.14.2 (from {registry}/kubeadm-control-plane-controller:v1.14.2): "
         ),
     );
     let archive = "image-kamaji-v1.0.0.oci.tar";
@@ -391,9 +391,11 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
     let _ = first.child.wait();
     let cut = first.stdout();
     assert!(
-        !cut.contains("components"),
+        !cut.contains("init: 7 components: "),
         "the first run was interrupted before its end: {cut}"
     );
+    // The etcd image of `--datastore etcd`, in the bundle, is left for a run that installs it.
+    assert_contains(&cut, "1 not used by the components chosen");
     assert_contains(&cut, &format!("image {site}/kamaji:v1.0.0: pushed ("));
     assert_contains(&cut, &format!("images: 10 pushed to {site}: "));
 
@@ -700,6 +702,16 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
     assert!(o.status.success(), "{}", text(&o));
     drop(agent);
 
+    // From the bundle with its images: the etcd's goes to the site's mirror only now, the
+    // first run that installs it.
+    datastore_etcd(
+        tb,
+        &c,
+        &["init", "--from", &bi, "--registry", &site],
+        kamaji_bin,
+    )
+    .await;
+
     // An older install of ours (no older release of this plugin exists to install from, so
     // the version labels of BYOH's and Kamaji's controllers say v0.4.0 and v0.9.0): init
     // refuses it, --upgrade --plan shows the change and writes nothing, --upgrade does it.
@@ -958,6 +970,100 @@ async fn init_installs_the_set_from_a_bundle_and_adopts_what_clusterctl_installe
             || again.starts_with("nothing left to delete; "),
         "{again}"
     );
+}
+
+/// `init --datastore etcd` on what init installed: the etcd Kamaji's docs install, in
+/// kamaji-system, its certificates issued by the cert-manager init installed, its three members
+/// (the etcd image from the site's mirror) on the testbed's volumes through its default
+/// StorageClass; then a tenant of the Kamaji init installed, stored in that etcd, reaches Ready
+/// and goes. A re-run changes nothing.
+async fn datastore_etcd(tb: &testbed::Testbed, c: &kube::Client, args: &[&str], kamaji_bin: &str) {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let kc = &tb.kubeconfig;
+    let with_etcd: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain(["--datastore", "etcd", "--wait-providers"])
+        .collect();
+    let t0 = std::time::Instant::now();
+    let o = run(kc, &with_etcd);
+    assert!(o.status.success(), "{}\n{}", text(&o), image_pod_logs(tb));
+    eprintln!("init --datastore etcd --wait-providers: {:?}", t0.elapsed());
+    assert_contains(
+        &stdout(&o),
+        "datastore: etcd StatefulSet kamaji-etcd ready (3 members)",
+    );
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(c.clone(), "kamaji-system");
+    for i in 0..3 {
+        let claim = claims.get(&format!("data-kamaji-etcd-{i}")).await.unwrap();
+        let status = claim.status.unwrap_or_default();
+        assert_eq!(status.phase.as_deref(), Some("Bound"), "member {i}");
+    }
+    // Kamaji's default DataStore is the etcd's.
+    let kamaji: Api<Deployment> = Api::namespaced(c.clone(), "kamaji-system");
+    let d = kamaji.get("kamaji-controller-manager").await.unwrap();
+    let manager_args = d.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap();
+    assert!(
+        manager_args.contains(&"--datastore=default".to_string()),
+        "{manager_args:?}"
+    );
+    let o = run(kc, &with_etcd);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_contains(&stdout(&o), "nothing changed");
+
+    // A tenant stored in it: Kamaji dials the members by their names and makes the tenant's
+    // etcd user and role; the tenant's API server stores its objects there.
+    let (_, ns) = tb.namespace("day0-etcd").await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let create: Vec<&str> = [
+        "create",
+        "on-etcd",
+        "--infrastructure",
+        "none",
+        "--kubernetes-version",
+        "v1.30.2",
+        "--datastore",
+        "default",
+        "--wait",
+        "--timeout",
+        "300s",
+        "-n",
+        &ns,
+    ]
+    .into_iter()
+    .chain(testbed::fixtures::tenant_flags(&port))
+    .collect();
+    let o = command(kamaji_bin, kc, &create).output().unwrap();
+    assert!(o.status.success(), "{}\n{}", text(&o), image_pod_logs(tb));
+    assert_contains(
+        &stderr(&o),
+        "cluster on-etcd is ready: control plane v1.30.2",
+    );
+    let o = command(
+        kamaji_bin,
+        kc,
+        &[
+            "delete",
+            "on-etcd",
+            "--yes",
+            "--wait",
+            "--timeout",
+            "180s",
+            "-n",
+            &ns,
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
 }
 
 /// The entries of `kubectl capi logs ... -o json` (one object per line).

@@ -5,9 +5,11 @@
 //! HOST[/PREFIX]` installs from it, pushing the bundle's images to that registry first.
 //!
 //! parse → plan (`kcore::init::plan`, every preflight before the first write) → push the
-//! bundle's images (`images`) → apply (`apply`) → one line per component and a summary.
+//! bundle's images (`images`) → apply (`apply`; `--datastore`'s objects, `datastore`) → one
+//! line per component and a summary.
 
 mod apply;
+mod datastore;
 mod images;
 mod source;
 mod upgrade_plan;
@@ -64,9 +66,18 @@ pub struct Args {
     /// tag); with --from, the bundle's image archives are pushed there first
     #[arg(long, value_name = "HOST[/PREFIX]")]
     pub registry: Option<String>,
-    /// A DataStore for Kamaji's tenants: none, or a FILE of DataStore objects to apply
-    #[arg(long, value_name = "none|FILE", default_value = "none")]
+    /// A DataStore for Kamaji's tenants: none; etcd, a 3-member etcd in kamaji-system with
+    /// certificates from cert-manager and the DataStore `default`; or a FILE of DataStore objects
+    /// to apply (a file named etcd: ./etcd)
+    #[arg(long, value_name = "none|etcd|FILE", default_value = "none")]
     pub datastore: String,
+    /// With --datastore etcd: the StorageClass of the members' volumes [default: the cluster's
+    /// default StorageClass]
+    #[arg(long, value_name = "NAME")]
+    pub datastore_storage_class: Option<String>,
+    /// With --datastore etcd: each member's volume, a quantity from 4Gi to 1Ti [default: 10Gi]
+    #[arg(long, value_name = "QUANTITY")]
+    pub datastore_size: Option<String>,
     /// Wait until every component's controllers are available
     #[arg(long)]
     pub wait_providers: bool,
@@ -119,9 +130,6 @@ pub struct BundleArgs {
     pub platform: Option<String>,
 }
 
-/// Most bytes of a `--datastore FILE`.
-const MAX_DATASTORE_BYTES: usize = 1 << 20;
-
 pub async fn run(a: &Args) -> Result<(), Error> {
     if let Some(InitCmd::Bundle(b)) = &a.cmd {
         return bundle(b).await;
@@ -145,7 +153,11 @@ pub async fn run(a: &Args) -> Result<(), Error> {
             hint: Some("kubectl capi init --dry-run=client -o yaml".into()),
         });
     }
-    let datastores = datastores(&a.datastore)?;
+    let mut store = datastore::choose(
+        &a.datastore,
+        a.datastore_storage_class.as_deref(),
+        a.datastore_size.as_deref(),
+    )?;
     let (texts, archives) = match &a.from {
         Some(dir) => {
             let b = source::from_bundle(dir, &chosen)?;
@@ -167,29 +179,19 @@ pub async fn run(a: &Args) -> Result<(), Error> {
     let vars = variables(a.config.as_ref())?;
     let mut prepared = Vec::new();
     for (c, text) in chosen.iter().zip(&texts) {
-        let mut objects = manifests::prepare(c, text, &vars, a.registry.as_deref())?;
-        // Kamaji's default DataStore is the site's first, not the one its install.yaml names
-        // and init leaves out.
-        if c.id == "kamaji"
-            && let Some(name) = datastores
-                .first()
-                .and_then(|d| d["metadata"]["name"].as_str())
-        {
-            manifests::set_default_datastore(&mut objects, name);
-            manifests::insert_before_webhooks(&mut objects, &datastores);
-        }
-        prepared.push((*c, objects));
+        prepared.push((
+            *c,
+            manifests::prepare(c, text, &vars, a.registry.as_deref())?,
+        ));
     }
     let with_kamaji = prepared.iter().any(|(c, _)| c.id == "kamaji");
-    // The images the chosen components' manifests name, as moved to --registry.
-    let used: BTreeSet<String> = prepared
-        .iter()
-        .flat_map(|(_, o)| manifests::images(o))
-        .collect();
     if a.dry_run.mode == DryRun::Client {
+        let extra = store.objects(a.registry.as_deref());
+        let carried = carry(&mut prepared, with_kamaji, &extra);
+        let used = images_used(&prepared, &extra);
         let mut all: Vec<Value> = prepared.iter().flat_map(|(_, o)| o.clone()).collect();
-        if !with_kamaji {
-            all.extend(datastores);
+        if !carried {
+            all.extend(extra);
         }
         if let Some(r) = push_to {
             images::push_all(&archives, r, &used, true).await?;
@@ -204,7 +206,7 @@ pub async fn run(a: &Args) -> Result<(), Error> {
         let d = deployment(&conn, c).await?;
         // A re-run without --datastore keeps the default DataStore Kamaji was given.
         if c.id == "kamaji"
-            && datastores.is_empty()
+            && store.is_none()
             && let Some(name) = d.as_ref().and_then(manifests::default_datastore)
         {
             manifests::set_default_datastore(objects, &name);
@@ -223,6 +225,15 @@ pub async fn run(a: &Args) -> Result<(), Error> {
     if a.plan {
         return upgrade_plan::show(&conn, &steps, &prepared).await;
     }
+    datastore::preflight(&conn, &mut store, with_kamaji).await?;
+    let extra = store.objects(a.registry.as_deref());
+    // Kamaji carries them unless this run leaves it out, or adopts it and so applies none of
+    // its objects.
+    let kamaji_applied = steps
+        .iter()
+        .any(|s| s.component.id == "kamaji" && !matches!(s.action, Action::Adopt { .. }));
+    let carried = carry(&mut prepared, kamaji_applied, &extra);
+    let used = images_used(&prepared, &extra);
     let server_dry = a.dry_run.mode == DryRun::Server;
     // The images first: a controller applied before its image is in the mirror would wait on
     // it.
@@ -246,38 +257,79 @@ pub async fn run(a: &Args) -> Result<(), Error> {
         if !server_dry && (a.wait_providers || c.role == ComponentRole::CertManager) {
             apply::wait_available(&conn, c.id, objects, a.wait_provider_timeout).await?;
         }
+        if carried && c.id == "kamaji" {
+            datastore::settle(
+                &conn,
+                &store,
+                a.wait_providers,
+                server_dry,
+                a.wait_provider_timeout,
+            )
+            .await?;
+        }
     }
     // With Kamaji, its objects carried them (before its webhook configurations).
-    if !datastores.is_empty() && !with_kamaji {
-        apply_datastores(&conn, &mut resolver, &datastores, a, server_dry).await?;
+    if !extra.is_empty() && !carried {
+        apply_datastore_objects(&conn, &mut resolver, &extra, a, server_dry).await?;
+        datastore::settle(
+            &conn,
+            &store,
+            a.wait_providers,
+            server_dry,
+            a.wait_provider_timeout,
+        )
+        .await?;
     }
     render::line(&tally.summary(steps.len(), server_dry));
-    if datastores.is_empty() && steps.iter().any(|s| s.component.id == "kamaji") {
+    if store.is_none() && steps.iter().any(|s| s.component.id == "kamaji") {
         render::info(
-            "no DataStore was applied: kubectl kamaji create needs one (--datastore FILE)",
+            "no DataStore was applied: kubectl kamaji create needs one (--datastore etcd, or --datastore FILE)",
         );
     }
     Ok(())
 }
 
-/// Applies the `--datastore` file's DataStores and says how many changed.
-async fn apply_datastores(
+/// Puts `--datastore`'s `objects` among Kamaji's, when `kamaji` (this run applies Kamaji's
+/// objects) and there are any. Whether it did: otherwise they are applied after every component.
+fn carry(
+    prepared: &mut [(&'static Component, Vec<Value>)],
+    kamaji: bool,
+    objects: &[Value],
+) -> bool {
+    if !kamaji || objects.is_empty() {
+        return false;
+    }
+    let Some((_, kamaji_objects)) = prepared.iter_mut().find(|(c, _)| c.id == "kamaji") else {
+        return false;
+    };
+    datastore::carry(kamaji_objects, objects);
+    true
+}
+
+/// The images the chosen components' manifests and `--datastore`'s objects name, as moved to
+/// --registry: those of the bundle's archives that are pushed.
+fn images_used(prepared: &[(&'static Component, Vec<Value>)], extra: &[Value]) -> BTreeSet<String> {
+    prepared
+        .iter()
+        .flat_map(|(_, o)| manifests::images(o))
+        .chain(manifests::images(extra))
+        .collect()
+}
+
+/// Applies `--datastore`'s objects when Kamaji did not carry them (it is not installed by this
+/// run, or was adopted) and says how many changed.
+async fn apply_datastore_objects(
     conn: &cli::Conn,
     resolver: &mut apply::Resolver,
-    datastores: &[Value],
+    objects: &[Value],
     a: &Args,
     server_dry: bool,
 ) -> Result<(), Error> {
-    let applied = apply::apply_objects(
-        conn,
-        resolver,
-        datastores,
-        server_dry,
-        a.wait_provider_timeout,
-    )
-    .await?;
+    let applied =
+        datastore::apply_staged(conn, resolver, objects, server_dry, a.wait_provider_timeout)
+            .await?;
     render::line(&format!(
-        "datastores: {} applied, {} changed",
+        "datastore: {} objects applied, {} changed",
         applied.objects, applied.changed
     ));
     Ok(())
@@ -327,7 +379,8 @@ async fn install_one(
         return Ok(());
     }
     let applied =
-        apply::apply_objects(conn, resolver, objects, server_dry, a.wait_provider_timeout).await?;
+        datastore::apply_staged(conn, resolver, objects, server_dry, a.wait_provider_timeout)
+            .await?;
     let upgraded;
     let what = match (&step.action, applied.changed) {
         (Action::Upgrade { from }, _) => {
@@ -418,41 +471,6 @@ fn chosen(a: &Args) -> Result<Vec<&'static Component>, Error> {
     Ok(COMPONENTS.iter().filter(|c| ids.contains(&c.id)).collect())
 }
 
-/// `--datastore`: none, or the DataStore objects of a file.
-fn datastores(flag: &str) -> Result<Vec<Value>, Error> {
-    if flag == "none" {
-        return Ok(Vec::new());
-    }
-    let input = kclient::input::Input {
-        limit: MAX_DATASTORE_BYTES,
-        ..kclient::input::Input::new("--datastore", false)
-    };
-    let text = input
-        .read_text(std::path::Path::new(flag))
-        .map_err(|e| e.usage())?;
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| Error::Usage {
-        message: format!(
-            "--datastore {flag} is not valid YAML: {}",
-            kcore::yaml::error_line(&e)
-        ),
-        hint: Some("pass a file of kamaji.clastix.io DataStore objects, or none".into()),
-    })?;
-    let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
-    let bad = docs
-        .iter()
-        .position(|d| d["kind"] != "DataStore" || !d["metadata"]["name"].is_string());
-    if docs.is_empty() || bad.is_some() {
-        return Err(Error::Usage {
-            message: format!(
-                "--datastore {flag} must hold DataStore objects only (document {} is not one)",
-                bad.map_or(1, |i| i + 1)
-            ),
-            hint: Some("see Kamaji's DataStore reference; or pass --datastore none".into()),
-        });
-    }
-    Ok(docs)
-}
-
 fn variables(config: Option<&PathBuf>) -> Result<Variables, Error> {
     let mut vars = Variables {
         env: std::env::vars().collect(),
@@ -515,6 +533,13 @@ async fn bundle(b: &BundleArgs) -> Result<(), Error> {
         refs.extend(manifests::images(&objects));
         files.push((c.file(), text.as_bytes()));
     }
+    // What init's options may install besides the set (the etcd of --datastore etcd), so that a
+    // site installs it from the bundle too.
+    refs.extend(
+        kcore::init::bundle::EXTRA_IMAGES
+            .iter()
+            .map(|i| i.to_string()),
+    );
     refs.sort();
     refs.dedup();
     let mut list = refs.join("\n");
