@@ -280,7 +280,7 @@ build_crds() {
   # shellcheck disable=SC1091
   . "$here/versions.env"
   local out="$cache_root/crds-capi-$CAPI_VERSION-capi-$CAPI_V1BETA1_VERSION-kamaji-$KAMAJI_VERSION-byoh-$BYOH_VERSION-cacppk-$CACPPK_VERSION"
-  if [ -d "$out/full" ] && [ -d "$out/v1beta1" ] && [ -f "$out/byoh-agent-rbac.yaml" ]; then echo "$out"; return; fi
+  if [ -d "$out/full" ] && [ -d "$out/v1beta1" ] && [ -f "$out/byoh-agent-rbac.yaml" ] && [ -f "$out/kcp-webhooks.yaml" ]; then echo "$out"; return; fi
   rm -rf "$out.tmp"; mkdir -p "$out.tmp/full" "$out.tmp/v1beta1" "$out.tmp/extra"
   local capi capi_old kamaji byoh cacppk
   capi=$(mod_dir "sigs.k8s.io/cluster-api@$CAPI_VERSION")
@@ -299,6 +299,7 @@ build_crds() {
   cp "$cacppk"/config/crd/bases/*.yaml "$out.tmp/extra/"
   cp "$capi"/core/config/webhook/manifests.yaml "$out.tmp/capi-webhooks.yaml"
   cp "$capi"/bootstrap/kubeadm/config/webhook/manifests.yaml "$out.tmp/kubeadm-bootstrap-webhooks.yaml"
+  cp "$capi"/controlplane/kubeadm/config/webhook/manifests.yaml "$out.tmp/kcp-webhooks.yaml"
   cp "$kamaji"/config/webhook/manifests.yaml "$out.tmp/kamaji-webhooks.yaml"
   cp "$byoh"/config/webhook/manifests.yaml "$out.tmp/byoh-webhooks.yaml"
   # What BYOH's release gives its host agents: CSR creation for bootstrap-token users, their

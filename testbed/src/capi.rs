@@ -103,6 +103,95 @@ async fn convert_through(
     Ok(())
 }
 
+/// The real KubeadmControlPlane manager (CAPI v1.14's `controlplane/kubeadm`) for one
+/// namespace's clusters, so that tests on the real controller share a testbed with tests of
+/// other namespaces: it reconciles only objects labelled
+/// `cluster.x-k8s.io/watch-filter=<namespace>` (`--watch-filter`, CAPI's way to run several
+/// instances; v1.14.2's `--namespace` cannot be used: its consistency check
+/// (`util/controller/consistency.go`) fails every reconcile with "failed to cast Machine
+/// informer to SharedIndexInformer" on a namespace-restricted cache), and its webhooks are
+/// scoped to that namespace by a namespace selector. Stopped, and its webhooks removed, when
+/// dropped.
+pub struct KcpManager {
+    proc: Option<Proc>,
+    log: std::path::PathBuf,
+    client: Client,
+    webhooks: Vec<(ApiResource, String)>,
+}
+
+/// Starts [`KcpManager`] for `namespace`.
+pub async fn start_kcp(
+    tb: &Testbed,
+    client: &Client,
+    namespace: &str,
+) -> Result<KcpManager, Error> {
+    let dir = crate::assets::built(&tb.assets.capi, "CAPI binaries were not built")?;
+    let name = format!("kcp-manager-{namespace}");
+    let (proc, _, webhooks) = spawn_manager(
+        tb,
+        client,
+        &name,
+        &dir.join("kubeadm-control-plane-manager"),
+        &tb.assets.crds.join("kcp-webhooks.yaml"),
+        Some(namespace),
+        &[format!("--watch-filter={namespace}")],
+    )
+    .await?;
+    Ok(KcpManager {
+        proc: Some(proc),
+        log: tb.dir.join(format!("{name}.log")),
+        client: client.clone(),
+        webhooks,
+    })
+}
+
+impl KcpManager {
+    /// The manager's log's last lines that say more than that a reconcile started, for a
+    /// failure message.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.contains("\"Reconcile KubeadmControlPlane\""))
+            .collect();
+        lines[lines.len().saturating_sub(25)..].join("\n")
+    }
+
+    /// Stops the manager and removes its webhook configurations.
+    pub async fn stop(mut self) {
+        self.stop_proc();
+        for (ar, name) in std::mem::take(&mut self.webhooks) {
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+            let _ = api.delete(&name, &Default::default()).await;
+        }
+    }
+
+    fn stop_proc(&mut self) {
+        if let Some(p) = self.proc.take() {
+            p.terminate(Duration::from_secs(5));
+        }
+    }
+}
+
+impl Drop for KcpManager {
+    fn drop(&mut self) {
+        self.stop_proc();
+        let webhooks = std::mem::take(&mut self.webhooks);
+        if webhooks.is_empty() {
+            return;
+        }
+        let client = self.client.clone();
+        if let Ok(rt) = crate::background() {
+            rt.spawn(async move {
+                for (ar, name) in webhooks {
+                    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+                    let _ = api.delete(&name, &Default::default()).await;
+                }
+            });
+        }
+    }
+}
+
 async fn start_one(
     tb: &Testbed,
     client: &Client,
@@ -111,13 +200,30 @@ async fn start_one(
     webhooks: &std::path::Path,
     extra: &[String],
 ) -> Result<(u16, String), Error> {
+    let (proc, port, _) = spawn_manager(tb, client, name, bin, webhooks, None, extra).await?;
+    tb.push(proc);
+    Ok(port)
+}
+
+/// Starts a CAPI manager with its webhooks registered (scoped to `scope`'s namespace when
+/// given) and waits until it is ready: the process, (webhook port, CA) and the webhook
+/// configurations written.
+async fn spawn_manager(
+    tb: &Testbed,
+    client: &Client,
+    name: &str,
+    bin: &std::path::Path,
+    webhooks: &std::path::Path,
+    scope: Option<&str>,
+    extra: &[String],
+) -> Result<(Proc, (u16, String), Vec<(ApiResource, String)>), Error> {
     let cert_dir = tb.dir.join(format!("{name}-certs"));
     std::fs::create_dir_all(&cert_dir).map_err(|e| Error::io(&cert_dir, e))?;
     let ca = certs::webhook_serving(&cert_dir)?;
     let (webhook, health, diag) = (free_port()?, free_port()?, free_port()?);
 
     // Register the webhooks first: the manager's own start-up writes objects that they default.
-    register_webhooks_from(client, name, webhooks, webhook, &ca).await?;
+    let written = register_scoped(client, name, webhooks, webhook, &ca, scope).await?;
 
     let log = tb.dir.join(format!("{name}.log"));
     let mut args = vec![
@@ -138,15 +244,21 @@ async fn start_one(
         &log,
         &[("KUBECONFIG", tb.kubeconfig.display().to_string())],
     )?;
-    tb.push(proc);
     // Ready when the health endpoint answers and the webhook server accepts connections; a
     // manager that exits first is reported with its own last error line.
-    tb.wait_until(name, &log, Duration::from_secs(90), || async move {
-        crate::http_get_ok(health, "/readyz")
-            && std::net::TcpStream::connect(("127.0.0.1", webhook)).is_ok()
-    })
-    .await?;
-    Ok((webhook, ca))
+    let ready = tb
+        .wait_until(name, &log, Duration::from_secs(90), || async move {
+            crate::http_get_ok(health, "/readyz")
+                && std::net::TcpStream::connect(("127.0.0.1", webhook)).is_ok()
+        })
+        .await;
+    match ready {
+        Ok(()) => Ok((proc, (webhook, ca), written)),
+        Err(e) => {
+            proc.terminate(Duration::from_secs(1));
+            Err(e)
+        }
+    }
 }
 
 pub(crate) async fn register_webhooks(
@@ -168,7 +280,23 @@ pub(crate) async fn register_webhooks_from(
     port: u16,
     ca: &str,
 ) -> Result<(), Error> {
+    register_scoped(client, prefix, path, port, ca, None)
+        .await
+        .map(drop)
+}
+
+/// [`register_webhooks_from`], each webhook limited to the namespace `scope` when given; the
+/// configurations written (resource, name).
+async fn register_scoped(
+    client: &Client,
+    prefix: &str,
+    path: &std::path::Path,
+    port: u16,
+    ca: &str,
+    scope: Option<&str>,
+) -> Result<Vec<(ApiResource, String)>, Error> {
     use base64::Engine;
+    let mut written = Vec::new();
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let docs: Vec<serde_json::Value> =
         serde_saphyr::from_multiple(&text).map_err(|e| Error::Crd {
@@ -193,6 +321,10 @@ pub(crate) async fn register_webhooks_from(
                     "url": format!("https://127.0.0.1:{port}{p}"),
                     "caBundle": ca_b64,
                 });
+                if let Some(ns) = scope {
+                    h["namespaceSelector"] = serde_json::json!({
+                        "matchLabels": {"kubernetes.io/metadata.name": ns}});
+                }
             }
         }
         let ar = ApiResource {
@@ -209,6 +341,7 @@ pub(crate) async fn register_webhooks_from(
             &Patch::Apply(&doc),
         )
         .await?;
+        written.push((ar, name));
     }
-    Ok(())
+    Ok(written)
 }

@@ -20,6 +20,7 @@ pub mod agent;
 mod assets;
 mod byoh;
 mod capi;
+pub use capi::{KcpManager, start_kcp};
 mod certs;
 pub use certs::expiring_certificate;
 mod crds;
@@ -36,7 +37,9 @@ pub(crate) mod meta;
 mod netns;
 pub mod node;
 pub mod pods;
+pub mod portforward;
 mod process;
+pub mod spdy;
 mod startup;
 pub mod storage;
 

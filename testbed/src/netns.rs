@@ -26,6 +26,7 @@ pub struct NetSandbox {
     hosts: PathBuf,
     names: Mutex<Hosts>,
     forwarded: Mutex<BTreeSet<u16>>,
+    forwarded_addrs: Mutex<BTreeSet<std::net::SocketAddrV4>>,
 }
 
 /// What the namespace's hosts file says besides `localhost`: names served on its own loopback
@@ -224,6 +225,7 @@ exec sleep infinity"#;
             hosts,
             names: Mutex::new(Hosts::default()),
             forwarded: Mutex::new(BTreeSet::new()),
+            forwarded_addrs: Mutex::new(BTreeSet::new()),
         })
     }
 
@@ -295,6 +297,30 @@ exec sleep infinity"#;
                 }
             },
         )
+    }
+
+    /// Forwards `addr` inside (a loopback address: all of 127.0.0.0/8 is local) to the same
+    /// address on the host, as a SIMULATED control-plane VIP there is reached from inside
+    /// (idempotent).
+    pub fn forward_same(&self, addr: std::net::SocketAddrV4) -> Result<(), Error> {
+        let Ok(mut done) = self.forwarded_addrs.lock() else {
+            return Err(Error::Start("forwarder lock poisoned".into()));
+        };
+        if done.contains(&addr) {
+            return Ok(());
+        }
+        let listener = listen_in(&self.netns, *addr.ip(), addr.port())?;
+        serve(
+            listener,
+            format!("forwarder {addr}"),
+            move |mut inside| async move {
+                if let Ok(mut host) = tokio::net::TcpStream::connect(addr).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inside, &mut host).await;
+                }
+            },
+        )?;
+        done.insert(addr);
+        Ok(())
     }
 
     /// Forwards `127.0.0.1:port` inside to `127.0.0.1:port` on the host (idempotent).

@@ -6,11 +6,12 @@
 //! stood in for. Every call is appended to `<host dir>/commands.log`.
 //!
 //! What they stand in for (cluster-api-provider-bringyourownhost v0.5.0):
-//! - `kubeadm join --config F` / `kubeadm reset --force`: the runcmd of CAPI's kubeadm bootstrap
-//!   data, and `HostReconciler.resetNode` (`agent/reconciler/host_reconciler.go`). They hand the
-//!   request to the testbed through `<host dir>/spool` and wait for its answer: the testbed
-//!   joins the workload cluster as the kubelet would and keeps its Node's heartbeat
-//!   ([`super::kubelet`]), or stops it.
+//! - `kubeadm init --config F`, `kubeadm join --config F` / `kubeadm reset --force`: the runcmd
+//!   of CAPI's kubeadm bootstrap data, and `HostReconciler.resetNode`
+//!   (`agent/reconciler/host_reconciler.go`). They hand the request to the testbed through
+//!   `<host dir>/spool` and wait for its answer: the testbed starts the host's control plane
+//!   (init, or a join with `controlPlane`: [`super::controlplane`]), joins the workload cluster
+//!   as the kubelet would and keeps its Node's heartbeat ([`super::kubelet`]), or stops them.
 //! - `imgpkg pull`, `swapoff`, `swapon`, `modprobe`, `sysctl`, `dpkg`, `apt-mark`,
 //!   `systemctl`: what the Ubuntu 20.04 install and uninstall scripts of BYOH's installer run
 //!   (`installer/internal/algo/ubuntu20_4k8s.go`). `imgpkg pull` writes a bundle of the
@@ -92,8 +93,8 @@ fn kubeadm(spool: &Path) -> String {
     format!(
         r#"spool='{spool}'
 case "$1" in
-join)
-  shift; cfg=""
+join|init)
+  what="$1"; shift; cfg=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --config) cfg="$2"; shift 2 ;;
@@ -101,8 +102,8 @@ join)
       *) shift ;;
     esac
   done
-  if [ -z "$cfg" ]; then echo "kubeadm join (SIMULATED): only --config is simulated" >&2; exit 1; fi
-  req="$spool/join-$$"
+  if [ -z "$cfg" ]; then echo "kubeadm $what (SIMULATED): only --config is simulated" >&2; exit 1; fi
+  req="$spool/$what-$$"
   cp "$cfg" "$req.tmp" && mv "$req.tmp" "$req.req" || exit 1 ;;
 reset)
   req="$spool/reset-$$"

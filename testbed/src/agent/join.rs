@@ -205,7 +205,7 @@ async fn signed_certificate(
 }
 
 /// Step 4: the kubelet registers its Node (one left from an earlier join is fine).
-async fn register_node(joined: &Joined, host: &str) -> Result<(), String> {
+pub(crate) async fn register_node(joined: &Joined, host: &str) -> Result<(), String> {
     let nodes: Api<Node> = Api::all(node_client(joined).await?);
     let node: Node = serde_json::from_value(json!({"metadata": {"name": host, "labels": {
         "kubernetes.io/hostname": host, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
@@ -305,13 +305,15 @@ pub async fn cni_present(tenant_admin: &Client) -> bool {
     })
 }
 
-/// One kubelet heartbeat: the Node's status (Ready or the no-CNI NotReady) and its Lease.
+/// One kubelet heartbeat: the Node's status (Ready or the no-CNI NotReady, the port of its
+/// SIMULATED kubelet API when it serves one) and its Lease.
 pub async fn heartbeat(
     j: &Joined,
     host: &str,
     version: &str,
     ip: &str,
     cni: bool,
+    kubelet_port: Option<u16>,
 ) -> Result<(), String> {
     let c = node_client(j).await?;
     let now = crate::meta::now();
@@ -326,7 +328,7 @@ pub async fn heartbeat(
         json!({"type": t, "status": "False", "reason": r,
         "lastHeartbeatTime": now, "lastTransitionTime": now})
     };
-    let status = json!({"status": {
+    let mut status = json!({"status": {
         "conditions": [pressure("MemoryPressure", "KubeletHasSufficientMemory"),
                        pressure("DiskPressure", "KubeletHasNoDiskPressure"),
                        pressure("PIDPressure", "KubeletHasSufficientPID"), ready],
@@ -337,6 +339,9 @@ pub async fn heartbeat(
                      "architecture": "amd64", "osImage": "Ubuntu 22.04.4 LTS (SIMULATED)",
                      "kernelVersion": "", "containerRuntimeVersion": "containerd://1.7 (SIMULATED)",
                      "machineID": "", "systemUUID": "", "bootID": ""}}});
+    if let Some(port) = kubelet_port {
+        status["status"]["daemonEndpoints"] = json!({"kubeletEndpoint": {"Port": port}});
+    }
     Api::<Node>::all(c.clone())
         .patch_status(host, &PatchParams::default(), &Patch::Merge(&status))
         .await

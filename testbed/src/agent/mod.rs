@@ -23,6 +23,7 @@
 //! `systemctl`, …), and the testbed answers `kubeadm join` by joining the workload cluster as
 //! the kubelet would ([`kubelet`]).
 
+pub(crate) mod controlplane;
 mod host;
 pub mod inbox;
 pub mod join;
@@ -324,6 +325,7 @@ impl HostAgent {
             &log,
             &env,
         )?;
+        let hosts_file = kubelet_hosts(tb, host)?;
         let powered = Arc::new(AtomicBool::new(true));
         // The kubelet side needs a runtime; a caller without one gets an agent that registers
         // and bootstraps but whose `kubeadm` is never answered (and says so after its wait).
@@ -336,6 +338,11 @@ impl HostAgent {
                 spool: dir.join("spool"),
                 powered: powered.clone(),
                 joins: kubelet == Kubelet::Joins,
+                etc: etc.clone(),
+                dir: dir.clone(),
+                assets: tb.assets.clone(),
+                hosts_file,
+                sandboxes: tb.sandboxes.clone(),
             }))
         });
         Ok(HostAgent {
@@ -395,6 +402,29 @@ impl HostAgent {
     pub fn running(&mut self) -> bool {
         self.proc.exited().is_none()
     }
+}
+
+/// The testbed's hosts file of host names to 127.0.0.1, where each host's SIMULATED kubelet
+/// API listens (the hosts' own addresses are not routable from the testbed's processes), with
+/// `host` added: what the control planes' kube-apiservers resolve Nodes' `Hostname` addresses
+/// by (kube-apiserver's default `--kubelet-preferred-address-types` tries it first). Appended
+/// in place, so a bind mount of it sees each new line.
+fn kubelet_hosts(tb: &Testbed, host: &str) -> Result<PathBuf, Error> {
+    use std::io::Write;
+    let path = tb.dir.join("kubelet-hosts");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    let line = if f.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
+        format!("127.0.0.1 localhost\n::1 localhost\n127.0.0.1 {host}\n")
+    } else {
+        format!("127.0.0.1 {host}\n")
+    };
+    f.write_all(line.as_bytes())
+        .map_err(|e| Error::io(&path, e))?;
+    Ok(path)
 }
 
 impl Drop for HostAgent {

@@ -4,9 +4,13 @@
 //! provider ID in the workload cluster, and marks hosts for cleanup), and the real BYOH v0.5.0
 //! host agent on every host, onboarded with `kubectl capi hosts add` (`testbed::agent`).
 //!
-//! The workload cluster is the testbed itself, as in the sandbox. No KubeadmControlPlane
-//! controller runs, so the test plays the KubeadmControlPlane provider (it mirrors `spec` into
-//! `status`), and no kubelet runs, so the test plays the hosts' kubelets too: a SIMULATED Node
+//! `kcp` runs seed 004's path on the real KubeadmControlPlane controller: control-plane hosts
+//! that run real control planes, workers that really join them, nothing played.
+//!
+//! In the other stories the workload cluster is the testbed itself, as in the sandbox: no
+//! KubeadmControlPlane controller runs for their namespaces, so they play the
+//! KubeadmControlPlane provider (it mirrors `spec` into `status`), and no kubelet runs, so
+//! they play the hosts' kubelets too: a SIMULATED Node
 //! named after each host its agent bootstrapped (`play_kubelets`), and the hosts' SIMULATED
 //! `kubeadm join` succeeds without joining (`testbed::agent::Kubelet::Played`): the testbed's
 //! own API server cannot take the real join of `testbed::agent::join` (no bootstrap-token
@@ -18,6 +22,7 @@ mod common;
 
 mod delete;
 mod hosts;
+mod kcp;
 mod pause;
 mod scale;
 mod upgrade;
