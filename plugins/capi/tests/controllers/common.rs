@@ -249,6 +249,11 @@ pub struct Pool {
 /// their `kubeadm join` succeeds without joining, since the test plays their kubelets
 /// (`play_kubelets`): the workload clusters here are the testbed's own API server.
 pub fn onboard(tb: &Testbed, pool: &Pool) -> Vec<HostAgent> {
+    onboard_as(tb, pool, testbed::agent::Kubelet::Played)
+}
+
+/// [`onboard`] with the hosts' SIMULATED `kubeadm` doing what `kubelet` says.
+pub fn onboard_as(tb: &Testbed, pool: &Pool, kubelet: testbed::agent::Kubelet) -> Vec<HostAgent> {
     (1..=pool.count)
         .map(|i| {
             let host = format!("{}{i:02}", pool.name_prefix);
@@ -259,7 +264,7 @@ pub fn onboard(tb: &Testbed, pool: &Pool) -> Vec<HostAgent> {
                 &host,
                 &pool.labels,
                 true,
-                testbed::agent::Kubelet::Played,
+                kubelet,
             )
             .unwrap_or_else(|e| panic!("onboarding {host}: {e}"))
         })

@@ -26,25 +26,6 @@ fn kct_ar() -> ApiResource {
     )
 }
 
-/// The hosts of `pool`, onboarded as an admin does, whose `kubeadm` really joins (or inits).
-fn onboard_joining(tb: &Testbed, pool: &Pool) -> Vec<HostAgent> {
-    (1..=pool.count)
-        .map(|i| {
-            let host = format!("{}{i:02}", pool.name_prefix);
-            testbed::agent::onboard(
-                tb,
-                Path::new(BIN),
-                &pool.namespace,
-                &host,
-                &pool.labels,
-                true,
-                testbed::agent::Kubelet::Joins,
-            )
-            .unwrap_or_else(|e| panic!("onboarding {host}: {e}"))
-        })
-        .collect()
-}
-
 /// A control-plane endpoint of this test's own on the loopback network (the SIMULATED VIP
 /// listens there once the first control plane is up).
 fn vip(ns: &str) -> String {
@@ -265,8 +246,8 @@ async fn kubeadm_control_plane_on_byoh_hosts_initializes_and_scales() {
     // 3 control-plane hosts; 1 worker.
     let cps = pool(&ns, "c", 3, "control-plane");
     let ws = pool(&ns, "w", 1, "worker");
-    let cp_agents = onboard_joining(s.tb, &cps);
-    let w_agents = onboard_joining(s.tb, &ws);
+    let cp_agents = onboard_as(s.tb, &cps, testbed::agent::Kubelet::Joins);
+    let w_agents = onboard_as(s.tb, &ws, testbed::agent::Kubelet::Joins);
     registered(&s.client, &cps, &cp_agents).await;
     registered(&s.client, &ws, &w_agents).await;
     let logs = || snapshot(&s, "kc", &kcp);
