@@ -88,7 +88,12 @@ fn set_executable(path: &Path) -> Result<(), Error> {
 
 /// `kubeadm join --config F` and `kubeadm reset`: a request file in the spool (the join's
 /// configuration, written whole then renamed), then the testbed's answer: its first line the
-/// exit code, the rest printed.
+/// exit code, the rest printed. A reset the testbed carried out then deletes what kubeadm
+/// v1.36's `cleanup-node` phase deletes under `/etc/kubernetes` (`cmd/kubeadm/app/cmd/phases/
+/// reset/cleanupnode.go`: the contents of `manifests` and `pki`, and the kubeconfig files) here,
+/// on the host: its `/etc` is an overlay, and a file deleted from the overlay's upper layer
+/// behind its back stays in its cache, so the bootstrap data's next `write_files` would go to
+/// an unlinked inode the testbed never sees.
 fn kubeadm(spool: &Path) -> String {
     format!(
         r#"spool='{spool}'
@@ -106,6 +111,7 @@ join|init)
   req="$spool/$what-$$"
   cp "$cfg" "$req.tmp" && mv "$req.tmp" "$req.req" || exit 1 ;;
 reset)
+  what=reset
   req="$spool/reset-$$"
   : > "$req.tmp" && mv "$req.tmp" "$req.req" || exit 1 ;;
 version)
@@ -122,6 +128,12 @@ done
 code=$(head -n 1 "$req.done")
 tail -n +2 "$req.done"
 rm -f "$req.done"
+if [ "$what" = reset ] && [ "$code" = 0 ]; then
+  rm -rf /etc/kubernetes/manifests/* /etc/kubernetes/pki/*
+  for f in admin super-admin kubelet bootstrap-kubelet controller-manager scheduler; do
+    rm -f "/etc/kubernetes/$f.conf"
+  done
+fi
 exit "$code"
 "#,
         spool = spool.display()

@@ -365,6 +365,8 @@ pub(super) const KUBECONFIGS: &[&str] = &[
     "controller-manager.conf",
     "scheduler.conf",
 ];
+/// What the bootstrap data writes (the host's `kubeadm reset` deletes them, not the testbed).
+#[cfg(test)]
 pub(super) const CA_FILES: &[&str] = &[
     "ca.crt",
     "ca.key",

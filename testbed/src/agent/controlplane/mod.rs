@@ -338,8 +338,10 @@ impl ControlPlane {
     }
 
     /// `kubeadm reset`: this host's etcd member removed, its processes stopped, its apiserver
-    /// out of the VIP, its mirror pods deleted (when the API still answers) and its PKI,
-    /// kubeconfigs and etcd data removed. Every step tolerates what is already gone.
+    /// out of the VIP, its mirror pods deleted (when the API still answers) and its etcd data
+    /// and the certificates and kubeconfigs the testbed made removed. Every step tolerates what
+    /// is already gone. The files the bootstrap data wrote (the CAs, `sa.key`) are the host's
+    /// `kubeadm reset` shim's to delete, through the host's `/etc` overlay (`super::host`).
     pub(crate) async fn reset(self) {
         if let Err(e) = self.remove_member().await {
             tracing::warn!("SIMULATED kubeadm reset on {}: {e}", self.ctx.host);
@@ -354,7 +356,7 @@ impl ControlPlane {
         let leaves = certs::LEAVES
             .iter()
             .flat_map(|l| [format!("{l}.crt"), format!("{l}.key")]);
-        for f in leaves.chain(certs::CA_FILES.iter().map(|f| f.to_string())) {
+        for f in leaves {
             let _ = std::fs::remove_file(self.pki.join(f));
         }
         for f in certs::KUBECONFIGS {

@@ -9,8 +9,17 @@
 //! TLS passes through untouched, so clients see each kube-apiserver's own serving
 //! certificate, as through kube-vip. Every second each backend's `/readyz` is asked
 //! (anonymously, as a load balancer's health check does): connections go to ready backends,
-//! to any when none is ready, so a host whose etcd member KCP already removed stops taking
-//! traffic before its `kubeadm reset`. The last backend's removal closes the listener: a
+//! to any when none is ready. A backend that fails [`FALL`] checks in a row is down: new
+//! connections avoid it and the ones it holds are closed, as established connections break when
+//! kube-vip moves the address off a node whose API server stopped serving (its leader lease
+//! lapses there; the new holder answers the old flows with resets) and as a load balancer
+//! with `on-marked-down shutdown-sessions` (HAProxy) or `expire_nodest_conn` (IPVS) does.
+//! Without that, a client's HTTP/2 connection stays pinned to an API server whose etcd member
+//! is gone: BYOH v0.5.0's agent never runs `kubeadm reset` on a host it releases when it runs
+//! with `--skip-installation` (`hostCleanUp` in `agent/reconciler/host_reconciler.go` resets
+//! only when `K8sComponentsInstallationSucceeded` is True, which that flag never sets), so a
+//! released control-plane host keeps its kube-apiserver running, its reads answered from the
+//! watch cache and its writes hanging. The last backend's removal closes the listener: a
 //! cluster with no control plane left does not answer on its endpoint.
 //!
 //! What differs from kube-vip: no leader election and no ARP, and every ready backend takes
@@ -28,9 +37,34 @@ use std::time::Duration;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often each backend's `/readyz` is asked.
 const HEALTH_EVERY: Duration = Duration::from_secs(1);
+/// Failed checks in a row that take a backend down (HAProxy's `fall`): one slow answer while
+/// etcd elects a leader does not cut every client off.
+const FALL: u32 = 3;
 
-/// The backends and whether each answered its last health check.
-type Backends = Arc<Mutex<Vec<(SocketAddr, bool)>>>;
+/// One API server behind the VIP.
+struct Backend {
+    addr: SocketAddr,
+    /// Failed health checks in a row; down from [`FALL`] on.
+    fails: u32,
+    /// Bumped each time the backend goes down: the sessions it holds end.
+    downs: tokio::sync::watch::Sender<u64>,
+}
+
+impl Backend {
+    fn new(addr: SocketAddr) -> Backend {
+        Backend {
+            addr,
+            fails: 0,
+            downs: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    fn up(&self) -> bool {
+        self.fails < FALL
+    }
+}
+
+type Backends = Arc<Mutex<Vec<Backend>>>;
 
 struct Vip {
     backends: Backends,
@@ -46,9 +80,9 @@ pub(crate) fn register(endpoint: &str, backend: SocketAddr) -> Result<(), String
         .map_err(|_| "the SIMULATED VIP registry lock is poisoned".to_string())?;
     if let Some(vip) = vips.get(endpoint) {
         if let Ok(mut b) = vip.backends.lock()
-            && !b.iter().any(|(a, _)| *a == backend)
+            && !b.iter().any(|x| x.addr == backend)
         {
-            b.push((backend, true));
+            b.push(Backend::new(backend));
         }
         return Ok(());
     }
@@ -57,7 +91,7 @@ pub(crate) fn register(endpoint: &str, backend: SocketAddr) -> Result<(), String
     std_listener
         .set_nonblocking(true)
         .map_err(|e| format!("SIMULATED VIP {endpoint}: {e}"))?;
-    let backends: Backends = Arc::new(Mutex::new(vec![(backend, true)]));
+    let backends: Backends = Arc::new(Mutex::new(vec![Backend::new(backend)]));
     let rt = crate::background().map_err(|e| e.to_string())?;
     let task = rt.spawn(serve(endpoint.to_string(), std_listener, backends.clone()));
     vips.insert(
@@ -77,7 +111,7 @@ pub(crate) fn unregister(endpoint: &str, backend: SocketAddr) {
     let empty = match vips.get(endpoint) {
         Some(vip) => match vip.backends.lock() {
             Ok(mut b) => {
-                b.retain(|(a, _)| *a != backend);
+                b.retain(|x| x.addr != backend);
                 b.is_empty()
             }
             Err(_) => false,
@@ -97,7 +131,7 @@ pub(crate) fn backends(endpoint: &str) -> Vec<SocketAddr> {
         .and_then(|v| {
             v.get(endpoint)
                 .and_then(|vip| vip.backends.lock().ok())
-                .map(|b| b.iter().map(|(a, _)| *a).collect())
+                .map(|b| b.iter().map(|x| x.addr).collect())
         })
         .unwrap_or_default()
 }
@@ -113,14 +147,20 @@ async fn serve(endpoint: String, listener: std::net::TcpListener, backends: Back
     tokio::join!(accept(listener, backends.clone()), health(backends));
 }
 
-/// The ready backends, or all of them when none is.
-fn choices(backends: &Backends) -> Vec<SocketAddr> {
-    let all = backends.lock().map(|b| b.clone()).unwrap_or_default();
-    let ready: Vec<SocketAddr> = all.iter().filter(|(_, ok)| *ok).map(|(a, _)| *a).collect();
-    if ready.is_empty() {
-        all.into_iter().map(|(a, _)| a).collect()
+/// A backend to connect to and the signal that it went down.
+type Choice = (SocketAddr, tokio::sync::watch::Receiver<u64>);
+
+/// The backends that are up, or all of them when none is.
+fn choices(backends: &Backends) -> Vec<Choice> {
+    let Ok(all) = backends.lock() else {
+        return Vec::new();
+    };
+    let choice = |b: &Backend| (b.addr, b.downs.subscribe());
+    let up: Vec<Choice> = all.iter().filter(|b| b.up()).map(choice).collect();
+    if up.is_empty() {
+        all.iter().map(choice).collect()
     } else {
-        ready
+        up
     }
 }
 
@@ -138,8 +178,10 @@ async fn accept(listener: tokio::net::TcpListener, backends: Backends) {
                 return;
             }
             let start = next.fetch_add(1, Ordering::Relaxed);
-            for i in 0..list.len() {
-                let target = list[(start + i) % list.len()];
+            let n = list.len();
+            let mut list = list;
+            list.rotate_left(start % n);
+            for (target, mut down) in list {
                 let Ok(Ok(mut upstream)) =
                     tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(target))
                         .await
@@ -147,27 +189,41 @@ async fn accept(listener: tokio::net::TcpListener, backends: Backends) {
                     continue;
                 };
                 let mut conn = conn;
-                let _ = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
+                // Until either side closes, or the backend goes down (dropping both ends
+                // closes the client's connection: it reconnects to one that is up).
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut conn, &mut upstream) => {}
+                    _ = down.changed() => {}
+                }
                 return;
             }
         });
     }
 }
 
-/// Asks each backend's `/readyz` every [`HEALTH_EVERY`] and records the answers.
+/// Asks each backend's `/readyz` every [`HEALTH_EVERY`]; a backend that goes down has its
+/// sessions closed.
 async fn health(backends: Backends) {
     loop {
         tokio::time::sleep(HEALTH_EVERY).await;
         let list: Vec<SocketAddr> = backends
             .lock()
-            .map(|b| b.iter().map(|(a, _)| *a).collect())
+            .map(|b| b.iter().map(|x| x.addr).collect())
             .unwrap_or_default();
         for addr in list {
             let ok = ready(addr).await;
             if let Ok(mut b) = backends.lock()
-                && let Some(slot) = b.iter_mut().find(|(a, _)| *a == addr)
+                && let Some(slot) = b.iter_mut().find(|x| x.addr == addr)
             {
-                slot.1 = ok;
+                if ok {
+                    slot.fails = 0;
+                } else {
+                    slot.fails = slot.fails.saturating_add(1);
+                    if slot.fails == FALL {
+                        tracing::info!("SIMULATED VIP: {addr} is down; closing its connections");
+                        slot.downs.send_modify(|n| *n = n.wrapping_add(1));
+                    }
+                }
             }
         }
     }
@@ -190,4 +246,48 @@ async fn ready(addr: SocketAddr) -> bool {
         return false;
     };
     matches!(client.request_text(req).await, Ok(t) if t.trim() == "ok")
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A backend that never passes its health check (it does not speak TLS) is taken down after
+    /// [`FALL`] checks, and the connection a client holds through the VIP to it is closed.
+    #[tokio::test]
+    async fn a_backend_that_goes_down_loses_its_connections() {
+        let backend = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = backend.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut c, _)) = backend.accept().await else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 64];
+                    while let Ok(n) = c.read(&mut buf).await {
+                        if n == 0 || c.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let endpoint = format!("127.0.0.1:{}", crate::free_port().unwrap());
+        register(&endpoint, addr).unwrap();
+        let mut client = tokio::net::TcpStream::connect(&endpoint).await.unwrap();
+        client.write_all(b"ping").await.unwrap();
+        let mut buf = [0u8; 4];
+        client.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"ping", "proxied to the backend");
+        let closed =
+            tokio::time::timeout(HEALTH_EVERY * (FALL + 5), client.read(&mut [0u8; 8])).await;
+        unregister(&endpoint, addr);
+        assert!(
+            matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+            "the VIP kept a session to a backend that is down: {closed:?}"
+        );
+    }
 }
