@@ -7,15 +7,16 @@
 //! API server's `pods/portforward` and the hosts' SIMULATED kubelet API. Workers join that
 //! workload cluster for real (discovery, TLS bootstrap, Node). Nothing is played.
 //!
-//! Not yet here: the rolling upgrade through a spare host. It replaces control-plane machines
-//! one by one on the real controller, then the kubeadm bootstrap manager's requests to the
-//! workload cluster (its bootstrap token for the next joining host) time out through the
-//! SIMULATED VIP and the rollout stalls; until that is understood the upgrade stays out.
+//! Then `kubectl capi upgrade` to a release two minors on: the real controller rolls every
+//! control-plane machine through the spare host, one minor at a time. Each released host keeps
+//! its control plane (BYOH v0.5.0 does not reset a host whose agent runs with
+//! `--skip-installation`) until its next join fails kubeadm's preflight and the agent resets it.
 
 use crate::common::*;
 
-/// A Kubernetes release whose binaries the testbed has (`testbed/build-bins.sh`).
+/// Kubernetes releases whose binaries the testbed has (`testbed/build-bins.sh`).
 const FROM: &str = "v1.35.4";
+const TO: &str = "v1.37.2";
 
 fn kct_ar() -> ApiResource {
     ar(
@@ -229,6 +230,18 @@ fn snapshot(s: &Story, name: &str, kcp: &testbed::KcpManager) -> String {
                 std::fs::read_to_string(s.tb.dir.join("kubeadm-bootstrap-manager.log"))
                     .unwrap_or_default();
             let errors: Vec<&str> = bootstrap.lines().filter(|l| l.starts_with('E')).collect();
+            for h in s.api(&host_ar()).list(&ListParams::default()).await.unwrap().items {
+                let dir = s.tb.dir.join("hosts").join(h.name_any()).join("control-plane");
+                for c in ["etcd", "kube-apiserver"] {
+                    let t = std::fs::read_to_string(dir.join(format!("{c}.log"))).unwrap_or_default();
+                    let lines: Vec<&str> = t.lines().collect();
+                    text.push_str(&format!(
+                        "--- {} {c} ---\n{}\n",
+                        h.name_any(),
+                        lines[lines.len().saturating_sub(8)..].join("\n")
+                    ));
+                }
+            }
             format!(
                 "{text}--- kubeadm bootstrap manager's errors ---\n{}\n--- KubeadmControlPlane manager ---\n{}",
                 errors[errors.len().saturating_sub(10)..].join("\n"),
@@ -239,13 +252,13 @@ fn snapshot(s: &Story, name: &str, kcp: &testbed::KcpManager) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubeadm_control_plane_on_byoh_hosts_initializes_and_scales() {
+async fn kubeadm_control_plane_on_byoh_hosts_initializes_scales_and_upgrades() {
     let s = Story::start("kcp").await;
     let ns = s.ns.clone();
     let kcp = testbed::start_kcp(s.tb, &s.client, &ns).await.unwrap();
     // 3 control-plane hosts; 1 worker.
-    let cps = pool(&ns, "c", 3, "control-plane");
-    let ws = pool(&ns, "w", 1, "worker");
+    let cps = pool(&ns, "c", 4, "control-plane");
+    let ws = pool(&ns, "w", 2, "worker");
     let cp_agents = onboard_as(s.tb, &cps, testbed::agent::Kubelet::Joins);
     let w_agents = onboard_as(s.tb, &ws, testbed::agent::Kubelet::Joins);
     registered(&s.client, &cps, &cp_agents).await;
@@ -316,9 +329,49 @@ async fn kubeadm_control_plane_on_byoh_hosts_initializes_and_scales() {
         "{d}"
     );
     let machines = line("3 Machines...");
-    for i in 1..=3 {
-        assert_contains(&machines, &format!("{ns}-c0{i}"));
+    let on_hosts = (1..=4)
+        .filter(|i| machines.contains(&format!("{ns}-c0{i}")))
+        .count();
+    assert_eq!(on_hosts, 3, "{machines}");
+
+    // Upgrade: the real controller rolls each control-plane machine through the spare host.
+    // Two minors: CAPI's kubeadm upgrades one minor at a time, so the plugin steps through
+    // v1.36 (KCP, then the workers) before v1.37.
+    let o = s.run(&words(&format!(
+        "upgrade kc --to {TO} --yes --client-side --timeout 600s"
+    )));
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        testbed::fixtures::run::stderr(&o),
+        logs()
+    );
+    let e = out(&o);
+    for step in [
+        "KubeadmControlPlane kc-control-plane to v1.36.3: done",
+        "MachineDeployment kc-md-0 to v1.36.3: done",
+        &format!("KubeadmControlPlane kc-control-plane to {TO}: done"),
+        &format!("MachineDeployment kc-md-0 to {TO}: done"),
+        &format!("cluster kc upgraded to {TO} in "),
+    ] {
+        assert_contains(&e, step);
     }
+    testbed::fixtures::poll::wait_for(
+        &format!("3 ready control-plane replicas at {TO} with a healthy etcd"),
+        Duration::from_secs(120),
+        logs,
+        || async {
+            let (v, ready, up, _, etcd) = kcp_status(&s, "kc").await;
+            (v == TO && ready == 3 && up == 3 && etcd == "True").then_some(())
+        },
+    )
+    .await;
+    // Every control plane is of the new release; the old hosts' Nodes are gone.
+    let wl = workload(&s, "kc").await;
+    assert_eq!(wl.apiserver_version().await.unwrap().git_version, TO);
+    let nodes = control_plane_nodes(&wl).await;
+    assert_eq!(nodes.len(), 3, "{nodes:?}");
+    assert!(nodes.iter().all(|(_, v)| v == TO), "{nodes:?}");
 
     // Delete: the hosts are released and their control planes stopped (kubeadm reset).
     s.ok(&words("delete kc --yes --wait --timeout 300s"));

@@ -5,7 +5,8 @@
 //! host agent on every host, onboarded with `kubectl capi hosts add` (`testbed::agent`).
 //!
 //! `kcp` runs seed 004's path on the real KubeadmControlPlane controller: control-plane hosts
-//! that run real control planes, workers that really join them, nothing played.
+//! that run real control planes, workers that really join them (init, scale to 3, a rolling
+//! upgrade across two minors, delete), nothing played.
 //!
 //! In the other stories the workload cluster is the testbed itself, as in the sandbox: no
 //! KubeadmControlPlane controller runs for their namespaces, so they play the
