@@ -14,7 +14,8 @@
 //! testbed's processes; the Node's `daemonEndpoints` names the port) reaches that etcd and
 //! kube-apiserver, which is how CAPI's KubeadmControlPlane controller checks them.
 //!
-//! A host powered off ([`super::HostAgent::power`]) answers nothing and sends no heartbeat.
+//! A host powered off ([`super::HostAgent::power`]) answers nothing and sends no heartbeat;
+//! its control plane's processes are stopped until the power is back.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -86,8 +87,17 @@ pub(crate) async fn run(host: Host) {
     };
     let kubelet_port = server.as_ref().map(|s| s.port());
     let mut node: Option<(Joined, Option<Instant>)> = None;
+    let mut frozen = false;
     loop {
-        if host.powered.load(Ordering::SeqCst) {
+        let powered = host.powered.load(Ordering::SeqCst);
+        if powered == frozen {
+            // Power lost or back: the host's control plane stops or goes on with it.
+            frozen = !powered;
+            if let Some(cp) = targets.lock().ok().and_then(|t| t.clone()) {
+                cp.power(powered);
+            }
+        }
+        if powered {
             for (stem, path) in requests(&host.spool) {
                 let (code, message) = if (stem.starts_with("join-") || stem.starts_with("init-"))
                     && node.is_some()

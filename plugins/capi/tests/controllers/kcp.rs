@@ -11,6 +11,8 @@
 //! control-plane machine through the spare host, one minor at a time. Each released host keeps
 //! its control plane (BYOH v0.5.0 does not reset a host whose agent runs with
 //! `--skip-installation`) until its next join fails kubeadm's preflight and the agent resets it.
+//! Then a control-plane host loses power (its agent, kubelet and control plane stopped): a
+//! MachineHealthCheck and the real controller's remediation replace its machine.
 
 use crate::common::*;
 
@@ -76,7 +78,9 @@ async fn make(s: &Story, name: &str, endpoint: &str, workers: i64) {
                      "machineTemplate": {"metadata": {"labels": {"cluster.x-k8s.io/watch-filter": ns}},
                                          "spec": {"infrastructureRef": {"apiGroup": infra, "kind": "ByoMachineTemplate", "name": format!("{name}-control-plane")}}},
                      "kubeadmConfigSpec": {
-                       "clusterConfiguration": {"apiServer": {"certSANs": ["localhost", "127.0.0.1"]}},
+                       "clusterConfiguration": {"apiServer": {"certSANs": ["localhost", "127.0.0.1"]},
+                         // A Node that stops reporting is Unknown after 30 s, not 50 s.
+                         "controllerManager": {"extraArgs": [{"name": "node-monitor-grace-period", "value": "30s"}]}},
                        "initConfiguration": registration, "joinConfiguration": registration}}}),
         ),
         (
@@ -252,7 +256,7 @@ fn snapshot(s: &Story, name: &str, kcp: &testbed::KcpManager) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubeadm_control_plane_on_byoh_hosts_initializes_scales_and_upgrades() {
+async fn kubeadm_control_plane_on_byoh_hosts_initializes_scales_upgrades_and_remediates() {
     let s = Story::start("kcp").await;
     let ns = s.ns.clone();
     let kcp = testbed::start_kcp(s.tb, &s.client, &ns).await.unwrap();
@@ -372,6 +376,62 @@ async fn kubeadm_control_plane_on_byoh_hosts_initializes_scales_and_upgrades() {
     let nodes = control_plane_nodes(&wl).await;
     assert_eq!(nodes.len(), 3, "{nodes:?}");
     assert!(nodes.iter().all(|(_, v)| v == TO), "{nodes:?}");
+
+    // A control-plane host loses power: a MachineHealthCheck finds its Node unreachable and the
+    // real controller remediates it (its etcd member removed, its machine replaced on the spare
+    // host); its power back, BYOH's agent releases the host.
+    let mhc = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck",
+        "metadata": {"name": "kc-control-plane", "labels": {"cluster.x-k8s.io/watch-filter": ns}},
+        "spec": {"clusterName": "kc",
+          "selector": {"matchLabels": {"cluster.x-k8s.io/control-plane": ""}},
+          "checks": {"unhealthyNodeConditions": [
+            {"type": "Ready", "status": "Unknown", "timeoutSeconds": 10},
+            {"type": "Ready", "status": "False", "timeoutSeconds": 10}]}}});
+    let mhc_ar = ar(
+        "cluster.x-k8s.io",
+        "v1beta2",
+        "MachineHealthCheck",
+        "machinehealthchecks",
+    );
+    apply(&s.client, &ns, mhc_ar, mhc).await;
+    let cp_nodes = || async {
+        let list = s
+            .api(&machine_ar())
+            .list(&ListParams::default().labels("cluster.x-k8s.io/control-plane"))
+            .await
+            .unwrap();
+        let mut nodes: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|m| {
+                m.data["status"]["nodeRef"]["name"]
+                    .as_str()
+                    .map(String::from)
+            })
+            .collect();
+        nodes.sort();
+        nodes
+    };
+    let before = cp_nodes().await;
+    let victim = before[0].clone();
+    let agent = (1..=4)
+        .position(|i| victim == format!("{ns}-c0{i}"))
+        .map(|i| &cp_agents[i])
+        .unwrap_or_else(|| panic!("{victim} is none of this test's hosts"));
+    agent.power(false);
+    testbed::fixtures::poll::wait_for(
+        &format!("the machine of powered-off {victim} remediated and replaced"),
+        Duration::from_secs(300),
+        logs,
+        || async {
+            let nodes = cp_nodes().await;
+            let (_, ready, _, _, etcd) = kcp_status(&s, "kc").await;
+            (nodes.len() == 3 && !nodes.contains(&victim) && ready == 3 && etcd == "True")
+                .then_some(())
+        },
+    )
+    .await;
+    agent.power(true);
 
     // Delete: the hosts are released and their control planes stopped (kubeadm reset).
     s.ok(&words("delete kc --yes --wait --timeout 300s"));

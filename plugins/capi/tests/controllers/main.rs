@@ -6,7 +6,7 @@
 //!
 //! `kcp` runs seed 004's path on the real KubeadmControlPlane controller: control-plane hosts
 //! that run real control planes, workers that really join them (init, scale to 3, a rolling
-//! upgrade across two minors, delete), nothing played.
+//! upgrade across two minors, a powered-off host remediated, delete), nothing played.
 //!
 //! In the other stories the workload cluster is the testbed itself, as in the sandbox: no
 //! KubeadmControlPlane controller runs for their namespaces, so they play the

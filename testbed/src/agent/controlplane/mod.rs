@@ -414,6 +414,21 @@ impl ControlPlane {
         Err(format!("removing etcd member {}: {last}", me.id))
     }
 
+    /// A host losing power (`on` false) or getting it back: every process of its control plane
+    /// stopped (SIGSTOP: its ports still accept connections, nothing answers, as a machine
+    /// that froze) or continued.
+    pub(crate) fn power(&self, on: bool) {
+        let signal = if on { libc::SIGCONT } else { libc::SIGSTOP };
+        if let Ok(comps) = self.components.lock() {
+            for p in comps.iter().filter_map(|c| c.proc.as_ref()) {
+                // SAFETY: plain syscall on a process group the testbed created (Proc::spawn).
+                unsafe {
+                    libc::kill(-(p.pid() as i32), signal);
+                }
+            }
+        }
+    }
+
     /// SIGTERM to every process, SIGKILL to those still running after `grace`.
     async fn stop_all(&self, grace: Duration) {
         let mut procs: Vec<Proc> = match self.components.lock() {
